@@ -1,0 +1,496 @@
+"""Read a torch.profiler (Kineto) Chrome trace into pandas tables.
+
+The profiler writes one JSON object per event (the Chrome trace event format:
+``ph`` = phase, ``cat`` = category, ``ts``/``dur`` in microseconds, ``args``
+with the profiler's own fields). The names changed over PyTorch releases:
+
+=====================  ==============================  ===================
+what                   PyTorch ≥ 1.10 (Kineto today)   PyTorch ~1.9
+=====================  ==============================  ===================
+operator               ``cpu_op``                      ``Operator``
+CUDA runtime call      ``cuda_runtime``                ``Runtime``
+CUDA driver call       ``cuda_driver``                 (none)
+kernel                 ``kernel``                      ``Kernel``
+copy / set             ``gpu_memcpy`` / ``gpu_memset`` ``Memcpy`` / ``Memset``
+external id            ``args["External id"]``         ``args["external id"]``
+GPU thread id          the stream number               ``"stream 7"``
+time base              ``baseTimeNanoseconds`` + ts    ts since the epoch
+=====================  ==============================  ===================
+
+:func:`load_trace` normalises all of that once, so no analysis ever looks at
+raw JSON. Every time is an integer number of nanoseconds on the profiler's own
+clock (``start_ns``, ``dur_ns``, ``end_ns``); a kernel written as
+``"dur": 732.513`` (µs) has ``dur_ns == 732513``.
+
+Sources: the Chrome trace event format (Google, "Trace Event Format"); Kineto's
+``ChromeTraceLogger`` (pytorch/kineto, ``libkineto/src/output_json.cpp``) for
+the field names; the traces in ``tests/data/public-traces`` for older releases.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .bundle import read_bytes_maybe_gz
+from .errors import KitFileError, TraceFormatError
+
+try:  # orjson parses about 3x faster than the standard library; the kit lists it.
+    import orjson as _orjson
+
+    def _parse(raw: bytes):
+        return _orjson.loads(raw)
+
+    _JSONError = _orjson.JSONDecodeError
+except ImportError:  # pragma: no cover - orjson is a dependency, but stay readable without it
+    import json as _json
+
+    def _parse(raw: bytes):
+        return _json.loads(raw)
+
+    _JSONError = _json.JSONDecodeError
+
+# Category (lower-cased) -> (table, kind)
+_CATEGORIES = {
+    "cpu_op": ("ops", "op"), "operator": ("ops", "op"),
+    "user_annotation": ("ops", "annotation"),
+    "python_function": ("ops", "python"),
+    "cuda_runtime": ("launches", "runtime"), "runtime": ("launches", "runtime"),
+    "cuda_driver": ("launches", "driver"),
+    "kernel": ("gpu", "kernel"),
+    "gpu_memcpy": ("gpu", "memcpy"), "memcpy": ("gpu", "memcpy"),
+    "gpu_memset": ("gpu", "memset"), "memset": ("gpu", "memset"),
+    "gpu_user_annotation": ("gpu", "gpu_annotation"),
+}
+_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
+
+OPS_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "external_id",
+               "input_dims", "input_types", "input_strides", "concrete_inputs", "sequence_number",
+               "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "parent", "depth"]
+LAUNCH_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "api", "correlation",
+                  "external_id", "cbid"]
+GPU_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "device", "stream",
+               "correlation", "external_id", "grid", "block", "bytes"]
+MEMORY_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "bytes", "addr", "total_allocated",
+                  "total_reserved", "device_type", "device_id"]
+OTHER_COLUMNS = ["name", "cat", "ph", "pid", "tid", "start_ns", "dur_ns"]
+
+
+@dataclass
+class Trace:
+    """A torch.profiler trace as tables (see :func:`load_trace`).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    ops : DataFrame
+        CPU-side events: ``name, pid, tid, start_ns, dur_ns, end_ns`` (ns), ``kind``
+        (``op`` = an ATen/other operator, ``annotation`` = a ``record_function``
+        label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
+        ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
+        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
+        shapes were not recorded), ``sequence_number`` and ``fwd_thread_id`` (autograd),
+        ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
+        (old traces), ``parent`` (row label of the enclosing event on the same
+        thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
+    launches : DataFrame
+        CUDA runtime and driver API calls: ``name, pid, tid, start_ns, dur_ns, end_ns``,
+        ``api`` (``runtime``/``driver``), ``correlation`` (links to the GPU event),
+        ``external_id`` (links to the operator), ``cbid`` (CUPTI callback id).
+    gpu : DataFrame
+        GPU events: ``name, pid, tid, start_ns, dur_ns, end_ns``, ``kind`` (``kernel``,
+        ``memcpy``, ``memset``, ``gpu_annotation`` — the last is a ``record_function``
+        range projected onto a stream, not work), ``device``, ``stream``,
+        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``.
+    memory : DataFrame
+        Allocator instants (``profile_memory``): ``bytes`` (negative = a free),
+        ``addr``, ``total_allocated`` and ``total_reserved`` (bytes, after the event),
+        ``device_type`` (0 = CPU, 1 = CUDA), ``device_id``, ``start_ns``.
+    other : DataFrame
+        Every event of a category kitlib does not interpret (flows, the profiler's own
+        spans, unknown categories), kept so nothing is lost: ``name, cat, ph, pid, tid,
+        start_ns, dur_ns``.
+    meta : dict
+        What the trace says about itself: ``devices`` (``deviceProperties``),
+        ``profiler_options`` (record_shapes, profile_memory, with_stack, with_flops, …
+        as written), ``versions`` (schema, CUDA runtime/driver, CUPTI),
+        ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
+        trace's ``ts`` are already since the epoch), ``process_names``,
+        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``).
+    """
+
+    path: Path
+    ops: pd.DataFrame
+    launches: pd.DataFrame
+    gpu: pd.DataFrame
+    memory: pd.DataFrame
+    other: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+
+    def __repr__(self):
+        return (f"Trace({self.path.name}: {len(self.ops)} CPU events, {len(self.launches)} launches, "
+                f"{len(self.gpu)} GPU events, {len(self.memory)} memory events)")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The ``ProfilerStep#N`` annotations (rows of ``ops`` with ``kind == "step"``),
+        with an integer ``step`` column, sorted by start."""
+        s = self.ops[self.ops["kind"] == "step"].copy()
+        s["step"] = s["name"].str.extract(r"#(\d+)$")[0].astype("Int64")
+        return s.sort_values("start_ns")
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """GPU events that are real work (kernels, copies, sets): ``gpu`` without the
+        ``gpu_annotation`` rows, which are labels, not device time."""
+        return self.gpu[self.gpu["kind"] != "gpu_annotation"]
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(len(self.kernels))
+
+
+def _ns(values) -> np.ndarray:
+    """Microsecond timestamps (floats with up to 3 decimals) to exact integer ns.
+
+    ``ts`` values near 5e12 µs sit at the edge of float64's precision, so
+    ``round(ts * 1000)`` can be off by one. Splitting off the integer part first
+    keeps the fraction exact and the result equal to the printed digits.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    whole = np.floor(a)
+    return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+
+
+def _as_int(x):
+    """Thread/process ids: ints stay ints, '25738' becomes 25738, 'stream 7' becomes 7."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, str):
+        m = re.search(r"(-?\d+)$", x.strip())
+        if m:
+            return int(m.group(1))
+    return x
+
+
+def load_trace(path) -> Trace:
+    """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A trace written by ``prof.export_chrome_trace`` or ``tensorboard_trace_handler``:
+        a JSON object with ``traceEvents`` or a bare JSON list of events, plain or gzipped.
+
+    Returns
+    -------
+    Trace
+        Tables ``ops``, ``launches``, ``gpu``, ``memory``, ``other`` and dict ``meta``;
+        all times integer ns on the profiler's clock (see :class:`Trace`).
+
+    Raises
+    ------
+    KitFileError
+        Missing or empty file, truncated gzip, or invalid JSON (with the byte offset
+        where parsing stopped).
+    TraceFormatError
+        Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
+        are not objects, or no event of any torch.profiler category).
+    """
+    path = Path(path)
+    raw = read_bytes_maybe_gz(path)
+    try:
+        doc = _parse(raw)
+    except _JSONError as e:
+        pos = getattr(e, "pos", None)
+        where = f" at byte {pos}" if pos is not None else ""
+        hint = " (the file looks cut off)" if pos is not None and pos >= len(raw) - 2 else ""
+        raise KitFileError(path, f"invalid JSON{where}{hint}: {e.msg if hasattr(e, 'msg') else e}") from None
+    except UnicodeDecodeError as e:
+        raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
+    return trace_from_json(doc, path)
+
+
+def trace_from_json(doc, path="<memory>") -> Trace:
+    """Build a :class:`Trace` from an already-parsed trace document (dict or list).
+
+    Raises
+    ------
+    TraceFormatError
+        As :func:`load_trace`.
+    """
+    path = Path(path)
+    if isinstance(doc, dict):
+        if "traceEvents" not in doc:
+            keys = ", ".join(list(doc)[:8]) or "none"
+            raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON object has no "
+                                         f"'traceEvents' list (its keys: {keys})")
+        events, top = doc["traceEvents"], doc
+    elif isinstance(doc, list):
+        events, top = doc, {}
+    else:
+        raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
+                                     "not an object with 'traceEvents' or a list of events")
+    if not isinstance(events, list):
+        raise TraceFormatError(path, "'traceEvents' is not a list")
+
+    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    kinds = {"ops": [], "launches": [], "gpu": []}
+    cat_counts: dict[str, int] = {}
+    process_names, thread_names = {}, {}
+    legacy = False
+    for i, e in enumerate(events):
+        if not isinstance(e, dict):
+            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object")
+        ph = e.get("ph")
+        cat = e.get("cat")
+        cat_counts[str(cat)] = cat_counts.get(str(cat), 0) + 1
+        if ph == "M":
+            args = e.get("args") or {}
+            if e.get("name") == "process_name":
+                process_names[_as_int(e.get("pid"))] = args.get("name")
+            elif e.get("name") == "thread_name":
+                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
+            continue
+        if ph == "i" and e.get("name") == "[memory]":
+            buckets["memory"].append(e)
+            continue
+        if ph == "X" and isinstance(cat, str):
+            hit = _CATEGORIES.get(cat.lower())
+            if hit is not None:
+                if cat in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"):
+                    legacy = True
+                table, kind = hit
+                buckets[table].append(e)
+                kinds[table].append(kind)
+                continue
+        buckets["other"].append(e)
+
+    n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
+    if n_known == 0:
+        found = ", ".join(f"{k} ({v})" for k, v in sorted(cat_counts.items(), key=lambda kv: -kv[1])[:6])
+        raise TraceFormatError(path, "no torch.profiler events (operators, CUDA launches, kernels or "
+                                     f"memory instants) in {len(events)} events; categories found: "
+                                     f"{found or 'none'}. Is this a torch.profiler trace?")
+
+    ops = _ops_table(buckets["ops"], kinds["ops"])
+    launches = _launch_table(buckets["launches"], kinds["launches"])
+    gpu = _gpu_table(buckets["gpu"], kinds["gpu"])
+    memory = _memory_table(buckets["memory"])
+    other = _other_table(buckets["other"])
+
+    base = top.get("baseTimeNanoseconds")
+    meta = {
+        "format": "kineto-legacy" if legacy else "kineto",
+        "devices": top.get("deviceProperties", []),
+        "profiler_options": {k: top[k] for k in ("record_shapes", "profile_memory", "with_stack",
+                                                 "with_flops", "with_modules") if k in top},
+        "versions": {k: top[k] for k in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version",
+                                         "cupti_version") if k in top},
+        "base_time_ns": int(base) if base is not None else 0,
+        "trace_id": top.get("trace_id"),
+        "distributed": top.get("distributedInfo"),
+        "process_names": process_names,
+        "thread_names": thread_names,
+        "category_counts": cat_counts,
+        "n_events": len(events),
+    }
+    return Trace(path=path, ops=ops, launches=launches, gpu=gpu, memory=memory, other=other, meta=meta)
+
+
+def _col(evs, key, default=None):
+    return [e.get(key, default) for e in evs]
+
+
+_NO_ARGS: dict = {}
+
+
+def _arg(evs, *keys):
+    """``args[key]`` of every event (the first of ``keys`` present), None where absent."""
+    args = [e.get("args") or _NO_ARGS for e in evs]
+    if len(keys) == 1:
+        k = keys[0]
+        return [a.get(k) for a in args]
+    out = [None] * len(args)
+    for k in reversed(keys):  # the first key wins, so it is written last
+        for i, a in enumerate(args):
+            v = a.get(k)
+            if v is not None:
+                out[i] = v
+    return out
+
+
+def _ids(values) -> pd.Series:
+    """Integer ids with missing values (pandas ``Int64``)."""
+    try:
+        return pd.Series(pd.array(values, dtype="Int64"))
+    except (TypeError, ValueError):  # a stray string id: keep what is an integer
+        return pd.Series(pd.array([v if isinstance(v, int) else None for v in values], dtype="Int64"))
+
+
+def _times(evs, with_dur=True):
+    start = _ns(_col(evs, "ts", 0)) if evs else np.zeros(0, dtype=np.int64)
+    if with_dur:
+        dur = np.rint(np.asarray(_col(evs, "dur", 0), dtype=np.float64) * 1000).astype(np.int64) \
+            if evs else np.zeros(0, dtype=np.int64)
+    else:
+        dur = np.zeros(len(evs), dtype=np.int64)
+    return start, dur
+
+
+def _base_frame(evs, with_dur=True):
+    start, dur = _times(evs, with_dur)
+    return {
+        "name": pd.array(_col(evs, "name", ""), dtype=object),
+        "pid": [p if type(p) is int else _as_int(p) for p in _col(evs, "pid")],
+        "tid": [t if type(t) is int else _as_int(t) for t in _col(evs, "tid")],
+        "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
+    }
+
+
+def _ops_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(OPS_COLUMNS)
+    # Python events (most of a with_stack trace) carry only the tracer's ids: read
+    # those alone, and the operator fields from the rest.
+    py = [e for e, k in zip(evs, kinds) if k == "python"]
+    rest = [(e, k) for e, k in zip(evs, kinds) if k != "python"]
+    frames = []
+    if rest:
+        revs = [e for e, _ in rest]
+        d = _base_frame(revs)
+        d["kind"] = ["step" if k == "annotation" and _STEP_RE.match(n or "") else k
+                     for (_, k), n in zip(rest, d["name"])]
+        d["external_id"] = _ids(_arg(revs, "External id", "external id"))
+        d["input_dims"] = _arg(revs, "Input Dims")
+        d["input_types"] = _arg(revs, "Input type")
+        d["input_strides"] = _arg(revs, "Input Strides")
+        d["concrete_inputs"] = _arg(revs, "Concrete Inputs")
+        d["sequence_number"] = _ids(_arg(revs, "Sequence number"))
+        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id"))
+        d["call_stack"] = _arg(revs, "Call stack")
+        frames.append(pd.DataFrame(d))
+    if py:
+        d = _base_frame(py)
+        d["kind"] = "python"
+        d["python_id"] = _ids(_arg(py, "Python id"))
+        d["python_parent_id"] = _ids(_arg(py, "Python parent id"))
+        frames.append(pd.DataFrame(d))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    for c in OPS_COLUMNS:
+        if c not in df.columns and c not in ("parent", "depth"):
+            df[c] = pd.array([pd.NA] * len(df), dtype="Int64") if c in _INT_ID_COLS else None
+    df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    df["parent"], df["depth"] = _nesting(df)
+    return df[OPS_COLUMNS]
+
+
+_INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", "python_parent_id"}
+
+
+def _nesting(df: pd.DataFrame):
+    """Parent row and depth of every CPU event.
+
+    Operators and annotations nest by time on their own thread (an event's parent is
+    the innermost earlier event on the same ``pid, tid`` whose interval contains it).
+    Python events carry their own tree (``Python id`` / ``Python parent id``).
+    Rows must be sorted by start, longest first.
+    """
+    n = len(df)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    is_py = (df["kind"] == "python").to_numpy()
+    starts = df["start_ns"].to_numpy()
+    ends = df["end_ns"].to_numpy()
+    pids, tids = df["pid"].tolist(), df["tid"].tolist()
+    stacks: dict = {}
+    for i in np.flatnonzero(~is_py):
+        key = (pids[i], tids[i])
+        st = stacks.setdefault(key, [])
+        # pop what closed before this event ends: it cannot contain it
+        while st and ends[st[-1]] < ends[i]:
+            st.pop()
+        if st:
+            parent[i] = st[-1]
+            depth[i] = depth[st[-1]] + 1
+        st.append(i)
+    if is_py.any():
+        py_rows = np.flatnonzero(is_py)
+        pid_of = dict(zip(df["python_id"].iloc[py_rows].tolist(), py_rows.tolist()))
+        pp = df["python_parent_id"].iloc[py_rows].tolist()
+        for r, p in zip(py_rows.tolist(), pp):
+            if p is not pd.NA and p is not None and p in pid_of:
+                parent[r] = pid_of[p]
+        # depth in the Python tree, rows in start order so parents come first
+        for r in py_rows.tolist():
+            p = parent[r]
+            depth[r] = depth[p] + 1 if p >= 0 else 0
+    return parent, depth
+
+
+def _launch_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(LAUNCH_COLUMNS)
+    d = _base_frame(evs)
+    d["api"] = kinds
+    d["correlation"] = _ids(_arg(evs, "correlation"))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id"))
+    d["cbid"] = _ids(_arg(evs, "cbid"))
+    df = pd.DataFrame(d)
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[LAUNCH_COLUMNS]
+
+
+def _gpu_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(GPU_COLUMNS)
+    d = _base_frame(evs)
+    d["kind"] = kinds
+    d["device"] = _ids(_arg(evs, "device"))
+    stream = _arg(evs, "stream")
+    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
+    d["correlation"] = _ids(_arg(evs, "correlation"))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id"))
+    d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid")]
+    d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block")]
+    d["bytes"] = _ids(_arg(evs, "bytes"))
+    df = pd.DataFrame(d)
+    # GPU-side annotations carry no device id; the process id is the device in Kineto.
+    df["device"] = df["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in df["pid"]],
+                                                          dtype="Int64")))
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[GPU_COLUMNS]
+
+
+def _memory_table(evs) -> pd.DataFrame:
+    if not evs:
+        return _empty(MEMORY_COLUMNS)
+    d = _base_frame(evs, with_dur=False)
+    d.pop("end_ns")
+    d["bytes"] = _ids(_arg(evs, "Bytes"))
+    d["addr"] = _ids(_arg(evs, "Addr"))
+    d["total_allocated"] = _ids(_arg(evs, "Total Allocated"))
+    d["total_reserved"] = _ids(_arg(evs, "Total Reserved"))
+    d["device_type"] = _ids(_arg(evs, "Device Type"))
+    d["device_id"] = _ids(_arg(evs, "Device Id"))
+    df = pd.DataFrame(d)
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
+
+
+def _other_table(evs) -> pd.DataFrame:
+    if not evs:
+        return _empty(OTHER_COLUMNS)
+    start = _ns([e.get("ts", 0) if isinstance(e.get("ts", 0), (int, float)) else 0 for e in evs])
+    dur = np.rint(np.asarray([e.get("dur", 0) if isinstance(e.get("dur", 0), (int, float)) else 0
+                              for e in evs], dtype=np.float64) * 1000).astype(np.int64)
+    return pd.DataFrame({"name": _col(evs, "name"), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
+                         "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
+                         "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]
+
+
+def _empty(columns) -> pd.DataFrame:
+    int_cols = {"start_ns", "dur_ns", "end_ns"}
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c in int_cols else object) for c in columns})
