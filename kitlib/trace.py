@@ -206,14 +206,22 @@ def load_trace(path) -> Trace:
     raw = read_bytes_maybe_gz(path)
     try:
         doc = _parse(raw)
-    except _JSONError as e:
-        pos = getattr(e, "pos", None)
-        where = f" at byte {pos}" if pos is not None else ""
-        hint = " (the file looks cut off)" if pos is not None and pos >= len(raw) - 2 else ""
-        raise KitFileError(path, f"invalid JSON{where}{hint}: {e.msg if hasattr(e, 'msg') else e}") from None
+    except _JSONError:
+        raise _json_error(path, raw) from None
     except UnicodeDecodeError as e:
         raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
     return trace_from_json(doc, path)
+
+
+def _json_error(path, raw: bytes) -> KitFileError:
+    """Say where the JSON breaks: the standard library's parser reports line, column and byte."""
+    import json
+    try:
+        json.loads(raw.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as e:
+        cut = " (the file ends there: it looks cut off)" if e.pos >= len(raw.rstrip()) - 1 else ""
+        return KitFileError(path, f"invalid JSON at line {e.lineno}, column {e.colno} (byte {e.pos}){cut}: {e.msg}")
+    return KitFileError(path, "invalid JSON")
 
 
 def trace_from_json(doc, path="<memory>") -> Trace:

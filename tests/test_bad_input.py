@@ -1,0 +1,89 @@
+"""Bad input gets a kitlib error that names the file and the problem."""
+import gzip
+import json
+import shutil
+
+import pytest
+
+from kitlib import open_capture
+from kitlib.errors import BundleError, KitFileError, TraceFormatError
+from kitlib.trace import load_trace
+
+from conftest import REF
+
+
+def _raises(path, exc, *words):
+    with pytest.raises(exc) as info:
+        load_trace(path)
+    msg = str(info.value)
+    assert str(path) in msg
+    for w in words:
+        assert w in msg, msg
+    return msg
+
+
+def test_missing_file(tmp_path):
+    _raises(tmp_path / "nope.json", KitFileError, "no such file")
+
+
+def test_empty_file(tmp_path):
+    p = tmp_path / "empty.json"
+    p.write_bytes(b"")
+    _raises(p, KitFileError, "empty")
+
+
+def test_truncated_gzip(tmp_path):
+    data = (REF / "profiler_5step" / "trace.json.gz").read_bytes()
+    p = tmp_path / "cut.json.gz"
+    p.write_bytes(data[: len(data) // 2])
+    _raises(p, KitFileError, "truncated gzip")
+
+
+def test_invalid_json_says_where(tmp_path):
+    p = tmp_path / "bad.json"
+    text = '{"traceEvents": [{"ph": "X", "cat": "kernel", "ts": 1, "dur": 2,}]}'
+    p.write_text(text)
+    msg = _raises(p, KitFileError, "invalid JSON", "byte")
+    where = text.index(",}") + 1  # the parser stops at the "}" after the trailing comma
+    assert f"byte {where}" in msg and "cut off" not in msg
+
+
+def test_cut_off_json(tmp_path):
+    raw = gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes())
+    p = tmp_path / "cut.json"
+    p.write_bytes(raw[:5000])
+    _raises(p, KitFileError, "invalid JSON", "cut off", "line 1")
+
+
+@pytest.mark.parametrize("doc,words", [
+    ({"hello": 1}, ["traceEvents", "hello"]),
+    (42, ["not an object"]),
+    ({"traceEvents": [1, 2]}, ["event #0"]),
+    ({"traceEvents": [{"ph": "X", "cat": "gfx", "name": "draw", "ts": 1, "dur": 1}]}, ["no torch.profiler events", "gfx"]),
+    ({"traceEvents": "x"}, ["not a list"]),
+])
+def test_json_that_is_not_a_trace(tmp_path, doc, words):
+    p = tmp_path / "other.json"
+    p.write_text(json.dumps(doc))
+    msg = _raises(p, TraceFormatError, *words)
+    assert msg
+
+
+def test_folder_instead_of_file(tmp_path):
+    _raises(tmp_path, KitFileError, "folder")
+
+
+def test_bundle_errors(tmp_path):
+    with pytest.raises(BundleError, match="no such capture folder"):
+        open_capture(tmp_path / "missing")
+    with pytest.raises(BundleError, match="no manifest.json"):
+        open_capture(tmp_path)
+    # a bundle whose trace was changed after recording is refused on read
+    copy = tmp_path / "copy"
+    shutil.copytree(REF / "cold_start_8step", copy)
+    (copy / "wallclock.json").write_text("{}")
+    cap = open_capture(copy)
+    with pytest.raises(BundleError, match="sha256 differs"):
+        cap.read_json("wallclock.json")
+    with pytest.raises(BundleError, match="has no file 'key_averages.json'"):
+        cap.file("key_averages.json")

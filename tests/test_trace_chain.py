@@ -1,0 +1,144 @@
+"""The trace reader and the operator -> launch -> GPU event chain, on real recordings."""
+import gzip
+import json
+
+import numpy as np
+import pytest
+
+from kitlib import chain as chain_mod
+from kitlib.chain import chain, first_op, launches_of, external_ids_trustworthy
+from kitlib.trace import load_trace
+
+from conftest import PUBLIC, REF
+
+
+def test_first_convolution_of_step2_to_the_nanosecond(ref_trace):
+    tr = ref_trace("profiler_5step")
+    row = first_op(tr, "aten::cudnn_convolution", step=2)
+    op = tr.ops.loc[row]
+    assert op["dur_ns"] == 184_909
+    assert op["input_dims"][:2] == [[128, 3, 224, 224], [64, 3, 7, 7]]
+    rows = launches_of(tr, row)
+    assert rows["launch_name"].tolist() == ["cudaLaunchKernel", "cudaLaunchKernel", "cudaLaunchKernelExC"]
+    assert rows["launch_dur_ns"].tolist() == [27_598, 6_971, 12_929]
+    third = rows.iloc[2]
+    assert third["gpu_dur_ns"] == 732_513
+    assert third["gpu_name"].startswith("sm80_xmma_fprop_implicit_gemm")
+    assert set(rows["link"]) == {"external_id"}
+    # every launch lies inside the operator's host interval; each kernel starts after its launch
+    assert (rows["launch_start_ns"] >= op["start_ns"]).all()
+    assert (rows["launch_start_ns"] + rows["launch_dur_ns"] <= op["end_ns"]).all()
+    assert (rows["gpu_start_ns"] > rows["launch_start_ns"]).all()
+
+
+def test_durations_reproduce_the_tools_digits():
+    raw = json.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
+    tr = load_trace(REF / "profiler_5step" / "trace.json.gz")
+    kern = [e for e in raw["traceEvents"] if e.get("cat") == "kernel"]
+    # the printed digits, read as text, equal the integer ns
+    want = sorted(int(round(float(repr(e["dur"])) * 1000)) for e in kern)
+    assert sorted(tr.gpu[tr.gpu["kind"] == "kernel"]["dur_ns"].tolist()) == want
+    first = min(kern, key=lambda e: e["ts"])
+    ts_text = repr(first["ts"])
+    whole, _, frac = ts_text.partition(".")
+    assert tr.gpu[tr.gpu["kind"] == "kernel"]["start_ns"].min() == int(whole) * 1000 + int((frac + "000")[:3])
+
+
+def test_table_counts_match_the_raw_events(ref_trace):
+    tr = ref_trace("profiler_5step")
+    raw = json.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
+    cats = {}
+    for e in raw["traceEvents"]:
+        cats[e.get("cat")] = cats.get(e.get("cat"), 0) + 1
+    assert len(tr.ops) == cats["cpu_op"] + cats["user_annotation"] + cats["python_function"]
+    assert len(tr.launches) == cats["cuda_runtime"] + cats["cuda_driver"]
+    assert len(tr.gpu) == cats["kernel"] + cats["gpu_memcpy"] + cats["gpu_memset"] + cats["gpu_user_annotation"]
+    assert len(tr.memory) == 10_150
+    assert len(tr.ops) + len(tr.launches) + len(tr.gpu) + len(tr.memory) + len(tr.other) \
+        + sum(1 for e in raw["traceEvents"] if e.get("ph") == "M") == len(raw["traceEvents"])
+    assert tr.steps["step"].tolist() == [2, 3, 4, 5, 6]
+    assert tr.meta["devices"][0]["name"] == "NVIDIA H200"
+    assert tr.meta["profiler_options"]["with_stack"] == 1
+
+
+@pytest.mark.parametrize("name", ["profiler_5step", "cold_start_8step"])
+def test_every_gpu_event_has_exactly_one_launch(ref_trace, name):
+    tr = ref_trace(name)
+    c = chain(tr)
+    assert len(c) == len(tr.kernels) > 1000
+    assert (c["launch_row"] >= 0).all()
+    assert not c["correlation"].duplicated().any()
+    assert not tr.launches["correlation"].dropna().duplicated().any()
+    assert (c["link"] == "external_id").all()
+
+
+def test_fixed_batch_reports_78_events_launched_before_recording(ref_trace):
+    tr = ref_trace("fixed_batch")
+    c = chain(tr)
+    before = c[c["link"] == "launched_before_recording"]
+    assert len(before) == 78
+    # not dropped, not mislinked: they have no launch and no operator, and they are the
+    # first GPU events of the window
+    assert (before["launch_row"] == -1).all() and (before["op_row"] == -1).all()
+    assert before["op_name"].isna().all()
+    assert set(c.index[c["link"] == "launched_before_recording"]) == set(range(78))
+    assert (c.loc[78:, "link"] == "external_id").all()
+
+
+def test_2022_trace_links_kernels_to_operators_by_time_nesting(public_trace):
+    tr = public_trace("hta_2022-08_a100_rank3.json.gz")
+    ok, frac = external_ids_trustworthy(tr)
+    assert not ok  # its launches' "External id" is a copy of their correlation id
+    assert (tr.launches["external_id"] == tr.launches["correlation"]).all()
+    c = chain(tr)
+    assert (c["link"] == "time_nesting").all()
+    assert c["op_name"].notna().all()
+    # each linked operator really contains its launch, on the launching thread
+    ops = tr.ops.loc[c["op_row"]]
+    assert (ops["start_ns"].to_numpy() <= c["launch_start_ns"].to_numpy()).all()
+    assert (ops["end_ns"].to_numpy() >= c["launch_start_ns"].to_numpy()).all()
+    assert (ops["tid"].to_numpy() == c["launch_tid"].to_numpy()).all()
+    gemm = c[c["gpu_name"].str.contains("gemm")]
+    assert gemm["op_name"].str.startswith("aten::").mean() > 0.9
+
+
+def test_time_nesting_agrees_with_external_ids_on_the_reference(ref_trace):
+    tr = ref_trace("profiler_5step")
+    a, b = chain(tr, method="external_id"), chain(tr, method="time_nesting")
+    assert (a["op_row"].to_numpy() == b["op_row"].to_numpy()).all()
+
+
+@pytest.mark.parametrize("name", sorted(p.name for p in PUBLIC.glob("*.json.gz")))
+def test_every_public_trace_loads(public_trace, name):
+    tr = public_trace(name)
+    assert len(tr.ops) > 0
+    c = chain(tr)
+    assert len(c) == len(tr.kernels)
+    if tr.has_gpu:
+        assert c["op_name"].notna().mean() > 0.95
+
+
+def test_legacy_2021_trace_normalised(public_trace):
+    tr = public_trace("kineto_2021-06_resnet50_v100.json.gz")
+    assert tr.meta["format"] == "kineto-legacy"
+    assert tr.gpu["stream"].dropna().unique().tolist() == [7]  # from tid "stream 7"
+    assert tr.ops["tid"].map(type).eq(int).all()  # tid "25738" -> 25738
+    assert tr.ops["external_id"].notna().all()  # lower-case "external id"
+    assert len(tr.memory) == 12_838
+    assert tr.meta["base_time_ns"] == 0
+
+
+def test_relative_time_base_and_triton_driver_launch(public_trace):
+    tr = public_trace("tracelens_torch2.6_h100_bert_small.json.gz")
+    assert tr.meta["base_time_ns"] > 1_600_000_000 * 10**9  # ns since the epoch
+    tri = public_trace("hta_2024-10_triton_driver_launch.json.gz")
+    c = chain(tri)
+    assert c.loc[0, "launch_name"] == "cuLaunchKernel"
+    assert c.loc[0, "gpu_name"] == "triton_poi_fused_add_cos_sin_0"
+    cpu_only = public_trace("hta_2024-07_cpu_only.json.gz")
+    assert not cpu_only.has_gpu and chain(cpu_only).empty
+
+
+def test_links_are_documented():
+    tr = load_trace(REF / "fixed_batch" / "trace.json.gz")
+    assert set(chain(tr)["link"]) <= set(chain_mod.LINKS)
