@@ -247,3 +247,30 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
     if cand.empty:
         raise KeyError(f"no operator named {name!r}" + (f" in ProfilerStep#{step}" if step is not None else ""))
     return int(cand.sort_values("start_ns").index[0])
+
+
+def op_summary(trace: Trace, op_row: int) -> dict:
+    """The figures lesson 01 reads off one operator's chain.
+
+    Returns
+    -------
+    dict
+        ``op_name``, ``op_host_us`` (operator's host interval), ``input_dims``,
+        ``launch_count``, ``launches`` (list of ``(name, host µs)``), ``longest_kernel``
+        (name), ``longest_kernel_us`` (device), ``longest_kernel_launch_index`` (1-based),
+        ``longest_kernel_launch_us`` (host duration of the launch that produced it),
+        ``kernel_sum_us`` (device time of all its GPU events, summed).
+    """
+    ls = launches_of(trace, op_row)
+    op = trace.ops.loc[op_row]
+    i = ls["gpu_dur_ns"].idxmax() if len(ls) else None
+    return {
+        "op_name": op["name"], "op_host_us": op["dur_ns"] / 1e3, "input_dims": op["input_dims"],
+        "launch_count": len(ls),
+        "launches": [(r.launch_name, r.launch_dur_ns / 1e3) for r in ls.itertuples()],
+        "longest_kernel": ls.loc[i, "gpu_name"] if i is not None else None,
+        "longest_kernel_us": ls.loc[i, "gpu_dur_ns"] / 1e3 if i is not None else None,
+        "longest_kernel_launch_index": int(ls.loc[i, "launch_index"]) if i is not None else None,
+        "longest_kernel_launch_us": ls.loc[i, "launch_dur_ns"] / 1e3 if i is not None else None,
+        "kernel_sum_us": ls["gpu_dur_ns"].sum() / 1e3,
+    }

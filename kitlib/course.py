@@ -1,0 +1,160 @@
+"""What a lesson needs to start: live or replay, and the capture to look at.
+
+Every lesson runs in one of two modes:
+
+* **live** — a CUDA GPU is present: the lesson records a fresh capture of the
+  workload (with the same recipe as the recording it replaces) and analyses it;
+* **replay** — no GPU (most laptops): the lesson opens the H200 reference
+  recording shipped in ``data/reference/``.
+
+The mode comes from the environment variable ``KITLIB_MODE`` (``live``,
+``replay`` or ``auto``, the default: live when ``torch.cuda.is_available()``).
+Both modes hand the lesson the same thing, a :class:`kitlib.bundle.Capture`, so
+the analysis code is identical.
+"""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .bundle import Capture, open_capture, reference_dir, software_provenance
+from .errors import KitError
+
+#: Which recipe re-creates each reference recording live.
+LIVE_RECIPES = {"profiler_5step": "full", "fixed_batch": "full", "cold_start_8step": "cold_start"}
+
+
+def cuda_available() -> bool:
+    """Whether torch sees a CUDA GPU (False when torch is not importable)."""
+    try:
+        import torch
+        return bool(torch.cuda.is_available())
+    except Exception:
+        return False
+
+
+def mode() -> str:
+    """``"live"`` or ``"replay"``, from ``KITLIB_MODE`` (default ``auto``).
+
+    Raises
+    ------
+    KitError
+        ``KITLIB_MODE=live`` without a CUDA GPU, or an unknown value.
+    """
+    want = os.environ.get("KITLIB_MODE", "auto").strip().lower()
+    if want not in ("auto", "live", "replay"):
+        raise KitError(f"KITLIB_MODE must be auto, live or replay, not {want!r}")
+    if want == "replay":
+        return "replay"
+    has_gpu = cuda_available()
+    if want == "live" and not has_gpu:
+        raise KitError("KITLIB_MODE=live but torch sees no CUDA GPU; unset it to replay the recordings")
+    return "live" if has_gpu else "replay"
+
+
+def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, out_dir=None,
+                   **workload_options) -> Capture:
+    """The capture a lesson analyses: a fresh one (live) or the named reference (replay).
+
+    Parameters
+    ----------
+    reference : str
+        The reference recording the lesson is written around (a folder of
+        ``data/reference``), e.g. ``"profiler_5step"``.
+    live : bool, optional
+        Force a mode; by default :func:`mode` decides.
+    out_dir : path, optional
+        Where a live capture is written (default ``runs/lesson_<reference>_<time>``).
+    **workload_options
+        Passed to :class:`kitlib.workload.WorkloadConfig` for a live capture.
+
+    Returns
+    -------
+    Capture
+        ``capture.origin`` is ``"live"`` or ``"recorded"``.
+    """
+    live = (mode() == "live") if live is None else live
+    if not live:
+        return open_capture(reference_dir() / reference)
+    from . import capture as cap_mod
+    from .workload import WorkloadConfig
+    recipe_name = LIVE_RECIPES.get(reference, "full")
+    recipe = cap_mod.RECIPES.get(recipe_name) or cap_mod.RECIPES["full"]
+    cfg = WorkloadConfig(**workload_options)
+    if out_dir is None:
+        import time
+        out_dir = Path("runs") / f"lesson_{reference}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return cap_mod.capture(cfg, recipe, out_dir)
+
+
+def this_machine() -> dict:
+    """What this machine runs (see :func:`kitlib.bundle.software_provenance`)."""
+    return software_provenance()
+
+
+def perfetto_instructions(path) -> str:
+    """How to open a trace file in the Perfetto UI (https://ui.perfetto.dev)."""
+    p = Path(path)
+    size_mb = p.stat().st_size / 1e6 if p.exists() else float("nan")
+    return (f"Open https://ui.perfetto.dev in a browser, choose 'Open trace file' and pick\n"
+            f"  {p.resolve()}\n"
+            f"({size_mb:.1f} MB; .json.gz opens as it is. Traces of several hundred MB can exceed the "
+            f"browser's memory: record fewer steps or less attribution.) chrome://tracing reads the same file.")
+
+
+def compare_machines(capture: Capture):
+    """This machine, the capture's machine and the source texts' machine, side by side.
+
+    Returns
+    -------
+    DataFrame
+        Index: gpu, driver, cuda, cudnn, torch, torchvision, python, os, cpu_count, date;
+        columns ``this machine``, ``capture (<origin>)`` and ``source texts (B300)``
+        (the source's software versions were not fully recorded: shown as "not recorded").
+    """
+    import pandas as pd
+    from .sources import B300
+    keys = ["gpu", "driver", "cuda", "cudnn", "torch", "torchvision", "python", "os", "cpu_count", "date"]
+    here = this_machine()
+    cap = capture.provenance
+    src = {k: "not recorded" for k in keys}
+    src["gpu"] = "NVIDIA B300"
+    return pd.DataFrame({
+        "this machine": [here.get(k) if here.get(k) is not None else "—" for k in keys],
+        f"capture ({capture.origin})": [cap.get(k) if cap.get(k) is not None else "—" for k in keys],
+        "source texts (B300)": [src[k] for k in keys],
+    }, index=keys).astype(str)
+
+
+def workload_table(capture: Capture):
+    """The capture's workload settings as a two-column table (setting, value)."""
+    import pandas as pd
+    w = capture.workload
+    return pd.DataFrame({"value": [str(v) for v in w.values()]}, index=list(w)).rename_axis("setting")
+
+
+def chain_beside_source(summary: dict, label: str = "this capture"):
+    """Lesson 01's figures for one convolution beside the source texts' B300 figures.
+
+    Parameters
+    ----------
+    summary : dict
+        From :func:`kitlib.chain.op_summary`.
+
+    Returns
+    -------
+    DataFrame
+        Rows: operator host interval (µs), launch that produced the main kernel (µs,
+        host), that kernel on the GPU (µs, device), which launch it was; columns
+        ``label`` and ``source texts (B300)``.
+    """
+    import pandas as pd
+    from .sources import B300
+    rows = {
+        "operator host interval (µs)": (round(summary["op_host_us"], 3), B300["conv_op_us"]),
+        "launch of the main kernel, host (µs)": (round(summary["longest_kernel_launch_us"], 3), B300["conv_launch_us"]),
+        "main kernel on the GPU, device (µs)": (round(summary["longest_kernel_us"], 3), B300["conv_kernel_us"]),
+        "which launch / of how many": (f"{summary['longest_kernel_launch_index']} of {summary['launch_count']}",
+                                       f"{B300['conv_launch_index']} of {B300['conv_launch_count']}"),
+    }
+    return pd.DataFrame(rows, index=[label, "source texts (B300)"]).T

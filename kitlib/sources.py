@@ -1,0 +1,38 @@
+"""Figures quoted from the course's source texts (B300 captures made by others).
+
+These are the only typed-in numbers in the kit: they come from captures nobody in
+this course can re-run, so they are quoted with where they come from and shown
+*beside* the learner's own figures (live) or the H200 reference figures (replay),
+never in their place.
+
+Sources
+-------
+``seed 000``: "PyTorch Profiler vs Nsight Systems" (ResNet-50, Food-101, batch 128,
+B300), which quotes the posts "Reading torch.profiler Correctly" (5 active steps,
+``data_load`` = batch retrieval) and "Nsight Systems: Finding Where the GPU Sits Idle"
+(8 steps, ``data_load`` also covers the transfer submission). The two B300 captures
+were not matched, and their software versions were not fully recorded.
+"""
+from __future__ import annotations
+
+B300 = {
+    "machine": "NVIDIA B300 (source texts; software versions incompletely recorded)",
+    # lesson 01: the first convolution of one recorded step
+    "conv_op_us": 120.501,
+    "conv_launch_us": 9.329,
+    "conv_kernel_us": 549.827,
+    "conv_launch_index": 3,
+    "conv_launch_count": 3,
+    # lesson 03: the cold-start data_load range (Nsight, starts relative to the first torch_step)
+    "first_data_load_ms": 535.258,
+    "first_data_load_end_ms": 535.267,
+    "first_h2d_copy_end_ms": 536.216,
+    # lesson 06
+    "cudnn_conv_self_cuda_mem_gb": 26.54,
+    "cudnn_conv_calls": 265,
+    "profiler_active_steps": 5,
+    "nsys_steps": 8,
+}
+
+CITATION = ("B300 figures: course source text 'PyTorch Profiler vs Nsight Systems' (seed 000), "
+            "quoting 'Reading torch.profiler Correctly' and 'Nsight Systems: Finding Where the GPU Sits Idle'.")

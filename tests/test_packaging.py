@@ -1,0 +1,36 @@
+"""The set-up files agree with each other and with the README."""
+import re
+try:
+    import tomllib
+except ImportError:  # Python 3.10
+    import tomli as tomllib
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _pyproject():
+    return tomllib.loads((ROOT / "pyproject.toml").read_text())
+
+
+def test_environment_yml_matches_pyproject():
+    deps = _pyproject()["project"]["dependencies"]
+    env = yaml.safe_load((ROOT / "environment.yml").read_text())
+    pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
+    assert sorted(p for p in pip if not p.startswith("-e")) == sorted(deps)
+    assert "-e ." in pip
+
+
+def test_required_dependencies_are_listed():
+    names = {re.split(r"[<>=!~ ]", d)[0].lower() for d in _pyproject()["project"]["dependencies"]}
+    assert {"torch", "torchvision", "jupyterlab", "ipywidgets", "matplotlib", "pandas", "nvtx", "tqdm"} <= names
+
+
+def test_ci_runs_the_readme_test_command():
+    readme = (ROOT / "README.md").read_text()
+    ci = (ROOT / ".ci" / "run").read_text()
+    blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, flags=re.S)
+    test_cmd = next(b.strip() for b in blocks if "pytest" in b)
+    assert test_cmd in ci
