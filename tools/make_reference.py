@@ -76,7 +76,8 @@ BUNDLES = [
          **{f"nsys_stats/{n}.csv": f"nsys stats --format csv --report {n} on report.sqlite" for n in
             ["nvtx_sum", "nvtx_gpu_proj_sum", "cuda_gpu_kern_sum", "cuda_kern_exec_sum", "cuda_api_sum",
              "cuda_gpu_mem_time_sum", "cuda_gpu_mem_size_sum", "osrt_sum"]},
-     }, "8 steps from a cold DataLoader; no torch.profiler. (The recording's empty nsys_stats/sum.csv is not copied.)"),
+     }, "8 steps from a cold DataLoader; no torch.profiler. (The recording's empty nsys_stats/sum.csv is not copied.) "
+        "The export's own metadata names Nsight Systems 2025.3.2.0, PROVENANCE.md 2025.3.1.0."),
     ("nsys_emit_nvtx", "nsys",
      {"command": "nsys profile -t cuda,nvtx --capture-range=cudaProfilerApi --capture-range-end=stop python ...",
       "emit_nvtx": {"record_shapes": True},
