@@ -1,0 +1,137 @@
+""""Your turn" exercises: questions whose answers come from the capture in hand.
+
+A lesson builds its questions from the capture it shows (live or recorded), so
+the expected answer is always computed, never typed in, and the explanation
+quotes the learner's own figures. ``check`` says right or wrong and why.
+
+Example
+-------
+>>> ex = lesson01_exercises(trace)          # doctest: +SKIP
+>>> ex.check("launch_count", 3)             # doctest: +SKIP
+✓ launch_count: right. The operator made 3 launches ...
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+
+@dataclass
+class Verdict:
+    """The outcome of one check: ``correct`` is None when no answer was given."""
+
+    key: str
+    correct: bool | None
+    message: str
+
+    def __str__(self):
+        mark = {True: "✓", False: "✗", None: "…"}[self.correct]
+        return f"{mark} {self.key}: {self.message}"
+
+    def _repr_markdown_(self):
+        mark = {True: "✅", False: "❌", None: "✏️"}[self.correct]
+        return f"{mark} **{self.key}** — {self.message}"
+
+    __repr__ = __str__
+
+
+@dataclass
+class Question:
+    """One exercise.
+
+    Attributes
+    ----------
+    key : str
+        Short name used with :meth:`Exercises.check`.
+    prompt : str
+        The question, with the unit the answer is expected in.
+    answer : Any
+        The expected answer, computed from the capture.
+    explain : str
+        Why that is the answer (shown after any attempt).
+    tolerance : float
+        For numbers: relative tolerance (0.02 = within 2 %).
+    normalise : callable, optional
+        Turns a text answer into a comparable form (default: lower-case, stripped).
+    """
+
+    key: str
+    prompt: str
+    answer: Any
+    explain: str
+    tolerance: float = 0.02
+    normalise: Callable | None = None
+    choices: list | None = None
+
+    def judge(self, given) -> Verdict:
+        if given is None or given is ...:
+            return Verdict(self.key, None, "replace `None` with your answer and run the cell again. "
+                                            f"Question: {self.prompt}")
+        if isinstance(self.answer, bool):
+            ok = _as_bool(given) == self.answer
+        elif isinstance(self.answer, (int, float)):
+            try:
+                g = float(given)
+            except (TypeError, ValueError):
+                return Verdict(self.key, False, f"expected a number, got {given!r}. {self.prompt}")
+            tol = abs(self.answer) * self.tolerance if self.tolerance else 0
+            ok = abs(g - self.answer) <= max(tol, 1e-12)
+        else:
+            norm = self.normalise or (lambda s: str(s).strip().lower())
+            ok = norm(given) == norm(self.answer)
+        if ok:
+            return Verdict(self.key, True, f"right. {self.explain}")
+        return Verdict(self.key, False, f"not quite ({given!r}). {self.explain}")
+
+
+def _as_bool(x):
+    if isinstance(x, str):
+        return x.strip().lower() in ("yes", "true", "y", "1")
+    return bool(x)
+
+
+@dataclass
+class Exercises:
+    """A lesson's questions. ``show()`` lists them; ``check(key, answer)`` judges one."""
+
+    title: str
+    questions: list[Question] = field(default_factory=list)
+
+    def __getitem__(self, key) -> Question:
+        for q in self.questions:
+            if q.key == key:
+                return q
+        raise KeyError(f"no exercise {key!r}; the keys are: {', '.join(q.key for q in self.questions)}")
+
+    def show(self) -> str:
+        lines = [f"{self.title}:"]
+        for q in self.questions:
+            extra = f" (choose from: {', '.join(map(str, q.choices))})" if q.choices else ""
+            lines.append(f"  - {q.key}: {q.prompt}{extra}")
+        return "\n".join(lines)
+
+    def check(self, key: str, answer) -> Verdict:
+        """Judge ``answer`` to question ``key`` and explain it.
+
+        Raises
+        ------
+        KeyError
+            Unknown key (the message lists the known ones).
+        """
+        return self[key].judge(answer)
+
+    def _repr_markdown_(self):
+        return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.questions])
+
+
+def __getattr__(name):
+    """``exercises.lessonNN(capture)`` builds lesson NN's questions (from ``exercises/lNN.py``)."""
+    import importlib
+    if name.startswith("lesson") and name[6:].isdigit():
+        try:
+            mod = importlib.import_module(f".l{name[6:]}", __name__)
+        except ModuleNotFoundError:
+            raise AttributeError(f"no exercises for {name}") from None
+        return mod.questions
+    raise AttributeError(name)
+
