@@ -1,0 +1,89 @@
+"""Cold-start analyses on the reference recordings (H200)."""
+import pytest
+
+import kitlib
+from kitlib import coldstart
+from kitlib.errors import KitError, KitFileError
+from kitlib.nsys import load_nsys
+
+
+@pytest.fixture(scope="module")
+def report():
+    return load_nsys(kitlib.open_capture("nsys_8step").file("report.sqlite"))
+
+
+@pytest.fixture(scope="module")
+def cold():
+    return kitlib.open_capture("cold_start_8step")
+
+
+def test_first_data_load_nsys(report):
+    dl = coldstart.data_load_ranges(report)
+    assert dl["dur_ns"].iloc[0] == 1469484230                     # 1,469.48 ms
+    assert round(dl["dur_ns"].iloc[0] / 1e6, 2) == 1469.48
+    assert dl["dur_ns"].iloc[1:].max() < 1_000_000
+
+
+def test_wallclock_next(cold):
+    w = coldstart.read_wallclock(cold.read_json("wallclock.json"))
+    assert w["next_ns"].iloc[0] == 1523311936                     # 1,523 ms
+    assert round(w["next_ns"].iloc[0] / 1e6) == 1523
+    d = coldstart.data_load_ranges(cold.trace)                    # same run, profiler clock
+    assert abs(d["dur_ns"].iloc[0] - w["next_ns"].iloc[0]) < 100_000
+
+
+def test_wallclock_bad_input():
+    with pytest.raises(KitFileError, match="not a cold-start wallclock file"):
+        coldstart.read_wallclock({"steps": []})
+
+
+def test_copy_end_vs_range_end_nsys(report):
+    bc = coldstart.batch_copies(report)
+    after = bc["batch_end_after_range_ns"].tolist()
+    assert after[0] == -116850                   # step 0: ends before the range closes
+    assert after[1] == 1336030                   # later: after
+    assert all(a > 0 for a in after[1:])
+    assert bc["images_end_after_range_ns"].iloc[0] == -63321465
+    assert bc["copy_launched_in_range"].all()
+    assert (bc["images_bytes"] == 128 * 3 * 224 * 224 * 4).all()
+
+
+def test_copy_end_vs_range_profiler(cold):
+    bc = coldstart.batch_copies(cold.trace)
+    assert not bc["copy_launched_in_range"].any()      # data_load = next() only there
+    assert (bc["batch_end_after_range_ns"] > 0).all()
+
+
+def test_gap_activity(report):
+    d = coldstart.data_load_ranges(report).iloc[0]
+    a = coldstart.gap_activity(report, int(d["start_ns"]), int(d["end_ns"]))
+    main = a[(a["tid"] == 1213) & (a["source"] == "OS runtime")].iloc[0]
+    assert (main["call"], main["calls"], main["in_window_ns"]) == ("sem_clockwait", 8, 1211680275)
+    pin = a[(a["thread"] == "pt_data_pin") & (a["call"] == "cudaHostAlloc")].iloc[0]
+    assert pin["calls"] == 17 and pin["in_window_ns"] == 475925845
+    assert (a["in_window_ns"] <= int(d["dur_ns"])).all()
+    tp = coldstart.traced_processes(report).set_index("process")
+    assert tp.loc["pt_data_worker", "processes"] == 8 and tp.loc["pt_data_worker", "osrt_rows"] == 0
+
+
+def test_cold_start_figures_beside_b300(report, cold):
+    f = coldstart.cold_start_figures(report=report).set_index("measure")
+    assert f.loc["first data_load range (Nsight NVTX)", "b300_ns"] == 535258000
+    assert f.loc["batch copy end minus range end, step 0", "b300_ns"] == 949000
+
+
+def test_step_time_stats_reference():
+    st = coldstart.step_time_stats(kitlib.open_capture("profiler_5step").step_times())
+    u = st.loc["step_ms_uninstrumented"]
+    assert u["n"] == 10 and u["outliers"] == 1
+    assert u["median_ms"] == pytest.approx(48.1115955)
+    assert u["max_ms"] == pytest.approx(261.407154)
+    assert st.loc["step_ms_fixed_batch", "iqr_ms"] < 0.1 < u["iqr_ms"]
+    with pytest.raises(KitError):
+        coldstart.step_time_stats({"x": []})
+
+
+def test_epoch_positions():
+    p = coldstart.epoch_positions(14, 3, 14)
+    assert p["epoch_start"].tolist() == [True, False, False]
+    assert not coldstart.epoch_positions(0, 14, 14)["epoch_start"].any()

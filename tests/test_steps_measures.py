@@ -1,0 +1,133 @@
+"""Steps, the four measures and self/total time on the reference recordings (H200)."""
+import pytest
+
+import kitlib
+from kitlib import intervals
+from kitlib.errors import KitError, KitFileError
+from kitlib.measures import (annotation_device_time, annotation_summary, four_measures, profiler_table,
+                             read_profiler_table, self_total)
+from kitlib.nsys import load_nsys
+from kitlib.steps import find_steps, step_gaps, step_measures, step_table, steps_of
+
+
+@pytest.fixture(scope="module")
+def cap():
+    return kitlib.open_capture("profiler_5step")
+
+
+@pytest.fixture(scope="module")
+def trace(cap):
+    return cap.trace
+
+
+@pytest.fixture(scope="module")
+def report():
+    return load_nsys(kitlib.open_capture("nsys_8step").file("report.sqlite"))
+
+
+def test_find_steps_and_step_table_still_work(trace):
+    st = find_steps(trace)
+    assert st["step"].tolist() == [2, 3, 4, 5, 6]
+    assert st["dur_ns"].iloc[0] == 80627323
+    assert len(step_table(trace)) == 5
+
+
+def test_nsys_steps_from_nvtx(report):
+    st = steps_of(report)
+    assert st["step"].tolist() == list(range(8))
+    assert st["dur_ns"].iloc[0] == 2656480289          # torch_step 0: 2,656.48 ms
+
+
+def test_step_measures_profiler(trace):
+    m = step_measures(trace).set_index("step")
+    r = m.loc[2]
+    assert r["wall_ns"] == 80627323
+    assert r["forward_ns"] == 32146161 and r["data_load_ns"] == 420768
+    assert r["device_busy_ns"] == 43034894 and r["gpu_sum_ns"] == 43349583 and r["kernel_sum_ns"] == 41744724
+    assert (m["device_busy_ns"] <= m["gpu_sum_ns"]).all()
+    assert (m["kernel_sum_ns"] <= m["gpu_sum_ns"]).all()
+    assert (m["idle_ns"] == m["wall_ns"] - m["device_busy_ns"]).all()
+    assert r["gaps"] == 4 and r["longest_gap_ns"] == 10516099
+
+
+def test_step_measures_nsys_first_step_is_mostly_idle(report):
+    m = step_measures(report).set_index("step")
+    assert m.loc[0, "data_load_ns"] == 1469484230
+    assert m.loc[0, "idle_ns"] > 0.95 * m.loc[0, "wall_ns"]
+    later = m.loc[1:]
+    assert (later["idle_ns"] < 0.2 * later["wall_ns"]).all()      # warm steps: the GPU is mostly busy
+    assert m.loc[1, "idle_ns"] == 9394259
+
+
+def test_step_gaps_name_what_the_host_was_in(report, trace):
+    g = step_gaps(report, min_gap_ns=1_000_000)
+    first = g.iloc[0]
+    assert first["step"] == 0 and first["start_in_step_ns"] == 0 and first["dur_ns"] == 1404773345
+    assert first["host_label"] == "data_load"
+    assert (first["host_event"], first["host_event_kind"]) == ("sem_clockwait", "OS runtime")
+    t = step_gaps(trace)
+    assert t.iloc[0]["host_label"] == "forward"
+
+
+def test_four_measures_exact_values_and_order(trace):
+    m = four_measures(trace, step=2).set_index("measure")["value_ns"]
+    assert m["wall"] == 80627323
+    assert m["host_ops_total_sum"] == 103017848
+    assert m["host_ops_self_sum"] == 38099312
+    assert m["device_busy"] == 43034894
+    assert m["gpu_sum"] == 43349583
+    assert m["kernel_sum"] == 41744724
+    assert m["device_busy"] <= m["gpu_sum"] and m["kernel_sum"] <= m["gpu_sum"]
+    assert m["host_ops_self_sum"] <= m["host_ops_top_level"] <= m["host_ops_total_sum"]
+    assert m["host_ops_total_sum"] > m["wall"]          # nested totals count work again
+
+
+def test_four_measures_unknown_step(trace):
+    with pytest.raises(KitError, match="no step 99"):
+        four_measures(trace, step=99)
+
+
+def test_kernels_overlap_on_one_stream(trace):
+    k = trace.kernels
+    assert k["stream"].nunique() == 1
+    assert k["dur_ns"].sum() - intervals.busy_ns(k) == 1559332
+
+
+def test_self_total_matches_profiler_table(trace, cap):
+    st = self_total(trace).set_index("name")
+    table, totals = profiler_table(cap)
+    tab = table.drop_duplicates("name").set_index("name")
+    for op in ["aten::convolution_backward", "aten::cudnn_convolution", "aten::cudnn_batch_norm", "aten::add_"]:
+        assert st.loc[op, "calls"] == tab.loc[op, "calls"]
+        assert abs(st.loc[op, "self_ns"] - tab.loc[op, "self_cpu_ns"]) <= 500      # printed to 1 µs
+        assert abs(st.loc[op, "total_ns"] - tab.loc[op, "cpu_total_ns"]) <= 500
+    assert st.loc["aten::convolution_backward", "self_ns"] == 17830333
+    assert st.loc["aten::convolution_backward", "total_ns"] == 29461674
+    assert totals == {"self_cpu_total_ns": 397327000, "self_cuda_total_ns": 216559000}
+
+
+def test_forward_self_cuda_is_its_gpu_spans(trace, cap):
+    table, totals = profiler_table(cap)
+    s = annotation_summary(trace, table, totals).set_index("name")
+    assert s.loc["forward", "table_self_cuda_ns"] == 130924000
+    assert s.loc["forward", "span_sum_ns"] == 130924496
+    assert abs(s.loc["forward", "span_sum_ns"] - s.loc["forward", "table_self_cuda_ns"]) < 1000
+    assert s.loc["forward", "busy_ns"] == 75575311           # the kernels keep it busy only part of the span
+    # the footer total = kernels + copies + sets, annotation spans left out
+    assert trace.kernels["dur_ns"].sum() == pytest.approx(totals["self_cuda_total_ns"], abs=1000)
+    a = annotation_device_time(trace)
+    assert ((a["span_ns"] - a["rebuilt_span_ns"]).abs() <= 2).all()
+
+
+def test_read_profiler_table_bad_input(tmp_path):
+    p = tmp_path / "not_a_table.txt"
+    p.write_text("hello\nworld\n")
+    with pytest.raises(KitFileError, match="0 profiler table"):
+        read_profiler_table(p)
+    with pytest.raises(KitFileError, match="no such file"):
+        read_profiler_table(tmp_path / "missing.txt")
+
+
+def test_steps_of_bad_source():
+    with pytest.raises(KitError, match="expected a kitlib Trace"):
+        steps_of("trace.json")
