@@ -1,0 +1,158 @@
+"""Pictures for lessons 06 and 07: memory over time, per-operator memory, FLOPs and Nsight Compute.
+
+Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
+and returns it. They draw the tables of :mod:`kitlib.memory`, :mod:`kitlib.flops`
+and :mod:`kitlib.ncu`; they compute nothing of their own.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .plots import short_name
+
+GB = 1e9
+GIB = float(1 << 30)
+
+
+def _ax(ax, size=(10, 3.6)):
+    if ax is None:
+        import matplotlib.pyplot as plt
+        _, ax = plt.subplots(figsize=size)
+    return ax
+
+
+def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = None, peak=None, ax=None,
+                          title="CUDA memory over time"):
+    """Allocated (live) and reserved memory after every allocator event, with step boundaries.
+
+    Parameters
+    ----------
+    timeline : DataFrame
+        From :func:`kitlib.memory.memory_timeline` (``start_ns``, ``allocated_bytes``,
+        ``reserved_bytes``).
+    steps : DataFrame, optional
+        ``trace.steps`` (``start_ns``, ``step``): a dashed line where each step begins.
+    peak : Series, optional
+        From :func:`kitlib.memory.memory_peak`: marked with its operator and phase.
+    """
+    ax = _ax(ax)
+    t0 = int(timeline["start_ns"].iloc[0])
+    t_ms = (timeline["start_ns"] - t0) / 1e6
+    ax.step(t_ms, timeline["reserved_bytes"] / GB, where="post", color="tab:gray", lw=1.5,
+            label="reserved (held by the caching allocator)")
+    ax.step(t_ms, timeline["allocated_bytes"] / GB, where="post", color="tab:blue", lw=1,
+            label="allocated (live tensors)")
+    if steps is not None:
+        for r in steps.itertuples():
+            x = (r.start_ns - t0) / 1e6
+            if x >= t_ms.iloc[0] - 1:
+                ax.axvline(x, color="k", ls="--", lw=0.7)
+                ax.text(x, ax.get_ylim()[1] * 0.02, f" step {r.step}", fontsize=8, va="bottom")
+    if peak is not None:
+        x = (int(peak["start_ns"]) - t0) / 1e6
+        ax.plot([x], [peak["allocated_bytes"] / GB], "v", color="tab:red")
+        ax.annotate(f"peak {peak['allocated_bytes'] / GB:.2f} GB\n{peak['op']} ({peak['phase']})",
+                    (x, peak["allocated_bytes"] / GB), xytext=(8, -28), textcoords="offset points",
+                    fontsize=8, color="tab:red")
+    ax.set_xlabel("time since the first allocator event (ms)")
+    ax.set_ylabel("memory (GB, 10⁹ bytes)")
+    ax.set_ylim(0, timeline["reserved_bytes"].max() / GB * 1.25)
+    ax.set_title(title)
+    ax.legend(loc="upper right", fontsize=8, ncol=2)
+    return ax
+
+
+def plot_self_memory(by_operator: pd.DataFrame, n: int = 12, ax=None,
+                     title="Self CUDA Mem: allocations minus frees, summed over calls"):
+    """Horizontal bars of ``self_bytes`` per operator (GiB, the unit the profiler calls "GB").
+
+    The ``n`` largest positive and the most negative rows are shown, so net frees
+    (negative values) stay visible.
+
+    Parameters
+    ----------
+    by_operator : DataFrame
+        From :func:`kitlib.memory.memory_by_operator`.
+    """
+    ax = _ax(ax, (9, 0.32 * n + 1.2))
+    s = by_operator["self_bytes"]
+    pos = s[s > 0].nlargest(max(1, n - n // 3))
+    neg = s[s < 0].nsmallest(n // 3)
+    show = pd.concat([pos, neg]).sort_values()
+    colors = ["tab:orange" if v < 0 else "tab:blue" for v in show]
+    labels = [f"{short_name(k, 46)} ({int(by_operator.loc[k, 'calls'])}×)" for k in show.index]
+    ax.barh(labels, show / GIB, color=colors)
+    ax.axvline(0, color="k", lw=0.8)
+    ax.set_xlabel("self CUDA memory (GiB = 2³⁰ bytes; the profiler prints “GB”)")
+    ax.set_title(title)
+    return ax
+
+
+def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
+                             title="GPU time under operators with_flops counts, and the rest"):
+    """Bars of device time per top-level operator, coloured by whether ``with_flops`` counts it.
+
+    Parameters
+    ----------
+    covered : DataFrame
+        From :func:`kitlib.flops.device_time_covered`.
+    """
+    ax = _ax(ax, (9, 0.32 * n + 1.2))
+    top = covered.head(n).iloc[::-1]
+    colors = ["tab:green" if c else "tab:gray" for c in top["counted"]]
+    ax.barh([short_name(k, 46) for k in top.index], top["device_time_ns"] / 1e6, color=colors)
+    ax.set_xlabel("device time, summed over the recorded steps (ms)")
+    ax.set_title(title + "\n(green: counted; grey: no FLOP estimate)")
+    return ax
+
+
+def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = "TF32", ax=None):
+    """Achieved-rate estimates beside the dense peak of several GPUs.
+
+    Parameters
+    ----------
+    achieved : dict
+        ``{label: TFLOP/s}`` estimates (e.g. forward convolutions, whole step).
+    peaks : DataFrame
+        From :func:`kitlib.flops.peak_table`.
+    precision : str
+        Which peak column (``FP32``, ``TF32``, ``BF16``).
+    """
+    ax = _ax(ax, (9, 3.6))
+    col = f"{precision}_tflops"
+    p = peaks[col].dropna()
+    labels = [f"peak {k} ({precision}, dense)" for k in p.index] + [f"estimate: {k}" for k in achieved]
+    vals = list(p.values) + list(achieved.values())
+    colors = ["tab:gray"] * len(p) + ["tab:green"] * len(achieved)
+    ax.barh(labels[::-1], vals[::-1], color=colors[::-1])
+    for y, v in enumerate(vals[::-1]):
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+    ax.set_xlabel("TFLOP/s (10¹² floating-point operations per second)")
+    ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks — not utilization")
+    return ax
+
+
+def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
+    """Compute (SM) and memory throughput, % of peak, per kernel of an ncu report.
+
+    Parameters
+    ----------
+    tidy : DataFrame
+        From :func:`kitlib.ncu.load_ncu_csv`.
+    """
+    ax = _ax(ax, (8, 3.2))
+    sol = tidy[tidy["metric"].isin(["Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy"])]
+    w = sol.pivot_table(index="kernel_id", columns="metric", values="value", aggfunc="first")
+    x = np.arange(len(w))
+    width = 0.27
+    for i, m in enumerate([c for c in ["Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy"]
+                           if c in w.columns]):
+        ax.bar(x + (i - 1) * width, w[m], width, label=m)
+    names = tidy.groupby("kernel_id")["kernel_name"].first()
+    ax.set_xticks(x, [f"#{k}\n{short_name(names[k], 30)}" for k in w.index], fontsize=8)
+    ax.set_ylabel("% of the device's peak")
+    ax.set_ylim(0, 100)
+    ax.set_title("Nsight Compute: speed of light and occupancy per profiled kernel")
+    ax.legend(fontsize=8)
+    return ax

@@ -1,0 +1,195 @@
+"""Lessons 06-07 analyses, reconciled with the profiler's own numbers on the reference recordings."""
+import pickle
+
+import pandas as pd
+import pytest
+
+import kitlib
+from kitlib import flops as F
+from kitlib import memory as M
+from kitlib.errors import KitError
+from kitlib.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu_wide
+from kitlib.sources import B300
+
+
+@pytest.fixture(scope="module")
+def fixed():
+    return kitlib.open_capture("fixed_batch")
+
+
+@pytest.fixture(scope="module")
+def five():
+    return kitlib.open_capture("profiler_5step")
+
+
+# -- memory ------------------------------------------------------------------------
+
+def test_self_cuda_mem_of_every_operator_equals_key_averages(fixed):
+    by_op = M.memory_by_operator(fixed.trace)
+    cmp = M.compare_with_key_averages(by_op, fixed.key_averages()["by_name"])
+    assert len(cmp) >= 100                       # every CPU-side row of key_averages
+    bad = cmp[~cmp["match"]]
+    assert bad.empty, bad
+    conv = by_op.loc["aten::cudnn_convolution"]
+    assert int(conv["self_bytes"]) == 28_493_742_080 and int(conv["calls"]) == 265
+    # negative rows are reproduced too
+    assert int(by_op.loc["backward", "self_bytes"]) == -54_227_302_400
+    assert int(by_op.loc["autograd::engine::evaluate_function: ReluBackward0", "self_bytes"]) == -49_327_636_480
+
+
+def test_same_name_child_is_folded_into_its_parent(fixed):
+    """aten::div calls aten::div: the profiler keeps one row per call (_remove_dup_nodes)."""
+    ev = M.profiler_events(fixed.trace)
+    div = ev[ev["name"] == "aten::div"]
+    assert len(div) == 10 and int(div["merged"].sum()) == 5
+    assert int(M.memory_by_operator(fixed.trace).loc["aten::div", "calls"]) == 5
+
+
+def test_printed_table_of_profiler_5step(five):
+    by_op = M.memory_by_operator(five.trace)
+    conv = int(by_op.loc["aten::cudnn_convolution", "self_bytes"])
+    assert conv == 28_514_713_600
+    assert M.format_memory(conv) == "26.56 GB"          # the profiler's GB are GiB
+    assert M.format_memory(28_493_742_080) == "26.54 GB" == f"{B300['cudnn_conv_self_cuda_mem_gb']:.2f} GB"
+    table = M.parse_memory_table(five.file("key_averages_tables.txt").read_text())
+    gpu_labels = set(five.trace.gpu.loc[five.trace.gpu["kind"] == "gpu_annotation", "name"])
+    by_name = table[table["table"] != 1]                 # table 1 is grouped by input shape
+    checked = 0
+    for r in by_name.itertuples():
+        if r.name not in by_op.index:
+            continue
+        if r.name in gpu_labels:
+            # the GPU-side copy of a label is its own row, with no memory at all
+            assert r.cuda_mem == "0 B" and r.self_cuda_mem == "0 B"
+            continue
+        assert M.format_memory(int(by_op.loc[r.name, "self_bytes"])) == r.self_cuda_mem, r.name
+        assert M.format_memory(int(by_op.loc[r.name, "total_bytes"])) == r.cuda_mem, r.name
+        assert int(by_op.loc[r.name, "calls"]) == r.calls, r.name
+        checked += 1
+    assert checked >= 40
+
+
+def test_parse_memory_table_refuses_other_text():
+    with pytest.raises(KitError, match="Self CUDA Mem"):
+        M.parse_memory_table("Name  Self CPU\nfoo  1 ms\n")
+
+
+def test_timeline_peak_and_steps(five, fixed):
+    tl = M.memory_timeline(five.trace)
+    assert (tl["allocated_bytes"] <= tl["reserved_bytes"]).all()
+    assert tl["reserved_bytes"].nunique() == 1 and int(tl["reserved_bytes"].iloc[0]) == 13_352_566_784
+    peak = M.memory_peak(tl)
+    assert int(peak["allocated_bytes"]) == int(tl["allocated_bytes"].max()) == 11_462_948_352
+    assert peak["phase"] == "backward" and peak["op"] == "aten::threshold_backward" and peak["step"] == 2
+    per = M.memory_per_step(tl)
+    assert list(per["step"]) == [2, 3, 4, 5, 6]
+    assert (per["growth_bytes"] == 0).all() and per["start_allocated_bytes"].nunique() == 1
+    assert (per["forward_growth_bytes"] > 10e9).all()
+    # the running totals agree with the events' bytes
+    d = tl["allocated_bytes"].diff().iloc[1:]
+    assert (d == tl["bytes"].iloc[1:]).all()
+
+
+def test_memory_needs_memory_events(five):
+    import dataclasses
+    empty = dataclasses.replace(five.trace, memory=five.trace.memory.iloc[:0])
+    with pytest.raises(M.MemoryDataError, match="profile_memory"):
+        M.memory_by_operator(empty)
+
+
+# -- FLOPs -------------------------------------------------------------------------
+
+def test_flops_per_operator_equal_the_profilers(fixed):
+    by_op = F.flops_by_operator(fixed.trace)
+    cmp = F.compare_flops_with_key_averages(by_op, fixed.key_averages()["by_name"])
+    assert set(cmp.index) == {"aten::conv2d", "aten::addmm", "aten::mm"}
+    assert cmp["match"].all(), cmp
+    assert int(by_op.loc["aten::conv2d", "flops"]) == 5_231_534_407_680
+
+
+def test_conv_and_matmul_formulas():
+    assert F.profiler_flops("aten::conv2d", [[128, 3, 224, 224], [64, 3, 7, 7], [], [], [], [], []],
+                            ["", "", "", "[2, 2]", "[3, 3]", "[1, 1]", "1"]) == 2 * 128 * 112 * 112 * 7 * 7 * 3 * 64
+    assert F.profiler_flops("aten::addmm", [[101], [128, 2048], [2048, 101], [], []]) == 2 * 128 * 2048 * 101
+    assert F.profiler_flops("aten::bmm", [[4, 8, 16], [4, 16, 32]]) == 2 * 4 * 8 * 16 * 32
+    assert F.profiler_flops("aten::relu_", [[1, 2]]) is None
+    with pytest.raises(KitError, match="stride"):
+        F.profiler_flops("aten::conv2d", [[1, 3, 8, 8], [4, 3, 3, 3]], None)
+
+
+def test_flop_counter_reference_and_rates(fixed):
+    t = F.flop_counter_table(fixed.read_json("flop_counter_one_step.json"))
+    assert round(t["tflop"].sum(), 3) == 3.109
+    assert round(t.loc["aten.convolution", "tflop"], 3) == 1.046
+    assert round(t.loc["aten.convolution_backward", "tflop"], 3) == 2.062
+    assert t.loc["aten.convolution_backward", "pass"] == "backward"
+    r = F.rate_estimates(fixed.trace, fixed.read_json("flop_counter_one_step.json"))
+    conv = r.loc["forward convolutions (with_flops)"]
+    assert round(conv["tflop_per_step"], 3) == 1.046
+    assert 150 < conv["tflops_estimate"] < 494.5          # below the H200's dense TF32 peak
+    step = r.loc["whole training step (FlopCounterMode)"]
+    assert 35 < step["device_ms_per_step"] < 42.6         # the GPU is busy most of a 42.6 ms step
+    with pytest.raises(KitError):
+        F.flop_counter_table({"total": 1})
+
+
+def test_device_time_covered_says_what_is_not_counted(fixed):
+    cov = F.device_time_covered(fixed.trace)
+    assert cov.loc["aten::conv2d", "counted"] and not cov.loc["aten::convolution_backward", "counted"]
+    assert cov["device_time_ns"].sum() == fixed.trace.kernels["dur_ns"].sum()
+    assert cov.loc[cov["counted"], "device_time_ns"].sum() < 0.25 * cov["device_time_ns"].sum()
+
+
+def test_live_flop_counter_on_cpu_tiny_batch():
+    torch = pytest.importorskip("torch")
+    from kitlib.workload import WorkloadConfig
+    cfg = WorkloadConfig(batch_size=2, image_size=64, device="cpu", num_workers=0)
+    got = F.workload_step_flops(cfg)
+    assert got["total"] == sum(got["by_op"].values()) > 0
+    assert {"aten.convolution", "aten.convolution_backward", "aten.addmm"} <= set(got["by_op"])
+    # FLOPs scale with the batch
+    got4 = F.workload_step_flops(WorkloadConfig(batch_size=4, image_size=64, device="cpu", num_workers=0))
+    assert got4["by_op"]["aten.convolution"] == 2 * got["by_op"]["aten.convolution"]
+
+
+def test_peak_table():
+    t = F.peak_table("NVIDIA H200")
+    assert {"B300", "B200", "H200", "H100", "A100", "this GPU (NVIDIA H200)"} <= set(t.index)
+    assert t.loc["A100", "TF32_tflops"] == 156.0 and t.loc["H200", "TF32_tflops"] == 494.5
+    assert t["source"].str.contains("nvidia.com").sum() == 5
+    assert F.peak_for("NVIDIA H100 PCIe") == (None, None)
+    assert F.peak_table("Quadro P1000").loc["this GPU (Quadro P1000)"].isna().sum() == 3
+    with pytest.raises(KitError):
+        F.achieved_tflops(1e12, 0)
+
+
+# -- Nsight Compute ----------------------------------------------------------------
+
+NCU = kitlib.bundle.reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv"
+
+
+def test_ncu_reader():
+    d = load_ncu_csv(NCU)
+    assert list(d.columns) == ["kernel_id", "kernel_name", "block_size", "grid_size", "section", "metric",
+                               "unit", "value", "value_text"]
+    assert sorted(d["kernel_id"].unique()) == [0, 1, 2] and len(d) == 120
+    k0 = d[d["kernel_id"] == 0].set_index("metric")
+    assert k0.loc["Memory Throughput", "value"] == 54.83 and k0.loc["Memory Throughput", "unit"] == "%"
+    assert k0.loc["DRAM Frequency", "value"] == 3_198_738_005.84
+    assert k0.loc["Duration", "unit"] == "ns"
+    assert set(d["section"]) == {"GPU Speed Of Light Throughput", "Launch Statistics", "Occupancy"}
+    w = ncu_wide(d, ["Duration", "Achieved Occupancy"])
+    assert w.shape == (2, 3)
+    rules = load_ncu_rules(NCU)
+    assert "AchievedOccupancy" in set(rules["rule"])
+
+
+def test_ncu_reader_refuses_other_csv(tmp_path):
+    p = tmp_path / "not_ncu.csv"
+    p.write_text("a,b\n1,2\n")
+    with pytest.raises(NcuFormatError, match="not an Nsight Compute CSV"):
+        load_ncu_csv(p)
+    q = tmp_path / "raw.csv"
+    q.write_text('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","1"\n')
+    with pytest.raises(NcuFormatError, match="details"):
+        load_ncu_csv(q)
