@@ -53,7 +53,7 @@ def mode() -> str:
 
 
 def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, out_dir=None,
-                   **workload_options) -> Capture:
+                   reuse_minutes: float = 60, progress: bool = True, **workload_options) -> Capture:
     """The capture a lesson analyses: a fresh one (live) or the named reference (replay).
 
     Parameters
@@ -65,26 +65,66 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
         Force a mode; by default :func:`mode` decides.
     out_dir : path, optional
         Where a live capture is written (default ``runs/lesson_<reference>_<time>``).
+    reuse_minutes : float
+        In live mode, reuse this machine's newest live capture for the same reference
+        if it is younger than this many minutes and ran with the same workload options
+        (several lessons look at the same capture; 0 always records afresh).
+    progress : bool
+        Progress bars while capturing.
     **workload_options
-        Passed to :class:`kitlib.workload.WorkloadConfig` for a live capture.
+        Passed to :meth:`kitlib.workload.WorkloadConfig.for_device` for a live capture
+        (the reference settings on a GPU by default).
 
     Returns
     -------
     Capture
         ``capture.origin`` is ``"live"`` or ``"recorded"``.
+
+    Raises
+    ------
+    BundleError
+        The reference recording is missing from ``data/reference``.
     """
     live = (mode() == "live") if live is None else live
     if not live:
         return open_capture(reference_dir() / reference)
     from . import capture as cap_mod
     from .workload import WorkloadConfig
-    recipe_name = LIVE_RECIPES.get(reference, "full")
-    recipe = cap_mod.RECIPES.get(recipe_name) or cap_mod.RECIPES["full"]
-    cfg = WorkloadConfig(**workload_options)
+    recipe = LIVE_RECIPES.get(reference, "full")
+    opts = dict(workload_options)
+    cfg = WorkloadConfig.for_device(opts.pop("device", "auto"), **opts)
+    if reuse_minutes > 0:
+        found = _recent_live(reference, cfg.to_dict(), reuse_minutes)
+        if found is not None:
+            return found
     if out_dir is None:
         import time
-        out_dir = Path("runs") / f"lesson_{reference}_{time.strftime('%Y%m%d-%H%M%S')}"
-    return cap_mod.capture(cfg, recipe, out_dir)
+        out_dir = cap_mod.runs_dir() / f"lesson_{reference}_{time.strftime('%Y%m%d-%H%M%S')}"
+    return cap_mod.capture(cfg, recipe, out_dir, progress=progress,
+                           notes=f"live capture for the lessons built on {reference}; workload options "
+                                 f"{workload_options or 'default'}")
+
+
+def _recent_live(reference: str, workload: dict, minutes: float):
+    """The newest ``runs/lesson_<reference>_*`` bundle younger than ``minutes`` with this workload."""
+    import time
+    from . import capture as cap_mod
+    root = cap_mod.runs_dir()
+    if not root.exists():
+        return None
+    for d in sorted(root.glob(f"lesson_{reference}_*"), reverse=True):
+        if not (d / "manifest.json").is_file() or time.time() - d.stat().st_mtime > minutes * 60:
+            continue
+        try:
+            cap = open_capture(d)
+        except KitError:
+            continue
+        w = cap.workload
+        same = all(w.get(k) == v for k, v in workload.items()
+                   if v is not None and k in w and k not in ("pin_memory", "device"))
+        if cap.origin == "live" and same and cap.provenance.get("gpu") == software_provenance().get("gpu"):
+            return cap
+    return None
 
 
 def this_machine() -> dict:

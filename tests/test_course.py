@@ -1,0 +1,35 @@
+"""Live or replay: the mode switch and the capture a lesson gets."""
+import pytest
+
+from kitlib import course
+from kitlib.errors import KitError
+
+
+def test_replay_opens_the_reference(monkeypatch):
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    assert course.mode() == "replay"
+    cap = course.lesson_capture("profiler_5step")
+    assert cap.origin == "recorded" and cap.provenance["gpu"] == "NVIDIA H200"
+
+
+def test_bad_mode_and_live_without_gpu(monkeypatch):
+    monkeypatch.setenv("KITLIB_MODE", "sometimes")
+    with pytest.raises(KitError, match="KITLIB_MODE"):
+        course.mode()
+    if not course.cuda_available():
+        monkeypatch.setenv("KITLIB_MODE", "live")
+        with pytest.raises(KitError, match="no CUDA GPU"):
+            course.mode()
+
+
+def test_live_lesson_capture_on_cpu_is_reused(tmp_path, monkeypatch):
+    """The live path end to end on the CPU (tiny): the second lesson reuses the first's capture."""
+    monkeypatch.setenv("KITLIB_RUNS", str(tmp_path))
+    opts = dict(device="cpu", batch_size=2, image_size=64, steps=1, synthetic_images=101, num_workers=0)
+    a = course.lesson_capture("profiler_5step", live=True, progress=False, **opts)
+    assert a.origin == "live" and a.path.parent == tmp_path
+    assert {"data_load", "forward", "backward", "optimizer"} <= set(a.trace.ops["name"])
+    b = course.lesson_capture("profiler_5step", live=True, progress=False, **opts)
+    assert b.path == a.path
+    c = course.lesson_capture("profiler_5step", live=True, progress=False, reuse_minutes=0, **opts)
+    assert c.path != a.path
