@@ -1,0 +1,270 @@
+"""kitlib.align, kitlib.lint, kitlib.measure and kitlib.nsys_capture on the real recordings.
+
+Ground truth: the `nsys stats` CSVs shipped with data/reference/nsys_8step, the manifests of
+cold_start_8step / nsys_8step, the reference step_times.json, and the public traces
+(tests/data/public-traces/SOURCES.md).
+"""
+import dataclasses
+import os
+import stat
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kitlib import open_capture
+from kitlib.align import align, align_summary, gpu_work, launch_threads, operator_ranges, project
+from kitlib.errors import KitError
+from kitlib.lint import Finding, lint
+from kitlib.measure import compare, compare_series, settings_present
+from kitlib.nsys import load_nsys, nvtx_gpu_projection
+from kitlib import nsys_capture as nc
+from kitlib.steps import labelled_ranges
+
+from conftest import PUBLIC, REF
+
+
+@pytest.fixture(scope="module")
+def rep():
+    return load_nsys(REF / "nsys_8step" / "report.sqlite")
+
+
+@pytest.fixture(scope="module")
+def pair():
+    return open_capture("cold_start_8step"), open_capture("nsys_8step")
+
+
+@pytest.fixture(scope="module")
+def by_thread(pair):
+    return align(*pair, attribution="thread")
+
+
+@pytest.fixture(scope="module")
+def by_time(pair):
+    return align(*pair, attribution="time")
+
+
+# --------------------------------------------------------------------------- align
+def test_project_thread_rule_is_nsights_projection(rep):
+    p = project(labelled_ranges(rep), gpu_work(rep), "thread")
+    nv = nvtx_gpu_projection(rep)
+    m = p.merge(nv[["tid", "start_ns", "name", "proj_dur_ns", "gpu_ops"]], on=["tid", "start_ns", "name"],
+                suffixes=("", "_nsight"))
+    assert len(m) == len(nv) == 40
+    assert (m["proj_dur_ns"] == m["proj_dur_ns_nsight"]).all()
+    assert (m["gpu_ops"] == m["gpu_ops_nsight"]).all()
+
+
+def test_thread_attribution_equals_nsys_stats_csv(pair, by_thread):
+    csv = pd.read_csv(pair[1].file("nsys_stats/nvtx_gpu_proj_sum.csv")).set_index("Range")
+    nsys_label = {"step": ":torch_step", "data_load": ":data_load", "forward": ":forward",
+                  "backward": ":backward", "optimizer": ":optimizer"}
+    for label, rng in nsys_label.items():
+        rows = by_thread[by_thread["label"] == label]
+        assert rows["nsys_gpu_proj_ns"].sum() == csv.loc[rng, "Total Proj Time (ns)"]
+        assert rows["nsys_gpu_ops"].sum() == csv.loc[rng, "Total GPU Ops"]
+        assert rows["nsys_host_ns"].sum() == csv.loc[rng, "Total Range Time (ns)"]
+    assert by_thread["nsys_gpu_proj_ns"][by_thread["label"] == "backward"].sum() == 5792
+    assert set(by_thread["attribution"]) == {"thread"}
+
+
+def test_time_attribution_follows_the_autograd_thread(by_thread, by_time):
+    bt = by_thread[by_thread["label"] == "backward"]
+    bw = by_time[by_time["label"] == "backward"]
+    assert bt["nsys_kernels"].sum() == 8                  # one kernel per step on the main thread
+    assert bw["nsys_kernels"].sum() > 2000                # autograd's kernels
+    # every kernel of a warm step is credited to some phase under the time rule
+    s1 = by_time[by_time["step"] == 1].set_index("label")
+    phases = s1.loc[["data_load", "forward", "backward", "optimizer"], "nsys_kernels"].sum()
+    assert phases == s1.loc["step", "nsys_kernels"] == 541
+    assert s1.loc["step", "prof_kernels"] == 541         # the torch.profiler run: same work per step
+
+
+def test_launch_threads(rep, pair):
+    th = launch_threads(rep).set_index("thread")
+    assert th.loc["pt_autograd_0", "kernels"] == 2360 and th.loc["pt_autograd_0", "tid"] == 1283
+    assert th.loc["pt_autograd_0", "labelled_ranges"] == 0
+    assert th["kernels"].sum() == len(rep.kernels) == 4340
+    pt = launch_threads(pair[0].trace)
+    assert pt["kernels"].tolist() == [2360, 1963]
+    assert pt["labelled_ranges"].iloc[0] == 0
+
+
+def test_align_says_runs_and_data_load_differ(by_time):
+    a = by_time.attrs
+    assert a["same_run"] is False
+    assert a["data_load_covers"] == {"torch.profiler": "next(batches) only",
+                                     "nsight": "next(batches) and the .to(device, non_blocking=True) transfer submission"}
+    assert any("different runs" in n for n in a["notes"])
+    dl = by_time[by_time["label"] == "data_load"]
+    assert (~dl["comparable"]).all() and dl["note"].str.startswith("data_load differs").all()
+    h2d = by_time[by_time["label"] == "h2d"]
+    assert h2d["nsys_host_ns"].isna().all() and (~h2d["comparable"]).all()
+    assert len(by_time) == 8 * 6
+    # the cold step: first data_load 1,523 ms (profiler) and 1,469.48 ms (Nsight, PROVENANCE.md)
+    first = by_time[(by_time["step"] == 0) & (by_time["label"] == "data_load")].iloc[0]
+    assert first["nsys_host_ns"] == 1469484230
+    assert round(first["prof_host_ns"] / 1e6) == 1523
+
+
+def test_align_summary_and_errors(by_time, rep):
+    s = align_summary(by_time)
+    assert s.loc["backward", "nsys_kernels"] == s.loc["backward", "prof_kernels"] == 296
+    assert 40 < s.loc["step", "nsys_gpu_proj_ms"] < 50
+    with pytest.raises(KitError, match="attribution"):
+        align(rep, rep, attribution="nope")
+    with pytest.raises(KitError, match="expected"):
+        align(rep, rep)
+
+
+def test_operator_ranges_from_emit_nvtx():
+    er = load_nsys(REF / "nsys_emit_nvtx" / "report.sqlite")
+    ops = operator_ranges(er)
+    assert len(ops) == 5370
+    conv = ops[ops["op"] == "aten::convolution"].iloc[0]
+    assert (conv["seq"], conv["op_id"]) == (537, 2)
+    assert conv["sizes"].startswith("[[128, 3, 224, 224], [64, 3, 7, 7]")
+    th = launch_threads(er).set_index("thread")
+    assert (ops["tid"] == th.loc["pt_autograd_0", "tid"]).sum() == 3170
+
+
+# --------------------------------------------------------------------------- lint
+def codes(findings):
+    return {f.code: f for f in findings}
+
+
+def test_lint_public_traces(public_trace):
+    v100 = codes(lint(public_trace("kineto_2021-06_resnet50_v100.json.gz")))
+    assert v100["pageable_copies"].evidence["copies"] == 12
+    assert v100["pageable_copies"].evidence["bytes"] == 115607040
+    assert "launches_without_gpu" not in v100 and "no_gpu_events" not in v100
+    cpu = codes(lint(public_trace("hta_2024-07_cpu_only.json.gz")))
+    assert set(cpu) == {"cpu_only"}
+    forced = codes(lint(public_trace("hta_2024-07_cpu_only.json.gz"), recipe={"activities": ["CPU", "CUDA"]}))
+    assert forced["no_gpu_events"].severity == "error"
+    hta = codes(lint(public_trace("hta_2022-08_a100_rank3.json.gz")))
+    assert hta["pageable_copies"].evidence["copies"] == 60           # Device -> Pageable reads
+    assert hta["over_100_percent"].evidence["worst_annotation_ns"] == 0   # overlap of streams
+    bert = codes(lint(public_trace("tracelens_torch2.6_h100_bert_small.json.gz")))
+    assert bert["gpu_annotations"].evidence["annotations"] == 1
+    assert "missing_stacks" not in bert                              # with_stack on and frames present
+    for f in list(v100.values()) + list(hta.values()):
+        assert f.meaning and f.action and isinstance(f, Finding)
+
+
+def test_lint_reference_traces(ref_trace):
+    fixed = codes(lint(ref_trace("fixed_batch")))
+    assert fixed["gpu_without_launches"].evidence["launched_before_recording"] == 78
+    five = codes(lint(ref_trace("profiler_5step")))
+    assert five["backward_flops_absent"].evidence["convolution_backward_calls"] == 265
+    assert five["backward_flops_absent"].evidence["counted_calls"] == 280
+    assert five["gpu_annotations"].evidence["annotations"] == 20
+    over = five["over_100_percent"].evidence                   # annotations summed with kernels
+    assert over["worst_sum_ns"] > over["worst_wall_ns"] > over["worst_sum_ns"] - over["worst_annotation_ns"]
+    assert "launches_without_gpu" not in five and "step_without_kernels" not in five
+
+
+def test_lint_detects_damaged_traces(ref_trace):
+    t = ref_trace("profiler_5step")
+    kern = t.gpu[t.gpu["kind"] == "kernel"]
+    dropped = dataclasses.replace(t, gpu=t.gpu.drop(kern.index[:10]).reset_index(drop=True))
+    f = codes(lint(dropped))["launches_without_gpu"]
+    assert f.evidence["without_gpu_event"] == 10
+    nostack = dataclasses.replace(t, ops=t.ops[t.ops["kind"] != "python"])
+    assert codes(lint(nostack))["missing_stacks"].evidence["python_events"] == 0
+    big = codes(lint(t, max_events=50_000))["too_large_for_viewer"]
+    assert big.evidence["events"] == 73507
+    step = t.steps.iloc[0]
+    no_launch = t.launches[(t.launches["start_ns"] < step["start_ns"]) | (t.launches["start_ns"] >= step["end_ns"])]
+    assert codes(lint(dataclasses.replace(t, launches=no_launch.reset_index(drop=True))))["step_without_kernels"].evidence["steps"] == \
+        [int(step["step"])]
+    with pytest.raises(KitError):
+        lint("not a trace")
+
+
+# --------------------------------------------------------------------------- measure
+def test_compare_synthetic():
+    rng = np.random.default_rng(1)
+    a = 40 + rng.normal(0, 0.5, 30)
+    assert compare(a, a - 2).verdict == "faster"
+    assert compare(a, a + 2).verdict == "slower"
+    c = compare(a, 40 + rng.normal(0, 0.5, 30))
+    assert c.verdict == "no difference beyond the noise" and c.ci_low_ms < 0 < c.ci_high_ms
+    assert compare(a, a - 2, seed=3).ci_low_ms == compare(a, a - 2, seed=3).ci_low_ms   # seeded
+    with pytest.raises(KitError):
+        compare([1.0, 2.0], [1.0, 2.0, 3.0])
+    with pytest.raises(KitError):
+        compare([1, 2, float("nan")], [1, 2, 3])
+
+
+def test_compare_on_reference_step_times():
+    st = open_capture("profiler_5step").step_times()
+    fixed = compare(st["step_ms_uninstrumented"], st["step_ms_fixed_batch"])
+    assert fixed.verdict == "faster"
+    assert fixed.before_median_ms == pytest.approx(np.median(st["step_ms_uninstrumented"]))
+    assert round(fixed.after_median_ms, 2) == 42.61
+    prof = compare(st["step_ms_uninstrumented"], st["step_ms_profiled_all_attribution"])
+    assert prof.verdict == "no difference beyond the noise"      # 10 vs 7 noisy steps
+    assert prof.difference_ms > 0
+    table = compare_series(st, "step_ms_uninstrumented")
+    assert list(table.index) == ["step_ms_fixed_batch", "step_ms_profiled_all_attribution"]
+    present = settings_present(st)
+    assert present["present"].iloc[:4].tolist() == [True, False, False, True]
+
+
+# --------------------------------------------------------------------------- nsys_capture
+def test_profile_command_of_reference_recipe():
+    cmd = nc.profile_command("nsys_8step", "out/report", nsys="nsys", python="python3")
+    assert cmd[:9] == ["nsys", "profile", "-t", "cuda,nvtx,osrt", "--osrt-threshold=10000", "--sample=none",
+                       "--cpuctxsw=none", "--cuda-memory-usage=false", "-o"]
+    assert "--capture-range=cudaProfilerApi" not in cmd
+    i = cmd.index("python3")
+    assert cmd[i:i + 4] == ["python3", "-m", "kitlib.nsys_capture", "run-workload"]
+    assert "--data-load-covers-h2d" in cmd
+    sysv = nc.profile_command("system", "r", python="p")
+    assert "--sample=process-tree" in sysv and "--cpuctxsw=process-tree" in sysv
+
+
+def test_emit_nvtx_and_matched_commands():
+    cmd = nc.profile_command("emit_nvtx", "r", python="p")
+    assert cmd[2:4] == ["-t", "cuda,nvtx"] and not any(c.startswith("--osrt") for c in cmd)
+    assert "--capture-range=cudaProfilerApi" in cmd and "--capture-range-end=stop" in cmd
+    assert cmd[cmd.index("run-workload"):] == ["run-workload", "--steps", "2", "--warmup-steps", "3",
+                                               "--data-load-covers-h2d", "--capture-range", "--emit-nvtx",
+                                               "--record-shapes"]
+    assert "--no-data-load-covers-h2d" in nc.profile_command("matched", "r", python="p")
+    assert nc.collectors("emit_nvtx") == {"cuda": True, "nvtx": True, "osrt": False, "osrt_threshold_ns": None,
+                                          "cpu_sampling": False, "context_switches": False,
+                                          "cuda_memory_usage": False, "capture_range": "cudaProfilerApi",
+                                          "emit_nvtx": True}
+    assert nc.export_command("r.nsys-rep", "r.sqlite") == ["nsys", "export", "--type", "sqlite",
+                                                            "--force-overwrite", "true", "-o", "r.sqlite",
+                                                            "r.nsys-rep"]
+    a = nc._parser().parse_args(cmd[cmd.index("run-workload"):])
+    assert (a.steps, a.warmup_steps, a.emit_nvtx, a.capture_range, a.record_shapes) == (2, 3, True, True, True)
+    with pytest.raises(KitError):
+        nc.NsysRecipe("bad", cuda=False, nvtx=False, osrt=False)
+
+
+def test_nsys_not_found_says_what_to_install(tmp_path, monkeypatch):
+    monkeypatch.setenv("PATH", str(tmp_path))
+    monkeypatch.delenv("KITLIB_NSYS", raising=False)
+    with pytest.raises(nc.NsysNotFound, match="Install Nsight Systems"):
+        nc.find_nsys(locations=[str(tmp_path / "none" / "*" / "nsys")])
+    with pytest.raises(nc.NsysNotFound, match="not an executable"):
+        nc.find_nsys(tmp_path / "missing" / "nsys")
+    with pytest.raises(nc.NsysNotFound):
+        nc.capture_nsys("nsys_8step", tmp_path / "out", nsys=tmp_path / "missing")
+    assert not (tmp_path / "out").exists()                     # failed before any work
+    fake = tmp_path / "2025.3.1" / "host" / "target-linux-x64" / "nsys"
+    fake.parent.mkdir(parents=True)
+    fake.write_text("#!/bin/sh\n")
+    fake.chmod(fake.stat().st_mode | stat.S_IEXEC)
+    imp = tmp_path / "2025.3.1" / "host" / "linux-desktop-glibc_2_11_3-x64" / "QdstrmImporter"
+    imp.parent.mkdir(parents=True)
+    imp.write_text("#!/bin/sh\n")
+    imp.chmod(imp.stat().st_mode | stat.S_IEXEC)
+    found = nc.find_nsys(locations=[str(tmp_path / "*" / "host" / "target-linux-x64" / "nsys")])
+    assert found == fake
+    assert nc.find_importer(found) == imp
+    assert nc.find_nsys(fake) == fake
