@@ -325,8 +325,9 @@ def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
     table, totals
         As :func:`read_profiler_table` (columns ``name, calls, self_cpu_ns,
         cpu_total_ns, self_cuda_ns, cuda_total_ns`` at least); from JSON the names are
-        whole and ``totals`` is summed from the rows (``self_cuda_total_ns``, the sum
-        of every row's Self CUDA, i.e. with the annotation rows).
+        whole, ``self_cuda_pct`` is computed as the printed table computes it, and
+        ``totals`` has ``self_cpu_total_ns`` (summed from the rows) and
+        ``self_cuda_total_ns`` (the trace's kernels, copies and sets, summed).
 
     Raises
     ------
@@ -345,7 +346,12 @@ def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
             "cuda_total_ns": [round(r["device_time_total_us"] * 1000) for r in rows]})
         t = t.astype({c: "Int64" for c in t.columns if c != "name"})
         t = t.sort_values("self_cuda_ns", ascending=False).reset_index(drop=True)
-        return t, {"self_cpu_total_ns": int(t["self_cpu_ns"].sum())}
+        # The printed table's footer "Self CUDA time total" sums the GPU activities
+        # (kernels, copies, sets) only; its "Self CUDA %" divides by that total, so the
+        # annotation rows push the column past 100 % (see annotation_summary).
+        total_cuda = int(capture.trace.kernels["dur_ns"].sum())
+        t["self_cuda_pct"] = (100 * t["self_cuda_ns"].astype("float64") / total_cuda) if total_cuda else float("nan")
+        return t, {"self_cpu_total_ns": int(t["self_cpu_ns"].sum()), "self_cuda_total_ns": total_cuda}
     raise KitError(f"capture {capture.name}: has neither key_averages_tables.txt nor key_averages.json")
 
 
