@@ -138,13 +138,19 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     Raises
     ------
     ValueError
-        Unknown ``method``.
+        Unknown ``method``, or ``trace.launches``/``trace.ops`` were filtered in place
+        (their row labels are no longer 0..n-1).
     """
     if method not in ("auto", "external_id", "time_nesting"):
         raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
+    # Row labels are used as positions below: work on 0..n-1 labels, as load_trace makes
+    # them (a filtered trace keeps its labels, so renumber and map back at the end).
     gpu = trace.kernels
     L = trace.launches
     ops = trace.ops
+    if not _is_range(L.index) or not _is_range(ops.index):
+        raise ValueError("chain() needs the trace's tables with their original row labels 0..n-1; "
+                         "filter the result of chain(), not trace.launches or trace.ops")
     if method == "auto":
         method = "external_id" if external_ids_trustworthy(trace)[0] else "time_nesting"
 
@@ -202,6 +208,10 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
         "launch_tid": Lr["tid"].to_numpy(),
     })
     return out.sort_values("gpu_start_ns", kind="stable").reset_index(drop=True)[CHAIN_COLUMNS]
+
+
+def _is_range(index) -> bool:
+    return bool(len(index) == 0 or (index[0] == 0 and index[-1] == len(index) - 1 and index.is_monotonic_increasing))
 
 
 def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:

@@ -315,6 +315,16 @@ def summarize(capture, top: int = 10) -> str:
                      f"{d / max(c, 1):,.1f}") for n, c, d in t["kernels"]]
             L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
 
+    # what could mislead a reader of this recording (kitlib.lint)
+    if cap.has("trace.json.gz") or cap.has("trace.json"):
+        from .lint import lint
+        findings = lint(cap)
+        if findings:
+            L += ["", "before you read the numbers (kitlib.lint):"]
+            for f in findings:
+                L.append(f"  [{f.severity}] {f.code}: {f.meaning}")
+                L.append(f"      what to do: {f.action}")
+
     # where to look next
     traces = [f for f in cap.files if f.startswith("trace") and (f.endswith(".json.gz") or f.endswith(".json"))]
     if traces:
