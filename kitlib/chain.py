@@ -138,19 +138,16 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     Raises
     ------
     ValueError
-        Unknown ``method``, or ``trace.launches``/``trace.ops`` were filtered in place
-        (their row labels are no longer 0..n-1).
+        Unknown ``method``.
     """
     if method not in ("auto", "external_id", "time_nesting"):
         raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
-    # Row labels are used as positions below: work on 0..n-1 labels, as load_trace makes
-    # them (a filtered trace keeps its labels, so renumber and map back at the end).
     gpu = trace.kernels
     L = trace.launches
     ops = trace.ops
-    if not _is_range(L.index) or not _is_range(ops.index):
-        raise ValueError("chain() needs the trace's tables with their original row labels 0..n-1; "
-                         "filter the result of chain(), not trace.launches or trace.ops")
+    launch_labels = L.index.to_numpy()  # launches are addressed by position below
+    if not _is_range(L.index):
+        L = L.reset_index(drop=True)
     if method == "auto":
         method = "external_id" if external_ids_trustworthy(trace)[0] else "time_nesting"
 
@@ -203,7 +200,7 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
         "correlation": G["correlation"].to_numpy(),
         "external_id": pd.array(Lr["external_id"].to_numpy(), dtype="Int64"),
         "op_row": op_row,
-        "launch_row": launch_row,
+        "launch_row": np.where(launch_row >= 0, launch_labels[np.maximum(launch_row, 0)] if len(L) else -1, -1),
         "gpu_row": g["gpu_row"].to_numpy(),
         "launch_tid": Lr["tid"].to_numpy(),
     })

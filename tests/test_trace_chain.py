@@ -5,7 +5,7 @@ import json
 import numpy as np
 import pytest
 
-from kitlib import chain as chain_mod
+from kitlib.chain import LINKS
 from kitlib.chain import chain, first_op, launches_of, external_ids_trustworthy
 from kitlib.trace import load_trace
 
@@ -141,4 +141,4 @@ def test_relative_time_base_and_triton_driver_launch(public_trace):
 
 def test_links_are_documented():
     tr = load_trace(REF / "fixed_batch" / "trace.json.gz")
-    assert set(chain(tr)["link"]) <= set(chain_mod.LINKS)
+    assert set(chain(tr)["link"]) <= set(LINKS)
