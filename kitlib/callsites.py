@@ -39,6 +39,7 @@ import sys
 import numpy as np
 import pandas as pd
 
+from .chain import innermost_containing
 from .grouping import FILTERED_FRAMES, op_events
 from .trace import Trace
 
@@ -106,27 +107,12 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
         return out
     ev_pos = pd.Series(np.arange(len(events)))
     for (pid, tid), grp in events.assign(_pos=ev_pos.to_numpy()).groupby(["pid", "tid"], sort=False):
-        p = py[(py["pid"] == pid) & (py["tid"] == tid)].sort_values(["start_ns", "dur_ns"], ascending=[True, False])
+        p = py[(py["pid"] == pid) & (py["tid"] == tid)]
         if p.empty:
             continue
-        starts, ends, rows = p["start_ns"].to_numpy(), p["end_ns"].to_numpy(), p.index.to_numpy()
-        g = grp.sort_values("start_ns", kind="stable")
-        es, pos = g["start_ns"].to_numpy(), g["_pos"].to_numpy()
-        stack: list[int] = []
-        j = 0
-        for k in range(len(g)):
-            t = es[k]
-            while j < len(starts) and starts[j] <= t:
-                while stack and ends[stack[-1]] < starts[j]:
-                    stack.pop()
-                stack.append(j)
-                j += 1
-            while stack and ends[stack[-1]] < t:
-                stack.pop()
-            # the innermost frame open when the event began (an operator is nested
-            # in it; a record_function range begins inside its __enter__ frame)
-            if stack:
-                out[pos[k]] = rows[stack[-1]]
+        # the innermost frame open when the event began (an operator is nested in it;
+        # a record_function range begins inside its __enter__ frame)
+        out[grp["_pos"].to_numpy()] = innermost_containing(p, grp["start_ns"].to_numpy())
     return out
 
 

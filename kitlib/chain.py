@@ -87,16 +87,26 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
         Times in ns on the trace's clock, any order.
     """
     ops = _linkable_ops(trace)
-    ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)].sort_values(["start_ns", "dur_ns"], ascending=[True, False])
+    ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
+    return innermost_containing(ops, times_ns)
+
+
+def innermost_containing(events: pd.DataFrame, times_ns) -> np.ndarray:
+    """For each time, the row label of the innermost event (of ``events``, all on one
+    thread, so properly nested) whose ``[start_ns, end_ns]`` contains it; -1 where none.
+
+    A single sweep: events sorted by start (longest first) are pushed as the sweep
+    passes their start and popped once they have ended.
+    """
+    ev = events.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
     times = np.asarray(times_ns, dtype=np.int64)
     order = np.argsort(times, kind="stable")
     out = np.full(len(times), -1, dtype=np.int64)
-    starts, ends, rows = ops["start_ns"].to_numpy(), ops["end_ns"].to_numpy(), ops.index.to_numpy()
+    starts, ends, rows = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev.index.to_numpy()
     stack: list[int] = []
     j = 0
     for k in order:
         t = times[k]
-        # open every event that starts at or before t, closing those that ended before it
         while j < len(starts) and starts[j] <= t:
             while stack and ends[stack[-1]] < starts[j]:
                 stack.pop()
@@ -104,8 +114,6 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
             j += 1
         while stack and ends[stack[-1]] < t:
             stack.pop()
-        # an event still on the stack may be a sibling that ended; the stack keeps
-        # only events that contain t once the pops above are done
         if stack:
             out[k] = rows[stack[-1]]
     return out
