@@ -29,6 +29,7 @@ the field names; the traces in ``tests/data/public-traces`` for older releases.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -249,35 +250,35 @@ def trace_from_json(doc, path="<memory>") -> Trace:
 
     buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
     kinds = {"ops": [], "launches": [], "gpu": []}
-    cat_counts: dict[str, int] = {}
     process_names, thread_names = {}, {}
-    legacy = False
+    # One pass over the events; this loop is most of load_trace's own time, so it only
+    # sorts events into lists (the tables are built column by column afterwards).
     for i, e in enumerate(events):
-        if not isinstance(e, dict):
-            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object")
-        ph = e.get("ph")
-        cat = e.get("cat")
-        cat_counts[str(cat)] = cat_counts.get(str(cat), 0) + 1
-        if ph == "M":
+        try:
+            ph = e.get("ph")
+        except AttributeError:
+            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
+        if ph == "X":
+            cat = e.get("cat")
+            hit = _CATEGORIES.get(cat) or (_CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None)
+            if hit is not None:
+                table, kind = hit
+                buckets[table].append(e)
+                kinds[table].append(kind)
+                continue
+        elif ph == "M":
             args = e.get("args") or {}
             if e.get("name") == "process_name":
                 process_names[_as_int(e.get("pid"))] = args.get("name")
             elif e.get("name") == "thread_name":
                 thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
             continue
-        if ph == "i" and e.get("name") == "[memory]":
+        elif ph == "i" and e.get("name") == "[memory]":
             buckets["memory"].append(e)
             continue
-        if ph == "X" and isinstance(cat, str):
-            hit = _CATEGORIES.get(cat.lower())
-            if hit is not None:
-                if cat in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"):
-                    legacy = True
-                table, kind = hit
-                buckets[table].append(e)
-                kinds[table].append(kind)
-                continue
         buckets["other"].append(e)
+    cat_counts = {str(k): v for k, v in Counter(e.get("cat") for e in events).items()}
+    legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
     n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
     if n_known == 0:
@@ -286,11 +287,16 @@ def trace_from_json(doc, path="<memory>") -> Trace:
                                      f"memory instants) in {len(events)} events; categories found: "
                                      f"{found or 'none'}. Is this a torch.profiler trace?")
 
-    ops = _ops_table(buckets["ops"], kinds["ops"])
-    launches = _launch_table(buckets["launches"], kinds["launches"])
-    gpu = _gpu_table(buckets["gpu"], kinds["gpu"])
-    memory = _memory_table(buckets["memory"])
-    other = _other_table(buckets["other"])
+    try:
+        ops = _ops_table(buckets["ops"], kinds["ops"])
+        launches = _launch_table(buckets["launches"], kinds["launches"])
+        gpu = _gpu_table(buckets["gpu"], kinds["gpu"])
+        memory = _memory_table(buckets["memory"])
+        other = _other_table(buckets["other"])
+    except _BadEvent as bad:
+        e = bad.event
+        raise TraceFormatError(path, f"event {e.get('name')!r} (ph {e.get('ph')!r}, cat {e.get('cat')!r}, "
+                                     f"ts {e.get('ts')!r}) {bad.problem}") from None
 
     base = top.get("baseTimeNanoseconds")
     meta = {
@@ -321,15 +327,17 @@ _NO_ARGS: dict = {}
 def _arg(evs, *keys):
     """``args[key]`` of every event (the first of ``keys`` present), None where absent."""
     args = [e.get("args") or _NO_ARGS for e in evs]
-    if len(keys) == 1:
-        k = keys[0]
-        return [a.get(k) for a in args]
-    out = [None] * len(args)
-    for k in reversed(keys):  # the first key wins, so it is written last
-        for i, a in enumerate(args):
-            v = a.get(k)
-            if v is not None:
-                out[i] = v
+    try:
+        out = [a.get(keys[0]) for a in args]
+    except AttributeError:  # an 'args' that is not a JSON object
+        e = next(e for e, a in zip(evs, args) if not isinstance(a, dict))
+        raise _BadEvent(e, f"'args' is a {type(e.get('args')).__name__}, not an object") from None
+    for k in keys[1:]:  # older spellings, only where the first is missing
+        missing = [i for i, v in enumerate(out) if v is None]
+        if not missing:
+            break
+        for i in missing:
+            out[i] = args[i].get(k)
     return out
 
 
@@ -341,11 +349,48 @@ def _ids(values) -> pd.Series:
         return pd.Series(pd.array([v if isinstance(v, int) else None for v in values], dtype="Int64"))
 
 
+class _BadEvent(Exception):
+    """An event whose time field cannot be read (turned into a TraceFormatError naming the file)."""
+
+    def __init__(self, event, problem):
+        self.event, self.problem = event, problem
+
+
+_MAX_US = 9.2e15  # µs: beyond this, ns no longer fit in int64 (year ~2262 since the epoch)
+
+
+def _numbers(evs, key, default=None):
+    """``event[key]`` of every event as float µs, checked: present, numeric, finite, in range."""
+    vals = _col(evs, key, default)
+    try:
+        a = np.asarray(vals, dtype=np.float64)
+        if a.ndim != 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        for e, v in zip(evs, vals):
+            if v is None:
+                raise _BadEvent(e, f"has no '{key}'") from None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise _BadEvent(e, f"'{key}' is {v!r}, not a number of microseconds") from None
+        raise
+    bad = ~np.isfinite(a) | (np.abs(a) > _MAX_US)
+    if key == "dur":
+        bad |= a < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        if vals[i] is None:
+            raise _BadEvent(evs[i], f"has no '{key}'")
+        raise _BadEvent(evs[i], f"'{key}' is {vals[i]!r} µs, outside what a trace can hold"
+                                + (" (a negative duration)" if key == "dur" and a[i] < 0 else ""))
+    return a
+
+
 def _times(evs, with_dur=True):
-    start = _ns(_col(evs, "ts", 0)) if evs else np.zeros(0, dtype=np.int64)
+    if not evs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    start = _ns(_numbers(evs, "ts"))
     if with_dur:
-        dur = np.rint(np.asarray(_col(evs, "dur", 0), dtype=np.float64) * 1000).astype(np.int64) \
-            if evs else np.zeros(0, dtype=np.int64)
+        dur = np.rint(_numbers(evs, "dur", 0) * 1000).astype(np.int64)
     else:
         dur = np.zeros(len(evs), dtype=np.int64)
     return start, dur

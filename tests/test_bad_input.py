@@ -87,3 +87,29 @@ def test_bundle_errors(tmp_path):
         cap.read_json("wallclock.json")
     with pytest.raises(BundleError, match="has no file 'key_averages.json'"):
         cap.file("key_averages.json")
+
+
+def _damaged(tmp_path, change):
+    """The reference trace with one kernel event changed by ``change(event)``."""
+    doc = json.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
+    ev = next(e for e in doc["traceEvents"] if e.get("cat") == "kernel")
+    change(ev)
+    p = tmp_path / "damaged.json"
+    p.write_text(json.dumps(doc))
+    return p
+
+
+@pytest.mark.parametrize("change,words", [
+    (lambda e: e.update(dur="abc"), ["'dur' is 'abc'", "not a number"]),
+    (lambda e: e.update(ts="abc"), ["'ts' is 'abc'"]),
+    (lambda e: e.update(ts=[1]), ["'ts' is [1]"]),
+    (lambda e: e.pop("ts"), ["has no 'ts'"]),
+    (lambda e: e.update(dur=-5), ["negative duration"]),
+    (lambda e: e.update(dur=10**30), ["outside what a trace can hold"]),
+    (lambda e: e.update(ts=1e300), ["outside what a trace can hold"]),
+    (lambda e: e.update(args=[1, 2]), ["'args' is a list"]),
+])
+def test_damaged_events_are_named(tmp_path, change, words):
+    p = _damaged(tmp_path, change)
+    msg = _raises(p, TraceFormatError, *words)
+    assert "cat 'kernel'" in msg
