@@ -349,8 +349,7 @@ def open_capture(path) -> Capture:
     if p.name == MANIFEST:
         p = p.parent
     if not p.exists():
-        known = ", ".join(sorted(x.name for x in reference_dir().iterdir() if x.is_dir())) \
-            if reference_dir().exists() else "none"
+        known = ", ".join(list_references()) or "none"
         raise BundleError(p, f"no such capture folder (reference captures: {known})")
     m = p / MANIFEST
     if not m.is_file():
@@ -358,6 +357,13 @@ def open_capture(path) -> Capture:
     manifest = read_json_file(m)
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleError(m, f"not a kitlib bundle manifest (expected format {FORMAT!r})")
+    files = manifest.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        raise BundleError(m, "'files' must map each file name to {sha256, bytes, what}")
+    for name in files:
+        q = Path(name)
+        if q.is_absolute() or ".." in q.parts:
+            raise BundleError(m, f"file name {name!r} points outside the bundle folder")
     return Capture(path=p, manifest=manifest)
 
 

@@ -338,10 +338,32 @@ def _columns(con, table) -> set:
     return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
 
 
+class _MissingColumn(Exception):
+    def __init__(self, table, column):
+        self.table, self.column = table, column
+
+
+# Columns without which a table's rows cannot be placed in time or linked: an export
+# that lacks them (a renamed column, an unknown schema) is refused, not read half-empty.
+_REQUIRED = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "correlationId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId"),
+    "NVTX_EVENTS": ("start", "eventType", "globalTid"),
+    "OSRT_API": ("start", "end", "globalTid"),
+}
+
+
 def _select(con, table, want: dict, where: str = "") -> pd.DataFrame:
     """``SELECT`` the columns of ``want`` (``{source name: our name}``) that
-    ``table`` has; the others come back as <NA>, so no caller meets a KeyError."""
+    ``table`` has; the others come back as <NA>, so no caller meets a KeyError.
+    A column of :data:`_REQUIRED` that is absent raises ``_MissingColumn``."""
     have = _columns(con, table) | {"rowid"}
+    for c in _REQUIRED.get(table, ()):
+        if c not in have:
+            raise _MissingColumn(table, c)
     got = [c for c in want if c in have] or ["rowid"]
     df = pd.read_sql_query(f'SELECT {", ".join(got)} FROM "{table}" {where}', con)
     df = df.rename(columns=want)
@@ -418,8 +440,13 @@ def _read_report(path: Path, con) -> NsysReport:
         if row:
             meta["session_start_ns"], meta["session_end_ns"] = row
 
-    t = {attr: _READERS[attr](con, tables, strings) if source in tables
-         else pd.DataFrame(columns=COLUMNS[attr]) for attr, source in SOURCE_TABLES.items()}
+    try:
+        t = {attr: _READERS[attr](con, tables, strings) if source in tables
+             else pd.DataFrame(columns=COLUMNS[attr]) for attr, source in SOURCE_TABLES.items()}
+    except _MissingColumn as e:
+        raise NsysFormatError(path, f"table {e.table} has no column {e.column!r}, which kitlib needs to "
+                                    "place its events in time and link them (a renamed column, or an "
+                                    "export schema kitlib does not know)") from None
     # A GPU operation records only its process; the thread is its launch's.
     launch_tid = _launch_index(t["launches"])["tid"]
     for attr in ("kernels", "copies", "sets"):

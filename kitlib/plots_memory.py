@@ -52,14 +52,18 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     if peak is not None:
         x = (int(peak["start_ns"]) - t0) / 1e6
         ax.plot([x], [peak["allocated_bytes"] / GB], "v", color="tab:red")
-        ax.annotate(f"peak {peak['allocated_bytes'] / GB:.2f} GB\n{peak['op']} ({peak['phase']})",
-                    (x, peak["allocated_bytes"] / GB), xytext=(8, -28), textcoords="offset points",
-                    fontsize=8, color="tab:red")
+        ax.annotate(f"peak {peak['allocated_bytes'] / GB:.2f} GB: {peak['op']} ({peak['phase']})",
+                    (x, peak["allocated_bytes"] / GB), xytext=(0, 30), textcoords="offset points",
+                    fontsize=8, color="tab:red", ha="center", va="bottom",
+                    bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.5},
+                    arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
     ax.set_xlabel("time since the first allocator event (ms)")
     ax.set_ylabel("memory (GB, 10⁹ bytes)")
-    ax.set_ylim(0, timeline["reserved_bytes"].max() / GB * 1.25)
+    top = max(timeline["reserved_bytes"].max(), timeline["allocated_bytes"].max()) / GB
+    ax.set_ylim(0, top * 1.45)
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize=8, ncol=2)
+    ax.figure.tight_layout()
     return ax
 
 
@@ -134,25 +138,46 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
 
 
 def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
-    """Compute (SM) and memory throughput, % of peak, per kernel of an ncu report.
+    """Speed of light and occupancy per kernel of an ncu report, on two panels.
+
+    Left: compute (SM) and memory throughput, % of the device's peak (Nsight Compute's
+    "GPU Speed Of Light Throughput" section). Right: achieved (and theoretical, when
+    recorded) occupancy, % of the maximum warps an SM can hold — a different
+    quantity, not a throughput (Nsight Compute Kernel Profiling Guide, "Occupancy").
 
     Parameters
     ----------
     tidy : DataFrame
         From :func:`kitlib.ncu.load_ncu_csv`.
+    ax : pair of Axes, optional
+        Where to draw (throughput, occupancy); a new figure when None.
+
+    Returns
+    -------
+    ndarray of two Axes
     """
-    ax = _ax(ax, (8, 3.2))
-    sol = tidy[tidy["metric"].isin(["Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy"])]
-    w = sol.pivot_table(index="kernel_id", columns="metric", values="value", aggfunc="first")
-    x = np.arange(len(w))
-    width = 0.27
-    for i, m in enumerate([c for c in ["Compute (SM) Throughput", "Memory Throughput", "Achieved Occupancy"]
-                           if c in w.columns]):
-        ax.bar(x + (i - 1) * width, w[m], width, label=m)
+    if ax is None:
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    else:
+        fig = ax[0].figure
     names = tidy.groupby("kernel_id")["kernel_name"].first()
-    ax.set_xticks(x, [f"#{k}\n{short_name(names[k], 30)}" for k in w.index], fontsize=8)
-    ax.set_ylabel("% of the device's peak")
-    ax.set_ylim(0, 100)
-    ax.set_title("Nsight Compute: speed of light and occupancy per profiled kernel")
-    ax.legend(fontsize=8)
+    w = tidy.pivot_table(index="kernel_id", columns="metric", values="value", aggfunc="first")
+    x = np.arange(len(w))
+    labels = [f"#{k} {short_name(names[k], 24)}" for k in w.index]
+    for a, metrics, ylabel, title in (
+            (ax[0], ["Compute (SM) Throughput", "Memory Throughput"], "throughput (% of the device's peak)",
+             "speed of light"),
+            (ax[1], ["Theoretical Occupancy", "Achieved Occupancy"], "occupancy (% of max warps per SM)",
+             "occupancy")):
+        have = [m for m in metrics if m in w.columns]
+        width = 0.8 / max(1, len(have))
+        for i, m in enumerate(have):
+            a.bar(x + (i - (len(have) - 1) / 2) * width, w[m], width, label=m)
+        a.set_xticks(x, labels, fontsize=8, rotation=20, ha="right")
+        a.set_ylabel(ylabel)
+        a.set_ylim(0, 130)
+        a.set_title(f"Nsight Compute: {title}", fontsize=10)
+        a.legend(fontsize=8, loc="upper center", ncol=2)
+    fig.tight_layout()
     return ax

@@ -205,6 +205,12 @@ def load_trace(path) -> Trace:
     """
     path = Path(path)
     raw = read_bytes_maybe_gz(path)
+    if raw.startswith(b"SQLite format 3\x00"):
+        raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
+                                     "use kitlib.load_nsys")
+    if raw[:1] == b"\x80" and raw[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise TraceFormatError(path, "a Python pickle, not a JSON trace: for a memory snapshot use "
+                                     "kitlib.load_memory_snapshot")
     try:
         doc = _parse(raw)
     except _JSONError:

@@ -113,3 +113,30 @@ def test_damaged_events_are_named(tmp_path, change, words):
     p = _damaged(tmp_path, change)
     msg = _raises(p, TraceFormatError, *words)
     assert "cat 'kernel'" in msg
+
+
+def test_other_formats_point_to_their_reader(tmp_path):
+    _raises(REF / "nsys_8step" / "report.sqlite", TraceFormatError, "kitlib.load_nsys")
+    _raises(REF / "profiler_5step" / "memory_snapshot.pickle", TraceFormatError, "load_memory_snapshot")
+
+
+@pytest.mark.parametrize("files,words", [
+    ("trace.json.gz", "'files' must map"),
+    ({"../../etc/hostname": {"sha256": "0"}}, "outside the bundle"),
+])
+def test_manifest_files_are_checked(tmp_path, files, words):
+    m = json.loads((REF / "cold_start_8step" / "manifest.json").read_text())
+    m["files"] = files
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(BundleError, match=words):
+        open_capture(tmp_path)
+
+
+def test_yes_no_answers_are_not_guessed():
+    from kitlib import exercises
+    ex = exercises.lesson01(open_capture("profiler_5step"))
+    assert ex.check("add_host_and_device", "No.").correct is True
+    assert ex.check("add_host_and_device", False).correct is True
+    assert ex.check("add_host_and_device", "yes").correct is False
+    v = ex.check("add_host_and_device", "maybe")
+    assert v.correct is False and "yes or no" in v.message

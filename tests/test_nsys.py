@@ -287,3 +287,17 @@ def test_truncated_sqlite_without_page_count(tmp_path):
 def test_nsys_stats_on_a_bad_path(tmp_path):
     with pytest.raises(KitFileError):
         nsys_stats(tmp_path / "nope.sqlite", "nvtx_sum")
+
+
+def test_renamed_required_column_is_refused(tmp_path):
+    import shutil
+    import sqlite3
+    from kitlib.errors import NsysFormatError
+    p = tmp_path / "renamed.sqlite"
+    shutil.copy(REF / "nsys_8step" / "report.sqlite", p)
+    con = sqlite3.connect(p)
+    con.execute("ALTER TABLE CUPTI_ACTIVITY_KIND_KERNEL RENAME COLUMN correlationId TO corrId")
+    con.commit()
+    con.close()
+    with pytest.raises(NsysFormatError, match="CUPTI_ACTIVITY_KIND_KERNEL has no column 'correlationId'"):
+        load_nsys(p)

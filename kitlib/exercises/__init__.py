@@ -6,7 +6,7 @@ quotes the learner's own figures. ``check`` says right or wrong and why.
 
 Example
 -------
->>> ex = lesson01_exercises(trace)          # doctest: +SKIP
+>>> ex = exercises.lesson01(capture)        # doctest: +SKIP
 >>> ex.check("launch_count", 3)             # doctest: +SKIP
 ✓ launch_count: right. The operator made 3 launches ...
 """
@@ -68,7 +68,10 @@ class Question:
             return Verdict(self.key, None, "replace `None` with your answer and run the cell again. "
                                             f"Question: {self.prompt}")
         if isinstance(self.answer, bool):
-            ok = _as_bool(given) == self.answer
+            b = _as_bool(given)
+            if b is None:
+                return Verdict(self.key, False, f"answer yes or no (True or False), not {given!r}. {self.prompt}")
+            ok = b == self.answer
         elif isinstance(self.answer, (int, float)):
             try:
                 g = float(given)
@@ -84,10 +87,20 @@ class Question:
         return Verdict(self.key, False, f"not quite ({given!r}). {self.explain}")
 
 
+_YES = {"yes", "y", "true", "1"}
+_NO = {"no", "n", "false", "0"}
+
+
 def _as_bool(x):
+    """True/False for a yes/no answer; None when it is neither (so a typo is not a "no")."""
+    if isinstance(x, bool):
+        return x
+    if isinstance(x, (int, float)) and x in (0, 1):
+        return bool(x)
     if isinstance(x, str):
-        return x.strip().lower() in ("yes", "true", "y", "1")
-    return bool(x)
+        w = x.strip().strip(".!").strip().lower()
+        return True if w in _YES else False if w in _NO else None
+    return None
 
 
 @dataclass

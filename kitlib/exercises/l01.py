@@ -8,7 +8,7 @@ def questions(capture) -> Exercises:
     """Questions of lesson 01 (which operation asked for this kernel?), from ``capture``.
 
     The operator studied is the first ``aten::cudnn_convolution`` of the capture's
-    second recorded step.
+    first recorded step (``ProfilerStep#2`` in the reference).
     """
     from ..chain import first_op, launches_of
     from ..plots import short_name

@@ -26,7 +26,8 @@ def questions(capture_or_captures) -> Exercises:
     main = act[(act["tid"] == act["pid"]) & (act["source"] == "OS runtime")].iloc[0]
     b0 = bc.iloc[0]
     qs = [
-        Question("first_data_load_ms", "How long was the first step's data_load range, in ms?",
+        Question("first_data_load_ms", "In the Nsight Systems recording (nsys_8step), how long was the first step's "
+                 "data_load NVTX range, in ms?",
                  round(first["dur_ns"] / 1e6, 2),
                  f"{first['dur_ns'] / 1e6:,.2f} ms, against {dl['dur_ns'].iloc[1:].median() / 1e6:,.3f} ms "
                  "(median) in the later steps: the workers were started and had to produce their first batches."),
