@@ -25,6 +25,9 @@ def main():
     ap.add_argument("--figures", default=None)
     a = ap.parse_args()
     import matplotlib.pyplot as plt
+    import pandas as pd
+    pd.set_option("display.width", 200)  # print tables whole, as a notebook shows them
+    pd.set_option("display.max_columns", 30)
     failed = 0
     for nbp in a.notebooks:
         nb = json.loads(Path(nbp).read_text())
