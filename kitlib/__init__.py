@@ -23,5 +23,6 @@ from .nsys import NsysReport, load_nsys, nsys_stats  # noqa: F401
 from .snapshot import load_memory_snapshot  # noqa: F401
 from .align import align  # noqa: F401
 from .lint import lint  # noqa: F401
+from . import course, exercises  # noqa: F401  (what a lesson starts with)
 
 __version__ = "0.1.0"
