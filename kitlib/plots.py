@@ -179,21 +179,36 @@ def plot_step_times(series: dict, ax=None, title="wall time of each step"):
     Parameters
     ----------
     series : dict
-        ``{label: [step time in ms, ...]}``, e.g. a bundle's ``step_times.json``.
+        ``{label: [step time in ms, ...]}``, e.g. a bundle's ``step_times.json``
+        (keys such as ``step_ms_uninstrumented`` are shown as "uninstrumented").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Log-scaled y axis in ms; a black bar per series marks its median.
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 3))
+        fig, ax = plt.subplots(figsize=(8, 3.2))
     else:
         fig = ax.figure
     for i, (lab, vals) in enumerate(series.items()):
         v = np.asarray(vals, dtype=float)
         ax.plot(np.full(len(v), i) + np.linspace(-0.15, 0.15, len(v)), v, "o", alpha=0.7)
-        ax.hlines(np.median(v), i - 0.3, i + 0.3, color="black")
+        ax.hlines(np.median(v), i - 0.3, i + 0.3, color="black", label="median" if i == 0 else None)
     ax.set_xticks(range(len(series)))
-    ax.set_xticklabels(list(series), fontsize=8)
-    ax.set_ylabel("step wall time (ms)")
+    ax.set_xticklabels([_series_label(k) for k in series], fontsize=8)
+    ax.set_ylabel("step wall time (ms, log scale)")
     ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}" if str(int(y))[0] in "25" else ""))
+    ax.legend(loc="upper right", fontsize=8)
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
     return fig
+
+
+def _series_label(key: str) -> str:
+    """``step_ms_profiled_all_attribution`` -> ``profiled, all attribution`` (for axis labels)."""
+    s = key.removeprefix("step_ms_").replace("_", " ")
+    return s.replace("profiled ", "profiled,\n").replace("fixed batch", "fixed batch\n(no loader)")
