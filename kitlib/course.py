@@ -62,7 +62,9 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
         The reference recording the lesson is written around (a folder of
         ``data/reference``), e.g. ``"profiler_5step"``.
     live : bool, optional
-        Force a mode; by default :func:`mode` decides.
+        Force a mode; by default :func:`mode` decides. In replay, a bundle named
+        ``reference`` inside the folder ``$KITLIB_REPLAY_DIR`` (your own captures,
+        e.g. recorded earlier on a GPU) is used instead of the shipped one.
     out_dir : path, optional
         Where a live capture is written (default ``runs/lesson_<reference>_<time>``).
     reuse_minutes : float
@@ -87,6 +89,9 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     """
     live = (mode() == "live") if live is None else live
     if not live:
+        own = os.environ.get("KITLIB_REPLAY_DIR")
+        if own and (Path(own) / reference / "manifest.json").is_file():
+            return open_capture(Path(own) / reference)
         return open_capture(reference_dir() / reference)
     from . import capture as cap_mod
     from .workload import WorkloadConfig

@@ -37,3 +37,23 @@ def test_lesson_runs_in_replay_mode(path, tmp_path, monkeypatch):
     assert "mode: replay" in text or "recorded" in text
     # the exercises ran unanswered: each asks for an answer instead of judging
     assert "replace `None`" in "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+
+
+LIVE_BUNDLE = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30" / "profiler_full"
+
+
+@pytest.mark.parametrize("path", [p for p in LESSONS if p.name[:2] in ("00", "01", "02")], ids=lambda p: p.stem)
+def test_lesson_runs_on_a_capture_the_kit_recorded_live(path, tmp_path, monkeypatch):
+    """The lessons built on profiler_5step, fed the kit's own live H200 capture
+    (through KITLIB_REPLAY_DIR) instead of the reference recording."""
+    (tmp_path / "own").mkdir()
+    (tmp_path / "own" / "profiler_5step").symlink_to(LIVE_BUNDLE)
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(tmp_path / "own"))
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    nb = nbformat.read(path, as_version=4)
+    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
+    assert not [o for o in outputs if o.get("output_type") == "error"]
+    text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+    assert "(torch_profiler, live)" in text
