@@ -62,6 +62,7 @@ class Question:
     tolerance: float = 0.02
     normalise: Callable | None = None
     choices: list | None = None
+    wrong_tries: int = 0
 
     def judge(self, given) -> Verdict:
         if given is None or given is ...:
@@ -79,12 +80,25 @@ class Question:
                 return Verdict(self.key, False, f"expected a number, got {given!r}. {self.prompt}")
             tol = abs(self.answer) * self.tolerance if self.tolerance else 0
             ok = abs(g - self.answer) <= max(tol, 1e-12)
+            if not ok:
+                for factor in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 100, 0.01):
+                    if self.answer and abs(g / factor - self.answer) <= max(tol, 1e-12):
+                        return self._wrong(given, f"your number is off by a factor of {factor:g}: check the "
+                                                  "unit the question asks for.")
         else:
             norm = self.normalise or (lambda s: str(s).strip().lower())
             ok = norm(given) == norm(self.answer)
         if ok:
             return Verdict(self.key, True, f"right. {self.explain}")
-        return Verdict(self.key, False, f"not quite ({given!r}). {self.explain}")
+        return self._wrong(given)
+
+    def _wrong(self, given, hint: str = "") -> Verdict:
+        """A wrong answer: a hint first; the explanation (and so the answer) from the second try on."""
+        self.wrong_tries += 1
+        if self.wrong_tries < 2:
+            return Verdict(self.key, False, f"not quite ({given!r}). {hint or 'Look again and retry'} "
+                                            f"(the next wrong try shows the answer; or call .reveal('{self.key}')).")
+        return Verdict(self.key, False, f"not quite ({given!r}). {hint} {self.explain}".replace("  ", " "))
 
 
 _YES = {"yes", "y", "true", "1"}
@@ -132,6 +146,11 @@ class Exercises:
             Unknown key (the message lists the known ones).
         """
         return self[key].judge(answer)
+
+    def reveal(self, key: str) -> Verdict:
+        """The answer to question ``key`` and why, without an attempt."""
+        q = self[key]
+        return Verdict(key, None, f"the answer is {q.answer!r}: {q.explain}")
 
     def _repr_markdown_(self):
         return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.questions])
