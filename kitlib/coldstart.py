@@ -36,7 +36,8 @@ from .intervals import clip
 from .steps import _check_source, _is_nsys, labelled_ranges, steps_of
 
 __all__ = ["read_wallclock", "data_load_ranges", "batch_copies", "gap_activity", "traced_processes",
-           "cold_start_figures", "step_time_stats", "epoch_positions", "measure_loader_settings"]
+           "cold_start_figures", "step_time_stats", "epoch_positions", "loader_epoch_length", "active_step_times",
+           "slowest_step_position", "measure_loader_settings"]
 
 
 # --------------------------------------------------------------------------- ranges and clocks
@@ -395,6 +396,119 @@ def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> p
     return pd.DataFrame({"step_index": np.arange(n_steps), "batch": b, "epoch": b // batches_per_epoch,
                          "batch_in_epoch": b % batches_per_epoch,
                          "epoch_start": (b % batches_per_epoch == 0) & (b > 0)})
+
+
+def loader_epoch_length(capture) -> int:
+    """Batches per loader epoch (``len(loader)``) of the workload a capture ran.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture or kitlib.workload.WorkloadConfig
+        A capture: its manifest's ``workload`` gives ``batch_size``, ``drop_last`` and
+        ``dataset``, a text that names the image count (``"synthetic: 1,792 JPEGs …"``,
+        ``"Food-101 train split (75,750 images, …)"``, as kitlib.workload writes it).
+        A WorkloadConfig (live series measured without a bundle): its
+        ``synthetic_images``, or Food-101's 75,750 training images (750 per class,
+        torchvision ``Food101``) when :func:`kitlib.workload.find_food101` finds them.
+
+    Returns
+    -------
+    int
+        ``images // batch_size`` with ``drop_last`` (the default), else rounded up:
+        14 for the reference recordings (1,792 images, batch 128).
+
+    Raises
+    ------
+    KitError
+        The manifest has no batch size or no image count in ``dataset``.
+    """
+    import re
+    if hasattr(capture, "synthetic_images"):
+        from .workload import find_food101
+        n = 75_750 if find_food101(capture.data_root) is not None else int(capture.synthetic_images)
+        b = int(capture.batch_size)
+        return n // b if capture.drop_last else -(-n // b)
+    w = capture.workload or {}
+    m = re.search(r"(\d[\d,]*)\s+(?:JPEGs|images)", str(w.get("dataset", "")))
+    if m is None or not w.get("batch_size"):
+        raise KitError(f"{getattr(capture, 'name', 'capture')}: manifest workload has no image count in 'dataset' "
+                       f"({w.get('dataset')!r}) or no 'batch_size'")
+    n, b = int(m.group(1).replace(",", "")), int(w["batch_size"])
+    return n // b if w.get("drop_last", True) else -(-n // b)
+
+
+def active_step_times(capture, series: dict | None = None) -> dict:
+    """Step times with the profiled series cut to the profiler schedule's active steps.
+
+    The reference recording timed every step under ``torch.profiler`` with
+    ``schedule(wait=1, warmup=1, active=5)``: ``step_ms_profiled_all_attribution``
+    holds 7 values, the first two being the ``wait`` and ``warmup`` steps (the
+    ``wait`` step also began a new loader epoch). Only the active steps recorded
+    with full attribution; comparing them with the uninstrumented steps is the
+    like-for-like comparison.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture or None
+        The bundle whose manifest gives ``recipe.schedule`` (``wait``, ``warmup``,
+        ``active``). ``None`` (live series from :func:`kitlib.measure.overhead_series`,
+        already active-only) leaves the series unchanged.
+    series : dict, optional
+        Step times in ms per series; default ``capture.step_times()``.
+
+    Returns
+    -------
+    dict of str -> list of float
+        The same keys; profiled series (``step_ms_profiled*``) keep only their last
+        ``active`` values when they hold ``wait + warmup + active`` values.
+
+    Raises
+    ------
+    KitError
+        Neither ``capture`` nor ``series`` given.
+
+    Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
+    around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
+    """
+    if series is None:
+        if capture is None:
+            raise KitError("active_step_times: need a capture or a series")
+        series = capture.step_times()
+    sched = (capture.recipe or {}).get("schedule") if capture is not None else None
+    out = {k: list(v) for k, v in series.items()}
+    if not sched:
+        return out
+    skip, active = int(sched.get("wait", 0)) + int(sched.get("warmup", 0)), int(sched.get("active", 0))
+    for k, v in out.items():
+        if k.startswith("step_ms_profile") and len(v) == skip + active:
+            out[k] = v[skip:]
+    return out
+
+
+def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -> dict:
+    """Where in the loader's epochs the slowest step of a series fell.
+
+    Parameters
+    ----------
+    series_ms : sequence of float
+        Step wall times in ms, in order.
+    first_batch, batches_per_epoch : int
+        As in :func:`epoch_positions` (``batches_per_epoch`` from
+        :func:`loader_epoch_length`).
+
+    Returns
+    -------
+    dict
+        ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
+        ``epoch_start`` (bool: whether its ``next()`` began a new epoch, i.e. a
+        worker restart with ``persistent_workers=False``).
+    """
+    v = np.asarray(list(series_ms), dtype=float)
+    pos = epoch_positions(first_batch, len(v), batches_per_epoch)
+    i = int(v.argmax())
+    r = pos.iloc[i]
+    return {"step_index": i, "step_ms": float(v[i]), "median_ms": float(np.median(v)), "epoch": int(r["epoch"]),
+            "batch_in_epoch": int(r["batch_in_epoch"]), "epoch_start": bool(r["epoch_start"])}
 
 
 def measure_loader_settings(settings: dict, steps: int = 30, warmup: int = 3, base=None,

@@ -44,7 +44,7 @@ from .trace import Trace
 
 __all__ = ["profiler_flops", "flops_by_event", "flops_by_operator", "compare_flops_with_key_averages",
            "flop_counter_table", "flop_counter_step", "workload_step_flops", "device_time_covered",
-           "achieved_tflops", "rate_estimates", "PEAK_TFLOPS", "peak_table", "peak_for"]
+           "achieved_tflops", "rate_estimates", "PEAK_TFLOPS", "peak_table", "peak_for", "step_flop_counts"]
 
 #: Operators that get a count from ``with_flops`` (PyTorch ``torch/csrc/profiler/util.cpp``).
 COUNTED = ("aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add")
@@ -343,6 +343,33 @@ def workload_step_flops(config=None, device: str | None = None) -> dict:
     return flop_counter_step(model, opt, x, y)
 
 
+def step_flop_counts(capture) -> dict:
+    """FlopCounterMode counts of one training step, for a capture.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture
+
+    Returns
+    -------
+    dict
+        As :func:`flop_counter_step` (``total`` and ``by_op``, in FLOPs): the capture's
+        own ``flop_counter_one_step.json``; for a live capture without one, counted now
+        on the workload's model (:func:`workload_step_flops`, the capture's batch size
+        and image size); otherwise the reference ``fixed_batch`` recording's count.
+    """
+    from .bundle import open_capture
+    if capture.has("flop_counter_one_step.json"):
+        return capture.read_json("flop_counter_one_step.json")
+    if capture.origin == "live":
+        from .workload import WorkloadConfig
+        w = capture.workload
+        cfg = WorkloadConfig.for_device(batch_size=int(w.get("batch_size", 128)),
+                                        image_size=int(w.get("image_size", 224)))
+        return workload_step_flops(cfg)
+    return open_capture("fixed_batch").read_json("flop_counter_one_step.json")
+
+
 def achieved_tflops(flops: float, device_time_ns: float) -> float:
     """An achieved-rate *estimate*: FLOPs / device time, in TFLOP/s (10¹² per second).
 
@@ -401,14 +428,17 @@ def peak_for(gpu_name: str | None) -> tuple[str | None, dict | None]:
     return None, None
 
 
-def peak_table(own_gpu: str | None = None) -> pd.DataFrame:
-    """Dense peak rates (TFLOP/s) of B300, B200, H200, H100, A100 and the learner's GPU.
+def peak_table(own_gpu: str | None = None, who: str = "the capture's GPU") -> pd.DataFrame:
+    """Dense peak rates (TFLOP/s) of B300, B200, H200, H100, A100 and the capture's GPU.
 
     Parameters
     ----------
     own_gpu : str, optional
-        This machine's (or the capture's) GPU name; adds a row ``this GPU (<name>)``
-        with its figures when :func:`peak_for` knows it, NaN otherwise.
+        The capture's GPU name (in live mode, this machine's). When :func:`peak_for`
+        knows it, its table row is renamed ``<key> = <who> (<name>)`` (one row per
+        GPU, no duplicate); otherwise a row ``<who> (<name>)`` with NaN figures is added.
+    who : str
+        How to call that GPU in the label (default ``"the capture's GPU"``).
 
     Returns
     -------
@@ -420,9 +450,11 @@ def peak_table(own_gpu: str | None = None) -> pd.DataFrame:
     df = pd.DataFrame.from_dict(rows, orient="index")
     if own_gpu is not None:
         key, v = peak_for(own_gpu)
-        label = f"this GPU ({own_gpu})"
-        df.loc[label] = ([v["FP32"], v["TF32"], v["BF16"], f"= {key} above"] if v else
-                         [np.nan, np.nan, np.nan, "not in the table: look up its datasheet (dense figures)"])
+        if v:
+            df = df.rename(index={key: f"{key} = {who} ({own_gpu})"})
+        else:
+            df.loc[f"{who} ({own_gpu})"] = [np.nan, np.nan, np.nan,
+                                             "not in the table: look up its datasheet (dense figures)"]
     return df
 
 

@@ -423,6 +423,20 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
     return m
 
 
+def _tensors_label(shapes: str) -> str:
+    """Display key for an ``input_shapes`` string: its first two non-empty shapes joined
+    by " × "; ``"[] (0-d scalar)"`` when every shape is empty (a 0-d tensor such as
+    batch norm's ``num_batches_tracked``, plus scalar arguments)."""
+    import ast
+    if not shapes.startswith("["):
+        return shapes
+    dims = ast.literal_eval(shapes)
+    shown = [d for d in dims if d][:2]
+    if not shown:
+        return "[] (0-d scalar)" if dims else "[]"
+    return " × ".join(str(d) for d in shown)
+
+
 def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
                 chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """One operator name split by input shapes: the lesson-04 table.
@@ -438,7 +452,7 @@ def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
         One row per distinct ``input_shapes`` string of that operator, sorted by
         ``device_total_ns`` (descending): ``input_shapes``, ``first_input`` (the first
         tensor's shape, as a string), ``tensors`` (the first two non-empty shapes, e.g.
-        ``"[128, 64, 56, 56] × [64, 64, 1, 1]"``), ``count``, ``device_total_ns``,
+        ``"[128, 64, 56, 56] × [64, 64, 1, 1]"``; ``"[] (0-d scalar)"`` when all are empty), ``count``, ``device_total_ns``,
         ``device_per_call_ns`` (float), ``device_share`` (fraction of the name's device
         time), ``host_total_ns``. Empty when the name never ran.
     """
@@ -447,9 +461,7 @@ def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
     t = t[(t["name"] == name) & (t["device_type"] == "CPU")].copy()
     t["first_input"] = [s.split("]")[0] + "]" if s.startswith("[[") else s for s in t["input_shapes"]]
     t["first_input"] = t["first_input"].str.replace("[[", "[", regex=False)
-    import ast
-    t["tensors"] = [" × ".join(str(d) for d in [d for d in ast.literal_eval(s) if d][:2]) if s.startswith("[") else s
-                    for s in t["input_shapes"]]
+    t["tensors"] = [_tensors_label(s) for s in t["input_shapes"]]
     tot = t["device_total_ns"].sum()
     t["device_share"] = t["device_total_ns"] / tot if tot else 0.0
     cols = ["input_shapes", "first_input", "tensors", "count", "device_total_ns", "device_per_call_ns", "device_share",

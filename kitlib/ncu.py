@@ -29,7 +29,7 @@ import pandas as pd
 from .bundle import read_bytes_maybe_gz
 from .errors import KitFileError
 
-__all__ = ["load_ncu_csv", "load_ncu_rules", "ncu_wide", "NcuFormatError"]
+__all__ = ["load_ncu_csv", "load_ncu_rules", "ncu_wide", "ncu_capture", "NcuFormatError"]
 
 _REQUIRED = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", "Metric Value")
 
@@ -158,3 +158,20 @@ def ncu_wide(tidy: pd.DataFrame, metrics=None) -> pd.DataFrame:
         order = {m: i for i, m in enumerate(metrics)}
         w = w.iloc[np.argsort([order[m] for m in w.index.get_level_values("metric")], kind="stable")]
     return w
+
+
+def ncu_capture(capture):
+    """The Nsight Compute bundle to read for a lesson.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture
+
+    Returns
+    -------
+    Capture
+        ``capture`` itself when it is an Nsight Compute bundle (``kind == "ncu"``),
+        otherwise the reference recording ``ncu``.
+    """
+    from .bundle import open_capture
+    return capture if capture.kind == "ncu" else open_capture("ncu")

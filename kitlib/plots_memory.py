@@ -108,6 +108,7 @@ def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
     ax.barh([short_name(k, 46) for k in top.index], top["device_time_ns"] / 1e6, color=colors)
     ax.set_xlabel("device time, summed over the recorded steps (ms)")
     ax.set_title(title + "\n(green: counted; grey: no FLOP estimate)")
+    ax.figure.tight_layout()
     return ax
 
 
@@ -133,7 +134,9 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
     for y, v in enumerate(vals[::-1]):
         ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
     ax.set_xlabel("TFLOP/s (10¹² floating-point operations per second)")
-    ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks — not utilization")
+    ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization")
+    ax.set_xlim(0, max(vals) * 1.12)
+    ax.figure.tight_layout()
     return ax
 
 

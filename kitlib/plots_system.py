@@ -26,7 +26,8 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
     Returns
     -------
     matplotlib.figure.Figure
-        y: phases; x: "kernel time credited (ms)".
+        y: phases; x: "kernel time credited (ms)". Kernels only: copies and memsets
+        (the batch's host-to-device copy in ``data_load``/``h2d``) are not drawn.
     """
     if ax is None:
         fig, ax = plt.subplots(figsize=(8, 3))
@@ -45,7 +46,7 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
     ax.set_yticks(y)
     ax.set_yticklabels(labels)
     ax.invert_yaxis()
-    ax.set_xlabel("kernel time credited (ms)")
+    ax.set_xlabel("kernel time credited (ms; kernels only, copies not counted)")
     ax.set_title(title)
     ax.legend(fontsize=8, loc="lower right")
     ax.grid(axis="x", alpha=0.3)

@@ -79,7 +79,8 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
 
 
 def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None = None, origin_ns: int | None = None,
-                  osrt_threads=(), ax=None, title: str | None = None, label_ranges: bool = True):
+                  osrt_threads=(), ax=None, title: str | None = None, label_ranges: bool = True,
+                  origin_label: str | None = None):
     """Draw :func:`timeline_rows` for a window, with idle gaps shaded.
 
     Parameters
@@ -95,6 +96,10 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
         Threads whose OS-runtime calls get a lane (NsysReport).
     label_ranges : bool
         Write the names of the labelled ranges on their bars.
+    origin_label : str, optional
+        What time 0 is, for the x-axis label: "time since <origin_label> (ms)"
+        (e.g. ``"step 2 started"``). Default: "the window started" when
+        ``origin_ns`` is None, else plain "time (ms)".
 
     Returns
     -------
@@ -126,7 +131,10 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     ax.set_yticks(list(ypos.values()))
     ax.set_yticklabels(list(ypos.keys()), fontsize=8)
     ax.set_xlim((start_ns - t0) / 1e6, (end_ns - t0) / 1e6)
-    ax.set_xlabel("time since the first step started (ms)" if origin_ns is None else "time (ms)")
+    if origin_label is not None:
+        ax.set_xlabel(f"time since {origin_label} (ms)")
+    else:
+        ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
     if gaps is not None and len(gaps):
         ax.legend(loc="upper right", fontsize=8)
     ax.grid(axis="x", alpha=0.3)

@@ -87,3 +87,38 @@ def test_epoch_positions():
     p = coldstart.epoch_positions(14, 3, 14)
     assert p["epoch_start"].tolist() == [True, False, False]
     assert not coldstart.epoch_positions(0, 14, 14)["epoch_start"].any()
+
+
+def test_loader_epoch_length(cold):
+    # reference workload: synthetic 1,792 JPEGs, batch 128, drop_last -> 14 batches per epoch
+    assert coldstart.loader_epoch_length(cold) == 14
+    assert coldstart.loader_epoch_length(kitlib.open_capture("profiler_5step")) == 14
+
+    class Fake:
+        name = "fake"
+        workload = {"dataset": "Food-101 train split (75,750 images, 101 classes)", "batch_size": 64,
+                    "drop_last": False}
+    assert coldstart.loader_epoch_length(Fake()) == 1184   # 75,750 / 64 rounded up
+    with pytest.raises(KitError, match="image count"):
+        coldstart.loader_epoch_length(kitlib.open_capture("fixed_batch"))
+
+
+def test_active_steps_and_slowest_position():
+    full = kitlib.open_capture("profiler_5step")
+    st, act = full.step_times(), coldstart.active_step_times(full)
+    assert len(st["step_ms_profiled_all_attribution"]) == 7 and act["step_ms_profiled_all_attribution"] == \
+        st["step_ms_profiled_all_attribution"][2:]
+    assert act["step_ms_uninstrumented"] == st["step_ms_uninstrumented"]
+    slow = coldstart.slowest_step_position(st["step_ms_uninstrumented"], 3, coldstart.loader_epoch_length(full))
+    assert slow["step_ms"] == max(st["step_ms_uninstrumented"]) and slow["step_ms"] > 2 * slow["median_ms"]
+    assert slow["batch_in_epoch"] == (3 + slow["step_index"]) % 14 and not slow["epoch_start"]
+    from kitlib.exercises import l09
+    assert l09.active_step_times is coldstart.active_step_times   # exercise module re-exports
+
+
+def test_loader_epoch_length_from_config(monkeypatch):
+    from kitlib.workload import WorkloadConfig
+    monkeypatch.delenv("KITLIB_FOOD101", raising=False)
+    cfg = WorkloadConfig(batch_size=100, synthetic_images=1000, drop_last=False, device="cpu")
+    assert coldstart.loader_epoch_length(cfg) == 10
+    assert coldstart.loader_epoch_length(WorkloadConfig(batch_size=128, device="cpu")) == 14

@@ -80,6 +80,11 @@ def test_shape_table_and_layout(ref):
     assert ci.loc["input", "strides"] == [150528, 1, 672, 3] and ci.loc["input", "layout"] == "channels_last"
     assert G.memory_layout([128, 3, 224, 224], [150528, 50176, 224, 1]) == "contiguous"
     assert G.shapes_key(None) == "[]" and G.shapes_key([[2, 3], []]) == "[[2, 3], []]"
+    assert t.iloc[0]["tensors"] == "[128, 3, 224, 224] × [64, 3, 7, 7]"
+    # aten::add_ on batch norm's 0-d num_batches_tracked: a labelled key, not a blank one
+    add = G.shape_table(tr, "aten::add_", events=ev).set_index("input_shapes")
+    assert add.loc["[[], [], []]", "tensors"] == "[] (0-d scalar)" and add.loc["[[], [], []]", "count"] == 265
+    assert (add["tensors"] != "").all()
 
 
 def test_callsite_of_first_convolution(ref):

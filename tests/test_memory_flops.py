@@ -154,11 +154,12 @@ def test_live_flop_counter_on_cpu_tiny_batch():
 
 def test_peak_table():
     t = F.peak_table("NVIDIA H200")
-    assert {"B300", "B200", "H200", "H100", "A100", "this GPU (NVIDIA H200)"} <= set(t.index)
-    assert t.loc["A100", "TF32_tflops"] == 156.0 and t.loc["H200", "TF32_tflops"] == 494.5
+    assert {"B300", "B200", "H100", "A100", "H200 = the capture's GPU (NVIDIA H200)"} <= set(t.index)
+    assert "H200" not in t.index and len(t) == 5   # one row per GPU: the capture's is renamed, not repeated
+    assert t.loc["A100", "TF32_tflops"] == 156.0 and t.loc["H200 = the capture's GPU (NVIDIA H200)", "TF32_tflops"] == 494.5
     assert t["source"].str.contains("nvidia.com").sum() == 5
     assert F.peak_for("NVIDIA H100 PCIe") == (None, None)
-    assert F.peak_table("Quadro P1000").loc["this GPU (Quadro P1000)"].isna().sum() == 3
+    assert F.peak_table("Quadro P1000", who="this GPU").loc["this GPU (Quadro P1000)"].isna().sum() == 3
     with pytest.raises(KitError):
         F.achieved_tflops(1e12, 0)
 
@@ -193,3 +194,14 @@ def test_ncu_reader_refuses_other_csv(tmp_path):
     q.write_text('"ID","Kernel Name","gpu__time_duration.sum"\n"0","k","1"\n')
     with pytest.raises(NcuFormatError, match="details"):
         load_ncu_csv(q)
+
+
+def test_step_flop_counts_and_ncu_capture():
+    fixed = kitlib.open_capture("fixed_batch")
+    own = F.step_flop_counts(fixed)
+    assert own == fixed.read_json("flop_counter_one_step.json") and own["total"] > 0
+    # a replayed capture without its own count falls back to fixed_batch's
+    assert F.step_flop_counts(kitlib.open_capture("profiler_5step"))["total"] == own["total"]
+    from kitlib.ncu import ncu_capture
+    nc = ncu_capture(fixed)
+    assert nc.kind == "ncu" and ncu_capture(nc) is nc

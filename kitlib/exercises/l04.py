@@ -42,9 +42,10 @@ def questions(capture) -> Exercises:
                  f"{top['device_total_ns'] / 1e6:,.3f} ms, {top['device_share']:.1%} of the operator's device time.",
                  tolerance=0.02),
         Question("add_call_ratio", "aten::add_: how many times longer on the GPU is one call of its most "
-                                   "expensive shape than one call of its most frequent shape?",
+                                   "expensive shape (by total device time) than one call of its most frequent "
+                                   "shape?",
                  round(float(ratio), 1),
-                 f"most expensive {big['first_input']}: {big['device_per_call_ns'] / 1e3:,.1f} µs per call "
+                 f"most expensive by total device time {big['first_input']}: {big['device_per_call_ns'] / 1e3:,.1f} µs per call "
                  f"({big['count']} calls); most frequent {many['first_input']}: "
                  f"{many['device_per_call_ns'] / 1e3:,.2f} µs per call ({many['count']} calls). Same name, "
                  "different problems: a few large calls and many tiny ones.", tolerance=0.05),

@@ -2,30 +2,8 @@
 from __future__ import annotations
 
 from . import Exercises, Question
-
-
-def step_flop_counts(capture) -> dict:
-    """FlopCounterMode counts for one training step: the capture's own
-    ``flop_counter_one_step.json``; for a live capture without one, counted now on
-    the workload's model (:func:`kitlib.flops.workload_step_flops`, same batch size
-    and image size); otherwise the reference ``fixed_batch`` count."""
-    from ..bundle import open_capture
-    if capture.has("flop_counter_one_step.json"):
-        return capture.read_json("flop_counter_one_step.json")
-    if capture.origin == "live":
-        from ..flops import workload_step_flops
-        from ..workload import WorkloadConfig
-        w = capture.workload
-        cfg = WorkloadConfig.for_device(batch_size=int(w.get("batch_size", 128)),
-                                        image_size=int(w.get("image_size", 224)))
-        return workload_step_flops(cfg)
-    return open_capture("fixed_batch").read_json("flop_counter_one_step.json")
-
-
-def ncu_capture(capture):
-    """The capture itself when it is an Nsight Compute bundle, else the reference ``ncu``."""
-    from ..bundle import open_capture
-    return capture if capture.kind == "ncu" else open_capture("ncu")
+from ..flops import step_flop_counts  # noqa: F401  (re-exported: older notebooks import it from here)
+from ..ncu import ncu_capture  # noqa: F401
 
 
 def questions(capture) -> Exercises:

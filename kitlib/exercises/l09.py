@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from . import Exercises, Question
+from ..coldstart import active_step_times, slowest_step_position  # noqa: F401  (moved to kitlib.coldstart; re-exported)
 
 
 def _verdict_norm(s):
@@ -56,80 +57,3 @@ def questions(capture, series: dict | None = None) -> Exercises:
                                                "that a change helped.)", normalise=_verdict_norm,
                            choices=["slower", "faster", "no difference beyond the noise"]))
     return Exercises("Lesson 09 — your turn", qs)
-
-
-def active_step_times(capture, series: dict | None = None) -> dict:
-    """Step times with the profiled series cut to the profiler schedule's active steps.
-
-    The reference recording timed every step under ``torch.profiler`` with
-    ``schedule(wait=1, warmup=1, active=5)``: ``step_ms_profiled_all_attribution``
-    holds 7 values, the first two being the ``wait`` and ``warmup`` steps (the
-    ``wait`` step also began a new loader epoch). Only the active steps recorded
-    with full attribution; comparing them with the uninstrumented steps is the
-    like-for-like comparison.
-
-    Parameters
-    ----------
-    capture : kitlib.bundle.Capture or None
-        The bundle whose manifest gives ``recipe.schedule`` (``wait``, ``warmup``,
-        ``active``). ``None`` (live series from :func:`kitlib.measure.overhead_series`,
-        already active-only) leaves the series unchanged.
-    series : dict, optional
-        Step times in ms per series; default ``capture.step_times()``.
-
-    Returns
-    -------
-    dict of str -> list of float
-        The same keys; profiled series (``step_ms_profiled*``) keep only their last
-        ``active`` values when they hold ``wait + warmup + active`` values.
-
-    Raises
-    ------
-    KitError
-        Neither ``capture`` nor ``series`` given.
-
-    Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
-    around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
-    """
-    from ..errors import KitError
-    if series is None:
-        if capture is None:
-            raise KitError("active_step_times: need a capture or a series")
-        series = capture.step_times()
-    sched = (capture.recipe or {}).get("schedule") if capture is not None else None
-    out = {k: list(v) for k, v in series.items()}
-    if not sched:
-        return out
-    skip, active = int(sched.get("wait", 0)) + int(sched.get("warmup", 0)), int(sched.get("active", 0))
-    for k, v in out.items():
-        if k.startswith("step_ms_profile") and len(v) == skip + active:
-            out[k] = v[skip:]
-    return out
-
-
-def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -> dict:
-    """Where in the loader's epochs the slowest step of a series fell.
-
-    Parameters
-    ----------
-    series_ms : sequence of float
-        Step wall times in ms, in order.
-    first_batch, batches_per_epoch : int
-        As in :func:`kitlib.coldstart.epoch_positions` (reference uninstrumented
-        series: 3 warm-up batches before it, 14 batches per epoch).
-
-    Returns
-    -------
-    dict
-        ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
-        ``epoch_start`` (bool: whether its ``next()`` began a new epoch, i.e. a
-        worker restart with ``persistent_workers=False``).
-    """
-    import numpy as np
-    from ..coldstart import epoch_positions
-    v = np.asarray(list(series_ms), dtype=float)
-    pos = epoch_positions(first_batch, len(v), batches_per_epoch)
-    i = int(v.argmax())
-    r = pos.iloc[i]
-    return {"step_index": i, "step_ms": float(v[i]), "median_ms": float(np.median(v)), "epoch": int(r["epoch"]),
-            "batch_in_epoch": int(r["batch_in_epoch"]), "epoch_start": bool(r["epoch_start"])}
