@@ -330,9 +330,15 @@ def _col(evs, key, default=None):
 _NO_ARGS: dict = {}
 
 
-def _arg(evs, *keys):
+def _args(evs) -> list:
+    """Every event's ``args`` object (an empty one where absent); build once per table."""
+    return [e.get("args") or _NO_ARGS for e in evs]
+
+
+def _arg(evs, *keys, args=None):
     """``args[key]`` of every event (the first of ``keys`` present), None where absent."""
-    args = [e.get("args") or _NO_ARGS for e in evs]
+    if args is None:
+        args = _args(evs)
     try:
         out = [a.get(keys[0]) for a in args]
     except AttributeError:  # an 'args' that is not a JSON object
@@ -425,14 +431,15 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
         d = _base_frame(revs)
         d["kind"] = ["step" if k == "annotation" and _STEP_RE.match(n or "") else k
                      for (_, k), n in zip(rest, d["name"])]
-        d["external_id"] = _ids(_arg(revs, "External id", "external id"))
-        d["input_dims"] = _arg(revs, "Input Dims")
-        d["input_types"] = _arg(revs, "Input type")
-        d["input_strides"] = _arg(revs, "Input Strides")
-        d["concrete_inputs"] = _arg(revs, "Concrete Inputs")
-        d["sequence_number"] = _ids(_arg(revs, "Sequence number"))
-        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id"))
-        d["call_stack"] = _arg(revs, "Call stack")
+        A = _args(revs)
+        d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A))
+        d["input_dims"] = _arg(revs, "Input Dims", args=A)
+        d["input_types"] = _arg(revs, "Input type", args=A)
+        d["input_strides"] = _arg(revs, "Input Strides", args=A)
+        d["concrete_inputs"] = _arg(revs, "Concrete Inputs", args=A)
+        d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A))
+        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A))
+        d["call_stack"] = _arg(revs, "Call stack", args=A)
         frames.append(pd.DataFrame(d))
     if py:
         d = _base_frame(py)
@@ -497,9 +504,10 @@ def _launch_table(evs, kinds) -> pd.DataFrame:
         return _empty(LAUNCH_COLUMNS)
     d = _base_frame(evs)
     d["api"] = kinds
-    d["correlation"] = _ids(_arg(evs, "correlation"))
-    d["external_id"] = _ids(_arg(evs, "External id", "external id"))
-    d["cbid"] = _ids(_arg(evs, "cbid"))
+    A = _args(evs)
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
+    d["cbid"] = _ids(_arg(evs, "cbid", args=A))
     df = pd.DataFrame(d)
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[LAUNCH_COLUMNS]
 
@@ -509,14 +517,15 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
         return _empty(GPU_COLUMNS)
     d = _base_frame(evs)
     d["kind"] = kinds
-    d["device"] = _ids(_arg(evs, "device"))
-    stream = _arg(evs, "stream")
+    A = _args(evs)
+    d["device"] = _ids(_arg(evs, "device", args=A))
+    stream = _arg(evs, "stream", args=A)
     d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
-    d["correlation"] = _ids(_arg(evs, "correlation"))
-    d["external_id"] = _ids(_arg(evs, "External id", "external id"))
-    d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid")]
-    d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block")]
-    d["bytes"] = _ids(_arg(evs, "bytes"))
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
+    d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
+    d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block", args=A)]
+    d["bytes"] = _ids(_arg(evs, "bytes", args=A))
     df = pd.DataFrame(d)
     # GPU-side annotations carry no device id; the process id is the device in Kineto.
     df["device"] = df["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in df["pid"]],
@@ -529,12 +538,13 @@ def _memory_table(evs) -> pd.DataFrame:
         return _empty(MEMORY_COLUMNS)
     d = _base_frame(evs, with_dur=False)
     d.pop("end_ns")
-    d["bytes"] = _ids(_arg(evs, "Bytes"))
-    d["addr"] = _ids(_arg(evs, "Addr"))
-    d["total_allocated"] = _ids(_arg(evs, "Total Allocated"))
-    d["total_reserved"] = _ids(_arg(evs, "Total Reserved"))
-    d["device_type"] = _ids(_arg(evs, "Device Type"))
-    d["device_id"] = _ids(_arg(evs, "Device Id"))
+    A = _args(evs)
+    d["bytes"] = _ids(_arg(evs, "Bytes", args=A))
+    d["addr"] = _ids(_arg(evs, "Addr", args=A))
+    d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A))
+    d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A))
+    d["device_type"] = _ids(_arg(evs, "Device Type", args=A))
+    d["device_id"] = _ids(_arg(evs, "Device Id", args=A))
     df = pd.DataFrame(d)
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
 
