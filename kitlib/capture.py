@@ -38,7 +38,7 @@ from pathlib import Path
 
 from .bundle import Capture, open_capture, software_provenance, write_bundle
 from .errors import BundleError, KitError
-from .workload import (Workload, WorkloadConfig, build_workload, find_food101, repo_root, resolve_device,
+from .workload import (Workload, WorkloadConfig, build_workload, checkout_folder, find_food101, resolve_device,
                        time_steps)
 
 
@@ -198,14 +198,7 @@ def get_recipe(recipe) -> Recipe:
 def runs_dir() -> Path:
     """Where live captures go by default: ``$KITLIB_RUNS``, else ``<checkout>/runs``
     (git-ignored), else ``./runs`` in the working folder."""
-    import os
-    env = os.environ.get("KITLIB_RUNS")
-    if env:
-        return Path(env).expanduser()
-    root = repo_root()
-    if root is not None and os.access(root, os.W_OK):
-        return root / "runs"
-    return Path.cwd() / "runs"
+    return checkout_folder("KITLIB_RUNS", "runs", Path.cwd() / "runs")
 
 
 def default_out_dir(recipe_name: str) -> Path:

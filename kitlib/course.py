@@ -158,7 +158,6 @@ def compare_machines(capture: Capture):
         (the source's software versions were not fully recorded: shown as "not recorded").
     """
     import pandas as pd
-    from .sources import B300
     keys = ["gpu", "driver", "cuda", "cudnn", "torch", "torchvision", "python", "os", "cpu_count", "date"]
     here = this_machine()
     cap = capture.provenance

@@ -38,7 +38,7 @@ import pandas as pd
 
 from .chain import chain, innermost_op_at
 from .errors import KitError, KitFileError
-from .intervals import busy_ns, union
+from .intervals import busy_ns
 from .trace import Trace
 
 __all__ = ["four_measures", "operator_children", "self_total", "read_profiler_table", "profiler_table",

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import matplotlib.pyplot as plt
 import numpy as np
-import pandas as pd
 from matplotlib.patches import FancyArrowPatch
 
 from .chain import chain, launches_of

@@ -471,7 +471,6 @@ def _nesting(df: pd.DataFrame):
     parent = np.full(n, -1, dtype=np.int64)
     depth = np.zeros(n, dtype=np.int64)
     is_py = (df["kind"] == "python").to_numpy()
-    starts = df["start_ns"].to_numpy()
     ends = df["end_ns"].to_numpy()
     pids, tids = df["pid"].tolist(), df["tid"].tolist()
     stacks: dict = {}

@@ -497,13 +497,19 @@ def cache_dir() -> Path:
         kitlib runs from a checkout whose folder is writable; else
         ``~/.cache/kitlib``. The folder is not created here.
     """
-    env = os.environ.get("KITLIB_CACHE")
+    return checkout_folder("KITLIB_CACHE", ".cache", Path.home() / ".cache" / "kitlib")
+
+
+def checkout_folder(env_var: str, name: str, fallback: Path) -> Path:
+    """``$env_var`` when set; else ``<checkout>/name`` when kitlib runs from a checkout
+    whose folder is writable; else ``fallback``. Nothing is created here."""
+    env = os.environ.get(env_var)
     if env:
         return Path(env).expanduser()
     root = repo_root()
     if root is not None and os.access(root, os.W_OK):
-        return root / ".cache"
-    return Path.home() / ".cache" / "kitlib"
+        return root / name
+    return fallback
 
 
 def transform(image_size: int = 224):

@@ -5,7 +5,6 @@ cold_start_8step / nsys_8step, the reference step_times.json, and the public tra
 (tests/data/public-traces/SOURCES.md).
 """
 import dataclasses
-import os
 import stat
 
 import numpy as np
@@ -21,7 +20,7 @@ from kitlib.nsys import load_nsys, nvtx_gpu_projection
 from kitlib import nsys_capture as nc
 from kitlib.steps import labelled_ranges
 
-from conftest import PUBLIC, REF
+from conftest import REF
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,4 @@
 """key_averages rebuilt from the trace, checked against the profiler's own rows; call sites."""
-import numpy as np
-import pandas as pd
 import pytest
 
 import kitlib

@@ -1,5 +1,4 @@
 """Every lesson notebook runs top to bottom in replay mode, and is stored without outputs."""
-import os
 from pathlib import Path
 
 import nbformat

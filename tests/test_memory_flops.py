@@ -1,7 +1,5 @@
 """Lessons 06-07 analyses, reconciled with the profiler's own numbers on the reference recordings."""
-import pickle
 
-import pandas as pd
 import pytest
 
 import kitlib
@@ -141,7 +139,7 @@ def test_device_time_covered_says_what_is_not_counted(fixed):
 
 
 def test_live_flop_counter_on_cpu_tiny_batch():
-    torch = pytest.importorskip("torch")
+    pytest.importorskip("torch")
     from kitlib.workload import WorkloadConfig
     cfg = WorkloadConfig(batch_size=2, image_size=64, device="cpu", num_workers=0)
     got = F.workload_step_flops(cfg)

@@ -2,7 +2,6 @@
 import gzip
 import json
 
-import numpy as np
 import pytest
 
 from kitlib.chain import LINKS
