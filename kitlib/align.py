@@ -50,11 +50,11 @@ _WORK_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch
 
 def _as_sources(a, b):
     """(Trace, NsysReport, workload a, workload b, name a, name b) from Traces/Reports/Captures."""
-    from .nsys import NsysReport, load_nsys
+    from .nsys import NsysReport
 
     def one(x, want):
         if hasattr(x, "manifest") and hasattr(x, "file"):          # a Capture
-            src = x.trace if want == "trace" else load_nsys(x)
+            src = x.trace if want == "trace" else x.nsys
             return src, dict(x.workload), x.name, x.manifest
         if want == "trace" and isinstance(x, Trace):
             return x, None, x.path.name, None

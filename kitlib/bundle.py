@@ -244,6 +244,14 @@ class Capture:
             self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")))
         return self._cache["trace"]
 
+    @property
+    def nsys(self):
+        """The bundle's Nsight Systems export as a :class:`kitlib.nsys.NsysReport` (loaded once)."""
+        if "nsys" not in self._cache:
+            from .nsys import load_nsys
+            self._cache["nsys"] = load_nsys(self.file("report.sqlite"))
+        return self._cache["nsys"]
+
     def step_times(self) -> dict:
         """``step_times.json``: ``{series name: [step wall time in ms, ...]}``."""
         return self.read_json("step_times.json")

@@ -54,7 +54,7 @@ import pandas as pd
 from .errors import KitError
 from .trace import Trace
 
-__all__ = ["Finding", "lint", "findings_table", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
+__all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
            "VIEWER_MAX_EVENTS"]
 
 #: CUDA API calls that launch a kernel (runtime and driver).
@@ -321,9 +321,3 @@ def _option_findings(trace: Trace, opts: dict) -> list:
                                 "convolution_backward_calls": conv_b}))
     return out
 
-
-def findings_table(findings: list) -> pd.DataFrame:
-    """The findings as a table: ``code``, ``severity``, ``meaning``, ``action``, ``evidence``."""
-    return pd.DataFrame([{"code": f.code, "severity": f.severity, "meaning": f.meaning, "action": f.action,
-                          "evidence": f.evidence} for f in findings],
-                        columns=["code", "severity", "meaning", "action", "evidence"])

@@ -67,32 +67,6 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     return ax
 
 
-def plot_self_memory(by_operator: pd.DataFrame, n: int = 12, ax=None,
-                     title="Self CUDA Mem: allocations minus frees, summed over calls"):
-    """Horizontal bars of ``self_bytes`` per operator (GiB, the unit the profiler calls "GB").
-
-    The ``n`` largest positive and the most negative rows are shown, so net frees
-    (negative values) stay visible.
-
-    Parameters
-    ----------
-    by_operator : DataFrame
-        From :func:`kitlib.memory.memory_by_operator`.
-    """
-    ax = _ax(ax, (9, 0.32 * n + 1.2))
-    s = by_operator["self_bytes"]
-    pos = s[s > 0].nlargest(max(1, n - n // 3))
-    neg = s[s < 0].nsmallest(n // 3)
-    show = pd.concat([pos, neg]).sort_values()
-    colors = ["tab:orange" if v < 0 else "tab:blue" for v in show]
-    labels = [f"{short_name(k, 46)} ({int(by_operator.loc[k, 'calls'])}×)" for k in show.index]
-    ax.barh(labels, show / GIB, color=colors)
-    ax.axvline(0, color="k", lw=0.8)
-    ax.set_xlabel("self CUDA memory (GiB = 2³⁰ bytes; the profiler prints “GB”)")
-    ax.set_title(title)
-    return ax
-
-
 def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
                              title="GPU time under operators with_flops counts, and the rest"):
     """Bars of device time per top-level operator, coloured by whether ``with_flops`` counts it.

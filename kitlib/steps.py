@@ -21,8 +21,9 @@ from .chain import chain
 from .errors import KitError
 from .intervals import idle_gaps, per_window
 from .trace import Trace
+from .workload import LABELS
 
-PHASES = ("data_load", "h2d", "forward", "backward", "optimizer")
+PHASES = LABELS  # the phase labels of kitlib.workload.train_step
 _STEP_PATTERNS = (r"^ProfilerStep#(\d+)$", r"^torch_step#(\d+)$")
 
 

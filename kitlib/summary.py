@@ -111,17 +111,13 @@ def top_from_trace(trace, top: int = 10) -> dict:
 
     Notes
     -----
-    Self host time = an operator's duration minus the durations of the CPU events
-    nested directly inside it on the same thread (``parent``), as the profiler's
-    ``self_cpu_time_total`` defines it.
+    Self host time = an operator's duration minus the durations of what it called
+    directly: nested operators and annotations, and its CUDA API calls
+    (:func:`kitlib.measures.self_total`), as the profiler's ``self_cpu_time_total``
+    defines it.
     """
-    ops = trace.ops
-    cpu = ops[ops["kind"] != "python"]
-    child = cpu[cpu["parent"] >= 0].groupby("parent")["dur_ns"].sum()
-    op = cpu[cpu["kind"] == "op"].copy()
-    op["self_ns"] = op["dur_ns"] - child.reindex(op.index).fillna(0).to_numpy()
-    g = op.groupby("name").agg(calls=("dur_ns", "size"), self_ns=("self_ns", "sum"),
-                               total_ns=("dur_ns", "sum")).sort_values("self_ns", ascending=False)
+    from .measures import self_total
+    g = self_total(trace, kinds=("op",)).set_index("name").sort_values("self_ns", ascending=False)
     operators = [(n, int(r.calls), r.self_ns / 1e3, r.total_ns / 1e3) for n, r in g.head(top).iterrows()]
     k = trace.kernels
     kernels, ktotal = [], 0.0

@@ -15,9 +15,8 @@ def questions(capture_or_captures) -> Exercises:
         holding ``step_ms_uninstrumented``).
     """
     from ..coldstart import batch_copies, data_load_ranges, gap_activity, step_time_stats
-    from ..nsys import load_nsys
     caps = capture_or_captures if isinstance(capture_or_captures, dict) else {"nsys": capture_or_captures}
-    rep = load_nsys(caps["nsys"].file("report.sqlite"))
+    rep = caps["nsys"].nsys
     dl = data_load_ranges(rep)
     first = dl.iloc[0]
     bc = batch_copies(rep)
