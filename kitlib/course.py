@@ -89,10 +89,7 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     """
     live = (mode() == "live") if live is None else live
     if not live:
-        own = os.environ.get("KITLIB_REPLAY_DIR")
-        if own and (Path(own) / reference / "manifest.json").is_file():
-            return open_capture(Path(own) / reference)
-        return open_capture(reference_dir() / reference)
+        return replay_capture(reference)
     from . import capture as cap_mod
     from .workload import WorkloadConfig
     recipe = LIVE_RECIPES.get(reference, "full")
@@ -108,6 +105,22 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     return cap_mod.capture(cfg, recipe, out_dir, progress=progress,
                            notes=f"live capture for the lessons built on {reference}; workload options "
                                  f"{workload_options or 'default'}")
+
+
+def replay_capture(reference: str) -> Capture:
+    """The recorded capture named ``reference``: from ``$KITLIB_REPLAY_DIR`` (your own
+    bundles, named like the references they replace) when it holds one, else from the
+    kit's ``data/reference``.
+
+    Raises
+    ------
+    BundleError
+        Neither place holds it.
+    """
+    own = os.environ.get("KITLIB_REPLAY_DIR")
+    if own and (Path(own) / reference / "manifest.json").is_file():
+        return open_capture(Path(own) / reference)
+    return open_capture(reference_dir() / reference)
 
 
 def _recent_live(reference: str, workload: dict, minutes: float):

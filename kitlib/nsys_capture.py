@@ -539,7 +539,8 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
     Parameters
     ----------
     reference : str
-        Reference bundle in ``data/reference`` (``"nsys_8step"``, ``"nsys_emit_nvtx"``).
+        Reference bundle (``"nsys_8step"``, ``"nsys_emit_nvtx"``), from ``$KITLIB_REPLAY_DIR``
+        or ``data/reference`` (see :func:`kitlib.course.replay_capture`).
     live : bool, optional
         Force a mode; by default :func:`kitlib.course.mode` decides, and a live
         machine without ``nsys`` falls back to the reference (with a warning).
@@ -555,8 +556,7 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
     """
     import warnings
 
-    from .bundle import open_capture, reference_dir
-    from .course import mode
+    from .course import mode, replay_capture
     live = (mode() == "live") if live is None else live
     if live:
         try:
@@ -565,6 +565,6 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
             warnings.warn(f"{e} Using the recorded {reference}.")
             live = False
     if not live:
-        return open_capture(reference_dir() / reference)
+        return replay_capture(reference)
     recipe = recipe or {"nsys_emit_nvtx": "emit_nvtx"}.get(reference, reference)
     return capture_nsys(recipe, **kw)

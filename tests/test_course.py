@@ -33,3 +33,16 @@ def test_live_lesson_capture_on_cpu_is_reused(tmp_path, monkeypatch):
     assert b.path == a.path
     c = course.lesson_capture("profiler_5step", live=True, progress=False, reuse_minutes=0, **opts)
     assert c.path != a.path
+
+
+def test_replay_dir_serves_both_profilers(tmp_path, monkeypatch):
+    from pathlib import Path
+    from kitlib.nsys_capture import lesson_nsys_capture
+    live = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30"
+    (tmp_path / "profiler_5step").symlink_to(live / "profiler_full")
+    (tmp_path / "nsys_8step").symlink_to(live / "nsys_8step")
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(tmp_path))
+    assert course.lesson_capture("profiler_5step").origin == "live"
+    assert lesson_nsys_capture("nsys_8step").origin == "live"
+    assert course.lesson_capture("fixed_batch").origin == "recorded"  # not in the folder: the shipped one
