@@ -31,22 +31,30 @@ def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
         device time per call (µs).
     """
     t = table.head(top).iloc[::-1]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 0.38 * len(t) + 1.4))
-    else:
-        fig = ax.figure
-    y = np.arange(len(t))
-    ms = t["device_total_ns"].to_numpy() / 1e6
-    ax.barh(y, ms, color="#55A868")
-    ax.set_yticks(y, [_short_shapes(s, 60) for s in t["tensors"]], fontsize=8)
-    for yi, v, n, pc in zip(y, ms, t["count"], t["device_per_call_ns"] / 1e3):
-        ax.text(v, yi, f"  {n} calls × {pc:,.1f} µs", va="center", fontsize=8)
+    fig, ax, ms = _bars(t, t["device_total_ns"], [_short_shapes(s, 60) for s in t["tensors"]],
+                        [f"{n} calls × {pc:,.1f} µs" for n, pc in zip(t["count"], t["device_per_call_ns"] / 1e3)],
+                        "#55A868", ax)
     ax.set_xlabel("total device time (ms)")
     ax.set_ylabel("input shapes (first two tensors)")
     ax.set_xlim(0, ms.max() * 1.35 if len(ms) else 1)
     ax.set_title(f"{name}: device time per input shape ({len(table)} shapes, top {len(t)})")
     fig.tight_layout()
     return fig
+
+
+def _bars(t, device_ns, labels, notes, color, ax):
+    """Horizontal bars of device time (ms), one per row of ``t``, each with a note at its end."""
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(9, 0.38 * len(t) + 1.4))
+    else:
+        fig = ax.figure
+    y = np.arange(len(t))
+    ms = np.asarray(device_ns, dtype="float64") / 1e6
+    ax.barh(y, ms, color=color)
+    ax.set_yticks(y, labels, fontsize=8)
+    for yi, v, note in zip(y, ms, notes):
+        ax.text(v, yi, f"  {note}", va="center", fontsize=8)
+    return fig, ax, ms
 
 
 def plot_callsites(table: pd.DataFrame, label: str = "user_frame", top: int = 10, ax=None):
@@ -64,16 +72,8 @@ def plot_callsites(table: pd.DataFrame, label: str = "user_frame", top: int = 10
         x: device time of the GPU events launched from there (ms).
     """
     t = table.head(top).iloc[::-1]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 0.38 * len(t) + 1.4))
-    else:
-        fig = ax.figure
-    y = np.arange(len(t))
-    ms = t["device_self_ns"].to_numpy() / 1e6
-    ax.barh(y, ms, color="#4C72B0")
-    ax.set_yticks(y, [_short_shapes(str(s), 52) for s in t[label]], fontsize=8)
-    for yi, v, n in zip(y, ms, t["gpu_events"]):
-        ax.text(v, yi, f"  {n} GPU events", va="center", fontsize=8)
+    fig, ax, ms = _bars(t, t["device_self_ns"], [_short_shapes(str(s), 52) for s in t[label]],
+                        [f"{n} GPU events" for n in t["gpu_events"]], "#4C72B0", ax)
     ax.set_xlabel("device time of the GPU events launched from there (ms)")
     ax.set_xlim(0, ms.max() * 1.3 if len(ms) else 1)
     ax.set_title(f"device time by {label.replace('_', ' ')}")
