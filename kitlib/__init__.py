@@ -13,16 +13,34 @@ The readers and the main analyses are available at the top level::
     cap = kitlib.open_capture("profiler_5step")     # a bundle (recorded or live)
 
 ``kitlib.chain``, ``kitlib.align`` and ``kitlib.lint`` are the functions; their
-modules are imported as ``from kitlib.chain import first_op`` and so on.
+modules are imported from their layer, as ``from kitlib.analyses.chain import first_op``.
+
+The package is split into layers, one sub-package each, and imports flow one way
+(a test, ``tests/test_layers.py``, keeps it so)::
+
+    capture/  -> bundle on disk -> readers/ -> analyses/ -> plots/ and course/
+
+- ``kitlib.readers``: files in, tables out (torch.profiler trace, Nsight Systems
+  export, memory snapshot, Nsight Compute CSV, the profiler's printed table, the
+  bundle format and its file helpers).
+- ``kitlib.analyses``: pure functions from the readers' tables to tables and numbers.
+- ``kitlib.capture``: the workload, the torch.profiler and Nsight Systems recipes,
+  live measurements, the command line.
+- ``kitlib.plots``: matplotlib pictures of the analyses.
+- ``kitlib.course``: lesson plumbing (live or replay), exercises, the quoted figures.
+
+Below them all: ``kitlib.errors`` (the kit's exceptions), ``kitlib.units`` (ns -> ms,
+bytes -> GiB for display) and ``kitlib.phases`` (the labels the workload's phases carry).
 """
 from .errors import KitError, KitFileError, TraceFormatError, BundleError, NsysFormatError  # noqa: F401
-from .bundle import open_capture, list_references, reference_dir  # noqa: F401
-from .trace import Trace, load_trace  # noqa: F401
-from .chain import chain  # noqa: F401
-from .nsys import NsysReport, load_nsys, nsys_stats  # noqa: F401
-from .snapshot import load_memory_snapshot  # noqa: F401
-from .align import align  # noqa: F401
-from .lint import lint  # noqa: F401
-from . import course, exercises  # noqa: F401  (what a lesson starts with)
+from .readers.bundle import open_capture, list_references, reference_dir  # noqa: F401
+from .readers.trace import Trace, load_trace  # noqa: F401
+from .analyses.chain import chain  # noqa: F401
+from .readers.nsys import NsysReport, load_nsys, nsys_stats  # noqa: F401
+from .readers.snapshot import load_memory_snapshot  # noqa: F401
+from .analyses.align import align  # noqa: F401
+from .analyses.lint import lint  # noqa: F401
+from . import course  # noqa: F401  (what a lesson starts with)
+from .course import exercises  # noqa: F401
 
 __version__ = "0.1.0"

@@ -1,4 +1,4 @@
 """``python -m kitlib``: see :mod:`kitlib.cli`."""
-from .cli import main
+from .capture.cli import main
 
 raise SystemExit(main())

@@ -1,0 +1,422 @@
+"""torch.profiler steps and phases beside the Nsight Systems NVTX ranges of a matched run.
+
+The two tools label the same ``train_step`` (``record_function`` ranges for
+torch.profiler, NVTX ranges for Nsight Systems; see :mod:`kitlib.workload`).
+:func:`align` lines them up step by step and label by label: the host duration
+each tool recorded, the GPU work each label is credited with, and how many
+kernels that is.
+
+Crediting GPU work to a host range can be done two ways, and they differ a lot
+in a PyTorch training step:
+
+``"thread"`` (Nsight Systems' NVTX GPU projection)
+    A GPU operation belongs to a range when the CUDA API call that launched it
+    started and ended inside the range *on the range's own thread* (Nsight
+    Systems documentation of ``nvtx_gpu_proj_trace`` / ``nvtx_gpu_proj_sum``;
+    :func:`kitlib.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
+    Autograd runs the backward pass on its own thread (``pt_autograd_0``), which
+    has no NVTX range, so the ``backward`` range is credited with almost nothing.
+``"time"``
+    A GPU operation belongs to a range when its launch, made by *any* thread of
+    the range's process, started inside the range's time interval. This follows
+    the work a range caused on other threads (autograd's), at the price of also
+    crediting work from unrelated threads that happened to launch meanwhile
+    (none in the kit's workload: only the main and the autograd thread launch).
+
+Pure functions: no I/O, printing or plotting.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from .steps import PHASES, labelled_ranges, steps_of
+from ..readers.trace import Trace
+from ..units import ns_to_ms
+
+__all__ = ["ATTRIBUTIONS", "gpu_work", "project", "align", "launch_threads", "align_summary", "operator_ranges"]
+
+#: The two ways of crediting GPU work to a host range (see the module docstring).
+ATTRIBUTIONS = {
+    "thread": "Nsight Systems' NVTX GPU projection: GPU work launched by CUDA API calls that start and "
+              "end inside the range, on the range's own thread",
+    "time": "GPU work whose launch, by any thread of the range's process, starts inside the range's "
+            "time interval (follows the backward work autograd launches from its own thread)",
+}
+
+_WORK_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch_end_ns",
+                 "start_ns", "end_ns", "dur_ns"]
+
+
+def _as_sources(a, b):
+    """(Trace, NsysReport, workload a, workload b, name a, name b) from Traces/Reports/Captures."""
+    from ..readers.nsys import NsysReport
+
+    def one(x, want):
+        if hasattr(x, "manifest") and hasattr(x, "file"):          # a Capture
+            src = x.trace if want == "trace" else x.nsys
+            return src, dict(x.workload), x.name, x.manifest
+        if want == "trace" and isinstance(x, Trace):
+            return x, None, x.path.name, None
+        if want == "nsys" and isinstance(x, NsysReport):
+            return x, None, x.path.name, None
+        raise KitError(f"align: expected a {'Trace or torch_profiler Capture' if want == 'trace' else 'NsysReport or nsys Capture'}, "
+                       f"got {type(x).__name__}")
+    return one(a, "trace"), one(b, "nsys")
+
+
+def gpu_work(source) -> pd.DataFrame:
+    """Every GPU operation (kernel, memcpy, memset) with the launch that queued it.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+
+    Returns
+    -------
+    DataFrame
+        ``kind`` (``kernel``/``memcpy``/``memset``), ``pid``, ``tid`` (the thread
+        that made the launch), ``correlation``, ``launch_start_ns``,
+        ``launch_end_ns`` (the CUDA API call on the host), ``start_ns``,
+        ``end_ns``, ``dur_ns`` (the operation on the GPU); all int64 ns on the
+        source's clock. GPU operations whose launch is not in the recording
+        (launched before it began) are left out; ``gpu_user_annotation`` spans of
+        a torch.profiler trace are labels, not work, and are left out too.
+    """
+    from ..readers.nsys import NsysReport
+    if isinstance(source, NsysReport):
+        ev = source.gpu_events()
+        ev = ev[ev["launch"].notna()]
+        out = pd.DataFrame({"kind": ev["kind"], "pid": ev["pid"], "tid": ev["tid"],
+                            "correlation": ev["correlation"],
+                            "launch_start_ns": ev["launch_start_ns"],
+                            "launch_end_ns": ev["launch_start_ns"] + ev["launch_dur_ns"],
+                            "start_ns": ev["start_ns"], "end_ns": ev["end_ns"], "dur_ns": ev["dur_ns"]})
+    elif isinstance(source, Trace):
+        from .chain import chain
+        c = chain(source)
+        c = c[c["launch_row"] >= 0]
+        pid = source.launches.loc[c["launch_row"], "pid"].to_numpy()
+        out = pd.DataFrame({"kind": c["gpu_kind"].to_numpy(), "pid": pid, "tid": c["launch_tid"].to_numpy(),
+                            "correlation": c["correlation"].to_numpy(),
+                            "launch_start_ns": c["launch_start_ns"].to_numpy(),
+                            "launch_end_ns": (c["launch_start_ns"] + c["launch_dur_ns"]).to_numpy(),
+                            "start_ns": c["gpu_start_ns"].to_numpy(),
+                            "end_ns": (c["gpu_start_ns"] + c["gpu_dur_ns"]).to_numpy(),
+                            "dur_ns": c["gpu_dur_ns"].to_numpy()})
+    else:
+        raise KitError(f"gpu_work: expected a Trace or NsysReport, got {type(source).__name__}")
+    ints = ["launch_start_ns", "launch_end_ns", "start_ns", "end_ns", "dur_ns"]
+    out = out.dropna(subset=ints + ["tid"])
+    out = out.astype({c: "int64" for c in ints})
+    out["pid"] = pd.to_numeric(out["pid"], errors="coerce")
+    out["tid"] = pd.to_numeric(out["tid"], errors="coerce")
+    return out[_WORK_COLUMNS].sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
+
+
+def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread") -> pd.DataFrame:
+    """Credit GPU work to host ranges and project each range onto the GPU.
+
+    Parameters
+    ----------
+    ranges : DataFrame
+        ``pid, tid, start_ns, end_ns`` (int ns), e.g. from
+        :func:`kitlib.steps.labelled_ranges`; other columns are kept.
+    work : DataFrame
+        From :func:`gpu_work`.
+    attribution : {"thread", "time"}
+        See :data:`ATTRIBUTIONS`. ``"thread"``: the launch starts and ends inside
+        the range on the same ``(pid, tid)``. ``"time"``: the launch, by any thread
+        of the same ``pid``, starts inside ``[start_ns, end_ns]``.
+
+    Returns
+    -------
+    DataFrame
+        ``ranges`` with ``gpu_ops`` (launches credited: kernels, copies and sets
+        counted once per launch, as ``nsys stats`` counts "GPU Ops"), ``kernels``
+        (kernel executions credited), ``kernel_sum_ns`` (their summed GPU
+        durations), ``proj_start_ns``, ``proj_end_ns`` (first GPU start, last GPU
+        end of the credited work; <NA> when nothing is credited) and
+        ``proj_dur_ns`` (their difference: the range's projection onto the GPU).
+
+    Raises
+    ------
+    KitError
+        Unknown ``attribution``.
+    """
+    if attribution not in ATTRIBUTIONS:
+        raise KitError(f"unknown attribution {attribution!r}; use one of {', '.join(ATTRIBUTIONS)}")
+    ls, le = work["launch_start_ns"].to_numpy(), work["launch_end_ns"].to_numpy()
+    wp, wt = work["pid"].to_numpy(), work["tid"].to_numpy()
+    gs, ge = work["start_ns"].to_numpy(), work["end_ns"].to_numpy()
+    kern = (work["kind"] == "kernel").to_numpy()
+    launch_key = work["correlation"].to_numpy()
+    rows = []
+    for r in ranges.itertuples():
+        m = (wp == r.pid) & (ls >= r.start_ns)
+        if attribution == "thread":
+            m &= (wt == r.tid) & (le <= r.end_ns)
+        else:
+            m &= ls <= r.end_ns
+        k = np.flatnonzero(m)
+        if k.size:
+            rows.append((len(np.unique(launch_key[k])), int(kern[k].sum()),
+                         int((ge[k] - gs[k])[kern[k]].sum()), int(gs[k].min()), int(ge[k].max())))
+        else:
+            rows.append((0, 0, 0, pd.NA, pd.NA))
+    out = ranges.copy()
+    cols = ["gpu_ops", "kernels", "kernel_sum_ns", "proj_start_ns", "proj_end_ns"]
+    vals = list(zip(*rows)) if rows else [[] for _ in cols]
+    for c, v in zip(cols, vals):
+        out[c] = pd.array(list(v), dtype="Int64")
+    out["proj_dur_ns"] = out["proj_end_ns"] - out["proj_start_ns"]
+    return out
+
+
+def _label_rows(source, step_rows: pd.DataFrame, labels) -> dict:
+    """{(k, label): DataFrame of ranges} for each matched step k; label "step" = the step range."""
+    lab = labelled_ranges(source)
+    out = {}
+    for k, s in enumerate(step_rows.itertuples()):
+        out[(k, "step")] = pd.DataFrame([{"name": s.name, "pid": s.pid, "tid": s.tid, "start_ns": s.start_ns,
+                                          "end_ns": s.end_ns, "dur_ns": s.dur_ns}])
+        inside = lab[(lab["tid"] == s.tid) & (lab["start_ns"] >= s.start_ns) & (lab["end_ns"] <= s.end_ns)]
+        for name in labels:
+            out[(k, name)] = inside[inside["name"] == name]
+    return out
+
+
+def _credit(source, ranges: dict, attribution: str) -> dict:
+    """{key: (host_ns, gpu_ops, kernels, kernel_sum_ns, proj_dur_ns)} for the ranges of each key."""
+    from ..readers.nsys import NsysReport, nvtx_gpu_projection
+    allr = pd.concat([r.assign(_key=[key] * len(r)) for key, r in ranges.items() if len(r)], ignore_index=True)
+    p = project(allr, gpu_work(source), attribution)
+    if attribution == "thread" and isinstance(source, NsysReport):
+        # Nsight's own projection decides proj and GPU ops (identical by construction; see tests).
+        nv = nvtx_gpu_projection(source).set_index(["tid", "start_ns", "name"])
+        key = list(zip(p["tid"], p["start_ns"], p["name"]))
+        hit = [nv.loc[k] if k in nv.index else None for k in key]
+        p["proj_start_ns"] = pd.array([h["proj_start_ns"] if h is not None else pd.NA for h in hit], dtype="Int64")
+        p["proj_end_ns"] = pd.array([h["proj_end_ns"] if h is not None else pd.NA for h in hit], dtype="Int64")
+        p["proj_dur_ns"] = p["proj_end_ns"] - p["proj_start_ns"]
+        p["gpu_ops"] = pd.array([h["gpu_ops"] if h is not None else 0 for h in hit], dtype="Int64")
+    res = {}
+    for key, g in p.groupby("_key", sort=False):
+        proj = (g["proj_end_ns"].max() - g["proj_start_ns"].min()) if g["proj_start_ns"].notna().any() else pd.NA
+        res[key] = (int(g["dur_ns"].sum()), int(g["gpu_ops"].sum()), int(g["kernels"].sum()),
+                    int(g["kernel_sum_ns"].sum()), proj)
+    return res
+
+
+def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFrame:
+    """One table: torch.profiler steps and phases beside the Nsight NVTX ranges.
+
+    Parameters
+    ----------
+    profiler : Trace or Capture
+        A torch.profiler recording whose steps are ``ProfilerStep#N`` or
+        ``torch_step#N`` and whose phases are ``record_function`` labels. A
+        :class:`~kitlib.bundle.Capture` also gives its manifest's workload (what
+        ``data_load`` covers).
+    nsys : NsysReport or Capture
+        An Nsight Systems recording whose steps are ``torch_step`` NVTX ranges
+        with the phases nested inside (an ``nsys`` Capture gives its workload too).
+    attribution : {"time", "thread"}
+        How GPU work is credited to a range (see :data:`ATTRIBUTIONS`), applied to
+        both tools alike. ``"thread"`` on the Nsight side is Nsight's own NVTX GPU
+        projection (:func:`kitlib.nsys.nvtx_gpu_projection`).
+    labels : sequence of str, optional
+        Phase labels; default :data:`kitlib.steps.PHASES` that occur in either tool.
+
+    Returns
+    -------
+    DataFrame, one row per matched step and label
+        ``step`` (0, 1, … : steps are matched in time order), ``prof_step``,
+        ``nsys_step`` (each tool's own step numbers), ``label`` (``"step"`` for
+        the whole step, then each phase), ``prof_host_ns`` and ``nsys_host_ns``
+        (host duration of the range(s) in each tool; <NA> where the tool has no
+        such range), ``prof_gpu_proj_ns`` and ``nsys_gpu_proj_ns`` (first GPU
+        start to last GPU end of the credited work), ``prof_gpu_ops`` and
+        ``nsys_gpu_ops`` (launches credited), ``prof_kernels`` and
+        ``nsys_kernels`` (kernels credited), ``prof_kernel_sum_ns`` and
+        ``nsys_kernel_sum_ns`` (their summed durations), ``attribution``,
+        ``comparable`` (False where the label covers different work in the two
+        tools or is missing from one) and ``note``.
+
+        ``table.attrs`` holds ``attribution`` (the rule, in words), ``same_run``
+        (True/False, or None when unknown), ``data_load_covers`` (per tool, from
+        the manifests; None when not known) and ``notes`` (list of sentences to
+        show with the table).
+
+    Raises
+    ------
+    KitError
+        Wrong argument types, unknown attribution, or a recording without steps.
+
+    Notes
+    -----
+    The reference pair ``cold_start_8step`` (torch.profiler) and ``nsys_8step``
+    (Nsight) are two different runs of the same 8 cold steps, and their
+    ``data_load`` differs (``next(batches)`` only vs ``next`` plus the transfer
+    submission; each manifest's ``workload.data_load_covers``).
+    """
+    if attribution not in ATTRIBUTIONS:
+        raise KitError(f"unknown attribution {attribution!r}; use one of {', '.join(ATTRIBUTIONS)}")
+    (tr, w_p, name_p, man_p), (rep, w_n, name_n, man_n) = _as_sources(profiler, nsys)
+    sp, sn = steps_of(tr), steps_of(rep)
+    n = min(len(sp), len(sn))
+    sp, sn = sp.iloc[:n], sn.iloc[:n]
+    if labels is None:
+        have = set(labelled_ranges(tr)["name"]) | set(labelled_ranges(rep)["name"])
+        labels = [p for p in PHASES if p in have]
+    rp, rn = _label_rows(tr, sp, labels), _label_rows(rep, sn, labels)
+    cp, cn = _credit(tr, rp, attribution), _credit(rep, rn, attribution)
+    cov_p = (w_p or {}).get("data_load_covers")
+    cov_n = (w_n or {}).get("data_load_covers")
+    rows = []
+    for k in range(n):
+        for lab in ["step"] + list(labels):
+            a, b = cp.get((k, lab)), cn.get((k, lab))
+            note, ok = "", True
+            if a is None or b is None:
+                ok = False
+                note = (f"no '{lab}' range in {'Nsight' if b is None else 'torch.profiler'}"
+                        + (" (its work is inside data_load there)" if lab == "h2d" and b is None else ""))
+            elif lab == "data_load" and cov_p != cov_n:
+                ok = False
+                note = (f"data_load differs: torch.profiler = {cov_p or 'unknown'}; Nsight = {cov_n or 'unknown'}")
+            elif lab == "step" and k == 0:
+                note = "first step: cold start (loader workers starting, first-use costs)"
+            row = {"step": k, "prof_step": int(sp["step"].iloc[k]), "nsys_step": int(sn["step"].iloc[k]),
+                   "label": lab}
+            for pre, v in (("prof", a), ("nsys", b)):
+                host, ops, kern, ksum, proj = v if v is not None else (pd.NA,) * 5
+                row.update({f"{pre}_host_ns": host, f"{pre}_gpu_proj_ns": proj, f"{pre}_gpu_ops": ops,
+                            f"{pre}_kernels": kern, f"{pre}_kernel_sum_ns": ksum})
+            row.update(attribution=attribution, comparable=ok, note=note)
+            rows.append(row)
+    out = pd.DataFrame(rows)
+    for c in out.columns:
+        if c.endswith("_ns") or c.endswith("_ops") or c.endswith("_kernels"):
+            out[c] = pd.array(out[c].tolist(), dtype="Int64")
+    same = _same_run(man_p, man_n)
+    notes = [f"attribution '{attribution}': {ATTRIBUTIONS[attribution]}."]
+    if same is False:
+        notes.append(f"{name_p} and {name_n} are different runs: step-for-step figures also differ by "
+                     "run-to-run variation, not only by tool.")
+    elif same is None:
+        notes.append("whether the two recordings are the same run is not known (no manifests given).")
+    if cov_p != cov_n:
+        notes.append(f"data_load covers different work: torch.profiler {cov_p or 'unknown'}; "
+                     f"Nsight {cov_n or 'unknown'}.")
+    out.attrs = {"attribution": ATTRIBUTIONS[attribution], "same_run": same,
+                 "data_load_covers": {"torch.profiler": cov_p, "nsight": cov_n}, "notes": notes}
+    return out
+
+
+def _same_run(man_p, man_n):
+    """True when both manifests name the same ``run_id``; False when both are known
+    and do not; None without manifests."""
+    if man_p is None or man_n is None:
+        return None
+    a, b = man_p.get("run_id"), man_n.get("run_id")
+    return bool(a is not None and a == b)
+
+
+def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
+    """Per label, the median over steps of :func:`align`'s figures, in ms.
+
+    Parameters
+    ----------
+    table : DataFrame
+        From :func:`align`.
+    skip_first : bool
+        Leave out step 0 (the cold start, which dominates any sum).
+
+    Returns
+    -------
+    DataFrame indexed by label
+        ``prof_host_ms``, ``nsys_host_ms``, ``prof_gpu_proj_ms``,
+        ``nsys_gpu_proj_ms`` (medians, ms), ``prof_kernels``, ``nsys_kernels``
+        (medians per step), ``comparable`` (all steps comparable).
+    """
+    t = table[table["step"] > 0] if skip_first and (table["step"] > 0).any() else table
+    g = t.groupby("label", sort=False)
+    out = pd.DataFrame({c.replace("_ns", "_ms"): ns_to_ms(g[c].median()) for c in
+                        ["prof_host_ns", "nsys_host_ns", "prof_gpu_proj_ns", "nsys_gpu_proj_ns"]})
+    out["prof_kernels"] = g["prof_kernels"].median()
+    out["nsys_kernels"] = g["nsys_kernels"].median()
+    out["comparable"] = g["comparable"].all()
+    return out
+
+
+def launch_threads(source) -> pd.DataFrame:
+    """Which threads launched the GPU work, and whether they carry labelled ranges.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+
+    Returns
+    -------
+    DataFrame, one row per launching thread, most kernels first
+        ``pid``, ``tid``, ``thread`` (its name: from ``ThreadNames`` in an Nsight
+        export, from the trace's thread names otherwise; ``""`` when unknown),
+        ``kernels`` (kernel executions it launched), ``gpu_ops`` (all GPU
+        operations), ``kernel_share`` (fraction of all kernels),
+        ``labelled_ranges`` (NVTX / ``record_function`` ranges on that thread).
+        In the reference ``nsys_8step``, autograd's thread ``pt_autograd_0``
+        launches 2,360 of the 4,340 kernels and has no NVTX range.
+    """
+    from ..readers.nsys import NsysReport
+    w = gpu_work(source)
+    g = w.groupby(["pid", "tid"]).agg(kernels=("kind", lambda s: int((s == "kernel").sum())),
+                                      gpu_ops=("kind", "size")).reset_index()
+    lab = labelled_ranges(source).groupby("tid").size()
+    g["labelled_ranges"] = g["tid"].map(lab).fillna(0).astype("int64")
+    if isinstance(source, NsysReport):
+        names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
+        g["thread"] = [names.get((p, t), "") for p, t in zip(g["pid"], g["tid"])]
+    else:
+        tn = source.meta.get("thread_names") or {}
+        g["thread"] = [str(tn.get(t, tn.get(str(t), ""))) if isinstance(tn, dict) else "" for t in g["tid"]]
+    g["kernel_share"] = g["kernels"] / max(int(g["kernels"].sum()), 1)
+    return g[["pid", "tid", "thread", "kernels", "gpu_ops", "kernel_share", "labelled_ranges"]] \
+        .sort_values("kernels", ascending=False).reset_index(drop=True)
+
+
+_OP_RANGE = (r"^(?P<op>[^,]+)(?:, seq = (?P<seq>\d+))?(?:, op_id = (?P<op_id>\d+))?"
+             r"(?:, sizes = (?P<sizes>\[.*?\]))?(?:, input_op_ids = .*)?$")
+
+
+def operator_ranges(report) -> pd.DataFrame:
+    """The per-operator NVTX ranges that ``torch.autograd.profiler.emit_nvtx`` writes.
+
+    Under ``emit_nvtx(record_shapes=True)`` every operator pushes an NVTX range
+    named ``"aten::convolution, seq = 537, op_id = 2, sizes = [[128, 3, 224,
+    224], [64, 3, 7, 7], …], input_op_ids = […]"`` (PyTorch docs,
+    ``torch.autograd.profiler.emit_nvtx``: ``seq`` ties a forward operator to the
+    backward operator autograd runs for it; ``op_id`` numbers the operators).
+
+    Parameters
+    ----------
+    report : NsysReport
+
+    Returns
+    -------
+    DataFrame, one row per operator range (other NVTX ranges left out)
+        ``op`` (operator name), ``seq`` (Int64, <NA> when absent), ``op_id``
+        (Int64), ``sizes`` (the text of the input sizes, ``""`` without
+        ``record_shapes``), ``tid``, ``start_ns``, ``dur_ns``, ``depth``.
+    """
+    n = report.nvtx[report.nvtx["end_ns"].notna()]
+    m = n["name"].str.extract(_OP_RANGE)
+    keep = m["op_id"].notna() | m["seq"].notna()
+    out = pd.DataFrame({"op": m.loc[keep, "op"].str.strip(),
+                        "seq": pd.array(pd.to_numeric(m.loc[keep, "seq"]), dtype="Int64"),
+                        "op_id": pd.array(pd.to_numeric(m.loc[keep, "op_id"]), dtype="Int64"),
+                        "sizes": m.loc[keep, "sizes"].fillna(""),
+                        "tid": n.loc[keep, "tid"], "start_ns": n.loc[keep, "start_ns"].astype("int64"),
+                        "dur_ns": n.loc[keep, "dur_ns"].astype("int64"), "depth": n.loc[keep, "depth"]})
+    return out.reset_index(drop=True)

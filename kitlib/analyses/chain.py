@@ -1,0 +1,292 @@
+"""Operator → launch → GPU event: which operation asked for this kernel?
+
+A kernel in a torch.profiler trace does not name the PyTorch operator that
+caused it. Two ids link them:
+
+* the **correlation id**, which CUPTI gives to every CUDA API call (a *launch*:
+  ``cudaLaunchKernel``, ``cudaMemcpyAsync``, ``cuLaunchKernel``…) and to the GPU
+  activity that call produced — it links a GPU event to its launch;
+* the **external id**, which the profiler stamps on the launch from the operator
+  (or ``record_function`` range) that was innermost on that thread when the launch
+  happened — it links the launch to its operator.
+
+Some traces cannot be trusted on the second link (in a 2022 build the launches'
+"External id" is a copy of their own correlation id). There, the operator is the
+innermost CPU event on the launching thread whose interval contains the launch:
+*time nesting*. :func:`chain` checks which method the trace supports and names the
+method used in every row.
+
+Sources: PyTorch profiler docs ("Using profiler to analyze execution time");
+CUPTI documentation, "Activity API: correlation ids"; Kineto's ``ChromeTraceLogger``
+(``External id``); the traces in ``data/reference`` and ``tests/data/public-traces``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..readers.trace import Trace
+from ..units import ns_to_us
+
+#: The values of ``chain(...)["link"]`` and what each means.
+LINKS = {
+    "external_id": "operator found through the launch's external id",
+    "time_nesting": "operator found as the innermost CPU event on the launching thread "
+                    "whose interval contains the launch (the trace's external ids are not trustworthy)",
+    "no_operator": "the launch ran outside every recorded operator and annotation",
+    "launched_before_recording": "no launch in the trace: its correlation id is older than every "
+                                 "recorded launch, so the launch happened before the profiler's window opened",
+    "no_launch": "no launch with this correlation id in the trace",
+}
+
+CHAIN_COLUMNS = ["op_name", "op_start_ns", "op_dur_ns", "launch_name", "launch_start_ns", "launch_dur_ns",
+                 "gpu_name", "gpu_start_ns", "gpu_dur_ns", "link", "gpu_kind", "device", "stream",
+                 "correlation", "external_id", "op_row", "launch_row", "gpu_row", "launch_tid"]
+
+
+def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[bool, float]:
+    """Whether the launches' external ids point at the operators that made them.
+
+    The check: of the launches whose external id matches a CPU event, what fraction
+    lie inside that event's interval on the same thread? In a sound trace nearly all
+    do (launches outside every operator are the exception); where the external id is
+    a copy of the correlation id, matches are coincidences and few contain the launch.
+
+    Returns
+    -------
+    (bool, float)
+        The verdict (fraction ≥ ``min_fraction`` and at least one match) and the fraction.
+    """
+    L = trace.launches.dropna(subset=["external_id"])
+    ops = _linkable_ops(trace)
+    if L.empty or ops.empty:
+        return False, 0.0
+    if (L["external_id"] == L["correlation"]).mean() > 0.5:
+        return False, 0.0
+    m = L[["external_id", "start_ns", "pid", "tid"]].merge(
+        ops[["external_id", "start_ns", "end_ns", "pid", "tid"]], on="external_id", suffixes=("", "_op"))
+    if m.empty:
+        return False, 0.0
+    inside = ((m["start_ns"] >= m["start_ns_op"]) & (m["start_ns"] <= m["end_ns"])
+              & (m["tid"] == m["tid_op"]) & (m["pid"] == m["pid_op"]))
+    frac = float(inside.mean())
+    return frac >= min_fraction, frac
+
+
+def _linkable_ops(trace: Trace) -> pd.DataFrame:
+    """CPU events a launch can belong to: operators and annotations (not Python frames)."""
+    return trace.ops[trace.ops["kind"] != "python"]
+
+
+def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
+    """Row labels (in ``trace.ops``) of the innermost operator/annotation that contains
+    each time on thread ``(pid, tid)``; -1 where none does.
+
+    Parameters
+    ----------
+    times_ns : array of int
+        Times in ns on the trace's clock, any order.
+    """
+    ops = _linkable_ops(trace)
+    ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
+    return innermost_containing(ops, times_ns)
+
+
+def innermost_containing(events: pd.DataFrame, times_ns) -> np.ndarray:
+    """For each time, the row label of the innermost event (of ``events``, all on one
+    thread, so properly nested) whose ``[start_ns, end_ns]`` contains it; -1 where none.
+
+    A single sweep: events sorted by start (longest first) are pushed as the sweep
+    passes their start and popped once they have ended.
+    """
+    ev = events.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
+    times = np.asarray(times_ns, dtype=np.int64)
+    order = np.argsort(times, kind="stable")
+    out = np.full(len(times), -1, dtype=np.int64)
+    starts, ends, rows = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev.index.to_numpy()
+    stack: list[int] = []
+    j = 0
+    for k in order:
+        t = times[k]
+        while j < len(starts) and starts[j] <= t:
+            while stack and ends[stack[-1]] < starts[j]:
+                stack.pop()
+            stack.append(j)
+            j += 1
+        while stack and ends[stack[-1]] < t:
+            stack.pop()
+        if stack:
+            out[k] = rows[stack[-1]]
+    return out
+
+
+def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
+    """One row per GPU event (kernel, copy, set) with the launch and operator behind it.
+
+    Parameters
+    ----------
+    trace : Trace
+        From :func:`kitlib.load_trace`.
+    method : {"auto", "external_id", "time_nesting"}
+        How to find the operator of a launch. ``"auto"`` uses the external id where
+        :func:`external_ids_trustworthy` says the trace supports it, time nesting otherwise.
+
+    Returns
+    -------
+    DataFrame
+        Columns ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function``
+        range), ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA runtime/driver
+        call), ``gpu_name, gpu_start_ns, gpu_dur_ns`` (the GPU event), all times integer
+        ns on the trace's clock; ``link`` (how the row was joined; see :data:`LINKS`);
+        ``gpu_kind, device, stream, correlation, external_id``; ``op_row, launch_row,
+        gpu_row`` (row labels in ``trace.ops``, ``trace.launches``, ``trace.gpu``;
+        -1 where absent) and ``launch_tid``. Sorted by GPU start. GPU-side annotations
+        (``gpu_user_annotation``) are not GPU events here: they are labels, not work.
+        Host durations (operator, launch) are never device time: do not add them.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``method``.
+    """
+    if method not in ("auto", "external_id", "time_nesting"):
+        raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
+    gpu = trace.kernels
+    L = trace.launches
+    ops = trace.ops
+    launch_labels = L.index.to_numpy()  # launches are addressed by position below
+    if not _is_range(L.index):
+        L = L.reset_index(drop=True)
+    if method == "auto":
+        method = "external_id" if external_ids_trustworthy(trace)[0] else "time_nesting"
+
+    g = pd.DataFrame({"gpu_row": gpu.index.to_numpy(), "correlation": gpu["correlation"].to_numpy()})
+    lk = pd.DataFrame({"launch_row": L.index.to_numpy(), "correlation": L["correlation"].to_numpy()})
+    lk = lk.dropna(subset=["correlation"]).drop_duplicates("correlation")
+    g = g.merge(lk, on="correlation", how="left")
+    launch_row = g["launch_row"].fillna(-1).astype(np.int64).to_numpy()
+
+    # launch -> operator row
+    op_of_launch = np.full(len(L), -1, dtype=np.int64)
+    if len(L):
+        if method == "external_id":
+            lops = _linkable_ops(trace)
+            by_ext = pd.Series(lops.index.to_numpy(), index=lops["external_id"].to_numpy())
+            by_ext = by_ext[~by_ext.index.isna()]
+            by_ext = by_ext[~by_ext.index.duplicated()]
+            ext = L["external_id"]
+            hit = ext.notna() & ext.isin(by_ext.index)
+            op_of_launch[hit.to_numpy()] = by_ext.loc[ext[hit].to_numpy()].to_numpy()
+        else:
+            for (pid, tid), grp in L.groupby(["pid", "tid"], sort=False):
+                op_of_launch[grp.index.to_numpy()] = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
+
+    op_row = np.where(launch_row >= 0, op_of_launch[np.maximum(launch_row, 0)], -1)
+    # A GPU event with no launch: CUPTI's correlation ids only grow, so one older than
+    # every recorded launch was launched before the profiler's window opened.
+    corr = g["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+    oldest = float(L["correlation"].min()) if L["correlation"].notna().any() else np.inf
+    no_launch = np.where(corr < oldest, "launched_before_recording", "no_launch")
+    link = np.where(launch_row < 0, no_launch, np.where(op_row >= 0, method, "no_operator"))
+
+    G = gpu.loc[g["gpu_row"].to_numpy()]
+    Lr = L.reindex(np.where(launch_row >= 0, launch_row, -1))
+    Or = ops.reindex(np.where(op_row >= 0, op_row, -1))
+    out = pd.DataFrame({
+        "op_name": Or["name"].to_numpy(),
+        "op_start_ns": pd.array(Or["start_ns"].to_numpy(), dtype="Int64"),
+        "op_dur_ns": pd.array(Or["dur_ns"].to_numpy(), dtype="Int64"),
+        "launch_name": Lr["name"].to_numpy(),
+        "launch_start_ns": pd.array(Lr["start_ns"].to_numpy(), dtype="Int64"),
+        "launch_dur_ns": pd.array(Lr["dur_ns"].to_numpy(), dtype="Int64"),
+        "gpu_name": G["name"].to_numpy(),
+        "gpu_start_ns": G["start_ns"].to_numpy(),
+        "gpu_dur_ns": G["dur_ns"].to_numpy(),
+        "link": link,
+        "gpu_kind": G["kind"].to_numpy(),
+        "device": G["device"].to_numpy(),
+        "stream": G["stream"].to_numpy(),
+        "correlation": G["correlation"].to_numpy(),
+        "external_id": pd.array(Lr["external_id"].to_numpy(), dtype="Int64"),
+        "op_row": op_row,
+        "launch_row": np.where(launch_row >= 0, launch_labels[np.maximum(launch_row, 0)] if len(L) else -1, -1),
+        "gpu_row": g["gpu_row"].to_numpy(),
+        "launch_tid": Lr["tid"].to_numpy(),
+    })
+    return out.sort_values("gpu_start_ns", kind="stable").reset_index(drop=True)[CHAIN_COLUMNS]
+
+
+def _is_range(index) -> bool:
+    return bool(len(index) == 0 or (index[0] == 0 and index[-1] == len(index) - 1 and index.is_monotonic_increasing))
+
+
+def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every launch made inside one operator, with the GPU event each produced.
+
+    Parameters
+    ----------
+    op_row : int
+        Row label of the operator in ``trace.ops``.
+    chain_df : DataFrame, optional
+        A :func:`chain` result to reuse (computed when absent).
+
+    Returns
+    -------
+    DataFrame
+        The :func:`chain` rows whose ``op_row`` is ``op_row`` — including those of
+        launches that produced no GPU event are not listed (only launches with GPU work)
+        — sorted by launch start, with ``launch_index`` (1 = first launch).
+    """
+    c = chain(trace) if chain_df is None else chain_df
+    rows = c[c["op_row"] == op_row].sort_values("launch_start_ns").reset_index(drop=True)
+    rows.insert(0, "launch_index", np.arange(1, len(rows) + 1))
+    return rows
+
+
+def first_op(trace: Trace, name: str, step: int | None = None) -> int:
+    """Row label of the first operator called ``name`` (optionally inside ``ProfilerStep#step``).
+
+    Raises
+    ------
+    KeyError
+        With a message saying which step or operator is missing.
+    """
+    ops = trace.ops
+    cand = ops[ops["name"] == name]
+    if step is not None:
+        steps = trace.steps
+        s = steps[steps["step"] == step]
+        if s.empty:
+            raise KeyError(f"no ProfilerStep#{step} in this trace (steps: {steps['step'].tolist()})")
+        s = s.iloc[0]
+        cand = cand[(cand["start_ns"] >= s["start_ns"]) & (cand["start_ns"] <= s["end_ns"])]
+    if cand.empty:
+        raise KeyError(f"no operator named {name!r}" + (f" in ProfilerStep#{step}" if step is not None else ""))
+    return int(cand.sort_values("start_ns").index[0])
+
+
+def op_summary(trace: Trace, op_row: int) -> dict:
+    """The figures lesson 01 reads off one operator's chain.
+
+    Returns
+    -------
+    dict
+        ``op_name``, ``op_host_us`` (operator's host interval), ``input_dims``,
+        ``launch_count``, ``launches`` (list of ``(name, host µs)``), ``longest_kernel``
+        (name), ``longest_kernel_us`` (device), ``longest_kernel_launch_index`` (1-based),
+        ``longest_kernel_launch_us`` (host duration of the launch that produced it),
+        ``kernel_sum_us`` (device time of all its GPU events, summed).
+    """
+    ls = launches_of(trace, op_row)
+    op = trace.ops.loc[op_row]
+    i = ls["gpu_dur_ns"].idxmax() if len(ls) else None
+    return {
+        "op_name": op["name"], "op_host_us": ns_to_us(op["dur_ns"]), "input_dims": op["input_dims"],
+        "launch_count": len(ls),
+        "launches": [(r.launch_name, ns_to_us(r.launch_dur_ns)) for r in ls.itertuples()],
+        "longest_kernel": ls.loc[i, "gpu_name"] if i is not None else None,
+        "longest_kernel_us": ns_to_us(ls.loc[i, "gpu_dur_ns"]) if i is not None else None,
+        "longest_kernel_launch_index": int(ls.loc[i, "launch_index"]) if i is not None else None,
+        "longest_kernel_launch_us": ns_to_us(ls.loc[i, "launch_dur_ns"]) if i is not None else None,
+        "kernel_sum_us": ns_to_us(ls["gpu_dur_ns"].sum()),
+    }

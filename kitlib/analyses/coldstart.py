@@ -1,0 +1,470 @@
+"""Why does the GPU sit idle before the first step? The cold-start ``data_load`` gap.
+
+The first ``next()`` on a fresh ``DataLoader`` starts the worker processes, and each
+worker must decode its first batch before anything reaches the GPU; with
+``persistent_workers=False`` that happens again at every epoch boundary. The
+analyses here read what the recordings say about it:
+
+- :func:`data_load_ranges`: the ``data_load`` range of every step (torch.profiler
+  annotation or NVTX range);
+- :func:`read_wallclock`: the wall-clock stamps around each ``next()`` that the
+  reference ``cold_start_8step`` run took with ``perf_counter_ns`` (independent of
+  any profiler);
+- :func:`batch_copies`: when each step's host-to-device copies of the batch end,
+  relative to the end of its ``data_load`` range;
+- :func:`gap_activity`: what the OS-runtime and CUDA-API rows of an Nsight Systems
+  report say each thread was doing during a window, and :func:`traced_processes`:
+  which processes have such rows at all;
+- :func:`step_time_stats`, :func:`epoch_positions`: repeated step times with their
+  spread, and where each step falls in the loader's epochs.
+
+:func:`kitlib.capture.experiments.measure_loader_settings` (live only) times the
+workload under several loader settings; it runs the workload, so it lives in the
+capture layer.
+
+Sources: PyTorch docs, "torch.utils.data" (``num_workers``, ``persistent_workers``,
+``prefetch_factor``, ``pin_memory``); Nsight Systems User Guide (OS runtime
+library trace, CUDA trace); the reference recordings ``cold_start_8step`` and
+``nsys_8step`` and their script ``data/reference/how_captured/capture.py``.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError, KitFileError
+from ..units import ms_to_ns
+from .intervals import clip
+from .steps import _check_source, _is_nsys, labelled_ranges, steps_of
+
+__all__ = ["read_wallclock", "data_load_ranges", "batch_copies", "gap_activity", "traced_processes",
+           "cold_start_figures", "step_time_stats", "epoch_positions", "loader_epoch_length",
+           "slowest_step_position"]
+
+
+# --------------------------------------------------------------------------- ranges and clocks
+def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
+    """The wall-clock stamps of the reference cold start, one row per step.
+
+    Parameters
+    ----------
+    doc : dict
+        The parsed ``wallclock.json`` (``Capture.read_json("wallclock.json")``):
+        ``t0_ns``, ``end_ns`` and ``steps``, a list of ``{next_start_ns, next_end_ns,
+        step_submitted_ns}`` (``time.perf_counter_ns`` stamps).
+    path : str
+        Named in errors.
+
+    Returns
+    -------
+    DataFrame
+        ``step`` (0…), ``next_start_ns``, ``next_end_ns``, ``next_ns`` (how long
+        ``next()`` took), ``step_submitted_ns``, ``submit_ns`` (from the start of
+        ``next()`` to the moment the step's GPU work had been submitted; the GPU may
+        still be running it), ``since_t0_ns`` (``next()`` start since the stamp taken
+        just before the loader was made).
+
+    Raises
+    ------
+    KitFileError
+        A field is missing or not an integer.
+    """
+    try:
+        t0 = int(doc["t0_ns"])
+        st = pd.DataFrame(doc["steps"])[["next_start_ns", "next_end_ns", "step_submitted_ns"]]
+        st = st.astype("int64")
+    except (KeyError, TypeError, ValueError) as e:
+        raise KitFileError(path, f"not a cold-start wallclock file: needs t0_ns and steps with next_start_ns, "
+                                 f"next_end_ns, step_submitted_ns (integers) ({type(e).__name__}: {e})") from None
+    st.insert(0, "step", np.arange(len(st)))
+    st["next_ns"] = st["next_end_ns"] - st["next_start_ns"]
+    st["submit_ns"] = st["step_submitted_ns"] - st["next_start_ns"]
+    st["since_t0_ns"] = st["next_start_ns"] - t0
+    return st
+
+
+def data_load_ranges(source, label: str = "data_load") -> pd.DataFrame:
+    """The ``data_load`` range of each step.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    label : str
+        The range's name.
+
+    Returns
+    -------
+    DataFrame, one row per step that has the range
+        ``step``, ``step_start_ns``, ``start_ns``, ``end_ns``, ``dur_ns``,
+        ``start_in_step_ns`` and ``end_in_step_ns`` (relative to the step's start,
+        as the source texts quote them).
+
+    Raises
+    ------
+    KitError
+        No steps, or no ``label`` range inside any step.
+    """
+    steps = steps_of(source)
+    lab = labelled_ranges(source)
+    lab = lab[lab["name"] == label]
+    rows = []
+    for s in steps.itertuples():
+        r = lab[(lab["tid"] == s.tid) & (lab["start_ns"] >= s.start_ns) & (lab["end_ns"] <= s.end_ns)]
+        if len(r):
+            r = r.iloc[0]
+            rows.append({"step": s.step, "step_start_ns": s.start_ns, "start_ns": int(r["start_ns"]),
+                         "end_ns": int(r["end_ns"]), "dur_ns": int(r["dur_ns"]),
+                         "start_in_step_ns": int(r["start_ns"]) - s.start_ns,
+                         "end_in_step_ns": int(r["end_ns"]) - s.start_ns})
+    if not rows:
+        raise KitError(f"{source.path}: no '{label}' range inside any step")
+    return pd.DataFrame(rows)
+
+
+def _h2d_copies(source) -> pd.DataFrame:
+    """Host-to-device copies with their launch: ``start_ns, end_ns, dur_ns, bytes, launch_start_ns, launch_tid``."""
+    if _is_nsys(source):
+        ev = source.gpu_events()
+        ev = ev[ev["kind"] == "memcpy"]
+        kinds = source.copies.set_index(["pid", "correlation"])["copy_kind"]
+        ev = ev[ev.set_index(["pid", "correlation"]).index.map(kinds) == "Host-to-Device"]
+        launch_tid = ev["tid"]
+    else:
+        from .chain import chain
+        c = chain(source)
+        ev = c[(c["gpu_kind"] == "memcpy") & c["gpu_name"].str.contains("HtoD")]
+        ev = pd.DataFrame({"start_ns": ev["gpu_start_ns"], "dur_ns": ev["gpu_dur_ns"],
+                           "bytes": source.gpu.loc[ev["gpu_row"].to_numpy(), "bytes"].to_numpy(),
+                           "launch_start_ns": ev["launch_start_ns"]})
+        ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
+        launch_tid = c.loc[ev.index, "launch_tid"]
+    out = pd.DataFrame({"start_ns": ev["start_ns"].astype("int64"), "end_ns": ev["end_ns"].astype("int64"),
+                        "dur_ns": ev["dur_ns"].astype("int64"), "bytes": ev["bytes"].astype("Int64"),
+                        "launch_start_ns": ev["launch_start_ns"].astype("Int64"),
+                        "launch_tid": launch_tid.astype("Int64")})
+    return out.reset_index(drop=True)
+
+
+def batch_copies(source, label: str = "data_load", next_label: str = "forward") -> pd.DataFrame:
+    """When each step's batch reached the device, relative to the end of its ``data_load`` range.
+
+    The batch's copies are the host-to-device copies launched inside the step before
+    its ``next_label`` range starts (the images, then the labels). A range's end is a
+    host event: when the thread left the ``with`` block. A ``non_blocking`` copy
+    from pinned memory is only *submitted* there and runs later on the GPU.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    label, next_label : str
+        The data-loading range, and the first range after the transfer.
+
+    Returns
+    -------
+    DataFrame, one row per step
+        ``step``; ``range_end_in_step_ns`` (end of ``label`` since the step began);
+        ``copies`` (how many); ``images_bytes`` (the largest copy: the images);
+        ``copy_launched_in_range`` (bool: the images' copy was submitted inside the
+        range, as when ``data_load`` also covers ``.to(device)``);
+        ``images_end_in_step_ns``, ``batch_end_in_step_ns`` (end of the last copy);
+        ``images_end_after_range_ns``, ``batch_end_after_range_ns``: copy end minus
+        range end — positive: the copy finished after the range closed; negative:
+        before.
+
+    Raises
+    ------
+    KitError
+        No steps, no ``label`` range, or a step without host-to-device copies.
+    """
+    _check_source(source)
+    dl = data_load_ranges(source, label)
+    steps = steps_of(source).set_index("step")
+    lab = labelled_ranges(source)
+    cp = _h2d_copies(source)
+    rows = []
+    for d in dl.itertuples():
+        s = steps.loc[d.step]
+        nxt = lab[(lab["name"] == next_label) & (lab["tid"] == s["tid"]) & (lab["start_ns"] >= d.end_ns)
+                  & (lab["start_ns"] <= s["end_ns"])]
+        stop = int(nxt["start_ns"].min()) if len(nxt) else int(s["end_ns"])
+        mine = cp[(cp["launch_start_ns"] >= s["start_ns"]) & (cp["launch_start_ns"] < stop)
+                  & (cp["launch_tid"] == s["tid"])]
+        if mine.empty:
+            raise KitError(f"{source.path}: step {d.step} has no host-to-device copy launched before "
+                           f"its '{next_label}' range")
+        img = mine.loc[mine["bytes"].fillna(0).astype("int64").idxmax()]
+        last = int(mine["end_ns"].max())
+        rows.append({"step": d.step, "range_end_in_step_ns": d.end_in_step_ns, "copies": len(mine),
+                     "images_bytes": int(img["bytes"]),
+                     "copy_launched_in_range": bool(d.start_ns <= img["launch_start_ns"] <= d.end_ns),
+                     "images_end_in_step_ns": int(img["end_ns"]) - d.step_start_ns,
+                     "batch_end_in_step_ns": last - d.step_start_ns,
+                     "images_end_after_range_ns": int(img["end_ns"]) - d.end_ns,
+                     "batch_end_after_range_ns": last - d.end_ns})
+    return pd.DataFrame(rows)
+
+
+# --------------------------------------------------------------------------- what the threads did
+def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
+    """What the OS-runtime and CUDA-API rows say each thread did in a window.
+
+    Parameters
+    ----------
+    report : NsysReport
+    start_ns, end_ns : int
+        The window (e.g. the first ``data_load`` range), on the report's clock.
+
+    Returns
+    -------
+    DataFrame, one row per (thread, source, call name)
+        ``pid``, ``tid``, ``thread`` (thread name), ``source`` (``OS runtime`` or
+        ``CUDA API``), ``call``, ``calls`` (calls overlapping the window),
+        ``in_window_ns`` (their time cut to the window, summed: a call that began
+        before the window counts only from its start), ``longest_ns`` (longest call,
+        uncut). Sorted by thread, then ``in_window_ns`` descending.
+
+    Notes
+    -----
+    Only what was traced appears: the reference recording traced OS-runtime calls of
+    10 µs or more (``--osrt-threshold=10000``) and only in the processes Nsight
+    followed (see :func:`traced_processes`); CPU sampling and context switches were
+    off. A long ``sem_clockwait`` says a thread waited, not what it waited for.
+
+    Raises
+    ------
+    KitError
+        ``report`` is not an NsysReport or the window ends before it starts.
+    """
+    from ..readers.nsys import NsysReport
+    if not isinstance(report, NsysReport):
+        raise KitError(f"gap_activity needs an NsysReport (load_nsys), got {type(report).__name__}")
+    if end_ns < start_ns:
+        raise KitError(f"window ends before it starts: {start_ns} > {end_ns}")
+    names = report.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
+    parts = []
+    for src, tab in (("OS runtime", report.osrt), ("CUDA API", report.launches)):
+        t = tab[["name", "pid", "tid", "start_ns", "dur_ns"]].dropna().astype(
+            {"start_ns": "int64", "dur_ns": "int64"})
+        c = clip(t, int(start_ns), int(end_ns))
+        if c.empty:
+            continue
+        c = c.assign(source=src, longest=t.loc[c.index, "dur_ns"])
+        parts.append(c)
+    cols = ["pid", "tid", "thread", "source", "call", "calls", "in_window_ns", "longest_ns"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    a = pd.concat(parts, ignore_index=True)
+    g = a.groupby(["pid", "tid", "source", "name"]).agg(calls=("dur_ns", "size"), in_window_ns=("dur_ns", "sum"),
+                                                        longest_ns=("longest", "max")).reset_index()
+    g = g.rename(columns={"name": "call"})
+    g["thread"] = [names.get((p, t), "?") for p, t in zip(g["pid"], g["tid"])]
+    g = g.sort_values(["pid", "tid", "in_window_ns"], ascending=[True, True, False])
+    return g[cols].astype({"in_window_ns": "int64", "longest_ns": "int64"}).reset_index(drop=True)
+
+
+def traced_processes(report) -> pd.DataFrame:
+    """Which processes of an Nsight Systems report have OS-runtime or CUDA-API rows.
+
+    Returns
+    -------
+    DataFrame, one row per process name
+        ``process``, ``processes``, ``threads`` (known from ``ThreadNames``),
+        ``osrt_rows``, ``cuda_api_rows``, ``nvtx_ranges``. A DataLoader worker
+        process with zero rows was not traced: the report cannot say what it did.
+    """
+    th = report.threads
+    rows = []
+    for name, g in th.groupby("process", dropna=False):
+        pids = set(g["pid"])
+        rows.append({"process": name, "processes": len(pids), "threads": len(g),
+                     "osrt_rows": int(report.osrt["pid"].isin(pids).sum()),
+                     "cuda_api_rows": int(report.launches["pid"].isin(pids).sum()),
+                     "nvtx_ranges": int(report.nvtx["pid"].isin(pids).sum())})
+    return pd.DataFrame(rows).sort_values(["osrt_rows", "processes"], ascending=False).reset_index(drop=True)
+
+
+def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None = None,
+                       b300: dict | None = None) -> pd.DataFrame:
+    """The first step's data loading, measured three ways, beside the B300 source figures.
+
+    Parameters
+    ----------
+    report : NsysReport, optional
+        An Nsight Systems report with ``data_load`` NVTX ranges (``nsys_8step``).
+    trace : Trace, optional
+        A torch.profiler trace with ``torch_step#N``/``ProfilerStep#N`` and
+        ``data_load`` (``cold_start_8step``).
+    wallclock : DataFrame, optional
+        From :func:`read_wallclock`.
+    b300 : dict, optional
+        The source texts' figures, :data:`kitlib.course.sources.B300` (keys
+        ``first_data_load_ms``, ``first_data_load_end_ms``, ``first_h2d_copy_end_ms``).
+        Without it ``b300_ns`` is all <NA>.
+
+    Returns
+    -------
+    DataFrame
+        ``measure``, ``value_ns`` (this machine's recordings), ``b300_ns`` (the
+        source texts' figure where one exists and ``b300`` is given, else <NA>), ``tool``. The recordings
+        are separate runs: the same quantity differs between them by run-to-run noise
+        and by what each range covers.
+    """
+    def src_ns(*keys):
+        if not b300:
+            return pd.NA
+        ms = b300[keys[0]] - (b300[keys[1]] if len(keys) > 1 else 0)
+        return ms_to_ns(ms)
+
+    rows = []
+    if report is not None:
+        d = data_load_ranges(report).iloc[0]
+        rows.append(("first data_load range (Nsight NVTX)", int(d["dur_ns"]),
+                     src_ns("first_data_load_ms"), "Nsight Systems"))
+        rows.append(("end of first data_load since torch_step start", int(d["end_in_step_ns"]),
+                     src_ns("first_data_load_end_ms"), "Nsight Systems"))
+        bc = batch_copies(report).iloc[0]
+        rows.append(("batch copy end minus range end, step 0", int(bc["batch_end_after_range_ns"]),
+                     src_ns("first_h2d_copy_end_ms", "first_data_load_end_ms"), "Nsight Systems"))
+    if wallclock is not None:
+        rows.append(("first next() (wall clock, perf_counter_ns)", int(wallclock["next_ns"].iloc[0]), pd.NA,
+                     "perf_counter_ns"))
+    if trace is not None:
+        d = data_load_ranges(trace).iloc[0]
+        rows.append(("first data_load range (torch.profiler annotation)", int(d["dur_ns"]), pd.NA,
+                     "torch.profiler"))
+    out = pd.DataFrame(rows, columns=["measure", "value_ns", "b300_ns", "tool"])
+    out["b300_ns"] = out["b300_ns"].astype("Int64")
+    return out
+
+
+# --------------------------------------------------------------------------- step times
+def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
+    """Summary of repeated step times, with their spread.
+
+    Parameters
+    ----------
+    series : dict of str -> sequence of float
+        Step wall times in ms per setting (e.g. ``step_times.json``).
+    outlier_factor : float
+        A step counts as an outlier when it exceeds ``outlier_factor`` × the median.
+
+    Returns
+    -------
+    DataFrame, one row per series (index = name)
+        ``n``, ``median_ms``, ``p25_ms``, ``p75_ms``, ``iqr_ms`` (p75 − p25),
+        ``min_ms``, ``max_ms``, ``mean_ms``, ``outliers`` (count above the factor),
+        ``max_over_median``. The median resists one slow step; the mean does not.
+
+    Raises
+    ------
+    KitError
+        An empty series or a non-numeric value.
+    """
+    rows = {}
+    for name, vals in series.items():
+        try:
+            v = np.asarray(list(vals), dtype="float64")
+        except (TypeError, ValueError):
+            raise KitError(f"step times {name!r}: not a list of numbers") from None
+        if v.size == 0 or not np.all(np.isfinite(v)):
+            raise KitError(f"step times {name!r}: empty or holds NaN/inf")
+        med = float(np.median(v))
+        p25, p75 = np.percentile(v, [25, 75])
+        rows[name] = {"n": int(v.size), "median_ms": med, "p25_ms": p25, "p75_ms": p75, "iqr_ms": p75 - p25,
+                      "min_ms": v.min(), "max_ms": v.max(), "mean_ms": v.mean(),
+                      "outliers": int((v > outlier_factor * med).sum()), "max_over_median": v.max() / med}
+    return pd.DataFrame(rows).T.astype({"n": int, "outliers": int})
+
+
+def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> pd.DataFrame:
+    """Which loader batch each of a series of steps consumed, and where in its epoch.
+
+    Parameters
+    ----------
+    first_batch : int
+        Batches the loader had already handed out before the series' first step
+        (0 for a fresh loader).
+    n_steps : int
+    batches_per_epoch : int
+        ``len(loader)`` (1,792 images / 128 with ``drop_last`` = 14 in the reference).
+
+    Returns
+    -------
+    DataFrame
+        ``step_index`` (0…), ``batch`` (since the loader was made), ``epoch`` (0…),
+        ``batch_in_epoch``, ``epoch_start`` (True when this step's ``next()`` began a
+        new epoch after the first: with ``persistent_workers=False`` the workers were
+        restarted there).
+
+    Raises
+    ------
+    KitError
+        A negative count or ``batches_per_epoch < 1``.
+    """
+    if first_batch < 0 or n_steps < 0 or batches_per_epoch < 1:
+        raise KitError("epoch_positions: need first_batch >= 0, n_steps >= 0, batches_per_epoch >= 1")
+    b = first_batch + np.arange(n_steps)
+    return pd.DataFrame({"step_index": np.arange(n_steps), "batch": b, "epoch": b // batches_per_epoch,
+                         "batch_in_epoch": b % batches_per_epoch,
+                         "epoch_start": (b % batches_per_epoch == 0) & (b > 0)})
+
+
+def loader_epoch_length(capture) -> int:
+    """Batches per loader epoch (``len(loader)``) of the workload a capture ran.
+
+    Parameters
+    ----------
+    capture : kitlib.readers.bundle.Capture or kitlib.capture.workload.WorkloadConfig
+        A capture: its manifest's ``workload`` gives ``batch_size``, ``drop_last`` and
+        ``dataset``, a text that names the image count (``"synthetic: 1,792 JPEGs …"``,
+        ``"Food-101 train split (75,750 images, …)"``, as the workload writes it).
+        A WorkloadConfig (live series measured without a bundle): its own
+        :meth:`~kitlib.capture.workload.WorkloadConfig.batches_per_epoch`.
+
+    Returns
+    -------
+    int
+        ``images // batch_size`` with ``drop_last`` (the default), else rounded up:
+        14 for the reference recordings (1,792 images, batch 128).
+
+    Raises
+    ------
+    KitError
+        The manifest has no batch size or no image count in ``dataset``.
+    """
+    import re
+    if hasattr(capture, "batches_per_epoch"):       # a WorkloadConfig knows its own dataset
+        return int(capture.batches_per_epoch())
+    w = capture.workload or {}
+    m = re.search(r"(\d[\d,]*)\s+(?:JPEGs|images)", str(w.get("dataset", "")))
+    if m is None or not w.get("batch_size"):
+        raise KitError(f"{getattr(capture, 'name', 'capture')}: manifest workload has no image count in 'dataset' "
+                       f"({w.get('dataset')!r}) or no 'batch_size'")
+    n, b = int(m.group(1).replace(",", "")), int(w["batch_size"])
+    return n // b if w.get("drop_last", True) else -(-n // b)
+
+
+def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -> dict:
+    """Where in the loader's epochs the slowest step of a series fell.
+
+    Parameters
+    ----------
+    series_ms : sequence of float
+        Step wall times in ms, in order.
+    first_batch, batches_per_epoch : int
+        As in :func:`epoch_positions` (``batches_per_epoch`` from
+        :func:`loader_epoch_length`).
+
+    Returns
+    -------
+    dict
+        ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
+        ``epoch_start`` (bool: whether its ``next()`` began a new epoch, i.e. a
+        worker restart with ``persistent_workers=False``).
+    """
+    v = np.asarray(list(series_ms), dtype=float)
+    pos = epoch_positions(first_batch, len(v), batches_per_epoch)
+    i = int(v.argmax())
+    r = pos.iloc[i]
+    return {"step_index": i, "step_ms": float(v[i]), "median_ms": float(np.median(v)), "epoch": int(r["epoch"]),
+            "batch_in_epoch": int(r["batch_in_epoch"]), "epoch_start": bool(r["epoch_start"])}

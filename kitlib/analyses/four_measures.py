@@ -1,0 +1,456 @@
+"""Which number answers my question? Four measures of one step, kept apart.
+
+A training step can be measured in four ways that are easy to confuse:
+
+1. **wall time**: the step's host interval (``ProfilerStep#N``), what a stopwatch
+   around the step reads;
+2. **host time of operators**: the CPU intervals of the operators. An operator's
+   *total* includes every operator it called, so summing totals counts nested work
+   again (``aten::conv2d`` ⊃ ``aten::convolution`` ⊃ ``aten::cudnn_convolution``);
+   *self* time (total minus its children, CUDA API calls included) counts each
+   nanosecond once;
+3. **device busy time**: how long at least one kernel, copy or set ran: the union of
+   the GPU intervals, overlap counted once (:mod:`kitlib.intervals`);
+4. **summed kernel time**: the kernels' durations added up, overlap counted as often
+   as it occurs (``>=`` the busy time of the same kernels).
+
+:func:`four_measures` computes them on one step; :func:`self_total` gives self and
+total host time per operator, computed the way the profiler does; and
+:func:`read_profiler_table` / :func:`annotation_device_time` explain why a
+``record_function`` label such as ``forward`` shows "Self CUDA" time in the
+profiler's own table although it launches nothing itself.
+
+Sources: PyTorch docs, "torch.profiler" (``key_averages``, ``record_function``) and
+the PyTorch profiler recipe (self vs total time); Kineto
+(``libkineto/src/CuptiActivityProfiler.cpp``), which builds the
+``gpu_user_annotation`` spans; checked on the reference ``profiler_5step`` recording
+(its ``key_averages_tables.txt`` is the profiler's own printed table of that run).
+
+Pure functions over tables (only :func:`read_profiler_table` reads a file).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .chain import chain, innermost_op_at
+from ..errors import KitError, KitFileError
+from .intervals import busy_ns
+from ..readers.trace import Trace
+
+__all__ = ["four_measures", "operator_children", "self_total", "read_profiler_table", "profiler_table",
+           "annotation_device_time", "annotation_summary"]
+
+
+def _step_row(trace: Trace, step):
+    st = trace.steps
+    if st.empty:
+        raise KitError(f"{trace.path}: no ProfilerStep#N or torch_step#N annotation: no step to measure")
+    if step is None:
+        return st.iloc[0]
+    hit = st[st["step"] == step]
+    if hit.empty:
+        raise KitError(f"{trace.path}: no step {step} (steps: {st['step'].tolist()})")
+    return hit.iloc[0]
+
+
+# --------------------------------------------------------------------------- self vs total
+def operator_children(trace: Trace) -> pd.DataFrame:
+    """The direct parent of every operator, annotation and CUDA API call.
+
+    Operators and annotations take ``parent`` from ``trace.ops`` (nesting on one
+    thread). A CUDA API call (``trace.launches``) is a child of the innermost
+    operator or annotation whose interval contains it on the same thread — the
+    profiler counts these calls as children too, so an operator's *self* time leaves
+    its launches out.
+
+    Returns
+    -------
+    DataFrame
+        ``source`` (``ops`` or ``launches``), ``row`` (row label in that table),
+        ``name``, ``kind``, ``tid``, ``dur_ns``, ``parent`` (row label in
+        ``trace.ops``; -1 when at the top of its thread).
+    """
+    ops = trace.ops[trace.ops["kind"] != "python"]
+    a = pd.DataFrame({"source": "ops", "row": ops.index, "name": ops["name"].to_numpy(),
+                      "kind": ops["kind"].to_numpy(), "tid": ops["tid"].to_numpy(),
+                      "dur_ns": ops["dur_ns"].to_numpy(), "parent": ops["parent"].to_numpy()})
+    parts = [a]
+    la = trace.launches
+    for (pid, tid), g in la.groupby(["pid", "tid"]):
+        parts.append(pd.DataFrame({"source": "launches", "row": g.index, "name": g["name"].to_numpy(),
+                                   "kind": "cuda_api", "tid": tid, "dur_ns": g["dur_ns"].to_numpy(),
+                                   "parent": innermost_op_at(trace, pid, tid, g["start_ns"].to_numpy())}))
+    out = pd.concat(parts, ignore_index=True)
+    out["parent"] = out["parent"].astype("int64")
+    return out
+
+
+def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")) -> pd.DataFrame:
+    """Self and total host (CPU) time per operator name, as the profiler computes them.
+
+    *Total* is the event's host interval. *Self* is total minus the intervals of its
+    direct children: nested operators and annotations, and the CUDA API calls it
+    made. This reproduces the "Self CPU" and "CPU total" columns of the profiler's
+    ``key_averages().table()``: on ``profiler_5step`` ``aten::convolution_backward``
+    gives 17,830,333 ns self and 29,461,674 ns total over 265 calls (the table
+    prints 17.830ms and 29.462ms).
+
+    Parameters
+    ----------
+    trace : Trace
+    step : int, optional
+        Only events that start inside this step's host interval (any thread); by
+        default the whole trace.
+    kinds : tuple of str
+        Which ``trace.ops`` kinds to report.
+
+    Returns
+    -------
+    DataFrame, one row per name, sorted by ``total_ns`` descending
+        ``name``, ``kind``, ``calls``, ``total_ns``, ``self_ns``, ``children_ns``
+        (``total_ns - self_ns``: time spent in what it called).
+    """
+    rel = operator_children(trace)
+    child = rel[rel["parent"] >= 0].groupby("parent")["dur_ns"].sum()
+    ops = trace.ops[trace.ops["kind"].isin(kinds)]
+    if step is not None:
+        s = _step_row(trace, step)
+        ops = ops[(ops["start_ns"] >= s["start_ns"]) & (ops["start_ns"] < s["end_ns"])]
+    ch = ops.index.map(child).fillna(0).astype("int64").to_numpy()
+    t = pd.DataFrame({"name": ops["name"].to_numpy(), "kind": ops["kind"].to_numpy(),
+                      "total_ns": ops["dur_ns"].to_numpy(), "self_ns": ops["dur_ns"].to_numpy() - ch})
+    out = t.groupby(["name", "kind"], sort=False).agg(calls=("total_ns", "size"), total_ns=("total_ns", "sum"),
+                                                      self_ns=("self_ns", "sum")).reset_index()
+    out["children_ns"] = out["total_ns"] - out["self_ns"]
+    return out.sort_values("total_ns", ascending=False, kind="stable").reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the four measures
+def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The measures of one step, side by side, each in ns.
+
+    The device measures use the GPU work the step *launched* (launch inside the
+    step's host interval, any thread), which may run on after the step's host
+    interval has ended.
+
+    Parameters
+    ----------
+    trace : Trace
+    step : int, optional
+        The step number (N of ``ProfilerStep#N`` / ``torch_step#N``); default the first.
+    chain_df : DataFrame, optional
+        A :func:`kitlib.chain.chain` result to reuse.
+
+    Returns
+    -------
+    DataFrame, one row per measure
+        ``measure`` (key), ``clock`` (``host`` or ``device``), ``value_ns`` (int), and
+        ``what`` (what it counts). Keys, in order:
+
+        - ``wall``: the step annotation's host interval;
+        - ``host_ops_total_sum``: every operator's total, summed (nested work counted
+          once per enclosing operator, and the main and autograd threads added);
+        - ``host_ops_self_sum``: every operator's self time, summed (each ns of
+          operator time once, launches excluded);
+        - ``host_ops_top_level``: the operators' intervals merged per thread and
+          summed over threads (time some operator was running on a thread);
+        - ``device_busy``: union of the step's kernels, copies and sets;
+        - ``gpu_sum``: the same events' durations summed;
+        - ``kernel_sum``: the kernels' durations summed (copies and sets left out).
+
+        Always ``device_busy <= gpu_sum``, ``kernel_sum <= gpu_sum`` and
+        ``host_ops_self_sum <= host_ops_total_sum``.
+
+    Raises
+    ------
+    KitError
+        No such step, or no steps at all.
+    """
+    s = _step_row(trace, step)
+    t0, t1 = int(s["start_ns"]), int(s["end_ns"])
+    ops = trace.ops[(trace.ops["kind"] == "op") & (trace.ops["start_ns"] >= t0) & (trace.ops["start_ns"] < t1)]
+    st = self_total(trace, step=int(s["step"]), kinds=("op",))
+    top = sum(busy_ns(g) for _, g in ops.groupby("tid"))
+    c = chain(trace) if chain_df is None else chain_df
+    mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] <= t1)]
+    work = pd.DataFrame({"start_ns": mine["gpu_start_ns"].astype("int64"),
+                         "dur_ns": mine["gpu_dur_ns"].astype("int64")})
+    kern = mine[mine["gpu_kind"] == "kernel"]
+    rows = [
+        ("wall", "host", int(s["dur_ns"]), f"host interval of {s['name']}"),
+        ("host_ops_total_sum", "host", int(ops["dur_ns"].sum()),
+         f"totals of {len(ops):,} operators summed: nested calls counted again"),
+        ("host_ops_self_sum", "host", int(st["self_ns"].sum()),
+         "self times summed: each ns of operator time once, CUDA API calls left out"),
+        ("host_ops_top_level", "host", int(top),
+         f"operator intervals merged per thread, summed over {ops['tid'].nunique()} thread(s)"),
+        ("device_busy", "device", busy_ns(work),
+         f"union of the {len(mine):,} kernels, copies and sets the step launched"),
+        ("gpu_sum", "device", int(work["dur_ns"].sum()), "the same GPU events' durations summed"),
+        ("kernel_sum", "device", int(kern["gpu_dur_ns"].sum()), f"durations of the {len(kern):,} kernels summed"),
+    ]
+    return pd.DataFrame(rows, columns=["measure", "clock", "value_ns", "what"])
+
+
+# --------------------------------------------------------------------------- the profiler's table
+_TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_MEM_UNITS = {"b": 1, "kb": 2 ** 10, "mb": 2 ** 20, "gb": 2 ** 30, "tb": 2 ** 40}
+_COLUMNS = {"Name": "name", "Self CPU %": "self_cpu_pct", "Self CPU": "self_cpu_ns",
+            "CPU total %": "cpu_total_pct", "CPU total": "cpu_total_ns", "CPU time avg": "cpu_avg_ns",
+            "Self CUDA": "self_cuda_ns", "Self CUDA %": "self_cuda_pct", "CUDA total": "cuda_total_ns",
+            "CUDA time avg": "cuda_avg_ns", "CPU Mem": "cpu_mem_bytes", "Self CPU Mem": "self_cpu_mem_bytes",
+            "CUDA Mem": "cuda_mem_bytes", "Self CUDA Mem": "self_cuda_mem_bytes", "# of Calls": "calls",
+            "Input Shapes": "input_shapes", "Source Location": "source_location", "Total MFLOPs": "total_mflops"}
+
+
+def _number(text: str, col: str, where: str):
+    v = text.strip()
+    if v in ("", "--"):
+        return np.nan
+    try:
+        if col.endswith("_pct"):
+            return float(v.rstrip("%"))
+        if col.endswith("_ns"):
+            m = re.fullmatch(r"(-?[\d.]+)\s*(ns|us|ms|s)", v)
+            return int(round(float(m.group(1)) * _TIME_UNITS[m.group(2)]))
+        if col.endswith("_bytes"):
+            m = re.fullmatch(r"(-?[\d.]+)\s*([KMGT]?B)", v, re.I)
+            return int(round(float(m.group(1)) * _MEM_UNITS[m.group(2).lower()]))
+        if col == "calls":
+            return int(v)
+        if col == "total_mflops":
+            return float(v)
+    except (AttributeError, ValueError):
+        raise KitError(f"{where}: cannot read {v!r} as a value of column {col!r}") from None
+    return v
+
+
+def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
+    """Parse a table printed by ``prof.key_averages().table()`` (a text file).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A text file holding one or more such tables (e.g. the reference
+        ``profiler_5step/key_averages_tables.txt``).
+    which : int
+        Which table of the file (0 = the first).
+
+    Returns
+    -------
+    table : DataFrame
+        One row per printed row. ``name`` (as printed: long names are cut and end in
+        ``...``); times as integer ns (``self_cpu_ns``, ``cpu_total_ns``,
+        ``cpu_avg_ns``, ``self_cuda_ns``, ``cuda_total_ns``, ``cuda_avg_ns``), so
+        to the printed precision only; percentages (``self_cpu_pct``, …); memory in
+        bytes (``cpu_mem_bytes``, ``self_cuda_mem_bytes``, …: the profiler's "GB" are
+        GiB, 2**30 bytes); ``calls``; ``input_shapes`` when printed. Columns the
+        table lacks are absent.
+    totals : dict
+        ``self_cpu_total_ns`` and ``self_cuda_total_ns`` from the footer lines
+        ("Self CPU time total: …"), where printed.
+
+    Raises
+    ------
+    KitFileError
+        The file is missing, or holds no such table (or fewer than ``which + 1``).
+    KitError
+        A cell cannot be read as its column's value.
+    """
+    p = Path(path)
+    if not p.is_file():
+        raise KitFileError(p, "no such file (expected a key_averages().table() text file)")
+    try:
+        lines = p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError:
+        raise KitFileError(p, "not a text file: a key_averages().table() printout is plain text") from None
+    tables, i = [], 0
+    while i < len(lines) - 2:
+        if re.fullmatch(r"-+(  -+)+\s*", lines[i]) and "Name" in lines[i + 1] \
+                and re.fullmatch(r"-+(  -+)+\s*", lines[i + 2]):
+            j = i + 3
+            while j < len(lines) and not re.fullmatch(r"-+(  -+)+\s*", lines[j]):
+                j += 1
+            foot = lines[j + 1:j + 3]
+            tables.append((lines[i], lines[i + 1], lines[i + 3:j], foot))
+            i = j + 1
+        else:
+            i += 1
+    if len(tables) <= which:
+        raise KitFileError(p, f"holds {len(tables)} profiler table(s), not a table number {which}: expected the "
+                              "text printed by torch.profiler's key_averages().table() (a dashed rule, a header "
+                              "row starting with 'Name', a dashed rule, rows)")
+    rule, header, body, foot = tables[which]
+    spans = [m.span() for m in re.finditer(r"-+", rule)]
+    heads = re.split(r"\s{2,}", header.strip())   # a header cell can be wider than its rule
+    if len(heads) != len(spans):
+        raise KitFileError(p, f"table {which}: {len(heads)} header cells for {len(spans)} columns")
+    unknown = [h for h in heads if h not in _COLUMNS]
+    if unknown:
+        raise KitFileError(p, f"table {which} has columns kitlib does not know: {unknown}")
+    cols = [_COLUMNS[h] for h in heads]
+    recs = []
+    for ln, line in enumerate(body):
+        rec = {}
+        for (a, b), c in zip(spans, cols):
+            cell = line[a:b]
+            rec[c] = cell.strip() if c in ("name", "input_shapes", "source_location") \
+                else _number(cell, c, f"{p}: table {which}, row {ln + 1}")
+        recs.append(rec)
+    table = pd.DataFrame(recs, columns=cols)
+    for c in cols:
+        if c.endswith("_ns") or c.endswith("_bytes") or c == "calls":
+            table[c] = table[c].astype("Int64")
+    totals = {}
+    for f in foot:
+        m = re.match(r"Self (CPU|CUDA) time total:\s*([\d.]+\s*(?:ns|us|ms|s))", f.strip())
+        if m:
+            totals[f"self_{m.group(1).lower()}_total_ns"] = _number(m.group(2), "x_ns", str(p))
+    return table, totals
+
+
+def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
+    """The profiler's own by-name table of a capture, from whichever form it holds.
+
+    A reference bundle holds the printed table (``key_averages_tables.txt``); a live
+    capture (:func:`kitlib.capture.capture`) holds the rows as ``key_averages.json``.
+
+    Returns
+    -------
+    table, totals
+        As :func:`read_profiler_table` (columns ``name, calls, self_cpu_ns,
+        cpu_total_ns, self_cuda_ns, cuda_total_ns`` at least); from JSON the names are
+        whole, ``self_cuda_pct`` is computed as the printed table computes it, and
+        ``totals`` has ``self_cpu_total_ns`` (summed from the rows) and
+        ``self_cuda_total_ns`` (the trace's kernels, copies and sets, summed).
+
+    Raises
+    ------
+    KitError
+        The capture holds neither file.
+    """
+    if capture.has("key_averages_tables.txt"):
+        return read_profiler_table(capture.file("key_averages_tables.txt"))
+    if capture.has("key_averages.json") or capture.has("key_averages.json.gz"):
+        rows = capture.key_averages()["by_name"]
+        t = pd.DataFrame({
+            "name": [r["key"] for r in rows], "calls": [int(r["count"]) for r in rows],
+            "self_cpu_ns": [round(r["self_cpu_time_total_us"] * 1000) for r in rows],
+            "cpu_total_ns": [round(r["cpu_time_total_us"] * 1000) for r in rows],
+            "self_cuda_ns": [round(r["self_device_time_total_us"] * 1000) for r in rows],
+            "cuda_total_ns": [round(r["device_time_total_us"] * 1000) for r in rows]})
+        t = t.astype({c: "Int64" for c in t.columns if c != "name"})
+        t = t.sort_values("self_cuda_ns", ascending=False).reset_index(drop=True)
+        # The printed table's footer "Self CUDA time total" sums the GPU activities
+        # (kernels, copies, sets) only; its "Self CUDA %" divides by that total, so the
+        # annotation rows push the column past 100 % (see annotation_summary).
+        total_cuda = int(capture.trace.kernels["dur_ns"].sum())
+        t["self_cuda_pct"] = (100 * t["self_cuda_ns"].astype("float64") / total_cuda) if total_cuda else float("nan")
+        return t, {"self_cpu_total_ns": int(t["self_cpu_ns"].sum()), "self_cuda_total_ns": total_cuda}
+    raise KitError(f"capture {capture.name}: has neither key_averages_tables.txt nor key_averages.json")
+
+
+# --------------------------------------------------------------------------- annotations on the GPU
+def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The GPU-side rows of ``record_function`` labels, and the GPU work behind each.
+
+    torch.profiler (Kineto) projects each ``record_function`` range onto the GPU as a
+    ``gpu_user_annotation`` event: a span from the start of the first to the end of
+    the last GPU operation launched while that label was the *innermost* label on
+    the launching thread (one span per stream). ``key_averages()`` counts such a span
+    as the label's device time, and, having no children, as all "self": this is the
+    ``forward`` row's "Self CUDA".
+
+    This function rebuilds each span from the trace: for every ``gpu_annotation``
+    row, the host annotation with the same external id, the GPU events whose launch
+    lies inside it on the same thread but not inside a nested annotation, and how
+    much of the span they keep busy.
+
+    Returns
+    -------
+    DataFrame, one row per ``gpu_annotation`` row
+        ``name``, ``stream``, ``span_start_ns``, ``span_ns`` (the span's duration as
+        recorded), ``events`` (GPU events attributed to the label),
+        ``rebuilt_span_ns`` (first start to last end of those events; equals
+        ``span_ns`` to within the trace's µs rounding), ``busy_ns`` (union of those
+        events), ``sum_ns`` (their durations summed), ``idle_in_span_ns``
+        (``span_ns - busy_ns``), ``host_tid``.
+
+    Raises
+    ------
+    KitError
+        The trace has no ``gpu_user_annotation`` events (the profiler records them
+        only with CUDA activity on and ``record_function`` labels in the code).
+    """
+    ga = trace.gpu[trace.gpu["kind"] == "gpu_annotation"]
+    if ga.empty:
+        raise KitError(f"{trace.path}: no gpu_user_annotation events: the trace has no record_function "
+                       "label projected onto the GPU")
+    c = chain(trace) if chain_df is None else chain_df
+    ann = trace.ops[trace.ops["kind"].isin(["annotation", "step"])]
+    rows = []
+    for g in ga.itertuples():
+        host = ann[ann["external_id"] == g.external_id]
+        if host.empty:
+            continue
+        h = host.iloc[0]
+        on = (c["launch_tid"] == h["tid"]) & (c["launch_start_ns"] >= h["start_ns"]) \
+            & (c["launch_start_ns"] <= h["end_ns"]) & (c["stream"] == g.stream)
+        nested = ann[(ann["tid"] == h["tid"]) & (ann["start_ns"] >= h["start_ns"]) & (ann["end_ns"] <= h["end_ns"])
+                     & (ann.index != host.index[0])]
+        for n in nested.itertuples():
+            on &= ~((c["launch_start_ns"] >= n.start_ns) & (c["launch_start_ns"] <= n.end_ns))
+        ev = c[on]
+        w = pd.DataFrame({"start_ns": ev["gpu_start_ns"].astype("int64"), "dur_ns": ev["gpu_dur_ns"].astype("int64")})
+        first, last = (int(w["start_ns"].min()), int((w["start_ns"] + w["dur_ns"]).max())) if len(w) else (0, 0)
+        b = busy_ns(w)
+        rows.append({"name": g.name, "stream": g.stream, "span_start_ns": int(g.start_ns), "span_ns": int(g.dur_ns),
+                     "events": len(ev), "rebuilt_span_ns": last - first, "busy_ns": b,
+                     "sum_ns": int(w["dur_ns"].sum()), "idle_in_span_ns": int(g.dur_ns) - b,
+                     "host_tid": int(h["tid"])})
+    return pd.DataFrame(rows)
+
+
+def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = None,
+                       chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each label's "Self CUDA" in the profiler's table beside what the trace says it is.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace of the same run as ``table``.
+    table, totals : DataFrame, dict
+        From :func:`read_profiler_table` / :func:`profiler_table`.
+
+    Returns
+    -------
+    DataFrame, one row per label that has GPU-side rows
+        ``name``, ``calls``, ``table_self_cuda_ns`` (the profiler's table, printed
+        precision), ``span_sum_ns`` (the label's ``gpu_user_annotation`` spans summed:
+        what the table shows), ``busy_ns`` (union of the GPU work attributed to the
+        label), ``idle_in_spans_ns``, ``table_pct_of_total`` (the table's
+        "Self CUDA %") and ``work_pct_of_total`` (``busy_ns`` over the table's
+        "Self CUDA time total").
+
+    Notes
+    -----
+    In ``profiler_5step`` the footer's "Self CUDA time total" (216.559 ms) equals the
+    kernels, copies and sets of the trace summed, *without* the annotation spans, so
+    the labels' rows are counted on top of their own kernels' rows and the
+    "Self CUDA %" column adds up to more than 100 %.
+    """
+    a = annotation_device_time(trace, chain_df)
+    g = a.groupby("name", sort=False).agg(calls=("span_ns", "size"), span_sum_ns=("span_ns", "sum"),
+                                          busy_ns=("busy_ns", "sum"), idle_in_spans_ns=("idle_in_span_ns", "sum"))
+    g = g.reset_index()
+    tab = table.drop_duplicates("name").set_index("name")["self_cuda_ns"]
+    g.insert(2, "table_self_cuda_ns", g["name"].map(tab).astype("Int64"))
+    total = (totals or {}).get("self_cuda_total_ns")
+    if total:
+        g["table_pct_of_total"] = g["table_self_cuda_ns"] / total * 100
+        g["work_pct_of_total"] = g["busy_ns"] / total * 100
+    return g

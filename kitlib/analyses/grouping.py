@@ -1,0 +1,394 @@
+"""The profiler's ``key_averages`` table, rebuilt from the trace's own events.
+
+``prof.key_averages()`` groups every recorded event by a key and sums its
+times. The trace file holds the same events, so the same table can be rebuilt
+in pandas — and once it is, nothing about it is a black box:
+
+* **the key**: the event's name (``ProfilerStep#N`` is written ``ProfilerStep*``),
+  whether it is a host (CPU) or device (CUDA) event, and optionally the input
+  shapes (``group_by_input_shape=True``: ``str()`` of the ``Input Dims`` list, e.g.
+  ``"[[128, 3, 224, 224], [64, 3, 7, 7], [], …]"``) or the top N frames of the
+  Python call stack (``group_by_stack_n=N``);
+* **host (CPU) time**: an event's *total* is its interval; its *self* time is the
+  interval minus its direct children's intervals. Children are found by time
+  nesting on the same thread — and CUDA launches (``cudaLaunchKernel``…) are
+  children too, so launch time is not an operator's self time;
+* **device time**: a kernel, copy or set belongs to the operator (or
+  ``record_function`` range) whose external id its launch carries — the chain of
+  :mod:`kitlib.chain`. *Self* device time = the GPU events launched by this event
+  itself; *total* = those of it and every event nested inside it;
+* **GPU events are rows too**: each kernel name is a row of its own (device type
+  CUDA) with its own count and device time; so is each GPU-side annotation
+  (``gpu_user_annotation``, the projection of a ``record_function`` range onto a
+  stream). That is why a ``forward`` row can show "Self CUDA" time: it is the
+  annotation's span on the GPU, not work.
+
+Two rules of the profiler's are copied because they change counts: an event
+whose parent has the same name and no other child is merged into its parent
+(``EventList._remove_dup_nodes``), and a few bookkeeping names are never shown
+(``_filter_name``: ``aten::is_leaf``, ``aten::output_nr``, ``aten::_version``,
+``profiler::_record_function_enter/exit``, ``[memory]``).
+
+Sources: PyTorch ``torch/autograd/profiler_util.py`` (``EventList.key_averages``,
+``_populate_cpu_children``, ``_remove_dup_nodes``, ``_set_backward_stacktraces``,
+``FunctionEvent.self_device_time_total``) and ``torch/autograd/profiler.py``
+(``_parse_kineto_results``: kernels are attached to the operator whose id equals
+their linked correlation id); checked against the profiler's own rows in
+``data/reference/fixed_batch/key_averages.json.gz`` (tests/test_grouping.py).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .events import gpu_events, op_events, op_stacks
+from .steps import active_steps
+from ..readers.trace import Trace
+
+GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
+                 "host_per_call_ns", "device_per_call_ns"]
+
+
+def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.DataFrame | None = None,
+              events: pd.DataFrame | None = None, include_gpu: bool = True,
+              python_children: bool = False) -> pd.DataFrame:
+    """``key_averages()`` rebuilt from the trace: one row per key with counts and times.
+
+    Parameters
+    ----------
+    trace : Trace
+    by : {"name", "input_shape", "stack"}
+        ``"name"`` = ``key_averages()``; ``"input_shape"`` = ``key_averages(group_by_input_shape=True)``;
+        ``"stack"`` = ``key_averages(group_by_stack_n=stack_n)`` with the stack rebuilt
+        from the trace's Python frames (:func:`kitlib.callsites.op_stacks`; needs
+        ``with_stack``).
+    stack_n : int
+        How many innermost frames form the key when ``by="stack"``.
+    chain_df : DataFrame, optional
+        A :func:`kitlib.chain.chain` result to reuse.
+    events : DataFrame, optional
+        An :func:`op_events` result to reuse (with a ``stack`` column when ``by="stack"``).
+    include_gpu : bool
+        Also list the device rows (one per GPU event name), as the profiler does.
+    python_children : bool
+        See :func:`op_events` (False reproduces torch 2.11, the reference's release).
+
+    Returns
+    -------
+    DataFrame
+        One row per key, sorted by ``device_self_ns`` then ``host_self_ns`` (descending):
+        ``name`` (the profiler's key name), ``device_type`` (``CPU``/``CUDA``),
+        ``input_shapes`` (``by="input_shape"``) or ``stack`` (tuple of frame names,
+        innermost first; ``by="stack"``), ``count``, ``host_total_ns`` ("CPU total"),
+        ``host_self_ns`` ("Self CPU"), ``device_total_ns`` ("CUDA total"),
+        ``device_self_ns`` ("Self CUDA"), ``host_per_call_ns`` and
+        ``device_per_call_ns`` (total ÷ count, float ns). Host and device times are
+        different clocks' work: never add them.
+
+    Raises
+    ------
+    ValueError
+        Unknown ``by``, or ``by="stack"`` on a trace without Python frames (record it
+        with ``with_stack=True``).
+    """
+    if by not in ("name", "input_shape", "stack"):
+        raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
+    ev = op_events(trace, chain_df, python_children=python_children) if events is None else events
+    if by == "stack" and "stack" not in ev.columns:
+        ev = ev.assign(stack=op_stacks(trace, ev, n=None))
+    frames = [ev.assign(host_total_ns=ev["dur_ns"])]
+    if include_gpu and len(trace.gpu):
+        g = gpu_events(trace).assign(host_total_ns=0)
+        if by == "stack":
+            g["stack"] = [()] * len(g)
+        frames.append(g)
+    allev = pd.concat(frames, ignore_index=True)
+    keys = ["name", "device_type"]
+    if by == "input_shape":
+        keys.append("input_shapes")
+    elif by == "stack":
+        allev["stack"] = [tuple(s[:stack_n]) for s in allev["stack"]]
+        keys.append("stack")
+    allev = allev.assign(name=allev["key"])
+    out = allev.groupby(keys, sort=False, dropna=False).agg(
+        count=("dur_ns", "size"), host_total_ns=("host_total_ns", "sum"), host_self_ns=("host_self_ns", "sum"),
+        device_total_ns=("device_total_ns", "sum"), device_self_ns=("device_self_ns", "sum")).reset_index()
+    for c in ("host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"):
+        out[c] = out[c].astype(np.int64)
+    out["host_per_call_ns"] = out["host_total_ns"] / out["count"]
+    out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
+    return out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
+
+
+def key_averages_table(rows: list) -> pd.DataFrame:
+    """The profiler's own rows (``Capture.key_averages()["by_name"]`` etc.) as a DataFrame
+    in this module's column names, times converted from µs to ns (rounded).
+
+    The JSON rows do not say whether a row is a host or device event; a row is taken
+    to be a device (``CUDA``) row when it has no host time and its device time is all
+    self time — true of kernels and GPU-side annotations, and of no operator that ran.
+
+    Returns
+    -------
+    DataFrame
+        ``name, device_type, input_shapes, stack`` (tuple), ``count``, ``host_total_ns``,
+        ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (int ns).
+    """
+    df = pd.DataFrame(rows)
+    out = pd.DataFrame({"name": df["key"], "input_shapes": df.get("input_shapes", "[]"),
+                        "stack": [tuple(s) for s in df.get("stack", [[]] * len(df))], "count": df["count"]})
+    conv = {"host_total_ns": "cpu_time_total_us", "host_self_ns": "self_cpu_time_total_us",
+            "device_total_ns": "device_time_total_us", "device_self_ns": "self_device_time_total_us"}
+    for new, old in conv.items():
+        out[new] = np.rint(df[old].astype(float) * 1e3).astype(np.int64)
+    cuda = (out["host_total_ns"] == 0) & (out["host_self_ns"] == 0) & (out["device_total_ns"] == out["device_self_ns"]) \
+        & (out["device_total_ns"] > 0)
+    out.insert(1, "device_type", np.where(cuda, "CUDA", "CPU"))
+    return out
+
+
+def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = "name") -> pd.DataFrame:
+    """The rebuilt table beside the profiler's own rows, key by key.
+
+    Parameters
+    ----------
+    rebuilt : DataFrame
+        From :func:`group_ops` with the same ``by``.
+    profiler_rows : list of dict
+        ``Capture.key_averages()[...]`` (``by_name``, ``by_input_shape`` or ``by_stack_5``).
+    by : {"name", "input_shape", "stack"}
+
+    Returns
+    -------
+    DataFrame
+        One row per key found on either side: the key columns, then for ``count``,
+        ``host_total_ns``, ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` the
+        rebuilt value (``…_kitlib``), the profiler's (``…_profiler``) and ``…_diff``
+        (kitlib − profiler); ``only_in`` says ``kitlib``/``profiler`` for keys on one
+        side only and ``both`` otherwise.
+    """
+    ka = key_averages_table(profiler_rows)
+    keys = ["name", "device_type"] + (["input_shapes"] if by == "input_shape" else [])
+    if by == "stack":
+        keys.append("stack")
+    r = rebuilt.copy()
+    if by == "stack":
+        r["stack"] = [tuple(s) for s in r["stack"]]
+    cols = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
+    m = r[keys + cols].merge(ka[keys + cols], on=keys, how="outer", suffixes=("_kitlib", "_profiler"),
+                             indicator="only_in")
+    m["only_in"] = m["only_in"].map({"left_only": "kitlib", "right_only": "profiler", "both": "both"}).astype(str)
+    for c in cols:
+        m[f"{c}_diff"] = m[f"{c}_kitlib"].fillna(0) - m[f"{c}_profiler"].fillna(0)
+    return m
+
+
+def _tensors_label(shapes: str) -> str:
+    """Display key for an ``input_shapes`` string: its first two non-empty shapes joined
+    by " × "; ``"[] (0-d scalar)"`` when every shape is empty (a 0-d tensor such as
+    batch norm's ``num_batches_tracked``, plus scalar arguments)."""
+    import ast
+    if not shapes.startswith("["):
+        return shapes
+    dims = ast.literal_eval(shapes)
+    shown = [d for d in dims if d][:2]
+    if not shown:
+        return "[] (0-d scalar)" if dims else "[]"
+    return " × ".join(str(d) for d in shown)
+
+
+def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
+                chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """One operator name split by input shapes: the lesson-04 table.
+
+    Parameters
+    ----------
+    name : str
+        An operator name, e.g. ``"aten::cudnn_convolution"``.
+
+    Returns
+    -------
+    DataFrame
+        One row per distinct ``input_shapes`` string of that operator, sorted by
+        ``device_total_ns`` (descending): ``input_shapes``, ``first_input`` (the first
+        tensor's shape, as a string), ``tensors`` (the first two non-empty shapes, e.g.
+        ``"[128, 64, 56, 56] × [64, 64, 1, 1]"``; ``"[] (0-d scalar)"`` when all are empty), ``count``, ``device_total_ns``,
+        ``device_per_call_ns`` (float), ``device_share`` (fraction of the name's device
+        time), ``host_total_ns``. Empty when the name never ran.
+    """
+    ev = op_events(trace, chain_df) if events is None else events
+    t = group_ops(trace, by="input_shape", events=ev, include_gpu=False)
+    t = t[(t["name"] == name) & (t["device_type"] == "CPU")].copy()
+    t["first_input"] = [s.split("]")[0] + "]" if s.startswith("[[") else s for s in t["input_shapes"]]
+    t["first_input"] = t["first_input"].str.replace("[[", "[", regex=False)
+    t["tensors"] = [_tensors_label(s) for s in t["input_shapes"]]
+    tot = t["device_total_ns"].sum()
+    t["device_share"] = t["device_total_ns"] / tot if tot else 0.0
+    cols = ["input_shapes", "first_input", "tensors", "count", "device_total_ns", "device_per_call_ns", "device_share",
+            "host_total_ns"]
+    return t.sort_values("device_total_ns", ascending=False, kind="stable")[cols].reset_index(drop=True)
+
+
+#: The trace fields each attribution option adds (Kineto's Chrome trace writer).
+SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+
+
+def attribution_bytes(doc) -> pd.DataFrame:
+    """What shapes, stacks and memory events weigh in one trace: the same events
+    written again with each option's share taken out.
+
+    This is a matched comparison (same steps, same events) but an estimate of the
+    file a run without the option would write: it removes the option's records and
+    fields, not the run's other differences.
+
+    Parameters
+    ----------
+    doc : dict or list
+        The parsed trace JSON (e.g. ``kitlib.bundle.read_json_file(capture.file("trace.json.gz"))``).
+
+    Returns
+    -------
+    DataFrame
+        Index: ``as recorded``, ``without Python frames (with_stack)``, ``without input
+        shapes (record_shapes)``, ``without allocator events (profile_memory)``, ``without
+        all three``; columns ``events``, ``json_bytes`` (compact JSON), ``gzip_bytes``
+        (zlib level 6, as a .json.gz would be) and ``share_of_gzip`` (fraction of the
+        recorded size).
+
+    Raises
+    ------
+    TraceFormatError
+        ``doc`` has no event list.
+    """
+    import zlib
+    try:
+        import orjson
+        dumps = orjson.dumps
+    except ImportError:  # pragma: no cover
+        import json
+        dumps = lambda o: json.dumps(o, separators=(",", ":")).encode()  # noqa: E731
+    from ..errors import TraceFormatError
+    events = doc.get("traceEvents") if isinstance(doc, dict) else doc
+    if not isinstance(events, list):
+        raise TraceFormatError("<trace JSON>", "no 'traceEvents' list to measure")
+
+    def no_py(evs):
+        return [e for e in evs if e.get("cat") != "python_function"]
+
+    def no_shapes(evs):
+        out = []
+        for e in evs:
+            a = e.get("args")
+            if a and any(k in a for k in SHAPE_ARGS):
+                e = dict(e, args={k: v for k, v in a.items() if k not in SHAPE_ARGS})
+            out.append(e)
+        return out
+
+    def no_mem(evs):
+        return [e for e in evs if not (e.get("ph") == "i" and e.get("name") == "[memory]")]
+
+    variants = {"as recorded": events, "without Python frames (with_stack)": no_py(events),
+                "without input shapes (record_shapes)": no_shapes(events),
+                "without allocator events (profile_memory)": no_mem(events),
+                "without all three": no_mem(no_shapes(no_py(events)))}
+    rows = {}
+    for k, evs in variants.items():
+        b = dumps(dict(doc, traceEvents=evs) if isinstance(doc, dict) else evs)
+        rows[k] = {"events": len(evs), "json_bytes": len(b), "gzip_bytes": len(zlib.compress(b, 6))}
+    out = pd.DataFrame(rows).T
+    out["share_of_gzip"] = out["gzip_bytes"] / out.loc["as recorded", "gzip_bytes"]
+    return out
+
+
+def capture_cost(captures: dict) -> pd.DataFrame:
+    """Step time and trace size of several captures side by side (reads their files).
+
+    Parameters
+    ----------
+    captures : dict
+        ``{label: Capture}``, e.g. live captures made with the recipes ``light``,
+        ``shapes``, ``stack``, ``full`` of :mod:`kitlib.capture`.
+
+    Returns
+    -------
+    DataFrame
+        One row per label: ``recipe`` options switched on, ``steps`` (active steps in the
+        trace), ``median_step_ms`` (median wall time of the profiled active steps; NaN
+        when the bundle has no step times), ``trace_gzip_bytes``, ``bytes_per_step``,
+        ``events_per_step``.
+    """
+    rows = {}
+    for label, cap in captures.items():
+        rec = cap.recipe
+        opts = [o for o in ("record_shapes", "with_stack", "profile_memory", "with_flops") if rec.get(o)]
+        tr = cap.trace
+        n_steps = len(tr.steps)
+        n = max(n_steps, 1)
+        med = np.nan
+        if cap.has("step_times.json"):
+            st = cap.step_times()
+            series = st.get("step_ms_profiled") or st.get("step_ms_profiled_all_attribution") or []
+            active = active_steps(series, rec.get("schedule"))
+            med = float(np.median(active)) if len(active) else np.nan
+        size = cap.manifest["files"][cap._first_of("trace.json.gz", "trace.json")]["bytes"]
+        rows[label] = {"options": ", ".join(opts) or "none", "steps": n_steps, "median_step_ms": med,
+                       "trace_gzip_bytes": size, "bytes_per_step": size / n,
+                       "events_per_step": tr.meta.get("n_events", 0) / n}
+    return pd.DataFrame(rows).T
+
+
+def memory_layout(shape, strides) -> str:
+    """Name the layout a 4-d tensor's strides show.
+
+    ``contiguous`` (NCHW: strides fall from N to W, W's stride 1), ``channels_last``
+    (NHWC in memory: C's stride is 1, e.g. shape [128, 3, 224, 224] with strides
+    [150528, 1, 672, 3]), ``other`` for anything else, ``n/a`` when not 4-d. Two
+    tensors with the same shape can have different layouts: shapes alone do not say.
+
+    Source: PyTorch tutorial "Channels Last Memory Format in PyTorch".
+    """
+    if not shape or not strides or len(shape) != 4 or len(strides) != 4:
+        return "n/a"
+    n, c, h, w = shape
+    if list(strides) == [c * h * w, h * w, w, 1]:
+        return "contiguous"
+    if list(strides) == [h * w * c, 1, w * c, c]:
+        return "channels_last"
+    return "other"
+
+
+def conv_inputs(trace: Trace, op_row: int) -> pd.DataFrame:
+    """The tensors a convolution operator received, read as a learner would.
+
+    Parameters
+    ----------
+    op_row : int
+        Row label in ``trace.ops`` of an ``aten::cudnn_convolution`` (or any operator
+        whose first two inputs are an NCHW activation and an OIHW weight).
+
+    Returns
+    -------
+    DataFrame
+        Rows ``input`` and ``weight``: ``shape``, ``strides`` (from ``Input Strides``;
+        None when not recorded), ``layout`` (:func:`memory_layout`), ``dtype`` and
+        ``reading`` (e.g. "128 images × 3 channels × 224×224 pixels").
+
+    Raises
+    ------
+    KeyError
+        The operator has no recorded shapes (``record_shapes`` was off).
+    """
+    op = trace.ops.loc[op_row]
+    dims = op["input_dims"]
+    if not isinstance(dims, list) or len(dims) < 2:
+        raise KeyError(f"operator {op['name']!r} (row {op_row}) has no recorded input shapes; "
+                       "record the trace with record_shapes=True")
+    strides = op["input_strides"] if isinstance(op["input_strides"], list) else [None, None]
+    types = op["input_types"] if isinstance(op["input_types"], list) else [None, None]
+    x, w = dims[0], dims[1]
+    read_x = (f"{x[0]} images × {x[1]} channels × {x[2]}×{x[3]} pixels" if len(x) == 4 else str(x))
+    read_w = (f"{w[0]} filters, each {w[1]} channels × {w[2]}×{w[3]}" if len(w) == 4 else str(w))
+    return pd.DataFrame({
+        "shape": [x, w], "strides": [strides[0], strides[1]],
+        "layout": [memory_layout(x, strides[0]), memory_layout(w, strides[1])],
+        "dtype": [types[0], types[1]], "reading": [read_x, read_w]}, index=["input", "weight"])

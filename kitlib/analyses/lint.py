@@ -1,0 +1,322 @@
+"""The known ways a torch.profiler recording misleads, found before anyone reads it.
+
+:func:`lint` looks at a :class:`~kitlib.trace.Trace` (and, when given, the recipe
+that made it) and returns one :class:`Finding` per problem: what it is, what it
+means for the figures a reader would take from the trace, and what to do. Each
+finding carries its evidence as numbers, so a summary can print them and a test
+can check them.
+
+The checks, by ``code``:
+
+``no_gpu_events`` / ``cpu_only``
+    No kernel, copy or set although CUDA was requested (the recipe lists the
+    CUDA activity, the trace lists GPUs, or it holds CUDA launches) / a trace
+    with no sign of a GPU at all.
+``launches_without_gpu``
+    Kernel launches (``cudaLaunchKernel*``, ``cuLaunchKernel*``,
+    ``cudaLaunchCooperativeKernel*``) whose correlation id has no GPU event:
+    the kernels ran after the window closed, or CUPTI dropped them.
+``gpu_without_launches``
+    GPU events whose launch is not in the trace (launched before recording
+    began, e.g. 78 events of the reference ``fixed_batch``).
+``gpu_annotations``
+    ``gpu_user_annotation`` spans: ``record_function`` labels drawn on a GPU
+    stream. Summed with kernels they count the same device time twice.
+``step_without_kernels``
+    A step with operators but no kernel launched inside it.
+``over_100_percent``
+    Summed GPU durations above 100 % of a step's wall time (overlap on several
+    streams, or annotations counted as work): not a utilization.
+``missing_stacks``
+    ``with_stack`` was on but the trace holds no Python frames or call stacks.
+``backward_flops_absent``
+    ``with_flops`` counts only a few forward operators; the backward
+    operators of a training step count 0.
+``pageable_copies``
+    Copies from or to pageable host memory (``Memcpy HtoD (Pageable -> Device)``):
+    synchronous with respect to the host and slower than from pinned memory.
+``too_large_for_viewer``
+    A file or event count beyond what a browser trace viewer loads comfortably.
+
+Sources: PyTorch docs ("torch.profiler", "Profiling your PyTorch module"),
+PyTorch's ``torch/csrc/profiler/util.cpp`` (which operators get FLOPs), CUDA
+C++ Programming Guide ("Asynchronous concurrent execution": pageable vs
+page-locked host memory), CUPTI documentation (correlation ids), and the
+recordings in ``data/reference`` and ``tests/data/public-traces``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..readers.trace import Trace
+
+__all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
+           "VIEWER_MAX_EVENTS"]
+
+#: CUDA API calls that launch a kernel (runtime and driver).
+KERNEL_LAUNCH_PATTERN = r"^(cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchCooperativeKernel)"
+
+#: A trace file above this many bytes is hard for a browser viewer (Perfetto's
+#: in-browser engine and chrome://tracing both struggle around a few hundred MB).
+VIEWER_MAX_BYTES = 300_000_000
+
+#: ... or above this many events.
+VIEWER_MAX_EVENTS = 2_000_000
+
+_BACKWARD = r"(?i)backward"
+
+
+@dataclass
+class Finding:
+    """One way a recording can mislead.
+
+    Attributes
+    ----------
+    code : str
+        Stable short name (see the module docstring).
+    severity : str
+        ``"error"`` (the trace cannot answer the question it was made for),
+        ``"warning"`` (figures taken naively will be wrong) or ``"info"``
+        (a limit to keep in mind).
+    meaning : str
+        What it means for the figures read from the trace.
+    action : str
+        What to do about it.
+    evidence : dict
+        The numbers behind the finding (counts, ns, bytes).
+    """
+
+    code: str
+    severity: str
+    meaning: str
+    action: str
+    evidence: dict = field(default_factory=dict)
+
+    def __str__(self):
+        ev = ", ".join(f"{k}={v:,}" if isinstance(v, (int, np.integer)) else f"{k}={v}"
+                       for k, v in self.evidence.items())
+        return f"[{self.severity}] {self.code}: {self.meaning} → {self.action} ({ev})"
+
+
+def _options(trace: Trace, recipe) -> dict:
+    opts = {k: bool(v) for k, v in (trace.meta.get("profiler_options") or {}).items()}
+    for k in ("record_shapes", "profile_memory", "with_stack", "with_flops"):
+        if recipe and k in recipe and recipe[k] is not None:
+            opts[k] = bool(recipe[k]) or opts.get(k, False)
+    return opts
+
+
+def _cuda_requested(trace: Trace, recipe) -> tuple[bool, str]:
+    acts = [str(a).upper() for a in (recipe or {}).get("activities", []) or []]
+    if any("CUDA" in a for a in acts):
+        return True, "the recipe lists the CUDA activity"
+    if trace.meta.get("devices"):
+        return True, f"the trace lists {len(trace.meta['devices'])} GPU(s) in deviceProperties"
+    if len(trace.launches):
+        return True, f"the trace holds {len(trace.launches)} CUDA API calls"
+    return False, "no CUDA activity requested, no GPU listed, no CUDA API call"
+
+
+def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
+         max_bytes: int = VIEWER_MAX_BYTES, max_events: int = VIEWER_MAX_EVENTS) -> list:
+    """Check a torch.profiler trace for the known ways it can mislead.
+
+    Parameters
+    ----------
+    trace : Trace or Capture
+        The recording (a :class:`~kitlib.bundle.Capture` also gives its recipe).
+    recipe : dict, optional
+        The capture recipe (a manifest's ``recipe``): ``activities``,
+        ``with_stack``, ``with_flops``, ... Options missing here are read from
+        the trace's own ``profiler_options``.
+    file_bytes : int, optional
+        Size of the trace file; by default the size of ``trace.path`` on disk.
+    max_bytes, max_events : int
+        Thresholds of ``too_large_for_viewer``.
+
+    Returns
+    -------
+    list of Finding
+        In the order of the checks in the module docstring; empty when nothing
+        was found.
+
+    Raises
+    ------
+    KitError
+        ``trace`` is neither a Trace nor a Capture.
+    """
+    if hasattr(trace, "manifest") and hasattr(trace, "file"):
+        recipe = recipe if recipe is not None else trace.recipe
+        trace = trace.trace
+    if not isinstance(trace, Trace):
+        raise KitError(f"lint: expected a kitlib Trace or Capture, got {type(trace).__name__}")
+    out: list = []
+    gpu = trace.gpu
+    work = gpu[gpu["kind"] != "gpu_annotation"]
+    wanted, why = _cuda_requested(trace, recipe)
+    if work.empty:
+        if wanted:
+            out.append(Finding("no_gpu_events", "error",
+                               f"the trace has no kernel, copy or set although CUDA was requested ({why}): "
+                               "every device-time figure from it would be zero",
+                               "check that the profiler's activities include ProfilerActivity.CUDA, that the "
+                               "recorded steps ran on the GPU, and that CUPTI is usable (no other profiler "
+                               "attached); then record again",
+                               {"launches": int(len(trace.launches)), "gpus_listed": len(trace.meta.get("devices") or [])}))
+        else:
+            out.append(Finding("cpu_only", "info",
+                               "a CPU-only recording: no GPU is listed and nothing ran on one, so it can "
+                               "answer host-side questions only",
+                               "for device time, record on a CUDA GPU with ProfilerActivity.CUDA",
+                               {"cpu_events": int(len(trace.ops)), "gpu_events": 0}))
+    out += _link_findings(trace, work)
+    ann = gpu[gpu["kind"] == "gpu_annotation"]
+    if len(ann):
+        out.append(Finding("gpu_annotations", "warning",
+                           "the trace holds gpu_user_annotation spans: record_function labels drawn on a GPU "
+                           "stream. They are not work; summed with kernels they count the same device time twice",
+                           "sum kernels, copies and sets only (kitlib's trace.kernels leaves the annotations out)",
+                           {"annotations": int(len(ann)), "annotation_sum_ns": int(ann["dur_ns"].sum()),
+                            "kernel_sum_ns": int(work.loc[work["kind"] == "kernel", "dur_ns"].sum())}))
+    out += _step_findings(trace, gpu, work)
+    out += _option_findings(trace, _options(trace, recipe))
+    pageable = work[(work["kind"] == "memcpy") & work["name"].str.contains("Pageable", na=False)]
+    if len(pageable):
+        names = pageable["name"].value_counts()
+        out.append(Finding("pageable_copies", "warning",
+                           "copies use pageable host memory (" + "; ".join(f"{n} ×{c}" for n, c in names.items())
+                           + "): such a copy cannot overlap with host work and moves slower than from "
+                             "page-locked memory",
+                           "use DataLoader(pin_memory=True) and .to(device, non_blocking=True) for inputs; keep "
+                           "device-to-host reads (.item(), .cpu()) out of the step",
+                           {"copies": int(len(pageable)), "bytes": int(pd.to_numeric(pageable["bytes"]).fillna(0).sum()),
+                            "copy_sum_ns": int(pageable["dur_ns"].sum())}))
+    size = file_bytes
+    if size is None:
+        try:
+            size = trace.path.stat().st_size
+        except (OSError, AttributeError):
+            size = 0
+    n_events = int(trace.meta.get("n_events") or (len(trace.ops) + len(trace.launches) + len(gpu)
+                                                 + len(trace.memory) + len(trace.other)))
+    if size > max_bytes or n_events > max_events:
+        out.append(Finding("too_large_for_viewer", "warning",
+                           "the trace is too large for a browser viewer to open comfortably (Perfetto, "
+                           "chrome://tracing): it may load slowly or not at all",
+                           "record fewer active steps, drop with_stack/record_shapes/profile_memory for the "
+                           "timeline view, or analyse the file with kitlib/pandas instead",
+                           {"file_bytes": int(size), "events": n_events, "max_bytes": int(max_bytes),
+                            "max_events": int(max_events)}))
+    return out
+
+
+def _link_findings(trace: Trace, work: pd.DataFrame) -> list:
+    out = []
+    la = trace.launches
+    kl = la[la["name"].str.match(KERNEL_LAUNCH_PATTERN, na=False)]
+    if len(kl) and len(work):
+        # GPU rows carry the device as pid: join on the correlation id alone (one process per trace)
+        miss = kl[~kl["correlation"].isin(set(work["correlation"].dropna()))]
+        if len(miss):
+            end = int(work["end_ns"].max())
+            late = int((miss["start_ns"] >= work["start_ns"].max() - 1).sum())
+            out.append(Finding("launches_without_gpu", "warning",
+                               "some kernel launches have no GPU event: their kernels ran after the recording "
+                               "window closed or were not delivered by CUPTI, so device time is under-counted "
+                               "for the operators that made them",
+                               "synchronise (torch.cuda.synchronize) before the profiler's window ends, and keep "
+                               "the last step out of comparisons",
+                               {"kernel_launches": int(len(kl)), "without_gpu_event": int(len(miss)),
+                                "after_last_gpu_start": late, "last_gpu_end_ns": end}))
+    if len(work):
+        from .chain import chain
+        c = chain(trace)
+        orphan = c[c["link"].isin(["launched_before_recording", "no_launch"])]
+        if len(orphan):
+            out.append(Finding("gpu_without_launches", "warning",
+                               "some GPU events have no launch in the trace: they were launched before the "
+                               "recording began (or the launch was lost), so no operator can be named for "
+                               "them and they belong to an earlier step",
+                               "leave them out of per-operator and per-step figures (kitlib marks them in "
+                               "chain()['link']); synchronise before the profiler's window opens",
+                               {"gpu_events": int(len(orphan)),
+                                "launched_before_recording": int((orphan["link"] == "launched_before_recording").sum()),
+                                "no_launch": int((orphan["link"] == "no_launch").sum()),
+                                "gpu_sum_ns": int(orphan["gpu_dur_ns"].sum())}))
+    return out
+
+
+def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
+    out = []
+    steps = trace.steps
+    if steps.empty or work.empty:
+        return out
+    ops = trace.ops[trace.ops["kind"] == "op"]
+    la = trace.launches
+    kl = la[la["name"].str.match(KERNEL_LAUNCH_PATTERN, na=False)]
+    empty, over = [], []
+    for s in steps.itertuples():
+        n_ops = int(((ops["start_ns"] >= s.start_ns) & (ops["start_ns"] < s.end_ns)).sum())
+        n_k = int(((kl["start_ns"] >= s.start_ns) & (kl["start_ns"] < s.end_ns)).sum())
+        if n_ops and not n_k:
+            empty.append((int(s.step), n_ops))
+        g = gpu[(gpu["end_ns"] > s.start_ns) & (gpu["start_ns"] < s.end_ns)]
+        cut = (np.minimum(g["end_ns"], s.end_ns) - np.maximum(g["start_ns"], s.start_ns)).clip(lower=0)
+        total = int(cut.sum())
+        if s.dur_ns > 0 and total > s.dur_ns:
+            ann = int(cut[(g["kind"] == "gpu_annotation").to_numpy()].sum())
+            over.append((int(s.step), total, int(s.dur_ns), ann))
+    if empty:
+        out.append(Finding("step_without_kernels", "warning",
+                           f"{len(empty)} step(s) ran operators but launched no kernel: their work ran on the "
+                           "CPU, or the GPU activity was not recorded",
+                           "check the device of the model and the inputs, and that CUDA activity was recorded",
+                           {"steps": [s for s, _ in empty], "operators": sum(n for _, n in empty)}))
+    if over:
+        worst = max(over, key=lambda o: o[1] / o[2])
+        out.append(Finding("over_100_percent", "warning",
+                           f"in {len(over)} step(s) the summed durations of the GPU rows exceed the step's wall "
+                           "time (worst: step {0}, {1:.0%}): summed time is not busy time — overlapping streams "
+                           "or gpu_user_annotation spans are counted twice".format(worst[0], worst[1] / worst[2]),
+                           "measure device busy time as the union of kernel/copy/set intervals "
+                           "(kitlib.intervals.busy_ns), never as a sum, and leave annotations out",
+                           {"steps": [o[0] for o in over], "worst_step": worst[0], "worst_sum_ns": worst[1],
+                            "worst_wall_ns": worst[2], "worst_annotation_ns": worst[3]}))
+    return out
+
+
+def _option_findings(trace: Trace, opts: dict) -> list:
+    out = []
+    ops = trace.ops
+    if opts.get("with_stack"):
+        n_py = int((ops["kind"] == "python").sum())
+        n_cs = int(ops["call_stack"].notna().sum()) if "call_stack" in ops else 0
+        if n_py == 0 and n_cs == 0:
+            out.append(Finding("missing_stacks", "warning",
+                               "with_stack was on but the trace holds no Python frames or call stacks: no "
+                               "operator can be traced back to a line of code",
+                               "record again with with_stack=True on a torch whose Python tracer works "
+                               "(and with experimental_config=_ExperimentalConfig(verbose=True) for stacks in "
+                               "key_averages)", {"python_events": n_py, "call_stacks": n_cs}))
+    if opts.get("with_flops"):
+        from .flops import flops_by_event
+        fl = flops_by_event(trace)
+        bwd = ops[(ops["kind"] == "op") & ops["name"].str.contains(_BACKWARD, na=False)]
+        conv_b = int(bwd["name"].str.contains("convolution_backward", na=False).sum())
+        if len(bwd):
+            out.append(Finding("backward_flops_absent", "info",
+                               "with_flops counts only a few forward operators (conv2d, mm, addmm, bmm, "
+                               "baddbmm, mul, add); the backward operators of the step count 0, so the "
+                               "profiler's FLOP total is not the training step's arithmetic (roughly a third "
+                               "of it for convolutions)",
+                               "count a whole step with torch.utils.flop_counter.FlopCounterMode "
+                               "(kitlib.flops.flop_counter_step) before dividing by device time",
+                               {"counted_calls": int(len(fl)), "counted_flops": int(fl["flops"].sum()),
+                                "backward_calls_uncounted": int(len(bwd)),
+                                "convolution_backward_calls": conv_b}))
+    return out
+

@@ -1,0 +1,458 @@
+"""Allocator events of a torch.profiler trace: per-operator accounting and memory over time.
+
+With ``profile_memory=True`` the profiler records one instant (``[memory]``) each
+time the caching allocator hands out or takes back a block: ``bytes`` (negative =
+a free), the block's ``addr``, and the allocator's running totals *after* the
+event, ``total_allocated`` (memory in use by tensors) and ``total_reserved``
+(memory the allocator holds from CUDA, used or cached).
+
+How the profiler turns those instants into the "CUDA Mem" and "Self CUDA Mem"
+columns of ``key_averages()`` (PyTorch ``torch/autograd/profiler.py``,
+``_parse_kineto_results``, and ``torch/autograd/profiler_util.py``,
+``EventList``/``FunctionEvent``; checked to the byte on the reference recordings):
+
+1. **Total** (``device_memory_usage``): every CPU-side event (operator,
+   ``record_function`` label, CUDA runtime call) gets the sum of ``bytes`` of all
+   CUDA memory instants whose time lies in its interval, *both ends included*
+   (``MemRecordsAcc.in_interval``), **whatever thread made them**.
+2. **Children**: events nest by time on their own thread (``_populate_cpu_children``:
+   an event is a child of the innermost open event that it does not outlast).
+   Then an event whose only child has the same name swallows that child
+   (``_remove_dup_nodes``: ``aten::div`` calling ``aten::div`` counts once).
+3. **Self** (``self_device_memory_usage``) = total − the children's totals.
+4. A row of ``key_averages()`` sums both over every call with that name
+   (``ProfilerStep#N`` become ``ProfilerStep*``).
+
+So Self CUDA Mem is *allocations minus frees*, *summed over calls*: not a peak,
+not what was live, and negative when an operator frees more than it allocates
+(the ``autograd::engine::evaluate_function: …`` rows release the tensors saved for
+backward). A label on one thread whose interval covers work on another thread (the
+``backward`` label on the main thread, the autograd engine's operators on its own
+thread) keeps all of that thread's bytes as its "self", because those operators
+are not its children. A GPU-side copy of a label (``gpu_user_annotation``, same
+name) is a separate row of ``key_averages()`` with no memory at all.
+
+The profiler's printed table divides by 1024³ and calls it "GB" (``_format_memory``):
+its GB are GiB. :func:`format_memory` reproduces it.
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..units import bytes_to_gib
+from ..readers.trace import Trace
+
+__all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "compare_with_key_averages",
+           "format_memory", "parse_memory_table", "memory_timeline", "memory_peak", "memory_per_step",
+           "DEVICE_TYPES", "MemoryDataError"]
+
+#: ``Device Type`` codes of the memory instants (c10::DeviceType).
+DEVICE_TYPES = {"cpu": 0, "cuda": 1}
+
+
+
+class MemoryDataError(KitError, ValueError):
+    """The trace lacks what a memory analysis needs (no allocator events)."""
+
+
+def _device_code(device) -> int:
+    if isinstance(device, (int, np.integer)):
+        return int(device)
+    try:
+        return DEVICE_TYPES[str(device).lower()]
+    except KeyError:
+        raise KitError(f"device must be 'cuda', 'cpu' or a c10 DeviceType code, not {device!r}") from None
+
+
+def _memory_of(trace: Trace, device) -> pd.DataFrame:
+    if trace.memory.empty:
+        raise MemoryDataError(f"{trace.path}: the trace has no memory events; record it with "
+                              "torch.profiler.profile(profile_memory=True)")
+    code = _device_code(device)
+    m = trace.memory[trace.memory["device_type"] == code]
+    return m.sort_values("start_ns", kind="stable")
+
+
+def profiler_events(trace: Trace) -> pd.DataFrame:
+    """The CPU-side events the profiler's tables are built from, nested as it nests them.
+
+    Parameters
+    ----------
+    trace : Trace
+
+    Returns
+    -------
+    DataFrame, one row per operator, ``record_function`` label, step and CUDA
+    runtime/driver call (Python frames of ``with_stack`` are not events of
+    ``key_averages()``)
+        ``source`` (``ops``/``launches``), ``row`` (row label in that table),
+        ``name``, ``key`` (the table's row name: ``ProfilerStep#N`` → ``ProfilerStep*``),
+        ``kind``, ``pid, tid, start_ns, end_ns`` (ns), ``parent`` (position in this
+        frame of the profiler's parent, -1 at the top) and ``merged`` (True for an
+        event folded into a same-named parent, ``_remove_dup_nodes``; it is not a
+        row of the profiler's tables and its children belong to that parent).
+        Rows are in start order; the index is 0..n-1.
+
+    Notes
+    -----
+    Source: ``torch/autograd/profiler_util.py`` (``EventList._populate_cpu_children``,
+    ``_remove_dup_nodes``).
+    """
+    ops = trace.ops[trace.ops["kind"] != "python"]
+    la = trace.launches
+    ev = pd.concat([
+        pd.DataFrame({"source": "ops", "row": ops.index, "name": ops["name"].to_numpy(),
+                      "kind": ops["kind"].to_numpy(), "pid": ops["pid"].to_numpy(),
+                      "tid": ops["tid"].to_numpy(), "start_ns": ops["start_ns"].to_numpy(),
+                      "end_ns": ops["end_ns"].to_numpy()}),
+        pd.DataFrame({"source": "launches", "row": la.index, "name": la["name"].to_numpy(),
+                      "kind": "launch", "pid": la["pid"].to_numpy(), "tid": la["tid"].to_numpy(),
+                      "start_ns": la["start_ns"].to_numpy(), "end_ns": la["end_ns"].to_numpy()}),
+    ], ignore_index=True)
+    ev["key"] = ev["name"].where(~ev["name"].str.startswith("ProfilerStep#"), "ProfilerStep*")
+    # the profiler's order: by thread, then start, longest first (a stable sort)
+    ev["_thr"] = [f"{p}/{t}" for p, t in zip(ev["pid"], ev["tid"])]
+    ev = ev.sort_values(["_thr", "start_ns", "end_ns"], ascending=[True, True, False],
+                        kind="stable").reset_index(drop=True)
+    n = len(ev)
+    parent = np.full(n, -1, dtype=np.int64)
+    s, e, thr = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["_thr"].to_numpy()
+    stack: list[int] = []
+    for i in range(n):
+        if i and thr[i] != thr[i - 1]:
+            stack = []
+        while stack:
+            p = stack[-1]
+            if s[i] >= e[p] or e[i] > e[p]:
+                stack.pop()
+            else:
+                parent[i] = p
+                break
+        stack.append(i)
+    # _remove_dup_nodes: an only child with its parent's name is folded into the parent
+    names = ev["name"].to_numpy()
+    merged = np.zeros(n, dtype=bool)
+    n_children = np.bincount(parent[parent >= 0], minlength=n)
+    changed = True
+    while changed:
+        changed = False
+        for i in np.flatnonzero((parent >= 0) & ~merged):
+            p = parent[i]
+            if names[p] == names[i] and n_children[p] == 1:
+                kids = np.flatnonzero((parent == i) & ~merged)
+                parent[kids] = p
+                n_children[p] = len(kids)
+                merged[i] = True
+                changed = True
+    ev["parent"] = parent
+    ev["merged"] = merged
+    ev = ev.drop(columns="_thr").sort_values("start_ns", kind="stable")
+    # renumber so that parent positions refer to the new order
+    new_pos = np.empty(n, dtype=np.int64)
+    new_pos[ev.index.to_numpy()] = np.arange(n)
+    ev["parent"] = np.where(ev["parent"] >= 0, new_pos[ev["parent"].clip(lower=0)], -1)
+    return ev.reset_index(drop=True)
+
+
+def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Allocations and frees of every CPU-side event, total and self, as the profiler counts them.
+
+    Parameters
+    ----------
+    trace : Trace
+        Recorded with ``profile_memory=True``.
+    device : {"cuda", "cpu"} or int
+        Which memory instants (``Device Type``) to count.
+    events : DataFrame, optional
+        A :func:`profiler_events` result to reuse.
+
+    Returns
+    -------
+    DataFrame
+        :func:`profiler_events` plus, in bytes: ``n_memory_events``, ``alloc_bytes``,
+        ``free_bytes`` (positive), ``total_bytes`` (= alloc − free: the profiler's
+        "CUDA Mem" of that call), ``self_alloc_bytes``, ``self_free_bytes`` and
+        ``self_bytes`` (total minus the children's totals: "Self CUDA Mem"). Events
+        folded into a parent (``merged``) keep their totals but are not rows of
+        the profiler's tables (see :func:`memory_by_operator`).
+
+    Raises
+    ------
+    MemoryDataError
+        The trace has no memory events.
+    """
+    ev = profiler_events(trace) if events is None else events.copy()
+    m = _memory_of(trace, device)
+    t = m["start_ns"].to_numpy(dtype=np.int64)
+    b = m["bytes"].to_numpy(dtype=np.int64)
+    lo = np.searchsorted(t, ev["start_ns"].to_numpy(), "left")
+    hi = np.searchsorted(t, ev["end_ns"].to_numpy(), "right")   # both ends included
+    csum = lambda v: np.concatenate([[0], np.cumsum(v)])  # noqa: E731
+    alloc, free = csum(np.where(b > 0, b, 0)), csum(np.where(b < 0, -b, 0))
+    ev["n_memory_events"] = hi - lo
+    ev["alloc_bytes"] = alloc[hi] - alloc[lo]
+    ev["free_bytes"] = free[hi] - free[lo]
+    ev["total_bytes"] = ev["alloc_bytes"] - ev["free_bytes"]
+    live = ~ev["merged"].to_numpy()
+    par = ev["parent"].to_numpy()
+    for col in ("alloc_bytes", "free_bytes"):
+        v = ev[col].to_numpy()
+        child = np.zeros(len(ev), dtype=np.int64)
+        has = live & (par >= 0)
+        np.add.at(child, par[has], v[has])
+        ev["self_" + col] = v - child
+    ev["self_bytes"] = ev["self_alloc_bytes"] - ev["self_free_bytes"]
+    return ev
+
+
+def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The "CUDA Mem" and "Self CUDA Mem" columns of ``key_averages()``, rebuilt.
+
+    Parameters
+    ----------
+    trace : Trace
+    device : {"cuda", "cpu"} or int
+    by_event : DataFrame, optional
+        A :func:`memory_by_event` result to reuse.
+
+    Returns
+    -------
+    DataFrame indexed by ``key`` (operator or label name)
+        ``calls``; in bytes, summed over calls: ``alloc_bytes``, ``free_bytes``,
+        ``total_bytes`` ("CUDA Mem"), ``self_alloc_bytes``, ``self_free_bytes``,
+        ``self_bytes`` ("Self CUDA Mem"); ``self_gib`` (the printed table's "GB").
+        Sorted by ``self_bytes``, largest first.
+    """
+    ev = memory_by_event(trace, device) if by_event is None else by_event
+    ev = ev[~ev["merged"]]
+    cols = ["alloc_bytes", "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes", "self_bytes"]
+    g = ev.groupby("key", sort=False)
+    out = g[cols].sum()
+    out.insert(0, "calls", g.size())
+    out["self_gib"] = bytes_to_gib(out["self_bytes"])
+    return out.sort_values("self_bytes", ascending=False, kind="stable")
+
+
+def compare_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd.DataFrame:
+    """Line the rebuilt columns up with the profiler's own ``key_averages()`` rows.
+
+    Parameters
+    ----------
+    by_operator : DataFrame
+        From :func:`memory_by_operator`.
+    rows : list of dict
+        The profiler's rows (a bundle's ``key_averages()["by_name"]``), with ``key``,
+        ``count``, ``device_memory_usage_bytes``, ``self_device_memory_usage_bytes``.
+        Rows without a CPU-side event of that name (kernels, GPU-side labels) are left
+        out; where a name has a CPU and a GPU row (``forward`` …), both are summed —
+        the GPU row always holds 0 bytes.
+
+    Returns
+    -------
+    DataFrame indexed by ``key``
+        ``calls``, ``profiler_calls``, ``total_bytes``, ``profiler_total_bytes``,
+        ``self_bytes``, ``profiler_self_bytes``, ``match`` (all three equal).
+
+    Raises
+    ------
+    KitError
+        ``rows`` lack the memory fields (recorded without ``profile_memory``).
+    """
+    ka = pd.DataFrame(rows)
+    need = {"key", "count", "device_memory_usage_bytes", "self_device_memory_usage_bytes"}
+    if not need <= set(ka.columns):
+        raise KitError(f"key_averages rows lack {sorted(need - set(ka.columns))}: "
+                       "were they recorded with profile_memory=True?")
+    cpu = ka[ka["key"].isin(by_operator.index)]
+    k = cpu.groupby("key").agg(profiler_calls=("count", "max"),
+                               profiler_total_bytes=("device_memory_usage_bytes", "sum"),
+                               profiler_self_bytes=("self_device_memory_usage_bytes", "sum"))
+    j = by_operator[["calls", "total_bytes", "self_bytes"]].join(k, how="inner")
+    j = j[["calls", "profiler_calls", "total_bytes", "profiler_total_bytes", "self_bytes", "profiler_self_bytes"]]
+    j["match"] = ((j["calls"] == j["profiler_calls"]) & (j["total_bytes"] == j["profiler_total_bytes"])
+                  & (j["self_bytes"] == j["profiler_self_bytes"]))
+    return j
+
+
+def format_memory(nbytes: int) -> str:
+    """A byte count as the profiler's printed table writes it.
+
+    ``26.54 GB`` there means 26.54 × 2³⁰ bytes: the profiler divides by 1024 and
+    still writes KB, MB, GB (``torch/autograd/profiler_util.py``, ``_format_memory``).
+    """
+    kb, mb, gb = 1024, 1024 ** 2, 1024 ** 3
+    if abs(nbytes) >= gb:
+        return f"{nbytes * 1.0 / gb:.2f} GB"
+    if abs(nbytes) >= mb:
+        return f"{nbytes * 1.0 / mb:.2f} MB"
+    if abs(nbytes) >= kb:
+        return f"{nbytes * 1.0 / kb:.2f} KB"
+    return f"{nbytes} B"
+
+
+_MEM_RE = re.compile(r"(-?\d+(?:\.\d+)?) (GB|MB|KB|B)")
+
+
+def parse_memory_table(text: str) -> pd.DataFrame:
+    """Read the memory columns of ``key_averages().table(...)`` printouts.
+
+    Parameters
+    ----------
+    text : str
+        One or more tables as the profiler prints them (e.g. a bundle's
+        ``key_averages_tables.txt``); only tables with ``CUDA Mem`` and
+        ``Self CUDA Mem`` columns are read. Names the profiler shortened with ``...``
+        are kept as printed.
+
+    Returns
+    -------
+    DataFrame
+        ``table`` (0, 1, … in the text), ``name``, ``cuda_mem``, ``self_cuda_mem``
+        (as printed, e.g. ``"26.56 GB"``), ``calls``.
+
+    Raises
+    ------
+    KitError
+        No table with those columns in ``text``.
+    """
+    out, table = [], -1
+    cols = None
+    for line in text.splitlines():
+        if "Self CUDA Mem" in line and "Name" in line:
+            table += 1
+            heads = re.split(r"\s{2,}", line.strip())
+            cols = {h: i for i, h in enumerate(heads)}
+            continue
+        if cols is None or not line.strip() or line.startswith("-") or line.startswith("Self "):
+            if line.startswith("Self CPU time total"):
+                cols = None
+            continue
+        parts = re.split(r"\s{2,}", line.strip())
+        if len(parts) < len(cols):
+            continue
+        name = parts[0]
+        vals = parts[-(len(cols) - 1):]
+        rec = dict(zip(list(cols)[1:], vals))
+        out.append({"table": table, "name": name, "cuda_mem": rec.get("CUDA Mem"),
+                    "self_cuda_mem": rec.get("Self CUDA Mem"), "calls": int(rec.get("# of Calls", 0))})
+    if not out:
+        raise KitError("no profiler table with 'CUDA Mem' and 'Self CUDA Mem' columns in this text "
+                       "(was it printed from a profile recorded with profile_memory=True?)")
+    return pd.DataFrame(out)
+
+
+def _containing(starts, ends, labels, t, default=None):
+    """For each time in ``t``: the label of the interval containing it (the latest starting)."""
+    order = np.argsort(starts, kind="stable")
+    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
+    lab = np.asarray(labels, dtype=object)[order]
+    i = np.searchsorted(s, t, "right") - 1
+    ok = (i >= 0) & (e[np.clip(i, 0, None)] >= t) if len(s) else np.zeros(len(t), dtype=bool)
+    out = np.full(len(t), default, dtype=object)
+    out[ok] = lab[i[ok]]
+    return out
+
+
+def memory_timeline(trace: Trace, device="cuda", phases=("data_load", "h2d", "forward", "backward",
+                                                         "optimizer")) -> pd.DataFrame:
+    """Live (allocated) and reserved memory after every allocator event.
+
+    Parameters
+    ----------
+    trace : Trace
+    device : {"cuda", "cpu"} or int
+    phases : sequence of str
+        ``record_function`` labels that name the phases of a step.
+
+    Returns
+    -------
+    DataFrame, one row per memory event in time order
+        ``start_ns``, ``tid``, ``bytes`` (+ allocation, − free), ``allocated_bytes``
+        (the allocator's ``Total Allocated`` after the event: memory held by tensors),
+        ``reserved_bytes`` (``Total Reserved``: what the caching allocator holds from
+        CUDA, used or cached), ``device_id``, ``step`` (the ``ProfilerStep#N`` whose
+        interval contains it, ``<NA>`` outside), ``phase`` (the label of ``phases``
+        open at that moment on any thread: the autograd thread's work falls inside
+        ``backward``), ``op`` (innermost operator or label on the event's own thread).
+
+    Raises
+    ------
+    MemoryDataError
+        The trace has no memory events.
+    """
+    from .chain import innermost_op_at
+    m = _memory_of(trace, device).reset_index(drop=True)
+    t = m["start_ns"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({"start_ns": t, "tid": m["tid"].to_numpy(),
+                        "bytes": m["bytes"].to_numpy(dtype=np.int64),
+                        "allocated_bytes": m["total_allocated"].to_numpy(dtype=np.int64),
+                        "reserved_bytes": m["total_reserved"].to_numpy(dtype=np.int64),
+                        "device_id": m["device_id"].to_numpy()})
+    st = trace.steps
+    step = _containing(st["start_ns"].to_numpy(), st["end_ns"].to_numpy(), st["step"].to_numpy(), t)
+    out["step"] = pd.array([s if s is not None else pd.NA for s in step], dtype="Int64")
+    ph = trace.ops[trace.ops["name"].isin(list(phases)) & (trace.ops["kind"] == "annotation")]
+    out["phase"] = _containing(ph["start_ns"].to_numpy(), ph["end_ns"].to_numpy(), ph["name"].to_numpy(), t)
+    op = np.full(len(m), None, dtype=object)
+    for (pid, tid), idx in m.groupby(["pid", "tid"]).groups.items():
+        rows = innermost_op_at(trace, pid, tid, m.loc[idx, "start_ns"].to_numpy())
+        op[np.asarray(idx)] = [trace.ops.at[r, "name"] if r >= 0 else None for r in rows]
+    out["op"] = op
+    return out
+
+
+def memory_peak(timeline: pd.DataFrame) -> pd.Series:
+    """The moment live (allocated) memory was highest in a :func:`memory_timeline`.
+
+    Returns
+    -------
+    Series
+        That row (the first, if several tie): ``start_ns, bytes, allocated_bytes,
+        reserved_bytes, step, phase, op`` …, plus ``position`` (its row number) and
+        ``reserved_max_bytes`` (the highest ``reserved_bytes`` of the whole timeline).
+
+    Raises
+    ------
+    MemoryDataError
+        An empty timeline.
+    """
+    if timeline.empty:
+        raise MemoryDataError("the memory timeline is empty: no allocator events for that device")
+    i = int(np.argmax(timeline["allocated_bytes"].to_numpy()))
+    row = timeline.iloc[i].copy()
+    row["position"] = i
+    row["reserved_max_bytes"] = int(timeline["reserved_bytes"].max())
+    return row
+
+
+def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
+    """Live memory at the start, peak and end of each step of a :func:`memory_timeline`.
+
+    Returns
+    -------
+    DataFrame, one row per step
+        ``step``, ``events``, ``start_allocated_bytes`` (before the step's first
+        allocator event), ``peak_allocated_bytes``, ``end_allocated_bytes`` (after its
+        last), ``growth_bytes`` (end − start), ``forward_growth_bytes`` (allocated
+        bytes added by the events inside the ``forward`` label: the activations kept
+        for backward), ``reserved_max_bytes``. Equal starts from step to step are what
+        a training loop without a leak looks like; growth *inside* a step is normal.
+    """
+    tl = timeline[timeline["step"].notna()]
+    rows = []
+    for step, g in tl.groupby("step", sort=True):
+        first = g.iloc[0]
+        rows.append({"step": int(step), "events": len(g),
+                     "start_allocated_bytes": int(first["allocated_bytes"] - first["bytes"]),
+                     "peak_allocated_bytes": int(g["allocated_bytes"].max()),
+                     "end_allocated_bytes": int(g["allocated_bytes"].iloc[-1]),
+                     "forward_growth_bytes": int(g.loc[g["phase"] == "forward", "bytes"].sum()),
+                     "reserved_max_bytes": int(g["reserved_bytes"].max())})
+    df = pd.DataFrame(rows)
+    if len(df):
+        df.insert(4, "growth_bytes", df["end_allocated_bytes"] - df["start_allocated_bytes"])
+    return df

@@ -1,0 +1,353 @@
+"""Training steps in a trace or an Nsight report, and what each step took.
+
+Steps come from the readers' one step finder (``Trace.steps``: the profiler's
+``ProfilerStep#N`` annotations written by ``prof.step()``, else the kit's
+``torch_step#N`` ranges as in ``cold_start_8step``; ``NsysReport.steps``: the
+``torch_step`` NVTX ranges of ``nsys_8step``), through :func:`steps_of`.
+:func:`active_steps` is the one rule for cutting a capture's per-step values to
+the profiler schedule's active steps.
+
+Per step, :func:`step_measures` (the one step table) keeps apart the measures lesson 02 teaches: the
+step's wall time on the host, the host time of each labelled phase, the device's
+busy time (a union of GPU intervals: overlap counted once, via
+:mod:`kitlib.analyses.intervals`), the summed durations of its kernels, and the idle time;
+:func:`step_gaps` lists the device's idle gaps and what the host's main thread was
+inside meanwhile. Pure functions: no I/O, printing or plotting.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from .intervals import idle_gaps, per_window
+from ..phases import LABELS, STEP_RANGE
+from ..readers.nsys import NsysReport
+from ..readers.trace import Trace
+
+#: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
+PHASES = LABELS
+
+
+def _is_nsys(source) -> bool:
+    return isinstance(source, NsysReport)
+
+
+def _check_source(source, what="source"):
+    if not isinstance(source, (Trace, NsysReport)):
+        raise KitError(f"{what}: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
+                       f"got {type(source).__name__}")
+
+
+def steps_of(source) -> pd.DataFrame:
+    """The steps of a Trace or an NsysReport: the one step table every analysis uses.
+
+    Returns
+    -------
+    DataFrame
+        ``source.steps`` (``Trace.steps``: ``ProfilerStep#N``, else ``torch_step#N``
+        annotations; ``NsysReport.steps``: ``torch_step`` NVTX ranges), columns
+        ``step, name, pid, tid, start_ns, end_ns, dur_ns``.
+
+    Raises
+    ------
+    KitError
+        ``source`` is neither, or it holds no step at all — named with its file.
+    """
+    _check_source(source)
+    st = source.steps
+    if st.empty:
+        raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
+                       f"annotations and '{STEP_RANGE}' NVTX ranges)")
+    return st
+
+
+def active_steps(values, schedule: dict | None):
+    """The one rule for cutting a capture's per-step values to the profiler's active steps.
+
+    Under ``torch.profiler.schedule(wait=W, warmup=U, active=A)`` the first ``W``
+    steps are not recorded and the next ``U`` are recorded and thrown away; only the
+    last ``A`` of a cycle are in the trace, with full instrumentation. A series timed
+    around every ``prof.step()`` of one cycle therefore holds ``W + U + A`` values,
+    and only its last ``A`` are comparable with uninstrumented steps.
+
+    Parameters
+    ----------
+    values : sequence
+        Per-step values in step order (step times in ms, say).
+    schedule : dict or None
+        ``{"wait": W, "warmup": U, "active": A}`` (a bundle manifest's
+        ``recipe.schedule``); None or empty for a capture without a schedule.
+
+    Returns
+    -------
+    list
+        The last ``A`` values when ``values`` holds exactly ``W + U + A`` (one whole
+        cycle, as the kit's recipes time it); otherwise ``values`` unchanged (no
+        schedule, or a series that was already cut).
+
+    Source: PyTorch docs, ``torch.profiler.schedule``; the recording script
+    ``data/reference/how_captured/capture.py`` (a timed loop around ``prof.step()``).
+    """
+    values = list(values)
+    if not schedule:
+        return values
+    skip = int(schedule.get("wait", 0)) + int(schedule.get("warmup", 0))
+    active = int(schedule.get("active", 0))
+    if active and len(values) == skip + active:
+        return values[skip:]
+    return values
+
+
+def active_step_times(capture, series: dict | None = None) -> dict:
+    """Step times with the profiled series cut to the profiler schedule's active steps.
+
+    The reference recording timed every step under ``torch.profiler`` with
+    ``schedule(wait=1, warmup=1, active=5)``: ``step_ms_profiled_all_attribution``
+    holds 7 values, the first two being the ``wait`` and ``warmup`` steps (the
+    ``wait`` step also began a new loader epoch). Only the active steps recorded
+    with full attribution; comparing them with the uninstrumented steps is the
+    like-for-like comparison.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture or None
+        The bundle whose manifest gives ``recipe.schedule`` (``wait``, ``warmup``,
+        ``active``). ``None`` (live series from :func:`kitlib.capture.experiments.overhead_series`,
+        already active-only) leaves the series unchanged.
+    series : dict, optional
+        Step times in ms per series; default ``capture.step_times()``.
+
+    Returns
+    -------
+    dict of str -> list of float
+        The same keys; profiled series (``step_ms_profiled*``) cut by the kit's one
+        rule, :func:`kitlib.analyses.steps.active_steps` (their last ``active`` values
+        when they hold ``wait + warmup + active``).
+
+    Raises
+    ------
+    KitError
+        Neither ``capture`` nor ``series`` given.
+
+    Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
+    around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
+    """
+    if series is None:
+        if capture is None:
+            raise KitError("active_step_times: need a capture or a series")
+        series = capture.step_times()
+    sched = (capture.recipe or {}).get("schedule") if capture is not None else None
+    return {k: active_steps(v, sched) if k.startswith("step_ms_profile") else list(v)
+            for k, v in series.items()}
+
+
+def labelled_ranges(source) -> pd.DataFrame:
+    """The host-side labelled ranges: ``record_function`` annotations (Trace) or NVTX
+    ranges (NsysReport), with ``name, pid, tid, start_ns, end_ns, dur_ns``."""
+    _check_source(source)
+    if _is_nsys(source):
+        r = source.nvtx[source.nvtx["end_ns"].notna()]
+    else:
+        r = source.ops[source.ops["kind"].isin(["annotation", "step"])]
+    return r[["name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]].astype(
+        {"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
+
+
+def device_work(source) -> pd.DataFrame:
+    """Every GPU operation that is work: kernels, copies and sets (not the profiler's
+    ``gpu_user_annotation`` spans, which are labels).
+
+    Returns
+    -------
+    DataFrame
+        ``kind`` (``kernel``/``memcpy``/``memset``), ``name, start_ns, end_ns, dur_ns``
+        (int64 ns), ``stream``, ``bytes``; sorted by start.
+    """
+    _check_source(source)
+    cols = ["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]
+    if _is_nsys(source):
+        parts = [source.kernels.assign(kind="kernel", bytes=pd.NA),
+                 source.copies.assign(kind="memcpy"), source.sets.assign(kind="memset")]
+        g = pd.concat([p[cols] for p in parts], ignore_index=True)
+    else:
+        g = source.kernels[cols].reset_index(drop=True)
+    g = g.astype({"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
+    return g.sort_values("start_ns", kind="stable").reset_index(drop=True)
+
+
+def _innermost(ranges: pd.DataFrame, times) -> list:
+    """For each time, the row (Series) of the innermost range containing it, or None.
+    Ranges on one thread nest, so the innermost is the containing one that starts last."""
+    r = ranges.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
+    s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    out = []
+    for t in times:
+        k = np.flatnonzero((s <= t) & (e > t))
+        out.append(r.iloc[k[-1]] if k.size else None)
+    return out
+
+
+def host_context(source, times_ns, tid=None) -> pd.DataFrame:
+    """What the host's main thread was inside at given times.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    times_ns : sequence of int
+        Times on the source's clock.
+    tid : int, optional
+        The thread; by default the one that ran the steps.
+
+    Returns
+    -------
+    DataFrame, one row per time
+        ``time_ns``; ``host_label``: the innermost labelled range (``record_function``
+        annotation or NVTX range) containing the time, ``""`` if none;
+        ``host_event``: the innermost thing the thread was inside — for a Trace, the
+        innermost operator or annotation; for an NsysReport, an OS-runtime call, else
+        a CUDA API call, else the NVTX range — ``""`` if none; ``host_event_kind``
+        (``op``, ``annotation``, ``step``, ``OS runtime``, ``CUDA API``, ``NVTX``).
+    """
+    steps = steps_of(source)
+    tid = int(steps["tid"].iloc[0]) if tid is None else tid
+    times = [int(t) for t in times_ns]
+    lab = labelled_ranges(source)
+    lab = lab[lab["tid"] == tid]
+    labels = _innermost(lab, times)
+    if _is_nsys(source):
+        osrt = source.osrt[source.osrt["tid"] == tid]
+        api = source.launches[source.launches["tid"] == tid]
+        o_in, a_in = _innermost(osrt, times), _innermost(api, times)
+        events = [(o["name"], "OS runtime") if o is not None else (a["name"], "CUDA API") if a is not None
+                  else (lb["name"], "NVTX") if lb is not None else ("", "") for o, a, lb in zip(o_in, a_in, labels)]
+    else:
+        ops = source.ops[(source.ops["kind"] != "python") & (source.ops["tid"] == tid)]
+        ev = _innermost(ops, times)
+        events = [(e["name"], e["kind"]) if e is not None else ("", "") for e in ev]
+    return pd.DataFrame({"time_ns": np.asarray(times, dtype=np.int64),
+                         "host_label": [lb["name"] if lb is not None else "" for lb in labels],
+                         "host_event": [e[0] for e in events], "host_event_kind": [e[1] for e in events]})
+
+
+def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
+    """The device's idle gaps inside each step, with what the host was doing.
+
+    A gap is a time inside a step's host interval when no kernel, copy or set ran on
+    any stream of the GPU (:func:`kitlib.intervals.idle_gaps` over
+    :func:`device_work`, the step's start and end counting as edges).
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    min_gap_ns : int
+        Keep gaps strictly longer than this (default 1 ms).
+
+    Returns
+    -------
+    DataFrame, one row per gap
+        ``step``, ``start_ns, end_ns, dur_ns`` (the gap, ns), ``start_in_step_ns``
+        (gap start minus step start) and, at the gap's midpoint on the main thread,
+        ``host_label``, ``host_event``, ``host_event_kind`` (see :func:`host_context`).
+
+    Raises
+    ------
+    KitError
+        No steps in ``source``.
+    """
+    steps = steps_of(source)
+    work = device_work(source)
+    rows = []
+    for s in steps.itertuples():
+        g = idle_gaps(work, window=(s.start_ns, s.end_ns), min_gap_ns=min_gap_ns)
+        g.insert(0, "step", s.step)
+        g["start_in_step_ns"] = g["start_ns"] - s.start_ns
+        rows.append(g)
+    gaps = pd.concat(rows, ignore_index=True)
+    ctx = host_context(source, (gaps["start_ns"] + gaps["dur_ns"] // 2).to_numpy(),
+                       tid=int(steps["tid"].iloc[0]))
+    return pd.concat([gaps, ctx.drop(columns="time_ns")], axis=1)
+
+
+def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
+    """Per step, the measures that must be kept apart, all in ns.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+        A torch.profiler trace (steps from ``ProfilerStep#N`` or ``torch_step#N``) or
+        an Nsight Systems report (steps from ``torch_step`` NVTX ranges).
+    phases : sequence of str, optional
+        Labelled phases to time on the host; default :data:`PHASES` (those that occur).
+    min_gap_ns : int
+        Idle gaps counted in ``gaps`` and ``longest_gap_ns`` are longer than this.
+
+    Returns
+    -------
+    DataFrame, one row per step
+        - ``step``, ``start_ns``, ``end_ns``;
+        - ``wall_ns``: the step's host interval (wall time on the host clock);
+        - ``<phase>_ns``: host time of each labelled phase inside the step (summed
+          if it occurs more than once; <NA> if absent);
+        - ``device_busy_ns``: time inside the step's interval when at least one
+          kernel, copy or set ran (union over streams, overlap counted once);
+        - ``gpu_sum_ns``: the same operations' durations, cut to the interval and
+          summed (overlap counted as often as it occurs; ``>= device_busy_ns``);
+        - ``kernel_sum_ns``: kernels only, summed (``<= gpu_sum_ns``);
+        - ``idle_ns``: ``wall_ns - device_busy_ns``;
+        - ``gaps``, ``longest_gap_ns``: idle gaps longer than ``min_gap_ns``;
+        - ``gpu_launched``: how many kernels, copies and sets the step *launched*:
+          those whose CUDA API call began inside the step's host interval (bounds
+          included), wherever they later ran (the chain of
+          :func:`kitlib.analyses.chain.chain` for a Trace, the launch join of
+          ``NsysReport.gpu_events`` for a report).
+
+        GPU work is measured inside the step's host window: work a step submits that
+        runs after its host interval has ended counts in the next window.
+
+    Raises
+    ------
+    KitError
+        ``source`` is not a Trace/NsysReport or holds no steps.
+    """
+    steps = steps_of(source)
+    lab = labelled_ranges(source)
+    work = device_work(source)
+    phases = PHASES if phases is None else phases
+    win = steps[["step", "start_ns", "end_ns"]].copy()
+    allw = per_window(work, win)
+    kern = per_window(work[work["kind"] == "kernel"], win)
+    out = win.copy()
+    out["wall_ns"] = steps["dur_ns"].to_numpy()
+    tid = steps["tid"].to_numpy()
+    for ph in phases:
+        vals = []
+        for s, t in zip(steps.itertuples(), tid):
+            d = lab[(lab["name"] == ph) & (lab["tid"] == t) & (lab["start_ns"] >= s.start_ns)
+                    & (lab["end_ns"] <= s.end_ns)]["dur_ns"]
+            vals.append(int(d.sum()) if len(d) else pd.NA)
+        if any(v is not pd.NA for v in vals):
+            out[f"{ph}_ns"] = pd.array(vals, dtype="Int64")
+    out["device_busy_ns"] = allw["busy_ns"].to_numpy()
+    out["gpu_sum_ns"] = allw["sum_dur_ns"].to_numpy()
+    out["kernel_sum_ns"] = kern["sum_dur_ns"].to_numpy()
+    out["idle_ns"] = out["wall_ns"] - out["device_busy_ns"]
+    gaps = step_gaps(source, min_gap_ns) if len(steps) else None
+    cnt = gaps.groupby("step")["dur_ns"].agg(["size", "max"])
+    out["gaps"] = out["step"].map(cnt["size"]).fillna(0).astype("int64")
+    out["longest_gap_ns"] = out["step"].map(cnt["max"]).fillna(0).astype("int64")
+    launched = _launch_starts(source)
+    out["gpu_launched"] = (np.searchsorted(launched, out["end_ns"].to_numpy(), side="right")
+                           - np.searchsorted(launched, out["start_ns"].to_numpy(), side="left")).astype("int64")
+    return out.reset_index(drop=True)
+
+
+def _launch_starts(source) -> np.ndarray:
+    """Sorted start times (ns) of the CUDA API calls that launched GPU work (kernels,
+    copies, sets); work whose launch was not recorded is left out."""
+    if _is_nsys(source):
+        starts = source.gpu_events()["launch_start_ns"]
+    else:
+        from .chain import chain
+        starts = chain(source)["launch_start_ns"]
+    return np.sort(starts.dropna().to_numpy(dtype=np.int64))

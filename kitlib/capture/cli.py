@@ -1,0 +1,294 @@
+"""``python -m kitlib``: profile the workload, describe this machine, summarise a capture.
+
+Commands::
+
+    python -m kitlib profile [options]   run ResNet-50 training under torch.profiler, write a
+                                         bundle under runs/, print its summary
+    python -m kitlib info                the machine, software, data and reference captures found
+    python -m kitlib summary PATH        summarise a bundle folder or a reference capture
+                                         (e.g. ``python -m kitlib summary profiler_5step``)
+
+``main(argv)`` returns the exit status: 0 on success, 2 for a bad option or a
+kitlib error (printed as ``kitlib: error: …`` without a traceback), 130 when
+interrupted.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+import textwrap
+import time
+
+from ..errors import KitError
+from ..units import bytes_to_gib
+
+EPILOG = """\
+examples:
+  python -m kitlib profile                      # best device present, recipe 'full'
+  python -m kitlib profile --device cpu --steps 2 --recipe light
+  python -m kitlib profile --data-root ~/data   # Food-101 in ~/data/food-101 instead of synthetic images
+  python -m kitlib summary profiler_5step       # a recorded reference capture
+  python -m kitlib info
+"""
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _nonneg_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if v < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
+    return v
+
+
+def _fill(*paragraphs) -> str:
+    return "\n\n".join(textwrap.fill(x, 88) for x in paragraphs)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser of ``python -m kitlib`` (subcommands ``profile``, ``info``,
+    ``summary``); every option is documented in its ``--help``."""
+    from .recipes import RECIPES
+    top = argparse.ArgumentParser(
+        prog="python -m kitlib",
+        description="Profile ResNet-50 training with torch.profiler and read the captures the "
+                    "course's lessons use.",
+        epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = top.add_subparsers(dest="command", metavar="{profile,info,summary}")
+
+    recipes = "\n".join(textwrap.fill(r.description, 88, initial_indent=f"  {n:<7} ",
+                                       subsequent_indent=" " * 10) for n, r in RECIPES.items())
+    p = sub.add_parser(
+        "profile", help="run the training workload under torch.profiler and summarise it",
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        description=_fill(
+            "Run ResNet-50 training (torchvision resnet50, 101 classes, channels-last, SGD) "
+            "under torch.profiler on the best device present, write a capture bundle "
+            "(trace.json.gz, key_averages.json, step_times.json, manifest.json) and print "
+            "its summary.",
+            "On a CUDA GPU the defaults are the reference workload (batch 128, 224 px, 1,792 "
+            "synthetic images). Without a GPU they are small enough to finish in about a minute "
+            "on two CPU cores (batch 8, 112 px, 3 active steps, 202 synthetic images).")
+        + "\n\nrecipes:\n" + recipes,
+        epilog="The synthetic dataset is generated once into the cache ($KITLIB_CACHE, else "
+               "<checkout>/.cache, else ~/.cache/kitlib). Nothing is downloaded.")
+    p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
+                   help="where to train: 'auto' = a CUDA GPU when torch.cuda.is_available(), else "
+                        "the CPU; 'cuda' fails with a clear error when there is no GPU (default: auto)")
+    p.add_argument("--recipe", choices=list(RECIPES), default="full",
+                   help="what to record (see the list above; default: full)")
+    p.add_argument("--batch-size", type=_positive_int, metavar="N",
+                   help="images per step (default: 128 on a GPU, 8 on the CPU)")
+    p.add_argument("--steps", type=_positive_int, metavar="N",
+                   help="steps to record: the profiler schedule's active steps, or the timed steps "
+                        "of the 'timing' recipe (default: the recipe's, 5; 3 on the CPU)")
+    p.add_argument("--workers", type=_nonneg_int, metavar="N",
+                   help="DataLoader worker processes, 0 = load in the training process "
+                        "(default: min(8, CPUs) on a GPU, min(2, CPUs) on the CPU)")
+    p.add_argument("--image-size", type=_positive_int, metavar="PX",
+                   help="side of the RandomResizedCrop in pixels, at least 32 (default: 224 on a "
+                        "GPU, 112 on the CPU)")
+    p.add_argument("--data-root", metavar="DIR",
+                   help="folder holding Food-101 as torchvision.datasets.Food101 expects it "
+                        "(DIR/food-101/images, DIR/food-101/meta); never downloaded. Default: "
+                        "$KITLIB_FOOD101, else a synthetic 101-class dataset cut from scikit-image's "
+                        "sample photographs")
+    p.add_argument("--synthetic-images", type=_positive_int, metavar="N",
+                   help="images in the synthetic dataset, at least 101 (default: 1792 on a GPU, "
+                        "202 on the CPU)")
+    p.add_argument("--data-load-covers-h2d", action="store_true",
+                   help="let the 'data_load' label also cover the .to(device, non_blocking=True) "
+                        "transfer submission, with no separate 'h2d' label (as in the reference "
+                        "Nsight Systems recording); by default data_load is next(batches) only and "
+                        "the transfer is labelled 'h2d' (as in the reference torch.profiler recordings)")
+    p.add_argument("--pre-steps", type=_nonneg_int, metavar="N",
+                   help="unprofiled warm-up steps before anything is recorded (default: 2; the "
+                        "'timing' recipe: 3; 'cold_start': 0)")
+    p.add_argument("--timing-steps", type=_nonneg_int, metavar="N",
+                   help="uninstrumented timed steps (perf_counter_ns + cuda.synchronize) before the "
+                        "profiler, saved beside the profiled step times (default: 10 on a GPU, 2 on "
+                        "the CPU; 'cold_start': 0)")
+    p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="DataLoader pin_memory (default: on for a GPU, off for the CPU)")
+    p.add_argument("--persistent-workers", action="store_true",
+                   help="keep DataLoader workers alive between epochs (default: off, as in the "
+                        "reference, so each epoch restarts them)")
+    p.add_argument("--prefetch-factor", type=_positive_int, metavar="N",
+                   help="batches each worker loads ahead (default: PyTorch's, 2; needs --workers > 0)")
+    p.add_argument("--seed", type=_nonneg_int, default=0, metavar="N",
+                   help="seed of the model weights and the synthetic crops (default: 0)")
+    p.add_argument("--out", metavar="DIR",
+                   help="bundle folder to write (default: runs/<UTC timestamp>_<recipe>/ in the "
+                        "checkout, or $KITLIB_RUNS)")
+    p.add_argument("--top", type=_positive_int, default=10, metavar="N",
+                   help="operators and kernels to list in the summary (default: 10)")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress bars (for logs and scripts)")
+
+    s = sub.add_parser("summary", help="summarise a capture bundle",
+                       description="Print the summary of a capture bundle: device and software, "
+                                   "workload, steps and their times, top operators and kernels, "
+                                   "and how to open the trace in Perfetto.")
+    s.add_argument("path", metavar="PATH",
+                   help="a bundle folder (or its manifest.json), or the name of a reference capture "
+                        "such as profiler_5step (see 'python -m kitlib info')")
+    s.add_argument("--top", type=_positive_int, default=10, metavar="N",
+                   help="operators and kernels to list (default: 10)")
+
+    sub.add_parser("info", help="the machine, software, data and reference captures found",
+                   description="Print the machine and software found (Python, torch, CUDA, GPU, "
+                               "Nsight tools), where data and captures go, the recipes, and the "
+                               "reference captures shipped with the kit.")
+    return top
+
+
+# --------------------------------------------------------------------------- commands
+def _profile(args) -> int:
+    from .recipes import capture, get_recipe
+    from .summary import summarize
+    from .workload import WorkloadConfig, resolve_device
+    device = resolve_device(args.device)
+    on_gpu = device.type == "cuda"
+    cfg = WorkloadConfig.for_device(
+        args.device, batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
+        image_size=args.image_size, data_root=args.data_root, synthetic_images=args.synthetic_images,
+        data_load_covers_h2d=True if args.data_load_covers_h2d else None, pin_memory=args.pin_memory,
+        persistent_workers=True if args.persistent_workers else None,
+        prefetch_factor=args.prefetch_factor, seed=args.seed)
+    rec = get_recipe(args.recipe)
+    changes = {}
+    if rec.kind == "torch_profiler" and rec.use_schedule:   # warm by default; a cold start stays cold
+        changes["pre_steps"] = args.pre_steps if args.pre_steps is not None else 2
+        changes["timing_steps"] = (args.timing_steps if args.timing_steps is not None
+                                   else (10 if on_gpu else 2))
+    else:
+        if args.pre_steps is not None:
+            changes["pre_steps"] = args.pre_steps
+        if args.timing_steps is not None and rec.kind == "torch_profiler":
+            changes["timing_steps"] = args.timing_steps
+    rec = rec.replace(**changes)
+    active = cfg.steps or rec.active
+    if rec.kind != "torch_profiler":
+        plan = f"{active} timed steps, no profiler"
+    elif rec.use_schedule:
+        plan = f"schedule wait={rec.wait}, warmup={rec.warmup}, active={active}"
+    else:
+        plan = f"no schedule, steps 0-{active - 1} recorded"
+    print(f"kitlib profile: ResNet-50 on {device}, batch {cfg.batch_size}, {cfg.image_size} px, "
+          f"{cfg.num_workers} loader worker{'' if cfg.num_workers == 1 else 's'}; recipe {rec.name} "
+          f"({plan})", flush=True)
+    t0 = time.perf_counter()
+    cap = capture(cfg, rec, args.out, progress=not args.no_progress)
+    print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
+    print(summarize(cap, top=args.top))
+    return 0
+
+
+def _summary(args) -> int:
+    from .summary import summarize
+    print(summarize(args.path, top=args.top))
+    return 0
+
+
+def _info(args) -> int:
+    from importlib.metadata import PackageNotFoundError, version
+    try:
+        __version__ = version("kitlib")
+    except PackageNotFoundError:       # run from a checkout that was never installed
+        __version__ = "(not installed)"
+    from ..readers.bundle import list_references, open_capture, reference_dir, software_provenance
+    from .recipes import RECIPES, runs_dir
+    from .workload import cache_dir, find_food101
+    p = software_provenance()
+    L = [f"kitlib {__version__}", "", "machine and software:",
+         f"  python       {p['python']} on {p['os']}, {p['cpu_count']} CPUs",
+         f"  torch        {p['torch']} (CUDA {p['cuda']}, cuDNN {p['cudnn']}), "
+         f"torchvision {p['torchvision']}"]
+    if p.get("gpu"):
+        mem = f", {bytes_to_gib(p['gpu_memory_bytes']):,.0f} GiB" if p.get("gpu_memory_bytes") else ""
+        L.append(f"  GPU          {p['gpu']} x{p['gpu_count']} (compute capability "
+                 f"{p['compute_capability']}{mem}), driver {p.get('driver') or '?'}")
+    else:
+        L.append("  GPU          none (torch.cuda.is_available() is False): profile runs on the CPU; "
+                 "the lessons run on the recorded captures")
+    try:
+        import nvtx  # noqa: F401
+        has_nvtx = "installed"
+    except ImportError:
+        has_nvtx = "not installed (torch.cuda.nvtx is used on a GPU)"
+    L.append(f"  nvtx package {has_nvtx}")
+    for tool in ("nsys", "ncu"):
+        L.append(f"  {tool:<12} {shutil.which(tool) or 'not on the PATH'}")
+    L += ["", "data and captures:"]
+    try:
+        food = find_food101(None)
+        L.append(f"  Food-101     {food / 'food-101'}" if food else
+                 "  Food-101     not set (KITLIB_FOOD101 or --data-root); the synthetic dataset is used")
+    except KitError as e:
+        L.append(f"  Food-101     KITLIB_FOOD101 is set but unusable: {e}")
+    syn = cache_dir() / "synthetic_food"
+    made = sorted(x.name for x in syn.iterdir() if (x / ".complete.json").is_file()) if syn.is_dir() else []
+    L.append(f"  synthetic    {syn} ({', '.join(made) if made else 'not generated yet'})")
+    L.append(f"  live runs    {runs_dir()}")
+    L += ["", "recipes (python -m kitlib profile --recipe NAME):"]
+    L += [f"  {n:<7} {r.description}" for n, r in RECIPES.items()]
+    L += ["", f"reference captures in {reference_dir()} (python -m kitlib summary NAME):"]
+    refs = list_references()
+    for name in refs:
+        try:
+            c = open_capture(name)
+            gpu = c.provenance.get("gpu") or "CPU"
+            files = c.files if len(c.files) <= 4 else c.files[:3] + [f"… {len(c.files) - 3} more"]
+            L.append(f"  {name:<18} {c.kind:<15} {gpu}, {c.provenance.get('date', '?')}: "
+                     f"{', '.join(files)}")
+        except KitError as e:
+            L.append(f"  {name:<18} unreadable: {e}")
+    if not refs:
+        L.append("  none found")
+    print("\n".join(L))
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point of ``python -m kitlib`` and the ``kitlib`` script.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after the program name; ``None`` = ``sys.argv[1:]``.
+
+    Returns
+    -------
+    int
+        0 on success; 2 for a usage error or a :class:`kitlib.errors.KitError` (printed
+        as one ``kitlib: error: …`` line on stderr, no traceback); 130 on Ctrl-C.
+        ``--help`` prints the help and exits through ``SystemExit(0)`` as argparse does.
+    """
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+    try:
+        return {"profile": _profile, "summary": _summary, "info": _info}[args.command](args)
+    except KitError as e:
+        print(f"kitlib: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("kitlib: interrupted", file=sys.stderr)
+        return 130
+
+
+__all__ = ["main", "build_parser"]

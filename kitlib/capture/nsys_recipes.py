@@ -1,0 +1,532 @@
+"""Record the workload under Nsight Systems and write an ``nsys`` capture bundle.
+
+Nsight Systems is a separate program (``nsys``), so a capture is two processes:
+``nsys profile … python -m kitlib.nsys_capture run-workload …`` starts the
+training steps (the same :func:`kitlib.workload.train_step`, whose phases carry
+NVTX ranges with the same names as the torch.profiler labels), then
+``nsys export --type sqlite`` turns the report into the SQLite file that
+:func:`kitlib.nsys.load_nsys` reads. This module builds those command lines
+from an :class:`NsysRecipe`, finds ``nsys``, runs them, and writes the bundle
+with the collectors that were on and off in its manifest.
+
+The collectors (Nsight Systems User Guide, "CLI profile command switch
+options"):
+
+- ``-t cuda,nvtx,osrt``: CUDA API calls and GPU work, NVTX ranges, OS runtime
+  calls (``--osrt-threshold=NS`` keeps only calls longer than NS);
+- ``--sample=none|process-tree``: CPU instruction-pointer sampling off/on;
+- ``--cpuctxsw=none|process-tree``: thread scheduling (context switches) off/on;
+- ``--cuda-memory-usage=true|false``: GPU memory usage tracking (expensive: a
+  2.4 GB raw file for 8 steps on the H200, ``shared/DEVICE_NOTES.md``);
+- ``--capture-range=cudaProfilerApi --capture-range-end=stop``: record only
+  between ``torch.cuda.profiler.start()`` and ``stop()`` (``cudaProfilerStart``
+  / ``cudaProfilerStop``).
+
+With ``emit_nvtx`` the workload runs under
+``torch.autograd.profiler.emit_nvtx(record_shapes=True)``, which pushes one
+NVTX range per operator (name, ``seq``, ``op_id`` and input ``sizes``) beside the
+kit's own phase ranges (PyTorch docs, ``torch.autograd.profiler.emit_nvtx``).
+"""
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+from ..errors import KitError
+
+__all__ = ["NsysRecipe", "NSYS_RECIPES", "NsysNotFound", "collectors", "profile_command",
+           "export_command", "import_command", "workload_command", "find_nsys", "find_importer",
+           "capture_nsys", "run_workload", "main", "KNOWN_LOCATIONS"]
+
+#: Where an ``nsys`` that is not on the PATH is commonly installed: the copy
+#: shipped inside Nsight Compute (the H200 machine's, ``shared/DEVICE_NOTES.md``)
+#: and a standalone Nsight Systems.
+KNOWN_LOCATIONS = ("/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+                   "/opt/nvidia/nsight-systems/*/bin/nsys",
+                   "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
+                   "/usr/local/cuda*/bin/nsys")
+
+#: Environment variable naming the ``nsys`` executable.
+NSYS_ENV = "KITLIB_NSYS"
+
+#: Environment variable naming a folder with ``libdw.so.1`` for the QdstrmImporter.
+LIBDW_ENV = "KITLIB_LIBDW"
+
+
+class NsysNotFound(KitError):
+    """``nsys`` (Nsight Systems' command line) is not installed where kitlib looks."""
+
+
+@dataclass(frozen=True)
+class NsysRecipe:
+    """What an Nsight Systems capture records.
+
+    Parameters
+    ----------
+    name : str
+        Key in :data:`NSYS_RECIPES`; the default output folder's suffix.
+    cuda, nvtx, osrt : bool
+        Trace CUDA (API calls and GPU work), NVTX ranges, OS runtime calls.
+    osrt_threshold_ns : int
+        Keep OS runtime calls longer than this (``--osrt-threshold``).
+    cpu_sampling : bool
+        CPU instruction-pointer sampling (``--sample=process-tree`` / ``none``).
+    context_switches : bool
+        Thread scheduling trace (``--cpuctxsw=process-tree`` / ``none``).
+    cuda_memory_usage : bool
+        ``--cuda-memory-usage`` (large files; off by default).
+    capture_range : bool
+        Record only between ``torch.cuda.profiler.start()`` and ``stop()``
+        (``--capture-range=cudaProfilerApi --capture-range-end=stop``).
+    emit_nvtx : bool
+        Run the recorded steps under ``torch.autograd.profiler.emit_nvtx``
+        (one NVTX range per operator).
+    record_shapes : bool
+        With ``emit_nvtx``: add the input sizes to each operator's range.
+    steps : int
+        Recorded steps.
+    warmup_steps : int
+        Steps run before the recorded ones (outside the capture range, when
+        ``capture_range``; otherwise recorded too but not numbered as steps).
+    data_load_covers_h2d : bool
+        ``data_load`` also covers the host-to-device transfer submission (as in
+        ``nsys_8step``); ``False`` gives the torch.profiler recordings' labels
+        (``data_load`` = ``next()`` only, then ``h2d``): a matched pair.
+    description : str
+    """
+
+    name: str
+    cuda: bool = True
+    nvtx: bool = True
+    osrt: bool = True
+    osrt_threshold_ns: int = 10_000
+    cpu_sampling: bool = False
+    context_switches: bool = False
+    cuda_memory_usage: bool = False
+    capture_range: bool = False
+    emit_nvtx: bool = False
+    record_shapes: bool = True
+    steps: int = 8
+    warmup_steps: int = 0
+    data_load_covers_h2d: bool = True
+    description: str = ""
+
+    def __post_init__(self):
+        if not (self.cuda or self.nvtx or self.osrt):
+            raise KitError(f"nsys recipe {self.name!r}: trace at least one of cuda, nvtx, osrt")
+        for f in ("steps", "warmup_steps", "osrt_threshold_ns"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < (1 if f == "steps" else 0):
+                raise KitError(f"nsys recipe {self.name!r}: {f} must be an integer "
+                               f"{'>= 1' if f == 'steps' else '>= 0'}, not {v!r}")
+
+    def replace(self, **changes) -> "NsysRecipe":
+        """A copy with some fields changed."""
+        return replace(self, **changes)
+
+
+#: The named recipes.
+NSYS_RECIPES = {r.name: r for r in [
+    NsysRecipe("nsys_8step", description="the reference nsys_8step: 8 steps from a cold DataLoader, "
+                                         "-t cuda,nvtx,osrt --osrt-threshold=10000, CPU sampling and "
+                                         "context switches off; data_load covers the transfer"),
+    NsysRecipe("matched", data_load_covers_h2d=False,
+               description="the Nsight half of a matched pair with the cold_start torch.profiler recipe: "
+                           "8 cold steps, torch_step#N ranges, data_load = next() only, separate h2d"),
+    NsysRecipe("emit_nvtx", osrt=False, capture_range=True, emit_nvtx=True, steps=2, warmup_steps=3,
+               description="3 warm steps, then 2 steps under emit_nvtx(record_shapes=True) inside a "
+                           "cudaProfilerApi capture range (cf. the reference nsys_emit_nvtx)"),
+    NsysRecipe("system", cpu_sampling=True, context_switches=True,
+               description="as nsys_8step with CPU sampling and context-switch tracing on"),
+]}
+
+
+def _recipe(recipe) -> NsysRecipe:
+    if isinstance(recipe, NsysRecipe):
+        return recipe
+    if recipe in NSYS_RECIPES:
+        return NSYS_RECIPES[recipe]
+    raise KitError(f"unknown nsys recipe {recipe!r}; known: {', '.join(NSYS_RECIPES)}")
+
+
+def collectors(recipe) -> dict:
+    """Which collectors a recipe turns on, in the reference manifests' layout.
+
+    Returns
+    -------
+    dict
+        ``cuda, nvtx, osrt, osrt_threshold_ns, cpu_sampling, context_switches,
+        cuda_memory_usage, capture_range`` (``"cudaProfilerApi"`` or ``None``),
+        ``emit_nvtx``.
+    """
+    r = _recipe(recipe)
+    return {"cuda": r.cuda, "nvtx": r.nvtx, "osrt": r.osrt,
+            "osrt_threshold_ns": r.osrt_threshold_ns if r.osrt else None,
+            "cpu_sampling": r.cpu_sampling, "context_switches": r.context_switches,
+            "cuda_memory_usage": r.cuda_memory_usage,
+            "capture_range": "cudaProfilerApi" if r.capture_range else None, "emit_nvtx": r.emit_nvtx}
+
+
+def workload_command(recipe, python: str | None = None, describe_to=None, workload_args=()) -> list:
+    """The command ``nsys`` runs: ``python -m kitlib.nsys_capture run-workload …``.
+
+    Parameters
+    ----------
+    recipe : str or NsysRecipe
+    python : str, optional
+        The interpreter (default ``sys.executable``).
+    describe_to : path, optional
+        Where the workload writes its description (``--describe-to``).
+    workload_args : sequence of str
+        Extra ``run-workload`` options (``--batch-size 64`` …).
+
+    Returns
+    -------
+    list of str
+    """
+    r = _recipe(recipe)
+    cmd = [python or sys.executable, "-m", "kitlib.nsys_capture", "run-workload",
+           "--steps", str(r.steps), "--warmup-steps", str(r.warmup_steps)]
+    cmd.append("--data-load-covers-h2d" if r.data_load_covers_h2d else "--no-data-load-covers-h2d")
+    if r.capture_range:
+        cmd.append("--capture-range")
+    if r.emit_nvtx:
+        cmd.append("--emit-nvtx")
+        if r.record_shapes:
+            cmd.append("--record-shapes")
+    if describe_to is not None:
+        cmd += ["--describe-to", str(describe_to)]
+    return cmd + [str(a) for a in workload_args]
+
+
+def profile_command(recipe, output, nsys: str = "nsys", python: str | None = None, describe_to=None,
+                    workload_args=()) -> list:
+    """The ``nsys profile …`` command line for a recipe.
+
+    Parameters
+    ----------
+    recipe : str or NsysRecipe
+    output : path
+        Report name without extension (``-o``; nsys adds ``.nsys-rep``).
+    nsys : str
+        The ``nsys`` executable.
+    python, describe_to, workload_args
+        See :func:`workload_command`.
+
+    Returns
+    -------
+    list of str
+        E.g. for ``nsys_8step``: ``nsys profile -t cuda,nvtx,osrt
+        --osrt-threshold=10000 --sample=none --cpuctxsw=none
+        --cuda-memory-usage=false -o OUT --force-overwrite=true python -m
+        kitlib.nsys_capture run-workload --steps 8 …``.
+    """
+    r = _recipe(recipe)
+    trace = ",".join(t for t, on in (("cuda", r.cuda), ("nvtx", r.nvtx), ("osrt", r.osrt)) if on)
+    cmd = [str(nsys), "profile", "-t", trace]
+    if r.osrt:
+        cmd.append(f"--osrt-threshold={r.osrt_threshold_ns}")
+    cmd += [f"--sample={'process-tree' if r.cpu_sampling else 'none'}",
+            f"--cpuctxsw={'process-tree' if r.context_switches else 'none'}"]
+    if r.cuda:
+        cmd.append(f"--cuda-memory-usage={'true' if r.cuda_memory_usage else 'false'}")
+    if r.capture_range:
+        cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    cmd += ["-o", str(output), "--force-overwrite=true"]
+    return cmd + workload_command(r, python, describe_to, workload_args)
+
+
+def export_command(report, sqlite, nsys: str = "nsys") -> list:
+    """``nsys export --type sqlite --force-overwrite true -o SQLITE REPORT``."""
+    return [str(nsys), "export", "--type", "sqlite", "--force-overwrite", "true", "-o", str(sqlite), str(report)]
+
+
+def import_command(qdstrm, importer) -> list:
+    """``QdstrmImporter -i FILE.qdstrm``: turns the raw stream into a ``.nsys-rep`` when
+    ``nsys profile`` could not (``shared/DEVICE_NOTES.md``)."""
+    return [str(importer), "-i", str(qdstrm)]
+
+
+_INSTALL = ("Nsight Systems' command line `nsys` was not found ({why}). Install Nsight Systems "
+            "(https://developer.nvidia.com/nsight-systems, or the `nsight-systems` / `cuda-nsight-systems` "
+            "package of the CUDA repository), or point kitlib at it: pass nsys='/path/to/nsys' or set "
+            f"{NSYS_ENV}. Also looked in: {', '.join(KNOWN_LOCATIONS)}. Without it, the lessons read the "
+            "recorded export data/reference/nsys_8step/report.sqlite.")
+
+
+def find_nsys(path=None, locations=KNOWN_LOCATIONS) -> Path:
+    """Locate the ``nsys`` executable.
+
+    Parameters
+    ----------
+    path : str or os.PathLike, optional
+        An explicit ``nsys`` (checked, never searched past).
+    locations : sequence of glob patterns
+        Install locations tried after ``$KITLIB_NSYS`` and the PATH.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    NsysNotFound
+        Not given, not on the PATH, not in any known location — the message
+        says what to install; or the given path is not an executable file.
+    """
+    if path is not None:
+        p = Path(path)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise NsysNotFound(_INSTALL.format(why=f"{p} is not an executable file"))
+    env = os.environ.get(NSYS_ENV)
+    if env:
+        p = Path(env)
+        if p.is_file() and os.access(p, os.X_OK):
+            return p
+        raise NsysNotFound(_INSTALL.format(why=f"{NSYS_ENV}={env} is not an executable file"))
+    hit = shutil.which("nsys")
+    if hit:
+        return Path(hit)
+    for pat in locations:
+        for cand in sorted(glob.glob(pat), reverse=True):     # newest version first
+            if os.access(cand, os.X_OK):
+                return Path(cand)
+    raise NsysNotFound(_INSTALL.format(why="not on the PATH"))
+
+
+def find_importer(nsys) -> Path | None:
+    """The ``QdstrmImporter`` beside an ``nsys`` (``…/host/*/QdstrmImporter`` of the same
+    install), or ``None``."""
+    base = Path(nsys).resolve().parent
+    for pat in ("QdstrmImporter", "../*/QdstrmImporter", "../../host-linux-x64/QdstrmImporter",
+                "../host-linux-x64/QdstrmImporter"):
+        for cand in sorted(glob.glob(str(base / pat))):
+            if os.access(cand, os.X_OK):
+                return Path(os.path.normpath(cand))
+    return None
+
+
+def _run(cmd, log, timeout_s, env=None, what="command"):
+    log.write(f"$ {' '.join(cmd)}\n")
+    log.flush()
+    try:
+        res = subprocess.run(cmd, stdout=log, stderr=subprocess.STDOUT, timeout=timeout_s, env=env)
+    except subprocess.TimeoutExpired:
+        raise KitError(f"{what} ran longer than {timeout_s} s: {' '.join(cmd)}") from None
+    return res.returncode
+
+
+def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | None = None,
+                 workload_args=(), timeout_s: int = 1800, notes: str = "", run_id: str | None = None):
+    """Run the workload under ``nsys profile``, export SQLite, and write a bundle.
+
+    Parameters
+    ----------
+    recipe : str or NsysRecipe
+        A key of :data:`NSYS_RECIPES` or a recipe.
+    out_dir : path, optional
+        The bundle folder (default ``runs/<UTC time>_<recipe>``; must not hold a bundle).
+    nsys : path, optional
+        The ``nsys`` executable (default: :func:`find_nsys`).
+    python : str, optional
+        Interpreter for the workload (default ``sys.executable``).
+    workload_args : sequence of str
+        Extra ``run-workload`` options.
+    timeout_s : int
+        Limit for each subprocess.
+    notes : str
+        Free text for the manifest.
+    run_id : str, optional
+        Stored in the manifest; two bundles with the same ``run_id`` are one run
+        seen by two tools (see :func:`kitlib.align.align`).
+
+    Returns
+    -------
+    kitlib.bundle.Capture
+        ``kind == "nsys"``; files ``report.sqlite`` and ``nsys.log``; the manifest's
+        recipe holds the two command lines and :func:`collectors`, its workload
+        what the workload process described, its provenance adds
+        ``nsight_systems`` (``nsys --version``).
+
+    Raises
+    ------
+    NsysNotFound
+        No ``nsys`` (raised before any work starts).
+    KitError
+        A subprocess failed or produced no report (the message names ``nsys.log``).
+    """
+    from ..readers.bundle import open_capture, software_provenance, write_bundle
+    from .recipes import _prepare_out
+    r = _recipe(recipe)
+    exe = find_nsys(nsys)
+    out, created = _prepare_out(out_dir, r.name)
+    base, sqlite, desc = out / "report", out / "report.sqlite", out / "workload.json"
+    prof_cmd = profile_command(r, base, exe, python, desc, workload_args)
+    exp_cmd = export_command(base.with_suffix(".nsys-rep"), sqlite, exe)
+    t0 = time.perf_counter()
+    try:
+        with open(out / "nsys.log", "w") as log:
+            rc = _run(prof_cmd, log, timeout_s, what="nsys profile")
+            rep = base.with_suffix(".nsys-rep")
+            qd = base.with_suffix(".qdstrm")
+            if not rep.exists() and qd.exists():            # the importer could not run inside nsys
+                imp = find_importer(exe)
+                if imp is None:
+                    raise KitError(f"{out / 'nsys.log'}: nsys left {qd.name} but no QdstrmImporter was found "
+                                   f"beside {exe}")
+                env = dict(os.environ)
+                if os.environ.get(LIBDW_ENV):
+                    env["LD_LIBRARY_PATH"] = os.environ[LIBDW_ENV] + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+                _run(import_command(qd, imp), log, timeout_s, env, "QdstrmImporter")
+            if not rep.exists():
+                raise KitError(f"{out / 'nsys.log'}: nsys profile (exit {rc}) wrote no {rep.name}; "
+                               f"if a .qdstrm is left, set {LIBDW_ENV} to a folder holding libdw.so.1")
+            if _run(exp_cmd, log, timeout_s, what="nsys export") != 0 or not sqlite.exists():
+                raise KitError(f"{out / 'nsys.log'}: nsys export failed")
+        version = subprocess.run([str(exe), "--version"], capture_output=True, text=True).stdout.strip()
+        workload = json.loads(desc.read_text()) if desc.exists() else {}
+        for f in (rep, qd, desc):
+            if f.exists():
+                f.unlink()
+        prov = software_provenance()
+        prov["nsight_systems"] = version
+        write_bundle(out, kind="nsys", name=out.name,
+                     files={"report.sqlite": f"nsys export --type sqlite of the {r.name} run",
+                            "nsys.log": "the commands run and their output"},
+                     recipe={"name": r.name, "command": " ".join(map(str, prof_cmd)),
+                             "export_command": " ".join(map(str, exp_cmd)), "collectors": collectors(r),
+                             "settings": asdict(r),
+                             "nvtx_ranges": "push/pop torch_step#N > {" + ", ".join(
+                                 ["data_load"] + ([] if r.data_load_covers_h2d else ["h2d"])
+                                 + ["forward", "backward", "optimizer"]) + "}"
+                             + (" + one range per operator (emit_nvtx)" if r.emit_nvtx else "")},
+                     workload=workload, provenance=prov, origin="live", notes=notes,
+                     extra={"run_id": run_id, "elapsed_s": round(time.perf_counter() - t0, 3)})
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    return open_capture(out)
+
+
+# --------------------------------------------------------------------------- the workload process
+def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d: bool = True,
+                 capture_range: bool = False, emit_nvtx: bool = False, record_shapes: bool = True,
+                 describe_to=None, progress: bool = False, **config) -> list:
+    """The training steps an Nsight Systems capture records (run inside ``nsys profile``).
+
+    ``warmup_steps`` unrecorded-range steps, then, when ``capture_range``,
+    ``torch.cuda.profiler.start()``; ``steps`` steps, each wrapped in a
+    ``torch_step#N`` range (NVTX and ``record_function`` alike, via
+    :meth:`kitlib.workload.Workload.step`), under
+    ``torch.autograd.profiler.emit_nvtx(record_shapes=…)`` when ``emit_nvtx``;
+    a device synchronisation; ``torch.cuda.profiler.stop()``.
+
+    Parameters
+    ----------
+    steps, warmup_steps : int
+    data_load_covers_h2d : bool
+        See :attr:`kitlib.workload.WorkloadConfig.data_load_covers_h2d`.
+    capture_range, emit_nvtx, record_shapes : bool
+        See :class:`NsysRecipe`.
+    describe_to : path, optional
+        Write :meth:`kitlib.workload.Workload.describe` there as JSON.
+    **config
+        :class:`kitlib.workload.WorkloadConfig` fields (``None`` values ignored).
+
+    Returns
+    -------
+    list of dict
+        Wall-clock marks of each recorded step (see :func:`kitlib.workload.train_step`).
+    """
+    import contextlib
+
+    import torch
+
+    from .workload import WorkloadConfig, build_workload
+    cfg = WorkloadConfig.for_device(config.pop("device", "auto"), data_load_covers_h2d=data_load_covers_h2d,
+                                    **config)
+    marks: list = []
+    with build_workload(cfg, progress=progress) as wl:
+        cuda = wl.device.type == "cuda"
+        for i in range(warmup_steps):
+            wl.step(step_label=f"warmup#{i}")
+        wl.sync()
+        if capture_range and cuda:
+            torch.cuda.profiler.start()
+        ctx = torch.autograd.profiler.emit_nvtx(record_shapes=record_shapes) if emit_nvtx else contextlib.nullcontext()
+        try:
+            with ctx:
+                for i in range(warmup_steps, warmup_steps + steps):
+                    wl.step(step_label=f"torch_step#{i}", marks=marks)
+                wl.sync()
+        finally:
+            if capture_range and cuda:
+                torch.cuda.profiler.stop()
+        if describe_to is not None:
+            d = wl.describe()
+            d["recorded_steps"] = steps
+            d["warmup_steps"] = warmup_steps
+            Path(describe_to).write_text(json.dumps(d, indent=1, default=str) + "\n")
+    return marks
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m kitlib.nsys_capture",
+                                description="Nsight Systems captures of the course workload.")
+    sub = p.add_subparsers(dest="command", required=True)
+    w = sub.add_parser("run-workload", help="run the labelled training steps (what nsys profile starts)")
+    w.add_argument("--steps", type=int, default=8)
+    w.add_argument("--warmup-steps", type=int, default=0)
+    w.add_argument("--data-load-covers-h2d", dest="data_load_covers_h2d", action="store_true", default=True)
+    w.add_argument("--no-data-load-covers-h2d", dest="data_load_covers_h2d", action="store_false")
+    w.add_argument("--capture-range", action="store_true")
+    w.add_argument("--emit-nvtx", action="store_true")
+    w.add_argument("--record-shapes", action="store_true")
+    w.add_argument("--describe-to")
+    w.add_argument("--device", default="auto")
+    w.add_argument("--batch-size", type=int)
+    w.add_argument("--image-size", type=int)
+    w.add_argument("--num-workers", type=int)
+    c = sub.add_parser("capture", help="run nsys profile + export and write a bundle")
+    c.add_argument("--recipe", default="nsys_8step", choices=list(NSYS_RECIPES))
+    c.add_argument("--out")
+    c.add_argument("--nsys")
+    c.add_argument("--run-id")
+    sub.add_parser("commands", help="print the command lines of every recipe").add_argument("--nsys", default="nsys")
+    return p
+
+
+def main(argv=None) -> int:
+    """Command-line entry point (``python -m kitlib.nsys_capture …``)."""
+    a = _parser().parse_args(argv)
+    if a.command == "run-workload":
+        run_workload(a.steps, a.warmup_steps, data_load_covers_h2d=a.data_load_covers_h2d,
+                     capture_range=a.capture_range, emit_nvtx=a.emit_nvtx, record_shapes=a.record_shapes,
+                     describe_to=a.describe_to, device=a.device, batch_size=a.batch_size,
+                     image_size=a.image_size, num_workers=a.num_workers)
+        print("nsys workload done", flush=True)
+    elif a.command == "capture":
+        cap = capture_nsys(a.recipe, a.out, nsys=a.nsys, run_id=a.run_id)
+        print(cap.path)
+    else:
+        for name, r in NSYS_RECIPES.items():
+            print(f"# {name}: {r.description}\n{' '.join(profile_command(r, 'report', a.nsys))}\n")
+    return 0
+
+
+if __name__ == "__main__":
+    try:
+        sys.exit(main())
+    except KitError as e:
+        print(f"error: {e}", file=sys.stderr)
+        sys.exit(2)

@@ -1,0 +1,574 @@
+"""Run the workload under a tool and write a capture bundle.
+
+A :class:`Recipe` names what is recorded: the torch.profiler schedule
+(``wait``/``warmup``/``active``/``repeat``) and the attribution options
+(``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``), or plain
+uninstrumented timing. :func:`capture` runs :mod:`kitlib.workload` under it and
+writes a bundle (:mod:`kitlib.bundle`) that lessons open with
+:func:`kitlib.open_capture`, exactly like the recorded ones in ``data/reference/``:
+
+``trace.json.gz``
+    ``prof.export_chrome_trace("….json.gz")`` (Chrome trace JSON, gzipped).
+``key_averages.json``
+    The profiler's own ``key_averages()`` rows, in the schema of the reference
+    ``fixed_batch/key_averages.json.gz``: ``torch``, ``steps``, ``batch_size``,
+    ``by_name``, ``by_input_shape`` (with ``record_shapes``) and ``by_stack_5`` (with
+    ``with_stack``); each row ``key, count, input_shapes, stack, cpu_time_total_us,
+    self_cpu_time_total_us, flops, device_time_total_us, self_device_time_total_us,
+    cpu_memory_usage_bytes, self_cpu_memory_usage_bytes, device_memory_usage_bytes,
+    self_device_memory_usage_bytes`` (times in µs, memory in bytes).
+``step_times.json``
+    ``{"step_ms_profiled": [...], "step_ms_uninstrumented": [...]}`` (ms, wall clock).
+
+Sources: PyTorch docs, "torch.profiler" (``profile``, ``schedule``,
+``record_function``, ``export_chrome_trace``, ``key_averages``) and "CUDA
+semantics: memory management" (``torch.cuda.memory._record_memory_history``);
+the reference recording script ``data/reference/how_captured/capture.py``.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as _dt
+import json
+import shutil
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..readers.bundle import Capture, open_capture, software_provenance, write_bundle
+from ..errors import BundleError, KitError
+from .workload import (Workload, WorkloadConfig, build_workload, checkout_folder, find_food101, resolve_device,
+                       time_steps)
+from ..units import ns_to_ms
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """What a capture records.
+
+    Parameters
+    ----------
+    name : str
+        Short name (the key in :data:`RECIPES`; part of the default output folder).
+    kind : str
+        ``"torch_profiler"`` (run under ``torch.profiler.profile``) or ``"timing"``
+        (uninstrumented step times only, no profiler).
+    wait, warmup, active, repeat : int
+        ``torch.profiler.schedule(wait=, warmup=, active=, repeat=)``: per cycle, the
+        profiler idles ``wait`` steps, traces but discards ``warmup`` steps (tracing
+        has start-up cost), then records ``active`` steps; ``repeat`` cycles. For
+        ``timing``, ``active`` is the number of timed steps.
+    record_shapes, profile_memory, with_stack, with_flops : bool
+        torch.profiler's attribution options: input shapes per operator, allocator
+        events, Python call stacks, FLOP estimates for matmul/conv (PyTorch docs,
+        ``torch.profiler.profile``). Each adds overhead to what is measured.
+    use_schedule : bool
+        ``False``: no ``torch.profiler.schedule`` at all; the profiler records every one
+        of ``active`` steps from the moment it starts, each wrapped in a
+        ``step_label`` range (``wait``/``warmup`` must be 0). With the DataLoader
+        started inside the recording, this shows the cold start (the reference
+        ``cold_start_8step``). Steps are not synchronised one by one, so no per-step
+        times are taken; ``wallclock`` stamps are.
+    step_label : str
+        Prefix of the per-step range without a schedule (``"torch_step#"`` gives
+        ``torch_step#0``, ``torch_step#1``, …, for torch.profiler and NVTX alike).
+    wallclock : bool
+        Also write ``wallclock.json``: ``perf_counter_ns`` stamps around every
+        ``next(batches)`` and after each step's submission, independent of the
+        profiler's clock (the reference ``cold_start_8step/wallclock.json``).
+    verbose_stack : bool
+        With ``with_stack``, also pass ``experimental_config=_ExperimentalConfig(verbose=True)``:
+        since PyTorch 2.0 ``key_averages(group_by_stack_n=N)`` rows carry no stack without
+        it (pytorch/pytorch#100253). The reference recordings did not set it, so their
+        ``by_stack_5`` rows have empty stacks.
+    pre_steps : int
+        Unprofiled steps before anything is recorded (warm model, cuDNN heuristics,
+        allocator and loader workers).
+    timing_steps : int
+        Uninstrumented timed steps (:func:`kitlib.workload.time_steps`) run before the
+        profiler, saved as ``step_ms_uninstrumented`` beside ``step_ms_profiled``.
+    description : str
+        One line for menus and manifests.
+    """
+
+    name: str
+    kind: str = "torch_profiler"
+    wait: int = 1
+    warmup: int = 1
+    active: int = 5
+    repeat: int = 1
+    record_shapes: bool = False
+    profile_memory: bool = False
+    with_stack: bool = False
+    with_flops: bool = False
+    use_schedule: bool = True
+    step_label: str = "torch_step#"
+    wallclock: bool = False
+    verbose_stack: bool = True
+    pre_steps: int = 0
+    timing_steps: int = 0
+    description: str = ""
+
+    def __post_init__(self):
+        if self.kind not in ("torch_profiler", "timing"):
+            raise KitError(f"recipe {self.name!r}: kind must be 'torch_profiler' or 'timing', "
+                           f"not {self.kind!r}")
+        for f in ("wait", "warmup", "pre_steps", "timing_steps"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 0:
+                raise KitError(f"recipe {self.name!r}: {f} must be an integer >= 0, not {v!r}")
+        for f in ("active", "repeat"):
+            v = getattr(self, f)
+            if not isinstance(v, int) or v < 1:
+                raise KitError(f"recipe {self.name!r}: {f} must be an integer >= 1, not {v!r}")
+        if not self.use_schedule and (self.wait or self.warmup or self.repeat != 1):
+            raise KitError(f"recipe {self.name!r}: without a schedule (use_schedule=False) wait and "
+                           f"warmup must be 0 and repeat 1; every step is recorded")
+
+    @property
+    def cycle_steps(self) -> int:
+        """Steps in one schedule cycle: ``wait + warmup + active``."""
+        return self.wait + self.warmup + self.active
+
+    @property
+    def profiled_steps(self) -> int:
+        """Steps run while the profiler is on: ``cycle_steps * repeat`` (0 for timing)."""
+        return self.cycle_steps * self.repeat if self.kind == "torch_profiler" else 0
+
+    def schedule_actions(self) -> list:
+        """What the schedule does at each profiled step: ``"wait"``, ``"warmup"`` or
+        ``"active"`` (index i = the i-th call of ``prof.step()``)."""
+        one = ["wait"] * self.wait + ["warmup"] * self.warmup + ["active"] * self.active
+        return one * self.repeat if self.kind == "torch_profiler" else []
+
+    def replace(self, **changes) -> "Recipe":
+        """A copy with some fields changed (``dataclasses.replace``)."""
+        return dataclasses.replace(self, **changes)
+
+    def to_dict(self) -> dict:
+        """The recipe for a manifest, with the reference manifests' ``schedule`` key
+        (``None`` without a schedule, as in ``cold_start_8step``)."""
+        d = dataclasses.asdict(self)
+        if self.kind == "torch_profiler":
+            d["schedule"] = ({"wait": self.wait, "warmup": self.warmup, "active": self.active,
+                              "repeat": self.repeat} if self.use_schedule else None)
+        return d
+
+
+#: The named recipes. ``full`` is the reference ``profiler_5step`` recipe.
+RECIPES: dict = {r.name: r for r in [
+    Recipe("light", description="schedule wait=1 warmup=1 active=5, no attribution: the least "
+                                "overhead torch.profiler can have"),
+    Recipe("full", record_shapes=True, profile_memory=True, with_stack=True, with_flops=True,
+           description="schedule wait=1 warmup=1 active=5 with shapes, memory, stacks and FLOPs "
+                       "(the reference profiler_5step recipe)"),
+    Recipe("shapes", record_shapes=True,
+           description="wait=1 warmup=1 active=5 with record_shapes (operators by input shape)"),
+    Recipe("stack", with_stack=True,
+           description="wait=1 warmup=1 active=5 with with_stack (operators by Python call stack)"),
+    Recipe("memory", profile_memory=True,
+           description="wait=1 warmup=1 active=5 with profile_memory (allocator events)"),
+    Recipe("flops", with_flops=True,
+           description="wait=1 warmup=1 active=5 with with_flops (FLOP estimates for conv/matmul)"),
+    Recipe("cold_start", wait=0, warmup=0, active=8, use_schedule=False, wallclock=True,
+           description="no schedule: steps 0-7 from a freshly started DataLoader, each in "
+                       "torch_step#N, with wall-clock stamps around every next() (the reference "
+                       "cold_start_8step recipe)"),
+    Recipe("timing", kind="timing", wait=0, warmup=0, active=10, pre_steps=3,
+           description="no profiler: wall-clock times of 10 steps after 3 warm-up steps "
+                       "(perf_counter_ns + cuda.synchronize)"),
+]}
+
+
+def get_recipe(recipe) -> Recipe:
+    """A :class:`Recipe` from a name in :data:`RECIPES` or a ``Recipe`` itself.
+
+    Raises
+    ------
+    KitError
+        Unknown name (the message lists the known ones).
+    """
+    if isinstance(recipe, Recipe):
+        return recipe
+    if isinstance(recipe, str) and recipe in RECIPES:
+        return RECIPES[recipe]
+    raise KitError(f"unknown recipe {recipe!r}; known recipes: {', '.join(RECIPES)}")
+
+
+def runs_dir() -> Path:
+    """Where live captures go by default: ``$KITLIB_RUNS``, else ``<checkout>/runs``
+    (git-ignored), else ``./runs`` in the working folder."""
+    return checkout_folder("KITLIB_RUNS", "runs", Path.cwd() / "runs")
+
+
+def default_out_dir(recipe_name: str) -> Path:
+    """``runs_dir()/<UTC timestamp>_<recipe>``, with a numeric suffix when taken."""
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%d-%H%M%S")
+    base = runs_dir() / f"{stamp}_{recipe_name}"
+    p, i = base, 1
+    while p.exists():
+        i += 1
+        p = base.with_name(f"{base.name}-{i}")
+    return p
+
+
+def _prepare_out(out_dir, recipe_name) -> tuple:
+    out = Path(out_dir) if out_dir is not None else default_out_dir(recipe_name)
+    if out.exists() and not out.is_dir():
+        raise BundleError(out, "exists and is not a folder")
+    if (out / "manifest.json").exists():
+        raise BundleError(out, "already holds a capture bundle; choose another output folder")
+    created = not out.exists()
+    out.mkdir(parents=True, exist_ok=True)
+    return out, created
+
+
+def _activities(device):
+    from torch.profiler import ProfilerActivity
+    acts = [ProfilerActivity.CPU]
+    if device.type == "cuda":
+        acts.append(ProfilerActivity.CUDA)
+    return acts
+
+
+def _experimental_config(rec: Recipe):
+    """``_ExperimentalConfig(verbose=True)`` when the recipe wants stacks in
+    ``key_averages`` (see :attr:`Recipe.verbose_stack`), else ``None``."""
+    if not (rec.with_stack and rec.verbose_stack):
+        return None
+    try:
+        from torch._C._profiler import _ExperimentalConfig
+        return _ExperimentalConfig(verbose=True)
+    except (ImportError, TypeError):  # a torch without it: stacks stay in the trace only
+        return None
+
+
+def _first_attr(e, *names, default=0):
+    """The first attribute of ``e`` that exists (torch renamed ``cuda_*`` to ``device_*``
+    in 2.4; older releases have only the former)."""
+    for n in names:
+        try:
+            v = getattr(e, n)
+        except Exception:
+            continue
+        if v is not None:
+            return v
+    return default
+
+
+def key_average_rows(averages) -> list:
+    """The rows of ``prof.key_averages(...)`` as plain dicts.
+
+    Parameters
+    ----------
+    averages : torch.autograd.profiler_util.EventList
+        What ``key_averages()`` (optionally ``group_by_input_shape=True`` or
+        ``group_by_stack_n=5``) returns.
+
+    Returns
+    -------
+    list of dict
+        One dict per row, the schema of the reference ``fixed_batch/key_averages.json.gz``:
+        ``key``, ``count``, ``input_shapes`` (``str``), ``stack`` (first 5 frames),
+        ``cpu_time_total_us``, ``self_cpu_time_total_us``, ``flops``,
+        ``device_time_total_us``, ``self_device_time_total_us`` (µs),
+        ``cpu_memory_usage_bytes``, ``self_cpu_memory_usage_bytes``,
+        ``device_memory_usage_bytes``, ``self_device_memory_usage_bytes`` (bytes).
+        Device attributes are read as ``device_*`` (torch >= 2.4) or ``cuda_*``
+        (older torch).
+    """
+    rows = []
+    for e in averages:
+        rows.append({
+            "key": e.key,
+            "count": int(e.count),
+            "input_shapes": str(e.input_shapes if e.input_shapes is not None else ""),
+            "stack": [str(s) for s in list(e.stack or [])[:5]],
+            "cpu_time_total_us": float(e.cpu_time_total),
+            "self_cpu_time_total_us": float(e.self_cpu_time_total),
+            "flops": int(getattr(e, "flops", 0) or 0),
+            "device_time_total_us": float(_first_attr(e, "device_time_total", "cuda_time_total")),
+            "self_device_time_total_us": float(_first_attr(e, "self_device_time_total",
+                                                           "self_cuda_time_total")),
+            "cpu_memory_usage_bytes": int(_first_attr(e, "cpu_memory_usage")),
+            "self_cpu_memory_usage_bytes": int(_first_attr(e, "self_cpu_memory_usage")),
+            "device_memory_usage_bytes": int(_first_attr(e, "device_memory_usage", "cuda_memory_usage")),
+            "self_device_memory_usage_bytes": int(_first_attr(e, "self_device_memory_usage",
+                                                              "self_cuda_memory_usage")),
+        })
+    return rows
+
+
+def _step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=None, *,
+               marks=None, label: str | None = None, sync_each: bool = True) -> list:
+    """Run ``n`` steps. With ``sync_each`` each is timed to the end of its device work
+    (ms, returned); ``on_step`` (e.g. ``prof.step``) is called after each, outside the
+    timed interval; ``label`` + index names each step's range; ``marks`` collects
+    wall-clock stamps (see :func:`kitlib.workload.train_step`)."""
+    from tqdm.auto import tqdm
+    times = []
+    for i in tqdm(range(n), desc=desc, unit="step", disable=not progress or n == 0, leave=False):
+        t0 = time.perf_counter_ns()
+        workload.step(step_label=f"{label}{i}" if label else None, marks=marks)
+        if sync_each:
+            workload.sync()
+            times.append(ns_to_ms(time.perf_counter_ns() - t0))
+        if on_step is not None:
+            on_step()
+    return times
+
+
+def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
+    """The profiled part of :func:`capture`: returns ``(prof, trace file names, step ms,
+    wall-clock marks or None, recording start ns or None, end ns or None)``."""
+    from torch.profiler import profile, schedule
+    traces = []
+
+    def on_ready(prof):
+        name = "trace.json.gz" if not traces else f"trace_cycle{len(traces) + 1}.json.gz"
+        prof.export_chrome_trace(str(out / name))
+        traces.append(name)
+
+    options = dict(activities=_activities(device), record_shapes=rec.record_shapes,
+                   profile_memory=rec.profile_memory, with_stack=rec.with_stack,
+                   with_flops=rec.with_flops, experimental_config=_experimental_config(rec))
+    marks = [] if rec.wallclock else None
+    times, t_rec, t_end = [], None, None
+    with warnings.catch_warnings():
+        if rec.repeat == 1:   # one cycle: torch's "clears events at the end of each cycle" is moot
+            warnings.filterwarnings("ignore", message=".*clears events at the end of each cycle",
+                                    category=UserWarning)
+        if rec.use_schedule:
+            with profile(schedule=schedule(wait=rec.wait, warmup=rec.warmup, active=rec.active,
+                                           repeat=rec.repeat),
+                         on_trace_ready=on_ready, **options) as prof:
+                times = _step_loop(wl, rec.profiled_steps, f"profiling ({rec.name})", progress,
+                                   prof.step, marks=marks)
+        else:
+            t_rec = time.perf_counter_ns()
+            with profile(**options) as prof:
+                _step_loop(wl, rec.active, f"profiling ({rec.name})", progress, marks=marks,
+                           label=rec.step_label, sync_each=False)
+                wl.sync()
+            t_end = time.perf_counter_ns()
+            on_ready(prof)
+    return prof, traces, times, marks, t_rec, t_end
+
+
+def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, progress: bool = True,
+            *, notes: str = "") -> Capture:
+    """Run the training workload under a recipe and write a capture bundle.
+
+    Order of work: build the workload (generating the synthetic dataset if needed);
+    ``recipe.pre_steps`` unprofiled steps; ``recipe.timing_steps`` uninstrumented
+    timed steps; then, for a ``torch_profiler`` recipe, ``wait + warmup + active``
+    steps (times ``repeat``) inside ``torch.profiler.profile(activities=[CPU] (+ CUDA
+    on a GPU), schedule=schedule(...), record_shapes=…, profile_memory=…,
+    with_stack=…, with_flops=…)``, calling ``prof.step()`` after each. Every step in
+    that loop is timed with ``perf_counter_ns`` around the step and
+    ``torch.cuda.synchronize()`` (as the reference did), so steps do not overlap.
+
+    Parameters
+    ----------
+    config : WorkloadConfig, optional
+        The workload; ``None`` = :meth:`WorkloadConfig.for_device` on the best device.
+        ``config.steps``, when set, replaces the recipe's ``active`` steps.
+    recipe : str or Recipe
+        A name in :data:`RECIPES` or a :class:`Recipe`.
+    out_dir : str or os.PathLike, optional
+        The bundle folder (created; must not already hold a bundle). Default
+        ``runs/<UTC timestamp>_<recipe>/`` (see :func:`runs_dir`).
+    progress : bool
+        tqdm progress bars (dataset generation, steps).
+    notes : str
+        Free text stored in the manifest.
+
+    Returns
+    -------
+    kitlib.bundle.Capture
+        The written bundle, opened. ``kind`` is ``"torch_profiler"`` or ``"timing"``;
+        ``origin`` is ``"live"``. Files: ``trace.json.gz`` (one per cycle when
+        ``repeat > 1``: ``trace_cycle2.json.gz``, …), ``key_averages.json`` (rows of
+        the last cycle), ``step_times.json``; the manifest holds the recipe, the
+        workload (:meth:`kitlib.workload.Workload.describe`), the provenance
+        (:func:`kitlib.bundle.software_provenance`) and ``steps`` (what each
+        profiled step was: ``wait``/``warmup``/``active``).
+
+    Raises
+    ------
+    KitError
+        Unknown recipe, bad settings, or a device that is not there (raised before
+        any work starts).
+    BundleError
+        ``out_dir`` already holds a bundle, or the profiler wrote no trace.
+
+    Notes
+    -----
+    If the run fails part-way, a folder this call created is removed again, so no
+    half bundle is left behind. torch.profiler exports only the last cycle's events
+    from ``key_averages()``; ``export_chrome_trace`` is called once per cycle from
+    ``on_trace_ready`` (PyTorch docs, ``torch.profiler.profile``).
+    """
+    import torch
+    rec = get_recipe(recipe)
+    config = (config or WorkloadConfig.for_device()).validate()
+    if config.steps is not None:
+        rec = rec.replace(active=config.steps)
+    device = resolve_device(config.device)   # fail fast, before any folder or dataset
+    find_food101(config.data_root)           # raises when a Food-101 path holds none
+    out, created = _prepare_out(out_dir, rec.name)
+    t_start = time.perf_counter()
+    try:
+        with build_workload(config, progress=progress) as wl:
+            if rec.pre_steps:
+                _step_loop(wl, rec.pre_steps, "warm-up", progress)
+            step_times = {}
+            if rec.timing_steps or rec.kind == "timing":
+                n = rec.active if rec.kind == "timing" else rec.timing_steps
+                step_times["step_ms_uninstrumented"] = time_steps(wl, n, progress=progress)
+            files = {}
+            steps_info = {"pre_steps": rec.pre_steps,
+                          "uninstrumented_steps": len(step_times.get("step_ms_uninstrumented", []))}
+            ka = None
+            if rec.kind == "torch_profiler":
+                prof, traces, profiled_ms, marks, t_rec, t_end = _run_profiler(wl, rec, device, out, progress)
+                if profiled_ms:
+                    step_times["step_ms_profiled"] = profiled_ms
+                if not traces:
+                    raise BundleError(out, "torch.profiler wrote no trace: its schedule never "
+                                           "reached the end of an active window")
+                ka = {"torch": torch.__version__, "steps": rec.active, "batch_size": config.batch_size,
+                      "by_name": key_average_rows(prof.key_averages())}
+                if rec.record_shapes:
+                    ka["by_input_shape"] = key_average_rows(prof.key_averages(group_by_input_shape=True))
+                if rec.with_stack:
+                    ka["by_stack_5"] = key_average_rows(prof.key_averages(group_by_stack_n=5))
+                what = (f"{rec.active} active steps" if rec.use_schedule else
+                        f"steps 0-{rec.active - 1} from the start of the recording (no schedule), each in "
+                        f"{rec.step_label}N")
+                for i, name in enumerate(traces):
+                    files[name] = (f"torch.profiler Chrome trace (export_chrome_trace), cycle {i + 1}: "
+                                   f"{what} of batch {config.batch_size}")
+                steps_info.update(profiled=rec.profiled_steps, active=rec.active * rec.repeat,
+                                  schedule_actions=rec.schedule_actions())
+                if marks is not None:
+                    wc = {"t0_ns": t_rec, "end_ns": t_end, "steps": marks}
+                    (out / "wallclock.json").write_text(json.dumps(wc, indent=1) + "\n")
+                    files["wallclock.json"] = ("perf_counter_ns stamps around each next() and after each "
+                                               "step's submission (independent of the profiler)")
+            workload_desc = wl.describe()
+        if ka is not None:
+            (out / "key_averages.json").write_text(json.dumps(ka) + "\n")
+            files["key_averages.json"] = ("the profiler's key_averages() rows of the last cycle: by_name"
+                                          + (", by_input_shape" if "by_input_shape" in ka else "")
+                                          + (", by_stack_5" if "by_stack_5" in ka else "")
+                                          + " (times in us, memory in bytes, flops)")
+        if step_times:
+            (out / "step_times.json").write_text(json.dumps(step_times, indent=1) + "\n")
+            what = []
+            if "step_ms_profiled" in step_times:
+                what.append("step_ms_profiled = every step under the profiler, in schedule order "
+                            "(see manifest steps.schedule_actions)")
+            if "step_ms_uninstrumented" in step_times:
+                what.append("step_ms_uninstrumented = steps with no profiler running")
+            files["step_times.json"] = ("wall-clock step times in ms (perf_counter_ns + "
+                                        "cuda.synchronize): " + "; ".join(what))
+        rd = rec.to_dict()
+        if rec.kind == "torch_profiler":
+            rd["activities"] = [a.name for a in _activities(device)]
+        write_bundle(out, kind=rec.kind, name=out.name, files=files, recipe=rd,
+                     workload=workload_desc, provenance=software_provenance(), origin="live",
+                     notes=notes, extra={"steps": steps_info,
+                                         "elapsed_s": round(time.perf_counter() - t_start, 3)})
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    return open_capture(out)
+
+
+def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir=None, *,
+                   pre_steps: int = 3, max_entries: int = 60000, progress: bool = True,
+                   notes: str = "") -> Capture:
+    """Record the CUDA caching allocator's history over a few steps and dump a snapshot.
+
+    Runs ``pre_steps`` warm steps, then ``torch.cuda.memory._record_memory_history(
+    max_entries=max_entries)``, ``steps`` training steps, ``torch.cuda.synchronize()``,
+    ``torch.cuda.memory._dump_snapshot(path)`` and
+    ``_record_memory_history(enabled=None)`` (PyTorch docs, "Understanding CUDA
+    Memory Usage"; the reference ``profiler_5step/memory_snapshot.pickle`` was made
+    the same way with 3 steps and 60,000 entries). The snapshot opens at
+    https://pytorch.org/memory_viz.
+
+    Parameters
+    ----------
+    config : WorkloadConfig, optional
+        The workload; its device must be a CUDA GPU.
+    steps : int
+        Steps recorded.
+    out_dir : str or os.PathLike, optional
+        Default ``runs/<UTC timestamp>_memory_history/``.
+    pre_steps : int
+        Unrecorded warm-up steps first.
+    max_entries : int
+        Allocator events kept (older ones are dropped).
+    progress : bool
+        Progress bars.
+    notes : str
+        Free text for the manifest.
+
+    Returns
+    -------
+    kitlib.bundle.Capture
+        ``kind == "memory_snapshot"``, file ``memory_snapshot.pickle``; the manifest
+        also holds ``max_memory_allocated`` and ``max_memory_reserved`` (bytes).
+
+    Raises
+    ------
+    KitError
+        The device is not a CUDA GPU (the allocator history exists only for CUDA), or
+        ``steps`` is not positive.
+    """
+    import torch
+    config = (config or WorkloadConfig.for_device()).validate()
+    device = resolve_device(config.device)
+    if device.type != "cuda":
+        raise KitError("memory_history needs a CUDA GPU: torch.cuda.memory._record_memory_history "
+                       f"records the CUDA caching allocator, and this workload runs on {device}. "
+                       "Open the recorded snapshot instead: "
+                       "open_capture('profiler_5step').file('memory_snapshot.pickle').")
+    if not isinstance(steps, int) or steps < 1:
+        raise KitError(f"memory_history: steps must be a positive integer, not {steps!r}")
+    out, created = _prepare_out(out_dir, "memory_history")
+    t_start = time.perf_counter()
+    try:
+        with build_workload(config, progress=progress) as wl:
+            _step_loop(wl, pre_steps, "warm-up", progress)
+            torch.cuda.reset_peak_memory_stats(device)
+            torch.cuda.memory._record_memory_history(max_entries=max_entries)
+            try:
+                times = _step_loop(wl, steps, "memory history", progress)
+                torch.cuda.synchronize(device)
+                torch.cuda.memory._dump_snapshot(str(out / "memory_snapshot.pickle"))
+            finally:
+                torch.cuda.memory._record_memory_history(enabled=None)
+            peaks = {"max_memory_allocated": int(torch.cuda.max_memory_allocated(device)),
+                     "max_memory_reserved": int(torch.cuda.max_memory_reserved(device))}
+            workload_desc = wl.describe()
+        (out / "step_times.json").write_text(json.dumps({"step_ms_memory_history": times}, indent=1) + "\n")
+        write_bundle(out, kind="memory_snapshot", name=out.name,
+                     files={"memory_snapshot.pickle":
+                            f"torch.cuda.memory._dump_snapshot() after {steps} steps with "
+                            f"_record_memory_history(max_entries={max_entries})",
+                            "step_times.json": "wall-clock times in ms of the recorded steps "
+                                               "(perf_counter_ns + cuda.synchronize)"},
+                     recipe={"name": "memory_history", "kind": "memory_snapshot", "steps": steps,
+                             "pre_steps": pre_steps, "max_entries": max_entries},
+                     workload=workload_desc, provenance=software_provenance(), origin="live",
+                     notes=notes, extra={**peaks, "elapsed_s": round(time.perf_counter() - t_start, 3)})
+    except BaseException:
+        if created:
+            shutil.rmtree(out, ignore_errors=True)
+        raise
+    return open_capture(out)

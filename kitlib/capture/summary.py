@@ -1,0 +1,355 @@
+"""A plain-text summary of a capture bundle: what ran where, the steps and their
+times, the top operators and kernels, and how to open the trace.
+
+Used by ``python -m kitlib profile`` (after a live capture) and
+``python -m kitlib summary PATH`` (any bundle, e.g. ``profiler_5step``).
+"""
+from __future__ import annotations
+
+import re
+import statistics
+
+from ..readers.bundle import Capture, open_capture
+from ..errors import KitError
+from .workload import LABELS
+from ..units import bytes_to_gib, ns_to_ms, ns_to_us, us_to_ms
+
+PERFETTO_URL = "https://ui.perfetto.dev"
+LARGE_TRACES_DOC = "https://perfetto.dev/docs/visualization/large-traces"
+
+_RUNTIME_RE = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
+
+
+def _is_annotation(key: str) -> bool:
+    """A ``record_function`` label rather than an operator: our phase labels,
+    ``ProfilerStep#N`` / ``ProfilerStep*``, and torch's own ``Name#Detail`` labels
+    (``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#…``)."""
+    return key in LABELS or key.startswith("ProfilerStep") or "#" in key
+
+
+def _ms(us) -> str:
+    """A µs figure (the profiler's unit) as ms text."""
+    return f"{us_to_ms(us):,.3f}"
+
+
+def _short(name: str, width: int) -> str:
+    return name if len(name) <= width else name[: width - 1] + "…"
+
+
+def _table(header: list, rows: list, first_width: int) -> list:
+    """Left-aligned first column, right-aligned numbers."""
+    widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
+              for i, h in enumerate(header)]
+    widths[0] = min(max(widths[0], 10), first_width)
+
+    def fmt(cells):
+        out = [f"{_short(str(cells[0]), widths[0]):<{widths[0]}}"]
+        out += [f"{str(c):>{w}}" for c, w in zip(cells[1:], widths[1:])]
+        return "    " + "  ".join(out)
+    return [fmt(header)] + [fmt(r) for r in rows]
+
+
+def top_from_key_averages(ka: dict, top: int = 10) -> dict:
+    """Top operators and kernels from the profiler's ``key_averages()`` rows.
+
+    Parameters
+    ----------
+    ka : dict
+        A bundle's ``key_averages.json`` (``by_name`` rows; times in µs).
+    top : int
+        Rows to keep in each list.
+
+    Returns
+    -------
+    dict
+        ``on_gpu`` (bool: any row has device time), ``operators`` (rows with host time
+        that are neither annotations nor CUDA runtime calls, sorted by self device
+        time on a GPU, else by self host time), ``kernels`` (device-only rows —
+        kernels, memcpy, memset — whose name has no host row, i.e. not a GPU-side
+        projection of a ``record_function`` label; sorted by device time; empty on
+        the CPU), ``operator_total_us`` and ``kernel_total_us`` (sums over all such
+        rows, for percentages), ``flops`` (sum of the ``flops`` column).
+
+    Notes
+    -----
+    In ``key_averages()`` a kernel row has no host time (``cpu_time_total == 0``);
+    a ``record_function`` label appears twice on a GPU run, once on the host and once
+    as its GPU-side projection (seen in the reference ``fixed_batch`` rows:
+    ``forward`` with host time, and ``forward`` with device time only).
+    """
+    rows = ka.get("by_name") or []
+    on_gpu = any((r.get("self_device_time_total_us") or 0) > 0 for r in rows)
+    host_keys = {r["key"] for r in rows if (r.get("cpu_time_total_us") or 0) > 0}
+    ops = [r for r in rows if (r.get("cpu_time_total_us") or 0) > 0
+           and not _is_annotation(r["key"]) and not _RUNTIME_RE.match(r["key"])]
+    sort_key = "self_device_time_total_us" if on_gpu else "self_cpu_time_total_us"
+    ops.sort(key=lambda r: r.get(sort_key) or 0, reverse=True)
+    kernels = [r for r in rows if on_gpu and (r.get("cpu_time_total_us") or 0) == 0
+               and (r.get("device_time_total_us") or 0) > 0 and r["key"] not in host_keys]
+    kernels.sort(key=lambda r: r.get("device_time_total_us") or 0, reverse=True)
+    return {"on_gpu": on_gpu, "operators": ops[:top], "kernels": kernels[:top],
+            "operator_total_us": sum(r.get(sort_key) or 0 for r in ops),
+            "kernel_total_us": sum(r.get("device_time_total_us") or 0 for r in kernels),
+            "flops": sum(int(r.get("flops") or 0) for r in rows)}
+
+
+def top_from_trace(trace, top: int = 10) -> dict:
+    """Top operators (host self time) and kernels (device time) from trace tables.
+
+    Parameters
+    ----------
+    trace : kitlib.trace.Trace
+        Uses ``ops`` (``kind == "op"`` rows, ``parent`` for self time) and
+        ``kernels`` (``gpu`` without GPU-side annotations).
+    top : int
+        Rows to keep in each list.
+
+    Returns
+    -------
+    dict
+        ``operators``: list of ``(name, calls, self host µs, host total µs)``;
+        ``kernels``: list of ``(name, calls, device µs)``; ``operator_total_us``,
+        ``kernel_total_us``.
+
+    Notes
+    -----
+    Self host time = an operator's duration minus the durations of what it called
+    directly: nested operators and annotations, and its CUDA API calls
+    (:func:`kitlib.measures.self_total`), as the profiler's ``self_cpu_time_total``
+    defines it.
+    """
+    from ..analyses.four_measures import self_total
+    g = self_total(trace, kinds=("op",)).set_index("name").sort_values("self_ns", ascending=False)
+    operators = [(n, int(r.calls), ns_to_us(r.self_ns), ns_to_us(r.total_ns)) for n, r in g.head(top).iterrows()]
+    k = trace.kernels
+    kernels, ktotal = [], 0.0
+    if len(k):
+        kg = k.groupby("name").agg(calls=("dur_ns", "size"), dev_ns=("dur_ns", "sum")) \
+              .sort_values("dev_ns", ascending=False)
+        kernels = [(n, int(r.calls), ns_to_us(r.dev_ns)) for n, r in kg.head(top).iterrows()]
+        ktotal = ns_to_us(float(kg["dev_ns"].sum()))
+    return {"operators": operators, "kernels": kernels,
+            "operator_total_us": ns_to_us(float(g["self_ns"].sum())), "kernel_total_us": ktotal}
+
+
+def _series_line(name: str, values: list, actions: list | None) -> list:
+    vals = [float(v) for v in values]
+    if not vals:
+        return [f"    {name}: (none)"]
+    out = [f"    {name}: n={len(vals)}, median {statistics.median(vals):,.2f}, "
+           f"min {min(vals):,.2f}, max {max(vals):,.2f}"]
+    if actions and len(actions) == len(vals):
+        act = [v for v, a in zip(vals, actions) if a == "active"]
+        if act and len(act) < len(vals):
+            out[0] += (f"; active steps only: median {statistics.median(act):,.2f}")
+        if len(vals) <= 12:
+            out.append("      " + ", ".join(f"{v:,.1f} ({a})" for v, a in zip(vals, actions)))
+    elif len(vals) <= 12:
+        out.append("      " + ", ".join(f"{v:,.1f}" for v in vals))
+    return out
+
+
+def summarize(capture, top: int = 10) -> str:
+    """A plain-text summary of a capture bundle.
+
+    Parameters
+    ----------
+    capture : kitlib.bundle.Capture or str or os.PathLike
+        An opened bundle, a bundle folder, or a reference name (``"profiler_5step"``).
+    top : int
+        Operators and kernels to list.
+
+    Returns
+    -------
+    str
+        Several lines: the capture, device and software (from the manifest), the
+        workload and recipe, the steps recorded and their wall-clock times (ms), the
+        top operators by self device time (self host time when the capture has no GPU
+        events) and the top kernels by device time, the FLOP estimate when recorded,
+        and where the trace is with how to open it in Perfetto.
+
+    Raises
+    ------
+    BundleError
+        Not a bundle, or one of its files does not match its sha256.
+
+    Notes
+    -----
+    Top lists come from the profiler's own ``key_averages()`` rows
+    (``key_averages.json``) when the bundle has them, else from the trace tables
+    (:func:`kitlib.trace.load_trace`); the output names which. The Perfetto advice
+    follows perfetto.dev, "Visualising large traces".
+    """
+    _check_top(top)
+    cap = capture if isinstance(capture, Capture) else open_capture(capture)
+    m = cap.manifest
+    L = [cap.describe()]
+    w = cap.workload
+    if w:
+        size = w.get("image_size")
+        if size is None:
+            mt = re.search(r"RandomResizedCrop\((\d+)\)", str(w.get("transform", "")))
+            size = mt.group(1) if mt else "?"
+        L.append("  workload: " + ", ".join(str(x) for x in [
+            "ResNet-50" if "resnet50" in str(w.get("model", "resnet50")) else w.get("model"),
+            f"batch {w.get('batch_size', '?')}", f"{size} px",
+            f"{w.get('num_workers', '?')} loader worker{'' if w.get('num_workers') == 1 else 's'}",
+            f"on {w['device_resolved']}" if w.get("device_resolved") else None] if x))
+        if w.get("dataset"):
+            L.append(f"  data:     {w['dataset']}")
+        if w.get("data_load_covers"):
+            L.append(f"  labels:   {', '.join(w.get('labels', LABELS))}; data_load covers "
+                     f"{w['data_load_covers']}")
+    r = cap.recipe
+    if r:
+        flags = [f for f in ("record_shapes", "profile_memory", "with_stack", "with_flops") if r.get(f)]
+        sched = r.get("schedule")
+        txt = f"  recipe:   {r['name']} — " if r.get("name") else "  recipe:   "
+        if sched:
+            txt += "schedule " + ", ".join(f"{k}={v}" for k, v in sched.items())
+        elif r.get("kind") == "timing":
+            txt += f"no profiler; {r.get('pre_steps', 0)} warm-up steps, then timed steps"
+        elif cap.kind == "memory_snapshot":
+            txt += (f"torch.cuda.memory._record_memory_history(max_entries={r.get('max_entries', '?')}) "
+                    f"over {r.get('steps', '?')} steps after {r.get('pre_steps', '?')} warm-up steps")
+            if m.get("max_memory_allocated") is not None:
+                txt += (f"\n  peak:     {bytes_to_gib(m['max_memory_allocated']):,.2f} GiB allocated, "
+                        f"{bytes_to_gib(m.get('max_memory_reserved', 0)):,.2f} GiB reserved "
+                        f"(torch.cuda.max_memory_allocated / max_memory_reserved)")
+        elif r.get("command"):
+            txt += f"`{r['command']}`"
+        elif cap.kind == "torch_profiler":
+            txt += "no schedule (every step recorded)"
+        if r.get("kind", cap.kind) == "torch_profiler" or sched:
+            txt += "; " + (", ".join(flags) if flags else "no attribution options")
+        L.append(txt)
+
+    # steps and times
+    steps = m.get("steps") or {}
+    ka = None
+    if cap.has("key_averages.json") or cap.has("key_averages.json.gz"):
+        ka = cap.key_averages()
+    n_active = steps.get("active") or (ka or {}).get("steps") or (r.get("schedule") or {}).get("active")
+    if cap.kind == "torch_profiler" and "schedule" in r and r["schedule"] is None:
+        label = r.get("step_label", "torch_step#")
+        label = label if label.endswith("N") else label + "N"
+        if not steps.get("active") and cap.has("wallclock.json"):
+            n_active = len(cap.read_json("wallclock.json").get("steps") or []) or None
+        L += ["", f"steps recorded: {n_active or '?'} (no schedule: every step from the start "
+                  f"of the recording, each in {label})"]
+    elif cap.kind == "torch_profiler":
+        line = f"steps recorded: {n_active if n_active is not None else '?'} active"
+        if steps.get("profiled"):
+            line += (f" of {steps['profiled']} under the profiler (schedule: "
+                     f"{', '.join(steps.get('schedule_actions', []))})")
+        if steps.get("pre_steps"):
+            n = steps["pre_steps"]
+            line += f"; {n} warm-up step{'s' if n != 1 else ''} before"
+        L += ["", line]
+    if cap.has("step_times.json"):
+        st = cap.step_times()
+        L += ["", "step times (ms, wall clock: perf_counter_ns around the step + cuda.synchronize):"]
+        for name, vals in st.items():
+            if isinstance(vals, list):
+                acts = steps.get("schedule_actions") if name == "step_ms_profiled" else None
+                L += _series_line(name, vals, acts)
+
+    if cap.has("wallclock.json"):
+        wc = cap.read_json("wallclock.json")
+        marks = wc.get("steps") or []
+        nxt = [ns_to_ms(m["next_end_ns"] - m["next_start_ns"]) for m in marks
+               if "next_end_ns" in m and "next_start_ns" in m]
+        if nxt:
+            L += ["", "wall clock (perf_counter_ns, independent of the profiler): next(batches) per step, ms:",
+                  "    " + ", ".join(f"{v:,.1f}" for v in nxt[:12]) + (" …" if len(nxt) > 12 else "")]
+
+    # top operators and kernels
+    per = f"over {n_active} recorded steps" if n_active else "over the recorded steps"
+    if ka is not None:
+        t = top_from_key_averages(ka, top)
+        src = "the profiler's own key_averages() rows"
+        if t["on_gpu"]:
+            L += ["", f"top operators by self device time ({per}; from {src}):"]
+            rows = [(o["key"], o["count"], _ms(o["self_device_time_total_us"]),
+                     f"{100 * o['self_device_time_total_us'] / (t['operator_total_us'] or 1):.1f}",
+                     _ms(o["device_time_total_us"]), _ms(o["self_cpu_time_total_us"]))
+                    for o in t["operators"]]
+            L += _table(["operator", "calls", "self device ms", "%", "device total ms", "self host ms"],
+                        rows, 48)
+            L += ["", f"top kernels by device time ({per}):"]
+            rows = [(k["key"], k["count"], _ms(k["device_time_total_us"]),
+                     f"{100 * k['device_time_total_us'] / (t['kernel_total_us'] or 1):.1f}",
+                     f"{k['device_time_total_us'] / max(k['count'], 1):,.1f}")
+                    for k in t["kernels"]]
+            L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
+        else:
+            L += ["", f"top operators by self host (CPU) time ({per}; from {src}; "
+                      f"no GPU events in this capture, so no kernels):"]
+            rows = [(o["key"], o["count"], _ms(o["self_cpu_time_total_us"]),
+                     f"{100 * o['self_cpu_time_total_us'] / (t['operator_total_us'] or 1):.1f}",
+                     _ms(o["cpu_time_total_us"]))
+                    for o in t["operators"]]
+            L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
+        if t["flops"]:
+            per_step = f" = {t['flops'] / n_active / 1e9:,.1f} GFLOP per step" if n_active else ""
+            L += ["", f"FLOPs, the profiler's with_flops estimate: {t['flops'] / 1e9:,.1f} GFLOP {per}"
+                      f"{per_step}",
+                  "  (it counts only the operators it has a formula for — aten::conv2d, mm, addmm, bmm, "
+                  "baddbmm, mul, add — so the backward pass is missing; torch/csrc/profiler/util.cpp)"]
+    elif cap.has("trace.json.gz") or cap.has("trace.json"):
+        trace = cap.trace
+        t = top_from_trace(trace, top)
+        src = "the trace tables (kitlib.trace)"
+        names = trace.steps["name"].tolist() if len(trace.steps) else []
+        if names:
+            L += ["", f"profiler steps in the trace: {len(names)} ({names[0]} … {names[-1]})"]
+        L += ["", f"top operators by self host time ({per}; from {src}):"]
+        rows = [(n, c, _ms(s), f"{100 * s / (t['operator_total_us'] or 1):.1f}", _ms(tot))
+                for n, c, s, tot in t["operators"]]
+        L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
+        if t["kernels"]:
+            L += ["", f"top kernels by device time ({per}; from {src}):"]
+            rows = [(n, c, _ms(d), f"{100 * d / (t['kernel_total_us'] or 1):.1f}",
+                     f"{d / max(c, 1):,.1f}") for n, c, d in t["kernels"]]
+            L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
+
+    # what could mislead a reader of this recording (kitlib.lint)
+    if cap.has("trace.json.gz") or cap.has("trace.json"):
+        from ..analyses.lint import lint
+        findings = lint(cap)
+        if findings:
+            L += ["", "before you read the numbers (kitlib.lint):"]
+            for f in findings:
+                L.append(f"  [{f.severity}] {f.code}: {f.meaning}")
+                L.append(f"      what to do: {f.action}")
+
+    # where to look next
+    traces = [f for f in cap.files if f.startswith("trace") and (f.endswith(".json.gz") or f.endswith(".json"))]
+    if traces:
+        L += [""]
+        for f in traces:
+            p = cap.path / f
+            size = p.stat().st_size if p.exists() else 0
+            L.append(f"trace: {p} ({size / 1e6:,.1f} MB on disk)")
+        L += [f"  open it in Perfetto: {PERFETTO_URL} → \"Open trace file\" → choose the file "
+              f"(.json.gz is read as is).",
+              "  Perfetto runs inside the browser, whose memory is limited (about 2 GB is typical, "
+              "and a trace takes several times its size once loaded);",
+              f"  for a big trace run `trace_processor --httpd {cap.path / traces[0]}` and let the page use it "
+              f"({LARGE_TRACES_DOC})."]
+    if cap.has("memory_snapshot.pickle"):
+        L += ["", f"memory snapshot: {cap.path / 'memory_snapshot.pickle'} — drag it onto "
+                  f"https://pytorch.org/memory_viz"]
+    if cap.kind not in ("torch_profiler", "timing", "memory_snapshot") and not traces:
+        L += ["", f"files: {', '.join(cap.files)} (a {cap.kind} capture; see the lessons for how "
+                  f"kitlib reads it)"]
+    return "\n".join(L)
+
+
+def _check_top(top) -> int:
+    if not isinstance(top, int) or top < 1:
+        raise KitError(f"top must be a positive integer, not {top!r}")
+    return top
+
+
+__all__ = ["summarize", "top_from_key_averages", "top_from_trace", "PERFETTO_URL"]

@@ -1,0 +1,221 @@
+"""Plots: matplotlib pictures of the analyses. Each function returns the Figure.
+
+What belongs here: drawing only — every number a picture shows comes from an
+analysis (``kitlib.analyses``) or a reader's table. This module holds the shared
+helpers and the chain/step pictures; ``timeline`` (step timelines for a trace or an
+Nsight report), ``grouping`` (device time by shape or call site), ``memory``
+(memory curves, FLOP pictures) and ``system`` (Nsight lanes) the rest.
+May import: analyses, readers and the base modules; not capture or course.
+
+Times are drawn in µs or ms, relative to a stated origin, and every axis says which.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+from matplotlib.patches import FancyArrowPatch
+
+from ..analyses.chain import chain, launches_of
+from ..readers.trace import Trace
+from ..units import ns_to_ms, ns_to_us
+
+_COLORS = {"op": "#4C72B0", "launch": "#DD8452", "kernel": "#55A868", "memcpy": "#C44E52",
+           "memset": "#8172B3", "annotation": "#937860", "step": "#BBBBBB"}
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel or operator name cut to ``width`` characters (templates dropped first)."""
+    if not isinstance(name, str):
+        return str(name)
+    s = name
+    if s.startswith("void "):
+        s = s[5:]
+    depth, out = 0, []
+    for ch in s:  # drop template arguments: kernel names are mostly templates
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+            continue
+        if ch == ">":
+            depth = max(0, depth - 1)
+            continue
+        if depth == 0:
+            out.append(ch)
+    s = "".join(out)
+    s = s.split("(")[0] if "(" in s and not s.startswith("(") else s
+    return s if len(s) <= width else s[: width - 1] + "…"
+
+
+def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
+    """The operator, its launches and the GPU events they produced, on one time axis.
+
+    Three rows: the operator's host interval (CPU thread), each CUDA launch (CPU
+    thread, inside the operator), each GPU event (its stream). Arrows: operator →
+    launch (external id) and launch → GPU event (correlation id). The x axis is µs
+    since the operator started.
+
+    Parameters
+    ----------
+    trace : Trace
+    op_row : int
+        Row label of the operator in ``trace.ops`` (e.g. from :func:`kitlib.chain.first_op`).
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+    """
+    rows = launches_of(trace, op_row)
+    op = trace.ops.loc[op_row]
+    t0 = op["start_ns"]
+    us = lambda ns: ns_to_us(np.asarray(ns, dtype="float64") - t0)  # noqa: E731
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(11, 3.6))
+    else:
+        fig = ax.figure
+    y_op, y_l, y_g = 2, 1, 0
+    h = 0.5
+    ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=_COLORS["op"])
+    ax.text(0, y_op + h / 2 + 0.05, f"{op['name']}  {ns_to_us(op['dur_ns']):,.3f} µs (host)", fontsize=9, va="bottom")
+    ends = [ns_to_us(op["dur_ns"])]
+    for _, r in rows.iterrows():
+        ls, ld = us(r["launch_start_ns"]), ns_to_us(r["launch_dur_ns"])
+        gs, gd = us(r["gpu_start_ns"]), ns_to_us(r["gpu_dur_ns"])
+        ends.append(gs + gd)
+        ax.broken_barh([(ls, ld)], (y_l - h / 2, h), color=_COLORS["launch"])
+        ax.broken_barh([(gs, gd)], (y_g - h / 2, h), color=_COLORS.get(r["gpu_kind"], _COLORS["kernel"]),
+                       edgecolor="black", linewidth=0.3)
+        ax.add_patch(FancyArrowPatch((ls, y_op - h / 2), (ls, y_l + h / 2), arrowstyle="-|>", mutation_scale=9,
+                                     color="gray"))
+        ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs, y_g + h / 2), arrowstyle="-|>",
+                                     mutation_scale=9, color="black", linewidth=0.8))
+        # numbers above the bars, staggered so that neighbours a few µs apart stay legible
+        lift = 0.03 + 0.16 * ((r["launch_index"] - 1) % 2)
+        ax.text(ls + ld / 2, y_l + h / 2 + lift, f"#{r['launch_index']}", fontsize=8, ha="center", va="bottom")
+        ax.text(gs + gd / 2, y_g - h / 2 - lift, f"#{r['launch_index']}", fontsize=8, ha="center", va="top")
+    legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "
+                       f"{short_name(r['gpu_name'], 38)} {ns_to_us(r['gpu_dur_ns']):,.3f} µs (device)"
+                       for _, r in rows.iterrows())
+    ax.text(0.99, 0.03, legend, transform=ax.transAxes, fontsize=7.5, ha="right", va="bottom", family="monospace", multialignment="left",
+            bbox=dict(boxstyle="round", facecolor="white", alpha=0.9, edgecolor="0.8"))
+    ax.set_yticks([y_g, y_l, y_op])
+    ax.set_yticklabels([f"GPU (stream {rows['stream'].iloc[0] if len(rows) else '?'})",
+                        "CUDA launches (CPU thread)", "operator (CPU thread)"])
+    ax.set_ylim(-1.9, 2.7)
+    ax.set_xlim(-0.02 * max(ends), max(ends) * 1.05)
+    ax.set_xlabel("time since the operator started (µs)")
+    ax.set_title(title or "operator → launch (external id) → GPU event (correlation id)")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h2d", "forward", "backward", "optimizer"),
+                       chain_df=None):
+    """One profiler step: its labelled phases (host) above the GPU events of each stream.
+
+    Parameters
+    ----------
+    trace : Trace
+    step : int
+        The N of ``ProfilerStep#N``.
+    labels : sequence of str
+        The ``record_function`` labels to draw as host rows.
+    chain_df : DataFrame, optional
+        A :func:`kitlib.chain.chain` result to reuse. The GPU rows show the events
+        *launched* during the step, which run on after its host interval ends.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        x axis: ms since the step started.
+    """
+    steps = trace.steps
+    s = steps[steps["step"] == step]
+    if s.empty:
+        raise KeyError(f"no ProfilerStep#{step} in this trace (steps: {steps['step'].tolist()})")
+    s = s.iloc[0]
+    t0, t1 = s["start_ns"], s["end_ns"]
+    ms = lambda ns: ns_to_ms(np.asarray(ns, dtype="float64") - t0)  # noqa: E731
+    ann = trace.ops[(trace.ops["kind"] == "annotation") & trace.ops["name"].isin(labels)
+                    & (trace.ops["start_ns"] >= t0) & (trace.ops["start_ns"] <= t1)]
+    c = chain(trace) if chain_df is None else chain_df
+    mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] <= t1)]
+    g = trace.gpu.loc[mine["gpu_row"].to_numpy()]
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(11, 3.2))
+    else:
+        fig = ax.figure
+    yt, yl = [], []
+    y = 0
+    for stream, grp in sorted(g.groupby("stream"), key=lambda kv: kv[0]):
+        for kind, kg in grp.groupby("kind"):
+            ax.broken_barh(list(zip(ms(kg["start_ns"]), ns_to_ms(kg["dur_ns"]))), (y - 0.35, 0.7),
+                           color=_COLORS.get(kind, "gray"), label=kind)
+        yt.append(y)
+        yl.append(f"GPU stream {stream}")
+        y += 1
+    ax.broken_barh([(0, ns_to_ms(t1 - t0))], (y - 0.35, 0.7), color=_COLORS["step"])
+    ax.text(0, y, f"ProfilerStep#{step}", va="center", fontsize=8)
+    yt.append(y)
+    yl.append("step (host)")
+    y += 1
+    for lab in labels:
+        a = ann[ann["name"] == lab]
+        if a.empty:
+            continue
+        ax.broken_barh(list(zip(ms(a["start_ns"]), ns_to_ms(a["dur_ns"]))), (y - 0.35, 0.7), color=_COLORS["annotation"])
+        yt.append(y)
+        yl.append(f"{lab} (host)")
+        y += 1
+    ax.set_yticks(yt)
+    ax.set_yticklabels(yl)
+    ax.set_xlabel(f"time since ProfilerStep#{step} started (ms)")
+    handles, names = ax.get_legend_handles_labels()
+    uniq = dict(zip(names, handles))
+    if uniq:
+        ax.legend(uniq.values(), uniq.keys(), loc="upper right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def plot_step_times(series: dict, ax=None, title="wall time of each step"):
+    """Step wall times (ms) per series, one marker per step, with the median marked.
+
+    Parameters
+    ----------
+    series : dict
+        ``{label: [step time in ms, ...]}``, e.g. a bundle's ``step_times.json``
+        (keys such as ``step_ms_uninstrumented`` are shown as "uninstrumented").
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        Log-scaled y axis in ms; a black bar per series marks its median.
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 3.2))
+    else:
+        fig = ax.figure
+    for i, (lab, vals) in enumerate(series.items()):
+        v = np.asarray(vals, dtype=float)
+        ax.plot(np.full(len(v), i) + np.linspace(-0.15, 0.15, len(v)), v, "o", alpha=0.7)
+        ax.hlines(np.median(v), i - 0.3, i + 0.3, color="black", label="median" if i == 0 else None)
+    ax.set_xticks(range(len(series)))
+    ax.set_xticklabels([_series_label(k) for k in series], fontsize=8)
+    ax.set_ylabel("step wall time (ms, log scale)")
+    ax.set_yscale("log")
+    ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}"))
+    ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}" if str(int(y))[0] in "25" else ""))
+    ax.legend(loc="upper right", fontsize=8)
+    ax.set_title(title)
+    ax.grid(axis="y", alpha=0.3)
+    fig.tight_layout()
+    return fig
+
+
+def _series_label(key: str) -> str:
+    """``step_ms_profiled_all_attribution`` -> ``profiled, all attribution`` (for axis labels)."""
+    s = key.removeprefix("step_ms_").replace("_", " ")
+    return s.replace("profiled ", "profiled,\n").replace("fixed batch", "fixed batch\n(no loader)")

@@ -1,0 +1,55 @@
+"""Pictures for lessons 08–10: the two attributions of GPU work to NVTX ranges.
+
+:func:`plot_attribution` draws, per labelled phase, the GPU time credited to it
+under Nsight's thread rule and under the time rule (:func:`kitlib.align.align`).
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+from ..units import ns_to_ms
+
+__all__ = ["plot_attribution"]
+
+
+def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str = "nsys", ax=None,
+                     title: str = "GPU work credited to each phase (median over warm steps)"):
+    """Bars: per phase, summed kernel time credited under each attribution.
+
+    Parameters
+    ----------
+    by_thread, by_time : DataFrame
+        :func:`kitlib.align.align` results with ``attribution="thread"`` and ``"time"``.
+    tool : {"nsys", "prof"}
+        Which tool's columns to draw.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        y: phases; x: "kernel time credited (ms)". Kernels only: copies and memsets
+        (the batch's host-to-device copy in ``data_load``/``h2d``) are not drawn.
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(8, 3))
+    else:
+        fig = ax.figure
+    col = f"{tool}_kernel_sum_ns"
+    def med(t):
+        t = t[(t["step"] > 0) & (t["label"] != "step")]
+        return ns_to_ms(t.groupby("label", sort=False)[col].median().dropna())
+    a, b = med(by_thread), med(by_time)
+    labels = list(dict.fromkeys(list(a.index) + list(b.index)))
+    y = np.arange(len(labels))
+    ax.barh(y + 0.2, [a.get(l, 0) for l in labels], 0.4, label="thread (Nsight's projection)", color="#8172B3")
+    ax.barh(y - 0.2, [b.get(l, 0) for l in labels], 0.4, label="time (launch inside the range, any thread)",
+            color="#55A868")
+    ax.set_yticks(y)
+    ax.set_yticklabels(labels)
+    ax.invert_yaxis()
+    ax.set_xlabel("kernel time credited (ms; kernels only, copies not counted)")
+    ax.set_title(title)
+    ax.legend(fontsize=8, loc="lower right")
+    ax.grid(axis="x", alpha=0.3)
+    fig.tight_layout()
+    return fig

@@ -1,0 +1,173 @@
+"""Timeline pictures of the first steps, and the four measures of one step as bars.
+
+:func:`timeline_rows` collects, for a window of a torch.profiler trace or an Nsight
+Systems report, one row per lane: labelled ranges (annotations / NVTX) of the main
+thread, CUDA API calls per thread, and copies and kernels per GPU stream;
+:func:`plot_timeline` draws them with the device's idle gaps shaded.
+:func:`plot_four_measures` draws :func:`kitlib.measures.four_measures`.
+"""
+from __future__ import annotations
+
+import matplotlib.pyplot as plt
+import numpy as np
+import pandas as pd
+
+from ..analyses.intervals import clip
+from ..analyses.steps import _check_source, _is_nsys, device_work, labelled_ranges, steps_of
+from ..units import ns_to_ms
+
+__all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
+
+_COLORS = {"range": "#8172B3", "CUDA API": "#DD8452", "memcpy": "#C44E52", "kernel": "#55A868",
+           "memset": "#937860", "OS runtime": "#64B5CD"}
+
+
+def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.DataFrame:
+    """The events of a window, one lane per thread/stream and kind.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    start_ns, end_ns : int
+        The window on the source's clock; events are cut to it.
+    osrt_threads : sequence of int
+        Thread ids whose OS-runtime calls get a lane too (NsysReport only).
+
+    Returns
+    -------
+    DataFrame
+        ``lane`` (label, e.g. ``"CUDA API · pt_data_pin (1258)"``), ``order`` (lanes
+        top to bottom), ``kind`` (``range``, ``CUDA API``, ``OS runtime``,
+        ``memcpy``, ``kernel``, ``memset``), ``name``, ``start_ns``, ``dur_ns``.
+    """
+    _check_source(source)
+    main = int(steps_of(source)["tid"].iloc[0])
+    parts = []
+    lab = labelled_ranges(source)
+    lab = clip(lab[lab["tid"] == main], start_ns, end_ns)
+    if len(lab):
+        depth = [int(((lab["start_ns"] <= r.start_ns) & (lab["end_ns"] >= r.end_ns)).sum()) - 1
+                 for r in lab.itertuples()]
+        lab = lab.assign(depth=depth)
+        for d, g in lab.groupby("depth"):
+            parts.append(g.assign(lane=f"labels, level {d} (host)", order=d, kind="range"))
+    if _is_nsys(source):
+        names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
+        api = source.launches
+        tname = lambda p, t: names.get((p, t), "?")  # noqa: E731
+        for tid in osrt_threads:
+            o = clip(source.osrt[source.osrt["tid"] == tid][["name", "pid", "tid", "start_ns", "dur_ns"]],
+                     start_ns, end_ns)
+            if len(o):
+                p = int(o["pid"].iloc[0])
+                parts.append(o.assign(lane=f"OS runtime · {tname(p, tid)} ({tid})", order=20 + tid % 1000,
+                                      kind="OS runtime"))
+    else:
+        api = source.launches
+        tname = lambda p, t: "main" if t == main else "thread"  # noqa: E731
+    a = clip(api[["name", "pid", "tid", "start_ns", "dur_ns"]].dropna(), start_ns, end_ns)
+    for (p, t), g in a.groupby(["pid", "tid"]):
+        parts.append(g.assign(lane=f"CUDA API · {tname(p, t)} ({t})", order=10 + (0 if t == main else 1),
+                              kind="CUDA API"))
+    w = clip(device_work(source), start_ns, end_ns)
+    for (s, k), g in w.groupby(["stream", "kind"]):
+        parts.append(g.assign(lane=f"GPU stream {s} · {k}s", order=100 + int(s) * 3
+                              + {"memcpy": 0, "kernel": 1, "memset": 2}[k], kind=k))
+    cols = ["lane", "order", "kind", "name", "start_ns", "dur_ns"]
+    if not parts:
+        return pd.DataFrame(columns=cols)
+    return pd.concat([p[cols] for p in parts], ignore_index=True)
+
+
+def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None = None, origin_ns: int | None = None,
+                  osrt_threads=(), ax=None, title: str | None = None, label_ranges: bool = True,
+                  origin_label: str | None = None):
+    """Draw :func:`timeline_rows` for a window, with idle gaps shaded.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    start_ns, end_ns : int
+        The window.
+    gaps : DataFrame, optional
+        ``start_ns, dur_ns`` of the gaps to shade (e.g. :func:`kitlib.steps.step_gaps`).
+    origin_ns : int, optional
+        Time shown as 0 (default ``start_ns``).
+    osrt_threads : sequence of int
+        Threads whose OS-runtime calls get a lane (NsysReport).
+    label_ranges : bool
+        Write the names of the labelled ranges on their bars.
+    origin_label : str, optional
+        What time 0 is, for the x-axis label: "time since <origin_label> (ms)"
+        (e.g. ``"step 2 started"``). Default: "the window started" when
+        ``origin_ns`` is None, else plain "time (ms)".
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        x axis: "time since … (ms)"; one lane per row of :func:`timeline_rows`.
+    """
+    rows = timeline_rows(source, start_ns, end_ns, osrt_threads)
+    t0 = start_ns if origin_ns is None else origin_ns
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(12, 0.45 * max(4, rows["lane"].nunique()) + 1.2))
+    else:
+        fig = ax.figure
+    lanes = rows.drop_duplicates("lane").sort_values("order")["lane"].tolist()
+    ypos = {ln: len(lanes) - 1 - i for i, ln in enumerate(lanes)}
+    for ln, g in rows.groupby("lane"):
+        y = ypos[ln]
+        kind = g["kind"].iloc[0]
+        bars = list(zip(ns_to_ms(g["start_ns"] - t0), np.maximum(ns_to_ms(g["dur_ns"]), ns_to_ms(end_ns - start_ns) / 2000)))
+        ax.broken_barh(bars, (y - 0.35, 0.7), color=_COLORS.get(kind, "gray"), edgecolor="white", linewidth=0.3)
+        if kind == "range" and label_ranges:
+            for r in g.itertuples():
+                if r.dur_ns > (end_ns - start_ns) / 40:
+                    ax.text(ns_to_ms(r.start_ns - t0) + (r.dur_ns / 2e6), y, r.name, ha="center", va="center",
+                            fontsize=7, color="white", clip_on=True)
+    if gaps is not None:
+        for i, gp in enumerate(gaps.itertuples()):
+            ax.axvspan(ns_to_ms(gp.start_ns - t0), ns_to_ms(gp.start_ns + gp.dur_ns - t0), color="gold", alpha=0.25,
+                       label="GPU idle" if i == 0 else None, zorder=0)
+    ax.set_yticks(list(ypos.values()))
+    ax.set_yticklabels(list(ypos.keys()), fontsize=8)
+    ax.set_xlim(ns_to_ms(start_ns - t0), ns_to_ms(end_ns - t0))
+    if origin_label is not None:
+        ax.set_xlabel(f"time since {origin_label} (ms)")
+    else:
+        ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
+    if gaps is not None and len(gaps):
+        ax.legend(loc="upper right", fontsize=8)
+    ax.grid(axis="x", alpha=0.3)
+    if title:
+        ax.set_title(title)
+    fig.tight_layout()
+    return fig
+
+
+def plot_four_measures(measures: pd.DataFrame, ax=None, title: str = "one step, measured four ways"):
+    """Horizontal bars of :func:`kitlib.measures.four_measures` (ms), host and device apart.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        One bar per measure, coloured by clock (host / device), value in ms written
+        beside each bar.
+    """
+    if ax is None:
+        fig, ax = plt.subplots(figsize=(9, 3.2))
+    else:
+        fig = ax.figure
+    m = measures.iloc[::-1]
+    colors = ["#4C72B0" if c == "host" else "#55A868" for c in m["clock"]]
+    ax.barh(m["measure"], ns_to_ms(m["value_ns"]), color=colors)
+    for y, v in enumerate(ns_to_ms(m["value_ns"])):
+        ax.text(v, y, f" {v:,.2f} ms", va="center", fontsize=8)
+    ax.set_xlabel("time (ms)")
+    ax.set_title(title)
+    from matplotlib.patches import Patch
+    ax.legend(handles=[Patch(color="#4C72B0", label="host clock"), Patch(color="#55A868", label="device clock")],
+              loc="lower right", fontsize=8)
+    ax.set_xlim(0, ns_to_ms(m["value_ns"].max()) * 1.25)
+    fig.tight_layout()
+    return fig

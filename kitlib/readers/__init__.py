@@ -1,0 +1,17 @@
+"""Readers: files in, pandas tables out. The lowest layer of kitlib.
+
+What belongs here: code that opens a file a tool wrote and turns it into typed
+tables, with a clear kitlib error for a damaged or foreign file. ``files`` (bytes,
+gzip, JSON, sha256) sits below the others; ``trace`` (torch.profiler / Kineto
+Chrome-trace JSON), ``nsys`` (Nsight Systems SQLite export, and the ``nsys stats``
+reports rebuilt from it), ``snapshot`` (``torch.cuda.memory._snapshot()`` pickles,
+with a restricted unpickler), ``ncu`` (Nsight Compute CSV) and ``profiler_table``
+(the profiler's printed ``key_averages()`` table) read one format each; ``bundle``
+(the capture folder: ``manifest.json`` and its files) opens a folder and hands its
+files to the other readers.
+
+May import: the standard library, numpy, pandas, orjson, ``kitlib.errors``,
+``kitlib.units``, ``kitlib.phases`` and each other (``bundle`` uses the format
+readers; the format readers never import ``bundle``). Nothing from analyses,
+capture, plots or course.
+"""

@@ -1,0 +1,332 @@
+"""The capture bundle: one folder, one ``manifest.json``, the files a tool wrote.
+
+A bundle is how every recording travels through the kit, whether it was made a
+minute ago on the learner's GPU (``runs/…``) or shipped with the course
+(``data/reference/…``). Lessons read both the same way, through
+:func:`open_capture`.
+
+``manifest.json`` holds::
+
+    {
+      "format": "kitlib-bundle/1",
+      "kind": "torch_profiler" | "nsys" | "timing" | "memory_snapshot" | "ncu" | ...,
+      "name": "profiler_5step",
+      "origin": "recorded" | "live",
+      "created": "2026-11-29T...Z",
+      "recipe":   {...schedule, record_shapes, profile_memory, with_stack, with_flops...},
+      "workload": {...model, batch_size, channels_last, dataset, num_workers...},
+      "provenance": {"gpu": ..., "driver": ..., "cuda": ..., "cudnn": ..., "torch": ...,
+                     "torchvision": ..., "python": ..., "os": ..., "cpu_count": ..., "date": ...},
+      "notes": "free text",
+      "files": {"trace.json.gz": {"sha256": "...", "bytes": 1342993, "what": "..."}}
+    }
+
+Every file is checked against its sha256 when it is read, so a bundle that was
+edited or half-copied is reported, not silently analysed.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import os
+import platform
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import BundleError
+from .files import read_json_file, sha256_of
+
+FORMAT = "kitlib-bundle/1"
+MANIFEST = "manifest.json"
+
+
+def software_provenance() -> dict:
+    """What this Python process runs on: Python, OS, CPU count and, where importable,
+    torch, torchvision, CUDA, cuDNN, the GPU's name and the driver version.
+
+    Returns
+    -------
+    dict
+        Keys ``python, os, cpu_count, date`` always; ``torch, torchvision, cuda,
+        cudnn, gpu, gpu_count, gpu_memory_bytes, compute_capability, driver`` when
+        known (``None`` otherwise). The driver version comes from ``nvidia-smi`` when
+        it is on the PATH.
+    """
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "os": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "date": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "torch": None, "torchvision": None, "cuda": None, "cudnn": None,
+        "gpu": None, "gpu_count": 0, "gpu_memory_bytes": None,
+        "compute_capability": None, "driver": None,
+    }
+    try:
+        import torch
+        info["torch"] = torch.__version__
+        info["cuda"] = torch.version.cuda
+        try:
+            info["cudnn"] = torch.backends.cudnn.version()
+        except Exception:  # cuDNN missing from a CPU build
+            info["cudnn"] = None
+        if torch.cuda.is_available():
+            p = torch.cuda.get_device_properties(0)
+            info.update(gpu=p.name, gpu_count=torch.cuda.device_count(),
+                        gpu_memory_bytes=int(p.total_memory),
+                        compute_capability=f"{p.major}.{p.minor}")
+            info["driver"] = _nvidia_smi_driver()
+    except ImportError:
+        pass
+    try:
+        import torchvision
+        info["torchvision"] = torchvision.__version__
+    except ImportError:
+        pass
+    return info
+
+
+def _nvidia_smi_driver():
+    import shutil
+    import subprocess
+    if not shutil.which("nvidia-smi"):
+        return None
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+        return out.splitlines()[0] if out else None
+    except Exception:
+        return None
+
+
+def write_bundle(folder, *, kind: str, name: str, files: dict, recipe: dict | None = None,
+                 workload: dict | None = None, provenance: dict | None = None,
+                 origin: str = "live", notes: str = "", extra: dict | None = None) -> Path:
+    """Write ``manifest.json`` for files already placed in ``folder``.
+
+    Parameters
+    ----------
+    folder : path
+        The bundle folder; the files must already be inside it.
+    kind, name, origin, notes : str
+        See the module docstring.
+    files : dict
+        ``{file name: one-line description}``. Each file's sha256 and size are taken now.
+    recipe, workload, provenance, extra : dict, optional
+        Stored as given (``extra`` keys are merged into the top level).
+
+    Returns
+    -------
+    pathlib.Path
+        The manifest's path.
+
+    Raises
+    ------
+    BundleError
+        If a listed file is not in ``folder``.
+    """
+    folder = Path(folder)
+    entries = {}
+    for fname, what in files.items():
+        p = folder / fname
+        if not p.is_file():
+            raise BundleError(p, "listed in the manifest but not written")
+        entries[fname] = {"sha256": sha256_of(p), "bytes": p.stat().st_size, "what": what}
+    manifest = {
+        "format": FORMAT, "kind": kind, "name": name, "origin": origin,
+        "created": _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "recipe": recipe or {}, "workload": workload or {},
+        "provenance": provenance if provenance is not None else software_provenance(),
+        "notes": notes, "files": entries,
+    }
+    if extra:
+        manifest.update(extra)
+    out = folder / MANIFEST
+    out.write_text(json.dumps(manifest, indent=1, sort_keys=False) + "\n")
+    return out
+
+
+@dataclass
+class Capture:
+    """A capture bundle opened for reading (see :func:`open_capture`).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The bundle folder.
+    manifest : dict
+        The parsed ``manifest.json``.
+    """
+
+    path: Path
+    manifest: dict
+    _cache: dict = field(default_factory=dict, repr=False)
+
+    # -- plain facts -------------------------------------------------------
+    @property
+    def name(self) -> str:
+        return self.manifest.get("name", self.path.name)
+
+    @property
+    def kind(self) -> str:
+        return self.manifest.get("kind", "?")
+
+    @property
+    def origin(self) -> str:
+        """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one."""
+        return self.manifest.get("origin", "?")
+
+    @property
+    def provenance(self) -> dict:
+        return self.manifest.get("provenance", {})
+
+    @property
+    def recipe(self) -> dict:
+        return self.manifest.get("recipe", {})
+
+    @property
+    def workload(self) -> dict:
+        return self.manifest.get("workload", {})
+
+    @property
+    def files(self) -> list[str]:
+        return list(self.manifest.get("files", {}))
+
+    def has(self, fname: str) -> bool:
+        """Whether the manifest lists ``fname``."""
+        return fname in self.manifest.get("files", {})
+
+    def file(self, fname: str) -> Path:
+        """Path of one of the bundle's files, after checking it against its sha256.
+
+        Raises
+        ------
+        BundleError
+            If the manifest does not list the file, the file is missing, or its
+            sha256 differs from the manifest's (the file was changed or half-copied).
+        """
+        if fname in self._cache.get("checked", set()):
+            return self.path / fname
+        entries = self.manifest.get("files", {})
+        if fname not in entries:
+            raise BundleError(self.path, f"this {self.kind} bundle has no file {fname!r} "
+                                         f"(it has: {', '.join(entries) or 'none'})")
+        p = self.path / fname
+        if not p.is_file():
+            raise BundleError(p, "listed in manifest.json but missing from the folder")
+        want = entries[fname].get("sha256")
+        if want and sha256_of(p) != want:
+            raise BundleError(p, "sha256 differs from manifest.json: the file was changed "
+                                 "or copied incompletely")
+        self._cache.setdefault("checked", set()).add(fname)
+        return p
+
+    def read_json(self, fname: str):
+        """Parse one of the bundle's JSON files (``.json`` or ``.json.gz``)."""
+        return read_json_file(self.file(fname))
+
+    # -- the usual contents --------------------------------------------------
+    @property
+    def trace(self):
+        """The bundle's torch.profiler trace as a :class:`kitlib.trace.Trace` (loaded once)."""
+        if "trace" not in self._cache:
+            from .trace import load_trace
+            self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")))
+        return self._cache["trace"]
+
+    @property
+    def nsys(self):
+        """The bundle's Nsight Systems export as a :class:`kitlib.nsys.NsysReport` (loaded once)."""
+        if "nsys" not in self._cache:
+            from .nsys import load_nsys
+            self._cache["nsys"] = load_nsys(self.file("report.sqlite"))
+        return self._cache["nsys"]
+
+    def step_times(self) -> dict:
+        """``step_times.json``: ``{series name: [step wall time in ms, ...]}``."""
+        return self.read_json("step_times.json")
+
+    def key_averages(self) -> dict:
+        """The profiler's own ``key_averages()`` rows (``by_name``, ``by_input_shape``,
+        ``by_stack_5``; times in µs, memory in bytes, ``flops``)."""
+        return self.read_json(self._first_of("key_averages.json", "key_averages.json.gz"))
+
+    def _first_of(self, *names):
+        for n in names:
+            if self.has(n):
+                return n
+        raise BundleError(self.path, f"this {self.kind} bundle has none of {', '.join(names)} "
+                                     f"(it has: {', '.join(self.files) or 'none'})")
+
+    def describe(self) -> str:
+        """A few lines on what this capture is and where it came from."""
+        p = self.provenance
+        gpu = p.get("gpu") or "no GPU (CPU)"
+        lines = [f"{self.name} ({self.kind}, {self.origin})",
+                 f"  device:   {gpu}" + (f", driver {p['driver']}" if p.get("driver") else ""),
+                 f"  software: torch {p.get('torch')}, torchvision {p.get('torchvision')}, "
+                 f"CUDA {p.get('cuda')}, cuDNN {p.get('cudnn')}, Python {p.get('python')}",
+                 f"  recorded: {p.get('date', '?')} on {p.get('os', '?')}, {p.get('cpu_count', '?')} CPUs",
+                 f"  files:    {', '.join(self.files)}"]
+        return "\n".join(lines)
+
+
+def open_capture(path) -> Capture:
+    """Open a capture bundle (a folder with ``manifest.json``).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The bundle folder, or its ``manifest.json``. A name such as
+        ``"profiler_5step"`` is looked up in the kit's ``data/reference/``.
+
+    Returns
+    -------
+    Capture
+
+    Raises
+    ------
+    BundleError
+        No such folder, no manifest, or a manifest that is not a kitlib bundle.
+    """
+    p = Path(path)
+    if not p.exists() and not p.is_absolute() and len(p.parts) == 1:
+        cand = reference_dir() / p
+        if cand.exists():
+            p = cand
+    if p.name == MANIFEST:
+        p = p.parent
+    if not p.exists():
+        known = ", ".join(list_references()) or "none"
+        raise BundleError(p, f"no such capture folder (reference captures: {known})")
+    m = p / MANIFEST
+    if not m.is_file():
+        raise BundleError(p, "not a capture bundle: it has no manifest.json")
+    manifest = read_json_file(m)
+    if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+        raise BundleError(m, f"not a kitlib bundle manifest (expected format {FORMAT!r})")
+    files = manifest.get("files", {})
+    if not isinstance(files, dict) or not all(isinstance(v, dict) for v in files.values()):
+        raise BundleError(m, "'files' must map each file name to {sha256, bytes, what}")
+    for name in files:
+        q = Path(name)
+        if q.is_absolute() or ".." in q.parts:
+            raise BundleError(m, f"file name {name!r} points outside the bundle folder")
+    return Capture(path=p, manifest=manifest)
+
+
+def reference_dir() -> Path:
+    """The folder holding the recorded captures (``data/reference`` of this checkout).
+
+    The environment variable ``KITLIB_REFERENCE`` overrides it.
+    """
+    env = os.environ.get("KITLIB_REFERENCE")
+    if env:
+        return Path(env)
+    return Path(__file__).resolve().parents[2] / "data" / "reference"   # kitlib/readers/ -> checkout
+
+
+def list_references() -> list[str]:
+    """Names of the recorded captures shipped with the kit."""
+    d = reference_dir()
+    return sorted(x.name for x in d.iterdir() if (x / MANIFEST).is_file()) if d.exists() else []

@@ -1,0 +1,919 @@
+"""Nsight Systems SQLite export → pandas tables, and the ``nsys stats`` reports.
+
+``nsys export --type sqlite report.nsys-rep`` writes one SQLite database per
+recording. Its schema is documented by NVIDIA ("Nsight Systems User Guide →
+Exporter → SQLite Schema Reference"; every table also carries its own column
+comments, see ``sqlite3 report.sqlite .schema``). The facts this module relies on:
+
+- Strings are stored once, in ``StringIds(id, value)``; other tables point at
+  them (kernel ``demangledName`` / ``shortName``, API ``nameId``, NVTX ``textId``).
+- A thread is a *serialized global id*: ``globalTid`` packs the process id in
+  bits 24-47 and the thread id in bits 0-23, so ``pid = (globalTid >> 24) &
+  0xFFFFFF`` and ``tid = globalTid & 0xFFFFFF``. GPU activity carries
+  ``globalPid`` (the same number with the thread bits zero). Checked against
+  ``PROCESSES.pid`` and ``ThreadNames`` in the reference recording.
+- Times are integer nanoseconds on the session's own clock (``start``, ``end``).
+- A GPU operation (``CUPTI_ACTIVITY_KIND_KERNEL`` / ``_MEMCPY`` / ``_MEMSET``)
+  and the CUDA API call that launched it (``CUPTI_ACTIVITY_KIND_RUNTIME``, which
+  holds runtime *and* driver calls, told apart by ``eventClass``) share a
+  ``correlationId`` within one process.
+- Tables are written lazily: a recording without NVTX has no ``NVTX_EVENTS``
+  table at all, and columns come and go between schema versions.
+
+:func:`load_nsys` turns the export into an :class:`NsysReport` whose tables use
+the same column names as :mod:`kitlib.trace` where the meaning is the same
+(``name, pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream``).
+:func:`nvtx_gpu_projection` projects NVTX ranges onto the GPU, and
+:func:`nsys_stats` reproduces the ``nsys stats --format csv`` reports the course
+reads, from those tables.
+"""
+from __future__ import annotations
+
+import sqlite3
+from dataclasses import dataclass, field
+from decimal import ROUND_HALF_UP, Decimal
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitFileError, NsysFormatError
+from ..phases import STEP_RANGE
+from .trace import STEP_COLUMNS
+
+__all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
+           "STATS_REPORTS"]
+
+# NVTX event types (ENUM_NSYS_EVENT_TYPE in the export).
+NVTX_MARK = 34
+NVTX_PUSHPOP = 59
+NVTX_STARTEND = 60
+NVTX_DOMAIN_CREATE = 75
+_RANGE_STYLE = {NVTX_PUSHPOP: "PushPop", NVTX_STARTEND: "StartEnd"}
+
+# eventClass of CUPTI_ACTIVITY_KIND_RUNTIME rows (ENUM_NSYS_EVENT_CLASS).
+_API_KIND = {0: "runtime", 1: "driver"}
+
+# Used when an export has no ENUM_CUDA_MEMCPY_OPER table (its labels, schema 3.x).
+_COPY_KIND = {0: "Unknown", 1: "Host-to-Device", 2: "Device-to-Host", 3: "Host-to-Array",
+              4: "Array-to-Host", 5: "Array-to-Array", 6: "Array-to-Device",
+              7: "Device-to-Array", 8: "Device-to-Device", 9: "Host-to-Host",
+              10: "Peer-to-Peer", 11: "Unified Host-to-Device",
+              12: "Unified Device-to-Host", 13: "Unified Device-to-Device"}
+
+# Which export table feeds each NsysReport table.
+SOURCE_TABLES = {
+    "kernels": "CUPTI_ACTIVITY_KIND_KERNEL",
+    "launches": "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "copies": "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "sets": "CUPTI_ACTIVITY_KIND_MEMSET",
+    "nvtx": "NVTX_EVENTS",
+    "marks": "NVTX_EVENTS",
+    "osrt": "OSRT_API",
+    "threads": "ThreadNames",
+    "gpus": "TARGET_INFO_GPU",
+}
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+def decode_global_tid(global_tid):
+    """Split Nsight's serialized ``globalTid`` / ``globalPid`` into ``(pid, tid)``.
+
+    Parameters
+    ----------
+    global_tid : int, numpy array or pandas Series
+        The serialized id (``globalTid`` of a CPU event, ``globalPid`` of a GPU
+        event, whose thread bits are zero).
+
+    Returns
+    -------
+    (pid, tid)
+        Same type as the input: ``pid = (id >> 24) & 0xFFFFFF``,
+        ``tid = id & 0xFFFFFF``. The bits above 48 (the VM id) are dropped.
+
+    Notes
+    -----
+    Layout from the Nsight Systems SQLite schema reference; it reproduces
+    ``PROCESSES.pid`` for every process of the reference recording, and the
+    main thread of a process has ``tid == pid``.
+    """
+    if isinstance(global_tid, pd.Series):
+        g = global_tid.astype("Int64")
+        return (g // (1 << 24)) % (1 << 24), g % (1 << 24)
+    g = np.asarray(global_tid, dtype=np.int64) if not isinstance(global_tid, int) else global_tid
+    return (g >> 24) & 0xFFFFFF, g & 0xFFFFFF
+
+
+# --------------------------------------------------------------------------- loading
+@dataclass
+class NsysReport:
+    """An Nsight Systems SQLite export as pandas tables (see :func:`load_nsys`).
+
+    Every time is an integer in nanoseconds on the recording's own clock
+    (``start_ns``, ``end_ns``, ``dur_ns = end_ns - start_ns``). ``pid`` and
+    ``tid`` are the operating system's process and thread ids (decoded from
+    ``globalTid``). A table whose source is absent from the file is empty but
+    has all its columns, and its source table is listed in :attr:`missing`.
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The ``.sqlite`` file.
+    kernels : DataFrame
+        One row per kernel execution: ``name`` (demangled, with templates and
+        arguments), ``short_name`` (base function name), ``pid``, ``tid`` (the
+        thread that launched it, from its launch; <NA> if the launch was not
+        recorded), ``start_ns, dur_ns, end_ns``, ``correlation``, ``device``,
+        ``context``, ``stream``, ``grid`` and ``block`` (``(x, y, z)`` tuples),
+        ``registers_per_thread``, ``static_smem_bytes``, ``dynamic_smem_bytes``.
+        Sorted by ``start_ns``.
+    launches : DataFrame
+        One row per CUDA API call (runtime and driver): ``name`` (the API name
+        with its ``_vNNNN`` version suffix removed, e.g. ``cudaLaunchKernel``),
+        ``raw_name`` (as recorded, e.g. ``cudaLaunchKernel_v7000``), ``api``
+        (``"runtime"`` or ``"driver"``), ``pid, tid, start_ns, dur_ns, end_ns``,
+        ``correlation``, ``return_value``.
+    copies : DataFrame
+        One row per memory copy on the GPU: ``name`` (``"[CUDA memcpy
+        Host-to-Device]"``, as ``nsys stats`` names it), ``copy_kind``
+        (``"Host-to-Device"``, ...), ``bytes``, ``src_kind`` and ``dst_kind``
+        (``"Pinned"``, ``"Device"``, ... where known), ``pid, tid`` (launching
+        thread), times, ``correlation``, ``device``, ``context``, ``stream``.
+    sets : DataFrame
+        One row per memset: ``name`` (``"[CUDA memset]"``), ``bytes``,
+        ``value``, ``pid, tid``, times, ``correlation``, ``device``,
+        ``context``, ``stream``.
+    nvtx : DataFrame
+        One row per NVTX range (push/pop and start/end; marks are in
+        :attr:`marks`): ``name`` (the range's text), ``domain`` (``""`` for the
+        default domain), ``style`` (``"PushPop"`` or ``"StartEnd"``), ``pid,
+        tid`` (thread that opened it), ``end_tid`` (thread that closed a
+        start/end range, <NA> if the same), ``start_ns, dur_ns, end_ns``
+        (nullable: a range never closed has <NA> end), ``depth`` (nesting level
+        among the ranges of its thread, 0 = outermost), ``category``,
+        ``range_id`` (the row id in ``NVTX_EVENTS``).
+    marks : DataFrame
+        NVTX marks (instants): ``name, domain, pid, tid, start_ns``.
+    osrt : DataFrame
+        OS runtime calls (``OSRT_API``): ``name, pid, tid, start_ns, dur_ns,
+        end_ns, return_value, nesting_level``.
+    threads : DataFrame
+        ``pid, tid, name`` (thread name), ``priority``, ``process`` (process
+        name from ``PROCESSES`` where known).
+    gpus : DataFrame
+        One row per GPU of the machine (``TARGET_INFO_GPU``), used or not:
+        ``device`` (Nsight's GPU id), ``cuda_device`` (its CUDA device number),
+        ``name``, ``chip``, ``bus``, ``sm_count``, ``memory_bytes``,
+        ``memory_bandwidth_bytes_per_s``, ``clock_hz``, ``l2_cache_bytes``,
+        ``compute_capability`` (``"9.0"``), ``uuid``. A kernel's ``device`` is
+        the CUDA device number its process saw, which can differ from both
+        under ``CUDA_VISIBLE_DEVICES`` (the public 4-GPU export has GPU id 0 =
+        CUDA device 3).
+    missing : list of str
+        Source tables this export does not have (e.g. ``"NVTX_EVENTS"`` when
+        NVTX was not traced).
+    meta : dict
+        ``META_DATA_EXPORT`` as a dict (``EXPORT_PRODUCT_VERSION``,
+        ``EXPORT_SCHEMA_VERSION``, ...), plus ``session_start_ns`` and
+        ``session_end_ns`` from ``ANALYSIS_DETAILS`` when present.
+    """
+
+    path: Path
+    kernels: pd.DataFrame
+    launches: pd.DataFrame
+    copies: pd.DataFrame
+    sets: pd.DataFrame
+    nvtx: pd.DataFrame
+    marks: pd.DataFrame
+    osrt: pd.DataFrame
+    threads: pd.DataFrame
+    gpus: pd.DataFrame
+    missing: list = field(default_factory=list)
+    meta: dict = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``."""
+        return self.meta.get("EXPORT_PRODUCT_VERSION", "?")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The report's steps: its closed NVTX ranges named ``torch_step`` (or
+        ``torch_step#N``), as :func:`kitlib.capture.workload.train_step` pushes them.
+
+        Returns
+        -------
+        DataFrame
+            The columns of ``Trace.steps`` (:data:`kitlib.readers.trace.STEP_COLUMNS`):
+            ``step`` numbers the ranges 0, 1, … in time order (or is the ``#N`` when
+            every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns).
+            Empty when there is no such range.
+        """
+        n = self.nvtx
+        hit = n[(n["name"] == STEP_RANGE) | n["name"].str.match(rf"^{STEP_RANGE}#\d+$")]
+        hit = hit[hit["end_ns"].notna()].sort_values("start_ns", kind="stable").copy()
+        if hit.empty:
+            return pd.DataFrame(columns=STEP_COLUMNS).astype("int64").astype({"name": object})
+        num = hit["name"].str.extract(r"#(\d+)$")[0]
+        hit["step"] = num.astype("int64").to_numpy() if num.notna().all() else np.arange(len(hit))
+        return hit[STEP_COLUMNS].reset_index(drop=True).astype(
+            {c: "int64" for c in STEP_COLUMNS if c != "name"})
+
+    def gpu_events(self) -> pd.DataFrame:
+        """Every kernel, memcpy and memset joined to the CUDA API call that launched it.
+
+        The join is on ``(pid, correlation)``: Nsight gives a GPU operation the
+        correlation id of its launch, unique within a process (Nsight Systems
+        SQLite schema: ``correlationId REFERENCES
+        CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)``).
+
+        Returns
+        -------
+        DataFrame
+            Sorted by ``start_ns``; columns ``kind`` (``"kernel"``, ``"memcpy"``,
+            ``"memset"``), ``name, pid, tid, start_ns, dur_ns, end_ns,
+            correlation, device, stream, bytes`` (<NA> for kernels), then the
+            launch: ``launch`` (API name without version suffix; <NA> when the
+            launch was not recorded), ``launch_start_ns``, ``launch_dur_ns``,
+            and ``launch_to_start_ns`` (GPU start minus API call start: how long
+            the operation waited after it was submitted).
+        """
+        cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device",
+                "stream", "bytes"]
+        parts = [self.kernels.assign(bytes=pd.NA)[cols].assign(kind="kernel"),
+                 self.copies[cols].assign(kind="memcpy"), self.sets[cols].assign(kind="memset")]
+        ev = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
+        ev = ev[["kind"] + cols].astype({"bytes": "Int64"})
+        lau = _launch_index(self.launches)[["name", "start_ns", "dur_ns"]].rename(columns={
+            "name": "launch", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns"})
+        ev = ev.join(lau, on=["pid", "correlation"])
+        ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]
+        return ev.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
+
+    def describe(self) -> str:
+        """A few lines on what the export holds."""
+        gpus = ", ".join(sorted(set(self.gpus["name"].dropna()))) or "no GPU info"
+        return "\n".join([
+            f"{self.path.name} (Nsight Systems {self.version}, {len(self.gpus)} GPU(s): {gpus})",
+            f"  kernels {len(self.kernels)}, API calls {len(self.launches)}, "
+            f"memcpy {len(self.copies)}, memset {len(self.sets)}",
+            f"  NVTX ranges {len(self.nvtx)}, OS runtime calls {len(self.osrt)}, "
+            f"threads {len(self.threads)}",
+            f"  absent tables: {', '.join(self.missing) or 'none'}"])
+
+
+def load_nsys(path) -> NsysReport:
+    """Read an ``nsys export --type sqlite`` file into an :class:`NsysReport`.
+
+    Parameters
+    ----------
+    path : str, os.PathLike or kitlib.readers.bundle.Capture
+        The ``.sqlite`` export, or an opened ``nsys`` capture bundle (a
+        :class:`~kitlib.readers.bundle.Capture`), whose ``report.sqlite`` is then
+        checked against the manifest's sha256 first. A bundle *folder* is opened
+        through the bundle layer: ``kitlib.open_capture(folder).nsys``.
+
+    Returns
+    -------
+    NsysReport
+        Tables described in :class:`NsysReport`.
+
+    Raises
+    ------
+    KitFileError
+        The file does not exist or is a folder (a bundle folder is named as one).
+    NsysFormatError
+        The file is empty, is not an SQLite database (e.g. a ``.nsys-rep`` that
+        was not exported, or a text file), is an SQLite database that is not an
+        Nsight Systems export, or is truncated/corrupt.
+    BundleError
+        A bundle whose ``report.sqlite`` is missing or differs from its manifest.
+
+    Notes
+    -----
+    Table and column names follow the Nsight Systems SQLite schema reference
+    (Nsight Systems User Guide, "SQLite Schema Reference"). Columns that older
+    or newer schema versions lack come out as <NA>.
+    """
+    path = _resolve(path)
+    _check_sqlite_file(path)
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    try:
+        con = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as e:  # pragma: no cover - file vanished between checks
+        raise NsysFormatError(path, f"cannot be opened as SQLite: {e}") from None
+    try:
+        return _read_report(path, con)
+    except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:   # pandas wraps sqlite's
+        raise NsysFormatError(path, "the SQLite file is corrupt or truncated "
+                                    f"({e.__cause__ or e}); export it again with "
+                                    "`nsys export --type sqlite`") from None
+    finally:
+        con.close()
+
+
+def _resolve(path) -> Path:
+    if hasattr(path, "manifest") and hasattr(path, "file"):       # a Capture
+        return path.file("report.sqlite")
+    p = Path(path)
+    if p.is_dir() and (p / "manifest.json").is_file():
+        raise KitFileError(p, "is a capture bundle folder, not an export: open it with "
+                              f"kitlib.open_capture({str(p)!r}).nsys, or pass the Capture itself")
+    return p
+
+
+def _check_sqlite_file(path: Path) -> None:
+    """Clear errors for files SQLite would refuse with a terse message."""
+    if not path.exists():
+        raise KitFileError(path, "no such file")
+    if path.is_dir():
+        raise KitFileError(path, "is a folder, not an Nsight Systems SQLite export")
+    size = path.stat().st_size
+    if size == 0:
+        raise NsysFormatError(path, "the file is empty (0 bytes); was the export interrupted?")
+    with open(path, "rb") as f:
+        head = f.read(100)
+    if not head.startswith(_SQLITE_MAGIC):
+        hint = ""
+        if path.suffix in (".nsys-rep", ".qdrep"):
+            hint = ("; this is an Nsight Systems report, export it first with "
+                    f"`nsys export --type sqlite {path.name}`")
+        elif head[:1] in (b"{", b"["):
+            hint = "; it looks like JSON (a torch.profiler trace? use kitlib.trace)"
+        raise NsysFormatError(path, f"not an SQLite database (it starts with {head[:16]!r}){hint}")
+    if len(head) < 100:
+        raise NsysFormatError(path, f"truncated SQLite file: only {size} bytes, "
+                                    "shorter than the 100-byte SQLite header")
+    # The header records the page size and, when valid, the page count
+    # (https://www.sqlite.org/fileformat.html, "The Database Header").
+    page_size = int.from_bytes(head[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    pages = int.from_bytes(head[28:32], "big")
+    if head[24:28] == head[92:96] and pages and size < page_size * pages:
+        raise NsysFormatError(path, f"truncated SQLite file: its header says {page_size * pages} "
+                                    f"bytes, the file has {size}; copy or export it again")
+
+
+def _tables(con) -> set:
+    rows = con.execute("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+    return {r[0] for r in rows}
+
+
+def _columns(con, table) -> set:
+    return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
+
+
+class _MissingColumn(Exception):
+    def __init__(self, table, column):
+        self.table, self.column = table, column
+
+
+# Columns without which a table's rows cannot be placed in time or linked: an export
+# that lacks them (a renamed column, an unknown schema) is refused, not read half-empty.
+_REQUIRED = {
+    "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "correlationId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId"),
+    "NVTX_EVENTS": ("start", "eventType", "globalTid"),
+    "OSRT_API": ("start", "end", "globalTid"),
+}
+
+
+def _select(con, table, want: dict, where: str = "") -> pd.DataFrame:
+    """``SELECT`` the columns of ``want`` (``{source name: our name}``) that
+    ``table`` has; the others come back as <NA>, so no caller meets a KeyError.
+    A column of :data:`_REQUIRED` that is absent raises ``_MissingColumn``."""
+    have = _columns(con, table) | {"rowid"}
+    for c in _REQUIRED.get(table, ()):
+        if c not in have:
+            raise _MissingColumn(table, c)
+    got = [c for c in want if c in have] or ["rowid"]
+    df = pd.read_sql_query(f'SELECT {", ".join(got)} FROM "{table}" {where}', con)
+    df = df.rename(columns=want)
+    for c in want:
+        if c not in have:
+            df[want[c]] = pd.NA
+    return df[list(want.values())]
+
+
+def _as_int(s: pd.Series) -> pd.Series:
+    """int64, or nullable Int64 where a value is missing."""
+    s = pd.to_numeric(s, errors="coerce")
+    return s.astype("int64") if s.notna().all() else s.astype("Int64")
+
+
+def _ints(df: pd.DataFrame, *cols) -> pd.DataFrame:
+    for c in cols:
+        df[c] = _as_int(df[c])
+    return df
+
+
+def _times_and_ids(df: pd.DataFrame) -> pd.DataFrame:
+    """``start_ns, end_ns`` → adds ``dur_ns``; ``global_tid`` → ``pid, tid``."""
+    df = _ints(df, "start_ns", "end_ns")
+    df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    pid, tid = decode_global_tid(df["global_tid"])
+    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
+    return df
+
+
+def _table(df: pd.DataFrame, columns, sort=("start_ns",)) -> pd.DataFrame:
+    df = df[list(columns)]
+    if sort and len(df):
+        df = df.sort_values(list(sort), kind="stable")
+    return df.reset_index(drop=True)
+
+
+# Columns of each NsysReport table (see its docstring for meanings and units).
+COLUMNS = {
+    "kernels": ["name", "short_name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation",
+                "device", "context", "stream", "grid", "block", "registers_per_thread",
+                "static_smem_bytes", "dynamic_smem_bytes"],
+    "launches": ["name", "raw_name", "api", "pid", "tid", "start_ns", "dur_ns", "end_ns",
+                 "correlation", "return_value"],
+    "copies": ["name", "copy_kind", "bytes", "src_kind", "dst_kind", "pid", "tid", "start_ns",
+               "dur_ns", "end_ns", "correlation", "device", "context", "stream"],
+    "sets": ["name", "bytes", "value", "pid", "tid", "start_ns", "dur_ns", "end_ns",
+             "correlation", "device", "context", "stream"],
+    "nvtx": ["name", "domain", "style", "pid", "tid", "end_tid", "start_ns", "dur_ns", "end_ns",
+             "depth", "category", "range_id"],
+    "marks": ["name", "domain", "pid", "tid", "start_ns"],
+    "osrt": ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "return_value", "nesting_level"],
+    "threads": ["pid", "tid", "name", "priority", "process"],
+    "gpus": ["device", "cuda_device", "name", "chip", "bus", "sm_count", "memory_bytes",
+             "memory_bandwidth_bytes_per_s", "clock_hz", "l2_cache_bytes", "compute_capability",
+             "uuid"],
+}
+
+
+def _read_report(path: Path, con) -> NsysReport:
+    tables = _tables(con)
+    if "StringIds" not in tables or not tables & {*SOURCE_TABLES.values(), "META_DATA_EXPORT"}:
+        shown = ", ".join(sorted(tables)[:8]) + (", ..." if len(tables) > 8 else "")
+        raise NsysFormatError(path, "an SQLite database, but not an Nsight Systems export "
+                                    "(it lacks StringIds and the event tables; its tables: "
+                                    f"{shown or 'none'})")
+    strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
+    meta = {}
+    if "META_DATA_EXPORT" in tables:
+        meta.update(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
+    if "ANALYSIS_DETAILS" in tables and \
+            {"startTime", "stopTime"} <= _columns(con, "ANALYSIS_DETAILS"):
+        row = con.execute("SELECT startTime, stopTime FROM ANALYSIS_DETAILS").fetchone()
+        if row:
+            meta["session_start_ns"], meta["session_end_ns"] = row
+
+    try:
+        t = {attr: _READERS[attr](con, tables, strings) if source in tables
+             else pd.DataFrame(columns=COLUMNS[attr]) for attr, source in SOURCE_TABLES.items()}
+    except _MissingColumn as e:
+        raise NsysFormatError(path, f"table {e.table} has no column {e.column!r}, which kitlib needs to "
+                                    "place its events in time and link them (a renamed column, or an "
+                                    "export schema kitlib does not know)") from None
+    # A GPU operation records only its process; the thread is its launch's.
+    launch_tid = _launch_index(t["launches"])["tid"]
+    for attr in ("kernels", "copies", "sets"):
+        df = t[attr]
+        if len(df):
+            key = pd.MultiIndex.from_arrays([df["pid"], df["correlation"]])
+            df["tid"] = pd.array(launch_tid.reindex(key).to_numpy(), dtype="Int64")
+    missing = sorted({s for s in SOURCE_TABLES.values() if s not in tables})
+    return NsysReport(path=path, **t, missing=missing, meta=meta)
+
+
+def _launch_index(launches: pd.DataFrame) -> pd.DataFrame:
+    """Launches indexed by ``(pid, correlation)``, one per key."""
+    lau = launches[launches["correlation"].notna()]
+    return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
+
+
+def _read_kernels(con, tables, strings) -> pd.DataFrame:
+    df = _select(con, "CUPTI_ACTIVITY_KIND_KERNEL", {
+        "start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
+        "correlationId": "correlation", "deviceId": "device", "contextId": "context",
+        "streamId": "stream", "demangledName": "name_id", "shortName": "short_id",
+        "gridX": "gx", "gridY": "gy", "gridZ": "gz", "blockX": "bx", "blockY": "by", "blockZ": "bz",
+        "registersPerThread": "registers_per_thread", "staticSharedMemory": "static_smem_bytes",
+        "dynamicSharedMemory": "dynamic_smem_bytes"})
+    df = _ints(_times_and_ids(df), "correlation", "device", "context", "stream")
+    df["short_name"] = df["short_id"].map(strings)
+    df["name"] = df["name_id"].map(strings).fillna(df["short_name"])
+    df["grid"] = list(zip(df["gx"], df["gy"], df["gz"]))
+    df["block"] = list(zip(df["bx"], df["by"], df["bz"]))
+    return _table(df, COLUMNS["kernels"])
+
+
+def _read_launches(con, tables, strings) -> pd.DataFrame:
+    want = {"start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
+            "correlationId": "correlation", "nameId": "name_id", "eventClass": "event_class",
+            "returnValue": "return_value"}
+    # Runtime and driver calls share the RUNTIME table; a separate DRIVER table,
+    # should an export have one, is read too.
+    df = pd.concat([_select(con, t, want) for t in ("CUPTI_ACTIVITY_KIND_RUNTIME",
+                                                    "CUPTI_ACTIVITY_KIND_DRIVER") if t in tables],
+                   ignore_index=True)
+    df = _ints(_times_and_ids(df), "correlation", "return_value")
+    df["raw_name"] = df["name_id"].map(strings)
+    df["name"] = df["raw_name"].str.replace(r"_v\d+$", "", regex=True)
+    # Without eventClass, the name tells: runtime calls are cuda*, driver calls cu*.
+    by_name = np.where(df["raw_name"].str.startswith("cuda", na=False), "runtime", "driver")
+    df["api"] = df["event_class"].map(_API_KIND).fillna(pd.Series(by_name, index=df.index))
+    return _table(df, COLUMNS["launches"])
+
+
+def _labels(con, tables, enum_table, fallback=None) -> dict:
+    if enum_table in tables and {"id", "label"} <= _columns(con, enum_table):
+        return dict(con.execute(f'SELECT id, label FROM "{enum_table}"').fetchall())
+    return dict(fallback or {})
+
+
+_GPU_OP = {"start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
+           "correlationId": "correlation", "deviceId": "device", "contextId": "context",
+           "streamId": "stream", "bytes": "bytes"}
+
+
+def _read_copies(con, tables, strings) -> pd.DataFrame:
+    df = _select(con, "CUPTI_ACTIVITY_KIND_MEMCPY",
+                 {**_GPU_OP, "copyKind": "kind_id", "srcKind": "src_id", "dstKind": "dst_id"})
+    df = _ints(_times_and_ids(df), "bytes", "correlation", "device", "context", "stream")
+    df["copy_kind"] = df["kind_id"].map(_labels(con, tables, "ENUM_CUDA_MEMCPY_OPER", _COPY_KIND))
+    df["copy_kind"] = df["copy_kind"].fillna("Unknown")
+    df["name"] = "[CUDA memcpy " + df["copy_kind"] + "]"
+    mem = _labels(con, tables, "ENUM_CUDA_MEM_KIND")
+    df["src_kind"], df["dst_kind"] = df["src_id"].map(mem), df["dst_id"].map(mem)
+    return _table(df, COLUMNS["copies"])
+
+
+def _read_sets(con, tables, strings) -> pd.DataFrame:
+    df = _select(con, "CUPTI_ACTIVITY_KIND_MEMSET", {**_GPU_OP, "value": "value"})
+    df = _ints(_times_and_ids(df), "bytes", "value", "correlation", "device", "context", "stream")
+    df["name"] = "[CUDA memset]"
+    return _table(df, COLUMNS["sets"])
+
+
+def _nvtx_events(con, strings, event_type: int) -> pd.DataFrame:
+    """NVTX events of one type with ``name``, ``domain``, ``pid`` and ``tid``."""
+    df = _select(con, "NVTX_EVENTS", {
+        "rowid": "range_id", "start": "start_ns", "end": "end_ns", "eventType": "event_type",
+        "text": "text", "textId": "text_id", "globalTid": "global_tid",
+        "endGlobalTid": "end_global_tid", "domainId": "domain_id", "category": "category"},
+        where=f"WHERE eventType IN ({event_type}, {NVTX_DOMAIN_CREATE})")
+    df["name"] = df["text_id"].map(strings).fillna(df["text"]).fillna("")
+    pid, tid = decode_global_tid(df["global_tid"])
+    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
+    # A domain is named by its domain-create event, per process; domain 0 (the
+    # default domain) has no name, so its ranges are reported as ":text".
+    dom = df[df["event_type"] == NVTX_DOMAIN_CREATE]
+    domains = dict(zip(zip(dom["pid"], dom["domain_id"]), dom["name"]))
+    df["domain"] = [domains.get((p, d), "") for p, d in zip(df["pid"], df["domain_id"])]
+    return df[df["event_type"] == event_type].copy()
+
+
+def _read_nvtx(con, tables, strings) -> pd.DataFrame:
+    r = pd.concat([_nvtx_events(con, strings, NVTX_PUSHPOP),
+                   _nvtx_events(con, strings, NVTX_STARTEND)], ignore_index=True)
+    r["style"] = r["event_type"].map(_RANGE_STYLE)
+    r = _ints(r, "start_ns", "category", "range_id")
+    r["end_ns"] = pd.to_numeric(r["end_ns"]).astype("Int64")       # <NA>: never closed
+    r["dur_ns"] = r["end_ns"] - r["start_ns"]
+    # end_tid only where a start/end range was closed on another thread.
+    other = r["end_global_tid"].notna() & (r["end_global_tid"] != r["global_tid"])
+    r["end_tid"] = decode_global_tid(r["end_global_tid"].where(other))[1]
+    # Outer ranges first: by start, then longest (an open range counts as endless).
+    r["_end"] = r["end_ns"].astype("float64").fillna(np.inf)
+    r = r.sort_values(["start_ns", "_end", "range_id"], ascending=[True, False, True])
+    r["depth"], _ = _nesting(r)
+    return _table(r, COLUMNS["nvtx"], sort=None)
+
+
+def _read_marks(con, tables, strings) -> pd.DataFrame:
+    return _table(_ints(_nvtx_events(con, strings, NVTX_MARK), "start_ns"), COLUMNS["marks"])
+
+
+def _nesting(ranges: pd.DataFrame):
+    """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1)
+    of each range among the ranges of its own thread.
+
+    A range is inside another when it starts no earlier and ends no later, on
+    the same thread; ``ranges`` must be sorted by start, outer ranges first.
+    """
+    depth = np.zeros(len(ranges), dtype=np.int64)
+    parent = np.full(len(ranges), -1, dtype=np.int64)
+    ends = ranges["end_ns"].astype("float64").fillna(np.inf).to_numpy()
+    stacks: dict = {}                       # thread -> [(range_id, end), ...] still open
+    for i, (thread, rid, end) in enumerate(zip(zip(ranges["pid"], ranges["tid"]),
+                                               ranges["range_id"], ends)):
+        stack = stacks.setdefault(thread, [])
+        while stack and stack[-1][1] < end:    # closed before this one ends: not a parent
+            stack.pop()
+        depth[i] = len(stack)
+        parent[i] = stack[-1][0] if stack else -1
+        stack.append((rid, end))
+    return depth, parent
+
+
+def _read_osrt(con, tables, strings) -> pd.DataFrame:
+    # eventClass 31 and 32 mark where OS runtime tracing started and finished
+    # (ENUM_NSYS_EVENT_CLASS): they are not calls, and nsys stats skips them.
+    where = "WHERE eventClass NOT IN (31, 32)" if "eventClass" in _columns(con, "OSRT_API") else ""
+    df = _select(con, "OSRT_API", {"start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
+                                   "nameId": "name_id", "returnValue": "return_value",
+                                   "nestingLevel": "nesting_level"}, where=where)
+    df = _ints(_times_and_ids(df), "return_value", "nesting_level")
+    df["name"] = df["name_id"].map(strings)
+    return _table(df, COLUMNS["osrt"])
+
+
+def _read_threads(con, tables, strings) -> pd.DataFrame:
+    df = _select(con, "ThreadNames", {"globalTid": "global_tid", "nameId": "name_id",
+                                      "priority": "priority"})
+    pid, tid = decode_global_tid(df["global_tid"])
+    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
+    df["name"] = df["name_id"].map(strings)
+    df["process"] = None
+    if "PROCESSES" in tables:
+        pr = _select(con, "PROCESSES", {"pid": "pid", "name": "name"}).drop_duplicates("pid")
+        df["process"] = df["pid"].map(pr.set_index("pid")["name"])
+    return _table(_ints(df, "priority"), COLUMNS["threads"], sort=("pid", "tid"))
+
+
+def _read_gpus(con, tables, strings) -> pd.DataFrame:
+    df = _select(con, "TARGET_INFO_GPU", {
+        "id": "device", "cuDevice": "cuda_device", "name": "name", "chipName": "chip",
+        "busLocation": "bus", "smCount": "sm_count", "totalMemory": "memory_bytes",
+        "memoryBandwidth": "memory_bandwidth_bytes_per_s", "clockRate": "clock_hz",
+        "l2CacheSize": "l2_cache_bytes", "computeMajor": "major", "computeMinor": "minor",
+        "uuid": "uuid"})
+    df["compute_capability"] = [f"{a}.{b}" if pd.notna(a) else None
+                                for a, b in zip(df["major"], df["minor"])]
+    df = _ints(df, "device", "cuda_device", "sm_count", "memory_bytes",
+               "memory_bandwidth_bytes_per_s", "clock_hz", "l2_cache_bytes")
+    return _table(df, COLUMNS["gpus"], sort=("device",))
+
+
+_READERS = {"kernels": _read_kernels, "launches": _read_launches, "copies": _read_copies,
+            "sets": _read_sets, "nvtx": _read_nvtx, "marks": _read_marks, "osrt": _read_osrt,
+            "threads": _read_threads, "gpus": _read_gpus}
+
+
+# --------------------------------------------------------------------------- NVTX projection
+def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
+    """Project each NVTX range onto the GPU, as Nsight Systems does.
+
+    A GPU operation (kernel, memcpy, memset) belongs to an NVTX range when the
+    CUDA API call that launched it starts and ends inside the range *on the
+    range's own thread*; it then belongs to every enclosing range too. The
+    projected range runs from the first such operation's GPU start to the last
+    one's GPU end. A range that launched nothing has no projection, and a
+    start/end range closed on another thread is skipped. (Nsight Systems
+    documentation of the ``nvtx_gpu_proj_trace`` and ``nvtx_gpu_proj_sum``
+    reports; reproduces ``nsys stats`` 2025.3 on the reference recordings.)
+
+    This is why, in a PyTorch training step, the ``backward`` range projects to
+    almost nothing: autograd launches the backward kernels from its own thread.
+
+    Parameters
+    ----------
+    report : NsysReport
+
+    Returns
+    -------
+    DataFrame
+        One row per range with a projection, by range start: ``range``
+        (``"domain:name"``, the name ``nsys stats`` prints), ``name``,
+        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``,
+        ``dur_ns`` (the range on the CPU), ``proj_start_ns``, ``proj_end_ns``,
+        ``proj_dur_ns`` (its projection on the GPU), ``gpu_ops`` (launches whose
+        GPU work it encloses), ``level`` (nesting level among the ranges of its
+        thread, 0 = outermost) and ``children`` (ranges directly inside it that
+        have a projection themselves).
+    """
+    cols = ["range", "name", "domain", "style", "pid", "tid", "range_id", "start_ns", "dur_ns",
+            "proj_start_ns", "proj_end_ns", "proj_dur_ns", "gpu_ops", "level", "children"]
+    ranges = report.nvtx[report.nvtx["end_tid"].isna()]
+    ops = [d[["pid", "correlation", "start_ns", "end_ns"]]
+           for d in (report.kernels, report.copies, report.sets) if len(d)]
+    if not ops or ranges.empty or report.launches.empty:
+        return pd.DataFrame(columns=cols)
+    # Each launch's GPU work: its first start and last end.
+    work = pd.concat(ops).groupby(["pid", "correlation"]).agg(
+        gpu_start=("start_ns", "min"), gpu_end=("end_ns", "max"))
+    launches = _launch_index(report.launches).join(work, how="inner").reset_index()
+    open_end = int(max(ranges["end_ns"].max(), launches["end_ns"].max()))
+
+    found = []                                   # (row label, proj start, proj end, launches)
+    for thread, rr in ranges.groupby(["pid", "tid"], sort=False):
+        ll = launches[(launches["pid"] == thread[0]) & (launches["tid"] == thread[1])]
+        if ll.empty:
+            continue
+        ll = ll.sort_values("start_ns")
+        ls, le = ll["start_ns"].to_numpy(), ll["end_ns"].to_numpy()
+        gs, ge = ll["gpu_start"].to_numpy(), ll["gpu_end"].to_numpy()
+        rs = rr["start_ns"].to_numpy()
+        re_ = rr["end_ns"].fillna(open_end).to_numpy(dtype=np.int64)
+        first = np.searchsorted(ls, rs, side="left")    # launches starting inside the range
+        last = np.searchsorted(ls, re_, side="right")
+        for label, a, b, end in zip(rr.index, first, last, re_):
+            inside = np.flatnonzero(le[a:b] <= end) + a  # ... and ending inside it
+            if len(inside):
+                found.append((label, gs[inside].min(), ge[inside].max(), len(inside)))
+    if not found:
+        return pd.DataFrame(columns=cols)
+
+    labels, ps, pe, n = zip(*found)
+    p = ranges.loc[list(labels)].copy()
+    p["proj_start_ns"], p["proj_end_ns"] = np.array(ps, np.int64), np.array(pe, np.int64)
+    p["proj_dur_ns"] = p["proj_end_ns"] - p["proj_start_ns"]
+    p["gpu_ops"] = np.array(n, np.int64)
+    p["range"] = p["domain"] + ":" + p["name"]
+    level, parent = _nesting(ranges)
+    p["level"] = pd.Series(level, index=ranges.index).loc[p.index]
+    parent = pd.Series(parent, index=ranges["range_id"]).loc[p["range_id"]]
+    p["children"] = p["range_id"].map(parent.value_counts()).fillna(0).astype("int64")
+    return p.sort_values(["start_ns", "range_id"])[cols].reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- nsys stats
+def _summary(values: pd.Series, keys: dict) -> pd.DataFrame:
+    """Per group: total, count, mean, median (mean of the two middle values
+    for an even count), min, max and sample standard deviation (n - 1; 0 for a
+    single value), as ``nsys stats`` computes them. Largest total first, ties
+    in key order. ``keys`` is ``{output column: Series}``."""
+    g = values.astype("float64").groupby([k.rename(c) for c, k in keys.items()])
+    s = pd.DataFrame({"total": g.sum(), "count": g.size(), "avg": g.mean(), "med": g.median(),
+                      "min": g.min(), "max": g.max(), "std": g.std(ddof=1).fillna(0.0)})
+    s = s.astype({"total": "int64", "count": "int64", "min": "int64", "max": "int64"})
+    s = s.reset_index()
+    return s.sort_values(["total", *keys], ascending=[False] + [True] * len(keys),
+                         kind="stable").reset_index(drop=True)
+
+
+def _time_sum(durations: pd.Series, keys: dict, count: str) -> pd.DataFrame:
+    """The layout of nvtx_sum, cuda_gpu_kern_sum, cuda_api_sum, osrt_sum, ..."""
+    s = _summary(durations, keys)
+    grand = s["total"].sum()
+    out = pd.DataFrame({
+        "Time (%)": 100.0 * s["total"] / grand if grand else 0.0,
+        "Total Time (ns)": s["total"], count: s["count"], "Avg (ns)": s["avg"],
+        "Med (ns)": s["med"], "Min (ns)": s["min"], "Max (ns)": s["max"], "StdDev (ns)": s["std"]})
+    for c in keys:
+        out[c] = s[c]
+    return out
+
+
+def _nvtx_sum(rep):
+    r = rep.nvtx[rep.nvtx["end_ns"].notna()]
+    return _time_sum(r["dur_ns"], {"Style": r["style"], "Range": r["domain"] + ":" + r["name"]},
+                     "Instances")
+
+
+def _kern_sum(rep):
+    return _time_sum(rep.kernels["dur_ns"], {"Name": rep.kernels["name"]}, "Instances")
+
+
+def _api_sum(rep):
+    # nsys stats removes a version suffix only when it has four digits
+    # (cudaLaunchKernel_v7000 -> cudaLaunchKernel, while cudaLaunchKernelExC_v11060
+    # and cuGetProcAddress_v2 stay): what the reference CSV shows.
+    a = rep.launches
+    return _time_sum(a["dur_ns"], {"Name": a["raw_name"].str.replace(r"_v\d{4}$", "", regex=True)},
+                     "Num Calls")
+
+
+def _osrt_sum(rep):
+    return _time_sum(rep.osrt["dur_ns"], {"Name": rep.osrt["name"]}, "Num Calls")
+
+
+def _mem_ops(rep) -> pd.DataFrame:
+    cols = ["name", "dur_ns", "bytes"]
+    return pd.concat([rep.copies[cols], rep.sets[cols]], ignore_index=True)
+
+
+def _mem_time_sum(rep):
+    m = _mem_ops(rep)
+    return _time_sum(m["dur_ns"], {"Operation": m["name"]}, "Count")
+
+
+def _mem_size_sum(rep):
+    m = _mem_ops(rep)
+    s = _summary(m["bytes"], {"Operation": m["name"]})
+    mb = 1e6                                          # nsys stats' MB are 10**6 bytes
+    return pd.DataFrame({
+        "Total (MB)": s["total"] / mb, "Count": s["count"], "Avg (MB)": s["avg"] / mb,
+        "Med (MB)": s["med"] / mb, "Min (MB)": s["min"] / mb, "Max (MB)": s["max"] / mb,
+        "StdDev (MB)": s["std"] / mb, "Operation": s["Operation"]})
+
+
+def _nvtx_gpu_proj_sum(rep):
+    p = nvtx_gpu_projection(rep)
+    s = _summary(p["proj_dur_ns"], {"Range": p["range"], "Style": p["style"]})
+    more = p.groupby(["range", "style"]).agg(
+        range_total=("dur_ns", "sum"), ops=("gpu_ops", "sum"), avg_ops=("gpu_ops", "mean"),
+        lvl=("level", "mean"), child=("children", "mean"))
+    more = more.reindex(pd.MultiIndex.from_frame(s[["Range", "Style"]])).reset_index(drop=True)
+    return pd.DataFrame({
+        "Range": s["Range"], "Style": s["Style"], "Total Proj Time (ns)": s["total"],
+        "Total Range Time (ns)": more["range_total"].astype("int64"),
+        "Range Instances": s["count"], "Proj Avg (ns)": s["avg"], "Proj Med (ns)": s["med"],
+        "Proj Min (ns)": s["min"], "Proj Max (ns)": s["max"], "Proj StdDev (ns)": s["std"],
+        "Total GPU Ops": more["ops"].astype("int64"), "Avg GPU Ops": more["avg_ops"],
+        "Avg Range Lvl": more["lvl"], "Avg Num Child": more["child"]})
+
+
+STATS_REPORTS = {
+    "nvtx_sum": _nvtx_sum,
+    "nvtx_gpu_proj_sum": _nvtx_gpu_proj_sum,
+    "cuda_gpu_kern_sum": _kern_sum,
+    "cuda_api_sum": _api_sum,
+    "cuda_gpu_mem_time_sum": _mem_time_sum,
+    "cuda_gpu_mem_size_sum": _mem_size_sum,
+    "osrt_sum": _osrt_sum,
+}
+"""The ``nsys stats`` reports :func:`nsys_stats` reproduces, by name."""
+
+# Digits nsys stats prints after the decimal point; other columns are integers or text.
+_DIGITS = {"Time (%)": 1, "Avg (ns)": 1, "Med (ns)": 1, "StdDev (ns)": 1, "Proj Avg (ns)": 1,
+           "Proj Med (ns)": 1, "Proj StdDev (ns)": 1, "Avg GPU Ops": 1, "Avg Range Lvl": 1,
+           "Avg Num Child": 1, "Total (MB)": 3, "Avg (MB)": 3, "Med (MB)": 3, "Min (MB)": 3,
+           "Max (MB)": 3, "StdDev (MB)": 3}
+
+
+def nsys_stats(report, name: str, rounded: bool = True) -> pd.DataFrame:
+    """Reproduce one ``nsys stats --format csv --report NAME`` table.
+
+    Parameters
+    ----------
+    report : NsysReport or path
+        A loaded report, or anything :func:`load_nsys` accepts.
+    name : str
+        One of ``nvtx_sum``, ``nvtx_gpu_proj_sum``, ``cuda_gpu_kern_sum``,
+        ``cuda_api_sum``, ``cuda_gpu_mem_time_sum``, ``cuda_gpu_mem_size_sum``,
+        ``osrt_sum``.
+    rounded : bool, default True
+        Round fractional columns the way ``nsys stats`` prints them (one
+        decimal, three for MB, halves rounded up), so that the result equals
+        the CSV read back with :func:`pandas.read_csv`. ``False`` keeps full
+        precision.
+
+    Returns
+    -------
+    DataFrame
+        The report's own column headers, with their units, one row per name,
+        largest total first (ties in name order):
+
+        - time summaries (``nvtx_sum``, ``cuda_gpu_kern_sum``, ``cuda_api_sum``,
+          ``cuda_gpu_mem_time_sum``, ``osrt_sum``): ``Time (%)`` (share of the
+          report's summed time), ``Total Time (ns)``, a count (``Instances``,
+          ``Num Calls`` or ``Count``), ``Avg (ns)``, ``Med (ns)`` (mean of the
+          two middle values for an even count), ``Min (ns)``, ``Max (ns)``,
+          ``StdDev (ns)`` (sample standard deviation, n - 1; 0 for one
+          instance), then the name: ``Name`` (kernels: demangled; API calls: a
+          four-digit ``_vNNNN`` suffix removed), ``Operation`` (``"[CUDA memcpy
+          Host-to-Device]"``, ``"[CUDA memset]"``), or ``Style`` and ``Range``
+          for NVTX (``"domain:text"``, so ``":forward"`` in the default domain).
+        - ``cuda_gpu_mem_size_sum``: the same statistics of bytes moved, in MB
+          (10**6 bytes): ``Total (MB)``, ``Count``, ``Avg (MB)``, ... ``Operation``.
+        - ``nvtx_gpu_proj_sum``: per range name and style, over the instances
+          that have a projection (:func:`nvtx_gpu_projection`): ``Total Proj
+          Time (ns)``, ``Total Range Time (ns)`` (their CPU durations), ``Range
+          Instances``, ``Proj Avg/Med/Min/Max/StdDev (ns)``, ``Total GPU Ops``,
+          ``Avg GPU Ops``, ``Avg Range Lvl`` and ``Avg Num Child``.
+
+        A report whose source tables the export lacks comes back empty, with
+        its columns.
+
+    Raises
+    ------
+    ValueError
+        ``name`` is not one of the reports above.
+    KitFileError, NsysFormatError
+        When ``report`` is a path that :func:`load_nsys` cannot read.
+
+    Notes
+    -----
+    Column meanings: Nsight Systems "Post-Collection Analysis Guide",
+    statistical reports shipped with Nsight Systems. Checked number for number
+    against the CSVs ``nsys stats`` 2025.3 wrote for ``data/reference/nsys_8step``
+    and ``data/reference/nsys_emit_nvtx`` (tests/test_nsys.py).
+    """
+    if name not in STATS_REPORTS:
+        raise ValueError(f"unknown nsys stats report {name!r}; known: {', '.join(STATS_REPORTS)}")
+    if not isinstance(report, NsysReport):
+        report = load_nsys(report)
+    out = STATS_REPORTS[name](report)
+    if rounded:
+        for c, d in _DIGITS.items():
+            if c in out.columns:
+                out[c] = _round_half_up(out[c], d)
+    return out
+
+
+def _round_half_up(values: pd.Series, digits: int) -> pd.Series:
+    """Round like SQLite's ``round()``, which nsys stats uses: halves go up
+    (``331.25 -> 331.3``), where Python's ``round`` gives ``331.2``."""
+    q = Decimal(1).scaleb(-digits)
+    return pd.Series([float(Decimal(float(v)).quantize(q, ROUND_HALF_UP)) for v in values],
+                     index=values.index, dtype="float64")

@@ -1,0 +1,507 @@
+"""CUDA memory snapshots (``torch.cuda.memory._dump_snapshot``) as tables.
+
+A snapshot is a pickle of plain Python dicts and lists that the CUDA caching
+allocator writes (PyTorch docs, "Understanding CUDA Memory Usage", and the
+``torch.cuda.memory._snapshot`` docstring):
+
+- ``segments``: the memory the allocator holds from CUDA (*reserved* memory),
+  one dict per ``cudaMalloc``'d segment, each cut into ``blocks`` that are in use
+  by a tensor (``active_allocated``), freed but still waiting for another
+  stream (``active_pending_free``), or cached for reuse (``inactive``);
+- ``device_traces``: when ``torch.cuda.memory._record_memory_history()`` was on,
+  the allocator's history per device: ``alloc``, ``free_requested`` (the tensor
+  was freed), ``free_completed`` (its block can be reused), ``segment_alloc`` /
+  ``segment_free`` (``cudaMalloc`` / ``cudaFree``), ``segment_map`` /
+  ``segment_unmap`` (expandable segments), ``oom``, each with the stack it came from;
+- ``external_annotations`` (recent PyTorch): the ``record_function`` ranges
+  that started and ended while history was recorded;
+- ``allocator_settings``: ``PYTORCH_CUDA_ALLOC_CONF`` and friends.
+
+The pickle is read by :func:`load_plain_pickle`, which builds only dicts,
+lists, tuples, sets, strings, bytes, numbers, booleans and ``None``: a pickle
+that asks for any other object (and so could run code) is refused before
+anything is built.
+
+Sizes: a block's ``size`` is what the allocator handed out (rounded up to a
+multiple of 512 bytes, sometimes more when a large block is not split); a
+history event's ``size`` and a block's ``requested_size`` are what the caller
+asked for (checked on the reference recording: every allocation still live at
+the end has ``event size == block requested_size``, and 19 of 161 have
+``block size`` larger). ``torch.cuda.memory_allocated()`` counts block sizes;
+the history can only count requested sizes.
+"""
+from __future__ import annotations
+
+import io
+import pickle
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .files import read_bytes_maybe_gz
+from ..errors import KitFileError, UnsafePickleError
+
+__all__ = ["load_plain_pickle", "load_memory_snapshot", "MemorySnapshot", "top_frame",
+           "python_stack"]
+
+
+# -- the restricted unpickler ----------------------------------------------------
+
+class _PlainUnpickler(pickle.Unpickler):
+    """An unpickler that builds plain containers and scalars, and nothing else.
+
+    Every opcode that can create another object (GLOBAL, STACK_GLOBAL, INST and
+    the EXT opcodes) goes through :meth:`find_class`, and REDUCE, OBJ, NEWOBJ and
+    BUILD need such an object first; refusing :meth:`find_class` therefore
+    refuses them all, before any of them runs.
+    """
+
+    def __init__(self, data: bytes, path):
+        super().__init__(io.BytesIO(data))
+        self._path = path
+
+    def find_class(self, module, name):
+        raise UnsafePickleError(
+            self._path, f"the pickle asks for the global {module}.{name}; kitlib reads pickles "
+                        "that hold only plain containers, strings and numbers, so it refused "
+                        "the file before building or running anything from it")
+
+    def persistent_load(self, pid):
+        raise UnsafePickleError(
+            self._path, f"the pickle asks for a persistent object ({str(pid)[:80]!r}); kitlib "
+                        "reads only plain containers, strings and numbers")
+
+
+def load_plain_pickle(path):
+    """Read a pickle that holds only plain data, refusing anything else.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A pickle file, optionally gzip-compressed.
+
+    Returns
+    -------
+    dict, list, tuple, set, str, bytes, int, float, bool or None
+        The unpickled data, nested as it was written.
+
+    Raises
+    ------
+    UnsafePickleError
+        The pickle asks for a global (a class or function such as ``posix.system``)
+        or a persistent object. Nothing from the file is built or run.
+    KitFileError
+        Missing, empty or truncated file, truncated gzip, or not a pickle at all.
+    """
+    path = Path(path)
+    data = read_bytes_maybe_gz(path)
+    try:
+        return _PlainUnpickler(data, path).load()
+    except KitFileError:
+        raise
+    except Exception as e:          # EOFError, UnpicklingError, the ValueError/KeyError of garbage
+        if isinstance(e, EOFError) or "truncated" in str(e):
+            raise KitFileError(path, "truncated pickle: the data ends before the pickle does (the "
+                                     "file was cut off while being written or copied)") from None
+        raise KitFileError(path, f"not a readable pickle ({type(e).__name__}: {e})") from None
+
+
+# -- stacks ------------------------------------------------------------------------
+
+_SITE_PACKAGES = re.compile(r"^.*[/\\](?:site|dist)-packages[/\\]")
+_AUTOGRAD_NODE = re.compile(r"autograd::generated::([A-Za-z0-9]+Backward[0-9]*)")
+
+
+def _fmt(frame: dict) -> str:
+    return f"{_SITE_PACKAGES.sub('', frame['filename'])}:{frame['line']}:{frame['name']}"
+
+
+def python_stack(frames) -> tuple[str, ...]:
+    """The Python frames of an allocator stack, innermost first, as ``"file:line:name"``.
+
+    Files under ``site-packages`` are shown from the package down
+    (``torch/nn/functional.py:2817:batch_norm``). When the stack has no Python
+    frame (allocations made by the autograd engine's own thread during
+    ``backward()``), the autograd node that made it is given instead, as
+    ``"autograd:ConvolutionBackward0"``; an empty tuple when neither is there.
+
+    Parameters
+    ----------
+    frames : list of dict
+        ``{"filename", "line", "name"}`` dicts, innermost first, as in a snapshot.
+    """
+    frames = frames or []
+    py = tuple(_fmt(f) for f in frames if str(f.get("filename", "")).endswith(".py"))
+    if py:
+        return py
+    for f in frames:
+        m = _AUTOGRAD_NODE.search(str(f.get("name", "")))
+        if m:
+            return (f"autograd:{m.group(1)}",)
+    return ()
+
+
+def top_frame(frames) -> str | None:
+    """The innermost entry of :func:`python_stack`, or ``None`` when it is empty."""
+    stack = python_stack(frames)
+    return stack[0] if stack else None
+
+
+# -- the snapshot ------------------------------------------------------------------
+
+# How each history action moves the running totals (sizes are requested bytes).
+_ALLOCATED = {"alloc": 1, "free_requested": -1}       # like torch.cuda.memory_allocated()
+_ACTIVE = {"alloc": 1, "free_completed": -1}          # until the block can be reused
+_RESERVED = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_unmap": -1}
+
+
+@dataclass
+class MemorySnapshot:
+    """A CUDA caching-allocator snapshot as tables (see :func:`load_memory_snapshot`).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The file it was read from.
+    segments : DataFrame
+        One row per segment (memory reserved from CUDA at the moment of the
+        snapshot): ``device, address, total_size_bytes, allocated_size_bytes,
+        active_size_bytes, requested_size_bytes, stream, segment_type`` (``"large"``
+        or ``"small"`` pool), ``is_expandable, n_blocks``. Sizes in bytes.
+    blocks : DataFrame
+        One row per block inside the segments: ``device, segment_address, address,
+        size_bytes`` (handed out, rounded), ``requested_size_bytes`` (asked for),
+        ``state`` (``active_allocated``, ``active_pending_free``, ``inactive``),
+        ``top_frame`` (see :func:`top_frame`; blocks allocated before history was
+        recorded have no stack).
+    events : DataFrame
+        The allocator history, one row per event, in recorded order per device:
+        ``device, index`` (position in that device's trace), ``action, addr,
+        size_bytes`` (requested bytes), ``stream, time_us`` (µs on the host's
+        clock, as recorded; ``<NA>`` when the PyTorch version did not record it),
+        ``top_frame, n_frames, annotations`` (the ``record_function`` ranges open
+        at that moment, outermost first, joined by ``" > "``), and the running
+        totals *after* the event, in bytes:
+
+        - ``allocated_bytes``: ``alloc`` minus ``free_requested``: a tensor stops
+          counting when it is freed, as for ``torch.cuda.memory_allocated()`` (the
+          allocator's ``free()`` lowers its allocated-bytes statistic before any
+          wait for other streams; CUDACachingAllocator.cpp);
+        - ``active_bytes``: ``alloc`` minus ``free_completed``: a freed block that
+          another stream may still use keeps counting until its events complete.
+          pytorch.org/memory_viz's "Active Memory Timeline" drops a block at
+          ``free_completed`` too (MemoryViz.js);
+        - ``reserved_bytes``: segment sizes, ``segment_alloc``/``segment_map`` minus
+          ``segment_free``/``segment_unmap``.
+
+        Both allocation totals count requested sizes (the only size the history
+        records), so they run slightly below ``torch.cuda.memory_allocated()``,
+        which counts rounded block sizes (see :meth:`requested_bytes`).
+
+        The history starts after some memory was already in use (the model,
+        gradients, optimizer state), so each total starts from a baseline: the
+        snapshot's own end state minus everything the history added. This
+        assumes the history runs up to the snapshot, as it does for
+        ``_dump_snapshot()`` called while recording (the documented pattern).
+    allocations : DataFrame
+        One row per allocation seen in the history or live in the snapshot:
+        ``device, addr, size_bytes`` (requested), ``alloc_index, alloc_time_us``
+        (``<NA>`` when allocated before history began), ``free_index,
+        free_time_us`` (the ``free_requested`` event; ``<NA>`` when still live at the
+        snapshot), ``top_frame, call_stack, annotations`` (at allocation).
+    allocator_settings : dict
+        As recorded (empty for PyTorch versions that did not record it).
+    raw : dict
+        The unpickled snapshot, for anything the tables leave out.
+    """
+
+    path: Path
+    segments: pd.DataFrame = field(repr=False)
+    blocks: pd.DataFrame = field(repr=False)
+    events: pd.DataFrame = field(repr=False)
+    allocations: pd.DataFrame = field(repr=False)
+    allocator_settings: dict = field(repr=False)
+    raw: dict = field(repr=False)
+
+    def reserved_bytes(self, device: int | None = None) -> int:
+        """Memory the allocator holds from CUDA at the snapshot (sum of segment
+        ``total_size``), in bytes; ``torch.cuda.memory_reserved()`` at that moment."""
+        return int(self._of(self.segments, device).total_size_bytes.sum())
+
+    def allocated_bytes(self, device: int | None = None) -> int:
+        """Memory in use by tensors at the snapshot (sum of segment ``allocated_size``,
+        rounded block sizes), in bytes; ``torch.cuda.memory_allocated()`` at that moment."""
+        return int(self._of(self.segments, device).allocated_size_bytes.sum())
+
+    def requested_bytes(self, device: int | None = None) -> int:
+        """What the live tensors asked for at the snapshot (sum of the requested
+        sizes of ``active_allocated`` blocks), in bytes: the unit of the history's
+        ``allocated_bytes``, whose last value equals this."""
+        b = self._of(self.blocks, device)
+        return int(b.loc[b.state == "active_allocated", "requested_size_bytes"].sum())
+
+    def peak(self, device: int | None = None) -> pd.Series:
+        """The history event after which ``allocated_bytes`` was highest (the first
+        such, if several tie).
+
+        Returns
+        -------
+        Series
+            That row of :attr:`events` (its ``index`` says where in the history,
+            ``time_us`` when, ``top_frame`` and ``annotations`` what was running).
+
+        Raises
+        ------
+        KitFileError
+            The snapshot has no history (recorded without
+            ``torch.cuda.memory._record_memory_history()``).
+        """
+        ev = self._of(self.events, device)
+        if ev.empty:
+            raise KitFileError(self.path, "this snapshot has no allocator history (device_traces "
+                                          "is empty): call torch.cuda.memory."
+                                          "_record_memory_history() before the code you want "
+                                          "to see, then _dump_snapshot()")
+        return ev.loc[ev.allocated_bytes.idxmax()]
+
+    def largest_live_at_peak(self, n: int = 10, device: int | None = None) -> pd.DataFrame:
+        """The largest allocations live at the history's peak of ``allocated_bytes``.
+
+        Parameters
+        ----------
+        n : int, default 10
+            How many rows (all of them with ``n=None``).
+        device : int, optional
+            Which device's peak; by default the highest peak over all devices.
+
+        Returns
+        -------
+        DataFrame
+            Rows of :attr:`allocations` (``addr, size_bytes`` (requested bytes),
+            ``alloc_index, alloc_time_us, top_frame, call_stack, annotations``…) live just
+            after the peak event, largest first, plus ``share_of_peak`` (0–1). The
+            sizes of *all* live rows add up to the peak's ``allocated_bytes``.
+
+        Raises
+        ------
+        KitFileError
+            The snapshot has no history.
+        """
+        p = self.peak(device)
+        a = self.allocations[self.allocations.device == p.device]
+        k = int(p["index"])
+        born = a.alloc_index.isna() | (a.alloc_index <= k)
+        alive = a.free_index.isna() | (a.free_index > k)
+        live = a[born & alive]
+        live = live.sort_values("size_bytes", ascending=False, kind="stable")
+        live = live.assign(share_of_peak=live.size_bytes / int(p.allocated_bytes))
+        return (live if n is None else live.head(n)).reset_index(drop=True)
+
+    def summary(self) -> dict:
+        """Headline numbers, as a dict.
+
+        Reserved, allocated and requested bytes at the snapshot, segment and block
+        counts, the number of history events; and for the device with the highest
+        peak: the history's span (µs), the bytes allocated when it began (model,
+        gradients, optimizer state…), its peak ``allocated_bytes`` (bytes, event
+        index, µs after the first event, the allocation's top frame and the
+        ``record_function`` ranges open at that moment).
+        """
+        s = {"file": str(self.path),
+             "devices": sorted(set(self.segments.device) | set(self.events.device)),
+             "segments": len(self.segments), "blocks": len(self.blocks),
+             "reserved_bytes": self.reserved_bytes(), "allocated_bytes": self.allocated_bytes(),
+             "requested_bytes": self.requested_bytes(),
+             "largest_segment_bytes": int(self.segments.total_size_bytes.max())
+             if len(self.segments) else 0,
+             "history_events": len(self.events)}
+        if len(self.events):
+            p = self.peak()
+            ev = self.events[self.events.device == p.device]
+            first = ev.iloc[0]
+            s.update(peak_device=int(p.device),
+                     history_span_us=int(ev.time_us.max() - ev.time_us.min()),
+                     history_start_allocated_bytes=int(first.allocated_bytes - _ALLOCATED.get(
+                         first.action, 0) * first.size_bytes),
+                     peak_allocated_bytes=int(p.allocated_bytes), peak_index=int(p["index"]),
+                     peak_after_us=int(p.time_us - ev.time_us.min()),
+                     peak_top_frame=p.top_frame, peak_annotations=p.annotations)
+        return s
+
+    @staticmethod
+    def _of(df, device):
+        return df if device is None else df[df.device == device]
+
+
+def load_memory_snapshot(path) -> MemorySnapshot:
+    """Read a ``torch.cuda.memory._dump_snapshot()`` pickle into tables.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The ``.pickle`` file (gzip-compressed is fine), e.g. a bundle's
+        ``memory_snapshot.pickle``.
+
+    Returns
+    -------
+    MemorySnapshot
+        See its attributes for the tables, columns and units.
+
+    Raises
+    ------
+    UnsafePickleError
+        The pickle asks for anything but plain data (nothing is run).
+    KitFileError
+        Missing, empty, truncated or corrupt file, or a pickle that is not a
+        memory snapshot (no ``segments``).
+    """
+    path = Path(path)
+    raw = load_plain_pickle(path)
+    if isinstance(raw, list):                 # PyTorch < 2.0: the segments alone
+        raw = {"segments": raw, "device_traces": []}
+    if not isinstance(raw, dict) or not isinstance(raw.get("segments"), list):
+        raise KitFileError(path, "not a CUDA memory snapshot: expected a dict with a 'segments' "
+                                 "list (as written by torch.cuda.memory._dump_snapshot)")
+    try:
+        segments, blocks = _segment_tables(raw["segments"])
+        events = _event_table(raw, segments, blocks)
+        allocations = _allocation_table(events, blocks, raw)
+    except (KeyError, TypeError, ValueError, AttributeError) as e:
+        raise KitFileError(path, f"not a CUDA memory snapshot kitlib understands "
+                                 f"({type(e).__name__}: {e})") from None
+    return MemorySnapshot(path=path, segments=segments, blocks=blocks, events=events,
+                          allocations=allocations,
+                          allocator_settings=raw.get("allocator_settings") or {}, raw=raw)
+
+
+def _segment_tables(raw_segments):
+    seg_rows, block_rows = [], []
+    for s in raw_segments:
+        addr = s["address"]
+        blocks = s.get("blocks", [])
+        offset = addr
+        for b in blocks:
+            block_rows.append({
+                "device": s["device"], "segment_address": addr,
+                "address": b.get("address", offset),   # old snapshots: blocks lie end to end
+                "size_bytes": b["size"], "requested_size_bytes": b.get("requested_size", b["size"]),
+                "state": b["state"], "top_frame": top_frame(b.get("frames"))})
+            offset += b["size"]
+        live = [b for b in blocks if b["state"] == "active_allocated"]
+        seg_rows.append({
+            "device": s["device"], "address": addr, "total_size_bytes": s["total_size"],
+            "allocated_size_bytes": s.get("allocated_size", sum(b["size"] for b in live)),
+            "active_size_bytes": s.get("active_size", sum(b["size"] for b in blocks
+                                                          if b["state"].startswith("active"))),
+            "requested_size_bytes": s.get("requested_size", sum(b.get("requested_size", b["size"])
+                                                                for b in live)),
+            "stream": s.get("stream"), "segment_type": s.get("segment_type"),
+            "is_expandable": bool(s.get("is_expandable", False)), "n_blocks": len(blocks)})
+    seg_cols = ["device", "address", "total_size_bytes", "allocated_size_bytes",
+                "active_size_bytes", "requested_size_bytes", "stream", "segment_type",
+                "is_expandable", "n_blocks"]
+    block_cols = ["device", "segment_address", "address", "size_bytes", "requested_size_bytes",
+                  "state", "top_frame"]
+    return pd.DataFrame(seg_rows, columns=seg_cols), pd.DataFrame(block_rows, columns=block_cols)
+
+
+def _annotation_labels(annotations, device):
+    """Change points (times, labels) of the open record_function ranges on one device."""
+    marks = sorted((a for a in annotations if a.get("device", device) == device),
+                   key=lambda a: a["time_us"])
+    times, labels, stack = [], [], []
+    for a in marks:
+        if a["stage"] == "START":
+            stack.append(a["name"])
+        elif a["name"] in stack:
+            del stack[len(stack) - 1 - stack[::-1].index(a["name"])]
+        times.append(a["time_us"])
+        labels.append(" > ".join(stack) or None)
+    return np.asarray(times, dtype=np.int64), labels
+
+
+def _event_table(raw, segments, blocks):
+    cols = ["device", "index", "action", "addr", "size_bytes", "stream", "time_us", "top_frame",
+            "n_frames", "annotations", "allocated_bytes", "active_bytes", "reserved_bytes"]
+    tops = {}       # the pickle shares frame lists between events (raw keeps them alive)
+
+    def top(frames):
+        if id(frames) not in tops:
+            tops[id(frames)] = top_frame(frames)
+        return tops[id(frames)]
+
+    parts = []
+    for device, trace in enumerate(raw.get("device_traces") or []):
+        if not trace:
+            continue
+        ev = pd.DataFrame({
+            "device": device, "index": np.arange(len(trace)),
+            "action": [e["action"] for e in trace],
+            "addr": [e.get("addr") for e in trace],
+            "size_bytes": np.array([e.get("size", 0) for e in trace], dtype=np.int64),
+            "stream": [e.get("stream") for e in trace],
+            "time_us": pd.array([e.get("time_us") for e in trace], dtype="Int64"),
+            "top_frame": [top(e.get("frames")) for e in trace],
+            "n_frames": [len(e.get("frames") or []) for e in trace]})
+        notes = raw.get("external_annotations") or []
+        if notes and ev.time_us.notna().all():
+            times, labels = _annotation_labels(notes, device)
+            at = np.searchsorted(times, ev.time_us.to_numpy(dtype=np.int64), side="right") - 1
+            ev["annotations"] = [labels[i] if i >= 0 else None for i in at]
+        else:
+            ev["annotations"] = None
+        seg = segments[segments.device == device]
+        blk = blocks[blocks.device == device]
+        req = blk.requested_size_bytes
+        ends = {"allocated_bytes": req[blk.state == "active_allocated"].sum(),
+                "active_bytes": req[blk.state.str.startswith("active")].sum(),
+                "reserved_bytes": seg.total_size_bytes.sum()}
+        for col, sign in (("allocated_bytes", _ALLOCATED), ("active_bytes", _ACTIVE),
+                          ("reserved_bytes", _RESERVED)):
+            delta = ev.action.map(sign).fillna(0).astype(np.int64) * ev.size_bytes
+            running = delta.cumsum()
+            ev[col] = (int(ends[col]) - int(running.iloc[-1]) + running).astype(np.int64)
+        parts.append(ev[cols])
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=cols)
+
+
+def _allocation_table(events, blocks, raw):
+    """Pair each ``alloc`` with the next ``free_requested`` of its address."""
+    traces = raw.get("device_traces") or []
+    rows = []
+    for device, ev in events.groupby("device", sort=True):
+        trace = traces[device]
+        live = {}
+        for i, action, addr, size, t, note in zip(ev["index"], ev.action, ev.addr, ev.size_bytes,
+                                                  ev.time_us, ev.annotations):
+            if action == "alloc":
+                frames = trace[i].get("frames")
+                live[addr] = r = {"device": device, "addr": addr, "size_bytes": size,
+                                  "alloc_index": i, "alloc_time_us": t,
+                                  "free_index": None, "free_time_us": None,
+                                  "top_frame": top_frame(frames),
+                                  "call_stack": python_stack(frames), "annotations": note}
+                rows.append(r)
+            elif action == "free_requested":
+                r = live.pop(addr, None)
+                if r is None:              # allocated before the history began
+                    r = {"device": device, "addr": addr, "size_bytes": size, "top_frame": None,
+                         "call_stack": ()}
+                    rows.append(r)
+                r.update(free_index=i, free_time_us=t)
+        untouched = blocks[(blocks.device == device) & (blocks.state == "active_allocated")
+                           & ~blocks.address.isin(list(live))]
+        rows += [{"device": device, "addr": b.address, "size_bytes": b.requested_size_bytes,
+                  "top_frame": b.top_frame if isinstance(b.top_frame, str) else None,
+                  "call_stack": (b.top_frame,) if isinstance(b.top_frame, str) else ()}
+                 for b in untouched.itertuples()]
+    cols = ["device", "addr", "size_bytes", "alloc_index", "alloc_time_us", "free_index",
+            "free_time_us", "top_frame", "call_stack", "annotations"]
+    out = pd.DataFrame(rows, columns=cols)
+    for c in ("alloc_index", "alloc_time_us", "free_index", "free_time_us"):
+        out[c] = pd.array(out[c].tolist(), dtype="Int64")
+    out["size_bytes"] = out["size_bytes"].astype(np.int64)
+    return out

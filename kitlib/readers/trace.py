@@ -1,0 +1,595 @@
+"""Read a torch.profiler (Kineto) Chrome trace into pandas tables.
+
+The profiler writes one JSON object per event (the Chrome trace event format:
+``ph`` = phase, ``cat`` = category, ``ts``/``dur`` in microseconds, ``args``
+with the profiler's own fields). The names changed over PyTorch releases:
+
+=====================  ==============================  ===================
+what                   PyTorch ≥ 1.10 (Kineto today)   PyTorch ~1.9
+=====================  ==============================  ===================
+operator               ``cpu_op``                      ``Operator``
+CUDA runtime call      ``cuda_runtime``                ``Runtime``
+CUDA driver call       ``cuda_driver``                 (none)
+kernel                 ``kernel``                      ``Kernel``
+copy / set             ``gpu_memcpy`` / ``gpu_memset`` ``Memcpy`` / ``Memset``
+external id            ``args["External id"]``         ``args["external id"]``
+GPU thread id          the stream number               ``"stream 7"``
+time base              ``baseTimeNanoseconds`` + ts    ts since the epoch
+=====================  ==============================  ===================
+
+:func:`load_trace` normalises all of that once, so no analysis ever looks at
+raw JSON. Every time is an integer number of nanoseconds on the profiler's own
+clock (``start_ns``, ``dur_ns``, ``end_ns``); a kernel written as
+``"dur": 732.513`` (µs) has ``dur_ns == 732513``.
+
+Sources: the Chrome trace event format (Google, "Trace Event Format"); Kineto's
+``ChromeTraceLogger`` (pytorch/kineto, ``libkineto/src/output_json.cpp``) for
+the field names; the traces in ``tests/data/public-traces`` for older releases.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from .files import read_bytes_maybe_gz
+from ..errors import KitFileError, TraceFormatError
+from ..phases import STEP_RANGE
+
+try:  # orjson parses about 3x faster than the standard library; the kit lists it.
+    import orjson as _orjson
+
+    def _parse(raw: bytes):
+        return _orjson.loads(raw)
+
+    _JSONError = _orjson.JSONDecodeError
+except ImportError:  # pragma: no cover - orjson is a dependency, but stay readable without it
+    import json as _json
+
+    def _parse(raw: bytes):
+        return _json.loads(raw)
+
+    _JSONError = _json.JSONDecodeError
+
+# Category (lower-cased) -> (table, kind)
+_CATEGORIES = {
+    "cpu_op": ("ops", "op"), "operator": ("ops", "op"),
+    "user_annotation": ("ops", "annotation"),
+    "python_function": ("ops", "python"),
+    "cuda_runtime": ("launches", "runtime"), "runtime": ("launches", "runtime"),
+    "cuda_driver": ("launches", "driver"),
+    "kernel": ("gpu", "kernel"),
+    "gpu_memcpy": ("gpu", "memcpy"), "memcpy": ("gpu", "memcpy"),
+    "gpu_memset": ("gpu", "memset"), "memset": ("gpu", "memset"),
+    "gpu_user_annotation": ("gpu", "gpu_annotation"),
+}
+_STEP_RE = re.compile(r"^ProfilerStep#\d+$")
+
+OPS_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "external_id",
+               "input_dims", "input_types", "input_strides", "concrete_inputs", "sequence_number",
+               "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "parent", "depth"]
+LAUNCH_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "api", "correlation",
+                  "external_id", "cbid"]
+GPU_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "device", "stream",
+               "correlation", "external_id", "grid", "block", "bytes"]
+MEMORY_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "bytes", "addr", "total_allocated",
+                  "total_reserved", "device_type", "device_id"]
+OTHER_COLUMNS = ["name", "cat", "ph", "pid", "tid", "start_ns", "dur_ns"]
+
+
+#: Columns of a step table (``Trace.steps``, ``NsysReport.steps``).
+STEP_COLUMNS = ["step", "name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]
+
+#: How a torch.profiler trace marks a step, in order of preference: the profiler's
+#: ``ProfilerStep#N`` (``prof.step()``), then the kit's ``torch_step#N`` label.
+STEP_PATTERNS = (r"^ProfilerStep#(\d+)$", rf"^{STEP_RANGE}#(\d+)$")
+
+
+@dataclass
+class Trace:
+    """A torch.profiler trace as tables (see :func:`load_trace`).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    ops : DataFrame
+        CPU-side events: ``name, pid, tid, start_ns, dur_ns, end_ns`` (ns), ``kind``
+        (``op`` = an ATen/other operator, ``annotation`` = a ``record_function``
+        label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
+        ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
+        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
+        shapes were not recorded), ``sequence_number`` and ``fwd_thread_id`` (autograd),
+        ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
+        (old traces), ``parent`` (row label of the enclosing event on the same
+        thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
+    launches : DataFrame
+        CUDA runtime and driver API calls: ``name, pid, tid, start_ns, dur_ns, end_ns``,
+        ``api`` (``runtime``/``driver``), ``correlation`` (links to the GPU event),
+        ``external_id`` (links to the operator), ``cbid`` (CUPTI callback id).
+    gpu : DataFrame
+        GPU events: ``name, pid, tid, start_ns, dur_ns, end_ns``, ``kind`` (``kernel``,
+        ``memcpy``, ``memset``, ``gpu_annotation`` — the last is a ``record_function``
+        range projected onto a stream, not work), ``device``, ``stream``,
+        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``.
+    memory : DataFrame
+        Allocator instants (``profile_memory``): ``bytes`` (negative = a free),
+        ``addr``, ``total_allocated`` and ``total_reserved`` (bytes, after the event),
+        ``device_type`` (0 = CPU, 1 = CUDA), ``device_id``, ``start_ns``.
+    other : DataFrame
+        Every event of a category kitlib does not interpret (flows, the profiler's own
+        spans, unknown categories), kept so nothing is lost: ``name, cat, ph, pid, tid,
+        start_ns, dur_ns``.
+    meta : dict
+        What the trace says about itself: ``devices`` (``deviceProperties``),
+        ``profiler_options`` (record_shapes, profile_memory, with_stack, with_flops, …
+        as written), ``versions`` (schema, CUDA runtime/driver, CUPTI),
+        ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
+        trace's ``ts`` are already since the epoch), ``process_names``,
+        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``).
+    """
+
+    path: Path
+    ops: pd.DataFrame
+    launches: pd.DataFrame
+    gpu: pd.DataFrame
+    memory: pd.DataFrame
+    other: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self):
+        return (f"Trace({self.path.name}: {len(self.ops)} CPU events, {len(self.launches)} launches, "
+                f"{len(self.gpu)} GPU events, {len(self.memory)} memory events)")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The trace's steps: the kit's one step finder for torch.profiler traces.
+
+        A step is a ``ProfilerStep#N`` annotation (what ``prof.step()`` records under
+        a schedule); a trace without any falls back to ``torch_step#N`` ranges (the
+        kit's own label when it records without a schedule, as ``cold_start_8step``).
+
+        Returns
+        -------
+        DataFrame
+            :data:`STEP_COLUMNS`: ``step`` (the N, int64), ``name``, ``pid, tid,
+            start_ns, end_ns, dur_ns`` (the host interval, ns), sorted by start,
+            index 0…n-1. Empty (with those columns) when the trace has neither.
+            Nsight Systems reports have the same table: ``NsysReport.steps``.
+        """
+        if "steps" not in self._cache:
+            ops = self.ops[self.ops["kind"].isin(["step", "annotation"])]
+            out = pd.DataFrame(columns=STEP_COLUMNS).astype("int64").astype({"name": object})
+            for pat in STEP_PATTERNS:
+                n = ops["name"].str.extract(pat)[0]
+                hit = ops[n.notna()]
+                if len(hit):
+                    out = hit.assign(step=n[n.notna()].astype("int64"))[STEP_COLUMNS] \
+                        .sort_values("start_ns", kind="stable").reset_index(drop=True)
+                    break
+            self._cache["steps"] = out
+        return self._cache["steps"].copy()
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """GPU events that are real work (kernels, copies, sets): ``gpu`` without the
+        ``gpu_annotation`` rows, which are labels, not device time."""
+        return self.gpu[self.gpu["kind"] != "gpu_annotation"]
+
+    @property
+    def has_gpu(self) -> bool:
+        return bool(len(self.kernels))
+
+
+def _ns(values) -> np.ndarray:
+    """Microsecond timestamps (floats with up to 3 decimals) to exact integer ns.
+
+    ``ts`` values near 5e12 µs sit at the edge of float64's precision, so
+    ``round(ts * 1000)`` can be off by one. Splitting off the integer part first
+    keeps the fraction exact and the result equal to the printed digits.
+    """
+    a = np.asarray(values, dtype=np.float64)
+    whole = np.floor(a)
+    return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+
+
+def _as_int(x):
+    """Thread/process ids: ints stay ints, '25738' becomes 25738, 'stream 7' becomes 7."""
+    if isinstance(x, int):
+        return x
+    if isinstance(x, float) and x.is_integer():
+        return int(x)
+    if isinstance(x, str):
+        m = re.search(r"(-?\d+)$", x.strip())
+        if m:
+            return int(m.group(1))
+    return x
+
+
+def load_trace(path) -> Trace:
+    """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A trace written by ``prof.export_chrome_trace`` or ``tensorboard_trace_handler``:
+        a JSON object with ``traceEvents`` or a bare JSON list of events, plain or gzipped.
+
+    Returns
+    -------
+    Trace
+        Tables ``ops``, ``launches``, ``gpu``, ``memory``, ``other`` and dict ``meta``;
+        all times integer ns on the profiler's clock (see :class:`Trace`).
+
+    Raises
+    ------
+    KitFileError
+        Missing or empty file, truncated gzip, or invalid JSON (with the byte offset
+        where parsing stopped).
+    TraceFormatError
+        Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
+        are not objects, or no event of any torch.profiler category).
+    """
+    path = Path(path)
+    raw = read_bytes_maybe_gz(path)
+    if raw.startswith(b"SQLite format 3\x00"):
+        raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
+                                     "use kitlib.load_nsys")
+    if raw[:1] == b"\x80" and raw[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
+        raise TraceFormatError(path, "a Python pickle, not a JSON trace: for a memory snapshot use "
+                                     "kitlib.load_memory_snapshot")
+    try:
+        doc = _parse(raw)
+    except _JSONError:
+        raise _json_error(path, raw) from None
+    except UnicodeDecodeError as e:
+        raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
+    return trace_from_json(doc, path)
+
+
+def _json_error(path, raw: bytes) -> KitFileError:
+    """Say where the JSON breaks: the standard library's parser reports line, column and byte."""
+    import json
+    try:
+        json.loads(raw.decode("utf-8", errors="replace"))
+    except json.JSONDecodeError as e:
+        cut = " (the file ends there: it looks cut off)" if e.pos >= len(raw.rstrip()) - 1 else ""
+        return KitFileError(path, f"invalid JSON at line {e.lineno}, column {e.colno} (byte {e.pos}){cut}: {e.msg}")
+    return KitFileError(path, "invalid JSON")
+
+
+def trace_from_json(doc, path="<memory>") -> Trace:
+    """Build a :class:`Trace` from an already-parsed trace document (dict or list).
+
+    Raises
+    ------
+    TraceFormatError
+        As :func:`load_trace`.
+    """
+    path = Path(path)
+    if isinstance(doc, dict):
+        if "traceEvents" not in doc:
+            keys = ", ".join(list(doc)[:8]) or "none"
+            raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON object has no "
+                                         f"'traceEvents' list (its keys: {keys})")
+        events, top = doc["traceEvents"], doc
+    elif isinstance(doc, list):
+        events, top = doc, {}
+    else:
+        raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON is a {type(doc).__name__}, "
+                                     "not an object with 'traceEvents' or a list of events")
+    if not isinstance(events, list):
+        raise TraceFormatError(path, "'traceEvents' is not a list")
+
+    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    kinds = {"ops": [], "launches": [], "gpu": []}
+    process_names, thread_names = {}, {}
+    # One pass over the events; this loop is most of load_trace's own time, so it only
+    # sorts events into lists (the tables are built column by column afterwards).
+    for i, e in enumerate(events):
+        try:
+            ph = e.get("ph")
+        except AttributeError:
+            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
+        if ph == "X":
+            cat = e.get("cat")
+            hit = _CATEGORIES.get(cat) or (_CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None)
+            if hit is not None:
+                table, kind = hit
+                buckets[table].append(e)
+                kinds[table].append(kind)
+                continue
+        elif ph == "M":
+            args = e.get("args") or {}
+            if e.get("name") == "process_name":
+                process_names[_as_int(e.get("pid"))] = args.get("name")
+            elif e.get("name") == "thread_name":
+                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
+            continue
+        elif ph == "i" and e.get("name") == "[memory]":
+            buckets["memory"].append(e)
+            continue
+        buckets["other"].append(e)
+    cat_counts = {str(k): v for k, v in Counter(e.get("cat") for e in events).items()}
+    legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
+
+    n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
+    if n_known == 0:
+        found = ", ".join(f"{k} ({v})" for k, v in sorted(cat_counts.items(), key=lambda kv: -kv[1])[:6])
+        raise TraceFormatError(path, "no torch.profiler events (operators, CUDA launches, kernels or "
+                                     f"memory instants) in {len(events)} events; categories found: "
+                                     f"{found or 'none'}. Is this a torch.profiler trace?")
+
+    try:
+        ops = _ops_table(buckets["ops"], kinds["ops"])
+        launches = _launch_table(buckets["launches"], kinds["launches"])
+        gpu = _gpu_table(buckets["gpu"], kinds["gpu"])
+        memory = _memory_table(buckets["memory"])
+        other = _other_table(buckets["other"])
+    except _BadEvent as bad:
+        e = bad.event
+        raise TraceFormatError(path, f"event {e.get('name')!r} (ph {e.get('ph')!r}, cat {e.get('cat')!r}, "
+                                     f"ts {e.get('ts')!r}) {bad.problem}") from None
+
+    base = top.get("baseTimeNanoseconds")
+    meta = {
+        "format": "kineto-legacy" if legacy else "kineto",
+        "devices": top.get("deviceProperties", []),
+        "profiler_options": {k: top[k] for k in ("record_shapes", "profile_memory", "with_stack",
+                                                 "with_flops", "with_modules") if k in top},
+        "versions": {k: top[k] for k in ("schemaVersion", "cuda_runtime_version", "cuda_driver_version",
+                                         "cupti_version") if k in top},
+        "base_time_ns": int(base) if base is not None else 0,
+        "trace_id": top.get("trace_id"),
+        "distributed": top.get("distributedInfo"),
+        "process_names": process_names,
+        "thread_names": thread_names,
+        "category_counts": cat_counts,
+        "n_events": len(events),
+    }
+    return Trace(path=path, ops=ops, launches=launches, gpu=gpu, memory=memory, other=other, meta=meta)
+
+
+def _col(evs, key, default=None):
+    return [e.get(key, default) for e in evs]
+
+
+_NO_ARGS: dict = {}
+
+
+def _args(evs) -> list:
+    """Every event's ``args`` object (an empty one where absent); build once per table."""
+    return [e.get("args") or _NO_ARGS for e in evs]
+
+
+def _arg(evs, *keys, args=None):
+    """``args[key]`` of every event (the first of ``keys`` present), None where absent."""
+    if args is None:
+        args = _args(evs)
+    try:
+        out = [a.get(keys[0]) for a in args]
+    except AttributeError:  # an 'args' that is not a JSON object
+        e = next(e for e, a in zip(evs, args) if not isinstance(a, dict))
+        raise _BadEvent(e, f"'args' is a {type(e.get('args')).__name__}, not an object") from None
+    for k in keys[1:]:  # older spellings, only where the first is missing
+        missing = [i for i, v in enumerate(out) if v is None]
+        if not missing:
+            break
+        for i in missing:
+            out[i] = args[i].get(k)
+    return out
+
+
+def _ids(values) -> pd.Series:
+    """Integer ids with missing values (pandas ``Int64``)."""
+    try:
+        return pd.Series(pd.array(values, dtype="Int64"))
+    except (TypeError, ValueError):  # a stray string id: keep what is an integer
+        return pd.Series(pd.array([v if isinstance(v, int) else None for v in values], dtype="Int64"))
+
+
+class _BadEvent(Exception):
+    """An event whose time field cannot be read (turned into a TraceFormatError naming the file)."""
+
+    def __init__(self, event, problem):
+        self.event, self.problem = event, problem
+
+
+_MAX_US = 9.2e15  # µs: beyond this, ns no longer fit in int64 (year ~2262 since the epoch)
+
+
+def _numbers(evs, key, default=None):
+    """``event[key]`` of every event as float µs, checked: present, numeric, finite, in range."""
+    vals = _col(evs, key, default)
+    try:
+        a = np.asarray(vals, dtype=np.float64)
+        if a.ndim != 1:
+            raise ValueError
+    except (TypeError, ValueError):
+        for e, v in zip(evs, vals):
+            if v is None:
+                raise _BadEvent(e, f"has no '{key}'") from None
+            if isinstance(v, bool) or not isinstance(v, (int, float)):
+                raise _BadEvent(e, f"'{key}' is {v!r}, not a number of microseconds") from None
+        raise
+    bad = ~np.isfinite(a) | (np.abs(a) > _MAX_US)
+    if key == "dur":
+        bad |= a < 0
+    if bad.any():
+        i = int(np.argmax(bad))
+        if vals[i] is None:
+            raise _BadEvent(evs[i], f"has no '{key}'")
+        raise _BadEvent(evs[i], f"'{key}' is {vals[i]!r} µs, outside what a trace can hold"
+                                + (" (a negative duration)" if key == "dur" and a[i] < 0 else ""))
+    return a
+
+
+def _times(evs, with_dur=True):
+    if not evs:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    start = _ns(_numbers(evs, "ts"))
+    if with_dur:
+        dur = np.rint(_numbers(evs, "dur", 0) * 1000).astype(np.int64)
+    else:
+        dur = np.zeros(len(evs), dtype=np.int64)
+    return start, dur
+
+
+def _base_frame(evs, with_dur=True):
+    start, dur = _times(evs, with_dur)
+    return {
+        "name": pd.array(_col(evs, "name", ""), dtype=object),
+        "pid": [p if type(p) is int else _as_int(p) for p in _col(evs, "pid")],
+        "tid": [t if type(t) is int else _as_int(t) for t in _col(evs, "tid")],
+        "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
+    }
+
+
+def _ops_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(OPS_COLUMNS)
+    # Python events (most of a with_stack trace) carry only the tracer's ids: read
+    # those alone, and the operator fields from the rest.
+    py = [e for e, k in zip(evs, kinds) if k == "python"]
+    rest = [(e, k) for e, k in zip(evs, kinds) if k != "python"]
+    frames = []
+    if rest:
+        revs = [e for e, _ in rest]
+        d = _base_frame(revs)
+        d["kind"] = ["step" if k == "annotation" and _STEP_RE.match(n or "") else k
+                     for (_, k), n in zip(rest, d["name"])]
+        A = _args(revs)
+        d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A))
+        d["input_dims"] = _arg(revs, "Input Dims", args=A)
+        d["input_types"] = _arg(revs, "Input type", args=A)
+        d["input_strides"] = _arg(revs, "Input Strides", args=A)
+        d["concrete_inputs"] = _arg(revs, "Concrete Inputs", args=A)
+        d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A))
+        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A))
+        d["call_stack"] = _arg(revs, "Call stack", args=A)
+        frames.append(pd.DataFrame(d))
+    if py:
+        d = _base_frame(py)
+        d["kind"] = "python"
+        d["python_id"] = _ids(_arg(py, "Python id"))
+        d["python_parent_id"] = _ids(_arg(py, "Python parent id"))
+        frames.append(pd.DataFrame(d))
+    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
+    for c in OPS_COLUMNS:
+        if c not in df.columns and c not in ("parent", "depth"):
+            df[c] = pd.array([pd.NA] * len(df), dtype="Int64") if c in _INT_ID_COLS else None
+    df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    df["parent"], df["depth"] = _nesting(df)
+    return df[OPS_COLUMNS]
+
+
+_INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", "python_parent_id"}
+
+
+def _nesting(df: pd.DataFrame):
+    """Parent row and depth of every CPU event.
+
+    Operators and annotations nest by time on their own thread (an event's parent is
+    the innermost earlier event on the same ``pid, tid`` whose interval contains it).
+    Python events carry their own tree (``Python id`` / ``Python parent id``).
+    Rows must be sorted by start, longest first.
+    """
+    n = len(df)
+    parent = np.full(n, -1, dtype=np.int64)
+    depth = np.zeros(n, dtype=np.int64)
+    is_py = (df["kind"] == "python").to_numpy()
+    ends = df["end_ns"].to_numpy()
+    pids, tids = df["pid"].tolist(), df["tid"].tolist()
+    stacks: dict = {}
+    for i in np.flatnonzero(~is_py):
+        key = (pids[i], tids[i])
+        st = stacks.setdefault(key, [])
+        # pop what closed before this event ends: it cannot contain it
+        while st and ends[st[-1]] < ends[i]:
+            st.pop()
+        if st:
+            parent[i] = st[-1]
+            depth[i] = depth[st[-1]] + 1
+        st.append(i)
+    if is_py.any():
+        py_rows = np.flatnonzero(is_py)
+        pid_of = dict(zip(df["python_id"].iloc[py_rows].tolist(), py_rows.tolist()))
+        pp = df["python_parent_id"].iloc[py_rows].tolist()
+        for r, p in zip(py_rows.tolist(), pp):
+            if p is not pd.NA and p is not None and p in pid_of:
+                parent[r] = pid_of[p]
+        # depth in the Python tree, rows in start order so parents come first
+        for r in py_rows.tolist():
+            p = parent[r]
+            depth[r] = depth[p] + 1 if p >= 0 else 0
+    return parent, depth
+
+
+def _launch_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(LAUNCH_COLUMNS)
+    d = _base_frame(evs)
+    d["api"] = kinds
+    A = _args(evs)
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
+    d["cbid"] = _ids(_arg(evs, "cbid", args=A))
+    df = pd.DataFrame(d)
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[LAUNCH_COLUMNS]
+
+
+def _gpu_table(evs, kinds) -> pd.DataFrame:
+    if not evs:
+        return _empty(GPU_COLUMNS)
+    d = _base_frame(evs)
+    d["kind"] = kinds
+    A = _args(evs)
+    d["device"] = _ids(_arg(evs, "device", args=A))
+    stream = _arg(evs, "stream", args=A)
+    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
+    d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
+    d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block", args=A)]
+    d["bytes"] = _ids(_arg(evs, "bytes", args=A))
+    df = pd.DataFrame(d)
+    # GPU-side annotations carry no device id; the process id is the device in Kineto.
+    df["device"] = df["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in df["pid"]],
+                                                          dtype="Int64")))
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[GPU_COLUMNS]
+
+
+def _memory_table(evs) -> pd.DataFrame:
+    if not evs:
+        return _empty(MEMORY_COLUMNS)
+    d = _base_frame(evs, with_dur=False)
+    d.pop("end_ns")
+    A = _args(evs)
+    d["bytes"] = _ids(_arg(evs, "Bytes", args=A))
+    d["addr"] = _ids(_arg(evs, "Addr", args=A))
+    d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A))
+    d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A))
+    d["device_type"] = _ids(_arg(evs, "Device Type", args=A))
+    d["device_id"] = _ids(_arg(evs, "Device Id", args=A))
+    df = pd.DataFrame(d)
+    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
+
+
+def _other_table(evs) -> pd.DataFrame:
+    if not evs:
+        return _empty(OTHER_COLUMNS)
+    start = _ns([e.get("ts", 0) if isinstance(e.get("ts", 0), (int, float)) else 0 for e in evs])
+    dur = np.rint(np.asarray([e.get("dur", 0) if isinstance(e.get("dur", 0), (int, float)) else 0
+                              for e in evs], dtype=np.float64) * 1000).astype(np.int64)
+    return pd.DataFrame({"name": _col(evs, "name"), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
+                         "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
+                         "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]
+
+
+def _empty(columns) -> pd.DataFrame:
+    int_cols = {"start_ns", "dur_ns", "end_ns"}
+    return pd.DataFrame({c: pd.Series(dtype="int64" if c in int_cols else object) for c in columns})

@@ -1,0 +1,180 @@
+"""The package's layering: imports flow one way and never in a loop.
+
+Reads every ``import`` and ``from … import`` in kitlib — at module level and inside
+functions, since a lazy import is still a dependency — and checks them against the
+layer order written in ``kitlib/__init__.py`` and ``../shared/DESIGN.md``::
+
+    base (errors, units, phases) < readers < analyses < capture, plots < course
+
+A module may import its own layer and the layers below it; ``capture`` and ``plots``
+are side by side and may not import each other. Inside ``readers`` the format
+readers sit below ``bundle``. The package's ``__init__``/``__main__`` are its public
+face and may import anything.
+"""
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+KIT = Path(__file__).resolve().parent.parent / "kitlib"
+
+RANK = {"base": 0, "readers": 1, "analyses": 2, "capture": 3, "plots": 3, "course": 4}
+BASE = {"errors", "units", "phases"}
+PUBLIC_FACE = {"kitlib", "kitlib.__main__"}
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(KIT.parent).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts = parts[:-1]
+    return ".".join(parts)
+
+
+def layer_of(module: str) -> str:
+    parts = module.split(".")
+    if len(parts) == 1:
+        return "face"
+    top = parts[1]
+    if top in BASE:
+        return "base"
+    if top in RANK:
+        return top
+    raise AssertionError(f"{module}: not in any layer (add it to a sub-package, or to BASE)")
+
+
+def kit_imports(path: Path) -> set[str]:
+    """The kitlib modules ``path`` imports (absolute names), wherever the import statement is."""
+    me = module_name(path)
+    package = me if path.name == "__init__.py" else me.rpartition(".")[0]
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names if a.name.split(".")[0] == "kitlib")
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")
+                base = base[:len(base) - (node.level - 1)]
+                target = ".".join(base + ([node.module] if node.module else []))
+            elif node.module and node.module.split(".")[0] == "kitlib":
+                target = node.module
+            else:
+                continue
+            found.add(target)
+            for a in node.names:             # `from kitlib.analyses import chain`: the module chain
+                sub = f"{target}.{a.name}"
+                if (KIT.parent / sub.replace(".", "/")).with_suffix(".py").is_file() \
+                        or (KIT.parent / sub.replace(".", "/") / "__init__.py").is_file():
+                    found.add(sub)
+    return found
+
+
+def import_graph() -> dict[str, set[str]]:
+    return {module_name(p): kit_imports(p) for p in sorted(KIT.rglob("*.py"))}
+
+
+def layering_violations(graph: dict[str, set[str]]) -> list[str]:
+    bad = []
+    for mod, deps in graph.items():
+        if mod in PUBLIC_FACE:
+            continue
+        mine = layer_of(mod)
+        for dep in sorted(deps):
+            if dep == "kitlib":
+                bad.append(f"{mod} imports the package's public face (kitlib); import the module it needs")
+                continue
+            theirs = layer_of(dep)
+            if theirs == "face":
+                continue
+            if RANK[theirs] > RANK[mine] or (RANK[theirs] == RANK[mine] and theirs != mine):
+                bad.append(f"{mod} ({mine}) imports {dep} ({theirs})")
+            if mine == "readers" and dep == "kitlib.readers.bundle" and mod != "kitlib.readers.bundle":
+                bad.append(f"{mod}: a format reader imports the bundle layer")
+    return bad
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Every import loop, as the list of modules around it (Tarjan's strongly connected
+    components with more than one module, or a module importing itself)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in graph.get(v, ()):
+            if w not in graph:
+                continue
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1 or v in graph.get(v, ()):
+                out.append(sorted(comp))
+
+    for v in graph:
+        if v not in index:
+            visit(v)
+    return out
+
+
+def test_every_module_is_in_a_layer():
+    for mod in import_graph():
+        if mod not in PUBLIC_FACE:
+            layer_of(mod)
+
+
+def test_imports_flow_one_way():
+    bad = layering_violations(import_graph())
+    assert not bad, "imports against the layering:\n" + "\n".join(bad)
+
+
+def test_no_import_loops():
+    graph = {m: d for m, d in import_graph().items() if m not in PUBLIC_FACE}
+    loops = cycles(graph)
+    assert not loops, "import loops: " + "; ".join(" <-> ".join(c) for c in loops)
+
+
+def test_each_layer_says_what_belongs_there():
+    for pkg in ("readers", "analyses", "capture", "plots", "course"):
+        doc = ast.get_docstring(ast.parse((KIT / pkg / "__init__.py").read_text()))
+        assert doc and "may import" in doc.lower(), f"kitlib.{pkg}: its docstring must say what it may import"
+
+
+# The checker itself must catch what it is for: a made-up graph with a loop and an
+# upward import.
+def test_the_checker_finds_a_loop_and_an_upward_import():
+    graph = {"kitlib.analyses.grouping": {"kitlib.analyses.callsites"},
+             "kitlib.analyses.callsites": {"kitlib.analyses.grouping"},
+             "kitlib.readers.trace": {"kitlib.readers.bundle", "kitlib.analyses.chain"},
+             "kitlib.readers.bundle": {"kitlib.readers.trace"},
+             "kitlib.plots.memory": {"kitlib.capture.workload"}}
+    assert sorted(map(tuple, cycles(graph))) == [
+        ("kitlib.analyses.callsites", "kitlib.analyses.grouping"),
+        ("kitlib.readers.bundle", "kitlib.readers.trace")]
+    bad = layering_violations(graph)
+    assert "kitlib.readers.trace (readers) imports kitlib.analyses.chain (analyses)" in bad
+    assert "kitlib.plots.memory (plots) imports kitlib.capture.workload (capture)" in bad
+    assert "kitlib.readers.trace: a format reader imports the bundle layer" in bad
+
+
+def test_relative_imports_are_resolved():
+    # `from ..readers.trace import Trace` inside kitlib/analyses/x.py is kitlib.readers.trace
+    assert "kitlib.readers.trace" in kit_imports(KIT / "analyses" / "chain.py")
+    assert "kitlib.errors" in kit_imports(KIT / "readers" / "trace.py")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    pytest.main([__file__, "-v"])
