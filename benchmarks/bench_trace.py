@@ -20,7 +20,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kitlib.trace import load_trace  # noqa: E402
+from kitlib.readers.trace import load_trace  # noqa: E402
 
 
 def plain_json(path):

@@ -24,7 +24,7 @@ The package is split into layers, one sub-package each, and imports flow one way
   export, memory snapshot, Nsight Compute CSV, the profiler's printed table, the
   bundle format and its file helpers).
 - ``kitlib.analyses``: pure functions from the readers' tables to tables and numbers.
-- ``kitlib.capture``: the workload, the torch.profiler and Nsight Systems recipes,
+- ``kitlib.capture.recipes``: the workload, the torch.profiler and Nsight Systems recipes,
   live measurements, the command line.
 - ``kitlib.plots``: matplotlib pictures of the analyses.
 - ``kitlib.course``: lesson plumbing (live or replay), exercises, the quoted figures.

@@ -1,4 +1,4 @@
-"""``python -m kitlib``: see :mod:`kitlib.cli`."""
+"""``python -m kitlib``: see :mod:`kitlib.capture.cli`."""
 from .capture.cli import main
 
 raise SystemExit(main())

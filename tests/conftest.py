@@ -11,7 +11,7 @@ PUBLIC = ROOT / "tests" / "data" / "public-traces"
 @pytest.fixture(scope="session")
 def ref_trace():
     """Load a reference trace once per test session: ref_trace('profiler_5step')."""
-    from kitlib.trace import load_trace
+    from kitlib.readers.trace import load_trace
     cache = {}
 
     def get(name):
@@ -23,7 +23,7 @@ def ref_trace():
 
 @pytest.fixture(scope="session")
 def public_trace():
-    from kitlib.trace import load_trace
+    from kitlib.readers.trace import load_trace
     cache = {}
 
     def get(name):

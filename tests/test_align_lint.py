@@ -1,4 +1,4 @@
-"""kitlib.align, kitlib.lint, kitlib.measure and kitlib.nsys_capture on the real recordings.
+"""kitlib.align, kitlib.lint, kitlib.analyses.compare and kitlib.capture.nsys_recipes on the real recordings.
 
 Ground truth: the `nsys stats` CSVs shipped with data/reference/nsys_8step, the manifests of
 cold_start_8step / nsys_8step, the reference step_times.json, and the public traces
@@ -12,13 +12,13 @@ import pandas as pd
 import pytest
 
 from kitlib import open_capture
-from kitlib.align import align, align_summary, gpu_work, launch_threads, operator_ranges, project
+from kitlib.analyses.align import align, align_summary, gpu_work, launch_threads, operator_ranges, project
 from kitlib.errors import KitError
-from kitlib.lint import Finding, lint
-from kitlib.measure import compare, compare_series, settings_present
-from kitlib.nsys import load_nsys, nvtx_gpu_projection
-from kitlib import nsys_capture as nc
-from kitlib.steps import labelled_ranges
+from kitlib.analyses.lint import Finding, lint
+from kitlib.analyses.compare import compare, compare_series, settings_present
+from kitlib.readers.nsys import load_nsys, nvtx_gpu_projection
+from kitlib.capture import nsys_recipes as nc
+from kitlib.analyses.steps import labelled_ranges
 
 from conftest import REF
 
@@ -218,7 +218,7 @@ def test_profile_command_of_reference_recipe():
                        "--cpuctxsw=none", "--cuda-memory-usage=false", "-o"]
     assert "--capture-range=cudaProfilerApi" not in cmd
     i = cmd.index("python3")
-    assert cmd[i:i + 4] == ["python3", "-m", "kitlib.nsys_capture", "run-workload"]
+    assert cmd[i:i + 4] == ["python3", "-m", "kitlib.capture.nsys_recipes", "run-workload"]
     assert "--data-load-covers-h2d" in cmd
     sysv = nc.profile_command("system", "r", python="p")
     assert "--sample=process-tree" in sysv and "--cpuctxsw=process-tree" in sysv

@@ -7,7 +7,7 @@ import pytest
 
 from kitlib import open_capture
 from kitlib.errors import BundleError, KitFileError, TraceFormatError
-from kitlib.trace import load_trace
+from kitlib.readers.trace import load_trace
 
 from conftest import REF
 
@@ -133,7 +133,7 @@ def test_manifest_files_are_checked(tmp_path, files, words):
 
 
 def test_yes_no_answers_are_not_guessed():
-    from kitlib import exercises
+    from kitlib.course import exercises
     ex = exercises.lesson01(open_capture("profiler_5step"))
     assert ex.check("add_host_and_device", "No.").correct is True
     assert ex.check("add_host_and_device", False).correct is True
@@ -143,7 +143,7 @@ def test_yes_no_answers_are_not_guessed():
 
 
 def test_wrong_answers_get_a_hint_before_the_answer():
-    from kitlib import exercises
+    from kitlib.course import exercises
     ex = exercises.lesson01(open_capture("profiler_5step"))
     first = ex.check("queue_delay_us", 500)
     assert first.correct is False and "844" not in first.message

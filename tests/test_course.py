@@ -37,7 +37,7 @@ def test_live_lesson_capture_on_cpu_is_reused(tmp_path, monkeypatch):
 
 def test_replay_dir_serves_both_profilers(tmp_path, monkeypatch):
     from pathlib import Path
-    from kitlib.nsys_capture import lesson_nsys_capture
+    from kitlib.course import lesson_nsys_capture
     live = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30"
     (tmp_path / "profiler_5step").symlink_to(live / "profiler_full")
     (tmp_path / "nsys_8step").symlink_to(live / "nsys_8step")

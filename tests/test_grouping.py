@@ -2,9 +2,10 @@
 import pytest
 
 import kitlib
-from kitlib import callsites as C
-from kitlib import grouping as G
-from kitlib.chain import chain, first_op
+from kitlib.analyses import callsites as C
+from kitlib.analyses import events as E
+from kitlib.analyses import grouping as G
+from kitlib.analyses.chain import chain, first_op
 
 COLS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
 
@@ -14,7 +15,7 @@ def ref():
     cap = kitlib.open_capture("fixed_batch")
     tr = cap.trace
     c = chain(tr)
-    ev = G.op_events(tr, c)
+    ev = E.op_events(tr, c)
     return cap, tr, c, ev
 
 
@@ -77,7 +78,7 @@ def test_shape_table_and_layout(ref):
     assert ci.loc["input", "shape"] == [128, 3, 224, 224] and ci.loc["weight", "shape"] == [64, 3, 7, 7]
     assert ci.loc["input", "strides"] == [150528, 1, 672, 3] and ci.loc["input", "layout"] == "channels_last"
     assert G.memory_layout([128, 3, 224, 224], [150528, 50176, 224, 1]) == "contiguous"
-    assert G.shapes_key(None) == "[]" and G.shapes_key([[2, 3], []]) == "[[2, 3], []]"
+    assert E.shapes_key(None) == "[]" and E.shapes_key([[2, 3], []]) == "[[2, 3], []]"
     assert t.iloc[0]["tensors"] == "[128, 3, 224, 224] × [64, 3, 7, 7]"
     # aten::add_ on batch norm's 0-d num_batches_tracked: a labelled key, not a blank one
     add = G.shape_table(tr, "aten::add_", events=ev).set_index("input_shapes")
@@ -105,7 +106,7 @@ def test_callsite_of_first_convolution(ref):
 
 
 def test_attribution_bytes_and_cost():
-    from kitlib.bundle import read_json_file
+    from kitlib.readers.files import read_json_file
     cap = kitlib.open_capture("profiler_5step")
     sizes = G.attribution_bytes(read_json_file(cap.file("trace.json.gz")))
     assert sizes.loc["as recorded", "events"] == 73507
@@ -120,8 +121,8 @@ def test_live_cpu_capture_with_stacks(tmp_path):
     """The same rebuild against a fresh CPU capture whose profiler DID keep stacks (verbose=True)."""
     torch = pytest.importorskip("torch")
     from torch.profiler import ProfilerActivity, _ExperimentalConfig, profile, record_function
-    from kitlib.capture import key_average_rows
-    from kitlib.trace import load_trace
+    from kitlib.capture.recipes import key_average_rows
+    from kitlib.readers.trace import load_trace
     torch.manual_seed(0)
     m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3, padding=1), torch.nn.BatchNorm2d(8), torch.nn.ReLU(),
                             torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(8, 4))
@@ -138,7 +139,7 @@ def test_live_cpu_capture_with_stacks(tmp_path):
         step()
     p.export_chrome_trace(str(tmp_path / "t.json"))
     tr = load_trace(tmp_path / "t.json")
-    ev = G.op_events(tr, python_children=int(torch.__version__.split(".")[1]) > 11)
+    ev = E.op_events(tr, python_children=int(torch.__version__.split(".")[1]) > 11)
     for by, kw in [("name", {}), ("input_shape", {"group_by_input_shape": True}), ("stack", {"group_by_stack_n": 5})]:
         rows = key_average_rows(p.key_averages(**kw))
         if by == "stack" and not any(r["stack"] for r in rows):

@@ -1,10 +1,10 @@
-"""kitlib.intervals on hand-made intervals whose answers can be worked out on paper."""
+"""kitlib.analyses.intervals on hand-made intervals whose answers can be worked out on paper."""
 import numpy as np
 import pandas as pd
 import pytest
 
 from kitlib.errors import KitError
-from kitlib.intervals import IntervalError, busy_ns, clip, idle_gaps, per_window, union
+from kitlib.analyses.intervals import IntervalError, busy_ns, clip, idle_gaps, per_window, union
 
 
 def iv(*spans, stream=None):

@@ -5,10 +5,11 @@ from pathlib import Path
 
 import pytest
 
-from kitlib import exercises, open_capture
-from kitlib.chain import chain, first_op, launches_of
-from kitlib.measures import profiler_table
-from kitlib.nsys import load_nsys, nsys_stats
+from kitlib.course import exercises
+from kitlib import open_capture
+from kitlib.analyses.chain import chain, first_op, launches_of
+from kitlib.readers.profiler_table import profiler_table
+from kitlib.readers.nsys import load_nsys, nsys_stats
 
 LIVE = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30"
 
@@ -56,7 +57,7 @@ def test_exercises_build_on_a_live_capture(live, n):
 
 
 def test_live_nsys_bundle():
-    rep = load_nsys(LIVE / "nsys_8step")
+    rep = load_nsys(open_capture(LIVE / "nsys_8step"))
     assert len(rep.kernels) == 4340 and rep.gpus["name"].iloc[0] == "NVIDIA H200"
     steps = rep.nvtx[rep.nvtx["name"].str.startswith("torch_step")]
     assert len(steps) == 8

@@ -3,11 +3,11 @@
 import pytest
 
 import kitlib
-from kitlib import flops as F
-from kitlib import memory as M
+from kitlib.analyses import flops as F
+from kitlib.analyses import memory as M
 from kitlib.errors import KitError
-from kitlib.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu_wide
-from kitlib.sources import B300
+from kitlib.readers.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu_wide
+from kitlib.course.sources import B300
 
 
 @pytest.fixture(scope="module")
@@ -140,13 +140,14 @@ def test_device_time_covered_says_what_is_not_counted(fixed):
 
 def test_live_flop_counter_on_cpu_tiny_batch():
     pytest.importorskip("torch")
-    from kitlib.workload import WorkloadConfig
+    from kitlib.capture.workload import WorkloadConfig
     cfg = WorkloadConfig(batch_size=2, image_size=64, device="cpu", num_workers=0)
-    got = F.workload_step_flops(cfg)
+    from kitlib.capture.experiments import workload_step_flops
+    got = workload_step_flops(cfg)
     assert got["total"] == sum(got["by_op"].values()) > 0
     assert {"aten.convolution", "aten.convolution_backward", "aten.addmm"} <= set(got["by_op"])
     # FLOPs scale with the batch
-    got4 = F.workload_step_flops(WorkloadConfig(batch_size=4, image_size=64, device="cpu", num_workers=0))
+    got4 = workload_step_flops(WorkloadConfig(batch_size=4, image_size=64, device="cpu", num_workers=0))
     assert got4["by_op"]["aten.convolution"] == 2 * got["by_op"]["aten.convolution"]
 
 
@@ -164,7 +165,7 @@ def test_peak_table():
 
 # -- Nsight Compute ----------------------------------------------------------------
 
-NCU = kitlib.bundle.reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv"
+NCU = kitlib.readers.bundle.reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv"
 
 
 def test_ncu_reader():
@@ -195,11 +196,12 @@ def test_ncu_reader_refuses_other_csv(tmp_path):
 
 
 def test_step_flop_counts_and_ncu_capture():
+    from kitlib.course import step_flop_counts
     fixed = kitlib.open_capture("fixed_batch")
-    own = F.step_flop_counts(fixed)
+    own = step_flop_counts(fixed)
     assert own == fixed.read_json("flop_counter_one_step.json") and own["total"] > 0
     # a replayed capture without its own count falls back to fixed_batch's
-    assert F.step_flop_counts(kitlib.open_capture("profiler_5step"))["total"] == own["total"]
-    from kitlib.ncu import ncu_capture
+    assert step_flop_counts(kitlib.open_capture("profiler_5step"))["total"] == own["total"]
+    from kitlib.course import ncu_capture
     nc = ncu_capture(fixed)
     assert nc.kind == "ncu" and ncu_capture(nc) is nc

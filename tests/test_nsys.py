@@ -1,4 +1,4 @@
-"""kitlib.nsys on the H200 reference exports, a public Nsight 2024.5 export, and bad input.
+"""kitlib.readers.nsys on the H200 reference exports, a public Nsight 2024.5 export, and bad input.
 
 Ground truth: the CSVs `nsys stats --format csv` (Nsight Systems 2025.3) wrote for the
 same report.sqlite files (data/reference/*/nsys_stats/), and the raw SQLite tables.
@@ -11,8 +11,7 @@ import pytest
 
 from kitlib import open_capture
 from kitlib.errors import KitFileError, NsysFormatError
-from kitlib.nsys import (STATS_REPORTS, decode_global_tid, load_nsys, nsys_stats,
-                         nvtx_gpu_projection)
+from kitlib.readers.nsys import STATS_REPORTS, decode_global_tid, load_nsys, nsys_stats, nvtx_gpu_projection
 
 from conftest import PUBLIC, REF
 
@@ -134,7 +133,11 @@ def test_gpus_meta_and_missing(rep):
 
 def test_load_from_bundle():
     assert len(load_nsys(open_capture("nsys_8step")).kernels) == 4340
-    assert len(load_nsys(REF / "nsys_emit_nvtx").nvtx) == 5378
+    assert len(open_capture(REF / "nsys_emit_nvtx").nsys.nvtx) == 5378
+    # the reader does not open bundle folders itself (that is the bundle layer's job):
+    # a folder gets an error that says how to open it
+    with pytest.raises(KitFileError, match=r"capture bundle folder.*open_capture"):
+        load_nsys(REF / "nsys_emit_nvtx")
 
 
 # --------------------------------------------------------------------------- nsys stats

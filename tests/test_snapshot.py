@@ -1,4 +1,4 @@
-"""kitlib.snapshot: the restricted unpickler and the tables of a CUDA memory snapshot.
+"""kitlib.readers.snapshot: the restricted unpickler and the tables of a CUDA memory snapshot.
 
 Figures for the reference recording (H200, profiler_5step/memory_snapshot.pickle,
 3 training steps under _record_memory_history) are recomputed here from the raw
@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from kitlib.bundle import open_capture
+from kitlib.readers.bundle import open_capture
 from kitlib.errors import KitFileError, UnsafePickleError
-from kitlib.snapshot import load_memory_snapshot, load_plain_pickle, python_stack, top_frame
+from kitlib.readers.snapshot import load_memory_snapshot, load_plain_pickle, python_stack, top_frame
 
 REFERENCE = Path(__file__).resolve().parents[1] / "data" / "reference" / "profiler_5step"
 

@@ -2,12 +2,12 @@
 import pytest
 
 import kitlib
-from kitlib import intervals
+from kitlib.analyses import intervals
 from kitlib.errors import KitError, KitFileError
-from kitlib.measures import (annotation_device_time, annotation_summary, four_measures, profiler_table,
-                             read_profiler_table, self_total)
-from kitlib.nsys import load_nsys
-from kitlib.steps import find_steps, step_gaps, step_measures, step_table, steps_of
+from kitlib.analyses.four_measures import annotation_device_time, annotation_summary, four_measures, self_total
+from kitlib.readers.profiler_table import profiler_table, read_profiler_table
+from kitlib.readers.nsys import load_nsys
+from kitlib.analyses.steps import step_gaps, step_measures, steps_of
 
 
 @pytest.fixture(scope="module")
@@ -25,11 +25,21 @@ def report():
     return load_nsys(kitlib.open_capture("nsys_8step").file("report.sqlite"))
 
 
-def test_find_steps_and_step_table_still_work(trace):
-    st = find_steps(trace)
+def test_one_step_finder(trace):
+    st = trace.steps
+    assert st.columns.tolist() == ["step", "name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]
     assert st["step"].tolist() == [2, 3, 4, 5, 6]
     assert st["dur_ns"].iloc[0] == 80627323
-    assert len(step_table(trace)) == 5
+    assert steps_of(trace).equals(st)
+    # without ProfilerStep#N the kit's torch_step#N ranges are the steps (cold_start_8step)
+    cold = kitlib.open_capture("cold_start_8step").trace.steps
+    assert cold["name"].tolist() == [f"torch_step#{i}" for i in range(8)]
+
+
+def test_step_measures_counts_launches_per_step(trace, report):
+    # what the retired step_table counted: GPU events whose launch lies in the step
+    assert step_measures(trace)["gpu_launched"].tolist() == [745] * 5
+    assert step_measures(report)["gpu_launched"].tolist() == [905] + [745] * 7
 
 
 def test_nsys_steps_from_nvtx(report):

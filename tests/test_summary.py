@@ -2,7 +2,7 @@
 import re
 
 from kitlib import open_capture
-from kitlib.summary import summarize
+from kitlib.capture.summary import summarize
 
 
 def test_summary_of_the_reference_matches_the_profilers_table():

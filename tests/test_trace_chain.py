@@ -4,9 +4,9 @@ import json
 
 import pytest
 
-from kitlib.chain import LINKS
-from kitlib.chain import chain, first_op, launches_of, external_ids_trustworthy
-from kitlib.trace import load_trace
+from kitlib.analyses.chain import LINKS
+from kitlib.analyses.chain import chain, first_op, launches_of, external_ids_trustworthy
+from kitlib.readers.trace import load_trace
 
 from conftest import PUBLIC, REF
 

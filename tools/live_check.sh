@@ -26,7 +26,7 @@ for nb in 00 01 02 04 06 07 03 08 09 05 10; do
   run "lesson $nb" 240 python3 tools/run_lesson.py lessons/${nb}_*.ipynb --figures "$OUT/fig"
 done
 run "matched cold_start (torch.profiler)" 120 python3 -c "from kitlib import capture as c; c.capture(None, 'cold_start', 'runs/matched_cold_start', progress=False)"
-run "matched nsys" 180 python3 -m kitlib.nsys_capture capture --recipe matched --out runs/matched_nsys
+run "matched nsys" 180 python3 -m kitlib.capture.nsys_recipes capture --recipe matched --out runs/matched_nsys
 cat "$OUT/report.tsv" | tee -a "$log"
 tar czf "$OUT/figures.tar.gz" -C "$OUT" fig 2>/dev/null; rm -rf "$OUT/fig"
 ls -d runs/*/ 2>/dev/null | tee -a "$log"

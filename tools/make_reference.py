@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
-from kitlib.bundle import write_bundle  # noqa: E402
+from kitlib.readers.bundle import write_bundle  # noqa: E402
 
 SRC = Path(sys.argv[1] if len(sys.argv) > 1 else "../shared/reference/h200-2026-11-29")
 DST = Path(__file__).resolve().parent.parent / "data" / "reference"

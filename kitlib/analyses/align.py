@@ -1,7 +1,7 @@
 """torch.profiler steps and phases beside the Nsight Systems NVTX ranges of a matched run.
 
 The two tools label the same ``train_step`` (``record_function`` ranges for
-torch.profiler, NVTX ranges for Nsight Systems; see :mod:`kitlib.workload`).
+torch.profiler, NVTX ranges for Nsight Systems; see :mod:`kitlib.capture.workload`).
 :func:`align` lines them up step by step and label by label: the host duration
 each tool recorded, the GPU work each label is credited with, and how many
 kernels that is.
@@ -13,7 +13,7 @@ in a PyTorch training step:
     A GPU operation belongs to a range when the CUDA API call that launched it
     started and ended inside the range *on the range's own thread* (Nsight
     Systems documentation of ``nvtx_gpu_proj_trace`` / ``nvtx_gpu_proj_sum``;
-    :func:`kitlib.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
+    :func:`kitlib.readers.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
     Autograd runs the backward pass on its own thread (``pt_autograd_0``), which
     has no NVTX range, so the ``backward`` range is credited with almost nothing.
 ``"time"``
@@ -122,7 +122,7 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
     ----------
     ranges : DataFrame
         ``pid, tid, start_ns, end_ns`` (int ns), e.g. from
-        :func:`kitlib.steps.labelled_ranges`; other columns are kept.
+        :func:`kitlib.analyses.steps.labelled_ranges`; other columns are kept.
     work : DataFrame
         From :func:`gpu_work`.
     attribution : {"thread", "time"}
@@ -217,7 +217,7 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     profiler : Trace or Capture
         A torch.profiler recording whose steps are ``ProfilerStep#N`` or
         ``torch_step#N`` and whose phases are ``record_function`` labels. A
-        :class:`~kitlib.bundle.Capture` also gives its manifest's workload (what
+        :class:`~kitlib.readers.bundle.Capture` also gives its manifest's workload (what
         ``data_load`` covers).
     nsys : NsysReport or Capture
         An Nsight Systems recording whose steps are ``torch_step`` NVTX ranges
@@ -225,9 +225,9 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     attribution : {"time", "thread"}
         How GPU work is credited to a range (see :data:`ATTRIBUTIONS`), applied to
         both tools alike. ``"thread"`` on the Nsight side is Nsight's own NVTX GPU
-        projection (:func:`kitlib.nsys.nvtx_gpu_projection`).
+        projection (:func:`kitlib.readers.nsys.nvtx_gpu_projection`).
     labels : sequence of str, optional
-        Phase labels; default :data:`kitlib.steps.PHASES` that occur in either tool.
+        Phase labels; default :data:`kitlib.analyses.steps.PHASES` that occur in either tool.
 
     Returns
     -------

@@ -82,7 +82,7 @@ def callsites(trace: Trace, events: pd.DataFrame | None = None, internal=TORCH_I
     Parameters
     ----------
     events : DataFrame, optional
-        :func:`kitlib.grouping.op_events` (computed when absent).
+        :func:`kitlib.analyses.events.op_events` (computed when absent).
     internal : tuple of str
         Path prefixes that are not the learner's code (default ``("torch/",)``).
 
@@ -126,7 +126,7 @@ def callsite_of(trace: Trace, op_row: int, table: pd.DataFrame | None = None, in
     Parameters
     ----------
     op_row : int
-        Row label in ``trace.ops`` (e.g. :func:`kitlib.chain.first_op`).
+        Row label in ``trace.ops`` (e.g. :func:`kitlib.analyses.chain.first_op`).
     table : DataFrame, optional
         A :func:`callsites` result to reuse.
 
@@ -159,7 +159,7 @@ def kernel_callsites(trace: Trace, table: pd.DataFrame | None = None, chain_df: 
     Returns
     -------
     DataFrame
-        The :func:`kitlib.chain.chain` rows (kernels, copies, sets; sorted by GPU start)
+        The :func:`kitlib.analyses.chain.chain` rows (kernels, copies, sets; sorted by GPU start)
         with ``user_frame``, ``module``, ``module_type``, ``module_path`` of the launching operator
         (None where the GPU event has no operator, e.g. launched before the window).
     """

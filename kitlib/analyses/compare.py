@@ -107,7 +107,7 @@ def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
     ----------
     before_ms, after_ms : sequence of float
         Step wall times in ms (at least 3 each), measured the same way (e.g.
-        :func:`kitlib.workload.time_steps`, or a ``step_times.json`` series).
+        :func:`kitlib.capture.workload.time_steps`, or a ``step_times.json`` series).
     confidence : float
         Level of the bootstrap interval (0.95 = 95 %).
     n_boot : int

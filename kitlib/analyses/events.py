@@ -91,7 +91,7 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_childre
     ----------
     trace : Trace
     chain_df : DataFrame, optional
-        A :func:`kitlib.chain.chain` result to reuse (computed when absent). Its
+        A :func:`kitlib.analyses.chain.chain` result to reuse (computed when absent). Its
         ``op_row`` says which operator launched each GPU event.
     python_children : bool
         Whether Python frames (``with_stack``) take part in the nesting, as children
@@ -276,7 +276,7 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
     Parameters
     ----------
     events : DataFrame
-        With ``pid, tid, start_ns, end_ns`` (e.g. :func:`kitlib.grouping.op_events`).
+        With ``pid, tid, start_ns, end_ns`` (e.g. :func:`kitlib.analyses.events.op_events`).
     """
     ops = trace.ops
     py = ops[ops["kind"] == "python"]
@@ -315,7 +315,7 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
     Parameters
     ----------
     events : DataFrame, optional
-        :func:`kitlib.grouping.op_events` (computed when absent).
+        :func:`kitlib.analyses.events.op_events` (computed when absent).
     n : int, optional
         Keep only the ``n`` innermost frames.
     filtered : bool

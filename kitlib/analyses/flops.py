@@ -198,7 +198,7 @@ def device_time_covered(trace: Trace, chain_df: pd.DataFrame | None = None) -> p
     """How much GPU time ran under an operator that ``with_flops`` counts, and how much did not.
 
     Each kernel, copy or set is followed to the operator that launched it (see
-    :func:`kitlib.chain.chain`) and up that operator's parents; it is *counted*
+    :func:`kitlib.analyses.chain.chain`) and up that operator's parents; it is *counted*
     when one of them is in :data:`COUNTED` (the ``cudnn_convolution`` kernels sit
     under ``aten::conv2d``).
 

@@ -10,13 +10,13 @@ A training step can be measured in four ways that are easy to confuse:
    *self* time (total minus its children, CUDA API calls included) counts each
    nanosecond once;
 3. **device busy time**: how long at least one kernel, copy or set ran: the union of
-   the GPU intervals, overlap counted once (:mod:`kitlib.intervals`);
+   the GPU intervals, overlap counted once (:mod:`kitlib.analyses.intervals`);
 4. **summed kernel time**: the kernels' durations added up, overlap counted as often
    as it occurs (``>=`` the busy time of the same kernels).
 
 :func:`four_measures` computes them on one step; :func:`self_total` gives self and
 total host time per operator, computed the way the profiler does; and
-:func:`read_profiler_table` / :func:`annotation_device_time` explain why a
+:func:`kitlib.readers.profiler_table.read_profiler_table` / :func:`annotation_device_time` explain why a
 ``record_function`` label such as ``forward`` shows "Self CUDA" time in the
 profiler's own table although it launches nothing itself.
 
@@ -26,22 +26,19 @@ the PyTorch profiler recipe (self vs total time); Kineto
 ``gpu_user_annotation`` spans; checked on the reference ``profiler_5step`` recording
 (its ``key_averages_tables.txt`` is the profiler's own printed table of that run).
 
-Pure functions over tables (only :func:`read_profiler_table` reads a file).
+Pure functions over tables (the profiler's printed table is read by
+:mod:`kitlib.readers.profiler_table`).
 """
 from __future__ import annotations
 
-import re
-from pathlib import Path
-
-import numpy as np
 import pandas as pd
 
 from .chain import chain, innermost_op_at
-from ..errors import KitError, KitFileError
+from ..errors import KitError
 from .intervals import busy_ns
 from ..readers.trace import Trace
 
-__all__ = ["four_measures", "operator_children", "self_total", "read_profiler_table", "profiler_table",
+__all__ = ["four_measures", "operator_children", "self_total",
            "annotation_device_time", "annotation_summary"]
 
 
@@ -143,7 +140,7 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
     step : int, optional
         The step number (N of ``ProfilerStep#N`` / ``torch_step#N``); default the first.
     chain_df : DataFrame, optional
-        A :func:`kitlib.chain.chain` result to reuse.
+        A :func:`kitlib.analyses.chain.chain` result to reuse.
 
     Returns
     -------
@@ -194,164 +191,6 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
         ("kernel_sum", "device", int(kern["gpu_dur_ns"].sum()), f"durations of the {len(kern):,} kernels summed"),
     ]
     return pd.DataFrame(rows, columns=["measure", "clock", "value_ns", "what"])
-
-
-# --------------------------------------------------------------------------- the profiler's table
-_TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
-_MEM_UNITS = {"b": 1, "kb": 2 ** 10, "mb": 2 ** 20, "gb": 2 ** 30, "tb": 2 ** 40}
-_COLUMNS = {"Name": "name", "Self CPU %": "self_cpu_pct", "Self CPU": "self_cpu_ns",
-            "CPU total %": "cpu_total_pct", "CPU total": "cpu_total_ns", "CPU time avg": "cpu_avg_ns",
-            "Self CUDA": "self_cuda_ns", "Self CUDA %": "self_cuda_pct", "CUDA total": "cuda_total_ns",
-            "CUDA time avg": "cuda_avg_ns", "CPU Mem": "cpu_mem_bytes", "Self CPU Mem": "self_cpu_mem_bytes",
-            "CUDA Mem": "cuda_mem_bytes", "Self CUDA Mem": "self_cuda_mem_bytes", "# of Calls": "calls",
-            "Input Shapes": "input_shapes", "Source Location": "source_location", "Total MFLOPs": "total_mflops"}
-
-
-def _number(text: str, col: str, where: str):
-    v = text.strip()
-    if v in ("", "--"):
-        return np.nan
-    try:
-        if col.endswith("_pct"):
-            return float(v.rstrip("%"))
-        if col.endswith("_ns"):
-            m = re.fullmatch(r"(-?[\d.]+)\s*(ns|us|ms|s)", v)
-            return int(round(float(m.group(1)) * _TIME_UNITS[m.group(2)]))
-        if col.endswith("_bytes"):
-            m = re.fullmatch(r"(-?[\d.]+)\s*([KMGT]?B)", v, re.I)
-            return int(round(float(m.group(1)) * _MEM_UNITS[m.group(2).lower()]))
-        if col == "calls":
-            return int(v)
-        if col == "total_mflops":
-            return float(v)
-    except (AttributeError, ValueError):
-        raise KitError(f"{where}: cannot read {v!r} as a value of column {col!r}") from None
-    return v
-
-
-def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
-    """Parse a table printed by ``prof.key_averages().table()`` (a text file).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A text file holding one or more such tables (e.g. the reference
-        ``profiler_5step/key_averages_tables.txt``).
-    which : int
-        Which table of the file (0 = the first).
-
-    Returns
-    -------
-    table : DataFrame
-        One row per printed row. ``name`` (as printed: long names are cut and end in
-        ``...``); times as integer ns (``self_cpu_ns``, ``cpu_total_ns``,
-        ``cpu_avg_ns``, ``self_cuda_ns``, ``cuda_total_ns``, ``cuda_avg_ns``), so
-        to the printed precision only; percentages (``self_cpu_pct``, …); memory in
-        bytes (``cpu_mem_bytes``, ``self_cuda_mem_bytes``, …: the profiler's "GB" are
-        GiB, 2**30 bytes); ``calls``; ``input_shapes`` when printed. Columns the
-        table lacks are absent.
-    totals : dict
-        ``self_cpu_total_ns`` and ``self_cuda_total_ns`` from the footer lines
-        ("Self CPU time total: …"), where printed.
-
-    Raises
-    ------
-    KitFileError
-        The file is missing, or holds no such table (or fewer than ``which + 1``).
-    KitError
-        A cell cannot be read as its column's value.
-    """
-    p = Path(path)
-    if not p.is_file():
-        raise KitFileError(p, "no such file (expected a key_averages().table() text file)")
-    try:
-        lines = p.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError:
-        raise KitFileError(p, "not a text file: a key_averages().table() printout is plain text") from None
-    tables, i = [], 0
-    while i < len(lines) - 2:
-        if re.fullmatch(r"-+(  -+)+\s*", lines[i]) and "Name" in lines[i + 1] \
-                and re.fullmatch(r"-+(  -+)+\s*", lines[i + 2]):
-            j = i + 3
-            while j < len(lines) and not re.fullmatch(r"-+(  -+)+\s*", lines[j]):
-                j += 1
-            foot = lines[j + 1:j + 3]
-            tables.append((lines[i], lines[i + 1], lines[i + 3:j], foot))
-            i = j + 1
-        else:
-            i += 1
-    if len(tables) <= which:
-        raise KitFileError(p, f"holds {len(tables)} profiler table(s), not a table number {which}: expected the "
-                              "text printed by torch.profiler's key_averages().table() (a dashed rule, a header "
-                              "row starting with 'Name', a dashed rule, rows)")
-    rule, header, body, foot = tables[which]
-    spans = [m.span() for m in re.finditer(r"-+", rule)]
-    heads = re.split(r"\s{2,}", header.strip())   # a header cell can be wider than its rule
-    if len(heads) != len(spans):
-        raise KitFileError(p, f"table {which}: {len(heads)} header cells for {len(spans)} columns")
-    unknown = [h for h in heads if h not in _COLUMNS]
-    if unknown:
-        raise KitFileError(p, f"table {which} has columns kitlib does not know: {unknown}")
-    cols = [_COLUMNS[h] for h in heads]
-    recs = []
-    for ln, line in enumerate(body):
-        rec = {}
-        for (a, b), c in zip(spans, cols):
-            cell = line[a:b]
-            rec[c] = cell.strip() if c in ("name", "input_shapes", "source_location") \
-                else _number(cell, c, f"{p}: table {which}, row {ln + 1}")
-        recs.append(rec)
-    table = pd.DataFrame(recs, columns=cols)
-    for c in cols:
-        if c.endswith("_ns") or c.endswith("_bytes") or c == "calls":
-            table[c] = table[c].astype("Int64")
-    totals = {}
-    for f in foot:
-        m = re.match(r"Self (CPU|CUDA) time total:\s*([\d.]+\s*(?:ns|us|ms|s))", f.strip())
-        if m:
-            totals[f"self_{m.group(1).lower()}_total_ns"] = _number(m.group(2), "x_ns", str(p))
-    return table, totals
-
-
-def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
-    """The profiler's own by-name table of a capture, from whichever form it holds.
-
-    A reference bundle holds the printed table (``key_averages_tables.txt``); a live
-    capture (:func:`kitlib.capture.capture`) holds the rows as ``key_averages.json``.
-
-    Returns
-    -------
-    table, totals
-        As :func:`read_profiler_table` (columns ``name, calls, self_cpu_ns,
-        cpu_total_ns, self_cuda_ns, cuda_total_ns`` at least); from JSON the names are
-        whole, ``self_cuda_pct`` is computed as the printed table computes it, and
-        ``totals`` has ``self_cpu_total_ns`` (summed from the rows) and
-        ``self_cuda_total_ns`` (the trace's kernels, copies and sets, summed).
-
-    Raises
-    ------
-    KitError
-        The capture holds neither file.
-    """
-    if capture.has("key_averages_tables.txt"):
-        return read_profiler_table(capture.file("key_averages_tables.txt"))
-    if capture.has("key_averages.json") or capture.has("key_averages.json.gz"):
-        rows = capture.key_averages()["by_name"]
-        t = pd.DataFrame({
-            "name": [r["key"] for r in rows], "calls": [int(r["count"]) for r in rows],
-            "self_cpu_ns": [round(r["self_cpu_time_total_us"] * 1000) for r in rows],
-            "cpu_total_ns": [round(r["cpu_time_total_us"] * 1000) for r in rows],
-            "self_cuda_ns": [round(r["self_device_time_total_us"] * 1000) for r in rows],
-            "cuda_total_ns": [round(r["device_time_total_us"] * 1000) for r in rows]})
-        t = t.astype({c: "Int64" for c in t.columns if c != "name"})
-        t = t.sort_values("self_cuda_ns", ascending=False).reset_index(drop=True)
-        # The printed table's footer "Self CUDA time total" sums the GPU activities
-        # (kernels, copies, sets) only; its "Self CUDA %" divides by that total, so the
-        # annotation rows push the column past 100 % (see annotation_summary).
-        total_cuda = int(capture.trace.kernels["dur_ns"].sum())
-        t["self_cuda_pct"] = (100 * t["self_cuda_ns"].astype("float64") / total_cuda) if total_cuda else float("nan")
-        return t, {"self_cpu_total_ns": int(t["self_cpu_ns"].sum()), "self_cuda_total_ns": total_cuda}
-    raise KitError(f"capture {capture.name}: has neither key_averages_tables.txt nor key_averages.json")
 
 
 # --------------------------------------------------------------------------- annotations on the GPU
@@ -424,7 +263,7 @@ def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = 
     trace : Trace
         The trace of the same run as ``table``.
     table, totals : DataFrame, dict
-        From :func:`read_profiler_table` / :func:`profiler_table`.
+        From :func:`kitlib.readers.profiler_table.profiler_table`.
 
     Returns
     -------

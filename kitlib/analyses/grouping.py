@@ -60,12 +60,12 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     by : {"name", "input_shape", "stack"}
         ``"name"`` = ``key_averages()``; ``"input_shape"`` = ``key_averages(group_by_input_shape=True)``;
         ``"stack"`` = ``key_averages(group_by_stack_n=stack_n)`` with the stack rebuilt
-        from the trace's Python frames (:func:`kitlib.callsites.op_stacks`; needs
+        from the trace's Python frames (:func:`kitlib.analyses.events.op_stacks`; needs
         ``with_stack``).
     stack_n : int
         How many innermost frames form the key when ``by="stack"``.
     chain_df : DataFrame, optional
-        A :func:`kitlib.chain.chain` result to reuse.
+        A :func:`kitlib.analyses.chain.chain` result to reuse.
     events : DataFrame, optional
         An :func:`op_events` result to reuse (with a ``stack`` column when ``by="stack"``).
     include_gpu : bool
@@ -244,7 +244,7 @@ def attribution_bytes(doc) -> pd.DataFrame:
     Parameters
     ----------
     doc : dict or list
-        The parsed trace JSON (e.g. ``kitlib.bundle.read_json_file(capture.file("trace.json.gz"))``).
+        The parsed trace JSON (e.g. ``kitlib.readers.files.read_json_file(capture.file("trace.json.gz"))``).
 
     Returns
     -------
@@ -307,7 +307,7 @@ def capture_cost(captures: dict) -> pd.DataFrame:
     ----------
     captures : dict
         ``{label: Capture}``, e.g. live captures made with the recipes ``light``,
-        ``shapes``, ``stack``, ``full`` of :mod:`kitlib.capture`.
+        ``shapes``, ``stack``, ``full`` of :mod:`kitlib.capture.recipes`.
 
     Returns
     -------

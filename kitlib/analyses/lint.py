@@ -1,6 +1,6 @@
 """The known ways a torch.profiler recording misleads, found before anyone reads it.
 
-:func:`lint` looks at a :class:`~kitlib.trace.Trace` (and, when given, the recipe
+:func:`lint` looks at a :class:`~kitlib.readers.trace.Trace` (and, when given, the recipe
 that made it) and returns one :class:`Finding` per problem: what it is, what it
 means for the figures a reader would take from the trace, and what to do. Each
 finding carries its evidence as numbers, so a summary can print them and a test
@@ -128,7 +128,7 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     Parameters
     ----------
     trace : Trace or Capture
-        The recording (a :class:`~kitlib.bundle.Capture` also gives its recipe).
+        The recording (a :class:`~kitlib.readers.bundle.Capture` also gives its recipe).
     recipe : dict, optional
         The capture recipe (a manifest's ``recipe``): ``activities``,
         ``with_stack``, ``with_flops``, ... Options missing here are read from
@@ -283,7 +283,7 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
                            "time (worst: step {0}, {1:.0%}): summed time is not busy time — overlapping streams "
                            "or gpu_user_annotation spans are counted twice".format(worst[0], worst[1] / worst[2]),
                            "measure device busy time as the union of kernel/copy/set intervals "
-                           "(kitlib.intervals.busy_ns), never as a sum, and leave annotations out",
+                           "(kitlib.analyses.intervals.busy_ns), never as a sum, and leave annotations out",
                            {"steps": [o[0] for o in over], "worst_step": worst[0], "worst_sum_ns": worst[1],
                             "worst_wall_ns": worst[2], "worst_annotation_ns": worst[3]}))
     return out
@@ -314,7 +314,7 @@ def _option_findings(trace: Trace, opts: dict) -> list:
                                "profiler's FLOP total is not the training step's arithmetic (roughly a third "
                                "of it for convolutions)",
                                "count a whole step with torch.utils.flop_counter.FlopCounterMode "
-                               "(kitlib.flops.flop_counter_step) before dividing by device time",
+                               "(kitlib.capture.experiments.flop_counter_step) before dividing by device time",
                                {"counted_calls": int(len(fl)), "counted_flops": int(fl["flops"].sum()),
                                 "backward_calls_uncounted": int(len(bwd)),
                                 "convolution_backward_calls": conv_b}))

@@ -111,7 +111,7 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture or None
+    capture : kitlib.readers.bundle.Capture or None
         The bundle whose manifest gives ``recipe.schedule`` (``wait``, ``warmup``,
         ``active``). ``None`` (live series from :func:`kitlib.capture.experiments.overhead_series`,
         already active-only) leaves the series unchanged.
@@ -234,7 +234,7 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     """The device's idle gaps inside each step, with what the host was doing.
 
     A gap is a time inside a step's host interval when no kernel, copy or set ran on
-    any stream of the GPU (:func:`kitlib.intervals.idle_gaps` over
+    any stream of the GPU (:func:`kitlib.analyses.intervals.idle_gaps` over
     :func:`device_work`, the step's start and end counting as edges).
 
     Parameters

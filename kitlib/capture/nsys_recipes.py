@@ -1,11 +1,11 @@
 """Record the workload under Nsight Systems and write an ``nsys`` capture bundle.
 
 Nsight Systems is a separate program (``nsys``), so a capture is two processes:
-``nsys profile … python -m kitlib.nsys_capture run-workload …`` starts the
-training steps (the same :func:`kitlib.workload.train_step`, whose phases carry
+``nsys profile … python -m kitlib.capture.nsys_recipes run-workload …`` starts the
+training steps (the same :func:`kitlib.capture.workload.train_step`, whose phases carry
 NVTX ranges with the same names as the torch.profiler labels), then
 ``nsys export --type sqlite`` turns the report into the SQLite file that
-:func:`kitlib.nsys.load_nsys` reads. This module builds those command lines
+:func:`kitlib.readers.nsys.load_nsys` reads. This module builds those command lines
 from an :class:`NsysRecipe`, finds ``nsys``, runs them, and writes the bundle
 with the collectors that were on and off in its manifest.
 
@@ -176,7 +176,7 @@ def collectors(recipe) -> dict:
 
 
 def workload_command(recipe, python: str | None = None, describe_to=None, workload_args=()) -> list:
-    """The command ``nsys`` runs: ``python -m kitlib.nsys_capture run-workload …``.
+    """The command ``nsys`` runs: ``python -m kitlib.capture.nsys_recipes run-workload …``.
 
     Parameters
     ----------
@@ -193,7 +193,7 @@ def workload_command(recipe, python: str | None = None, describe_to=None, worklo
     list of str
     """
     r = _recipe(recipe)
-    cmd = [python or sys.executable, "-m", "kitlib.nsys_capture", "run-workload",
+    cmd = [python or sys.executable, "-m", "kitlib.capture.nsys_recipes", "run-workload",
            "--steps", str(r.steps), "--warmup-steps", str(r.warmup_steps)]
     cmd.append("--data-load-covers-h2d" if r.data_load_covers_h2d else "--no-data-load-covers-h2d")
     if r.capture_range:
@@ -227,7 +227,7 @@ def profile_command(recipe, output, nsys: str = "nsys", python: str | None = Non
         E.g. for ``nsys_8step``: ``nsys profile -t cuda,nvtx,osrt
         --osrt-threshold=10000 --sample=none --cpuctxsw=none
         --cuda-memory-usage=false -o OUT --force-overwrite=true python -m
-        kitlib.nsys_capture run-workload --steps 8 …``.
+        kitlib.capture.nsys_recipes run-workload --steps 8 …``.
     """
     r = _recipe(recipe)
     trace = ",".join(t for t, on in (("cuda", r.cuda), ("nvtx", r.nvtx), ("osrt", r.osrt)) if on)
@@ -347,11 +347,11 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
         Free text for the manifest.
     run_id : str, optional
         Stored in the manifest; two bundles with the same ``run_id`` are one run
-        seen by two tools (see :func:`kitlib.align.align`).
+        seen by two tools (see :func:`kitlib.analyses.align.align`).
 
     Returns
     -------
-    kitlib.bundle.Capture
+    kitlib.readers.bundle.Capture
         ``kind == "nsys"``; files ``report.sqlite`` and ``nsys.log``; the manifest's
         recipe holds the two command lines and :func:`collectors`, its workload
         what the workload process described, its provenance adds
@@ -427,7 +427,7 @@ def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d:
     ``warmup_steps`` unrecorded-range steps, then, when ``capture_range``,
     ``torch.cuda.profiler.start()``; ``steps`` steps, each wrapped in a
     ``torch_step#N`` range (NVTX and ``record_function`` alike, via
-    :meth:`kitlib.workload.Workload.step`), under
+    :meth:`kitlib.capture.workload.Workload.step`), under
     ``torch.autograd.profiler.emit_nvtx(record_shapes=…)`` when ``emit_nvtx``;
     a device synchronisation; ``torch.cuda.profiler.stop()``.
 
@@ -435,18 +435,18 @@ def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d:
     ----------
     steps, warmup_steps : int
     data_load_covers_h2d : bool
-        See :attr:`kitlib.workload.WorkloadConfig.data_load_covers_h2d`.
+        See :attr:`kitlib.capture.workload.WorkloadConfig.data_load_covers_h2d`.
     capture_range, emit_nvtx, record_shapes : bool
         See :class:`NsysRecipe`.
     describe_to : path, optional
-        Write :meth:`kitlib.workload.Workload.describe` there as JSON.
+        Write :meth:`kitlib.capture.workload.Workload.describe` there as JSON.
     **config
-        :class:`kitlib.workload.WorkloadConfig` fields (``None`` values ignored).
+        :class:`kitlib.capture.workload.WorkloadConfig` fields (``None`` values ignored).
 
     Returns
     -------
     list of dict
-        Wall-clock marks of each recorded step (see :func:`kitlib.workload.train_step`).
+        Wall-clock marks of each recorded step (see :func:`kitlib.capture.workload.train_step`).
     """
     import contextlib
 
@@ -481,7 +481,7 @@ def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d:
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m kitlib.nsys_capture",
+    p = argparse.ArgumentParser(prog="python -m kitlib.capture.nsys_recipes",
                                 description="Nsight Systems captures of the course workload.")
     sub = p.add_subparsers(dest="command", required=True)
     w = sub.add_parser("run-workload", help="run the labelled training steps (what nsys profile starts)")
@@ -507,7 +507,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
-    """Command-line entry point (``python -m kitlib.nsys_capture …``)."""
+    """Command-line entry point (``python -m kitlib.capture.nsys_recipes …``)."""
     a = _parser().parse_args(argv)
     if a.command == "run-workload":
         run_workload(a.steps, a.warmup_steps, data_load_covers_h2d=a.data_load_covers_h2d,

@@ -3,8 +3,8 @@
 A :class:`Recipe` names what is recorded: the torch.profiler schedule
 (``wait``/``warmup``/``active``/``repeat``) and the attribution options
 (``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``), or plain
-uninstrumented timing. :func:`capture` runs :mod:`kitlib.workload` under it and
-writes a bundle (:mod:`kitlib.bundle`) that lessons open with
+uninstrumented timing. :func:`capture` runs :mod:`kitlib.capture.workload` under it and
+writes a bundle (:mod:`kitlib.readers.bundle`) that lessons open with
 :func:`kitlib.open_capture`, exactly like the recorded ones in ``data/reference/``:
 
 ``trace.json.gz``
@@ -86,7 +86,7 @@ class Recipe:
         Unprofiled steps before anything is recorded (warm model, cuDNN heuristics,
         allocator and loader workers).
     timing_steps : int
-        Uninstrumented timed steps (:func:`kitlib.workload.time_steps`) run before the
+        Uninstrumented timed steps (:func:`kitlib.capture.workload.time_steps`) run before the
         profiler, saved as ``step_ms_uninstrumented`` beside ``step_ms_profiled``.
     description : str
         One line for menus and manifests.
@@ -305,7 +305,7 @@ def _step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=No
     """Run ``n`` steps. With ``sync_each`` each is timed to the end of its device work
     (ms, returned); ``on_step`` (e.g. ``prof.step``) is called after each, outside the
     timed interval; ``label`` + index names each step's range; ``marks`` collects
-    wall-clock stamps (see :func:`kitlib.workload.train_step`)."""
+    wall-clock stamps (see :func:`kitlib.capture.workload.train_step`)."""
     from tqdm.auto import tqdm
     times = []
     for i in tqdm(range(n), desc=desc, unit="step", disable=not progress or n == 0, leave=False):
@@ -386,13 +386,13 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
 
     Returns
     -------
-    kitlib.bundle.Capture
+    kitlib.readers.bundle.Capture
         The written bundle, opened. ``kind`` is ``"torch_profiler"`` or ``"timing"``;
         ``origin`` is ``"live"``. Files: ``trace.json.gz`` (one per cycle when
         ``repeat > 1``: ``trace_cycle2.json.gz``, …), ``key_averages.json`` (rows of
         the last cycle), ``step_times.json``; the manifest holds the recipe, the
-        workload (:meth:`kitlib.workload.Workload.describe`), the provenance
-        (:func:`kitlib.bundle.software_provenance`) and ``steps`` (what each
+        workload (:meth:`kitlib.capture.workload.Workload.describe`), the provenance
+        (:func:`kitlib.readers.bundle.software_provenance`) and ``steps`` (what each
         profiled step was: ``wait``/``warmup``/``active``).
 
     Raises
@@ -520,7 +520,7 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
 
     Returns
     -------
-    kitlib.bundle.Capture
+    kitlib.readers.bundle.Capture
         ``kind == "memory_snapshot"``, file ``memory_snapshot.pickle``; the manifest
         also holds ``max_memory_allocated`` and ``max_memory_reserved`` (bytes).
 

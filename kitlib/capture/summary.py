@@ -98,7 +98,7 @@ def top_from_trace(trace, top: int = 10) -> dict:
 
     Parameters
     ----------
-    trace : kitlib.trace.Trace
+    trace : kitlib.readers.trace.Trace
         Uses ``ops`` (``kind == "op"`` rows, ``parent`` for self time) and
         ``kernels`` (``gpu`` without GPU-side annotations).
     top : int
@@ -115,7 +115,7 @@ def top_from_trace(trace, top: int = 10) -> dict:
     -----
     Self host time = an operator's duration minus the durations of what it called
     directly: nested operators and annotations, and its CUDA API calls
-    (:func:`kitlib.measures.self_total`), as the profiler's ``self_cpu_time_total``
+    (:func:`kitlib.analyses.four_measures.self_total`), as the profiler's ``self_cpu_time_total``
     defines it.
     """
     from ..analyses.four_measures import self_total
@@ -154,7 +154,7 @@ def summarize(capture, top: int = 10) -> str:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture or str or os.PathLike
+    capture : kitlib.readers.bundle.Capture or str or os.PathLike
         An opened bundle, a bundle folder, or a reference name (``"profiler_5step"``).
     top : int
         Operators and kernels to list.
@@ -177,7 +177,7 @@ def summarize(capture, top: int = 10) -> str:
     -----
     Top lists come from the profiler's own ``key_averages()`` rows
     (``key_averages.json``) when the bundle has them, else from the trace tables
-    (:func:`kitlib.trace.load_trace`); the output names which. The Perfetto advice
+    (:func:`kitlib.readers.trace.load_trace`); the output names which. The Perfetto advice
     follows perfetto.dev, "Visualising large traces".
     """
     _check_top(top)
@@ -299,7 +299,7 @@ def summarize(capture, top: int = 10) -> str:
     elif cap.has("trace.json.gz") or cap.has("trace.json"):
         trace = cap.trace
         t = top_from_trace(trace, top)
-        src = "the trace tables (kitlib.trace)"
+        src = "the trace tables (kitlib.readers.trace)"
         names = trace.steps["name"].tolist() if len(trace.steps) else []
         if names:
             L += ["", f"profiler steps in the trace: {len(names)} ({names[0]} … {names[-1]})"]

@@ -87,7 +87,7 @@ class WorkloadConfig:
     steps : int or None
         Steps to record: the profiler schedule's ``active`` steps, or the timed steps
         of the ``timing`` recipe. ``None`` lets the recipe decide
-        (see :data:`kitlib.capture.RECIPES`).
+        (see :data:`kitlib.capture.recipes.RECIPES`).
     device : str
         ``"auto"`` (a CUDA GPU when ``torch.cuda.is_available()``, else the CPU),
         ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
@@ -583,7 +583,7 @@ def find_food101(data_root=None) -> Path | None:
     raise KitFileError(p, f"no Food-101 here ({src}): torchvision.datasets.Food101 reads "
                           f"<root>/food-101/meta/train.json and <root>/food-101/images/<class>/<id>.jpg. "
                           f"Point {src} at the folder that holds food-101/, download it once with "
-                          f"kitlib.workload.download_food101(root) (about 5 GB), or leave {src} "
+                          f"kitlib.capture.workload.download_food101(root) (about 5 GB), or leave {src} "
                           f"unset to use the synthetic dataset.")
 
 

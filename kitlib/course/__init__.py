@@ -17,7 +17,7 @@ Every lesson runs in one of two modes:
 
 The mode comes from the environment variable ``KITLIB_MODE`` (``live``,
 ``replay`` or ``auto``, the default: live when ``torch.cuda.is_available()``).
-Both modes hand the lesson the same thing, a :class:`kitlib.bundle.Capture`, so
+Both modes hand the lesson the same thing, a :class:`kitlib.readers.bundle.Capture`, so
 the analysis code is identical.
 """
 from __future__ import annotations
@@ -82,7 +82,7 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     progress : bool
         Progress bars while capturing.
     **workload_options
-        Passed to :meth:`kitlib.workload.WorkloadConfig.for_device` for a live capture
+        Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device` for a live capture
         (the reference settings on a GPU by default).
 
     Returns
@@ -154,7 +154,7 @@ def _recent_live(reference: str, workload: dict, minutes: float):
 
 
 def this_machine() -> dict:
-    """What this machine runs (see :func:`kitlib.bundle.software_provenance`)."""
+    """What this machine runs (see :func:`kitlib.readers.bundle.software_provenance`)."""
     return software_provenance()
 
 
@@ -204,7 +204,7 @@ def chain_beside_source(summary: dict, label: str = "this capture"):
     Parameters
     ----------
     summary : dict
-        From :func:`kitlib.chain.op_summary`.
+        From :func:`kitlib.analyses.chain.op_summary`.
 
     Returns
     -------
@@ -242,11 +242,11 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
         Live recipe; default the one named like ``reference`` (``emit_nvtx`` for
         ``nsys_emit_nvtx``).
     **kw
-        Passed to :func:`capture_nsys`.
+        Passed to :func:`kitlib.capture.nsys_recipes.capture_nsys`.
 
     Returns
     -------
-    kitlib.bundle.Capture
+    kitlib.readers.bundle.Capture
     """
     import warnings
 
@@ -285,7 +285,7 @@ def step_flop_counts(capture) -> dict:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture
+    capture : kitlib.readers.bundle.Capture
 
     Returns
     -------

@@ -59,7 +59,7 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     ----------
     trace : Trace
     op_row : int
-        Row label of the operator in ``trace.ops`` (e.g. from :func:`kitlib.chain.first_op`).
+        Row label of the operator in ``trace.ops`` (e.g. from :func:`kitlib.analyses.chain.first_op`).
 
     Returns
     -------
@@ -122,7 +122,7 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
     labels : sequence of str
         The ``record_function`` labels to draw as host rows.
     chain_df : DataFrame, optional
-        A :func:`kitlib.chain.chain` result to reuse. The GPU rows show the events
+        A :func:`kitlib.analyses.chain.chain` result to reuse. The GPU rows show the events
         *launched* during the step, which run on after its host interval ends.
 
     Returns

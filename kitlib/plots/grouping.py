@@ -18,7 +18,7 @@ def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
     Parameters
     ----------
     table : DataFrame
-        From :func:`kitlib.grouping.shape_table` (``input_shapes``, ``first_input``,
+        From :func:`kitlib.analyses.grouping.shape_table` (``input_shapes``, ``first_input``,
         ``count``, ``device_total_ns``, ``device_per_call_ns``).
     name : str
         The operator's name, for the title.
@@ -64,7 +64,7 @@ def plot_callsites(table: pd.DataFrame, label: str = "user_frame", top: int = 10
     Parameters
     ----------
     table : DataFrame
-        From :func:`kitlib.callsites.group_by_callsite` (a ``label`` column and
+        From :func:`kitlib.analyses.callsites.group_by_callsite` (a ``label`` column and
         ``device_self_ns``, ``gpu_events``).
 
     Returns
@@ -88,7 +88,7 @@ def plot_attribution_cost(sizes: pd.DataFrame, step_ms: dict | None = None):
     Parameters
     ----------
     sizes : DataFrame
-        From :func:`kitlib.grouping.attribution_bytes` (``gzip_bytes`` per variant).
+        From :func:`kitlib.analyses.grouping.attribution_bytes` (``gzip_bytes`` per variant).
     step_ms : dict, optional
         ``{label: [step times in ms]}``, drawn as a strip of points per label.
 

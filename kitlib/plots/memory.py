@@ -1,8 +1,8 @@
 """Pictures for lessons 06 and 07: memory over time, per-operator memory, FLOPs and Nsight Compute.
 
 Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
-and returns it. They draw the tables of :mod:`kitlib.memory`, :mod:`kitlib.flops`
-and :mod:`kitlib.ncu`; they compute nothing of their own.
+and returns it. They draw the tables of :mod:`kitlib.analyses.memory`, :mod:`kitlib.analyses.flops`
+and :mod:`kitlib.readers.ncu`; they compute nothing of their own.
 """
 from __future__ import annotations
 
@@ -29,12 +29,12 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     Parameters
     ----------
     timeline : DataFrame
-        From :func:`kitlib.memory.memory_timeline` (``start_ns``, ``allocated_bytes``,
+        From :func:`kitlib.analyses.memory.memory_timeline` (``start_ns``, ``allocated_bytes``,
         ``reserved_bytes``).
     steps : DataFrame, optional
         ``trace.steps`` (``start_ns``, ``step``): a dashed line where each step begins.
     peak : Series, optional
-        From :func:`kitlib.memory.memory_peak`: marked with its operator and phase.
+        From :func:`kitlib.analyses.memory.memory_peak`: marked with its operator and phase.
     """
     ax = _ax(ax)
     t0 = int(timeline["start_ns"].iloc[0])
@@ -74,7 +74,7 @@ def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
     Parameters
     ----------
     covered : DataFrame
-        From :func:`kitlib.flops.device_time_covered`.
+        From :func:`kitlib.analyses.flops.device_time_covered`.
     """
     ax = _ax(ax, (9, 0.32 * n + 1.2))
     top = covered.head(n).iloc[::-1]
@@ -94,7 +94,7 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
     achieved : dict
         ``{label: TFLOP/s}`` estimates (e.g. forward convolutions, whole step).
     peaks : DataFrame
-        From :func:`kitlib.flops.peak_table`.
+        From :func:`kitlib.analyses.flops.peak_table`.
     precision : str
         Which peak column (``FP32``, ``TF32``, ``BF16``).
     """
@@ -125,7 +125,7 @@ def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
     Parameters
     ----------
     tidy : DataFrame
-        From :func:`kitlib.ncu.load_ncu_csv`.
+        From :func:`kitlib.readers.ncu.load_ncu_csv`.
     ax : pair of Axes, optional
         Where to draw (throughput, occupancy); a new figure when None.
 

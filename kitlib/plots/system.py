@@ -1,7 +1,7 @@
 """Pictures for lessons 08–10: the two attributions of GPU work to NVTX ranges.
 
 :func:`plot_attribution` draws, per labelled phase, the GPU time credited to it
-under Nsight's thread rule and under the time rule (:func:`kitlib.align.align`).
+under Nsight's thread rule and under the time rule (:func:`kitlib.analyses.align.align`).
 """
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
     Parameters
     ----------
     by_thread, by_time : DataFrame
-        :func:`kitlib.align.align` results with ``attribution="thread"`` and ``"time"``.
+        :func:`kitlib.analyses.align.align` results with ``attribution="thread"`` and ``"time"``.
     tool : {"nsys", "prof"}
         Which tool's columns to draw.
 

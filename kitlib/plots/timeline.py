@@ -4,7 +4,7 @@
 Systems report, one row per lane: labelled ranges (annotations / NVTX) of the main
 thread, CUDA API calls per thread, and copies and kernels per GPU stream;
 :func:`plot_timeline` draws them with the device's idle gaps shaded.
-:func:`plot_four_measures` draws :func:`kitlib.measures.four_measures`.
+:func:`plot_four_measures` draws :func:`kitlib.analyses.four_measures.four_measures`.
 """
 from __future__ import annotations
 
@@ -90,7 +90,7 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     start_ns, end_ns : int
         The window.
     gaps : DataFrame, optional
-        ``start_ns, dur_ns`` of the gaps to shade (e.g. :func:`kitlib.steps.step_gaps`).
+        ``start_ns, dur_ns`` of the gaps to shade (e.g. :func:`kitlib.analyses.steps.step_gaps`).
     origin_ns : int, optional
         Time shown as 0 (default ``start_ns``).
     osrt_threads : sequence of int
@@ -146,7 +146,7 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
 
 
 def plot_four_measures(measures: pd.DataFrame, ax=None, title: str = "one step, measured four ways"):
-    """Horizontal bars of :func:`kitlib.measures.four_measures` (ms), host and device apart.
+    """Horizontal bars of :func:`kitlib.analyses.four_measures.four_measures` (ms), host and device apart.
 
     Returns
     -------

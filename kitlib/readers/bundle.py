@@ -228,7 +228,7 @@ class Capture:
     # -- the usual contents --------------------------------------------------
     @property
     def trace(self):
-        """The bundle's torch.profiler trace as a :class:`kitlib.trace.Trace` (loaded once)."""
+        """The bundle's torch.profiler trace as a :class:`kitlib.readers.trace.Trace` (loaded once)."""
         if "trace" not in self._cache:
             from .trace import load_trace
             self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")))
@@ -236,7 +236,7 @@ class Capture:
 
     @property
     def nsys(self):
-        """The bundle's Nsight Systems export as a :class:`kitlib.nsys.NsysReport` (loaded once)."""
+        """The bundle's Nsight Systems export as a :class:`kitlib.readers.nsys.NsysReport` (loaded once)."""
         if "nsys" not in self._cache:
             from .nsys import load_nsys
             self._cache["nsys"] = load_nsys(self.file("report.sqlite"))

@@ -21,7 +21,7 @@ comments, see ``sqlite3 report.sqlite .schema``). The facts this module relies o
   table at all, and columns come and go between schema versions.
 
 :func:`load_nsys` turns the export into an :class:`NsysReport` whose tables use
-the same column names as :mod:`kitlib.trace` where the meaning is the same
+the same column names as :mod:`kitlib.readers.trace` where the meaning is the same
 (``name, pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream``).
 :func:`nvtx_gpu_projection` projects NVTX ranges onto the GPU, and
 :func:`nsys_stats` reproduces the ``nsys stats --format csv`` reports the course
@@ -340,7 +340,7 @@ def _check_sqlite_file(path: Path) -> None:
             hint = ("; this is an Nsight Systems report, export it first with "
                     f"`nsys export --type sqlite {path.name}`")
         elif head[:1] in (b"{", b"["):
-            hint = "; it looks like JSON (a torch.profiler trace? use kitlib.trace)"
+            hint = "; it looks like JSON (a torch.profiler trace? use kitlib.readers.trace)"
         raise NsysFormatError(path, f"not an SQLite database (it starts with {head[:16]!r}){hint}")
     if len(head) < 100:
         raise NsysFormatError(path, f"truncated SQLite file: only {size} bytes, "

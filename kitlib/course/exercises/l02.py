@@ -10,7 +10,7 @@ def questions(capture) -> Exercises:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture
+    capture : kitlib.readers.bundle.Capture
         A torch.profiler capture with ``record_function`` labels (live or recorded).
         The step studied is the capture's first recorded step.
     """

@@ -10,9 +10,9 @@ def questions(capture, emit=None) -> Exercises:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture
+    capture : kitlib.readers.bundle.Capture
         An ``nsys`` bundle with ``torch_step`` / phase NVTX ranges.
-    emit : kitlib.bundle.Capture, optional
+    emit : kitlib.readers.bundle.Capture, optional
         An ``emit_nvtx`` bundle (``nsys_emit_nvtx``); adds a question on it.
     """
     import numpy as np

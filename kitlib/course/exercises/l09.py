@@ -14,11 +14,11 @@ def questions(capture, series: dict | None = None) -> Exercises:
 
     Parameters
     ----------
-    capture : kitlib.bundle.Capture
+    capture : kitlib.readers.bundle.Capture
         A bundle with ``step_times.json`` (``profiler_5step`` in replay).
     series : dict, optional
         Step times in ms per series (e.g. live from
-        :func:`kitlib.measure.overhead_series`); replaces the bundle's.
+        :func:`kitlib.capture.experiments.overhead_series`); replaces the bundle's.
     """
     from ...analyses.compare import compare, settings_present
     from ...analyses.steps import active_step_times

@@ -66,7 +66,7 @@ ROUTES = [
      "achieved occupancy is a hardware counter measured per kernel; theoretical limits come from the launch "
      "configuration and the compiled kernel's resources, which ncu reports"),
     ("is_it_faster", "Did switching the loader to persistent workers make the step faster?", "timer",
-     "repeated uninstrumented step times + kitlib.measure.compare; lesson 09",
+     "repeated uninstrumented step times + kitlib.analyses.compare.compare; lesson 09",
      "every profiler adds its own cost and changes what it measures; a speed-up is claimed from repeated "
      "uninstrumented measurements with their spread, not from a trace"),
 ]
@@ -92,7 +92,7 @@ def tool_table() -> pd.DataFrame:
          "stalls", "sections per kernel (Speed Of Light, Occupancy, Launch Statistics)",
          "very high: each profiled kernel is replayed many times; select a few kernels"),
         ("timer", "measurement", "whether a change made the step faster", "repeated step times with their "
-         "spread, compared (kitlib.measure.compare)", "none beyond a synchronisation per step"),
+         "spread, compared (kitlib.analyses.compare.compare)", "none beyond a synchronisation per step"),
     ]
     return pd.DataFrame(rows, columns=["tool", "level", "answers", "views", "cost"]).set_index("tool")
 
