@@ -18,6 +18,7 @@ NS_PER_MS = 1_000_000
 NS_PER_S = 1_000_000_000
 MIB = 1 << 20
 GIB = 1 << 30
+GB = 1_000_000_000   # decimal, as Nsight Systems and most vendor sheets write GB
 
 _TIME = {"ns": 1, "us": NS_PER_US, "ms": NS_PER_MS, "s": NS_PER_S}
 _SIZE = {"bytes": 1, "kib": 1 << 10, "mib": MIB, "gib": GIB}
@@ -56,6 +57,11 @@ def bytes_to_mib(n):
 def bytes_to_gib(n):
     """Bytes to GiB (2**30 bytes)."""
     return n / GIB
+
+
+def bytes_to_gb(n):
+    """Bytes to decimal GB (10**9 bytes), for axes that sit beside decimal figures."""
+    return n / GB
 
 
 def in_units(table: pd.DataFrame, time: str = "ms", size: str | None = None) -> pd.DataFrame:

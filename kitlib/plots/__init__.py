@@ -1,10 +1,11 @@
-"""Plots: matplotlib pictures of the analyses. Each function returns the Figure.
+"""Plots: matplotlib pictures of the analyses.
 
 What belongs here: drawing only — every number a picture shows comes from an
 analysis (``kitlib.analyses``) or a reader's table. This module holds the shared
 helpers and the chain/step pictures; ``timeline`` (step timelines for a trace or an
 Nsight report), ``grouping`` (device time by shape or call site), ``memory``
-(memory curves, FLOP pictures) and ``system`` (Nsight lanes) the rest.
+(memory over time), ``flops`` (FLOPs, rates beside peaks, Nsight Compute) and
+``system`` (Nsight lanes) the rest. Each function returns its Figure or Axes.
 May import: analyses, readers and the base modules; not capture or course.
 
 Times are drawn in µs or ms, relative to a stated origin, and every axis says which.
@@ -18,6 +19,13 @@ from matplotlib.patches import FancyArrowPatch
 from ..analyses.chain import chain, launches_of
 from ..readers.trace import Trace
 from ..units import ns_to_ms, ns_to_us
+
+def new_axes(ax=None, size=(10, 3.6)):
+    """``ax`` itself, or the Axes of a new figure of ``size`` (inches) when ``ax`` is None."""
+    if ax is None:
+        _, ax = plt.subplots(figsize=size)
+    return ax
+
 
 _COLORS = {"op": "#4C72B0", "launch": "#DD8452", "kernel": "#55A868", "memcpy": "#C44E52",
            "memset": "#8172B3", "annotation": "#937860", "step": "#BBBBBB"}

@@ -1,0 +1,107 @@
+"""Pictures for lesson 07: FLOPs, achieved rates beside peaks, and Nsight Compute.
+
+Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
+and returns it. They draw the tables of :mod:`kitlib.analyses.flops` and
+:mod:`kitlib.readers.ncu`; they compute nothing of their own.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from . import new_axes as _ax
+from . import short_name
+from ..units import ns_to_ms
+
+
+def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
+                             title="GPU time under operators with_flops counts, and the rest"):
+    """Bars of device time per top-level operator, coloured by whether ``with_flops`` counts it.
+
+    Parameters
+    ----------
+    covered : DataFrame
+        From :func:`kitlib.analyses.flops.device_time_covered`.
+    """
+    ax = _ax(ax, (9, 0.32 * n + 1.2))
+    top = covered.head(n).iloc[::-1]
+    colors = ["tab:green" if c else "tab:gray" for c in top["counted"]]
+    ax.barh([short_name(k, 46) for k in top.index], ns_to_ms(top["device_time_ns"]), color=colors)
+    ax.set_xlabel("device time, summed over the recorded steps (ms)")
+    ax.set_title(title + "\n(green: counted; grey: no FLOP estimate)")
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = "TF32", ax=None):
+    """Achieved-rate estimates beside the dense peak of several GPUs.
+
+    Parameters
+    ----------
+    achieved : dict
+        ``{label: TFLOP/s}`` estimates (e.g. forward convolutions, whole step).
+    peaks : DataFrame
+        From :func:`kitlib.analyses.flops.peak_table`.
+    precision : str
+        Which peak column (``FP32``, ``TF32``, ``BF16``).
+    """
+    ax = _ax(ax, (9, 3.6))
+    col = f"{precision}_tflops"
+    p = peaks[col].dropna()
+    labels = [f"peak {k} ({precision}, dense)" for k in p.index] + [f"estimate: {k}" for k in achieved]
+    vals = list(p.values) + list(achieved.values())
+    colors = ["tab:gray"] * len(p) + ["tab:green"] * len(achieved)
+    ax.barh(labels[::-1], vals[::-1], color=colors[::-1])
+    for y, v in enumerate(vals[::-1]):
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+    ax.set_xlabel("TFLOP/s (10¹² floating-point operations per second)")
+    ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization")
+    ax.set_xlim(0, max(vals) * 1.12)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
+    """Speed of light and occupancy per kernel of an ncu report, on two panels.
+
+    Left: compute (SM) and memory throughput, % of the device's peak (Nsight Compute's
+    "GPU Speed Of Light Throughput" section). Right: achieved (and theoretical, when
+    recorded) occupancy, % of the maximum warps an SM can hold — a different
+    quantity, not a throughput (Nsight Compute Kernel Profiling Guide, "Occupancy").
+
+    Parameters
+    ----------
+    tidy : DataFrame
+        From :func:`kitlib.readers.ncu.load_ncu_csv`.
+    ax : pair of Axes, optional
+        Where to draw (throughput, occupancy); a new figure when None.
+
+    Returns
+    -------
+    ndarray of two Axes
+    """
+    if ax is None:
+        import matplotlib.pyplot as plt
+        fig, ax = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    else:
+        fig = ax[0].figure
+    names = tidy.groupby("kernel_id")["kernel_name"].first()
+    w = tidy.pivot_table(index="kernel_id", columns="metric", values="value", aggfunc="first")
+    x = np.arange(len(w))
+    labels = [f"#{k} {short_name(names[k], 24)}" for k in w.index]
+    for a, metrics, ylabel, title in (
+            (ax[0], ["Compute (SM) Throughput", "Memory Throughput"], "throughput (% of the device's peak)",
+             "speed of light"),
+            (ax[1], ["Theoretical Occupancy", "Achieved Occupancy"], "occupancy (% of max warps per SM)",
+             "occupancy")):
+        have = [m for m in metrics if m in w.columns]
+        width = 0.8 / max(1, len(have))
+        for i, m in enumerate(have):
+            a.bar(x + (i - (len(have) - 1) / 2) * width, w[m], width, label=m)
+        a.set_xticks(x, labels, fontsize=8, rotation=20, ha="right")
+        a.set_ylabel(ylabel)
+        a.set_ylim(0, 130)
+        a.set_title(f"Nsight Compute: {title}", fontsize=10)
+        a.legend(fontsize=8, loc="upper center", ncol=2)
+    fig.tight_layout()
+    return ax
