@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from . import Exercises, Question
-from ...units import bytes_to_gib
+from ...units import bytes_to_gb, bytes_to_gib
 
 
 def _snapshot_capture(capture):
@@ -31,12 +31,12 @@ def questions(capture) -> Exercises:
         Question("conv_self_gib", "Self CUDA Mem of aten::cudnn_convolution over the recorded steps, in the "
                                   "profiler's 'GB' (GiB = 2**30 bytes)?", float(round(bytes_to_gib(conv["self_bytes"]), 2)),
                  f"{int(conv['self_bytes']):,} bytes over {int(conv['calls'])} calls = "
-                 f"{conv['self_bytes'] / 2**30:.2f} GiB (= {conv['self_bytes'] / 1e9:.2f} GB of 10⁹ bytes): "
+                 f"{bytes_to_gib(conv['self_bytes']):.2f} GiB (= {bytes_to_gb(conv['self_bytes']):.2f} GB of 10⁹ bytes): "
                  f"{int(conv['self_alloc_bytes']):,} bytes allocated minus {int(conv['self_free_bytes']):,} freed "
                  "inside the operator's calls.", tolerance=0.002),
         Question("is_peak", "Is that figure the most memory the convolutions held at one moment? (yes/no)", False,
                  f"no: it is a sum over {int(conv['calls'])} calls of what each call allocated and did not free "
-                 f"itself. Live memory never went above {peak['allocated_bytes'] / 1e9:.2f} GB during the whole "
+                 f"itself. Live memory never went above {bytes_to_gb(peak['allocated_bytes']):.2f} GB during the whole "
                  "window; the outputs were freed later, by other operators (in backward)."),
         Question("most_negative_operator", "Which operator (or label) has the most negative Self CUDA Mem?",
                  most_neg,
@@ -47,20 +47,20 @@ def questions(capture) -> Exercises:
                  normalise=lambda s: str(s).strip()),
         Question("peak_phase", "In which phase (data_load, h2d, forward, backward, optimizer) was live memory "
                                "highest?", peak["phase"],
-                 f"{peak['phase']}: {peak['allocated_bytes'] / 1e9:.2f} GB allocated just after "
+                 f"{peak['phase']}: {bytes_to_gb(peak['allocated_bytes']):.2f} GB allocated just after "
                  f"{peak['op']} in step {peak['step']}: the activations saved in forward are still live while "
                  "backward allocates the gradients that replace them.",
                  choices=["data_load", "h2d", "forward", "backward", "optimizer"]),
         Question("growth_over_window_bytes", "By how many bytes did allocated memory grow from the start of "
                                              "the first recorded step to the end of the last?", growth,
-                 f"{growth:,} bytes: every step starts at {per_step['start_allocated_bytes'].iloc[0] / 1e9:.3f} GB "
+                 f"{growth:,} bytes: every step starts at {bytes_to_gb(per_step['start_allocated_bytes'].iloc[0]):.3f} GB "
                  f"and returns to it, although each forward adds "
-                 f"{per_step['forward_growth_bytes'].iloc[0] / 1e9:.2f} GB. Growth inside a step is the "
+                 f"{bytes_to_gb(per_step['forward_growth_bytes'].iloc[0]):.2f} GB. Growth inside a step is the "
                  "activations, not a leak.", tolerance=0),
         Question("new_segments", "How many new CUDA segments (cudaMalloc, 'segment_alloc') did the allocator "
                                  "make during the snapshot's history?", new_segments,
                  f"{new_segments}: {int((snap.events['action'] == 'alloc').sum()):,} tensor allocations were all "
-                 f"served from the {snap.reserved_bytes() / 1e9:.2f} GB the caching allocator already held "
+                 f"served from the {bytes_to_gb(snap.reserved_bytes()):.2f} GB the caching allocator already held "
                  "(reserved). Freed blocks go back to its cache, not to CUDA.", tolerance=0),
     ]
     return Exercises("Lesson 06 — your turn", qs)
