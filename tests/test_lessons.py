@@ -7,6 +7,23 @@ from nbclient import NotebookClient
 
 LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9][0-9]_*.ipynb"))
 
+#: Pictures each lesson shows when run in replay mode (PNG outputs under Jupyter's inline
+#: backend). A lesson that loses a picture, or draws one twice, fails its test.
+EXPECTED_FIGURES = {"00": 2, "01": 1, "02": 1, "03": 1, "04": 2, "05": 2, "06": 1, "07": 3, "08": 2, "09": 1,
+                    "10": 1}
+#: The backend a learner's Jupyter uses: figures become PNG outputs of the cell that drew them.
+INLINE = "module://matplotlib_inline.backend_inline"
+
+
+def figure_count(nb) -> int:
+    """PNG pictures among the outputs of an executed notebook."""
+    return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def test_every_lesson_has_an_expected_figure_count():
+    assert sorted(EXPECTED_FIGURES) == [p.name[:2] for p in LESSONS]
+    assert all(n >= 1 for n in EXPECTED_FIGURES.values()), "every lesson has a picture"
+
 
 def test_there_are_lessons():
     assert len(LESSONS) >= 2
@@ -26,7 +43,7 @@ def test_lesson_is_stored_clean_and_has_exercises(path):
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_runs_in_replay_mode(path, tmp_path, monkeypatch):
     monkeypatch.setenv("KITLIB_MODE", "replay")
-    monkeypatch.setenv("MPLBACKEND", "Agg")
+    monkeypatch.setenv("MPLBACKEND", INLINE)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
@@ -36,6 +53,8 @@ def test_lesson_runs_in_replay_mode(path, tmp_path, monkeypatch):
     assert "mode: replay" in text or "recorded" in text
     # the exercises ran unanswered: each asks for an answer instead of judging
     assert "replace `None`" in "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    # and drew its pictures, each once
+    assert figure_count(nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
 
 
 LIVE_BUNDLE = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30" / "profiler_full"

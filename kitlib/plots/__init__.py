@@ -12,18 +12,76 @@ Times are drawn in µs or ms, relative to a stated origin, and every axis says w
 """
 from __future__ import annotations
 
+import os
+
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch
 
 from ..analyses.chain import chain, launches_of
 from ..readers.trace import Trace
+from ..errors import KitError
 from ..units import ns_to_ms, ns_to_us
 
+#: The one setting behind every kitlib picture's text and height: 1.0 on a laptop screen,
+#: 1.4-2 on a projector. Set it with :func:`set_scale` or ``KITLIB_PLOT_SCALE``.
+SCALE = 1.0
+#: matplotlib's default text size (points) at scale 1; titles and labels follow it.
+BASE_FONT_PT = 10.0
+
+
+def set_scale(scale: float | None = None) -> float:
+    """Scale the text and height of every kitlib picture drawn from now on.
+
+    Font sizes (matplotlib's ``font.size``, which titles, axis labels and ticks follow,
+    and every size kitlib sets itself) and figure heights are multiplied by ``scale``;
+    widths stay as they are, because a notebook shrinks a picture wider than its cell,
+    which would make its text small again. For a projector, ``set_scale(1.5)`` at the top
+    of a lesson, or ``KITLIB_PLOT_SCALE=1.5`` in the environment before starting Jupyter.
+
+    Parameters
+    ----------
+    scale : float, optional
+        A positive factor; by default ``$KITLIB_PLOT_SCALE``, else 1.
+
+    Returns
+    -------
+    float
+        The scale now in force.
+
+    Raises
+    ------
+    KitError
+        ``scale`` (or the environment variable) is not a positive number.
+    """
+    global SCALE
+    if scale is None:
+        scale = os.environ.get("KITLIB_PLOT_SCALE", "").strip() or 1.0
+    try:
+        value = float(scale)
+    except (TypeError, ValueError):
+        value = float("nan")
+    if not value > 0:
+        raise KitError(f"the plot scale must be a positive number (KITLIB_PLOT_SCALE or set_scale), not {scale!r}")
+    SCALE = value
+    plt.rcParams["font.size"] = BASE_FONT_PT * SCALE
+    return SCALE
+
+
+def fig_size(width_in: float, height_in: float) -> tuple[float, float]:
+    """A figure size in inches at the current :data:`SCALE`: the width as given, the height scaled."""
+    return (width_in, height_in * SCALE)
+
+
+def font(points: float) -> float:
+    """A font size in points at the current :data:`SCALE`."""
+    return points * SCALE
+
+
 def new_axes(ax=None, size=(10, 3.6)):
-    """``ax`` itself, or the Axes of a new figure of ``size`` (inches) when ``ax`` is None."""
+    """``ax`` itself, or the Axes of a new figure of ``size`` (inches, at scale 1) when ``ax`` is None."""
     if ax is None:
-        _, ax = plt.subplots(figsize=size)
+        _, ax = plt.subplots(figsize=fig_size(*size))
     return ax
 
 
@@ -78,13 +136,13 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     t0 = op["start_ns"]
     us = lambda ns: ns_to_us(np.asarray(ns, dtype="float64") - t0)  # noqa: E731
     if ax is None:
-        fig, ax = plt.subplots(figsize=(11, 3.6))
+        fig, ax = plt.subplots(figsize=fig_size(11, 3.6))
     else:
         fig = ax.figure
     y_op, y_l, y_g = 2, 1, 0
     h = 0.5
     ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=_COLORS["op"])
-    ax.text(0, y_op + h / 2 + 0.05, f"{op['name']}  {ns_to_us(op['dur_ns']):,.3f} µs (host)", fontsize=9, va="bottom")
+    ax.text(0, y_op + h / 2 + 0.05, f"{op['name']}  {ns_to_us(op['dur_ns']):,.3f} µs (host)", fontsize=font(9), va="bottom")
     ends = [ns_to_us(op["dur_ns"])]
     for _, r in rows.iterrows():
         ls, ld = us(r["launch_start_ns"]), ns_to_us(r["launch_dur_ns"])
@@ -99,12 +157,12 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
                                      mutation_scale=9, color="black", linewidth=0.8))
         # numbers above the bars, staggered so that neighbours a few µs apart stay legible
         lift = 0.03 + 0.16 * ((r["launch_index"] - 1) % 2)
-        ax.text(ls + ld / 2, y_l + h / 2 + lift, f"#{r['launch_index']}", fontsize=8, ha="center", va="bottom")
-        ax.text(gs + gd / 2, y_g - h / 2 - lift, f"#{r['launch_index']}", fontsize=8, ha="center", va="top")
+        ax.text(ls + ld / 2, y_l + h / 2 + lift, f"#{r['launch_index']}", fontsize=font(8), ha="center", va="bottom")
+        ax.text(gs + gd / 2, y_g - h / 2 - lift, f"#{r['launch_index']}", fontsize=font(8), ha="center", va="top")
     legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "
                        f"{short_name(r['gpu_name'], 38)} {ns_to_us(r['gpu_dur_ns']):,.3f} µs (device)"
                        for _, r in rows.iterrows())
-    ax.text(0.99, 0.03, legend, transform=ax.transAxes, fontsize=7.5, ha="right", va="bottom", family="monospace", multialignment="left",
+    ax.text(0.99, 0.03, legend, transform=ax.transAxes, fontsize=font(7.5), ha="right", va="bottom", family="monospace", multialignment="left",
             bbox=dict(boxstyle="round", facecolor="white", alpha=0.9, edgecolor="0.8"))
     ax.set_yticks([y_g, y_l, y_op])
     ax.set_yticklabels([f"GPU (stream {rows['stream'].iloc[0] if len(rows) else '?'})",
@@ -151,7 +209,7 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
     mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] <= t1)]
     g = trace.gpu.loc[mine["gpu_row"].to_numpy()]
     if ax is None:
-        fig, ax = plt.subplots(figsize=(11, 3.2))
+        fig, ax = plt.subplots(figsize=fig_size(11, 3.2))
     else:
         fig = ax.figure
     yt, yl = [], []
@@ -164,7 +222,7 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
         yl.append(f"GPU stream {stream}")
         y += 1
     ax.broken_barh([(0, ns_to_ms(t1 - t0))], (y - 0.35, 0.7), color=_COLORS["step"])
-    ax.text(0, y, f"ProfilerStep#{step}", va="center", fontsize=8)
+    ax.text(0, y, f"ProfilerStep#{step}", va="center", fontsize=font(8))
     yt.append(y)
     yl.append("step (host)")
     y += 1
@@ -182,7 +240,7 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
     handles, names = ax.get_legend_handles_labels()
     uniq = dict(zip(names, handles))
     if uniq:
-        ax.legend(uniq.values(), uniq.keys(), loc="upper right", fontsize=8)
+        ax.legend(uniq.values(), uniq.keys(), loc="upper right", fontsize=font(8))
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig
@@ -203,7 +261,7 @@ def plot_step_times(series: dict, ax=None, title="wall time of each step"):
         Log-scaled y axis in ms; a black bar per series marks its median.
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 3.2))
+        fig, ax = plt.subplots(figsize=fig_size(8, 3.2))
     else:
         fig = ax.figure
     for i, (lab, vals) in enumerate(series.items()):
@@ -211,12 +269,12 @@ def plot_step_times(series: dict, ax=None, title="wall time of each step"):
         ax.plot(np.full(len(v), i) + np.linspace(-0.15, 0.15, len(v)), v, "o", alpha=0.7)
         ax.hlines(np.median(v), i - 0.3, i + 0.3, color="black", label="median" if i == 0 else None)
     ax.set_xticks(range(len(series)))
-    ax.set_xticklabels([_series_label(k) for k in series], fontsize=8)
+    ax.set_xticklabels([_series_label(k) for k in series], fontsize=font(8))
     ax.set_ylabel("step wall time (ms, log scale)")
     ax.set_yscale("log")
     ax.yaxis.set_major_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}"))
     ax.yaxis.set_minor_formatter(plt.FuncFormatter(lambda y, _: f"{y:,.0f}" if str(int(y))[0] in "25" else ""))
-    ax.legend(loc="upper right", fontsize=8)
+    ax.legend(loc="upper right", fontsize=font(8))
     ax.set_title(title)
     ax.grid(axis="y", alpha=0.3)
     fig.tight_layout()
@@ -227,3 +285,7 @@ def _series_label(key: str) -> str:
     """``step_ms_profiled_all_attribution`` -> ``profiled, all attribution`` (for axis labels)."""
     s = key.removeprefix("step_ms_").replace("_", " ")
     return s.replace("profiled ", "profiled,\n").replace("fixed batch", "fixed batch\n(no loader)")
+
+
+if os.environ.get("KITLIB_PLOT_SCALE", "").strip():
+    set_scale()   # an instructor's projector setting, read once when the plots are first imported

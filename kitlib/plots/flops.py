@@ -11,6 +11,7 @@ import pandas as pd
 
 from . import new_axes as _ax
 from . import short_name
+from . import fig_size, font
 from ..units import ns_to_ms
 
 
@@ -53,7 +54,7 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
     colors = ["tab:gray"] * len(p) + ["tab:green"] * len(achieved)
     ax.barh(labels[::-1], vals[::-1], color=colors[::-1])
     for y, v in enumerate(vals[::-1]):
-        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=8)
+        ax.text(v, y, f" {v:,.0f}", va="center", fontsize=font(8))
     ax.set_xlabel("TFLOP/s (10¹² floating-point operations per second)")
     ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization")
     ax.set_xlim(0, max(vals) * 1.12)
@@ -82,7 +83,7 @@ def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
     """
     if ax is None:
         import matplotlib.pyplot as plt
-        fig, ax = plt.subplots(1, 2, figsize=(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+        fig, ax = plt.subplots(1, 2, figsize=fig_size(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})
     else:
         fig = ax[0].figure
     names = tidy.groupby("kernel_id")["kernel_name"].first()
@@ -98,10 +99,10 @@ def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
         width = 0.8 / max(1, len(have))
         for i, m in enumerate(have):
             a.bar(x + (i - (len(have) - 1) / 2) * width, w[m], width, label=m)
-        a.set_xticks(x, labels, fontsize=8, rotation=20, ha="right")
+        a.set_xticks(x, labels, fontsize=font(8), rotation=20, ha="right")
         a.set_ylabel(ylabel)
         a.set_ylim(0, 130)
-        a.set_title(f"Nsight Compute: {title}", fontsize=10)
-        a.legend(fontsize=8, loc="upper center", ncol=2)
+        a.set_title(f"Nsight Compute: {title}", fontsize=font(10))
+        a.legend(fontsize=font(8), loc="upper center", ncol=2)
     fig.tight_layout()
     return ax

@@ -5,6 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from . import fig_size, font
 from ..units import ns_to_ms, ns_to_us
 
 
@@ -46,15 +47,15 @@ def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
 def _bars(t, device_ns, labels, notes, color, ax):
     """Horizontal bars of device time (ms), one per row of ``t``, each with a note at its end."""
     if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 0.38 * len(t) + 1.4))
+        fig, ax = plt.subplots(figsize=fig_size(9, 0.38 * len(t) + 1.4))
     else:
         fig = ax.figure
     y = np.arange(len(t))
     ms = ns_to_ms(np.asarray(device_ns, dtype="float64"))
     ax.barh(y, ms, color=color)
-    ax.set_yticks(y, labels, fontsize=8)
+    ax.set_yticks(y, labels, fontsize=font(8))
     for yi, v, note in zip(y, ms, notes):
-        ax.text(v, yi, f"  {note}", va="center", fontsize=8)
+        ax.text(v, yi, f"  {note}", va="center", fontsize=font(8))
     return fig, ax, ms
 
 
@@ -97,11 +98,11 @@ def plot_attribution_cost(sizes: pd.DataFrame, step_ms: dict | None = None):
     matplotlib.figure.Figure
     """
     n = 2 if step_ms else 1
-    fig, axes = plt.subplots(1, n, figsize=(6 * n, 3.6), squeeze=False)
+    fig, axes = plt.subplots(1, n, figsize=fig_size(6 * n, 3.6), squeeze=False)
     ax = axes[0, 0]
     y = np.arange(len(sizes))[::-1]
     ax.barh(y, sizes["gzip_bytes"].to_numpy() / 1e6, color="#8172B3")
-    ax.set_yticks(y, list(sizes.index), fontsize=8)
+    ax.set_yticks(y, list(sizes.index), fontsize=font(8))
     ax.set_xlabel("trace size, gzip (MB)")
     ax.set_title("the same steps, written without each option")
     if step_ms:
@@ -110,7 +111,7 @@ def plot_attribution_cost(sizes: pd.DataFrame, step_ms: dict | None = None):
             v = np.asarray(v, dtype=float)
             ax2.plot(np.full(len(v), i) + np.linspace(-0.15, 0.15, len(v)), v, "o", alpha=0.7)
             ax2.plot([i - 0.25, i + 0.25], [np.median(v)] * 2, "k-")
-        ax2.set_xticks(range(len(step_ms)), list(step_ms), fontsize=8, rotation=10)
+        ax2.set_xticks(range(len(step_ms)), list(step_ms), fontsize=font(8), rotation=10)
         ax2.set_ylabel("wall time of a step (ms)")
         ax2.set_yscale("log")
         ax2.set_title("step times (black line: median)")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 
 from . import new_axes as _ax
+from . import font
 from ..units import bytes_to_gb, ns_to_ms
 
 def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = None, peak=None, ax=None,
@@ -37,13 +38,13 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
             x = ns_to_ms(r.start_ns - t0)
             if x >= t_ms.iloc[0] - 1:
                 ax.axvline(x, color="k", ls="--", lw=0.7)
-                ax.text(x, ax.get_ylim()[1] * 0.02, f" step {r.step}", fontsize=8, va="bottom")
+                ax.text(x, ax.get_ylim()[1] * 0.02, f" step {r.step}", fontsize=font(8), va="bottom")
     if peak is not None:
         x = ns_to_ms(int(peak["start_ns"]) - t0)
         ax.plot([x], [bytes_to_gb(peak["allocated_bytes"])], "v", color="tab:red")
         ax.annotate(f"peak {bytes_to_gb(peak['allocated_bytes']):.2f} GB: {peak['op']} ({peak['phase']})",
                     (x, bytes_to_gb(peak["allocated_bytes"])), xytext=(0, 30), textcoords="offset points",
-                    fontsize=8, color="tab:red", ha="center", va="bottom",
+                    fontsize=font(8), color="tab:red", ha="center", va="bottom",
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.5},
                     arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
     ax.set_xlabel("time since the first allocator event (ms)")
@@ -51,6 +52,6 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     top = bytes_to_gb(max(timeline["reserved_bytes"].max(), timeline["allocated_bytes"].max()))
     ax.set_ylim(0, top * 1.45)
     ax.set_title(title)
-    ax.legend(loc="upper right", fontsize=8, ncol=2)
+    ax.legend(loc="upper right", fontsize=font(8), ncol=2)
     ax.figure.tight_layout()
     return ax

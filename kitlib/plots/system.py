@@ -8,6 +8,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
+from . import fig_size, font
 from ..units import ns_to_ms
 
 __all__ = ["plot_attribution"]
@@ -31,7 +32,7 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
         (the batch's host-to-device copy in ``data_load``/``h2d``) are not drawn.
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(8, 3))
+        fig, ax = plt.subplots(figsize=fig_size(8, 3))
     else:
         fig = ax.figure
     col = f"{tool}_kernel_sum_ns"
@@ -49,7 +50,7 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
     ax.invert_yaxis()
     ax.set_xlabel("kernel time credited (ms; kernels only, copies not counted)")
     ax.set_title(title)
-    ax.legend(fontsize=8, loc="lower right")
+    ax.legend(fontsize=font(8), loc="lower right")
     ax.grid(axis="x", alpha=0.3)
     fig.tight_layout()
     return fig

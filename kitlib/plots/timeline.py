@@ -14,6 +14,7 @@ import pandas as pd
 
 from ..analyses.intervals import clip
 from ..analyses.steps import _check_source, _is_nsys, device_work, labelled_ranges, steps_of
+from . import fig_size, font
 from ..units import ns_to_ms
 
 __all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
@@ -110,7 +111,7 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     rows = timeline_rows(source, start_ns, end_ns, osrt_threads)
     t0 = start_ns if origin_ns is None else origin_ns
     if ax is None:
-        fig, ax = plt.subplots(figsize=(12, 0.45 * max(4, rows["lane"].nunique()) + 1.2))
+        fig, ax = plt.subplots(figsize=fig_size(12, 0.45 * max(4, rows["lane"].nunique()) + 1.2))
     else:
         fig = ax.figure
     lanes = rows.drop_duplicates("lane").sort_values("order")["lane"].tolist()
@@ -124,20 +125,20 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
             for r in g.itertuples():
                 if r.dur_ns > (end_ns - start_ns) / 40:
                     ax.text(ns_to_ms(r.start_ns - t0) + (r.dur_ns / 2e6), y, r.name, ha="center", va="center",
-                            fontsize=7, color="white", clip_on=True)
+                            fontsize=font(7), color="white", clip_on=True)
     if gaps is not None:
         for i, gp in enumerate(gaps.itertuples()):
             ax.axvspan(ns_to_ms(gp.start_ns - t0), ns_to_ms(gp.start_ns + gp.dur_ns - t0), color="gold", alpha=0.25,
                        label="GPU idle" if i == 0 else None, zorder=0)
     ax.set_yticks(list(ypos.values()))
-    ax.set_yticklabels(list(ypos.keys()), fontsize=8)
+    ax.set_yticklabels(list(ypos.keys()), fontsize=font(8))
     ax.set_xlim(ns_to_ms(start_ns - t0), ns_to_ms(end_ns - t0))
     if origin_label is not None:
         ax.set_xlabel(f"time since {origin_label} (ms)")
     else:
         ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
     if gaps is not None and len(gaps):
-        ax.legend(loc="upper right", fontsize=8)
+        ax.legend(loc="upper right", fontsize=font(8))
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)
@@ -155,19 +156,19 @@ def plot_four_measures(measures: pd.DataFrame, ax=None, title: str = "one step, 
         beside each bar.
     """
     if ax is None:
-        fig, ax = plt.subplots(figsize=(9, 3.2))
+        fig, ax = plt.subplots(figsize=fig_size(9, 3.2))
     else:
         fig = ax.figure
     m = measures.iloc[::-1]
     colors = ["#4C72B0" if c == "host" else "#55A868" for c in m["clock"]]
     ax.barh(m["measure"], ns_to_ms(m["value_ns"]), color=colors)
     for y, v in enumerate(ns_to_ms(m["value_ns"])):
-        ax.text(v, y, f" {v:,.2f} ms", va="center", fontsize=8)
+        ax.text(v, y, f" {v:,.2f} ms", va="center", fontsize=font(8))
     ax.set_xlabel("time (ms)")
     ax.set_title(title)
     from matplotlib.patches import Patch
     ax.legend(handles=[Patch(color="#4C72B0", label="host clock"), Patch(color="#55A868", label="device clock")],
-              loc="lower right", fontsize=8)
+              loc="lower right", fontsize=font(8))
     ax.set_xlim(0, ns_to_ms(m["value_ns"].max()) * 1.25)
     fig.tight_layout()
     return fig

@@ -53,6 +53,15 @@ class Question:
         For numbers: relative tolerance (0.02 = within 2 %).
     normalise : callable, optional
         Turns a text answer into a comparable form (default: lower-case, stripped).
+    choices : list, optional
+        The answers to choose from, shown with the prompt.
+    traps : list of (answer, feedback), optional
+        Known wrong answers and what each one shows the learner got wrong (the B300
+        figure typed for an H200 question, MACs for FLOPs, the sum for the union…),
+        checked before the generic hints. Numbers match within ``tolerance``.
+    accept : callable, optional
+        ``accept(given) -> bool`` decides a text answer instead of equality with
+        ``answer`` (for questions with more than one right answer).
     """
 
     key: str
@@ -62,6 +71,8 @@ class Question:
     tolerance: float = 0.02
     normalise: Callable | None = None
     choices: list | None = None
+    traps: list = field(default_factory=list)
+    accept: Callable | None = None
     wrong_tries: int = 0
 
     def judge(self, given) -> Verdict:
@@ -81,13 +92,21 @@ class Question:
             tol = abs(self.answer) * self.tolerance if self.tolerance else 0
             ok = abs(g - self.answer) <= max(tol, 1e-12)
             if not ok:
+                for trap, feedback in self.traps:
+                    if isinstance(trap, (int, float)) and not isinstance(trap, bool) and \
+                            abs(g - trap) <= max(abs(trap) * self.tolerance, 1e-12):
+                        return self._wrong(given, feedback)
                 for factor in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 100, 0.01):
                     if self.answer and abs(g / factor - self.answer) <= max(tol, 1e-12):
                         return self._wrong(given, f"your number is off by a factor of {factor:g}: check the "
                                                   "unit the question asks for.")
         else:
             norm = self.normalise or (lambda s: str(s).strip().lower())
-            ok = norm(given) == norm(self.answer)
+            ok = self.accept(given) if self.accept is not None else norm(given) == norm(self.answer)
+            if not ok:
+                for trap, feedback in self.traps:
+                    if isinstance(trap, str) and norm(given) == norm(trap):
+                        return self._wrong(given, feedback)
         if ok:
             return Verdict(self.key, True, f"right. {self.explain}")
         return self._wrong(given)

@@ -29,47 +29,99 @@ def tool_name(answer) -> str:
     return s
 
 
-#: (key, question, tool, view, why) — the routing exercises of lesson 10.
+#: (key, question, tools that answer it, view, why) — the routing exercises of lesson 10.
+#: Where two tools can answer, both are listed, the more direct first; either is accepted.
 ROUTES = [
-    ("op_of_kernel", "Which PyTorch operator asked for this sm80_xmma_fprop kernel?", "torch.profiler",
-     "trace: operator → launch → kernel (external id, correlation id); lesson 01",
-     "only the framework profiler records operators and stamps their launches with the operator's external id; "
-     "Nsight sees the kernel and the launch but not the operator unless emit_nvtx adds a range per operator"),
-    ("line_of_code", "Which line of my Python code is responsible for most device time?", "torch.profiler",
-     "with_stack=True, key_averages(group_by_stack_n=5); lesson 05",
-     "the Python call stack is recorded by torch.profiler's tracer; the system and kernel profilers see native "
-     "threads, not Python frames"),
-    ("memory_per_op", "How much GPU memory did each operator allocate, and when was the peak?", "torch.profiler",
+    ("op_of_kernel", "Which PyTorch operator asked for this sm90_xmma_fprop kernel?",
+     ("torch.profiler", "nsight systems"),
+     "torch.profiler's trace: operator → launch → kernel (external id, correlation id), lesson 01; or Nsight "
+     "Systems with emit_nvtx ranges around each operator, lesson 08",
+     "the framework profiler records operators and stamps their launches (and, through Kineto, the kernels) with "
+     "the operator's external id; Nsight Systems sees the kernel and its launch, and names the operator only when "
+     "torch.autograd.profiler.emit_nvtx pushes one NVTX range per operator"),
+    ("line_of_code", "Which line of my Python code is responsible for most device time?",
+     ("torch.profiler", "nsight systems"),
+     "torch.profiler with with_stack=True, grouped by call site (lesson 05); Nsight Systems with Python "
+     "backtraces on CUDA API calls (--python-backtrace=cuda) or Python sampling",
+     "torch.profiler records every Python call and ties each kernel to the frames open at its operator, so device "
+     "time sums per line; Nsight Systems can attach a Python backtrace to each CUDA API call (and so, through the "
+     "correlation id, to each kernel) or sample Python stacks, at the cost of a heavier capture"),
+    ("memory_per_op", "How much GPU memory did each operator allocate, and when was the peak?", ("torch.profiler",),
      "profile_memory=True (Self CUDA Mem), the memory snapshot; lesson 06",
-     "allocations go through PyTorch's caching allocator, which only PyTorch's own tools see as per-operator "
-     "events"),
-    ("idle_before_first_step", "What is the process doing during the second before the first step, while the "
-                               "GPU sits idle (workers starting, files opened)?", "nsight systems",
-     "OS runtime rows and threads of every process, CUDA API rows; lesson 03",
-     "Nsight Systems traces the OS runtime calls and the threads of every process, including the DataLoader "
-     "workers; torch.profiler records only the training process's operators"),
+     "allocations go through PyTorch's caching allocator, which only PyTorch's own tools record per operator; "
+     "Nsight Systems' --cuda-memory-usage follows the device memory the allocator reserves over time, not which "
+     "operator asked for it"),
+    ("idle_before_first_step", "During the second before the first step, while the GPU sits idle, what are the "
+                               "training process's threads doing (forking workers, waiting, allocating pinned "
+                               "memory)?", ("nsight systems",),
+     "OS-runtime and CUDA API rows per thread, with thread names; lesson 03",
+     "Nsight Systems traces the OS-runtime and CUDA API calls of each thread of the process it started "
+     "(fork, the main thread's waits on semaphores and locks, pt_data_pin's cudaHostAlloc); torch.profiler records "
+     "the CUDA API calls of every thread (cold_start_8step has the pin-memory thread's cudaHostAlloc calls) but "
+     "no OS calls, so it cannot show forking, waiting or lock contention. Neither saw the DataLoader workers "
+     "here: they are forked without exec, which Nsight Systems follows only with --trace-fork-before-exec=true"),
     ("backward_thread", "Which thread launches the backward kernels, and does it run while the main thread "
-                        "waits?", "nsight systems",
-     "CUDA API rows per thread beside the NVTX rows; lesson 08",
-     "the system timeline shows every thread's CUDA calls on one clock; that autograd's pt_autograd_0 thread "
-     "launches the backward kernels is plain there"),
-    ("copy_overlap", "Do the host-to-device copies overlap with kernels on another stream?", "nsight systems",
-     "GPU rows per stream (kernels, memcpy) and the copies' source memory kind; lessons 03 and 08",
-     "stream-level concurrency of copies and kernels is a system question; Nsight draws each stream and copy "
-     "engine on the same timeline as the host threads"),
-    ("conv_bound", "Is this convolution kernel limited by memory bandwidth or by arithmetic?", "nsight compute",
+                        "waits?", ("torch.profiler", "nsight systems"),
+     "the launching thread of each kernel: tid in torch.profiler's trace (lessons 02, 05), CUDA API rows per "
+     "thread in Nsight Systems (lesson 08)",
+     "both record the thread of every launch: torch.profiler's trace puts the backward operators and their "
+     "launches on autograd's thread beside the main thread's backward label; Nsight Systems draws each thread's "
+     "CUDA calls and names the thread pt_autograd_0"),
+    ("copy_overlap", "Do the host-to-device copies overlap with kernels?", ("torch.profiler", "nsight systems"),
+     "GPU rows per stream (kernels, memcpy) in either timeline; lessons 03 and 08",
+     "both timelines record each copy and kernel with its stream, start and duration (CUPTI activity records, "
+     "in either tool); Nsight Systems adds the copy's source memory kind (pageable or pinned) and the host "
+     "threads' OS calls on the same clock"),
+    ("conv_bound", "Is this convolution kernel limited by memory bandwidth or by arithmetic?", ("nsight compute",),
      "Speed Of Light section (compute vs memory throughput, % of peak); lesson 07 / the reference ncu CSV",
      "only the kernel profiler replays the kernel with hardware counters; the timeline tools know its duration, "
      "not what limited it"),
     ("occupancy", "How many warps per SM does this kernel keep resident, and what limits it (registers, shared "
-                  "memory)?", "nsight compute", "Occupancy and Launch Statistics sections",
+                  "memory)?", ("nsight compute",), "Occupancy and Launch Statistics sections",
      "achieved occupancy is a hardware counter measured per kernel; theoretical limits come from the launch "
      "configuration and the compiled kernel's resources, which ncu reports"),
-    ("is_it_faster", "Did switching the loader to persistent workers make the step faster?", "timer",
+    ("is_it_faster", "Did switching the loader to persistent workers make the step faster?", ("timer",),
      "repeated uninstrumented step times + kitlib.analyses.compare.compare; lesson 09",
      "every profiler adds its own cost and changes what it measures; a speed-up is claimed from repeated "
      "uninstrumented measurements with their spread, not from a trace"),
 ]
+
+
+def tool_set(answer) -> frozenset:
+    """The tools named in an answer: ``"nsys"`` → {nsight systems}; ``"both"`` → {"both"};
+    ``"torch.profiler and nsys"`` → both tools. Unknown text gives an empty set."""
+    s = str(answer).strip().lower()
+    if s in ("both", "either"):
+        return frozenset({"both"})
+    parts = [p.strip() for chunk in s.replace(" and ", ",").replace(" or ", ",").replace("+", ",").split(",")
+             for p in [chunk] if p.strip()]
+    tools = {tool_name(p) for p in parts}
+    return frozenset(t for t in tools if t in TOOLS)
+
+
+def _accepts(tools):
+    """A judge for one route: any tool of ``tools``, several of them, or "both" where two answer."""
+    want = frozenset(tools)
+
+    def accept(given) -> bool:
+        got = tool_set(given)
+        if got == {"both"}:
+            return len(want) == 2
+        return bool(got) and got <= want
+    return accept
+
+
+def route_table() -> pd.DataFrame:
+    """The routes as a table for the lesson's picture: one row per question.
+
+    Returns
+    -------
+    DataFrame
+        ``key``, ``question``, and one boolean column per tool of :data:`TOOLS`
+        (True where that tool answers the question), in :data:`ROUTES` order.
+    """
+    rows = [{"key": key, "question": q, **{t: t in tools for t in TOOLS}} for key, q, tools, _, _ in ROUTES]
+    return pd.DataFrame(rows)
 
 
 def tool_table() -> pd.DataFrame:
@@ -101,9 +153,16 @@ def questions(capture=None) -> Exercises:
     """Questions of lesson 10: route each question to a tool (see :data:`ROUTES`).
 
     ``capture`` is accepted for symmetry with the other lessons and not used: the
-    answers are facts about the tools.
+    answers are facts about the tools. Where two tools answer, either one, both names,
+    or "both" is right, and the explanation says what each shows.
     """
-    qs = [Question(key, q + " (torch.profiler / nsight systems / nsight compute / timer)", tool,
-                   f"{tool} — view: {view}. Why: {why}.", normalise=tool_name, choices=list(TOOLS))
-          for key, q, tool, view, why in ROUTES]
+    qs = []
+    for key, q, tools, view, why in ROUTES:
+        both = len(tools) == 2
+        traps = [] if both else [(t, f"{t} does not answer this one directly. Ask what it records.")
+                                 for t in TOOLS if t not in tools]
+        qs.append(Question(key, q + " (torch.profiler / nsight systems / nsight compute / timer"
+                           + (" / both" if both else "") + ")", " and ".join(tools),
+                           f"{' and '.join(tools)} — view: {view}. Why: {why}.", normalise=lambda a: tool_set(a),
+                           choices=list(TOOLS) + ["both"], traps=traps, accept=_accepts(tools)))
     return Exercises("Lesson 10 — your turn", qs)

@@ -1,0 +1,27 @@
+"""Exercises judge understanding: several right answers where the facts allow, targeted
+feedback for the known wrong ones."""
+from kitlib.course.exercises import Question, l10
+
+
+def test_routes_admit_both_timeline_tools_where_both_answer():
+    ex = l10.questions()
+    for key in ("backward_thread", "copy_overlap", "op_of_kernel"):
+        for answer in ("both", "nsys", "torch.profiler", "torch.profiler and nsys"):
+            assert ex.check(key, answer).correct, (key, answer)
+        assert not ex.check(key, "ncu").correct
+    assert not ex.check("conv_bound", "both").correct
+    wrong = ex.check("idle_before_first_step", "torch.profiler")
+    assert not wrong.correct and "does not answer" in wrong.message
+
+
+def test_lesson10_no_longer_claims_nsight_traces_the_workers():
+    why = {k: w for k, _, _, _, w in l10.ROUTES}
+    assert "trace-fork-before-exec" in why["idle_before_first_step"]
+    assert "backtrace" in why["line_of_code"]
+
+
+def test_a_trap_answer_gets_its_own_feedback_first():
+    q = Question("x", "FLOPs?", 2000.0, "explained", traps=[(1000.0, "those are MACs: a MAC is two FLOPs")])
+    v = q.judge(1000)
+    assert v.correct is False and "MACs" in v.message and "explained" not in v.message
+    assert q.judge(2000).correct
