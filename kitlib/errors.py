@@ -43,3 +43,8 @@ class NsysFormatError(KitFileError):
 
 class UnsafePickleError(KitFileError):
     """A pickle asked to build an object that is not a plain container or number."""
+
+
+class KitDataWarning(UserWarning):
+    """A reader read a file despite a defect (rows left out, a name it could not
+    read); the defect is also recorded on the result (e.g. ``NsysReport.defects``)."""

@@ -20,6 +20,19 @@ comments, see ``sqlite3 report.sqlite .schema``). The facts this module relies o
 - Tables are written lazily: a recording without NVTX has no ``NVTX_EVENTS``
   table at all, and columns come and go between schema versions.
 
+What comes in is checked at this boundary, so no analysis meets a bad value:
+
+- a value of the wrong type (text, a blob or a fraction where Nsight writes an
+  integer id or time), a required column that is absent, or an empty ``StringIds``
+  table that events point into, is refused with an :class:`~kitlib.errors.NsysFormatError`
+  naming the table, the column and the first row;
+- a row that cannot be placed in time (a NULL ``start``/``end``/``globalTid``/
+  ``correlationId``, ``end < start``, a time beyond +/-2**62 ns or a duration over
+  2**50 ns, about 13 days) is left out of its table, and a name that cannot be
+  read (NULL or dangling string id) is replaced by a bracketed placeholder; each
+  such defect is counted in :attr:`NsysReport.defects` and announced with a
+  :class:`~kitlib.errors.KitDataWarning`.
+
 :func:`load_nsys` turns the export into an :class:`NsysReport` whose tables use
 the same column names as :mod:`kitlib.readers.trace` where the meaning is the same
 (``name, pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream``).
@@ -30,6 +43,7 @@ reads, from those tables.
 from __future__ import annotations
 
 import sqlite3
+import warnings
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
@@ -37,12 +51,12 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from ..errors import KitFileError, NsysFormatError
+from ..errors import KitDataWarning, KitFileError, NsysFormatError
 from ..phases import STEP_RANGE
 from .trace import STEP_COLUMNS
 
 __all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
-           "STATS_REPORTS"]
+           "STATS_REPORTS", "DEFECT_COLUMNS"]
 
 # NVTX event types (ENUM_NSYS_EVENT_TYPE in the export).
 NVTX_MARK = 34
@@ -177,6 +191,14 @@ class NsysReport:
         ``META_DATA_EXPORT`` as a dict (``EXPORT_PRODUCT_VERSION``,
         ``EXPORT_SCHEMA_VERSION``, ...), plus ``session_start_ns`` and
         ``session_end_ns`` from ``ANALYSIS_DETAILS`` when present.
+    defects : DataFrame
+        What the reader found wrong in the export but could read around, one
+        row per (table, column, problem): ``table`` (the NsysReport table,
+        e.g. ``"kernels"``), ``source`` (the export table), ``column`` (the
+        export column), ``problem`` (one sentence, saying what was done:
+        rows left out, names replaced), ``rows`` (how many rows), ``first_rowid``
+        (the SQLite ``rowid`` of the first one, or -1). Empty for a sound
+        export (both reference exports). Columns in :data:`DEFECT_COLUMNS`.
     """
 
     path: Path
@@ -191,6 +213,7 @@ class NsysReport:
     gpus: pd.DataFrame
     missing: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
+    defects: pd.DataFrame = field(default_factory=lambda: _defect_frame([]))
 
     @property
     def version(self) -> str:
@@ -260,7 +283,8 @@ class NsysReport:
             f"memcpy {len(self.copies)}, memset {len(self.sets)}",
             f"  NVTX ranges {len(self.nvtx)}, OS runtime calls {len(self.osrt)}, "
             f"threads {len(self.threads)}",
-            f"  absent tables: {', '.join(self.missing) or 'none'}"])
+            f"  absent tables: {', '.join(self.missing) or 'none'}",
+            f"  defects read around: {int(self.defects['rows'].sum()) if len(self.defects) else 'none'}"])
 
 
 def load_nsys(path) -> NsysReport:
@@ -286,7 +310,18 @@ def load_nsys(path) -> NsysReport:
     NsysFormatError
         The file is empty, is not an SQLite database (e.g. a ``.nsys-rep`` that
         was not exported, or a text file), is an SQLite database that is not an
-        Nsight Systems export, or is truncated/corrupt.
+        Nsight Systems export, or is truncated/corrupt; or a table kitlib reads
+        lacks a column it needs (``table X, column 'c': absent``), holds text, a
+        blob or a fraction in an integer column (named, with the first row), or
+        ``StringIds`` is empty while events point into it.
+
+    Warns
+    -----
+    KitDataWarning
+        Rows that cannot be placed in time (a NULL start/end/thread/correlation
+        id, end before start, an impossible time or duration) were left out, or
+        names that cannot be read were replaced by placeholders; each is counted
+        in :attr:`NsysReport.defects`.
     BundleError
         A bundle whose ``report.sqlite`` is missing or differs from its manifest.
 
@@ -306,8 +341,12 @@ def load_nsys(path) -> NsysReport:
     try:
         return _read_report(path, con)
     except (sqlite3.DatabaseError, pd.errors.DatabaseError) as e:   # pandas wraps sqlite's
+        cause = str(e.__cause__ or e)
+        if cause.startswith(("no such column", "no such table")):   # a schema kitlib missed
+            raise NsysFormatError(path, f"the export's schema is not one kitlib knows ({cause}); "
+                                        "export it again with `nsys export --type sqlite`") from None
         raise NsysFormatError(path, "the SQLite file is corrupt or truncated "
-                                    f"({e.__cause__ or e}); export it again with "
+                                    f"({cause}); export it again with "
                                     "`nsys export --type sqlite`") from None
     finally:
         con.close()
@@ -364,38 +403,113 @@ def _columns(con, table) -> set:
     return {r[1] for r in con.execute(f'PRAGMA table_info("{table}")')}
 
 
-class _MissingColumn(Exception):
-    def __init__(self, table, column):
-        self.table, self.column = table, column
+class _SchemaProblem(Exception):
+    """A table kitlib cannot read: raised inside the readers, turned into an
+    NsysFormatError naming the file in :func:`_read_report`."""
+
+    def __init__(self, table, column, problem, message=None):
+        super().__init__(message or f"table {table}, column {column!r}: {problem}")
+        self.table, self.column, self.problem = table, column, problem
 
 
-# Columns without which a table's rows cannot be placed in time or linked: an export
-# that lacks them (a renamed column, an unknown schema) is refused, not read half-empty.
+def _missing_column(table, column, why=None):
+    why = why or ("which kitlib needs to name each call" if column == "nameId" else
+                  "which kitlib needs to place its events in time and link them")
+    return _SchemaProblem(table, column, "absent", f"table {table} has no column {column!r}, "
+                          f"{why} (a renamed column, or an export schema kitlib does not know)")
+
+
+# Columns without which a table's rows cannot be placed in time, linked or named: an
+# export that lacks them (a renamed column, an unknown schema) is refused, not read
+# half-empty.
 _REQUIRED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId"),
-    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid"),
-    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "correlationId", "globalTid"),
+    "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
+    "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "correlationId", "globalTid", "nameId"),
     "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId"),
     "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId"),
     "NVTX_EVENTS": ("start", "eventType", "globalTid"),
-    "OSRT_API": ("start", "end", "globalTid"),
+    "OSRT_API": ("start", "end", "globalTid", "nameId"),
+    "StringIds": ("id", "value"),
 }
 
+# Columns that hold text; every other column kitlib reads must hold integers (or NULL).
+_TEXT_COLUMNS = {"text", "name", "chipName", "busLocation", "uuid"}
 
-def _select(con, table, want: dict, where: str = "") -> pd.DataFrame:
+# Times farther than this from 0 are not timestamps (2**62 ns is 146 years), and no
+# recording has an event longer than _MAX_DUR_NS (2**50 ns, about 13 days): beyond
+# either, sums over a table would overflow int64.
+_MAX_ABS_TIME_NS = 1 << 62
+_MAX_DUR_NS = 1 << 50
+
+DEFECT_COLUMNS = ["table", "source", "column", "problem", "rows", "first_rowid"]
+"""Columns of :attr:`NsysReport.defects`."""
+
+
+def _defect_frame(rows) -> pd.DataFrame:
+    return pd.DataFrame(rows, columns=DEFECT_COLUMNS).astype({"rows": "int64",
+                                                               "first_rowid": "int64"})
+
+
+class _Context:
+    """What every table reader shares: the string table, the defects found so
+    far, and the tables whose column types were already checked."""
+
+    def __init__(self, con, tables, strings):
+        self.con, self.tables, self.strings = con, tables, strings
+        self.defects: list = []
+        self.typed: set = set()
+
+    def note(self, table, source, column, problem, rowids) -> None:
+        rowids = pd.Series(rowids)
+        if len(rowids):
+            first = pd.to_numeric(rowids, errors="coerce").min()
+            self.defects.append((table, source, column, problem, len(rowids),
+                                 int(first) if pd.notna(first) else -1))
+
+
+def _check_types(ctx: _Context, table: str, columns) -> None:
+    """Refuse a table where a column kitlib reads as integers holds text, a blob or a
+    fraction (SQLite keeps whatever it is given, whatever the declared type)."""
+    cols = sorted(c for c in columns if c not in _TEXT_COLUMNS and c != "rowid")
+    key = (table, tuple(cols))
+    if not cols or key in ctx.typed:
+        return
+    ctx.typed.add(key)
+    bad = "('text', 'blob', 'real')"
+    counts = ctx.con.execute("SELECT " + ", ".join(
+        f'COALESCE(SUM(typeof("{c}") IN {bad}), 0)' for c in cols) + f' FROM "{table}"').fetchone()
+    for c, n in zip(cols, counts):
+        if n:
+            rowid, value, kind = ctx.con.execute(
+                f'SELECT rowid, "{c}", typeof("{c}") FROM "{table}" '
+                f'WHERE typeof("{c}") IN {bad} LIMIT 1').fetchone()
+            what = {"text": "text", "blob": "binary data", "real": "a fraction"}[kind]
+            raise _SchemaProblem(table, c, f"{n} row(s) hold {what} where Nsight Systems writes "
+                                           f"an integer (first at rowid {rowid}: {value!r:.60})")
+
+
+def _select(ctx: _Context, table, want: dict, where: str = "") -> pd.DataFrame:
     """``SELECT`` the columns of ``want`` (``{source name: our name}``) that
     ``table`` has; the others come back as <NA>, so no caller meets a KeyError.
-    A column of :data:`_REQUIRED` that is absent raises ``_MissingColumn``."""
-    have = _columns(con, table) | {"rowid"}
+    A column of :data:`_REQUIRED` that is absent, or an integer column holding
+    something else, raises ``_SchemaProblem``."""
+    have = _columns(ctx.con, table) | {"rowid"}
     for c in _REQUIRED.get(table, ()):
         if c not in have:
-            raise _MissingColumn(table, c)
+            raise _missing_column(table, c)
     got = [c for c in want if c in have] or ["rowid"]
-    df = pd.read_sql_query(f'SELECT {", ".join(got)} FROM "{table}" {where}', con)
+    _check_types(ctx, table, got)
+    sql = f'SELECT {", ".join(f"{chr(34)}{c}{chr(34)}" if c != "rowid" else c for c in got)} ' \
+          f'FROM "{table}" {where}'
+    df = pd.DataFrame(ctx.con.execute(sql).fetchall(), columns=got, dtype=object)
     df = df.rename(columns=want)
     for c in want:
         if c not in have:
             df[want[c]] = pd.NA
+        elif c in _TEXT_COLUMNS:           # text columns: bytes (a blob) read as text
+            df[want[c]] = [v.decode("utf-8", "replace") if isinstance(v, bytes) else v
+                           for v in df[want[c]]]
     return df[list(want.values())]
 
 
@@ -411,19 +525,96 @@ def _ints(df: pd.DataFrame, *cols) -> pd.DataFrame:
     return df
 
 
-def _times_and_ids(df: pd.DataFrame) -> pd.DataFrame:
-    """``start_ns, end_ns`` → adds ``dur_ns``; ``global_tid`` → ``pid, tid``."""
-    df = _ints(df, "start_ns", "end_ns")
+def _placed(ctx: _Context, df: pd.DataFrame, attr: str, source: str,
+            required: dict, open_end: bool = False) -> pd.DataFrame:
+    """Leave out (and note in ``ctx``) the rows that cannot be placed in time or
+    linked: a NULL in a ``required`` column (``{our name: source column}``),
+    ``end < start``, a time beyond +/-2**62 ns or a duration over 2**50 ns. With
+    ``open_end``, a NULL ``end_ns`` is allowed (an NVTX range never closed).
+    Returns the kept rows with ``start_ns``/``end_ns``/``dur_ns`` and the
+    required columns as int64 (``end_ns``/``dur_ns`` Int64 when ``open_end``)."""
+    df = _ints(df, "start_ns", "end_ns", *required)
+    keep = pd.Series(True, index=df.index)
+    cols = {"start_ns": "start", **({} if open_end else {"end_ns": "end"}), **required}
+    for ours, theirs in cols.items():
+        null = df[ours].isna() & keep
+        ctx.note(attr, source, theirs, "NULL where a value is needed: row(s) left out",
+                 df.loc[null, "_rowid"])
+        keep &= ~null
+    start = df["start_ns"].astype("float64")
+    end = df["end_ns"].astype("float64")
+    huge = keep & ((start.abs() > _MAX_ABS_TIME_NS) | (end.abs() > _MAX_ABS_TIME_NS))
+    ctx.note(attr, source, "start/end", "a time beyond +/-2**62 ns, not a timestamp: "
+             "row(s) left out", df.loc[huge, "_rowid"])
+    keep &= ~huge
+    backwards = (keep & (end < start)).fillna(False).astype(bool)
+    ctx.note(attr, source, "end", "end before start: row(s) left out", df.loc[backwards, "_rowid"])
+    keep &= ~backwards
+    long = (keep & ((end - start) > _MAX_DUR_NS)).fillna(False).astype(bool)
+    ctx.note(attr, source, "end", "a duration over 2**50 ns (13 days), longer than any "
+             "recording: row(s) left out", df.loc[long, "_rowid"])
+    keep &= ~long
+    df = df[keep.astype(bool)].copy()
+    for c in ("start_ns", *required, *([] if open_end else ["end_ns"])):
+        df[c] = df[c].astype("int64")
     df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    pid, tid = decode_global_tid(df["global_tid"])
-    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
     return df
+
+
+def _threads_of(df: pd.DataFrame) -> pd.DataFrame:
+    """``global_tid`` (int64, already checked) → ``pid, tid``."""
+    df["pid"], df["tid"] = decode_global_tid(df["global_tid"].to_numpy(dtype=np.int64))
+    return df
+
+
+def _names(ctx: _Context, df: pd.DataFrame, id_col: str, attr: str, source: str,
+           column: str) -> pd.Series:
+    """Map the string ids in ``df[id_col]`` to text; a NULL id or one missing from
+    ``StringIds`` gets a bracketed placeholder (never <NA>, which every group-by
+    would drop) and is noted."""
+    ids = df[id_col]
+    out = pd.Series(ids.map(ctx.strings), index=df.index, dtype=object)
+    null = ids.isna()
+    dangling = out.isna() & ~null
+    ctx.note(attr, source, column, "NULL string id: named '[unnamed]'", df.loc[null, "_rowid"])
+    ctx.note(attr, source, column, "string id not in StringIds: named '[string id N]'",
+             df.loc[dangling, "_rowid"])
+    out[null] = "[unnamed]"
+    out[dangling] = [f"[string id {v}]" for v in ids[dangling]]
+    return out
+
+
+# Columns that hold text (or tuples) in every table; of the others, these are int64
+# even in an empty table, and the rest nullable Int64.
+_OBJECT = {"name", "short_name", "raw_name", "api", "copy_kind", "src_kind", "dst_kind",
+           "domain", "style", "process", "chip", "bus", "uuid", "compute_capability",
+           "grid", "block"}
+_INT64 = {"start_ns", "dur_ns", "end_ns", "correlation", "pid", "tid", "range_id", "depth"}
+
+
+def _empty_dtypes(attr: str) -> dict:
+    """dtypes of an empty NsysReport table, so that arithmetic and string joins
+    on it work as on a full one (``domain + ":" + name`` on no rows)."""
+    out = {c: object if c in _OBJECT else "int64" if c in _INT64 else "Int64"
+           for c in COLUMNS[attr]}
+    if attr == "nvtx":
+        out.update(end_ns="Int64", dur_ns="Int64")
+    if attr in ("kernels", "copies", "sets"):
+        out.update(tid="Int64")
+    return out
+
+
+def _empty(attr: str) -> pd.DataFrame:
+    return pd.DataFrame(columns=COLUMNS[attr]).astype(_empty_dtypes(attr))
 
 
 def _table(df: pd.DataFrame, columns, sort=("start_ns",)) -> pd.DataFrame:
     df = df[list(columns)]
     if sort and len(df):
         df = df.sort_values(list(sort), kind="stable")
+    if not len(df):
+        attr = next(a for a, c in COLUMNS.items() if c == list(columns))
+        return _empty(attr)
     return df.reset_index(drop=True)
 
 
@@ -449,6 +640,25 @@ COLUMNS = {
 }
 
 
+def _read_strings(path: Path, con, tables) -> dict:
+    have = _columns(con, "StringIds")
+    for c in _REQUIRED["StringIds"]:
+        if c not in have:
+            raise _missing_column("StringIds", c, "which holds every name the other tables "
+                                                  "point at")
+    ctx = _Context(con, tables, {})
+    _check_types(ctx, "StringIds", ["id"])
+    return {i: (v.decode("utf-8", "replace") if isinstance(v, bytes) else str(v))
+            for i, v in con.execute('SELECT id, value FROM "StringIds"') if v is not None}
+
+
+# (table, column) of the string ids that events point at, to tell an empty StringIds
+# from an export that simply has no named events.
+_NAME_REFERENCES = [("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                    ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"), ("OSRT_API", "nameId"),
+                    ("NVTX_EVENTS", "textId"), ("ThreadNames", "nameId")]
+
+
 def _read_report(path: Path, con) -> NsysReport:
     tables = _tables(con)
     if "StringIds" not in tables or not tables & {*SOURCE_TABLES.values(), "META_DATA_EXPORT"}:
@@ -456,23 +666,30 @@ def _read_report(path: Path, con) -> NsysReport:
         raise NsysFormatError(path, "an SQLite database, but not an Nsight Systems export "
                                     "(it lacks StringIds and the event tables; its tables: "
                                     f"{shown or 'none'})")
-    strings = dict(con.execute("SELECT id, value FROM StringIds").fetchall())
-    meta = {}
-    if "META_DATA_EXPORT" in tables:
-        meta.update(con.execute("SELECT name, value FROM META_DATA_EXPORT").fetchall())
-    if "ANALYSIS_DETAILS" in tables and \
-            {"startTime", "stopTime"} <= _columns(con, "ANALYSIS_DETAILS"):
-        row = con.execute("SELECT startTime, stopTime FROM ANALYSIS_DETAILS").fetchone()
-        if row:
-            meta["session_start_ns"], meta["session_end_ns"] = row
-
     try:
-        t = {attr: _READERS[attr](con, tables, strings) if source in tables
-             else pd.DataFrame(columns=COLUMNS[attr]) for attr, source in SOURCE_TABLES.items()}
-    except _MissingColumn as e:
-        raise NsysFormatError(path, f"table {e.table} has no column {e.column!r}, which kitlib needs to "
-                                    "place its events in time and link them (a renamed column, or an "
-                                    "export schema kitlib does not know)") from None
+        strings = _read_strings(path, con, tables)
+        if not strings:
+            for table, column in _NAME_REFERENCES:
+                if table in tables and column in _columns(con, table):
+                    n = con.execute(f'SELECT COUNT(*) FROM "{table}" '
+                                    f'WHERE "{column}" IS NOT NULL').fetchone()[0]
+                    if n:
+                        raise _SchemaProblem("StringIds", "value", f"the table is empty, but {n} "
+                                             f"row(s) of {table} name themselves through "
+                                             f"{column}: no name can be read; export it again")
+        meta = {}
+        if "META_DATA_EXPORT" in tables and {"name", "value"} <= _columns(con, "META_DATA_EXPORT"):
+            meta.update(con.execute('SELECT name, value FROM "META_DATA_EXPORT"').fetchall())
+        if "ANALYSIS_DETAILS" in tables and \
+                {"startTime", "stopTime"} <= _columns(con, "ANALYSIS_DETAILS"):
+            row = con.execute('SELECT startTime, stopTime FROM "ANALYSIS_DETAILS"').fetchone()
+            if row and all(isinstance(v, int) for v in row):
+                meta["session_start_ns"], meta["session_end_ns"] = row
+        ctx = _Context(con, tables, strings)
+        t = {attr: _READERS[attr](ctx) if source in tables
+             else _empty(attr) for attr, source in SOURCE_TABLES.items()}
+    except _SchemaProblem as e:
+        raise NsysFormatError(path, str(e)) from None
     # A GPU operation records only its process; the thread is its launch's.
     launch_tid = _launch_index(t["launches"])["tid"]
     for attr in ("kernels", "copies", "sets"):
@@ -481,7 +698,13 @@ def _read_report(path: Path, con) -> NsysReport:
             key = pd.MultiIndex.from_arrays([df["pid"], df["correlation"]])
             df["tid"] = pd.array(launch_tid.reindex(key).to_numpy(), dtype="Int64")
     missing = sorted({s for s in SOURCE_TABLES.values() if s not in tables})
-    return NsysReport(path=path, **t, missing=missing, meta=meta)
+    defects = _defect_frame(ctx.defects)
+    if len(defects):
+        lines = "; ".join(f"{d.source}.{d.column}: {d.rows} {d.problem}"
+                          for d in defects.itertuples())
+        warnings.warn(f"{path}: read despite defects ({lines}); see NsysReport.defects",
+                      KitDataWarning, stacklevel=3)
+    return NsysReport(path=path, **t, missing=missing, meta=meta, defects=defects)
 
 
 def _launch_index(launches: pd.DataFrame) -> pd.DataFrame:
@@ -490,36 +713,45 @@ def _launch_index(launches: pd.DataFrame) -> pd.DataFrame:
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
 
-def _read_kernels(con, tables, strings) -> pd.DataFrame:
-    df = _select(con, "CUPTI_ACTIVITY_KIND_KERNEL", {
-        "start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
+def _read_kernels(ctx) -> pd.DataFrame:
+    source = "CUPTI_ACTIVITY_KIND_KERNEL"
+    df = _select(ctx, source, {
+        "rowid": "_rowid", "start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
         "correlationId": "correlation", "deviceId": "device", "contextId": "context",
         "streamId": "stream", "demangledName": "name_id", "shortName": "short_id",
         "gridX": "gx", "gridY": "gy", "gridZ": "gz", "blockX": "bx", "blockY": "by", "blockZ": "bz",
         "registersPerThread": "registers_per_thread", "staticSharedMemory": "static_smem_bytes",
         "dynamicSharedMemory": "dynamic_smem_bytes"})
-    df = _ints(_times_and_ids(df), "correlation", "device", "context", "stream")
-    df["short_name"] = df["short_id"].map(strings)
-    df["name"] = df["name_id"].map(strings).fillna(df["short_name"])
+    df = _placed(ctx, df, "kernels", source, {"global_tid": "globalPid",
+                                               "correlation": "correlationId"})
+    df = _ints(_threads_of(df), "device", "context", "stream", "registers_per_thread",
+               "static_smem_bytes", "dynamic_smem_bytes")
+    df["short_name"] = df["short_id"].map(ctx.strings)
+    # The demangled name, else the short one; a kernel with neither gets a placeholder.
+    df["name_id"] = df["name_id"].where(df["name_id"].map(ctx.strings).notna(), df["short_id"])
+    df["name"] = _names(ctx, df, "name_id", "kernels", source, "demangledName")
     df["grid"] = list(zip(df["gx"], df["gy"], df["gz"]))
     df["block"] = list(zip(df["bx"], df["by"], df["bz"]))
     return _table(df, COLUMNS["kernels"])
 
 
-def _read_launches(con, tables, strings) -> pd.DataFrame:
-    want = {"start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
+def _read_launches(ctx) -> pd.DataFrame:
+    want = {"rowid": "_rowid", "start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
             "correlationId": "correlation", "nameId": "name_id", "eventClass": "event_class",
             "returnValue": "return_value"}
     # Runtime and driver calls share the RUNTIME table; a separate DRIVER table,
     # should an export have one, is read too.
-    df = pd.concat([_select(con, t, want) for t in ("CUPTI_ACTIVITY_KIND_RUNTIME",
-                                                    "CUPTI_ACTIVITY_KIND_DRIVER") if t in tables],
-                   ignore_index=True)
-    df = _ints(_times_and_ids(df), "correlation", "return_value")
-    df["raw_name"] = df["name_id"].map(strings)
+    parts = []
+    for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
+        if t in ctx.tables:
+            df = _placed(ctx, _select(ctx, t, want), "launches", t,
+                         {"global_tid": "globalTid", "correlation": "correlationId"})
+            df["raw_name"] = _names(ctx, df, "name_id", "launches", t, "nameId")
+            parts.append(df)
+    df = _ints(_threads_of(pd.concat(parts, ignore_index=True)), "return_value")
     df["name"] = df["raw_name"].str.replace(r"_v\d+$", "", regex=True)
     # Without eventClass, the name tells: runtime calls are cuda*, driver calls cu*.
-    by_name = np.where(df["raw_name"].str.startswith("cuda", na=False), "runtime", "driver")
+    by_name = np.where(df["raw_name"].str.startswith("cuda"), "runtime", "driver")
     df["api"] = df["event_class"].map(_API_KIND).fillna(pd.Series(by_name, index=df.index))
     return _table(df, COLUMNS["launches"])
 
@@ -530,58 +762,86 @@ def _labels(con, tables, enum_table, fallback=None) -> dict:
     return dict(fallback or {})
 
 
-_GPU_OP = {"start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
+_GPU_OP = {"rowid": "_rowid", "start": "start_ns", "end": "end_ns", "globalPid": "global_tid",
            "correlationId": "correlation", "deviceId": "device", "contextId": "context",
            "streamId": "stream", "bytes": "bytes"}
+_GPU_OP_REQUIRED = {"global_tid": "globalPid", "correlation": "correlationId"}
 
 
-def _read_copies(con, tables, strings) -> pd.DataFrame:
-    df = _select(con, "CUPTI_ACTIVITY_KIND_MEMCPY",
-                 {**_GPU_OP, "copyKind": "kind_id", "srcKind": "src_id", "dstKind": "dst_id"})
-    df = _ints(_times_and_ids(df), "bytes", "correlation", "device", "context", "stream")
-    df["copy_kind"] = df["kind_id"].map(_labels(con, tables, "ENUM_CUDA_MEMCPY_OPER", _COPY_KIND))
+def _read_copies(ctx) -> pd.DataFrame:
+    source = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    df = _select(ctx, source, {**_GPU_OP, "copyKind": "kind_id", "srcKind": "src_id",
+                               "dstKind": "dst_id"})
+    df = _placed(ctx, df, "copies", source, _GPU_OP_REQUIRED)
+    df = _ints(_threads_of(df), "bytes", "device", "context", "stream")
+    df["copy_kind"] = df["kind_id"].map(_labels(ctx.con, ctx.tables, "ENUM_CUDA_MEMCPY_OPER",
+                                                _COPY_KIND))
     df["copy_kind"] = df["copy_kind"].fillna("Unknown")
     df["name"] = "[CUDA memcpy " + df["copy_kind"] + "]"
-    mem = _labels(con, tables, "ENUM_CUDA_MEM_KIND")
+    mem = _labels(ctx.con, ctx.tables, "ENUM_CUDA_MEM_KIND")
     df["src_kind"], df["dst_kind"] = df["src_id"].map(mem), df["dst_id"].map(mem)
     return _table(df, COLUMNS["copies"])
 
 
-def _read_sets(con, tables, strings) -> pd.DataFrame:
-    df = _select(con, "CUPTI_ACTIVITY_KIND_MEMSET", {**_GPU_OP, "value": "value"})
-    df = _ints(_times_and_ids(df), "bytes", "value", "correlation", "device", "context", "stream")
+def _read_sets(ctx) -> pd.DataFrame:
+    source = "CUPTI_ACTIVITY_KIND_MEMSET"
+    df = _select(ctx, source, {**_GPU_OP, "value": "value"})
+    df = _placed(ctx, df, "sets", source, _GPU_OP_REQUIRED)
+    df = _ints(_threads_of(df), "bytes", "value", "device", "context", "stream")
     df["name"] = "[CUDA memset]"
     return _table(df, COLUMNS["sets"])
 
 
-def _nvtx_events(con, strings, event_type: int) -> pd.DataFrame:
-    """NVTX events of one type with ``name``, ``domain``, ``pid`` and ``tid``."""
-    df = _select(con, "NVTX_EVENTS", {
-        "rowid": "range_id", "start": "start_ns", "end": "end_ns", "eventType": "event_type",
+def _nvtx_events(ctx, event_type: int, attr: str) -> pd.DataFrame:
+    """NVTX events of one type with ``name``, ``domain``, ``pid`` and ``tid``;
+    rows that cannot be placed are left out and noted under ``attr``."""
+    source = "NVTX_EVENTS"
+    have = _columns(ctx.con, source)
+    if event_type != NVTX_MARK and "end" not in have:
+        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
+                            f'WHERE eventType = {event_type}').fetchone()[0]
+        ctx.note(attr, source, "end", "column absent: every range reads as never closed, so "
+                 "nvtx_sum, the GPU projection and the steps leave them out", [-1] * n)
+    if not {"text", "textId"} & have:
+        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
+                            f'WHERE eventType = {event_type}').fetchone()[0]
+        ctx.note(attr, source, "text/textId", "both columns absent: every range is named ''",
+                 [-1] * n)
+    df = _select(ctx, source, {
+        "rowid": "_rowid", "start": "start_ns", "end": "end_ns", "eventType": "event_type",
         "text": "text", "textId": "text_id", "globalTid": "global_tid",
         "endGlobalTid": "end_global_tid", "domainId": "domain_id", "category": "category"},
         where=f"WHERE eventType IN ({event_type}, {NVTX_DOMAIN_CREATE})")
-    df["name"] = df["text_id"].map(strings).fillna(df["text"]).fillna("")
-    pid, tid = decode_global_tid(df["global_tid"])
-    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
+    df["range_id"] = df["_rowid"]
+    df["event_type"] = _as_int(df["event_type"])
+    name = pd.Series(df["text_id"].map(ctx.strings), index=df.index, dtype=object)
+    df["name"] = name.fillna(pd.Series(df["text"], index=df.index, dtype=object)).fillna("")
     # A domain is named by its domain-create event, per process; domain 0 (the
     # default domain) has no name, so its ranges are reported as ":text".
-    dom = df[df["event_type"] == NVTX_DOMAIN_CREATE]
-    domains = dict(zip(zip(dom["pid"], dom["domain_id"]), dom["name"]))
+    dom = df[(df["event_type"] == NVTX_DOMAIN_CREATE) & df["global_tid"].notna()]
+    dom_pid = decode_global_tid(dom["global_tid"])[0]
+    domains = dict(zip(zip(dom_pid, dom["domain_id"]), dom["name"]))
+    df = df[df["event_type"] == event_type].copy()
+    df = _placed(ctx, df, attr, source, {"global_tid": "globalTid"}, open_end=event_type != NVTX_MARK)
+    df = _threads_of(df)
     df["domain"] = [domains.get((p, d), "") for p, d in zip(df["pid"], df["domain_id"])]
-    return df[df["event_type"] == event_type].copy()
+    return df
 
 
-def _read_nvtx(con, tables, strings) -> pd.DataFrame:
-    r = pd.concat([_nvtx_events(con, strings, NVTX_PUSHPOP),
-                   _nvtx_events(con, strings, NVTX_STARTEND)], ignore_index=True)
+def _read_nvtx(ctx) -> pd.DataFrame:
+    r = pd.concat([_nvtx_events(ctx, NVTX_PUSHPOP, "nvtx"),
+                   _nvtx_events(ctx, NVTX_STARTEND, "nvtx")], ignore_index=True)
     r["style"] = r["event_type"].map(_RANGE_STYLE)
-    r = _ints(r, "start_ns", "category", "range_id")
-    r["end_ns"] = pd.to_numeric(r["end_ns"]).astype("Int64")       # <NA>: never closed
+    r = _ints(r, "category", "range_id")
+    r["end_ns"] = pd.array(r["end_ns"], dtype="Int64")          # <NA>: never closed
     r["dur_ns"] = r["end_ns"] - r["start_ns"]
+    if len(r) and r["end_ns"].isna().all() and "end" in _columns(ctx.con, "NVTX_EVENTS"):
+        ctx.note("nvtx", "NVTX_EVENTS", "end", "NULL in every range: none was closed, so "
+                 "nvtx_sum, the GPU projection and the steps are empty", r["range_id"])
     # end_tid only where a start/end range was closed on another thread.
-    other = r["end_global_tid"].notna() & (r["end_global_tid"] != r["global_tid"])
-    r["end_tid"] = decode_global_tid(r["end_global_tid"].where(other))[1]
+    egt = _as_int(r["end_global_tid"])
+    other = egt.notna() & (egt != r["global_tid"])
+    r["end_tid"] = decode_global_tid(egt.where(other))[1].astype("Int64")
     # Outer ranges first: by start, then longest (an open range counts as endless).
     r["_end"] = r["end_ns"].astype("float64").fillna(np.inf)
     r = r.sort_values(["start_ns", "_end", "range_id"], ascending=[True, False, True])
@@ -589,8 +849,8 @@ def _read_nvtx(con, tables, strings) -> pd.DataFrame:
     return _table(r, COLUMNS["nvtx"], sort=None)
 
 
-def _read_marks(con, tables, strings) -> pd.DataFrame:
-    return _table(_ints(_nvtx_events(con, strings, NVTX_MARK), "start_ns"), COLUMNS["marks"])
+def _read_marks(ctx) -> pd.DataFrame:
+    return _table(_nvtx_events(ctx, NVTX_MARK, "marks"), COLUMNS["marks"])
 
 
 def _nesting(ranges: pd.DataFrame):
@@ -615,33 +875,44 @@ def _nesting(ranges: pd.DataFrame):
     return depth, parent
 
 
-def _read_osrt(con, tables, strings) -> pd.DataFrame:
+def _read_osrt(ctx) -> pd.DataFrame:
+    source = "OSRT_API"
     # eventClass 31 and 32 mark where OS runtime tracing started and finished
     # (ENUM_NSYS_EVENT_CLASS): they are not calls, and nsys stats skips them.
-    where = "WHERE eventClass NOT IN (31, 32)" if "eventClass" in _columns(con, "OSRT_API") else ""
-    df = _select(con, "OSRT_API", {"start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
-                                   "nameId": "name_id", "returnValue": "return_value",
-                                   "nestingLevel": "nesting_level"}, where=where)
-    df = _ints(_times_and_ids(df), "return_value", "nesting_level")
-    df["name"] = df["name_id"].map(strings)
+    where = "WHERE eventClass IS NULL OR eventClass NOT IN (31, 32)" \
+        if "eventClass" in _columns(ctx.con, source) else ""
+    df = _select(ctx, source, {"rowid": "_rowid", "start": "start_ns", "end": "end_ns",
+                               "globalTid": "global_tid", "nameId": "name_id",
+                               "returnValue": "return_value", "nestingLevel": "nesting_level"},
+                 where=where)
+    df = _placed(ctx, df, "osrt", source, {"global_tid": "globalTid"})
+    df = _ints(_threads_of(df), "return_value", "nesting_level")
+    df["name"] = _names(ctx, df, "name_id", "osrt", source, "nameId")
     return _table(df, COLUMNS["osrt"])
 
 
-def _read_threads(con, tables, strings) -> pd.DataFrame:
-    df = _select(con, "ThreadNames", {"globalTid": "global_tid", "nameId": "name_id",
-                                      "priority": "priority"})
-    pid, tid = decode_global_tid(df["global_tid"])
-    df["pid"], df["tid"] = _as_int(pid), _as_int(tid)
-    df["name"] = df["name_id"].map(strings)
+def _read_threads(ctx) -> pd.DataFrame:
+    source = "ThreadNames"
+    df = _select(ctx, source, {"rowid": "_rowid", "globalTid": "global_tid", "nameId": "name_id",
+                               "priority": "priority"})
+    df = _as_int(df["global_tid"]).to_frame().join(df.drop(columns="global_tid"))
+    null = df["global_tid"].isna()
+    ctx.note("threads", source, "globalTid", "NULL where a value is needed: row(s) left out",
+             df.loc[null, "_rowid"])
+    df = df[~null].copy()
+    df["global_tid"] = df["global_tid"].astype("int64")
+    df = _threads_of(df)
+    df["name"] = _names(ctx, df, "name_id", "threads", source, "nameId")
     df["process"] = None
-    if "PROCESSES" in tables:
-        pr = _select(con, "PROCESSES", {"pid": "pid", "name": "name"}).drop_duplicates("pid")
-        df["process"] = df["pid"].map(pr.set_index("pid")["name"])
+    if "PROCESSES" in ctx.tables:
+        pr = _select(ctx, "PROCESSES", {"pid": "pid", "name": "name"})
+        pr = pr[pr["pid"].notna()].drop_duplicates("pid")
+        df["process"] = df["pid"].map(pr.set_index(_as_int(pr["pid"]))["name"])
     return _table(_ints(df, "priority"), COLUMNS["threads"], sort=("pid", "tid"))
 
 
-def _read_gpus(con, tables, strings) -> pd.DataFrame:
-    df = _select(con, "TARGET_INFO_GPU", {
+def _read_gpus(ctx) -> pd.DataFrame:
+    df = _select(ctx, "TARGET_INFO_GPU", {
         "id": "device", "cuDevice": "cuda_device", "name": "name", "chipName": "chip",
         "busLocation": "bus", "smCount": "sm_count", "totalMemory": "memory_bytes",
         "memoryBandwidth": "memory_bandwidth_bytes_per_s", "clockRate": "clock_hz",
@@ -702,7 +973,9 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     work = pd.concat(ops).groupby(["pid", "correlation"]).agg(
         gpu_start=("start_ns", "min"), gpu_end=("end_ns", "max"))
     launches = _launch_index(report.launches).join(work, how="inner").reset_index()
-    open_end = int(max(ranges["end_ns"].max(), launches["end_ns"].max()))
+    closed = ranges["end_ns"].dropna()            # an open range runs to the last event
+    open_end = int(max(closed.max(), launches["end_ns"].max()) if len(closed)
+                   else launches["end_ns"].max())
 
     found = []                                   # (row label, proj start, proj end, launches)
     for thread, rr in ranges.groupby(["pid", "tid"], sort=False):
