@@ -60,8 +60,13 @@ class _PlainUnpickler(pickle.Unpickler):
     """
 
     def __init__(self, data: bytes, path):
-        super().__init__(io.BytesIO(data))
+        self._stream = io.BytesIO(data)
+        super().__init__(self._stream)
         self._path = path
+
+    def offset(self) -> int:
+        """How far into the data the unpickler has read (bytes)."""
+        return self._stream.tell()
 
     def find_class(self, module, name):
         raise UnsafePickleError(
@@ -98,15 +103,33 @@ def load_plain_pickle(path):
     """
     path = Path(path)
     data = read_bytes_maybe_gz(path)
+    unpickler = _PlainUnpickler(data, path)
     try:
-        return _PlainUnpickler(data, path).load()
+        return unpickler.load()
     except KitFileError:
         raise
     except Exception as e:          # EOFError, UnpicklingError, the ValueError/KeyError of garbage
-        if isinstance(e, EOFError) or "truncated" in str(e):
-            raise KitFileError(path, "truncated pickle: the data ends before the pickle does (the "
-                                     "file was cut off while being written or copied)") from None
-        raise KitFileError(path, f"not a readable pickle ({type(e).__name__}: {e})") from None
+        raise KitFileError(path, _pickle_problem(e, unpickler, len(data))) from None
+
+
+def _pickle_problem(e: BaseException, unpickler, size: int) -> str:
+    """Say in words why the plain unpickler stopped (never only Python's own message)."""
+    at = f"near byte {unpickler.offset()} of {size}"
+    if isinstance(e, EOFError) or "truncated" in str(e) or "ran out of input" in str(e).lower():
+        return ("truncated pickle: the data ends before the pickle does (the file was cut off "
+                "while being written or copied)")
+    if isinstance(e, TypeError) and "unhashable" in str(e):
+        kind = str(e).split("'")[1] if "'" in str(e) else "mutable value"
+        return (f"damaged pickle: {at} it builds a dictionary or set keyed by a {kind}, which "
+                "no pickle of plain data can hold (the bytes were changed)")
+    if isinstance(e, RecursionError):
+        return f"damaged pickle: {at} its containers nest deeper than Python can build"
+    if isinstance(e, MemoryError):
+        return f"damaged pickle: {at} it asks for more memory than this machine has"
+    if isinstance(e, (pickle.UnpicklingError, KeyError, ValueError, IndexError)):
+        return (f"not a readable pickle: {at} the data is not a pickle instruction kitlib can "
+                f"follow ({str(e)[:80] or type(e).__name__}); is this really a .pickle file?")
+    return f"not a readable pickle: {at} it stops with {type(e).__name__}: {str(e)[:80]}"
 
 
 # -- stacks ------------------------------------------------------------------------
@@ -365,16 +388,133 @@ def load_memory_snapshot(path) -> MemorySnapshot:
     if not isinstance(raw, dict) or not isinstance(raw.get("segments"), list):
         raise KitFileError(path, "not a CUDA memory snapshot: expected a dict with a 'segments' "
                                  "list (as written by torch.cuda.memory._dump_snapshot)")
+    problem = _check_snapshot(raw)
+    if problem:
+        raise KitFileError(path, f"not a CUDA memory snapshot kitlib understands: {problem}")
     try:
         segments, blocks = _segment_tables(raw["segments"])
         events = _event_table(raw, segments, blocks)
         allocations = _allocation_table(events, blocks, raw)
-    except (KeyError, TypeError, ValueError, AttributeError) as e:
-        raise KitFileError(path, f"not a CUDA memory snapshot kitlib understands "
-                                 f"({type(e).__name__}: {e})") from None
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            OverflowError) as e:          # pragma: no cover - _check_snapshot comes first
+        raise KitFileError(path, "not a CUDA memory snapshot kitlib understands: a value of an "
+                                 f"unexpected kind ({type(e).__name__}: {e})") from None
     return MemorySnapshot(path=path, segments=segments, blocks=blocks, events=events,
                           allocations=allocations,
                           allocator_settings=raw.get("allocator_settings") or {}, raw=raw)
+
+
+# -- checking the snapshot's structure before any table is built ------------------
+
+_INT = (int,)          # bool is an int too; the allocator never writes one where a size goes
+_INT64_MAX = (1 << 63) - 1
+
+
+def _kind(v) -> str:
+    return {dict: "a dictionary", list: "a list", tuple: "a tuple", str: "text",
+            bytes: "bytes", float: "a fraction", bool: "a boolean", type(None): "nothing (None)",
+            set: "a set", frozenset: "a set"}.get(type(v), type(v).__name__)
+
+
+def _need(d: dict, key, where: str, kinds, optional=False, nonneg=False):
+    """A problem sentence if ``d[key]`` is absent (unless optional) or of another kind."""
+    if key not in d:
+        return None if optional else f"{where} has no {key!r}"
+    v = d[key]
+    if optional and v is None:
+        return None
+    if not isinstance(v, kinds) or (kinds == _INT and isinstance(v, bool)):
+        want = {_INT: "an integer", (str,): "text", (list,): "a list"}.get(kinds, "a value")
+        return f"{where}[{key!r}] is {_kind(v)}, where the allocator writes {want}"
+    if kinds == _INT and (abs(v) > _INT64_MAX or (nonneg and v < 0)):
+        return f"{where}[{key!r}] is {v}, not a byte count or address the allocator can write"
+    return None
+
+
+def _check_frames(frames, where: str):
+    if frames is None:
+        return None
+    if not isinstance(frames, list):
+        return f"{where}['frames'] is {_kind(frames)}, where the allocator writes a list of frames"
+    for j, f in enumerate(frames):
+        if not isinstance(f, dict):
+            return f"{where}['frames'][{j}] is {_kind(f)}, where the allocator writes a frame dictionary"
+        for key, kinds in (("filename", (str,)), ("name", (str,)), ("line", _INT)):
+            bad = _need(f, key, f"{where}['frames'][{j}]", kinds, optional=True)
+            if bad:
+                return bad
+    return None
+
+
+def _check_snapshot(raw: dict):
+    """The first thing in a snapshot that kitlib cannot read, as a sentence naming
+    where it is (``segments[3]['blocks'][0]['size'] is text, ...``), or None.
+
+    What is checked is what the tables are built from: each segment's ``device``,
+    ``address``, ``total_size`` and blocks (``size``, ``state``, optional
+    ``address``/``requested_size``/``frames``); each history event's ``action``,
+    ``addr``, ``size``, ``time_us`` and ``frames``; each annotation's ``stage``,
+    ``name`` and ``time_us``. Keys kitlib does not use may hold anything.
+    """
+    for i, seg in enumerate(raw["segments"]):
+        where = f"segments[{i}]"
+        if not isinstance(seg, dict):
+            return f"{where} is {_kind(seg)}, where the allocator writes a segment dictionary"
+        for key, opt, nonneg in (("device", False, True), ("address", False, True),
+                                 ("total_size", False, True), ("allocated_size", True, True),
+                                 ("active_size", True, True), ("requested_size", True, True)):
+            bad = _need(seg, key, where, _INT, optional=opt, nonneg=nonneg)
+            if bad:
+                return bad
+        if not isinstance(seg.get("stream", 0), (int, type(None))):
+            return f"{where}['stream'] is {_kind(seg['stream'])}, where the allocator writes an integer"
+        blocks = seg.get("blocks", [])
+        if not isinstance(blocks, list):
+            return f"{where}['blocks'] is {_kind(blocks)}, where the allocator writes a list"
+        for j, b in enumerate(blocks):
+            bw = f"{where}['blocks'][{j}]"
+            if not isinstance(b, dict):
+                return f"{bw} is {_kind(b)}, where the allocator writes a block dictionary"
+            bad = (_need(b, "size", bw, _INT, nonneg=True) or _need(b, "state", bw, (str,))
+                   or _need(b, "address", bw, _INT, optional=True, nonneg=True)
+                   or _need(b, "requested_size", bw, _INT, optional=True, nonneg=True)
+                   or _check_frames(b.get("frames"), bw))
+            if bad:
+                return bad
+    traces = raw.get("device_traces") or []
+    if not isinstance(traces, list):
+        return f"'device_traces' is {_kind(traces)}, where the allocator writes a list per device"
+    for d, trace in enumerate(traces):
+        if not trace:
+            continue
+        if not isinstance(trace, list):
+            return f"device_traces[{d}] is {_kind(trace)}, where the allocator writes a list of events"
+        for k, e in enumerate(trace):
+            ew = f"device_traces[{d}][{k}]"
+            if not isinstance(e, dict):
+                return f"{ew} is {_kind(e)}, where the allocator writes an event dictionary"
+            bad = (_need(e, "action", ew, (str,)) or _need(e, "addr", ew, _INT, optional=True)
+                   or _need(e, "size", ew, _INT, optional=True, nonneg=True)
+                   or _need(e, "time_us", ew, _INT, optional=True)
+                   or _check_frames(e.get("frames"), ew))
+            if bad:
+                return bad
+            if not isinstance(e.get("stream"), (int, type(None))):
+                return f"{ew}['stream'] is {_kind(e['stream'])}, where the allocator writes an integer"
+    notes = raw.get("external_annotations") or []
+    if not isinstance(notes, list):
+        return f"'external_annotations' is {_kind(notes)}, where PyTorch writes a list"
+    for k, a in enumerate(notes):
+        aw = f"external_annotations[{k}]"
+        if not isinstance(a, dict):
+            return f"{aw} is {_kind(a)}, where PyTorch writes a dictionary"
+        bad = (_need(a, "stage", aw, (str,)) or _need(a, "name", aw, (str,))
+               or _need(a, "time_us", aw, _INT) or _need(a, "device", aw, _INT, optional=True))
+        if bad:
+            return bad
+    if not isinstance(raw.get("allocator_settings") or {}, dict):
+        return f"'allocator_settings' is {_kind(raw['allocator_settings'])}, where PyTorch writes a dictionary"
+    return None
 
 
 def _segment_tables(raw_segments):
