@@ -1,0 +1,85 @@
+"""Achieved FLOP rates, each one counted FLOPs over the device time of the same work.
+
+A rate is only as good as its pairing: FLOPs of some operators divided by the device
+time of *the kernels those operators launched*. Dividing a whole step's FLOPs by the
+time of the convolutions alone, or the convolutions' FLOPs by every kernel's time,
+mixes two different sets of work. :func:`matched_rates` keeps each pair explicit
+(lesson 07).
+
+Sources: FLOPs from ``with_flops`` (the profiler's formulas on recorded shapes,
+:func:`kitlib.analyses.flops.flops_by_operator`) and from ``FlopCounterMode``
+(``torch.utils.flop_counter``, a bundle's ``flop_counter_one_step.json``); device
+time of the GPU events under each outermost operator,
+:func:`kitlib.analyses.flops.device_time_covered`, and the GPU's busy time
+(:func:`kitlib.analyses.intervals.busy_ns`).
+"""
+from __future__ import annotations
+
+import pandas as pd
+
+from ..errors import KitError
+from ..units import ns_to_ms
+
+
+def matched_rates(trace, counts: dict, covered: pd.DataFrame | None = None,
+                  by_operator: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Three achieved-rate estimates per step, each with its FLOPs and its time named.
+
+    Parameters
+    ----------
+    trace : kitlib.readers.trace.Trace
+        A torch.profiler trace recorded with ``record_shapes`` and ``with_flops``.
+    counts : dict
+        A FlopCounterMode count of one step: ``total`` and ``by_op`` (keys such as
+        ``aten.convolution``, ``aten.convolution_backward``), in FLOPs.
+    covered, by_operator : DataFrame, optional
+        :func:`~kitlib.analyses.flops.device_time_covered` and
+        :func:`~kitlib.analyses.flops.flops_by_operator` results to reuse.
+
+    Returns
+    -------
+    DataFrame indexed by ``work``
+        Rows ``forward convolutions`` (with_flops ``aten::conv2d`` FLOPs over the device
+        time under ``aten::conv2d``), ``convolutions, forward + backward``
+        (FlopCounterMode ``aten.convolution`` + ``aten.convolution_backward`` over the
+        device time under ``aten::conv2d`` and ``aten::convolution_backward``) and
+        ``whole step`` (FlopCounterMode total over the GPU's busy time, every kernel,
+        copy and memset, arithmetic or not). Columns ``flops_from``, ``time_of``,
+        ``tflop_per_step`` (10¹² FLOPs), ``device_ms_per_step`` and ``tflops_estimate``
+        (TFLOP/s). Per step = divided by the trace's ``ProfilerStep#N`` count.
+
+    Raises
+    ------
+    KitError
+        The trace has no steps, or no convolution device time.
+    """
+    from .chain import chain
+    from .flops import device_time_covered, flops_by_operator
+    from .intervals import busy_ns
+    n = len(trace.steps)
+    if not n:
+        raise KitError(f"{getattr(trace, 'path', 'trace')}: rates per step need ProfilerStep#N annotations")
+    cov = device_time_covered(trace) if covered is None else covered
+    bo = flops_by_operator(trace) if by_operator is None else by_operator
+    dev = cov["device_time_ns"]
+    if "aten::conv2d" not in dev.index:
+        raise KitError(f"{getattr(trace, 'path', 'trace')}: no device time under aten::conv2d")
+    by_op = counts.get("by_op", {})
+    c = chain(trace)
+    mine = c[c["launch_row"] >= 0]
+    step_busy = busy_ns(trace.gpu.loc[mine["gpu_row"].astype(int)])
+    rows = [
+        ("forward convolutions", "with_flops: aten::conv2d", "kernels under aten::conv2d",
+         float(bo.loc["aten::conv2d", "flops"]) / n, float(dev["aten::conv2d"]) / n),
+        ("convolutions, forward + backward", "FlopCounterMode: aten.convolution + aten.convolution_backward",
+         "kernels under aten::conv2d and aten::convolution_backward",
+         float(by_op.get("aten.convolution", 0) + by_op.get("aten.convolution_backward", 0)),
+         float(dev["aten::conv2d"] + dev.get("aten::convolution_backward", 0)) / n),
+        ("whole step", "FlopCounterMode: total", "GPU busy time (every kernel, copy and memset launched in the window)",
+         float(counts["total"]), float(step_busy) / n),
+    ]
+    out = pd.DataFrame(rows, columns=["work", "flops_from", "time_of", "flops", "device_ns"]).set_index("work")
+    out["tflop_per_step"] = out["flops"] / 1e12
+    out["device_ms_per_step"] = ns_to_ms(out["device_ns"])
+    out["tflops_estimate"] = out["flops"] / (out["device_ns"] * 1e-9) / 1e12
+    return out.drop(columns=["flops", "device_ns"])

@@ -1,0 +1,65 @@
+"""What a host range's time was spent on: CUDA API calls inside labelled ranges.
+
+A ``record_function`` label such as ``forward`` measures how long the host thread
+was inside it. Part of that time is spent in CUDA API calls (launches, memsets,
+attribute queries), the rest in Python, the dispatcher, the operators' own C++ code
+and — under torch.profiler — the profiler's bookkeeping. This module measures the
+first part from the trace, so that "the host was mostly queueing kernels" can be
+checked instead of assumed (lesson 00).
+
+Source of the facts: the trace's ``cuda_runtime`` / ``cuda_driver`` events
+(``Trace.launches``: every CUDA API call the profiler recorded, launches or not) and
+its ``user_annotation`` events (``Trace.ops`` with ``kind == "annotation"``).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+
+
+def cuda_api_time_in_label(trace, label: str) -> pd.DataFrame:
+    """Per instance of a label, the time its thread spent inside CUDA API calls.
+
+    Parameters
+    ----------
+    trace : kitlib.readers.trace.Trace
+    label : str
+        A ``record_function`` label (``"forward"``, ``"backward"``, …).
+
+    Returns
+    -------
+    DataFrame, one row per instance of the label, in time order
+        ``step`` (the N of the ``ProfilerStep#N`` that contains the label's start, or
+        <NA>), ``tid``, ``label_ns`` (the label's host duration), ``cuda_api_ns``
+        (summed durations of the CUDA API calls on the same thread that start inside
+        the label; API calls do not nest, so the sum counts no time twice),
+        ``cuda_api_calls``, ``launch_calls`` (those whose name contains ``Launch``),
+        ``other_host_ns`` (``label_ns − cuda_api_ns``) and ``cuda_api_share`` (0–1).
+
+    Raises
+    ------
+    KitError
+        The trace has no such label.
+    """
+    ops = trace.ops
+    lab = ops[(ops["kind"] == "annotation") & (ops["name"] == label)].sort_values("start_ns")
+    if lab.empty:
+        raise KitError(f"{getattr(trace, 'path', 'trace')}: no {label!r} label (record_function) in this trace")
+    api = trace.launches
+    steps = trace.steps
+    rows = []
+    for r in lab.itertuples():
+        end = r.start_ns + r.dur_ns
+        inside = api[(api["tid"] == r.tid) & (api["start_ns"] >= r.start_ns) & (api["start_ns"] < end)]
+        st = steps[(steps["start_ns"] <= r.start_ns) & (steps["end_ns"] > r.start_ns)]
+        api_ns = int(inside["dur_ns"].sum())
+        rows.append({"step": int(st["step"].iloc[0]) if len(st) else pd.NA, "tid": r.tid,
+                     "label_ns": int(r.dur_ns), "cuda_api_ns": api_ns, "cuda_api_calls": len(inside),
+                     "launch_calls": int(inside["name"].str.contains("Launch").sum()),
+                     "other_host_ns": int(r.dur_ns) - api_ns})
+    out = pd.DataFrame(rows)
+    out["step"] = out["step"].astype("Int64")
+    out["cuda_api_share"] = out["cuda_api_ns"] / out["label_ns"].where(out["label_ns"] > 0, np.nan)
+    return out

@@ -1,0 +1,51 @@
+"""The analyses added for issue 11's corrections, on the reference recordings."""
+import pytest
+
+from kitlib.analyses import dataloader, flop_rates, host_calls
+from kitlib.errors import KitError
+from kitlib.readers.bundle import open_capture
+
+
+def test_forward_host_time_is_mostly_not_cuda_calls(ref_trace):
+    """Lesson 00: only 3.3-5.1 ms of each 20-35 ms forward range is inside CUDA API calls."""
+    t = host_calls.cuda_api_time_in_label(ref_trace("profiler_5step"), "forward")
+    assert t["step"].tolist() == [2, 3, 4, 5, 6]
+    assert round(t["cuda_api_ns"].min() / 1e6, 2) == 3.28 and round(t["cuda_api_ns"].max() / 1e6, 2) == 5.05
+    assert round(t["label_ns"].min() / 1e6, 1) == 20.0 and round(t["label_ns"].max() / 1e6, 1) == 34.7
+    assert (t["cuda_api_share"] < 0.17).all() and (t["launch_calls"] == 232).all()
+    assert (t["other_host_ns"] + t["cuda_api_ns"] == t["label_ns"]).all()
+    with pytest.raises(KitError, match="no 'nope' label"):
+        host_calls.cuda_api_time_in_label(ref_trace("profiler_5step"), "nope")
+
+
+def test_the_slow_uninstrumented_step_is_batch_8_the_second_round():
+    st = open_capture("profiler_5step").step_times()["step_ms_uninstrumented"]
+    pos = dataloader.batch_positions(3, len(st), 14, 8)
+    slow = pos.iloc[max(range(len(st)), key=st.__getitem__)]
+    assert (slow["batch"], slow["worker"], slow["round"]) == (8, 0, 1)
+    parts = dataloader.split_warmup(st, 3, 14, 8)
+    assert len(parts["warm-up"]) == 6 and [round(v, 1) for v in parts["steady"]] == [48.7, 44.1, 44.2, 44.2]
+    with pytest.raises(KitError, match="num_workers"):
+        dataloader.batch_positions(0, 3, 14, 0)
+
+
+def test_profiler_cost_shows_once_the_loader_warmup_is_set_apart():
+    """Lesson 09: against the whole series within the noise; against the steady steps, slower."""
+    from kitlib.analyses.compare import compare
+    from kitlib.analyses.steps import active_step_times
+    cap = open_capture("profiler_5step")
+    st = cap.step_times()
+    prof = active_step_times(cap, st)["step_ms_profiled_all_attribution"]
+    assert compare(st["step_ms_uninstrumented"], prof).verdict == "no difference beyond the noise"
+    steady = dataloader.split_warmup(st["step_ms_uninstrumented"], 3, 14, 8)["steady"]
+    assert compare(steady, prof).verdict == "slower"
+
+
+def test_matched_rates_pair_flops_with_the_time_of_the_same_work():
+    cap = open_capture("fixed_batch")
+    r = flop_rates.matched_rates(cap.trace, cap.read_json("flop_counter_one_step.json"))
+    assert list(r.index) == ["forward convolutions", "convolutions, forward + backward", "whole step"]
+    assert r["tflop_per_step"].round(3).tolist() == [1.046, 3.109, 3.109]
+    assert r["tflops_estimate"].round(0).tolist() == [206.0, 174.0, 75.0]
+    # the convolutions' device time (forward + backward) is a part of the step's busy time
+    assert r.loc["convolutions, forward + backward", "device_ms_per_step"] < r.loc["whole step", "device_ms_per_step"]
