@@ -14,6 +14,7 @@ def questions(capture) -> Exercises:
     capture : kitlib.readers.bundle.Capture
         A torch.profiler capture of the workload (live or recorded).
     """
+    from ...analyses.host_calls import cuda_api_time_in_label
     from ...analyses.steps import PHASES, step_measures
     from ...units import in_units
     tr = capture.trace
@@ -39,4 +40,17 @@ def questions(capture) -> Exercises:
                  f"the step table's gpu_launched column: {int(second['gpu_launched'])} events whose launch lies "
                  "inside the step's host interval.", tolerance=0),
     ]
+    try:
+        api = cuda_api_time_in_label(tr, "forward")
+    except Exception:   # a capture without the workload's labels
+        api = None
+    if api is not None and len(api):
+        share = api["cuda_api_ns"].sum() / api["label_ns"].sum()
+        qs.append(Question("forward_mostly_api", "Predict before the table that answers it: is most of the host's "
+                                                 "time inside the forward label spent in CUDA API calls (launches, "
+                                                 "memsets, attribute queries)? (yes/no)", bool(share > 0.5),
+                           f"{'yes' if share > 0.5 else 'no'}: over the recorded steps, "
+                           f"{api['cuda_api_ns'].sum() / 1e6:,.2f} ms of {api['label_ns'].sum() / 1e6:,.2f} ms "
+                           f"({share:.0%}) is inside CUDA API calls; the rest is Python, PyTorch's dispatcher and "
+                           "operators' host code, and the profiler's own recording."))
     return Exercises("Lesson 00 — your turn", qs)
