@@ -22,18 +22,14 @@ import pandas as pd
 from .chain import innermost_containing
 from ..readers.trace import Trace
 
-#: Names the profiler never lists (``torch.autograd.profiler_util._filter_name``).
-FILTERED_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
-                            "profiler::_record_function_enter_new", "profiler::_record_function_exit",
-                            "aten::is_leaf", "aten::output_nr", "aten::_version"})
-
 #: Stack frames the profiler drops (``torch.autograd.profiler_util._filter_stack_entry``).
 FILTERED_FRAMES = (("autograd/__init__", "_make_grads"), ("autograd/__init__", "backward"),
                    ("torch/tensor", "backward"), ("_internal/common_utils", "prof_callable"),
                    ("_internal/common_utils", "prof_func_call"), ("_internal/common_utils", "prof_meth_call"))
 
 EVENT_COLUMNS = ["name", "key", "kind", "device_type", "pid", "tid", "start_ns", "end_ns", "dur_ns",
-                 "external_id", "input_shapes", "sequence_number", "fwd_thread_id", "source", "row",
+                 "external_id", "input_shapes", "input_dims_nested", "sequence_number", "fwd_thread_id",
+                 "source", "row",
                  "parent", "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events"]
 
 def _key_name(name: str) -> str:
@@ -41,51 +37,44 @@ def _key_name(name: str) -> str:
     return "ProfilerStep*" if isinstance(name, str) and name.startswith("ProfilerStep#") else name
 
 
-def shapes_key(input_dims) -> str:
+def shapes_key(input_dims, lists: str = "profiler") -> str:
     """The profiler's ``input_shapes`` string: ``str()`` of the ``Input Dims`` list.
 
     ``[[128, 3, 224, 224], [64, 3, 7, 7], [], []]`` → ``"[[128, 3, 224, 224], [64, 3, 7, 7], [], []]"``;
     an event without shapes (launches, kernels, annotations, shapes not recorded) → ``"[]"``.
+
+    Parameters
+    ----------
+    input_dims : list or None
+        The trace's ``Input Dims``. For an argument that is a list of tensors
+        (``aten::cat``, ``aten::stack``, ``aten::lstm``) the trace writes the members'
+        shapes as a nested list, ``[[4, 8], [4, 8]]``.
+    lists : {"profiler", "nested"}
+        ``"profiler"``: such an argument is written ``[]``, as ``key_averages(
+        group_by_input_shape=True)`` keys it (the profiler's ``shapes()`` holds a
+        shape per argument, and a tensor list has none); ``"nested"``: the members'
+        shapes are kept, which says more.
     """
     if input_dims is None or input_dims is pd.NA or (isinstance(input_dims, float) and np.isnan(input_dims)):
         return "[]"
-    return str(list(input_dims))
+    dims = list(input_dims)
+    if lists == "profiler":
+        dims = [[] if isinstance(d, (list, tuple)) and any(isinstance(x, (list, tuple)) for x in d) else d
+                for d in dims]
+    return str(dims)
 
 
-def _tree(starts, ends, groups):
-    """Parent (position, -1 at the top) of every interval, by the profiler's rule.
-
-    Per group (thread), intervals sorted by (start, -end); an interval is a child of
-    the innermost open one that it does not outlast (``_populate_cpu_children``).
-    """
-    n = len(starts)
-    parent = np.full(n, -1, dtype=np.int64)
-    order = np.lexsort((-ends, starts, groups))
-    stack: list[int] = []
-    last_group = None
-    for i in order:
-        g = groups[i]
-        if g != last_group:
-            stack, last_group = [], g
-        s, e = starts[i], ends[i]
-        while stack:
-            p = stack[-1]
-            if s >= ends[p] or e > ends[p]:
-                stack.pop()
-            else:
-                parent[i] = p
-                break
-        stack.append(i)
-    return parent
-
-
-def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_children: bool = False) -> pd.DataFrame:
+def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
     Host events are the operators, ``record_function`` ranges and steps of
-    ``trace.ops`` (not Python frames) and the CUDA runtime/driver calls of
-    ``trace.launches``; the names in :data:`FILTERED_NAMES` are left out and the
-    profiler's merge of same-name single children is applied.
+    ``trace.ops`` and the CUDA runtime/driver calls of ``trace.launches``, nested as
+    the profiler nests them: the trace's one event tree, ``trace.host_events``
+    (:func:`kitlib.readers.trace.build_host_tree`), which already leaves out the
+    names the profiler filters and marks the events it folds into a same-named
+    parent. Python frames are never rows here; whether they count as children (and
+    so lower their parents' self time) is the tree's rule for this trace
+    (``trace.meta["python_frames_rule"]``).
 
     Parameters
     ----------
@@ -93,12 +82,6 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_childre
     chain_df : DataFrame, optional
         A :func:`kitlib.analyses.chain.chain` result to reuse (computed when absent). Its
         ``op_row`` says which operator launched each GPU event.
-    python_children : bool
-        Whether Python frames (``with_stack``) take part in the nesting, as children
-        that reduce an event's self host time. torch 2.11 (the reference recordings)
-        leaves them out; newer releases keep them in the event list, which lowers the
-        self time of ``record_function`` ranges (they contain Python frames) — pass
-        True to rebuild such a release's table. Python frames are never rows here.
 
     Returns
     -------
@@ -107,133 +90,90 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_childre
         (the profiler's name, ``ProfilerStep*`` for steps), ``kind`` (``op``,
         ``annotation``, ``step``, ``runtime``, ``driver``), ``device_type`` (``"CPU"``),
         ``pid, tid, start_ns, end_ns, dur_ns`` (ns), ``external_id``, ``input_shapes``
-        (the profiler's string, see :func:`shapes_key`), ``sequence_number``,
-        ``fwd_thread_id``, ``source`` (``ops`` or ``launches``) and ``row`` (row label
-        there), ``parent`` (position in this table, -1 at the top), ``host_self_ns``
-        (interval minus the direct children's intervals), ``device_self_ns`` (GPU
-        events this event launched itself), ``device_total_ns`` (those of it and all
-        events nested in it) and ``n_gpu_events`` (GPU events it launched itself).
+        (the profiler's key string, see :func:`shapes_key`), ``input_dims_nested``
+        (the same shapes with the members of tensor-list arguments written out),
+        ``sequence_number``, ``fwd_thread_id``, ``source`` (``ops`` or ``launches``)
+        and ``row`` (row label there), ``parent`` (position in this table of the
+        nearest enclosing row, -1 at the top), ``host_self_ns`` (interval minus the
+        direct children's intervals, children as the profiler counts them),
+        ``device_self_ns`` (GPU events this event launched itself, or those lifted
+        from a folded child), ``device_total_ns`` (those of it and all events nested
+        in it) and ``n_gpu_events`` (GPU events it launched itself).
     """
     from .chain import chain as _chain
     c = _chain(trace) if chain_df is None else chain_df
-    ops = trace.ops[trace.ops["kind"] != "python"]
-    L = trace.launches
-    parts = []
-    if len(ops):
-        parts.append(pd.DataFrame({
-            "name": ops["name"].to_numpy(), "kind": ops["kind"].to_numpy(),
-            "pid": ops["pid"].to_numpy(), "tid": ops["tid"].to_numpy(),
-            "start_ns": ops["start_ns"].to_numpy(), "end_ns": ops["end_ns"].to_numpy(),
-            "external_id": ops["external_id"].to_numpy(),
-            "input_shapes": [shapes_key(d) for d in ops["input_dims"]],
-            "sequence_number": ops["sequence_number"].to_numpy(),
-            "fwd_thread_id": ops["fwd_thread_id"].to_numpy(),
-            "source": "ops", "row": ops.index.to_numpy()}))
-    if len(L):
-        parts.append(pd.DataFrame({
-            "name": L["name"].to_numpy(), "kind": L["api"].to_numpy(),
-            "pid": L["pid"].to_numpy(), "tid": L["tid"].to_numpy(),
-            "start_ns": L["start_ns"].to_numpy(), "end_ns": L["end_ns"].to_numpy(),
-            "external_id": L["external_id"].to_numpy(), "input_shapes": "[]",
-            "sequence_number": pd.NA, "fwd_thread_id": pd.NA,
-            "source": "launches", "row": L.index.to_numpy()}))
-    if not parts:
+    tree = trace.host_events
+    if tree is None or not len(tree):
         return pd.DataFrame({k: [] for k in EVENT_COLUMNS})
-    pyf = trace.ops[trace.ops["kind"] == "python"]
-    if python_children and len(pyf):
-        parts.append(pd.DataFrame({
-            "name": pyf["name"].to_numpy(), "kind": "python", "pid": pyf["pid"].to_numpy(),
-            "tid": pyf["tid"].to_numpy(), "start_ns": pyf["start_ns"].to_numpy(), "end_ns": pyf["end_ns"].to_numpy(),
-            "external_id": pd.NA, "input_shapes": "[]", "sequence_number": pd.NA, "fwd_thread_id": pd.NA,
-            "source": "python", "row": pyf.index.to_numpy()}))
-    ev = pd.concat(parts, ignore_index=True)
-    ev = ev[~ev["name"].isin(FILTERED_NAMES)]
-    ev = ev.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    ev["key"] = [_key_name(n) for n in ev["name"]]
-    ev["device_type"] = "CPU"
-    ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
+    n = len(tree)
+    src, rows = tree["source"].to_numpy(), tree["row"].to_numpy()
+    is_ops, is_la = src == "ops", src == "launches"
+    ops, L = trace.ops, trace.launches
+    ext = np.full(n, pd.NA, dtype=object)
+    dims = np.full(n, None, dtype=object)
+    seq = np.full(n, pd.NA, dtype=object)
+    fwd = np.full(n, pd.NA, dtype=object)
+    if is_ops.any():
+        r = rows[is_ops]
+        ext[is_ops] = ops["external_id"].to_numpy(dtype=object)[r]
+        dims[is_ops] = ops["input_dims"].to_numpy(dtype=object)[r]
+        seq[is_ops] = ops["sequence_number"].to_numpy(dtype=object)[r]
+        fwd[is_ops] = ops["fwd_thread_id"].to_numpy(dtype=object)[r]
+    if is_la.any():
+        ext[is_la] = L["external_id"].to_numpy(dtype=object)[rows[is_la]]
 
     # own GPU events: chain rows whose operator is this host event (ops rows only)
-    op_pos = pd.Series(np.arange(len(ev)), index=ev["row"].where(ev["source"] == "ops", -1 - np.arange(len(ev))))
+    pos_of_op = np.full(len(ops) + 1, -1, dtype=np.int64)
+    pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
     c_op = c[c["op_row"] >= 0]
-    pos = op_pos.reindex(c_op["op_row"].to_numpy()).to_numpy()
-    ok = ~np.isnan(pos)
-    own = np.zeros(len(ev), dtype=np.int64)
-    n_own = np.zeros(len(ev), dtype=np.int64)
-    np.add.at(own, pos[ok].astype(np.int64), c_op["gpu_dur_ns"].to_numpy()[ok].astype(np.int64))
-    np.add.at(n_own, pos[ok].astype(np.int64), 1)
+    pos = pos_of_op[c_op["op_row"].to_numpy(dtype=np.int64)] if len(c_op) else np.zeros(0, dtype=np.int64)
+    ok = pos >= 0
+    own = np.zeros(n, dtype=np.int64)
+    n_own = np.zeros(n, dtype=np.int64)
+    np.add.at(own, pos[ok], c_op["gpu_dur_ns"].to_numpy()[ok].astype(np.int64))
+    np.add.at(n_own, pos[ok], 1)
 
-    groups = pd.factorize(pd.Series(list(zip(ev["pid"], ev["tid"]))))[0]
-    starts, ends = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
-    parent = _tree(starts, ends, groups)
-    keep, parent, own = _remove_dup_nodes(ev["name"].to_numpy(), parent, own)
-    ev = ev[keep].copy()
-    # renumber parents to positions in the kept table
-    new_pos = np.cumsum(keep) - 1
-    parent = parent[keep]
-    parent = np.where(parent >= 0, new_pos[np.maximum(parent, 0)], -1)
-    own, n_own = own[keep], n_own[keep]
-    ev = ev.reset_index(drop=True)
-
-    dur = ev["dur_ns"].to_numpy(np.int64)
-    child_host = np.zeros(len(ev), dtype=np.int64)
-    has_p = parent >= 0
-    np.add.at(child_host, parent[has_p], dur[has_p])
-    total = own.copy()
-    depth = _depths(parent)
-    for i in np.argsort(-depth, kind="stable"):  # deepest first: children before parents
-        if parent[i] >= 0:
-            total[parent[i]] += total[i]
-    ev["parent"] = parent
-    ev["host_self_ns"] = dur - child_host
-    ev["device_self_ns"] = own
-    ev["device_total_ns"] = total
-    ev["n_gpu_events"] = n_own
-    if python_children and (ev["source"] == "python").any():
-        keep = (ev["source"] != "python").to_numpy()
-        new_pos = np.cumsum(keep) - 1
-        # a host event's parent may now be a Python frame: point at the nearest host ancestor
-        par = ev["parent"].to_numpy().copy()
-        for i in range(len(par)):
-            p = par[i]
-            while p >= 0 and not keep[p]:
-                p = par[p]
-            par[i] = p
-        ev["parent"] = np.where(par >= 0, new_pos[np.maximum(par, 0)], -1)
-        ev = ev[keep].reset_index(drop=True)
-    return ev[EVENT_COLUMNS]
-
-
-def _depths(parent: np.ndarray) -> np.ndarray:
-    depth = np.zeros(len(parent), dtype=np.int64)
-    # parents precede children in start order, so one pass in position order suffices
-    for i in range(len(parent)):
-        if parent[i] >= 0:
-            depth[i] = depth[parent[i]] + 1
-    return depth
-
-
-def _remove_dup_nodes(names, parent, own):
-    """The profiler's merge: a child with its parent's name, and no sibling, disappears;
-    its children move up to the parent and the parent's own kernels become the child's
-    (``EventList._remove_dup_nodes``). Repeats until nothing changes."""
-    n = len(names)
-    keep = np.ones(n, dtype=bool)
-    parent = parent.copy()
-    own = own.copy()
-    while True:
-        alive = np.flatnonzero(keep)
-        n_children = np.zeros(n, dtype=np.int64)
-        p_alive = parent[alive]
-        np.add.at(n_children, p_alive[p_alive >= 0], 1)
-        drop = [i for i in alive if parent[i] >= 0 and names[parent[i]] == names[i] and n_children[parent[i]] == 1]
-        if not drop:
-            return keep, parent, own
-        for i in drop:
-            p = parent[i]
+    merged = tree["merged"].to_numpy()
+    par = tree["profiler_parent"].to_numpy()
+    # the profiler lifts a folded child's kernels up into its parent (replacing the parent's)
+    for i in np.flatnonzero(merged):
+        p = par[i]
+        while p >= 0 and merged[p]:
+            p = par[p]
+        if p >= 0:
             own[p] = own[i]
-            parent[parent == i] = p
-            keep[i] = False
+    # device totals: own plus the children's totals, deepest first
+    depth = tree["depth"].to_numpy()
+    total = own.copy()
+    for i in np.argsort(-depth, kind="stable"):
+        if not merged[i] and par[i] >= 0:
+            total[par[i]] += total[i]
+    dur = tree["dur_ns"].to_numpy()
+    self_host = dur - tree["children_ns"].to_numpy()
+
+    keep = ~merged & (tree["kind"].to_numpy() != "python")
+    # parent among kept rows: nearest kept ancestor in the profiler's tree
+    new_pos = np.cumsum(keep) - 1
+    up = par.copy()
+    for i in np.flatnonzero(keep):
+        p = up[i]
+        while p >= 0 and not keep[p]:
+            p = par[p]
+        up[i] = p
+    names = tree["name"].to_numpy()
+    ev = pd.DataFrame({
+        "name": names[keep], "key": [_key_name(x) for x in names[keep]], "kind": tree["kind"].to_numpy()[keep],
+        "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
+        "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
+        "dur_ns": dur[keep], "external_id": ext[keep],
+        "input_shapes": [shapes_key(d) for d in dims[keep]],
+        "input_dims_nested": [shapes_key(d, lists="nested") for d in dims[keep]],
+        "sequence_number": seq[keep], "fwd_thread_id": fwd[keep],
+        "source": src[keep], "row": rows[keep],
+        "parent": np.where(up[keep] >= 0, new_pos[np.maximum(up[keep], 0)], -1),
+        "host_self_ns": self_host[keep], "device_self_ns": own[keep], "device_total_ns": total[keep],
+        "n_gpu_events": n_own[keep]})
+    return ev[EVENT_COLUMNS]
 
 
 def gpu_events(trace: Trace) -> pd.DataFrame:
@@ -257,14 +197,17 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
 
 def _python_frames(trace: Trace):
     """Python rows of ``trace.ops`` and, for each, the tuple of frame names from it up
-    to the root (innermost first), following ``Python parent id``."""
+    to the root (innermost first), following the trace's tree (``Trace.ops.parent``)."""
     ops = trace.ops
     py = ops[ops["kind"] == "python"]
     names = ops["name"].to_dict()
     parent = ops["parent"].to_dict()
+    is_py = (ops["kind"] == "python").to_dict()
     memo: dict[int, tuple] = {}
     for r in py.index:  # start order: a parent precedes its children
         p = parent[r]
+        while p >= 0 and not is_py[p]:        # only Python frames make a Python stack
+            p = parent[p]
         memo[r] = (names[r],) + memo.get(p, ()) if p >= 0 else (names[r],)
     return py, memo
 
@@ -334,6 +277,15 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
     _, memo = _python_frames(trace)
     enc = enclosing_python(trace, ev)
     stacks = [memo.get(r, ()) if r >= 0 else () for r in enc]
+    # torch >= 2.12 writes each operator's stack itself ("Call stack", innermost first):
+    # that is the profiler's own stack, so it wins over the rebuilt one
+    cs = trace.ops["call_stack"]
+    if cs.notna().any():
+        own = cs.to_numpy(dtype=object)
+        src, rows = ev["source"].to_numpy(), ev["row"].to_numpy()
+        for i in range(len(ev)):
+            if src[i] == "ops" and isinstance(own[rows[i]], str):
+                stacks[i] = tuple(f for f in own[rows[i]].split(";") if f)
     if filtered:
         stacks = [tuple(f for f in s if _keep_frame(f)) for s in stacks]
     if backward and len(ev):

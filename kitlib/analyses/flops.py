@@ -129,6 +129,9 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
 def flops_by_event(trace: Trace) -> pd.DataFrame:
     """Every operator call ``with_flops`` counts, with its count rebuilt from the shapes.
 
+    Calls that the profiler folds into a same-named parent (``trace.host_events.merged``)
+    are left out, as they are not rows of its table.
+
     Returns
     -------
     DataFrame, one row per call of a counted operator (see :data:`COUNTED`)
@@ -137,7 +140,11 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
         ``flops``.
     """
     ops = trace.ops
-    sel = ops[ops["name"].isin(COUNTED) & (ops["kind"] == "op")]
+    # a call folded into a same-named parent (aten::mul inside aten::mul) is not a row
+    # of the profiler's table: its FLOPs are not counted again (_remove_dup_nodes)
+    t = trace.host_events
+    folded = t.loc[t["merged"].to_numpy() & (t["source"] == "ops").to_numpy(), "row"].to_numpy()
+    sel = ops[ops["name"].isin(COUNTED) & (ops["kind"] == "op") & ~ops.index.isin(folded)]
     fl = [profiler_flops(n, d, c) for n, d, c in zip(sel["name"], sel["input_dims"], sel["concrete_inputs"])]
     st = trace.steps
     t = sel["start_ns"].to_numpy()

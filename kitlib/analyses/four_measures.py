@@ -31,9 +31,10 @@ Pure functions over tables (the profiler's printed table is read by
 """
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
-from .chain import chain, innermost_op_at
+from .chain import chain
 from ..errors import KitError
 from .intervals import busy_ns
 from ..readers.trace import Trace
@@ -56,42 +57,40 @@ def _step_row(trace: Trace, step):
 
 # --------------------------------------------------------------------------- self vs total
 def operator_children(trace: Trace) -> pd.DataFrame:
-    """The direct parent of every operator, annotation and CUDA API call.
+    """The direct parent of every operator, annotation and CUDA API call, from the
+    trace's one event tree (``trace.host_events``).
 
-    Operators and annotations take ``parent`` from ``trace.ops`` (nesting on one
-    thread). A CUDA API call (``trace.launches``) is a child of the innermost
-    operator or annotation whose interval contains it on the same thread — the
-    profiler counts these calls as children too, so an operator's *self* time leaves
-    its launches out.
+    CUDA API calls are children too — the profiler counts them, so an operator's
+    *self* time leaves its launches out — and so are Python frames where the trace's
+    rule says so (``trace.meta["python_frames_rule"]``).
 
     Returns
     -------
     DataFrame
         ``source`` (``ops`` or ``launches``), ``row`` (row label in that table),
-        ``name``, ``kind``, ``tid``, ``dur_ns``, ``parent`` (row label in
-        ``trace.ops``; -1 when at the top of its thread).
+        ``name``, ``kind``, ``tid``, ``dur_ns``, ``children_ns`` (the direct
+        children's host time), ``parent`` (row label in ``trace.ops`` of the
+        profiler's parent; -1 when at the top of its thread), ``merged`` (folded
+        into a same-named parent: not a row of the profiler's table).
     """
-    ops = trace.ops[trace.ops["kind"] != "python"]
-    a = pd.DataFrame({"source": "ops", "row": ops.index, "name": ops["name"].to_numpy(),
-                      "kind": ops["kind"].to_numpy(), "tid": ops["tid"].to_numpy(),
-                      "dur_ns": ops["dur_ns"].to_numpy(), "parent": ops["parent"].to_numpy()})
-    parts = [a]
-    la = trace.launches
-    for (pid, tid), g in la.groupby(["pid", "tid"]):
-        parts.append(pd.DataFrame({"source": "launches", "row": g.index, "name": g["name"].to_numpy(),
-                                   "kind": "cuda_api", "tid": tid, "dur_ns": g["dur_ns"].to_numpy(),
-                                   "parent": innermost_op_at(trace, pid, tid, g["start_ns"].to_numpy())}))
-    out = pd.concat(parts, ignore_index=True)
-    out["parent"] = out["parent"].astype("int64")
-    return out
+    t = trace.host_events
+    par = t["profiler_parent"].to_numpy()
+    rows, src = t["row"].to_numpy(), t["source"].to_numpy()
+    parent_row = np.where(par >= 0, rows[np.maximum(par, 0)], -1)
+    parent_row = np.where((par >= 0) & (src[np.maximum(par, 0)] != "ops"), -1, parent_row)
+    return pd.DataFrame({"source": src, "row": rows, "name": t["name"].to_numpy(), "kind": t["kind"].to_numpy(),
+                         "tid": t["tid"].to_numpy(), "dur_ns": t["dur_ns"].to_numpy(),
+                         "children_ns": t["children_ns"].to_numpy(), "parent": parent_row.astype("int64"),
+                         "merged": t["merged"].to_numpy()})
 
 
 def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")) -> pd.DataFrame:
     """Self and total host (CPU) time per operator name, as the profiler computes them.
 
     *Total* is the event's host interval. *Self* is total minus the intervals of its
-    direct children: nested operators and annotations, and the CUDA API calls it
-    made. This reproduces the "Self CPU" and "CPU total" columns of the profiler's
+    direct children in the trace's one event tree: nested operators and annotations,
+    the CUDA API calls it made, and Python frames where the trace's rule counts them;
+    calls the profiler folds into a same-named parent are not counted again. This reproduces the "Self CPU" and "CPU total" columns of the profiler's
     ``key_averages().table()``: on ``profiler_5step`` ``aten::convolution_backward``
     gives 17,830,333 ns self and 29,461,674 ns total over 265 calls (the table
     prints 17.830ms and 29.462ms).
@@ -112,14 +111,16 @@ def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")
         (``total_ns - self_ns``: time spent in what it called).
     """
     rel = operator_children(trace)
-    child = rel[rel["parent"] >= 0].groupby("parent")["dur_ns"].sum()
-    ops = trace.ops[trace.ops["kind"].isin(kinds)]
+    rel = rel[(rel["source"] == "ops").to_numpy() & ~rel["merged"].to_numpy()]
+    ops = trace.ops.loc[rel["row"].to_numpy()]
+    keep = ops["kind"].isin(kinds).to_numpy()
     if step is not None:
         s = _step_row(trace, step)
-        ops = ops[(ops["start_ns"] >= s["start_ns"]) & (ops["start_ns"] < s["end_ns"])]
-    ch = ops.index.map(child).fillna(0).astype("int64").to_numpy()
+        keep = keep & ((ops["start_ns"] >= s["start_ns"]) & (ops["start_ns"] < s["end_ns"])).to_numpy()
+    rel, ops = rel[keep], ops[keep]
     t = pd.DataFrame({"name": ops["name"].to_numpy(), "kind": ops["kind"].to_numpy(),
-                      "total_ns": ops["dur_ns"].to_numpy(), "self_ns": ops["dur_ns"].to_numpy() - ch})
+                      "total_ns": ops["dur_ns"].to_numpy(),
+                      "self_ns": ops["dur_ns"].to_numpy() - rel["children_ns"].to_numpy()})
     out = t.groupby(["name", "kind"], sort=False).agg(calls=("total_ns", "size"), total_ns=("total_ns", "sum"),
                                                       self_ns=("self_ns", "sum")).reset_index()
     out["children_ns"] = out["total_ns"] - out["self_ns"]

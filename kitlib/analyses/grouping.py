@@ -48,10 +48,45 @@ from ..readers.trace import Trace
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
                  "host_per_call_ns", "device_per_call_ns"]
 
+#: ``key_averages()`` columns that :func:`group_ops` adds when the trace holds what
+#: they need (memory instants for the four memory columns, input shapes for FLOPs).
+_EXTRA_COLUMNS = ["cpu_memory_bytes", "self_cpu_memory_bytes", "device_memory_bytes",
+                  "self_device_memory_bytes", "flops"]
+
+
+def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
+    """``ev`` (op_events rows) with the profiler's memory and FLOP columns per event:
+    CPU and device memory (total and self, bytes; :func:`kitlib.analyses.memory.memory_by_event`)
+    where the trace has memory instants, and FLOPs (:func:`kitlib.analyses.flops.flops_by_event`)."""
+    from . import flops as F
+    from . import memory as M
+    if any(c in ev.columns for c in _EXTRA_COLUMNS):
+        return ev
+    out = ev.copy()
+    key = pd.MultiIndex.from_arrays([out["source"].to_numpy(), out["row"].to_numpy()])
+    if len(trace.memory):
+        base = M.profiler_events(trace)
+        for dev, name in (("cpu", "cpu"), ("cuda", "device")):
+            if not (trace.memory["device_type"] == M.DEVICE_TYPES[dev]).any():
+                out[f"{name}_memory_bytes"] = 0
+                out[f"self_{name}_memory_bytes"] = 0
+                continue
+            m = M.memory_by_event(trace, dev, events=base)
+            mi = pd.MultiIndex.from_arrays([m["source"].to_numpy(), m["row"].to_numpy()])
+            tot = pd.Series(m["total_bytes"].to_numpy(), index=mi)
+            slf = pd.Series(m["self_bytes"].to_numpy(), index=mi)
+            out[f"{name}_memory_bytes"] = tot.reindex(key).fillna(0).astype(np.int64).to_numpy()
+            out[f"self_{name}_memory_bytes"] = slf.reindex(key).fillna(0).astype(np.int64).to_numpy()
+    fl = F.flops_by_event(trace)
+    if len(fl):
+        per_row = pd.Series(fl["flops"].to_numpy(), index=fl["row"].to_numpy())
+        out["flops"] = np.where(out["source"].to_numpy() == "ops",
+                                per_row.reindex(out["row"].to_numpy()).fillna(0).to_numpy(), 0).astype(np.int64)
+    return out
+
 
 def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.DataFrame | None = None,
-              events: pd.DataFrame | None = None, include_gpu: bool = True,
-              python_children: bool = False) -> pd.DataFrame:
+              events: pd.DataFrame | None = None, include_gpu: bool = True) -> pd.DataFrame:
     """``key_averages()`` rebuilt from the trace: one row per key with counts and times.
 
     Parameters
@@ -70,8 +105,12 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         An :func:`op_events` result to reuse (with a ``stack`` column when ``by="stack"``).
     include_gpu : bool
         Also list the device rows (one per GPU event name), as the profiler does.
-    python_children : bool
-        See :func:`op_events` (False reproduces torch 2.11, the reference's release).
+
+    Notes
+    -----
+    Whether Python frames count as children (lowering self times) is not a choice of
+    the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
+    (:func:`kitlib.readers.trace.python_frames_rule`).
 
     Returns
     -------
@@ -83,7 +122,12 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         ``host_self_ns`` ("Self CPU"), ``device_total_ns`` ("CUDA total"),
         ``device_self_ns`` ("Self CUDA"), ``host_per_call_ns`` and
         ``device_per_call_ns`` (total ÷ count, float ns). Host and device times are
-        different clocks' work: never add them.
+        different clocks' work: never add them. Where the trace holds memory
+        instants (``profile_memory=True``) also ``cpu_memory_bytes``,
+        ``self_cpu_memory_bytes`` ("CPU Mem", "Self CPU Mem"),
+        ``device_memory_bytes``, ``self_device_memory_bytes`` ("CUDA Mem", "Self
+        CUDA Mem"); where it holds input shapes, ``flops`` ("Total FLOPs", the
+        profiler's ``with_flops`` formulas, :mod:`kitlib.analyses.flops`).
 
     Raises
     ------
@@ -93,7 +137,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
-    ev = op_events(trace, chain_df, python_children=python_children) if events is None else events
+    ev = op_events(trace, chain_df) if events is None else events
+    ev = _with_memory_and_flops(trace, ev)
     if by == "stack" and "stack" not in ev.columns:
         ev = ev.assign(stack=op_stacks(trace, ev, n=None))
     frames = [ev.assign(host_total_ns=ev["dur_ns"])]
@@ -110,19 +155,35 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         allev["stack"] = [tuple(s[:stack_n]) for s in allev["stack"]]
         keys.append("stack")
     allev = allev.assign(name=allev["key"])
+    extra = [c for c in _EXTRA_COLUMNS if c in allev.columns]
+    for c in extra:
+        allev[c] = allev[c].fillna(0).astype(np.int64)
     out = allev.groupby(keys, sort=False, dropna=False).agg(
         count=("dur_ns", "size"), host_total_ns=("host_total_ns", "sum"), host_self_ns=("host_self_ns", "sum"),
-        device_total_ns=("device_total_ns", "sum"), device_self_ns=("device_self_ns", "sum")).reset_index()
-    for c in ("host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"):
+        device_total_ns=("device_total_ns", "sum"), device_self_ns=("device_self_ns", "sum"),
+        **{c: (c, "sum") for c in extra}).reset_index()
+    for c in ("host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns", *extra):
         out[c] = out[c].astype(np.int64)
     out["host_per_call_ns"] = out["host_total_ns"] / out["count"]
     out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
     return out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
 
 
+#: ``FunctionEventAvg`` attribute names (as some exporters write them) -> the kit's
+#: unit-suffixed names of the same ``key_averages()`` fields.
+_KA_SYNONYMS = {"cpu_time_total": "cpu_time_total_us", "self_cpu_time_total": "self_cpu_time_total_us",
+                "device_time_total": "device_time_total_us", "self_device_time_total": "self_device_time_total_us",
+                "cpu_memory_usage": "cpu_memory_usage_bytes", "self_cpu_memory_usage": "self_cpu_memory_usage_bytes",
+                "device_memory_usage": "device_memory_usage_bytes",
+                "self_device_memory_usage": "self_device_memory_usage_bytes"}
+
+
 def key_averages_table(rows: list) -> pd.DataFrame:
     """The profiler's own rows (``Capture.key_averages()["by_name"]`` etc.) as a DataFrame
     in this module's column names, times converted from µs to ns (rounded).
+
+    Rows may name their fields as the kit's bundles do (``cpu_time_total_us`` …) or as
+    ``FunctionEventAvg`` does (``cpu_time_total`` …, :data:`_KA_SYNONYMS`).
 
     The JSON rows do not say whether a row is a host or device event; a row is taken
     to be a device (``CUDA``) row when it has no host time and its device time is all
@@ -132,18 +193,30 @@ def key_averages_table(rows: list) -> pd.DataFrame:
     -------
     DataFrame
         ``name, device_type, input_shapes, stack`` (tuple), ``count``, ``host_total_ns``,
-        ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (int ns).
+        ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (int ns), and where
+        the rows have them ``cpu_memory_bytes``, ``self_cpu_memory_bytes``,
+        ``device_memory_bytes``, ``self_device_memory_bytes`` (bytes) and ``flops``.
     """
-    df = pd.DataFrame(rows)
+    df = pd.DataFrame(rows).rename(columns=_KA_SYNONYMS)
     out = pd.DataFrame({"name": df["key"], "input_shapes": df.get("input_shapes", "[]"),
                         "stack": [tuple(s) for s in df.get("stack", [[]] * len(df))], "count": df["count"]})
     conv = {"host_total_ns": "cpu_time_total_us", "host_self_ns": "self_cpu_time_total_us",
             "device_total_ns": "device_time_total_us", "device_self_ns": "self_device_time_total_us"}
     for new, old in conv.items():
         out[new] = np.rint(df[old].astype(float) * 1e3).astype(np.int64)
-    cuda = (out["host_total_ns"] == 0) & (out["host_self_ns"] == 0) & (out["device_total_ns"] == out["device_self_ns"]) \
-        & (out["device_total_ns"] > 0)
-    out.insert(1, "device_type", np.where(cuda, "CUDA", "CPU"))
+    for new, old in {"cpu_memory_bytes": "cpu_memory_usage_bytes",
+                     "self_cpu_memory_bytes": "self_cpu_memory_usage_bytes",
+                     "device_memory_bytes": "device_memory_usage_bytes",
+                     "self_device_memory_bytes": "self_device_memory_usage_bytes", "flops": "flops"}.items():
+        if old in df.columns:
+            out[new] = df[old].fillna(0).astype(np.int64)
+    if "device_type" in df.columns:      # written by the exporter: trust it
+        kind = df["device_type"].astype(str).str.replace("DeviceType.", "", regex=False).str.upper()
+    else:
+        cuda = (out["host_total_ns"] == 0) & (out["host_self_ns"] == 0) \
+            & (out["device_total_ns"] == out["device_self_ns"]) & (out["device_total_ns"] > 0)
+        kind = np.where(cuda, "CUDA", "CPU")
+    out.insert(1, "device_type", kind)
     return out
 
 
@@ -162,7 +235,8 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
     -------
     DataFrame
         One row per key found on either side: the key columns, then for ``count``,
-        ``host_total_ns``, ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` the
+        ``host_total_ns``, ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (and
+        the memory and FLOP columns, where both sides have them) the
         rebuilt value (``…_kitlib``), the profiler's (``…_profiler``) and ``…_diff``
         (kitlib − profiler); ``only_in`` says ``kitlib``/``profiler`` for keys on one
         side only and ``both`` otherwise.
@@ -175,6 +249,7 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
     if by == "stack":
         r["stack"] = [tuple(s) for s in r["stack"]]
     cols = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
+    cols += [c for c in _EXTRA_COLUMNS if c in r.columns and c in ka.columns]
     m = r[keys + cols].merge(ka[keys + cols], on=keys, how="outer", suffixes=("_kitlib", "_profiler"),
                              indicator="only_in")
     m["only_in"] = m["only_in"].map({"left_only": "kitlib", "right_only": "profiler", "both": "both"}).astype(str)
@@ -217,6 +292,7 @@ def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
         time), ``host_total_ns``. Empty when the name never ran.
     """
     ev = op_events(trace, chain_df) if events is None else events
+    ev = _with_memory_and_flops(trace, ev)
     t = group_ops(trace, by="input_shape", events=ev, include_gpu=False)
     t = t[(t["name"] == name) & (t["device_type"] == "CPU")].copy()
     t["first_input"] = [s.split("]")[0] + "]" if s.startswith("[[") else s for s in t["input_shapes"]]

@@ -80,82 +80,37 @@ def _memory_of(trace: Trace, device) -> pd.DataFrame:
 def profiler_events(trace: Trace) -> pd.DataFrame:
     """The CPU-side events the profiler's tables are built from, nested as it nests them.
 
+    A view of the trace's one event tree (``trace.host_events``, built by
+    :func:`kitlib.readers.trace.build_host_tree`) with the names this module uses.
+
     Parameters
     ----------
     trace : Trace
 
     Returns
     -------
-    DataFrame, one row per operator, ``record_function`` label, step and CUDA
-    runtime/driver call (Python frames of ``with_stack`` are not events of
-    ``key_averages()``)
+    DataFrame, one row per operator, ``record_function`` label, step, CUDA
+    runtime/driver call and — where the trace's rule makes them children
+    (``trace.meta["python_frames_rule"]``) — Python frame
         ``source`` (``ops``/``launches``), ``row`` (row label in that table),
         ``name``, ``key`` (the table's row name: ``ProfilerStep#N`` → ``ProfilerStep*``),
         ``kind``, ``pid, tid, start_ns, end_ns`` (ns), ``parent`` (position in this
-        frame of the profiler's parent, -1 at the top) and ``merged`` (True for an
-        event folded into a same-named parent, ``_remove_dup_nodes``; it is not a
-        row of the profiler's tables and its children belong to that parent).
-        Rows are in start order; the index is 0..n-1.
+        frame of the profiler's parent once folded events are gone, -1 at the top)
+        and ``merged`` (True for an event folded into a same-named parent,
+        ``_remove_dup_nodes``; it is not a row of the profiler's tables and its
+        children belong to that parent). Rows are in start order; the index is 0..n-1.
 
     Notes
     -----
     Source: ``torch/autograd/profiler_util.py`` (``EventList._populate_cpu_children``,
     ``_remove_dup_nodes``).
     """
-    ops = trace.ops[trace.ops["kind"] != "python"]
-    la = trace.launches
-    ev = pd.concat([
-        pd.DataFrame({"source": "ops", "row": ops.index, "name": ops["name"].to_numpy(),
-                      "kind": ops["kind"].to_numpy(), "pid": ops["pid"].to_numpy(),
-                      "tid": ops["tid"].to_numpy(), "start_ns": ops["start_ns"].to_numpy(),
-                      "end_ns": ops["end_ns"].to_numpy()}),
-        pd.DataFrame({"source": "launches", "row": la.index, "name": la["name"].to_numpy(),
-                      "kind": "launch", "pid": la["pid"].to_numpy(), "tid": la["tid"].to_numpy(),
-                      "start_ns": la["start_ns"].to_numpy(), "end_ns": la["end_ns"].to_numpy()}),
-    ], ignore_index=True)
-    ev["key"] = ev["name"].where(~ev["name"].str.startswith("ProfilerStep#"), "ProfilerStep*")
-    # the profiler's order: by thread, then start, longest first (a stable sort)
-    ev["_thr"] = [f"{p}/{t}" for p, t in zip(ev["pid"], ev["tid"])]
-    ev = ev.sort_values(["_thr", "start_ns", "end_ns"], ascending=[True, True, False],
-                        kind="stable").reset_index(drop=True)
-    n = len(ev)
-    parent = np.full(n, -1, dtype=np.int64)
-    s, e, thr = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev["_thr"].to_numpy()
-    stack: list[int] = []
-    for i in range(n):
-        if i and thr[i] != thr[i - 1]:
-            stack = []
-        while stack:
-            p = stack[-1]
-            if s[i] >= e[p] or e[i] > e[p]:
-                stack.pop()
-            else:
-                parent[i] = p
-                break
-        stack.append(i)
-    # _remove_dup_nodes: an only child with its parent's name is folded into the parent
-    names = ev["name"].to_numpy()
-    merged = np.zeros(n, dtype=bool)
-    n_children = np.bincount(parent[parent >= 0], minlength=n)
-    changed = True
-    while changed:
-        changed = False
-        for i in np.flatnonzero((parent >= 0) & ~merged):
-            p = parent[i]
-            if names[p] == names[i] and n_children[p] == 1:
-                kids = np.flatnonzero((parent == i) & ~merged)
-                parent[kids] = p
-                n_children[p] = len(kids)
-                merged[i] = True
-                changed = True
-    ev["parent"] = parent
-    ev["merged"] = merged
-    ev = ev.drop(columns="_thr").sort_values("start_ns", kind="stable")
-    # renumber so that parent positions refer to the new order
-    new_pos = np.empty(n, dtype=np.int64)
-    new_pos[ev.index.to_numpy()] = np.arange(n)
-    ev["parent"] = np.where(ev["parent"] >= 0, new_pos[ev["parent"].clip(lower=0)], -1)
-    return ev.reset_index(drop=True)
+    t = trace.host_events
+    ev = t[["source", "row", "name", "kind", "pid", "tid", "start_ns", "end_ns"]].copy()
+    ev.insert(3, "key", ev["name"].where(~ev["name"].astype(str).str.startswith("ProfilerStep#"), "ProfilerStep*"))
+    ev["parent"] = t["profiler_parent"].to_numpy()
+    ev["merged"] = t["merged"].to_numpy()
+    return ev
 
 
 def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -225,14 +180,32 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
         ``calls``; in bytes, summed over calls: ``alloc_bytes``, ``free_bytes``,
         ``total_bytes`` ("CUDA Mem"), ``self_alloc_bytes``, ``self_free_bytes``,
         ``self_bytes`` ("Self CUDA Mem"); ``self_gib`` (the printed table's "GB").
-        Sorted by ``self_bytes``, largest first.
+        Sorted by ``self_bytes``, largest first. Allocator records that fall inside
+        no event form a ``[memory]`` row, as in the profiler's table; Python frames
+        are never rows (they may still be children that take a share of a parent's
+        memory, by the trace's rule).
     """
     ev = memory_by_event(trace, device) if by_event is None else by_event
-    ev = ev[~ev["merged"]]
+    # allocator records inside no event at all become rows of their own, "[memory]"
+    # (``_parse_kineto_results``: ``_create_function_event_for_memory_events``)
+    m = _memory_of(trace, device)
+    t = m["start_ns"].to_numpy(dtype=np.int64)
+    covered = np.zeros(len(t), dtype=bool)
+    if len(t) and len(ev):
+        s_, e_ = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
+        delta = np.zeros(len(t) + 1, dtype=np.int64)
+        np.add.at(delta, np.searchsorted(t, s_, "left"), 1)
+        np.add.at(delta, np.searchsorted(t, e_, "right"), -1)
+        covered = np.cumsum(delta)[:-1] > 0
+    ev = ev[~ev["merged"] & (ev["kind"] != "python")]
     cols = ["alloc_bytes", "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes", "self_bytes"]
     g = ev.groupby("key", sort=False)
     out = g[cols].sum()
     out.insert(0, "calls", g.size())
+    if (~covered).any():
+        b = m["bytes"].to_numpy(dtype=np.int64)[~covered]
+        a, f = int(b[b > 0].sum()), int(-b[b < 0].sum())
+        out.loc["[memory]"] = [int((~covered).sum()), a, f, a - f, a, f, a - f]
     out["self_gib"] = bytes_to_gib(out["self_bytes"])
     return out.sort_values("self_bytes", ascending=False, kind="stable")
 

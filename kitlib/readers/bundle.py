@@ -228,10 +228,12 @@ class Capture:
     # -- the usual contents --------------------------------------------------
     @property
     def trace(self):
-        """The bundle's torch.profiler trace as a :class:`kitlib.readers.trace.Trace` (loaded once)."""
+        """The bundle's torch.profiler trace as a :class:`kitlib.readers.trace.Trace` (loaded once;
+        the manifest's torch version decides the event tree's Python-frame rule)."""
         if "trace" not in self._cache:
             from .trace import load_trace
-            self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")))
+            self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")),
+                                              torch_version=self.provenance.get("torch"))
         return self._cache["trace"]
 
     @property

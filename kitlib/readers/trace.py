@@ -69,6 +69,17 @@ _CATEGORIES = {
 }
 _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 
+#: Names the profiler drops before it builds its event tree, so they are neither rows
+#: of ``key_averages()`` nor children of anything (``torch/autograd/profiler_util.py``,
+#: ``_filter_name``).
+FILTERED_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
+                            "profiler::_record_function_enter_new", "profiler::_record_function_exit",
+                            "aten::is_leaf", "aten::output_nr", "aten::_version"})
+
+#: Columns of :attr:`Trace.host_events`.
+HOST_EVENT_COLUMNS = ["source", "row", "name", "kind", "pid", "tid", "start_ns", "end_ns", "dur_ns",
+                      "parent", "depth", "merged", "profiler_parent", "children_ns"]
+
 OPS_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "external_id",
                "input_dims", "input_types", "input_strides", "concrete_inputs", "sequence_number",
                "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "parent", "depth"]
@@ -129,7 +140,25 @@ class Trace:
         as written), ``versions`` (schema, CUDA runtime/driver, CUPTI),
         ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
         trace's ``ts`` are already since the epoch), ``process_names``,
-        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``).
+        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
+        ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
+        traces; 1 otherwise), ``python_frames_are_children`` (bool) and
+        ``python_frames_rule`` (how that was decided; see :func:`python_frames_rule`).
+    host_events : DataFrame
+        The profiler's event tree, built once here and used by every analysis: one row
+        per host event the profiler nests (operators, ``record_function`` ranges,
+        steps, CUDA runtime/driver calls, and Python frames when
+        ``meta["python_frames_are_children"]``; never the names in
+        :data:`FILTERED_NAMES`), sorted by start, longest first. Columns
+        :data:`HOST_EVENT_COLUMNS`: ``source`` (``ops``/``launches``) and ``row`` (row
+        label there), ``name, kind, pid, tid, start_ns, end_ns, dur_ns``, ``parent``
+        (position of the enclosing event on the same thread, -1 at the top),
+        ``depth``, ``merged`` (folded into a same-named parent that has no other
+        child: not a row of the profiler's tables), ``profiler_parent`` (the parent
+        once merged events are folded away, as ``key_averages()`` sees it) and
+        ``children_ns`` (host time of the direct children in the profiler's tree,
+        each cut to its parent's interval: an event's self time is ``dur_ns -
+        children_ns``). See :func:`build_host_tree`.
     """
 
     path: Path
@@ -139,6 +168,7 @@ class Trace:
     memory: pd.DataFrame
     other: pd.DataFrame
     meta: dict = field(default_factory=dict)
+    host_events: pd.DataFrame | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)
 
     def __repr__(self):
@@ -210,7 +240,7 @@ def _as_int(x):
     return x
 
 
-def load_trace(path) -> Trace:
+def load_trace(path, torch_version: str | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
 
     Parameters
@@ -218,6 +248,10 @@ def load_trace(path) -> Trace:
     path : str or os.PathLike
         A trace written by ``prof.export_chrome_trace`` or ``tensorboard_trace_handler``:
         a JSON object with ``traceEvents`` or a bare JSON list of events, plain or gzipped.
+    torch_version : str, optional
+        The torch that recorded it, when known (a bundle passes its manifest's): it
+        decides whether Python frames are children in the event tree
+        (:func:`python_frames_rule`); without it the trace itself is read for the rule.
 
     Returns
     -------
@@ -248,7 +282,7 @@ def load_trace(path) -> Trace:
         raise _json_error(path, raw) from None
     except UnicodeDecodeError as e:
         raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
-    return trace_from_json(doc, path)
+    return trace_from_json(doc, path, torch_version)
 
 
 def _json_error(path, raw: bytes) -> KitFileError:
@@ -262,8 +296,11 @@ def _json_error(path, raw: bytes) -> KitFileError:
     return KitFileError(path, "invalid JSON")
 
 
-def trace_from_json(doc, path="<memory>") -> Trace:
+def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> Trace:
     """Build a :class:`Trace` from an already-parsed trace document (dict or list).
+
+    ``torch_version`` (the recording's torch, when known) decides the Python-frame rule
+    of the event tree (:func:`python_frames_rule`).
 
     Raises
     ------
@@ -351,7 +388,15 @@ def trace_from_json(doc, path="<memory>") -> Trace:
         "category_counts": cat_counts,
         "n_events": len(events),
     }
-    return Trace(path=path, ops=ops, launches=launches, gpu=gpu, memory=memory, other=other, meta=meta)
+    py_events = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
+    meta["python_frames_are_children"], meta["python_frames_rule"] = python_frames_rule(py_events, torch_version)
+    timed = ops[ops["kind"] != "python"]
+    meta["time_resolution_ns"] = 1000 if len(timed) and bool(((timed["start_ns"] % 1000) == 0).all()
+                                                          and ((timed["dur_ns"] % 1000) == 0).all()) else 1
+    tree = build_host_tree(ops, launches, meta["python_frames_are_children"], meta["time_resolution_ns"])
+    ops["parent"], ops["depth"] = _ops_nesting(ops, tree, meta["python_frames_are_children"])
+    return Trace(path=path, ops=ops, launches=launches, gpu=gpu, memory=memory, other=other, meta=meta,
+                 host_events=tree)
 
 
 def _col(evs, key, default=None):
@@ -460,7 +505,7 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
     if rest:
         revs = [e for e, _ in rest]
         d = _base_frame(revs)
-        d["kind"] = ["step" if k == "annotation" and _STEP_RE.match(n or "") else k
+        d["kind"] = ["step" if k in ("annotation", "op") and isinstance(n, str) and _STEP_RE.match(n) else k
                      for (_, k), n in zip(rest, d["name"])]
         A = _args(revs)
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A))
@@ -483,49 +528,216 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
         if c not in df.columns and c not in ("parent", "depth"):
             df[c] = pd.array([pd.NA] * len(df), dtype="Int64") if c in _INT_ID_COLS else None
     df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    df["parent"], df["depth"] = _nesting(df)
+    df["parent"], df["depth"] = -1, 0        # set from the one event tree (build_host_tree)
     return df[OPS_COLUMNS]
 
 
 _INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", "python_parent_id"}
 
 
-def _nesting(df: pd.DataFrame):
-    """Parent row and depth of every CPU event.
+# --------------------------------------------------------------------------- the event tree
+def python_frames_rule(python_events: list, torch_version: str | None = None) -> tuple[bool, str]:
+    """Whether the profiler that wrote a trace counted Python frames as children.
 
-    Operators and annotations nest by time on their own thread (an event's parent is
-    the innermost earlier event on the same ``pid, tid`` whose interval contains it).
-    Python events carry their own tree (``Python id`` / ``Python parent id``).
-    Rows must be sorted by start, longest first.
+    torch.profiler builds its tables (``key_averages()``) from a tree of host events
+    nested by time on each thread. Up to torch 2.11 the Python frames recorded with
+    ``with_stack=True`` were left out of that tree; from 2.12 they are in it (PyTorch
+    PR #178168 returned them from ``events()``), so they take a share of their
+    parents' self time and self memory — though 2.14 leaves them out of the table's
+    rows (``key_averages(include_python_functions=False)``, PR #188631).
+
+    Parameters
+    ----------
+    python_events : list of dict
+        The trace's ``python_function`` events (raw JSON).
+    torch_version : str, optional
+        The torch that recorded the trace, when known (a bundle's manifest).
+
+    Returns
+    -------
+    (bool, str)
+        The rule, and a sentence saying how it was decided: from ``torch_version``
+        when given; else from the trace itself: Python frames with ``CallFrom`` and
+        ``Python thread`` fields (added with the 2.12 changes; the 2.14 recordings in
+        ``tests/data/oracle-cpu``) follow the new rule, frames without them (the 2.6
+        trace in ``tests/data/public-traces`` and the 2.11 reference recordings)
+        the old one. A trace from a release between the two checked ones may be
+        misjudged; ``lint`` says which rule was applied.
     """
-    n = len(df)
+    if not python_events:
+        return False, "no Python frames in the trace: the rule does not apply"
+    if torch_version:
+        try:
+            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
+        except ValueError:
+            major = minor = None
+        if major is not None:
+            new = (major, minor) >= (2, 12)
+            return new, (f"torch {torch_version} (from the bundle's manifest) "
+                         + ("counts Python frames as children (≥ 2.12)" if new
+                            else "does not count Python frames as children (≤ 2.11)"))
+    head = python_events[: min(len(python_events), 200)]
+    new_fields = sum(isinstance(e.get("args"), dict) and ("CallFrom" in e["args"] or "Python thread" in e["args"])
+                     for e in head)
+    if new_fields:
+        return True, ("inferred from the trace: its Python frames carry 'CallFrom'/'Python thread' "
+                      "(torch ≥ 2.12 format), so they are children in the profiler's tree")
+    return False, ("inferred from the trace: its Python frames carry no 'CallFrom'/'Python thread' "
+                   "(torch ≤ 2.11 format), so they are not children in the profiler's tree")
+
+
+def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: bool = False,
+                    resolution_ns: int = 1) -> pd.DataFrame:
+    """The profiler's tree of host events: the one place where kitlib decides parent and child.
+
+    The rules are those of ``EventList._populate_cpu_children`` and
+    ``_remove_dup_nodes`` (``torch/autograd/profiler_util.py``):
+
+    - the events are the operators, ``record_function`` ranges, steps and CUDA
+      runtime/driver calls, plus Python frames when ``python_children`` (see
+      :func:`python_frames_rule`); names in :data:`FILTERED_NAMES` are dropped;
+    - per thread, in order of start time, longest first (ties keep the file's
+      order), an event's parent is the innermost open event that it starts inside
+      and does not outlast; an event starting exactly where another ends is its
+      sibling, so a zero-length event has no children;
+    - a child that has its parent's name and no sibling is folded into the parent
+      (``merged``); its children become the parent's.
+
+    Parameters
+    ----------
+    ops, launches : DataFrame
+        ``Trace.ops`` and ``Trace.launches``.
+    python_children : bool
+        Whether Python frames are events of the tree.
+    resolution_ns : int
+        The trace's time resolution: 1000 for whole-µs traces (PyTorch 1.9, whose
+        ``ts`` and ``dur`` were each truncated to whole µs, so a child can seem to
+        end up to 1 µs after its parent). A child that outlasts its parent by less
+        than one unit still nests, as it did when recorded, and its time is cut to
+        the parent's interval, so rounding never makes a self time negative.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`HOST_EVENT_COLUMNS` (see :class:`Trace`), index 0..n-1.
+    """
+    sel = ops if python_children else ops[ops["kind"] != "python"]
+    parts = [pd.DataFrame({"source": "ops", "row": sel.index.to_numpy(), "name": sel["name"].to_numpy(),
+                           "kind": sel["kind"].to_numpy(), "pid": sel["pid"].to_numpy(),
+                           "tid": sel["tid"].to_numpy(), "start_ns": sel["start_ns"].to_numpy(),
+                           "end_ns": sel["end_ns"].to_numpy()})]
+    if len(launches):
+        parts.append(pd.DataFrame({"source": "launches", "row": launches.index.to_numpy(),
+                                   "name": launches["name"].to_numpy(), "kind": launches["api"].to_numpy(),
+                                   "pid": launches["pid"].to_numpy(), "tid": launches["tid"].to_numpy(),
+                                   "start_ns": launches["start_ns"].to_numpy(),
+                                   "end_ns": launches["end_ns"].to_numpy()}))
+    ev = pd.concat(parts, ignore_index=True)
+    ev = ev[~ev["name"].isin(FILTERED_NAMES)]
+    ev = ev.astype({"start_ns": "int64", "end_ns": "int64"})
+    ev = ev.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
+    n = len(ev)
+    start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
     parent = np.full(n, -1, dtype=np.int64)
-    depth = np.zeros(n, dtype=np.int64)
-    is_py = (df["kind"] == "python").to_numpy()
-    ends = df["end_ns"].to_numpy()
-    pids, tids = df["pid"].tolist(), df["tid"].tolist()
     stacks: dict = {}
-    for i in np.flatnonzero(~is_py):
-        key = (pids[i], tids[i])
-        st = stacks.setdefault(key, [])
-        # pop what closed before this event ends: it cannot contain it
-        while st and ends[st[-1]] < ends[i]:
-            st.pop()
-        if st:
-            parent[i] = st[-1]
-            depth[i] = depth[st[-1]] + 1
+    for i, key in enumerate(zip(ev["pid"].tolist(), ev["tid"].tolist())):
+        st = stacks.get(key)
+        if st is None:
+            st = stacks[key] = []
+        s_i, e_i = start[i], end[i]
+        while st:
+            p = st[-1]
+            if s_i >= end[p] or e_i > end[p] + tol:
+                st.pop()
+            else:
+                parent[i] = p
+                break
         st.append(i)
-    if is_py.any():
+    depth = np.zeros(n, dtype=np.int64)
+    for i in range(n):                     # parents come first in start order
+        if parent[i] >= 0:
+            depth[i] = depth[parent[i]] + 1
+    merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
+    # direct children's host time, cut to the parent's interval
+    live = ~merged & (prof_parent >= 0)
+    kids = np.flatnonzero(live)
+    pp = prof_parent[kids]
+    cut = np.minimum(end[kids], end[pp]) - np.maximum(start[kids], start[pp])
+    children = np.zeros(n, dtype=np.int64)
+    np.add.at(children, pp, np.maximum(cut, 0))
+    ev["parent"], ev["depth"], ev["merged"] = parent, depth, merged
+    ev["profiler_parent"], ev["children_ns"] = prof_parent, children
+    return ev[HOST_EVENT_COLUMNS]
+
+
+def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
+    """``_remove_dup_nodes``: an event whose parent has its name and no other child is
+    folded into that parent, repeatedly. Returns ``merged`` and the parent of every
+    event once the merged ones are gone (merged events keep their own parent)."""
+    n = len(names)
+    par = parent.copy()
+    merged = np.zeros(n, dtype=bool)
+    n_children = np.bincount(par[par >= 0], minlength=n) if n else np.zeros(0, dtype=np.int64)
+    children: dict = {}
+    for i in np.flatnonzero(par >= 0):
+        children.setdefault(int(par[i]), []).append(int(i))
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n):                 # one pass in list order, as the profiler's loop
+            p = par[i]
+            if merged[i] or p < 0 or names[p] != names[i] or n_children[p] != 1:
+                continue
+            kids = children.pop(i, [])
+            for k in kids:
+                par[k] = p
+            children[int(p)] = kids
+            n_children[p] = len(kids)
+            merged[i] = True
+            changed = True
+    return merged, par
+
+
+def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
+    """``Trace.ops``' ``parent`` (row label of the enclosing ``ops`` row) and ``depth``,
+    read off the host tree; Python frames outside that tree keep the tracer's own tree
+    (``Python parent id``) or, where the trace has none, nest among themselves by time."""
+    n = len(ops)
+    parent = np.full(n, -1, dtype=np.int64)
+    src = tree["source"].to_numpy()
+    rows = tree["row"].to_numpy()
+    tpar = tree["parent"].to_numpy()
+    # nearest ancestor that is an ops row (launches are leaves, but be safe)
+    for i in np.flatnonzero(src == "ops"):
+        p = tpar[i]
+        while p >= 0 and src[p] != "ops":
+            p = tpar[p]
+        if p >= 0:
+            parent[rows[i]] = rows[p]
+    is_py = (ops["kind"] == "python").to_numpy()
+    if is_py.any() and not python_children:
         py_rows = np.flatnonzero(is_py)
-        pid_of = dict(zip(df["python_id"].iloc[py_rows].tolist(), py_rows.tolist()))
-        pp = df["python_parent_id"].iloc[py_rows].tolist()
-        for r, p in zip(py_rows.tolist(), pp):
-            if p is not pd.NA and p is not None and p in pid_of:
-                parent[r] = pid_of[p]
-        # depth in the Python tree, rows in start order so parents come first
-        for r in py_rows.tolist():
-            p = parent[r]
-            depth[r] = depth[p] + 1 if p >= 0 else 0
+        ids = ops["python_id"].iloc[py_rows].tolist()
+        pids = ops["python_parent_id"].iloc[py_rows].tolist()
+        if any(x is not pd.NA and x is not None for x in pids):
+            pid_of = {a: r for a, r in zip(ids, py_rows.tolist()) if a is not pd.NA and a is not None}
+            for r, q in zip(py_rows.tolist(), pids):
+                if q is not pd.NA and q is not None and q in pid_of:
+                    parent[r] = pid_of[q]
+        else:
+            # no tracer tree in the file: the frames nest among themselves by time
+            t = build_host_tree(ops.iloc[py_rows].assign(kind="op"), _empty(LAUNCH_COLUMNS))
+            tp = t["parent"].to_numpy()
+            trows = t["row"].to_numpy()
+            for i in range(len(t)):
+                if tp[i] >= 0:
+                    parent[trows[i]] = trows[tp[i]]
+    depth = np.zeros(n, dtype=np.int64)
+    for r in range(n):                      # rows are in start order: parents come first
+        if parent[r] >= 0:
+            depth[r] = depth[parent[r]] + 1
     return parent, depth
 
 
