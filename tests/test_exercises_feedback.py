@@ -25,3 +25,13 @@ def test_a_trap_answer_gets_its_own_feedback_first():
     v = q.judge(1000)
     assert v.correct is False and "MACs" in v.message and "explained" not in v.message
     assert q.judge(2000).correct
+
+
+def test_lesson01_feedback_says_host_and_device_need_not_overlap():
+    from kitlib.course.exercises import l01
+    from kitlib.readers.bundle import open_capture
+    ex = l01.questions(open_capture("profiler_5step"))
+    assert "763.8 µs after the operator's host interval has ended" in ex["add_host_and_device"].explain
+    assert "overlap in time" not in ex["add_host_and_device"].explain
+    q = ex["queue_delay_us"]
+    assert q.answer == 844.61 and "launch's end" in q.judge(831.681).message

@@ -21,6 +21,12 @@ def questions(capture) -> Exercises:
     last = ls.iloc[-1]
     delay_us = ns_to_us(last["gpu_start_ns"] - last["launch_start_ns"])
     op_us = ns_to_us(tr.ops.loc[row, "dur_ns"])
+    op_end = int(tr.ops.loc[row, "start_ns"] + tr.ops.loc[row, "dur_ns"])
+    first_gpu_after_us = ns_to_us(int(ls["gpu_start_ns"].min()) - op_end)
+    when = (f"here the first of its GPU events starts {first_gpu_after_us:,.1f} µs after the operator's host "
+            "interval has ended, so the two do not even overlap" if first_gpu_after_us > 0 else
+            f"here its first GPU event starts {-first_gpu_after_us:,.1f} µs before the operator's host interval ends")
+    from_end_us = ns_to_us(last["gpu_start_ns"] - last["launch_start_ns"] - last["launch_dur_ns"])
     qs = [
         Question("launch_count", "How many CUDA launches did this convolution operator make?", len(ls),
                  f"its external id appears on {len(ls)} launches: "
@@ -33,16 +39,19 @@ def questions(capture) -> Exercises:
         Question("launch_to_kernel_id", "Which id links a launch to the kernel it started: 'correlation' or "
                                         "'external'?", "correlation",
                  "CUPTI gives the API call and its GPU activity the same correlation id; the external id "
-                 "is the profiler's link from both to the operator.",
+                 "is the profiler's link from both to the operator (Kineto writes it on the launch and on the "
+                 "kernel). Two events that share an external id need not be launch and kernel of each other.",
                  normalise=lambda s: str(s).strip().lower().replace(" id", "").replace("_id", ""),
                  choices=["correlation", "external"]),
         Question("add_host_and_device", f"Is {op_us:.3f} µs (operator, host) + {ns_to_us(ls['gpu_dur_ns'].sum()):.3f} µs "
                                         "(its kernels, device) the operator's cost? (yes/no)", False,
-                 "no: the operator's host interval and its kernels' device time are different clocks' work, "
-                 "and they overlap in time. Host time is not device time; report them separately."),
+                 f"no: the operator's host interval is the CPU thread's time, its kernels' durations are the GPU's; "
+                 f"{when}. A sum of the two measures no resource's time. Report host and device time separately."),
         Question("queue_delay_us", f"How many µs after launch #{len(ls)} began did its kernel start on the GPU?",
                  round(delay_us, 3),
                  f"gpu start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
-                 "behind earlier work. A launch returning is not the kernel running.", tolerance=0.01),
+                 "behind earlier work. A launch returning is not the kernel running.", tolerance=0.01,
+                 traps=[(round(from_end_us, 3), "you measured from the launch's end; the question asks from the "
+                                                "moment the launch began.")]),
     ]
     return Exercises("Lesson 01 — your turn", qs)
