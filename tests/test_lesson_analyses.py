@@ -49,3 +49,14 @@ def test_matched_rates_pair_flops_with_the_time_of_the_same_work():
     assert r["tflops_estimate"].round(0).tolist() == [206.0, 174.0, 75.0]
     # the convolutions' device time (forward + backward) is a part of the step's busy time
     assert r.loc["convolutions, forward + backward", "device_ms_per_step"] < r.loc["whole step", "device_ms_per_step"]
+
+
+def test_every_same_stream_overlap_was_launched_with_cudaLaunchKernelExC(ref_trace):
+    """Lesson 02: 130 kernels start before their predecessor on the stream ends, all from ExC launches."""
+    from kitlib.analyses.chain import chain
+    from kitlib.analyses.overlap import same_stream_overlaps
+    c = chain(ref_trace("profiler_5step"))
+    ov = same_stream_overlaps(c)
+    assert len(ov) == 130 and set(ov["launch_name"]) == {"cudaLaunchKernelExC"}
+    assert (ov["overlap_ns"] > 0).all() and ov["overlap_ns"].max() == 30657
+    assert (c.loc[c["gpu_kind"] == "kernel", "launch_name"] == "cudaLaunchKernelExC").sum() == 920

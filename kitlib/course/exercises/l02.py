@@ -27,6 +27,9 @@ def questions(capture) -> Exercises:
     fw = a[a["name"] == "forward"]
     span_ms, busy_ms = ns_to_ms(fw["span_ns"].sum()), ns_to_ms(fw["busy_ns"].sum())
     more = "busy" if m["device_busy"] > m["gpu_sum"] else "sum" if m["gpu_sum"] > m["device_busy"] else "equal"
+    from ...analyses.intervals import busy_ns
+    k = tr.kernels
+    k_sum, k_busy = int(k["dur_ns"].sum()), int(busy_ns(k))
     qs = [
         Question("total_sum_exceeds_wall", f"In step {step}, is the sum of every operator's total host time "
                                            "larger than the step's wall time? (yes/no)",
@@ -48,6 +51,16 @@ def questions(capture) -> Exercises:
         Question("forward_gpu_work_ms", f"The forward label's GPU-side spans add up to {span_ms:,.3f} ms. How many "
                                         "ms of that did its kernels actually keep the GPU busy?", round(busy_ms, 3),
                  f"{busy_ms:,.3f} ms: the span runs from the first to the last GPU operation launched under the "
-                 f"label, so it also holds {span_ms - busy_ms:,.3f} ms of idle time between kernels."),
+                 f"label, so it also holds {span_ms - busy_ms:,.3f} ms of idle time between kernels.",
+                 traps=[(round(span_ms, 3), "that is the spans' length, idle time included; the question asks for "
+                                            "the time the kernels kept the GPU busy.")]),
+        Question("kernel_overlap_ms", "Over the whole trace, by how many ms does the summed kernel time exceed the "
+                                      "kernels' union (the time two kernels ran at once, counted once more)?",
+                 round(ns_to_ms(k_sum - k_busy), 3),
+                 f"summed {ns_to_ms(k_sum):,.3f} ms − union {ns_to_ms(k_busy):,.3f} ms = "
+                 f"{ns_to_ms(k_sum - k_busy):,.3f} ms: the time during which kernels overlapped, which a sum counts "
+                 "twice.", tolerance=0.01,
+                 traps=[(round(ns_to_ms(k_sum), 3), "that is the sum itself; subtract the union."),
+                        (round(ns_to_ms(k_busy), 3), "that is the union itself; the question asks for sum − union.")]),
     ]
     return Exercises("Lesson 02 — your turn", qs)
