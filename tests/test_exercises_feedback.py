@@ -35,3 +35,11 @@ def test_lesson01_feedback_says_host_and_device_need_not_overlap():
     assert "overlap in time" not in ex["add_host_and_device"].explain
     q = ex["queue_delay_us"]
     assert q.answer == 844.61 and "launch's end" in q.judge(831.681).message
+
+
+def test_lesson04_half_the_tensor_adds_are_gradient_sums_on_the_autograd_thread():
+    from kitlib.course.exercises import l04
+    from kitlib.readers.bundle import open_capture
+    q = l04.questions(open_capture("fixed_batch"))["add_autograd_per_step"]
+    assert q.answer == 16 and q.judge(16).correct
+    assert "both threads" in q.judge(32).message and "per step" in q.judge(80).message

@@ -52,4 +52,19 @@ def questions(capture) -> Exercises:
                  f"{ns_to_us(many['device_per_call_ns']):,.2f} µs per call ({many['count']} calls). Same name, "
                  "different problems: a few large calls and many tiny ones.", tolerance=0.05),
     ]
+    ops = tr.ops[tr.ops["name"] == "aten::add_"]
+    tensor = ops[ops["input_dims"].map(lambda d: bool(d) and d[0] != [])]
+    bw_tids = set(tr.ops.loc[tr.ops["name"] == "aten::convolution_backward", "tid"])
+    n_steps = max(len(tr.steps), 1)
+    on_autograd = int(tensor["tid"].isin(bw_tids).sum())
+    if bw_tids and len(tensor):
+        qs.append(Question("add_autograd_per_step", "Per step, how many tensor (not 0-d scalar) aten::add_ calls "
+                                                    "run on the autograd thread?", round(on_autograd / n_steps, 2),
+                           f"{on_autograd} of {len(tensor)} tensor calls over {n_steps} steps = "
+                           f"{on_autograd / n_steps:g} per step: not residual additions of the forward pass (those "
+                           "run on the main thread, one per bottleneck block) but gradient sums in backward, where "
+                           "a tensor that fed two paths receives a gradient from each.", tolerance=0,
+                           traps=[(round(len(tensor) / n_steps, 2), "that counts both threads; the question asks "
+                                                                     "about the autograd thread only."),
+                                  (on_autograd, "that is the whole recording; the question asks per step.")]))
     return Exercises("Lesson 04 — your turn", qs)
