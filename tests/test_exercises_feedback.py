@@ -43,3 +43,12 @@ def test_lesson04_half_the_tensor_adds_are_gradient_sums_on_the_autograd_thread(
     q = l04.questions(open_capture("fixed_batch"))["add_autograd_per_step"]
     assert q.answer == 16 and q.judge(16).correct
     assert "both threads" in q.judge(32).message and "per step" in q.judge(80).message
+
+
+def test_lesson07_macs_trap_and_backward_ratio():
+    from kitlib.course.exercises import l07
+    from kitlib.readers.bundle import open_capture
+    ex = l07.questions(open_capture("fixed_batch"))
+    q = ex["first_conv_gflop"]
+    assert q.answer == 30.212 and "MACs" in q.judge(15.106).message
+    assert ex["bwd_fwd_ratio"].answer == 1.97
