@@ -52,3 +52,12 @@ def test_lesson07_macs_trap_and_backward_ratio():
     q = ex["first_conv_gflop"]
     assert q.answer == 30.212 and "MACs" in q.judge(15.106).message
     assert ex["bwd_fwd_ratio"].answer == 1.97
+
+
+def test_lesson06_traps_the_b300_figure_and_decimal_gb():
+    from kitlib.course.exercises import l06
+    from kitlib.readers.bundle import open_capture
+    q = l06.questions(open_capture("profiler_5step"))["conv_self_gib"]
+    assert q.answer == 26.56 and q.judge(26.56).correct
+    assert "B300" in q.judge(26.54).message          # the source's figure, not this capture's
+    assert "GiB" in q.judge(28.51).message           # decimal GB typed for the profiler's GiB
