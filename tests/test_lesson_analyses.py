@@ -60,3 +60,38 @@ def test_every_same_stream_overlap_was_launched_with_cudaLaunchKernelExC(ref_tra
     assert len(ov) == 130 and set(ov["launch_name"]) == {"cudaLaunchKernelExC"}
     assert (ov["overlap_ns"] > 0).all() and ov["overlap_ns"].max() == 30657
     assert (c.loc[c["gpu_kind"] == "kernel", "launch_name"] == "cudaLaunchKernelExC").sum() == 920
+
+
+def _first_data_load(rep):
+    from kitlib.analyses.coldstart import data_load_ranges
+    dl = data_load_ranges(rep)
+    main = int(rep.nvtx.loc[rep.nvtx["name"] == "data_load", "tid"].iloc[0])
+    return int(dl["start_ns"].iloc[0]), int(dl["end_ns"].iloc[0]), main
+
+
+def test_pin_thread_serial_host_allocs_in_the_first_data_load():
+    """Lesson 03: 17 cudaHostAlloc on pt_data_pin, 475.9 ms, from 764 ms to the range's end."""
+    from kitlib.analyses import pinning
+    rep = open_capture("nsys_8step").nsys
+    s, e, main = _first_data_load(rep)
+    a = pinning.pin_thread_allocs(rep, s, e)
+    assert len(a) == 17 and int(a["large"].sum()) == 9
+    assert round(a["dur_ns"].sum() / 1e6, 1) == 475.9
+    assert round(a["start_in_window_ns"].iloc[0] / 1e6) == 764 and e - a["end_ns"].iloc[-1] < 1_000_000
+    w = pinning.main_thread_waits(rep, s, e, main)
+    assert round(w["dur_ns"].max() / 1e6) == 665          # waiting for the first batch
+    wake = pinning.wakes_after_pinning(w, a)
+    assert wake["pinning_cycle"].tolist() == list(range(1, 9))   # once per pinning cycle; batch 0 came 8th
+    with pytest.raises(KitError, match="no thread named"):
+        pinning.pin_thread_allocs(rep, s, e, thread="nope")
+
+
+def test_main_thread_lock_released_when_the_pin_threads_host_alloc_returns():
+    from kitlib.analyses import pinning
+    rep = open_capture("nsys_8step").nsys
+    s, e, main = _first_data_load(rep)
+    c = pinning.lock_contention(rep, s, e, main)
+    assert len(c) == 1
+    r = c.iloc[0]
+    assert (r["inside_call"], r["other_thread"], r["other_call"]) == ("cudaMemcpyAsync", "pt_data_pin", "cudaHostAlloc")
+    assert round(r["lock_dur_ns"] / 1e6) == 64 and 0 < r["granted_after_other_returned_ns"] < 50_000
