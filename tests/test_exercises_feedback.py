@@ -61,3 +61,11 @@ def test_lesson06_traps_the_b300_figure_and_decimal_gb():
     assert q.answer == 26.56 and q.judge(26.56).correct
     assert "B300" in q.judge(26.54).message          # the source's figure, not this capture's
     assert "GiB" in q.judge(28.51).message           # decimal GB typed for the profiler's GiB
+
+
+def test_lesson03_questions_follow_the_pinning_story():
+    from kitlib.course.exercises import l03
+    from kitlib.readers.bundle import open_capture
+    ex = l03.questions({"nsys": open_capture("nsys_8step"), "timing": open_capture("profiler_5step")})
+    assert ex["pin_alloc_share"].answer == 0.324 and ex["batches_before_batch0"].answer == 7
+    assert "B300" in ex.check("first_data_load_ms", 535.258).message

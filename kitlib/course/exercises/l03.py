@@ -16,6 +16,8 @@ def questions(capture_or_captures) -> Exercises:
         holding ``step_ms_uninstrumented``).
     """
     from ...analyses.coldstart import batch_copies, data_load_ranges, gap_activity, step_time_stats
+    from ...analyses.pinning import main_thread_waits, pin_thread_allocs, wakes_after_pinning
+    from ..sources import B300
     caps = capture_or_captures if isinstance(capture_or_captures, dict) else {"nsys": capture_or_captures}
     rep = caps["nsys"].nsys
     dl = data_load_ranges(rep)
@@ -30,7 +32,10 @@ def questions(capture_or_captures) -> Exercises:
                  "data_load NVTX range, in ms?",
                  round(ns_to_ms(first["dur_ns"]), 2),
                  f"{ns_to_ms(first['dur_ns']):,.2f} ms, against {ns_to_ms(dl['dur_ns'].iloc[1:].median()):,.3f} ms "
-                 "(median) in the later steps: the workers were started and had to produce their first batches."),
+                 "(median) in the later steps: the workers were started and had to produce their first batches, "
+                 "and the pin-memory thread had to page-lock each of them.",
+                 traps=[(B300["first_data_load_ms"], "that is the B300 figure quoted from the source texts; the "
+                                                     "question asks about the H200 recording nsys_8step.")]),
         Question("copy_after_range_step0", "In step 0, did the batch's host-to-device copy end after the data_load "
                                            "range closed? (yes/no)", bool(b0["batch_end_after_range_ns"] > 0),
                  f"copy end minus range end = {ns_to_ms(b0['batch_end_after_range_ns']):+,.3f} ms in step 0; in "
@@ -41,6 +46,29 @@ def questions(capture_or_captures) -> Exercises:
                  f"{main['call']}: {ns_to_ms(main['in_window_ns']):,.1f} ms in {int(main['calls'])} calls. It says "
                  "the thread waited, not on what: the worker processes were not traced."),
     ]
+    main_tid = int(rep.nvtx.loc[rep.nvtx["name"] == "data_load", "tid"].iloc[0])
+    try:
+        allocs = pin_thread_allocs(rep, int(first["start_ns"]), int(first["end_ns"]))
+    except Exception:   # no pin-memory thread in this report (pin_memory=False)
+        allocs = None
+    if allocs is not None and len(allocs):
+        share = allocs["dur_ns"].sum() / first["dur_ns"]
+        qs.append(Question("pin_alloc_share", "What fraction of the first data_load range did the pin-memory "
+                                              "thread spend inside cudaHostAlloc? (0–1)", round(float(share), 3),
+                           f"{len(allocs)} calls, {ns_to_ms(allocs['dur_ns'].sum()):,.1f} ms of "
+                           f"{ns_to_ms(first['dur_ns']):,.1f} ms = {share:.1%}, one after the other on one thread.",
+                           tolerance=0.03))
+        wakes = wakes_after_pinning(main_thread_waits(rep, int(first["start_ns"]), int(first["end_ns"]), main_tid),
+                                    allocs)
+        if len(wakes):
+            qs.append(Question("batches_before_batch0", "How many pinned batches did the main thread receive and "
+                                                        "put aside before batch 0 arrived?", len(wakes) - 1,
+                               f"it woke {len(wakes)} times after the pin thread began, once per pinning cycle, and "
+                               f"went on only after the last: {len(wakes) - 1} batches were pinned before batch 0. "
+                               "Whether batch 0 reached the pin thread late or waited in its queue, the report "
+                               "cannot say.", tolerance=0,
+                               traps=[(len(wakes), "that counts batch 0 itself; the question asks how many came "
+                                                   "before it.")]))
     if "timing" in caps:
         times = caps["timing"].step_times().get("step_ms_uninstrumented")
         if times:
