@@ -121,6 +121,8 @@ def test_empty_stringids_is_refused(tmp_path):
     (RUNTIME, "nameId", "name each call"),
     ("OSRT_API", "nameId", "name each call"),
     (KERNEL, "end", "place its events in time"),
+    ("ThreadNames", "globalTid", "tell the threads apart"),
+    ("CUPTI_ACTIVITY_KIND_MEMCPY", "bytes", "bytes each operation moved"),
 ])
 def test_missing_column_names_table_and_column(tmp_path, table, column, why):
     # A schema problem, not "corrupt or truncated"; nameId used to load with every
@@ -219,3 +221,23 @@ def test_nvtx_events_with_zero_rows_loads_empty_tables(tmp_path):
     out = _every_report_and_analysis(rep)
     assert out["nvtx_sum"].empty and out["nvtx_gpu_proj_sum"].empty
     assert len(out["cuda_gpu_kern_sum"]) == 63
+
+
+def test_null_bytes_keep_the_row_out_of_the_size_report_only(tmp_path, sound):
+    p = damaged_export(tmp_path, "UPDATE CUPTI_ACTIVITY_KIND_MEMSET SET bytes = NULL WHERE rowid = 1")
+    rep = _loaded(p, "CUPTI_ACTIVITY_KIND_MEMSET.bytes: 1 NULL")
+    assert len(rep.sets) == len(sound.sets) == 1612
+    out = _every_report_and_analysis(rep)
+    time_sum = out["cuda_gpu_mem_time_sum"].set_index("Operation")
+    size_sum = out["cuda_gpu_mem_size_sum"].set_index("Operation")
+    assert time_sum.loc["[CUDA memset]", "Count"] == 1612
+    assert size_sum.loc["[CUDA memset]", "Count"] == 1611
+
+
+def test_empty_thread_names_table_loads_empty(tmp_path):
+    # Real exports can have no thread names; the threads table is empty and typed.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", KitDataWarning)
+        rep = load_nsys(damaged_export(tmp_path, "DELETE FROM ThreadNames"))
+    assert rep.threads.empty and rep.threads["pid"].dtype == "int64"
+    assert len(rep.kernels) == 4340

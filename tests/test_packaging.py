@@ -16,11 +16,19 @@ def _pyproject():
 
 
 def test_environment_yml_matches_pyproject():
-    deps = _pyproject()["project"]["dependencies"]
+    # environment.yml lists the dependencies and the test extras, so that the README's
+    # test command (hypothesis included) runs in the conda environment as well.
+    project = _pyproject()["project"]
+    deps = project["dependencies"] + project["optional-dependencies"]["test"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     assert sorted(p for p in pip if not p.startswith("-e")) == sorted(deps)
     assert "-e ." in pip
+
+
+def test_hypothesis_is_a_test_extra():
+    test = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert any(re.split(r"[<>=!~ ;]", d)[0] == "hypothesis" for d in test)
 
 
 def test_required_dependencies_are_listed():

@@ -413,8 +413,10 @@ class _SchemaProblem(Exception):
 
 
 def _missing_column(table, column, why=None):
-    why = why or ("which kitlib needs to name each call" if column == "nameId" else
-                  "which kitlib needs to place its events in time and link them")
+    why = why or {"nameId": "which kitlib needs to name each call",
+                  "bytes": "which kitlib needs for the bytes each operation moved",
+                  "globalTid": "which kitlib needs to tell the threads apart"}.get(
+        column, "which kitlib needs to place its events in time and link them")
     return _SchemaProblem(table, column, "absent", f"table {table} has no column {column!r}, "
                           f"{why} (a renamed column, or an export schema kitlib does not know)")
 
@@ -426,11 +428,12 @@ _REQUIRED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId"),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
     "CUPTI_ACTIVITY_KIND_DRIVER": ("start", "end", "correlationId", "globalTid", "nameId"),
-    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId"),
-    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId"),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": ("start", "end", "correlationId", "bytes"),
+    "CUPTI_ACTIVITY_KIND_MEMSET": ("start", "end", "correlationId", "bytes"),
     "NVTX_EVENTS": ("start", "eventType", "globalTid"),
     "OSRT_API": ("start", "end", "globalTid", "nameId"),
     "StringIds": ("id", "value"),
+    "ThreadNames": ("globalTid",),
 }
 
 # Columns that hold text; every other column kitlib reads must hold integers (or NULL).
@@ -768,12 +771,18 @@ _GPU_OP = {"rowid": "_rowid", "start": "start_ns", "end": "end_ns", "globalPid":
 _GPU_OP_REQUIRED = {"global_tid": "globalPid", "correlation": "correlationId"}
 
 
+def _note_null_bytes(ctx, df, attr, source) -> None:
+    ctx.note(attr, source, "bytes", "NULL: the row(s) count in the time reports but not in "
+             "cuda_gpu_mem_size_sum", df.loc[df["bytes"].isna(), "_rowid"])
+
+
 def _read_copies(ctx) -> pd.DataFrame:
     source = "CUPTI_ACTIVITY_KIND_MEMCPY"
     df = _select(ctx, source, {**_GPU_OP, "copyKind": "kind_id", "srcKind": "src_id",
                                "dstKind": "dst_id"})
     df = _placed(ctx, df, "copies", source, _GPU_OP_REQUIRED)
     df = _ints(_threads_of(df), "bytes", "device", "context", "stream")
+    _note_null_bytes(ctx, df, "copies", source)
     df["copy_kind"] = df["kind_id"].map(_labels(ctx.con, ctx.tables, "ENUM_CUDA_MEMCPY_OPER",
                                                 _COPY_KIND))
     df["copy_kind"] = df["copy_kind"].fillna("Unknown")
@@ -788,6 +797,7 @@ def _read_sets(ctx) -> pd.DataFrame:
     df = _select(ctx, source, {**_GPU_OP, "value": "value"})
     df = _placed(ctx, df, "sets", source, _GPU_OP_REQUIRED)
     df = _ints(_threads_of(df), "bytes", "value", "device", "context", "stream")
+    _note_null_bytes(ctx, df, "sets", source)
     df["name"] = "[CUDA memset]"
     return _table(df, COLUMNS["sets"])
 
@@ -1072,6 +1082,7 @@ def _mem_time_sum(rep):
 
 def _mem_size_sum(rep):
     m = _mem_ops(rep)
+    m = m[m["bytes"].notna()]                 # NULL bytes: counted in NsysReport.defects
     s = _summary(m["bytes"], {"Operation": m["name"]})
     mb = 1e6                                          # nsys stats' MB are 10**6 bytes
     return pd.DataFrame({
