@@ -130,6 +130,11 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     method : {"auto", "external_id", "time_nesting"}
         How to find the operator of a launch. ``"auto"`` uses the external id where
         :func:`external_ids_trustworthy` says the trace supports it, time nesting otherwise.
+        With external ids, each link is checked on its own: the launch must lie inside
+        the operator its id names, on the same thread; a launch that does not (a stray
+        launch whose id merely repeats its correlation id, as Kineto wrote it before
+        2024) is linked by time nesting instead (``link == "time_nesting"``; count
+        them to see how many fell back) or gets ``"no_operator"``.
 
     Returns
     -------
@@ -168,6 +173,7 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
 
     # launch -> operator row
     op_of_launch = np.full(len(L), -1, dtype=np.int64)
+    fell_back = np.zeros(len(L), dtype=bool)
     if len(L):
         if method == "external_id":
             lops = _linkable_ops(trace)
@@ -175,8 +181,30 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
             by_ext = by_ext[~by_ext.index.isna()]
             by_ext = by_ext[~by_ext.index.duplicated()]
             ext = L["external_id"]
-            hit = ext.notna() & ext.isin(by_ext.index)
-            op_of_launch[hit.to_numpy()] = by_ext.loc[ext[hit].to_numpy()].to_numpy()
+            hit = (ext.notna() & ext.isin(by_ext.index)).to_numpy()
+            cand = np.full(len(L), -1, dtype=np.int64)
+            cand[hit] = by_ext.loc[ext[hit].to_numpy()].to_numpy()
+            # an external id is evidence only when the launch lies inside the operator
+            # it names, on that operator's thread; otherwise (a stray launch whose id is
+            # a copy of its correlation, as Kineto wrote before 2024) time nesting decides
+            ok = cand >= 0
+            if ok.any():
+                o = ops.loc[cand[ok]]
+                Lk = L.iloc[np.flatnonzero(ok)]
+                inside = ((Lk["start_ns"].to_numpy() >= o["start_ns"].to_numpy())
+                          & (Lk["start_ns"].to_numpy() <= o["end_ns"].to_numpy())
+                          & (Lk["pid"].to_numpy() == o["pid"].to_numpy())
+                          & (Lk["tid"].to_numpy() == o["tid"].to_numpy()))
+                bad = np.flatnonzero(ok)[~inside]
+                cand[bad] = -1
+            op_of_launch[:] = cand
+            redo = np.flatnonzero(cand < 0)
+            if len(redo):
+                sub = L.iloc[redo]
+                for (pid, tid), grp in sub.groupby(["pid", "tid"], sort=False):
+                    found = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
+                    op_of_launch[grp.index.to_numpy()] = found
+                    fell_back[grp.index.to_numpy()] = found >= 0
         else:
             for (pid, tid), grp in L.groupby(["pid", "tid"], sort=False):
                 op_of_launch[grp.index.to_numpy()] = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
@@ -187,7 +215,10 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     corr = g["correlation"].to_numpy(dtype="float64", na_value=np.nan)
     oldest = float(L["correlation"].min()) if L["correlation"].notna().any() else np.inf
     no_launch = np.where(corr < oldest, "launched_before_recording", "no_launch")
-    link = np.where(launch_row < 0, no_launch, np.where(op_row >= 0, method, "no_operator"))
+    fb = np.where(launch_row >= 0, fell_back[np.maximum(launch_row, 0)], False) if len(L) else \
+        np.zeros(len(launch_row), dtype=bool)
+    link = np.where(launch_row < 0, no_launch,
+                    np.where(op_row >= 0, np.where(fb, "time_nesting", method), "no_operator"))
 
     G = gpu.loc[g["gpu_row"].to_numpy()]
     Lr = L.reindex(np.where(launch_row >= 0, launch_row, -1))

@@ -13,9 +13,11 @@ The checks, by ``code``:
     CUDA activity, the trace lists GPUs, or it holds CUDA launches) / a trace
     with no sign of a GPU at all.
 ``launches_without_gpu``
-    Kernel launches (``cudaLaunchKernel*``, ``cuLaunchKernel*``,
-    ``cudaLaunchCooperativeKernel*``) whose correlation id has no GPU event:
-    the kernels ran after the window closed, or CUPTI dropped them.
+    Launches of GPU work whose correlation id has no GPU event: the kernels ran
+    after the window closed, or CUPTI dropped them. Which calls launch work is read
+    from the data (any API that elsewhere in the trace shares a correlation id with
+    a GPU event: ``cudaGraphLaunch``, ``cuLaunchKernelEx`` …), plus the names in
+    :data:`KERNEL_LAUNCH_PATTERN`.
 ``gpu_without_launches``
     GPU events whose launch is not in the trace (launched before recording
     began, e.g. 78 events of the reference ``fixed_batch``).
@@ -29,9 +31,17 @@ The checks, by ``code``:
     streams, or annotations counted as work): not a utilization.
 ``missing_stacks``
     ``with_stack`` was on but the trace holds no Python frames or call stacks.
+``external_ids_fell_back``
+    Launches whose external id names an operator they do not lie inside: linked by
+    time nesting instead (the pre-2024 Kineto copy of the correlation id).
+``python_frames_rule``
+    The trace has Python frames: which rule of the event tree was applied (children
+    from torch 2.12 on) and whether it came from the manifest or was inferred.
+``flops_unreadable``
+    ``with_flops`` was on but the recorded shapes cannot be read into FLOPs.
 ``backward_flops_absent``
-    ``with_flops`` counts only a few forward operators; the backward
-    operators of a training step count 0.
+    ``with_flops`` has formulas for a few operators only: a convolution's backward
+    counts 0 (the linear layers' backward ``aten::mm`` is counted).
 ``pageable_copies``
     Copies from or to pageable host memory (``Memcpy HtoD (Pageable -> Device)``):
     synchronous with respect to the host and slower than from pinned memory.
@@ -134,7 +144,9 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
         ``with_stack``, ``with_flops``, ... Options missing here are read from
         the trace's own ``profiler_options``.
     file_bytes : int, optional
-        Size of the trace file; by default the size of ``trace.path`` on disk.
+        Size of the JSON a viewer has to parse; by default the trace's uncompressed
+        size (``trace.meta["json_bytes"]``), which for a ``.json.gz`` is many times
+        its size on disk.
     max_bytes, max_events : int
         Thresholds of ``too_large_for_viewer``.
 
@@ -184,6 +196,7 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
                             "kernel_sum_ns": int(work.loc[work["kind"] == "kernel", "dur_ns"].sum())}))
     out += _step_findings(trace, gpu, work)
     out += _option_findings(trace, _options(trace, recipe))
+    out += _tree_findings(trace)
     pageable = work[(work["kind"] == "memcpy") & work["name"].str.contains("Pageable", na=False)]
     if len(pageable):
         names = pageable["name"].value_counts()
@@ -196,6 +209,8 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
                            {"copies": int(len(pageable)), "bytes": int(pd.to_numeric(pageable["bytes"]).fillna(0).sum()),
                             "copy_sum_ns": int(pageable["dur_ns"].sum())}))
     size = file_bytes
+    if size is None:        # what a viewer parses: the JSON text, not the gzip on disk
+        size = trace.meta.get("json_bytes")
     if size is None:
         try:
             size = trace.path.stat().st_size
@@ -214,10 +229,23 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     return out
 
 
+def _launchers(trace: Trace, work: pd.DataFrame) -> pd.DataFrame:
+    """The launches that start GPU work, judged from the data: every call whose name
+    matches :data:`KERNEL_LAUNCH_PATTERN`, and every call of an API that, somewhere in
+    this trace, shares its correlation id with a GPU event (``cudaGraphLaunch``,
+    ``cudaLaunchKernelExC``, ``cuLaunchKernelEx``, ``cudaMemcpyAsync`` …), whatever its name."""
+    la = trace.launches
+    if la.empty:
+        return la
+    corr = set(work["correlation"].dropna())
+    with_work = la["correlation"].isin(corr)
+    names = set(la.loc[with_work, "name"])
+    return la[la["name"].str.match(KERNEL_LAUNCH_PATTERN, na=False) | la["name"].isin(names)]
+
+
 def _link_findings(trace: Trace, work: pd.DataFrame) -> list:
     out = []
-    la = trace.launches
-    kl = la[la["name"].str.match(KERNEL_LAUNCH_PATTERN, na=False)]
+    kl = _launchers(trace, work)
     if len(kl) and len(work):
         # GPU rows carry the device as pid: join on the correlation id alone (one process per trace)
         miss = kl[~kl["correlation"].isin(set(work["correlation"].dropna()))]
@@ -235,6 +263,16 @@ def _link_findings(trace: Trace, work: pd.DataFrame) -> list:
     if len(work):
         from .chain import chain
         c = chain(trace)
+        fell = c[c["link"] == "time_nesting"]
+        if len(fell) and (c["link"] == "external_id").any():
+            out.append(Finding("external_ids_fell_back", "info",
+                               "some launches carry an external id that names an operator they do not lie "
+                               "inside (on the same thread): the id was not evidence, so those GPU events were "
+                               "linked to the operator around their launch instead",
+                               "nothing to do: kitlib.chain checks every link; treat these operators' device "
+                               "time with the usual care, and prefer a current torch, whose Kineto writes "
+                               "sound external ids",
+                               {"gpu_events": int(len(fell)), "linked_by_external_id": int((c["link"] == "external_id").sum())}))
         orphan = c[c["link"].isin(["launched_before_recording", "no_launch"])]
         if len(orphan):
             out.append(Finding("gpu_without_launches", "warning",
@@ -257,7 +295,10 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
         return out
     ops = trace.ops[trace.ops["kind"] == "op"]
     la = trace.launches
-    kl = la[la["name"].str.match(KERNEL_LAUNCH_PATTERN, na=False)]
+    # a step launched GPU work when one of its CUDA API calls shares its correlation id
+    # with a GPU event, whatever the call is named (a CUDA graph replay is one
+    # cudaGraphLaunch for many kernels)
+    kl = la[la["correlation"].isin(set(work["correlation"].dropna()))]
     empty, over = [], []
     for s in steps.itertuples():
         n_ops = int(((ops["start_ns"] >= s.start_ns) & (ops["start_ns"] < s.end_ns)).sum())
@@ -272,8 +313,9 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
             over.append((int(s.step), total, int(s.dur_ns), ann))
     if empty:
         out.append(Finding("step_without_kernels", "warning",
-                           f"{len(empty)} step(s) ran operators but launched no kernel: their work ran on the "
-                           "CPU, or the GPU activity was not recorded",
+                           f"{len(empty)} step(s) ran operators but launched no GPU work (no CUDA call of the "
+                           "step shares its correlation id with a GPU event): their work ran on the CPU, or the "
+                           "GPU activity was not recorded",
                            "check the device of the model and the inputs, and that CUDA activity was recorded",
                            {"steps": [s for s, _ in empty], "operators": sum(n for _, n in empty)}))
     if over:
@@ -287,6 +329,26 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
                            {"steps": [o[0] for o in over], "worst_step": worst[0], "worst_sum_ns": worst[1],
                             "worst_wall_ns": worst[2], "worst_annotation_ns": worst[3]}))
     return out
+
+
+def _tree_findings(trace: Trace) -> list:
+    """What the trace's own event tree had to assume (the Python-frame rule)."""
+    n_py = int((trace.ops["kind"] == "python").sum())
+    rule = trace.meta.get("python_frames_rule", "")
+    if not n_py or not rule:
+        return []
+    children = bool(trace.meta.get("python_frames_are_children"))
+    inferred = rule.startswith("inferred")
+    return [Finding("python_frames_rule", "warning" if inferred else "info",
+                    f"the trace holds {n_py:,} Python frames, and self times and self memory depend on whether "
+                    f"the profiler counted them as children: kitlib applied "
+                    f"{'the torch ≥ 2.12 rule (they are children)' if children else 'the torch ≤ 2.11 rule (they are not)'}"
+                    f", {rule}. torch 2.13 also listed the frames as rows of key_averages() (2.14 leaves them "
+                    "out by default); kitlib never lists them as rows",
+                    "open the trace through its bundle (kitlib.open_capture) so the manifest's torch version "
+                    "decides, and compare with the profiler's own table of the same run" if inferred else
+                    "nothing to do: the rule comes from the recording's own torch version",
+                    {"python_frames": n_py, "frames_are_children": children, "inferred": inferred})]
 
 
 def _option_findings(trace: Trace, opts: dict) -> list:
@@ -304,19 +366,39 @@ def _option_findings(trace: Trace, opts: dict) -> list:
                                "key_averages)", {"python_events": n_py, "call_stacks": n_cs}))
     if opts.get("with_flops"):
         from .flops import flops_by_event
-        fl = flops_by_event(trace)
+        try:
+            fl = flops_by_event(trace)
+        except KitError as e:
+            out.append(Finding("flops_unreadable", "warning",
+                               f"with_flops was on but the FLOPs cannot be rebuilt from the recorded shapes ({e})",
+                               "record again with record_shapes=True and with_flops=True, or count a step with "
+                               "FlopCounterMode", {"operators": int((ops["kind"] == "op").sum())}))
+            return out
         bwd = ops[(ops["kind"] == "op") & ops["name"].str.contains(_BACKWARD, na=False)]
         conv_b = int(bwd["name"].str.contains("convolution_backward", na=False).sum())
-        if len(bwd):
+        # operators that run inside an autograd node on the backward pass and that
+        # with_flops does count (the linear layers' backward calls aten::mm)
+        tree = trace.host_events
+        bw_counted = 0
+        if len(fl) and len(tree):
+            pos_of = {r: i for i, r in enumerate(tree["row"].to_numpy()) if tree["source"].iat[i] == "ops"}
+            par, names = tree["parent"].to_numpy(), tree["name"].to_numpy()
+            for r in fl.loc[fl["flops"] > 0, "row"].to_numpy():
+                p = par[pos_of[r]] if r in pos_of else -1
+                while p >= 0 and not (isinstance(names[p], str) and "Backward" in names[p]):
+                    p = par[p]
+                bw_counted += p >= 0
+        if conv_b:
             out.append(Finding("backward_flops_absent", "info",
-                               "with_flops counts only a few forward operators (conv2d, mm, addmm, bmm, "
-                               "baddbmm, mul, add); the backward operators of the step count 0, so the "
-                               "profiler's FLOP total is not the training step's arithmetic (roughly a third "
-                               "of it for convolutions)",
+                               "with_flops has formulas for a few operators only (conv2d, mm, addmm, bmm, "
+                               "baddbmm, mul, add): a convolution's backward (aten::convolution_backward) "
+                               f"counts 0 FLOPs, while {bw_counted} backward call(s) that reach aten::mm (the "
+                               "linear layers' gradients) are counted; so the profiler's FLOP total is not the "
+                               "training step's arithmetic (for convolutions, roughly a third of it)",
                                "count a whole step with torch.utils.flop_counter.FlopCounterMode "
                                "(kitlib.capture.experiments.flop_counter_step) before dividing by device time",
                                {"counted_calls": int(len(fl)), "counted_flops": int(fl["flops"].sum()),
-                                "backward_calls_uncounted": int(len(bwd)),
+                                "backward_calls_counted": int(bw_counted),
                                 "convolution_backward_calls": conv_b}))
     return out
 

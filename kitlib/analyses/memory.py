@@ -139,6 +139,15 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     ------
     MemoryDataError
         The trace has no memory events.
+
+    Notes
+    -----
+    A record belongs to every event whose ``[start, end]`` holds its time, both ends
+    included, on any thread (``MemRecordsAcc.in_interval`` in
+    ``torch/autograd/profiler_util.py``), compared here in the trace's integer ns.
+    torch 2.5 compared times after a round trip through float µs, so on its traces
+    a record that falls exactly on an event's edge can land on the other side; such
+    differences are a few records at most and are not reproduced.
     """
     ev = profiler_events(trace) if events is None else events.copy()
     m = _memory_of(trace, device)

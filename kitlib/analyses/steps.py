@@ -253,10 +253,14 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     Raises
     ------
     KitError
-        No steps in ``source``.
+        No steps in ``source``, or no GPU activity at all (a CPU-only recording has
+        no device, so no device gaps: it is not "idle for the whole step").
     """
     steps = steps_of(source)
     work = device_work(source)
+    if work.empty:
+        raise KitError(f"{source.path}: no GPU activity in this recording (no kernel, copy or set): "
+                       "there is no device whose idle gaps could be found")
     rows = []
     for s in steps.itertuples():
         g = idle_gaps(work, window=(s.start_ns, s.end_ns), min_gap_ns=min_gap_ns)
@@ -303,7 +307,9 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
           ``NsysReport.gpu_events`` for a report).
 
         GPU work is measured inside the step's host window: work a step submits that
-        runs after its host interval has ended counts in the next window.
+        runs after its host interval has ended counts in the next window. On a
+        recording with no GPU activity at all the device columns are <NA> (and
+        ``gpu_launched`` 0), with a note in ``.attrs["note"]``: no device, no idle time.
 
     Raises
     ------
@@ -328,6 +334,13 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
             vals.append(int(d.sum()) if len(d) else pd.NA)
         if any(v is not pd.NA for v in vals):
             out[f"{ph}_ns"] = pd.array(vals, dtype="Int64")
+    if work.empty:
+        # a CPU-only recording: there is no device, so no busy, idle or gap figures
+        for c in ("device_busy_ns", "gpu_sum_ns", "kernel_sum_ns", "idle_ns", "gaps", "longest_gap_ns"):
+            out[c] = pd.array([pd.NA] * len(out), dtype="Int64")
+        out["gpu_launched"] = 0
+        out.attrs["note"] = "no GPU activity in this recording: the device columns are <NA>"
+        return out.reset_index(drop=True)
     out["device_busy_ns"] = allw["busy_ns"].to_numpy()
     out["gpu_sum_ns"] = allw["sum_dur_ns"].to_numpy()
     out["kernel_sum_ns"] = kern["sum_dur_ns"].to_numpy()

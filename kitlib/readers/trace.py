@@ -141,6 +141,7 @@ class Trace:
         ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
         trace's ``ts`` are already since the epoch), ``process_names``,
         ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
+        ``json_bytes`` (size of the JSON text, uncompressed; :func:`load_trace` only),
         ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
         traces; 1 otherwise), ``python_frames_are_children`` (bool) and
         ``python_frames_rule`` (how that was decided; see :func:`python_frames_rule`).
@@ -282,7 +283,9 @@ def load_trace(path, torch_version: str | None = None) -> Trace:
         raise _json_error(path, raw) from None
     except UnicodeDecodeError as e:
         raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
-    return trace_from_json(doc, path, torch_version)
+    tr = trace_from_json(doc, path, torch_version)
+    tr.meta["json_bytes"] = len(raw)
+    return tr
 
 
 def _json_error(path, raw: bytes) -> KitFileError:
