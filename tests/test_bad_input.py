@@ -134,7 +134,7 @@ def test_manifest_files_are_checked(tmp_path, files, words):
 
 def test_yes_no_answers_are_not_guessed():
     from kitlib.course import exercises
-    ex = exercises.lesson01(open_capture("profiler_5step"))
+    ex = exercises.lesson02(open_capture("profiler_5step"))
     assert ex.check("add_host_and_device", "No.").correct is True
     assert ex.check("add_host_and_device", False).correct is True
     assert ex.check("add_host_and_device", "yes").correct is False
@@ -144,11 +144,11 @@ def test_yes_no_answers_are_not_guessed():
 
 def test_wrong_answers_get_a_hint_before_the_answer():
     from kitlib.course import exercises
-    ex = exercises.lesson01(open_capture("profiler_5step"))
+    ex = exercises.lesson02(open_capture("profiler_5step"))
     first = ex.check("queue_delay_us", 500)
     assert first.correct is False and "844" not in first.message
     second = ex.check("queue_delay_us", 500)
     assert "844.610" in second.message
-    unit = exercises.lesson01(open_capture("profiler_5step")).check("queue_delay_us", 0.84461)
+    unit = exercises.lesson02(open_capture("profiler_5step")).check("queue_delay_us", 0.84461)
     assert "factor of 0.001" in unit.message
     assert "844.61" in ex.reveal("queue_delay_us").message

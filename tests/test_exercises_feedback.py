@@ -1,10 +1,10 @@
 """Exercises judge understanding: several right answers where the facts allow, targeted
 feedback for the known wrong ones."""
-from kitlib.course.exercises import Question, l10
+from kitlib.course.exercises import Question, l11
 
 
 def test_routes_admit_both_timeline_tools_where_both_answer():
-    ex = l10.questions()
+    ex = l11.questions()
     for key in ("backward_thread", "copy_overlap", "op_of_kernel"):
         for answer in ("both", "nsys", "torch.profiler", "torch.profiler and nsys"):
             assert ex.check(key, answer).correct, (key, answer)
@@ -15,7 +15,7 @@ def test_routes_admit_both_timeline_tools_where_both_answer():
 
 
 def test_lesson10_no_longer_claims_nsight_traces_the_workers():
-    why = {k: w for k, _, _, _, w in l10.ROUTES}
+    why = {k: w for k, _, _, _, w in l11.ROUTES}
     assert "trace-fork-before-exec" in why["idle_before_first_step"]
     assert "backtrace" in why["line_of_code"]
 
@@ -28,9 +28,9 @@ def test_a_trap_answer_gets_its_own_feedback_first():
 
 
 def test_lesson01_feedback_says_host_and_device_need_not_overlap():
-    from kitlib.course.exercises import l01
+    from kitlib.course.exercises import l02
     from kitlib.readers.bundle import open_capture
-    ex = l01.questions(open_capture("profiler_5step"))
+    ex = l02.questions(open_capture("profiler_5step"))
     assert "763.8 µs after the operator's host interval has ended" in ex["add_host_and_device"].explain
     assert "overlap in time" not in ex["add_host_and_device"].explain
     q = ex["queue_delay_us"]
@@ -38,34 +38,34 @@ def test_lesson01_feedback_says_host_and_device_need_not_overlap():
 
 
 def test_lesson04_half_the_tensor_adds_are_gradient_sums_on_the_autograd_thread():
-    from kitlib.course.exercises import l04
+    from kitlib.course.exercises import l05
     from kitlib.readers.bundle import open_capture
-    q = l04.questions(open_capture("fixed_batch"))["add_autograd_per_step"]
+    q = l05.questions(open_capture("fixed_batch"))["add_autograd_per_step"]
     assert q.answer == 16 and q.judge(16).correct
     assert "both threads" in q.judge(32).message and "per step" in q.judge(80).message
 
 
 def test_lesson07_macs_trap_and_backward_ratio():
-    from kitlib.course.exercises import l07
+    from kitlib.course.exercises import l08
     from kitlib.readers.bundle import open_capture
-    ex = l07.questions(open_capture("fixed_batch"))
+    ex = l08.questions(open_capture("fixed_batch"))
     q = ex["first_conv_gflop"]
     assert q.answer == 30.212 and "MACs" in q.judge(15.106).message
     assert ex["bwd_fwd_ratio"].answer == 1.97
 
 
 def test_lesson06_traps_the_b300_figure_and_decimal_gb():
-    from kitlib.course.exercises import l06
+    from kitlib.course.exercises import l07
     from kitlib.readers.bundle import open_capture
-    q = l06.questions(open_capture("profiler_5step"))["conv_self_gib"]
+    q = l07.questions(open_capture("profiler_5step"))["conv_self_gib"]
     assert q.answer == 26.56 and q.judge(26.56).correct
     assert "B300" in q.judge(26.54).message          # the source's figure, not this capture's
     assert "GiB" in q.judge(28.51).message           # decimal GB typed for the profiler's GiB
 
 
 def test_lesson03_questions_follow_the_pinning_story():
-    from kitlib.course.exercises import l03
+    from kitlib.course.exercises import l04
     from kitlib.readers.bundle import open_capture
-    ex = l03.questions({"nsys": open_capture("nsys_8step"), "timing": open_capture("profiler_5step")})
+    ex = l04.questions({"nsys": open_capture("nsys_8step"), "timing": open_capture("profiler_5step")})
     assert ex["pin_alloc_share"].answer == 0.324 and ex["batches_before_batch0"].answer == 7
     assert "B300" in ex.check("first_data_load_ms", 535.258).message

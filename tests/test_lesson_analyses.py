@@ -30,7 +30,7 @@ def test_the_slow_uninstrumented_step_is_batch_8_the_second_round():
 
 
 def test_profiler_cost_shows_once_the_loader_warmup_is_set_apart():
-    """Lesson 09: against the whole series within the noise; against the steady steps, slower."""
+    """Lesson 10: against the whole series within the noise; against the steady steps, slower."""
     from kitlib.analyses.compare import compare
     from kitlib.analyses.steps import active_step_times
     cap = open_capture("profiler_5step")
@@ -52,7 +52,7 @@ def test_matched_rates_pair_flops_with_the_time_of_the_same_work():
 
 
 def test_every_same_stream_overlap_was_launched_with_cudaLaunchKernelExC(ref_trace):
-    """Lesson 02: 130 kernels start before their predecessor on the stream ends, all from ExC launches."""
+    """Lesson 03: 130 kernels start before their predecessor on the stream ends, all from ExC launches."""
     from kitlib.analyses.chain import chain
     from kitlib.analyses.overlap import same_stream_overlaps
     c = chain(ref_trace("profiler_5step"))
@@ -70,7 +70,7 @@ def _first_data_load(rep):
 
 
 def test_pin_thread_serial_host_allocs_in_the_first_data_load():
-    """Lesson 03: 17 cudaHostAlloc on pt_data_pin, 475.9 ms, from 764 ms to the range's end."""
+    """Lesson 04: 17 cudaHostAlloc on pt_data_pin, 475.9 ms, from 764 ms to the range's end."""
     from kitlib.analyses import pinning
     rep = open_capture("nsys_8step").nsys
     s, e, main = _first_data_load(rep)

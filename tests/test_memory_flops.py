@@ -1,4 +1,4 @@
-"""Lessons 06-07 analyses, reconciled with the profiler's own numbers on the reference recordings."""
+"""Lessons 07-08 analyses, reconciled with the profiler's own numbers on the reference recordings."""
 
 import pytest
 

@@ -40,9 +40,9 @@ def test_scale_from_the_environment_and_bad_values(monkeypatch, scale_back):
 
 
 def test_lesson10_route_map_draws_a_dot_per_answering_tool(scale_back):
-    from kitlib.course.exercises import l10
+    from kitlib.course.exercises import l11
     from kitlib.plots.routes import plot_routes
-    routes = l10.route_table()
-    fig = plot_routes(routes, list(l10.TOOLS))
+    routes = l11.route_table()
+    fig = plot_routes(routes, list(l11.TOOLS))
     big = [ln for ln in fig.axes[0].lines if ln.get_marker() == "o"]
-    assert len(big) == int(routes[list(l10.TOOLS)].to_numpy().sum())
+    assert len(big) == int(routes[list(l11.TOOLS)].to_numpy().sum())

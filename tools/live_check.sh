@@ -22,7 +22,7 @@ run() {  # run NAME TIMEOUT CMD...
   printf '%s\t%s\t%s\n' "$name" "$([ $rc = 0 ] && echo ok || echo "rc=$rc")" "$(( $(date +%s) - t ))" >> "$OUT/report.tsv"
 }
 run "kitlib profile" 240 python3 -m kitlib profile --no-progress
-for nb in 00 01 02 04 06 07 03 08 09 05 10; do
+for nb in 00 01 02 03 05 07 08 04 09 10 06 11; do
   run "lesson $nb" 240 python3 tools/run_lesson.py lessons/${nb}_*.ipynb --figures "$OUT/fig"
 done
 run "matched cold_start (torch.profiler)" 120 python3 -c "from kitlib import capture as c; c.capture(None, 'cold_start', 'runs/matched_cold_start', progress=False)"

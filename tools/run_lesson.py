@@ -1,6 +1,6 @@
 """Run a lesson notebook's code cells as a plain script (no Jupyter needed).
 
-    python tools/run_lesson.py lessons/01_*.ipynb [--figures DIR]
+    python tools/run_lesson.py lessons/02_*.ipynb [--figures DIR]
 
 Each code cell runs in one namespace, in order; the value of a cell's last
 expression is printed (as a notebook would show it) and every open matplotlib

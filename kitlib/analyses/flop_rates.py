@@ -4,7 +4,7 @@ A rate is only as good as its pairing: FLOPs of some operators divided by the de
 time of *the kernels those operators launched*. Dividing a whole step's FLOPs by the
 time of the convolutions alone, or the convolutions' FLOPs by every kernel's time,
 mixes two different sets of work. :func:`matched_rates` keeps each pair explicit
-(lesson 07).
+(lesson 08).
 
 Sources: FLOPs from ``with_flops`` (the profiler's formulas on recorded shapes,
 :func:`kitlib.analyses.flops.flops_by_operator`) and from ``FlopCounterMode``

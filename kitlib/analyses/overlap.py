@@ -6,7 +6,7 @@ predecessor on the same stream ends therefore needs an explanation; on Hopper GP
 one is programmatic dependent launch, which lets a kernel launched with that attribute
 (through ``cudaLaunchKernelExC``) begin while the kernel before it finishes. The trace
 does not record launch attributes, so this module reports what it can: which launches
-produced the overlapping kernels (lesson 02).
+produced the overlapping kernels (lesson 03).
 """
 from __future__ import annotations
 

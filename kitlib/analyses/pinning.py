@@ -7,7 +7,7 @@ copies it into page-locked (pinned) host memory before the main thread takes it
 caching host allocator has no pinned blocks to reuse, so pinning a batch starts with
 ``cudaHostAlloc`` — a driver call that page-locks the whole buffer and can take tens
 of ms for a batch of 128 images. This module reads, from the report's CUDA API and
-OS-runtime rows, what lesson 03 teaches about that range:
+OS-runtime rows, what lesson 04 teaches about that range:
 
 - :func:`pin_thread_allocs`: the pin thread's ``cudaHostAlloc`` calls inside a window;
 - :func:`main_thread_waits`: the main thread's waits (``sem_clockwait`` …) and when it

@@ -199,7 +199,7 @@ def workload_table(capture: Capture):
 
 
 def chain_beside_source(summary: dict, label: str = "this capture"):
-    """Lesson 01's figures for one convolution beside the source texts' B300 figures.
+    """Lesson 02's figures for one convolution beside the source texts' B300 figures.
 
     Parameters
     ----------

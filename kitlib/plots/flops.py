@@ -1,4 +1,4 @@
-"""Pictures for lesson 07: FLOPs, achieved rates beside peaks, and Nsight Compute.
+"""Pictures for lesson 08: FLOPs, achieved rates beside peaks, and Nsight Compute.
 
 Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
 and returns it. They draw the tables of :mod:`kitlib.analyses.flops` and

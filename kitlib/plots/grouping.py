@@ -1,4 +1,4 @@
-"""Pictures for lessons 04 and 05: device time per input shape, per call site, and
+"""Pictures for lessons 05 and 06: device time per input shape, per call site, and
 what attribution options cost. Each function returns the matplotlib Figure."""
 from __future__ import annotations
 

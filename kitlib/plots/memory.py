@@ -1,4 +1,4 @@
-"""Pictures for lesson 06: memory over time.
+"""Pictures for lesson 07: memory over time.
 
 Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
 and returns it. They draw the tables of :mod:`kitlib.analyses.memory`; they
@@ -53,5 +53,34 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     ax.set_ylim(0, top * 1.45)
     ax.set_title(title)
     ax.legend(loc="upper right", fontsize=font(8), ncol=2)
+    ax.figure.tight_layout()
+    return ax
+
+
+def plot_memory_categories(timeline, ax=None, title="memory held, by what it holds"):
+    """Memory over time, stacked by category (parameters, gradients, activations, …).
+
+    Parameters
+    ----------
+    timeline : DataFrame
+        :func:`kitlib.readers.memory_timeline.load_memory_timeline`.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        x: ms since the first change; y: MiB held (stacked areas, one per category
+        that ever holds memory).
+    """
+    from ..readers.memory_timeline import CATEGORIES
+    from ..units import bytes_to_mib
+    ax = _ax(ax, (10, 3.4))
+    t0 = int(timeline["time_ns"].iloc[0]) if len(timeline) else 0
+    x = ns_to_ms(timeline["time_ns"] - t0)
+    cats = [c for c in CATEGORIES if timeline[f"{c}_bytes"].abs().sum() > 0]
+    ax.stackplot(x, *[bytes_to_mib(timeline[f"{c}_bytes"]) for c in cats], labels=cats, step="post", alpha=0.85)
+    ax.set_xlabel("time since the first recorded change (ms)")
+    ax.set_ylabel("memory held (MiB)")
+    ax.set_title(title)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=font(8))
     ax.figure.tight_layout()
     return ax

@@ -1,7 +1,7 @@
-"""The macro-to-micro map of lesson 10: which tool answers which question.
+"""The macro-to-micro map of lesson 11: which tool answers which question.
 
 Drawing only: the routes come from the caller as a table (in the course,
-``kitlib.course.exercises.l10.route_table()``), one row per question and one
+``kitlib.course.exercises.l11.route_table()``), one row per question and one
 boolean column per tool.
 """
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Pictures for lessons 08–10: the two attributions of GPU work to NVTX ranges.
+"""Pictures for lessons 09–11: the two attributions of GPU work to NVTX ranges.
 
 :func:`plot_attribution` draws, per labelled phase, the GPU time credited to it
 under Nsight's thread rule and under the time rule (:func:`kitlib.analyses.align.align`).

@@ -6,7 +6,7 @@ quotes the learner's own figures. ``check`` says right or wrong and why.
 
 Example
 -------
->>> ex = exercises.lesson01(capture)        # doctest: +SKIP
+>>> ex = exercises.lesson02(capture)        # doctest: +SKIP
 >>> ex.check("launch_count", 3)             # doctest: +SKIP
 ✓ launch_count: right. The operator made 3 launches ...
 """

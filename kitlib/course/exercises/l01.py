@@ -1,57 +1,72 @@
-"""Lesson 01's questions."""
+"""Lesson 01's questions (how do I record a profile?), from the learner's own recording."""
 from __future__ import annotations
 
 from . import Exercises, Question
-from ...units import ns_to_us
+from ...units import bytes_to_mib
 
 
-def questions(capture) -> Exercises:
-    """Questions of lesson 01 (which operation asked for this kernel?), from ``capture``.
+def questions(trace_path, memory_timeline_path=None, schedule: dict | None = None, steps_run: int | None = None
+              ) -> Exercises:
+    """Questions of lesson 01, computed from the files the learner's profile wrote.
 
-    The operator studied is the first ``aten::cudnn_convolution`` of the capture's
-    first recorded step (``ProfilerStep#2`` in the reference).
+    Parameters
+    ----------
+    trace_path : path
+        The Chrome trace written by ``on_trace_ready`` (``prof.export_chrome_trace``).
+    memory_timeline_path : path, optional
+        The ``export_memory_timeline(....json)`` file; adds the activation question.
+    schedule : dict, optional
+        ``wait``, ``warmup``, ``active`` of the profiler's schedule (default: the
+        lesson's, :data:`kitlib.course.first_profile.SCHEDULE`).
+    steps_run : int, optional
+        How many times the loop called ``prof.step()`` (default: the lesson's 5).
     """
-    from ...analyses.chain import first_op, launches_of
-    from ...plots import short_name
-    tr = capture.trace
-    step = int(tr.steps["step"].iloc[0]) if len(tr.steps) else None
-    row = first_op(tr, "aten::cudnn_convolution", step=step)
-    ls = launches_of(tr, row)
-    longest = int(ls.loc[ls["gpu_dur_ns"].idxmax(), "launch_index"])
-    last = ls.iloc[-1]
-    delay_us = ns_to_us(last["gpu_start_ns"] - last["launch_start_ns"])
-    op_us = ns_to_us(tr.ops.loc[row, "dur_ns"])
-    op_end = int(tr.ops.loc[row, "start_ns"] + tr.ops.loc[row, "dur_ns"])
-    first_gpu_after_us = ns_to_us(int(ls["gpu_start_ns"].min()) - op_end)
-    when = (f"here the first of its GPU events starts {first_gpu_after_us:,.1f} µs after the operator's host "
-            "interval has ended, so the two do not even overlap" if first_gpu_after_us > 0 else
-            f"here its first GPU event starts {-first_gpu_after_us:,.1f} µs before the operator's host interval ends")
-    from_end_us = ns_to_us(last["gpu_start_ns"] - last["launch_start_ns"] - last["launch_dur_ns"])
+    from ...analyses.four_measures import self_total
+    from ...readers.memory_timeline import load_memory_timeline
+    from ...readers.trace import load_trace
+    from ..first_profile import SCHEDULE, STEPS_RUN
+    sch = dict(schedule or SCHEDULE)
+    run = int(steps_run or STEPS_RUN)
+    tr = load_trace(trace_path)
+    n_steps = len(tr.steps)
+    conv = tr.ops[tr.ops["name"] == "aten::conv2d"]
+    shapes = conv["input_dims"].map(str).nunique()
+    st = self_total(tr, kinds=("op",)).sort_values("self_ns", ascending=False)
+    top = st["name"].iloc[0]
     qs = [
-        Question("launch_count", "How many CUDA launches did this convolution operator make?", len(ls),
-                 f"its external id appears on {len(ls)} launches: "
-                 + ", ".join(f"{r.launch_name} {ns_to_us(r.launch_dur_ns):.3f} µs" for r in ls.itertuples()) + ".",
+        Question("steps_in_trace", f"Predict: with schedule(wait={sch['wait']}, warmup={sch['warmup']}, "
+                                   f"active={sch['active']}) and {run} calls to prof.step(), how many ProfilerStep#N "
+                                   "does the trace hold?", n_steps,
+                 f"{n_steps}: {', '.join(tr.steps['name'])}. The wait step runs without recording, the warm-up "
+                 "step records and throws the result away (the profiler's own start-up cost lands there), and "
+                 "only the active steps reach on_trace_ready.", tolerance=0,
+                 traps=[(run, "that counts every step the loop ran; the wait and warm-up steps are not in the "
+                              "trace."),
+                        (sch["warmup"] + sch["active"], "the warm-up step is recorded but discarded: it is not in "
+                                                         "the trace.")]),
+        Question("conv_calls", "How many aten::conv2d calls does the trace hold?", len(conv),
+                 f"{len(conv)}: one per recorded step (the model has one convolution), the same count as the "
+                 "'# of Calls' column of key_averages().", tolerance=0,
+                 traps=[(run, "the trace holds the active steps only, not every step the loop ran.")]),
+        Question("conv_shape_groups", "Into how many input-shape groups does key_averages(group_by_input_shape=True) "
+                                      "split aten::conv2d?", shapes,
+                 f"{shapes}: every call had the same input shapes ({conv['input_dims'].iloc[0][:2]} …); a real "
+                 "model with layers of different sizes would split one name into many groups (lesson 05).",
                  tolerance=0),
-        Question("longest_kernel_launch", "Which launch (1, 2, 3, …) produced the longest GPU event?", longest,
-                 f"launch #{longest}: its kernel ran {ns_to_us(ls['gpu_dur_ns'].max()):.3f} µs on the GPU; the others: "
-                 + ", ".join(f"#{r.launch_index} {short_name(r.gpu_name, 40)} {ns_to_us(r.gpu_dur_ns):.3f} µs"
-                             for r in ls.itertuples() if r.launch_index != longest) + ".", tolerance=0),
-        Question("launch_to_kernel_id", "Which id links a launch to the kernel it started: 'correlation' or "
-                                        "'external'?", "correlation",
-                 "CUPTI gives the API call and its GPU activity the same correlation id; the external id "
-                 "is the profiler's link from both to the operator (Kineto writes it on the launch and on the "
-                 "kernel). Two events that share an external id need not be launch and kernel of each other.",
-                 normalise=lambda s: str(s).strip().lower().replace(" id", "").replace("_id", ""),
-                 choices=["correlation", "external"]),
-        Question("add_host_and_device", f"Is {op_us:.3f} µs (operator, host) + {ns_to_us(ls['gpu_dur_ns'].sum()):.3f} µs "
-                                        "(its kernels, device) the operator's cost? (yes/no)", False,
-                 f"no: the operator's host interval is the CPU thread's time, its kernels' durations are the GPU's; "
-                 f"{when}. A sum of the two measures no resource's time. Report host and device time separately."),
-        Question("queue_delay_us", f"How many µs after launch #{len(ls)} began did its kernel start on the GPU?",
-                 round(delay_us, 3),
-                 f"gpu start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
-                 "behind earlier work. A launch returning is not the kernel running.", tolerance=0.01,
-                 traps=[(round(from_end_us, 3), "you measured from the launch's end; the question asks from the "
-                                                "moment the launch began.")]),
+        Question("top_self_op", "Which operator has the largest self CPU time in your recording?", top,
+                 f"{top}: {st['self_ns'].iloc[0] / 1e6:,.2f} ms of self time over {int(st['calls'].iloc[0])} calls "
+                 "(total minus what it called). Sort by self time to find where the thread itself spent time.",
+                 normalise=lambda s: str(s).strip().lower()),
     ]
+    if memory_timeline_path is not None:
+        tl = load_memory_timeline(memory_timeline_path)
+        act = float(bytes_to_mib(tl["activation_bytes"].max()))
+        qs.append(Question("peak_activation_mib", "From the memory timeline: the most memory held by activations "
+                                                  "at any moment, in MiB?", round(act, 2),
+                           f"{act:,.2f} MiB: the forward pass's outputs kept for backward, freed as backward uses "
+                           "them. Parameters and gradients stay; activations come and go every step.",
+                           tolerance=0.02,
+                           traps=[(round(float(bytes_to_mib(tl["total_bytes"].max())), 2),
+                                   "that is the peak of all categories together; the question asks for "
+                                   "activations only.")]))
     return Exercises("Lesson 01 — your turn", qs)

@@ -1,66 +1,72 @@
-"""Lesson 07's questions (how much arithmetic, and how fast?)."""
+"""Lesson 07's questions (how much memory did this operation take?)."""
 from __future__ import annotations
 
 from . import Exercises, Question
+from ..sources import B300
+from ...units import bytes_to_gb, bytes_to_gib
+
+
+def _snapshot_capture(capture):
+    """The capture's own memory snapshot, or the reference one when it has none."""
+    from ...readers.bundle import open_capture
+    return capture if capture.has("memory_snapshot.pickle") else open_capture("profiler_5step")
 
 
 def questions(capture) -> Exercises:
     """Questions of lesson 07, computed from ``capture`` (a torch.profiler bundle
-    recorded with ``record_shapes`` and ``with_flops``)."""
-    from .. import ncu_capture, step_flop_counts
-    from ...analyses import flops as F
-    from ...readers.ncu import load_ncu_csv
+    recorded with ``profile_memory=True``; the memory snapshot comes from the
+    capture when it has one, otherwise from the reference ``profiler_5step``)."""
+    from ...analyses import memory as M
+    from ...readers.snapshot import load_memory_snapshot
     tr = capture.trace
-    ev = F.flops_by_event(tr)
-    first = ev[ev["name"] == "aten::conv2d"].iloc[0]
-    counts = step_flop_counts(capture)
-    per_step = F.flops_by_operator(tr, ev)["flops"].sum() / len(tr.steps)
-    share = per_step / counts["total"]
-    rates = F.rate_estimates(tr, counts)
-    fwd = float(counts.get("by_op", {}).get("aten.convolution", 0))
-    bwd = float(counts.get("by_op", {}).get("aten.convolution_backward", 0))
-    conv_rate = rates["tflops_estimate"].iloc[0]
-    nc = ncu_capture(capture)
-    tidy = load_ncu_csv(nc.file(nc.files[0] if nc.files[0].endswith(".csv") else
-                                next(f for f in nc.files if f.endswith(".csv"))))
-    k0 = tidy[tidy["kernel_id"] == tidy["kernel_id"].min()].set_index("metric")["value"]
-    bound = "memory" if k0["Memory Throughput"] > k0["Compute (SM) Throughput"] else "compute"
-    x, w = first["input_dims"][0], first["input_dims"][1]
-    ci = tr.ops.loc[first["row"], "concrete_inputs"]
+    by_op = M.memory_by_operator(tr)
+    conv = by_op.loc["aten::cudnn_convolution"]
+    tl = M.memory_timeline(tr)
+    peak = M.memory_peak(tl)
+    per_step = M.memory_per_step(tl)
+    growth = int(per_step["end_allocated_bytes"].iloc[-1] - per_step["start_allocated_bytes"].iloc[0])
+    most_neg = by_op["self_bytes"].idxmin()
+    snap = load_memory_snapshot(_snapshot_capture(capture).file("memory_snapshot.pickle"))
+    new_segments = int((snap.events["action"] == "segment_alloc").sum())
     qs = [
-        Question("first_conv_gflop", f"How many GFLOP (10⁹) does with_flops give the first aten::conv2d "
-                                     f"(input {x}, weight {w}, stride {ci[3]}, padding {ci[4]}, dilation {ci[5]}, groups {ci[6]})?",
-                 float(round(first["flops"] / 1e9, 3)),
-                 f"2 · N · H_out · W_out · K_h · K_w · C_in · C_out = {first['flops']:,} FLOPs "
-                 f"= {first['flops'] / 1e9:.3f} GFLOP, with H_out = (H + 2·padding − dilation·(K_h − 1) − 1) "
-                 "// stride + 1.",
-                 tolerance=0.01,
-                 traps=[(float(round(first["flops"] / 2e9, 3)), "that is the count of multiply-adds (MACs); each "
-                                                                  "is two floating-point operations, and with_flops "
-                                                                  "counts FLOPs.")]),
-        Question("with_flops_share", "What fraction of the whole step's FLOPs (FlopCounterMode) does "
-                                     "with_flops count per step? (0–1)", float(round(share, 3)),
-                 f"{per_step / 1e12:.3f} of {counts['total'] / 1e12:.3f} TFLOP = {share:.1%}: the profiler "
-                 "counts aten::conv2d, addmm and mm only; convolution backward, about twice the forward work, "
-                 "gets no estimate.", tolerance=0.02),
-        Question("conv_tflops", "Achieved TFLOP/s estimate of the forward convolutions (their FLOPs over the "
-                                "device time of their kernels)?", float(round(conv_rate, 1)),
-                 f"{rates['tflop_per_step'].iloc[0]:.3f} TFLOP in {rates['device_ms_per_step'].iloc[0]:.3f} ms "
-                 f"of kernels per step ≈ {conv_rate:.0f} TFLOP/s.", tolerance=0.03),
-        Question("bwd_fwd_ratio", "Per FlopCounterMode, how many times the forward convolutions' FLOPs does "
-                                  "convolution backward need in one step?", float(round(bwd / fwd, 2)) if fwd else 0.0,
-                 f"aten.convolution_backward {bwd / 1e12:.3f} TFLOP ÷ aten.convolution {fwd / 1e12:.3f} TFLOP = "
-                 f"{bwd / fwd if fwd else float('nan'):.2f}: a gradient for the input and one for the weights, each "
-                 "about as much arithmetic as the forward convolution (the first layer needs no input gradient).",
-                 tolerance=0.02),
-        Question("is_utilization", "Is that rate divided by the datasheet peak the GPU's utilization? (yes/no)",
-                 False, "no: the FLOPs are a formula on shapes (not what the kernels executed), the peak is a "
-                        "dense best case at boost clock, and the time is the kernels' summed duration, whatever they were waiting on. It is an "
-                        "estimate to compare runs, not a hardware measurement: ask Nsight Compute for that."),
-        Question("ncu_limiter", "In the Nsight Compute report, is kernel #0 closer to its memory or its compute "
-                                "peak? (memory/compute)", bound,
-                 f"{bound}: memory throughput {k0['Memory Throughput']:.1f} % vs compute (SM) "
-                 f"{k0['Compute (SM) Throughput']:.1f} % of peak, achieved occupancy "
-                 f"{k0['Achieved Occupancy']:.1f} %.", choices=["memory", "compute"]),
+        Question("conv_self_gib", "Self CUDA Mem of aten::cudnn_convolution over the recorded steps, in the "
+                                  "profiler's 'GB' (GiB = 2**30 bytes)?", float(round(bytes_to_gib(conv["self_bytes"]), 2)),
+                 f"{int(conv['self_bytes']):,} bytes over {int(conv['calls'])} calls = "
+                 f"{bytes_to_gib(conv['self_bytes']):.2f} GiB (= {bytes_to_gb(conv['self_bytes']):.2f} GB of 10⁹ bytes): "
+                 f"{int(conv['self_alloc_bytes']):,} bytes allocated minus {int(conv['self_free_bytes']):,} freed "
+                 "inside the operator's calls.", tolerance=0.004 / max(bytes_to_gib(conv["self_bytes"]), 1e-9),
+                 traps=[(float(round(bytes_to_gb(conv["self_bytes"]), 2)), "those are decimal GB (10⁹ bytes); the "
+                                                                           "profiler's 'GB' are GiB (2³⁰ bytes)."),
+                        (float(B300["cudnn_conv_self_cuda_mem_gb"]), "that is the B300 figure quoted from the source "
+                                                                     "texts; the question is about the capture this "
+                                                                     "lesson analyses.")]),
+        Question("is_peak", "Is that figure the most memory the convolutions held at one moment? (yes/no)", False,
+                 f"no: it is a sum over {int(conv['calls'])} calls of what each call allocated and did not free "
+                 f"itself. Live memory never went above {bytes_to_gb(peak['allocated_bytes']):.2f} GB during the whole "
+                 "window; the outputs were freed later, by other operators (in backward)."),
+        Question("most_negative_operator", "Which operator (or label) has the most negative Self CUDA Mem?",
+                 most_neg,
+                 f"{most_neg}: {bytes_to_gib(by_op.loc[most_neg, 'self_bytes']):.2f} GiB. A negative value is a net "
+                 "free: it released tensors someone else allocated. (For the `backward` label, the autograd "
+                 "engine's operators run on another thread, so they are not its children and all their "
+                 "allocations and frees stay in its 'self'.)",
+                 normalise=lambda s: str(s).strip()),
+        Question("peak_phase", "In which phase (data_load, h2d, forward, backward, optimizer) was live memory "
+                               "highest?", peak["phase"],
+                 f"{peak['phase']}: {bytes_to_gb(peak['allocated_bytes']):.2f} GB allocated just after "
+                 f"{peak['op']} in step {peak['step']}: the activations saved in forward are still live while "
+                 "backward allocates the gradients that replace them.",
+                 choices=["data_load", "h2d", "forward", "backward", "optimizer"]),
+        Question("growth_over_window_bytes", "By how many bytes did allocated memory grow from the start of "
+                                             "the first recorded step to the end of the last?", growth,
+                 f"{growth:,} bytes: every step starts at {bytes_to_gb(per_step['start_allocated_bytes'].iloc[0]):.3f} GB "
+                 f"and returns to it, although each forward adds "
+                 f"{bytes_to_gb(per_step['forward_growth_bytes'].iloc[0]):.2f} GB. Growth inside a step is the "
+                 "activations, not a leak.", tolerance=0),
+        Question("new_segments", "How many new CUDA segments (cudaMalloc, 'segment_alloc') did the allocator "
+                                 "make during the snapshot's history?", new_segments,
+                 f"{new_segments}: {int((snap.events['action'] == 'alloc').sum()):,} tensor allocations were all "
+                 f"served from the {bytes_to_gb(snap.reserved_bytes()):.2f} GB the caching allocator already held "
+                 "(reserved). Freed blocks go back to its cache, not to CUDA.", tolerance=0),
     ]
     return Exercises("Lesson 07 — your turn", qs)

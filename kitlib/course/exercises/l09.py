@@ -1,99 +1,64 @@
-"""Lesson 09's questions (did my change make it faster?)."""
+"""Lesson 09's questions (what does the system view add?)."""
 from __future__ import annotations
 
 from . import Exercises, Question
+from ...units import ns_to_us
 
 
-def _verdict_norm(s):
-    s = str(s).strip().lower()
-    return "no difference beyond the noise" if s.startswith("no") or "noise" in s else s
-
-
-def questions(capture, series: dict | None = None, trace_capture=None, num_workers: int | None = None,
-              batches_per_epoch: int | None = None) -> Exercises:
-    """Questions of lesson 09, from a bundle's ``step_times.json`` (or ``series``).
+def questions(capture, emit=None) -> Exercises:
+    """Questions of lesson 09, from an Nsight Systems capture (``nsys_8step`` or a live one).
 
     Parameters
     ----------
     capture : kitlib.readers.bundle.Capture
-        A bundle with ``step_times.json`` (``profiler_5step`` in replay).
-    series : dict, optional
-        Step times in ms per series (e.g. live from
-        :func:`kitlib.capture.experiments.overhead_series`); replaces the bundle's.
-    trace_capture : Capture, optional
-        A torch.profiler capture with full attribution (``profiler_5step``): adds the
-        question on the GPU's idle share of a profiled step.
-    num_workers, batches_per_epoch : int, optional
-        The loader's settings, for the warm-up/steady split of the uninstrumented
-        series (:func:`kitlib.analyses.dataloader.split_warmup`; 3 batches precede it);
-        by default from ``capture``'s manifest.
+        An ``nsys`` bundle with ``torch_step`` / phase NVTX ranges.
+    emit : kitlib.readers.bundle.Capture, optional
+        An ``emit_nvtx`` bundle (``nsys_emit_nvtx``); adds a question on it.
     """
-    from ...analyses.compare import compare, settings_present
-    from ...analyses.coldstart import loader_epoch_length
-    from ...analyses.dataloader import split_warmup
-    from ...analyses.steps import active_step_times, step_measures
-    if series is None and capture is None and trace_capture is not None:
-        capture = trace_capture   # e.g. after a kernel restart in live mode: the profiled capture's own times
-    st = series if series is not None else capture.step_times()
-    st = active_step_times(capture, st) if capture is not None else st   # profiled: active steps only
-    present = settings_present(st)
-    four = present.iloc[:4]
-    base = st["step_ms_uninstrumented"]
-    qs = [Question("settings_recorded", "Of the four settings (uninstrumented, NVTX only, profiler without "
-                                        "attribution, full attribution), how many have step times here?",
-                   int(four["present"].sum()),
-                   "present: " + ", ".join(f"{s} ({r.series}, n={r.n})" for s, r in four.iterrows() if r.present)
-                   + "; absent: " + (", ".join(s for s, r in four.iterrows() if not r.present) or "none")
-                   + ". A claim about an absent setting cannot be checked against this recording.", tolerance=0),
-          Question("median_uninstrumented_ms", "Median uninstrumented step time, in ms?",
-                   round(float(present.loc["uninstrumented", "median_ms"]), 2),
-                   f"median of {len(base)} steps = {present.loc['uninstrumented', 'median_ms']:,.2f} ms; the mean "
-                   f"({sum(base) / len(base):,.2f} ms) is pulled up by the slowest step ({max(base):,.2f} ms).",
-                   tolerance=0.01, traps=[(round(sum(base) / len(base), 2), "that is the mean, pulled up by one slow "
-                                           "step; the question asks for the median.")])]
-    full_key = present.loc["torch.profiler, shapes+memory+stacks+FLOPs", "series"]
-    if full_key:
-        full = st[full_key]
-        c = compare(base, full)
-        qs.append(Question("full_attribution_verdict", "Are the active steps under full attribution slower "
-                                                       "than the uninstrumented steps, beyond the noise? Answer "
-                                                       "'slower', "
-                                                       "'faster' or 'no difference beyond the noise'.",
-                           c.verdict, c.text, normalise=_verdict_norm,
-                           choices=["slower", "faster", "no difference beyond the noise"]))
-    if full_key and (capture is not None or (num_workers and batches_per_epoch)):
-        w = num_workers or int(capture.workload.get("num_workers", 0) or 0)
-        per = batches_per_epoch or loader_epoch_length(capture)
-        if w > 0:
-            steady = split_warmup(base, 3, per, w)["steady"]
-            if len(steady) >= 2:
-                c = compare(steady, st[full_key])
-                qs.append(Question("steady_verdict", "Predict before running the comparison: against the "
-                                                     "uninstrumented steps *after* the loader's warm-up only, are "
-                                                     "the active profiled steps 'slower', 'faster' or 'no "
-                                                     "difference beyond the noise'?", c.verdict,
-                                   c.text + " The baseline decides the verdict: the whole series mixes in the "
-                                            "loader's warm-up, whose spread hides the profiler's cost.",
-                                   normalise=_verdict_norm, choices=["slower", "faster",
-                                                                     "no difference beyond the noise"]))
-    if trace_capture is not None:
-        sm = step_measures(trace_capture.trace)
-        last = sm.iloc[-1]
-        share = float(last["idle_ns"] / last["wall_ns"])
-        qs.append(Question("idle_share", f"In the last profiled step of {trace_capture.name} (step "
-                                         f"{int(last['step'])}), what fraction of the step's wall time was the GPU "
-                                         "idle? (0–1, from the wall and idle columns)", round(share, 3),
-                           f"idle {last['idle_ns'] / 1e6:.2f} ms of {last['wall_ns'] / 1e6:.2f} ms = {share:.1%}, "
-                           f"with data_load only {last['data_load_ns'] / 1e6:.2f} ms: the GPU waited for the host's "
-                           "launches, not for data.", tolerance=0.03,
-                           traps=[(round(1 - share, 3), "that is the busy share; the question asks how much of the "
-                                                         "step the GPU was idle.")]))
-    if "step_ms_fixed_batch" in st:
-        c = compare(base, st["step_ms_fixed_batch"])
-        qs.append(Question("fixed_batch_verdict", "Is the fixed-batch step (no loader) faster than the "
-                                                  "uninstrumented step with the loader, beyond the noise? Answer "
-                                                  "'faster', 'slower' or 'no difference beyond the noise'.",
-                           c.verdict, c.text + " (Different workloads: this says the loader costs time, not "
-                                               "that a change helped.)", normalise=_verdict_norm,
-                           choices=["slower", "faster", "no difference beyond the noise"]))
+    import numpy as np
+
+    from ...analyses.align import launch_threads, operator_ranges
+    from ...readers.nsys import load_nsys, nvtx_gpu_projection
+    rep = load_nsys(capture)
+    proj = nvtx_gpu_projection(rep)
+    bwd = proj[proj["name"] == "backward"]
+    th = launch_threads(rep)
+    dark = th[th["labelled_ranges"] == 0].iloc[0] if (th["labelled_ranges"] == 0).any() else th.iloc[-1]
+    total_k = int(th["kernels"].sum())
+    col = capture.recipe.get("collectors", {})
+    qs = [
+        Question("backward_gpu_ops", "Nsight's NVTX GPU projection matches launches to ranges by thread. How many GPU "
+                                     f"operations does it credit to all {len(bwd)} backward ranges together?",
+                 int(bwd["gpu_ops"].sum()),
+                 f"{int(bwd['gpu_ops'].sum())} operations projecting to {ns_to_us(bwd['proj_dur_ns'].sum()):,.3f} µs in "
+                 f"total (nsys stats nvtx_gpu_proj_sum says the same), although the backward pass is the longest "
+                 "part of the step's GPU work: the range's own thread only calls loss.backward() and waits.",
+                 tolerance=0),
+        Question("dark_thread", "Which thread (its name in the report) launches GPU work but carries no NVTX range?",
+                 str(dark["thread"]),
+                 f"{dark['thread']} (tid {int(dark['tid'])}) launched {int(dark['kernels']):,} of the {total_k:,} "
+                 "kernels. Autograd runs the backward pass on its own thread, so no range pushed on the main "
+                 "thread can enclose those launches.", normalise=lambda s: str(s).strip().lower()),
+        Question("dark_thread_kernels", "How many kernels did that thread launch?", int(dark["kernels"]),
+                 f"{int(dark['kernels']):,} kernels = {dark['kernel_share']:.1%} of all kernels; "
+                 "attribute them by time (kitlib.align attribution='time') to credit them to backward.",
+                 tolerance=0),
+        Question("cpu_sampling", "Was CPU sampling on in this capture? (yes/no)", bool(col.get("cpu_sampling")),
+                 "the manifest's collectors: " + ", ".join(f"{k}={v}" for k, v in col.items())
+                 + ". With sampling and context switches off, the report cannot say what a thread computed "
+                   "between its calls, nor when it was descheduled."),
+    ]
+    if emit is not None:
+        er = load_nsys(emit)
+        ops = operator_ranges(er)
+        at = launch_threads(er)
+        auto = at.iloc[int(np.argmax(at["thread"].str.contains("autograd")))] if at["thread"].str.contains(
+            "autograd").any() else at.iloc[0]
+        n_auto = int((ops["tid"] == auto["tid"]).sum())
+        qs.append(Question("emit_nvtx_autograd_ranges",
+                           "With emit_nvtx, how many operator NVTX ranges sit on the autograd thread?", n_auto,
+                           f"{n_auto:,} of {len(ops):,} operator ranges are on {auto['thread']} (tid "
+                           f"{int(auto['tid'])}): emit_nvtx pushes a range for every operator on the thread that "
+                           "runs it, so backward operators get ranges on the autograd thread and Nsight's "
+                           "projection can credit their kernels.", tolerance=0))
     return Exercises("Lesson 09 — your turn", qs)

@@ -1,168 +1,99 @@
-"""Lesson 10's questions (which tool for which question?).
-
-Each question is one a learner meets in the earlier lessons or in the course's
-source texts; the answer is the tool that answers it, and the explanation names
-the view and why the other tools cannot. These are facts about the tools, not
-figures of a capture.
-"""
+"""Lesson 10's questions (did my change make it faster?)."""
 from __future__ import annotations
-
-import pandas as pd
 
 from . import Exercises, Question
 
-#: The tools, by the name an answer is normalised to, with the other names accepted.
-TOOLS = {
-    "torch.profiler": ("torch.profiler", "pytorch profiler", "profiler", "kineto", "torch profiler"),
-    "nsight systems": ("nsight systems", "nsys", "nsight-systems", "system profiler"),
-    "nsight compute": ("nsight compute", "ncu", "nsight-compute", "kernel profiler"),
-    "timer": ("timer", "timing", "stopwatch", "uninstrumented timing", "measure.compare", "time_steps"),
-}
+
+def _verdict_norm(s):
+    s = str(s).strip().lower()
+    return "no difference beyond the noise" if s.startswith("no") or "noise" in s else s
 
 
-def tool_name(answer) -> str:
-    """Normalise a tool name (``"nsys"`` → ``"nsight systems"``); unknown text is returned lower-cased."""
-    s = str(answer).strip().lower()
-    for tool, names in TOOLS.items():
-        if s in names:
-            return tool
-    return s
+def questions(capture, series: dict | None = None, trace_capture=None, num_workers: int | None = None,
+              batches_per_epoch: int | None = None) -> Exercises:
+    """Questions of lesson 10, from a bundle's ``step_times.json`` (or ``series``).
 
-
-#: (key, question, tools that answer it, view, why) — the routing exercises of lesson 10.
-#: Where two tools can answer, both are listed, the more direct first; either is accepted.
-ROUTES = [
-    ("op_of_kernel", "Which PyTorch operator asked for this sm90_xmma_fprop kernel?",
-     ("torch.profiler", "nsight systems"),
-     "torch.profiler's trace: operator → launch → kernel (external id, correlation id), lesson 01; or Nsight "
-     "Systems with emit_nvtx ranges around each operator, lesson 08",
-     "the framework profiler records operators and stamps their launches (and, through Kineto, the kernels) with "
-     "the operator's external id; Nsight Systems sees the kernel and its launch, and names the operator only when "
-     "torch.autograd.profiler.emit_nvtx pushes one NVTX range per operator"),
-    ("line_of_code", "Which line of my Python code is responsible for most device time?",
-     ("torch.profiler", "nsight systems"),
-     "torch.profiler with with_stack=True, grouped by call site (lesson 05); Nsight Systems with Python "
-     "backtraces on CUDA API calls (--python-backtrace=cuda) or Python sampling",
-     "torch.profiler records every Python call and ties each kernel to the frames open at its operator, so device "
-     "time sums per line; Nsight Systems can attach a Python backtrace to each CUDA API call (and so, through the "
-     "correlation id, to each kernel) or sample Python stacks, at the cost of a heavier capture"),
-    ("memory_per_op", "How much GPU memory did each operator allocate, and when was the peak?", ("torch.profiler",),
-     "profile_memory=True (Self CUDA Mem), the memory snapshot; lesson 06",
-     "allocations go through PyTorch's caching allocator, which only PyTorch's own tools record per operator; "
-     "Nsight Systems' --cuda-memory-usage follows the device memory the allocator reserves over time, not which "
-     "operator asked for it"),
-    ("idle_before_first_step", "During the second before the first step, while the GPU sits idle, what are the "
-                               "training process's threads doing (forking workers, waiting, allocating pinned "
-                               "memory)?", ("nsight systems",),
-     "OS-runtime and CUDA API rows per thread, with thread names; lesson 03",
-     "Nsight Systems traces the OS-runtime and CUDA API calls of each thread of the process it started "
-     "(fork, the main thread's waits on semaphores and locks, pt_data_pin's cudaHostAlloc); torch.profiler records "
-     "the CUDA API calls of every thread (cold_start_8step has the pin-memory thread's cudaHostAlloc calls) but "
-     "no OS calls, so it cannot show forking, waiting or lock contention. Neither saw the DataLoader workers "
-     "here: they are forked without exec, which Nsight Systems follows only with --trace-fork-before-exec=true"),
-    ("backward_thread", "Which thread launches the backward kernels, and does it run while the main thread "
-                        "waits?", ("torch.profiler", "nsight systems"),
-     "the launching thread of each kernel: tid in torch.profiler's trace (lessons 02, 05), CUDA API rows per "
-     "thread in Nsight Systems (lesson 08)",
-     "both record the thread of every launch: torch.profiler's trace puts the backward operators and their "
-     "launches on autograd's thread beside the main thread's backward label; Nsight Systems draws each thread's "
-     "CUDA calls and names the thread pt_autograd_0"),
-    ("copy_overlap", "Do the host-to-device copies overlap with kernels?", ("torch.profiler", "nsight systems"),
-     "GPU rows per stream (kernels, memcpy) in either timeline; lessons 03 and 08",
-     "both timelines record each copy and kernel with its stream, start and duration (CUPTI activity records, "
-     "in either tool); Nsight Systems adds the copy's source memory kind (pageable or pinned) and the host "
-     "threads' OS calls on the same clock"),
-    ("conv_bound", "Is this convolution kernel limited by memory bandwidth or by arithmetic?", ("nsight compute",),
-     "Speed Of Light section (compute vs memory throughput, % of peak); lesson 07 / the reference ncu CSV",
-     "only the kernel profiler replays the kernel with hardware counters; the timeline tools know its duration, "
-     "not what limited it"),
-    ("occupancy", "How many warps per SM does this kernel keep resident, and what limits it (registers, shared "
-                  "memory)?", ("nsight compute",), "Occupancy and Launch Statistics sections",
-     "achieved occupancy is a hardware counter measured per kernel; theoretical limits come from the launch "
-     "configuration and the compiled kernel's resources, which ncu reports"),
-    ("is_it_faster", "Did switching the loader to persistent workers make the step faster?", ("timer",),
-     "repeated uninstrumented step times + kitlib.analyses.compare.compare; lesson 09",
-     "every profiler adds its own cost and changes what it measures; a speed-up is claimed from repeated "
-     "uninstrumented measurements with their spread, not from a trace"),
-]
-
-
-def tool_set(answer) -> frozenset:
-    """The tools named in an answer: ``"nsys"`` → {nsight systems}; ``"both"`` → {"both"};
-    ``"torch.profiler and nsys"`` → both tools. Unknown text gives an empty set."""
-    s = str(answer).strip().lower()
-    if s in ("both", "either"):
-        return frozenset({"both"})
-    parts = [p.strip() for chunk in s.replace(" and ", ",").replace(" or ", ",").replace("+", ",").split(",")
-             for p in [chunk] if p.strip()]
-    tools = {tool_name(p) for p in parts}
-    return frozenset(t for t in tools if t in TOOLS)
-
-
-def _accepts(tools):
-    """A judge for one route: any tool of ``tools``, several of them, or "both" where two answer."""
-    want = frozenset(tools)
-
-    def accept(given) -> bool:
-        got = tool_set(given)
-        if got == {"both"}:
-            return len(want) == 2
-        return bool(got) and got <= want
-    return accept
-
-
-def route_table() -> pd.DataFrame:
-    """The routes as a table for the lesson's picture: one row per question.
-
-    Returns
-    -------
-    DataFrame
-        ``key``, ``question``, and one boolean column per tool of :data:`TOOLS`
-        (True where that tool answers the question), in :data:`ROUTES` order.
+    Parameters
+    ----------
+    capture : kitlib.readers.bundle.Capture
+        A bundle with ``step_times.json`` (``profiler_5step`` in replay).
+    series : dict, optional
+        Step times in ms per series (e.g. live from
+        :func:`kitlib.capture.experiments.overhead_series`); replaces the bundle's.
+    trace_capture : Capture, optional
+        A torch.profiler capture with full attribution (``profiler_5step``): adds the
+        question on the GPU's idle share of a profiled step.
+    num_workers, batches_per_epoch : int, optional
+        The loader's settings, for the warm-up/steady split of the uninstrumented
+        series (:func:`kitlib.analyses.dataloader.split_warmup`; 3 batches precede it);
+        by default from ``capture``'s manifest.
     """
-    rows = [{"key": key, "question": q, **{t: t in tools for t in TOOLS}} for key, q, tools, _, _ in ROUTES]
-    return pd.DataFrame(rows)
-
-
-def tool_table() -> pd.DataFrame:
-    """The framework → system → kernel workflow as a table: per tool, what it answers,
-    the views it offers and what it costs.
-
-    Returns
-    -------
-    DataFrame indexed by tool
-        ``level``, ``answers``, ``views``, ``cost``.
-    """
-    rows = [
-        ("torch.profiler", "framework (macro)", "what ran and where in the model: operators, their kernels, "
-         "shapes, memory, stacks, FLOP estimates", "trace (Perfetto), key_averages tables, memory views",
-         "grows with attribution (shapes, memory, stacks, FLOPs); keep explanation runs short"),
-        ("nsight systems", "system", "how host, threads, OS, copies and GPU streams interact over time",
-         "timeline: NVTX, CUDA API per thread, OS runtime, kernels/copies per stream; nsys stats; SQLite",
-         "low with cuda,nvtx; more with osrt, CPU sampling, context switches, memory usage"),
-        ("nsight compute", "kernel (micro)", "why one kernel takes the time it does: throughput, occupancy, "
-         "stalls", "sections per kernel (Speed Of Light, Occupancy, Launch Statistics)",
-         "very high: each profiled kernel is replayed many times; select a few kernels"),
-        ("timer", "measurement", "whether a change made the step faster", "repeated step times with their "
-         "spread, compared (kitlib.analyses.compare.compare)", "none beyond a synchronisation per step"),
-    ]
-    return pd.DataFrame(rows, columns=["tool", "level", "answers", "views", "cost"]).set_index("tool")
-
-
-def questions(capture=None) -> Exercises:
-    """Questions of lesson 10: route each question to a tool (see :data:`ROUTES`).
-
-    ``capture`` is accepted for symmetry with the other lessons and not used: the
-    answers are facts about the tools. Where two tools answer, either one, both names,
-    or "both" is right, and the explanation says what each shows.
-    """
-    qs = []
-    for key, q, tools, view, why in ROUTES:
-        both = len(tools) == 2
-        traps = [] if both else [(t, f"{t} does not answer this one directly. Ask what it records.")
-                                 for t in TOOLS if t not in tools]
-        qs.append(Question(key, q + " (torch.profiler / nsight systems / nsight compute / timer"
-                           + (" / both" if both else "") + ")", " and ".join(tools),
-                           f"{' and '.join(tools)} — view: {view}. Why: {why}.", normalise=lambda a: tool_set(a),
-                           choices=list(TOOLS) + ["both"], traps=traps, accept=_accepts(tools)))
+    from ...analyses.compare import compare, settings_present
+    from ...analyses.coldstart import loader_epoch_length
+    from ...analyses.dataloader import split_warmup
+    from ...analyses.steps import active_step_times, step_measures
+    if series is None and capture is None and trace_capture is not None:
+        capture = trace_capture   # e.g. after a kernel restart in live mode: the profiled capture's own times
+    st = series if series is not None else capture.step_times()
+    st = active_step_times(capture, st) if capture is not None else st   # profiled: active steps only
+    present = settings_present(st)
+    four = present.iloc[:4]
+    base = st["step_ms_uninstrumented"]
+    qs = [Question("settings_recorded", "Of the four settings (uninstrumented, NVTX only, profiler without "
+                                        "attribution, full attribution), how many have step times here?",
+                   int(four["present"].sum()),
+                   "present: " + ", ".join(f"{s} ({r.series}, n={r.n})" for s, r in four.iterrows() if r.present)
+                   + "; absent: " + (", ".join(s for s, r in four.iterrows() if not r.present) or "none")
+                   + ". A claim about an absent setting cannot be checked against this recording.", tolerance=0),
+          Question("median_uninstrumented_ms", "Median uninstrumented step time, in ms?",
+                   round(float(present.loc["uninstrumented", "median_ms"]), 2),
+                   f"median of {len(base)} steps = {present.loc['uninstrumented', 'median_ms']:,.2f} ms; the mean "
+                   f"({sum(base) / len(base):,.2f} ms) is pulled up by the slowest step ({max(base):,.2f} ms).",
+                   tolerance=0.01, traps=[(round(sum(base) / len(base), 2), "that is the mean, pulled up by one slow "
+                                           "step; the question asks for the median.")])]
+    full_key = present.loc["torch.profiler, shapes+memory+stacks+FLOPs", "series"]
+    if full_key:
+        full = st[full_key]
+        c = compare(base, full)
+        qs.append(Question("full_attribution_verdict", "Are the active steps under full attribution slower "
+                                                       "than the uninstrumented steps, beyond the noise? Answer "
+                                                       "'slower', "
+                                                       "'faster' or 'no difference beyond the noise'.",
+                           c.verdict, c.text, normalise=_verdict_norm,
+                           choices=["slower", "faster", "no difference beyond the noise"]))
+    if full_key and (capture is not None or (num_workers and batches_per_epoch)):
+        w = num_workers or int(capture.workload.get("num_workers", 0) or 0)
+        per = batches_per_epoch or loader_epoch_length(capture)
+        if w > 0:
+            steady = split_warmup(base, 3, per, w)["steady"]
+            if len(steady) >= 2:
+                c = compare(steady, st[full_key])
+                qs.append(Question("steady_verdict", "Predict before running the comparison: against the "
+                                                     "uninstrumented steps *after* the loader's warm-up only, are "
+                                                     "the active profiled steps 'slower', 'faster' or 'no "
+                                                     "difference beyond the noise'?", c.verdict,
+                                   c.text + " The baseline decides the verdict: the whole series mixes in the "
+                                            "loader's warm-up, whose spread hides the profiler's cost.",
+                                   normalise=_verdict_norm, choices=["slower", "faster",
+                                                                     "no difference beyond the noise"]))
+    if trace_capture is not None:
+        sm = step_measures(trace_capture.trace)
+        last = sm.iloc[-1]
+        share = float(last["idle_ns"] / last["wall_ns"])
+        qs.append(Question("idle_share", f"In the last profiled step of {trace_capture.name} (step "
+                                         f"{int(last['step'])}), what fraction of the step's wall time was the GPU "
+                                         "idle? (0–1, from the wall and idle columns)", round(share, 3),
+                           f"idle {last['idle_ns'] / 1e6:.2f} ms of {last['wall_ns'] / 1e6:.2f} ms = {share:.1%}, "
+                           f"with data_load only {last['data_load_ns'] / 1e6:.2f} ms: the GPU waited for the host's "
+                           "launches, not for data.", tolerance=0.03,
+                           traps=[(round(1 - share, 3), "that is the busy share; the question asks how much of the "
+                                                         "step the GPU was idle.")]))
+    if "step_ms_fixed_batch" in st:
+        c = compare(base, st["step_ms_fixed_batch"])
+        qs.append(Question("fixed_batch_verdict", "Is the fixed-batch step (no loader) faster than the "
+                                                  "uninstrumented step with the loader, beyond the noise? Answer "
+                                                  "'faster', 'slower' or 'no difference beyond the noise'.",
+                           c.verdict, c.text + " (Different workloads: this says the loader costs time, not "
+                                               "that a change helped.)", normalise=_verdict_norm,
+                           choices=["slower", "faster", "no difference beyond the noise"]))
     return Exercises("Lesson 10 — your turn", qs)
