@@ -61,7 +61,7 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
     ops = _linkable_ops(trace)
     if L.empty or ops.empty:
         return False, 0.0
-    if (L["external_id"] == L["correlation"]).mean() > 0.5:
+    if (L["external_id"] == L["correlation"]).fillna(False).astype(bool).mean() > 0.5:
         return False, 0.0
     m = L[["external_id", "start_ns", "pid", "tid"]].merge(
         ops[["external_id", "start_ns", "end_ns", "pid", "tid"]], on="external_id", suffixes=("", "_op"))
@@ -209,7 +209,8 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
             for (pid, tid), grp in L.groupby(["pid", "tid"], sort=False):
                 op_of_launch[grp.index.to_numpy()] = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
 
-    op_row = np.where(launch_row >= 0, op_of_launch[np.maximum(launch_row, 0)], -1)
+    op_row = np.where(launch_row >= 0, op_of_launch[np.maximum(launch_row, 0)], -1) if len(L) else \
+        np.full(len(launch_row), -1, dtype=np.int64)
     # A GPU event with no launch: CUPTI's correlation ids only grow, so one older than
     # every recorded launch was launched before the profiler's window opened.
     corr = g["correlation"].to_numpy(dtype="float64", na_value=np.nan)
@@ -245,6 +246,46 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
         "launch_tid": Lr["tid"].to_numpy(),
     })
     return out.sort_values("gpu_start_ns", kind="stable").reset_index(drop=True)[CHAIN_COLUMNS]
+
+
+def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """GPU events whose times cannot be real: damaged or mis-clocked data, not work.
+
+    - ``start_at_zero``: a start at or before 0 ns on the trace's clock (a field that
+      was lost or zeroed; Kineto's clocks are far from 0);
+    - ``before_launch``: it starts before the CUDA call that launched it (the same
+      correlation id) began;
+    - ``zero_duration``: a kernel of 0 ns in a trace timed to the ns (a kernel always
+      takes time; in whole-µs traces, PyTorch 1.9, short kernels do round to 0 and are
+      not flagged).
+
+    Parameters
+    ----------
+    trace : Trace
+    chain_df : DataFrame, optional
+        A :func:`chain` result to reuse.
+
+    Returns
+    -------
+    DataFrame
+        ``gpu_row`` (row label in ``trace.gpu``), ``name``, ``kind``, ``start_ns``,
+        ``dur_ns``, ``reason`` (the first that applies, as above); empty when all is well.
+        :func:`kitlib.analyses.grouping.group_ops` leaves these rows out of its device
+        figures and ``lint`` reports them.
+    """
+    k = trace.kernels
+    c = chain(trace) if chain_df is None else chain_df
+    reason = pd.Series(pd.NA, index=k.index, dtype=object)
+    if len(c):
+        early = c[c["launch_start_ns"].notna() & (c["gpu_start_ns"] < c["launch_start_ns"].astype("float64"))]
+        reason.loc[early["gpu_row"].to_numpy()] = "before_launch"
+    if trace.meta.get("time_resolution_ns", 1) == 1:
+        reason[(k["kind"] == "kernel") & (k["dur_ns"] == 0)] = "zero_duration"
+    reason[k["start_ns"] <= 0] = "start_at_zero"
+    bad = k[reason.notna()]
+    return pd.DataFrame({"gpu_row": bad.index.to_numpy(), "name": bad["name"].to_numpy(),
+                         "kind": bad["kind"].to_numpy(), "start_ns": bad["start_ns"].to_numpy(),
+                         "dur_ns": bad["dur_ns"].to_numpy(), "reason": reason[reason.notna()].to_numpy()})
 
 
 def _is_range(index) -> bool:

@@ -125,7 +125,9 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
     # own GPU events: chain rows whose operator is this host event (ops rows only)
     pos_of_op = np.full(len(ops) + 1, -1, dtype=np.int64)
     pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
-    c_op = c[c["op_row"] >= 0]
+    from .chain import impossible_gpu_events
+    bad = impossible_gpu_events(trace, c)
+    c_op = c[(c["op_row"] >= 0) & ~c["gpu_row"].isin(bad["gpu_row"])]   # damaged rows are not work
     pos = pos_of_op[c_op["op_row"].to_numpy(dtype=np.int64)] if len(c_op) else np.zeros(0, dtype=np.int64)
     ok = pos >= 0
     own = np.zeros(n, dtype=np.int64)
@@ -185,14 +187,16 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
     DataFrame
         ``name, key, kind, device_type`` (``"CUDA"``), ``start_ns, end_ns, dur_ns``,
         ``input_shapes`` (``"[]"``), ``host_self_ns`` (0), ``device_self_ns`` and
-        ``device_total_ns`` (its own duration), ``n_gpu_events`` (1).
+        ``device_total_ns`` (its own duration), ``n_gpu_events`` (1), ``source``
+        (``"gpu"``) and ``row`` (row label in ``trace.gpu``).
     """
     g = trace.gpu
     return pd.DataFrame({
         "name": g["name"].to_numpy(), "key": g["name"].to_numpy(), "kind": g["kind"].to_numpy(),
         "device_type": "CUDA", "start_ns": g["start_ns"].to_numpy(), "end_ns": g["end_ns"].to_numpy(),
         "dur_ns": g["dur_ns"].to_numpy(), "input_shapes": "[]", "host_self_ns": 0,
-        "device_self_ns": g["dur_ns"].to_numpy(), "device_total_ns": g["dur_ns"].to_numpy(), "n_gpu_events": 1})
+        "device_self_ns": g["dur_ns"].to_numpy(), "device_total_ns": g["dur_ns"].to_numpy(), "n_gpu_events": 1,
+        "source": "gpu", "row": g.index.to_numpy()})
 
 
 def _python_frames(trace: Trace):

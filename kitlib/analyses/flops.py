@@ -129,6 +129,9 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
 def flops_by_event(trace: Trace) -> pd.DataFrame:
     """Every operator call ``with_flops`` counts, with its count rebuilt from the shapes.
 
+    Raises :class:`~kitlib.errors.KitError` (naming the file and operator) when the
+    shapes are missing (recorded without ``record_shapes``) or cannot be read.
+
     Calls that the profiler folds into a same-named parent (``trace.host_events.merged``)
     are left out, as they are not rows of its table.
 
@@ -145,7 +148,15 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
     t = trace.host_events
     folded = t.loc[t["merged"].to_numpy() & (t["source"] == "ops").to_numpy(), "row"].to_numpy()
     sel = ops[ops["name"].isin(COUNTED) & (ops["kind"] == "op") & ~ops.index.isin(folded)]
-    fl = [profiler_flops(n, d, c) for n, d, c in zip(sel["name"], sel["input_dims"], sel["concrete_inputs"])]
+    fl = []
+    for n, d, c in zip(sel["name"], sel["input_dims"], sel["concrete_inputs"]):
+        try:
+            fl.append(profiler_flops(n, d, c))
+        except KitError as e:
+            raise KitError(f"{trace.path}: {e}") from None
+        except (TypeError, ValueError, IndexError, AttributeError):
+            raise KitError(f"{trace.path}: {n}: its Input Dims {str(d)[:60]!r} (Concrete Inputs {str(c)[:40]!r}) "
+                           "cannot be read as tensor shapes") from None
     st = trace.steps
     t = sel["start_ns"].to_numpy()
     s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()

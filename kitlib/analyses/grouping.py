@@ -43,6 +43,7 @@ import pandas as pd
 
 from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
+from ..errors import KitError
 from ..readers.trace import Trace
 
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
@@ -77,8 +78,11 @@ def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
             slf = pd.Series(m["self_bytes"].to_numpy(), index=mi)
             out[f"{name}_memory_bytes"] = tot.reindex(key).fillna(0).astype(np.int64).to_numpy()
             out[f"self_{name}_memory_bytes"] = slf.reindex(key).fillna(0).astype(np.int64).to_numpy()
-    fl = F.flops_by_event(trace)
-    if len(fl):
+    try:
+        fl = F.flops_by_event(trace)
+    except KitError:          # no (readable) shapes: the profiler shows no FLOPs either
+        fl = None
+    if fl is not None and len(fl):
         per_row = pd.Series(fl["flops"].to_numpy(), index=fl["row"].to_numpy())
         out["flops"] = np.where(out["source"].to_numpy() == "ops",
                                 per_row.reindex(out["row"].to_numpy()).fillna(0).to_numpy(), 0).astype(np.int64)
@@ -110,7 +114,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     -----
     Whether Python frames count as children (lowering self times) is not a choice of
     the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
-    (:func:`kitlib.readers.trace.python_frames_rule`).
+    (:func:`kitlib.readers.trace.python_frames_rule`), repeated in the result's
+    ``.attrs["python_frames_rule"]``.
 
     Returns
     -------
@@ -144,6 +149,10 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     frames = [ev.assign(host_total_ns=ev["dur_ns"])]
     if include_gpu and len(trace.gpu):
         g = gpu_events(trace).assign(host_total_ns=0)
+        from .chain import impossible_gpu_events
+        bad = impossible_gpu_events(trace, chain_df)
+        if len(bad):                         # damaged rows are not work: out of counts and averages
+            g = g[~g["row"].isin(bad["gpu_row"])]
         if by == "stack":
             g["stack"] = [()] * len(g)
         frames.append(g)
@@ -166,7 +175,9 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         out[c] = out[c].astype(np.int64)
     out["host_per_call_ns"] = out["host_total_ns"] / out["count"]
     out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
-    return out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    out = out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    out.attrs["python_frames_rule"] = trace.meta.get("python_frames_rule", "")
+    return out
 
 
 #: ``FunctionEventAvg`` attribute names (as some exporters write them) -> the kit's

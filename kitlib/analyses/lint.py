@@ -18,6 +18,9 @@ The checks, by ``code``:
     from the data (any API that elsewhere in the trace shares a correlation id with
     a GPU event: ``cudaGraphLaunch``, ``cuLaunchKernelEx`` …), plus the names in
     :data:`KERNEL_LAUNCH_PATTERN`.
+``impossible_gpu_events``
+    GPU events that cannot have happened (a start at 0, before their own launch, a
+    zero-length kernel in a ns-resolution trace): counted, kept out of figures.
 ``gpu_without_launches``
     GPU events whose launch is not in the trace (launched before recording
     began, e.g. 78 events of the reference ``fixed_batch``).
@@ -273,6 +276,18 @@ def _link_findings(trace: Trace, work: pd.DataFrame) -> list:
                                "time with the usual care, and prefer a current torch, whose Kineto writes "
                                "sound external ids",
                                {"gpu_events": int(len(fell)), "linked_by_external_id": int((c["link"] == "external_id").sum())}))
+        from .chain import impossible_gpu_events
+        imp = impossible_gpu_events(trace, c)
+        if len(imp):
+            why = imp["reason"].value_counts()
+            out.append(Finding("impossible_gpu_events", "error",
+                               f"{len(imp)} GPU event(s) have times that cannot be real ("
+                               + ", ".join(f"{r} ×{n}" for r, n in why.items())
+                               + "): the trace is damaged or its clocks disagree, and these rows are not work",
+                               "leave them out of counts and averages (kitlib.analyses.grouping does); if many, "
+                               "record again",
+                               {"gpu_events": int(len(imp)), **{str(r): int(n) for r, n in why.items()},
+                                "gpu_sum_ns": int(imp["dur_ns"].sum())}))
         orphan = c[c["link"].isin(["launched_before_recording", "no_launch"])]
         if len(orphan):
             out.append(Finding("gpu_without_launches", "warning",

@@ -29,7 +29,6 @@ the field names; the traces in ``tests/data/public-traces`` for older releases.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -241,6 +240,17 @@ def _as_int(x):
     return x
 
 
+def _hashable_id(x) -> bool:
+    """A pid/tid that can be used at all: a number or text (Kineto writes both)."""
+    return x is None or isinstance(x, (int, float, str)) and not isinstance(x, bool)
+
+
+def _is_memory_record(e) -> bool:
+    """An allocator instant, known by its fields when its name was lost."""
+    a = e.get("args")
+    return isinstance(a, dict) and "Bytes" in a and "Total Allocated" in a
+
+
 def load_trace(path, torch_version: str | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
 
@@ -293,6 +303,9 @@ def _json_error(path, raw: bytes) -> KitFileError:
     import json
     try:
         json.loads(raw.decode("utf-8", errors="replace"))
+    except RecursionError:
+        return KitFileError(path, "invalid JSON for a trace: objects or lists nested too deeply to read "
+                                  "(thousands of levels); a torch.profiler trace nests a few levels at most")
     except json.JSONDecodeError as e:
         cut = " (the file ends there: it looks cut off)" if e.pos >= len(raw.rstrip()) - 1 else ""
         return KitFileError(path, f"invalid JSON at line {e.lineno}, column {e.colno} (byte {e.pos}){cut}: {e.msg}")
@@ -326,6 +339,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         raise TraceFormatError(path, "'traceEvents' is not a list")
 
     buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    bad_meta = uncategorised = 0
     kinds = {"ops": [], "launches": [], "gpu": []}
     process_names, thread_names = {}, {}
     # One pass over the events; this loop is most of load_trace's own time, so it only
@@ -337,24 +351,33 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
             raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
         if ph == "X":
             cat = e.get("cat")
-            hit = _CATEGORIES.get(cat) or (_CATEGORIES.get(cat.lower()) if isinstance(cat, str) else None)
+            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
             if hit is not None:
                 table, kind = hit
                 buckets[table].append(e)
                 kinds[table].append(kind)
                 continue
+            uncategorised += 1
         elif ph == "M":
-            args = e.get("args") or {}
+            args = e.get("args")
+            if not isinstance(args, dict) or not _hashable_id(e.get("pid")) or not _hashable_id(e.get("tid")):
+                bad_meta += 1                    # a process/thread name we cannot use: counted, not fatal
+                continue
             if e.get("name") == "process_name":
                 process_names[_as_int(e.get("pid"))] = args.get("name")
             elif e.get("name") == "thread_name":
                 thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
             continue
-        elif ph == "i" and e.get("name") == "[memory]":
+        elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
             buckets["memory"].append(e)
             continue
         buckets["other"].append(e)
-    cat_counts = {str(k): v for k, v in Counter(e.get("cat") for e in events).items()}
+    cat_counts: dict = {}
+    for e in events:
+        c = e.get("cat")
+        c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
+        cat_counts[c] = cat_counts.get(c, 0) + 1
+    cat_counts = {str(k): v for k, v in cat_counts.items()}
     legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
     n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
@@ -364,6 +387,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                                      f"memory instants) in {len(events)} events; categories found: "
                                      f"{found or 'none'}. Is this a torch.profiler trace?")
 
+    if uncategorised and not (buckets["ops"] or buckets["launches"] or buckets["gpu"]):
+        raise TraceFormatError(path, f"none of its {uncategorised} complete events (ph 'X') has a torch.profiler "
+                                     "category ('cat': cpu_op, cuda_runtime, kernel, …): nothing to analyse. "
+                                     "Was the 'cat' field stripped?")
     try:
         ops = _ops_table(buckets["ops"], kinds["ops"])
         launches = _launch_table(buckets["launches"], kinds["launches"])
@@ -376,6 +403,9 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                                      f"ts {e.get('ts')!r}) {bad.problem}") from None
 
     base = top.get("baseTimeNanoseconds")
+    if base is not None and not (isinstance(base, int) and not isinstance(base, bool)
+                                 or isinstance(base, float) and base.is_integer()):
+        raise TraceFormatError(path, f"'baseTimeNanoseconds' is {str(base)[:40]!r}, not an integer number of ns")
     meta = {
         "format": "kineto-legacy" if legacy else "kineto",
         "devices": top.get("deviceProperties", []),
@@ -390,6 +420,8 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         "thread_names": thread_names,
         "category_counts": cat_counts,
         "n_events": len(events),
+        "unusable_metadata_events": bad_meta,
+        "unread_complete_events": uncategorised,
     }
     py_events = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
     meta["python_frames_are_children"], meta["python_frames_rule"] = python_frames_rule(py_events, torch_version)
@@ -432,12 +464,36 @@ def _arg(evs, *keys, args=None):
     return out
 
 
-def _ids(values) -> pd.Series:
-    """Integer ids with missing values (pandas ``Int64``)."""
+def _ids(values, evs=None, key: str = "id") -> pd.Series:
+    """Integer ids with missing values (pandas ``Int64``).
+
+    An id written as text of digits (``"1234"``) is read as that integer. Anything
+    else that is not an integer id (other text, an object, a list, ``true``, a value
+    at or above 2**63) is refused with the event named, when ``evs`` is given;
+    nothing is silently turned into a missing value.
+    """
     try:
-        return pd.Series(pd.array(values, dtype="Int64"))
-    except (TypeError, ValueError):  # a stray string id: keep what is an integer
-        return pd.Series(pd.array([v if isinstance(v, int) else None for v in values], dtype="Int64"))
+        if not any(isinstance(v, (str, bool)) for v in values):
+            return pd.Series(pd.array(values, dtype="Int64"))
+    except (TypeError, ValueError, OverflowError):
+        pass
+    out = []
+    for i, v in enumerate(values):
+        if v is None or (isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63):
+            out.append(v)
+            continue
+        if isinstance(v, float) and v.is_integer() and abs(v) < 2**63:
+            out.append(int(v))
+            continue
+        if isinstance(v, str) and re.fullmatch(r"\s*-?\d+\s*", v) and -2**63 <= int(v) < 2**63:
+            out.append(int(v))
+            continue
+        why = ("does not fit in a 64-bit integer" if isinstance(v, (int, float, str)) and not isinstance(v, bool)
+               and re.fullmatch(r"-?\d+(\.0*)?", str(v).strip()) else f"is a {type(v).__name__}, not an integer id")
+        if evs is not None:
+            raise _BadEvent(evs[i], f"'{key}' = {str(v)[:40]!r} {why}")
+        out.append(None)
+    return pd.Series(pd.array(out, dtype="Int64"))
 
 
 class _BadEvent(Exception):
@@ -489,10 +545,20 @@ def _times(evs, with_dur=True):
 
 def _base_frame(evs, with_dur=True):
     start, dur = _times(evs, with_dur)
+    names = _col(evs, "name", "")
+    for e, n in zip(evs, names):
+        if not isinstance(n, str):
+            raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
+    pids, tids = _col(evs, "pid"), _col(evs, "tid")
+    for col, key in ((pids, "pid"), (tids, "tid")):
+        for e, v in zip(evs, col):
+            if type(v) is not int and (v is None or not _hashable_id(v)):
+                raise _BadEvent(e, f"has no '{key}'" if v is None else
+                                f"has a '{key}' that is a {type(v).__name__}, not a number or text")
     return {
-        "name": pd.array(_col(evs, "name", ""), dtype=object),
-        "pid": [p if type(p) is int else _as_int(p) for p in _col(evs, "pid")],
-        "tid": [t if type(t) is int else _as_int(t) for t in _col(evs, "tid")],
+        "name": pd.array(names, dtype=object),
+        "pid": [p if type(p) is int else _as_int(p) for p in pids],
+        "tid": [t if type(t) is int else _as_int(t) for t in tids],
         "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
     }
 
@@ -511,20 +577,20 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
         d["kind"] = ["step" if k in ("annotation", "op") and isinstance(n, str) and _STEP_RE.match(n) else k
                      for (_, k), n in zip(rest, d["name"])]
         A = _args(revs)
-        d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A))
+        d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
         d["input_dims"] = _arg(revs, "Input Dims", args=A)
         d["input_types"] = _arg(revs, "Input type", args=A)
         d["input_strides"] = _arg(revs, "Input Strides", args=A)
         d["concrete_inputs"] = _arg(revs, "Concrete Inputs", args=A)
-        d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A))
-        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A))
+        d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
+        d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
         frames.append(pd.DataFrame(d))
     if py:
         d = _base_frame(py)
         d["kind"] = "python"
-        d["python_id"] = _ids(_arg(py, "Python id"))
-        d["python_parent_id"] = _ids(_arg(py, "Python parent id"))
+        d["python_id"] = _ids(_arg(py, "Python id"), py, "Python id")
+        d["python_parent_id"] = _ids(_arg(py, "Python parent id"), py, "Python parent id")
         frames.append(pd.DataFrame(d))
     df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
     for c in OPS_COLUMNS:
@@ -750,9 +816,9 @@ def _launch_table(evs, kinds) -> pd.DataFrame:
     d = _base_frame(evs)
     d["api"] = kinds
     A = _args(evs)
-    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
-    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
-    d["cbid"] = _ids(_arg(evs, "cbid", args=A))
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
+    d["cbid"] = _ids(_arg(evs, "cbid", args=A), evs, "cbid")
     df = pd.DataFrame(d)
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[LAUNCH_COLUMNS]
 
@@ -763,14 +829,14 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
     d = _base_frame(evs)
     d["kind"] = kinds
     A = _args(evs)
-    d["device"] = _ids(_arg(evs, "device", args=A))
+    d["device"] = _ids(_arg(evs, "device", args=A), evs, "device")
     stream = _arg(evs, "stream", args=A)
     d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
-    d["correlation"] = _ids(_arg(evs, "correlation", args=A))
-    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A))
+    d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
+    d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
     d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
     d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block", args=A)]
-    d["bytes"] = _ids(_arg(evs, "bytes", args=A))
+    d["bytes"] = _ids(_arg(evs, "bytes", args=A), evs, "bytes")
     df = pd.DataFrame(d)
     # GPU-side annotations carry no device id; the process id is the device in Kineto.
     df["device"] = df["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in df["pid"]],
@@ -784,12 +850,12 @@ def _memory_table(evs) -> pd.DataFrame:
     d = _base_frame(evs, with_dur=False)
     d.pop("end_ns")
     A = _args(evs)
-    d["bytes"] = _ids(_arg(evs, "Bytes", args=A))
-    d["addr"] = _ids(_arg(evs, "Addr", args=A))
-    d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A))
-    d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A))
-    d["device_type"] = _ids(_arg(evs, "Device Type", args=A))
-    d["device_id"] = _ids(_arg(evs, "Device Id", args=A))
+    d["bytes"] = _ids(_arg(evs, "Bytes", args=A), evs, "Bytes")
+    d["addr"] = _ids(_arg(evs, "Addr", args=A), evs, "Addr")
+    d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A), evs, "Total Allocated")
+    d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A), evs, "Total Reserved")
+    d["device_type"] = _ids(_arg(evs, "Device Type", args=A), evs, "Device Type")
+    d["device_id"] = _ids(_arg(evs, "Device Id", args=A), evs, "Device Id")
     df = pd.DataFrame(d)
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
 
