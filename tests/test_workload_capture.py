@@ -354,3 +354,42 @@ def test_memory_history_needs_a_gpu(tmp_path):
     with pytest.raises(KitError, match="needs a CUDA GPU"):
         memory_history(WorkloadConfig(device="cpu"), out_dir=tmp_path / "m")
     assert not (tmp_path / "m").exists()
+
+
+# --------------------------------------------------------------------------- issue 17: the summary
+def test_summary_shows_what_the_recipe_recorded(cli_run):
+    # recipe full on the CPU: memory, by-shape and by-stack tables from key_averages.json
+    rc, out, folder = cli_run
+    ka = json.loads((folder / "key_averages.json").read_text())
+    ops = [o for o in ka["by_name"] if o["cpu_time_total_us"] > 0 and o["self_cpu_memory_usage_bytes"]
+           and not o["key"].startswith(("ProfilerStep", "enumerate(")) and o["key"] not in LABELS]
+    top_mem = max(ops, key=lambda o: abs(o["self_cpu_memory_usage_bytes"]))
+    mem = out[out.index("memory (CPU, profile_memory"):]
+    first = mem.splitlines()[2]
+    assert first.split()[0] == top_mem["key"][:len(first.split()[0])]
+    assert f"{top_mem['self_cpu_memory_usage_bytes'] / 2**20:,.2f}" in first
+    shaped = [o for o in ka["by_input_shape"] if o["input_shapes"] not in ("", "[]")
+              and o["cpu_time_total_us"] > 0 and o["key"].startswith("aten::")]
+    top_shape = max(shaped, key=lambda o: o["self_cpu_time_total_us"])
+    sec = out[out.index("top operators by input shape (record_shapes"):]
+    row = sec.splitlines()[2]
+    assert row.split()[0] == top_shape["key"] and f"{top_shape['self_cpu_time_total_us'] / 1e3:,.3f}" in row
+    sec = out[out.index("top operators by Python call stack (with_stack"):]
+    assert ".py(" in sec.splitlines()[2]
+    assert "nothing to synchronize" in out and "+ cuda.synchronize" not in out
+
+
+def test_memory_recipe_summary_shows_memory_only():
+    # A 'memory' capture's key_averages.json holds by_name rows only (no shapes, no stacks).
+    from kitlib.capture.summary import _recorded_tables
+    ka = {"by_name": open_capture("fixed_batch").key_averages()["by_name"]}
+    text = "\n".join(_recorded_tables(ka, {"profile_memory": True}, True, "over 5 steps", 3))
+    assert "memory (GPU, profile_memory" in text
+    assert "by input shape" not in text and "call stack" not in text
+    rows = [o for o in ka["by_name"] if o["cpu_time_total_us"] > 0 and o["self_device_memory_usage_bytes"]
+            and o["key"].startswith("aten::")]
+    top = max(rows, key=lambda o: abs(o["self_device_memory_usage_bytes"]))
+    assert text.splitlines()[3].split()[0] == top["key"]
+    assert f"{top['self_device_memory_usage_bytes'] / 2**20:,.2f}" in text.splitlines()[3]
+    # a light capture: nothing beyond the names
+    assert _recorded_tables(ka, {}, True, "over 5 steps", 3) == []

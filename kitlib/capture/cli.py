@@ -10,12 +10,14 @@ Commands::
 
 ``main(argv)`` returns the exit status: 0 on success, 2 for a bad option or a
 kitlib error (printed as ``kitlib: error: …`` without a traceback), 130 when
-interrupted.
+interrupted (Ctrl-C), 143 on SIGTERM.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import shutil
+import signal
 import sys
 import textwrap
 import time
@@ -60,7 +62,7 @@ def _fill(*paragraphs) -> str:
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m kitlib`` (subcommands ``profile``, ``info``,
     ``summary``); every option is documented in its ``--help``."""
-    from .recipes import RECIPES
+    from .recipes import RECIPE_STEPS_NOTE, RECIPES
     top = argparse.ArgumentParser(
         prog="python -m kitlib",
         description="Profile ResNet-50 training with torch.profiler and read the captures the "
@@ -81,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
             "On a CUDA GPU the defaults are the reference workload (batch 128, 224 px, 1,792 "
             "synthetic images). Without a GPU they are small enough to finish in about a minute "
             "on two CPU cores (batch 8, 112 px, 3 active steps, 202 synthetic images).")
-        + "\n\nrecipes:\n" + recipes,
+        + f"\n\nrecipes ({RECIPE_STEPS_NOTE}):\n" + recipes,
         epilog="The synthetic dataset is generated once into the cache ($KITLIB_CACHE, else "
                "<checkout>/.cache, else ~/.cache/kitlib). Nothing is downloaded.")
     p.add_argument("--device", choices=["auto", "cuda", "cpu"], default="auto",
@@ -117,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="unprofiled warm-up steps before anything is recorded (default: 2; the "
                         "'timing' recipe: 3; 'cold_start': 0)")
     p.add_argument("--timing-steps", type=_nonneg_int, metavar="N",
-                   help="uninstrumented timed steps (perf_counter_ns + cuda.synchronize) before the "
+                   help="uninstrumented timed steps (perf_counter_ns, + cuda.synchronize on a GPU) before the "
                         "profiler, saved beside the profiled step times (default: 10 on a GPU, 2 on "
                         "the CPU; 'cold_start': 0)")
     p.add_argument("--pin-memory", action=argparse.BooleanOptionalAction, default=None,
@@ -190,10 +192,45 @@ def _profile(args) -> int:
           f"{cfg.num_workers} loader worker{'' if cfg.num_workers == 1 else 's'}; recipe {rec.name} "
           f"({plan})", flush=True)
     t0 = time.perf_counter()
-    cap = capture(cfg, rec, args.out, progress=not args.no_progress)
+    with _stop_promptly():
+        cap = capture(cfg, rec, args.out, progress=not args.no_progress)
     print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
     print(summarize(cap, top=args.top))
     return 0
+
+
+class Terminated(SystemExit):
+    """Raised by the SIGTERM handler of ``profile``: unwinds like Ctrl-C, so the run
+    removes what it wrote, then exits with status 143 (128 + SIGTERM)."""
+
+
+@contextlib.contextmanager
+def _stop_promptly():
+    """While a capture runs: on Ctrl-C (SIGINT) say at once what happens next, then
+    stop; on SIGTERM do the same instead of dying with the bundle folder half
+    written. Either way the capture's cleanup removes the files it wrote."""
+    def on_int(signum, frame):
+        print("\nkitlib: interrupted (Ctrl-C): stopping the DataLoader workers and removing "
+              "the unfinished bundle ...", file=sys.stderr, flush=True)
+        signal.signal(signal.SIGINT, signal.default_int_handler)   # a second Ctrl-C: at once
+        raise KeyboardInterrupt
+
+    def on_term(signum, frame):
+        print("\nkitlib: terminated (SIGTERM): stopping the DataLoader workers and removing "
+              "the unfinished bundle ...", file=sys.stderr, flush=True)
+        raise Terminated(143)
+
+    old = {}
+    try:
+        old = {sig: signal.signal(sig, fn) for sig, fn in ((signal.SIGINT, on_int),
+                                                           (signal.SIGTERM, on_term))}
+    except ValueError:                 # not the main thread: leave the handlers alone
+        pass
+    try:
+        yield
+    finally:
+        for sig, fn in old.items():
+            signal.signal(sig, fn)
 
 
 def _summary(args) -> int:
@@ -209,7 +246,7 @@ def _info(args) -> int:
     except PackageNotFoundError:       # run from a checkout that was never installed
         __version__ = "(not installed)"
     from ..readers.bundle import list_references, open_capture, reference_dir, software_provenance
-    from .recipes import RECIPES, runs_dir
+    from .recipes import RECIPE_STEPS_NOTE, RECIPES, runs_dir
     from .workload import cache_dir, find_food101
     p = software_provenance()
     L = [f"kitlib {__version__}", "", "machine and software:",
@@ -242,7 +279,7 @@ def _info(args) -> int:
     made = sorted(x.name for x in syn.iterdir() if (x / ".complete.json").is_file()) if syn.is_dir() else []
     L.append(f"  synthetic    {syn} ({', '.join(made) if made else 'not generated yet'})")
     L.append(f"  live runs    {runs_dir()}")
-    L += ["", "recipes (python -m kitlib profile --recipe NAME):"]
+    L += ["", f"recipes (python -m kitlib profile --recipe NAME; {RECIPE_STEPS_NOTE}):"]
     L += [f"  {n:<7} {r.description}" for n, r in RECIPES.items()]
     L += ["", f"reference captures in {reference_dir()} (python -m kitlib summary NAME):"]
     refs = list_references()
@@ -273,7 +310,9 @@ def main(argv=None) -> int:
     -------
     int
         0 on success; 2 for a usage error or a :class:`kitlib.errors.KitError` (printed
-        as one ``kitlib: error: …`` line on stderr, no traceback); 130 on Ctrl-C.
+        as one ``kitlib: error: …`` line on stderr, no traceback, e.g. an output folder
+        that is not new, empty and writable, checked before the capture starts); 130 on
+        Ctrl-C and 143 on SIGTERM during ``profile`` (the unfinished bundle removed).
         ``--help`` prints the help and exits through ``SystemExit(0)`` as argparse does.
     """
     parser = build_parser()
@@ -287,8 +326,11 @@ def main(argv=None) -> int:
         print(f"kitlib: error: {e}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
-        print("kitlib: interrupted", file=sys.stderr)
+        print("kitlib: interrupted; nothing unfinished was kept", file=sys.stderr)
         return 130
+    except Terminated:
+        print("kitlib: terminated; nothing unfinished was kept", file=sys.stderr)
+        return 143
 
 
 __all__ = ["main", "build_parser"]

@@ -257,7 +257,8 @@ def import_command(qdstrm, importer) -> list:
 
 _INSTALL = ("Nsight Systems' command line `nsys` was not found ({why}). Install Nsight Systems "
             "(https://developer.nvidia.com/nsight-systems, or the `nsight-systems` / `cuda-nsight-systems` "
-            "package of the CUDA repository), or point kitlib at it: pass nsys='/path/to/nsys' or set "
+            "package of the CUDA repository), or point kitlib at it: on the command line pass "
+            "--nsys /path/to/nsys, in Python nsys='/path/to/nsys', or set "
             f"{NSYS_ENV}. Also looked in: {', '.join(KNOWN_LOCATIONS)}. Without it, the lessons read the "
             "recorded export data/reference/nsys_8step/report.sqlite.")
 
@@ -365,10 +366,11 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
         A subprocess failed or produced no report (the message names ``nsys.log``).
     """
     from ..readers.bundle import open_capture, software_provenance, write_bundle
-    from .recipes import _prepare_out
+    from .recipes import claim_out
     r = _recipe(recipe)
     exe = find_nsys(nsys)
-    out, created = _prepare_out(out_dir, r.name)
+    claim = claim_out(out_dir, r.name)
+    out = claim.path
     base, sqlite, desc = out / "report", out / "report.sqlite", out / "workload.json"
     prof_cmd = profile_command(r, base, exe, python, desc, workload_args)
     exp_cmd = export_command(base.with_suffix(".nsys-rep"), sqlite, exe)
@@ -412,9 +414,9 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
                      workload=workload, provenance=prov, origin="live", notes=notes,
                      extra={"run_id": run_id, "elapsed_s": round(time.perf_counter() - t0, 3)})
     except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        claim.abandon()
         raise
+    claim.done()
     return open_capture(out)
 
 
@@ -496,7 +498,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--device", default="auto")
     w.add_argument("--batch-size", type=int)
     w.add_argument("--image-size", type=int)
-    w.add_argument("--num-workers", type=int)
+    w.add_argument("--workers", "--num-workers", dest="num_workers", type=int, metavar="N",
+                   help="DataLoader worker processes (the same option as "
+                        "'python -m kitlib profile --workers'; --num-workers is kept as an alias)")
     c = sub.add_parser("capture", help="run nsys profile + export and write a bundle")
     c.add_argument("--recipe", default="nsys_8step", choices=list(NSYS_RECIPES))
     c.add_argument("--out")
@@ -519,9 +523,21 @@ def main(argv=None) -> int:
         cap = capture_nsys(a.recipe, a.out, nsys=a.nsys, run_id=a.run_id)
         print(cap.path)
     else:
-        for name, r in NSYS_RECIPES.items():
-            print(f"# {name}: {r.description}\n{' '.join(profile_command(r, 'report', a.nsys))}\n")
+        print(commands_text(a.nsys), end="")
     return 0
+
+
+def commands_text(nsys: str = "nsys") -> str:
+    """The command lines of every recipe, as ``commands`` prints them: per recipe, the
+    ``nsys profile`` line that writes ``report.nsys-rep`` and the ``nsys export --type
+    sqlite`` line that turns it into ``report.sqlite``, the file :func:`kitlib.load_nsys`
+    reads (``kitlib.open_capture`` and the lessons read it inside a bundle)."""
+    out = []
+    for name, r in NSYS_RECIPES.items():
+        out.append(f"# {name}: {r.description}\n"
+                   f"{' '.join(map(str, profile_command(r, 'report', nsys)))}\n"
+                   f"{' '.join(map(str, export_command('report.nsys-rep', 'report.sqlite', nsys)))}\n")
+    return "\n".join(out) + "\n# then, in Python: kitlib.load_nsys('report.sqlite')\n"
 
 
 if __name__ == "__main__":

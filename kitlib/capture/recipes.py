@@ -27,10 +27,11 @@ the reference recording script ``data/reference/how_captured/capture.py``.
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as _dt
 import json
-import shutil
+import os
 import time
 import warnings
 from dataclasses import dataclass
@@ -156,29 +157,36 @@ class Recipe:
         return d
 
 
-#: The named recipes. ``full`` is the reference ``profiler_5step`` recipe.
+#: The named recipes. ``full`` is the reference ``profiler_5step`` recipe. N, the
+#: steps recorded, is the recipe's ``active`` (5; 8 for ``cold_start``, 10 for
+#: ``timing``) unless ``--steps`` / ``WorkloadConfig.steps`` says otherwise, and the
+#: CPU defaults set it to 3: so the descriptions say N, not a GPU's count.
 RECIPES: dict = {r.name: r for r in [
-    Recipe("light", description="schedule wait=1 warmup=1 active=5, no attribution: the least "
+    Recipe("light", description="schedule wait=1 warmup=1 active=N, no attribution: the least "
                                 "overhead torch.profiler can have"),
     Recipe("full", record_shapes=True, profile_memory=True, with_stack=True, with_flops=True,
-           description="schedule wait=1 warmup=1 active=5 with shapes, memory, stacks and FLOPs "
-                       "(the reference profiler_5step recipe)"),
+           description="schedule wait=1 warmup=1 active=N with shapes, memory, stacks and FLOPs "
+                       "(the reference profiler_5step recipe, N=5)"),
     Recipe("shapes", record_shapes=True,
-           description="wait=1 warmup=1 active=5 with record_shapes (operators by input shape)"),
+           description="wait=1 warmup=1 active=N with record_shapes (operators by input shape)"),
     Recipe("stack", with_stack=True,
-           description="wait=1 warmup=1 active=5 with with_stack (operators by Python call stack)"),
+           description="wait=1 warmup=1 active=N with with_stack (operators by Python call stack)"),
     Recipe("memory", profile_memory=True,
-           description="wait=1 warmup=1 active=5 with profile_memory (allocator events)"),
+           description="wait=1 warmup=1 active=N with profile_memory (allocator events)"),
     Recipe("flops", with_flops=True,
-           description="wait=1 warmup=1 active=5 with with_flops (FLOP estimates for conv/matmul)"),
+           description="wait=1 warmup=1 active=N with with_flops (FLOP estimates for conv/matmul)"),
     Recipe("cold_start", wait=0, warmup=0, active=8, use_schedule=False, wallclock=True,
-           description="no schedule: steps 0-7 from a freshly started DataLoader, each in "
-                       "torch_step#N, with wall-clock stamps around every next() (the reference "
-                       "cold_start_8step recipe)"),
+           description="no schedule: steps 0 to N-1 from a freshly started DataLoader, step i "
+                       "in torch_step#i, with wall-clock stamps around every next() (the reference "
+                       "cold_start_8step recipe, N=8)"),
     Recipe("timing", kind="timing", wait=0, warmup=0, active=10, pre_steps=3,
-           description="no profiler: wall-clock times of 10 steps after 3 warm-up steps "
-                       "(perf_counter_ns + cuda.synchronize)"),
+           description="no profiler: wall-clock times of N steps after 3 warm-up steps "
+                       "(perf_counter_ns, + cuda.synchronize on a GPU; the reference, N=10)"),
 ]}
+
+#: One line for the lists of recipes (``profile --help``, ``info``): what N is.
+RECIPE_STEPS_NOTE = ("N = --steps: by default 5 on a GPU (cold_start 8, timing 10) and 3 on "
+                     "the CPU")
 
 
 def get_recipe(recipe) -> Recipe:
@@ -213,15 +221,133 @@ def default_out_dir(recipe_name: str) -> Path:
     return p
 
 
-def _prepare_out(out_dir, recipe_name) -> tuple:
+#: The files kitlib's captures write into a bundle folder: all that a failed run
+#: removes again (with the lock file), so that nothing else there is ever deleted.
+WRITTEN_NAMES = ("manifest.json", "key_averages.json", "step_times.json", "wallclock.json",
+                 "memory_snapshot.pickle", "report.sqlite", "report.nsys-rep", "report.qdstrm",
+                 "workload.json", "nsys.log")
+LOCK_NAME = ".kitlib-writing"
+
+
+class OutFolder:
+    """The bundle folder one run claimed (see :func:`claim_out`).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+        The folder.
+    created : bool
+        This run made the folder (so it may remove it again when it fails).
+    """
+
+    def __init__(self, path: Path, created: bool):
+        self.path, self.created = path, created
+        self._lock = path / LOCK_NAME
+        self._token = f"{os.getpid()} {time.time_ns()}"
+
+    def _owned(self) -> bool:
+        try:
+            return self._lock.read_text() == self._token
+        except OSError:
+            return False
+
+    def done(self) -> None:
+        """The bundle is complete: drop the lock file."""
+        if self._owned():
+            self._lock.unlink()
+
+    def abandon(self) -> None:
+        """The run failed or was stopped: remove the files it wrote (the names in
+        :data:`WRITTEN_NAMES` and ``trace*.json.gz``), then the folder if this run
+        made it and nothing else is in it. Files it did not write stay."""
+        if not self._owned():
+            return
+        for f in self.path.iterdir():
+            if f.name in WRITTEN_NAMES or (f.name.startswith("trace") and f.name.endswith(".json.gz")):
+                with contextlib.suppress(OSError):
+                    f.unlink()
+        with contextlib.suppress(OSError):
+            self._lock.unlink()
+        if self.created:
+            with contextlib.suppress(OSError):      # not empty: something else is there, keep it
+                self.path.rmdir()
+
+
+def claim_out(out_dir, recipe_name) -> OutFolder:
+    """Claim a folder of its own for one run's bundle, before any work starts.
+
+    The folder must be new or empty; the run then holds it with a lock file
+    (``.kitlib-writing``, created with ``O_EXCL``), so a second run given the same
+    folder is refused instead of writing over the first. Creating the folder and
+    the lock also proves the place is writable.
+
+    Parameters
+    ----------
+    out_dir : str, os.PathLike or None
+        The folder; ``None`` = :func:`default_out_dir` (a new ``runs/<UTC
+        time>_<recipe>``).
+    recipe_name : str
+        For the default folder's name.
+
+    Returns
+    -------
+    OutFolder
+        Call ``done()`` once the bundle is written, ``abandon()`` when the run fails.
+
+    Raises
+    ------
+    BundleError
+        The path is a file; the folder holds a bundle, other files, or another run's
+        lock; or it (or ``runs/``) cannot be created or written (read-only, no
+        permission, a file in the way).
+    """
     out = Path(out_dir) if out_dir is not None else default_out_dir(recipe_name)
+    where = ("choose a writable --out (out_dir), or set KITLIB_RUNS" if out_dir is not None else
+             f"the default runs folder {runs_dir()} is not writable: set KITLIB_RUNS to a "
+             "writable folder or pass --out (out_dir)")
     if out.exists() and not out.is_dir():
         raise BundleError(out, "exists and is not a folder")
-    if (out / "manifest.json").exists():
-        raise BundleError(out, "already holds a capture bundle; choose another output folder")
-    created = not out.exists()
-    out.mkdir(parents=True, exist_ok=True)
-    return out, created
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            out.mkdir()
+            created = True
+        except FileExistsError:
+            created = False
+    except OSError as e:
+        block = next((a for a in out.parents if a.exists()), None)
+        why = (f"{block} is a file, not a folder" if block is not None and not block.is_dir()
+               else e.strerror or str(e))
+        raise BundleError(out, f"cannot create the bundle folder ({why}); {where}") from None
+    if not out.is_dir():
+        raise BundleError(out, "exists and is not a folder")
+    if not created:
+        if (out / "manifest.json").exists():
+            raise BundleError(out, "already holds a capture bundle; choose another output folder "
+                                   "(or leave --out out: each run gets a new runs/<time>_<recipe>/)")
+        if (out / LOCK_NAME).exists():
+            raise BundleError(out, "another kitlib run is writing a bundle here (lock file "
+                                   f"{LOCK_NAME}); choose another output folder")
+        others = sorted(x.name for x in out.iterdir())
+        if others:
+            shown = ", ".join(others[:4]) + (", ..." if len(others) > 4 else "")
+            raise BundleError(out, f"is not empty ({shown}); kitlib writes each capture into a "
+                                   "new or empty folder of its own, so that no run overwrites or "
+                                   "deletes files it did not write: choose another output folder")
+    claim = OutFolder(out, created)
+    try:
+        fd = os.open(claim._lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    except FileExistsError:
+        raise BundleError(out, "another kitlib run is writing a bundle here (lock file "
+                               f"{LOCK_NAME}); choose another output folder") from None
+    except OSError as e:
+        if created:
+            with contextlib.suppress(OSError):
+                out.rmdir()
+        raise BundleError(out, f"cannot write into the bundle folder ({e.strerror or e}); {where}") from None
+    with os.fdopen(fd, "w") as f:
+        f.write(claim._token)
+    return claim
 
 
 def _activities(device):
@@ -401,12 +527,16 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
         Unknown recipe, bad settings, or a device that is not there (raised before
         any work starts).
     BundleError
-        ``out_dir`` already holds a bundle, or the profiler wrote no trace.
+        ``out_dir`` is not a new or empty writable folder (see :func:`claim_out`;
+        raised before any work starts), or the profiler wrote no trace.
 
     Notes
     -----
-    If the run fails part-way, a folder this call created is removed again, so no
-    half bundle is left behind. torch.profiler exports only the last cycle's events
+    The output folder is claimed before any work starts (:func:`claim_out`: new or
+    empty, writable, locked against a second run). If the run fails or is stopped
+    part-way, the files it wrote are removed again, and the folder too when this call
+    made it, so no half bundle is left behind and nothing it did not write is deleted.
+    torch.profiler exports only the last cycle's events
     from ``key_averages()``; ``export_chrome_trace`` is called once per cycle from
     ``on_trace_ready`` (PyTorch docs, ``torch.profiler.profile``).
     """
@@ -417,7 +547,8 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
         rec = rec.replace(active=config.steps)
     device = resolve_device(config.device)   # fail fast, before any folder or dataset
     find_food101(config.data_root)           # raises when a Food-101 path holds none
-    out, created = _prepare_out(out_dir, rec.name)
+    claim = claim_out(out_dir, rec.name)
+    out = claim.path
     t_start = time.perf_counter()
     try:
         with build_workload(config, progress=progress) as wl:
@@ -472,8 +603,9 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
                             "(see manifest steps.schedule_actions)")
             if "step_ms_uninstrumented" in step_times:
                 what.append("step_ms_uninstrumented = steps with no profiler running")
-            files["step_times.json"] = ("wall-clock step times in ms (perf_counter_ns + "
-                                        "cuda.synchronize): " + "; ".join(what))
+            clock = ("perf_counter_ns + cuda.synchronize" if device.type == "cuda" else
+                     "perf_counter_ns; on the CPU nothing to synchronize")
+            files["step_times.json"] = (f"wall-clock step times in ms ({clock}): " + "; ".join(what))
         rd = rec.to_dict()
         if rec.kind == "torch_profiler":
             rd["activities"] = [a.name for a in _activities(device)]
@@ -482,9 +614,9 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
                      notes=notes, extra={"steps": steps_info,
                                          "elapsed_s": round(time.perf_counter() - t_start, 3)})
     except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        claim.abandon()
         raise
+    claim.done()
     return open_capture(out)
 
 
@@ -540,7 +672,8 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
                        "open_capture('profiler_5step').file('memory_snapshot.pickle').")
     if not isinstance(steps, int) or steps < 1:
         raise KitError(f"memory_history: steps must be a positive integer, not {steps!r}")
-    out, created = _prepare_out(out_dir, "memory_history")
+    claim = claim_out(out_dir, "memory_history")
+    out = claim.path
     t_start = time.perf_counter()
     try:
         with build_workload(config, progress=progress) as wl:
@@ -568,7 +701,7 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
                      workload=workload_desc, provenance=software_provenance(), origin="live",
                      notes=notes, extra={**peaks, "elapsed_s": round(time.perf_counter() - t_start, 3)})
     except BaseException:
-        if created:
-            shutil.rmtree(out, ignore_errors=True)
+        claim.abandon()
         raise
+    claim.done()
     return open_capture(out)

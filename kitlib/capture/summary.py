@@ -12,7 +12,7 @@ import statistics
 from ..readers.bundle import Capture, open_capture
 from ..errors import KitError
 from .workload import LABELS
-from ..units import bytes_to_gib, ns_to_ms, ns_to_us, us_to_ms
+from ..units import bytes_to_gib, bytes_to_mib, ns_to_ms, ns_to_us, us_to_ms
 
 PERFETTO_URL = "https://ui.perfetto.dev"
 LARGE_TRACES_DOC = "https://perfetto.dev/docs/visualization/large-traces"
@@ -248,7 +248,10 @@ def summarize(capture, top: int = 10) -> str:
         L += ["", line]
     if cap.has("step_times.json"):
         st = cap.step_times()
-        L += ["", "step times (ms, wall clock: perf_counter_ns around the step + cuda.synchronize):"]
+        on_cpu = str((w or {}).get("device_resolved", "")).startswith("cpu")
+        L += ["", "step times (ms, wall clock: perf_counter_ns around the step"
+                  + ("; on the CPU each step has finished when it returns, nothing to synchronize):"
+                     if on_cpu else " + cuda.synchronize):")]
         for name, vals in st.items():
             if isinstance(vals, list):
                 acts = steps.get("schedule_actions") if name == "step_ms_profiled" else None
@@ -290,6 +293,7 @@ def summarize(capture, top: int = 10) -> str:
                      _ms(o["cpu_time_total_us"]))
                     for o in t["operators"]]
             L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
+        L += _recorded_tables(ka, r or {}, t["on_gpu"], per, top)
         if t["flops"]:
             per_step = f" = {t['flops'] / n_active / 1e9:,.1f} GFLOP per step" if n_active else ""
             L += ["", f"FLOPs, the profiler's with_flops estimate: {t['flops'] / 1e9:,.1f} GFLOP {per}"
@@ -344,6 +348,60 @@ def summarize(capture, top: int = 10) -> str:
         L += ["", f"files: {', '.join(cap.files)} (a {cap.kind} capture; see the lessons for how "
                   f"kitlib reads it)"]
     return "\n".join(L)
+
+
+def _frame(stack: list) -> str:
+    """The innermost frame of a key_averages stack that is a line of a ``.py`` file
+    (``torch/nn/modules/conv.py(456): _conv_forward``), else the innermost one."""
+    return next((str(f) for f in stack if ".py(" in str(f)), str(stack[0]))
+
+
+def _recorded_tables(ka: dict, recipe: dict, on_gpu: bool, per: str, top: int) -> list:
+    """The summary's tables for what the recipe recorded beyond names: memory
+    (``profile_memory``), operators by input shape (``record_shapes``) and by call
+    stack (``with_stack``), from the bundle's ``key_averages.json`` rows
+    (``by_name``, ``by_input_shape``, ``by_stack_5``)."""
+    L = []
+    where = "device" if on_gpu else "cpu"
+    time_col, unit = f"self_{where}_time_total_us", ("self device ms" if on_gpu else "self host ms")
+    ops = [o for o in (ka.get("by_name") or []) if (o.get("cpu_time_total_us") or 0) > 0
+           and not _is_annotation(o["key"]) and not _RUNTIME_RE.match(o["key"])]
+    if recipe.get("profile_memory"):
+        col = f"self_{where}_memory_usage_bytes"
+        mem = sorted((o for o in ops if o.get(col)), key=lambda o: abs(o[col]), reverse=True)
+        L += ["", f"memory ({'GPU' if on_gpu else 'CPU'}, profile_memory; {per}): operators by "
+                  "the memory they allocated themselves, net of what they freed (from "
+                  "key_averages() rows, MiB; negative = freed more than allocated):"]
+        if mem:
+            L += _table(["operator", "calls", "self MiB", "total MiB"],
+                        [(o["key"], o["count"], f"{bytes_to_mib(o[col]):,.2f}",
+                          f"{bytes_to_mib(o.get(f'{where}_memory_usage_bytes') or 0):,.2f}")
+                         for o in mem[:top]], 48)
+        else:
+            L.append("    (no operator allocated memory in the recorded steps)")
+    shaped = [o for o in (ka.get("by_input_shape") or []) if o.get("input_shapes") not in
+              (None, "", "[]") and (o.get("cpu_time_total_us") or 0) > 0
+              and not _is_annotation(o["key"]) and not _RUNTIME_RE.match(o["key"])]
+    if recipe.get("record_shapes") or shaped:
+        shaped.sort(key=lambda o: o.get(time_col) or 0, reverse=True)
+        L += ["", f"top operators by input shape (record_shapes; {per}; "
+                  "key_averages(group_by_input_shape=True)):"]
+        L += _table(["operator", "input shapes", "calls", unit],
+                    [(o["key"], _short(o["input_shapes"], 60), o["count"], _ms(o.get(time_col) or 0))
+                     for o in shaped[:top]], 32) if shaped else \
+            ["    (no rows: this capture's key_averages.json has no by_input_shape table)"]
+    stacked = [o for o in (ka.get("by_stack_5") or []) if o.get("stack")
+               and (o.get("cpu_time_total_us") or 0) > 0 and not _is_annotation(o["key"])]
+    if recipe.get("with_stack") or stacked:
+        stacked.sort(key=lambda o: o.get(time_col) or 0, reverse=True)
+        L += ["", f"top operators by Python call stack (with_stack; {per}; "
+                  "key_averages(group_by_stack_n=5), innermost frame in a .py file shown):"]
+        L += _table(["operator", "called from", "calls", unit],
+                    [(o["key"], _short(_frame(o["stack"]), 60), o["count"], _ms(o.get(time_col) or 0))
+                     for o in stacked[:top]], 32) if stacked else \
+            ["    (no rows with a stack: torch records stacks in key_averages only with "
+             "_ExperimentalConfig(verbose=True); the trace holds them, see lesson 05)"]
+    return L
 
 
 def _check_top(top) -> int:

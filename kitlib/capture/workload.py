@@ -484,7 +484,8 @@ def infinite_batches(loader) -> Iterator:
     """
     while True:
         n = 0
-        for batch in loader:
+        it = iter(loader)          # named, so that Workload.close(now=True) finds its workers
+        for batch in it:
             n += 1
             yield batch
         if n == 0:
@@ -582,9 +583,41 @@ def find_food101(data_root=None) -> Path | None:
             return cand
     raise KitFileError(p, f"no Food-101 here ({src}): torchvision.datasets.Food101 reads "
                           f"<root>/food-101/meta/train.json and <root>/food-101/images/<class>/<id>.jpg. "
-                          f"Point {src} at the folder that holds food-101/, download it once with "
-                          f"kitlib.capture.workload.download_food101(root) (about 5 GB), or leave {src} "
-                          f"unset to use the synthetic dataset.")
+                          f"Point {src} at the folder that holds food-101/, download it once (about "
+                          f"5 GB) with python -c \"from kitlib.capture.workload import download_food101; "
+                          f"download_food101('DIR')\" (in Python: download_food101(root)), or leave "
+                          f"{src} unset to use the synthetic dataset.")
+
+
+def _check_food101_images(root: Path) -> None:
+    """Refuse a Food-101 folder whose ``meta/train.json`` names an image that is not
+    there, naming it, before a DataLoader worker meets it mid-epoch.
+
+    ``train.json`` maps each class to ``"class/id"`` entries, read by torchvision's
+    ``Food101`` as ``images/class/id.jpg`` (torchvision ``datasets/food101.py``).
+
+    Raises
+    ------
+    KitFileError
+        ``train.json`` is not such a mapping, or names images that are missing (the
+        first is named, with the count).
+    """
+    meta = root / "food-101" / "meta" / "train.json"
+    try:
+        listed = json.loads(meta.read_text())
+    except (OSError, ValueError) as e:
+        raise KitFileError(meta, f"cannot be read as Food-101 metadata ({e})") from None
+    if not isinstance(listed, dict) or not all(isinstance(v, list) for v in listed.values()):
+        raise KitFileError(meta, "is not Food-101 metadata: expected {class: [\"class/id\", ...]}")
+    images = root / "food-101" / "images"
+    missing = [rel for rels in listed.values() for rel in rels
+               if not (images / f"{rel}.jpg").is_file()]
+    if missing:
+        raise KitFileError(images / f"{missing[0]}.jpg",
+                           f"missing, although {meta} lists it"
+                           + (f" ({len(missing):,} listed images are missing in all)"
+                              if len(missing) > 1 else "")
+                           + ": restore the image(s), or remove them from train.json")
 
 
 def download_food101(root, progress: bool = True) -> Path:
@@ -778,12 +811,13 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
     tf = transform(config.image_size)
     food = find_food101(config.data_root)
     if food is not None:
+        _check_food101_images(food)
         try:
             ds = torchvision.datasets.Food101(str(food), split="train", transform=tf, download=False)
         except RuntimeError as e:  # torchvision: "Dataset not found. ..."
             raise KitFileError(food, f"torchvision.datasets.Food101 cannot read it: {e}") from None
-        return ds, {"dataset": f"Food-101 train split ({len(ds):,} images, 101 classes) "
-                               f"via torchvision.datasets.Food101(download=False)",
+        return ds, {"dataset": f"Food-101 train split ({len(ds):,} images, {len(ds.classes)} "
+                               f"classes) via torchvision.datasets.Food101(download=False)",
                     "dataset_kind": "food101", "dataset_root": str(food), "dataset_images": len(ds)}
     root = synthetic_dataset(config.synthetic_images,
                              None if config.cache_dir is None else
@@ -824,7 +858,10 @@ def make_loader(dataset, config: WorkloadConfig, device=None):
         raise KitError(f"the dataset holds {len(dataset)} images, fewer than one batch of "
                        f"{config.batch_size} (drop_last=True): use a smaller batch or more images")
     dev = torch.device(device) if device is not None else resolve_device(config.device)
+    # Pinned memory only exists for an accelerator: on the CPU, torch ignores
+    # pin_memory=True (with a warning), so kitlib neither asks nor records it.
     pin = (dev.type == "cuda") if config.pin_memory is None else bool(config.pin_memory)
+    pin = pin and dev.type == "cuda"
     kw = dict(batch_size=config.batch_size, shuffle=config.shuffle, num_workers=config.num_workers,
               pin_memory=pin, drop_last=config.drop_last)
     if config.num_workers > 0:
@@ -904,20 +941,33 @@ class Workload:
         d.update(self.data)
         d["device_resolved"] = str(self.device)
         d["pin_memory"] = bool(self.loader.pin_memory)
+        if self.config.pin_memory and not d["pin_memory"]:
+            d["pin_memory_note"] = (f"pin_memory was asked for but is off: on {self.device} there "
+                                    "is no accelerator to pin memory for")
         d["torch_num_threads"] = torch.get_num_threads()
         return d
 
-    def close(self) -> None:
-        """Stop the DataLoader's workers (drop the running iterator)."""
+    def close(self, now: bool = False) -> None:
+        """Stop the DataLoader's workers (drop the running iterator).
+
+        With ``now`` (the run failed or was interrupted), the worker processes are
+        terminated first instead of being waited for, which the DataLoader does for up
+        to 5 s each (``torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL``)."""
         if self._batches is not None:
+            if now:
+                it = getattr(self._batches, "gi_frame", None)
+                it = it.f_locals.get("it") if it is not None else None
+                for w in getattr(it, "_workers", []) or []:
+                    if w.is_alive():
+                        w.terminate()
             self._batches.close()
             self._batches = None
 
     def __enter__(self):
         return self
 
-    def __exit__(self, *exc):
-        self.close()
+    def __exit__(self, exc_type, *exc):
+        self.close(now=exc_type is not None)
 
 
 def build_workload(config: WorkloadConfig | None = None, *, progress: bool = True) -> Workload:
