@@ -263,6 +263,9 @@ def test_cpu_texts_do_not_mislead(capsys):
     a = nsys_recipes._parser().parse_args(["run-workload", "--workers", "3"])
     b = nsys_recipes._parser().parse_args(["run-workload", "--num-workers", "3"])
     assert a.num_workers == b.num_workers == 3
+    p = cli.build_parser()
+    assert p.parse_args(["profile", "--num-workers", "3"]).workers == \
+        p.parse_args(["profile", "--workers", "3"]).workers == 3
     with pytest.raises(KitFileError, match="--data-root|KITLIB_FOOD101") as info:
         make_dataset(WorkloadConfig(data_root=str(Path(__file__).parent)))
     assert 'python -c "from kitlib.capture.workload import download_food101' in str(info.value)

@@ -96,9 +96,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=_positive_int, metavar="N",
                    help="steps to record: the profiler schedule's active steps, or the timed steps "
                         "of the 'timing' recipe (default: the recipe's, 5; 3 on the CPU)")
-    p.add_argument("--workers", type=_nonneg_int, metavar="N",
+    p.add_argument("--workers", "--num-workers", dest="workers", type=_nonneg_int, metavar="N",
                    help="DataLoader worker processes, 0 = load in the training process "
-                        "(default: min(8, CPUs) on a GPU, min(2, CPUs) on the CPU)")
+                        "(default: min(8, CPUs) on a GPU, min(2, CPUs) on the CPU; --num-workers, "
+                        "as nsys_recipes run-workload spells it, is the same option)")
     p.add_argument("--image-size", type=_positive_int, metavar="PX",
                    help="side of the RandomResizedCrop in pixels, at least 32 (default: 224 on a "
                         "GPU, 112 on the CPU)")
