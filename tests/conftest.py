@@ -1,7 +1,10 @@
 """Shared fixtures: the reference recordings (as kitlib bundles) and public traces."""
+import os
 from pathlib import Path
 
 import pytest
+
+os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"

@@ -28,6 +28,7 @@ the field names; the traces in ``tests/data/public-traces`` for older releases.
 """
 from __future__ import annotations
 
+import gc
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -35,24 +36,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .files import read_bytes_maybe_gz
-from ..errors import KitFileError, TraceFormatError
+from .files import parse_json, read_bytes_maybe_gz
+from ..errors import TraceFormatError
 from ..phases import STEP_RANGE
-
-try:  # orjson parses about 3x faster than the standard library; the kit lists it.
-    import orjson as _orjson
-
-    def _parse(raw: bytes):
-        return _orjson.loads(raw)
-
-    _JSONError = _orjson.JSONDecodeError
-except ImportError:  # pragma: no cover - orjson is a dependency, but stay readable without it
-    import json as _json
-
-    def _parse(raw: bytes):
-        return _json.loads(raw)
-
-    _JSONError = _json.JSONDecodeError
 
 # Category (lower-cased) -> (table, kind)
 _CATEGORIES = {
@@ -251,7 +237,7 @@ def _is_memory_record(e) -> bool:
     return isinstance(a, dict) and "Bytes" in a and "Total Allocated" in a
 
 
-def load_trace(path, torch_version: str | None = None) -> Trace:
+def load_trace(path, torch_version: str | None = None, progress: bool | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
 
     Parameters
@@ -263,6 +249,9 @@ def load_trace(path, torch_version: str | None = None) -> Trace:
         The torch that recorded it, when known (a bundle passes its manifest's): it
         decides whether Python frames are children in the event tree
         (:func:`python_frames_rule`); without it the trace itself is read for the rule.
+    progress : bool, optional
+        Show a progress bar (tqdm: terminal or Jupyter). By default only for JSON of
+        :data:`PROGRESS_MIN_BYTES` or more; ``KITLIB_PROGRESS=0`` turns it off always.
 
     Returns
     -------
@@ -273,13 +262,26 @@ def load_trace(path, torch_version: str | None = None) -> Trace:
     Raises
     ------
     KitFileError
-        Missing or empty file, truncated gzip, or invalid JSON (with the byte offset
-        where parsing stopped).
+        Missing or empty file, truncated gzip, or invalid JSON (with the line, column
+        and byte where parsing stopped, and why: see :func:`kitlib.readers.files.json_error`).
+
+    Notes
+    -----
+    A loaded trace is kept in a columnar cache (:mod:`kitlib.readers.trace_cache`),
+    keyed by the file's content and the kit's version, so the next load of the same
+    file, in any process, reads Arrow tables instead of parsing JSON again. Set
+    ``KITLIB_TRACE_CACHE=0`` to turn it off.
     TraceFormatError
         Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
         are not objects, or no event of any torch.profiler category).
     """
     path = Path(path)
+    from . import trace_cache
+    key = trace_cache.key_for(path, torch_version) if trace_cache.enabled() else None
+    if key is not None:
+        hit = trace_cache.load(key, path)
+        if hit is not None:
+            return hit
     raw = read_bytes_maybe_gz(path)
     if raw.startswith(b"SQLite format 3\x00"):
         raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
@@ -287,29 +289,47 @@ def load_trace(path, torch_version: str | None = None) -> Trace:
     if raw[:1] == b"\x80" and raw[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceFormatError(path, "a Python pickle, not a JSON trace: for a memory snapshot use "
                                      "kitlib.load_memory_snapshot")
+    # Parsing makes millions of small objects; Python's cyclic garbage collector would
+    # walk them again and again while the tables are built, though none of them can
+    # form a cycle. Pause it for the load (a third of the time on large traces).
+    bar = _progress(path, len(raw), progress)
+    gc_was_on = gc.isenabled()
+    gc.disable()
     try:
-        doc = _parse(raw)
-    except _JSONError:
-        raise _json_error(path, raw) from None
-    except UnicodeDecodeError as e:
-        raise KitFileError(path, f"not UTF-8 text (byte {e.start}); is this a trace?") from None
-    tr = trace_from_json(doc, path, torch_version)
+        bar.set_postfix_str("parsing JSON")
+        doc = parse_json(raw, path)
+        bar.update(1)
+        bar.set_postfix_str("building tables and the event tree")
+        tr = trace_from_json(doc, path, torch_version)
+        bar.update(1)
+        del doc
+    finally:
+        if gc_was_on:
+            gc.enable()
     tr.meta["json_bytes"] = len(raw)
+    if key is not None:
+        bar.set_postfix_str("writing the cache")
+        trace_cache.store(key, tr)
+    bar.update(1)
+    bar.close()
     return tr
 
 
-def _json_error(path, raw: bytes) -> KitFileError:
-    """Say where the JSON breaks: the standard library's parser reports line, column and byte."""
-    import json
-    try:
-        json.loads(raw.decode("utf-8", errors="replace"))
-    except RecursionError:
-        return KitFileError(path, "invalid JSON for a trace: objects or lists nested too deeply to read "
-                                  "(thousands of levels); a torch.profiler trace nests a few levels at most")
-    except json.JSONDecodeError as e:
-        cut = " (the file ends there: it looks cut off)" if e.pos >= len(raw.rstrip()) - 1 else ""
-        return KitFileError(path, f"invalid JSON at line {e.lineno}, column {e.colno} (byte {e.pos}){cut}: {e.msg}")
-    return KitFileError(path, "invalid JSON")
+#: JSON larger than this takes a few seconds to load here: show a progress bar.
+PROGRESS_MIN_BYTES = 100_000_000
+
+
+def _progress(path: Path, n_bytes: int, progress: bool | None):
+    """A tqdm bar over the three stages of a load (parse, tables, cache), shown for
+    large files (or when ``progress=True``), never when ``KITLIB_PROGRESS=0``."""
+    import os
+
+    from tqdm.auto import tqdm
+    show = n_bytes >= PROGRESS_MIN_BYTES if progress is None else bool(progress)
+    if os.environ.get("KITLIB_PROGRESS", "1").strip().lower() in ("0", "off", "false", "no"):
+        show = False
+    return tqdm(total=3, desc=f"loading {path.name} ({n_bytes / 1e6:,.0f} MB of JSON)", unit="stage",
+                disable=not show, leave=False)
 
 
 def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> Trace:

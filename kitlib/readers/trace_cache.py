@@ -1,0 +1,205 @@
+"""A columnar cache of loaded traces: parse the JSON once, read Arrow tables after.
+
+Parsing a large torch.profiler trace is most of the time a lesson waits (and a kernel
+restart pays it again). :func:`kitlib.readers.trace.load_trace` therefore writes the
+tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, ``other``,
+``host_events`` and ``meta`` — into the kit's cache folder as Apache Arrow IPC files
+(pyarrow), and the next load of the same file, in any process, reads them back.
+
+- **Key**: the sha256 of the file's bytes on disk, the torch version given to
+  ``load_trace``, and a fingerprint of the reader's own source (so a kit upgrade
+  that changes how a trace is read never meets an old entry).
+- **Never trusted**: each entry lists the sha256 of every file it holds and the row
+  count of every table; an entry that is incomplete, damaged, from another format or
+  fails to read is deleted and the trace parsed again.
+- **Where**: ``<cache>/traces/`` (``KITLIB_CACHE``, else the checkout's ``.cache/``,
+  else ``~/.cache/kitlib``; :func:`kitlib.paths.cache_dir`).
+- **Off**: set ``KITLIB_TRACE_CACHE=0`` (the tests do, except where they test the
+  cache). **Clear**: :func:`clear`.
+
+Columns holding Python objects (input shapes, argument lists, grid/block tuples) are
+stored as JSON text and decoded on load; every other column keeps its dtype.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import tempfile
+from pathlib import Path
+
+import pandas as pd
+
+from ..paths import cache_dir
+
+FORMAT = 1
+TABLES = ("ops", "launches", "gpu", "memory", "other", "host_events")
+_TUPLE_COLUMNS = {"grid", "block"}
+_MANIFEST = "entry.json"
+
+
+def enabled() -> bool:
+    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
+    return os.environ.get("KITLIB_TRACE_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+
+
+def folder() -> Path:
+    """The cache's folder (not created here)."""
+    return cache_dir() / "traces"
+
+
+def _reader_fingerprint() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("trace.py", "trace_cache.py", "files.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def key_for(path, torch_version: str | None = None) -> str | None:
+    """The cache key of a trace file, or None when the file cannot be read (the normal
+    load then reports why)."""
+    try:
+        h = hashlib.sha256()
+        with open(path, "rb") as f:
+            for chunk in iter(lambda: f.read(1 << 20), b""):
+                h.update(chunk)
+    except OSError:
+        return None
+    h.update(f"|{torch_version}|{FORMAT}|{_reader_fingerprint()}".encode())
+    return h.hexdigest()
+
+
+def clear() -> int:
+    """Delete every cached trace. Returns how many entries were removed."""
+    d = folder()
+    if not d.is_dir():
+        return 0
+    n = sum(1 for x in d.iterdir() if x.is_dir())
+    shutil.rmtree(d, ignore_errors=True)
+    return n
+
+
+def _encode_meta(meta: dict) -> dict:
+    m = dict(meta)
+    m["process_names"] = [[k, v] for k, v in (meta.get("process_names") or {}).items()]
+    m["thread_names"] = [[k[0], k[1], v] for k, v in (meta.get("thread_names") or {}).items()]
+    return m
+
+
+def _decode_meta(m: dict) -> dict:
+    m = dict(m)
+    m["process_names"] = {k: v for k, v in m.get("process_names", [])}
+    m["thread_names"] = {(p, t): v for p, t, v in m.get("thread_names", [])}
+    return m
+
+
+def _sha(path: Path) -> str:
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def store(key: str, trace) -> None:
+    """Write a loaded trace's tables under ``key``. Failures are silent: the cache is
+    an optimisation, never a reason for a load to fail."""
+    try:
+        import orjson
+        import pyarrow as pa
+        import pyarrow.feather as feather
+    except ImportError:         # pragma: no cover - pyarrow is a dependency
+        return
+    dest = folder() / key
+    if dest.exists():
+        return
+    tmp = None
+    try:
+        folder().mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=folder()))
+        entry = {"format": FORMAT, "tables": {}}
+        for name in TABLES:
+            df = getattr(trace, name)
+            out, dtypes, encoded, objects = {}, {}, [], {}
+            for c in df.columns:
+                col = df[c]
+                dtypes[c] = str(col.dtype)
+                if col.dtype == object:
+                    vals = col.tolist()
+                    if all(v is None or isinstance(v, str) for v in vals):
+                        out[c] = pa.array(vals, type=pa.string())
+                    else:                  # nested Python values: one JSON document per table
+                        objects[c] = [None if v is pd.NA else v for v in vals]
+                        encoded.append(c)
+                else:
+                    out[c] = pa.array(col, from_pandas=True)
+            f = tmp / f"{name}.arrow"
+            feather.write_feather(pa.table(out) if out else pa.table({}), str(f), compression="uncompressed")
+            obj = tmp / f"{name}.objects.json"
+            obj.write_bytes(orjson.dumps(objects))
+            entry["tables"][name] = {"rows": int(len(df)), "columns": list(df.columns), "dtypes": dtypes,
+                                     "encoded": encoded, "sha256": _sha(f), "objects_sha256": _sha(obj)}
+        meta = tmp / "meta.json"
+        meta.write_bytes(orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS))
+        entry["meta_sha256"] = _sha(meta)
+        (tmp / _MANIFEST).write_bytes(orjson.dumps(entry))
+        os.replace(tmp, dest)          # the entry appears whole or not at all
+        tmp = None
+    except Exception:                  # a full disk, a read-only cache: just do without
+        pass
+    finally:
+        if tmp is not None:
+            shutil.rmtree(tmp, ignore_errors=True)
+
+
+def load(key: str, path):
+    """The cached :class:`~kitlib.readers.trace.Trace` for ``key``, or None (absent,
+    incomplete, damaged or unreadable: a bad entry is deleted)."""
+    dest = folder() / key
+    if not (dest / _MANIFEST).is_file():
+        return None
+    try:
+        import orjson
+        import pyarrow.feather as feather
+
+        from .trace import Trace
+        entry = orjson.loads((dest / _MANIFEST).read_bytes())
+        if entry.get("format") != FORMAT or _sha(dest / "meta.json") != entry["meta_sha256"]:
+            raise ValueError("stale or damaged entry")
+        tables = {}
+        for name in TABLES:
+            spec = entry["tables"][name]
+            f = dest / f"{name}.arrow"
+            if _sha(f) != spec["sha256"]:
+                raise ValueError(f"{name}: damaged")
+            t = feather.read_table(str(f))
+            if t.num_rows != spec["rows"] and len(spec["columns"]) > len(spec["encoded"]):
+                raise ValueError(f"{name}: row count")
+            obj = dest / f"{name}.objects.json"
+            if _sha(obj) != spec["objects_sha256"]:
+                raise ValueError(f"{name}: damaged")
+            objects = orjson.loads(obj.read_bytes())
+            cols = {}
+            for c in spec["columns"]:
+                want = spec["dtypes"][c]
+                if c in spec["encoded"]:
+                    dec = objects[c]
+                    if len(dec) != spec["rows"]:
+                        raise ValueError(f"{name}.{c}: row count")
+                    if c in _TUPLE_COLUMNS:
+                        dec = [tuple(v) if isinstance(v, list) else v for v in dec]
+                    cols[c] = pd.Series(dec, dtype=object)
+                elif want == "object":
+                    cols[c] = pd.Series(t.column(c).to_pylist(), dtype=object)
+                else:
+                    col = t.column(c).to_pandas()
+                    cols[c] = col if str(col.dtype) == want else col.astype(want)
+            df = pd.DataFrame(cols, index=pd.RangeIndex(spec["rows"]))
+            tables[name] = df[spec["columns"]]
+        meta = _decode_meta(orjson.loads((dest / "meta.json").read_bytes()))
+        if isinstance(meta.get("base_time_ns"), float):
+            meta["base_time_ns"] = int(meta["base_time_ns"])
+        return Trace(path=Path(path), meta=meta, **tables)
+    except Exception:
+        shutil.rmtree(dest, ignore_errors=True)
+        return None
+
+
+__all__ = ["enabled", "folder", "key_for", "store", "load", "clear", "FORMAT"]

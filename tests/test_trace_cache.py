@@ -1,0 +1,73 @@
+"""The columnar trace cache: the same tables back, keyed by content, never trusting a bad entry."""
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+
+import kitlib
+from kitlib.readers import trace_cache
+
+from conftest import PUBLIC, REF
+
+
+@pytest.fixture
+def cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("KITLIB_CACHE", str(tmp_path / "cache"))
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "1")
+    return tmp_path / "cache" / "traces"
+
+
+def _same(a, b):
+    for name in trace_cache.TABLES:
+        pd.testing.assert_frame_equal(getattr(a, name), getattr(b, name), check_exact=True)
+    assert a.meta == b.meta
+
+
+@pytest.mark.parametrize("src", [REF / "fixed_batch" / "trace.json.gz",
+                                 PUBLIC / "kineto_2021-06_resnet50_v100.json.gz",
+                                 PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"],
+                         ids=["h200-2.11", "pytorch-1.9", "torch-2.6"])
+def test_cached_load_gives_the_same_tables(cache, monkeypatch, src):
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    fresh = kitlib.load_trace(src)
+    assert not cache.exists()                       # off means off
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "1")
+    first = kitlib.load_trace(src)
+    assert len(list(cache.iterdir())) == 1
+    again = kitlib.load_trace(src)
+    _same(fresh, first)
+    _same(fresh, again)
+    assert again.path == src
+
+
+def test_a_copy_hits_the_same_entry_and_another_torch_does_not(cache, tmp_path):
+    src = REF / "fixed_batch" / "trace.json.gz"
+    kitlib.load_trace(src)
+    copy = tmp_path / "copy.json.gz"
+    shutil.copy(src, copy)
+    kitlib.load_trace(copy)
+    assert len(list(cache.iterdir())) == 1          # keyed by content, not by path
+    kitlib.load_trace(src, torch_version="2.14.1")
+    assert len(list(cache.iterdir())) == 2          # the rule of the tree depends on it
+
+
+def test_damaged_entry_is_rebuilt_not_trusted(cache):
+    src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
+    good = kitlib.load_trace(src)
+    entry = next(cache.iterdir())
+    f = entry / "ops.arrow"
+    data = bytearray(f.read_bytes())
+    data[len(data) // 2] ^= 0xFF                    # one flipped byte inside the data
+    f.write_bytes(bytes(data))
+    assert trace_cache.load(entry.name, src) is None
+    assert not entry.exists()                       # deleted
+    _same(good, kitlib.load_trace(src))             # and rebuilt from the JSON
+    assert (cache / entry.name).exists()
+
+
+def test_clear(cache):
+    kitlib.load_trace(PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz")
+    assert trace_cache.clear() == 1 and not cache.exists()
+    assert trace_cache.clear() == 0
