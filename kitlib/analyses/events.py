@@ -37,6 +37,12 @@ def _key_name(name: str) -> str:
     return "ProfilerStep*" if isinstance(name, str) and name.startswith("ProfilerStep#") else name
 
 
+def _key_names(names: np.ndarray) -> np.ndarray:
+    """:func:`_key_name` for a whole column at once."""
+    step = pd.Series(names, dtype=object).str.startswith("ProfilerStep#", na=False).to_numpy()
+    return np.where(step, "ProfilerStep*", names).astype(object)
+
+
 def shapes_key(input_dims, lists: str = "profiler") -> str:
     """The profiler's ``input_shapes`` string: ``str()`` of the ``Input Dims`` list.
 
@@ -164,7 +170,7 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
         up[i] = p
     names = tree["name"].to_numpy()
     ev = pd.DataFrame({
-        "name": names[keep], "key": [_key_name(x) for x in names[keep]], "kind": tree["kind"].to_numpy()[keep],
+        "name": names[keep], "key": _key_names(names[keep]), "kind": tree["kind"].to_numpy()[keep],
         "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
         "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
         "dur_ns": dur[keep], "external_id": ext[keep],

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
+from .intervals import per_window
 from ..readers.trace import Trace
 
 __all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
@@ -314,18 +315,22 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
     # with a GPU event, whatever the call is named (a CUDA graph replay is one
     # cudaGraphLaunch for many kernels)
     kl = la[la["correlation"].isin(set(work["correlation"].dropna()))]
+    # counts per step by binary search on sorted starts, GPU time per step by one
+    # sweep (intervals.per_window): linear in the tables, not steps x table
+    s0, s1 = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    op_t = np.sort(ops["start_ns"].to_numpy())
+    k_t = np.sort(kl["start_ns"].to_numpy())
+    n_ops = np.searchsorted(op_t, s1, "left") - np.searchsorted(op_t, s0, "left")
+    n_k = np.searchsorted(k_t, s1, "left") - np.searchsorted(k_t, s0, "left")
+    win = steps[["start_ns", "end_ns"]].reset_index(drop=True)
+    total = per_window(gpu[["start_ns", "end_ns", "dur_ns"]], win)["sum_dur_ns"].to_numpy()
+    ann = per_window(gpu.loc[gpu["kind"] == "gpu_annotation", ["start_ns", "end_ns", "dur_ns"]], win)["sum_dur_ns"].to_numpy()
     empty, over = [], []
-    for s in steps.itertuples():
-        n_ops = int(((ops["start_ns"] >= s.start_ns) & (ops["start_ns"] < s.end_ns)).sum())
-        n_k = int(((kl["start_ns"] >= s.start_ns) & (kl["start_ns"] < s.end_ns)).sum())
-        if n_ops and not n_k:
-            empty.append((int(s.step), n_ops))
-        g = gpu[(gpu["end_ns"] > s.start_ns) & (gpu["start_ns"] < s.end_ns)]
-        cut = (np.minimum(g["end_ns"], s.end_ns) - np.maximum(g["start_ns"], s.start_ns)).clip(lower=0)
-        total = int(cut.sum())
-        if s.dur_ns > 0 and total > s.dur_ns:
-            ann = int(cut[(g["kind"] == "gpu_annotation").to_numpy()].sum())
-            over.append((int(s.step), total, int(s.dur_ns), ann))
+    for i, s in enumerate(steps.itertuples()):
+        if n_ops[i] and not n_k[i]:
+            empty.append((int(s.step), int(n_ops[i])))
+        if s.dur_ns > 0 and total[i] > s.dur_ns:
+            over.append((int(s.step), int(total[i]), int(s.dur_ns), int(ann[i])))
     if empty:
         out.append(Finding("step_without_kernels", "warning",
                            f"{len(empty)} step(s) ran operators but launched no GPU work (no CUDA call of the "

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from .intervals import idle_gaps, per_window
+from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..readers.nsys import NsysReport
 from ..readers.trace import Trace
@@ -261,13 +261,10 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     if work.empty:
         raise KitError(f"{source.path}: no GPU activity in this recording (no kernel, copy or set): "
                        "there is no device whose idle gaps could be found")
-    rows = []
-    for s in steps.itertuples():
-        g = idle_gaps(work, window=(s.start_ns, s.end_ns), min_gap_ns=min_gap_ns)
-        g.insert(0, "step", s.step)
-        g["start_in_step_ns"] = g["start_ns"] - s.start_ns
-        rows.append(g)
-    gaps = pd.concat(rows, ignore_index=True)
+    gaps = idle_gaps_in_windows(work, steps, min_gap_ns=min_gap_ns)   # merged once, not once per step
+    k = gaps.pop("window").to_numpy()
+    gaps.insert(0, "step", steps["step"].to_numpy()[k])
+    gaps["start_in_step_ns"] = gaps["start_ns"].to_numpy() - steps["start_ns"].to_numpy()[k]
     ctx = host_context(source, (gaps["start_ns"] + gaps["dur_ns"] // 2).to_numpy(),
                        tid=int(steps["tid"].iloc[0]))
     return pd.concat([gaps, ctx.drop(columns="time_ns")], axis=1)
