@@ -1,0 +1,306 @@
+"""Derived figures pinned to values computed here from the tools' own files, without kitlib.
+
+Each expected value below is read off a file a tool wrote (the profiler's ``key_averages``
+rows, the raw Chrome-trace JSON, Nsight's SQLite export and its ``nsys stats`` CSVs, the
+wall-clock stamps of ``cold_start_8step``), by code in this file that uses only ``gzip``,
+``json``, ``csv`` and ``sqlite3``; or it is a figure of ``data/reference/PROVENANCE.md``.
+kitlib's derived figures (per call, shares, per-step peaks, the cold-start table, the
+parent and operator chosen at tie and boundary times) must equal them exactly.
+
+These tests are the ones that catch the five one-line mutations of issue 16 (see the
+README's "For developers" section).
+"""
+import collections
+import csv
+import gzip
+import json
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "data" / "reference"
+PUBLIC = ROOT / "tests" / "data" / "public-traces"
+HTA_2022 = "hta_2022-08_a100_rank3.json.gz"
+
+
+def _raw_events(path):
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _key_averages(name="fixed_batch"):
+    with gzip.open(REF / name / "key_averages.json.gz", "rt") as f:
+        return json.load(f)
+
+
+# -- per call and shares (grouping) --------------------------------------------------
+
+@pytest.fixture(scope="module")
+def fixed():
+    import kitlib
+    from kitlib.analyses import events as E
+    from kitlib.analyses.chain import chain
+    cap = kitlib.open_capture("fixed_batch")
+    tr = cap.trace
+    return tr, E.op_events(tr, chain(tr))
+
+
+def test_device_per_call_is_total_device_time_over_calls(fixed):
+    """Catches: per-call device time computed from self device time (conv2d 95.9 -> 0.0 µs)."""
+    from kitlib.analyses import grouping as G
+    tr, ev = fixed
+    by_name = _key_averages()["by_name"]
+    names = collections.Counter(r["key"] for r in by_name)
+    # a label seen on both sides (``forward``, ``backward``…) has a CPU and a GPU row: left out here
+    rows = {r["key"]: r for r in by_name if names[r["key"]] == 1}
+    conv2d = rows["aten::conv2d"]          # the profiler's row: 265 calls, 25,404.581 µs total, 0 self
+    assert conv2d["count"] == 265 and conv2d["self_device_time_total_us"] == 0.0
+    total_ns = round(conv2d["device_time_total_us"] * 1000)
+    assert total_ns == 25_404_581
+    t = G.group_ops(tr, by="name", events=ev)
+    cpu = t[t["device_type"] == "CPU"].set_index("name")
+    assert cpu.loc["aten::conv2d", "device_per_call_ns"] == pytest.approx(total_ns / 265, abs=1e-6)  # 95,866.34 ns
+    assert round(cpu.loc["aten::conv2d", "device_per_call_ns"] / 1000, 1) == 95.9
+    # every operator row: per call = the profiler's device total / its count (to the JSON's ns)
+    checked = 0
+    for name, r in cpu.iterrows():
+        p = rows.get(name)
+        if p is None or p["device_time_total_us"] == 0:
+            continue
+        assert r["device_per_call_ns"] == pytest.approx(p["device_time_total_us"] * 1000 / p["count"], abs=1), name
+        assert r["host_per_call_ns"] == pytest.approx(p["cpu_time_total_us"] * 1000 / p["count"], abs=1), name
+        checked += 1
+    assert checked >= 40
+
+
+def test_shape_table_shares_are_device_time_shares(fixed):
+    """Catches: ``device_share`` computed by call count in ``grouping.shape_table``."""
+    from kitlib.analyses import grouping as G
+    tr, ev = fixed
+    raw = [r for r in _key_averages()["by_input_shape"] if r["key"] == "aten::cudnn_convolution"]
+    total = sum(round(r["device_time_total_us"] * 1000) for r in raw)
+    assert total == 25_404_581 and len(raw) == 23
+    first = max(raw, key=lambda r: r["device_time_total_us"])   # the stem convolution, 5 calls
+    assert first["count"] == 5 and round(first["device_time_total_us"] * 1000) == 3_909_209
+    t = G.shape_table(tr, "aten::cudnn_convolution", events=ev)
+    assert len(t) == 23 and t["device_share"].sum() == pytest.approx(1.0)
+    assert t.iloc[0]["device_share"] == pytest.approx(3_909_209 / 25_404_581, abs=1e-7)   # 0.1539, not 5/265
+    assert t.iloc[0]["device_per_call_ns"] == pytest.approx(3_909_209 / 5, abs=1)
+    for r in t.itertuples():
+        assert r.device_share == pytest.approx(r.device_total_ns / 25_404_581, abs=1e-12)
+
+
+# -- per-step memory peaks (memory) ------------------------------------------------
+
+def _raw_step_memory(name="profiler_5step"):
+    """Per ProfilerStep#N of the raw JSON: the [memory] records of the GPU (Device Type 1)
+    inside the step's interval, in time order."""
+    ev = _raw_events(REF / name / "trace.json.gz")
+    steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    out = {}
+    for s in steps:
+        inside = [m["args"] for m in mem if s["ts"] <= m["ts"] <= s["ts"] + s["dur"]]
+        out[int(s["name"].split("#")[1])] = inside
+    return out
+
+
+def test_per_step_memory_peaks_from_raw_json():
+    """Catches: a step's memory peak taken as its last value in ``memory.memory_per_step``."""
+    import kitlib
+    from kitlib.analyses import memory as M
+    raw = _raw_step_memory()
+    assert sorted(raw) == [2, 3, 4, 5, 6]
+    per = M.memory_per_step(M.memory_timeline(kitlib.open_capture("profiler_5step").trace)).set_index("step")
+    for step, recs in raw.items():
+        assert per.loc[step, "events"] == len(recs) == 1922
+        assert per.loc[step, "peak_allocated_bytes"] == max(r["Total Allocated"] for r in recs) == 11_462_948_352
+        assert per.loc[step, "end_allocated_bytes"] == recs[-1]["Total Allocated"] == 437_928_448
+        assert per.loc[step, "start_allocated_bytes"] == recs[0]["Total Allocated"] - recs[0]["Bytes"] == 437_928_448
+        assert per.loc[step, "reserved_max_bytes"] == max(r["Total Reserved"] for r in recs) == 13_352_566_784
+    # the peak is far above where the step ends: a "last value" would read 0.44 GB
+    assert (per["peak_allocated_bytes"] - per["end_allocated_bytes"] == 11_025_019_904).all()
+
+
+# -- the cold-start table (coldstart) --------------------------------------------
+
+def _nsys_first_step(db):
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        q = con.execute
+        rows = q("SELECT n.start, n.end, COALESCE(n.text, s.value) FROM NVTX_EVENTS n "
+                 "LEFT JOIN StringIds s ON s.id = n.textId "
+                 "WHERE COALESCE(n.text, s.value) IN ('data_load', 'torch_step') ORDER BY n.start").fetchall()
+        dl = [r for r in rows if r[2] == "data_load"]
+        st = [r for r in rows if r[2] == "torch_step"]
+        ds, de = dl[0][:2]
+        # the batch's host-to-device copies (copyKind 1) whose cudaMemcpyAsync ran inside that range
+        copies = q("SELECT m.end FROM CUPTI_ACTIVITY_KIND_MEMCPY m JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                   "ON r.correlationId = m.correlationId WHERE m.copyKind = 1 AND r.start BETWEEN ? AND ?",
+                   (ds, de)).fetchall()
+    finally:
+        con.close()
+    return {"first_dl": de - ds, "second_dl": dl[1][1] - dl[1][0], "end_in_step": de - st[0][0],
+            "copies": len(copies), "copy_end_after": max(c[0] for c in copies) - de}
+
+
+def test_cold_start_table_from_the_tools_files():
+    """Catches: the second ``data_load`` row used instead of the first in ``cold_start_figures``."""
+    import kitlib
+    from kitlib.analyses import coldstart
+    from kitlib.course.sources import B300
+    from kitlib.readers.nsys import load_nsys
+    nsys = _nsys_first_step(REF / "nsys_8step" / "report.sqlite")
+    assert nsys["copies"] == 2                                    # images and labels
+    # nsys stats nvtx_sum prints the longest data_load range (the cold first one) as its Max
+    with open(REF / "nsys_8step" / "nsys_stats" / "nvtx_sum.csv") as f:
+        printed = {r["Range"]: r for r in csv.DictReader(f)}
+    assert int(printed[":data_load"]["Max (ns)"]) == nsys["first_dl"] == 1_469_484_230   # PROVENANCE: 1,469.48 ms
+    assert nsys["second_dl"] == 429_487
+    with open(REF / "cold_start_8step" / "wallclock.json") as f:
+        wall = json.load(f)
+    first_next = wall["steps"][0]["next_end_ns"] - wall["steps"][0]["next_start_ns"]
+    assert first_next == 1_523_311_936                                                   # PROVENANCE: 1,523 ms
+    dl = sorted((e for e in _raw_events(REF / "cold_start_8step" / "trace.json.gz")
+                 if e.get("ph") == "X" and e.get("name") == "data_load"), key=lambda e: e["ts"])
+    profiler_first = round(dl[0]["dur"] * 1000)
+    assert profiler_first == 1_523_361_537
+
+    cold = kitlib.open_capture("cold_start_8step")
+    f = coldstart.cold_start_figures(report=load_nsys(kitlib.open_capture("nsys_8step")), trace=cold.trace,
+                                     wallclock=coldstart.read_wallclock(cold.read_json("wallclock.json")),
+                                     b300=B300).set_index("measure")
+    assert f["value_ns"].to_dict() == {
+        "first data_load range (Nsight NVTX)": nsys["first_dl"],
+        "end of first data_load since torch_step start": nsys["end_in_step"],       # 1,469,486,714
+        "batch copy end minus range end, step 0": nsys["copy_end_after"],           # -116,850
+        "first next() (wall clock, perf_counter_ns)": first_next,
+        "first data_load range (torch.profiler annotation)": profiler_first,
+    }
+    assert nsys["end_in_step"] == 1_469_486_714 and nsys["copy_end_after"] == -116_850
+    # the B300 column: the source texts' figures (kitlib.course.sources), ms -> ns
+    assert f.loc["first data_load range (Nsight NVTX)", "b300_ns"] == round(B300["first_data_load_ms"] * 1e6)
+    assert f.loc["batch copy end minus range end, step 0", "b300_ns"] == round(
+        (B300["first_h2d_copy_end_ms"] - B300["first_data_load_end_ms"]) * 1e6)
+
+
+# -- ties and boundaries on the public 2022 trace ----------------------------------
+
+@pytest.fixture(scope="module")
+def hta2022():
+    from kitlib.readers.trace import load_trace
+    return load_trace(PUBLIC / HTA_2022), _raw_events(PUBLIC / HTA_2022)
+
+
+def _brute_innermost(raw):
+    """For each runtime call (by correlation id): the operator or annotation on its thread
+    that contains its start, innermost = latest start, then shortest, then last in the file
+    (an exhaustive search, not a sweep)."""
+    ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    by = collections.defaultdict(list)
+    for i, e in enumerate(ops):
+        by[(e["pid"], e["tid"])].append(i)
+    arr = {k: (np.array([ops[i]["ts"] for i in v]), np.array([ops[i]["dur"] for i in v]), v) for k, v in by.items()}
+    out, ties = {}, set()
+    for e in raw:
+        if e.get("ph") != "X" or e.get("cat") != "cuda_runtime":
+            continue
+        corr = e["args"]["correlation"]
+        k = (e["pid"], e["tid"])
+        if k not in arr:
+            out[corr] = None
+            continue
+        s, d, idx = arr[k]
+        cand = np.flatnonzero((s <= e["ts"]) & (s + d >= e["ts"]))
+        if not len(cand):
+            out[corr] = None
+            continue
+        late = cand[s[cand] == s[cand].max()]
+        if len(late) > 1:
+            ties.add(corr)
+        best = late[d[late] == d[late].min()][-1]
+        o = ops[idx[best]]
+        out[corr] = (o["name"], o["ts"] * 1000)
+    return out, ties
+
+
+def test_operator_of_each_launch_at_equal_start_times(hta2022):
+    """Catches: equal start times ordered shortest first in ``chain.innermost_containing``
+    (the enclosing operator would be chosen instead of the innermost one)."""
+    from kitlib.analyses.chain import chain, innermost_op_at
+    tr, raw = hta2022
+    expected, ties = _brute_innermost(raw)
+    assert len(ties) == 26          # launches inside two operators that start in the same µs
+    L = tr.launches
+    got = {}
+    for (pid, tid), g in L.groupby(["pid", "tid"]):
+        rows = innermost_op_at(tr, pid, tid, g["start_ns"].to_numpy())
+        for corr, r in zip(g["correlation"], rows):
+            got[int(corr)] = None if r < 0 else (tr.ops.at[r, "name"], int(tr.ops.at[r, "start_ns"]))
+    assert len(got) == 24_692 and got == expected
+    # the chain (kernels, copies, sets) links the same operators, the tied ones included
+    c = chain(tr)
+    assert len(c) == 9_450
+    linked = {int(k): (n, int(s)) for k, n, s in zip(c["correlation"], c["op_name"], c["op_start_ns"])}
+    assert all(linked[k] == expected[k] for k in linked)
+    tied = sorted(k for k in linked if k in ties)
+    assert tied == [1773222, 1809973, 1847628, 1866500]
+    # e.g. correlation 1809973: aten::_local_scalar_dense starts in the same µs as the
+    # operator around it, and is shorter: it is the launching operator
+    assert linked[1809973] == ("aten::_local_scalar_dense", 1661203462779215000)
+
+
+def _host(tr, name, ts_us):
+    h = tr.host_events
+    r = h[(h["name"] == name) & (h["start_ns"] == ts_us * 1000) & (h["tid"] == 3113936)]
+    assert len(r) == 1, (name, ts_us)
+    return r.iloc[0]
+
+
+def _raw_main(raw, name, ts_us):
+    e = [e for e in raw if e.get("ph") == "X" and e.get("tid") == 3113936 and e["name"] == name and e["ts"] == ts_us]
+    assert len(e) == 1
+    return e[0]
+
+
+def test_host_tree_at_equal_starts_and_shared_ends(hta2022):
+    """The profiler's rule (``EventList._populate_cpu_children``): sorted by start, longest
+    first, ties in file order; an event is a child of the innermost open event it starts
+    inside and does not outlast; starting exactly at an event's end makes a sibling.
+    The cases are read off the raw JSON of the main thread (tid 3113936, whole µs)."""
+    tr, raw = hta2022
+    h = tr.host_events
+    base = 1661203462598000
+
+    def parent(name, ts):
+        p = _host(tr, name, base + ts)["parent"]
+        return None if p < 0 else (h.at[p, "name"], int(h.at[p, "start_ns"]) // 1000 - base)
+
+    # equal starts, different ends: the longer one is the parent
+    pub, emp = _raw_main(raw, "## metrics:publish ##", base + 810), _raw_main(raw, "aten::empty", base + 810)
+    assert (pub["dur"], emp["dur"]) == (9, 1)
+    assert parent("aten::empty", 810) == ("## metrics:publish ##", 810)
+    # equal starts and equal ends: the file's order decides (aten::zeros is written first)
+    z, e = _raw_main(raw, "aten::zeros", base + 834), _raw_main(raw, "aten::empty", base + 834)
+    assert z["dur"] == e["dur"] == 1 and raw.index(z) < raw.index(e)
+    assert parent("aten::empty", 834) == ("aten::zeros", 834)
+    # a zero-length event at the exact end of two others is their sibling, not their child
+    zero = _raw_main(raw, "aten::zero_", base + 804)
+    assert zero["dur"] == 0
+    assert [_raw_main(raw, "aten::zeros", base + t)["ts"] + _raw_main(raw, "aten::zeros", base + t)["dur"]
+            for t in (801, 802)] == [base + 804] * 2
+    assert parent("aten::zero_", 804) == ("ProfilerStep#1009", 772)
+    assert parent("aten::zeros", 802) == ("aten::zeros", 801)
+    # a shared end: aten::zeros [743, 757] inside aten::zeros [738, 757] is its child,
+    # and the profiler folds a same-name only child into its parent
+    inner, outer = _raw_main(raw, "aten::zeros", base + 743), _raw_main(raw, "aten::zeros", base + 738)
+    assert inner["ts"] + inner["dur"] == outer["ts"] + outer["dur"]
+    assert parent("aten::zeros", 743) == ("aten::zeros", 738)
+    r = _host(tr, "aten::zeros", base + 743)
+    assert bool(r["merged"]) and h.at[_host(tr, "aten::empty", base + 744)["profiler_parent"], "start_ns"] == (base + 738) * 1000
+    # the zero-length aten::zero_ at 756 starts before that shared end: a child of the outer zeros
+    assert h.at[_host(tr, "aten::zero_", base + 756)["profiler_parent"], "start_ns"] == (base + 738) * 1000
