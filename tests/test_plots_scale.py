@@ -39,7 +39,7 @@ def test_scale_from_the_environment_and_bad_values(monkeypatch, scale_back):
             plots.set_scale()
 
 
-def test_lesson10_route_map_draws_a_dot_per_answering_tool(scale_back):
+def test_lesson11_route_map_draws_a_dot_per_answering_tool(scale_back):
     from kitlib.course.exercises import l11
     from kitlib.plots.routes import plot_routes
     routes = l11.route_table()
