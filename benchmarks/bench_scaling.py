@@ -1,0 +1,218 @@
+"""How does kitlib scale with the size of a trace? Ratios measured in one run, printed.
+
+    python benchmarks/bench_scaling.py [--sizes 1,10,50] [--keep DIR]
+
+Builds, in a temporary folder, the reference ``profiler_5step`` trace replicated N times
+(fresh ids, times shifted so the copies follow each other: N × 5 steps) and the
+reference Nsight export replicated 10 times, then prints, for each size:
+
+- the time of each way to read the trace, as a ratio to ``json.load`` and to
+  ``orjson.loads`` of the same file: ``kitlib.load_trace`` (cache off), Holistic Trace
+  Analysis' parser when ``hta`` is installed, and the second ``load_trace`` of the same
+  file in a new process (from the columnar cache) against the first;
+- the peak memory of a fresh process loading it, per event;
+- the time of each analysis, and its growth from the smallest to the largest size
+  (linear growth = the ratio of the sizes);
+- ``load_nsys`` and ``nsys_stats`` on the 1× and 10× exports.
+
+Every measurement runs in its own process (so peak memory and first-load times are
+honest); the targets are those of issue 12 and are printed beside the results.
+Nothing here runs in the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import os
+import shutil
+import sqlite3
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "data" / "reference"
+_ID_KEYS = ("External id", "external id", "correlation", "Python id", "Python parent id", "Ev Idx",
+            "Record function id", "Sequence number")
+
+
+# --------------------------------------------------------------------------- building big inputs
+def replicate_trace(src: Path, n: int, dest: Path) -> int:
+    """Write ``src`` replicated ``n`` times to ``dest`` (plain JSON); returns the event count."""
+    doc = json.loads(gzip.decompress(src.read_bytes()))
+    events = doc["traceEvents"]
+    ts = [e["ts"] for e in events if isinstance(e.get("ts"), (int, float))]
+    span = max(ts) - min(ts) + 1000.0
+    id_step = 1 + max(int(v) for e in events for k, v in (e.get("args") or {}).items()
+                      if k in _ID_KEYS and isinstance(v, int))
+    steps = sorted({int(e["name"].split("#")[1]) for e in events
+                    if str(e.get("name", "")).startswith("ProfilerStep#")})
+    out = []
+    for k in range(n):
+        for e in events:
+            c = dict(e)
+            if isinstance(c.get("ts"), (int, float)) and c.get("ph") != "M":
+                c["ts"] = round(c["ts"] + k * span, 3)
+            a = c.get("args")
+            if isinstance(a, dict) and k:
+                a = dict(a)
+                for key in _ID_KEYS:
+                    if isinstance(a.get(key), int):
+                        a[key] = a[key] + k * id_step
+                c["args"] = a
+            name = c.get("name")
+            if k and isinstance(name, str) and name.startswith("ProfilerStep#"):
+                c["name"] = f"ProfilerStep#{int(name.split('#')[1]) + k * len(steps)}"
+            if k == 0 or c.get("ph") != "M":
+                out.append(c)
+    doc["traceEvents"] = out
+    dest.write_bytes(json.dumps(doc).encode())
+    return len(out)
+
+
+def replicate_nsys(src: Path, n: int, dest: Path) -> None:
+    """Copy an Nsight export with every timed table's rows repeated ``n`` times,
+    shifted in time (and correlation ids) so the copies follow each other."""
+    shutil.copy(src, dest)
+    con = sqlite3.connect(dest)
+    tables = [r[0] for r in con.execute("select name from sqlite_master where type='table'")]
+    span = con.execute("select max(end) - min(start) + 1000 from CUPTI_ACTIVITY_KIND_KERNEL").fetchone()[0]
+    for t in tables:
+        cols = [r[1] for r in con.execute(f"pragma table_info('{t}')")]
+        if "start" not in cols:
+            continue
+        corr = con.execute(f"select max(correlationId) + 1 from {t}").fetchone()[0] \
+            if "correlationId" in cols else None
+        pk = [r[1] for r in con.execute(f"pragma table_info('{t}')") if r[5]]
+        orig = con.execute(f"select max(rowid) from {t}").fetchone()[0] or 0
+        for k in range(1, n):
+            sel = []
+            for c in cols:
+                if c in ("start", "end"):
+                    sel.append(f"{c} + {k * span}")
+                elif c == "correlationId" and corr:
+                    sel.append(f"{c} + {k * corr}")
+                elif c in pk:
+                    sel.append("NULL")
+                else:
+                    sel.append(c)
+            try:
+                con.execute(f"insert into {t} ({', '.join(cols)}) select {', '.join(sel)} from {t} "
+                            f"where rowid <= {orig}")
+            except sqlite3.Error:          # a table whose key cannot be renumbered: left as it is
+                break
+    con.commit()
+    con.close()
+
+
+# --------------------------------------------------------------------------- measuring
+_CHILD = r'''
+import json, os, resource, sys, time
+sys.path.insert(0, {root!r})
+what, path = sys.argv[1], sys.argv[2]
+import orjson
+import pandas
+if what == "hta":
+    from hta.common.trace_parser import ParserConfig, parse_trace_dataframe
+if what.startswith("kitlib") or what in ("analyses", "nsys"):
+    from kitlib.readers.trace import load_trace
+    from kitlib.readers.nsys import load_nsys, nsys_stats
+    from kitlib.analyses import chain, grouping, lint, memory, steps
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024      # after the imports
+t0 = time.perf_counter()
+if what == "json":
+    json.loads(open(path, "rb").read())
+elif what == "orjson":
+    orjson.loads(open(path, "rb").read())
+elif what == "hta":
+    parse_trace_dataframe(path, ParserConfig())
+elif what in ("kitlib", "kitlib_cached"):
+    load_trace(path)
+elif what == "analyses":
+    tr = load_trace(path)
+    out = {{}}
+    for name, fn in [("chain", lambda: chain.chain(tr)), ("step_measures", lambda: steps.step_measures(tr)),
+                     ("group_ops", lambda: grouping.group_ops(tr)),
+                     ("memory_by_operator", lambda: memory.memory_by_operator(tr)),
+                     ("lint", lambda: lint.lint(tr))]:
+        t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
+    print(json.dumps(out)); sys.exit(0)
+elif what == "nsys":
+    rep = load_nsys(path)
+    for r in ("cuda_gpu_kern_sum", "nvtx_sum", "cuda_api_sum"):
+        nsys_stats(rep, r)
+dt = time.perf_counter() - t0
+peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+print(json.dumps({{"seconds": dt, "peak_bytes": peak - base}}))
+'''
+
+
+def run(what: str, path: Path, env: dict) -> dict | None:
+    code = _CHILD.format(root=str(ROOT))
+    r = subprocess.run([sys.executable, "-c", code, what, str(path)], capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", default="1,10", help="replication factors, e.g. 1,10,50 (50x needs ~8 GB and minutes)")
+    ap.add_argument("--keep", default=None, help="build the inputs in this folder and keep them")
+    a = ap.parse_args()
+    sizes = [int(x) for x in a.sizes.split(",")]
+    work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="kitlib-bench-"))
+    work.mkdir(parents=True, exist_ok=True)
+    env = dict(os.environ, KITLIB_PROGRESS="0", KITLIB_CACHE=str(work / "cache"))
+    import importlib.util
+    have_hta = importlib.util.find_spec("hta") is not None
+    print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; inputs in {work}")
+    analyses = {}
+    for n in sizes:
+        path = work / f"trace_{n}x.json"
+        if not path.exists():
+            events = replicate_trace(REF / "profiler_5step" / "trace.json.gz", n, path)
+        else:
+            events = len(json.loads(path.read_bytes())["traceEvents"])
+        off = dict(env, KITLIB_TRACE_CACHE="0")
+        r = {w: run(w, path, off) for w in ("json", "orjson", "kitlib")}
+        if have_hta:
+            r["hta"] = run("hta", path, off)
+        shutil.rmtree(work / "cache", ignore_errors=True)
+        first = run("kitlib_cached", path, env)
+        second = run("kitlib_cached", path, env)
+        k = r["kitlib"]["seconds"]
+        print(f"\n{n}x: {events:,} events, {path.stat().st_size / 1e6:,.0f} MB of JSON")
+        print(f"  load_trace {k:.2f} s = {k / r['json']['seconds']:.2f}x json.load, "
+              f"{k / r['orjson']['seconds']:.2f}x orjson.loads (target <= 1.3x)")
+        if have_hta and r.get("hta"):
+            print(f"  load_trace / HTA's parser = {k / r['hta']['seconds']:.2f} (target <= 0.4)")
+        print(f"  peak memory of loading it (above the process after its imports): "
+              f"{r['kitlib']['peak_bytes'] / events:,.0f} bytes per event (target <= 1 KB)")
+        print(f"  second load, new process, from the cache: {second['seconds']:.2f} s = "
+              f"{second['seconds'] / first['seconds']:.2f}x the first (target <= 0.1x)")
+        analyses[n] = json.loads(subprocess.run(
+            [sys.executable, "-c", _CHILD.format(root=str(ROOT)), "analyses", str(path)],
+            capture_output=True, text=True, env=off).stdout.strip().splitlines()[-1])
+        print("  analyses: " + ", ".join(f"{name} {t:.2f} s" for name, t in analyses[n].items()))
+    if len(sizes) > 1:
+        lo, hi = sizes[0], sizes[-1]
+        print(f"\ngrowth {lo}x -> {hi}x (linear = {hi / lo:.1f}; target <= {1.1 * hi / lo:.1f}):")
+        for name in analyses[hi]:
+            print(f"  {name}: {analyses[hi][name] / max(analyses[lo][name], 1e-9):.1f}")
+    src = REF / "nsys_8step" / "report.sqlite"
+    big = work / "report_10x.sqlite"
+    if not big.exists():
+        replicate_nsys(src, 10, big)
+    one, ten = run("nsys", src, env), run("nsys", big, env)
+    if one and ten:
+        print(f"\nNsight export: load_nsys + three nsys_stats reports {one['seconds']:.2f} s (1x), "
+              f"{ten['seconds']:.2f} s (10x): growth {ten['seconds'] / one['seconds']:.1f}")
+    if not a.keep:
+        shutil.rmtree(work, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()
