@@ -30,7 +30,8 @@ The package is split into layers, one sub-package each, and imports flow one way
 - ``kitlib.course``: lesson plumbing (live or replay), exercises, the quoted figures.
 
 Below them all: ``kitlib.errors`` (the kit's exceptions), ``kitlib.units`` (ns -> ms,
-bytes -> GiB for display) and ``kitlib.phases`` (the labels the workload's phases carry).
+bytes -> GiB for display), ``kitlib.phases`` (the labels the workload's phases carry)
+and ``kitlib.paths`` (where the kit keeps what it makes: the cache, runs).
 """
 from .errors import KitError, KitFileError, TraceFormatError, BundleError, NsysFormatError  # noqa: F401
 from .readers.bundle import open_capture, list_references, reference_dir  # noqa: F401

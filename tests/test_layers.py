@@ -4,7 +4,7 @@ Reads every ``import`` and ``from … import`` in kitlib — at module level and
 functions, since a lazy import is still a dependency — and checks them against the
 layer order written in ``kitlib/__init__.py`` and ``../shared/DESIGN.md``::
 
-    base (errors, units, phases) < readers < analyses < capture, plots < course
+    base (errors, units, phases, paths) < readers < analyses < capture, plots < course
 
 A module may import its own layer and the layers below it; ``capture`` and ``plots``
 are side by side and may not import each other. Inside ``readers`` the format
@@ -21,7 +21,7 @@ import pytest
 KIT = Path(__file__).resolve().parent.parent / "kitlib"
 
 RANK = {"base": 0, "readers": 1, "analyses": 2, "capture": 3, "plots": 3, "course": 4}
-BASE = {"errors", "units", "phases"}
+BASE = {"errors", "units", "phases", "paths"}
 PUBLIC_FACE = {"kitlib", "kitlib.__main__"}
 
 

@@ -5,13 +5,16 @@ tables, with a clear kitlib error for a damaged or foreign file. ``files`` (byte
 gzip, JSON, sha256) sits below the others; ``trace`` (torch.profiler / Kineto
 Chrome-trace JSON), ``nsys`` (Nsight Systems SQLite export, and the ``nsys stats``
 reports rebuilt from it), ``snapshot`` (``torch.cuda.memory._snapshot()`` pickles,
-with a restricted unpickler), ``ncu`` (Nsight Compute CSV) and ``profiler_table``
-(the profiler's printed ``key_averages()`` table) read one format each; ``bundle``
-(the capture folder: ``manifest.json`` and its files) opens a folder and hands its
-files to the other readers.
+with a restricted unpickler), ``ncu`` (Nsight Compute CSV), ``memory_timeline``
+(``export_memory_timeline`` JSON) and ``profiler_table`` (the profiler's printed
+``key_averages()`` table) read one format each; ``trace`` also builds the
+profiler's event tree, the one place where parent and child are decided, and
+``trace_cache`` keeps loaded traces as Arrow tables; ``bundle`` (the capture
+folder: ``manifest.json`` and its files) opens a folder and hands its files to the
+other readers.
 
-May import: the standard library, numpy, pandas, orjson, ``kitlib.errors``,
-``kitlib.units``, ``kitlib.phases`` and each other (``bundle`` uses the format
+May import: the standard library, numpy, pandas, orjson, pyarrow, ``kitlib.errors``,
+``kitlib.units``, ``kitlib.phases``, ``kitlib.paths`` and each other (``bundle`` uses the format
 readers; the format readers never import ``bundle``). Nothing from analyses,
 capture, plots or course.
 """
