@@ -281,7 +281,8 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     if key is not None:
         hit = trace_cache.load(key, path)
         if hit is not None:
-            return hit
+            tables, meta = hit
+            return Trace(path=path, meta=meta, **tables)
     raw = read_bytes_maybe_gz(path)
     if raw.startswith(b"SQLite format 3\x00"):
         raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "

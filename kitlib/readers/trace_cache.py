@@ -150,8 +150,10 @@ def store(key: str, trace) -> None:
 
 
 def load(key: str, path):
-    """The cached :class:`~kitlib.readers.trace.Trace` for ``key``, or None (absent,
-    incomplete, damaged or unreadable: a bad entry is deleted)."""
+    """The cached tables of ``key``: ``(tables, meta)`` — a dict of DataFrames named as
+    :data:`TABLES` and the trace's ``meta`` dict, from which ``load_trace`` builds the
+    :class:`~kitlib.readers.trace.Trace` (this module never imports the reader) — or
+    None (absent, incomplete, damaged or unreadable: a bad entry is deleted)."""
     dest = folder() / key
     if not (dest / _MANIFEST).is_file():
         return None
@@ -159,7 +161,6 @@ def load(key: str, path):
         import orjson
         import pyarrow.feather as feather
 
-        from .trace import Trace
         entry = orjson.loads((dest / _MANIFEST).read_bytes())
         if entry.get("format") != FORMAT or _sha(dest / "meta.json") != entry["meta_sha256"]:
             raise ValueError("stale or damaged entry")
@@ -196,7 +197,7 @@ def load(key: str, path):
         meta = _decode_meta(orjson.loads((dest / "meta.json").read_bytes()))
         if isinstance(meta.get("base_time_ns"), float):
             meta["base_time_ns"] = int(meta["base_time_ns"])
-        return Trace(path=Path(path), meta=meta, **tables)
+        return tables, meta
     except Exception:
         shutil.rmtree(dest, ignore_errors=True)
         return None
