@@ -173,7 +173,14 @@ def _run_and_signal(out: Path, sig, cache) -> tuple:
         os.killpg(p.pid, sig)                       # Ctrl-C reaches the whole process group
     else:
         p.send_signal(sig)
-    rc = p.wait(60)
+    try:
+        rc = p.wait(60)
+    except subprocess.TimeoutExpired:
+        os.killpg(p.pid, signal.SIGKILL)
+        p.wait(10)
+        t.join(10)
+        pytest.fail(f"still running 60 s after {sig!r}; its output:\n"
+                    + "\n".join(x for _, x in lines[-40:]))
     t.join(10)
     return rc, time.monotonic() - sent, [(round(ts - sent, 1), x) for ts, x in lines if ts >= sent]
 

@@ -210,17 +210,24 @@ def _stop_promptly():
     """While a capture runs: on Ctrl-C (SIGINT) say at once what happens next, then
     stop; on SIGTERM do the same instead of dying with the bundle folder half
     written. Either way the capture's cleanup removes the files it wrote."""
+    from .workload import STOP
+    terminated = []
+
     def on_int(signum, frame):
+        STOP.set()
         print("\nkitlib: interrupted (Ctrl-C): stopping the DataLoader workers and removing "
               "the unfinished bundle ...", file=sys.stderr, flush=True)
         signal.signal(signal.SIGINT, signal.default_int_handler)   # a second Ctrl-C: at once
         raise KeyboardInterrupt
 
     def on_term(signum, frame):
+        STOP.set()
+        terminated.append(signum)
         print("\nkitlib: terminated (SIGTERM): stopping the DataLoader workers and removing "
               "the unfinished bundle ...", file=sys.stderr, flush=True)
         raise Terminated(143)
 
+    STOP.clear()
     old = {}
     try:
         old = {sig: signal.signal(sig, fn) for sig, fn in ((signal.SIGINT, on_int),
@@ -229,9 +236,14 @@ def _stop_promptly():
         pass
     try:
         yield
+    except KeyboardInterrupt:          # SIGTERM's stop, raised at a step boundary (Workload.step)
+        if terminated:
+            raise Terminated(143) from None
+        raise
     finally:
         for sig, fn in old.items():
             signal.signal(sig, fn)
+        STOP.clear()
 
 
 def _summary(args) -> int:

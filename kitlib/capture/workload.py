@@ -37,6 +37,7 @@ import json
 import os
 import random
 import shutil
+import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -897,6 +898,12 @@ def make_model(config: WorkloadConfig, device):
 
 
 # --------------------------------------------------------------------------- workload
+#: Set to ask every running :class:`Workload` to stop before its next step (see
+#: :meth:`Workload.step`); ``python -m kitlib profile`` sets it on Ctrl-C and SIGTERM
+#: and clears it when a capture starts.
+STOP = threading.Event()
+
+
 @dataclass
 class Workload:
     """A ready-to-run training workload (see :func:`build_workload`).
@@ -921,7 +928,14 @@ class Workload:
 
     def step(self, annotate: bool = True, step_label: str | None = None, marks: list | None = None):
         """Run one :func:`train_step` (see there for ``step_label`` and ``marks``);
-        returns the loss without waiting for the GPU."""
+        returns the loss without waiting for the GPU.
+
+        Raises ``KeyboardInterrupt`` before the step when :data:`STOP` is set (the
+        command line sets it on Ctrl-C or SIGTERM), so that a stop request that
+        Python swallowed (one landing inside a ``__del__``) still ends the run at the
+        next step."""
+        if STOP.is_set():
+            raise KeyboardInterrupt("stop requested")
         if self._batches is None:
             self._batches = infinite_batches(self.loader)
         return train_step(self.model, self.optimizer, self._batches, self.device,
