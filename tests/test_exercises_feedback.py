@@ -34,6 +34,8 @@ def test_lesson01_feedback_says_host_and_device_need_not_overlap():
     assert "763.8 µs after the operator's host interval has ended" in ex["add_host_and_device"].explain
     assert "overlap in time" not in ex["add_host_and_device"].explain
     q = ex["queue_delay_us"]
+    # 844.61 µs from the launch's start, 831.681 µs from its end: both read off the raw JSON
+    # in test_golden_derived.py::test_queue_delay_of_the_first_convolution_from_raw_json
     assert q.answer == 844.61 and "launch's end" in q.judge(831.681).message
 
 

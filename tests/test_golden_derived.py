@@ -304,3 +304,63 @@ def test_host_tree_at_equal_starts_and_shared_ends(hta2022):
     assert bool(r["merged"]) and h.at[_host(tr, "aten::empty", base + 744)["profiler_parent"], "start_ns"] == (base + 738) * 1000
     # the zero-length aten::zero_ at 756 starts before that shared end: a child of the outer zeros
     assert h.at[_host(tr, "aten::zero_", base + 756)["profiler_parent"], "start_ns"] == (base + 738) * 1000
+
+
+# -- lesson 03's four measures and lesson 02's queue delay, from the raw JSON -----------
+
+def _ns(us):
+    return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
+
+
+def test_four_measures_of_step_2_from_raw_json():
+    """``four_measures(profiler_5step, step=2)``: the step's interval, its operators' totals,
+    and the GPU events its launches made (correlation ids), summed and merged here."""
+    from kitlib.analyses.four_measures import four_measures
+    from kitlib.readers.trace import load_trace
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    s = next(e for e in ev if e.get("name") == "ProfilerStep#2")
+    t0 = _ns(s["ts"])
+    t1 = t0 + _ns(s["dur"])
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= _ns(e["ts"]) < t1]
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    spans = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu)
+    busy, (cs, ce) = 0, spans[0]
+    for a, b in spans[1:]:
+        if a > ce:
+            busy, cs, ce = busy + ce - cs, a, b
+        else:
+            ce = max(ce, b)
+    busy += ce - cs
+    expected = {"wall": _ns(s["dur"]), "host_ops_total_sum": sum(_ns(e["dur"]) for e in ops),
+                "device_busy": busy, "gpu_sum": sum(_ns(e["dur"]) for e in gpu),
+                "kernel_sum": sum(_ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
+    assert expected == {"wall": 80_627_323, "host_ops_total_sum": 103_017_848, "device_busy": 43_034_894,
+                        "gpu_sum": 43_349_583, "kernel_sum": 41_744_724}
+    m = four_measures(load_trace(REF / "profiler_5step" / "trace.json.gz"), step=2).set_index("measure")["value_ns"]
+    assert {k: int(m[k]) for k in expected} == expected
+
+
+def test_queue_delay_of_the_first_convolution_from_raw_json():
+    """Lesson 02's queue delay: the first aten::cudnn_convolution's third launch (PROVENANCE.md:
+    cudaLaunchKernelExC 12.929 µs) to the start of its kernel (732.513 µs long)."""
+    from kitlib import open_capture
+    from kitlib.course.exercises import l02
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    conv = min((e for e in ev if e.get("name") == "aten::cudnn_convolution"), key=lambda e: e["ts"])
+    a, b = _ns(conv["ts"]), _ns(conv["ts"]) + _ns(conv["dur"])
+    launches = sorted((e for e in ev if e.get("cat") == "cuda_runtime" and e["tid"] == conv["tid"]
+                       and e["name"].startswith("cudaLaunch") and a <= _ns(e["ts"]) <= b), key=lambda e: e["ts"])
+    assert [(e["name"], e["dur"]) for e in launches] == [
+        ("cudaLaunchKernel", 27.598), ("cudaLaunchKernel", 6.971), ("cudaLaunchKernelExC", 12.929)]
+    third = launches[2]
+    kernel = next(e for e in ev if e.get("cat") == "kernel" and e["args"]["correlation"] == third["args"]["correlation"])
+    assert kernel["dur"] == 732.513
+    delay_us = (_ns(kernel["ts"]) - _ns(third["ts"])) / 1000
+    from_end_us = (_ns(kernel["ts"]) - _ns(third["ts"]) - _ns(third["dur"])) / 1000
+    assert (delay_us, from_end_us) == (844.61, 831.681)
+    q = l02.questions(open_capture("profiler_5step"))["queue_delay_us"]
+    assert q.answer == delay_us and q.judge(delay_us).correct is True
+    assert q.judge(from_end_us).correct is False          # measured from the launch's end: a trap

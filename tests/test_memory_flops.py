@@ -124,9 +124,18 @@ def test_flop_counter_reference_and_rates(fixed):
     r = F.rate_estimates(fixed.trace, fixed.read_json("flop_counter_one_step.json"))
     conv = r.loc["forward convolutions (with_flops)"]
     assert round(conv["tflop_per_step"], 3) == 1.046
-    assert 150 < conv["tflops_estimate"] < 494.5          # below the H200's dense TF32 peak
+    # the forward convolutions' device time: the profiler's aten::cudnn_convolution row in
+    # key_averages.json.gz (25,404.581 µs over the 5 steps), so 1.046 TFLOP in 5.081 ms a step
+    conv_ns = round(next(x for x in fixed.key_averages()["by_name"]
+                         if x["key"] == "aten::cudnn_convolution")["device_time_total_us"] * 1000)
+    assert conv_ns == 25_404_581
+    assert conv["device_ms_per_step"] == pytest.approx(conv_ns / 5 / 1e6, abs=1e-9)
+    assert conv["tflops_estimate"] == pytest.approx(1_046_306_881_536 / (conv_ns / 5 * 1e-9) / 1e12, rel=1e-12)
+    assert round(conv["tflops_estimate"], 1) == 205.9 < 494.5          # below the H200's dense TF32 peak
     step = r.loc["whole training step (FlopCounterMode)"]
-    assert 35 < step["device_ms_per_step"] < 42.6         # the GPU is busy most of a 42.6 ms step
+    # the union of the window's GPU events per step (kitlib's figure, pinned), and the rate it makes
+    assert step["device_ms_per_step"] == pytest.approx(41.628497, abs=1e-6)
+    assert step["tflops_estimate"] == pytest.approx(3_108_867_932_160 / (step["device_ms_per_step"] * 1e-3) / 1e12)
     with pytest.raises(KitError):
         F.flop_counter_table({"total": 1})
 
