@@ -158,7 +158,11 @@ def test_end_before_start_is_left_out_not_negative(tmp_path):
     ks = _every_report_and_analysis(rep)["cuda_gpu_kern_sum"]
     total = _raw(f"SELECT SUM(end - start) FROM {KERNEL}")[0][0]
     assert ks["Total Time (ns)"].sum() == total - dur
-    assert 3 not in set(rep.nvtx["range_id"])
+    assert 3 not in set(rep.nvtx["range_id"])       # the first step's forward range
+    # the other ranges still project (it used to empty nvtx_gpu_proj_sum)
+    proj = nsys_stats(rep, "nvtx_gpu_proj_sum").set_index("Range")["Range Instances"].to_dict()
+    assert proj == {":torch_step": 8, ":forward": 7, ":data_load": 8, ":optimizer": 8,
+                    ":backward": 8}
     assert (nsys_stats(rep, "nvtx_gpu_proj_sum")["Proj Min (ns)"] >= 0).all()
 
 
