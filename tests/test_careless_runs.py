@@ -95,6 +95,18 @@ def test_a_run_in_progress_holds_its_folder(env, tmp_path, no_capture):
     assert sorted(x.name for x in out.iterdir()) == ["notes.txt"]
 
 
+def test_runs_started_together_get_folders_of_their_own(tmp_path, monkeypatch):
+    # Default folders are named by the second: two runs in one second must not share one.
+    monkeypatch.setenv("KITLIB_RUNS", str(tmp_path / "runs"))
+    import kitlib.capture.recipes as recipes
+    names = iter(["same_light", "same_light", "same_light-2"])   # the 2nd run computed the
+    monkeypatch.setattr(recipes, "default_out_dir",                # name before the 1st made it
+                        lambda name: tmp_path / "runs" / next(names))
+    a, b = claim_out(None, "light"), claim_out(None, "light")
+    assert a.path != b.path and (a.path / LOCK_NAME).is_file() and (b.path / LOCK_NAME).is_file()
+    assert [a.path.name, b.path.name] == ["same_light", "same_light-2"]
+
+
 def test_a_failed_run_removes_its_own_new_folder(tmp_path):
     out = tmp_path / "new"
     claim = claim_out(out, "light")

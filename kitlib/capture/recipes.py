@@ -273,7 +273,11 @@ class OutFolder:
                 self.path.rmdir()
 
 
-def claim_out(out_dir, recipe_name) -> OutFolder:
+class _Taken(BundleError):
+    """A default folder name that another run took first (internal: try the next)."""
+
+
+def claim_out(out_dir, recipe_name, _default: bool = False) -> OutFolder:
     """Claim a folder of its own for one run's bundle, before any work starts.
 
     The folder must be new or empty; the run then holds it with a lock file
@@ -301,8 +305,15 @@ def claim_out(out_dir, recipe_name) -> OutFolder:
         lock; or it (or ``runs/``) cannot be created or written (read-only, no
         permission, a file in the way).
     """
-    out = Path(out_dir) if out_dir is not None else default_out_dir(recipe_name)
-    where = ("choose a writable --out (out_dir), or set KITLIB_RUNS" if out_dir is not None else
+    if out_dir is None:                 # a default folder: take the next free name, never wait
+        for _ in range(100):
+            try:
+                return claim_out(default_out_dir(recipe_name), recipe_name, _default=True)
+            except _Taken:
+                continue
+        raise BundleError(runs_dir(), "no free folder name for a new run (100 tried)")
+    out = Path(out_dir)
+    where = ("choose a writable --out (out_dir), or set KITLIB_RUNS" if not _default else
              f"the default runs folder {runs_dir()} is not writable: set KITLIB_RUNS to a "
              "writable folder or pass --out (out_dir)")
     if out.exists() and not out.is_dir():
@@ -321,6 +332,8 @@ def claim_out(out_dir, recipe_name) -> OutFolder:
         raise BundleError(out, f"cannot create the bundle folder ({why}); {where}") from None
     if not out.is_dir():
         raise BundleError(out, "exists and is not a folder")
+    if not created and _default:
+        raise _Taken(out, "taken by another run")
     if not created:
         if (out / "manifest.json").exists():
             raise BundleError(out, "already holds a capture bundle; choose another output folder "
@@ -338,8 +351,9 @@ def claim_out(out_dir, recipe_name) -> OutFolder:
     try:
         fd = os.open(claim._lock, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
     except FileExistsError:
-        raise BundleError(out, "another kitlib run is writing a bundle here (lock file "
-                               f"{LOCK_NAME}); choose another output folder") from None
+        raise (_Taken if _default else BundleError)(
+            out, "another kitlib run is writing a bundle here (lock file "
+                 f"{LOCK_NAME}); choose another output folder") from None
     except OSError as e:
         if created:
             with contextlib.suppress(OSError):
