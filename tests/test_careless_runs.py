@@ -26,7 +26,7 @@ from kitlib.capture import cli, nsys_recipes
 from kitlib.capture.recipes import LOCK_NAME, claim_out
 from kitlib.capture.workload import (NUM_CLASSES, Workload, WorkloadConfig, make_dataset,
                                      make_loader, synthetic_dataset)
-from kitlib.errors import BundleError, KitFileError
+from kitlib.errors import KitFileError
 
 TINY = ["--device", "cpu", "--batch-size", "2", "--image-size", "32", "--synthetic-images",
         str(NUM_CLASSES), "--workers", "1", "--pre-steps", "0", "--timing-steps", "0",

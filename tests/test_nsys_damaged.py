@@ -9,7 +9,6 @@ come from the untouched export (its raw tables and the nsys stats CSVs).
 import sqlite3
 import warnings
 
-import pandas as pd
 import pytest
 
 from kitlib.analyses import align, coldstart, steps
