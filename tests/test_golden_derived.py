@@ -364,3 +364,35 @@ def test_queue_delay_of_the_first_convolution_from_raw_json():
     q = l02.questions(open_capture("profiler_5step"))["queue_delay_us"]
     assert q.answer == delay_us and q.judge(delay_us).correct is True
     assert q.judge(from_end_us).correct is False          # measured from the launch's end: a trap
+
+
+def test_shape_table_computes_its_own_events_the_same(fixed):
+    """Lessons call ``shape_table(trace, name)`` without events: the same table."""
+    from kitlib.analyses import grouping as G
+    tr, ev = fixed
+    own = G.shape_table(tr, "aten::cudnn_convolution")
+    given = G.shape_table(tr, "aten::cudnn_convolution", events=ev)
+    assert own.equals(given) and len(own) == 23
+    # first_input is the first tensor of the profiler's input_shapes, for every group
+    raw = {r["input_shapes"]: json.loads(r["input_shapes"])[0]
+           for r in _key_averages()["by_input_shape"] if r["key"] == "aten::cudnn_convolution"}
+    assert {r.input_shapes: r.first_input for r in own.itertuples()} == {k: str(v) for k, v in raw.items()}
+
+
+def test_memory_peak_row_from_raw_json():
+    """``memory_peak``: the first record holding the most allocated memory, its position
+    among the GPU's [memory] records in time order, and the most ever reserved."""
+    import kitlib
+    from kitlib.analyses import memory as M
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    alloc = [e["args"]["Total Allocated"] for e in mem]
+    pos = alloc.index(max(alloc))
+    assert len(mem) == 9_610 and max(alloc) == 11_462_948_352
+    tl = M.memory_timeline(kitlib.open_capture("profiler_5step").trace)
+    peak = M.memory_peak(tl)
+    assert peak["position"] == pos and peak["start_ns"] == _ns(mem[pos]["ts"])
+    assert peak["reserved_max_bytes"] == max(e["args"]["Total Reserved"] for e in mem) == 13_352_566_784
+    with pytest.raises(M.MemoryDataError, match="the memory timeline is empty: no allocator events"):
+        M.memory_peak(tl.iloc[:0])
