@@ -169,10 +169,7 @@ def nsys_downstream(rep) -> None:
     for fn in (steps.steps_of, steps.device_work, steps.labelled_ranges, align.gpu_work,
                lambda r: r.gpu_events(), lambda r: r.describe(), lambda r: r.steps):
         _kit_or_result(fn, rep)
-    if len(rep.threads):
-        # coldstart.traced_processes raises KeyError on a report whose ThreadNames is
-        # empty (reported to the lead with issue 17); every other report goes through it.
-        _kit_or_result(coldstart.traced_processes, rep)
+    _kit_or_result(coldstart.traced_processes, rep)        # an empty ThreadNames too
     _kit_or_result(coldstart.gap_activity, rep, 9_000_000_000, 9_400_000_000)
 
 

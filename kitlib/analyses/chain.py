@@ -338,7 +338,7 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
 
 
 def op_summary(trace: Trace, op_row: int) -> dict:
-    """The figures lesson 01 reads off one operator's chain.
+    """The figures lesson 02 reads off one operator's chain.
 
     Returns
     -------

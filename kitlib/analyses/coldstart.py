@@ -280,7 +280,9 @@ def traced_processes(report) -> pd.DataFrame:
                      "osrt_rows": int(report.osrt["pid"].isin(pids).sum()),
                      "cuda_api_rows": int(report.launches["pid"].isin(pids).sum()),
                      "nvtx_ranges": int(report.nvtx["pid"].isin(pids).sum())})
-    return pd.DataFrame(rows).sort_values(["osrt_rows", "processes"], ascending=False).reset_index(drop=True)
+    cols = ["process", "processes", "threads", "osrt_rows", "cuda_api_rows", "nvtx_ranges"]
+    return pd.DataFrame(rows, columns=cols).sort_values(["osrt_rows", "processes"], ascending=False) \
+        .reset_index(drop=True)
 
 
 def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None = None,

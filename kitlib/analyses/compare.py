@@ -198,7 +198,7 @@ def compare_series(series: dict, baseline: str, confidence: float = 0.95, seed: 
     return pd.DataFrame(rows).T.astype({"n": int}) if rows else pd.DataFrame()
 
 
-#: The four ways of running the same steps that lesson 09 compares, cheapest first,
+#: The four ways of running the same steps that lesson 10 compares, cheapest first,
 #: with the ``step_times.json`` keys that hold them (reference and live names).
 SETTINGS = {
     "uninstrumented": ("step_ms_uninstrumented",),

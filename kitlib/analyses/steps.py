@@ -7,7 +7,7 @@ Steps come from the readers' one step finder (``Trace.steps``: the profiler's
 :func:`active_steps` is the one rule for cutting a capture's per-step values to
 the profiler schedule's active steps.
 
-Per step, :func:`step_measures` (the one step table) keeps apart the measures lesson 02 teaches: the
+Per step, :func:`step_measures` (the one step table) keeps apart the measures lesson 03 teaches: the
 step's wall time on the host, the host time of each labelled phase, the device's
 busy time (a union of GPU intervals: overlap counted once, via
 :mod:`kitlib.analyses.intervals`), the summed durations of its kernels, and the idle time;
@@ -57,8 +57,13 @@ def steps_of(source) -> pd.DataFrame:
     _check_source(source)
     st = source.steps
     if st.empty:
+        hint = ""
+        defects = getattr(source, "defects", None)
+        if defects is not None and len(defects) and (defects["table"].astype(str).str.contains("NVTX")).any():
+            hint = ("; the export's NVTX table has defects that left ranges out (see the report's "
+                    "'defects' table)")
         raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
-                       f"annotations and '{STEP_RANGE}' NVTX ranges)")
+                       f"annotations and '{STEP_RANGE}' NVTX ranges){hint}")
     return st
 
 

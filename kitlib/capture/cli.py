@@ -260,7 +260,8 @@ def _info(args) -> int:
         __version__ = "(not installed)"
     from ..readers.bundle import list_references, open_capture, reference_dir, software_provenance
     from .recipes import RECIPE_STEPS_NOTE, RECIPES, runs_dir
-    from .workload import cache_dir, find_food101
+    from ..paths import cache_dir
+    from .workload import find_food101
     p = software_provenance()
     L = [f"kitlib {__version__}", "", "machine and software:",
          f"  python       {p['python']} on {p['os']}, {p['cpu_count']} CPUs",

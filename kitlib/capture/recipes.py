@@ -39,7 +39,8 @@ from pathlib import Path
 
 from ..readers.bundle import Capture, open_capture, software_provenance, write_bundle
 from ..errors import BundleError, KitError
-from .workload import (Workload, WorkloadConfig, build_workload, checkout_folder, find_food101, resolve_device,
+from ..paths import checkout_folder
+from .workload import (Workload, WorkloadConfig, build_workload, find_food101, resolve_device,
                        time_steps)
 from ..units import ns_to_ms
 

@@ -44,6 +44,7 @@ from pathlib import Path
 from typing import Iterator
 
 from ..errors import KitError, KitFileError
+from ..paths import cache_dir
 from ..phases import LABELS as PHASE_LABELS
 from ..units import ns_to_ms
 
@@ -495,38 +496,6 @@ def infinite_batches(loader) -> Iterator:
 
 
 # --------------------------------------------------------------------------- data
-def repo_root() -> Path | None:
-    """The checkout this kitlib runs from (the folder with ``pyproject.toml``), or
-    ``None`` when kitlib is installed elsewhere (e.g. site-packages)."""
-    root = Path(__file__).resolve().parents[2]   # kitlib/capture/workload.py -> checkout
-    return root if (root / "pyproject.toml").is_file() and (root / "kitlib").is_dir() else None
-
-
-def cache_dir() -> Path:
-    """Where generated data goes.
-
-    Returns
-    -------
-    pathlib.Path
-        ``$KITLIB_CACHE`` when set; else ``<checkout>/.cache`` (git-ignored) when
-        kitlib runs from a checkout whose folder is writable; else
-        ``~/.cache/kitlib``. The folder is not created here.
-    """
-    return checkout_folder("KITLIB_CACHE", ".cache", Path.home() / ".cache" / "kitlib")
-
-
-def checkout_folder(env_var: str, name: str, fallback: Path) -> Path:
-    """``$env_var`` when set; else ``<checkout>/name`` when kitlib runs from a checkout
-    whose folder is writable; else ``fallback``. Nothing is created here."""
-    env = os.environ.get(env_var)
-    if env:
-        return Path(env).expanduser()
-    root = repo_root()
-    if root is not None and os.access(root, os.W_OK):
-        return root / name
-    return fallback
-
-
 def transform(image_size: int = 224):
     """The training transform of the reference recordings.
 

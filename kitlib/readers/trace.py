@@ -485,6 +485,9 @@ def _arg(evs, *keys, args=None):
     return out
 
 
+_PLAIN_ID_TYPES = {int, type(None)}
+
+
 def _ids(values, evs=None, key: str = "id") -> pd.Series:
     """Integer ids with missing values (pandas ``Int64``).
 
@@ -493,11 +496,11 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
     at or above 2**63) is refused with the event named, when ``evs`` is given;
     nothing is silently turned into a missing value.
     """
-    try:
-        if not any(isinstance(v, (str, bool)) for v in values):
+    if set(map(type, values)) <= _PLAIN_ID_TYPES:      # the usual case, checked at C speed
+        try:
             return pd.Series(pd.array(values, dtype="Int64"))
-    except (TypeError, ValueError, OverflowError):
-        pass
+        except (TypeError, ValueError, OverflowError):
+            pass
     out = []
     for i, v in enumerate(values):
         if v is None or (isinstance(v, int) and not isinstance(v, bool) and -2**63 <= v < 2**63):
