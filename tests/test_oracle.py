@@ -279,3 +279,17 @@ def test_backward_flops_message_says_what_is_counted():
     assert f.evidence["convolution_backward_calls"] == 265
     assert f.evidence["backward_calls_counted"] == 10          # the linear layer's backward mm, 2 per step
     assert "aten::mm" in f.meaning and "are counted" in f.meaning
+
+
+def test_summary_of_a_plain_trace_file():
+    """`python -m kitlib summary FILE` summarises any trace, not only bundles."""
+    import subprocess
+    import sys
+    from kitlib.capture.summary import summarize
+    text = summarize(ORACLE / "transformer" / "trace.json.gz", top=3)
+    assert "without a bundle" in text and "steps in the trace: 3 (ProfilerStep#2 … ProfilerStep#4)" in text
+    assert "aten::mm" in text and "python_frames_rule" in text and "cpu_only" in text
+    r = subprocess.run([sys.executable, "-m", "kitlib", "summary", str(BUGS / "graph-launch-step" / "trace.json")],
+                       capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    assert "NVIDIA H200" in r.stdout and "graph_kernel_x" in r.stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import statistics
+from pathlib import Path
 
 from ..readers.bundle import Capture, open_capture
 from ..errors import KitError
@@ -155,7 +156,8 @@ def summarize(capture, top: int = 10) -> str:
     Parameters
     ----------
     capture : kitlib.readers.bundle.Capture or str or os.PathLike
-        An opened bundle, a bundle folder, or a reference name (``"profiler_5step"``).
+        An opened bundle, a bundle folder, a reference name (``"profiler_5step"``), or
+        a torch.profiler trace file on its own (then :func:`summarize_trace`).
     top : int
         Operators and kernels to list.
 
@@ -181,6 +183,10 @@ def summarize(capture, top: int = 10) -> str:
     follows perfetto.dev, "Visualising large traces".
     """
     _check_top(top)
+    if not isinstance(capture, Capture):
+        p = Path(capture)
+        if p.is_file() and p.name != "manifest.json":     # a trace file on its own, not a bundle
+            return summarize_trace(p, top)
     cap = capture if isinstance(capture, Capture) else open_capture(capture)
     m = cap.manifest
     L = [cap.describe()]
@@ -347,6 +353,75 @@ def summarize(capture, top: int = 10) -> str:
     if cap.kind not in ("torch_profiler", "timing", "memory_snapshot") and not traces:
         L += ["", f"files: {', '.join(cap.files)} (a {cap.kind} capture; see the lessons for how "
                   f"kitlib reads it)"]
+    return "\n".join(L)
+
+
+def summarize_trace(path, top: int = 10) -> str:
+    """A plain-text summary of a torch.profiler trace file that is not in a bundle.
+
+    What a bundle's manifest would say (device, workload, recipe) is read from the
+    trace itself where it can be: the GPUs it lists, the profiler options it records,
+    its format and schema, the steps it holds, the top operators and kernels from its
+    tables, and what :func:`kitlib.lint` finds (including which Python-frame rule the
+    event tree applied, since no manifest names the torch version).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        A ``.json`` or ``.json.gz`` trace (``export_chrome_trace``,
+        ``tensorboard_trace_handler``).
+    top : int
+        Operators and kernels to list.
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KitFileError, TraceFormatError
+        As :func:`kitlib.readers.trace.load_trace`.
+    """
+    from ..analyses.lint import lint
+    from ..readers.trace import load_trace
+    _check_top(top)
+    path = Path(path)
+    trace = load_trace(path)
+    meta = trace.meta
+    gpus = [d.get("name", "?") for d in meta.get("devices") or [] if isinstance(d, dict)]
+    opts = [k for k, v in (meta.get("profiler_options") or {}).items() if v]
+    L = [f"{path.name} (a torch.profiler trace without a bundle: no manifest, so no workload or recipe)",
+         f"  format:   {meta.get('format')}, schema {meta.get('versions', {}).get('schemaVersion', '?')}, "
+         f"{meta.get('n_events', 0):,} events, {meta.get('json_bytes', 0) / 1e6:,.1f} MB of JSON",
+         f"  device:   {', '.join(gpus) if gpus else 'no GPU listed (deviceProperties is empty or absent)'}",
+         f"  recorded: {', '.join(opts) if opts else 'no attribution options listed'}",
+         f"  tables:   {len(trace.ops):,} CPU events, {len(trace.launches):,} CUDA API calls, "
+         f"{len(trace.kernels):,} GPU events, {len(trace.memory):,} memory records"]
+    st = trace.steps
+    if len(st):
+        L += ["", f"steps in the trace: {len(st)} ({st['name'].iloc[0]} … {st['name'].iloc[-1]}); "
+                  "wall time per step (ms, host): "
+                  + ", ".join(f"{v:,.1f}" for v in ns_to_ms(st["dur_ns"]).tolist()[:12])]
+    else:
+        L += ["", "steps in the trace: none found (no ProfilerStep#N or torch_step#N)"]
+    t = top_from_trace(trace, top)
+    per = f"over {len(st)} recorded steps" if len(st) else "over the whole trace"
+    L += ["", f"top operators by self host time ({per}; from the trace tables):"]
+    rows = [(n, c, _ms(sf), f"{100 * sf / (t['operator_total_us'] or 1):.1f}", _ms(tot))
+            for n, c, sf, tot in t["operators"]]
+    L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
+    if t["kernels"]:
+        L += ["", f"top kernels by device time ({per}):"]
+        rows = [(n, c, _ms(d), f"{100 * d / (t['kernel_total_us'] or 1):.1f}", f"{d / max(c, 1):,.1f}")
+                for n, c, d in t["kernels"]]
+        L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
+    findings = lint(trace)
+    if findings:
+        L += ["", "before you read the numbers (kitlib.lint):"]
+        for f in findings:
+            L.append(f"  [{f.severity}] {f.code}: {f.meaning}")
+            L.append(f"      what to do: {f.action}")
+    L += ["", f"open it in Perfetto: {PERFETTO_URL} → \"Open trace file\" → choose {path}"]
     return "\n".join(L)
 
 
