@@ -396,3 +396,65 @@ def test_memory_peak_row_from_raw_json():
     assert peak["reserved_max_bytes"] == max(e["args"]["Total Reserved"] for e in mem) == 13_352_566_784
     with pytest.raises(M.MemoryDataError, match="the memory timeline is empty: no allocator events"):
         M.memory_peak(tl.iloc[:0])
+
+
+def _printed_table(path, table=0):
+    """Rows of one of the profiler's printed tables (``key_averages().table()``), by name:
+    the columns as printed (text)."""
+    blocks = path.read_text().split("\n\n")
+    lines = [ln for ln in blocks[table].splitlines() if ln.strip()]
+    head = [i for i, ln in enumerate(lines) if ln.startswith("---")]
+    header = lines[head[0] + 1]
+    # column ends: each printed header is right-aligned to its column's end
+    import re as _re
+    cols = [(m.group(0).strip(), m.end()) for m in _re.finditer(r"\S+(?: \S+)*", header)]
+    rows = {}
+    for ln in lines[head[1] + 1:head[2]]:
+        vals, start = {}, 0
+        for name, end in cols:
+            vals[name] = ln[start:end].strip()
+            start = end
+        rows[vals["Name"]] = vals
+    return rows
+
+
+def _printed_us(text):
+    v, unit = float(text[:-2]), text[-2:]
+    return v * {"us": 1e3, "ms": 1e6}[unit] if unit in ("us", "ms") else float(text[:-1]) * 1e9
+
+
+def test_per_call_times_equal_the_profilers_printed_averages(ref_trace):
+    """The profiler prints "CPU time avg" and "CUDA time avg" (total ÷ calls) in its own
+    table (profiler_5step/key_averages_tables.txt, by name): kitlib's per-call columns
+    must print the same digits."""
+    from kitlib.analyses import grouping as G
+    printed = _printed_table(REF / "profiler_5step" / "key_averages_tables.txt")
+    assert printed["aten::cudnn_convolution"]["CUDA time avg"] == "96.284us"
+    tr = ref_trace("profiler_5step")
+    t = G.group_ops(tr, by="name")
+    cpu = t[t["device_type"] == "CPU"].set_index("name")
+    checked = 0
+    for name in ["aten::convolution_backward", "aten::cudnn_batch_norm_backward", "aten::cudnn_batch_norm",
+                 "aten::cudnn_convolution", "aten::add_"]:
+        p = printed[name]
+        assert int(p["# of Calls"]) == cpu.loc[name, "count"], name
+        for col, ours in [("CUDA time avg", "device_per_call_ns"), ("CPU time avg", "host_per_call_ns")]:
+            got = cpu.loc[name, ours]
+            digits = f"{got / 1e3:.3f}us" if got < 1e6 else f"{got / 1e6:.3f}ms"
+            assert digits == p[col], (name, col, got)
+            checked += 1
+    assert checked == 10
+
+
+def test_op_summary_of_the_first_convolution(ref_trace):
+    """Lesson 02's figures for the first aten::cudnn_convolution of ProfilerStep#2: all in
+    PROVENANCE.md, and its three GPU events (51.648 + 3.457 + 732.513 µs in the raw JSON)."""
+    from kitlib.analyses.chain import first_op, op_summary
+    tr = ref_trace("profiler_5step")
+    s = op_summary(tr, first_op(tr, "aten::cudnn_convolution", step=2))
+    assert s["op_host_us"] == 184.909 and s["launch_count"] == 3
+    assert s["launches"] == [("cudaLaunchKernel", 27.598), ("cudaLaunchKernel", 6.971), ("cudaLaunchKernelExC", 12.929)]
+    assert s["longest_kernel"].startswith("sm80_xmma_fprop_implicit_gemm_")
+    assert (s["longest_kernel_us"], s["longest_kernel_launch_index"], s["longest_kernel_launch_us"]) == (732.513, 3, 12.929)
+    assert s["kernel_sum_us"] == pytest.approx(51.648 + 3.457 + 732.513, abs=1e-9)
+    assert s["input_dims"][:2] == [[128, 3, 224, 224], [64, 3, 7, 7]]
