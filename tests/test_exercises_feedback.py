@@ -43,7 +43,8 @@ def test_lesson04_half_the_tensor_adds_are_gradient_sums_on_the_autograd_thread(
     from kitlib.course.exercises import l05
     from kitlib.readers.bundle import open_capture
     q = l05.questions(open_capture("fixed_batch"))["add_autograd_per_step"]
-    assert q.answer == 16 and q.judge(16).correct
+    # 80 aten::add_ on the autograd thread in 5 steps (tid 446 in the raw JSON; lesson 05's table)
+    assert q.answer == 80 / 5 == 16 and q.judge(16).correct
     assert "both threads" in q.judge(32).message and "per step" in q.judge(80).message
 
 
@@ -52,15 +53,19 @@ def test_lesson07_macs_trap_and_backward_ratio():
     from kitlib.readers.bundle import open_capture
     ex = l08.questions(open_capture("fixed_batch"))
     q = ex["first_conv_gflop"]
-    assert q.answer == 30.212 and "MACs" in q.judge(15.106).message
-    assert ex["bwd_fwd_ratio"].answer == 1.97
+    # 2·N·H_out·W_out·K_h·K_w·C_in·C_out for the stem convolution; half of it is the MAC count
+    assert q.answer == round(2 * 128 * 112 * 112 * 7 * 7 * 3 * 64 / 1e9, 3) == 30.212
+    assert "MACs" in q.judge(15.106).message
+    # FlopCounterMode (fixed_batch/flop_counter_one_step.json): backward ÷ forward convolution FLOPs
+    assert ex["bwd_fwd_ratio"].answer == round(2_062_402_191_360 / 1_046_306_881_536, 2) == 1.97
 
 
 def test_lesson06_traps_the_b300_figure_and_decimal_gb():
     from kitlib.course.exercises import l07
     from kitlib.readers.bundle import open_capture
     q = l07.questions(open_capture("profiler_5step"))["conv_self_gib"]
-    assert q.answer == 26.56 and q.judge(26.56).correct
+    # PROVENANCE.md: 28,514,713,600 bytes of Self CUDA Mem in profiler_5step, printed in GiB
+    assert q.answer == round(28_514_713_600 / 2**30, 2) == 26.56 and q.judge(26.56).correct
     assert "B300" in q.judge(26.54).message          # the source's figure, not this capture's
     assert "GiB" in q.judge(28.51).message           # decimal GB typed for the profiler's GiB
 
