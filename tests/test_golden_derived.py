@@ -458,3 +458,26 @@ def test_op_summary_of_the_first_convolution(ref_trace):
     assert (s["longest_kernel_us"], s["longest_kernel_launch_index"], s["longest_kernel_launch_us"]) == (732.513, 3, 12.929)
     assert s["kernel_sum_us"] == pytest.approx(51.648 + 3.457 + 732.513, abs=1e-9)
     assert s["input_dims"][:2] == [[128, 3, 224, 224], [64, 3, 7, 7]]
+
+
+def test_host_tree_at_shared_ends_in_a_ns_trace():
+    """A ns-resolution trace (torch 2.14 CPU oracle recording, tests/data/oracle-cpu/resnet18):
+    the Python frames still open when the profiler stopped all end at the same instant; each
+    is the child of its caller (the frame that starts just before it), not a sibling."""
+    from kitlib.readers.trace import load_trace
+    path = ROOT / "tests" / "data" / "oracle-cpu" / "resnet18" / "trace.json.gz"
+    chain_of_frames = ["recorder.py(264): <module>", "recorder.py(260): main", "recorder.py(221): record",
+                       "torch/profiler/profiler.py(1236): step", "torch/profiler/profiler.py(1344): _transit_action",
+                       "torch/profiler/profiler.py(455): stop_trace", "torch/autograd/profiler.py(427): __exit__"]
+    raw = [e for e in _raw_events(path) if e.get("ph") == "X" and e.get("cat") == "python_function"]
+    frames = [max((e for e in raw if e["name"] == n), key=lambda e: e["ts"]) for n in chain_of_frames]   # the last call
+    ends = {_ns(e["ts"]) + _ns(e["dur"]) for e in frames}
+    assert len(ends) == 1                                     # one shared end, in the raw JSON
+    assert [_ns(e["ts"]) for e in frames] == sorted(_ns(e["ts"]) for e in frames)
+    tr = load_trace(path)
+    h = tr.host_events
+    for caller, callee in zip(frames, frames[1:]):
+        r = h[(h["name"] == callee["name"]) & (h["start_ns"] == _ns(callee["ts"]))]
+        assert len(r) == 1
+        p = h.loc[r.iloc[0]["parent"]]
+        assert (p["name"], p["start_ns"]) == (caller["name"], _ns(caller["ts"])), callee["name"]
