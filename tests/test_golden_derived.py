@@ -481,3 +481,51 @@ def test_host_tree_at_shared_ends_in_a_ns_trace():
         assert len(r) == 1
         p = h.loc[r.iloc[0]["parent"]]
         assert (p["name"], p["start_ns"]) == (caller["name"], _ns(caller["ts"])), callee["name"]
+
+
+def test_memory_timeline_labels_from_raw_json():
+    """Each GPU allocator record of profiler_5step gets the step and phase label that contain
+    it (the latest starting, ends inclusive) and, for step 2, the innermost operator on its
+    thread: found here by exhaustive search over the raw JSON."""
+    import pandas as pd
+    import kitlib
+    from kitlib.analyses import memory as M
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    t = np.array([_ns(e["ts"]) for e in mem])
+
+    def latest_containing(intervals):
+        s = np.array([a for a, _, _ in intervals])
+        e = np.array([b for _, b, _ in intervals])
+        out = []
+        for x in t:
+            hit = np.flatnonzero((s <= x) & (e >= x))
+            out.append(intervals[hit[np.argmax(s[hit])]][2] if len(hit) else None)
+        return out
+
+    steps = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), int(e["name"].split("#")[1]))
+             for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
+    phases = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]) for e in ev
+              if e.get("cat") == "user_annotation" and e["name"] in ("data_load", "h2d", "forward", "backward", "optimizer")]
+    tl = M.memory_timeline(kitlib.open_capture("profiler_5step").trace)
+    assert tl["start_ns"].tolist() == t.tolist()
+    assert [None if s is pd.NA else int(s) for s in tl["step"].tolist()] == latest_containing(steps)
+    expected_phase = latest_containing(phases)
+    assert [p if isinstance(p, str) else None for p in tl["phase"]] == expected_phase   # no label: NaN
+    assert sum(p is None for p in expected_phase) > 0          # some records fall between the labels
+    # the innermost operator of each record of step 2, on the record's own thread
+    ops = [e for e in ev if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    first = [i for i, e in enumerate(mem) if steps[0][0] <= t[i] <= steps[0][1]]
+    by_tid = {}
+    for k, e in enumerate(ops):
+        by_tid.setdefault(e["tid"], []).append(k)
+    arrays = {tid: (np.array([_ns(ops[k]["ts"]) for k in ks]), np.array([_ns(ops[k]["dur"]) for k in ks]), ks)
+              for tid, ks in by_tid.items()}
+    for i in first:
+        s, d, ks = arrays[mem[i]["tid"]]
+        hit = np.flatnonzero((s <= t[i]) & (s + d >= t[i]))
+        late = hit[s[hit] == s[hit].max()]
+        best = late[d[late] == d[late].min()][-1]
+        assert tl.at[i, "op"] == ops[ks[best]]["name"], i
+    assert len(first) == 1922
