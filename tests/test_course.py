@@ -46,3 +46,21 @@ def test_replay_dir_serves_both_profilers(tmp_path, monkeypatch):
     assert course.lesson_capture("profiler_5step").origin == "live"
     assert lesson_nsys_capture("nsys_8step").origin == "live"
     assert course.lesson_capture("fixed_batch").origin == "recorded"  # not in the folder: the shipped one
+
+
+def test_compare_machines_shows_the_manifests_provenance(monkeypatch):
+    """Lesson 00's machine table: the capture column is the bundle manifest's provenance
+    (read here as plain JSON), this machine's torch is the one running, the B300 is named."""
+    import json
+    import torch
+    from conftest import REF
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    cap = course.lesson_capture("profiler_5step")
+    prov = json.loads((REF / "profiler_5step" / "manifest.json").read_text())["provenance"]
+    t = course.compare_machines(cap)
+    col = f"capture ({cap.origin})"
+    assert t[col].to_dict() == {k: str(prov[k]) for k in t.index}
+    assert (t.loc["gpu", col], t.loc["torch", col], t.loc["cudnn", col]) == ("NVIDIA H200", "2.11.0+cu130", "91900")
+    assert t.loc["torch", "this machine"] == torch.__version__
+    assert t.loc["gpu", "source texts (B300)"] == "NVIDIA B300"
+    assert (t["source texts (B300)"].drop("gpu") == "not recorded").all()
