@@ -122,6 +122,9 @@ def test_per_step_memory_peaks_from_raw_json():
         assert per.loc[step, "end_allocated_bytes"] == recs[-1]["Total Allocated"] == 437_928_448
         assert per.loc[step, "start_allocated_bytes"] == recs[0]["Total Allocated"] - recs[0]["Bytes"] == 437_928_448
         assert per.loc[step, "reserved_max_bytes"] == max(r["Total Reserved"] for r in recs) == 13_352_566_784
+    assert list(per.reset_index().columns) == ["step", "events", "start_allocated_bytes", "peak_allocated_bytes",
+                                               "growth_bytes", "end_allocated_bytes", "forward_growth_bytes",
+                                               "reserved_max_bytes"]
     # the peak is far above where the step ends: a "last value" would read 0.44 GB
     assert (per["peak_allocated_bytes"] - per["end_allocated_bytes"] == 11_025_019_904).all()
 
@@ -182,6 +185,9 @@ def test_cold_start_table_from_the_tools_files():
         "first data_load range (torch.profiler annotation)": profiler_first,
     }
     assert nsys["end_in_step"] == 1_469_486_714 and nsys["copy_end_after"] == -116_850
+    # which tool measured each row, as the lesson's table shows it
+    assert f["tool"].tolist() == ["Nsight Systems"] * 3 + ["perf_counter_ns", "torch.profiler"]
+    assert list(f.columns) == ["value_ns", "b300_ns", "tool"] and str(f["b300_ns"].dtype) == "Int64"
     # the B300 column: the source texts' figures (kitlib.course.sources), ms -> ns
     assert f.loc["first data_load range (Nsight NVTX)", "b300_ns"] == round(B300["first_data_load_ms"] * 1e6)
     assert f.loc["batch copy end minus range end, step 0", "b300_ns"] == round(
