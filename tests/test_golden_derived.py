@@ -91,6 +91,11 @@ def test_shape_table_shares_are_device_time_shares(fixed):
     assert t.iloc[0]["device_per_call_ns"] == pytest.approx(3_909_209 / 5, abs=1)
     for r in t.itertuples():
         assert r.device_share == pytest.approx(r.device_total_ns / 25_404_581, abs=1e-12)
+    assert list(t.columns) == ["input_shapes", "first_input", "tensors", "count", "device_total_ns",
+                               "device_per_call_ns", "device_share", "host_total_ns"]
+    # an operator that launches nothing: no device time, so every share is 0, not 0/0
+    empty = G.shape_table(tr, "aten::empty", events=ev)
+    assert len(empty) == 1 and empty.loc[0, "device_total_ns"] == 0 and empty.loc[0, "device_share"] == 0.0
 
 
 # -- per-step memory peaks (memory) ------------------------------------------------
@@ -400,7 +405,7 @@ def test_memory_peak_row_from_raw_json():
     peak = M.memory_peak(tl)
     assert peak["position"] == pos and peak["start_ns"] == _ns(mem[pos]["ts"])
     assert peak["reserved_max_bytes"] == max(e["args"]["Total Reserved"] for e in mem) == 13_352_566_784
-    with pytest.raises(M.MemoryDataError, match="the memory timeline is empty: no allocator events"):
+    with pytest.raises(M.MemoryDataError, match="^the memory timeline is empty: no allocator events"):
         M.memory_peak(tl.iloc[:0])
 
 
