@@ -540,3 +540,30 @@ def test_memory_timeline_labels_from_raw_json():
         best = late[d[late] == d[late].min()][-1]
         assert tl.at[i, "op"] == ops[ks[best]]["name"], i
     assert len(first) == 1922
+
+
+def test_step_time_stats_from_the_raw_step_times():
+    """Lesson 04's step-time table: each series of profiler_5step/step_times.json summarised
+    here with the standard library (quartiles by linear interpolation, numpy's default)."""
+    import statistics
+    from kitlib.analyses import coldstart
+    from kitlib.errors import KitError
+    series = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
+    series = {k: v for k, v in series.items() if k.startswith("step_ms_")}
+    st = coldstart.step_time_stats(series)
+    for name, vals in series.items():
+        med = statistics.median(vals)
+        q1, _, q3 = statistics.quantiles(vals, n=4, method="inclusive")
+        want = {"n": len(vals), "median_ms": med, "p25_ms": q1, "p75_ms": q3, "iqr_ms": q3 - q1,
+                "min_ms": min(vals), "max_ms": max(vals), "mean_ms": statistics.fmean(vals),
+                "outliers": sum(v > 2 * med for v in vals), "max_over_median": max(vals) / med}
+        got = st.loc[name].to_dict()
+        assert set(got) == set(want), name
+        for k, w in want.items():
+            assert got[k] == pytest.approx(w, rel=1e-12), (name, k)
+    u = st.loc["step_ms_uninstrumented"]
+    assert (round(u["p25_ms"], 3), round(u["p75_ms"], 3), round(u["iqr_ms"], 3)) == (44.915, 59.198, 14.283)
+    with pytest.raises(KitError, match=r"^step times 'x': empty or holds NaN/inf"):
+        coldstart.step_time_stats({"x": []})
+    with pytest.raises(KitError, match=r"^step times 'y': not a list of numbers"):
+        coldstart.step_time_stats({"y": ["fast"]})
