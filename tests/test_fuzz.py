@@ -6,7 +6,9 @@ every damaged copy must keep: reading it gives a loaded result or a kitlib error
 analyses downstream of it the same way; and the tables the damage did not touch keep
 every row of the undamaged recording.
 
-Targets: the Nsight Systems export ``data/reference/nsys_8step/report.sqlite``
+Targets: a 25 ms slice of the torch.profiler trace ``data/reference/profiler_5step``
+(events of each category with fields dropped or given wrong values, events deleted,
+top-level keys damaged), the Nsight Systems export ``data/reference/nsys_8step/report.sqlite``
 (dropped tables and columns, NULLs, wrong types, huge values, deleted rows) and the
 memory snapshot ``data/reference/profiler_5step/memory_snapshot.pickle`` (dropped
 keys, wrong types, removed elements; flipped and cut bytes). Runs are seeded
@@ -260,7 +262,121 @@ SNAPSHOT_TARGET = Target(
     downstream=lambda snap: (snap.summary(), _kit_or_result(snap.peak),
                              _kit_or_result(snap.largest_live_at_peak)))
 
-TARGETS = {t.name: t for t in (NSYS, SNAPSHOT_TARGET)}
+# --------------------------------------------------------------------------- torch.profiler traces
+def _trace_slice() -> dict:
+    """The first ~25 ms of the reference profiler_5step trace (operators, launches,
+    kernels, Python frames, memory records, metadata): a real trace, small enough."""
+    import gzip
+    import orjson
+    from conftest import REF
+    doc = orjson.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    step = min(e["ts"] for e in ev if str(e.get("name", "")).startswith("ProfilerStep#"))
+    doc["traceEvents"] = [e for e in ev if e.get("ph") == "M" or
+                          isinstance(e.get("ts"), (int, float)) and step <= e["ts"] < step + 25_000]
+    return doc
+
+
+TRACE_RAW = _trace_slice()
+_TRACE_CATS = {"cpu_op": "ops", "user_annotation": "ops", "python_function": "ops", "cuda_runtime": "launches",
+               "cuda_driver": "launches", "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_user_annotation": "gpu",
+               "cpu_instant_event": "memory", None: None}
+_TRACE_FIELDS = ["ts", "dur", "pid", "tid", "name", "cat", "ph", "args", "args.External id", "args.correlation",
+                 "args.Input Dims", "args.Bytes", "args.Python id", "args.Python parent id", "args.stream",
+                 "args.Concrete Inputs", "args.Total Allocated"]
+_TRACE_VALUES = {"null": None, "text": "x", "digits": "12", "list": [1], "object": {"a": 1}, "fraction": 1.5,
+                 "-1": -1, "2**63": 2 ** 63, "1e300": 1e300, "true": True, "nested": [[[1, [2]]]], "empty": ""}
+
+
+@st.composite
+def trace_mutation(draw):
+    cat = draw(st.sampled_from([c for c in _TRACE_CATS if c] + ["metadata", "top"]))
+    kind = draw(st.sampled_from(["value", "value", "drop key", "delete events"]))
+    field = draw(st.sampled_from(["baseTimeNanoseconds", "traceEvents", "deviceProperties"]
+                                 if cat == "top" else _TRACE_FIELDS))
+    rows = draw(st.sampled_from(["first", "every 7th", "all", "last"]))
+    value = draw(st.sampled_from(list(_TRACE_VALUES)))
+    return (cat, kind, field, rows, value)
+
+
+def _pick(events, rows):
+    if not events:
+        return []
+    return {"first": events[:1], "last": events[-1:], "all": events, "every 7th": events[3::7]}[rows]
+
+
+def trace_damage(mutation, folder: Path) -> Path:
+    import orjson
+    cat, kind, field, rows, value = mutation
+    doc = copy.deepcopy(TRACE_RAW)
+    if cat == "top":
+        if kind == "drop key":
+            doc.pop(field, None)
+        elif kind == "value":
+            doc[field] = _TRACE_VALUES[value]
+    else:
+        ev = doc["traceEvents"]
+        mine = [e for e in ev if (e.get("ph") == "M" if cat == "metadata" else e.get("cat") == cat)]
+        chosen = _pick(mine, rows)
+        if kind == "delete events":
+            ids = {id(e) for e in chosen}
+            doc["traceEvents"] = [e for e in ev if id(e) not in ids]
+        for e in chosen if kind != "delete events" else []:
+            where, key = (e.get("args"), field[5:]) if field.startswith("args.") else (e, field)
+            if not isinstance(where, dict):
+                continue
+            if kind == "drop key":
+                where.pop(key, None)
+            else:
+                where[key] = _TRACE_VALUES[value]
+    p = folder / "trace.json"
+    p.write_bytes(orjson.dumps(doc))
+    return p
+
+
+def trace_untouched(mutation):
+    cat, kind, field, rows, value = mutation
+    if cat == "top" or field in ("cat", "ph", "name"):   # may move events between tables
+        return []
+    if field.startswith("args.Bytes") or field.startswith("args.Total"):
+        return [t for t in ("ops", "launches", "gpu") if t != _TRACE_CATS.get(cat)]
+    source = "memory" if cat == "metadata" else _TRACE_CATS.get(cat)
+    return [t for t in ("ops", "launches", "gpu", "memory") if t != source and cat != "metadata"] + \
+        (["ops", "launches", "gpu", "memory"] if cat == "metadata" else [])
+
+
+def trace_downstream(tr) -> None:
+    import kitlib
+    from kitlib.analyses import flops, grouping, memory, steps
+    for fn in (kitlib.chain, kitlib.lint, grouping.group_ops, steps.step_measures, flops.flops_by_event,
+               lambda t: memory.memory_by_operator(t, device="cuda"), lambda t: t.steps):
+        _kit_or_result(fn, tr)
+
+
+def _load_trace_uncached(path):
+    from kitlib.readers.trace import load_trace
+    import os
+    old = os.environ.get("KITLIB_TRACE_CACHE")
+    os.environ["KITLIB_TRACE_CACHE"] = "0"
+    try:
+        return load_trace(path)
+    finally:
+        if old is None:
+            os.environ.pop("KITLIB_TRACE_CACHE", None)
+        else:
+            os.environ["KITLIB_TRACE_CACHE"] = old
+
+
+def _sound_trace():
+    folder = Path(tempfile.mkdtemp(prefix="fuzz-trace-"))
+    return _load_trace_uncached(trace_damage(("top", "none", "traceEvents", "first", "null"), folder))
+
+
+TRACE = Target(name="trace", load_sound=_sound_trace, mutations=trace_mutation(), damage=trace_damage,
+               load=_load_trace_uncached, untouched=trace_untouched, rows=lambda tr, t: len(getattr(tr, t)),
+               downstream=trace_downstream)
+
+TARGETS = {t.name: t for t in (NSYS, SNAPSHOT_TARGET, TRACE)}
 
 
 # --------------------------------------------------------------------------- the tests
@@ -293,6 +409,12 @@ def test_damaged_nsys_export_loads_or_gives_a_kit_error(sound, mutation):
 @given(mutation=snapshot_mutation())
 def test_damaged_memory_snapshot_loads_or_gives_a_kit_error(sound, mutation):
     check(SNAPSHOT_TARGET, sound("snapshot"), mutation)
+
+
+@FUZZ
+@given(mutation=trace_mutation())
+def test_damaged_trace_loads_or_gives_a_kit_error(sound, mutation):
+    check(TRACE, sound("trace"), mutation)
 
 
 @settings(FUZZ, max_examples=30)

@@ -127,6 +127,9 @@ class Trace:
         trace's ``ts`` are already since the epoch), ``process_names``,
         ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
         ``json_bytes`` (size of the JSON text, uncompressed; :func:`load_trace` only),
+        ``unusable_metadata_events``, ``unread_complete_events`` (``ph: X`` events of no
+        category kitlib reads) and ``memory_records_unusable`` (allocator records without
+        ``Bytes`` or ``Device Type``, left out of ``memory``): defects counted, not hidden,
         ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
         traces; 1 otherwise), ``python_frames_are_children`` (bool) and
         ``python_frames_rule`` (how that was decided; see :func:`python_frames_rule`).
@@ -443,6 +446,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         "n_events": len(events),
         "unusable_metadata_events": bad_meta,
         "unread_complete_events": uncategorised,
+        "memory_records_unusable": len(buckets["memory"]) - len(memory),
     }
     py_events = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
     meta["python_frames_are_children"], meta["python_frames_rule"] = python_frames_rule(py_events, torch_version)
@@ -576,7 +580,10 @@ def _base_frame(evs, with_dur=True):
     pids, tids = _col(evs, "pid"), _col(evs, "tid")
     for col, key in ((pids, "pid"), (tids, "tid")):
         for e, v in zip(evs, col):
-            if type(v) is not int and (v is None or not _hashable_id(v)):
+            if type(v) is int:
+                if not -2**63 <= v < 2**63:
+                    raise _BadEvent(e, f"has a '{key}' ({v}) that does not fit in a 64-bit integer")
+            elif v is None or not _hashable_id(v):
                 raise _BadEvent(e, f"has no '{key}'" if v is None else
                                 f"has a '{key}' that is a {type(v).__name__}, not a number or text")
     return {
@@ -881,6 +888,9 @@ def _memory_table(evs) -> pd.DataFrame:
     d["device_type"] = _ids(_arg(evs, "Device Type", args=A), evs, "Device Type")
     d["device_id"] = _ids(_arg(evs, "Device Id", args=A), evs, "Device Id")
     df = pd.DataFrame(d)
+    # a record without its size (or its device) says nothing that can be counted: left
+    # out here, and counted in meta["memory_records_unusable"] by trace_from_json
+    df = df[df["bytes"].notna() & df["device_type"].notna()]
     return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
 
 
