@@ -293,3 +293,14 @@ def test_summary_of_a_plain_trace_file():
                        capture_output=True, text=True, timeout=300)
     assert r.returncode == 0, r.stderr
     assert "NVIDIA H200" in r.stdout and "graph_kernel_x" in r.stdout
+
+
+def test_an_nsys_recipe_traces_the_dataloader_workers():
+    """Lesson 04's open question (was batch 0 late from its worker?) needs the forked
+    workers traced: Nsight leaves them out unless --trace-fork-before-exec=true."""
+    from kitlib.capture.nsys_recipes import NSYS_RECIPES, collectors, profile_command
+    cmd = profile_command("workers", "out/report")
+    assert "--trace-fork-before-exec=true" in cmd and "--sample=process-tree" in cmd
+    assert collectors("workers")["trace_forks"] is True
+    assert "--trace-fork-before-exec=true" not in profile_command("nsys_8step", "out/report")
+    assert set(NSYS_RECIPES) >= {"nsys_8step", "matched", "emit_nvtx", "system", "workers"}

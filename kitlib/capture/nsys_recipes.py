@@ -18,6 +18,9 @@ options"):
 - ``--cpuctxsw=none|process-tree``: thread scheduling (context switches) off/on;
 - ``--cuda-memory-usage=true|false``: GPU memory usage tracking (expensive: a
   2.4 GB raw file for 8 steps on the H200, ``shared/DEVICE_NOTES.md``);
+- ``--trace-fork-before-exec=true``: also trace child processes that are forked and
+  never call ``exec`` — the DataLoader's worker processes; off by default, so a
+  default capture has no row for what the workers did;
 - ``--capture-range=cudaProfilerApi --capture-range-end=stop``: record only
   between ``torch.cuda.profiler.start()`` and ``stop()`` (``cudaProfilerStart``
   / ``cudaProfilerStop``).
@@ -83,6 +86,8 @@ class NsysRecipe:
         Thread scheduling trace (``--cpuctxsw=process-tree`` / ``none``).
     cuda_memory_usage : bool
         ``--cuda-memory-usage`` (large files; off by default).
+    trace_forks : bool
+        ``--trace-fork-before-exec=true``: trace the forked DataLoader workers too.
     capture_range : bool
         Record only between ``torch.cuda.profiler.start()`` and ``stop()``
         (``--capture-range=cudaProfilerApi --capture-range-end=stop``).
@@ -111,6 +116,7 @@ class NsysRecipe:
     cpu_sampling: bool = False
     context_switches: bool = False
     cuda_memory_usage: bool = False
+    trace_forks: bool = False
     capture_range: bool = False
     emit_nvtx: bool = False
     record_shapes: bool = True
@@ -146,6 +152,10 @@ NSYS_RECIPES = {r.name: r for r in [
                            "cudaProfilerApi capture range (cf. the reference nsys_emit_nvtx)"),
     NsysRecipe("system", cpu_sampling=True, context_switches=True,
                description="as nsys_8step with CPU sampling and context-switch tracing on"),
+    NsysRecipe("workers", cpu_sampling=True, context_switches=True, trace_forks=True,
+               description="as system, and the forked DataLoader workers traced too "
+                           "(--trace-fork-before-exec=true): whether batch 0 was late from its worker "
+                           "or queued behind pinning (lesson 04's open question)"),
 ]}
 
 
@@ -164,14 +174,14 @@ def collectors(recipe) -> dict:
     -------
     dict
         ``cuda, nvtx, osrt, osrt_threshold_ns, cpu_sampling, context_switches,
-        cuda_memory_usage, capture_range`` (``"cudaProfilerApi"`` or ``None``),
-        ``emit_nvtx``.
+        cuda_memory_usage, trace_forks, capture_range`` (``"cudaProfilerApi"`` or
+        ``None``), ``emit_nvtx``.
     """
     r = _recipe(recipe)
     return {"cuda": r.cuda, "nvtx": r.nvtx, "osrt": r.osrt,
             "osrt_threshold_ns": r.osrt_threshold_ns if r.osrt else None,
             "cpu_sampling": r.cpu_sampling, "context_switches": r.context_switches,
-            "cuda_memory_usage": r.cuda_memory_usage,
+            "cuda_memory_usage": r.cuda_memory_usage, "trace_forks": r.trace_forks,
             "capture_range": "cudaProfilerApi" if r.capture_range else None, "emit_nvtx": r.emit_nvtx}
 
 
@@ -238,6 +248,8 @@ def profile_command(recipe, output, nsys: str = "nsys", python: str | None = Non
             f"--cpuctxsw={'process-tree' if r.context_switches else 'none'}"]
     if r.cuda:
         cmd.append(f"--cuda-memory-usage={'true' if r.cuda_memory_usage else 'false'}")
+    if r.trace_forks:
+        cmd.append("--trace-fork-before-exec=true")
     if r.capture_range:
         cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     cmd += ["-o", str(output), "--force-overwrite=true"]
