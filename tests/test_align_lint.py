@@ -249,7 +249,8 @@ def test_emit_nvtx_and_matched_commands():
     assert "--no-data-load-covers-h2d" in nc.profile_command("matched", "r", python="p")
     assert nc.collectors("emit_nvtx") == {"cuda": True, "nvtx": True, "osrt": False, "osrt_threshold_ns": None,
                                           "cpu_sampling": False, "context_switches": False,
-                                          "cuda_memory_usage": False, "capture_range": "cudaProfilerApi",
+                                          "cuda_memory_usage": False, "trace_forks": False,
+                                          "capture_range": "cudaProfilerApi",
                                           "emit_nvtx": True}
     assert nc.export_command("r.nsys-rep", "r.sqlite") == ["nsys", "export", "--type", "sqlite",
                                                             "--force-overwrite", "true", "-o", "r.sqlite",
