@@ -16,10 +16,12 @@ def _pyproject():
 
 
 def test_environment_yml_matches_pyproject():
-    # environment.yml lists the dependencies and the test extras, so that the README's
-    # test command (hypothesis included) runs in the conda environment as well.
+    # environment.yml lists the dependencies, the test extras and the dev extras, so that the
+    # README's test command (hypothesis included) and its mutation-testing command (mutmut)
+    # run in the conda environment as well.
     project = _pyproject()["project"]
-    deps = project["dependencies"] + project["optional-dependencies"]["test"]
+    extras = project["optional-dependencies"]
+    deps = project["dependencies"] + extras["test"] + extras["dev"]
     env = yaml.safe_load((ROOT / "environment.yml").read_text())
     pip = next(d["pip"] for d in env["dependencies"] if isinstance(d, dict) and "pip" in d)
     assert sorted(p for p in pip if not p.startswith("-e")) == sorted(deps)
@@ -29,6 +31,18 @@ def test_environment_yml_matches_pyproject():
 def test_hypothesis_is_a_test_extra():
     test = _pyproject()["project"]["optional-dependencies"]["test"]
     assert any(re.split(r"[<>=!~ ;]", d)[0] == "hypothesis" for d in test)
+
+
+def test_mutmut_is_a_dev_extra_and_configured():
+    pp = _pyproject()
+    dev = pp["project"]["optional-dependencies"]["dev"]
+    assert any(re.split(r"[<>=!~ ;]", d)[0] == "mutmut" for d in dev)
+    cfg = pp["tool"]["mutmut"]
+    assert cfg["only_mutate"] and all(p.startswith("kitlib/analyses/") for p in cfg["only_mutate"])
+    for t in cfg["pytest_add_cli_args_test_selection"]:
+        assert (ROOT / t).is_file(), t
+    # the README's developer section gives the command
+    assert "mutmut run" in (ROOT / "README.md").read_text()
 
 
 def test_required_dependencies_are_listed():
