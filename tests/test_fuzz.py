@@ -6,7 +6,8 @@ every damaged copy must keep: reading it gives a loaded result or a kitlib error
 analyses downstream of it the same way; and the tables the damage did not touch keep
 every row of the undamaged recording.
 
-Targets: a 25 ms slice of the torch.profiler trace ``data/reference/profiler_5step``
+Targets: a 25 ms slice of the torch.profiler trace ``data/reference/profiler_5step`` and
+the first 4,000 events of two public traces (torch 2.6 and PyTorch 1.9 formats)
 (events of each category with fields dropped or given wrong values, events deleted,
 top-level keys damaged), the Nsight Systems export ``data/reference/nsys_8step/report.sqlite``
 (dropped tables and columns, NULLs, wrong types, huge values, deleted rows) and the
@@ -277,7 +278,22 @@ def _trace_slice() -> dict:
     return doc
 
 
-TRACE_RAW = _trace_slice()
+def _public_slice(name: str, n: int = 4000) -> dict:
+    """The first ``n`` events of a public trace (tests/data/public-traces, SOURCES.md)."""
+    import gzip
+    import orjson
+    from conftest import PUBLIC
+    doc = orjson.loads(gzip.decompress((PUBLIC / name).read_bytes()))
+    if isinstance(doc, list):
+        doc = {"traceEvents": doc}
+    doc["traceEvents"] = doc["traceEvents"][:n]
+    return doc
+
+
+TRACE_SOURCES = {"reference": _trace_slice(),
+                 "torch-2.6": _public_slice("tracelens_torch2.6_h100_bert_small.json.gz"),
+                 "pytorch-1.9": _public_slice("kineto_2021-06_resnet50_v100.json.gz")}
+TRACE_RAW = TRACE_SOURCES["reference"]
 _TRACE_CATS = {"cpu_op": "ops", "user_annotation": "ops", "python_function": "ops", "cuda_runtime": "launches",
                "cuda_driver": "launches", "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_user_annotation": "gpu",
                "cpu_instant_event": "memory", None: None}
@@ -305,10 +321,10 @@ def _pick(events, rows):
     return {"first": events[:1], "last": events[-1:], "all": events, "every 7th": events[3::7]}[rows]
 
 
-def trace_damage(mutation, folder: Path) -> Path:
+def trace_damage(mutation, folder: Path, source: str = "reference") -> Path:
     import orjson
     cat, kind, field, rows, value = mutation
-    doc = copy.deepcopy(TRACE_RAW)
+    doc = copy.deepcopy(TRACE_SOURCES[source])
     if cat == "top":
         if kind == "drop key":
             doc.pop(field, None)
@@ -367,16 +383,19 @@ def _load_trace_uncached(path):
             os.environ["KITLIB_TRACE_CACHE"] = old
 
 
-def _sound_trace():
-    folder = Path(tempfile.mkdtemp(prefix="fuzz-trace-"))
-    return _load_trace_uncached(trace_damage(("top", "none", "traceEvents", "first", "null"), folder))
+def _trace_target(source: str) -> Target:
+    def sound():
+        folder = Path(tempfile.mkdtemp(prefix="fuzz-trace-"))
+        return _load_trace_uncached(trace_damage(("top", "none", "traceEvents", "first", "null"), folder, source))
+    return Target(name=f"trace {source}", load_sound=sound, mutations=trace_mutation(),
+                  damage=lambda m, folder: trace_damage(m, folder, source), load=_load_trace_uncached,
+                  untouched=trace_untouched, rows=lambda tr, t: len(getattr(tr, t)), downstream=trace_downstream)
 
 
-TRACE = Target(name="trace", load_sound=_sound_trace, mutations=trace_mutation(), damage=trace_damage,
-               load=_load_trace_uncached, untouched=trace_untouched, rows=lambda tr, t: len(getattr(tr, t)),
-               downstream=trace_downstream)
+TRACE_TARGETS = [_trace_target(s) for s in TRACE_SOURCES]
+TRACE = TRACE_TARGETS[0]
 
-TARGETS = {t.name: t for t in (NSYS, SNAPSHOT_TARGET, TRACE)}
+TARGETS = {t.name: t for t in (NSYS, SNAPSHOT_TARGET, *TRACE_TARGETS)}
 
 
 # --------------------------------------------------------------------------- the tests
@@ -411,10 +430,13 @@ def test_damaged_memory_snapshot_loads_or_gives_a_kit_error(sound, mutation):
     check(SNAPSHOT_TARGET, sound("snapshot"), mutation)
 
 
-@FUZZ
-@given(mutation=trace_mutation())
-def test_damaged_trace_loads_or_gives_a_kit_error(sound, mutation):
-    check(TRACE, sound("trace"), mutation)
+@pytest.mark.parametrize("target", TRACE_TARGETS, ids=[t.name for t in TRACE_TARGETS])
+def test_damaged_trace_loads_or_gives_a_kit_error(sound, target):
+    @settings(FUZZ, max_examples=20)
+    @given(mutation=trace_mutation())
+    def run(mutation):
+        check(target, sound(target.name), mutation)
+    run()
 
 
 @settings(FUZZ, max_examples=30)

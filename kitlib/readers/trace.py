@@ -524,6 +524,15 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
     return pd.Series(pd.array(out, dtype="Int64"))
 
 
+def _lists(evs, values, key: str) -> list:
+    """Per-argument fields (``Input Dims`` …) must be JSON lists (or absent)."""
+    for e, v in zip(evs, values):
+        if v is not None and not isinstance(v, list):
+            raise _BadEvent(e, f"'{key}' is a {type(v).__name__} ({str(v)[:30]!r}), not a list "
+                               "with one entry per argument")
+    return values
+
+
 class _BadEvent(Exception):
     """An event whose time field cannot be read (turned into a TraceFormatError naming the file)."""
 
@@ -609,10 +618,10 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
                      for (_, k), n in zip(rest, d["name"])]
         A = _args(revs)
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _arg(revs, "Input Dims", args=A)
-        d["input_types"] = _arg(revs, "Input type", args=A)
-        d["input_strides"] = _arg(revs, "Input Strides", args=A)
-        d["concrete_inputs"] = _arg(revs, "Concrete Inputs", args=A)
+        d["input_dims"] = _lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims")
+        d["input_types"] = _lists(revs, _arg(revs, "Input type", args=A), "Input type")
+        d["input_strides"] = _lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides")
+        d["concrete_inputs"] = _lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs")
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
