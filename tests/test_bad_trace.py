@@ -122,12 +122,16 @@ def test_analyses_give_results_on_what_loaded(tmp_path):
         e for e in d["traceEvents"] if e.get("cat") not in ("cuda_runtime", "cuda_driver")])))
     _analyse(tr)
     assert (kitlib.chain(tr)["launch_row"] == -1).all()
-    # Input Dims that are not shapes: group_ops goes on without FLOPs; the FLOP reader says why
-    tr = kitlib.load_trace(_damaged(tmp_path, lambda d: [e["args"].update({"Input Dims": "garbage"})
+    # Input Dims that are not a list at all: refused at the reader, naming the event
+    with pytest.raises(TraceFormatError, match=r"aten::mm.*'Input Dims' is a str \('garbage'\), not a list"):
+        kitlib.load_trace(_damaged(tmp_path, lambda d: [e["args"].update({"Input Dims": "garbage"})
+                                                        for e in d["traceEvents"] if e.get("cat") == "cpu_op"]))
+    # a list whose entries are not shapes: group_ops goes on without FLOPs; the FLOP reader says why
+    tr = kitlib.load_trace(_damaged(tmp_path, lambda d: [e["args"].update({"Input Dims": [[{"a": 1}], []]})
                                                          for e in d["traceEvents"] if e.get("cat") == "cpu_op"]))
     _analyse(tr)
     assert "flops" not in G.group_ops(tr).columns
-    with pytest.raises(KitError, match=r"t\.json: aten::mm: its Input Dims 'garbage'"):
+    with pytest.raises(KitError, match=r"t\.json: aten::mm: its Input Dims"):
         F.flops_by_event(tr)
 
 
