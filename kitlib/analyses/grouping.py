@@ -41,6 +41,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from .chain import chain, impossible_gpu_events
 from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
 from ..errors import KitError
@@ -142,6 +143,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
+    if chain_df is None and (events is None or (include_gpu and len(trace.gpu))):
+        chain_df = chain(trace)              # once, for the events and the GPU rows alike
     ev = op_events(trace, chain_df) if events is None else events
     ev = _with_memory_and_flops(trace, ev)
     if by == "stack" and "stack" not in ev.columns:
@@ -149,7 +152,6 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     frames = [ev.assign(host_total_ns=ev["dur_ns"])]
     if include_gpu and len(trace.gpu):
         g = gpu_events(trace).assign(host_total_ns=0)
-        from .chain import impossible_gpu_events
         bad = impossible_gpu_events(trace, chain_df)
         if len(bad):                         # damaged rows are not work: out of counts and averages
             g = g[~g["row"].isin(bad["gpu_row"])]
