@@ -313,25 +313,12 @@ def summarize(capture, top: int = 10) -> str:
         names = trace.steps["name"].tolist() if len(trace.steps) else []
         if names:
             L += ["", f"profiler steps in the trace: {len(names)} ({names[0]} … {names[-1]})"]
-        L += ["", f"top operators by self host time ({per}; from {src}):"]
-        rows = [(n, c, _ms(s), f"{100 * s / (t['operator_total_us'] or 1):.1f}", _ms(tot))
-                for n, c, s, tot in t["operators"]]
-        L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
-        if t["kernels"]:
-            L += ["", f"top kernels by device time ({per}; from {src}):"]
-            rows = [(n, c, _ms(d), f"{100 * d / (t['kernel_total_us'] or 1):.1f}",
-                     f"{d / max(c, 1):,.1f}") for n, c, d in t["kernels"]]
-            L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
+        L += _trace_top_lines(t, per, src)
 
     # what could mislead a reader of this recording (kitlib.lint)
     if cap.has("trace.json.gz") or cap.has("trace.json"):
         from ..analyses.lint import lint
-        findings = lint(cap)
-        if findings:
-            L += ["", "before you read the numbers (kitlib.lint):"]
-            for f in findings:
-                L.append(f"  [{f.severity}] {f.code}: {f.meaning}")
-                L.append(f"      what to do: {f.action}")
+        L += _lint_lines(lint(cap))
 
     # where to look next
     traces = [f for f in cap.files if f.startswith("trace") and (f.endswith(".json.gz") or f.endswith(".json"))]
@@ -354,6 +341,30 @@ def summarize(capture, top: int = 10) -> str:
         L += ["", f"files: {', '.join(cap.files)} (a {cap.kind} capture; see the lessons for how "
                   f"kitlib reads it)"]
     return "\n".join(L)
+
+
+def _trace_top_lines(t: dict, per: str, src: str) -> list:
+    """The top operators and kernels of :func:`top_from_trace` as table lines."""
+    L = ["", f"top operators by self host time ({per}; from {src}):"]
+    rows = [(n, c, _ms(sf), f"{100 * sf / (t['operator_total_us'] or 1):.1f}", _ms(tot))
+            for n, c, sf, tot in t["operators"]]
+    L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
+    if t["kernels"]:
+        L += ["", f"top kernels by device time ({per}; from {src}):"]
+        rows = [(n, c, _ms(d), f"{100 * d / (t['kernel_total_us'] or 1):.1f}", f"{d / max(c, 1):,.1f}")
+                for n, c, d in t["kernels"]]
+        L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
+    return L
+
+
+def _lint_lines(findings: list) -> list:
+    """``kitlib.lint`` findings as the summary prints them (nothing when there are none)."""
+    if not findings:
+        return []
+    L = ["", "before you read the numbers (kitlib.lint):"]
+    for f in findings:
+        L += [f"  [{f.severity}] {f.code}: {f.meaning}", f"      what to do: {f.action}"]
+    return L
 
 
 def summarize_trace(path, top: int = 10) -> str:
@@ -406,21 +417,8 @@ def summarize_trace(path, top: int = 10) -> str:
         L += ["", "steps in the trace: none found (no ProfilerStep#N or torch_step#N)"]
     t = top_from_trace(trace, top)
     per = f"over {len(st)} recorded steps" if len(st) else "over the whole trace"
-    L += ["", f"top operators by self host time ({per}; from the trace tables):"]
-    rows = [(n, c, _ms(sf), f"{100 * sf / (t['operator_total_us'] or 1):.1f}", _ms(tot))
-            for n, c, sf, tot in t["operators"]]
-    L += _table(["operator", "calls", "self host ms", "%", "host total ms"], rows, 48)
-    if t["kernels"]:
-        L += ["", f"top kernels by device time ({per}):"]
-        rows = [(n, c, _ms(d), f"{100 * d / (t['kernel_total_us'] or 1):.1f}", f"{d / max(c, 1):,.1f}")
-                for n, c, d in t["kernels"]]
-        L += _table(["kernel", "calls", "device ms", "%", "avg us"], rows, 72)
-    findings = lint(trace)
-    if findings:
-        L += ["", "before you read the numbers (kitlib.lint):"]
-        for f in findings:
-            L.append(f"  [{f.severity}] {f.code}: {f.meaning}")
-            L.append(f"      what to do: {f.action}")
+    L += _trace_top_lines(t, per, "the trace tables")
+    L += _lint_lines(lint(trace))
     L += ["", f"open it in Perfetto: {PERFETTO_URL} → \"Open trace file\" → choose {path}"]
     return "\n".join(L)
 
