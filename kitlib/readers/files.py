@@ -175,6 +175,18 @@ def read_bytes_maybe_gz(path) -> bytes:
         The file is missing, is a folder, is empty, or is a truncated/corrupt gzip.
     """
     path = Path(path)
+    return gunzip_if_gz(read_file_bytes(path), path)
+
+
+def read_file_bytes(path) -> bytes:
+    """A file's bytes as they are on disk.
+
+    Raises
+    ------
+    KitFileError
+        The file is missing, is a folder, or is empty.
+    """
+    path = Path(path)
     if not path.exists():
         raise KitFileError(path, "no such file")
     if path.is_dir():
@@ -182,14 +194,26 @@ def read_bytes_maybe_gz(path) -> bytes:
     data = path.read_bytes()
     if not data:
         raise KitFileError(path, "the file is empty (0 bytes); was the capture interrupted?")
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except EOFError:
-            raise KitFileError(path, "truncated gzip: the compressed stream ends early "
-                                     "(the file was cut off while being written or copied)") from None
-        except (OSError, gzip.BadGzipFile, Exception) as e:  # zlib.error and friends
-            raise KitFileError(path, f"corrupt gzip: {e}") from None
-        if not data:
-            raise KitFileError(path, "the gzip file holds no data")
+    return data
+
+
+def gunzip_if_gz(data: bytes, path) -> bytes:
+    """``data`` gunzipped when it starts with the gzip magic number, else as it is.
+
+    Raises
+    ------
+    KitFileError
+        A truncated or corrupt gzip stream, or one that holds no data (named ``path``).
+    """
+    if data[:2] != b"\x1f\x8b":
+        return data
+    try:
+        data = gzip.decompress(data)
+    except EOFError:
+        raise KitFileError(path, "truncated gzip: the compressed stream ends early "
+                                 "(the file was cut off while being written or copied)") from None
+    except (OSError, gzip.BadGzipFile, Exception) as e:  # zlib.error and friends
+        raise KitFileError(path, f"corrupt gzip: {e}") from None
+    if not data:
+        raise KitFileError(path, "the gzip file holds no data")
     return data

@@ -36,7 +36,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from .files import parse_json, read_bytes_maybe_gz
+from .files import gunzip_if_gz, parse_json, read_file_bytes
 from ..errors import TraceFormatError
 from ..phases import STEP_RANGE
 
@@ -280,13 +280,15 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     """
     path = Path(path)
     from . import trace_cache
-    key = trace_cache.key_for(path, torch_version) if trace_cache.enabled() else None
+    disk = read_file_bytes(path)                      # read once: hashed for the cache, then parsed
+    key = trace_cache.key_for(disk, torch_version) if trace_cache.enabled() else None
     if key is not None:
         hit = trace_cache.load(key, path)
         if hit is not None:
             tables, meta = hit
             return Trace(path=path, meta=meta, **tables)
-    raw = read_bytes_maybe_gz(path)
+    raw = gunzip_if_gz(disk, path)
+    del disk
     if raw.startswith(b"SQLite format 3\x00"):
         raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
                                      "use kitlib.load_nsys")

@@ -22,6 +22,7 @@ stored as JSON text and decoded on load; every other column keeps its dtype.
 """
 from __future__ import annotations
 
+import functools
 import hashlib
 import os
 import shutil
@@ -48,7 +49,9 @@ def folder() -> Path:
     return cache_dir() / "traces"
 
 
+@functools.lru_cache(maxsize=1)
 def _reader_fingerprint() -> str:
+    """A hash of the reader's own source, read once per process."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for name in ("trace.py", "trace_cache.py", "files.py"):
@@ -56,16 +59,9 @@ def _reader_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def key_for(path, torch_version: str | None = None) -> str | None:
-    """The cache key of a trace file, or None when the file cannot be read (the normal
-    load then reports why)."""
-    try:
-        h = hashlib.sha256()
-        with open(path, "rb") as f:
-            for chunk in iter(lambda: f.read(1 << 20), b""):
-                h.update(chunk)
-    except OSError:
-        return None
+def key_for(data: bytes, torch_version: str | None = None) -> str:
+    """The cache key of a trace file, from its bytes as they are on disk."""
+    h = hashlib.sha256(data)
     h.update(f"|{torch_version}|{FORMAT}|{_reader_fingerprint()}".encode())
     return h.hexdigest()
 
