@@ -18,11 +18,12 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError, KitFileError
+from ..units import NS_PER_MS, NS_PER_S, NS_PER_US
 
 __all__ = ["read_profiler_table", "profiler_table"]
 
 
-_TIME_UNITS = {"ns": 1, "us": 1_000, "ms": 1_000_000, "s": 1_000_000_000}
+_TIME_UNITS = {"ns": 1, "us": NS_PER_US, "ms": NS_PER_MS, "s": NS_PER_S}
 _MEM_UNITS = {"b": 1, "kb": 2 ** 10, "mb": 2 ** 20, "gb": 2 ** 30, "tb": 2 ** 40}
 _COLUMNS = {"Name": "name", "Self CPU %": "self_cpu_pct", "Self CPU": "self_cpu_ns",
             "CPU total %": "cpu_total_pct", "CPU total": "cpu_total_ns", "CPU time avg": "cpu_avg_ns",
