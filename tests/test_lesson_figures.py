@@ -137,3 +137,99 @@ def test_lesson08_flops(lesson):
                rf"of the step's {fc['total'] / 1e12:.3f} TFLOP")
     # forward convolutions: 1.046 TFLOP in 25,404,581 ns / 5 (key_averages' device total)
     _has(text, rf"forward convolutions [^\n]*\s{1_046_306_881_536 / (25_404_581 / 5 * 1e-9) / 1e12:.3f}\s")
+
+
+def _raw_events(bundle):
+    import gzip
+    return json.loads(gzip.open(REF / bundle / "trace.json.gz").read())["traceEvents"]
+
+
+def test_lesson06_call_sites_threads_and_attribution_cost(lesson):
+    text = lesson("06")
+    ev = _raw_events("fixed_batch")
+    # GPU events whose correlation id has no CUDA runtime/driver call in the file: launched
+    # before the profiler's window, so no call site can be found for them
+    calls = {e["args"]["correlation"] for e in ev
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    before = sum(e["args"].get("correlation") not in calls for e in gpu)
+    assert before == 78
+    # the others without a call site are the autograd thread's own launches (no Python frames
+    # there): 80 aten::add_, 5 aten::sum, 5 aten::div, printed just below
+    _has(text, rf"GPU events without a call site: {before + 80 + 5 + 5} of which launched before the window: {before}\n")
+    _has(text, r"aten::add_\s+80\naten::sum\s+5\naten::div\s+5\n")
+    # Python frames and operators per thread, counted in the raw JSON; the profiler folds an
+    # operator into a same-named parent with no other child (key_averages.json counts 5
+    # aten::div, the raw JSON holds 10, all on the autograd thread)
+    frames = {t: sum(e.get("cat") == "python_function" and e.get("tid") == t for e in ev) for t in (416, 446)}
+    ops = {t: sum(e.get("cat") == "cpu_op" and e.get("tid") == t for e in ev) for t in (416, 446)}
+    assert frames == {416: 21133, 446: 0} and ops == {416: 5490, 446: 7925}
+    _has(text, rf"\n416\s+{frames[416]}\s+{ops[416]}\s+main\n")
+    _has(text, rf"\n446\s+{frames[446]}\s+{ops[446] - (10 - 5)}\s+autograd \(runs aten::convolution_backward\)\n")
+    # the longest GPU event is the raw JSON's longest kernel, launched inside MaxPool2d_0
+    longest = max(e["dur"] for e in gpu)
+    _has(text, rf"\n\d+\s+void at::native::[^\n]*\s{longest:.3f}\s+aten::max_pool2d_with_indices_backward\s[^\n]*ResNet_0 › MaxPool2d_0\n")
+    # by call site, the device self time of every row adds up to all GPU time launched in the
+    # window (raw JSON: sum of GPU event durations whose launch is in the file)
+    by_line = re.search(r"\n\s+user_frame\s+ops\s+gpu_events\s+device_self_us\s+host_self_us\n(.*?)\n\s+user_frame\s+ops\s+calls_per_step", text, re.S)
+    rows = re.findall(r"^\d+\s+(?:\S+\(\d+\): \S+|\(none\))\s+\d+\s+\d+\s+([\d.]+)\s+[\d.]+$", by_line.group(1), re.M)
+    in_window = sum(e["dur"] for e in gpu if e["args"].get("correlation") in calls)
+    assert len(rows) == 5 and abs(sum(map(float, rows)) - in_window) < 0.5, (rows, in_window)
+    # attribution cost: events of profiler_5step's trace (PROVENANCE.md: 73,507), without the
+    # Python frames (python_function events) and without the allocator ([memory]) events
+    ev5 = _raw_events("profiler_5step")
+    n_py = sum(e.get("cat") == "python_function" for e in ev5)
+    n_mem = sum(e.get("name") == "[memory]" for e in ev5)
+    assert (len(ev5), n_py, n_mem) == (73507, 22977, 10150)
+    _has(text, rf"as recorded\s+{len(ev5)}\s")
+    _has(text, rf"without Python frames \(with_stack\)\s+{len(ev5) - n_py}\s")
+    _has(text, rf"without allocator events \(profile_memory\)\s+{len(ev5) - n_mem}\s")
+
+
+def test_lesson09_nvtx_tables_and_threads(lesson):
+    import csv
+    import sqlite3
+    import statistics
+    text = lesson("09")
+    stats = REF / "nsys_8step" / "nsys_stats"
+    # nsys stats' own CSVs: the NVTX summary and the GPU projection, row by row
+    for row in csv.DictReader(open(stats / "nvtx_sum.csv")):
+        _has(text, rf"\s{row['Total Time (ns)']}\s+{row['Instances']}\s[^\n]*{re.escape(row['Range'])}\n")
+    proj = {r["Range"]: r for r in csv.DictReader(open(stats / "nvtx_gpu_proj_sum.csv"))}
+    bw = proj[":backward"]
+    _has(text, rf":backward\s+8\s+{bw['Total Range Time (ns)']}\s+{bw['Total Proj Time (ns)']}\s+{bw['Total GPU Ops']}\n")
+    _has(text, rf"backward per step: {int(bw['Total Range Time (ns)']) / 8 / 1e6:.1f} ms on the host")
+    # kernels per launching thread, from the SQLite export (kernel ⋈ runtime call on correlationId)
+    q = ("select r.globalTid % 16777216, count(*) from CUPTI_ACTIVITY_KIND_KERNEL k "
+         "join CUPTI_ACTIVITY_KIND_RUNTIME r on k.correlationId = r.correlationId group by 1")
+    nvtx = "select globalTid % 16777216, count(*) from NVTX_EVENTS where eventType = 59 group by 1"
+    for bundle, autograd, main in [("nsys_8step", 1283, 1213), ("nsys_emit_nvtx", 476, 446)]:
+        con = sqlite3.connect(f"file:{REF / bundle / 'report.sqlite'}?mode=ro", uri=True)
+        k = dict(con.execute(q).fetchall())
+        ranges = dict(con.execute(nvtx).fetchall())
+        share = k[autograd] / (k[autograd] + k[main])
+        _has(text, rf"\s{autograd}\s+pt_autograd_0\s+{k[autograd]}\s+\d+\s+{share:.6f}\s+{ranges.get(autograd, 0)}\n")
+        _has(text, rf"\s{main}\s+python3\s+{k[main]}\s+\d+\s+{1 - share:.6f}\s+{ranges.get(main, 0)}\n")
+        if bundle == "nsys_8step":
+            # a step's host time in Nsight: median torch_step range over the warm steps (all but the first)
+            steps = [e - s for s, e in con.execute("select start, end from NVTX_EVENTS where text = 'torch_step' order by start")]
+            _has(text, rf"vs Nsight {statistics.median(steps[1:]) / 1e6:.2f} ms")
+
+
+def test_lesson10_medians_intervals_and_tests(lesson):
+    import statistics
+    from scipy.stats import mannwhitneyu
+    text = lesson("10")
+    t = json.loads((REF / "profiler_5step" / "step_times.json").read_text())   # PROVENANCE.md
+    base, fixed, prof = t["step_ms_uninstrumented"], t["step_ms_fixed_batch"], t["step_ms_profiled_all_attribution"]
+    active = prof[-5:]   # schedule(wait=1, warmup=1, active=5): the last five profiled steps
+    p = lambda a, b: mannwhitneyu(a, b, alternative="two-sided").pvalue
+    _has(text, rf"step_ms_fixed_batch\s+10\s+{statistics.median(fixed):.6f}\s[^\n]*\s{p(fixed, base):.6f}\s+faster\n")
+    _has(text, rf"step_ms_profiled_all_attribution\s+5\s+{statistics.median(active):.6f}\s[^\n]*\s"
+               rf"{p(active, base):.6f}\s+no difference beyond the noise\n")
+    # the loader's warm-up: batches 3-8 (batch 8 begins the workers' second round), steady after
+    steady = base[6:]
+    m0, m1 = statistics.median(steady), statistics.median(active)
+    _has(text, rf"median {m0:.2f} ms \(IQR [\d.]+, n=4\) → {m1:.2f} ms \(IQR [\d.]+, n=5\): "
+               rf"\+{m1 - m0:.2f} ms \(\+{100 * (m1 - m0) / m0:.1f}%\)[^\n]*Mann-Whitney p = {p(steady, active):.3f}")
+    _has(text, rf"uninstrumented, one batch kept on the GPU: median {statistics.median(fixed):.2f} ms per step")
