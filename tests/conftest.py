@@ -34,3 +34,57 @@ def public_trace():
             cache[name] = load_trace(PUBLIC / name)
         return cache[name]
     return get
+
+
+#: The backend a learner's Jupyter uses: figures become PNG outputs of the cell that drew them.
+INLINE = "module://matplotlib_inline.backend_inline"
+
+
+class ExecutedLesson:
+    """A lesson notebook run once under Jupyter (nbclient, inline backend, replay mode):
+    ``nb`` (the executed notebook) and ``text`` (every stream and text/plain output, in
+    order, one per line)."""
+
+    def __init__(self, nb):
+        self.nb = nb
+        parts = []
+        for cell in nb.cells:
+            for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
+                if o.get("output_type") == "stream":
+                    parts.append(o.get("text", ""))
+                elif o.get("output_type") in ("execute_result", "display_data"):
+                    parts.append(str(o.get("data", {}).get("text/plain", "")) + "\n")
+        self.text = "\n" + "".join(parts)
+
+    @property
+    def outputs(self):
+        return [o for c in self.nb.cells if c.cell_type == "code" for o in c.outputs]
+
+
+@pytest.fixture(scope="session")
+def executed_lesson(tmp_path_factory):
+    """Run a lesson (by its two-digit number) once per session and share the result between
+    the run check (tests/test_lessons.py) and the figure checks (tests/test_lesson_figures.py).
+    Wide tables print on one line (pandas display width 200, up to 30 columns, set in an
+    IPython startup file of a private IPYTHONDIR), so a figure check can read a row."""
+    import nbformat
+    from nbclient import NotebookClient
+    done = {}
+    ipython_dir = tmp_path_factory.mktemp("ipython")
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-display.py").write_text(
+        "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n")
+
+    def run(number: str) -> ExecutedLesson:
+        if number not in done:
+            path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
+            nb = nbformat.read(path, as_version=4)
+            env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REPLAY_DIR",)}
+            env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
+            cwd = tmp_path_factory.mktemp(f"lesson{number}")
+            NotebookClient(nb, timeout=300, kernel_name="python3",
+                           resources={"metadata": {"path": str(cwd)}}).execute(env=env)
+            done[number] = ExecutedLesson(nb)
+        return done[number]
+    return run

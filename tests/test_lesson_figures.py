@@ -1,16 +1,13 @@
 """The key figures each lesson prints in replay mode, against where they come from.
 
 ``tests/test_lessons.py`` runs every notebook under Jupyter and checks that it runs; here
-the code cells of the lessons that print figures of the reference recordings run in one
-process (as ``tools/run_lesson.py`` does), and the printed text must hold each key figure.
+the text of that same run (stream output and each cell's displayed value) must hold each
+key figure the lesson prints from the reference recordings.
 Every expected figure is a tool's printed output (the profiler's table footer, ``nsys
 stats``), a ``data/reference/PROVENANCE.md`` figure, a B300 source figure
 (``kitlib.course.sources``), arithmetic done here, or a value recomputed from the raw
 JSON/SQLite in ``tests/test_golden_derived.py`` (named beside it).
 """
-import ast
-import contextlib
-import io
 import json
 import re
 from pathlib import Path
@@ -22,38 +19,15 @@ LESSONS = {p.name[:2]: p for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb")}
 REF = ROOT / "data" / "reference"
 
 
-def _run(n, monkeypatch, tmp_path):
-    """The text a lesson prints, run cell by cell in one namespace (the value of a cell's
-    last expression printed, as a notebook shows it)."""
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import pandas as pd
-    monkeypatch.setenv("KITLIB_MODE", "replay")
-    monkeypatch.chdir(tmp_path)
-    nb = json.loads(LESSONS[n].read_text())
-    out = io.StringIO()
-    ns = {"__name__": "__main__", "display": lambda *objs: [print(o) for o in objs]}
-    with pd.option_context("display.width", 200, "display.max_columns", 30), contextlib.redirect_stdout(out):
-        for i, cell in enumerate(c for c in nb["cells"] if c["cell_type"] == "code"):
-            tree = ast.parse("".join(cell["source"]))
-            last = tree.body.pop() if tree.body and isinstance(tree.body[-1], ast.Expr) else None
-            exec(compile(tree, f"lesson{n}:cell{i}", "exec"), ns)
-            if last is not None:
-                val = eval(compile(ast.Expression(last.value), f"lesson{n}:cell{i}", "eval"), ns)
-                if val is not None and type(val).__name__ not in ("Figure", "Axes"):
-                    print(val)
-            plt.close("all")
-    return out.getvalue()
-
-
 def _has(text, pattern):
     assert re.search(pattern, text), f"not printed: {pattern!r}"
 
 
 @pytest.fixture
-def lesson(monkeypatch, tmp_path):
-    return lambda n: _run(n, monkeypatch, tmp_path)
+def lesson(executed_lesson):
+    """The text a lesson prints, from its one Jupyter run of the session (conftest's
+    executed_lesson, shared with tests/test_lessons.py)."""
+    return lambda n: executed_lesson(n).text
 
 
 def test_lesson00_step_table(lesson):

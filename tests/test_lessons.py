@@ -11,8 +11,6 @@ LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9
 #: backend). A lesson that loses a picture, or draws one twice, fails its test.
 EXPECTED_FIGURES = {"00": 2, "01": 1, "02": 1, "03": 1, "04": 1, "05": 2, "06": 2, "07": 1, "08": 3, "09": 2,
                     "10": 1, "11": 1}
-#: The backend a learner's Jupyter uses: figures become PNG outputs of the cell that drew them.
-INLINE = "module://matplotlib_inline.backend_inline"
 
 
 def figure_count(nb) -> int:
@@ -41,20 +39,15 @@ def test_lesson_is_stored_clean_and_has_exercises(path):
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
-def test_lesson_runs_in_replay_mode(path, tmp_path, monkeypatch):
-    monkeypatch.setenv("KITLIB_MODE", "replay")
-    monkeypatch.setenv("MPLBACKEND", INLINE)
-    nb = nbformat.read(path, as_version=4)
-    client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
-    client.execute()
-    outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
-    assert not [o for o in outputs if o.get("output_type") == "error"]
-    text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
+def test_lesson_runs_in_replay_mode(path, executed_lesson):
+    run = executed_lesson(path.name[:2])     # shared with tests/test_lesson_figures.py
+    assert not [o for o in run.outputs if o.get("output_type") == "error"]
+    text = "\n".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
     assert "mode: replay" in text or "recorded" in text
     # the exercises ran unanswered: each asks for an answer instead of judging
-    assert "replace `None`" in "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    assert "replace `None`" in "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in run.outputs)
     # and drew its pictures, each once
-    assert figure_count(nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
+    assert figure_count(run.nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
 
 
 LIVE_BUNDLE = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30" / "profiler_full"
