@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..readers.bundle import Capture, open_capture, reference_dir, software_provenance
+from ..readers.bundle import (_OPENED, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
+                              reference_dir, software_provenance)
 from ..errors import KitError
 
 #: Which recipe re-creates each reference recording live.
@@ -118,17 +119,20 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
 def replay_capture(reference: str) -> Capture:
     """The recorded capture named ``reference``: from ``$KITLIB_REPLAY_DIR`` (your own
     bundles, named like the references they replace) when it holds one, else from the
-    kit's ``data/reference``.
+    kit's reference recordings — the one lookup rule,
+    :func:`kitlib.readers.bundle.find_recording` (the working directory is never
+    searched). ``capture.label`` says which it was.
 
     Raises
     ------
     BundleError
         Neither place holds it.
     """
-    own = os.environ.get("KITLIB_REPLAY_DIR")
-    if own and (Path(own) / reference / "manifest.json").is_file():
-        return open_capture(Path(own) / reference)
-    return open_capture(reference_dir() / reference)
+    path, where = find_recording(reference)
+    cap = open_capture(path)
+    cap.found_in = where
+    _OPENED[str(cap.path)] = cap.label
+    return cap
 
 
 def _recent_live(reference: str, workload: dict, minutes: float):
@@ -304,4 +308,18 @@ def step_flop_counts(capture) -> dict:
         cfg = WorkloadConfig.for_device(batch_size=int(w.get("batch_size", 128)),
                                         image_size=int(w.get("image_size", 224)))
         return workload_step_flops(cfg)
-    return open_capture("fixed_batch").read_json("flop_counter_one_step.json")
+    return replay_capture("fixed_batch").read_json("flop_counter_one_step.json")
+
+
+# --------------------------------------------------------------------------- labels in Jupyter
+def _install_labels():
+    """Under IPython, note under every table and figure which recordings it draws on
+    (:mod:`kitlib.course.labels`); nothing elsewhere."""
+    try:
+        from .labels import install
+        install()
+    except Exception:  # never let a display nicety stop a lesson
+        pass
+
+
+_install_labels()
