@@ -64,7 +64,7 @@ def _table_html(obj):
     if body is None:
         body = f"<pre>{html.escape(obj.to_string())}</pre>"
     if note:
-        body += f'<div style="font-size:smaller;color:#666">{html.escape(note)}</div>'
+        body += f'<div style="font-size:smaller;color:#666">{html.escape(note, quote=False)}</div>'
     return body
 
 

@@ -1,0 +1,169 @@
+"""Ready for a classroom (issue 14): whose recordings a lesson reads, and says it reads;
+unique run folders; the memory check before a live capture; the non-editable install;
+the command that records every bundle; the answer key; the students' workspace."""
+import json
+import re
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import kitlib
+from kitlib import course
+from kitlib.errors import BundleError
+from kitlib.readers import bundle
+
+from conftest import REF, ROOT
+
+LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture
+def own_dir(tmp_path, monkeypatch):
+    """A KITLIB_REPLAY_DIR holding every recording (links to the kit's)."""
+    own = tmp_path / "own"
+    own.mkdir()
+    for name in bundle.list_references():
+        (own / name).symlink_to(REF / name)
+    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(own))
+    return own
+
+
+def test_a_folder_named_like_a_recording_in_the_working_directory_is_ignored(tmp_path, monkeypatch):
+    """A learner's ``ncu/`` folder (here a bundle of another kind) does not replace the
+    kit's ``ncu`` recording, whichever function opens it; ``./ncu`` still opens it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    shadow = tmp_path / "ncu"
+    shadow.mkdir()
+    (shadow / "notes.txt").write_text("my notes")
+    bundle.write_bundle(shadow, kind="notes", name="ncu", files={"notes.txt": "a learner's notes"})
+    for cap in (kitlib.open_capture("ncu"), course.replay_capture("ncu"),
+                course.ncu_capture(course.replay_capture("fixed_batch"))):
+        assert cap.path == REF / "ncu" and cap.kind == "ncu" and cap.found_in == "kit"
+    assert kitlib.open_capture("./ncu").kind == "notes"
+    assert kitlib.open_capture(shadow).found_in == "path"
+    # a bare name that is no recording may still be a folder of the working directory
+    shadow.rename(tmp_path / "my_notes")
+    assert kitlib.open_capture("my_notes").kind == "notes"
+    with pytest.raises(BundleError, match="no recording of that name.*profiler_5step"):
+        kitlib.open_capture("profiler_5stepp")
+
+
+def test_own_recordings_win_everywhere_and_are_labelled(own_dir, monkeypatch):
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    caps = [kitlib.open_capture("profiler_5step"), course.replay_capture("fixed_batch"),
+            course.lesson_capture("profiler_5step"), course.lesson_nsys_capture("nsys_emit_nvtx"),
+            course.ncu_capture(course.replay_capture("fixed_batch"))]
+    for cap in caps:
+        assert cap.path.parent == own_dir and cap.found_in == "own"
+        assert cap.whose == "your own recording (H200)"
+    assert caps[0].label == "profiler_5step: your own recording (H200), 2026-11-29"
+    # the lesson-08 fallback for a capture without FLOP counts reads the learner's fixed_batch
+    (own_dir / "fixed_batch").unlink()
+    with pytest.raises(BundleError):
+        bundle.find_recording("fixed_batch") if False else bundle.find_recording("no_such")
+    assert bundle.find_recording("fixed_batch") == (REF / "fixed_batch", "kit")
+    assert "kit's H200 reference" in course.replay_capture("fixed_batch").label
+    assert any("your own recording" in x for x in bundle.opened_labels())
+
+
+def test_lessons_open_recordings_only_through_the_lookup():
+    """Every recording a lesson names is opened by a function that goes through
+    ``find_recording``; no lesson builds a path into the kit's data folder."""
+    names = set(bundle.list_references())
+    opener = re.compile(r"(open_capture|lesson_capture|replay_capture|lesson_nsys_capture)\(\s*\"(\w+)\"")
+    seen = set()
+    for path in LESSONS:
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert "data/reference" not in code and "reference_dir" not in code, path.name
+        for _, name in opener.findall(code):
+            assert name in names, f"{path.name} opens {name!r}, which is no recording"
+            seen.add(name)
+    assert seen == names - {"how_captured"}, "every recording is used by some lesson"
+
+
+def test_the_note_under_tables_and_figures(own_dir, tmp_path):
+    """In a Jupyter kernel, a table and a figure shown after opening recordings carry
+    the note naming them (the inline backend draws the figure after the note is written)."""
+    from nbclient import NotebookClient
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
+        "from kitlib import course, plots\ncap = course.replay_capture('profiler_5step')\n"
+        "kit = course.replay_capture('fixed_batch')",
+        "import pandas as pd\npd.DataFrame({'step_ms': cap.step_times()['step_ms_uninstrumented']})",
+        "fig = plots.plot_step_times(cap.step_times())",
+        "print([t.get_text() for t in fig.texts])",
+    ]])
+    (own_dir / "fixed_batch").unlink()
+    import os
+    env_mpl = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if env_mpl is None:
+            os.environ.pop("MPLBACKEND")
+        else:
+            os.environ["MPLBACKEND"] = env_mpl
+    note = ("data: profiler_5step: your own recording (H200), 2026-11-29; "
+            "fixed_batch: kit's H200 reference, 2026-11-29")
+    table = nb.cells[1].outputs[0]["data"]
+    assert "<table" in table["text/html"] and note in table["text/html"]
+    assert table["text/plain"].endswith(f"[{note}]")
+    assert "image/png" in nb.cells[2].outputs[0]["data"]
+    assert note in nb.cells[3].outputs[0]["text"]
+
+
+def test_run_folders_are_unique_within_a_second(tmp_path):
+    names = {course.unique_run_dir(tmp_path, "lesson_profiler_5step").name for _ in range(50)}
+    assert len(names) == 50 and all(re.fullmatch(r"lesson_profiler_5step_\d{8}-\d{6}_[0-9a-f]{6}", n) for n in names)
+    planned = course.unique_run_dir(tmp_path / "runs", "x", create=False)
+    assert not planned.exists() and planned.parent.is_dir()
+
+
+def test_reference_peaks_are_the_recordings(ref_trace):
+    """The memory check's reference figures are profiler_5step's allocator peaks."""
+    m = ref_trace("profiler_5step").memory
+    m = m[m["device_type"] == 1]
+    assert int(m["total_reserved"].max()) == course.REFERENCE_PEAK_RESERVED_BYTES
+    assert int(m["total_allocated"].max()) == course.REFERENCE_PEAK_ALLOCATED_BYTES
+
+
+def test_memory_check_before_going_live(monkeypatch):
+    gib = 2 ** 30
+    big = course.live_memory_plan(free_bytes=80 * gib)
+    assert big["batch_size"] == 128 and "fits" in big["message"]
+    # the reference needs its 13.35 GB reserved and more: 12 GiB free is not enough
+    assert course.live_memory_plan(free_bytes=12 * gib)["need_bytes"] > course.REFERENCE_PEAK_RESERVED_BYTES
+    small = course.live_memory_plan(free_bytes=8 * gib)
+    assert small["batch_size"] == 64 and "batch 64 instead" in small["message"]
+    assert course.live_memory_plan(free_bytes=4 * gib)["batch_size"] == 32
+    tiny = course.live_memory_plan(free_bytes=1 * gib)
+    assert tiny["batch_size"] is None and "too little" in tiny["message"]
+    # a 1 GiB GPU: the lesson falls back to the recording, and says so
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    with pytest.warns(UserWarning, match="too little.*Using the recording profiler_5step"):
+        cap = course.lesson_capture("profiler_5step", live=True, free_bytes=1 * gib, batch_size=128, image_size=224)
+    assert cap.origin == "recorded" and cap.found_in == "kit"
+
+
+def test_measured_results_are_reused(tmp_path, monkeypatch):
+    """A live measurement is kept as a timing bundle and read back on the next run."""
+    from kitlib.capture import experiments
+    monkeypatch.setenv("KITLIB_RUNS", str(tmp_path))
+    calls = []
+
+    def fake(**kw):
+        calls.append(kw)
+        return {"step_ms_uninstrumented": [1.5, 1.25]}
+    monkeypatch.setattr(experiments, "overhead_series", fake)
+    a = course.measured("overhead_series", steps=2, warmup=1)
+    b = course.measured("overhead_series", steps=2, warmup=1)
+    c = course.measured("overhead_series", steps=3, warmup=1)
+    assert a == b == c == {"step_ms_uninstrumented": [1.5, 1.25]} and len(calls) == 2
+    (saved,) = [d for d in tmp_path.iterdir() if json.loads((d / "manifest.json").read_text())
+                ["recipe"]["arguments"] == {"steps": 2, "warmup": 1}]
+    assert kitlib.open_capture(saved).kind == "timing"
