@@ -167,3 +167,39 @@ def test_measured_results_are_reused(tmp_path, monkeypatch):
     (saved,) = [d for d in tmp_path.iterdir() if json.loads((d / "manifest.json").read_text())
                 ["recipe"]["arguments"] == {"steps": 2, "warmup": 1}]
     assert kitlib.open_capture(saved).kind == "timing"
+
+
+def test_a_non_editable_install_ships_the_recordings(tmp_path):
+    """``pip install .`` (here: the wheel it would install, unpacked) holds every kitlib
+    module and every reference file, and replays a recording away from the checkout."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    import zipfile
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)]
+    if importlib.util.find_spec("setuptools"):
+        cmd.insert(5, "--no-build-isolation")        # no download when setuptools is here
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    (wheel,) = (tmp_path / "dist").glob("kitlib-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kitlib").rglob("*.py")}
+    want |= {"kitlib/reference_data/" + p.relative_to(REF).as_posix() for p in REF.rglob("*") if p.is_file()}
+    assert want <= names, sorted(want - names)[:5]
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REFERENCE", "KITLIB_REPLAY_DIR")}
+    env["PYTHONPATH"] = str(tmp_path / "site")
+    probe = ("import kitlib; c = kitlib.open_capture('profiler_5step'); c.file('trace.json.gz'); "
+             "print(kitlib.__file__); print(c.path); print(c.label)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
+    assert out[0] == str(tmp_path / "site" / "kitlib" / "__init__.py")
+    assert out[1] == str(tmp_path / "site" / "kitlib" / "reference_data" / "profiler_5step")
+    assert out[2] == "profiler_5step: kit's H200 reference, 2026-11-29"
+
+
+def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("KITLIB_REFERENCE", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    with pytest.raises(BundleError, match="not installed here.*python -m pip install .*KITLIB_REFERENCE"):
+        course.replay_capture("profiler_5step")

@@ -40,15 +40,42 @@ def test_lesson_is_stored_clean_and_has_exercises(path):
     assert all(len(c.source.splitlines()) <= 15 for c in code), "logic over ~15 lines belongs in kitlib"
 
 
+def own_recordings(folder: Path) -> Path:
+    """A KITLIB_REPLAY_DIR holding every recording of the kit (links), as a learner's
+    folder of their own course-GPU recordings would."""
+    from kitlib.readers.bundle import list_references, reference_dir
+    folder.mkdir()
+    for name in list_references():
+        (folder / name).symlink_to(reference_dir() / name)
+    return folder
+
+
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
 def test_lesson_runs_in_replay_mode(path, tmp_path, monkeypatch):
+    """Each lesson runs once: the odd-numbered ones on "your own" recordings (every
+    recording in KITLIB_REPLAY_DIR), the even-numbered on the kit's; the note under each
+    table names the recordings, and never the kit's when the learner's are there."""
+    own = int(path.name[:2]) % 2 == 1
     monkeypatch.setenv("KITLIB_MODE", "replay")
     monkeypatch.setenv("MPLBACKEND", INLINE)
+    if own:
+        monkeypatch.setenv("KITLIB_REPLAY_DIR", str(own_recordings(tmp_path / "own")))
+    else:
+        monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
     nb = nbformat.read(path, as_version=4)
     client = NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}})
     client.execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.get("output_type") == "error"]
+    tables = [o["data"]["text/html"] for o in outputs if "<table" in o.get("data", {}).get("text/html", "")]
+    noted = [t for t in tables if ">data: " in t]
+    if path.name[:2] != "01":                  # lesson 01 shows only the learner's own CPU run
+        # once a recording is open, every table says which recordings it comes from (a table
+        # of facts shown before, such as lesson 11's routes, has no recording to name)
+        first = next(i for i, t in enumerate(tables) if ">data: " in t)
+        assert tables[first:] == noted, "every table says which recordings it comes from"
+        assert all(("your own recording" in t) if own else ("kit's H200 reference" in t) for t in noted)
+        assert not own or not any("kit's" in t for t in noted)
     text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "mode: replay" in text or "recorded" in text
     # the exercises ran unanswered: each asks for an answer instead of judging
