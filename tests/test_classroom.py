@@ -203,3 +203,56 @@ def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch)
     monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
     with pytest.raises(BundleError, match="not installed here.*python -m pip install .*KITLIB_REFERENCE"):
         course.replay_capture("profiler_5step")
+
+
+def test_record_course_plans_every_bundle_the_lessons_replay(tmp_path, capsys):
+    """The plan names one bundle per recording the lessons read, under ``--out``; on a
+    machine without Nsight tools those steps are skipped and say why; without a GPU the
+    command refuses to record (the CPU try-out is ``--device cpu``)."""
+    from kitlib.capture import course_set
+    from kitlib.course.cli import main
+    out = tmp_path / "course_gpu"
+    steps = course_set.plan(out, nsys=str(tmp_path / "no-nsys"), ncu=None)
+    assert {s.name for s in steps} == set(bundle.list_references()) - {"how_captured"}
+    assert [s.name for s in steps][:3] == ["profiler_5step", "fixed_batch", "cold_start_8step"]
+    assert all(s.runs for s in steps[:3]) and not any(s.runs for s in steps[3:])
+    assert "memory snapshot" in steps[0].how and "FlopCounterMode" in steps[1].how
+    assert " ".join(course_set.NCU_OPTIONS) == json.loads((REF / "ncu" / "manifest.json").read_text())[
+        "recipe"]["command"].removeprefix("ncu ")
+    assert main(["record-course", "--out", str(out), "--dry-run", "--nsys", str(tmp_path / "no-nsys")]) == 0
+    text = capsys.readouterr().out
+    assert f"record-course into {out}" in text and "nsys_8step        skip (" in text
+    assert not out.exists()
+    import torch
+    if not torch.cuda.is_available():
+        assert main(["record-course", "--out", str(out)]) == 2
+        assert "torch sees no CUDA GPU" in capsys.readouterr().err and not out.exists()
+
+
+def test_answer_key_from_the_recordings_in_use(own_dir, capsys):
+    """``python -m kitlib answers`` computes the key from the recordings the lessons would
+    read, and says which; the lessons themselves hold no answers."""
+    from kitlib.course.cli import main
+    assert main(["answers", "--lesson", "02", "--lesson", "01"]) == 0
+    key = capsys.readouterr().out
+    # PROVENANCE.md: the first convolution made three launches; its kernel came from the third
+    assert "- **launch_count**:" in key and "answer: `3`" in key
+    assert "data: profiler_5step: your own recording (H200), 2026-11-29" in key
+    assert "## Lesson 01" in key and "ex.reveal" in key
+    for path in LESSONS:
+        nb = nbformat.read(path, as_version=4)
+        assert "answer: `" not in "\n".join(c.source for c in nb.cells)
+    assert main(["answers", "--lesson", "42"]) == 2
+
+
+def test_workspace_copies_lessons_and_keeps_the_students_answers(tmp_path, capsys):
+    from kitlib.course.cli import main
+    ws = tmp_path / "ws"
+    assert main(["workspace", "--dest", str(ws)]) == 0
+    assert sorted(p.name for p in ws.iterdir()) == [p.name for p in LESSONS]
+    mine = ws / LESSONS[2].name
+    mine.write_text("my answers")
+    assert main(["workspace", "--dest", str(ws)]) == 0
+    assert mine.read_text() == "my answers"
+    assert f"0 lessons copied, {len(LESSONS)} kept" in capsys.readouterr().out.splitlines()[-1]
+    assert "/workspace/" in (ROOT / ".gitignore").read_text().splitlines()

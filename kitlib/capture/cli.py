@@ -176,12 +176,27 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- commands
+#: Said before a CPU run: the two messages the profiler prints there, and why they are harmless.
+CPU_NOTE = ("on the CPU, two messages of the profiler's own are expected and harmless: Kineto "
+            "(torch.profiler's tracing library) looks for a GPU and reports 'gpuGetDeviceCount failed' "
+            "when there is none (silenced here with KINETO_LOG_LEVEL=6), and PyTorch warns 'Memory block "
+            "of unknown size was allocated before the profiling started' when a tensor made before the "
+            "profiler started is freed while it records (silenced with --device cpu, which sets "
+            "TORCH_CPP_LOG_LEVEL=ERROR before torch loads). Set either variable yourself to see them.")
+
+
 def _profile(args) -> int:
+    import os
+    if args.device == "cpu":            # before torch loads: c10 reads its log level once
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
     from .recipes import capture, get_recipe
     from .summary import summarize
     from .workload import WorkloadConfig, resolve_device
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
+    if not on_gpu:
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # read when the profiler starts
+        print(textwrap.fill("kitlib profile: " + CPU_NOTE, 88), flush=True)
     cfg = WorkloadConfig.for_device(
         args.device, batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
         image_size=args.image_size, data_root=args.data_root, synthetic_images=args.synthetic_images,
