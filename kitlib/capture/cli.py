@@ -181,14 +181,15 @@ CPU_NOTE = ("on the CPU, two messages of the profiler's own are expected and har
             "(torch.profiler's tracing library) looks for a GPU and reports 'gpuGetDeviceCount failed' "
             "when there is none (silenced here with KINETO_LOG_LEVEL=6), and PyTorch warns 'Memory block "
             "of unknown size was allocated before the profiling started' when a tensor made before the "
-            "profiler started is freed while it records (silenced with --device cpu, which sets "
-            "TORCH_CPP_LOG_LEVEL=ERROR before torch loads). Set either variable yourself to see them.")
+            "profiler started is freed while it records (silenced with TORCH_CPP_LOG_LEVEL=ERROR, set "
+            "before torch loads for --device cpu, or when no NVIDIA driver (nvidia-smi) is found). Set "
+            "either variable yourself to see them.")
 
 
 def _profile(args) -> int:
     import os
-    if args.device == "cpu":            # before torch loads: c10 reads its log level once
-        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+    if args.device == "cpu" or (args.device == "auto" and not shutil.which("nvidia-smi")):
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")   # before torch loads: read once
     from .recipes import capture, get_recipe
     from .summary import summarize
     from .workload import WorkloadConfig, resolve_device
