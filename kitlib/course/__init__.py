@@ -25,7 +25,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..readers.bundle import (_OPENED, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
+from ..readers.bundle import (_OPENED, OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
                               reference_dir, software_provenance)
 from ..errors import KitError
 
@@ -329,7 +329,7 @@ def replay_capture(reference: str) -> Capture:
     path, where = find_recording(reference)
     cap = open_capture(path)
     cap.found_in = where
-    _OPENED[str(cap.path)] = cap.label
+    _OPENED[str(cap.path)] = OPEN_LOG[-1] = cap.label
     return cap
 
 

@@ -24,16 +24,11 @@ from ..paths import repo_root
 COMMANDS = ("answers", "workspace")
 
 
-def _recordings():
-    from . import replay_capture
-    return replay_capture
-
-
 #: How each lesson builds its exercises from recordings, as the lesson's "your turn"
 #: cells do in replay mode. Lesson 01's come from the learner's own CPU run.
 def _builders():
     from . import exercises
-    rec = _recordings()
+    from . import replay_capture as rec
 
     def l04():
         return exercises.lesson04({"nsys": rec("nsys_8step"), "timing": rec("profiler_5step")})
@@ -79,7 +74,7 @@ def answer_key(lessons=None) -> str:
     KitError
         An unknown lesson number.
     """
-    from ..readers.bundle import opened_labels
+    from ..readers.bundle import OPEN_LOG
     builders = _builders()
     wanted = list(lessons) if lessons else list(builders)
     out = ["# Answer key", "",
@@ -91,12 +86,12 @@ def answer_key(lessons=None) -> str:
             continue
         if n not in builders:
             raise KitError(f"no exercises for lesson {n!r}; lessons: 01, {', '.join(builders)}")
-        before = set(opened_labels())
+        start = len(OPEN_LOG)
         ex = builders[n]()
-        used = [x for x in opened_labels() if x not in before] or opened_labels()
+        used = OPEN_LOG[start:]
         out += [f"## Lesson {n}: {ex.title}", ""]
-        if n != "11":
-            out += ["data: " + "; ".join(used), ""]
+        if used:
+            out += ["data: " + "; ".join(dict.fromkeys(used)), ""]
         for q in ex.questions:
             out += [f"- **{q.key}**: {q.prompt}", f"  - answer: `{q.answer!r}`", f"  - why: {q.explain}"]
         out.append("")

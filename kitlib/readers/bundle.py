@@ -389,9 +389,9 @@ def open_capture(path) -> Capture:
     if is_recording_name(path) and p.name != MANIFEST:
         try:
             p, found_in = find_recording(p.name)
-        except BundleError:
+        except BundleError as e:
             if not p.exists():
-                raise
+                raise BundleError(p, f"no such capture folder, and {e.problem}") from None
     if p.name == MANIFEST:
         p = p.parent
     if not p.exists():
@@ -412,11 +412,15 @@ def open_capture(path) -> Capture:
             raise BundleError(m, f"file name {name!r} points outside the bundle folder")
     cap = Capture(path=p, manifest=manifest, found_in=found_in)
     _OPENED[str(p)] = cap.label
+    OPEN_LOG.append(cap.label)
     return cap
 
 
 #: Labels of the recordings opened in this process, by folder (see :func:`opened_labels`).
 _OPENED: dict = {}
+#: The label of every bundle opened, in order, one entry per :func:`open_capture` call
+#: (``kitlib.course.cli.answer_key`` reads the entries a lesson's exercises added).
+OPEN_LOG: list = []
 
 
 def opened_labels() -> list[str]:
