@@ -256,3 +256,14 @@ def test_workspace_copies_lessons_and_keeps_the_students_answers(tmp_path, capsy
     assert mine.read_text() == "my answers"
     assert f"0 lessons copied, {len(LESSONS)} kept" in capsys.readouterr().out.splitlines()[-1]
     assert "/workspace/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_info_says_which_recording_each_name_resolves_to(own_dir, capsys):
+    from kitlib.course.cli import main
+    (own_dir / "ncu").unlink()
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert f"looked up in KITLIB_REPLAY_DIR={own_dir}, then the kit's {REF}; never the working directory" in text
+    assert re.search(rf"\n  profiler_5step\s+torch_profiler\s+your own recording \(H200\), 2026-11-29: "
+                     rf"{re.escape(str(own_dir))}/profiler_5step  \[", text)
+    assert re.search(rf"\n  ncu\s+ncu\s+kit's H200 reference, 2026-11-29: {re.escape(str(REF))}/ncu  \[", text)

@@ -352,6 +352,10 @@ def _info(args) -> int:
 
 
 def _record_course(args) -> int:
+    import os
+    if args.device == "cpu":            # the try-out: the profiler's known CPU messages (see CPU_NOTE)
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
     from .course_set import record_course
     record_course(args.out, device=args.device, nsys=args.nsys, ncu=args.ncu, dry_run=args.dry_run)
     return 0
