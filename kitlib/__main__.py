@@ -1,4 +1,4 @@
-"""``python -m kitlib``: see :mod:`kitlib.capture.cli`."""
-from .capture.cli import main
+"""``python -m kitlib``: see :mod:`kitlib.capture.cli` and :mod:`kitlib.course.cli`."""
+from .course.cli import main
 
 raise SystemExit(main())

@@ -40,13 +40,23 @@ def public_trace():
 INLINE = "module://matplotlib_inline.backend_inline"
 
 
+def own_recordings(folder: Path) -> Path:
+    """A KITLIB_REPLAY_DIR holding every recording of the kit (links), as a learner's
+    folder of their own course-GPU recordings would."""
+    from kitlib.readers.bundle import list_references, reference_dir
+    folder.mkdir()
+    for name in list_references():
+        (folder / name).symlink_to(reference_dir() / name)
+    return folder
+
+
 class ExecutedLesson:
     """A lesson notebook run once under Jupyter (nbclient, inline backend, replay mode):
     ``nb`` (the executed notebook) and ``text`` (every stream and text/plain output, in
     order, one per line)."""
 
-    def __init__(self, nb):
-        self.nb = nb
+    def __init__(self, nb, own: bool):
+        self.nb, self.own = nb, own
         parts = []
         for cell in nb.cells:
             for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
@@ -65,6 +75,9 @@ class ExecutedLesson:
 def executed_lesson(tmp_path_factory):
     """Run a lesson (by its two-digit number) once per session and share the result between
     the run check (tests/test_lessons.py) and the figure checks (tests/test_lesson_figures.py).
+    Odd-numbered lessons run on "your own" recordings (every recording linked into a
+    KITLIB_REPLAY_DIR), even-numbered ones on the kit's: the figures are the same, the notes
+    under the tables differ.
     Wide tables print on one line (pandas display width 200, up to 30 columns, set in an
     IPython startup file of a private IPYTHONDIR), so a figure check can read a row."""
     import nbformat
@@ -83,8 +96,11 @@ def executed_lesson(tmp_path_factory):
             env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REPLAY_DIR",)}
             env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
             cwd = tmp_path_factory.mktemp(f"lesson{number}")
+            own = int(number) % 2 == 1
+            if own:
+                env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
             NotebookClient(nb, timeout=300, kernel_name="python3",
                            resources={"metadata": {"path": str(cwd)}}).execute(env=env)
-            done[number] = ExecutedLesson(nb)
+            done[number] = ExecutedLesson(nb, own)
         return done[number]
     return run

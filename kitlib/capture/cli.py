@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile ResNet-50 training with torch.profiler and read the captures the "
                     "course's lessons use.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = top.add_subparsers(dest="command", metavar="{profile,info,summary}")
+    sub = top.add_subparsers(dest="command", metavar="{profile,info,summary,record-course}")
 
     recipes = "\n".join(textwrap.fill(r.description, 88, initial_indent=f"  {n:<7} ",
                                        subsequent_indent=" " * 10) for n, r in RECIPES.items())
@@ -150,6 +150,24 @@ def build_parser() -> argparse.ArgumentParser:
     s.add_argument("--top", type=_positive_int, default=10, metavar="N",
                    help="operators and kernels to list (default: 10)")
 
+    r = sub.add_parser(
+        "record-course", help="record, on a GPU, every bundle the lessons replay (for KITLIB_REPLAY_DIR)",
+        description=_fill(
+            "Record every bundle the lessons replay (profiler_5step with its memory snapshot, "
+            "fixed_batch with its FLOP count, cold_start_8step, nsys_8step and nsys_emit_nvtx when "
+            "Nsight Systems is there, ncu when Nsight Compute is there) into one folder, under the "
+            "names the lessons expect. Hand the folder to students: with KITLIB_REPLAY_DIR set to "
+            "it, every lesson shows the course GPU's figures. Takes a few minutes on a GPU."))
+    r.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder for the bundles")
+    r.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                   help="cuda: the course GPU, the reference workload (default); cpu: a tiny workload and "
+                        "only the torch.profiler bundles, to try the command")
+    r.add_argument("--nsys", metavar="PATH", help="the nsys executable (default: found on the PATH "
+                                                  "or in the usual places)")
+    r.add_argument("--ncu", metavar="PATH", help="the ncu executable (default: ncu on the PATH)")
+    r.add_argument("--dry-run", action="store_true", help="print the plan (each bundle, how it is made, "
+                                                          "what is skipped and why) and stop")
+
     sub.add_parser("info", help="the machine, software, data and reference captures found",
                    description="Print the machine and software found (Python, torch, CUDA, GPU, "
                                "Nsight tools), where data and captures go, the recipes, and the "
@@ -158,12 +176,28 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 # --------------------------------------------------------------------------- commands
+#: Said before a CPU run: the two messages the profiler prints there, and why they are harmless.
+CPU_NOTE = ("on the CPU, two messages of the profiler's own are expected and harmless: Kineto "
+            "(torch.profiler's tracing library) looks for a GPU and reports 'gpuGetDeviceCount failed' "
+            "when there is none (silenced here with KINETO_LOG_LEVEL=6), and PyTorch warns 'Memory block "
+            "of unknown size was allocated before the profiling started' when a tensor made before the "
+            "profiler started is freed while it records (silenced with TORCH_CPP_LOG_LEVEL=ERROR, set "
+            "before torch loads for --device cpu, or when no NVIDIA driver (nvidia-smi) is found). Set "
+            "either variable yourself to see them.")
+
+
 def _profile(args) -> int:
+    import os
+    if args.device == "cpu" or (args.device == "auto" and not shutil.which("nvidia-smi")):
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")   # before torch loads: read once
     from .recipes import capture, get_recipe
     from .summary import summarize
     from .workload import WorkloadConfig, resolve_device
     device = resolve_device(args.device)
     on_gpu = device.type == "cuda"
+    if not on_gpu:
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # read when the profiler starts
+        print(textwrap.fill("kitlib profile: " + CPU_NOTE, 88), flush=True)
     cfg = WorkloadConfig.for_device(
         args.device, batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
         image_size=args.image_size, data_root=args.data_root, synthetic_images=args.synthetic_images,
@@ -258,7 +292,9 @@ def _info(args) -> int:
         __version__ = version("kitlib")
     except PackageNotFoundError:       # run from a checkout that was never installed
         __version__ = "(not installed)"
-    from ..readers.bundle import list_references, open_capture, reference_dir, software_provenance
+    import os
+
+    from ..readers.bundle import REPLAY_DIR_ENV, list_references, open_capture, reference_dir, software_provenance
     from .recipes import RECIPE_STEPS_NOTE, RECIPES, runs_dir
     from ..paths import cache_dir
     from .workload import find_food101
@@ -295,20 +331,33 @@ def _info(args) -> int:
     L.append(f"  live runs    {runs_dir()}")
     L += ["", f"recipes (python -m kitlib profile --recipe NAME; {RECIPE_STEPS_NOTE}):"]
     L += [f"  {n:<7} {r.description}" for n, r in RECIPES.items()]
-    L += ["", f"reference captures in {reference_dir()} (python -m kitlib summary NAME):"]
+    own = os.environ.get(REPLAY_DIR_ENV)
+    L += ["", "recordings the lessons replay (python -m kitlib summary NAME), looked up in "
+          + (f"{REPLAY_DIR_ENV}={own}, then " if own else f"{REPLAY_DIR_ENV} (not set), then ")
+          + f"the kit's {reference_dir()}; never the working directory:"]
     refs = list_references()
     for name in refs:
         try:
             c = open_capture(name)
-            gpu = c.provenance.get("gpu") or "CPU"
             files = c.files if len(c.files) <= 4 else c.files[:3] + [f"… {len(c.files) - 3} more"]
-            L.append(f"  {name:<18} {c.kind:<15} {gpu}, {c.provenance.get('date', '?')}: "
-                     f"{', '.join(files)}")
+            L.append(f"  {name:<18} {c.kind:<15} {c.whose}, {str(c.provenance.get('date', '?'))[:10]}: "
+                     f"{c.path}  [{', '.join(files)}]")
         except KitError as e:
             L.append(f"  {name:<18} unreadable: {e}")
     if not refs:
-        L.append("  none found")
+        L.append("  none found: the kit's recordings are not installed here (reinstall from a checkout, "
+                 "or set KITLIB_REFERENCE)")
     print("\n".join(L))
+    return 0
+
+
+def _record_course(args) -> int:
+    import os
+    if args.device == "cpu":            # the try-out: the profiler's known CPU messages (see CPU_NOTE)
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    from .course_set import record_course
+    record_course(args.out, device=args.device, nsys=args.nsys, ncu=args.ncu, dry_run=args.dry_run)
     return 0
 
 
@@ -335,7 +384,8 @@ def main(argv=None) -> int:
         parser.print_help()
         return 2
     try:
-        return {"profile": _profile, "summary": _summary, "info": _info}[args.command](args)
+        return {"profile": _profile, "summary": _summary, "info": _info,
+                "record-course": _record_course}[args.command](args)
     except KitError as e:
         print(f"kitlib: error: {e}", file=sys.stderr)
         return 2

@@ -513,12 +513,21 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--workers", "--num-workers", dest="num_workers", type=int, metavar="N",
                    help="DataLoader worker processes (the same option as "
                         "'python -m kitlib profile --workers'; --num-workers is kept as an alias)")
-    c = sub.add_parser("capture", help="run nsys profile + export and write a bundle")
-    c.add_argument("--recipe", default="nsys_8step", choices=list(NSYS_RECIPES))
-    c.add_argument("--out")
-    c.add_argument("--nsys")
-    c.add_argument("--run-id")
-    sub.add_parser("commands", help="print the command lines of every recipe").add_argument("--nsys", default="nsys")
+    c = sub.add_parser("capture", help="run nsys profile + export and write a bundle",
+                       description="Run the course workload under `nsys profile` with a recipe, export the "
+                                   "report to SQLite (`nsys export --type sqlite`) and write a bundle "
+                                   "(report.sqlite, nsys.log, manifest.json) that the lessons read.")
+    c.add_argument("--recipe", default="nsys_8step", choices=list(NSYS_RECIPES),
+                   help="what to record (see `python -m kitlib.capture.nsys_recipes commands`; "
+                        "default: nsys_8step, as the reference recording)")
+    c.add_argument("--out", metavar="DIR", help="bundle folder to write, new or empty (default: "
+                                                "runs/<UTC time>_<recipe>/)")
+    c.add_argument("--nsys", metavar="PATH", help=f"the nsys executable (default: ${NSYS_ENV}, the PATH, "
+                                                  "then the usual install folders)")
+    c.add_argument("--run-id", metavar="ID", help="stored in the manifest: two bundles with the same id are "
+                                                  "one run seen by two tools (lesson 09's alignment)")
+    sub.add_parser("commands", help="print the command lines of every recipe").add_argument(
+        "--nsys", default="nsys", metavar="PATH", help="the nsys executable to write into the lines (default: nsys)")
     return p
 
 
@@ -532,7 +541,12 @@ def main(argv=None) -> int:
                      image_size=a.image_size, num_workers=a.num_workers)
         print("nsys workload done", flush=True)
     elif a.command == "capture":
-        cap = capture_nsys(a.recipe, a.out, nsys=a.nsys, run_id=a.run_id)
+        try:
+            cap = capture_nsys(a.recipe, a.out, nsys=a.nsys, run_id=a.run_id)
+        except KitError as e:
+            msg = str(e).replace(", in Python nsys='/path/to/nsys',", ",") if isinstance(e, NsysNotFound) else str(e)
+            print(f"kitlib: error: {msg}", file=sys.stderr)
+            return 2
         print(cap.path)
     else:
         print(commands_text(a.nsys), end="")

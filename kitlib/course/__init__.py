@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from ..readers.bundle import Capture, open_capture, reference_dir, software_provenance
+from ..readers.bundle import (_OPENED, OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
+                              reference_dir, software_provenance)
 from ..errors import KitError
 
 #: Which recipe re-creates each reference recording live.
@@ -61,26 +62,33 @@ def mode() -> str:
 
 
 def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, out_dir=None,
-                   reuse_minutes: float = 60, progress: bool = True, **workload_options) -> Capture:
-    """The capture a lesson analyses: a fresh one (live) or the named reference (replay).
+                   reuse_minutes: float = 60, progress: bool = True, free_bytes: int | None = None,
+                   **workload_options) -> Capture:
+    """The capture a lesson analyses: a fresh one (live) or the named recording (replay).
 
     Parameters
     ----------
     reference : str
-        The reference recording the lesson is written around (a folder of
-        ``data/reference``), e.g. ``"profiler_5step"``.
+        The recording the lesson is written around (see :func:`replay_capture`), e.g.
+        ``"profiler_5step"``.
     live : bool, optional
         Force a mode; by default :func:`mode` decides. In replay, a bundle named
         ``reference`` inside the folder ``$KITLIB_REPLAY_DIR`` (your own captures,
         e.g. recorded earlier on a GPU) is used instead of the shipped one.
     out_dir : path, optional
-        Where a live capture is written (default ``runs/lesson_<reference>_<time>``).
+        Where a live capture is written (default a new
+        ``runs/lesson_<reference>_<time>_<random>``, unique even when two learners
+        start in the same second).
     reuse_minutes : float
         In live mode, reuse this machine's newest live capture for the same reference
         if it is younger than this many minutes and ran with the same workload options
         (several lessons look at the same capture; 0 always records afresh).
     progress : bool
         Progress bars while capturing.
+    free_bytes : int, optional
+        Free GPU memory in bytes, for the check before a live capture (default: what
+        ``torch.cuda.mem_get_info`` says; give a figure to see what a smaller GPU
+        would do). See :func:`live_memory_plan`.
     **workload_options
         Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device` for a live capture
         (the reference settings on a GPU by default).
@@ -88,69 +96,272 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     Returns
     -------
     Capture
-        ``capture.origin`` is ``"live"`` or ``"recorded"``.
+        ``capture.origin`` is ``"live"`` or ``"recorded"``; ``capture.label`` says whose.
+        On a GPU with too little free memory for the reference batch, a live capture
+        with a smaller batch, or (below :data:`MIN_LIVE_BATCH`) the recording, with a
+        warning that says which and why.
 
     Raises
     ------
     BundleError
-        The reference recording is missing from ``data/reference``.
+        The recording is missing from both ``$KITLIB_REPLAY_DIR`` and the kit.
     """
+    import warnings
     live = (mode() == "live") if live is None else live
     if not live:
         return replay_capture(reference)
-    from ..capture import recipes as cap_mod
     from ..capture.workload import WorkloadConfig
     recipe = LIVE_RECIPES.get(reference, "full")
     opts = dict(workload_options)
+    device = opts.pop("device", "auto")
+    if free_bytes is not None or (device != "cpu" and cuda_available()):
+        cfg0 = WorkloadConfig.for_device(device, **opts)
+        plan = live_memory_plan(free_bytes=free_bytes, batch_size=cfg0.batch_size,
+                                image_size=cfg0.image_size)
+        if plan["batch_size"] is None:
+            warnings.warn(plan["message"] + f" Using the recording {reference} instead.", stacklevel=2)
+            return replay_capture(reference)
+        if plan["batch_size"] != cfg0.batch_size:
+            warnings.warn(plan["message"], stacklevel=2)
+            opts["batch_size"] = plan["batch_size"]
+    cfg = WorkloadConfig.for_device(device, **opts)
+    return _live_capture(f"lesson_{reference}", recipe, cfg, out_dir, reuse_minutes, progress,
+                         f"live capture for the lessons built on {reference}; workload options "
+                         f"{workload_options or 'default'}")
+
+
+def live_recipe_captures(recipes, reuse_minutes: float = 60, progress: bool = True, **workload_options) -> dict:
+    """Live: one capture of the workload per torch.profiler recipe (lesson 06's cost of
+    attribution), each reused when a matching one younger than ``reuse_minutes`` is
+    in ``runs/`` (as :func:`lesson_capture` does).
+
+    Parameters
+    ----------
+    recipes : sequence of str
+        Names in :data:`kitlib.capture.recipes.RECIPES`.
+
+    Returns
+    -------
+    dict of str -> Capture
+    """
+    from ..capture.workload import WorkloadConfig
+    opts = dict(workload_options)
     cfg = WorkloadConfig.for_device(opts.pop("device", "auto"), **opts)
+    return {r: _live_capture(f"lesson_recipe-{r}", r, cfg, None, reuse_minutes, progress,
+                             f"live capture with recipe {r} (lesson 06)") for r in recipes}
+
+
+def measured(experiment: str, reuse_minutes: float = 60, **kwargs) -> dict:
+    """Live: run one of :mod:`kitlib.capture.experiments`' step-time measurements, or
+    reuse its result from a matching run younger than ``reuse_minutes``.
+
+    The result is kept as a ``timing`` bundle (``runs/lesson_<experiment>_<time>_<random>/``
+    with ``step_times.json``), so it travels like any capture and a second run of the
+    lesson on the same GPU, with the same arguments, within the hour reads it back
+    instead of measuring again.
+
+    Parameters
+    ----------
+    experiment : str
+        ``"measure_loader_settings"`` (lesson 04) or ``"overhead_series"`` (lesson 10).
+    reuse_minutes : float
+        0 always measures afresh.
+    **kwargs
+        The experiment's arguments (JSON values: they are compared on reuse).
+
+    Returns
+    -------
+    dict
+        The experiment's result: ``{series: [step ms, ...]}``.
+
+    Raises
+    ------
+    KitError
+        An unknown experiment.
+    """
+    import json
+
+    from ..capture import experiments
+    from ..capture.recipes import runs_dir
+    from ..readers.bundle import write_bundle
+    if experiment not in ("measure_loader_settings", "overhead_series"):
+        raise KitError(f"no experiment {experiment!r}: measure_loader_settings or overhead_series")
+    args = json.loads(json.dumps(kwargs, sort_keys=True))
+    gpu = software_provenance().get("gpu")
     if reuse_minutes > 0:
-        found = _recent_live(reference, cfg.to_dict(), reuse_minutes)
+        found = _recent_bundle(f"lesson_{experiment}", reuse_minutes,
+                               lambda c: c.recipe.get("arguments") == args and c.provenance.get("gpu") == gpu)
+        if found is not None:
+            print(f"reusing {found.path} ({found.label}); pass reuse_minutes=0 to measure again")
+            return found.step_times()
+    result = getattr(experiments, experiment)(**kwargs)
+    out = unique_run_dir(runs_dir(), f"lesson_{experiment}")
+    (out / "step_times.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_bundle(out, kind="timing", name=out.name, origin="live",
+                 files={"step_times.json": f"kitlib.capture.experiments.{experiment} result: step times in ms"},
+                 recipe={"name": experiment, "kind": "timing", "arguments": args},
+                 notes=f"live measurement for the lessons: experiments.{experiment}(**arguments)")
+    return result
+
+
+def unique_run_dir(root, prefix: str, create: bool = True) -> Path:
+    """A new folder name ``root/<prefix>_<UTC time>_<6 random hex>`` (created when ``create``).
+
+    The random part (and, with ``create``, the exclusive ``mkdir``) makes the name
+    unique even when two learners sharing a ``runs/`` folder start in the same second;
+    a capture given an uncreated name claims it itself (with its lock file).
+
+    Raises
+    ------
+    KitError
+        ``root`` cannot be created or written.
+    """
+    import secrets
+    import time
+    root = Path(root)
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        for _ in range(20):
+            d = root / f"{prefix}_{time.strftime('%Y%m%d-%H%M%S', time.gmtime())}_{secrets.token_hex(3)}"
+            if not create and not d.exists():
+                return d
+            try:
+                if create:
+                    d.mkdir()
+                    return d
+            except FileExistsError:
+                continue
+    except OSError as e:
+        raise KitError(f"{root}: cannot create a run folder there ({e.strerror or e}); set KITLIB_RUNS "
+                       "to a writable folder") from None
+    raise KitError(f"{root}: no free run folder name after 20 tries")
+
+
+def _live_capture(prefix, recipe, cfg, out_dir, reuse_minutes, progress, notes) -> Capture:
+    from ..capture import recipes as cap_mod
+    if reuse_minutes > 0:
+        found = _recent_live(prefix, cfg.to_dict(), reuse_minutes)
         if found is not None:
             return found
     if out_dir is None:
-        import time
-        out_dir = cap_mod.runs_dir() / f"lesson_{reference}_{time.strftime('%Y%m%d-%H%M%S')}"
-    return cap_mod.capture(cfg, recipe, out_dir, progress=progress,
-                           notes=f"live capture for the lessons built on {reference}; workload options "
-                                 f"{workload_options or 'default'}")
+        out_dir = unique_run_dir(cap_mod.runs_dir(), prefix, create=False)
+    return cap_mod.capture(cfg, recipe, out_dir, progress=progress, notes=notes)
+
+
+#: The reference workload's GPU memory (``profiler_5step``: batch 128, 224 px, ResNet-50,
+#: channels-last, SGD with momentum): the most the caching allocator held reserved
+#: (``total_reserved``) and allocated (``total_allocated``) at any allocator event of the
+#: trace, in bytes. ``tests/test_classroom.py`` recomputes both from the recording.
+REFERENCE_PEAK_RESERVED_BYTES = 13_352_566_784
+REFERENCE_PEAK_ALLOCATED_BYTES = 11_462_948_352
+#: What does not grow with the batch: fp32 weights, gradients and momentum of ResNet-50's
+#: 23.7 million parameters (101 classes), 3 × 4 bytes each, rounded up.
+FIXED_BYTES = 300_000_000
+#: Below this batch a live capture says too little about the reference workload: replay instead.
+MIN_LIVE_BATCH = 16
+
+
+def live_memory_plan(free_bytes: int | None = None, batch_size: int = 128, image_size: int = 224,
+                     margin: float = 1.15) -> dict:
+    """Whether the workload fits this GPU's free memory, and the batch that would.
+
+    The need is scaled from the reference recording's peak reserved memory
+    (:data:`REFERENCE_PEAK_RESERVED_BYTES` at batch 128, 224 px): a fixed part
+    (:data:`FIXED_BYTES`) plus a part proportional to images × pixels, times ``margin``
+    for the allocator's rounding and cuDNN's workspaces. An estimate, not a promise.
+
+    Parameters
+    ----------
+    free_bytes : int, optional
+        Free device memory in bytes; default ``torch.cuda.mem_get_info()[0]`` on the
+        current GPU.
+    batch_size, image_size : int
+        The planned workload.
+    margin : float
+        Safety factor on the estimate.
+
+    Returns
+    -------
+    dict
+        ``free_bytes``, ``need_bytes`` (the estimate for ``batch_size``), ``batch_size``
+        (the planned batch when it fits; else the largest power of two at least
+        :data:`MIN_LIVE_BATCH` that fits; else ``None``: replay) and ``message`` (one
+        sentence saying what was decided and why).
+    """
+    if free_bytes is None:
+        import torch
+        free_bytes = int(torch.cuda.mem_get_info()[0])
+    per_image = (REFERENCE_PEAK_RESERVED_BYTES - FIXED_BYTES) / 128 * (image_size / 224) ** 2
+
+    def need(b):
+        return int((FIXED_BYTES + per_image * b) * margin)
+
+    gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
+    plan = {"free_bytes": int(free_bytes), "need_bytes": need(batch_size)}
+    if need(batch_size) <= free_bytes:
+        return {**plan, "batch_size": batch_size,
+                "message": f"batch {batch_size} needs about {gib(need(batch_size))}; {gib(free_bytes)} free: fits."}
+    b = 1 << (max(batch_size, 1).bit_length() - 1)
+    while b >= MIN_LIVE_BATCH and need(b) > free_bytes:
+        b //= 2
+    if b >= MIN_LIVE_BATCH:
+        return {**plan, "batch_size": b,
+                "message": f"this GPU has {gib(free_bytes)} free, batch {batch_size} needs about "
+                           f"{gib(need(batch_size))}: recording with batch {b} instead (about "
+                           f"{gib(need(b))}); your figures are for batch {b}, not the reference's {batch_size}."}
+    return {**plan, "batch_size": None,
+            "message": f"this GPU has {gib(free_bytes)} free, too little for even batch {MIN_LIVE_BATCH} "
+                       f"(about {gib(need(MIN_LIVE_BATCH))}; batch {batch_size} needs {gib(need(batch_size))})."}
 
 
 def replay_capture(reference: str) -> Capture:
     """The recorded capture named ``reference``: from ``$KITLIB_REPLAY_DIR`` (your own
     bundles, named like the references they replace) when it holds one, else from the
-    kit's ``data/reference``.
+    kit's reference recordings — the one lookup rule,
+    :func:`kitlib.readers.bundle.find_recording` (the working directory is never
+    searched). ``capture.label`` says which it was.
 
     Raises
     ------
     BundleError
         Neither place holds it.
     """
-    own = os.environ.get("KITLIB_REPLAY_DIR")
-    if own and (Path(own) / reference / "manifest.json").is_file():
-        return open_capture(Path(own) / reference)
-    return open_capture(reference_dir() / reference)
+    path, where = find_recording(reference)
+    cap = open_capture(path)
+    cap.found_in = where
+    _OPENED[str(cap.path)] = OPEN_LOG[-1] = cap.label
+    return cap
 
 
-def _recent_live(reference: str, workload: dict, minutes: float):
-    """The newest ``runs/lesson_<reference>_*`` bundle younger than ``minutes`` with this workload."""
+def _recent_bundle(prefix: str, minutes: float, accept):
+    """The newest ``runs/<prefix>_*`` live bundle younger than ``minutes`` that ``accept(capture)`` takes."""
     import time
     from ..capture import recipes as cap_mod
     root = cap_mod.runs_dir()
     if not root.exists():
         return None
-    for d in sorted(root.glob(f"lesson_{reference}_*"), reverse=True):
+    for d in sorted(root.glob(f"{prefix}_*"), reverse=True):
         if not (d / "manifest.json").is_file() or time.time() - d.stat().st_mtime > minutes * 60:
             continue
         try:
             cap = open_capture(d)
         except KitError:
             continue
-        w = cap.workload
-        same = all(w.get(k) == v for k, v in workload.items()
-                   if v is not None and k in w and k not in ("pin_memory", "device"))
-        if cap.origin == "live" and same and cap.provenance.get("gpu") == software_provenance().get("gpu"):
+        if cap.origin == "live" and accept(cap):
             return cap
     return None
+
+
+def _recent_live(prefix: str, workload: dict, minutes: float):
+    """The newest ``runs/<prefix>_*`` bundle younger than ``minutes`` with this workload, on this GPU."""
+    gpu = software_provenance().get("gpu")
+
+    def same(cap):
+        w = cap.workload
+        return cap.provenance.get("gpu") == gpu and all(
+            w.get(k) == v for k, v in workload.items()
+            if v is not None and k in w and k not in ("pin_memory", "device"))
+    return _recent_bundle(prefix, minutes, same)
 
 
 def this_machine() -> dict:
@@ -226,7 +437,8 @@ def chain_beside_source(summary: dict, label: str = "this capture"):
 
 
 # --------------------------------------------------------------------------- which data a lesson shows
-def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None, recipe=None, **kw):
+def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None, recipe=None,
+                        reuse_minutes: float = 60, **kw):
     """The Nsight Systems capture a lesson reads: a fresh one (live, when a GPU and
     ``nsys`` are both there) or the named reference bundle (replay).
 
@@ -241,6 +453,9 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
     recipe : str or NsysRecipe, optional
         Live recipe; default the one named like ``reference`` (``emit_nvtx`` for
         ``nsys_emit_nvtx``).
+    reuse_minutes : float
+        In live mode, reuse this GPU's newest ``runs/lesson_<reference>_*`` capture of
+        the same recipe when younger than this (0: always capture afresh).
     **kw
         Passed to :func:`kitlib.capture.nsys_recipes.capture_nsys`.
 
@@ -260,7 +475,17 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
             live = False
     if not live:
         return replay_capture(reference)
+    from ..capture.recipes import runs_dir
     recipe = recipe or {"nsys_emit_nvtx": "emit_nvtx"}.get(reference, reference)
+    name = recipe if isinstance(recipe, str) else recipe.name
+    if reuse_minutes > 0:
+        gpu = software_provenance().get("gpu")
+        found = _recent_bundle(f"lesson_{reference}", reuse_minutes,
+                               lambda c: c.kind == "nsys" and c.recipe.get("name") == name
+                               and c.provenance.get("gpu") == gpu)
+        if found is not None:
+            return found
+    kw.setdefault("out_dir", unique_run_dir(runs_dir(), f"lesson_{reference}", create=False))
     return capture_nsys(recipe, **kw)
 
 
@@ -304,4 +529,18 @@ def step_flop_counts(capture) -> dict:
         cfg = WorkloadConfig.for_device(batch_size=int(w.get("batch_size", 128)),
                                         image_size=int(w.get("image_size", 224)))
         return workload_step_flops(cfg)
-    return open_capture("fixed_batch").read_json("flop_counter_one_step.json")
+    return replay_capture("fixed_batch").read_json("flop_counter_one_step.json")
+
+
+# --------------------------------------------------------------------------- labels in Jupyter
+def _install_labels():
+    """Under IPython, note under every table and figure which recordings it draws on
+    (:mod:`kitlib.course.labels`); nothing elsewhere."""
+    try:
+        from .labels import install
+        install()
+    except Exception:  # never let a display nicety stop a lesson
+        pass
+
+
+_install_labels()

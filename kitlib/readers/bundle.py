@@ -161,6 +161,10 @@ class Capture:
     path: Path
     manifest: dict
     _cache: dict = field(default_factory=dict, repr=False)
+    #: How the bundle was found: ``"kit"`` (a name looked up in the kit's reference
+    #: recordings), ``"own"`` (a name found in ``$KITLIB_REPLAY_DIR``) or ``"path"``
+    #: (opened by its folder).
+    found_in: str = "path"
 
     # -- plain facts -------------------------------------------------------
     @property
@@ -260,11 +264,34 @@ class Capture:
         raise BundleError(self.path, f"this {self.kind} bundle has none of {', '.join(names)} "
                                      f"(it has: {', '.join(self.files) or 'none'})")
 
+    @property
+    def whose(self) -> str:
+        """Whose recording this is, in a few words: ``"kit's H200 reference"`` (a
+        recording shipped with the kit; the GPU named from the manifest), ``"your own
+        recording"`` (from ``$KITLIB_REPLAY_DIR``), ``"live capture"`` (``origin ==
+        "live"``, made by kitlib on this or another machine) or ``"recording"``."""
+        gpu = _short_gpu(self.provenance.get("gpu"))
+        if self.found_in == "kit":
+            return f"kit's {gpu} reference"
+        if self.found_in == "own":
+            return f"your own recording ({gpu})"
+        if self.origin == "live":
+            return f"live capture ({gpu})"
+        return f"recording ({gpu})"
+
+    @property
+    def label(self) -> str:
+        """A short label for the tables and figures made from this capture: its name,
+        whose recording it is (:attr:`whose`) and the date it was recorded, e.g.
+        ``"profiler_5step: kit's H200 reference, 2026-11-29"``."""
+        date = str(self.provenance.get("date") or self.manifest.get("created") or "")[:10]
+        return f"{self.name}: {self.whose}" + (f", {date}" if date else "")
+
     def describe(self) -> str:
         """A few lines on what this capture is and where it came from."""
         p = self.provenance
         gpu = p.get("gpu") or "no GPU (CPU)"
-        lines = [f"{self.name} ({self.kind}, {self.origin})",
+        lines = [f"{self.name} ({self.kind}, {self.origin}): {self.whose}",
                  f"  device:   {gpu}" + (f", driver {p['driver']}" if p.get("driver") else ""),
                  f"  software: torch {p.get('torch')}, torchvision {p.get('torchvision')}, "
                  f"CUDA {p.get('cuda')}, cuDNN {p.get('cudnn')}, Python {p.get('python')}",
@@ -273,29 +300,98 @@ class Capture:
         return "\n".join(lines)
 
 
+def _short_gpu(name) -> str:
+    """``"NVIDIA H200"`` → ``"H200"``; no GPU → ``"CPU"``."""
+    if not name:
+        return "CPU"
+    return str(name).replace("NVIDIA ", "").replace("GeForce ", "").strip()
+
+
+#: The environment variable naming a folder of the learner's own bundles, named like the
+#: kit's reference recordings they replace (see :func:`find_recording`).
+REPLAY_DIR_ENV = "KITLIB_REPLAY_DIR"
+
+
+def is_recording_name(path) -> bool:
+    """Whether ``path`` is a bare name (``"profiler_5step"``, no folder separator, not
+    absolute) rather than a path."""
+    text = os.fspath(path)
+    return bool(text) and "/" not in text and os.sep not in text and (os.altsep or "/") not in text \
+        and text not in (".", "..")
+
+
+def find_recording(name: str) -> tuple[Path, str]:
+    """Where the recording called ``name`` is read from: the one lookup rule of the kit.
+
+    A bundle folder called ``name`` in ``$KITLIB_REPLAY_DIR`` (the learner's own
+    recordings, e.g. made with ``python -m kitlib record-course`` on a course GPU) wins;
+    otherwise the kit's reference recording of that name (:func:`reference_dir`). The
+    working directory is never searched: a folder there that happens to share a
+    recording's name (``ncu/``) is not a recording.
+
+    Parameters
+    ----------
+    name : str
+        A recording's name, e.g. ``"profiler_5step"`` (see :func:`list_references`).
+
+    Returns
+    -------
+    (pathlib.Path, str)
+        The bundle folder, and ``"own"`` (from ``$KITLIB_REPLAY_DIR``) or ``"kit"``.
+
+    Raises
+    ------
+    BundleError
+        Neither place holds a bundle (a folder with ``manifest.json``) of that name;
+        the message names both places and the known recordings.
+    """
+    own = os.environ.get(REPLAY_DIR_ENV, "").strip()
+    if own and (Path(own).expanduser() / name / MANIFEST).is_file():
+        return Path(own).expanduser() / name, "own"
+    kit = reference_dir() / name
+    if (kit / MANIFEST).is_file():
+        return kit, "kit"
+    known = ", ".join(list_references()) or "none"
+    where = f"{REPLAY_DIR_ENV}={own} or " if own else ""
+    if not reference_dir().is_dir():
+        raise BundleError(reference_dir(), f"no recording {name!r}: the kit's reference recordings are not "
+                                           "installed here. Run kitlib from a checkout of the course, "
+                                           "reinstall it from one (python -m pip install .), or set "
+                                           "KITLIB_REFERENCE to a copy of data/reference"
+                                           + (f" (and {REPLAY_DIR_ENV} holds no {name!r} either)" if own else ""))
+    raise BundleError(Path(name), f"no recording of that name in {where}{reference_dir()} "
+                                  f"(recordings: {known})")
+
+
 def open_capture(path) -> Capture:
     """Open a capture bundle (a folder with ``manifest.json``).
 
     Parameters
     ----------
     path : str or os.PathLike
-        The bundle folder, or its ``manifest.json``. A name such as
-        ``"profiler_5step"`` is looked up in the kit's ``data/reference/``.
+        The bundle folder, or its ``manifest.json``. A bare name that is a recording's
+        (``"profiler_5step"``) is looked up with :func:`find_recording`
+        (``$KITLIB_REPLAY_DIR``, then the kit's reference recordings), never in the
+        working directory; write ``./name`` for a folder there.
 
     Returns
     -------
     Capture
+        ``found_in`` says how it was found (``"own"``, ``"kit"`` or ``"path"``).
 
     Raises
     ------
     BundleError
         No such folder, no manifest, or a manifest that is not a kitlib bundle.
     """
+    found_in = "path"
     p = Path(path)
-    if not p.exists() and not p.is_absolute() and len(p.parts) == 1:
-        cand = reference_dir() / p
-        if cand.exists():
-            p = cand
+    if is_recording_name(path) and p.name != MANIFEST:
+        try:
+            p, found_in = find_recording(p.name)
+        except BundleError as e:
+            if not p.exists():
+                raise BundleError(p, f"no such capture folder, and {e.problem}") from None
     if p.name == MANIFEST:
         p = p.parent
     if not p.exists():
@@ -314,18 +410,42 @@ def open_capture(path) -> Capture:
         q = Path(name)
         if q.is_absolute() or ".." in q.parts:
             raise BundleError(m, f"file name {name!r} points outside the bundle folder")
-    return Capture(path=p, manifest=manifest)
+    cap = Capture(path=p, manifest=manifest, found_in=found_in)
+    _OPENED[str(p)] = cap.label
+    OPEN_LOG.append(cap.label)
+    return cap
+
+
+#: Labels of the recordings opened in this process, by folder (see :func:`opened_labels`).
+_OPENED: dict = {}
+#: The label of every bundle opened, in order, one entry per :func:`open_capture` call
+#: (``kitlib.course.cli.answer_key`` reads the entries a lesson's exercises added).
+OPEN_LOG: list = []
+
+
+def opened_labels() -> list[str]:
+    """The :attr:`Capture.label` of every bundle opened in this process so far, in
+    the order first opened (what a lesson's tables and figures may draw on)."""
+    return list(dict.fromkeys(_OPENED.values()))
 
 
 def reference_dir() -> Path:
-    """The folder holding the recorded captures (``data/reference`` of this checkout).
+    """The folder holding the kit's reference recordings.
 
-    The environment variable ``KITLIB_REFERENCE`` overrides it.
+    ``$KITLIB_REFERENCE`` when set; else ``data/reference`` of the checkout kitlib runs
+    from; else, for an installed (non-editable) kitlib, the copy shipped inside the
+    package (``kitlib/reference_data``, put there by the wheel build: see
+    ``pyproject.toml``). The folder may not exist (:func:`find_recording` then says what
+    to do).
     """
     env = os.environ.get("KITLIB_REFERENCE")
     if env:
         return Path(env)
-    return Path(__file__).resolve().parents[2] / "data" / "reference"   # kitlib/readers/ -> checkout
+    here = Path(__file__).resolve().parents[1]                       # kitlib/
+    checkout = here.parent / "data" / "reference"
+    if checkout.is_dir():
+        return checkout
+    return here / "reference_data"
 
 
 def list_references() -> list[str]:

@@ -1,0 +1,228 @@
+"""Record, on one GPU, every bundle the lessons replay, under the names they expect.
+
+``python -m kitlib record-course --out DIR`` runs the plan below and leaves in ``DIR``
+one bundle folder per recording the lessons read (``profiler_5step``, ``fixed_batch``,
+``cold_start_8step``, ``nsys_8step``, ``nsys_emit_nvtx``, ``ncu``). An instructor hands
+``DIR`` to the students, who set ``KITLIB_REPLAY_DIR=DIR``: every lesson then replays the
+course GPU's recordings instead of the kit's H200 ones (lookup:
+:func:`kitlib.readers.bundle.find_recording`). A step whose tool is missing (Nsight
+Systems, Nsight Compute) is skipped and says so; the lessons then read the kit's
+recording of that name.
+
+What each bundle holds, against the kit's reference of the same name:
+
+* ``profiler_5step``: recipe ``full`` (shapes, memory, stacks, FLOPs; 5 active steps
+  with the loader), plus ``memory_snapshot.pickle`` from
+  :func:`kitlib.capture.recipes.memory_history` (3 steps, as the reference);
+* ``fixed_batch``: recipe ``full`` plus ``flop_counter_one_step.json``
+  (:func:`kitlib.capture.experiments.workload_step_flops`). Unlike the reference, the
+  steps use the loader (the kit has no fixed-batch recipe), as the lessons' live mode does;
+* ``cold_start_8step``: recipe ``cold_start`` (8 steps from a fresh loader, wall clock);
+* ``nsys_8step`` and ``nsys_emit_nvtx``: :func:`kitlib.capture.nsys_recipes.capture_nsys`
+  (needs ``nsys``);
+* ``ncu``: ``ncu`` over one training step with the reference's options, the CSV
+  ``conv_kernels_speed_of_light.csv`` (needs ``ncu``).
+"""
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import KitError
+
+#: The ``ncu`` options of the reference ``ncu`` recording (its manifest's command).
+NCU_OPTIONS = ["--clock-control", "none", "-k", "regex:conv", "--launch-count", "3",
+               "--section", "SpeedOfLight", "--section", "LaunchStats", "--section", "Occupancy",
+               "--csv", "--page", "details"]
+
+
+@dataclass
+class Step:
+    """One bundle of the plan: its name (the folder, as the lessons expect it), how it
+    is made, the tool it needs, and whether it will run here."""
+
+    name: str
+    how: str
+    needs: str = "a CUDA GPU"
+    runs: bool = True
+    why_not: str = ""
+    run: object = field(default=None, repr=False)
+
+
+def plan(out, device: str = "cuda", nsys=None, ncu=None) -> list[Step]:
+    """What ``record-course`` would do, without doing it.
+
+    Parameters
+    ----------
+    out : path
+        The folder that will hold one bundle per recording.
+    device : str
+        ``"cuda"`` (the course GPU) or ``"cpu"`` (a tiny workload, to try the command).
+    nsys, ncu : str, optional
+        The tools' paths; default: found as :func:`kitlib.capture.nsys_recipes.find_nsys`
+        and ``shutil.which("ncu")`` do.
+
+    Returns
+    -------
+    list of Step
+        In running order; ``Step.name`` is the folder under ``out``.
+    """
+    from . import experiments, recipes
+    from .nsys_recipes import NsysNotFound, capture_nsys, find_nsys
+    from .workload import WorkloadConfig
+    out = Path(out)
+    tiny = dict(batch_size=2, image_size=64, steps=1, synthetic_images=101, num_workers=0) if device == "cpu" else {}
+
+    def cfg():
+        return WorkloadConfig.for_device(device, **tiny)
+
+    def profiler_5step():
+        cap = recipes.capture(cfg(), "full", out / "profiler_5step", notes="record-course: profiler_5step")
+        if device != "cpu":
+            snap = recipes.memory_history(cfg(), steps=3, out_dir=out / ".memory_history")
+            _adopt(cap.path, snap.path, "memory_snapshot.pickle")
+        return cap
+
+    def fixed_batch():
+        cap = recipes.capture(cfg(), "full", out / "fixed_batch", notes="record-course: fixed_batch")
+        counts = experiments.workload_step_flops(cfg())
+        (cap.path / "flop_counter_one_step.json").write_text(json.dumps(counts, indent=1) + "\n")
+        _add_files(cap.path, {"flop_counter_one_step.json": "torch.utils.flop_counter.FlopCounterMode "
+                                                            "totals for one full training step"})
+        return cap
+
+    steps = [
+        Step("profiler_5step", "torch.profiler recipe 'full' (5 active steps, loader) + memory snapshot "
+                               "of 3 steps (memory_history)", run=profiler_5step),
+        Step("fixed_batch", "torch.profiler recipe 'full' + FlopCounterMode count of one step",
+             run=fixed_batch),
+        Step("cold_start_8step", "torch.profiler recipe 'cold_start' (8 steps from a fresh loader)",
+             run=lambda: recipes.capture(cfg(), "cold_start", out / "cold_start_8step",
+                                         notes="record-course: cold_start_8step")),
+    ]
+    try:
+        exe = str(find_nsys(nsys))
+        nsys_why = ""
+    except NsysNotFound as e:
+        exe, nsys_why = None, str(e).split(". ")[0]
+    for name, recipe in (("nsys_8step", "nsys_8step"), ("nsys_emit_nvtx", "emit_nvtx")):
+        steps.append(Step(name, f"Nsight Systems recipe '{recipe}'", needs="nsys (Nsight Systems)",
+                          runs=exe is not None, why_not=nsys_why,
+                          run=lambda r=recipe, n=name: capture_nsys(r, out / n, nsys=exe,
+                                                                    notes=f"record-course: {n}")))
+    ncu_exe = ncu or shutil.which("ncu")
+    steps.append(Step("ncu", "Nsight Compute over one training step: " + " ".join(NCU_OPTIONS),
+                      needs="ncu (Nsight Compute)", runs=ncu_exe is not None,
+                      why_not="" if ncu_exe else "ncu is not on the PATH",
+                      run=lambda: record_ncu(out / "ncu", ncu_exe, device)))
+    if device == "cpu":
+        for s in steps:
+            if s.needs != "a CUDA GPU":
+                s.runs, s.why_not = False, f"{s.needs} profiles a GPU; this is the CPU try-out"
+    return steps
+
+
+def plan_text(steps, out) -> str:
+    """The plan as lines: each bundle folder, how it is made, or why it is skipped."""
+    lines = [f"record-course into {Path(out)}:"]
+    for s in steps:
+        state = "record" if s.runs else f"skip ({s.why_not})"
+        lines.append(f"  {s.name:<17} {state}: {s.how}")
+    return "\n".join(lines)
+
+
+def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool = False,
+                  echo=print) -> list[Step]:
+    """Record every bundle of :func:`plan` into ``out`` (or only print the plan).
+
+    Parameters
+    ----------
+    out : path
+        A new or empty folder.
+    device : str
+        ``"cuda"`` (default: the course's GPU, the reference workload) or ``"cpu"``
+        (a tiny workload, only the torch.profiler bundles: to try the command).
+    dry_run : bool
+        Print the plan and stop.
+
+    Returns
+    -------
+    list of Step
+        The plan, as run.
+
+    Raises
+    ------
+    KitError
+        ``device="cuda"`` without a GPU, or ``out`` holds files already.
+    """
+    out = Path(out)
+    steps = plan(out, device, nsys, ncu)
+    echo(plan_text(steps, out))
+    if dry_run:
+        return steps
+    if device == "cuda":
+        import torch
+        if not torch.cuda.is_available():
+            raise KitError("record-course records the course GPU's bundles, and torch sees no CUDA GPU here "
+                           "(--device cpu tries the command with a tiny workload)")
+    if out.exists() and any(out.iterdir()):
+        raise KitError(f"{out}: not empty; record-course writes a new folder of bundles")
+    out.mkdir(parents=True, exist_ok=True)
+    for s in steps:
+        if not s.runs:
+            continue
+        t0 = time.perf_counter()
+        echo(f"-- {s.name} ...")
+        s.run()
+        echo(f"   {s.name} done in {time.perf_counter() - t0:,.0f} s")
+    shutil.rmtree(out / ".memory_history", ignore_errors=True)
+    echo(f"done. Students: set KITLIB_REPLAY_DIR={out.resolve()} (python -m kitlib info shows what is used)")
+    return steps
+
+
+def _add_files(folder: Path, files: dict) -> None:
+    """Add files (already in ``folder``) to its manifest, keeping everything else."""
+    from ..readers.bundle import MANIFEST, write_bundle
+    m = json.loads((folder / MANIFEST).read_text())
+    listed = {k: v.get("what", "") for k, v in m["files"].items()}
+    listed.update(files)
+    keep = {k: v for k, v in m.items() if k not in ("format", "kind", "name", "origin", "created", "recipe",
+                                                    "workload", "provenance", "notes", "files")}
+    write_bundle(folder, kind=m["kind"], name=m["name"], files=listed, recipe=m.get("recipe"),
+                 workload=m.get("workload"), provenance=m.get("provenance"), origin=m.get("origin", "live"),
+                 notes=m.get("notes", ""), extra=keep)
+
+
+def _adopt(folder: Path, other: Path, fname: str) -> None:
+    shutil.move(str(other / fname), str(folder / fname))
+    _add_files(folder, {fname: f"from a memory_history run right after (see {other.name}'s recipe)"})
+
+
+def record_ncu(out: Path, ncu: str, device: str = "cuda") -> Path:
+    """Run ``ncu`` with :data:`NCU_OPTIONS` over one training step of the workload and
+    write an ``ncu`` bundle with ``conv_kernels_speed_of_light.csv``.
+
+    Raises
+    ------
+    KitError
+        ``ncu`` failed (its output is in ``ncu.log``).
+    """
+    from ..readers.bundle import software_provenance, write_bundle
+    out.mkdir(parents=True, exist_ok=False)
+    csv = out / "conv_kernels_speed_of_light.csv"
+    cmd = [ncu, *NCU_OPTIONS, sys.executable, "-m", "kitlib.capture.nsys_recipes", "run-workload",
+           "--steps", "1", "--warmup-steps", "1", "--device", device]
+    with open(csv, "w") as f, open(out / "ncu.log", "w") as log:
+        rc = subprocess.run(cmd, stdout=f, stderr=log).returncode
+    if rc != 0 or csv.stat().st_size == 0:
+        raise KitError(f"{out / 'ncu.log'}: ncu exited with {rc}: " + " ".join(cmd))
+    write_bundle(out, kind="ncu", name="ncu", files={"conv_kernels_speed_of_light.csv": "ncu --csv --page details",
+                                                     "ncu.log": "ncu's messages"},
+                 recipe={"command": " ".join(cmd)}, provenance=software_provenance(), origin="live",
+                 notes="record-course: ncu")
+    return out

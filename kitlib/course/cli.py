@@ -1,0 +1,193 @@
+"""``python -m kitlib``: the capture layer's commands (:mod:`kitlib.capture.cli`: profile,
+info, summary, record-course) and the course's own two:
+
+``python -m kitlib answers [--lesson NN] [--out FILE]``
+    The answer key of the "your turn" exercises, computed from the recordings in use
+    (``$KITLIB_REPLAY_DIR``, else the kit's): for instructors. It is never stored in the
+    lessons, and it changes with the recordings.
+``python -m kitlib workspace [--dest DIR]``
+    Copy the lessons into a git-ignored workspace (``<checkout>/workspace``), where
+    students write their answers; pulling course updates then never conflicts with
+    them. Files already there are kept.
+"""
+from __future__ import annotations
+
+import argparse
+import shutil
+import sys
+from pathlib import Path
+
+from ..capture import cli as capture_cli
+from ..errors import KitError
+from ..paths import repo_root
+
+COMMANDS = ("answers", "workspace")
+
+
+#: How each lesson builds its exercises from recordings, as the lesson's "your turn"
+#: cells do in replay mode. Lesson 01's come from the learner's own CPU run.
+def _builders():
+    from . import exercises
+    from . import replay_capture as rec
+
+    def l04():
+        return exercises.lesson04({"nsys": rec("nsys_8step"), "timing": rec("profiler_5step")})
+
+    def l09():
+        return exercises.lesson09(rec("nsys_8step"), emit=rec("nsys_emit_nvtx"))
+
+    def l10():
+        cap = rec("profiler_5step")
+        return exercises.lesson10(cap, series=cap.step_times(), trace_capture=cap)
+
+    return {
+        "00": lambda: exercises.lesson00(rec("profiler_5step")),
+        "02": lambda: exercises.lesson02(rec("profiler_5step")),
+        "03": lambda: exercises.lesson03(rec("profiler_5step")),
+        "04": l04,
+        "05": lambda: exercises.lesson05(rec("fixed_batch")),
+        "06": lambda: exercises.lesson06(rec("fixed_batch")),
+        "07": lambda: exercises.lesson07(rec("profiler_5step")),
+        "08": lambda: exercises.lesson08(rec("fixed_batch")),
+        "09": l09,
+        "10": l10,
+        "11": lambda: exercises.lesson11(),
+    }
+
+
+def answer_key(lessons=None) -> str:
+    """The answer key, as Markdown: per lesson, each question's key, prompt, answer and
+    explanation, under the labels of the recordings it was computed from.
+
+    Parameters
+    ----------
+    lessons : iterable of str, optional
+        Two-digit lesson numbers; default all that have recorded answers (not 01,
+        whose answers come from the learner's own CPU run: ``ex.reveal(key)`` there).
+
+    Returns
+    -------
+    str
+
+    Raises
+    ------
+    KitError
+        An unknown lesson number.
+    """
+    from ..readers.bundle import OPEN_LOG
+    builders = _builders()
+    wanted = list(lessons) if lessons else list(builders)
+    out = ["# Answer key", "",
+           "Computed by `python -m kitlib answers` from the recordings in use; not for the students' copies.", ""]
+    for n in wanted:
+        n = f"{int(n):02d}" if str(n).isdigit() else str(n)
+        if n == "01":
+            out += ["## Lesson 01", "", "Computed from each learner's own CPU run: `ex.reveal(key)` in the lesson.", ""]
+            continue
+        if n not in builders:
+            raise KitError(f"no exercises for lesson {n!r}; lessons: 01, {', '.join(builders)}")
+        start = len(OPEN_LOG)
+        ex = builders[n]()
+        used = OPEN_LOG[start:]
+        out += [f"## Lesson {n}: {ex.title}", ""]
+        if used:
+            out += ["data: " + "; ".join(dict.fromkeys(used)), ""]
+        for q in ex.questions:
+            out += [f"- **{q.key}**: {q.prompt}", f"  - answer: `{q.answer!r}`", f"  - why: {q.explain}"]
+        out.append("")
+    return "\n".join(out)
+
+
+def lessons_dir() -> Path:
+    """The checkout's ``lessons/`` folder.
+
+    Raises
+    ------
+    KitError
+        kitlib was installed without a checkout (the lessons are not in the package).
+    """
+    root = repo_root()
+    if root is None or not (root / "lessons").is_dir():
+        raise KitError("the lessons are not installed with the package: clone the course repository and run "
+                       "this command from the checkout (python -m pip install -e . there)")
+    return root / "lessons"
+
+
+def make_workspace(dest=None, source=None) -> dict:
+    """Copy the lessons into a workspace of the student's own.
+
+    Parameters
+    ----------
+    dest : path, optional
+        Default ``<checkout>/workspace`` (git-ignored).
+    source : path, optional
+        Default the checkout's ``lessons/``.
+
+    Returns
+    -------
+    dict
+        ``dest`` (Path), ``added`` (lessons copied now) and ``kept`` (lessons already in
+        the workspace, left as they are: they hold the student's answers).
+    """
+    src = Path(source) if source else lessons_dir()
+    dest = Path(dest) if dest else src.parent / "workspace"
+    dest.mkdir(parents=True, exist_ok=True)
+    added, kept = [], []
+    for nb in sorted(src.glob("[0-9][0-9]_*.ipynb")):
+        target = dest / nb.name
+        if target.exists():
+            kept.append(nb.name)
+        else:
+            shutil.copy2(nb, target)
+            added.append(nb.name)
+    return {"dest": dest, "added": added, "kept": kept}
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """``python -m kitlib``'s parser: the capture layer's commands plus ``answers`` and ``workspace``."""
+    top = capture_cli.build_parser()
+    sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
+    sub.metavar = "{profile,info,summary,record-course,answers,workspace}"
+    a = sub.add_parser("answers", help="the exercises' answer key, from the recordings in use (instructors)",
+                       description="Print the answer key of every lesson's exercises, computed from the "
+                                   "recordings the lessons would replay here (KITLIB_REPLAY_DIR, else the "
+                                   "kit's). Never stored in the lessons.")
+    a.add_argument("--lesson", action="append", metavar="NN", help="only this lesson (repeatable)")
+    a.add_argument("--out", metavar="FILE", help="write the key to FILE instead of printing it")
+    w = sub.add_parser("workspace", help="copy the lessons into a git-ignored folder of your own",
+                       description="Copy lessons/*.ipynb into a workspace (default <checkout>/workspace, "
+                                   "git-ignored). Work there: pulling course updates never conflicts "
+                                   "with your answers. Lessons already in the workspace are kept; delete "
+                                   "one to get the course's new version.")
+    w.add_argument("--dest", metavar="DIR", help="the workspace folder (default <checkout>/workspace)")
+    return top
+
+
+def run(args) -> int:
+    """Run ``answers`` or ``workspace`` from parsed arguments."""
+    if args.command == "answers":
+        text = answer_key(args.lesson)
+        if args.out:
+            Path(args.out).write_text(text + "\n")
+            print(f"answer key written to {args.out}")
+        else:
+            print(text)
+        return 0
+    r = make_workspace(args.dest)
+    print(f"workspace {r['dest']}: {len(r['added'])} lessons copied, {len(r['kept'])} kept as they were. "
+          f"Start with: jupyter lab {r['dest']}")
+    return 0
+
+
+def main(argv=None) -> int:
+    """Entry point of ``python -m kitlib`` and the ``kitlib`` script (see
+    :func:`kitlib.capture.cli.main` for the exit statuses)."""
+    argv = sys.argv[1:] if argv is None else list(argv)
+    args = build_parser().parse_args(argv)
+    if args.command not in COMMANDS:
+        return capture_cli.main(argv)
+    try:
+        return run(args)
+    except KitError as e:
+        print(f"kitlib: error: {e}", file=sys.stderr)
+        return 2

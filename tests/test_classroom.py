@@ -1,0 +1,269 @@
+"""Ready for a classroom (issue 14): whose recordings a lesson reads, and says it reads;
+unique run folders; the memory check before a live capture; the non-editable install;
+the command that records every bundle; the answer key; the students' workspace."""
+import json
+import re
+import warnings
+from pathlib import Path
+
+import nbformat
+import pytest
+
+import kitlib
+from kitlib import course
+from kitlib.errors import BundleError
+from kitlib.readers import bundle
+
+from conftest import REF, ROOT
+
+LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+
+
+@pytest.fixture
+def own_dir(tmp_path, monkeypatch):
+    """A KITLIB_REPLAY_DIR holding every recording (links to the kit's)."""
+    own = tmp_path / "own"
+    own.mkdir()
+    for name in bundle.list_references():
+        (own / name).symlink_to(REF / name)
+    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(own))
+    return own
+
+
+def test_a_folder_named_like_a_recording_in_the_working_directory_is_ignored(tmp_path, monkeypatch):
+    """A learner's ``ncu/`` folder (here a bundle of another kind) does not replace the
+    kit's ``ncu`` recording, whichever function opens it; ``./ncu`` still opens it."""
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    shadow = tmp_path / "ncu"
+    shadow.mkdir()
+    (shadow / "notes.txt").write_text("my notes")
+    bundle.write_bundle(shadow, kind="notes", name="ncu", files={"notes.txt": "a learner's notes"})
+    for cap in (kitlib.open_capture("ncu"), course.replay_capture("ncu"),
+                course.ncu_capture(course.replay_capture("fixed_batch"))):
+        assert cap.path == REF / "ncu" and cap.kind == "ncu" and cap.found_in == "kit"
+    assert kitlib.open_capture("./ncu").kind == "notes"
+    assert kitlib.open_capture(shadow).found_in == "path"
+    # a bare name that is no recording may still be a folder of the working directory
+    shadow.rename(tmp_path / "my_notes")
+    assert kitlib.open_capture("my_notes").kind == "notes"
+    with pytest.raises(BundleError, match="no recording of that name.*profiler_5step"):
+        kitlib.open_capture("profiler_5stepp")
+
+
+def test_own_recordings_win_everywhere_and_are_labelled(own_dir, monkeypatch):
+    monkeypatch.setenv("KITLIB_MODE", "replay")
+    caps = [kitlib.open_capture("profiler_5step"), course.replay_capture("fixed_batch"),
+            course.lesson_capture("profiler_5step"), course.lesson_nsys_capture("nsys_emit_nvtx"),
+            course.ncu_capture(course.replay_capture("fixed_batch"))]
+    for cap in caps:
+        assert cap.path.parent == own_dir and cap.found_in == "own"
+        assert cap.whose == "your own recording (H200)"
+    assert caps[0].label == "profiler_5step: your own recording (H200), 2026-11-29"
+    # the lesson-08 fallback for a capture without FLOP counts reads the learner's fixed_batch
+    (own_dir / "fixed_batch").unlink()
+    with pytest.raises(BundleError):
+        bundle.find_recording("fixed_batch") if False else bundle.find_recording("no_such")
+    assert bundle.find_recording("fixed_batch") == (REF / "fixed_batch", "kit")
+    assert "kit's H200 reference" in course.replay_capture("fixed_batch").label
+    assert any("your own recording" in x for x in bundle.opened_labels())
+
+
+def test_lessons_open_recordings_only_through_the_lookup():
+    """Every recording a lesson names is opened by a function that goes through
+    ``find_recording``; no lesson builds a path into the kit's data folder."""
+    names = set(bundle.list_references())
+    opener = re.compile(r"(open_capture|lesson_capture|replay_capture|lesson_nsys_capture)\(\s*\"(\w+)\"")
+    seen = set()
+    for path in LESSONS:
+        nb = nbformat.read(path, as_version=4)
+        code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+        assert "data/reference" not in code and "reference_dir" not in code, path.name
+        for _, name in opener.findall(code):
+            assert name in names, f"{path.name} opens {name!r}, which is no recording"
+            seen.add(name)
+    assert seen == names - {"how_captured"}, "every recording is used by some lesson"
+
+
+def test_the_note_under_tables_and_figures(own_dir, tmp_path):
+    """In a Jupyter kernel, a table and a figure shown after opening recordings carry
+    the note naming them (the inline backend draws the figure after the note is written)."""
+    from nbclient import NotebookClient
+    nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
+        "from kitlib import course, plots\ncap = course.replay_capture('profiler_5step')\n"
+        "kit = course.replay_capture('fixed_batch')",
+        "import pandas as pd\npd.DataFrame({'step_ms': cap.step_times()['step_ms_uninstrumented']})",
+        "fig = plots.plot_step_times(cap.step_times())",
+        "print([t.get_text() for t in fig.texts])",
+    ]])
+    (own_dir / "fixed_batch").unlink()
+    import os
+    env_mpl = os.environ.get("MPLBACKEND")
+    os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
+    try:
+        NotebookClient(nb, timeout=120, kernel_name="python3",
+                       resources={"metadata": {"path": str(tmp_path)}}).execute()
+    finally:
+        if env_mpl is None:
+            os.environ.pop("MPLBACKEND")
+        else:
+            os.environ["MPLBACKEND"] = env_mpl
+    note = ("data: profiler_5step: your own recording (H200), 2026-11-29; "
+            "fixed_batch: kit's H200 reference, 2026-11-29")
+    table = nb.cells[1].outputs[0]["data"]
+    assert "<table" in table["text/html"] and note in table["text/html"]
+    assert table["text/plain"].endswith(f"[{note}]")
+    assert "image/png" in nb.cells[2].outputs[0]["data"]
+    assert note in nb.cells[3].outputs[0]["text"]
+
+
+def test_run_folders_are_unique_within_a_second(tmp_path):
+    names = {course.unique_run_dir(tmp_path, "lesson_profiler_5step").name for _ in range(50)}
+    assert len(names) == 50 and all(re.fullmatch(r"lesson_profiler_5step_\d{8}-\d{6}_[0-9a-f]{6}", n) for n in names)
+    planned = course.unique_run_dir(tmp_path / "runs", "x", create=False)
+    assert not planned.exists() and planned.parent.is_dir()
+
+
+def test_reference_peaks_are_the_recordings(ref_trace):
+    """The memory check's reference figures are profiler_5step's allocator peaks."""
+    m = ref_trace("profiler_5step").memory
+    m = m[m["device_type"] == 1]
+    assert int(m["total_reserved"].max()) == course.REFERENCE_PEAK_RESERVED_BYTES
+    assert int(m["total_allocated"].max()) == course.REFERENCE_PEAK_ALLOCATED_BYTES
+
+
+def test_memory_check_before_going_live(monkeypatch):
+    gib = 2 ** 30
+    big = course.live_memory_plan(free_bytes=80 * gib)
+    assert big["batch_size"] == 128 and "fits" in big["message"]
+    # the reference needs its 13.35 GB reserved and more: 12 GiB free is not enough
+    assert course.live_memory_plan(free_bytes=12 * gib)["need_bytes"] > course.REFERENCE_PEAK_RESERVED_BYTES
+    small = course.live_memory_plan(free_bytes=8 * gib)
+    assert small["batch_size"] == 64 and "batch 64 instead" in small["message"]
+    assert course.live_memory_plan(free_bytes=4 * gib)["batch_size"] == 32
+    tiny = course.live_memory_plan(free_bytes=1 * gib)
+    assert tiny["batch_size"] is None and "too little" in tiny["message"]
+    # a 1 GiB GPU: the lesson falls back to the recording, and says so
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    with pytest.warns(UserWarning, match="too little.*Using the recording profiler_5step"):
+        cap = course.lesson_capture("profiler_5step", live=True, free_bytes=1 * gib, batch_size=128, image_size=224)
+    assert cap.origin == "recorded" and cap.found_in == "kit"
+
+
+def test_measured_results_are_reused(tmp_path, monkeypatch):
+    """A live measurement is kept as a timing bundle and read back on the next run."""
+    from kitlib.capture import experiments
+    monkeypatch.setenv("KITLIB_RUNS", str(tmp_path))
+    calls = []
+
+    def fake(**kw):
+        calls.append(kw)
+        return {"step_ms_uninstrumented": [1.5, 1.25]}
+    monkeypatch.setattr(experiments, "overhead_series", fake)
+    a = course.measured("overhead_series", steps=2, warmup=1)
+    b = course.measured("overhead_series", steps=2, warmup=1)
+    c = course.measured("overhead_series", steps=3, warmup=1)
+    assert a == b == c == {"step_ms_uninstrumented": [1.5, 1.25]} and len(calls) == 2
+    (saved,) = [d for d in tmp_path.iterdir() if json.loads((d / "manifest.json").read_text())
+                ["recipe"]["arguments"] == {"steps": 2, "warmup": 1}]
+    assert kitlib.open_capture(saved).kind == "timing"
+
+
+def test_a_non_editable_install_ships_the_recordings(tmp_path):
+    """``pip install .`` (here: the wheel it would install, unpacked) holds every kitlib
+    module and every reference file, and replays a recording away from the checkout."""
+    import importlib.util
+    import os
+    import subprocess
+    import sys
+    import zipfile
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)]
+    if importlib.util.find_spec("setuptools"):
+        cmd.insert(5, "--no-build-isolation")        # no download when setuptools is here
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    (wheel,) = (tmp_path / "dist").glob("kitlib-*.whl")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    want = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kitlib").rglob("*.py")}
+    want |= {"kitlib/reference_data/" + p.relative_to(REF).as_posix() for p in REF.rglob("*") if p.is_file()}
+    assert want <= names, sorted(want - names)[:5]
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REFERENCE", "KITLIB_REPLAY_DIR")}
+    env["PYTHONPATH"] = str(tmp_path / "site")
+    probe = ("import kitlib; c = kitlib.open_capture('profiler_5step'); c.file('trace.json.gz'); "
+             "print(kitlib.__file__); print(c.path); print(c.label)")
+    out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
+                         text=True, timeout=60, check=True).stdout.splitlines()
+    assert out[0] == str(tmp_path / "site" / "kitlib" / "__init__.py")
+    assert out[1] == str(tmp_path / "site" / "kitlib" / "reference_data" / "profiler_5step")
+    assert out[2] == "profiler_5step: kit's H200 reference, 2026-11-29"
+
+
+def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch):
+    monkeypatch.setenv("KITLIB_REFERENCE", str(tmp_path / "nowhere"))
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    with pytest.raises(BundleError, match="not installed here.*python -m pip install .*KITLIB_REFERENCE"):
+        course.replay_capture("profiler_5step")
+
+
+def test_record_course_plans_every_bundle_the_lessons_replay(tmp_path, capsys):
+    """The plan names one bundle per recording the lessons read, under ``--out``; on a
+    machine without Nsight tools those steps are skipped and say why; without a GPU the
+    command refuses to record (the CPU try-out is ``--device cpu``)."""
+    from kitlib.capture import course_set
+    from kitlib.course.cli import main
+    out = tmp_path / "course_gpu"
+    steps = course_set.plan(out, nsys=str(tmp_path / "no-nsys"), ncu=None)
+    assert {s.name for s in steps} == set(bundle.list_references()) - {"how_captured"}
+    assert [s.name for s in steps][:3] == ["profiler_5step", "fixed_batch", "cold_start_8step"]
+    assert all(s.runs for s in steps[:3]) and not any(s.runs for s in steps[3:])
+    assert "memory snapshot" in steps[0].how and "FlopCounterMode" in steps[1].how
+    assert " ".join(course_set.NCU_OPTIONS) == json.loads((REF / "ncu" / "manifest.json").read_text())[
+        "recipe"]["command"].removeprefix("ncu ")
+    assert main(["record-course", "--out", str(out), "--dry-run", "--nsys", str(tmp_path / "no-nsys")]) == 0
+    text = capsys.readouterr().out
+    assert f"record-course into {out}" in text and "nsys_8step        skip (" in text
+    assert not out.exists()
+    import torch
+    if not torch.cuda.is_available():
+        assert main(["record-course", "--out", str(out)]) == 2
+        assert "torch sees no CUDA GPU" in capsys.readouterr().err and not out.exists()
+
+
+def test_answer_key_from_the_recordings_in_use(own_dir, capsys):
+    """``python -m kitlib answers`` computes the key from the recordings the lessons would
+    read, and says which; the lessons themselves hold no answers."""
+    from kitlib.course.cli import main
+    assert main(["answers", "--lesson", "02", "--lesson", "01"]) == 0
+    key = capsys.readouterr().out
+    # PROVENANCE.md: the first convolution made three launches; its kernel came from the third
+    assert "- **launch_count**:" in key and "answer: `3`" in key
+    assert "data: profiler_5step: your own recording (H200), 2026-11-29" in key
+    assert "## Lesson 01" in key and "ex.reveal" in key
+    for path in LESSONS:
+        nb = nbformat.read(path, as_version=4)
+        assert "answer: `" not in "\n".join(c.source for c in nb.cells)
+    assert main(["answers", "--lesson", "42"]) == 2
+
+
+def test_workspace_copies_lessons_and_keeps_the_students_answers(tmp_path, capsys):
+    from kitlib.course.cli import main
+    ws = tmp_path / "ws"
+    assert main(["workspace", "--dest", str(ws)]) == 0
+    assert sorted(p.name for p in ws.iterdir()) == [p.name for p in LESSONS]
+    mine = ws / LESSONS[2].name
+    mine.write_text("my answers")
+    assert main(["workspace", "--dest", str(ws)]) == 0
+    assert mine.read_text() == "my answers"
+    assert f"0 lessons copied, {len(LESSONS)} kept" in capsys.readouterr().out.splitlines()[-1]
+    assert "/workspace/" in (ROOT / ".gitignore").read_text().splitlines()
+
+
+def test_info_says_which_recording_each_name_resolves_to(own_dir, capsys):
+    from kitlib.course.cli import main
+    (own_dir / "ncu").unlink()
+    assert main(["info"]) == 0
+    text = capsys.readouterr().out
+    assert f"looked up in KITLIB_REPLAY_DIR={own_dir}, then the kit's {REF}; never the working directory" in text
+    assert re.search(rf"\n  profiler_5step\s+torch_profiler\s+your own recording \(H200\), 2026-11-29: "
+                     rf"{re.escape(str(own_dir))}/profiler_5step  \[", text)
+    assert re.search(rf"\n  ncu\s+ncu\s+kit's H200 reference, 2026-11-29: {re.escape(str(REF))}/ncu  \[", text)
