@@ -24,7 +24,7 @@ import os
 
 import ipywidgets as widgets
 
-__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "verdict_html"]
+__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
@@ -188,3 +188,24 @@ def presentation(scale: float | None = None) -> float:
         display(HTML(f"<style>.jp-RenderedHTMLCommon table, .{FORM_CLASS}, .kitlib-explorer "
                      f"{{font-size: {value:.2f}em;}}</style>"))
     return value
+
+
+def readable(table, max_width_em: float = 28):
+    """A table shown whole at a notebook's width: no text cut with "…", long text and
+    headers wrapped instead of widening the table past the cell.
+
+    Parameters
+    ----------
+    table : DataFrame
+    max_width_em : float
+        The widest a column grows before its text wraps (em).
+
+    Returns
+    -------
+    pandas Styler
+        Displays as HTML (text and numbers as the DataFrame shows them, without pandas'
+        ``display.max_colwidth`` cut); ``.data`` is ``table`` itself.
+    """
+    cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
+            ("text-align", "left"), ("vertical-align", "top")]
+    return table.style.set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": cell}])
