@@ -2,7 +2,7 @@
 local port, the system's Chromium driven by Playwright, and what a page shows.
 
 Kept apart from the test so that a maintainer can drive a lesson by hand:
-``python -m tests.browser lessons/02_*.ipynb`` runs it and prints what the test measures.
+``python tests/browser.py lessons/02_*.ipynb`` runs it and prints what the test measures.
 """
 from __future__ import annotations
 

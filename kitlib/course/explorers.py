@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..units import ns_to_ms, ns_to_us
-from .widgets import in_kernel
+from .widgets import in_kernel, readable
 
 __all__ = ["Explorer", "chain_table", "chain_explorer", "timeline_explorer", "lane_table", "grouping_explorer",
            "memory_explorer"]
@@ -99,7 +99,8 @@ class Explorer(widgets.VBox):
             from IPython.display import HTML, display
             with self.table_out:
                 self.table_out.clear_output(wait=True)
-                display(HTML(f"<p>{html.escape(self.message)}</p>") if table is None else table)
+                display(HTML(f"<p>{html.escape(self.message)}</p>") if table is None
+                        else readable(table, max_width_em=8))
             with self.figure_out:
                 self.figure_out.clear_output(wait=True)
                 if fig is not None:
@@ -166,7 +167,7 @@ def chain_table(trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.
     out = pd.DataFrame({"launch": rows["launch_index"].to_numpy(), "api": rows["launch_name"].to_numpy(),
                         "launch_at_us": us("launch_start_ns"), "launch_us": np.round(ns_to_us(rows["launch_dur_ns"]), 3),
                         "correlation": rows["correlation"].to_numpy(), "external_id": rows["external_id"].to_numpy(),
-                        "kernel": [short_name(n, 30) for n in rows["gpu_name"]],
+                        "kernel": [short_name(n, 24) for n in rows["gpu_name"]],
                         "gpu_at_us": us("gpu_start_ns"), "gpu_us": np.round(ns_to_us(rows["gpu_dur_ns"]), 3)})
     return out.set_index("launch")
 
