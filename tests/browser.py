@@ -121,14 +121,31 @@ def run_all_cells(page, timeout_s: float = 240):
     page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
     page.wait_for_function("() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator');"
                            " return !s || s.getAttribute('data-status') === 'idle'; }", timeout=60_000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
-    page.click(".lm-MenuBar-item:has-text('Run')")
-    page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
-    page.wait_for_function(
-        """() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];
-                   return p.length > 0 && p.every(e => /\\[\\d+\\]/.test(e.textContent)); }""",
-        timeout=timeout_s * 1000)
-    page.wait_for_selector("#jp-main-statusbar >> text=Idle", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=/\\| Idle/", timeout=60_000)
+    started = ("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
+               ".some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))")
+    for attempt in range(3):      # a click before the kernel is connected can be lost: try again
+        page.keyboard.press("Escape")
+        page.click(".lm-MenuBar-item:has-text('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        try:
+            page.wait_for_function(started, timeout=30_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    # done when no cell is pending ([*]) twice in a row, 2 s apart: all ran, or one failed and
+    # JupyterLab dropped the rest (the caller reads the saved notebook's errors)
+    none_pending = ("() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
+                    " return !p.some(e => e.textContent.includes('*')); }")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.wait_for_function(none_pending, timeout=max(1, deadline - time.monotonic()) * 1000)
+        page.wait_for_timeout(2000)
+        if page.evaluate(none_pending):
+            break
+    return page.evaluate("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
+                         ".every(e => /\\[\\d+\\]/.test(e.textContent))")
 
 
 def save(page):
@@ -180,11 +197,12 @@ if __name__ == "__main__":   # a lesson by hand: what the test measures
             for p in paths:
                 t0 = time.monotonic()
                 page.goto(lab.url(p.name))
-                run_all_cells(page)
+                ran_all = run_all_cells(page)
                 save(page)
                 m = page.evaluate(MEASURE_JS)
                 page.screenshot(path=str(tmp / f"{p.stem}.png"), full_page=True)
-                print(p.name, f"{time.monotonic() - t0:.1f} s", json.dumps(m), error_outputs(lab.notebook(p.name)))
+                print(p.name, f"{time.monotonic() - t0:.1f} s", "all cells ran" if ran_all else "NOT ALL CELLS RAN",
+                      json.dumps(m), error_outputs(lab.notebook(p.name)), flush=True)
             ctx.close()
     finally:
         lab.close()

@@ -41,8 +41,10 @@ def page(lab, tmp_path_factory):
 
 def _open_and_run(lab, page, path: Path, tmp_path):
     page.goto(lab.url(path.name))
-    run_all_cells(page)
+    ran_all = run_all_cells(page)
     save(page)
+    assert error_outputs(lab.notebook(path.name)) == []
+    assert ran_all, "a cell did not run"
     seen = page.evaluate(MEASURE_JS)
     page.screenshot(path=str(tmp_path / f"{path.stem}.png"))
     return seen

@@ -206,6 +206,14 @@ def readable(table, max_width_em: float = 28):
         Displays as HTML (text and numbers as the DataFrame shows them, without pandas'
         ``display.max_colwidth`` cut); ``.data`` is ``table`` itself.
     """
+    import math
     cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
             ("text-align", "left"), ("vertical-align", "top")]
-    return table.style.set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": cell}])
+
+    def number(v):     # as the DataFrame prints it: no padding zeros (0.5, not 0.500000)
+        if isinstance(v, float) and math.isfinite(v):
+            return f"{v:.6f}".rstrip("0").rstrip(".")
+        return v
+    floats = [c for c in table.columns if str(table[c].dtype).startswith(("float", "Float"))]
+    return (table.style.format(number, subset=floats, na_rep="NaN")
+            .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": cell}]))
