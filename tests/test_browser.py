@@ -79,11 +79,15 @@ def test_lesson02_in_the_browser(lab, page, tmp_path):
     explorer = page.locator(".kitlib-explorer").first
     explorer.scroll_into_view_if_needed()
     before = explorer.locator("table").first.inner_text()
+    picture = explorer.locator(".jp-RenderedImage img").first.get_attribute("src")
     explorer.locator("select").nth(1).select_option("aten::mm")
     page.wait_for_function("(b) => { const t = document.querySelector('.kitlib-explorer table');"
                            " return t && t.innerText !== b; }", arg=before, timeout=30_000)
     after = explorer.locator("table").first.inner_text()
-    assert after != before and "cudnn" in before
+    assert after != before and "cudnn" in before and "cudnn" not in after
+    # and the picture follows
+    page.wait_for_function("(p) => { const i = document.querySelector('.kitlib-explorer .jp-RenderedImage img');"
+                           " return i && i.getAttribute('src') !== p; }", arg=picture, timeout=30_000)
     page.screenshot(path=str(tmp_path / f"{path.stem}-after-clicks.png"))
 
 

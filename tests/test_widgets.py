@@ -119,3 +119,15 @@ def test_readable_tables_keep_every_character():
     t = l11.tool_table()
     html = readable(t).to_html()
     assert all(a.replace("&", "&amp;") in html for a in t["answers"]) and "white-space: normal" in html
+
+
+def test_one_presentation_setting_scales_pictures_and_text():
+    import matplotlib.pyplot as plt
+    from kitlib import plots
+    from kitlib.course.widgets import presentation
+    try:
+        assert presentation(1.5) == 1.5 and plots.SCALE == 1.5
+        assert plt.rcParams["font.size"] == 15.0 and plots.fig_size(11, 3.6) == (11, 3.6 * 1.5)
+    finally:
+        presentation(1.0)
+    assert plots.SCALE == 1.0 and plt.rcParams["font.size"] == 10.0

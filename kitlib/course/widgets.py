@@ -214,6 +214,10 @@ def readable(table, max_width_em: float = 28):
         if isinstance(v, float) and math.isfinite(v):
             return f"{v:.6f}".rstrip("0").rstrip(".")
         return v
+    def header(v):     # a long column name may break after an underscore (launch_at_ | us), not inside a word
+        return html.escape(str(v)).replace("_", "_<wbr>")
     floats = [c for c in table.columns if str(table[c].dtype).startswith(("float", "Float"))]
+    head = [p for p in cell if p[0] != "overflow-wrap"] + [("overflow-wrap", "normal")]
     return (table.style.format(number, subset=floats, na_rep="NaN")
-            .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": cell}]))
+            .format_index(header, axis=1).format_index(header, axis=0)
+            .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}]))
