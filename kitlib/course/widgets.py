@@ -24,7 +24,7 @@ import os
 
 import ipywidgets as widgets
 
-__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "verdict_html"]
+__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "ReadableTable", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
@@ -202,9 +202,9 @@ def readable(table, max_width_em: float = 28):
 
     Returns
     -------
-    pandas Styler
+    ReadableTable
         Displays as HTML (text and numbers as the DataFrame shows them, without pandas'
-        ``display.max_colwidth`` cut); ``.data`` is ``table`` itself.
+        ``display.max_colwidth`` cut) and prints as the DataFrame; ``.data`` is ``table``.
     """
     import math
     cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
@@ -218,6 +218,26 @@ def readable(table, max_width_em: float = 28):
         return html.escape(str(v)).replace("_", "_<wbr>")
     floats = [c for c in table.columns if str(table[c].dtype).startswith(("float", "Float"))]
     head = [p for p in cell if p[0] != "overflow-wrap"] + [("overflow-wrap", "normal")]
-    return (table.style.format(number, subset=floats, na_rep="NaN")
-            .format_index(header, axis=1).format_index(header, axis=0)
-            .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}]))
+    return ReadableTable(table.style.format(number, subset=floats, na_rep="NaN")
+                         .format_index(header, axis=1).format_index(header, axis=0)
+                         .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}]))
+
+
+class ReadableTable:
+    """What :func:`readable` returns: a pandas Styler for notebooks (``text/html``), the
+    DataFrame's own text everywhere else (``print``, ``text/plain``)."""
+
+    def __init__(self, styler):
+        self.styler, self.data = styler, styler.data
+
+    def _repr_html_(self):
+        return self.styler.to_html()
+
+    def to_html(self) -> str:
+        """The HTML a notebook shows."""
+        return self.styler.to_html()
+
+    def __repr__(self):
+        return repr(self.data)
+
+    __str__ = __repr__
