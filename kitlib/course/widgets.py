@@ -148,8 +148,11 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     """
     if not in_kernel():
         return text_bundle
-    form = AnswerForm(verdict.question, verdict.exercises, given=verdict.given, verdict=verdict)
-    bundle = dict(form._repr_mimebundle_() or {})
+    try:
+        form = AnswerForm(verdict.question, verdict.exercises, given=verdict.given, verdict=verdict)
+        bundle = dict(form._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return text_bundle
     bundle.update(text_bundle)
     return bundle
 
