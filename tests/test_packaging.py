@@ -56,3 +56,12 @@ def test_ci_runs_the_readme_test_command():
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, flags=re.S)
     test_cmd = next(b.strip() for b in blocks if "pytest" in b)
     assert test_cmd in ci
+
+
+def test_ci_installs_what_the_browser_test_needs():
+    # tests/test_browser.py drives Debian's Chromium through the playwright package
+    test = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert any(re.split(r"[<>=!~ ;]", d)[0] == "playwright" for d in test)
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert "apt-get install" in ci and "chromium" in ci and "fonts-noto-color-emoji" in ci
+    assert "playwright install" not in ci

@@ -48,6 +48,7 @@ from ..readers.trace import Trace
 
 __all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "compare_with_key_averages",
            "format_memory", "parse_memory_table", "memory_timeline", "memory_peak", "memory_per_step",
+           "memory_held_at",
            "DEVICE_TYPES", "MemoryDataError"]
 
 #: ``Device Type`` codes of the memory instants (c10::DeviceType).
@@ -438,3 +439,52 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
     if len(df):
         df.insert(4, "growth_bytes", df["end_allocated_bytes"] - df["start_allocated_bytes"])
     return df
+
+
+def memory_held_at(trace: Trace, timeline: pd.DataFrame, position: int, device="cuda") -> pd.DataFrame:
+    """Which operators allocated the memory still held at one moment of a :func:`memory_timeline`.
+
+    An allocation is held at row ``position`` when the last allocator event at its address,
+    up to and including that row, is an allocation (a free would have released it; an
+    address reused later is a new allocation). Memory allocated before the trace's first
+    allocator event cannot be attributed: it gets one row, ``op`` = ``"(before the
+    recording)"``, the rest of ``allocated_bytes`` at that moment.
+
+    Parameters
+    ----------
+    trace : Trace
+        The trace the timeline was built from (its ``memory`` table has the addresses).
+    timeline : DataFrame
+        :func:`memory_timeline` of ``trace`` for ``device``.
+    position : int
+        A row number of ``timeline`` (e.g. ``memory_peak(timeline)["position"]``).
+
+    Returns
+    -------
+    DataFrame, one row per operator, largest first
+        ``op`` (the innermost operator or label that made the allocation), ``allocations``,
+        ``held_bytes``, ``share_of_allocated`` (of ``allocated_bytes`` at that row).
+
+    Raises
+    ------
+    MemoryDataError
+        ``position`` is not a row of ``timeline``.
+    """
+    if not 0 <= int(position) < len(timeline):
+        raise MemoryDataError(f"position {position} is outside the memory timeline (0 to {len(timeline) - 1})")
+    m = _memory_of(trace, device).reset_index(drop=True)
+    upto = pd.DataFrame({"addr": m["addr"].to_numpy()[: position + 1],
+                         "bytes": timeline["bytes"].to_numpy()[: position + 1],
+                         "op": timeline["op"].to_numpy()[: position + 1]})
+    last = upto.groupby("addr", sort=False).tail(1)
+    live = last[last["bytes"] > 0].fillna({"op": "(no operator)"})
+    out = live.groupby("op").agg(allocations=("bytes", "size"), held_bytes=("bytes", "sum")).reset_index()
+    total = int(timeline["allocated_bytes"].iloc[position])
+    before = total - int(out["held_bytes"].sum())
+    if before > 0:
+        out = pd.concat([out, pd.DataFrame([{"op": "(before the recording)", "allocations": pd.NA,
+                                             "held_bytes": before}])], ignore_index=True)
+    out["allocations"] = out["allocations"].astype("Int64")
+    out["held_bytes"] = out["held_bytes"].astype("int64")
+    out["share_of_allocated"] = out["held_bytes"] / total if total else np.nan
+    return out.sort_values("held_bytes", ascending=False, kind="stable").reset_index(drop=True)

@@ -113,6 +113,19 @@ def short_name(name: str, width: int = 48) -> str:
     return s if len(s) <= width else s[: width - 1] + "…"
 
 
+def _label_levels(xs, min_dx: float) -> list:
+    """For sorted label positions ``xs``: the lowest level (0, 1, 2, …) at which each label is at
+    least ``min_dx`` from the last label placed on that level (so that no two labels overlap)."""
+    last, out = [], []
+    for x in xs:
+        level = next((i for i, lx in enumerate(last) if x - lx >= min_dx), len(last))
+        if level == len(last):
+            last.append(x)
+        last[level] = x
+        out.append(level)
+    return out
+
+
 def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     """The operator, its launches and the GPU events they produced, on one time axis.
 
@@ -139,7 +152,7 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
         fig, ax = plt.subplots(figsize=fig_size(11, 3.6))
     else:
         fig = ax.figure
-    y_op, y_l, y_g = 2, 1, 0
+    y_op, y_l, y_g = 2.6, 1, 0      # room above the launches for stacked labels
     h = 0.5
     ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=_COLORS["op"])
     ax.text(0, y_op + h / 2 + 0.05, f"{op['name']}  {ns_to_us(op['dur_ns']):,.3f} µs (host)", fontsize=font(9), va="bottom")
@@ -155,10 +168,14 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
                                      color="gray"))
         ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs, y_g + h / 2), arrowstyle="-|>",
                                      mutation_scale=9, color="black", linewidth=0.8))
-        # numbers above the bars, staggered so that neighbours a few µs apart stay legible
-        lift = 0.03 + 0.16 * ((r["launch_index"] - 1) % 2)
-        ax.text(ls + ld / 2, y_l + h / 2 + lift, f"#{r['launch_index']}", fontsize=font(8), ha="center", va="bottom")
-        ax.text(gs + gd / 2, y_g - h / 2 - lift, f"#{r['launch_index']}", fontsize=font(8), ha="center", va="top")
+    # numbers beside the bars, one level further out wherever a neighbour's number would overlap
+    span_us = max(ends) * 1.07 or 1.0
+    min_dx = span_us * 24 * SCALE / (0.75 * 11 * 72)     # ~24 pt of an ~11 inch wide axis, in µs
+    for col, y, sign, va in (("launch", y_l + h / 2, 1, "bottom"), ("gpu", y_g - h / 2, -1, "top")):
+        xs = [(us(r[f"{col}_start_ns"]) + ns_to_us(r[f"{col}_dur_ns"]) / 2, r["launch_index"]) for _, r in rows.iterrows()]
+        for (x, index), level in zip(sorted(xs), _label_levels(sorted(x for x, _ in xs), min_dx)):
+            ax.text(x, y + sign * (0.03 + 0.2 * level), f"#{index}", fontsize=font(8), ha="center", va=va,
+                    bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8))
     legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "
                        f"{short_name(r['gpu_name'], 38)} {ns_to_us(r['gpu_dur_ns']):,.3f} µs (device)"
                        for _, r in rows.iterrows())
@@ -167,7 +184,7 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     ax.set_yticks([y_g, y_l, y_op])
     ax.set_yticklabels([f"GPU (stream {rows['stream'].iloc[0] if len(rows) else '?'})",
                         "CUDA launches (CPU thread)", "operator (CPU thread)"])
-    ax.set_ylim(-1.9, 2.7)
+    ax.set_ylim(-1.9, 3.3)
     ax.set_xlim(-0.02 * max(ends), max(ends) * 1.05)
     ax.set_xlabel("time since the operator started (µs)")
     ax.set_title(title or "operator → launch (external id) → GPU event (correlation id)")

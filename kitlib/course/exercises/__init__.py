@@ -18,11 +18,21 @@ from typing import Any, Callable
 
 @dataclass
 class Verdict:
-    """The outcome of one check: ``correct`` is None when no answer was given."""
+    """The outcome of one check: ``correct`` is None when no answer was given, or when the
+    answer was not one of the question's choices (neither counts as a try).
+
+    In a Jupyter kernel a verdict displays as the question's answer form
+    (:mod:`kitlib.course.widgets`: a box or choices, Check and Reveal buttons, this
+    verdict below); everywhere else, and in front ends without widgets, as the text.
+    """
 
     key: str
     correct: bool | None
     message: str
+    #: The question judged (and its lesson's exercises), for the answer form; not compared.
+    question: Any = field(default=None, repr=False, compare=False)
+    exercises: Any = field(default=None, repr=False, compare=False)
+    given: Any = field(default=None, repr=False, compare=False)
 
     def __str__(self):
         mark = {True: "✓", False: "✗", None: "…"}[self.correct]
@@ -33,6 +43,14 @@ class Verdict:
         return f"{mark} **{self.key}** — {self.message}"
 
     __repr__ = __str__
+
+    def _repr_mimebundle_(self, include=None, exclude=None):
+        """The answer form where a widget front end may exist, with the text beside it."""
+        bundle = {"text/plain": str(self), "text/markdown": self._repr_markdown_()}
+        if self.question is not None:
+            from ..widgets import answer_form_bundle
+            bundle = answer_form_bundle(self, bundle)
+        return bundle
 
 
 @dataclass
@@ -62,6 +80,10 @@ class Question:
     accept : callable, optional
         ``accept(given) -> bool`` decides a text answer instead of equality with
         ``answer`` (for questions with more than one right answer).
+    offered : callable, optional
+        ``offered(given) -> bool`` says whether an answer is one of ``choices`` (default:
+        its normalised form equals a choice's). An answer outside the choices is told so
+        and does not count as a wrong try.
     """
 
     key: str
@@ -73,12 +95,36 @@ class Question:
     choices: list | None = None
     traps: list = field(default_factory=list)
     accept: Callable | None = None
+    offered: Callable | None = None
     wrong_tries: int = 0
+
+    def choices_text(self) -> str:
+        """`` (choose from: a, b, c)`` for a question with choices whose prompt does not already
+        quote them all, else ``""``."""
+        if not self.choices or all(f"'{c}'" in self.prompt or f'"{c}"' in self.prompt for c in self.choices):
+            return ""
+        return f" (choose from: {', '.join(map(str, self.choices))})"
+
+    def is_offered(self, given) -> bool:
+        """Whether ``given`` is one of the offered choices (always True without choices)."""
+        if not self.choices or given is None or given is ...:
+            return True
+        if self.offered is not None:
+            return bool(self.offered(given))
+        if self.accept is not None and self.accept(given):
+            return True
+        if isinstance(self.answer, bool):
+            return _as_bool(given) is not None
+        norm = self.normalise or (lambda s: str(s).strip().lower())
+        return any(norm(given) == norm(c) for c in self.choices)
 
     def judge(self, given) -> Verdict:
         if given is None or given is ...:
             return Verdict(self.key, None, "replace `None` with your answer and run the cell again. "
-                                            f"Question: {self.prompt}")
+                                            f"Question: {self.prompt}{self.choices_text()}")
+        if not self.is_offered(given):
+            return Verdict(self.key, None, f"{given!r} is not one of the choices "
+                                           f"({', '.join(map(str, self.choices))}); this does not count as a try.")
         if isinstance(self.answer, bool):
             b = _as_bool(given)
             if b is None:
@@ -150,26 +196,45 @@ class Exercises:
         raise KeyError(f"no exercise {key!r}; the keys are: {', '.join(q.key for q in self.questions)}")
 
     def show(self) -> str:
+        """The questions as text, one line each, with their choices (listed once)."""
         lines = [f"{self.title}:"]
         for q in self.questions:
-            extra = f" (choose from: {', '.join(map(str, q.choices))})" if q.choices else ""
-            lines.append(f"  - {q.key}: {q.prompt}{extra}")
+            lines.append(f"  - {q.key}: {q.prompt}{q.choices_text()}")
         return "\n".join(lines)
 
     def check(self, key: str, answer) -> Verdict:
         """Judge ``answer`` to question ``key`` and explain it.
+
+        In a notebook the verdict displays as the question's answer form (see
+        :class:`Verdict`); in a script it prints as text.
 
         Raises
         ------
         KeyError
             Unknown key (the message lists the known ones).
         """
-        return self[key].judge(answer)
+        q = self[key]
+        v = q.judge(answer)
+        v.question, v.exercises, v.given = q, self, answer
+        return v
 
     def reveal(self, key: str) -> Verdict:
         """The answer to question ``key`` and why, without an attempt."""
         q = self[key]
         return Verdict(key, None, f"the answer is {q.answer!r}: {q.explain}")
+
+    def form(self, key: str):
+        """Question ``key`` as an answer form (ipywidgets), whatever the front end.
+
+        Raises
+        ------
+        KeyError
+            Unknown key.
+        ImportError
+            ipywidgets is not installed.
+        """
+        from ..widgets import AnswerForm
+        return AnswerForm(self[key], self)
 
     def _repr_markdown_(self):
         return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.questions])

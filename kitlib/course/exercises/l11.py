@@ -161,8 +161,9 @@ def questions(capture=None) -> Exercises:
         both = len(tools) == 2
         traps = [] if both else [(t, f"{t} does not answer this one directly. Ask what it records.")
                                  for t in TOOLS if t not in tools]
-        qs.append(Question(key, q + " (torch.profiler / nsight systems / nsight compute / timer"
-                           + (" / both" if both else "") + ")", " and ".join(tools),
+        # the choices are listed once, by ``show()`` and the answer form, not in the prompt too
+        qs.append(Question(key, q, " and ".join(tools),
                            f"{' and '.join(tools)} — view: {view}. Why: {why}.", normalise=lambda a: tool_set(a),
-                           choices=list(TOOLS) + ["both"], traps=traps, accept=_accepts(tools)))
+                           choices=list(TOOLS) + ["both"], traps=traps, accept=_accepts(tools),
+                           offered=lambda a: bool(tool_set(a))))
     return Exercises("Lesson 11 — your turn", qs)

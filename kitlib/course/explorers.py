@@ -1,0 +1,431 @@
+"""Explorers: a table and a picture that follow a selection (ipywidgets).
+
+Each explorer is a widget over analyses and pictures that the lessons already use,
+with a few controls; change a control and the table and the picture are drawn again:
+
+* :func:`chain_explorer` — choose a step and an operator: its launches and GPU events
+  (:func:`chain_table`, :func:`kitlib.plots.plot_chain`); lesson 02.
+* :func:`timeline_explorer` — choose a step, how many steps, and a window inside them
+  (zoom): every lane of the window (:func:`kitlib.plots.timeline.timeline_rows`,
+  :func:`~kitlib.plots.timeline.plot_timeline`); lessons 00, 04 and 09.
+* :func:`grouping_explorer` — one operator by input shape
+  (:func:`kitlib.analyses.grouping.shape_table`) or device time by call site
+  (:func:`kitlib.analyses.callsites.group_by_callsite`), sorted and filtered; lessons 05–06.
+* :func:`memory_explorer` — choose a step: its memory curve, and the operators whose
+  allocations are held at its peak (:func:`kitlib.analyses.memory.memory_held_at`); lesson 07.
+
+Every explorer opens on the view the lesson's text describes. Displayed, it carries
+its widget *and* a static copy of that first view (``text/html``: the table and the
+picture as a PNG), so an export without the widget front end still shows it. In a
+kernel the table and picture are drawn into ``ipywidgets.Output`` areas; outside one
+(scripts, tests) they are kept on the explorer (:attr:`Explorer.table`,
+:attr:`Explorer.figure_png`) and nothing is displayed.
+"""
+from __future__ import annotations
+
+import base64
+import html
+import io
+
+import ipywidgets as widgets
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..units import ns_to_ms, ns_to_us
+from .widgets import in_kernel, readable
+
+__all__ = ["Explorer", "chain_table", "chain_explorer", "timeline_explorer", "lane_table", "grouping_explorer",
+           "memory_explorer"]
+
+#: CSS class of every explorer (the browser test finds them by it).
+EXPLORER_CLASS = "kitlib-explorer"
+
+
+class Explorer(widgets.VBox):
+    """Controls above a table and a picture; ``render(**values)`` draws both.
+
+    Parameters
+    ----------
+    title : str
+        One line saying what is shown.
+    controls : dict of str to ipywidgets.ValueWidget
+        Passed to ``render`` by name; a change of any value draws again.
+    render : callable
+        ``render(**values) -> (DataFrame, matplotlib Figure or None)``. A
+        :class:`~kitlib.errors.KitError` it raises is shown in place of the table.
+
+    Attributes
+    ----------
+    table : DataFrame or None
+        The table now shown (None after an error).
+    figure_png : bytes or None
+        The picture now shown, as PNG.
+    message : str
+        The error shown instead of a table, else ``""``.
+    """
+
+    def __init__(self, title: str, controls: dict, render):
+        self.title, self.controls, self._render = title, controls, render
+        self.table, self.figure_png, self.message = None, None, ""
+        self.table_out, self.figure_out = widgets.Output(), widgets.Output()
+        for w in controls.values():
+            w.observe(lambda _change: self.refresh(), names="value")
+        head = widgets.HTML(f"<b>{html.escape(title)}</b>")
+        super().__init__([head, widgets.HBox(list(controls.values()), layout=widgets.Layout(flex_flow="row wrap")),
+                          self.table_out, self.figure_out], layout=widgets.Layout(width="100%"))
+        self.add_class(EXPLORER_CLASS)
+        self.refresh()
+
+    def values(self) -> dict:
+        """The controls' values, by name."""
+        return {k: w.value for k, w in self.controls.items()}
+
+    def refresh(self):
+        """Draw the table and the picture for the controls' current values."""
+        import matplotlib.pyplot as plt
+        try:
+            table, fig = self._render(**self.values())
+            self.message = ""
+        except KitError as e:
+            table, fig, self.message = None, None, str(e)
+        self.table = table
+        self.figure_png = None
+        if fig is not None:
+            buf = io.BytesIO()
+            fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+            self.figure_png = buf.getvalue()
+        if in_kernel():
+            from IPython.display import HTML, display
+            with self.table_out:
+                self.table_out.clear_output(wait=True)
+                display(HTML(f"<p>{html.escape(self.message)}</p>") if table is None
+                        else readable(table, max_width_em=8))
+            with self.figure_out:
+                self.figure_out.clear_output(wait=True)
+                if fig is not None:
+                    display(fig)
+        if fig is not None:
+            plt.close(fig)
+
+    def static_html(self) -> str:
+        """The view now shown as HTML: the title, the table and the picture (PNG inline)."""
+        parts = [f"<p><b>{html.escape(self.title)}</b> ({html.escape(_describe(self.values()))})</p>"]
+        parts.append(f"<p>{html.escape(self.message)}</p>" if self.table is None
+                     else self.table.to_html(max_rows=30, border=0))
+        if self.figure_png:
+            parts.append(f'<img alt="{html.escape(self.title)}" '
+                         f'src="data:image/png;base64,{base64.b64encode(self.figure_png).decode()}"/>')
+        return f'<div class="{EXPLORER_CLASS}-static">' + "\n".join(parts) + "</div>"
+
+    def _repr_mimebundle_(self, **kwargs):
+        bundle = dict(super()._repr_mimebundle_(**kwargs) or {})
+        bundle["text/html"] = self.static_html()
+        bundle["text/plain"] = f"{self.title} ({_describe(self.values())})"
+        return bundle
+
+
+def _describe(values: dict) -> str:
+    return ", ".join(f"{k}: {v}" for k, v in values.items())
+
+
+def _dropdown(options, value, description, width="16em"):
+    options = list(options)
+    return widgets.Dropdown(options=options, value=value if value in options else options[0],
+                            description=description, style={"description_width": "initial"},
+                            layout=widgets.Layout(width=width))
+
+
+# -- operator → launch → kernel ------------------------------------------------------------
+
+def chain_table(trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+    """An operator's launches and their GPU events, narrow enough to read: times in µs
+    since the operator started.
+
+    Parameters
+    ----------
+    trace : Trace
+    op_row : int
+        The operator's row label in ``trace.ops``.
+    chain_df : DataFrame, optional
+        A :func:`kitlib.analyses.chain.chain` result to reuse.
+
+    Returns
+    -------
+    DataFrame, one row per launch, indexed by ``launch`` (1, 2, …)
+        ``api`` (the CUDA call), ``launch_at_us``, ``launch_us`` (its host duration),
+        ``correlation``, ``external_id``, ``kernel`` (the GPU event's name, shortened),
+        ``gpu_at_us``, ``gpu_us`` (its device duration). ``gpu_at_us − launch_at_us`` is the
+        time from the launch's start to the GPU event's start. Read from
+        :func:`kitlib.analyses.chain.launches_of`.
+    """
+    from ..analyses.chain import launches_of
+    from ..plots import short_name
+    rows = launches_of(trace, op_row, chain_df)
+    t0 = int(trace.ops.loc[op_row, "start_ns"])
+    us = lambda col: np.round(ns_to_us(rows[col].astype("float64") - t0), 3)  # noqa: E731
+    out = pd.DataFrame({"launch": rows["launch_index"].to_numpy(), "api": rows["launch_name"].to_numpy(),
+                        "launch_at_us": us("launch_start_ns"), "launch_us": np.round(ns_to_us(rows["launch_dur_ns"]), 3),
+                        "correlation": rows["correlation"].to_numpy(), "external_id": rows["external_id"].to_numpy(),
+                        "kernel": [short_name(n, 24) for n in rows["gpu_name"]],
+                        "gpu_at_us": us("gpu_start_ns"), "gpu_us": np.round(ns_to_us(rows["gpu_dur_ns"]), 3)})
+    return out.set_index("launch")
+
+
+def _nth_op(trace, name: str, step: int) -> int:
+    from ..analyses.chain import first_op
+    return first_op(trace, name, step=step)
+
+
+def chain_explorer(trace, name: str = "aten::cudnn_convolution", step: int | None = None, top: int = 25):
+    """Choose a step and an operator: the operator's first call in that step, its launches
+    and GPU events (:func:`chain_table`) and the picture (:func:`kitlib.plots.plot_chain`).
+
+    Parameters
+    ----------
+    trace : Trace
+    name : str
+        The operator shown first (lesson 02: ``aten::cudnn_convolution``).
+    step : int, optional
+        The step shown first (default: the first recorded).
+    top : int
+        Operators offered: the ``top`` names with the most device time (``name`` always).
+
+    Returns
+    -------
+    Explorer
+        Controls ``step``, ``operator``.
+    """
+    from ..analyses.chain import chain
+    from ..plots import plot_chain
+    c = chain(trace)
+    names = c[c["op_name"].notna()].groupby("op_name")["gpu_dur_ns"].sum().sort_values(ascending=False)
+    offered = list(dict.fromkeys([name] + [n for n in names.index[:top] if str(n).startswith("aten::")]))
+    steps = [int(s) for s in trace.steps["step"]]
+    controls = {"step": _dropdown(steps, steps[0] if step is None else int(step), "step", "9em"),
+                "operator": _dropdown(offered, name, "operator", "24em")}
+
+    def render(step, operator):
+        row = _nth_op(trace, operator, step)
+        return chain_table(trace, row, c), plot_chain(trace, row, title=f"{operator}, first call in step {step}")
+    return Explorer("operator → launch → GPU event", controls, render)
+
+
+# -- timeline ------------------------------------------------------------------------------
+
+def lane_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """One row per lane of :func:`kitlib.plots.timeline.timeline_rows`: what fills it.
+
+    Returns
+    -------
+    DataFrame indexed by ``lane`` (top to bottom)
+        ``events``, ``busy_ms`` (sum of the events' durations inside the window; nested
+        ranges of one lane do not overlap), ``longest`` (name, shortened), ``longest_ms``.
+    """
+    from ..plots import short_name
+    if rows.empty:
+        return pd.DataFrame(columns=["events", "busy_ms", "longest", "longest_ms"]).rename_axis("lane")
+    out = []
+    for lane, g in rows.sort_values("order", kind="stable").groupby("lane", sort=False):
+        i = g["dur_ns"].to_numpy().argmax()
+        out.append({"lane": lane, "events": len(g), "busy_ms": round(float(ns_to_ms(g["dur_ns"].sum())), 3),
+                    "longest": short_name(str(g["name"].iloc[i]), 32),
+                    "longest_ms": round(float(ns_to_ms(g["dur_ns"].iloc[i])), 3)})
+    return pd.DataFrame(out).set_index("lane")
+
+
+def timeline_explorer(source, step: int | None = None, steps: int = 1, gaps: pd.DataFrame | None = None,
+                      osrt_threads=(), title: str = "timeline"):
+    """Choose a step, how many steps, and a window inside them: the lanes and the picture.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    step : int, optional
+        The first step shown (default: the first).
+    steps : int
+        How many steps are shown at first (1–3).
+    gaps : DataFrame, optional
+        Idle gaps to shade (``start_ns, dur_ns``), e.g. :func:`kitlib.analyses.steps.step_gaps`.
+    osrt_threads : sequence of int
+        Threads whose OS-runtime calls get a lane (Nsight reports).
+
+    Returns
+    -------
+    Explorer
+        Controls ``step``, ``steps``, ``window`` (the part of the steps' span shown,
+        in % of it: narrow it to zoom). Table: :func:`lane_table`; picture:
+        :func:`kitlib.plots.timeline.plot_timeline`, x in ms since the first step started.
+    """
+    from ..analyses.steps import steps_of
+    from ..plots.timeline import plot_timeline, timeline_rows
+    st = steps_of(source).reset_index(drop=True)
+    numbers = [int(s) for s in st["step"]]
+    first = numbers[0] if step is None else int(step)
+    controls = {"step": _dropdown(numbers, first, "step", "9em"),
+                "steps": widgets.BoundedIntText(value=int(steps), min=1, max=3, description="steps shown",
+                                                style={"description_width": "initial"},
+                                                layout=widgets.Layout(width="10em")),
+                "window": widgets.FloatRangeSlider(value=(0.0, 100.0), min=0.0, max=100.0, step=0.5,
+                                                   description="window (% of the span)", readout_format=".1f",
+                                                   style={"description_width": "initial"},
+                                                   layout=widgets.Layout(width="32em"))}
+
+    def render(step, steps, window):
+        i = numbers.index(int(step))
+        j = min(len(st) - 1, i + int(steps) - 1)
+        t0, t1 = int(st["start_ns"].iloc[i]), int(st["end_ns"].iloc[j])
+        lo, hi = sorted(window)
+        if hi - lo < 0.5:
+            raise KitError("the window is empty: widen it")
+        w0, w1 = t0 + int((t1 - t0) * lo / 100), t0 + int((t1 - t0) * hi / 100)
+        rows = timeline_rows(source, w0, w1, osrt_threads)
+        shown = f"step {step}" if j == i else f"steps {step}–{numbers[j]}"
+        fig = plot_timeline(source, w0, w1, gaps=gaps, origin_ns=t0, osrt_threads=osrt_threads,
+                            origin_label=f"step {step} started",
+                            title=f"{title}: {shown}, {ns_to_ms(w0 - t0):,.1f}–{ns_to_ms(w1 - t0):,.1f} ms")
+        return lane_table(rows), fig
+    return Explorer(title, controls, render)
+
+
+# -- grouping ------------------------------------------------------------------------------
+
+_SHAPE_COLS = {"tensors": "tensors", "count": "count", "device_total_ns": "device_total_us",
+               "device_per_call_ns": "device_per_call_us", "device_share": "device_share"}
+_SITE_COLS = {"ops": "ops", "gpu_events": "gpu_events", "device_self_ns": "device_self_us",
+              "host_self_ns": "host_self_us"}
+
+
+def _sorted_filtered(t: pd.DataFrame, label: str, sort: str, contains: str) -> pd.DataFrame:
+    if contains.strip():
+        t = t[t[label].astype(str).str.contains(contains.strip(), case=False, regex=False)]
+    return t.sort_values(sort, ascending=False, kind="stable")
+
+
+def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "input_shape",
+                      name: str = "aten::cudnn_convolution", top: int = 8, table: pd.DataFrame | None = None):
+    """One operator's device time by input shape, or device time by call site: sorted,
+    filtered, the top rows drawn.
+
+    Parameters
+    ----------
+    trace : Trace
+    events : DataFrame, optional
+        :func:`kitlib.analyses.events.op_events` of ``trace``, to reuse.
+    by : {"input_shape", "callsite"}
+        ``input_shape``: :func:`kitlib.analyses.grouping.shape_table` of the chosen operator
+        (lesson 05); ``callsite``: :func:`kitlib.analyses.callsites.group_by_callsite` by
+        the chosen column (lesson 06).
+    name : str
+        The operator shown first (``by="input_shape"``).
+    top : int
+        Rows shown and drawn at first.
+    table : DataFrame, optional
+        A :func:`kitlib.analyses.callsites.callsites` result to reuse (``by="callsite"``).
+
+    Returns
+    -------
+    Explorer
+        Controls: ``operator`` (or ``group_by``), ``sort_by``, ``contains`` (a filter on the
+        shapes or call sites, case-insensitive), ``top``. Times in µs.
+
+    Raises
+    ------
+    KitError
+        ``by`` is neither ``"input_shape"`` nor ``"callsite"``.
+    """
+    from ..analyses import callsites, grouping
+    from ..analyses.events import op_events
+    from ..plots import grouping as plots_grouping
+    ev = op_events(trace) if events is None else events
+    common = {"contains": widgets.Text(value="", description="contains", placeholder="filter",
+                                       layout=widgets.Layout(width="16em")),
+              "top": widgets.IntSlider(value=int(top), min=3, max=30, description="top",
+                                       layout=widgets.Layout(width="20em"))}
+    if by == "input_shape":
+        cache = {}
+        names = ev[ev["kind"] == "op"].groupby("name")["device_total_ns"].sum().sort_values(ascending=False)
+        offered = list(dict.fromkeys([name] + [n for n in names.index[:20] if names[n] > 0]))
+        controls = {"operator": _dropdown(offered, name, "operator", "24em"),
+                    "sort_by": _dropdown(list(_SHAPE_COLS.values())[1:4], "device_total_us", "sort by", "16em"),
+                    **common}
+
+        def render(operator, sort_by, contains, top):
+            if operator not in cache:
+                cache[operator] = grouping.shape_table(trace, operator, events=ev)
+            t = cache[operator]
+            key = {v: k for k, v in _SHAPE_COLS.items()}[sort_by]
+            t = _sorted_filtered(t, "tensors", key, contains).head(int(top))
+            if t.empty:
+                raise KitError(f"no shape of {operator} contains {contains!r}")
+            view = t[list(_SHAPE_COLS)].rename(columns=_SHAPE_COLS)
+            for c in ("device_total_us", "device_per_call_us"):
+                view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
+            return view.assign(device_share=view["device_share"].round(3)), \
+                plots_grouping.plot_shapes(t, operator, top=int(top)).figure
+        return Explorer("device time by input shape", controls, render)
+    if by != "callsite":
+        raise KitError(f"grouping_explorer groups by 'input_shape' or 'callsite', not {by!r}")
+    sites = callsites.callsites(trace, ev) if table is None else table
+    cache = {}
+    controls = {"group_by": _dropdown(["user_frame", "module_type", "module"], "user_frame", "group by", "16em"),
+                "sort_by": _dropdown(["device_self_us", "ops", "gpu_events", "host_self_us"], "device_self_us",
+                                     "sort by", "16em"), **common}
+
+    def render(group_by, sort_by, contains, top):
+        if group_by not in cache:
+            cache[group_by] = callsites.group_by_callsite(trace, by=(group_by,), table=sites)
+        key = {v: k for k, v in _SITE_COLS.items()}[sort_by]
+        t = _sorted_filtered(cache[group_by], group_by, key, contains).head(int(top))
+        if t.empty:
+            raise KitError(f"no {group_by} contains {contains!r}")
+        view = t[[group_by] + list(_SITE_COLS)].rename(columns=_SITE_COLS)
+        for c in ("device_self_us", "host_self_us"):
+            view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
+        return view.set_index(group_by), plots_grouping.plot_callsites(t, group_by, top=int(top)).figure
+    return Explorer("device time by call site", controls, render)
+
+
+# -- memory --------------------------------------------------------------------------------
+
+def memory_explorer(trace, timeline: pd.DataFrame | None = None, step: int | None = None, top: int = 8):
+    """Choose a step: its memory curve with the peak marked, and the operators whose
+    allocations are held at that peak.
+
+    Parameters
+    ----------
+    trace : Trace
+    timeline : DataFrame, optional
+        :func:`kitlib.analyses.memory.memory_timeline` of ``trace``, to reuse.
+    step : int, optional
+        The step shown first (default: the step of the whole recording's peak).
+    top : int
+        Operators listed.
+
+    Returns
+    -------
+    Explorer
+        Control ``step``. Table: :func:`kitlib.analyses.memory.memory_held_at` at the step's
+        peak, in GB (10⁹ bytes, as the picture); picture:
+        :func:`kitlib.plots.memory.plot_memory_over_time` of that step.
+    """
+    from ..analyses import memory
+    from ..plots import memory as plots_memory
+    tl = memory.memory_timeline(trace) if timeline is None else timeline
+    steps = [int(s) for s in tl["step"].dropna().unique()]
+    if not steps:
+        raise KitError("the memory timeline has no allocator event inside a step")
+    first = int(memory.memory_peak(tl)["step"]) if step is None else int(step)
+    controls = {"step": _dropdown(steps, first, "step", "9em")}
+
+    def render(step):
+        part = tl[tl["step"] == step]
+        peak = memory.memory_peak(part)
+        position = int(part.index[int(peak["position"])])
+        held = memory.memory_held_at(trace, tl, position).head(top)
+        view = held.assign(held_gb=(held["held_bytes"] / 1e9).round(3),
+                           share=held["share_of_allocated"].round(3))[["op", "allocations", "held_gb", "share"]]
+        ax = plots_memory.plot_memory_over_time(part, trace.steps[trace.steps["step"] == step], peak,
+                                                title=f"CUDA memory in step {step}")
+        return view.set_index("op"), ax.figure
+    return Explorer("memory held at the step's peak, by the operator that allocated it", controls, render)

@@ -1,0 +1,246 @@
+"""Answer forms: each "your turn" question as a small ipywidgets form.
+
+A form shows the question, a box for the answer (a text box for numbers and words,
+buttons for yes/no, a drop-down where the question offers choices), a **Check** and a
+**Reveal** button, and the verdict below them. Checking goes through the very code
+that ``ex.check(key, answer)`` runs (:meth:`kitlib.course.exercises.Question.judge`),
+so a form and a script give the same hints, count the same tries and show the
+answer at the same moment.
+
+Where forms appear: a lesson's ``ex.check(key, answer)`` cell returns a
+:class:`~kitlib.course.exercises.Verdict`; displayed in a Jupyter kernel, the verdict
+carries the form (MIME type ``application/vnd.jupyter.widget-view+json``) *and* its
+text (``text/plain``, ``text/markdown``). JupyterLab, which has the widget front end,
+draws the form; a front end without one (``nbclient`` in the tests, a static export,
+a terminal) shows the text, as before. Outside a kernel nothing here is imported.
+
+The presentation setting (:func:`presentation`) raises the text of the forms, the
+tables and the pictures together, for a projector.
+"""
+from __future__ import annotations
+
+import html
+import os
+
+import ipywidgets as widgets
+
+__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "ReadableTable", "verdict_html"]
+
+#: CSS class names the forms carry (the browser test finds the forms by them).
+FORM_CLASS = "kitlib-answer-form"
+VERDICT_CLASS = "kitlib-verdict"
+
+_COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
+_MARKS = {True: "✅", False: "❌", None: "✏️"}
+
+
+def in_kernel() -> bool:
+    """Whether this code runs in a Jupyter kernel (where a widget front end may be listening).
+
+    False in scripts, in a plain Python prompt and in terminal IPython, where a form
+    could never be drawn.
+    """
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def verdict_html(verdict) -> str:
+    """A verdict as a line of HTML: ✅/❌/✏️, the key in bold, the message (escaped)."""
+    colour = _COLOURS[verdict.correct]
+    return (f'<div class="{VERDICT_CLASS}" data-correct="{str(verdict.correct).lower()}" '
+            f'style="color:{colour}; white-space:normal; line-height:1.4">{_MARKS[verdict.correct]} '
+            f"<b>{html.escape(verdict.key)}</b> — {html.escape(verdict.message)}</div>")
+
+
+def _is_yes_no(question) -> bool:
+    return isinstance(question.answer, bool)
+
+
+class AnswerForm(widgets.VBox):
+    """One question as a form: prompt, answer box, Check and Reveal buttons, verdict.
+
+    Parameters
+    ----------
+    question : kitlib.course.exercises.Question
+        Judged with its own :meth:`~kitlib.course.exercises.Question.judge`, so wrong tries
+        are counted on the question, as in ``ex.check``.
+    exercises : kitlib.course.exercises.Exercises
+        The lesson's exercises, for :meth:`~kitlib.course.exercises.Exercises.reveal`.
+    given : optional
+        An answer already given in the cell (``ex.check(key, 42)``), shown in the box.
+    verdict : Verdict, optional
+        The verdict on ``given``, shown below the buttons.
+
+    Attributes
+    ----------
+    answer_box : ipywidgets.Text, Dropdown or ToggleButtons
+    check_button, reveal_button : ipywidgets.Button
+    feedback : ipywidgets.HTML
+        The latest verdict (:func:`verdict_html`).
+    verdicts : list of Verdict
+        Every verdict this form showed, oldest first.
+    """
+
+    def __init__(self, question, exercises, given=None, verdict=None):
+        self.question, self.exercises = question, exercises
+        self.verdicts = []
+        prompt = widgets.HTML(f"<b>{html.escape(question.key)}</b>: {html.escape(question.prompt)}",
+                              layout=widgets.Layout(width="100%"))
+        start = None if given is None or given is ... else given
+        if question.choices:
+            options = [str(c) for c in question.choices]
+            value = str(start) if start is not None and str(start) in options else None
+            self.answer_box = widgets.Dropdown(options=options, value=value, description="answer",
+                                               layout=widgets.Layout(width="auto", min_width="22em"))
+        elif _is_yes_no(question):
+            value = {True: "yes", False: "no"}.get(start if isinstance(start, bool) else None)
+            self.answer_box = widgets.ToggleButtons(options=["yes", "no"], value=value, description="answer")
+        else:
+            self.answer_box = widgets.Text(value="" if start is None else str(start), description="answer",
+                                           placeholder="type your answer", continuous_update=False,
+                                           layout=widgets.Layout(width="22em"))
+        self.check_button = widgets.Button(description="Check", button_style="primary", icon="check")
+        self.reveal_button = widgets.Button(description="Reveal", icon="eye")
+        self.check_button.on_click(lambda _: self.check())
+        self.reveal_button.on_click(lambda _: self.reveal())
+        self.feedback = widgets.HTML(layout=widgets.Layout(width="100%"))
+        if verdict is not None:
+            self._show(verdict)
+        super().__init__([prompt, widgets.HBox([self.answer_box, self.check_button, self.reveal_button]),
+                          self.feedback], layout=widgets.Layout(border="1px solid #ddd", padding="6px",
+                                                                margin="4px 0", width="100%"))
+        self.add_class(FORM_CLASS)
+        self.add_class(f"{FORM_CLASS}-{question.key}")
+
+    def value(self):
+        """The answer in the box: None when empty, ``True``/``False`` for yes/no, else the text."""
+        v = self.answer_box.value
+        if v is None or (isinstance(v, str) and not v.strip()):
+            return None
+        if _is_yes_no(self.question) and not self.question.choices:
+            return v == "yes"
+        return v
+
+    def check(self):
+        """Judge the answer in the box (as ``ex.check`` would) and show the verdict."""
+        return self._show(self.exercises.check(self.question.key, self.value()))
+
+    def reveal(self):
+        """Show the answer and why (as ``ex.reveal``)."""
+        return self._show(self.exercises.reveal(self.question.key))
+
+    def _show(self, verdict):
+        self.verdicts.append(verdict)
+        self.feedback.value = verdict_html(verdict)
+        return verdict
+
+
+def answer_form_bundle(verdict, text_bundle: dict) -> dict:
+    """The MIME bundle of a verdict: its answer form beside ``text_bundle`` in a kernel,
+    ``text_bundle`` alone elsewhere (or where ipywidgets cannot build the form).
+
+    Front ends choose: JupyterLab draws the form (``application/vnd.jupyter.widget-view+json``),
+    one without the widget front end falls back to the text.
+    """
+    if not in_kernel():
+        return text_bundle
+    try:
+        form = AnswerForm(verdict.question, verdict.exercises, given=verdict.given, verdict=verdict)
+        bundle = dict(form._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return text_bundle
+    bundle.update(text_bundle)
+    return bundle
+
+
+#: The presentation setting now in force (see :func:`presentation`).
+PRESENTATION = {"scale": 1.0}
+
+
+def presentation(scale: float | None = None) -> float:
+    """One setting for a projector: text of pictures, tables and forms, and picture heights.
+
+    Sets :func:`kitlib.plots.set_scale` (font sizes and figure heights of every kitlib
+    picture drawn from now on), the text size of the answer forms and explorers built
+    from now on, and, where a notebook shows it, the font size of tables.
+
+    Parameters
+    ----------
+    scale : float, optional
+        1 on a laptop, 1.4–2 on a projector; by default ``$KITLIB_PLOT_SCALE``, else 1.
+
+    Returns
+    -------
+    float
+        The scale in force.
+
+    Raises
+    ------
+    KitError
+        ``scale`` is not a positive number.
+    """
+    from ..plots import set_scale
+    value = set_scale(scale if scale is not None else (os.environ.get("KITLIB_PLOT_SCALE") or 1.0))
+    PRESENTATION["scale"] = value
+    if in_kernel() and value != 1.0:
+        from IPython.display import HTML, display
+        display(HTML(f"<style>.jp-RenderedHTMLCommon table, .{FORM_CLASS}, .kitlib-explorer "
+                     f"{{font-size: {value:.2f}em;}}</style>"))
+    return value
+
+
+def readable(table, max_width_em: float = 28):
+    """A table shown whole at a notebook's width: no text cut with "…", long text and
+    headers wrapped instead of widening the table past the cell.
+
+    Parameters
+    ----------
+    table : DataFrame
+    max_width_em : float
+        The widest a column grows before its text wraps (em).
+
+    Returns
+    -------
+    ReadableTable
+        Displays as HTML (text and numbers as the DataFrame shows them, without pandas'
+        ``display.max_colwidth`` cut) and prints as the DataFrame; ``.data`` is ``table``.
+    """
+    import math
+    cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
+            ("text-align", "left"), ("vertical-align", "top")]
+
+    def number(v):     # as the DataFrame prints it: no padding zeros (0.5, not 0.500000)
+        if isinstance(v, float) and math.isfinite(v):
+            return f"{v:.6f}".rstrip("0").rstrip(".")
+        return v
+    def header(v):     # a long column name may break after an underscore (launch_at_ | us), not inside a word
+        return html.escape(str(v)).replace("_", "_<wbr>")
+    floats = [c for c in table.columns if str(table[c].dtype).startswith(("float", "Float"))]
+    head = [p for p in cell if p[0] != "overflow-wrap"] + [("overflow-wrap", "normal")]
+    return ReadableTable(table.style.format(number, subset=floats, na_rep="NaN")
+                         .format_index(header, axis=1).format_index(header, axis=0)
+                         .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}]))
+
+
+class ReadableTable:
+    """What :func:`readable` returns: a pandas Styler for notebooks (``text/html``), the
+    DataFrame's own text everywhere else (``print``, ``text/plain``)."""
+
+    def __init__(self, styler):
+        self.styler, self.data = styler, styler.data
+
+    def _repr_html_(self):
+        return self.styler.to_html()
+
+    def to_html(self) -> str:
+        """The HTML a notebook shows."""
+        return self.styler.to_html()
+
+    def __repr__(self):
+        return repr(self.data)
+
+    __str__ = __repr__

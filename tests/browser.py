@@ -1,0 +1,209 @@
+"""Helpers of the real-browser test (tests/test_browser.py): a JupyterLab server on a free
+local port, the system's Chromium driven by Playwright, and what a page shows.
+
+Kept apart from the test so that a maintainer can drive a lesson by hand:
+``python tests/browser.py lessons/02_*.ipynb`` runs it and prints what the test measures.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+CHROMIUM = "/usr/bin/chromium"
+#: Chromium's switches: no sandbox (root in a container), no GPU, and nothing that phones home.
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+#: JupyterLab's window as a laptop shows it (CSS pixels).
+VIEWPORT = {"width": 1280, "height": 800}
+REPO = Path(__file__).resolve().parent.parent
+
+
+def why_no_browser() -> str | None:
+    """None when the browser test can run here; else why not (for pytest's skip reason)."""
+    if not Path(CHROMIUM).exists():
+        return (f"{CHROMIUM} is missing: install Debian's chromium (`apt-get install -y chromium`, "
+                "as .ci/run does)")
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "the playwright package is missing: pip install -e '.[test]'"
+    return None
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Lab:
+    """A JupyterLab server on 127.0.0.1 serving copies of ``lessons`` from ``root``.
+
+    The server runs this checkout's kitlib (``PYTHONPATH``), in replay mode, with user
+    settings of its own: notebooks rendered whole (``windowingMode: none``) so every cell
+    is in the page, and nothing restored from a learner's workspace.
+    """
+
+    def __init__(self, root: Path, lessons, env: dict | None = None):
+        self.root = Path(root)
+        (self.root / "work").mkdir(parents=True, exist_ok=True)
+        for p in lessons:
+            shutil.copy(p, self.root / "work" / Path(p).name)
+        settings = self.root / "user-settings" / "@jupyterlab" / "notebook-extension"
+        settings.mkdir(parents=True, exist_ok=True)
+        (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
+        news = self.root / "user-settings" / "@jupyterlab" / "apputils-extension"
+        news.mkdir(parents=True, exist_ok=True)
+        (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
+                                                                           "checkForUpdates": False}))
+        self.port, self.token = free_port(), "kitlib-browser-test"
+        e = dict(os.environ)
+        e.update({"KITLIB_MODE": "replay", "KITLIB_PROGRESS": "0",
+                  "PYTHONPATH": os.pathsep.join([str(REPO), e.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+                  "JUPYTER_CONFIG_DIR": str(self.root / "config"), "JUPYTER_RUNTIME_DIR": str(self.root / "runtime")})
+        e.pop("MPLBACKEND", None)            # the kernel's inline backend draws the figures
+        e.update(env or {})
+        cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
+               f"--IdentityProvider.token={self.token}", "--ServerApp.open_browser=False",
+               f"--ServerApp.root_dir={self.root / 'work'}", f"--LabApp.user_settings_dir={self.root / 'user-settings'}",
+               f"--LabApp.workspaces_dir={self.root / 'workspaces'}", "--ServerApp.disable_check_xsrf=False"]
+        if hasattr(os, "geteuid") and os.geteuid() == 0:
+            cmd.append("--allow-root")
+        self.log = open(self.root / "jupyterlab.log", "w")
+        self.proc = subprocess.Popen(cmd, env=e, stdout=self.log, stderr=subprocess.STDOUT)
+        self._wait_ready()
+
+    def url(self, name: str) -> str:
+        return f"http://127.0.0.1:{self.port}/lab/tree/{name}?token={self.token}&reset"
+
+    def _wait_ready(self, timeout_s: float = 60):
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"JupyterLab exited: {(self.root / 'jupyterlab.log').read_text()[-2000:]}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/api/status?token={self.token}",
+                                            timeout=2) as r:
+                    if r.status == 200:
+                        return
+            except OSError:
+                time.sleep(0.3)
+        raise RuntimeError(f"JupyterLab did not answer on port {self.port} within {timeout_s:.0f} s")
+
+    def notebook(self, name: str) -> dict:
+        """The saved notebook (outputs included), as JSON."""
+        return json.loads((self.root / "work" / name).read_text())
+
+    def close(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def launch_browser(playwright, profile_dir: Path):
+    """The system Chromium, headless, with a fresh profile in ``profile_dir``."""
+    return playwright.chromium.launch_persistent_context(
+        str(profile_dir), executable_path=CHROMIUM, headless=True, args=CHROMIUM_ARGS, viewport=VIEWPORT)
+
+
+def run_all_cells(page, timeout_s: float = 240):
+    """Run every cell of the open notebook (Run → Run All Cells) and wait until none is pending."""
+    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=60_000)
+    page.wait_for_function("() => { const s = document.querySelector('.jp-Notebook-ExecutionIndicator');"
+                           " return !s || s.getAttribute('data-status') === 'idle'; }", timeout=60_000)
+    page.wait_for_selector("#jp-main-statusbar >> text=/\\| Idle/", timeout=60_000)
+    started = ("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
+               ".some(e => /\\[(\\*|\\d+)\\]/.test(e.textContent))")
+    for attempt in range(3):      # a click before the kernel is connected can be lost: try again
+        page.keyboard.press("Escape")
+        page.click(".lm-MenuBar-item:has-text('Run')")
+        page.click(".lm-Menu-itemLabel:text-is('Run All Cells')")
+        try:
+            page.wait_for_function(started, timeout=30_000)
+            break
+        except Exception:
+            if attempt == 2:
+                raise
+    # done when no cell is pending ([*]) twice in a row, 2 s apart: all ran, or one failed and
+    # JupyterLab dropped the rest (the caller reads the saved notebook's errors)
+    none_pending = ("() => { const p = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')];"
+                    " return !p.some(e => e.textContent.includes('*')); }")
+    deadline = time.monotonic() + timeout_s
+    while True:
+        page.wait_for_function(none_pending, timeout=max(1, deadline - time.monotonic()) * 1000)
+        page.wait_for_timeout(2000)
+        if page.evaluate(none_pending):
+            break
+    return page.evaluate("() => [...document.querySelectorAll('.jp-CodeCell .jp-InputArea-prompt')]"
+                         ".every(e => /\\[\\d+\\]/.test(e.textContent))")
+
+
+def save(page):
+    page.keyboard.press("Control+s")
+    page.wait_for_timeout(1500)
+
+
+#: JavaScript measuring what a learner sees: pictures drawn, and outputs wider than their cell.
+MEASURE_JS = """() => {
+  const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
+  const cut = [];
+  for (const o of outs) {
+    for (const t of o.querySelectorAll('table, img')) {
+      const box = o.getBoundingClientRect(), r = t.getBoundingClientRect();
+      if (r.right > box.right + 2) cut.push({kind: t.tagName, text: (t.innerText || t.alt || '').slice(0, 80),
+                                             over_px: Math.round(r.right - box.right)});
+    }
+    if (o.scrollWidth > o.clientWidth + 2 && !o.querySelector('table, img'))
+      cut.push({kind: 'output', text: o.innerText.slice(0, 80), over_px: o.scrollWidth - o.clientWidth});
+  }
+  const cells = [...document.querySelectorAll('.jp-CodeCell')];
+  const byCell = cells.map(c => c.querySelectorAll('.jp-RenderedImage img').length);
+  const cut_text = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
+    .map(e => e.innerText.trim()).filter(t => t.endsWith('...'));
+  return {figures: document.querySelectorAll('.jp-OutputArea .jp-RenderedImage img').length, cut_text: cut_text,
+          figures_by_cell: byCell, cut: cut,
+          errors: document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"] .jp-RenderedText, .jp-OutputArea-output .ansi-red-fg').length,
+          forms: document.querySelectorAll('.kitlib-answer-form').length,
+          explorers: document.querySelectorAll('.kitlib-explorer').length};
+}"""
+
+
+def error_outputs(nb: dict) -> list:
+    """The error outputs of a saved notebook: (cell index, ename, evalue)."""
+    return [(i, o.get("ename"), o.get("evalue")) for i, c in enumerate(nb["cells"]) if c["cell_type"] == "code"
+            for o in c.get("outputs", []) if o.get("output_type") == "error"]
+
+
+if __name__ == "__main__":   # a lesson by hand: what the test measures
+    import tempfile
+    from playwright.sync_api import sync_playwright
+    tmp = Path(tempfile.mkdtemp(prefix="kitlib-browser-"))
+    paths = [Path(p) for p in sys.argv[1:]]
+    lab = Lab(tmp, paths)
+    try:
+        with sync_playwright() as pw:
+            ctx = launch_browser(pw, tmp / "profile")
+            page = ctx.new_page()
+            for p in paths:
+                t0 = time.monotonic()
+                page.goto(lab.url(p.name))
+                ran_all = run_all_cells(page)
+                save(page)
+                m = page.evaluate(MEASURE_JS)
+                page.screenshot(path=str(tmp / f"{p.stem}.png"), full_page=True)
+                print(p.name, f"{time.monotonic() - t0:.1f} s", "all cells ran" if ran_all else "NOT ALL CELLS RAN",
+                      json.dumps(m), error_outputs(lab.notebook(p.name)), flush=True)
+            ctx.close()
+    finally:
+        lab.close()
+        print("screenshots in", tmp)
