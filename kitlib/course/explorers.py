@@ -116,6 +116,8 @@ class Explorer(widgets.VBox):
         if self.figure_png:
             parts.append(f'<img alt="{html.escape(self.title)}" '
                          f'src="data:image/png;base64,{base64.b64encode(self.figure_png).decode()}"/>')
+        from .labels import note_html
+        parts.append(note_html())          # which recordings, as under any table
         return f'<div class="{EXPLORER_CLASS}-static">' + "\n".join(parts) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs):

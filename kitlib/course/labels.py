@@ -58,14 +58,19 @@ def _stamp_open_figures(*_args, **_kw):
         stamp_figure(plt.figure(num))
 
 
-def _table_html(obj):
+def note_html() -> str:
+    """The :func:`sources_note` as a small grey HTML line to put under a table (``""`` when
+    no recording was opened). Used for pandas tables here and for the kit's own HTML
+    tables (:func:`kitlib.course.widgets.readable`, the explorers' static views)."""
     note = sources_note()
+    return f'<div style="font-size:smaller;color:#666">{html.escape(note, quote=False)}</div>' if note else ""
+
+
+def _table_html(obj):
     body = obj._repr_html_() if hasattr(obj, "_repr_html_") else None
     if body is None:
         body = f"<pre>{html.escape(obj.to_string())}</pre>"
-    if note:
-        body += f'<div style="font-size:smaller;color:#666">{html.escape(note, quote=False)}</div>'
-    return body
+    return body + note_html()
 
 
 def _table_text(obj, p, cycle):

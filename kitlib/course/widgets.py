@@ -234,7 +234,8 @@ class ReadableTable:
         self.styler, self.data = styler, styler.data
 
     def _repr_html_(self):
-        return self.styler.to_html()
+        from .labels import note_html
+        return self.styler.to_html() + note_html()      # which recordings, as under any table
 
     def to_html(self) -> str:
         """The HTML a notebook shows."""
