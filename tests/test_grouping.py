@@ -117,6 +117,7 @@ def test_attribution_bytes_and_cost():
     assert cost.loc["full", "median_step_ms"] == pytest.approx(61.461497)
 
 
+@pytest.mark.torch_run
 def test_live_cpu_capture_with_stacks(tmp_path):
     """The same rebuild against a fresh CPU capture whose profiler DID keep stacks (verbose=True)."""
     torch = pytest.importorskip("torch")

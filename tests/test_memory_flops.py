@@ -147,6 +147,7 @@ def test_device_time_covered_says_what_is_not_counted(fixed):
     assert cov.loc[cov["counted"], "device_time_ns"].sum() < 0.25 * cov["device_time_ns"].sum()
 
 
+@pytest.mark.torch_run
 def test_live_flop_counter_on_cpu_tiny_batch():
     """FlopCounterMode over the workload on the CPU, one image at 224 x 224: FLOPs are
     linear in the batch, so each count is 1/128 of the H200 reference count (batch 128,
