@@ -58,6 +58,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..readers.ranks import RankTraces
+from .chain import chain
 from .intervals import busy_ns
 
 #: Host operators of a collective (``record_param_comms``, ``c10d::*``, ``nccl:*``, ``gloo:*``).
@@ -134,8 +135,10 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
     Returns
     -------
     DataFrame
-        :data:`COLLECTIVE_COLUMNS`: ``rank``; ``name`` (the kernel's name without its
-        arguments, or the operator's); ``k`` (0 for the rank's first call of that
+        :data:`COLLECTIVE_COLUMNS`: ``rank``; ``name`` (for a kernel, the collective
+        operator that launched it, e.g. ``nccl:all_reduce``, found with
+        :func:`kitlib.chain`, else the kernel's name without its arguments; for a host
+        row, the operator's name); ``k`` (0 for the rank's first call of that
         name, 1 for the second, … in order of start); ``call`` (``"name#k"``, the key
         that matches a call across ranks); ``measured_on`` (``device`` = an NCCL
         kernel, ``host`` = a ``gloo:*`` operator on Gloo's worker thread,
@@ -156,6 +159,11 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
         kern = comm_kernels(t)
         if len(kern):
             names = kern["name"].astype(str).map(_short)
+            links = chain(t)
+            links = links[links["gpu_row"].isin(kern.index)]
+            op = links.set_index("gpu_row")["op_name"].astype(str)
+            op = op[op.str.contains(COMM_OP_PATTERN, regex=True)]
+            names = pd.Series([op.get(i, n) for i, n in zip(kern.index, names)], index=kern.index)
             df = pd.DataFrame({"name": names.to_numpy(), "measured_on": "device",
                                "tid": kern["stream"].astype("int64").to_numpy(),
                                "start_ns": kern["start_ns"].to_numpy("int64") + base,
@@ -331,32 +339,66 @@ def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Da
     return pd.DataFrame(rows).set_index("rank")
 
 
-def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
-    """The rank the others wait for, and how long, over the matched collectives
-    inside steps.
+def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """For each step, the collective at which the others waited longest for one rank.
+
+    A rank that starts a step late (a slow data load, a sleep, a busy host) is
+    last at the step's first collective by the whole delay; once the others have
+    waited for it, the ranks run in step again and later collectives show only
+    the differences in their compute. The largest ``late_by_ns`` of a step is
+    therefore the best single estimate of one rank's delay in that step.
+
+    Parameters
+    ----------
+    traces : RankTraces
+    calls : DataFrame, optional
+        :func:`collectives` of ``traces``.
 
     Returns
     -------
-    dict
-        ``rank`` (the rank most often last to arrive), ``last_share`` (the share of
-        calls it was last at, 0–1), ``late_by_ms_median`` (median of its
-        ``late_by_ns`` over those calls, ms; an estimate), ``calls`` (matched calls
-        inside steps).
-
-    Raises
-    ------
-    KitError
-        No matched collective inside a step.
+    DataFrame
+        One row per step with a matched collective: ``step``, ``call``, ``name``,
+        ``last_rank``, ``late_by_ns`` (the step's largest; an estimate from start
+        times, see the module notes on clocks), ``calls`` (matched calls in the step).
     """
     tab = straggler_table(traces, calls)
     tab = tab[tab["step"] >= 0]
     if not len(tab):
+        return pd.DataFrame(columns=["step", "call", "name", "last_rank", "late_by_ns", "calls"])
+    idx = tab.groupby("step")["late_by_ns"].idxmax()
+    out = tab.loc[idx, ["step", "call", "name", "last_rank", "late_by_ns"]].copy()
+    out["calls"] = tab.groupby("step").size().loc[out["step"]].to_numpy()
+    return out.sort_values("step").reset_index(drop=True)
+
+
+def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
+    """The rank the others wait for, and for how long per step.
+
+    Returns
+    -------
+    dict
+        From :func:`straggler_by_step`: ``rank`` (the rank most often last at its
+        step's longest wait), ``steps_last`` (in how many steps it was) and ``steps``
+        (steps with a matched collective), ``late_by_ms_median`` (median over the
+        steps of the step's largest lateness, ms; an estimate); and from
+        :func:`straggler_table`: ``last_share`` (the share of all matched calls inside
+        steps at which ``rank`` arrived last, 0–1) and ``calls``.
+
+    Raises
+    ------
+    KitError
+        No collective matched on every rank inside a step.
+    """
+    by_step = straggler_by_step(traces, calls)
+    if not len(by_step):
         raise KitError(f"no collective matched on all ranks {traces.ranks} inside a step")
-    counts = tab["last_rank"].value_counts()
+    counts = by_step["last_rank"].value_counts()
     rank = int(counts.index[0])
-    mine = tab[tab["last_rank"] == rank]
-    return {"rank": rank, "last_share": float(counts.iloc[0] / len(tab)),
-            "late_by_ms_median": float(mine["late_by_ns"].median()) / 1e6, "calls": int(len(tab))}
+    tab = straggler_table(traces, calls)
+    tab = tab[tab["step"] >= 0]
+    return {"rank": rank, "steps_last": int(counts.iloc[0]), "steps": int(len(by_step)),
+            "late_by_ms_median": float(by_step["late_by_ns"].median()) / 1e6,
+            "last_share": float((tab["last_rank"] == rank).mean()), "calls": int(len(tab))}
 
 
 def comm_overlap(traces: RankTraces) -> pd.DataFrame:
@@ -404,5 +446,5 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
 
 
 __all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "collective_ops", "comm_kernels",
-           "collectives", "collective_waits", "straggler_table", "straggler_summary", "rank_step_times",
+           "collectives", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
            "rank_summary", "comm_overlap"]

@@ -211,8 +211,9 @@ def summarize_ranks(path) -> str:
                      f"{row.transfer_ms:>9.1f}")
     if len(rt.ranks) > 1:
         s = straggler_summary(rt)
-        lines.append(f"last to arrive at {s['last_share']:.0%} of {s['calls']} collectives: rank {s['rank']}, "
-                     f"by {s['late_by_ms_median']:.1f} ms (median; an estimate from start times)")
+        lines.append(f"the others waited longest for rank {s['rank']} in {s['steps_last']} of {s['steps']} steps, "
+                     f"{s['late_by_ms_median']:.1f} ms per step (median; an estimate from start times); it "
+                     f"arrived last at {s['last_share']:.0%} of {s['calls']} collectives")
     lines.append(f"read it: kitlib.load_traces({str(rt.source)!r})")
     return "\n".join(lines)
 
