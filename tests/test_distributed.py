@@ -205,3 +205,45 @@ def test_straggler_options_need_torchrun(monkeypatch, capsys):
     assert "needs several ranks: run under torchrun" in capsys.readouterr().err
     with pytest.raises(KitError, match="runs under torchrun"):
         capture_ranks()
+
+
+# --------------------------------------------------------------------------- lesson 12's pieces
+def test_lesson12_exercises_judge_answers_from_the_recordings():
+    from kitlib.course.exercises import l12
+    ex = l12.questions(load_traces("ranks_straggler"), load_traces(NCCL), injected_ms=500.0)
+    assert ex.check("straggler_rank", 1).correct
+    v = ex.check("straggler_rank", 0)
+    assert not v.correct and "is the one that waits" in v.message
+    assert ex.check("late_ms", 525.6).correct                      # PROVENANCE.md's figure
+    v = ex.check("late_ms", 500)
+    assert not v.correct and "manifest" in v.message               # the injected delay is not what the traces show
+    assert ex.check("fast_rank_wait_share", 0.82).correct
+    assert ex.check("what_to_fix", "Fix the straggler").correct
+    assert not ex.check("what_to_fix", "faster communication").correct
+    assert ex["nccl_hidden_fraction"].answer == pytest.approx(59.216 / 396.199, abs=1e-3)
+
+
+def test_rank_timeline_draws_a_row_per_rank_and_each_wait(monkeypatch):
+    import matplotlib
+    matplotlib.use("Agg")
+    from kitlib.plots.ranks import COLOURS, plot_rank_timeline
+    from matplotlib.colors import to_rgba
+    rt = load_traces("ranks_straggler")
+    ax = plot_rank_timeline(rt)
+    assert [t.get_text() for t in ax.get_yticklabels()] == ["rank 0", "rank 1"]
+    assert "ms" in ax.get_xlabel()
+    red = [c for c in ax.collections if tuple(c.get_facecolor()[0]) == to_rgba(COLOURS["wait"])]
+    w = coll.collective_waits(rt)
+    assert len(red) == int((w["step"] >= 0).sum())                 # one waiting bar per matched call in a step
+    delays = [c for c in ax.collections if tuple(c.get_facecolor()[0]) == to_rgba(COLOURS["delay"])]
+    assert len(delays) == 1 and len(delays[0].get_paths()) == 3      # rank 1's straggler_delay, 3 steps
+
+
+def test_live_plan_without_gpus_runs_two_gloo_ranks(monkeypatch):
+    from kitlib.course import ranks
+    monkeypatch.setattr("torch.cuda.is_available", lambda: False)
+    plan = ranks.live_plan()
+    assert (plan["nproc"], plan["backend"], plan["device"]) == (2, "gloo", "cpu")
+    cmd = ranks.torchrun_command("out", straggler=True, plan=plan)
+    assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
+    assert cmd[cmd.index("--straggler-rank") + 1] == "1" and "--device" in cmd and "cpu" in cmd

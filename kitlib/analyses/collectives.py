@@ -4,20 +4,16 @@ the straggler, and communication hidden under computation.
 In data-parallel training (``DistributedDataParallel``) every rank runs the same
 steps and, during the backward pass, the same sequence of gradient all-reduces:
 a *collective* finishes only when every rank has joined it. A rank that arrives
-early waits for the last one inside the collective, so a collective's time on a
-fast rank is mostly waiting, not moving data.
+early waits for the last one inside the collective, so when one rank is late,
+a collective's time on the others is mostly waiting, not moving data.
 
 Where a trace shows a collective (PyTorch 2.x):
 
-==========================  ===========================================  =====================
-backend                     host (CPU) rows                              where the time is
-==========================  ===========================================  =====================
-NCCL (GPUs)                 ``c10d::allreduce_`` ⊃ ``record_param_comms``  the ``ncclKernel_*`` /
-                            ⊃ ``nccl:all_reduce`` on the calling thread:  ``ncclDevKernel_*``
-                            they only *enqueue* the work                  kernel on the GPU
-Gloo (CPU)                  ``c10d::allreduce_`` (enqueue, µs) on the     ``gloo:all_reduce`` on
-                            calling thread                                Gloo's worker thread
-==========================  ===========================================  =====================
+- NCCL (GPUs): on the calling thread ``c10d::allreduce_`` ⊃ ``record_param_comms``
+  ⊃ ``nccl:all_reduce``, which only *enqueue* the work; the time is in the
+  ``ncclKernel_*`` / ``ncclDevKernel_*`` kernel on the GPU.
+- Gloo (CPU): ``c10d::allreduce_`` on the calling thread (the enqueue, µs); the
+  time is in ``gloo:all_reduce`` on one of Gloo's worker threads.
 
 :func:`collectives` takes the row that holds the time: the communication
 kernels when the trace has any, else the ``gloo:*`` operators, else (a CPU-only

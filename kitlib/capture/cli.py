@@ -178,11 +178,15 @@ def _profile(args) -> int:
     if ranks is None and args.straggler_rank is not None:
         raise KitError("--straggler-rank needs several ranks: run under torchrun, e.g. "
                        "torchrun --nproc_per_node=2 -m kitlib profile --device cpu --straggler-rank 1")
-    device = resolve_device(args.device if ranks is None or args.device != "cuda" else "cuda")
-    if ranks is not None and args.device == "auto":   # NCCL only with a GPU for every rank on this host
-        import torch
-        if not torch.cuda.is_available() or torch.cuda.device_count() < ranks["local_world_size"]:
+    device = resolve_device(args.device)
+    why_cpu = ""
+    if ranks is not None and args.device == "auto" and device.type == "cuda":
+        import torch                   # NCCL only with a GPU for every rank on this host
+        n = torch.cuda.device_count()
+        if n < ranks["local_world_size"]:
             device = resolve_device("cpu")
+            why_cpu = (f"; {n} GPU(s) for {ranks['local_world_size']} ranks and NCCL needs one GPU per "
+                       "rank, so Gloo on the CPU")
     on_gpu = device.type == "cuda"
     cfg = WorkloadConfig.for_device(
         "cpu" if ranks is not None and not on_gpu else args.device,
@@ -214,7 +218,7 @@ def _profile(args) -> int:
     else:
         plan = f"no schedule, steps 0-{active - 1} recorded"
     if ranks is not None:
-        return _profile_ranks(args, cfg, rec, ranks, plan)
+        return _profile_ranks(args, cfg, rec, ranks, plan + why_cpu)
     print(f"kitlib profile: {'ResNet-50' if cfg.model == 'resnet50' else cfg.model} on {device}, batch {cfg.batch_size}, {cfg.image_size} px, "
           f"{cfg.num_workers} loader worker{'' if cfg.num_workers == 1 else 's'}; recipe {rec.name} "
           f"({plan})", flush=True)

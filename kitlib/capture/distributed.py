@@ -126,8 +126,7 @@ def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=
               "trace": f"rank{rank}/{traces[0]}" if traces else None,
               "files": [f"rank{rank}/{n}" for n in traces] + [f"rank{rank}/step_times.json"],
               "failed": None if traces else "torch.profiler wrote no trace"}
-    except BaseException as e:
-        me = {"rank": rank, "failed": f"{type(e).__name__}: {e}"}
+    except BaseException:              # torchrun stops the other ranks when this one exits
         shutil.rmtree(mine, ignore_errors=True)
         if rank == 0 and claim is not None:
             _abandon(claim, out)
