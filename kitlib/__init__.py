@@ -8,6 +8,7 @@ The readers and the main analyses are available at the top level::
 
     import kitlib
     trace = kitlib.load_trace("trace.json.gz")     # -> Trace (ops, launches, gpu, memory, meta)
+    ranks = kitlib.load_traces("runs/<two-rank bundle>")   # -> RankTraces, one Trace per rank
     links = kitlib.chain(trace)                     # operator -> launch -> GPU event
     report = kitlib.load_nsys("report.sqlite")      # -> NsysReport
     cap = kitlib.open_capture("profiler_5step")     # a bundle (recorded or live)
@@ -36,6 +37,7 @@ and ``kitlib.paths`` (where the kit keeps what it makes: the cache, runs).
 from .errors import KitError, KitFileError, TraceFormatError, BundleError, NsysFormatError  # noqa: F401
 from .readers.bundle import open_capture, list_references, reference_dir  # noqa: F401
 from .readers.trace import Trace, load_trace  # noqa: F401
+from .readers.ranks import RankTraces, load_traces  # noqa: F401
 from .analyses.chain import chain  # noqa: F401
 from .readers.nsys import NsysReport, load_nsys, nsys_stats  # noqa: F401
 from .readers.snapshot import load_memory_snapshot  # noqa: F401

@@ -89,9 +89,15 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
                 continue
             if RANK[theirs] > RANK[mine] or (RANK[theirs] == RANK[mine] and theirs != mine):
                 bad.append(f"{mod} ({mine}) imports {dep} ({theirs})")
-            if mine == "readers" and dep == "kitlib.readers.bundle" and mod != "kitlib.readers.bundle":
-                bad.append(f"{mod}: a format reader imports the bundle layer")
+            if mine == "readers" and dep in FOLDER_READERS and mod not in FOLDER_READERS:
+                bad.append(f"{mod}: a format reader imports a folder reader ({dep})")
     return bad
+
+
+#: Readers that open a folder of files and hand each to a format reader: the bundle, and
+#: the ranks of a distributed run (which reads a multi-rank bundle). Format readers never
+#: import them.
+FOLDER_READERS = {"kitlib.readers.bundle", "kitlib.readers.ranks"}
 
 
 def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
@@ -167,7 +173,10 @@ def test_the_checker_finds_a_loop_and_an_upward_import():
     bad = layering_violations(graph)
     assert "kitlib.readers.trace (readers) imports kitlib.analyses.chain (analyses)" in bad
     assert "kitlib.plots.memory (plots) imports kitlib.capture.workload (capture)" in bad
-    assert "kitlib.readers.trace: a format reader imports the bundle layer" in bad
+    assert "kitlib.readers.trace: a format reader imports a folder reader (kitlib.readers.bundle)" in bad
+    assert not layering_violations({"kitlib.readers.ranks": {"kitlib.readers.bundle", "kitlib.readers.trace"}})
+    assert layering_violations({"kitlib.readers.nsys": {"kitlib.readers.ranks"}}) == [
+        "kitlib.readers.nsys: a format reader imports a folder reader (kitlib.readers.ranks)"]
 
 
 def test_relative_imports_are_resolved():

@@ -30,6 +30,8 @@ examples:
   python -m kitlib profile                      # best device present, recipe 'full'
   python -m kitlib profile --device cpu --steps 2 --recipe light
   python -m kitlib profile --data-root ~/data   # Food-101 in ~/data/food-101 instead of synthetic images
+  torchrun --nproc_per_node=2 -m kitlib profile --device cpu --recipe light --straggler-rank 1
+                                                # two Gloo ranks (DDP), rank 1 100 ms late each step
   python -m kitlib summary profiler_5step       # a recorded reference capture
   python -m kitlib info
 """
@@ -130,6 +132,14 @@ def build_parser() -> argparse.ArgumentParser:
                         "reference, so each epoch restarts them)")
     p.add_argument("--prefetch-factor", type=_positive_int, metavar="N",
                    help="batches each worker loads ahead (default: PyTorch's, 2; needs --workers > 0)")
+    p.add_argument("--model", choices=["resnet50", "small_cnn"], default=None,
+                   help="the model: torchvision resnet50 (default) or small_cnn, two convolutions and a "
+                        "linear head, for quick CPU runs (e.g. two ranks in seconds)")
+    p.add_argument("--straggler-rank", type=_nonneg_int, metavar="R",
+                   help="under torchrun: rank R sleeps --straggler-ms at the start of every step (in a "
+                        "'straggler_delay' range), so the other ranks wait for it in the all-reduce")
+    p.add_argument("--straggler-ms", type=float, default=None, metavar="MS",
+                   help="the injected delay per step, in ms (default 100 when --straggler-rank is given)")
     p.add_argument("--seed", type=_nonneg_int, default=0, metavar="N",
                    help="seed of the model weights and the synthetic crops (default: 0)")
     p.add_argument("--out", metavar="DIR",
@@ -192,18 +202,36 @@ def _profile(args) -> int:
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")   # before torch loads: read once
     from .recipes import capture, get_recipe
     from .summary import summarize
-    from .workload import WorkloadConfig, resolve_device
+    from .workload import WorkloadConfig, resolve_device, torchrun_env
+    ranks = torchrun_env()
+    if args.straggler_ms is not None and args.straggler_ms < 0:
+        raise KitError(f"--straggler-ms must be 0 or more, not {args.straggler_ms}")
+    if ranks is None and args.straggler_rank is not None:
+        raise KitError("--straggler-rank needs several ranks: run under torchrun, e.g. "
+                       "torchrun --nproc_per_node=2 -m kitlib profile --device cpu --straggler-rank 1")
     device = resolve_device(args.device)
+    why_cpu = ""
+    if ranks is not None and args.device == "auto" and device.type == "cuda":
+        import torch                   # NCCL only with a GPU for every rank on this host
+        n = torch.cuda.device_count()
+        if n < ranks["local_world_size"]:
+            device = resolve_device("cpu")
+            why_cpu = (f"; {n} GPU(s) for {ranks['local_world_size']} ranks and NCCL needs one GPU per "
+                       "rank, so Gloo on the CPU")
     on_gpu = device.type == "cuda"
     if not on_gpu:
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # read when the profiler starts
         print(textwrap.fill("kitlib profile: " + CPU_NOTE, 88), flush=True)
     cfg = WorkloadConfig.for_device(
-        args.device, batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
+        "cpu" if ranks is not None and not on_gpu else args.device,
+        batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
         image_size=args.image_size, data_root=args.data_root, synthetic_images=args.synthetic_images,
         data_load_covers_h2d=True if args.data_load_covers_h2d else None, pin_memory=args.pin_memory,
         persistent_workers=True if args.persistent_workers else None,
-        prefetch_factor=args.prefetch_factor, seed=args.seed)
+        prefetch_factor=args.prefetch_factor, seed=args.seed, model=args.model,
+        straggler_rank=args.straggler_rank,
+        straggler_ms=(args.straggler_ms if args.straggler_ms is not None
+                      else (100.0 if args.straggler_rank is not None else None)))
     rec = get_recipe(args.recipe)
     changes = {}
     if rec.kind == "torch_profiler" and rec.use_schedule:   # warm by default; a cold start stays cold
@@ -223,7 +251,9 @@ def _profile(args) -> int:
         plan = f"schedule wait={rec.wait}, warmup={rec.warmup}, active={active}"
     else:
         plan = f"no schedule, steps 0-{active - 1} recorded"
-    print(f"kitlib profile: ResNet-50 on {device}, batch {cfg.batch_size}, {cfg.image_size} px, "
+    if ranks is not None:
+        return _profile_ranks(args, cfg, rec, ranks, plan + why_cpu)
+    print(f"kitlib profile: {'ResNet-50' if cfg.model == 'resnet50' else cfg.model} on {device}, batch {cfg.batch_size}, {cfg.image_size} px, "
           f"{cfg.num_workers} loader worker{'' if cfg.num_workers == 1 else 's'}; recipe {rec.name} "
           f"({plan})", flush=True)
     t0 = time.perf_counter()
@@ -231,6 +261,32 @@ def _profile(args) -> int:
         cap = capture(cfg, rec, args.out, progress=not args.no_progress)
     print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
     print(summarize(cap, top=args.top))
+    return 0
+
+
+def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
+    """``profile`` on one rank of a torchrun launch: every rank records, rank 0 writes
+    the bundle's manifest and prints the summary (see :mod:`kitlib.capture.distributed`)."""
+    import torch.distributed as dist
+    from .distributed import capture_ranks, summarize_ranks
+    rank = ranks["rank"]
+    if rank == 0:
+        lag = (f"; rank {cfg.straggler_rank} sleeps {cfg.straggler_ms:g} ms per step"
+               if cfg.straggler_rank is not None and cfg.straggler_ms else "")
+        print(f"kitlib profile: {cfg.model} under torchrun, {ranks['world_size']} ranks "
+              f"({'NCCL, one GPU per rank' if str(cfg.device).startswith('cuda') or cfg.device == 'auto' else 'Gloo on the CPU'}), "
+              f"batch {cfg.batch_size} per rank, {cfg.image_size} px; recipe {rec.name} ({plan}){lag}",
+              flush=True)
+    t0 = time.perf_counter()
+    try:
+        with _stop_promptly():
+            cap = capture_ranks(cfg, rec, args.out, progress=not args.no_progress)
+        if rank == 0:
+            print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
+            print(summarize_ranks(cap.path))
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
     return 0
 
 
@@ -282,7 +338,13 @@ def _stop_promptly():
 
 def _summary(args) -> int:
     from .summary import summarize
-    print(summarize(args.path, top=args.top))
+    from ..readers.bundle import open_capture
+    from .distributed import KIND, summarize_ranks
+    try:
+        multi = open_capture(args.path).kind == KIND
+    except KitError:
+        multi = False                  # summarize says what is wrong with it
+    print(summarize_ranks(open_capture(args.path).path) if multi else summarize(args.path, top=args.top))
     return 0
 
 

@@ -65,6 +65,11 @@ DEFAULT_SYNTHETIC_IMAGES = 1792
 SYNTHETIC_SOURCES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
                      "immunohistochemistry", "retina", "cat", "colorwheel")
 
+#: The models :attr:`WorkloadConfig.model` can name, with the manifest's description.
+MODELS = {"resnet50": f"torchvision resnet50(weights=None, num_classes={NUM_CLASSES})",
+          "small_cnn": f"small CNN: Conv2d(3,16,3,stride 2)-BatchNorm-ReLU, Conv2d(16,32,3,stride 2)-"
+                       f"BatchNorm-ReLU, global average pool, Linear(32,{NUM_CLASSES})"}
+
 #: ImageNet channel mean and standard deviation used by ``Normalize``.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
@@ -129,6 +134,17 @@ class WorkloadConfig:
     seed : int
         Seeds the model's initial weights (``torch.manual_seed``) and the synthetic
         dataset's crops.
+    model : str
+        ``"resnet50"`` (the course's workload) or ``"small_cnn"`` (:data:`MODELS`: two
+        convolutions and a linear head, for quick CPU runs such as the test suite's
+        two-rank recording; same data, labels and optimiser).
+    straggler_rank : int or None
+        Under ``torchrun``: the rank that sleeps :attr:`straggler_ms` at the start of
+        every step, inside a ``straggler_delay`` range (``record_function`` and NVTX),
+        so that the others wait for it in the gradient all-reduce. ``None``: no
+        straggler. Ignored in a single process.
+    straggler_ms : float
+        The injected delay per step, in ms (``time.sleep``).
     """
 
     batch_size: int = 128
@@ -150,6 +166,9 @@ class WorkloadConfig:
     momentum: float = 0.9
     weight_decay: float = 1e-4
     seed: int = 0
+    model: str = "resnet50"
+    straggler_rank: int | None = None
+    straggler_ms: float = 0.0
 
     @classmethod
     def for_device(cls, device: str = "auto", **overrides) -> "WorkloadConfig":
@@ -235,6 +254,12 @@ class WorkloadConfig:
         need(self.prefetch_factor is None or (isinstance(self.prefetch_factor, int)
                                               and self.prefetch_factor >= 1),
              f"prefetch_factor must be a positive integer, not {self.prefetch_factor!r}")
+        need(self.model in MODELS, f"model must be one of {', '.join(MODELS)}, not {self.model!r}")
+        need(self.straggler_rank is None or (isinstance(self.straggler_rank, int)
+                                             and self.straggler_rank >= 0),
+             f"straggler_rank must be a rank (0 or more) or None, not {self.straggler_rank!r}")
+        need(isinstance(self.straggler_ms, (int, float)) and self.straggler_ms >= 0,
+             f"straggler_ms must be 0 or more milliseconds, not {self.straggler_ms!r}")
         need(str(self.device).split(":")[0] in ("auto", "cuda", "cpu"),
              f"device must be 'auto', 'cuda', 'cuda:N' or 'cpu', not {self.device!r}")
         return self
@@ -252,7 +277,7 @@ class WorkloadConfig:
         """
         d = dataclasses.asdict(self)
         d.update(
-            model=f"torchvision resnet50(weights=None, num_classes={NUM_CLASSES})",
+            model=MODELS[self.model],
             optimizer=f"SGD lr={self.lr:g} momentum={self.momentum:g} weight_decay={self.weight_decay:g}",
             loss="cross_entropy",
             transform=f"RandomResizedCrop({self.image_size}), RandomHorizontalFlip, ToTensor, "
@@ -484,8 +509,12 @@ def infinite_batches(loader) -> Iterator:
         The loader yields no batch at all (e.g. fewer images than one batch with
         ``drop_last``).
     """
+    epoch = 0
     while True:
         n = 0
+        if hasattr(loader.sampler, "set_epoch"):   # DistributedSampler: a new shuffle each epoch
+            loader.sampler.set_epoch(epoch)
+        epoch += 1
         it = iter(loader)          # named, so that Workload.close(now=True) finds its workers
         for batch in it:
             n += 1
@@ -801,7 +830,7 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
                 "dataset_kind": "synthetic", "dataset_root": str(root), "dataset_images": len(ds)}
 
 
-def make_loader(dataset, config: WorkloadConfig, device=None):
+def make_loader(dataset, config: WorkloadConfig, device=None, sampler=None):
     """The DataLoader for ``config``.
 
     Parameters
@@ -812,6 +841,9 @@ def make_loader(dataset, config: WorkloadConfig, device=None):
         ``persistent_workers``, ``prefetch_factor``, ``drop_last``.
     device : torch.device, optional
         Decides ``pin_memory`` when the config leaves it ``None`` (on for a GPU).
+    sampler : torch.utils.data.Sampler, optional
+        E.g. a ``DistributedSampler`` (each rank its own shard); it then does the
+        shuffling, so the loader's ``shuffle`` is off.
 
     Returns
     -------
@@ -824,16 +856,19 @@ def make_loader(dataset, config: WorkloadConfig, device=None):
     """
     import torch
     config.validate()
-    if config.drop_last and len(dataset) < config.batch_size:
-        raise KitError(f"the dataset holds {len(dataset)} images, fewer than one batch of "
+    n_images = len(sampler) if sampler is not None else len(dataset)
+    if config.drop_last and n_images < config.batch_size:
+        raise KitError(f"the dataset (this rank's share) holds {n_images} images, fewer than one batch of "
                        f"{config.batch_size} (drop_last=True): use a smaller batch or more images")
     dev = torch.device(device) if device is not None else resolve_device(config.device)
     # Pinned memory only exists for an accelerator: on the CPU, torch ignores
     # pin_memory=True (with a warning), so kitlib neither asks nor records it.
     pin = (dev.type == "cuda") if config.pin_memory is None else bool(config.pin_memory)
     pin = pin and dev.type == "cuda"
-    kw = dict(batch_size=config.batch_size, shuffle=config.shuffle, num_workers=config.num_workers,
-              pin_memory=pin, drop_last=config.drop_last)
+    kw = dict(batch_size=config.batch_size, shuffle=config.shuffle and sampler is None,
+              num_workers=config.num_workers, pin_memory=pin, drop_last=config.drop_last)
+    if sampler is not None:
+        kw["sampler"] = sampler
     if config.num_workers > 0:
         kw["persistent_workers"] = config.persistent_workers
         if config.prefetch_factor is not None:
@@ -849,7 +884,8 @@ def make_model(config: WorkloadConfig, device):
     Returns
     -------
     model : torch.nn.Module
-        torchvision ``resnet50(weights=None, num_classes=101)`` in training mode,
+        torchvision ``resnet50(weights=None, num_classes=101)`` (or the small CNN of
+        :data:`MODELS` when ``config.model == "small_cnn"``) in training mode,
         ``channels_last`` when asked; weights from ``torch.manual_seed(config.seed)``.
     optimizer : torch.optim.SGD
         ``lr``, ``momentum``, ``weight_decay`` from the config.
@@ -857,7 +893,13 @@ def make_model(config: WorkloadConfig, device):
     import torch
     import torchvision
     torch.manual_seed(config.seed)
-    model = torchvision.models.resnet50(weights=None, num_classes=NUM_CLASSES).to(device)
+    if config.model == "small_cnn":
+        nn = torch.nn
+        model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2), nn.BatchNorm2d(16), nn.ReLU(),
+                              nn.Conv2d(16, 32, 3, stride=2), nn.BatchNorm2d(32), nn.ReLU(),
+                              nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, NUM_CLASSES)).to(device)
+    else:
+        model = torchvision.models.resnet50(weights=None, num_classes=NUM_CLASSES).to(device)
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
@@ -885,6 +927,9 @@ class Workload:
         As made by :func:`make_model` and :func:`make_loader`.
     data : dict
         The dataset's description (see :func:`make_dataset`).
+    rank : int or None
+        This process's rank under ``torchrun`` (the model is then wrapped in
+        ``DistributedDataParallel``); ``None`` in a single process.
     """
 
     config: WorkloadConfig
@@ -893,11 +938,14 @@ class Workload:
     optimizer: object
     loader: object
     data: dict
+    rank: int | None = None
     _batches: object = field(default=None, repr=False)
 
     def step(self, annotate: bool = True, step_label: str | None = None, marks: list | None = None):
         """Run one :func:`train_step` (see there for ``step_label`` and ``marks``);
-        returns the loss without waiting for the GPU.
+        returns the loss without waiting for the GPU. On the straggler rank
+        (:attr:`WorkloadConfig.straggler_rank`) the step starts with a
+        ``straggler_delay`` range that sleeps :attr:`WorkloadConfig.straggler_ms`.
 
         Raises ``KeyboardInterrupt`` before the step when :data:`STOP` is set (the
         command line sets it on Ctrl-C or SIGTERM), so that a stop request that
@@ -907,6 +955,9 @@ class Workload:
             raise KeyboardInterrupt("stop requested")
         if self._batches is None:
             self._batches = infinite_batches(self.loader)
+        if self.rank is not None and self.rank == self.config.straggler_rank and self.config.straggler_ms:
+            with phase("straggler_delay", annotate):
+                time.sleep(self.config.straggler_ms / 1e3)
         return train_step(self.model, self.optimizer, self._batches, self.device,
                           data_load_covers_h2d=self.config.data_load_covers_h2d,
                           channels_last=self.config.channels_last, annotate=annotate,
@@ -975,11 +1026,131 @@ def build_workload(config: WorkloadConfig | None = None, *, progress: bool = Tru
         A Food-101 path that holds no Food-101.
     """
     config = (config or WorkloadConfig.for_device()).validate()
+    import torch.distributed as dist
+    if dist.is_available() and dist.is_initialized():
+        return _build_ddp_workload(config, progress)
     device = resolve_device(config.device)
     dataset, data = make_dataset(config, progress=progress)
     loader = make_loader(dataset, config, device)
     model, opt = make_model(config, device)
     return Workload(config=config, device=device, model=model, optimizer=opt, loader=loader, data=data)
+
+
+# --------------------------------------------------------------------------- torchrun
+#: The environment variables ``torchrun`` sets in every process it starts
+#: (PyTorch docs, "torchrun (Elastic Launch)": ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
+#: ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
+
+
+def torchrun_env() -> dict | None:
+    """This process's place in a ``torchrun`` launch, or ``None`` outside one.
+
+    Returns
+    -------
+    dict or None
+        ``rank``, ``local_rank``, ``world_size``, ``local_world_size`` (int) read from
+        the variables in :data:`TORCHRUN_VARS`; ``None`` when ``RANK`` and
+        ``WORLD_SIZE`` are not both set.
+
+    Raises
+    ------
+    KitError
+        The variables are set but not whole numbers.
+    """
+    if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
+        return None
+    try:
+        world = int(os.environ["WORLD_SIZE"])
+        return {"rank": int(os.environ["RANK"]), "local_rank": int(os.environ.get("LOCAL_RANK", 0)),
+                "world_size": world,
+                "local_world_size": int(os.environ.get("LOCAL_WORLD_SIZE", world))}
+    except ValueError:
+        raise KitError("RANK, LOCAL_RANK, WORLD_SIZE or LOCAL_WORLD_SIZE is not a whole number: "
+                       + ", ".join(f"{k}={os.environ.get(k)!r}" for k in TORCHRUN_VARS[:4])) from None
+
+
+def init_distributed(device: str = "auto") -> tuple:
+    """Join the process group that ``torchrun`` set up, on the right backend.
+
+    NCCL (``"nccl"``) on CUDA GPUs, one GPU per rank (``cuda:LOCAL_RANK``): NCCL
+    refuses two ranks on one GPU ("Duplicate GPU detected"), because each rank's
+    communicator owns its device. Gloo (``"gloo"``) on the CPU. ``device="auto"``
+    picks NCCL when this host has at least ``LOCAL_WORLD_SIZE`` GPUs, else Gloo on
+    the CPU.
+
+    Parameters
+    ----------
+    device : str
+        ``"auto"``, ``"cuda"`` or ``"cpu"`` (a ``cuda:N`` index is replaced by
+        ``LOCAL_RANK``).
+
+    Returns
+    -------
+    (torch.device, str)
+        This rank's device and the backend in use. Already joined: the existing
+        group's backend.
+
+    Raises
+    ------
+    KitError
+        Not launched by ``torchrun``; ``cuda`` asked for with fewer GPUs on this host
+        than ranks on it (the message says to use ``--device cpu`` for Gloo).
+    """
+    import torch
+    import torch.distributed as dist
+    env = torchrun_env()
+    if env is None:
+        raise KitError("not launched by torchrun (RANK and WORLD_SIZE are not set): run e.g. "
+                       "torchrun --nproc_per_node=2 -m kitlib profile --device cpu")
+    name = str(device or "auto").split(":")[0].lower()
+    n_gpu = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if name == "cuda" and n_gpu < env["local_world_size"]:
+        raise KitError(f"{env['local_world_size']} ranks on this host but {n_gpu} GPU(s): NCCL needs one "
+                       "GPU per rank (each rank's communicator owns its device; two ranks on one GPU "
+                       "fail with 'Duplicate GPU detected'). Use --device cpu (Gloo), or "
+                       f"--nproc_per_node={max(n_gpu, 1)}")
+    use_gpu = name == "cuda" or (name == "auto" and n_gpu >= env["local_world_size"] and n_gpu > 0)
+    if use_gpu:
+        dev = torch.device("cuda", env["local_rank"])
+        torch.cuda.set_device(dev)
+        backend = "nccl"
+    else:
+        dev, backend = torch.device("cpu"), "gloo"
+    if not dist.is_initialized():
+        kw = {"device_id": dev} if use_gpu else {}
+        dist.init_process_group(backend=backend, **kw)
+    return dev, dist.get_backend()
+
+
+def _build_ddp_workload(config: WorkloadConfig, progress: bool) -> Workload:
+    """:func:`build_workload` inside an initialised process group: the model wrapped
+    in ``DistributedDataParallel``, a ``DistributedSampler`` shard per rank, the
+    synthetic dataset generated by rank 0 before the others read it."""
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+    from torch.utils.data.distributed import DistributedSampler
+    rank, world = dist.get_rank(), dist.get_world_size()
+    if config.straggler_rank is not None and config.straggler_rank >= world:
+        raise KitError(f"straggler_rank {config.straggler_rank} is not a rank of this run "
+                       f"(ranks 0..{world - 1})")
+    if dist.get_backend() == "nccl":
+        device = torch.device("cuda", torch.cuda.current_device())
+    else:
+        device = torch.device("cpu")
+    if rank != 0:
+        dist.barrier()                      # rank 0 makes the dataset first
+    dataset, data = make_dataset(config, progress=progress and rank == 0)
+    if rank == 0:
+        dist.barrier()
+    sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=config.shuffle,
+                                 seed=config.seed, drop_last=config.drop_last)
+    loader = make_loader(dataset, config, device, sampler=sampler)
+    model, opt = make_model(config, device)
+    ddp = DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+    return Workload(config=config, device=device, model=ddp, optimizer=opt, loader=loader, data=data,
+                    rank=rank)
 
 
 def time_steps(workload: Workload, steps: int = 10, *, warmup: int = 0, annotate: bool = True,

@@ -11,10 +11,11 @@ with a restricted unpickler), ``ncu`` (Nsight Compute CSV), ``memory_timeline``
 profiler's event tree, the one place where parent and child are decided, and
 ``trace_cache`` keeps loaded traces as Arrow tables; ``bundle`` (the capture
 folder: ``manifest.json`` and its files) opens a folder and hands its files to the
-other readers.
+other readers; ``ranks`` reads the traces of one distributed run, one per rank (a
+multi-rank bundle or a folder of traces), on top of ``bundle`` and ``trace``.
 
 May import: the standard library, numpy, pandas, orjson, pyarrow, ``kitlib.errors``,
-``kitlib.units``, ``kitlib.phases``, ``kitlib.paths`` and each other (``bundle`` uses the format
-readers; the format readers never import ``bundle``). Nothing from analyses,
+``kitlib.units``, ``kitlib.phases``, ``kitlib.paths`` and each other (``bundle`` and ``ranks`` use the
+format readers; the format readers never import ``bundle`` or ``ranks``). Nothing from analyses,
 capture, plots or course.
 """

@@ -1,0 +1,220 @@
+"""Profile data-parallel training under ``torchrun``: one bundle, one trace per rank.
+
+``torchrun --nproc_per_node=N -m kitlib profile …`` starts N processes; each
+joins the process group (:func:`kitlib.capture.workload.init_distributed`: NCCL
+with one GPU per rank, Gloo on the CPU), trains the workload wrapped in
+``DistributedDataParallel`` on its own ``DistributedSampler`` shard, and records
+its steps under ``torch.profiler``. :func:`capture_ranks` writes one bundle::
+
+    <out>/manifest.json          kind "torch_profiler_ranks"; "distributed": world size,
+                                 backend, hosts, and per rank its host, pid, device, files
+    <out>/rank0/trace.json.gz    rank 0's torch.profiler trace (with distributedInfo)
+    <out>/rank0/step_times.json  rank 0's wall-clock step times (ms)
+    <out>/rank1/…
+
+Rank 0 claims the folder (new or empty, as for every capture) and writes the
+manifest once every rank has written its files; the sha256 of each is taken by
+rank 0, so all ranks must write to one filesystem (one host, or a shared
+folder). A run that fails removes what it wrote.
+
+Sources: PyTorch docs, "torchrun (Elastic Launch)", "Getting Started with
+Distributed Data Parallel", ``torch.distributed`` (``broadcast_object_list``,
+``all_gather_object``); ``torch.profiler`` (``export_chrome_trace`` writes
+``distributedInfo`` when a process group is initialised).
+"""
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import time
+from pathlib import Path
+
+from ..errors import KitError
+from ..readers.bundle import Capture, open_capture, software_provenance, write_bundle
+from .recipes import _activities, _run_profiler, _step_loop, claim_out, get_recipe
+from .workload import WorkloadConfig, build_workload, init_distributed, time_steps, torchrun_env
+
+#: The manifest ``kind`` of a multi-rank bundle.
+KIND = "torch_profiler_ranks"
+
+
+def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=None,
+                  progress: bool = True, *, notes: str = "") -> Capture | None:
+    """Record every rank of a ``torchrun`` launch into one bundle (call it on every rank).
+
+    Order of work on each rank: join the process group; build the workload
+    (``DistributedDataParallel``, a ``DistributedSampler`` shard); the recipe's
+    ``pre_steps``; its ``timing_steps`` uninstrumented timed steps; then the
+    profiler's schedule, each step timed with ``perf_counter_ns`` (and
+    ``torch.cuda.synchronize`` on a GPU).
+
+    Parameters
+    ----------
+    config : WorkloadConfig, optional
+        The workload (``straggler_rank`` / ``straggler_ms`` inject a slow rank);
+        ``None`` = :meth:`WorkloadConfig.for_device`.
+    recipe : str or Recipe
+        A ``torch_profiler`` recipe with a schedule (default ``light``: no
+        attribution, so the traces stay small).
+    out_dir : path, optional
+        The bundle folder (rank 0 claims it; default ``runs/<UTC time>_<recipe>_<N>ranks``).
+    progress : bool
+        Progress bars (rank 0 only).
+    notes : str
+        Free text for the manifest.
+
+    Returns
+    -------
+    Capture or None
+        On rank 0 the written bundle, opened (``kind`` :data:`KIND`); ``None`` on the
+        other ranks.
+
+    Raises
+    ------
+    KitError
+        Not under ``torchrun``; a recipe without a profiler schedule; NCCL asked for
+        with fewer GPUs than ranks; a straggler rank outside the run; an output folder
+        that is not new or empty (every rank raises it).
+    """
+    import torch.distributed as dist
+    if torchrun_env() is None:
+        raise KitError("capture_ranks runs under torchrun (RANK and WORLD_SIZE are not set): "
+                       "torchrun --nproc_per_node=2 -m kitlib profile --device cpu")
+    rec = get_recipe(recipe)
+    if rec.kind != "torch_profiler" or not rec.use_schedule:
+        raise KitError(f"recipe {rec.name!r}: a multi-rank capture records torch.profiler traces under a "
+                       "schedule; use light, full, shapes, stack, memory or flops")
+    config = (config or WorkloadConfig.for_device()).validate()
+    if config.steps is not None:
+        rec = rec.replace(active=config.steps)
+    device, backend = init_distributed(config.device)
+    rank, world = dist.get_rank(), dist.get_world_size()
+    box = [None, None]
+    claim = None
+    if rank == 0:
+        try:
+            claim = claim_out(out_dir, f"{rec.name}_{world}ranks")
+            box[0] = str(claim.path)
+        except KitError as e:
+            box[1] = str(e)
+            dist.broadcast_object_list(box, src=0)
+            raise
+    dist.broadcast_object_list(box, src=0)
+    if box[1]:
+        raise KitError(f"rank 0 could not claim the output folder: {box[1]}")
+    out = Path(box[0])
+    mine = out / f"rank{rank}"
+    t_start = time.perf_counter()
+    try:
+        mine.mkdir()
+        show = progress and rank == 0
+        with build_workload(config, progress=show) as wl:
+            if rec.pre_steps:
+                _step_loop(wl, rec.pre_steps, "warm-up", show)
+            step_times = {}
+            if rec.timing_steps:
+                step_times["step_ms_uninstrumented"] = time_steps(wl, rec.timing_steps, progress=show)
+            _, traces, profiled_ms, _, _, _ = _run_profiler(wl, rec, device, mine, show)
+            if profiled_ms:
+                step_times["step_ms_profiled"] = profiled_ms
+            desc = wl.describe()
+        (mine / "step_times.json").write_text(json.dumps(step_times, indent=1) + "\n")
+        me = {"rank": rank, "host": socket.gethostname(), "pid": os.getpid(), "device": str(device),
+              "trace": f"rank{rank}/{traces[0]}" if traces else None,
+              "files": [f"rank{rank}/{n}" for n in traces] + [f"rank{rank}/step_times.json"],
+              "failed": None if traces else "torch.profiler wrote no trace"}
+    except BaseException:              # torchrun stops the other ranks when this one exits
+        shutil.rmtree(mine, ignore_errors=True)
+        if rank == 0 and claim is not None:
+            _abandon(claim, out)
+        raise
+    everyone = [None] * world
+    dist.all_gather_object(everyone, me)
+    failed = [e for e in everyone if e.get("failed")]
+    if failed:
+        shutil.rmtree(mine, ignore_errors=True)
+        if rank == 0:
+            _abandon(claim, out)
+        raise KitError("; ".join(f"rank {e['rank']} failed: {e['failed']}" for e in failed))
+    if rank != 0:
+        dist.barrier()                 # wait for rank 0's manifest
+        return None
+    try:
+        files = {}
+        for e in everyone:
+            files[e["trace"]] = (f"rank {e['rank']}'s torch.profiler Chrome trace (export_chrome_trace, with "
+                                 f"distributedInfo): {rec.active} active steps of batch {config.batch_size} "
+                                 f"on {e['device']}, host {e['host']}")
+            files[f"rank{e['rank']}/step_times.json"] = (
+                f"rank {e['rank']}'s wall-clock step times in ms (perf_counter_ns"
+                + (" + cuda.synchronize" if backend == "nccl" else "") + "): step_ms_uninstrumented "
+                "(no profiler), step_ms_profiled (every step under the profiler's schedule)")
+        rd = rec.to_dict()
+        rd["activities"] = [a.name for a in _activities(device)]
+        hosts = sorted({e["host"] for e in everyone})
+        desc["device_resolved"] = f"{backend}: " + ", ".join(e["device"] for e in everyone)
+        desc["straggler"] = ({"rank": config.straggler_rank, "ms": config.straggler_ms,
+                              "how": "time.sleep at the start of every step, in a straggler_delay range"}
+                             if config.straggler_rank is not None and config.straggler_ms else None)
+        distributed = {
+            "world_size": world, "backend": backend, "launcher": "torchrun", "hosts": hosts,
+            "clock": ("one host: every rank's trace times come from the same clock" if len(hosts) == 1 else
+                      "several hosts: each trace is on its own host's clock, not aligned"),
+            "ranks": [{k: e[k] for k in ("rank", "host", "pid", "device", "trace")} for e in everyone]}
+        write_bundle(out, kind=KIND, name=out.name, files=files, recipe=rd, workload=desc,
+                     provenance=software_provenance(), origin="live", notes=notes,
+                     extra={"distributed": distributed,
+                            "steps": {"pre_steps": rec.pre_steps, "uninstrumented_steps": rec.timing_steps,
+                                      "profiled": rec.profiled_steps, "active": rec.active * rec.repeat,
+                                      "schedule_actions": rec.schedule_actions()},
+                            "elapsed_s": round(time.perf_counter() - t_start, 3)})
+    except BaseException:
+        _abandon(claim, out)
+        dist.barrier()
+        raise
+    claim.done()
+    dist.barrier()
+    return open_capture(out)
+
+
+def _abandon(claim, out: Path) -> None:
+    """Remove the rank folders this run wrote, then what :meth:`OutFolder.abandon` removes."""
+    for d in out.glob("rank*"):
+        if d.is_dir():
+            for f in d.iterdir():
+                if f.name == "step_times.json" or (f.name.startswith("trace") and f.name.endswith(".json.gz")):
+                    with contextlib.suppress(OSError):
+                        f.unlink()
+            with contextlib.suppress(OSError):
+                d.rmdir()
+    claim.abandon()
+
+
+def summarize_ranks(path) -> str:
+    """A few lines on a multi-rank bundle: ranks, backend, hosts, and per rank the
+    step time and the time in collectives, waiting and transferring (see
+    :func:`kitlib.analyses.collectives.rank_summary`), and the straggler."""
+    from ..analyses.collectives import rank_summary, straggler_summary
+    from ..readers.ranks import load_traces
+    rt = load_traces(path)
+    summ = rank_summary(rt)
+    m = rt.manifest
+    lines = [f"{Path(rt.source).name}: {len(rt.ranks)} ranks of world size {rt.world_size}, backend "
+             f"{rt.backend}, hosts {', '.join(m.get('hosts', [])) or '?'}",
+             f"{'rank':>4}  {'step ms':>9}  {'in collectives ms/step':>22}  {'waiting':>9}  {'transfer':>9}"]
+    for r, row in summ.iterrows():
+        lines.append(f"{r:>4}  {row.step_ms:>9.1f}  {row.in_collectives_ms:>22.1f}  {row.wait_ms:>9.1f}  "
+                     f"{row.transfer_ms:>9.1f}")
+    if len(rt.ranks) > 1:
+        s = straggler_summary(rt)
+        lines.append(f"the others waited longest for rank {s['rank']} in {s['steps_last']} of {s['steps']} steps, "
+                     f"{s['late_by_ms_median']:.1f} ms per step (median; an estimate from start times); it "
+                     f"arrived last at {s['last_share']:.0%} of {s['calls']} collectives")
+    lines.append(f"read it: kitlib.load_traces({str(rt.source)!r})")
+    return "\n".join(lines)
+
+
+__all__ = ["KIND", "capture_ranks", "summarize_ranks"]

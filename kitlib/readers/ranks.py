@@ -1,0 +1,294 @@
+"""Read the traces of one distributed run, one per rank, into one object.
+
+Under ``torch.distributed`` every process (rank) writes its own torch.profiler
+trace. When a process group is initialised, the profiler puts a
+``distributedInfo`` object at the top of the trace: ``rank``, ``world_size``,
+``backend`` (``nccl``, ``gloo``, ...) and, in newer releases, ``pg_count`` and
+``pg_config`` (the process groups and their ranks). :func:`load_traces` reads
+each trace with :func:`kitlib.load_trace` and uses that object — never the file
+name — to say which rank a trace is.
+
+Clocks: the ``ts`` of each trace come from its own host's clock (Kineto writes
+system-clock time, in PyTorch ≥ 2 as ``baseTimeNanoseconds`` + ``ts``). Ranks on
+one host therefore share a clock and their times can be compared as they are;
+ranks on different hosts are only as aligned as those hosts' clocks (NTP: often
+within a millisecond, sometimes worse). This module does **not** shift any
+trace; :func:`kitlib.analyses.collectives.clock_offsets` estimates offsets
+between hosts when they are needed.
+
+Sources: PyTorch ``torch/profiler/profiler.py`` (``_get_distributed_info``, which
+writes ``distributedInfo``); the kit's multi-rank bundles
+(:func:`kitlib.capture.distributed.capture_ranks`): ``manifest.json`` with a
+``distributed`` entry and ``rank{r}/trace.json.gz``.
+"""
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import KitFileError
+from .bundle import MANIFEST, open_capture, reference_dir
+from .trace import Trace, load_trace
+
+#: Columns of :attr:`RankTraces.info`.
+INFO_COLUMNS = ["rank", "world_size", "backend", "host", "path", "first_ns", "last_ns"]
+
+#: Files a kit bundle holds beside its traces: never read as traces.
+_SIDE_FILES = {"manifest.json", "step_times.json", "key_averages.json", "wallclock.json",
+               "workload.json"}
+
+
+@dataclass
+class RankTraces:
+    """The traces of one distributed run (see :func:`load_traces`).
+
+    Attributes
+    ----------
+    traces : dict of int -> Trace
+        Each rank's :class:`kitlib.readers.trace.Trace`, by rank, in rank order.
+    info : DataFrame
+        One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and
+        ``backend`` (from ``distributedInfo``), ``host`` (from the kit's manifest;
+        ``None`` for loose trace files), ``path``, ``first_ns``/``last_ns`` (the
+        first event's start and the last event's end, ns since the Unix epoch on
+        that host's clock).
+    source : pathlib.Path or None
+        The folder the traces came from (``None`` for a list of files).
+    manifest : dict
+        The ``distributed`` entry of a kit bundle's manifest (``{}`` otherwise).
+    """
+
+    traces: dict
+    info: pd.DataFrame
+    source: Path | None = None
+    manifest: dict = field(default_factory=dict)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self):
+        return (f"RankTraces(ranks {self.ranks} of world size {self.world_size}, backend "
+                f"{self.backend})")
+
+    @property
+    def ranks(self) -> list:
+        """The ranks present, ascending."""
+        return sorted(self.traces)
+
+    @property
+    def world_size(self) -> int | None:
+        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent)."""
+        v = self.info["world_size"].iloc[0]
+        return None if pd.isna(v) else int(v)
+
+    @property
+    def backend(self) -> str | None:
+        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent)."""
+        return self.info["backend"].iloc[0]
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One of the :class:`Trace` tables of every rank, stacked, with a ``rank``
+        column first.
+
+        Parameters
+        ----------
+        name : str
+            ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or
+            ``steps`` (columns as in :class:`kitlib.readers.trace.Trace`).
+
+        Returns
+        -------
+        DataFrame
+            The rows of all ranks, rank by rank; ``rank`` is int64; index 0..n-1.
+            Each rank's own row labels are kept in a column ``row`` (``parent`` in
+            ``ops`` refers to them, per rank).
+
+        Raises
+        ------
+        KeyError
+            Not a table name.
+        """
+        allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
+        if name not in allowed:
+            raise KeyError(f"no table {name!r}; the tables are: {', '.join(allowed)}")
+        if name not in self._cache:
+            parts = []
+            for r in self.ranks:
+                df = getattr(self.traces[r], name)
+                parts.append(df.rename_axis("row").reset_index().assign(rank=r))
+            out = pd.concat(parts, ignore_index=True)
+            out["rank"] = out["rank"].astype("int64")
+            self._cache[name] = out[["rank"] + [c for c in out.columns if c != "rank"]]
+        return self._cache[name].copy()
+
+    @property
+    def ops(self) -> pd.DataFrame:
+        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`)."""
+        return self.table("ops")
+
+    @property
+    def gpu(self) -> pd.DataFrame:
+        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`)."""
+        return self.table("gpu")
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """Every rank's steps (``ProfilerStep#N``) with a ``rank`` column (see :meth:`table`)."""
+        return self.table("steps")
+
+
+def _trace_files(folder: Path) -> tuple[list, dict, dict]:
+    """The trace files of a folder, the hosts by file (from a kit manifest) and the
+    manifest's ``distributed`` entry."""
+    m = folder / MANIFEST
+    if m.is_file():
+        cap = open_capture(folder)
+        dist = cap.manifest.get("distributed")
+        if not isinstance(dist, dict) or not isinstance(dist.get("ranks"), list):
+            raise KitFileError(m, f"a {cap.kind} bundle, not a multi-rank one (no 'distributed' entry "
+                                  "listing the ranks' traces)")
+        files, hosts = [], {}
+        for entry in dist["ranks"]:
+            if not isinstance(entry, dict) or "trace" not in entry:
+                raise KitFileError(m, f"'distributed.ranks' entry {str(entry)[:80]!r} names no trace")
+            p = cap.file(entry["trace"])              # checked against its sha256
+            files.append(p)
+            hosts[p] = entry.get("host")
+        return files, hosts, dist
+    files = sorted(p for p in folder.rglob("*")
+                   if p.is_file() and p.name not in _SIDE_FILES
+                   and (p.name.endswith(".json") or p.name.endswith(".json.gz")))
+    return files, {}, {}
+
+
+def load_traces(source, *, progress: bool | None = None) -> RankTraces:
+    """Read the traces of one distributed run: one torch.profiler trace per rank.
+
+    Parameters
+    ----------
+    source : str, os.PathLike or list of them
+        A folder, or the trace files themselves. A folder with a kit
+        ``manifest.json`` (a bundle written under ``torchrun`` by
+        ``python -m kitlib profile``) gives the traces its manifest lists, each
+        checked against its sha256; any other folder gives every ``*.json`` and
+        ``*.json.gz`` file under it (recursively, except the kit's side files such
+        as ``step_times.json``). A name such as ``"ranks_straggler"`` is looked up
+        in the kit's ``data/reference``.
+    progress : bool, optional
+        Progress bars for large traces (see :func:`kitlib.load_trace`).
+
+    Returns
+    -------
+    RankTraces
+        ``traces`` by rank and ``info`` (one row per rank). The rank is
+        ``distributedInfo.rank`` of each trace, not the file name.
+
+    Raises
+    ------
+    KitFileError
+        The folder does not exist or holds no trace; a file cannot be read as a
+        trace (the reader's error, naming it); with more than one trace: a trace
+        without ``distributedInfo`` (named); two traces claiming the same rank (both
+        named); traces of different runs: different ``world_size``, ``backend`` or
+        process groups (``pg_config``), a rank outside ``0..world_size-1``, or
+        recordings that do not overlap in time (ranks of one run record together;
+        on different hosts their clocks would have to differ by the whole gap).
+
+    Notes
+    -----
+    A single trace without ``distributedInfo`` loads as rank 0 of an unknown world
+    size (``world_size`` and ``backend`` are ``None``).
+    """
+    if isinstance(source, (list, tuple)):
+        files, hosts, dist, folder = [Path(p) for p in source], {}, {}, None
+        if not files:
+            raise KitFileError("<no files>", "load_traces was given an empty list of trace files")
+    else:
+        folder = Path(source)
+        if not folder.exists() and not folder.is_absolute() and len(folder.parts) == 1:
+            if (reference_dir() / folder).exists():
+                folder = reference_dir() / folder
+        if not folder.exists():
+            raise KitFileError(folder, "no such folder or file")
+        if folder.is_file():
+            files, hosts, dist, folder = [folder], {}, {}, None
+        else:
+            files, hosts, dist = _trace_files(folder)
+            if not files:
+                raise KitFileError(folder, "holds no trace files (*.json or *.json.gz)")
+    traces = [load_trace(p, progress=progress) for p in files]
+    rows = []
+    for p, t in zip(files, traces):
+        d = t.meta.get("distributed")
+        if not isinstance(d, dict) or "rank" not in d:
+            if len(files) > 1:
+                raise KitFileError(p, "has no 'distributedInfo' (rank, world_size, backend): it was not "
+                                      f"recorded under torch.distributed, so it cannot be placed among the "
+                                      f"other {len(files) - 1} rank trace(s) of "
+                                      f"{folder if folder is not None else 'this list'}")
+            d = {"rank": 0}
+        try:
+            rank = int(d["rank"])
+            world = d.get("world_size")
+            world = None if world is None else int(world)
+        except (TypeError, ValueError):
+            raise KitFileError(p, f"'distributedInfo' has a rank or world_size that is not a whole "
+                                  f"number: {str(d)[:120]}") from None
+        base = int(t.meta.get("base_time_ns") or 0)
+        starts = [df["start_ns"].min() for df in (t.ops, t.launches, t.gpu) if len(df)]
+        ends = [(df["start_ns"] + df["dur_ns"]).max() for df in (t.ops, t.launches, t.gpu) if len(df)]
+        rows.append({"rank": rank, "world_size": world, "backend": d.get("backend"),
+                     "host": hosts.get(p), "path": str(p),
+                     "first_ns": base + int(min(starts)) if starts else None,
+                     "last_ns": base + int(max(ends)) if ends else None,
+                     "_pg": repr(d.get("pg_config"))})
+    info = pd.DataFrame(rows)
+    _check_one_run(info, folder)
+    order = info.sort_values("rank", kind="stable")
+    out = RankTraces(traces={int(r["rank"]): traces[i] for i, r in order.iterrows()},
+                     info=order.drop(columns="_pg").reset_index(drop=True)[INFO_COLUMNS],
+                     source=folder, manifest=dist)
+    return out
+
+
+def _check_one_run(info: pd.DataFrame, folder) -> None:
+    """Refuse traces that cannot be the ranks of one run (see :func:`load_traces`)."""
+    where = f"in {folder}" if folder is not None else "in the list given"
+    dup = info[info["rank"].duplicated(keep=False)]
+    if len(dup):
+        r = int(dup["rank"].iloc[0])
+        paths = dup.loc[dup["rank"] == r, "path"].tolist()
+        raise KitFileError(paths[0], f"claims rank {r}, and so does {', '.join(paths[1:])} ({where}): "
+                                     "two traces of one rank are two runs (or a copied file); keep one "
+                                     "trace per rank of a single run")
+    for col, what in (("world_size", "world size"), ("backend", "backend"), ("_pg", "process groups")):
+        vals = info[col].astype(str).unique()
+        if len(vals) > 1:
+            first = info.iloc[0]
+            other = info[info[col].astype(str) != str(first[col])].iloc[0]
+            raise KitFileError(other["path"], f"has {what} {other[col]!s:.80} but {first['path']} has "
+                                              f"{first[col]!s:.80} ({where}): these traces come from "
+                                              "different runs")
+    world = info["world_size"].iloc[0]
+    if world is not None and not pd.isna(world):
+        bad = info[(info["rank"] < 0) | (info["rank"] >= int(world))]
+        if len(bad):
+            raise KitFileError(bad["path"].iloc[0], f"claims rank {int(bad['rank'].iloc[0])}, outside "
+                                                    f"0..{int(world) - 1} of its world size {int(world)}")
+    if len(info) > 1 and info["first_ns"].notna().all() and info["last_ns"].notna().all():
+        lo, hi = int(info["first_ns"].max()), int(info["last_ns"].min())
+        if lo > hi:
+            late = info.loc[info["first_ns"].idxmax()]
+            early = info.loc[info["last_ns"].idxmin()]
+            raise KitFileError(late["path"], f"starts recording at {_when(late['first_ns'])}, after "
+                                             f"{early['path']} stopped ({_when(early['last_ns'])}), "
+                                             f"{(lo - hi) / 1e9:,.1f} s apart ({where}): the ranks of one "
+                                             "run record at the same time, so these come from different runs")
+
+
+def _when(ns) -> str:
+    return _dt.datetime.fromtimestamp(int(ns) / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
+
+
+__all__ = ["RankTraces", "load_traces", "INFO_COLUMNS"]
