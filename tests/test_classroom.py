@@ -82,6 +82,9 @@ def test_lessons_open_recordings_only_through_the_lookup():
         for _, name in opener.findall(code):
             assert name in names, f"{path.name} opens {name!r}, which is no recording"
             seen.add(name)
+        if "ranks as lesson" in code and "lesson.recordings(" in code:   # lesson 12, through replay_capture
+            from kitlib.course import ranks
+            seen |= set(ranks.REFERENCES.values())
     assert seen == names - {"how_captured"}, "every recording is used by some lesson"
 
 
@@ -190,12 +193,15 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REFERENCE", "KITLIB_REPLAY_DIR")}
     env["PYTHONPATH"] = str(tmp_path / "site")
     probe = ("import kitlib; c = kitlib.open_capture('profiler_5step'); c.file('trace.json.gz'); "
-             "print(kitlib.__file__); print(c.path); print(c.label)")
+             "print(kitlib.__file__); print(c.path); print(c.label); "
+             "from kitlib.course import ranks; print(sorted(p.name for p in ranks.public_nccl_dir().glob('*.gz')))")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=60, check=True).stdout.splitlines()
     assert out[0] == str(tmp_path / "site" / "kitlib" / "__init__.py")
     assert out[1] == str(tmp_path / "site" / "kitlib" / "reference_data" / "profiler_5step")
     assert out[2] == "profiler_5step: kit's H200 reference, 2026-11-29"
+    # lesson 12's public NCCL pair ships beside the recordings
+    assert out[3] == str(["hta_2024-03_nccl_sampled_rank0.json.gz", "hta_2024-03_nccl_sampled_rank1.json.gz"])
 
 
 def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch):
@@ -203,6 +209,11 @@ def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch)
     monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
     with pytest.raises(BundleError, match="not installed here.*python -m pip install .*KITLIB_REFERENCE"):
         course.replay_capture("profiler_5step")
+
+
+def course_set_cmd(straggler):
+    from kitlib.capture.distributed import torchrun_command
+    return torchrun_command("out", straggler)
 
 
 def test_record_course_plans_every_bundle_the_lessons_replay(tmp_path, capsys):
@@ -215,7 +226,10 @@ def test_record_course_plans_every_bundle_the_lessons_replay(tmp_path, capsys):
     steps = course_set.plan(out, nsys=str(tmp_path / "no-nsys"), ncu=None)
     assert {s.name for s in steps} == set(bundle.list_references()) - {"how_captured"}
     assert [s.name for s in steps][:3] == ["profiler_5step", "fixed_batch", "cold_start_8step"]
-    assert all(s.runs for s in steps[:3]) and not any(s.runs for s in steps[3:])
+    # the torch.profiler and torchrun bundles run here; the Nsight ones need their tools
+    assert [s.name for s in steps if s.runs] == ["profiler_5step", "fixed_batch", "cold_start_8step",
+                                                 "ranks_balanced", "ranks_straggler"]
+    assert "--straggler-rank" not in course_set_cmd(False) and "--straggler-rank" in course_set_cmd(True)
     assert "memory snapshot" in steps[0].how and "FlopCounterMode" in steps[1].how
     assert " ".join(course_set.NCU_OPTIONS) == json.loads((REF / "ncu" / "manifest.json").read_text())[
         "recipe"]["command"].removeprefix("ncu ")

@@ -25,7 +25,7 @@ from kitlib.readers.ranks import load_traces
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
-NCCL = ROOT / "data" / "public-traces"
+NCCL = ROOT / "data" / "reference" / "public-traces"
 INJECTED_MS = 200.0
 #: The recovered delay (the median over steps of the largest lateness) must be within
 #: this share of the injected one: the estimate also holds the two ranks' difference in

@@ -2,7 +2,8 @@
 
 ``python -m kitlib record-course --out DIR`` runs the plan below and leaves in ``DIR``
 one bundle folder per recording the lessons read (``profiler_5step``, ``fixed_batch``,
-``cold_start_8step``, ``nsys_8step``, ``nsys_emit_nvtx``, ``ncu``). An instructor hands
+``cold_start_8step``, ``nsys_8step``, ``nsys_emit_nvtx``, ``ranks_balanced``,
+``ranks_straggler``, ``ncu``). An instructor hands
 ``DIR`` to the students, who set ``KITLIB_REPLAY_DIR=DIR``: every lesson then replays the
 course GPU's recordings instead of the kit's H200 ones (lookup:
 :func:`kitlib.readers.bundle.find_recording`). A step whose tool is missing (Nsight
@@ -20,6 +21,9 @@ What each bundle holds, against the kit's reference of the same name:
 * ``cold_start_8step``: recipe ``cold_start`` (8 steps from a fresh loader, wall clock);
 * ``nsys_8step`` and ``nsys_emit_nvtx``: :func:`kitlib.capture.nsys_recipes.capture_nsys`
   (needs ``nsys``);
+* ``ranks_balanced`` and ``ranks_straggler`` (lesson 12): ``torchrun`` of the workload,
+  one rank per GPU with NCCL where there are two or more GPUs, else two Gloo ranks on the
+  CPU (:func:`kitlib.capture.distributed.torchrun_plan`), rank 1 sleeping in the second;
 * ``ncu``: ``ncu`` over one training step with the reference's options, the CSV
   ``conv_kernels_speed_of_light.csv`` (needs ``ncu``).
 """
@@ -115,6 +119,13 @@ def plan(out, device: str = "cuda", nsys=None, ncu=None) -> list[Step]:
                           runs=exe is not None, why_not=nsys_why,
                           run=lambda r=recipe, n=name: capture_nsys(r, out / n, nsys=exe,
                                                                     notes=f"record-course: {n}")))
+    from .distributed import STRAGGLER_MS, run_torchrun, torchrun_plan
+    ranks = torchrun_plan() if device != "cpu" else None
+    for name, slow in (("ranks_balanced", False), ("ranks_straggler", True)):
+        how = (f"torchrun, {ranks['nproc']} ranks ({ranks['backend']}), recipe 'light', 3 steps"
+               + (f", rank 1 sleeping {STRAGGLER_MS:g} ms a step" if slow else "")) if ranks else "torchrun, two ranks"
+        steps.append(Step(name, how, needs="torchrun (torch.distributed)",
+                          run=lambda n=name, sl=slow: run_torchrun(out / n, sl)))
     ncu_exe = ncu or shutil.which("ncu")
     steps.append(Step("ncu", "Nsight Compute over one training step: " + " ".join(NCU_OPTIONS),
                       needs="ncu (Nsight Compute)", runs=ncu_exe is not None,
@@ -122,7 +133,9 @@ def plan(out, device: str = "cuda", nsys=None, ncu=None) -> list[Step]:
                       run=lambda: record_ncu(out / "ncu", ncu_exe, device)))
     if device == "cpu":
         for s in steps:
-            if s.needs != "a CUDA GPU":
+            if s.needs.startswith("torchrun"):
+                s.runs, s.why_not = False, "two ranks of the full workload take minutes on a CPU; this is the CPU try-out"
+            elif s.needs != "a CUDA GPU":
                 s.runs, s.why_not = False, f"{s.needs} profiles a GPU; this is the CPU try-out"
     return steps
 

@@ -218,3 +218,71 @@ def summarize_ranks(path) -> str:
 
 
 __all__ = ["KIND", "capture_ranks", "summarize_ranks"]
+
+
+#: The straggler of the kit's two-rank recordings: rank 1 sleeps this long per step (ms),
+#: as in ``data/reference/ranks_straggler``.
+STRAGGLER_MS = 500.0
+
+
+def torchrun_plan() -> dict:
+    """How a two-rank (or more) recording runs on this machine.
+
+    Returns
+    -------
+    dict
+        ``gpus`` (CUDA GPUs seen), ``nproc`` (ranks), ``device`` (``cuda`` or
+        ``cpu``), ``backend`` (``nccl`` or ``gloo``) and ``why`` (one sentence). NCCL
+        binds each rank's communicator to one device and refuses two ranks on one GPU
+        ("Duplicate GPU detected", NCCL's documentation), so fewer than two GPUs means
+        two Gloo ranks on the CPU.
+    """
+    try:
+        import torch
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    except Exception:
+        gpus = 0
+    if gpus >= 2:
+        return {"gpus": gpus, "nproc": gpus, "device": "cuda", "backend": "nccl",
+                "why": f"{gpus} GPUs: one rank per GPU, NCCL between them"}
+    why = ("one GPU: NCCL needs one GPU per rank (each rank's communicator owns its device; two ranks "
+           "on one GPU fail with 'Duplicate GPU detected'), so two ranks run on the CPU with Gloo"
+           if gpus == 1 else "no GPU: two ranks on the CPU with Gloo")
+    return {"gpus": gpus, "nproc": 2, "device": "cpu", "backend": "gloo", "why": why}
+
+
+def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
+    """The ``torchrun`` command line of one recording of the kit's two-rank runs (a list
+    for ``subprocess``): recipe ``light``, 3 active steps, rank 1 sleeping
+    :data:`STRAGGLER_MS` per step when ``straggler``.
+
+    ``python -m torch.distributed.run`` is ``torchrun`` (the same entry point), used
+    so the command runs with this Python."""
+    import sys
+    plan = plan or torchrun_plan()
+    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={plan['nproc']}",
+           "-m", "kitlib", "profile", "--device", plan["device"], "--recipe", "light", "--steps", "3", "--no-progress",
+           "--out", str(out_dir)]
+    if plan["device"] == "cpu":
+        cmd += ["--workers", "0"]
+    if straggler:
+        cmd += ["--straggler-rank", "1", "--straggler-ms", f"{STRAGGLER_MS:g}"]
+    return cmd
+
+
+def run_torchrun(out_dir, straggler: bool, timeout_s: float = 900) -> Path:
+    """Record one two-rank bundle into ``out_dir`` with :func:`torchrun_command`.
+
+    Raises
+    ------
+    KitError
+        ``torchrun`` failed (its last output lines are in the message).
+    """
+    import subprocess
+    res = subprocess.run(torchrun_command(out_dir, straggler), capture_output=True, text=True,
+                         timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    if res.returncode != 0:
+        tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-12:])
+        role = "straggler" if straggler else "balanced"
+        raise KitError(f"torchrun for the {role} recording failed (exit {res.returncode}):\n{tail}")
+    return Path(out_dir)

@@ -2,7 +2,7 @@
 
 Replay reads the kit's own two-rank CPU recordings (``data/reference/ranks_balanced``
 and ``ranks_straggler``: ``torchrun``, DDP, Gloo; see ``data/reference/PROVENANCE.md``)
-and the two public NCCL ranks in ``data/public-traces`` (see ``SOURCES.md`` there).
+and the two public NCCL ranks in ``data/reference/public-traces`` (see ``SOURCES.md`` there).
 Live (a CUDA GPU present) records the same two runs afresh with ``torchrun``:
 NCCL with one GPU per rank when the machine has two or more GPUs, else Gloo on the
 CPU — NCCL binds each rank's communicator to one device and refuses two ranks on
@@ -10,12 +10,10 @@ the same GPU.
 """
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
-import time
 from pathlib import Path
 
+from ..capture.distributed import STRAGGLER_MS, torchrun_plan
+from ..capture.distributed import torchrun_command as _torchrun_command
 from ..errors import KitError
 from ..readers.bundle import reference_dir
 from ..readers.ranks import RankTraces, load_traces
@@ -23,53 +21,21 @@ from . import mode, replay_capture
 
 #: The reference recordings lesson 12 replays, by role.
 REFERENCES = {"balanced": "ranks_balanced", "straggler": "ranks_straggler"}
-#: The straggler the live recording injects: rank 1 sleeps this long per step (ms),
-#: as in ``ranks_straggler``.
-STRAGGLER_MS = 500.0
-
-
 def public_nccl_dir() -> Path:
-    """``data/public-traces``: the two public NCCL ranks (HTA's sampled A100 run)."""
-    return reference_dir().parent / "public-traces"
+    """``data/reference/public-traces``: the two public NCCL ranks (HTA's sampled A100 run)."""
+    return reference_dir() / "public-traces"   # no manifest: not listed as a recording
 
 
 def live_plan() -> dict:
-    """What a live recording would run on this machine.
-
-    Returns
-    -------
-    dict
-        ``gpus`` (CUDA GPUs seen), ``nproc`` (ranks), ``device`` (``cuda`` or
-        ``cpu``), ``backend`` (``nccl`` or ``gloo``) and ``why`` (one sentence).
-    """
-    try:
-        import torch
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        gpus = 0
-    if gpus >= 2:
-        return {"gpus": gpus, "nproc": gpus, "device": "cuda", "backend": "nccl",
-                "why": f"{gpus} GPUs: one rank per GPU, NCCL between them"}
-    why = ("one GPU: NCCL needs one GPU per rank (each rank's communicator owns its device; two ranks "
-           "on one GPU fail with 'Duplicate GPU detected'), so two ranks run on the CPU with Gloo"
-           if gpus == 1 else "no GPU: two ranks on the CPU with Gloo")
-    return {"gpus": gpus, "nproc": 2, "device": "cpu", "backend": "gloo", "why": why}
+    """What a live recording would run on this machine
+    (:func:`kitlib.capture.distributed.torchrun_plan`)."""
+    return torchrun_plan()
 
 
 def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
-    """The ``torchrun`` command line of one live recording (a list for ``subprocess``).
-
-    ``python -m torch.distributed.run`` is ``torchrun`` (the same entry point), used
-    so the command runs with this Python."""
-    plan = plan or live_plan()
-    cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={plan['nproc']}",
-           "-m", "kitlib", "profile", "--device", plan["device"], "--recipe", "light", "--steps", "3", "--no-progress",
-           "--out", str(out_dir)]
-    if plan["device"] == "cpu":
-        cmd += ["--workers", "0"]
-    if straggler:
-        cmd += ["--straggler-rank", "1", "--straggler-ms", f"{STRAGGLER_MS:g}"]
-    return cmd
+    """The ``torchrun`` command line of one live recording
+    (:func:`kitlib.capture.distributed.torchrun_command`)."""
+    return _torchrun_command(out_dir, straggler, plan)
 
 
 def record_live(out_root=None, timeout_s: float = 900) -> dict:
@@ -85,19 +51,14 @@ def record_live(out_root=None, timeout_s: float = 900) -> dict:
     KitError
         A ``torchrun`` run failed (its last output lines are in the message).
     """
+    from ..capture.distributed import run_torchrun
     from ..capture.recipes import runs_dir
+    from . import unique_run_dir
     root = Path(out_root) if out_root else runs_dir()
-    stamp = time.strftime("%Y%m%d-%H%M%S")
-    out = {}
-    for role in REFERENCES:
-        folder = root / f"lesson_ranks_{role}_{stamp}"
-        res = subprocess.run(torchrun_command(folder, role == "straggler"), capture_output=True, text=True,
-                             timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-        if res.returncode != 0:
-            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-12:])
-            raise KitError(f"torchrun for the {role} recording failed (exit {res.returncode}):\n{tail}")
-        out[role] = folder
-    return out
+    # unique names (time + random), not created: the profile command claims its folder itself
+    return {role: run_torchrun(unique_run_dir(root, f"lesson_ranks_{role}", create=False), role == "straggler",
+                               timeout_s=timeout_s)
+            for role in REFERENCES}
 
 
 def recordings(live: bool | None = None) -> dict:

@@ -394,6 +394,8 @@ def open_capture(path) -> Capture:
                 raise BundleError(p, f"no such capture folder, and {e.problem}") from None
     if p.name == MANIFEST:
         p = p.parent
+    if found_in == "path":
+        found_in = _found_in_by_place(p)
     if not p.exists():
         known = ", ".join(list_references()) or "none"
         raise BundleError(p, f"no such capture folder (reference captures: {known})")
@@ -414,6 +416,19 @@ def open_capture(path) -> Capture:
     _OPENED[str(p)] = cap.label
     OPEN_LOG.append(cap.label)
     return cap
+
+
+def _found_in_by_place(p: Path) -> str:
+    """``"own"`` for a folder inside ``$KITLIB_REPLAY_DIR``, ``"kit"`` inside the kit's
+    reference folder, else ``"path"``: a recording opened by its path is labelled as the
+    same recording opened by its name would be (links are not followed, so a learner's
+    folder of links to the kit's recordings stays the learner's)."""
+    here = os.path.abspath(p)
+    own = os.environ.get(REPLAY_DIR_ENV)
+    for where, folder in (("own", own), ("kit", reference_dir())):
+        if folder and os.path.commonpath([here, os.path.abspath(folder)]) == os.path.abspath(folder):
+            return where
+    return "path"
 
 
 #: Labels of the recordings opened in this process, by folder (see :func:`opened_labels`).
