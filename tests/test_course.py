@@ -64,3 +64,21 @@ def test_compare_machines_shows_the_manifests_provenance(monkeypatch):
     assert t.loc["torch", "this machine"] == torch.__version__
     assert t.loc["gpu", "source texts (B300)"] == "NVIDIA B300"
     assert (t["source texts (B300)"].drop("gpu") == "not recorded").all()
+
+
+def test_this_machine_without_importing_torch_says_what_torch_says():
+    """Lesson 00's "this machine" column is read without importing torch (seconds in a
+    replay lesson); in a fresh process it must give the very facts torch gives."""
+    import subprocess
+    import sys
+    code = ("import sys, json; from kitlib.course import this_machine; light = this_machine(); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; "
+            "from kitlib.readers.bundle import software_provenance; full = software_provenance(); "
+            "print(json.dumps([light, full]))")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    import json
+    light, full = json.loads(r.stdout.strip().splitlines()[-1])
+    assert light.pop("probe").startswith("installed packages")
+    light.pop("date"), full.pop("date")
+    assert light == full and full["torch"]
