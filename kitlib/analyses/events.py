@@ -70,6 +70,19 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
     return str(dims)
 
 
+def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> list:
+    """:func:`shapes_key` of a column, each distinct object once (a trace read from the
+    cache shares one list between the rows with equal shapes)."""
+    by_id: dict = {}
+    out = []
+    for d in dims:
+        k = by_id.get(id(d))
+        if k is None:
+            k = by_id[id(d)] = shapes_key(d, lists)
+        out.append(k)
+    return out
+
+
 def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
@@ -174,8 +187,8 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
         "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
         "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
         "dur_ns": dur[keep], "external_id": ext[keep],
-        "input_shapes": [shapes_key(d) for d in dims[keep]],
-        "input_dims_nested": [shapes_key(d, lists="nested") for d in dims[keep]],
+        "input_shapes": _shapes_keys(dims[keep]),
+        "input_dims_nested": _shapes_keys(dims[keep], lists="nested"),
         "sequence_number": seq[keep], "fwd_thread_id": fwd[keep],
         "source": src[keep], "row": rows[keep],
         "parent": np.where(up[keep] >= 0, new_pos[np.maximum(up[keep], 0)], -1),
@@ -296,8 +309,10 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
         for i in range(len(ev)):
             if src[i] == "ops" and isinstance(own[rows[i]], str):
                 stacks[i] = tuple(f for f in own[rows[i]].split(";") if f)
-    if filtered:
-        stacks = [tuple(f for f in s if _keep_frame(f)) for s in stacks]
+    if filtered:                      # many events share a stack: filter each distinct one once
+        kept: dict = {}
+        stacks = [kept[s] if s in kept else kept.setdefault(s, tuple(f for f in s if _keep_frame(f)))
+                  for s in stacks]
     if backward and len(ev):
         stacks = _inherit_backward(ev, stacks)
     if n is not None:

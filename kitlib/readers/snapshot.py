@@ -32,6 +32,7 @@ the history can only count requested sizes.
 """
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import re
@@ -139,7 +140,14 @@ _AUTOGRAD_NODE = re.compile(r"autograd::generated::([A-Za-z0-9]+Backward[0-9]*)"
 
 
 def _fmt(frame: dict) -> str:
-    return f"{_SITE_PACKAGES.sub('', frame['filename'])}:{frame['line']}:{frame['name']}"
+    return f"{_short_file(frame['filename'])}:{frame['line']}:{frame['name']}"
+
+
+@functools.lru_cache(maxsize=65536)
+def _short_file(filename: str) -> str:
+    """A frame's file from its package down (a snapshot names a few hundred files,
+    hundreds of thousands of times)."""
+    return _SITE_PACKAGES.sub('', filename)
 
 
 def python_stack(frames) -> tuple[str, ...]:
@@ -436,6 +444,15 @@ def _check_frames(frames, where: str):
         return None
     if not isinstance(frames, list):
         return f"{where}['frames'] is {_kind(frames)}, where the allocator writes a list of frames"
+    for f in frames:                      # the usual case, checked without building a message
+        if type(f) is not dict:
+            break
+        fn, nm, ln = f.get("filename"), f.get("name"), f.get("line")
+        if not ((fn is None or type(fn) is str) and (nm is None or type(nm) is str)
+                and (ln is None or type(ln) is int and -_INT64_MAX <= ln <= _INT64_MAX)):
+            break
+    else:
+        return None
     for j, f in enumerate(frames):
         if not isinstance(f, dict):
             return f"{where}['frames'][{j}] is {_kind(f)}, where the allocator writes a frame dictionary"
