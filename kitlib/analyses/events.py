@@ -222,12 +222,18 @@ def _python_frames(trace: Trace):
     """Python rows of ``trace.ops`` and, for each, the tuple of frame names from it up
     to the root (innermost first), following the trace's tree (``Trace.ops.parent``)."""
     ops = trace.ops
-    py = ops[ops["kind"] == "python"]
-    names = ops["name"].to_dict()
-    parent = ops["parent"].to_dict()
-    is_py = (ops["kind"] == "python").to_dict()
+    is_py_col = (ops["kind"] == "python").to_numpy()
+    py = ops[is_py_col]
+    if not ops.index.equals(pd.RangeIndex(len(ops))):      # parent holds row labels
+        names = ops["name"].to_dict()
+        parent = ops["parent"].to_dict()
+        is_py = dict(zip(ops.index, is_py_col.tolist()))
+    else:                                                   # labels are positions: plain lists
+        names = ops["name"].tolist()
+        parent = ops["parent"].tolist()
+        is_py = is_py_col.tolist()
     memo: dict[int, tuple] = {}
-    for r in py.index:  # start order: a parent precedes its children
+    for r in py.index.tolist():  # start order: a parent precedes its children
         p = parent[r]
         while p >= 0 and not is_py[p]:        # only Python frames make a Python stack
             p = parent[p]

@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -364,46 +365,8 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     if not isinstance(events, list):
         raise TraceFormatError(path, "'traceEvents' is not a list")
 
-    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
-    bad_meta = uncategorised = 0
-    kinds = {"ops": [], "launches": [], "gpu": []}
-    process_names, thread_names = {}, {}
-    # One pass over the events; this loop is most of load_trace's own time, so it only
-    # sorts events into lists (the tables are built column by column afterwards).
-    for i, e in enumerate(events):
-        try:
-            ph = e.get("ph")
-        except AttributeError:
-            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
-        if ph == "X":
-            cat = e.get("cat")
-            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
-            if hit is not None:
-                table, kind = hit
-                buckets[table].append(e)
-                kinds[table].append(kind)
-                continue
-            uncategorised += 1
-        elif ph == "M":
-            args = e.get("args")
-            if not isinstance(args, dict) or not _hashable_id(e.get("pid")) or not _hashable_id(e.get("tid")):
-                bad_meta += 1                    # a process/thread name we cannot use: counted, not fatal
-                continue
-            if e.get("name") == "process_name":
-                process_names[_as_int(e.get("pid"))] = args.get("name")
-            elif e.get("name") == "thread_name":
-                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
-            continue
-        elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
-            buckets["memory"].append(e)
-            continue
-        buckets["other"].append(e)
-    cat_counts: dict = {}
-    for e in events:
-        c = e.get("cat")
-        c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
-        cat_counts[c] = cat_counts.get(c, 0) + 1
-    cat_counts = {str(k): v for k, v in cat_counts.items()}
+    sorted_events = _sort_events(events, path)
+    buckets, kinds, process_names, thread_names, bad_meta, uncategorised, cat_counts = sorted_events
     legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
     n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
@@ -461,8 +424,59 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                  host_events=tree)
 
 
+def _sort_events(events: list, path: Path):
+    """Sort the events into the tables' lists, one event at a time: the reference
+    rules, and the path that names a malformed event. Returns ``(buckets, kinds,
+    process_names, thread_names, bad_meta, uncategorised, category_counts)``."""
+    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    bad_meta = uncategorised = 0
+    kinds = {"ops": [], "launches": [], "gpu": []}
+    process_names, thread_names = {}, {}
+    # One pass over the events; it only sorts events into lists (the tables are built
+    # column by column afterwards).
+    for i, e in enumerate(events):
+        try:
+            ph = e.get("ph")
+        except AttributeError:
+            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
+        if ph == "X":
+            cat = e.get("cat")
+            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
+            if hit is not None:
+                table, kind = hit
+                buckets[table].append(e)
+                kinds[table].append(kind)
+                continue
+            uncategorised += 1
+        elif ph == "M":
+            args = e.get("args")
+            if not isinstance(args, dict) or not _hashable_id(e.get("pid")) or not _hashable_id(e.get("tid")):
+                bad_meta += 1                    # a process/thread name we cannot use: counted, not fatal
+                continue
+            if e.get("name") == "process_name":
+                process_names[_as_int(e.get("pid"))] = args.get("name")
+            elif e.get("name") == "thread_name":
+                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
+            continue
+        elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
+            buckets["memory"].append(e)
+            continue
+        buckets["other"].append(e)
+    cat_counts: dict = {}
+    for e in events:
+        c = e.get("cat")
+        c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
+        cat_counts[c] = cat_counts.get(c, 0) + 1
+    cat_counts = {str(k): v for k, v in cat_counts.items()}
+    return buckets, kinds, process_names, thread_names, bad_meta, uncategorised, cat_counts
+
+
 def _col(evs, key, default=None):
-    return [e.get(key, default) for e in evs]
+    """``event[key]`` of every event (``default`` where absent)."""
+    try:
+        return list(map(itemgetter(key), evs))     # every event has it: at C speed
+    except KeyError:
+        return [e.get(key, default) for e in evs]
 
 
 _NO_ARGS: dict = {}
@@ -492,6 +506,7 @@ def _arg(evs, *keys, args=None):
 
 
 _PLAIN_ID_TYPES = {int, type(None)}
+_LIST_TYPES = {list, type(None)}
 
 
 def _ids(values, evs=None, key: str = "id") -> pd.Series:
@@ -528,6 +543,8 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
 
 def _lists(evs, values, key: str) -> list:
     """Per-argument fields (``Input Dims`` …) must be JSON lists (or absent)."""
+    if set(map(type, values)) <= _LIST_TYPES:           # the usual case, checked at C speed
+        return values
     for e, v in zip(evs, values):
         if v is not None and not isinstance(v, list):
             raise _BadEvent(e, f"'{key}' is a {type(v).__name__} ({str(v)[:30]!r}), not a list "
@@ -585,11 +602,14 @@ def _times(evs, with_dur=True):
 def _base_frame(evs, with_dur=True):
     start, dur = _times(evs, with_dur)
     names = _col(evs, "name", "")
-    for e, n in zip(evs, names):
-        if not isinstance(n, str):
-            raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
+    if set(map(type, names)) != {str}:
+        for e, n in zip(evs, names):
+            if not isinstance(n, str):
+                raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
     pids, tids = _col(evs, "pid"), _col(evs, "tid")
     for col, key in ((pids, "pid"), (tids, "tid")):
+        if set(map(type, col)) == {int} and -2**63 <= min(col) and max(col) < 2**63:
+            continue                                    # the usual case, checked at C speed
         for e, v in zip(evs, col):
             if type(v) is int:
                 if not -2**63 <= v < 2**63:
@@ -599,10 +619,17 @@ def _base_frame(evs, with_dur=True):
                                 f"has a '{key}' that is a {type(v).__name__}, not a number or text")
     return {
         "name": pd.array(names, dtype=object),
-        "pid": [p if type(p) is int else _as_int(p) for p in pids],
-        "tid": [t if type(t) is int else _as_int(t) for t in tids],
+        "pid": _int_ids(pids), "tid": _int_ids(tids),
         "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
     }
+
+
+def _int_ids(values: list):
+    """Process/thread ids as a column: int64 when every one is an int (checked in
+    range by :func:`_base_frame`), else each through :func:`_as_int`."""
+    if set(map(type, values)) == {int}:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    return [v if type(v) is int else _as_int(v) for v in values]
 
 
 def _ops_table(evs, kinds) -> pd.DataFrame:
@@ -873,7 +900,8 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
     A = _args(evs)
     d["device"] = _ids(_arg(evs, "device", args=A), evs, "device")
     stream = _arg(evs, "stream", args=A)
-    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
+    tids = d["tid"].tolist() if isinstance(d["tid"], np.ndarray) else d["tid"]     # Python ints
+    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, tids)])
     d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
     d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
     d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
@@ -908,9 +936,13 @@ def _memory_table(evs) -> pd.DataFrame:
 def _other_table(evs) -> pd.DataFrame:
     if not evs:
         return _empty(OTHER_COLUMNS)
-    start = _ns([e.get("ts", 0) if isinstance(e.get("ts", 0), (int, float)) else 0 for e in evs])
-    dur = np.rint(np.asarray([e.get("dur", 0) if isinstance(e.get("dur", 0), (int, float)) else 0
-                              for e in evs], dtype=np.float64) * 1000).astype(np.int64)
+    def numbers(key):        # a missing or non-numeric time reads as 0: these events are kept, not used
+        vals = _col(evs, key, 0)
+        if not set(map(type, vals)) <= {int, float}:
+            vals = [v if isinstance(v, (int, float)) else 0 for v in vals]
+        return vals
+    start = _ns(numbers("ts"))
+    dur = np.rint(np.asarray(numbers("dur"), dtype=np.float64) * 1000).astype(np.int64)
     return pd.DataFrame({"name": _col(evs, "name"), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
                          "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
                          "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]
