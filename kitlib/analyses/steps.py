@@ -183,13 +183,33 @@ def device_work(source) -> pd.DataFrame:
 
 def _innermost(ranges: pd.DataFrame, times) -> list:
     """For each time, the row (Series) of the innermost range containing it, or None.
-    Ranges on one thread nest, so the innermost is the containing one that starts last."""
+    Ranges on one thread nest, so the innermost is the containing one that starts last
+    (in start order, longest first).
+
+    The search per time looks only at the ranges that start at or before it, from the
+    last one back, a block at a time (the blocks' largest end says whether any range in
+    the block is still open at that time), so it costs about the square root of the
+    table, not the whole table, per time."""
     r = ranges.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
     s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    n, B = len(s), 1024
+    block_end = np.maximum.reduceat(e, np.arange(0, n, B)) if n else e
     out = []
     for t in times:
-        k = np.flatnonzero((s <= t) & (e > t))
-        out.append(r.iloc[k[-1]] if k.size else None)
+        hi = int(np.searchsorted(s, t, side="right"))     # ranges [0, hi) start at or before t
+        k = -1
+        b = (hi - 1) // B if hi else -1
+        lo = b * B
+        if hi:
+            open_ = np.flatnonzero(e[lo:hi] > t)
+            if open_.size:
+                k = lo + int(open_[-1])
+            else:
+                prev = np.flatnonzero(block_end[:b] > t)      # earlier blocks with a range still open
+                if prev.size:
+                    lo = int(prev[-1]) * B
+                    k = lo + int(np.flatnonzero(e[lo:lo + B] > t)[-1])
+        out.append(r.iloc[k] if k >= 0 else None)
     return out
 
 
@@ -329,11 +349,16 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     out["wall_ns"] = steps["dur_ns"].to_numpy()
     tid = steps["tid"].to_numpy()
     for ph in phases:
+        # this phase's ranges in start order; each step looks only at those starting in it
+        p = lab[lab["name"] == ph].sort_values("start_ns", kind="stable")
+        p_start, p_end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
+        p_tid, p_dur = p["tid"].to_numpy(), p["dur_ns"].to_numpy()
+        lo = np.searchsorted(p_start, steps["start_ns"].to_numpy(), side="left")
+        hi = np.searchsorted(p_start, steps["end_ns"].to_numpy(), side="right")
         vals = []
-        for s, t in zip(steps.itertuples(), tid):
-            d = lab[(lab["name"] == ph) & (lab["tid"] == t) & (lab["start_ns"] >= s.start_ns)
-                    & (lab["end_ns"] <= s.end_ns)]["dur_ns"]
-            vals.append(int(d.sum()) if len(d) else pd.NA)
+        for a, b, e, t in zip(lo, hi, steps["end_ns"].to_numpy(), tid):
+            inside = (p_tid[a:b] == t) & (p_end[a:b] <= e)
+            vals.append(int(p_dur[a:b][inside].sum()) if inside.any() else pd.NA)
         if any(v is not pd.NA for v in vals):
             out[f"{ph}_ns"] = pd.array(vals, dtype="Int64")
     if work.empty:
