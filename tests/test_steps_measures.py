@@ -162,7 +162,7 @@ def test_innermost_range_search_is_the_containing_range_that_starts_last(trace):
     for t, row in zip(times, got):
         k = np.flatnonzero((s <= t) & (e > t))
         if k.size:
-            assert row is not None and row.name == r.index[k[-1]]
+            assert row is not None and row["label"] == r.index[k[-1]] and row["name"] == r["name"].iat[k[-1]]
         else:
             assert row is None
     assert sum(x is not None for x in got) > 300

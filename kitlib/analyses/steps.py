@@ -182,7 +182,8 @@ def device_work(source) -> pd.DataFrame:
 
 
 def _innermost(ranges: pd.DataFrame, times) -> list:
-    """For each time, the row (Series) of the innermost range containing it, or None.
+    """For each time, the innermost range containing it, or None: a dict of its
+    ``name`` (and ``kind`` where the table has one) and its row ``label``.
     Ranges on one thread nest, so the innermost is the containing one that starts last
     (in start order, longest first).
 
@@ -194,6 +195,8 @@ def _innermost(ranges: pd.DataFrame, times) -> list:
     s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     n, B = len(s), 1024
     block_end = np.maximum.reduceat(e, np.arange(0, n, B)) if n else e
+    cols = {c: r[c].to_numpy(dtype=object) for c in ("name", "kind") if c in r.columns}
+    labels = r.index.to_numpy()
     out = []
     for t in times:
         hi = int(np.searchsorted(s, t, side="right"))     # ranges [0, hi) start at or before t
@@ -209,7 +212,7 @@ def _innermost(ranges: pd.DataFrame, times) -> list:
                 if prev.size:
                     lo = int(prev[-1]) * B
                     k = lo + int(np.flatnonzero(e[lo:lo + B] > t)[-1])
-        out.append(r.iloc[k] if k >= 0 else None)
+        out.append(dict({c: v[k] for c, v in cols.items()}, label=labels[k]) if k >= 0 else None)
     return out
 
 

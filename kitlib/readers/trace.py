@@ -552,6 +552,30 @@ def _lists(evs, values, key: str) -> list:
     return values
 
 
+try:
+    from orjson import dumps as _json_key
+except ImportError:  # pragma: no cover - orjson is a dependency
+    import json as _json
+
+    def _json_key(v):
+        return _json.dumps(v).encode()
+
+
+def _shared(values: list) -> list:
+    """Equal per-argument lists as one object: a trace repeats the same few thousand
+    shapes on every step, so each distinct list is kept once (memory) and whatever
+    is computed from it can be computed once per object (``analyses.events``). The
+    cells are read, never changed in place."""
+    seen: dict = {}
+    out = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        else:
+            out.append(seen.setdefault(_json_key(v), v))
+    return out
+
+
 class _BadEvent(Exception):
     """An event whose time field cannot be read (turned into a TraceFormatError naming the file)."""
 
@@ -647,10 +671,10 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
                      for (_, k), n in zip(rest, d["name"])]
         A = _args(revs)
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims")
-        d["input_types"] = _lists(revs, _arg(revs, "Input type", args=A), "Input type")
-        d["input_strides"] = _lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides")
-        d["concrete_inputs"] = _lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs")
+        d["input_dims"] = _shared(_lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims"))
+        d["input_types"] = _shared(_lists(revs, _arg(revs, "Input type", args=A), "Input type"))
+        d["input_strides"] = _shared(_lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides"))
+        d["concrete_inputs"] = _shared(_lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs"))
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)

@@ -110,9 +110,15 @@ def _dictionary(values: list):
     import orjson
     import pyarrow as pa
 
+    # the reader shares one object between equal values: encode each object once
+    first: dict = {}
+    by_object = np.fromiter((first.setdefault(id(v), len(first)) for v in values), dtype=np.int64,
+                            count=len(values))
+    objects = list({id(v): v for v in values}.values())        # in the order of first appearance
     text = [b"null" if v is None or v is pd.NA else _NAN if isinstance(v, float) and v != v else orjson.dumps(v)
-            for v in values]
-    codes, uniques = pd.factorize(np.asarray(text, dtype=object), sort=False)
+            for v in objects]
+    text_codes, uniques = pd.factorize(np.asarray(text, dtype=object), sort=False)
+    codes = text_codes[by_object] if len(values) else np.zeros(0, dtype=np.int64)
     return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)),
                                           pa.array([u.decode() for u in uniques], type=pa.string()))
 
