@@ -47,7 +47,7 @@ from .chain import chain, impossible_gpu_events
 from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
 from ..errors import KitError
-from ..readers.trace import Trace
+from ..readers.trace import Trace, analysis_progress
 
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
                  "host_per_call_ns", "device_per_call_ns"]
@@ -118,7 +118,9 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     Whether Python frames count as children (lowering self times) is not a choice of
     the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
     (:func:`kitlib.readers.trace.python_frames_rule`), repeated in the result's
-    ``.attrs["python_frames_rule"]``.
+    ``.attrs["python_frames_rule"]``. On a trace of
+    :data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or more (seconds of work)
+    a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Returns
     -------
@@ -145,12 +147,20 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
+    bar = analysis_progress(trace, "group_ops", 4)      # shown for large traces only
+    bar.set_postfix_str("kernels to launches to operators")
     if chain_df is None and (events is None or (include_gpu and len(trace.gpu))):
         chain_df = chain(trace)              # once, for the events and the GPU rows alike
+    bar.update(1)
+    bar.set_postfix_str("host events and their self times")
     ev = op_events(trace, chain_df) if events is None else events
+    bar.update(1)
+    bar.set_postfix_str("memory and FLOPs")
     ev = _with_memory_and_flops(trace, ev)
     if by == "stack" and "stack" not in ev.columns:
         ev = ev.assign(stack=op_stacks(trace, ev, n=None))
+    bar.update(1)
+    bar.set_postfix_str("grouping")
     frames = [ev.assign(host_total_ns=ev["dur_ns"])]
     if include_gpu and len(trace.gpu):
         g = gpu_events(trace).assign(host_total_ns=0)
@@ -181,6 +191,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
     out = out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
     out.attrs["python_frames_rule"] = trace.meta.get("python_frames_rule", "")
+    bar.update(1)
+    bar.close()
     return out
 
 

@@ -23,7 +23,7 @@ from ..errors import KitError
 from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..readers.nsys import NsysReport
-from ..readers.trace import Trace
+from ..readers.trace import Trace, analysis_progress
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
@@ -335,6 +335,8 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         runs after its host interval has ended counts in the next window. On a
         recording with no GPU activity at all the device columns are <NA> (and
         ``gpu_launched`` 0), with a note in ``.attrs["note"]``: no device, no idle time.
+        On a large trace (:data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or
+        more) a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Raises
     ------
@@ -342,6 +344,7 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         ``source`` is not a Trace/NsysReport or holds no steps.
     """
     steps = steps_of(source)
+    bar = analysis_progress(source, "step_measures", 3) if isinstance(source, Trace) else None
     lab = labelled_ranges(source)
     work = device_work(source)
     phases = PHASES if phases is None else phases
@@ -370,18 +373,27 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
             out[c] = pd.array([pd.NA] * len(out), dtype="Int64")
         out["gpu_launched"] = 0
         out.attrs["note"] = "no GPU activity in this recording: the device columns are <NA>"
+        if bar is not None:
+            bar.close()
         return out.reset_index(drop=True)
+    if bar is not None:
+        bar.update(1)
     out["device_busy_ns"] = allw["busy_ns"].to_numpy()
     out["gpu_sum_ns"] = allw["sum_dur_ns"].to_numpy()
     out["kernel_sum_ns"] = kern["sum_dur_ns"].to_numpy()
     out["idle_ns"] = out["wall_ns"] - out["device_busy_ns"]
     gaps = step_gaps(source, min_gap_ns) if len(steps) else None
+    if bar is not None:
+        bar.update(1)
     cnt = gaps.groupby("step")["dur_ns"].agg(["size", "max"])
     out["gaps"] = out["step"].map(cnt["size"]).fillna(0).astype("int64")
     out["longest_gap_ns"] = out["step"].map(cnt["max"]).fillna(0).astype("int64")
     launched = _launch_starts(source)
     out["gpu_launched"] = (np.searchsorted(launched, out["end_ns"].to_numpy(), side="right")
                            - np.searchsorted(launched, out["start_ns"].to_numpy(), side="left")).astype("int64")
+    if bar is not None:
+        bar.update(1)
+        bar.close()
     return out.reset_index(drop=True)
 
 

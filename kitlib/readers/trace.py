@@ -325,18 +325,36 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
 #: JSON larger than this takes a few seconds to load here: show a progress bar.
 PROGRESS_MIN_BYTES = 100_000_000
 
+#: Host and GPU events from which an analysis of the trace takes a few seconds here
+#: (``group_ops`` on the reference trace replicated 10 times): show a progress bar.
+PROGRESS_MIN_EVENTS = 600_000
 
-def _progress(path: Path, n_bytes: int, progress: bool | None):
-    """A tqdm bar over the three stages of a load (parse, tables, cache), shown for
-    large files (or when ``progress=True``), never when ``KITLIB_PROGRESS=0``."""
+
+def progress_bar(desc: str, total: int, show: bool):
+    """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
+    ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
+    object, so the caller updates it either way."""
     import os
 
     from tqdm.auto import tqdm
-    show = n_bytes >= PROGRESS_MIN_BYTES if progress is None else bool(progress)
     if os.environ.get("KITLIB_PROGRESS", "1").strip().lower() in ("0", "off", "false", "no"):
         show = False
-    return tqdm(total=3, desc=f"loading {path.name} ({n_bytes / 1e6:,.0f} MB of JSON)", unit="stage",
-                disable=not show, leave=False)
+    return tqdm(total=total, desc=desc, unit="stage", disable=not show, leave=False)
+
+
+def analysis_progress(trace: "Trace", desc: str, stages: int, progress: bool | None = None):
+    """:func:`progress_bar` for an analysis of ``trace``: shown by default when the
+    trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events or more."""
+    n = (len(trace.host_events) if trace.host_events is not None else len(trace.ops)) + len(trace.gpu)
+    show = n >= PROGRESS_MIN_EVENTS if progress is None else bool(progress)
+    return progress_bar(f"{desc} ({n:,} events)", stages, show)
+
+
+def _progress(path: Path, n_bytes: int, progress: bool | None):
+    """A bar over the three stages of a load (parse, tables, cache), shown for large
+    files (or when ``progress=True``)."""
+    show = n_bytes >= PROGRESS_MIN_BYTES if progress is None else bool(progress)
+    return progress_bar(f"loading {path.name} ({n_bytes / 1e6:,.0f} MB of JSON)", 3, show)
 
 
 def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> Trace:
