@@ -99,7 +99,8 @@ class Trace:
         label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
         ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
         ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
-        shapes were not recorded), ``sequence_number`` and ``fwd_thread_id`` (autograd),
+        shapes were not recorded; equal lists are one shared object, so read them and
+        never change one in place), ``sequence_number`` and ``fwd_thread_id`` (autograd),
         ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
         (old traces), ``parent`` (row label of the enclosing event on the same
         thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
@@ -383,8 +384,46 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     if not isinstance(events, list):
         raise TraceFormatError(path, "'traceEvents' is not a list")
 
-    sorted_events = _sort_events(events, path)
-    buckets, kinds, process_names, thread_names, bad_meta, uncategorised, cat_counts = sorted_events
+    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    bad_meta = uncategorised = 0
+    kinds = {"ops": [], "launches": [], "gpu": []}
+    process_names, thread_names = {}, {}
+    # One pass over the events; this loop is most of load_trace's own time, so it only
+    # sorts events into lists (the tables are built column by column afterwards).
+    for i, e in enumerate(events):
+        try:
+            ph = e.get("ph")
+        except AttributeError:
+            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
+        if ph == "X":
+            cat = e.get("cat")
+            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
+            if hit is not None:
+                table, kind = hit
+                buckets[table].append(e)
+                kinds[table].append(kind)
+                continue
+            uncategorised += 1
+        elif ph == "M":
+            args = e.get("args")
+            if not isinstance(args, dict) or not _hashable_id(e.get("pid")) or not _hashable_id(e.get("tid")):
+                bad_meta += 1                    # a process/thread name we cannot use: counted, not fatal
+                continue
+            if e.get("name") == "process_name":
+                process_names[_as_int(e.get("pid"))] = args.get("name")
+            elif e.get("name") == "thread_name":
+                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
+            continue
+        elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
+            buckets["memory"].append(e)
+            continue
+        buckets["other"].append(e)
+    cat_counts: dict = {}
+    for e in events:
+        c = e.get("cat")
+        c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
+        cat_counts[c] = cat_counts.get(c, 0) + 1
+    cat_counts = {str(k): v for k, v in cat_counts.items()}
     legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
     n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
@@ -442,51 +481,6 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                  host_events=tree)
 
 
-def _sort_events(events: list, path: Path):
-    """Sort the events into the tables' lists, one event at a time: the reference
-    rules, and the path that names a malformed event. Returns ``(buckets, kinds,
-    process_names, thread_names, bad_meta, uncategorised, category_counts)``."""
-    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
-    bad_meta = uncategorised = 0
-    kinds = {"ops": [], "launches": [], "gpu": []}
-    process_names, thread_names = {}, {}
-    # One pass over the events; it only sorts events into lists (the tables are built
-    # column by column afterwards).
-    for i, e in enumerate(events):
-        try:
-            ph = e.get("ph")
-        except AttributeError:
-            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
-        if ph == "X":
-            cat = e.get("cat")
-            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
-            if hit is not None:
-                table, kind = hit
-                buckets[table].append(e)
-                kinds[table].append(kind)
-                continue
-            uncategorised += 1
-        elif ph == "M":
-            args = e.get("args")
-            if not isinstance(args, dict) or not _hashable_id(e.get("pid")) or not _hashable_id(e.get("tid")):
-                bad_meta += 1                    # a process/thread name we cannot use: counted, not fatal
-                continue
-            if e.get("name") == "process_name":
-                process_names[_as_int(e.get("pid"))] = args.get("name")
-            elif e.get("name") == "thread_name":
-                thread_names[(_as_int(e.get("pid")), _as_int(e.get("tid")))] = args.get("name")
-            continue
-        elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
-            buckets["memory"].append(e)
-            continue
-        buckets["other"].append(e)
-    cat_counts: dict = {}
-    for e in events:
-        c = e.get("cat")
-        c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
-        cat_counts[c] = cat_counts.get(c, 0) + 1
-    cat_counts = {str(k): v for k, v in cat_counts.items()}
-    return buckets, kinds, process_names, thread_names, bad_meta, uncategorised, cat_counts
 
 
 def _col(evs, key, default=None):
