@@ -814,25 +814,29 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
-    parent = np.full(n, -1, dtype=np.int64)
+    # the sweep reads Python lists: indexing them is several times cheaper than numpy's
+    start_l, end_l = start.tolist(), end.tolist()
+    parent_l = [-1] * n
     stacks: dict = {}
     for i, key in enumerate(zip(ev["pid"].tolist(), ev["tid"].tolist())):
         st = stacks.get(key)
         if st is None:
             st = stacks[key] = []
-        s_i, e_i = start[i], end[i]
+        s_i, e_i = start_l[i], end_l[i]
         while st:
             p = st[-1]
-            if s_i >= end[p] or e_i > end[p] + tol:
+            if s_i >= end_l[p] or e_i > end_l[p] + tol:
                 st.pop()
             else:
-                parent[i] = p
+                parent_l[i] = p
                 break
         st.append(i)
-    depth = np.zeros(n, dtype=np.int64)
-    for i in range(n):                     # parents come first in start order
-        if parent[i] >= 0:
-            depth[i] = depth[parent[i]] + 1
+    depth_l = [0] * n
+    for i, p in enumerate(parent_l):       # parents come first in start order
+        if p >= 0:
+            depth_l[i] = depth_l[p] + 1
+    parent = np.asarray(parent_l, dtype=np.int64)
+    depth = np.asarray(depth_l, dtype=np.int64)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
     # direct children's host time, cut to the parent's interval
     live = ~merged & (prof_parent >= 0)
@@ -851,12 +855,14 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
     folded into that parent, repeatedly. Returns ``merged`` and the parent of every
     event once the merged ones are gone (merged events keep their own parent)."""
     n = len(names)
-    par = parent.copy()
-    merged = np.zeros(n, dtype=bool)
-    n_children = np.bincount(par[par >= 0], minlength=n) if n else np.zeros(0, dtype=np.int64)
+    par = parent.tolist()                  # Python lists: the loop indexes them per event
+    names = list(names)
+    merged = [False] * n
+    n_children = np.bincount(parent[parent >= 0], minlength=n).tolist() if n else []
     children: dict = {}
-    for i in np.flatnonzero(par >= 0):
-        children.setdefault(int(par[i]), []).append(int(i))
+    for i, p in enumerate(par):
+        if p >= 0:
+            children.setdefault(p, []).append(i)
     changed = True
     while changed:
         changed = False
@@ -867,11 +873,11 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
             kids = children.pop(i, [])
             for k in kids:
                 par[k] = p
-            children[int(p)] = kids
+            children[p] = kids
             n_children[p] = len(kids)
             merged[i] = True
             changed = True
-    return merged, par
+    return np.asarray(merged, dtype=bool), np.asarray(par, dtype=np.int64)
 
 
 def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
@@ -880,13 +886,14 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
     (``Python parent id``) or, where the trace has none, nest among themselves by time."""
     n = len(ops)
     parent = np.full(n, -1, dtype=np.int64)
-    src = tree["source"].to_numpy()
-    rows = tree["row"].to_numpy()
-    tpar = tree["parent"].to_numpy()
+    is_op = (tree["source"] == "ops").to_numpy()
+    is_op_l = is_op.tolist()
+    rows = tree["row"].tolist()
+    tpar = tree["parent"].tolist()
     # nearest ancestor that is an ops row (launches are leaves, but be safe)
-    for i in np.flatnonzero(src == "ops"):
+    for i in np.flatnonzero(is_op).tolist():
         p = tpar[i]
-        while p >= 0 and src[p] != "ops":
+        while p >= 0 and not is_op_l[p]:
             p = tpar[p]
         if p >= 0:
             parent[rows[i]] = rows[p]
@@ -908,11 +915,11 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
             for i in range(len(t)):
                 if tp[i] >= 0:
                     parent[trows[i]] = trows[tp[i]]
-    depth = np.zeros(n, dtype=np.int64)
-    for r in range(n):                      # rows are in start order: parents come first
-        if parent[r] >= 0:
-            depth[r] = depth[parent[r]] + 1
-    return parent, depth
+    depth_l = [0] * n
+    for r, p in enumerate(parent.tolist()):  # rows are in start order: parents come first
+        if p >= 0:
+            depth_l[r] = depth_l[p] + 1
+    return parent, np.asarray(depth_l, dtype=np.int64)
 
 
 def _launch_table(evs, kinds) -> pd.DataFrame:
