@@ -180,7 +180,8 @@ def machine_state() -> str:
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--sizes", default="1,10", help="replication factors, e.g. 1,10,50 (50x: ~1 GB of JSON, several GB of memory, ~10 minutes)")
+    ap.add_argument("--sizes", default="1,10",
+                    help="replication factors, e.g. 1,10,50 (50x: ~1 GB of JSON, several GB of memory, ~10 minutes)")
     ap.add_argument("--keep", default=None, help="build the inputs in this folder and keep them")
     ap.add_argument("--hta-python", default=None,
                     help="a Python with Holistic Trace Analysis installed (default: this one, if it has hta)")
