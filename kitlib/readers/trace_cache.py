@@ -44,7 +44,6 @@ _TUPLE_COLUMNS = {"grid", "block"}
 _MANIFEST = "entry.json"
 
 
-
 def enabled() -> bool:
     """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
     return os.environ.get("KITLIB_TRACE_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
