@@ -64,3 +64,21 @@ def test_compare_machines_shows_the_manifests_provenance(monkeypatch):
     assert t.loc["torch", "this machine"] == torch.__version__
     assert t.loc["gpu", "source texts (B300)"] == "NVIDIA B300"
     assert (t["source texts (B300)"].drop("gpu") == "not recorded").all()
+
+
+def test_this_machine_without_importing_torch_says_what_torch_says():
+    """Lesson 00's "this machine" column is read without importing torch (seconds in a
+    replay lesson), and gives the very facts torch gives."""
+    import subprocess
+    import sys
+    from kitlib.readers.bundle import _installed_software, software_provenance
+    code = ("import sys; from kitlib.course import this_machine; m = this_machine(); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; print(m['probe'])")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.strip().startswith("installed packages")
+    full = software_provenance()                   # through torch itself
+    light = _installed_software()
+    assert light and full["torch"]
+    assert {k: full[k] for k in light} == light
+    assert (light.get("cudnn"), light.get("gpu")) == (full["cudnn"], full["gpu"])    # not just left out

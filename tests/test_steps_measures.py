@@ -145,3 +145,24 @@ def test_read_profiler_table_bad_input(tmp_path):
 def test_steps_of_bad_source():
     with pytest.raises(KitError, match="expected a kitlib Trace"):
         steps_of("trace.json")
+
+
+def test_innermost_range_search_is_the_containing_range_that_starts_last(trace):
+    """host_context's search (blocks of ranges, not a scan of the whole table per time)
+    gives, for every time, what the definition gives: of the ranges containing it, the
+    one that starts last in start order (longest first)."""
+    import numpy as np
+    from kitlib.analyses.steps import _innermost
+    ops = trace.ops[(trace.ops["kind"] != "python") & (trace.ops["tid"] == trace.steps["tid"].iloc[0])]
+    r = ops.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
+    s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    rng = np.random.default_rng(0)
+    times = np.concatenate([rng.integers(s.min() - 1000, e.max() + 1000, 400), s[::997], e[::991]])
+    got = _innermost(ops, times)
+    for t, row in zip(times, got):
+        k = np.flatnonzero((s <= t) & (e > t))
+        if k.size:
+            assert row is not None and row["label"] == r.index[k[-1]] and row["name"] == r["name"].iat[k[-1]]
+        else:
+            assert row is None
+    assert sum(x is not None for x in got) > 300

@@ -71,3 +71,59 @@ def test_clear(cache):
     kitlib.load_trace(PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz")
     assert trace_cache.clear() == 1 and not cache.exists()
     assert trace_cache.clear() == 0
+
+
+def test_object_columns_are_stored_once_per_distinct_value(cache):
+    """Shapes and grids are Arrow dictionary columns: a cached load decodes each distinct
+    value once (profiler_5step repeats the same shapes over its steps), not once per row."""
+    import pyarrow as pa
+
+    src = REF / "profiler_5step" / "trace.json.gz"
+    fresh = kitlib.load_trace(src)
+    entry = next(cache.iterdir())
+    ops = pa.ipc.open_file(pa.memory_map(str(entry / "ops.arrow"))).read_all()
+    dims = ops.column("input_dims").combine_chunks()
+    assert pa.types.is_dictionary(dims.type)
+    n_distinct = len({repr(v) for v in fresh.ops["input_dims"]})
+    assert len(dims.dictionary) == n_distinct < len(fresh.ops) / 10
+    again = kitlib.load_trace(src)
+    _same(fresh, again)
+    assert isinstance(again.gpu["grid"].dropna().iloc[0], tuple)
+
+
+def test_nullable_ids_above_2_53_come_back_exact(cache, tmp_path):
+    """Int64 columns with missing values are read into pandas' Int64 directly, never
+    through float64, which would round an id above 2**53."""
+    import gzip
+    import json
+
+    big = 2**53 + 1
+    ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0,
+           "args": {"External id": big}},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 4.0, "dur": 1.0}]
+    src = tmp_path / "t.json.gz"
+    src.write_bytes(gzip.compress(json.dumps({"traceEvents": ev}).encode()))
+    first = kitlib.load_trace(src)
+    again = kitlib.load_trace(src)
+    assert again.ops["external_id"].tolist() == [big, pd.NA] == first.ops["external_id"].tolist()
+
+
+def test_large_work_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys):
+    """A bar for loads of PROGRESS_MIN_BYTES of JSON and analyses of PROGRESS_MIN_EVENTS
+    events (both seconds of work); forced on here for a small trace, and
+    KITLIB_PROGRESS=0 (what the tests set) hides it even when asked for."""
+    from kitlib.analyses import grouping
+    from kitlib.readers import trace as trace_module
+
+    src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    monkeypatch.setenv("KITLIB_PROGRESS", "1")
+    tr = kitlib.load_trace(src, progress=True)
+    assert "loading tracelens_torch2.6_h100_bert_small.json.gz" in capsys.readouterr().err
+    monkeypatch.setattr(trace_module, "PROGRESS_MIN_EVENTS", 1)
+    grouping.group_ops(tr)
+    assert "group_ops (" in capsys.readouterr().err
+    monkeypatch.setenv("KITLIB_PROGRESS", "0")
+    kitlib.load_trace(src, progress=True)
+    grouping.group_ops(tr)
+    assert capsys.readouterr().err == ""

@@ -99,18 +99,28 @@ def callsites(trace: Trace, events: pd.DataFrame | None = None, internal=TORCH_I
     ev = op_events(trace) if events is None else events
     stacks = op_stacks(trace, ev, filtered=False)
     user, mod, path = [], [], []
+    user_frame: dict = {}           # frame -> is_user_frame; stacks repeat every step
+    site: dict = {}                 # stack -> (user frame, module, module path)
     for s in stacks:
-        u = next((f for f in s if is_user_frame(f, internal)), None)
-        if u is None:
-            u = next((f for f in s if parse_frame(f)["line"] is not None), None)
-        user.append(u)
-        mods = [f[len(_MODULE_PREFIX):] for f in s if f.startswith(_MODULE_PREFIX)]
-        mod.append(mods[0] if mods else None)
-        path.append(" › ".join(reversed(mods)) if mods else None)
+        hit = site.get(s)
+        if hit is None:
+            for f in s:
+                if f not in user_frame:
+                    user_frame[f] = is_user_frame(f, internal)
+            u = next((f for f in s if user_frame[f]), None)
+            if u is None:
+                u = next((f for f in s if parse_frame(f)["line"] is not None), None)
+            mods = [f[len(_MODULE_PREFIX):] for f in s if f.startswith(_MODULE_PREFIX)]
+            hit = site[s] = (u, mods[0] if mods else None, " › ".join(reversed(mods)) if mods else None)
+        user.append(hit[0])
+        mod.append(hit[1])
+        path.append(hit[2])
     out = ev.copy()
     out["stack"] = stacks
     out["user_frame"] = user
-    parsed = [parse_frame(u) if u else {"file": None, "line": None, "function": None} for u in user]
+    parsed_of: dict = {}
+    parsed = [parsed_of[u] if u in parsed_of else parsed_of.setdefault(u, parse_frame(u)) if u
+              else {"file": None, "line": None, "function": None} for u in user]
     out["file"] = [p["file"] for p in parsed]
     out["line"] = pd.array([p["line"] for p in parsed], dtype="Int64")
     out["function"] = [p["function"] for p in parsed]

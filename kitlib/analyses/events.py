@@ -70,6 +70,19 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
     return str(dims)
 
 
+def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> list:
+    """:func:`shapes_key` of a column, each distinct object once (a trace read from the
+    cache shares one list between the rows with equal shapes)."""
+    by_id: dict = {}
+    out = []
+    for d in dims:
+        k = by_id.get(id(d))
+        if k is None:
+            k = by_id[id(d)] = shapes_key(d, lists)
+        out.append(k)
+    return out
+
+
 def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
@@ -174,8 +187,8 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
         "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
         "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
         "dur_ns": dur[keep], "external_id": ext[keep],
-        "input_shapes": [shapes_key(d) for d in dims[keep]],
-        "input_dims_nested": [shapes_key(d, lists="nested") for d in dims[keep]],
+        "input_shapes": _shapes_keys(dims[keep]),
+        "input_dims_nested": _shapes_keys(dims[keep], lists="nested"),
         "sequence_number": seq[keep], "fwd_thread_id": fwd[keep],
         "source": src[keep], "row": rows[keep],
         "parent": np.where(up[keep] >= 0, new_pos[np.maximum(up[keep], 0)], -1),
@@ -209,12 +222,18 @@ def _python_frames(trace: Trace):
     """Python rows of ``trace.ops`` and, for each, the tuple of frame names from it up
     to the root (innermost first), following the trace's tree (``Trace.ops.parent``)."""
     ops = trace.ops
-    py = ops[ops["kind"] == "python"]
-    names = ops["name"].to_dict()
-    parent = ops["parent"].to_dict()
-    is_py = (ops["kind"] == "python").to_dict()
+    is_py_col = (ops["kind"] == "python").to_numpy()
+    py = ops[is_py_col]
+    if not ops.index.equals(pd.RangeIndex(len(ops))):      # parent holds row labels
+        names = ops["name"].to_dict()
+        parent = ops["parent"].to_dict()
+        is_py = dict(zip(ops.index, is_py_col.tolist()))
+    else:                                                   # labels are positions: plain lists
+        names = ops["name"].tolist()
+        parent = ops["parent"].tolist()
+        is_py = is_py_col.tolist()
     memo: dict[int, tuple] = {}
-    for r in py.index:  # start order: a parent precedes its children
+    for r in py.index.tolist():  # start order: a parent precedes its children
         p = parent[r]
         while p >= 0 and not is_py[p]:        # only Python frames make a Python stack
             p = parent[p]
@@ -296,8 +315,10 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
         for i in range(len(ev)):
             if src[i] == "ops" and isinstance(own[rows[i]], str):
                 stacks[i] = tuple(f for f in own[rows[i]].split(";") if f)
-    if filtered:
-        stacks = [tuple(f for f in s if _keep_frame(f)) for s in stacks]
+    if filtered:                      # many events share a stack: filter each distinct one once
+        kept: dict = {}
+        stacks = [kept[s] if s in kept else kept.setdefault(s, tuple(f for f in s if _keep_frame(f)))
+                  for s in stacks]
     if backward and len(ev):
         stacks = _inherit_backward(ev, stacks)
     if n is not None:

@@ -35,6 +35,7 @@ peak assumes the tensor cores are fed every cycle at the boost clock).
 from __future__ import annotations
 
 import ast
+import functools
 
 import numpy as np
 import pandas as pd
@@ -55,8 +56,15 @@ def _ints(text):
     """A concrete input as the trace writes it ('[2, 2]', '1', '') -> list/int/None."""
     if text is None or text == "":
         return None
+    return _literal(text) if isinstance(text, str) else text
+
+
+@functools.lru_cache(maxsize=4096)
+def _literal(text: str):
+    """``ast.literal_eval`` of one concrete input, once per distinct text (a trace
+    repeats the same few strides and paddings on every step); None when unreadable."""
     try:
-        return ast.literal_eval(text) if isinstance(text, str) else text
+        return ast.literal_eval(text)
     except (ValueError, SyntaxError):
         return None
 

@@ -38,6 +38,8 @@ their linked correlation id); checked against the profiler's own rows in
 """
 from __future__ import annotations
 
+import os
+
 import numpy as np
 import pandas as pd
 
@@ -45,7 +47,7 @@ from .chain import chain, impossible_gpu_events
 from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
 from ..errors import KitError
-from ..readers.trace import Trace
+from ..readers.trace import Trace, analysis_progress
 
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
                  "host_per_call_ns", "device_per_call_ns"]
@@ -116,7 +118,9 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     Whether Python frames count as children (lowering self times) is not a choice of
     the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
     (:func:`kitlib.readers.trace.python_frames_rule`), repeated in the result's
-    ``.attrs["python_frames_rule"]``.
+    ``.attrs["python_frames_rule"]``. On a trace of
+    :data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or more (seconds of work)
+    a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Returns
     -------
@@ -143,12 +147,20 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
+    bar = analysis_progress(trace, "group_ops", 4)      # shown for large traces only
+    bar.set_postfix_str("kernels to launches to operators")
     if chain_df is None and (events is None or (include_gpu and len(trace.gpu))):
         chain_df = chain(trace)              # once, for the events and the GPU rows alike
+    bar.update(1)
+    bar.set_postfix_str("host events and their self times")
     ev = op_events(trace, chain_df) if events is None else events
+    bar.update(1)
+    bar.set_postfix_str("memory and FLOPs")
     ev = _with_memory_and_flops(trace, ev)
     if by == "stack" and "stack" not in ev.columns:
         ev = ev.assign(stack=op_stacks(trace, ev, n=None))
+    bar.update(1)
+    bar.set_postfix_str("grouping")
     frames = [ev.assign(host_total_ns=ev["dur_ns"])]
     if include_gpu and len(trace.gpu):
         g = gpu_events(trace).assign(host_total_ns=0)
@@ -179,6 +191,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
     out = out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
     out.attrs["python_frames_rule"] = trace.meta.get("python_frames_rule", "")
+    bar.update(1)
+    bar.close()
     return out
 
 
@@ -380,10 +394,12 @@ def attribution_bytes(doc) -> pd.DataFrame:
                 "without input shapes (record_shapes)": no_shapes(events),
                 "without allocator events (profile_memory)": no_mem(events),
                 "without all three": no_mem(no_shapes(no_py(events)))}
-    rows = {}
-    for k, evs in variants.items():
-        b = dumps(dict(doc, traceEvents=evs) if isinstance(doc, dict) else evs)
-        rows[k] = {"events": len(evs), "json_bytes": len(b), "gzip_bytes": len(zlib.compress(b, 6))}
+    texts = {k: dumps(dict(doc, traceEvents=evs) if isinstance(doc, dict) else evs) for k, evs in variants.items()}
+    # zlib releases the GIL while it compresses: the five texts are compressed side by side
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(max_workers=max(1, min(len(texts), os.cpu_count() or 1))) as pool:
+        gz = dict(zip(texts, pool.map(lambda b: len(zlib.compress(b, 6)), texts.values())))
+    rows = {k: {"events": len(variants[k]), "json_bytes": len(b), "gzip_bytes": gz[k]} for k, b in texts.items()}
     out = pd.DataFrame(rows).T
     out["share_of_gzip"] = out["gzip_bytes"] / out.loc["as recorded", "gzip_bytes"]
     return out

@@ -401,7 +401,8 @@ def _option_findings(trace: Trace, opts: dict) -> list:
         tree = trace.host_events
         bw_counted = 0
         if len(fl) and len(tree):
-            pos_of = {r: i for i, r in enumerate(tree["row"].to_numpy()) if tree["source"].iat[i] == "ops"}
+            is_op = (tree["source"] == "ops").to_numpy()
+            pos_of = dict(zip(tree["row"].to_numpy()[is_op].tolist(), np.flatnonzero(is_op).tolist()))
             par, names = tree["parent"].to_numpy(), tree["name"].to_numpy()
             for r in fl.loc[fl["flops"] > 0, "row"].to_numpy():
                 p = par[pos_of[r]] if r in pos_of else -1

@@ -381,9 +381,11 @@ def memory_timeline(trace: Trace, device="cuda", phases=("data_load", "h2d", "fo
     ph = trace.ops[trace.ops["name"].isin(list(phases)) & (trace.ops["kind"] == "annotation")]
     out["phase"] = _containing(ph["start_ns"].to_numpy(), ph["end_ns"].to_numpy(), ph["name"].to_numpy(), t)
     op = np.full(len(m), None, dtype=object)
-    for (pid, tid), idx in m.groupby(["pid", "tid"]).groups.items():
-        rows = innermost_op_at(trace, pid, tid, m.loc[idx, "start_ns"].to_numpy())
-        op[np.asarray(idx)] = [trace.ops.at[r, "name"] if r >= 0 else None for r in rows]
+    op_names = trace.ops["name"].to_numpy(dtype=object)
+    for (pid, tid), idx in (m.groupby(["pid", "tid"]).groups.items() if len(op_names) else ()):
+        rows = np.asarray(innermost_op_at(trace, pid, tid, m.loc[idx, "start_ns"].to_numpy()), dtype=np.int64)
+        pos = trace.ops.index.get_indexer(np.maximum(rows, 0))     # row labels -> positions
+        op[np.asarray(idx)] = np.where(rows >= 0, op_names[pos], None)
     out["op"] = op
     return out
 

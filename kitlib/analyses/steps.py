@@ -23,7 +23,7 @@ from ..errors import KitError
 from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..readers.nsys import NsysReport
-from ..readers.trace import Trace
+from ..readers.trace import Trace, analysis_progress
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
@@ -182,14 +182,37 @@ def device_work(source) -> pd.DataFrame:
 
 
 def _innermost(ranges: pd.DataFrame, times) -> list:
-    """For each time, the row (Series) of the innermost range containing it, or None.
-    Ranges on one thread nest, so the innermost is the containing one that starts last."""
+    """For each time, the innermost range containing it, or None: a dict of its
+    ``name`` (and ``kind`` where the table has one) and its row ``label``.
+    Ranges on one thread nest, so the innermost is the containing one that starts last
+    (in start order, longest first).
+
+    The search per time looks only at the ranges that start at or before it, from the
+    last one back, a block at a time (the blocks' largest end says whether any range in
+    the block is still open at that time), so it costs about the square root of the
+    table, not the whole table, per time."""
     r = ranges.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
     s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
+    n, B = len(s), 1024
+    block_end = np.maximum.reduceat(e, np.arange(0, n, B)) if n else e
+    cols = {c: r[c].to_numpy(dtype=object) for c in ("name", "kind") if c in r.columns}
+    labels = r.index.to_numpy()
     out = []
     for t in times:
-        k = np.flatnonzero((s <= t) & (e > t))
-        out.append(r.iloc[k[-1]] if k.size else None)
+        hi = int(np.searchsorted(s, t, side="right"))     # ranges [0, hi) start at or before t
+        k = -1
+        b = (hi - 1) // B if hi else -1
+        lo = b * B
+        if hi:
+            open_ = np.flatnonzero(e[lo:hi] > t)
+            if open_.size:
+                k = lo + int(open_[-1])
+            else:
+                prev = np.flatnonzero(block_end[:b] > t)      # earlier blocks with a range still open
+                if prev.size:
+                    lo = int(prev[-1]) * B
+                    k = lo + int(np.flatnonzero(e[lo:lo + B] > t)[-1])
+        out.append(dict({c: v[k] for c, v in cols.items()}, label=labels[k]) if k >= 0 else None)
     return out
 
 
@@ -312,6 +335,8 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         runs after its host interval has ended counts in the next window. On a
         recording with no GPU activity at all the device columns are <NA> (and
         ``gpu_launched`` 0), with a note in ``.attrs["note"]``: no device, no idle time.
+        On a large trace (:data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or
+        more) a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Raises
     ------
@@ -319,6 +344,7 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         ``source`` is not a Trace/NsysReport or holds no steps.
     """
     steps = steps_of(source)
+    bar = analysis_progress(source, "step_measures", 3) if isinstance(source, Trace) else None
     lab = labelled_ranges(source)
     work = device_work(source)
     phases = PHASES if phases is None else phases
@@ -329,11 +355,16 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     out["wall_ns"] = steps["dur_ns"].to_numpy()
     tid = steps["tid"].to_numpy()
     for ph in phases:
+        # this phase's ranges in start order; each step looks only at those starting in it
+        p = lab[lab["name"] == ph].sort_values("start_ns", kind="stable")
+        p_start, p_end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
+        p_tid, p_dur = p["tid"].to_numpy(), p["dur_ns"].to_numpy()
+        lo = np.searchsorted(p_start, steps["start_ns"].to_numpy(), side="left")
+        hi = np.searchsorted(p_start, steps["end_ns"].to_numpy(), side="right")
         vals = []
-        for s, t in zip(steps.itertuples(), tid):
-            d = lab[(lab["name"] == ph) & (lab["tid"] == t) & (lab["start_ns"] >= s.start_ns)
-                    & (lab["end_ns"] <= s.end_ns)]["dur_ns"]
-            vals.append(int(d.sum()) if len(d) else pd.NA)
+        for a, b, e, t in zip(lo, hi, steps["end_ns"].to_numpy(), tid):
+            inside = (p_tid[a:b] == t) & (p_end[a:b] <= e)
+            vals.append(int(p_dur[a:b][inside].sum()) if inside.any() else pd.NA)
         if any(v is not pd.NA for v in vals):
             out[f"{ph}_ns"] = pd.array(vals, dtype="Int64")
     if work.empty:
@@ -342,18 +373,27 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
             out[c] = pd.array([pd.NA] * len(out), dtype="Int64")
         out["gpu_launched"] = 0
         out.attrs["note"] = "no GPU activity in this recording: the device columns are <NA>"
+        if bar is not None:
+            bar.close()
         return out.reset_index(drop=True)
+    if bar is not None:
+        bar.update(1)
     out["device_busy_ns"] = allw["busy_ns"].to_numpy()
     out["gpu_sum_ns"] = allw["sum_dur_ns"].to_numpy()
     out["kernel_sum_ns"] = kern["sum_dur_ns"].to_numpy()
     out["idle_ns"] = out["wall_ns"] - out["device_busy_ns"]
     gaps = step_gaps(source, min_gap_ns) if len(steps) else None
+    if bar is not None:
+        bar.update(1)
     cnt = gaps.groupby("step")["dur_ns"].agg(["size", "max"])
     out["gaps"] = out["step"].map(cnt["size"]).fillna(0).astype("int64")
     out["longest_gap_ns"] = out["step"].map(cnt["max"]).fillna(0).astype("int64")
     launched = _launch_starts(source)
     out["gpu_launched"] = (np.searchsorted(launched, out["end_ns"].to_numpy(), side="right")
                            - np.searchsorted(launched, out["start_ns"].to_numpy(), side="left")).astype("int64")
+    if bar is not None:
+        bar.update(1)
+        bar.close()
     return out.reset_index(drop=True)
 
 

@@ -365,8 +365,10 @@ def _recent_live(prefix: str, workload: dict, minutes: float):
 
 
 def this_machine() -> dict:
-    """What this machine runs (see :func:`kitlib.readers.bundle.software_provenance`)."""
-    return software_provenance()
+    """What this machine runs (see :func:`kitlib.readers.bundle.software_provenance`),
+    without importing torch when the lesson has not (a replay lesson never needs it:
+    the versions come from the installed packages, the GPU from ``nvidia-smi``)."""
+    return software_provenance(import_torch=False)
 
 
 def perfetto_instructions(path) -> str:

@@ -30,6 +30,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,9 +42,19 @@ FORMAT = "kitlib-bundle/1"
 MANIFEST = "manifest.json"
 
 
-def software_provenance() -> dict:
+def software_provenance(import_torch: bool = True) -> dict:
     """What this Python process runs on: Python, OS, CPU count and, where importable,
     torch, torchvision, CUDA, cuDNN, the GPU's name and the driver version.
+
+    Parameters
+    ----------
+    import_torch : bool
+        Ask torch itself (``torch.cuda``, ``torch.backends.cudnn``), importing it — what
+        a capture's manifest records. False, in a process that has not imported torch
+        yet, reads the same facts without the seconds that import takes (a replay
+        lesson never needs torch): the versions from the installed packages' own
+        ``version.py`` files, cuDNN from the ``nvidia-cudnn`` wheel (when torch uses
+        one), the GPU, its memory, compute capability and driver from ``nvidia-smi``.
 
     Returns
     -------
@@ -51,7 +62,7 @@ def software_provenance() -> dict:
         Keys ``python, os, cpu_count, date`` always; ``torch, torchvision, cuda,
         cudnn, gpu, gpu_count, gpu_memory_bytes, compute_capability, driver`` when
         known (``None`` otherwise). The driver version comes from ``nvidia-smi`` when
-        it is on the PATH.
+        it is on the PATH. Without torch, ``probe`` says where the facts came from.
     """
     info: dict[str, Any] = {
         "python": platform.python_version(),
@@ -62,6 +73,9 @@ def software_provenance() -> dict:
         "gpu": None, "gpu_count": 0, "gpu_memory_bytes": None,
         "compute_capability": None, "driver": None,
     }
+    if not import_torch and "torch" not in sys.modules:
+        info.update(_installed_software(), probe="installed packages and nvidia-smi (torch not imported)")
+        return info
     try:
         import torch
         info["torch"] = torch.__version__
@@ -84,6 +98,70 @@ def software_provenance() -> dict:
     except ImportError:
         pass
     return info
+
+
+def _version_file(package: str) -> dict:
+    """The string constants of an installed package's ``version.py`` (``__version__``,
+    ``cuda``, …), read as text: the package is not imported."""
+    import ast
+    import importlib.util
+    try:
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.origin:
+            return {}
+        tree = ast.parse((Path(spec.origin).parent / "version.py").read_text())
+    except (OSError, SyntaxError, ValueError, ImportError):
+        return {}
+    out = {}
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else \
+            node.target if isinstance(node, ast.AnnAssign) else None
+        value = getattr(node, "value", None)
+        if isinstance(target, ast.Name) and isinstance(value, ast.Constant):
+            out[target.id] = value.value
+    return out
+
+
+def _installed_software() -> dict:
+    """torch, torchvision, CUDA, cuDNN and the GPUs without importing torch (see
+    :func:`software_provenance`)."""
+    from importlib import metadata
+    info: dict[str, Any] = {}
+    t, tv = _version_file("torch"), _version_file("torchvision")
+    info["torch"], info["cuda"] = t.get("__version__"), t.get("cuda")
+    info["torchvision"] = tv.get("__version__")
+    if info["cuda"]:
+        # torch's cudnn.version(): major * 10000 + minor * 100 + patch (cuDNN >= 9), here
+        # from the wheel torch loads it from; a system-wide cuDNN is not looked for
+        for dist in (f"nvidia-cudnn-cu{str(info['cuda']).split('.')[0]}",):
+            try:
+                major, minor, patch = (int(x) for x in metadata.version(dist).split(".")[:3])
+                info["cudnn"] = major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
+            except (metadata.PackageNotFoundError, ValueError):
+                pass
+    gpus = _nvidia_smi_query("name,memory.total,compute_cap,driver_version")
+    if gpus:
+        name, mem_mib, cc, driver = gpus[0]
+        info.update(gpu=name, gpu_count=len(gpus), compute_capability=cc, driver=driver)
+        try:
+            info["gpu_memory_bytes"] = int(float(mem_mib)) * 2**20
+        except ValueError:
+            pass
+    return info
+
+
+def _nvidia_smi_query(fields: str) -> list:
+    """``nvidia-smi --query-gpu=FIELDS`` as one list of strings per GPU ([] without it)."""
+    import shutil
+    import subprocess
+    if not shutil.which("nvidia-smi"):
+        return []
+    try:
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        return []
+    return [[x.strip() for x in line.split(",")] for line in out.splitlines() if line.strip()]
 
 
 def _nvidia_smi_driver():

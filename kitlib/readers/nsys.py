@@ -295,7 +295,8 @@ def load_nsys(path) -> NsysReport:
     path : str, os.PathLike or kitlib.readers.bundle.Capture
         The ``.sqlite`` export, or an opened ``nsys`` capture bundle (a
         :class:`~kitlib.readers.bundle.Capture`), whose ``report.sqlite`` is then
-        checked against the manifest's sha256 first. A bundle *folder* is opened
+        checked against the manifest's sha256 first; a Capture's report is read once
+        (``Capture.nsys``) and the same report returned on every call. A bundle *folder* is opened
         through the bundle layer: ``kitlib.open_capture(folder).nsys``.
 
     Returns
@@ -331,6 +332,8 @@ def load_nsys(path) -> NsysReport:
     (Nsight Systems User Guide, "SQLite Schema Reference"). Columns that older
     or newer schema versions lack come out as <NA>.
     """
+    if hasattr(path, "manifest") and hasattr(path, "file") and hasattr(path, "nsys"):
+        return path.nsys              # a Capture: its report, read (and its sha256 checked) once
     path = _resolve(path)
     _check_sqlite_file(path)
     uri = path.resolve().as_uri() + "?mode=ro&immutable=1"

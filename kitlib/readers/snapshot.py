@@ -32,6 +32,7 @@ the history can only count requested sizes.
 """
 from __future__ import annotations
 
+import functools
 import io
 import pickle
 import re
@@ -139,10 +140,17 @@ _AUTOGRAD_NODE = re.compile(r"autograd::generated::([A-Za-z0-9]+Backward[0-9]*)"
 
 
 def _fmt(frame: dict) -> str:
-    return f"{_SITE_PACKAGES.sub('', frame['filename'])}:{frame['line']}:{frame['name']}"
+    return f"{_short_file(frame['filename'])}:{frame['line']}:{frame['name']}"
 
 
-def python_stack(frames) -> tuple[str, ...]:
+@functools.lru_cache(maxsize=65536)
+def _short_file(filename: str) -> str:
+    """A frame's file from its package down (a snapshot names a few hundred files,
+    hundreds of thousands of times)."""
+    return _SITE_PACKAGES.sub('', filename)
+
+
+def python_stack(frames, memo: dict | None = None) -> tuple[str, ...]:
     """The Python frames of an allocator stack, innermost first, as ``"file:line:name"``.
 
     Files under ``site-packages`` are shown from the package down
@@ -155,11 +163,23 @@ def python_stack(frames) -> tuple[str, ...]:
     ----------
     frames : list of dict
         ``{"filename", "line", "name"}`` dicts, innermost first, as in a snapshot.
+    memo : dict, optional
+        Shared by calls over the frames of one snapshot while it is alive: each frame
+        dict (a snapshot's pickle shares a few hundred of them between hundreds of
+        thousands of stack entries) is then formatted once, keyed by its identity.
     """
     frames = frames or []
-    py = tuple(_fmt(f) for f in frames if str(f.get("filename", "")).endswith(".py"))
+    if memo is None:
+        memo = {}
+    py = []
+    for f in frames:
+        text = memo.get(id(f), _UNSEEN)
+        if text is _UNSEEN:
+            text = memo[id(f)] = _fmt(f) if str(f.get("filename", "")).endswith(".py") else None
+        if text is not None:
+            py.append(text)
     if py:
-        return py
+        return tuple(py)
     for f in frames:
         m = _AUTOGRAD_NODE.search(str(f.get("name", "")))
         if m:
@@ -167,9 +187,12 @@ def python_stack(frames) -> tuple[str, ...]:
     return ()
 
 
-def top_frame(frames) -> str | None:
+_UNSEEN = object()
+
+
+def top_frame(frames, memo: dict | None = None) -> str | None:
     """The innermost entry of :func:`python_stack`, or ``None`` when it is empty."""
-    stack = python_stack(frames)
+    stack = python_stack(frames, memo)
     return stack[0] if stack else None
 
 
@@ -436,6 +459,15 @@ def _check_frames(frames, where: str):
         return None
     if not isinstance(frames, list):
         return f"{where}['frames'] is {_kind(frames)}, where the allocator writes a list of frames"
+    for f in frames:                      # the usual case, checked without building a message
+        if type(f) is not dict:
+            break
+        fn, nm, ln = f.get("filename"), f.get("name"), f.get("line")
+        if not ((fn is None or type(fn) is str) and (nm is None or type(nm) is str)
+                and (ln is None or type(ln) is int and -_INT64_MAX <= ln <= _INT64_MAX)):
+            break
+    else:
+        return None
     for j, f in enumerate(frames):
         if not isinstance(f, dict):
             return f"{where}['frames'][{j}] is {_kind(f)}, where the allocator writes a frame dictionary"
@@ -567,10 +599,11 @@ def _event_table(raw, segments, blocks):
     cols = ["device", "index", "action", "addr", "size_bytes", "stream", "time_us", "top_frame",
             "n_frames", "annotations", "allocated_bytes", "active_bytes", "reserved_bytes"]
     tops = {}       # the pickle shares frame lists between events (raw keeps them alive)
+    memo: dict = {}  # and frame dicts between lists
 
     def top(frames):
         if id(frames) not in tops:
-            tops[id(frames)] = top_frame(frames)
+            tops[id(frames)] = top_frame(frames, memo)
         return tops[id(frames)]
 
     parts = []
@@ -612,6 +645,7 @@ def _allocation_table(events, blocks, raw):
     """Pair each ``alloc`` with the next ``free_requested`` of its address."""
     traces = raw.get("device_traces") or []
     rows = []
+    memo: dict = {}      # frame dicts shared by the pickle (raw keeps them alive)
     for device, ev in events.groupby("device", sort=True):
         trace = traces[device]
         live = {}
@@ -622,8 +656,8 @@ def _allocation_table(events, blocks, raw):
                 live[addr] = r = {"device": device, "addr": addr, "size_bytes": size,
                                   "alloc_index": i, "alloc_time_us": t,
                                   "free_index": None, "free_time_us": None,
-                                  "top_frame": top_frame(frames),
-                                  "call_stack": python_stack(frames), "annotations": note}
+                                  "top_frame": top_frame(frames, memo),
+                                  "call_stack": python_stack(frames, memo), "annotations": note}
                 rows.append(r)
             elif action == "free_requested":
                 r = live.pop(addr, None)

@@ -31,6 +31,7 @@ from __future__ import annotations
 import gc
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 
 import numpy as np
@@ -98,7 +99,8 @@ class Trace:
         label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
         ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
         ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
-        shapes were not recorded), ``sequence_number`` and ``fwd_thread_id`` (autograd),
+        shapes were not recorded; equal lists are one shared object, so read them and
+        never change one in place), ``sequence_number`` and ``fwd_thread_id`` (autograd),
         ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
         (old traces), ``parent`` (row label of the enclosing event on the same
         thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
@@ -324,18 +326,36 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
 #: JSON larger than this takes a few seconds to load here: show a progress bar.
 PROGRESS_MIN_BYTES = 100_000_000
 
+#: Host and GPU events from which an analysis of the trace takes a few seconds here
+#: (``group_ops`` on the reference trace replicated 10 times): show a progress bar.
+PROGRESS_MIN_EVENTS = 600_000
 
-def _progress(path: Path, n_bytes: int, progress: bool | None):
-    """A tqdm bar over the three stages of a load (parse, tables, cache), shown for
-    large files (or when ``progress=True``), never when ``KITLIB_PROGRESS=0``."""
+
+def progress_bar(desc: str, total: int, show: bool):
+    """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
+    ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
+    object, so the caller updates it either way."""
     import os
 
     from tqdm.auto import tqdm
-    show = n_bytes >= PROGRESS_MIN_BYTES if progress is None else bool(progress)
     if os.environ.get("KITLIB_PROGRESS", "1").strip().lower() in ("0", "off", "false", "no"):
         show = False
-    return tqdm(total=3, desc=f"loading {path.name} ({n_bytes / 1e6:,.0f} MB of JSON)", unit="stage",
-                disable=not show, leave=False)
+    return tqdm(total=total, desc=desc, unit="stage", disable=not show, leave=False)
+
+
+def analysis_progress(trace: "Trace", desc: str, stages: int, progress: bool | None = None):
+    """:func:`progress_bar` for an analysis of ``trace``: shown by default when the
+    trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events or more."""
+    n = (len(trace.host_events) if trace.host_events is not None else len(trace.ops)) + len(trace.gpu)
+    show = n >= PROGRESS_MIN_EVENTS if progress is None else bool(progress)
+    return progress_bar(f"{desc} ({n:,} events)", stages, show)
+
+
+def _progress(path: Path, n_bytes: int, progress: bool | None):
+    """A bar over the three stages of a load (parse, tables, cache), shown for large
+    files (or when ``progress=True``)."""
+    show = n_bytes >= PROGRESS_MIN_BYTES if progress is None else bool(progress)
+    return progress_bar(f"loading {path.name} ({n_bytes / 1e6:,.0f} MB of JSON)", 3, show)
 
 
 def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> Trace:
@@ -461,8 +481,14 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                  host_events=tree)
 
 
+
+
 def _col(evs, key, default=None):
-    return [e.get(key, default) for e in evs]
+    """``event[key]`` of every event (``default`` where absent)."""
+    try:
+        return list(map(itemgetter(key), evs))     # every event has it: at C speed
+    except KeyError:
+        return [e.get(key, default) for e in evs]
 
 
 _NO_ARGS: dict = {}
@@ -492,6 +518,7 @@ def _arg(evs, *keys, args=None):
 
 
 _PLAIN_ID_TYPES = {int, type(None)}
+_LIST_TYPES = {list, type(None)}
 
 
 def _ids(values, evs=None, key: str = "id") -> pd.Series:
@@ -528,11 +555,37 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
 
 def _lists(evs, values, key: str) -> list:
     """Per-argument fields (``Input Dims`` …) must be JSON lists (or absent)."""
+    if set(map(type, values)) <= _LIST_TYPES:           # the usual case, checked at C speed
+        return values
     for e, v in zip(evs, values):
         if v is not None and not isinstance(v, list):
             raise _BadEvent(e, f"'{key}' is a {type(v).__name__} ({str(v)[:30]!r}), not a list "
                                "with one entry per argument")
     return values
+
+
+try:
+    from orjson import dumps as _json_key
+except ImportError:  # pragma: no cover - orjson is a dependency
+    import json as _json
+
+    def _json_key(v):
+        return _json.dumps(v).encode()
+
+
+def _shared(values: list) -> list:
+    """Equal per-argument lists as one object: a trace repeats the same few thousand
+    shapes on every step, so each distinct list is kept once (memory) and whatever
+    is computed from it can be computed once per object (``analyses.events``). The
+    cells are read, never changed in place."""
+    seen: dict = {}
+    out = []
+    for v in values:
+        if v is None:
+            out.append(None)
+        else:
+            out.append(seen.setdefault(_json_key(v), v))
+    return out
 
 
 class _BadEvent(Exception):
@@ -585,11 +638,14 @@ def _times(evs, with_dur=True):
 def _base_frame(evs, with_dur=True):
     start, dur = _times(evs, with_dur)
     names = _col(evs, "name", "")
-    for e, n in zip(evs, names):
-        if not isinstance(n, str):
-            raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
+    if set(map(type, names)) != {str}:
+        for e, n in zip(evs, names):
+            if not isinstance(n, str):
+                raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
     pids, tids = _col(evs, "pid"), _col(evs, "tid")
     for col, key in ((pids, "pid"), (tids, "tid")):
+        if set(map(type, col)) == {int} and -2**63 <= min(col) and max(col) < 2**63:
+            continue                                    # the usual case, checked at C speed
         for e, v in zip(evs, col):
             if type(v) is int:
                 if not -2**63 <= v < 2**63:
@@ -599,10 +655,17 @@ def _base_frame(evs, with_dur=True):
                                 f"has a '{key}' that is a {type(v).__name__}, not a number or text")
     return {
         "name": pd.array(names, dtype=object),
-        "pid": [p if type(p) is int else _as_int(p) for p in pids],
-        "tid": [t if type(t) is int else _as_int(t) for t in tids],
+        "pid": _int_ids(pids), "tid": _int_ids(tids),
         "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
     }
+
+
+def _int_ids(values: list):
+    """Process/thread ids as a column: int64 when every one is an int (checked in
+    range by :func:`_base_frame`), else each through :func:`_as_int`."""
+    if set(map(type, values)) == {int}:
+        return np.fromiter(values, dtype=np.int64, count=len(values))
+    return [v if type(v) is int else _as_int(v) for v in values]
 
 
 def _ops_table(evs, kinds) -> pd.DataFrame:
@@ -620,10 +683,10 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
                      for (_, k), n in zip(rest, d["name"])]
         A = _args(revs)
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims")
-        d["input_types"] = _lists(revs, _arg(revs, "Input type", args=A), "Input type")
-        d["input_strides"] = _lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides")
-        d["concrete_inputs"] = _lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs")
+        d["input_dims"] = _shared(_lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims"))
+        d["input_types"] = _shared(_lists(revs, _arg(revs, "Input type", args=A), "Input type"))
+        d["input_strides"] = _shared(_lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides"))
+        d["concrete_inputs"] = _shared(_lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs"))
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
@@ -751,25 +814,29 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
-    parent = np.full(n, -1, dtype=np.int64)
+    # the sweep reads Python lists: indexing them is several times cheaper than numpy's
+    start_l, end_l = start.tolist(), end.tolist()
+    parent_l = [-1] * n
     stacks: dict = {}
     for i, key in enumerate(zip(ev["pid"].tolist(), ev["tid"].tolist())):
         st = stacks.get(key)
         if st is None:
             st = stacks[key] = []
-        s_i, e_i = start[i], end[i]
+        s_i, e_i = start_l[i], end_l[i]
         while st:
             p = st[-1]
-            if s_i >= end[p] or e_i > end[p] + tol:
+            if s_i >= end_l[p] or e_i > end_l[p] + tol:
                 st.pop()
             else:
-                parent[i] = p
+                parent_l[i] = p
                 break
         st.append(i)
-    depth = np.zeros(n, dtype=np.int64)
-    for i in range(n):                     # parents come first in start order
-        if parent[i] >= 0:
-            depth[i] = depth[parent[i]] + 1
+    depth_l = [0] * n
+    for i, p in enumerate(parent_l):       # parents come first in start order
+        if p >= 0:
+            depth_l[i] = depth_l[p] + 1
+    parent = np.asarray(parent_l, dtype=np.int64)
+    depth = np.asarray(depth_l, dtype=np.int64)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
     # direct children's host time, cut to the parent's interval
     live = ~merged & (prof_parent >= 0)
@@ -788,12 +855,14 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
     folded into that parent, repeatedly. Returns ``merged`` and the parent of every
     event once the merged ones are gone (merged events keep their own parent)."""
     n = len(names)
-    par = parent.copy()
-    merged = np.zeros(n, dtype=bool)
-    n_children = np.bincount(par[par >= 0], minlength=n) if n else np.zeros(0, dtype=np.int64)
+    par = parent.tolist()                  # Python lists: the loop indexes them per event
+    names = list(names)
+    merged = [False] * n
+    n_children = np.bincount(parent[parent >= 0], minlength=n).tolist() if n else []
     children: dict = {}
-    for i in np.flatnonzero(par >= 0):
-        children.setdefault(int(par[i]), []).append(int(i))
+    for i, p in enumerate(par):
+        if p >= 0:
+            children.setdefault(p, []).append(i)
     changed = True
     while changed:
         changed = False
@@ -804,11 +873,11 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
             kids = children.pop(i, [])
             for k in kids:
                 par[k] = p
-            children[int(p)] = kids
+            children[p] = kids
             n_children[p] = len(kids)
             merged[i] = True
             changed = True
-    return merged, par
+    return np.asarray(merged, dtype=bool), np.asarray(par, dtype=np.int64)
 
 
 def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
@@ -817,13 +886,14 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
     (``Python parent id``) or, where the trace has none, nest among themselves by time."""
     n = len(ops)
     parent = np.full(n, -1, dtype=np.int64)
-    src = tree["source"].to_numpy()
-    rows = tree["row"].to_numpy()
-    tpar = tree["parent"].to_numpy()
+    is_op = (tree["source"] == "ops").to_numpy()
+    is_op_l = is_op.tolist()
+    rows = tree["row"].tolist()
+    tpar = tree["parent"].tolist()
     # nearest ancestor that is an ops row (launches are leaves, but be safe)
-    for i in np.flatnonzero(src == "ops"):
+    for i in np.flatnonzero(is_op).tolist():
         p = tpar[i]
-        while p >= 0 and src[p] != "ops":
+        while p >= 0 and not is_op_l[p]:
             p = tpar[p]
         if p >= 0:
             parent[rows[i]] = rows[p]
@@ -845,11 +915,11 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
             for i in range(len(t)):
                 if tp[i] >= 0:
                     parent[trows[i]] = trows[tp[i]]
-    depth = np.zeros(n, dtype=np.int64)
-    for r in range(n):                      # rows are in start order: parents come first
-        if parent[r] >= 0:
-            depth[r] = depth[parent[r]] + 1
-    return parent, depth
+    depth_l = [0] * n
+    for r, p in enumerate(parent.tolist()):  # rows are in start order: parents come first
+        if p >= 0:
+            depth_l[r] = depth_l[p] + 1
+    return parent, np.asarray(depth_l, dtype=np.int64)
 
 
 def _launch_table(evs, kinds) -> pd.DataFrame:
@@ -873,7 +943,8 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
     A = _args(evs)
     d["device"] = _ids(_arg(evs, "device", args=A), evs, "device")
     stream = _arg(evs, "stream", args=A)
-    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, d["tid"])])
+    tids = d["tid"].tolist() if isinstance(d["tid"], np.ndarray) else d["tid"]     # Python ints
+    d["stream"] = _ids([s if s is not None else _as_int(t) for s, t in zip(stream, tids)])
     d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
     d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
     d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
@@ -908,9 +979,13 @@ def _memory_table(evs) -> pd.DataFrame:
 def _other_table(evs) -> pd.DataFrame:
     if not evs:
         return _empty(OTHER_COLUMNS)
-    start = _ns([e.get("ts", 0) if isinstance(e.get("ts", 0), (int, float)) else 0 for e in evs])
-    dur = np.rint(np.asarray([e.get("dur", 0) if isinstance(e.get("dur", 0), (int, float)) else 0
-                              for e in evs], dtype=np.float64) * 1000).astype(np.int64)
+    def numbers(key):        # a missing or non-numeric time reads as 0: these events are kept, not used
+        vals = _col(evs, key, 0)
+        if not set(map(type, vals)) <= {int, float}:
+            vals = [v if isinstance(v, (int, float)) else 0 for v in vals]
+        return vals
+    start = _ns(numbers("ts"))
+    dur = np.rint(np.asarray(numbers("dur"), dtype=np.float64) * 1000).astype(np.int64)
     return pd.DataFrame({"name": _col(evs, "name"), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
                          "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
                          "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]

@@ -18,7 +18,11 @@ tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, `
   cache). **Clear**: :func:`clear`.
 
 Columns holding Python objects (input shapes, argument lists, grid/block tuples) are
-stored as JSON text and decoded on load; every other column keeps its dtype.
+stored as Arrow *dictionary* columns: each distinct value once, as JSON text, and one
+int32 index per row. A trace repeats the same few thousand shapes over every step, so
+a cached load decodes those few thousand values, not one JSON value per row, and rows
+with equal values share one Python object (read them, never change them in place).
+Every other column keeps its dtype and is read without a per-row step.
 """
 from __future__ import annotations
 
@@ -29,11 +33,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ..paths import cache_dir
 
-FORMAT = 1
+FORMAT = 2
 TABLES = ("ops", "launches", "gpu", "memory", "other", "host_events")
 _TUPLE_COLUMNS = {"grid", "block"}
 _MANIFEST = "entry.json"
@@ -94,6 +99,45 @@ def _sha(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
+_NAN = b"NaN"       # pandas' fill for a missing object cell (JSON has no NaN); None is null
+
+
+def _dictionary(values: list):
+    """An Arrow dictionary column of arbitrary JSON values: the distinct values' JSON
+    text as the dictionary, one int32 index per row (None and pd.NA are ``null``, a
+    float NaN ``NaN``)."""
+    import orjson
+    import pyarrow as pa
+
+    # the reader shares one object between equal values: encode each object once
+    first: dict = {}
+    by_object = np.fromiter((first.setdefault(id(v), len(first)) for v in values), dtype=np.int64,
+                            count=len(values))
+    objects = list({id(v): v for v in values}.values())        # in the order of first appearance
+    text = [b"null" if v is None or v is pd.NA else _NAN if isinstance(v, float) and v != v else orjson.dumps(v)
+            for v in objects]
+    text_codes, uniques = pd.factorize(np.asarray(text, dtype=object), sort=False)
+    codes = text_codes[by_object] if len(values) else np.zeros(0, dtype=np.int64)
+    return pa.DictionaryArray.from_arrays(pa.array(codes.astype(np.int32)),
+                                          pa.array([u.decode() for u in uniques], type=pa.string()))
+
+
+def _undictionary(column, tuples: bool) -> np.ndarray:
+    """The object array of a :func:`_dictionary` column: each distinct value decoded once."""
+    import orjson
+    import pyarrow as pa
+
+    arr = column.combine_chunks() if column.num_chunks != 1 else column.chunk(0)
+    if not pa.types.is_dictionary(arr.type) or arr.null_count:
+        raise ValueError("not a dictionary column")
+    values = [float("nan") if t == "NaN" else orjson.loads(t) for t in arr.dictionary.to_pylist()]
+    if tuples:
+        values = [tuple(v) if isinstance(v, list) else v for v in values]
+    table = np.empty(len(values), dtype=object)
+    table[:] = values
+    return table[arr.indices.to_numpy(zero_copy_only=False)]
+
+
 def store(key: str, trace) -> None:
     """Write a loaded trace's tables under ``key``. Failures are silent: the cache is
     an optimisation, never a reason for a load to fail."""
@@ -113,25 +157,19 @@ def store(key: str, trace) -> None:
         entry = {"format": FORMAT, "tables": {}}
         for name in TABLES:
             df = getattr(trace, name)
-            out, dtypes, encoded, objects = {}, {}, [], {}
+            out, dtypes, encoded = {}, {}, []
             for c in df.columns:
                 col = df[c]
                 dtypes[c] = str(col.dtype)
-                if col.dtype == object:
-                    vals = col.tolist()
-                    if all(v is None or isinstance(v, str) for v in vals):
-                        out[c] = pa.array(vals, type=pa.string())
-                    else:                  # nested Python values: one JSON document per table
-                        objects[c] = [None if v is pd.NA else v for v in vals]
-                        encoded.append(c)
+                if col.dtype == object:     # Python values: a dictionary column of JSON texts
+                    out[c] = _dictionary(col.tolist())
+                    encoded.append(c)
                 else:
                     out[c] = pa.array(col, from_pandas=True)
             f = tmp / f"{name}.arrow"
             feather.write_feather(pa.table(out) if out else pa.table({}), str(f), compression="uncompressed")
-            obj = tmp / f"{name}.objects.json"
-            obj.write_bytes(orjson.dumps(objects))
             entry["tables"][name] = {"rows": int(len(df)), "columns": list(df.columns), "dtypes": dtypes,
-                                     "encoded": encoded, "sha256": _sha(f), "objects_sha256": _sha(obj)}
+                                     "encoded": encoded, "sha256": _sha(f)}
         meta = tmp / "meta.json"
         meta.write_bytes(orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS))
         entry["meta_sha256"] = _sha(meta)
@@ -155,38 +193,29 @@ def load(key: str, path):
         return None
     try:
         import orjson
-        import pyarrow.feather as feather
+        import pyarrow as pa
 
+        # nullable integers straight into pandas' Int64, never through float64 (exact above 2**53)
+        exact = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}.get
         entry = orjson.loads((dest / _MANIFEST).read_bytes())
         if entry.get("format") != FORMAT or _sha(dest / "meta.json") != entry["meta_sha256"]:
             raise ValueError("stale or damaged entry")
         tables = {}
         for name in TABLES:
             spec = entry["tables"][name]
-            f = dest / f"{name}.arrow"
-            if _sha(f) != spec["sha256"]:
+            data = (dest / f"{name}.arrow").read_bytes()       # read once: hashed, then read zero-copy
+            if hashlib.sha256(data).hexdigest() != spec["sha256"]:
                 raise ValueError(f"{name}: damaged")
-            t = feather.read_table(str(f))
-            if t.num_rows != spec["rows"] and len(spec["columns"]) > len(spec["encoded"]):
+            t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
+            if t.num_rows != spec["rows"] and spec["columns"]:
                 raise ValueError(f"{name}: row count")
-            obj = dest / f"{name}.objects.json"
-            if _sha(obj) != spec["objects_sha256"]:
-                raise ValueError(f"{name}: damaged")
-            objects = orjson.loads(obj.read_bytes())
             cols = {}
             for c in spec["columns"]:
                 want = spec["dtypes"][c]
                 if c in spec["encoded"]:
-                    dec = objects[c]
-                    if len(dec) != spec["rows"]:
-                        raise ValueError(f"{name}.{c}: row count")
-                    if c in _TUPLE_COLUMNS:
-                        dec = [tuple(v) if isinstance(v, list) else v for v in dec]
-                    cols[c] = pd.Series(dec, dtype=object)
-                elif want == "object":
-                    cols[c] = pd.Series(t.column(c).to_pylist(), dtype=object)
+                    cols[c] = pd.Series(_undictionary(t.column(c), c in _TUPLE_COLUMNS), dtype=object, copy=False)
                 else:
-                    col = t.column(c).to_pandas()
+                    col = t.column(c).to_pandas(types_mapper=exact if want in ("Int64", "boolean") else None)
                     cols[c] = col if str(col.dtype) == want else col.astype(want)
             df = pd.DataFrame(cols, index=pd.RangeIndex(spec["rows"]))
             tables[name] = df[spec["columns"]]
