@@ -13,7 +13,7 @@ top-level keys damaged), the Nsight Systems export ``data/reference/nsys_8step/r
 (dropped tables and columns, NULLs, wrong types, huge values, deleted rows) and the
 memory snapshot ``data/reference/profiler_5step/memory_snapshot.pickle`` (dropped
 keys, wrong types, removed elements; flipped and cut bytes). Runs are seeded
-(``derandomize=True``) and bounded (``max_examples``); the module takes about 20 s.
+(``derandomize=True``) and bounded (``max_examples``); the module takes about 15 s.
 
 Adding a target (the torch.profiler trace, say): write a ``Target`` with ``load_sound``
 (the untouched recording, loaded once), ``mutations`` (a Hypothesis strategy of
@@ -45,7 +45,7 @@ from kitlib.readers.snapshot import load_memory_snapshot, load_plain_pickle
 
 from damage import NSYS_8STEP, SNAPSHOT, loosen
 
-FUZZ = settings(max_examples=30, deadline=None, derandomize=True, database=None,
+FUZZ = settings(max_examples=15, deadline=None, derandomize=True, database=None,
                 suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
 
@@ -432,7 +432,7 @@ def test_damaged_memory_snapshot_loads_or_gives_a_kit_error(sound, mutation):
 
 @pytest.mark.parametrize("target", TRACE_TARGETS, ids=[t.name for t in TRACE_TARGETS])
 def test_damaged_trace_loads_or_gives_a_kit_error(sound, target):
-    @settings(FUZZ, max_examples=20)
+    @settings(FUZZ, max_examples=12)
     @given(mutation=trace_mutation())
     def run(mutation):
         check(target, sound(target.name), mutation)
