@@ -30,10 +30,13 @@ from __future__ import annotations
 
 import gc
 import re
+from collections import Counter
 from dataclasses import dataclass, field
-from operator import itemgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
+from typing import Any
 
+import msgspec
 import numpy as np
 import pandas as pd
 
@@ -242,6 +245,113 @@ def _is_memory_record(e) -> bool:
     return isinstance(a, dict) and "Bytes" in a and "Total Allocated" in a
 
 
+_RAW_NULL = msgspec.Raw(b"null")
+
+#: ``args`` keys whose values are lists, one entry per argument: kept as raw JSON text
+#: while the table is built, so each distinct text is decoded once (:func:`_shared`).
+_LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
+
+#: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
+_TABLE_ARGS = {
+    "ops": ("External id", "external id", "Input Dims", "Input type", "Input Strides", "Concrete Inputs",
+            "Sequence number", "Fwd thread id", "Call stack", "Python id", "Python parent id"),
+    "launches": ("correlation", "External id", "external id", "cbid"),
+    "gpu": ("device", "stream", "correlation", "External id", "external id", "grid", "block", "bytes"),
+    "memory": ("Bytes", "Addr", "Total Allocated", "Total Reserved", "Device Type", "Device Id"),
+}
+
+
+def _attr(key: str) -> str:
+    """The attribute of an args struct that holds ``args[key]``."""
+    return "a_" + re.sub(r"\W", "_", key)
+
+
+def _args_decoder(table: str):
+    """A msgspec decoder of one table's ``args``: a struct with only the keys the
+    table reads (None where absent, as ``dict.get`` gives), or None for ``null``."""
+    fields = [(_attr(k), msgspec.Raw if k in _LIST_ARGS else Any,
+               msgspec.field(default=_RAW_NULL if k in _LIST_ARGS else None, name=k)) for k in _TABLE_ARGS[table]]
+    struct = msgspec.defstruct(f"_{table}_args", fields, gc=False)
+    return msgspec.json.Decoder(struct | None), struct()
+
+
+_ARGS_DECODERS = {t: _args_decoder(t) for t in _TABLE_ARGS}
+
+
+class _Event(msgspec.Struct, gc=False):
+    """The fields of a trace event that the tables read, decoded by msgspec.
+
+    Decoding straight into these (:func:`_decode_trace`) skips every other field while
+    parsing and makes one small object per event instead of a dict; ``args`` stays raw
+    JSON text until its table decodes the keys it needs (:func:`_args`). A field absent
+    from the JSON takes the default that the dict path's ``event.get(key, default)``
+    uses. ``get`` lets the rare per-event code (metadata, memory instants, error
+    messages) read a field the same way from either kind of event.
+    """
+    ph: Any = None
+    cat: Any = None
+    name: Any = ""
+    pid: Any = None
+    tid: Any = None
+    ts: Any = None
+    dur: Any = 0
+    args: msgspec.Raw = _RAW_NULL     # decoded per table, with only the keys it reads
+
+    def get(self, key, default=None):
+        if key == "args":
+            return msgspec.json.decode(self.args)
+        return getattr(self, key) if key in _EVENT_FIELDS else default
+
+
+_EVENT_FIELDS = frozenset(_Event.__struct_fields__)
+
+#: Top-level keys of a trace that :func:`trace_from_json` reads.
+_TOP_KEYS = ("baseTimeNanoseconds", "deviceProperties", "trace_id", "distributedInfo", "record_shapes",
+             "profile_memory", "with_stack", "with_flops", "with_modules", "schemaVersion",
+             "cuda_runtime_version", "cuda_driver_version", "cupti_version")
+
+
+class _TraceDoc(msgspec.Struct, gc=False):
+    traceEvents: list[_Event]
+    baseTimeNanoseconds: Any = msgspec.UNSET
+    deviceProperties: Any = msgspec.UNSET
+    trace_id: Any = msgspec.UNSET
+    distributedInfo: Any = msgspec.UNSET
+    record_shapes: Any = msgspec.UNSET
+    profile_memory: Any = msgspec.UNSET
+    with_stack: Any = msgspec.UNSET
+    with_flops: Any = msgspec.UNSET
+    with_modules: Any = msgspec.UNSET
+    schemaVersion: Any = msgspec.UNSET
+    cuda_runtime_version: Any = msgspec.UNSET
+    cuda_driver_version: Any = msgspec.UNSET
+    cupti_version: Any = msgspec.UNSET
+
+
+_TRACE_DECODER = msgspec.json.Decoder(_TraceDoc)
+
+
+def _decode_trace(raw: bytes):
+    """The usual trace (an object with a ``traceEvents`` list of objects) decoded by
+    msgspec into :class:`_TraceDoc`; None for anything else (a bare list of events,
+    an event that is not an object, invalid JSON, a number out of range …), which
+    then goes through :func:`~kitlib.readers.files.parse_json` and its exact error
+    messages. Both parsers are strict JSON (RFC 8259); the raw ``args`` texts are
+    decoded later, per table, and a value there that strict JSON refuses sends the
+    file through ``parse_json`` too (:func:`load_trace`); args keys that no table reads
+    are skipped, checked for JSON syntax and UTF-8 only. One difference: an integer
+    beyond 64 bits stays an integer here, where orjson makes it a float."""
+    if not raw.isascii():          # what msgspec skips is not checked for UTF-8: check it all here
+        try:
+            raw.decode("utf-8")
+        except UnicodeDecodeError:
+            return None
+    try:
+        return _TRACE_DECODER.decode(raw)
+    except (msgspec.MsgspecError, RecursionError, ValueError):
+        return None
+
+
 def load_trace(path, torch_version: str | None = None, progress: bool | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
 
@@ -305,16 +415,28 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     gc.disable()
     try:
         bar.set_postfix_str("parsing JSON")
-        doc = parse_json(raw, path)
+        doc = _decode_trace(raw)
+        if doc is None:
+            doc = parse_json(raw, path)
+        n_bytes = len(raw)
+        del raw                      # the decoded events' raw args still point into it, if they need it
         bar.update(1)
         bar.set_postfix_str("building tables and the event tree")
-        tr = trace_from_json(doc, path, torch_version)
+        try:
+            tr = trace_from_json(doc, path, torch_version)
+        except msgspec.MsgspecError:
+            # raw args that the first parse only skipped over hold what strict JSON
+            # refuses (a number beyond float64's range): parse the file again strictly,
+            # for the exact error (or orjson's reading of it)
+            del doc
+            doc = parse_json(gunzip_if_gz(read_file_bytes(path), path), path)
+            tr = trace_from_json(doc, path, torch_version)
         bar.update(1)
         del doc
     finally:
         if gc_was_on:
             gc.enable()
-    tr.meta["json_bytes"] = len(raw)
+    tr.meta["json_bytes"] = n_bytes
     if key is not None:
         bar.set_postfix_str("writing the cache")
         trace_cache.store(key, tr)
@@ -370,7 +492,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         As :func:`load_trace`.
     """
     path = Path(path)
-    if isinstance(doc, dict):
+    if isinstance(doc, _TraceDoc):                     # load_trace's fast path (:func:`_decode_trace`)
+        events = doc.traceEvents
+        top = {k: v for k in _TOP_KEYS if (v := getattr(doc, k)) is not msgspec.UNSET}
+    elif isinstance(doc, dict):
         if "traceEvents" not in doc:
             keys = ", ".join(list(doc)[:8]) or "none"
             raise TraceFormatError(path, f"not a Chrome/Kineto trace: the JSON object has no "
@@ -390,13 +515,15 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     process_names, thread_names = {}, {}
     # One pass over the events; this loop is most of load_trace's own time, so it only
     # sorts events into lists (the tables are built column by column afterwards).
-    for i, e in enumerate(events):
-        try:
-            ph = e.get("ph")
-        except AttributeError:
-            raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object") from None
+    if events and type(events[0]) is _Event:           # decoded by msgspec: every event an object
+        ph_cat = map(attrgetter("ph", "cat"), events)
+    else:
+        for i, e in enumerate(events):
+            if not isinstance(e, dict):
+                raise TraceFormatError(path, f"event #{i} is a {type(e).__name__}, not a JSON object")
+        ph_cat = ((e.get("ph"), e.get("cat")) for e in events)
+    for e, (ph, cat) in zip(events, ph_cat):
         if ph == "X":
-            cat = e.get("cat")
             hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
             if hit is not None:
                 table, kind = hit
@@ -418,11 +545,15 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
             buckets["memory"].append(e)
             continue
         buckets["other"].append(e)
+    cats = map(attrgetter("cat"), events) if events and type(events[0]) is _Event else (e.get("cat") for e in events)
+    try:
+        counted = Counter(cats).items()                # at C speed
+    except TypeError:                                  # a category that is a list or an object
+        counted = ((e.get("cat"), 1) for e in events)
     cat_counts: dict = {}
-    for e in events:
-        c = e.get("cat")
+    for c, n in counted:
         c = c if isinstance(c, str) or c is None else f"{type(c).__name__} {str(c)[:30]}"
-        cat_counts[c] = cat_counts.get(c, 0) + 1
+        cat_counts[c] = cat_counts.get(c, 0) + n
     cat_counts = {str(k): v for k, v in cat_counts.items()}
     legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
@@ -475,6 +606,11 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     timed = ops[ops["kind"] != "python"]
     meta["time_resolution_ns"] = 1000 if len(timed) and bool(((timed["start_ns"] % 1000) == 0).all()
                                                           and ((timed["dur_ns"] % 1000) == 0).all()) else 1
+    if isinstance(doc, _TraceDoc):
+        # The tables now hold all that is used: free the decoded events (and with them
+        # the JSON text their raw args point into) before the event tree is built.
+        doc.traceEvents = events = py_events = ph_cat = cats = []
+        buckets.clear()
     tree = build_host_tree(ops, launches, meta["python_frames_are_children"], meta["time_resolution_ns"])
     ops["parent"], ops["depth"] = _ops_nesting(ops, tree, meta["python_frames_are_children"])
     return Trace(path=path, ops=ops, launches=launches, gpu=gpu, memory=memory, other=other, meta=meta,
@@ -484,7 +620,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
 
 
 def _col(evs, key, default=None):
-    """``event[key]`` of every event (``default`` where absent)."""
+    """``event[key]`` of every event (``default`` where absent; for msgspec-decoded
+    events, the :class:`_Event` default, which is the one every caller passes)."""
+    if evs and type(evs[0]) is _Event:
+        return list(map(attrgetter(key), evs))
     try:
         return list(map(itemgetter(key), evs))     # every event has it: at C speed
     except KeyError:
@@ -494,26 +633,44 @@ def _col(evs, key, default=None):
 _NO_ARGS: dict = {}
 
 
-def _args(evs) -> list:
-    """Every event's ``args`` object (an empty one where absent); build once per table."""
+def _args(evs, table: str) -> list:
+    """Every event's ``args`` object (an empty one where absent); build once per table.
+
+    msgspec-decoded events get structs holding only the keys ``table`` reads
+    (:data:`_TABLE_ARGS`); dict events their dicts."""
+    if evs and type(evs[0]) is _Event:
+        decoder, empty = _ARGS_DECODERS[table]
+        try:
+            out = list(map(decoder.decode, map(attrgetter("args"), evs)))
+        except msgspec.ValidationError:                 # an 'args' that is not a JSON object
+            for e in evs:
+                a = e.get("args")
+                if a is not None and not isinstance(a, dict):
+                    raise _BadEvent(e, f"'args' is a {type(a).__name__}, not an object") from None
+            raise
+        return [empty if a is None else a for a in out]
     return [e.get("args") or _NO_ARGS for e in evs]
 
 
-def _arg(evs, *keys, args=None):
-    """``args[key]`` of every event (the first of ``keys`` present), None where absent."""
-    if args is None:
-        args = _args(evs)
-    try:
-        out = [a.get(keys[0]) for a in args]
-    except AttributeError:  # an 'args' that is not a JSON object
-        e = next(e for e, a in zip(evs, args) if not isinstance(a, dict))
-        raise _BadEvent(e, f"'args' is a {type(e.get('args')).__name__}, not an object") from None
+def _arg(evs, *keys, args):
+    """``args[key]`` of every event (the first of ``keys`` present), None where absent;
+    ``args`` from :func:`_args`."""
+    if args and isinstance(args[0], msgspec.Struct):    # structs from _args: an attribute each
+        out = list(map(attrgetter(_attr(keys[0])), args))
+        get = lambda a, k: getattr(a, _attr(k))          # noqa: E731
+    else:
+        get = dict.get
+        try:
+            out = [a.get(keys[0]) for a in args]
+        except AttributeError:  # an 'args' that is not a JSON object
+            e = next(e for e, a in zip(evs, args) if not isinstance(a, dict))
+            raise _BadEvent(e, f"'args' is a {type(e.get('args')).__name__}, not an object") from None
     for k in keys[1:]:  # older spellings, only where the first is missing
         missing = [i for i, v in enumerate(out) if v is None]
         if not missing:
             break
         for i in missing:
-            out[i] = args[i].get(k)
+            out[i] = get(args[i], k)
     return out
 
 
@@ -571,6 +728,18 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 
     def _json_key(v):
         return _json.dumps(v).encode()
+
+
+def _list_arg(evs, key: str, args) -> list:
+    """A per-argument field (``Input Dims`` …) of every event, checked by :func:`_lists`,
+    equal lists shared (:func:`_shared`). From msgspec-decoded events it arrives as raw
+    JSON text: each distinct text is decoded once, so equal texts are one object."""
+    vals = _arg(evs, key, args=args)
+    if vals and type(vals[0]) is msgspec.Raw:
+        texts = list(map(bytes, vals))
+        decoded = {t: msgspec.json.decode(t) for t in set(texts)}
+        return _lists(evs, list(map(decoded.__getitem__, texts)), key)
+    return _shared(_lists(evs, vals, key))
 
 
 def _shared(values: list) -> list:
@@ -672,38 +841,77 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
     if not evs:
         return _empty(OPS_COLUMNS)
     # Python events (most of a with_stack trace) carry only the tracer's ids: read
-    # those alone, and the operator fields from the rest.
+    # those alone, and the operator fields from the rest. Each column is built once
+    # for both groups and put in time order before the table is made (no copies).
     py = [e for e, k in zip(evs, kinds) if k == "python"]
     rest = [(e, k) for e, k in zip(evs, kinds) if k != "python"]
-    frames = []
+    parts = []
     if rest:
         revs = [e for e, _ in rest]
         d = _base_frame(revs)
         d["kind"] = ["step" if k in ("annotation", "op") and isinstance(n, str) and _STEP_RE.match(n) else k
                      for (_, k), n in zip(rest, d["name"])]
-        A = _args(revs)
+        A = _args(revs, "ops")
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _shared(_lists(revs, _arg(revs, "Input Dims", args=A), "Input Dims"))
-        d["input_types"] = _shared(_lists(revs, _arg(revs, "Input type", args=A), "Input type"))
-        d["input_strides"] = _shared(_lists(revs, _arg(revs, "Input Strides", args=A), "Input Strides"))
-        d["concrete_inputs"] = _shared(_lists(revs, _arg(revs, "Concrete Inputs", args=A), "Concrete Inputs"))
+        d["input_dims"] = _list_arg(revs, "Input Dims", A)
+        d["input_types"] = _list_arg(revs, "Input type", A)
+        d["input_strides"] = _list_arg(revs, "Input Strides", A)
+        d["concrete_inputs"] = _list_arg(revs, "Concrete Inputs", A)
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
-        frames.append(pd.DataFrame(d))
+        parts.append(d)
     if py:
         d = _base_frame(py)
-        d["kind"] = "python"
-        d["python_id"] = _ids(_arg(py, "Python id"), py, "Python id")
-        d["python_parent_id"] = _ids(_arg(py, "Python parent id"), py, "Python parent id")
-        frames.append(pd.DataFrame(d))
-    df = pd.concat(frames, ignore_index=True) if len(frames) > 1 else frames[0]
-    for c in OPS_COLUMNS:
-        if c not in df.columns and c not in ("parent", "depth"):
-            df[c] = pd.array([pd.NA] * len(df), dtype="Int64") if c in _INT_ID_COLS else None
-    df = df.sort_values(["start_ns", "dur_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
-    df["parent"], df["depth"] = -1, 0        # set from the one event tree (build_host_tree)
-    return df[OPS_COLUMNS]
+        d["kind"] = ["python"] * len(py)
+        A = _args(py, "ops")
+        d["python_id"] = _ids(_arg(py, "Python id", args=A), py, "Python id")
+        d["python_parent_id"] = _ids(_arg(py, "Python parent id", args=A), py, "Python parent id")
+        parts.append(d)
+    for d in parts:                                   # what the other group has, empty here
+        n = len(d["start_ns"])
+        for c in OPS_COLUMNS:
+            if c not in d and c not in ("parent", "depth"):
+                d[c] = pd.array([None] * n, dtype="Int64") if c in _INT_ID_COLS else [None] * n
+    cols = {c: _concat([d[c] for d in parts]) for c in parts[0]}
+    del parts, d, A, rest, py                 # memory: each column is now held once, in cols
+    n = len(cols["start_ns"])
+    cols["parent"] = np.full(n, -1, dtype=np.int64)   # set from the one event tree (build_host_tree)
+    cols["depth"] = np.zeros(n, dtype=np.int64)
+    # time order; at equal start the longer (enclosing) event first; ties keep input order
+    return _frame(cols, OPS_COLUMNS, np.lexsort((-cols["dur_ns"], cols["start_ns"])),
+                  objects=("input_dims", "input_types", "input_strides", "concrete_inputs", "call_stack"))
+
+
+def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFrame:
+    """A table of the columns in ``d`` (emptied as it goes), rows in ``order``: each
+    column is copied once, into its place (no sort or selection of a whole table
+    afterwards, which would copy every column again). ``objects``: columns kept as
+    Python objects whatever pandas would infer."""
+    out = {}
+    for c in columns:
+        v = _take(_concat([d.pop(c)]), order)
+        out[c] = pd.array(v, dtype=object) if c in objects else v
+    return pd.DataFrame(out, copy=False)
+
+
+def _concat(parts: list):
+    """One column from the parts of a table: numpy arrays, pandas arrays or lists."""
+    parts = [p.array if isinstance(p, pd.Series) else p for p in parts]
+    if len(parts) == 1:
+        return parts[0]
+    if all(isinstance(p, np.ndarray) for p in parts):
+        return np.concatenate(parts)
+    if all(isinstance(p, pd.api.extensions.ExtensionArray) for p in parts):
+        return type(parts[0])._concat_same_type(parts)
+    return [x for p in parts for x in (p.tolist() if isinstance(p, np.ndarray) else p)]
+
+
+def _take(values, order: np.ndarray):
+    """``values`` (numpy array, pandas array or list) in the order ``order``."""
+    if isinstance(values, (np.ndarray, pd.api.extensions.ExtensionArray)):
+        return values.take(order)
+    return list(map(values.__getitem__, order.tolist()))
 
 
 _INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", "python_parent_id"}
@@ -751,8 +959,8 @@ def python_frames_rule(python_events: list, torch_version: str | None = None) ->
                          + ("counts Python frames as children (≥ 2.12)" if new
                             else "does not count Python frames as children (≤ 2.11)"))
     head = python_events[: min(len(python_events), 200)]
-    new_fields = sum(isinstance(e.get("args"), dict) and ("CallFrom" in e["args"] or "Python thread" in e["args"])
-                     for e in head)
+    head_args = [e.get("args") for e in head]
+    new_fields = sum(isinstance(a, dict) and ("CallFrom" in a or "Python thread" in a) for a in head_args)
     if new_fields:
         return True, ("inferred from the trace: its Python frames carry 'CallFrom'/'Python thread' "
                       "(torch ≥ 2.12 format), so they are children in the profiler's tree")
@@ -927,12 +1135,11 @@ def _launch_table(evs, kinds) -> pd.DataFrame:
         return _empty(LAUNCH_COLUMNS)
     d = _base_frame(evs)
     d["api"] = kinds
-    A = _args(evs)
+    A = _args(evs, "launches")
     d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
     d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
     d["cbid"] = _ids(_arg(evs, "cbid", args=A), evs, "cbid")
-    df = pd.DataFrame(d)
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[LAUNCH_COLUMNS]
+    return _frame(d, LAUNCH_COLUMNS, np.argsort(d["start_ns"], kind="stable"))
 
 
 def _gpu_table(evs, kinds) -> pd.DataFrame:
@@ -940,7 +1147,7 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
         return _empty(GPU_COLUMNS)
     d = _base_frame(evs)
     d["kind"] = kinds
-    A = _args(evs)
+    A = _args(evs, "gpu")
     d["device"] = _ids(_arg(evs, "device", args=A), evs, "device")
     stream = _arg(evs, "stream", args=A)
     tids = d["tid"].tolist() if isinstance(d["tid"], np.ndarray) else d["tid"]     # Python ints
@@ -950,11 +1157,11 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
     d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
     d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block", args=A)]
     d["bytes"] = _ids(_arg(evs, "bytes", args=A), evs, "bytes")
-    df = pd.DataFrame(d)
     # GPU-side annotations carry no device id; the process id is the device in Kineto.
-    df["device"] = df["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in df["pid"]],
-                                                          dtype="Int64")))
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[GPU_COLUMNS]
+    pids = d["pid"].tolist() if isinstance(d["pid"], np.ndarray) else d["pid"]
+    d["device"] = d["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in pids],
+                                                        dtype="Int64")))
+    return _frame(d, GPU_COLUMNS, np.argsort(d["start_ns"], kind="stable"))
 
 
 def _memory_table(evs) -> pd.DataFrame:
@@ -962,18 +1169,17 @@ def _memory_table(evs) -> pd.DataFrame:
         return _empty(MEMORY_COLUMNS)
     d = _base_frame(evs, with_dur=False)
     d.pop("end_ns")
-    A = _args(evs)
+    A = _args(evs, "memory")
     d["bytes"] = _ids(_arg(evs, "Bytes", args=A), evs, "Bytes")
     d["addr"] = _ids(_arg(evs, "Addr", args=A), evs, "Addr")
     d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A), evs, "Total Allocated")
     d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A), evs, "Total Reserved")
     d["device_type"] = _ids(_arg(evs, "Device Type", args=A), evs, "Device Type")
     d["device_id"] = _ids(_arg(evs, "Device Id", args=A), evs, "Device Id")
-    df = pd.DataFrame(d)
     # a record without its size (or its device) says nothing that can be counted: left
     # out here, and counted in meta["memory_records_unusable"] by trace_from_json
-    df = df[df["bytes"].notna() & df["device_type"].notna()]
-    return df.sort_values("start_ns", kind="stable").reset_index(drop=True)[MEMORY_COLUMNS]
+    keep = np.flatnonzero(d["bytes"].notna().to_numpy() & d["device_type"].notna().to_numpy())
+    return _frame(d, MEMORY_COLUMNS, keep[np.argsort(d["start_ns"][keep], kind="stable")])
 
 
 def _other_table(evs) -> pd.DataFrame:
@@ -986,7 +1192,7 @@ def _other_table(evs) -> pd.DataFrame:
         return vals
     start = _ns(numbers("ts"))
     dur = np.rint(np.asarray(numbers("dur"), dtype=np.float64) * 1000).astype(np.int64)
-    return pd.DataFrame({"name": _col(evs, "name"), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
+    return pd.DataFrame({"name": _col(evs, "name", ""), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
                          "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
                          "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]
 
