@@ -568,11 +568,19 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         raise TraceFormatError(path, f"none of its {uncategorised} complete events (ph 'X') has a torch.profiler "
                                      "category ('cat': cpu_op, cuda_runtime, kernel, …): nothing to analyse. "
                                      "Was the 'cat' field stripped?")
+    # the Python-frame rule reads the frames' raw args: before they are dropped below
+    rule = python_frames_rule([e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"], torch_version)
     try:
-        ops = _ops_table(buckets["ops"], kinds["ops"])
-        launches = _launch_table(buckets["launches"], kinds["launches"])
-        gpu = _gpu_table(buckets["gpu"], kinds["gpu"])
-        memory = _memory_table(buckets["memory"])
+        pre = {t: _args(buckets[t], t) for t in _TABLE_ARGS}
+        if events and type(events[0]) is _Event:
+            # every table's raw args are decoded: drop the texts, so that the JSON they
+            # point into is freed before the tables are built (memory)
+            for e in events:
+                e.args = _RAW_NULL
+        ops = _ops_table(buckets["ops"], kinds["ops"], pre.pop("ops"))
+        launches = _launch_table(buckets["launches"], kinds["launches"], pre.pop("launches"))
+        gpu = _gpu_table(buckets["gpu"], kinds["gpu"], pre.pop("gpu"))
+        memory = _memory_table(buckets["memory"], pre.pop("memory"))
         other = _other_table(buckets["other"])
     except _BadEvent as bad:
         e = bad.event
@@ -601,15 +609,14 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         "unread_complete_events": uncategorised,
         "memory_records_unusable": len(buckets["memory"]) - len(memory),
     }
-    py_events = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
-    meta["python_frames_are_children"], meta["python_frames_rule"] = python_frames_rule(py_events, torch_version)
+    meta["python_frames_are_children"], meta["python_frames_rule"] = rule
     timed = ops[ops["kind"] != "python"]
     meta["time_resolution_ns"] = 1000 if len(timed) and bool(((timed["start_ns"] % 1000) == 0).all()
                                                           and ((timed["dur_ns"] % 1000) == 0).all()) else 1
     if isinstance(doc, _TraceDoc):
         # The tables now hold all that is used: free the decoded events (and with them
         # the JSON text their raw args point into) before the event tree is built.
-        doc.traceEvents = events = py_events = ph_cat = cats = []
+        doc.traceEvents = events = ph_cat = cats = []
         buckets.clear()
     tree = build_host_tree(ops, launches, meta["python_frames_are_children"], meta["time_resolution_ns"])
     ops["parent"], ops["depth"] = _ops_nesting(ops, tree, meta["python_frames_are_children"])
@@ -648,7 +655,17 @@ def _args(evs, table: str) -> list:
                 if a is not None and not isinstance(a, dict):
                     raise _BadEvent(e, f"'args' is a {type(a).__name__}, not an object") from None
             raise
-        return [empty if a is None else a for a in out]
+        out = [empty if a is None else a for a in out]
+        for key in _TABLE_ARGS[table]:
+            if key in _LIST_ARGS:                        # raw JSON text: each distinct text decoded once
+                f = _attr(key)
+                texts = list(map(bytes, map(attrgetter(f), out)))
+                decoded = {t: msgspec.json.decode(t) for t in set(texts)}
+                decoded[b"null"] = None
+                for a, t in zip(out, texts):
+                    if a is not empty:
+                        setattr(a, f, decoded[t])
+        return out
     return [e.get("args") or _NO_ARGS for e in evs]
 
 
@@ -732,13 +749,11 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 
 def _list_arg(evs, key: str, args) -> list:
     """A per-argument field (``Input Dims`` …) of every event, checked by :func:`_lists`,
-    equal lists shared (:func:`_shared`). From msgspec-decoded events it arrives as raw
-    JSON text: each distinct text is decoded once, so equal texts are one object."""
+    equal lists shared (:func:`_shared`). From msgspec-decoded events :func:`_args` has
+    already decoded each distinct raw text once, so equal texts are one object."""
     vals = _arg(evs, key, args=args)
-    if vals and type(vals[0]) is msgspec.Raw:
-        texts = list(map(bytes, vals))
-        decoded = {t: msgspec.json.decode(t) for t in set(texts)}
-        return _lists(evs, list(map(decoded.__getitem__, texts)), key)
+    if args and isinstance(args[0], msgspec.Struct):    # already shared by _args
+        return _lists(evs, [None if v is _RAW_NULL else v for v in vals], key)
     return _shared(_lists(evs, vals, key))
 
 
@@ -837,21 +852,24 @@ def _int_ids(values: list):
     return [v if type(v) is int else _as_int(v) for v in values]
 
 
-def _ops_table(evs, kinds) -> pd.DataFrame:
+def _ops_table(evs, kinds, args) -> pd.DataFrame:
     if not evs:
         return _empty(OPS_COLUMNS)
     # Python events (most of a with_stack trace) carry only the tracer's ids: read
     # those alone, and the operator fields from the rest. Each column is built once
     # for both groups and put in time order before the table is made (no copies).
     py = [e for e, k in zip(evs, kinds) if k == "python"]
+    py_args = [a for a, k in zip(args, kinds) if k == "python"]
     rest = [(e, k) for e, k in zip(evs, kinds) if k != "python"]
+    rest_args = [a for a, k in zip(args, kinds) if k != "python"]
+    del args
     parts = []
     if rest:
         revs = [e for e, _ in rest]
         d = _base_frame(revs)
         d["kind"] = ["step" if k in ("annotation", "op") and isinstance(n, str) and _STEP_RE.match(n) else k
                      for (_, k), n in zip(rest, d["name"])]
-        A = _args(revs, "ops")
+        A = rest_args
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
         d["input_dims"] = _list_arg(revs, "Input Dims", A)
         d["input_types"] = _list_arg(revs, "Input type", A)
@@ -864,7 +882,7 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
     if py:
         d = _base_frame(py)
         d["kind"] = ["python"] * len(py)
-        A = _args(py, "ops")
+        A = py_args
         d["python_id"] = _ids(_arg(py, "Python id", args=A), py, "Python id")
         d["python_parent_id"] = _ids(_arg(py, "Python parent id", args=A), py, "Python parent id")
         parts.append(d)
@@ -874,7 +892,7 @@ def _ops_table(evs, kinds) -> pd.DataFrame:
             if c not in d and c not in ("parent", "depth"):
                 d[c] = pd.array([None] * n, dtype="Int64") if c in _INT_ID_COLS else [None] * n
     cols = {c: _concat([d[c] for d in parts]) for c in parts[0]}
-    del parts, d, A, rest, py                 # memory: each column is now held once, in cols
+    del parts, d, A, rest, py, rest_args, py_args   # memory: each column is now held once, in cols
     n = len(cols["start_ns"])
     cols["parent"] = np.full(n, -1, dtype=np.int64)   # set from the one event tree (build_host_tree)
     cols["depth"] = np.zeros(n, dtype=np.int64)
@@ -1130,24 +1148,22 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
     return parent, np.asarray(depth_l, dtype=np.int64)
 
 
-def _launch_table(evs, kinds) -> pd.DataFrame:
+def _launch_table(evs, kinds, A) -> pd.DataFrame:
     if not evs:
         return _empty(LAUNCH_COLUMNS)
     d = _base_frame(evs)
     d["api"] = kinds
-    A = _args(evs, "launches")
     d["correlation"] = _ids(_arg(evs, "correlation", args=A), evs, "correlation")
     d["external_id"] = _ids(_arg(evs, "External id", "external id", args=A), evs, "External id")
     d["cbid"] = _ids(_arg(evs, "cbid", args=A), evs, "cbid")
     return _frame(d, LAUNCH_COLUMNS, np.argsort(d["start_ns"], kind="stable"))
 
 
-def _gpu_table(evs, kinds) -> pd.DataFrame:
+def _gpu_table(evs, kinds, A) -> pd.DataFrame:
     if not evs:
         return _empty(GPU_COLUMNS)
     d = _base_frame(evs)
     d["kind"] = kinds
-    A = _args(evs, "gpu")
     d["device"] = _ids(_arg(evs, "device", args=A), evs, "device")
     stream = _arg(evs, "stream", args=A)
     tids = d["tid"].tolist() if isinstance(d["tid"], np.ndarray) else d["tid"]     # Python ints
@@ -1164,12 +1180,11 @@ def _gpu_table(evs, kinds) -> pd.DataFrame:
     return _frame(d, GPU_COLUMNS, np.argsort(d["start_ns"], kind="stable"))
 
 
-def _memory_table(evs) -> pd.DataFrame:
+def _memory_table(evs, A) -> pd.DataFrame:
     if not evs:
         return _empty(MEMORY_COLUMNS)
     d = _base_frame(evs, with_dur=False)
     d.pop("end_ns")
-    A = _args(evs, "memory")
     d["bytes"] = _ids(_arg(evs, "Bytes", args=A), evs, "Bytes")
     d["addr"] = _ids(_arg(evs, "Addr", args=A), evs, "Addr")
     d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A), evs, "Total Allocated")
