@@ -127,3 +127,45 @@ def test_large_work_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys):
     kitlib.load_trace(src, progress=True)
     grouping.group_ops(tr)
     assert capsys.readouterr().err == ""
+
+
+def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(cache, tmp_path, monkeypatch):
+    """The file's sha256 is remembered with its stat (device, inode, size, mtime, ctime):
+    a second load of the same file skips reading it; a file rewritten in place, even
+    with its old size and modification time put back, is hashed again and gets the
+    tables of its new content."""
+    import json
+    import os
+    import time
+
+    from kitlib.readers import trace as trace_mod
+
+    def write(name):
+        ev = [{"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]
+        return json.dumps({"traceEvents": ev}).encode()
+
+    src = tmp_path / "t.json"
+    src.write_bytes(write("aten::mm"))
+    reads = []
+    real = trace_mod.read_file_bytes
+    monkeypatch.setattr(trace_mod, "read_file_bytes", lambda p: reads.append(p) or real(p))
+    assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mm"]
+    assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mm"]
+    assert reads == [src, src]          # just written: its hash is not trusted yet ("racy"), so read again
+    reads.clear()
+    # the same, its hash remembered as if taken long after the file last changed
+    now = trace_cache._now_ns()
+    monkeypatch.setattr(trace_cache, "_now_ns", lambda: now + 10 * trace_cache.RACY_NS)
+    assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mm"]
+    assert reads == [src]
+    reads.clear()
+    assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mm"]
+    assert reads == []                                  # served from the cache without reading the file
+    st = src.stat()
+    time.sleep(0.05)                                    # past a tick of the file system's coarse clock
+    src.write_bytes(write("aten::mv"))                  # same length, new content
+    os.utime(src, ns=(st.st_atime_ns, st.st_mtime_ns))  # modification time put back
+    assert src.stat().st_size == st.st_size and src.stat().st_mtime_ns == st.st_mtime_ns
+    assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mv"]
+    assert reads == [src]
+    assert trace_cache.clear() == 2 and not (cache.parent / "trace-hashes").exists()

@@ -392,9 +392,25 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     """
     path = Path(path)
     from . import trace_cache
+    key = None
+    if trace_cache.enabled():
+        try:
+            st = path.stat()
+        except OSError:
+            st = None                                 # read_file_bytes names the problem
+        known = trace_cache.remembered_hash(path, st) if st is not None else None
+        if known is not None:                         # an unchanged file: not even read again
+            key = trace_cache.key_for(None, torch_version, content=known)
+            hit = trace_cache.load(key, path)
+            if hit is not None:
+                tables, meta = hit
+                return Trace(path=path, meta=meta, **tables)
     disk = read_file_bytes(path)                      # read once: hashed for the cache, then parsed
-    key = trace_cache.key_for(disk, torch_version) if trace_cache.enabled() else None
-    if key is not None:
+    if trace_cache.enabled():
+        content = trace_cache.content_hash(disk)
+        if st is not None:
+            trace_cache.remember_hash(path, st, content)
+        key = trace_cache.key_for(None, torch_version, content=content)
         hit = trace_cache.load(key, path)
         if hit is not None:
             tables, meta = hit

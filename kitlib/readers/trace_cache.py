@@ -8,10 +8,15 @@ tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, `
 
 - **Key**: the sha256 of the file's bytes on disk, the torch version given to
   ``load_trace``, and a fingerprint of the reader's own source (so a kit upgrade
-  that changes how a trace is read never meets an old entry).
-- **Never trusted**: each entry lists the sha256 of every file it holds and the row
-  count of every table; an entry that is incomplete, damaged, from another format or
-  fails to read is deleted and the trace parsed again.
+  that changes how a trace is read never meets an old entry). The sha256 of a file
+  is remembered with its device, inode, size and modification and change times
+  (``<cache>/trace-hashes/``), as git's index does, so a second load of an unchanged
+  file does not read it at all; any change to the file (even one that restores its
+  modification time) changes its change time, and it is hashed again. A hash taken
+  within two seconds of the file's last change is not trusted (:data:`RACY_NS`).
+- **Never trusted**: each entry lists a CRC-32 of every file it holds (to find
+  damage) and the row count of every table; an entry that is incomplete, damaged,
+  from another format or fails to read is deleted and the trace parsed again.
 - **Where**: ``<cache>/traces/`` (``KITLIB_CACHE``, else the checkout's ``.cache/``,
   else ``~/.cache/kitlib``; :func:`kitlib.paths.cache_dir`).
 - **Off**: set ``KITLIB_TRACE_CACHE=0`` (the tests do, except where they test the
@@ -31,6 +36,8 @@ import hashlib
 import os
 import shutil
 import tempfile
+import time
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -38,7 +45,7 @@ import pandas as pd
 
 from ..paths import cache_dir
 
-FORMAT = 2
+FORMAT = 3
 TABLES = ("ops", "launches", "gpu", "memory", "other", "host_events")
 _TUPLE_COLUMNS = {"grid", "block"}
 _MANIFEST = "entry.json"
@@ -64,15 +71,73 @@ def _reader_fingerprint() -> str:
     return h.hexdigest()[:16]
 
 
-def key_for(data: bytes, torch_version: str | None = None) -> str:
-    """The cache key of a trace file, from its bytes as they are on disk."""
-    h = hashlib.sha256(data)
+def content_hash(data: bytes) -> str:
+    """The sha256 of a trace file's bytes as they are on disk (hex)."""
+    return hashlib.sha256(data).hexdigest()
+
+
+def key_for(data: bytes | None, torch_version: str | None = None, content: str | None = None) -> str:
+    """The cache key of a trace file, from its bytes as they are on disk (or their
+    :func:`content_hash`, ``content``)."""
+    h = hashlib.sha256((content or content_hash(data)).encode())
     h.update(f"|{torch_version}|{FORMAT}|{_reader_fingerprint()}".encode())
     return h.hexdigest()
 
 
+def _hashes() -> Path:
+    return cache_dir() / "trace-hashes"
+
+
+def _signature(st: os.stat_result) -> list:
+    return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def _memo(path) -> Path:
+    return _hashes() / (hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:32] + ".json")
+
+
+#: A file changed less than this long before its hash was remembered may change
+#: again within the same tick of the file system's clock without its change time
+#: moving ("racy git"): such a hash is not trusted.
+RACY_NS = 2_000_000_000
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def remembered_hash(path, st: os.stat_result) -> str | None:
+    """The content hash remembered for ``path`` if the file is unchanged since (same
+    device, inode, size, modification and change times as ``st``) and it had last
+    changed at least :data:`RACY_NS` before it was remembered; else None."""
+    try:
+        import orjson
+        m = orjson.loads(_memo(path).read_bytes())
+        if m.get("stat") != _signature(st) or m["remembered_ns"] - st.st_ctime_ns < RACY_NS:
+            return None
+        return m["sha256"]
+    except Exception:
+        return None
+
+
+def remember_hash(path, st: os.stat_result, content: str) -> None:
+    """Remember ``content`` (the file's hash) with ``st``, taken before the file was read
+    (a change while it was read then shows as a newer change time). Failures are silent."""
+    try:
+        import orjson
+        _hashes().mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=_hashes(), suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(orjson.dumps({"path": str(path), "stat": _signature(st), "sha256": content,
+                                  "remembered_ns": _now_ns()}))
+        os.replace(tmp, _memo(path))
+    except Exception:
+        pass
+
+
 def clear() -> int:
     """Delete every cached trace. Returns how many entries were removed."""
+    shutil.rmtree(_hashes(), ignore_errors=True)
     d = folder()
     if not d.is_dir():
         return 0
@@ -95,8 +160,9 @@ def _decode_meta(m: dict) -> dict:
     return m
 
 
-def _sha(path: Path) -> str:
-    return hashlib.sha256(path.read_bytes()).hexdigest()
+def _crc(data: bytes) -> int:
+    """A CRC-32 of a cache file: finds damage (a flipped byte, a cut), quickly."""
+    return zlib.crc32(data)
 
 
 _NAN = b"NaN"       # pandas' fill for a missing object cell (JSON has no NaN); None is null
@@ -164,15 +230,17 @@ def store(key: str, trace) -> None:
                 if col.dtype == object:     # Python values: a dictionary column of JSON texts
                     out[c] = _dictionary(col.tolist())
                     encoded.append(c)
+                elif isinstance(col.dtype, pd.StringDtype):    # names repeat: each distinct text once
+                    out[c] = pa.array(col, from_pandas=True).dictionary_encode()
                 else:
                     out[c] = pa.array(col, from_pandas=True)
             f = tmp / f"{name}.arrow"
             feather.write_feather(pa.table(out) if out else pa.table({}), str(f), compression="uncompressed")
             entry["tables"][name] = {"rows": int(len(df)), "columns": list(df.columns), "dtypes": dtypes,
-                                     "encoded": encoded, "sha256": _sha(f)}
-        meta = tmp / "meta.json"
-        meta.write_bytes(orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS))
-        entry["meta_sha256"] = _sha(meta)
+                                     "encoded": encoded, "crc32": _crc(f.read_bytes())}
+        meta = orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS)
+        (tmp / "meta.json").write_bytes(meta)
+        entry["meta_crc32"] = _crc(meta)
         (tmp / _MANIFEST).write_bytes(orjson.dumps(entry))
         os.replace(tmp, dest)          # the entry appears whole or not at all
         tmp = None
@@ -198,13 +266,14 @@ def load(key: str, path):
         # nullable integers straight into pandas' Int64, never through float64 (exact above 2**53)
         exact = {pa.int64(): pd.Int64Dtype(), pa.bool_(): pd.BooleanDtype()}.get
         entry = orjson.loads((dest / _MANIFEST).read_bytes())
-        if entry.get("format") != FORMAT or _sha(dest / "meta.json") != entry["meta_sha256"]:
+        meta_bytes = (dest / "meta.json").read_bytes()
+        if entry.get("format") != FORMAT or _crc(meta_bytes) != entry["meta_crc32"]:
             raise ValueError("stale or damaged entry")
         tables = {}
         for name in TABLES:
             spec = entry["tables"][name]
             data = (dest / f"{name}.arrow").read_bytes()       # read once: hashed, then read zero-copy
-            if hashlib.sha256(data).hexdigest() != spec["sha256"]:
+            if _crc(data) != spec["crc32"]:
                 raise ValueError(f"{name}: damaged")
             t = pa.ipc.open_file(pa.py_buffer(data)).read_all()
             if t.num_rows != spec["rows"] and spec["columns"]:
@@ -215,11 +284,14 @@ def load(key: str, path):
                 if c in spec["encoded"]:
                     cols[c] = pd.Series(_undictionary(t.column(c), c in _TUPLE_COLUMNS), dtype=object, copy=False)
                 else:
-                    col = t.column(c).to_pandas(types_mapper=exact if want in ("Int64", "boolean") else None)
+                    col = t.column(c)
+                    if pa.types.is_dictionary(col.type):        # a str column stored as a dictionary
+                        col = col.cast(col.type.value_type)
+                    col = col.to_pandas(types_mapper=exact if want in ("Int64", "boolean") else None)
                     cols[c] = col if str(col.dtype) == want else col.astype(want)
             df = pd.DataFrame(cols, index=pd.RangeIndex(spec["rows"]))
             tables[name] = df[spec["columns"]]
-        meta = _decode_meta(orjson.loads((dest / "meta.json").read_bytes()))
+        meta = _decode_meta(orjson.loads(meta_bytes))
         if isinstance(meta.get("base_time_ns"), float):
             meta["base_time_ns"] = int(meta["base_time_ns"])
         return tables, meta
@@ -228,4 +300,5 @@ def load(key: str, path):
         return None
 
 
-__all__ = ["enabled", "folder", "key_for", "store", "load", "clear", "FORMAT"]
+__all__ = ["enabled", "folder", "key_for", "content_hash", "remembered_hash", "remember_hash", "store", "load",
+           "clear", "FORMAT"]
