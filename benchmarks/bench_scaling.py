@@ -127,7 +127,14 @@ if what.startswith("kitlib") or what in ("analyses", "nsys"):
     from kitlib.readers.trace import load_trace
     from kitlib.readers.nsys import load_nsys, nsys_stats
     from kitlib.analyses import chain, grouping, lint, memory, steps
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024      # after the imports
+def hwm():
+    # this process's peak resident memory (VmHWM). Not ru_maxrss: Linux carries that over
+    # exec from the forked parent, so a large parent (or a large earlier input) hides ours.
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+base = hwm()      # after the imports
 t0 = time.perf_counter()
 if what == "json":
     json.loads(open(path, "rb").read())
@@ -151,7 +158,7 @@ elif what == "nsys":
     for r in ("cuda_gpu_kern_sum", "nvtx_sum", "cuda_api_sum"):
         nsys_stats(rep, r)
 dt = time.perf_counter() - t0
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+peak = hwm()
 print(json.dumps({{"seconds": dt, "peak_bytes": peak - base}}))
 '''
 
@@ -202,10 +209,10 @@ def main():
     analyses = {}
     for n in sizes:
         path = work / f"trace_{n}x.json"
-        if not path.exists():
-            events = replicate_trace(REF / "profiler_5step" / "trace.json.gz", n, path)
-        else:
-            events = len(json.loads(path.read_bytes())["traceEvents"])
+        count = path.with_suffix(".events")          # the event count, kept beside a kept input
+        if not (path.exists() and count.exists()):
+            count.write_text(str(replicate_trace(REF / "profiler_5step" / "trace.json.gz", n, path)))
+        events = int(count.read_text())
         off = dict(env, KITLIB_TRACE_CACHE="0")
         # the three parsers in turn, --repeat times: each one's fastest run (a busy
         # machine slows a run, never speeds it up); peak memory from the same runs
