@@ -248,7 +248,8 @@ def _is_memory_record(e) -> bool:
 _RAW_NULL = msgspec.Raw(b"null")
 
 #: ``args`` keys whose values are lists, one entry per argument: kept as raw JSON text
-#: while the table is built, so each distinct text is decoded once (:func:`_shared`).
+#: by the first parse, then each distinct text is decoded once (:func:`_args`), so equal
+#: shapes are one object (as :func:`_shared` makes them on the dict path).
 _LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
 
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
@@ -392,8 +393,9 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     """
     path = Path(path)
     from . import trace_cache
-    key = None
-    if trace_cache.enabled():
+    key = st = None
+    use_cache = trace_cache.enabled()
+    if use_cache:
         try:
             st = path.stat()
         except OSError:
@@ -406,7 +408,7 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
                 tables, meta = hit
                 return Trace(path=path, meta=meta, **tables)
     disk = read_file_bytes(path)                      # read once: hashed for the cache, then parsed
-    if trace_cache.enabled():
+    if use_cache:
         content = trace_cache.content_hash(disk)
         if st is not None:
             trace_cache.remember_hash(path, st, content)
