@@ -49,7 +49,10 @@ def main():
         nb = nbformat.read(path, as_version=4)
         ru0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
-        client = NotebookClient(nb, timeout=600, kernel_name="python3", resources={"metadata": {"path": str(work)}})
+        # shutdown_kernel="immediate": the kernel is stopped, not asked to wind down (a learner
+        # moving to the next lesson does not wait for the last one's kernel to exit)
+        client = NotebookClient(nb, timeout=600, kernel_name="python3", shutdown_kernel="immediate",
+                                resources={"metadata": {"path": str(work)}})
         with client.setup_kernel():
             t_kernel = time.perf_counter() - t0
             for i, cell in enumerate(nb.cells):

@@ -225,8 +225,12 @@ __all__ = ["KIND", "capture_ranks", "summarize_ranks"]
 STRAGGLER_MS = 500.0
 
 
-def torchrun_plan() -> dict:
+def torchrun_plan(import_torch: bool = True) -> dict:
     """How a two-rank (or more) recording runs on this machine.
+
+    ``import_torch=False`` (a replay lesson describing what a live run would do) counts
+    the GPUs with ``nvidia-smi`` instead of importing torch, unless torch is already
+    imported; a live run counts what torch sees.
 
     Returns
     -------
@@ -237,11 +241,16 @@ def torchrun_plan() -> dict:
         ("Duplicate GPU detected", NCCL's documentation), so fewer than two GPUs means
         two Gloo ranks on the CPU.
     """
-    try:
-        import torch
-        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    except Exception:
-        gpus = 0
+    import sys
+    if import_torch or "torch" in sys.modules:
+        try:
+            import torch
+            gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        except Exception:
+            gpus = 0
+    else:
+        from ..readers.bundle import _nvidia_smi_query
+        gpus = len(_nvidia_smi_query("name"))
     if gpus >= 2:
         return {"gpus": gpus, "nproc": gpus, "device": "cuda", "backend": "nccl",
                 "why": f"{gpus} GPUs: one rank per GPU, NCCL between them"}

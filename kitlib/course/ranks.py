@@ -28,8 +28,9 @@ def public_nccl_dir() -> Path:
 
 def live_plan() -> dict:
     """What a live recording would run on this machine
-    (:func:`kitlib.capture.distributed.torchrun_plan`)."""
-    return torchrun_plan()
+    (:func:`kitlib.capture.distributed.torchrun_plan`; in replay mode without importing
+    torch, which takes a second or more)."""
+    return torchrun_plan(import_torch=mode() == "live")
 
 
 def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
