@@ -1,10 +1,19 @@
 """Shared fixtures: the reference recordings (as kitlib bundles) and public traces."""
 import os
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
+# One intra-op thread for torch in the test process and everything it starts (CLI runs,
+# Jupyter kernels, JupyterLab). The suite's models are tiny (batch 2-4, 32-64 px), so a
+# second thread gains nothing on a quiet machine; on a shared two-core machine, though, a
+# two-thread OpenMP team spins at every barrier while the other core is busy, and the same
+# CPU capture took 7-47 s instead of 3-8 s (measured 30 Nov 2026). Set it yourself to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:                          # imported before this file (a plugin)
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
