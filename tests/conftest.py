@@ -108,7 +108,7 @@ def executed_lesson(tmp_path_factory):
             own = int(number) % 2 == 1
             if own:
                 env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
-            NotebookClient(nb, timeout=300, kernel_name="python3",
+            NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
                            resources={"metadata": {"path": str(cwd)}}).execute(env=env)
             done[number] = ExecutedLesson(nb, own)
         return done[number]

@@ -79,7 +79,8 @@ def test_lesson_runs_on_a_capture_the_kit_recorded_live(path, tmp_path, monkeypa
     monkeypatch.setenv("KITLIB_REPLAY_DIR", str(tmp_path / "own"))
     monkeypatch.setenv("MPLBACKEND", "Agg")
     nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute()
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
