@@ -1,5 +1,6 @@
 """Shared fixtures: the reference recordings (as kitlib bundles) and public traces."""
 import os
+import re
 import sys
 from pathlib import Path
 
@@ -80,36 +81,75 @@ class ExecutedLesson:
         return [o for c in self.nb.cells if c.cell_type == "code" for o in c.outputs]
 
 
+def _lesson_numbers(items) -> list:
+    """The lessons the selected tests ask ``executed_lesson`` for, in the order they run: a
+    test parametrized by a lesson ``path``, or one named ``test_lessonNN_...``."""
+    found = []
+    for item in items:
+        if "executed_lesson" not in getattr(item, "fixturenames", ()):
+            continue
+        callspec = getattr(item, "callspec", None)
+        path = callspec.params.get("path") if callspec else None
+        m = re.match(r"test_lesson(\d\d)_", item.name)
+        n = path.name[:2] if isinstance(path, Path) else (m.group(1) if m else None)
+        if n and n not in found:
+            found.append(n)
+    return found
+
+
+#: Lessons run side by side (each in its own kernel, a process of its own): two on a machine
+#: with two cores or more.
+LESSON_WORKERS = min(2, os.cpu_count() or 1)
+
+
 @pytest.fixture(scope="session")
-def executed_lesson(tmp_path_factory):
+def executed_lesson(tmp_path_factory, request):
     """Run a lesson (by its two-digit number) once per session and share the result between
     the run check (tests/test_lessons.py) and the figure checks (tests/test_lesson_figures.py).
     Odd-numbered lessons run on "your own" recordings (every recording linked into a
     KITLIB_REPLAY_DIR), even-numbered ones on the kit's: the figures are the same, the notes
     under the tables differ.
     Wide tables print on one line (pandas display width 200, up to 30 columns, set in an
-    IPython startup file of a private IPYTHONDIR), so a figure check can read a row."""
+    IPython startup file of a private IPYTHONDIR), so a figure check can read a row.
+    When the first lesson is asked for, every lesson the selected tests will ask for starts,
+    ``LESSON_WORKERS`` at a time, in the order the tests run: a test waits only for its own
+    lesson, and a lesson that failed to run fails every test that asks for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
     import nbformat
     from nbclient import NotebookClient
-    done = {}
     ipython_dir = tmp_path_factory.mktemp("ipython")
     startup = ipython_dir / "profile_default" / "startup"
     startup.mkdir(parents=True)
     (startup / "00-display.py").write_text(
         "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n")
+    # the environment as the session set it up (not as a test running meanwhile patches it)
+    base_env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REPLAY_DIR",)}
+    base_env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
+
+    def execute(number: str, cwd: Path) -> ExecutedLesson:
+        path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
+        nb = nbformat.read(path, as_version=4)
+        env = dict(base_env)
+        own = int(number) % 2 == 1
+        if own:
+            env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
+        NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
+                       resources={"metadata": {"path": str(cwd)}}).execute(env=env)
+        return ExecutedLesson(nb, own)
+
+    pool = ThreadPoolExecutor(max_workers=LESSON_WORKERS, thread_name_prefix="lesson")
+    runs = {}
+
+    def start(number: str):
+        if number not in runs:
+            runs[number] = pool.submit(execute, number, tmp_path_factory.mktemp(f"lesson{number}"))
+        return runs[number]
 
     def run(number: str) -> ExecutedLesson:
-        if number not in done:
-            path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
-            nb = nbformat.read(path, as_version=4)
-            env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REPLAY_DIR",)}
-            env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
-            cwd = tmp_path_factory.mktemp(f"lesson{number}")
-            own = int(number) % 2 == 1
-            if own:
-                env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
-            NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
-                           resources={"metadata": {"path": str(cwd)}}).execute(env=env)
-            done[number] = ExecutedLesson(nb, own)
-        return done[number]
-    return run
+        if not runs:
+            for n in _lesson_numbers(request.session.items):
+                start(n)
+        return start(number).result()
+    yield run
+    pool.shutdown(wait=True, cancel_futures=True)
