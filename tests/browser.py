@@ -149,8 +149,11 @@ def run_all_cells(page, timeout_s: float = 240):
 
 
 def save(page):
+    """Ctrl+S, then wait until JupyterLab has the file saved: the notebook's tab loses its
+    jp-mod-dirty mark when the server has answered the save (the file is on disk)."""
     page.keyboard.press("Control+s")
-    page.wait_for_timeout(1500)
+    page.wait_for_function("() => !document.querySelector('.lm-TabBar-tab.jp-mod-current.jp-mod-dirty')",
+                           timeout=30_000)
 
 
 #: JavaScript measuring what a learner sees: pictures drawn, and outputs wider than their cell.

@@ -1,10 +1,20 @@
 """Shared fixtures: the reference recordings (as kitlib bundles) and public traces."""
 import os
+import re
+import sys
 from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
+# One intra-op thread for torch in the test process and everything it starts (CLI runs,
+# Jupyter kernels, JupyterLab). The suite's models are tiny (batch 2-4, 32-64 px), so a
+# second thread gains nothing on a quiet machine; on a shared two-core machine, though, a
+# two-thread OpenMP team spins at every barrier while the other core is busy, and the same
+# CPU capture took 7-47 s instead of 3-8 s (measured 30 Nov 2026). Set it yourself to override.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+if "torch" in sys.modules:                          # imported before this file (a plugin)
+    sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -71,36 +81,104 @@ class ExecutedLesson:
         return [o for c in self.nb.cells if c.cell_type == "code" for o in c.outputs]
 
 
+#: The kit's own live H200 capture (issue 8), fed to the lessons built on profiler_5step.
+LIVE_BUNDLE = ROOT / "tests" / "data" / "live-h200-2026-11-30" / "profiler_full"
+#: The fixtures that run lessons, and the kind of run each asks for.
+_LESSON_FIXTURES = {"executed_lesson": "replay", "lesson_on_live_capture": "live"}
+
+
+def _lesson_runs_asked(items) -> list:
+    """The lesson runs the selected tests ask for, as (number, kind), in the order they run:
+    a test parametrized by a lesson ``path``, or one named ``test_lessonNN_...``."""
+    found = []
+    for item in items:
+        kinds = [k for f, k in _LESSON_FIXTURES.items() if f in getattr(item, "fixturenames", ())]
+        callspec = getattr(item, "callspec", None)
+        path = callspec.params.get("path") if callspec else None
+        m = re.match(r"test_lesson(\d\d)_", item.name)
+        n = path.name[:2] if isinstance(path, Path) else (m.group(1) if m else None)
+        for kind in kinds:
+            if n and (n, kind) not in found:
+                found.append((n, kind))
+    return found
+
+
+#: Lessons run side by side (each in its own kernel, a process of its own): two on a machine
+#: with two cores or more.
+LESSON_WORKERS = min(2, os.cpu_count() or 1)
+
+
 @pytest.fixture(scope="session")
-def executed_lesson(tmp_path_factory):
+def _lesson_runs(tmp_path_factory, request):
+    """Each lesson run once per session: ``get(number, kind)``, kind "replay" (see
+    executed_lesson) or "live" (see lesson_on_live_capture).
+    When the first run is asked for, every run the selected tests will ask for starts,
+    ``LESSON_WORKERS`` at a time, in the order the tests run: a test waits only for its own
+    run, and a lesson that failed to run fails every test that asks for it."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    import nbformat
+    from nbclient import NotebookClient
+    ipython_dir = tmp_path_factory.mktemp("ipython")
+    startup = ipython_dir / "profile_default" / "startup"
+    startup.mkdir(parents=True)
+    (startup / "00-display.py").write_text(
+        "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n")
+    # the environment as the session set it up (not as a test running meanwhile patches it)
+    session_env = dict(os.environ)
+
+    def execute(number: str, kind: str, cwd: Path) -> ExecutedLesson:
+        path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
+        nb = nbformat.read(path, as_version=4)
+        env = {k: v for k, v in session_env.items() if k not in ("KITLIB_REPLAY_DIR",)}
+        if kind == "live":
+            (cwd / "own").mkdir()
+            (cwd / "own" / "profiler_5step").symlink_to(LIVE_BUNDLE)
+            env.update(KITLIB_MODE="replay", KITLIB_REPLAY_DIR=str(cwd / "own"), MPLBACKEND="Agg")
+            own = True
+        else:
+            env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
+            own = int(number) % 2 == 1
+            if own:
+                env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
+        NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
+                       resources={"metadata": {"path": str(cwd)}}).execute(env=env)
+        return ExecutedLesson(nb, own)
+
+    pool = ThreadPoolExecutor(max_workers=LESSON_WORKERS, thread_name_prefix="lesson")
+    runs = {}
+
+    def start(number: str, kind: str):
+        if (number, kind) not in runs:
+            cwd = tmp_path_factory.mktemp(f"lesson{number}" + ("_live" if kind == "live" else ""))
+            runs[number, kind] = pool.submit(execute, number, kind, cwd)
+        return runs[number, kind]
+
+    def get(number: str, kind: str) -> ExecutedLesson:
+        if not runs:
+            for n, k in _lesson_runs_asked(request.session.items):
+                start(n, k)
+        return start(number, kind).result()
+    yield get
+    pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session")
+def executed_lesson(_lesson_runs):
     """Run a lesson (by its two-digit number) once per session and share the result between
     the run check (tests/test_lessons.py) and the figure checks (tests/test_lesson_figures.py).
     Odd-numbered lessons run on "your own" recordings (every recording linked into a
     KITLIB_REPLAY_DIR), even-numbered ones on the kit's: the figures are the same, the notes
     under the tables differ.
     Wide tables print on one line (pandas display width 200, up to 30 columns, set in an
-    IPython startup file of a private IPYTHONDIR), so a figure check can read a row."""
-    import nbformat
-    from nbclient import NotebookClient
-    done = {}
-    ipython_dir = tmp_path_factory.mktemp("ipython")
-    startup = ipython_dir / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-display.py").write_text(
-        "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n")
+    IPython startup file of a private IPYTHONDIR), so a figure check can read a row.
+    Runs start two at a time (see _lesson_runs)."""
+    return lambda number: _lesson_runs(number, "replay")
 
-    def run(number: str) -> ExecutedLesson:
-        if number not in done:
-            path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
-            nb = nbformat.read(path, as_version=4)
-            env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REPLAY_DIR",)}
-            env.update(KITLIB_MODE="replay", MPLBACKEND=INLINE, IPYTHONDIR=str(ipython_dir))
-            cwd = tmp_path_factory.mktemp(f"lesson{number}")
-            own = int(number) % 2 == 1
-            if own:
-                env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
-            NotebookClient(nb, timeout=300, kernel_name="python3",
-                           resources={"metadata": {"path": str(cwd)}}).execute(env=env)
-            done[number] = ExecutedLesson(nb, own)
-        return done[number]
-    return run
+
+@pytest.fixture(scope="session")
+def lesson_on_live_capture(_lesson_runs):
+    """A lesson built on profiler_5step run once per session on the kit's own live H200
+    capture (LIVE_BUNDLE, as profiler_5step in a KITLIB_REPLAY_DIR of its own) instead of the
+    reference recording, with the Agg backend. Runs start two at a time (see _lesson_runs)."""
+    return lambda number: _lesson_runs(number, "live")

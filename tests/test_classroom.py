@@ -104,7 +104,7 @@ def test_the_note_under_tables_and_figures(own_dir, tmp_path):
     env_mpl = os.environ.get("MPLBACKEND")
     os.environ["MPLBACKEND"] = "module://matplotlib_inline.backend_inline"
     try:
-        NotebookClient(nb, timeout=120, kernel_name="python3",
+        NotebookClient(nb, timeout=120, kernel_name="python3", shutdown_kernel="immediate",
                        resources={"metadata": {"path": str(tmp_path)}}).execute()
     finally:
         if env_mpl is None:

@@ -4,7 +4,6 @@ from pathlib import Path
 
 import nbformat
 import pytest
-from nbclient import NotebookClient
 
 LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9][0-9]_*.ipynb"))
 
@@ -66,20 +65,12 @@ def test_lesson_runs_in_replay_mode(path, executed_lesson):
     assert figure_count(run.nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
 
 
-LIVE_BUNDLE = Path(__file__).resolve().parent / "data" / "live-h200-2026-11-30" / "profiler_full"
-
-
 @pytest.mark.parametrize("path", [p for p in LESSONS if p.name[:2] in ("00", "02", "03")], ids=lambda p: p.stem)
-def test_lesson_runs_on_a_capture_the_kit_recorded_live(path, tmp_path, monkeypatch):
+def test_lesson_runs_on_a_capture_the_kit_recorded_live(path, lesson_on_live_capture):
     """The lessons built on profiler_5step, fed the kit's own live H200 capture
-    (through KITLIB_REPLAY_DIR) instead of the reference recording."""
-    (tmp_path / "own").mkdir()
-    (tmp_path / "own" / "profiler_5step").symlink_to(LIVE_BUNDLE)
-    monkeypatch.setenv("KITLIB_MODE", "replay")
-    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(tmp_path / "own"))
-    monkeypatch.setenv("MPLBACKEND", "Agg")
-    nb = nbformat.read(path, as_version=4)
-    NotebookClient(nb, timeout=300, kernel_name="python3", resources={"metadata": {"path": str(tmp_path)}}).execute()
+    (through KITLIB_REPLAY_DIR) instead of the reference recording (conftest's
+    lesson_on_live_capture)."""
+    nb = lesson_on_live_capture(path.name[:2]).nb
     outputs = [o for c in nb.cells if c.cell_type == "code" for o in c.outputs]
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")

@@ -464,9 +464,11 @@ def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
     """The profiled part of :func:`capture`: returns ``(prof, trace file names, step ms,
     wall-clock marks or None, recording start ns or None, end ns or None)``."""
     from torch.profiler import profile, schedule
-    traces = []
+    traces, stopped = [], []
 
     def on_ready(prof):
+        if stopped:          # the steps ended in an exception (Ctrl-C, SIGTERM, an error): the
+            return           # unfinished bundle is removed, so its trace is not written first
         name = "trace.json.gz" if not traces else f"trace_cycle{len(traces) + 1}.json.gz"
         prof.export_chrome_trace(str(out / name))
         traces.append(name)
@@ -484,8 +486,12 @@ def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
             with profile(schedule=schedule(wait=rec.wait, warmup=rec.warmup, active=rec.active,
                                            repeat=rec.repeat),
                          on_trace_ready=on_ready, **options) as prof:
-                times = _step_loop(wl, rec.profiled_steps, f"profiling ({rec.name})", progress,
-                                   prof.step, marks=marks)
+                try:
+                    times = _step_loop(wl, rec.profiled_steps, f"profiling ({rec.name})", progress,
+                                       prof.step, marks=marks)
+                except BaseException:
+                    stopped.append(True)
+                    raise
         else:
             t_rec = time.perf_counter_ns()
             with profile(**options) as prof:
