@@ -54,6 +54,13 @@ def _form(page, key):
     return page.locator(f".kitlib-answer-form-{key}").first
 
 
+def _type_answer(form, text: str):
+    """Type an answer and wait until the kernel holds it (the form says "not checked yet"
+    for exactly this text), so Check judges it and not an earlier answer."""
+    form.locator("input").fill(text)
+    form.locator(f".kitlib-pending[data-given='{text}']").wait_for(timeout=20_000)
+
+
 def test_lesson02_in_the_browser(lab, page, tmp_path):
     from kitlib.course import exercises
     from kitlib.readers.bundle import open_capture
@@ -67,12 +74,12 @@ def test_lesson02_in_the_browser(lab, page, tmp_path):
     right = exercises.lesson02(open_capture("profiler_5step"))["launch_count"].answer
     form = _form(page, "launch_count")
     form.scroll_into_view_if_needed()
-    form.locator("input").fill(str(right + 5))
+    _type_answer(form, str(right + 5))
     form.locator("button:has-text('Check')").click()
     wrong = form.locator(".kitlib-verdict[data-correct='false']")
     wrong.wait_for(timeout=20_000)
     assert "not quite" in wrong.inner_text()
-    form.locator("input").fill(str(right))
+    _type_answer(form, str(right))
     form.locator("button:has-text('Check')").click()
     form.locator(".kitlib-verdict[data-correct='true']").wait_for(timeout=20_000)
     # the explorer: choose another operator, its table changes
@@ -102,5 +109,6 @@ def test_lesson11_in_the_browser(lab, page, tmp_path):
     form = _form(page, "conv_bound")
     form.scroll_into_view_if_needed()
     form.locator("select").select_option("nsight compute")
+    form.locator(".kitlib-pending[data-given='nsight compute']").wait_for(timeout=20_000)
     form.locator("button:has-text('Check')").click()
     form.locator(".kitlib-verdict[data-correct='true']").wait_for(timeout=20_000)

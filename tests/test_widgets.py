@@ -29,6 +29,9 @@ def test_a_form_turns_a_wrong_answer_into_a_hint_and_a_right_one_into_a_confirma
     # the form counts the try on the question, as ex.check does
     assert lesson02["launch_count"].wrong_tries == 1
     form.answer_box.value = "3"             # 3 launches: cudaLaunchKernel ×2 and cudaLaunchKernelExC
+    # an edit takes the old verdict off the screen: the box's new answer is not checked yet
+    assert 'data-correct' not in form.feedback.value and 'data-given="3"' in form.feedback.value
+    assert "not checked yet" in form.feedback.value and form.answer_box.continuous_update
     form.check_button.click()
     assert form.verdicts[-1].correct is True and 'data-correct="true"' in form.feedback.value
     form.reveal_button.click()

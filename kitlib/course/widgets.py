@@ -29,6 +29,7 @@ __all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "rea
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
 VERDICT_CLASS = "kitlib-verdict"
+PENDING_CLASS = "kitlib-pending"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
@@ -101,10 +102,16 @@ class AnswerForm(widgets.VBox):
             self.answer_box = widgets.ToggleButtons(options=["yes", "no"], value=value, description="answer")
         else:
             self.answer_box = widgets.Text(value="" if start is None else str(start), description="answer",
-                                           placeholder="type your answer", continuous_update=False,
+                                           placeholder="type your answer", continuous_update=True,
                                            layout=widgets.Layout(width="22em"))
         self.check_button = widgets.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = widgets.Button(description="Reveal", icon="eye")
+        # every keystroke reaches the kernel as it is typed (continuous_update), and an edit
+        # replaces the old verdict with "not checked yet": Check then judges what the box
+        # shows, never an earlier answer whose verdict is still on screen. With the value
+        # sent only on blur, the browser could deliver Check's click before the new value
+        # (seen in tests/test_browser.py: '3' in the box, judged as the earlier '8').
+        self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
         self.feedback = widgets.HTML(layout=widgets.Layout(width="100%"))
@@ -132,6 +139,13 @@ class AnswerForm(widgets.VBox):
     def reveal(self):
         """Show the answer and why (as ``ex.reveal``)."""
         return self._show(self.exercises.reveal(self.question.key))
+
+    def _edited(self, value):
+        """The answer in the box changed: say it has not been checked yet."""
+        shown = "" if value is None else str(value)
+        self.feedback.value = (f'<div class="{PENDING_CLASS}" data-given="{html.escape(shown, quote=True)}" '
+                               f'style="color:{_COLOURS[None]}">{_MARKS[None]} <b>{html.escape(self.question.key)}'
+                               f"</b> — {html.escape(shown) or 'no answer'}: not checked yet</div>")
 
     def _show(self, verdict):
         self.verdicts.append(verdict)
