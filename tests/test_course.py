@@ -82,3 +82,23 @@ def test_this_machine_without_importing_torch_says_what_torch_says():
     assert light and full["torch"]
     assert {k: full[k] for k in light} == light
     assert (light.get("cudnn"), light.get("gpu")) == (full["cudnn"], full["gpu"])    # not just left out
+
+
+def test_auto_mode_and_lesson12_plan_without_a_driver_do_not_import_torch(monkeypatch):
+    """On a machine with no NVIDIA driver (this one, and most learners' laptops) ``auto``
+    mode decides on replay, and lesson 12 prints its torchrun command, without importing
+    torch; torch, asked, agrees that there is no CUDA GPU."""
+    import subprocess
+    import sys
+    if not course._no_nvidia_driver():
+        pytest.skip("an NVIDIA driver is present: only torch can tell")
+    code = ("import sys; from kitlib import course; from kitlib.course import ranks; "
+            "m = course.mode(); c = ranks.torchrun_command('out', True); "
+            "assert 'torch' not in sys.modules, 'torch was imported'; "
+            "print(m, c[c.index('--device') + 1], [a for a in c if a.startswith('--nproc')][0])")
+    env = {k: v for k, v in __import__("os").environ.items() if k != "KITLIB_MODE"}
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=env)
+    assert r.returncode == 0, r.stderr[-2000:]
+    assert r.stdout.split() == ["replay", "cpu", "--nproc_per_node=2"]
+    import torch
+    assert not torch.cuda.is_available()

@@ -33,8 +33,30 @@ from ..errors import KitError
 LIVE_RECIPES = {"profiler_5step": "full", "fixed_batch": "full", "cold_start_8step": "cold_start"}
 
 
+def _no_nvidia_driver() -> bool:
+    """True where no NVIDIA driver can be present, so torch could not see a CUDA GPU:
+    macOS (PyTorch has no CUDA build for it), or Linux with neither the driver's
+    ``/proc/driver/nvidia`` nor ``/dev/nvidia0`` nor ``nvidia-smi`` on the PATH.
+    Elsewhere (Windows, a driver present) only torch can tell."""
+    import shutil
+    import sys
+    if sys.platform == "darwin":
+        return True
+    if sys.platform.startswith("linux"):
+        return not (Path("/proc/driver/nvidia").exists() or Path("/dev/nvidia0").exists()
+                    or shutil.which("nvidia-smi"))
+    return False
+
+
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU (False when torch is not importable)."""
+    """Whether torch sees a CUDA GPU (False when torch is not importable).
+
+    Without an NVIDIA driver (:func:`_no_nvidia_driver`) the answer is False without
+    importing torch, which takes a second or more: a replay lesson on a laptop starts faster.
+    """
+    import sys
+    if "torch" not in sys.modules and _no_nvidia_driver():
+        return False
     try:
         import torch
         return bool(torch.cuda.is_available())

@@ -35,8 +35,9 @@ def live_plan() -> dict:
 
 def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
     """The ``torchrun`` command line of one live recording
-    (:func:`kitlib.capture.distributed.torchrun_command`)."""
-    return _torchrun_command(out_dir, straggler, plan)
+    (:func:`kitlib.capture.distributed.torchrun_command`), planned by :func:`live_plan`
+    unless ``plan`` is given (so replay does not import torch to print it)."""
+    return _torchrun_command(out_dir, straggler, plan or live_plan())
 
 
 def record_live(out_root=None, timeout_s: float = 900) -> dict:
