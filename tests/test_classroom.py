@@ -281,3 +281,23 @@ def test_info_says_which_recording_each_name_resolves_to(own_dir, capsys):
     assert re.search(rf"\n  profiler_5step\s+torch_profiler\s+your own recording \(H200\), 2026-11-29: "
                      rf"{re.escape(str(own_dir))}/profiler_5step  \[", text)
     assert re.search(rf"\n  ncu\s+ncu\s+kit's H200 reference, 2026-11-29: {re.escape(str(REF))}/ncu  \[", text)
+
+
+def test_found_in_by_place_compares_whole_folder_names(tmp_path, monkeypatch):
+    """A path is the learner's ("own") only inside $KITLIB_REPLAY_DIR itself, the kit's
+    only inside the reference folder; a sibling whose name merely starts the same
+    (``own2`` beside ``own``) is neither, and links are not followed."""
+    own = tmp_path / "own"
+    (own / "profiler_5step").mkdir(parents=True)
+    (tmp_path / "own2" / "profiler_5step").mkdir(parents=True)
+    (own / "linked").symlink_to(REF / "profiler_5step")
+    monkeypatch.setenv("KITLIB_REPLAY_DIR", str(own))
+    place = bundle._found_in_by_place
+    assert place(own / "profiler_5step") == "own"
+    assert place(own / "linked") == "own"                        # a link in the learner's folder stays theirs
+    assert place(tmp_path / "own2" / "profiler_5step") == "path"
+    assert place(REF / "profiler_5step") == "kit"
+    assert place(Path(str(REF) + "_copy") / "profiler_5step") == "path"
+    assert place(tmp_path) == "path"                              # the folder above is not inside
+    monkeypatch.delenv("KITLIB_REPLAY_DIR")
+    assert place(own / "profiler_5step") == "path" and place(REF / "ncu") == "kit"
