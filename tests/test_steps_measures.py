@@ -166,3 +166,76 @@ def test_innermost_range_search_is_the_containing_range_that_starts_last(trace):
         else:
             assert row is None
     assert sum(x is not None for x in got) > 300
+
+
+# -- step_measures: the shape of its table, the CPU-only branch, options and boundaries ----
+# (mutmut's survivors on step_measures, 1 December 2026: each test names what it pins)
+
+def test_step_measures_columns_dtypes_and_index(trace):
+    """The exact table a lesson prints: columns in order, integer dtypes (phases Int64,
+    <NA> where absent; counts int64) and a plain 0..n-1 index (no stray ``index`` column)."""
+    m = step_measures(trace)
+    assert m.columns.tolist() == ["step", "start_ns", "end_ns", "wall_ns", "data_load_ns", "h2d_ns",
+                                  "forward_ns", "backward_ns", "optimizer_ns", "device_busy_ns", "gpu_sum_ns",
+                                  "kernel_sum_ns", "idle_ns", "gaps", "longest_gap_ns", "gpu_launched"]
+    assert m.index.equals(__import__("pandas").RangeIndex(5))
+    assert {c: str(m[c].dtype) for c in m.columns if c.endswith("_ns") and c.split("_")[0] in
+            ("data", "h2d", "forward", "backward", "optimizer")} == dict.fromkeys(
+        ["data_load_ns", "h2d_ns", "forward_ns", "backward_ns", "optimizer_ns"], "Int64")
+    assert [str(m[c].dtype) for c in ("gaps", "longest_gap_ns", "gpu_launched")] == ["int64"] * 3
+    assert "note" not in m.attrs
+
+
+def test_step_measures_on_a_recording_without_gpu_work():
+    """The kit's two-rank CPU recording (Gloo): no device, so every device column is <NA>
+    (Int64), no launches, a note says why, and the index is 0..n-1."""
+    import pandas as pd
+    from conftest import REF
+    tr = kitlib.load_trace(REF / "ranks_balanced" / "rank0" / "trace.json.gz")
+    assert tr.gpu.empty
+    m = step_measures(tr)
+    device = ["device_busy_ns", "gpu_sum_ns", "kernel_sum_ns", "idle_ns", "gaps", "longest_gap_ns"]
+    assert m.columns.tolist()[-7:] == device + ["gpu_launched"]
+    for c in device:
+        assert str(m[c].dtype) == "Int64" and m[c].isna().all(), c
+    assert m["gpu_launched"].tolist() == [0] * len(m) and len(m) == len(tr.steps) > 0
+    assert m.attrs["note"] == "no GPU activity in this recording: the device columns are <NA>"
+    assert m.index.equals(pd.RangeIndex(len(m)))
+    assert m["wall_ns"].tolist() == tr.steps["dur_ns"].tolist()
+
+
+def test_step_measures_phases_and_min_gap_are_honoured(trace):
+    """``phases`` chooses the phase columns (a phase that never occurs gets none, rather than
+    zeros); ``min_gap_ns`` above every gap leaves no gap to count (0, not 1)."""
+    full = step_measures(trace)
+    some = step_measures(trace, phases=("forward", "no_such_phase"))
+    assert [c for c in some.columns if c.endswith("_ns")][3:5] == ["forward_ns", "device_busy_ns"]
+    assert "no_such_phase_ns" not in some.columns and "backward_ns" not in some.columns
+    assert some["forward_ns"].equals(full["forward_ns"])
+    # per step, the idle gaps over 1 ms that step_gaps lists, 0 where it lists none
+    listed = step_gaps(trace, 1_000_000)
+    assert full["gaps"].tolist() == [int((listed["step"] == s).sum()) for s in full["step"]] == [4, 1, 1, 0, 0]
+    assert full["longest_gap_ns"].tolist() == [int(listed.loc[listed["step"] == s, "dur_ns"].max())
+                                               if (listed["step"] == s).any() else 0 for s in full["step"]]
+    none = step_measures(trace, min_gap_ns=10**15)
+    assert none["gaps"].tolist() == [0] * 5 and none["longest_gap_ns"].tolist() == [0] * 5
+    assert none["device_busy_ns"].equals(full["device_busy_ns"])
+
+
+def test_step_measures_phase_bounds_and_threads(tmp_path):
+    """A phase counts in a step when its range lies inside the step on the step's own
+    thread, bounds included: a range ending exactly at the step's end counts, one on
+    another thread does not, and a zero-length range at the step's very end counts (0 ns,
+    not <NA>). Built by hand: one ProfilerStep#1 of 1000 µs on thread 1."""
+    import json
+    def ann(name, ts, dur, tid=1):
+        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+    events = [ann("ProfilerStep#1", 0, 1000),
+              ann("forward", 100, 200), ann("forward", 150, 300, tid=2),     # the second: another thread
+              ann("backward", 400, 600),                                     # ends exactly at the step's end
+              ann("optimizer", 1000, 0)]                                     # zero length, at the end
+    path = tmp_path / "bounds.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    m = step_measures(kitlib.load_trace(path))
+    assert m[["forward_ns", "backward_ns", "optimizer_ns"]].iloc[0].tolist() == [200_000, 600_000, 0]
+    assert "h2d_ns" not in m.columns and m["gpu_launched"].tolist() == [0]
