@@ -35,6 +35,9 @@ import kitlib
 from kitlib.readers.nsys import load_nsys
 mod_name, fn_name = sys.argv[1].rsplit(".", 1)
 fn = getattr(importlib.import_module(mod_name), fn_name)
+call = sys.argv[2]
+import numpy as np
+from kitlib import analyses
 ref = Path("data/reference")
 traces = set(ref.rglob("trace.json.gz")) | set((ref / "public-traces").glob("*.json.gz"))
 sources = [(str(p), lambda p=p: kitlib.load_trace(p)) for p in sorted(traces)]
@@ -60,17 +63,18 @@ for name, load in sources:
     except Exception as e:
         continue
     try:
-        out[name] = digest(fn(src))
+        out[name] = digest(eval(call, {"fn": fn, "src": src, "kitlib": kitlib, "pd": pd, "np": np,
+                                       "analyses": analyses, "importlib": importlib}))
     except Exception as e:
         out[name] = ("error", type(e).__name__, str(e)[:300])
 sys.stdout.buffer.write(pickle.dumps(out))
 '''
 
 
-def _run(function: str, mutant: str) -> dict:
+def _run(function: str, mutant: str, call: str = "fn(src)") -> dict:
     env = {**os.environ, "MUTANT_UNDER_TEST": mutant, "KITLIB_PROGRESS": "0", "KITLIB_TRACE_CACHE": "0",
            "PYTHONPATH": str(ROOT / "mutants")}
-    r = subprocess.run([sys.executable, "-c", _CHILD, function], cwd=ROOT / "mutants", env=env,
+    r = subprocess.run([sys.executable, "-c", _CHILD, function, call], cwd=ROOT / "mutants", env=env,
                        capture_output=True, timeout=900)
     if r.returncode != 0:
         return {"<crash>": r.stderr.decode(errors="replace")[-300:]}
@@ -80,6 +84,9 @@ def _run(function: str, mutant: str) -> dict:
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("function", help="dotted name, e.g. kitlib.analyses.steps.step_measures")
+    ap.add_argument("--call", default="fn(src)",
+                    help="how to call it on one recording `src` (a Trace or an NsysReport), e.g. "
+                         "\"fn(analyses.steps.device_work(src), src.steps[['step', 'start_ns', 'end_ns']])\"")
     ap.add_argument("mutants", nargs="*", help="mutant names (default: the survivors `mutmut results` lists)")
     a = ap.parse_args()
     if not (ROOT / "mutants").is_dir():
@@ -89,11 +96,13 @@ def main():
     names = a.mutants or [line.split(":")[0].strip() for line in subprocess.run(
         ["mutmut", "results"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
         if line.strip().startswith(prefix) and line.strip().endswith("survived")]
-    base = _run(a.function, "")
-    print(f"{a.function}: {len(base)} shipped recordings, {len(names)} surviving mutants")
+    base = _run(a.function, "", a.call)
+    errors = sum(1 for v in base.values() if v and v[0] == "error")
+    print(f"{a.function}: {len(base)} shipped recordings ({errors} where the unmutated call raises), "
+          f"{len(names)} surviving mutants")
     changed, same = [], []
     for n in names:
-        got = _run(a.function, n)
+        got = _run(a.function, n, a.call)
         diff = sorted(k for k in set(base) | set(got) if base.get(k) != got.get(k))
         (changed if diff else same).append(n)
         print(f"  {n.rsplit('_', 1)[-1]:>4}  {'changes a figure: ' + ', '.join(Path(d).parent.name or d for d in diff) if diff else 'same figures'}",
