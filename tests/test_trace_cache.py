@@ -169,3 +169,32 @@ def test_an_unchanged_file_is_not_read_again_and_a_changed_one_is(cache, tmp_pat
     assert kitlib.load_trace(src).ops["name"].tolist() == ["aten::mv"]
     assert reads == [src]
     assert trace_cache.clear() == 2 and not (cache.parent / "trace-hashes").exists()
+
+
+def test_the_kits_bundles_are_read_once_per_process_and_never_stale(tmp_path, monkeypatch):
+    """Opening a reference bundle again (lesson 09 opens nsys_8step three times; a lesson's
+    last cell re-opens its capture) hands back what was already read; a bundle outside the
+    reference folder is read afresh, and a file changed inside a reference copy is never
+    served from before the change."""
+    import shutil
+    import kitlib
+    from conftest import REF
+    a, b = kitlib.open_capture("nsys_8step"), kitlib.open_capture("nsys_8step")
+    assert a is not b and a.nsys is b.nsys
+    assert kitlib.open_capture("profiler_5step").memory_snapshot is kitlib.open_capture("profiler_5step").memory_snapshot
+    # a copy outside the reference folder: its own reads
+    own = tmp_path / "own" / "nsys_8step"
+    shutil.copytree(REF / "nsys_8step", own)
+    assert kitlib.open_capture(own).nsys is not kitlib.open_capture(own).nsys
+    # a reference folder of one's own (KITLIB_REFERENCE): shared until a file changes
+    ref = tmp_path / "ref"
+    shutil.copytree(REF / "profiler_5step", ref / "profiler_5step")
+    monkeypatch.setenv("KITLIB_REFERENCE", str(ref))
+    first = kitlib.open_capture("profiler_5step")
+    assert first.path == ref / "profiler_5step"
+    t = first.trace
+    assert kitlib.open_capture("profiler_5step").trace is t
+    trace_file = ref / "profiler_5step" / "trace.json.gz"
+    trace_file.write_bytes(trace_file.read_bytes()[:-10])       # cut short: no longer the manifest's file
+    with pytest.raises(kitlib.errors.BundleError):
+        kitlib.open_capture("profiler_5step").trace

@@ -32,6 +32,7 @@ import os
 import platform
 import sys
 from dataclasses import dataclass, field
+from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
@@ -326,6 +327,15 @@ class Capture:
             self._cache["nsys"] = load_nsys(self.file("report.sqlite"))
         return self._cache["nsys"]
 
+    @property
+    def memory_snapshot(self):
+        """The bundle's ``memory_snapshot.pickle`` as a
+        :class:`kitlib.readers.snapshot.MemorySnapshot` (loaded once)."""
+        if "memory_snapshot" not in self._cache:
+            from .snapshot import load_memory_snapshot
+            self._cache["memory_snapshot"] = load_memory_snapshot(self.file("memory_snapshot.pickle"))
+        return self._cache["memory_snapshot"]
+
     def step_times(self) -> dict:
         """``step_times.json``: ``{series name: [step wall time in ms, ...]}``."""
         return self.read_json("step_times.json")
@@ -490,10 +500,44 @@ def open_capture(path) -> Capture:
         q = Path(name)
         if q.is_absolute() or ".." in q.parts:
             raise BundleError(m, f"file name {name!r} points outside the bundle folder")
-    cap = Capture(path=p, manifest=manifest, found_in=found_in)
+    cap = Capture(path=p, manifest=manifest, found_in=found_in, _cache=_shared_cache(p, m))
     _OPENED[str(p)] = cap.label
     OPEN_LOG.append(cap.label)
     return cap
+
+
+#: What the kit's own reference bundles have loaded (trace, report, snapshot), shared by every
+#: Capture of the same bundle in this process: a lesson that opens ``nsys_8step`` three times,
+#: or a cell that re-opens its capture to survive a kernel restart, reads each file once.
+#: Keyed by folder and the stat of each of its files; the last few bundles only.
+_SHARED: "OrderedDict[tuple, dict]" = OrderedDict()
+_SHARED_MAX = 4
+
+
+def _shared_cache(p: Path, manifest_path: Path) -> dict:
+    """The ``_cache`` dict for a Capture of ``p``: shared for a bundle inside the kit's
+    reference folder (read-only data shipped with the kit), a new one for any other
+    (a learner's or a live bundle may be rewritten while a kernel runs)."""
+    ref = os.path.abspath(reference_dir())
+    here = os.path.abspath(p)
+    if os.path.commonpath([here, ref]) != ref:
+        return {}
+    def sig(f: Path):
+        try:
+            st = f.stat()
+        except OSError:
+            return None
+        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+    # the manifest and every file in the folder: a file changed since (a test damaging a
+    # copy of the references, say) gives another key, so nothing stale is handed out
+    key = (here, sig(manifest_path), tuple(sorted((f.name, sig(f)) for f in Path(p).iterdir())))
+    if key in _SHARED:
+        _SHARED.move_to_end(key)
+    else:
+        _SHARED[key] = {}
+        while len(_SHARED) > _SHARED_MAX:
+            _SHARED.popitem(last=False)
+    return _SHARED[key]
 
 
 def _found_in_by_place(p: Path) -> str:

@@ -17,7 +17,6 @@ def questions(capture) -> Exercises:
     recorded with ``profile_memory=True``; the memory snapshot comes from the
     capture when it has one, otherwise from the reference ``profiler_5step``)."""
     from ...analyses import memory as M
-    from ...readers.snapshot import load_memory_snapshot
     tr = capture.trace
     by_op = M.memory_by_operator(tr)
     conv = by_op.loc["aten::cudnn_convolution"]
@@ -26,7 +25,7 @@ def questions(capture) -> Exercises:
     per_step = M.memory_per_step(tl)
     growth = int(per_step["end_allocated_bytes"].iloc[-1] - per_step["start_allocated_bytes"].iloc[0])
     most_neg = by_op["self_bytes"].idxmin()
-    snap = load_memory_snapshot(_snapshot_capture(capture).file("memory_snapshot.pickle"))
+    snap = _snapshot_capture(capture).memory_snapshot
     new_segments = int((snap.events["action"] == "segment_alloc").sum())
     qs = [
         Question("conv_self_gib", "Self CUDA Mem of aten::cudnn_convolution over the recorded steps, in the "
