@@ -166,3 +166,29 @@ def test_bad_window_and_threshold():
         idle_gaps(TWO_STREAMS, min_gap_ns=-1)
     with pytest.raises(IntervalError, match="windows: .*negative duration"):
         per_window(TWO_STREAMS, pd.DataFrame({"start_ns": [10], "end_ns": [5]}))
+
+
+def test_per_window_counting_rules_dtypes_and_windows_given_by_duration():
+    """Worked on paper (mutmut's survivors on per_window, 1 December 2026):
+    window [10, 20), given by start and duration (so ``end_ns`` is added: 20);
+    intervals: [0, 10) ends at the window's start (not counted), [15, 15) zero-length
+    inside (counted, covers nothing), [10, 10) zero-length at the start (counted: the rule
+    is [start_ns, end_ns)), [20, 20) zero-length at the end (not counted), [12, 14) inside.
+    A second window [0, 10) holds the first interval only; a third, [16, 30), only the
+    zero-length [20, 20). Every figure column is int64."""
+    df = pd.DataFrame({"start_ns": [0, 15, 10, 20, 12], "dur_ns": [10, 0, 0, 0, 2]})
+    windows = pd.DataFrame({"name": ["w", "v", "u"], "start_ns": [10, 0, 16], "dur_ns": [10, 10, 14]})
+    out = per_window(df, windows)
+    assert out.columns.tolist() == ["name", "start_ns", "dur_ns", "end_ns", "window_ns", "busy_ns",
+                                    "sum_dur_ns", "idle_ns", "n_intervals"]
+    assert out["end_ns"].tolist() == [20, 10, 30]
+    assert out[["window_ns", "busy_ns", "sum_dur_ns", "idle_ns", "n_intervals"]].to_numpy().tolist() == \
+        [[10, 2, 2, 8, 3], [10, 10, 10, 0, 1], [14, 0, 0, 14, 1]]   # v: [10, 10) lies outside [0, 10)
+    assert {c: str(out[c].dtype) for c in ("window_ns", "busy_ns", "sum_dur_ns", "idle_ns", "n_intervals")} == \
+        dict.fromkeys(("window_ns", "busy_ns", "sum_dur_ns", "idle_ns", "n_intervals"), "int64")
+
+
+def test_per_window_with_nothing_at_all():
+    """No intervals and no windows: an empty table, not an error."""
+    out = per_window(pd.DataFrame({"start_ns": [], "dur_ns": []}), pd.DataFrame({"start_ns": [], "end_ns": []}))
+    assert out.empty and "busy_ns" in out.columns
