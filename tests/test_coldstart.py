@@ -131,3 +131,32 @@ def test_loader_epoch_length_from_config(monkeypatch):
     cfg = WorkloadConfig(batch_size=100, synthetic_images=1000, drop_last=False, device="cpu")
     assert coldstart.loader_epoch_length(cfg) == 10
     assert coldstart.loader_epoch_length(WorkloadConfig(batch_size=128, device="cpu")) == 14
+
+
+def test_data_load_ranges_table_is_relative_to_its_step(cold, report):
+    """Each row's times relative to its own step (as the source texts quote them): the
+    columns in order, ``start_in_step_ns = start_ns - step_start_ns`` and likewise the
+    end, with ``step_start_ns`` the step's own start; on the profiler trace and the report."""
+    from kitlib.analyses.steps import steps_of
+    for source in (cold.trace, report):
+        d = coldstart.data_load_ranges(source)
+        assert d.columns.tolist() == ["step", "step_start_ns", "start_ns", "end_ns", "dur_ns",
+                                      "start_in_step_ns", "end_in_step_ns"]
+        starts = steps_of(source).set_index("step")["start_ns"]
+        assert d["step_start_ns"].tolist() == starts.loc[d["step"]].tolist()
+        assert (d["start_in_step_ns"] == d["start_ns"] - d["step_start_ns"]).all()
+        assert (d["end_in_step_ns"] == d["end_ns"] - d["step_start_ns"]).all()
+        assert (d["start_in_step_ns"] >= 0).all() and (d["dur_ns"] == d["end_ns"] - d["start_ns"]).all()
+
+
+def test_data_load_ranges_and_step_gaps_say_what_is_missing(cold):
+    """The errors name the file and what is absent (a label in no step; a CPU-only
+    recording, which has no device and so no device gaps)."""
+    from conftest import REF
+    from kitlib.analyses.steps import step_gaps
+    with pytest.raises(KitError, match=r"trace\.json\.gz: no 'no_such_label' range inside any step"):
+        coldstart.data_load_ranges(cold.trace, label="no_such_label")
+    cpu = kitlib.load_trace(REF / "ranks_balanced" / "rank0" / "trace.json.gz")
+    with pytest.raises(KitError, match=r"trace\.json\.gz: no GPU activity in this recording \(no kernel, copy "
+                                       r"or set\): there is no device whose idle gaps could be found"):
+        step_gaps(cpu)

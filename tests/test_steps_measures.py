@@ -240,3 +240,10 @@ def test_step_measures_phase_bounds_and_threads(tmp_path):
     m = step_measures(kitlib.load_trace(path))
     assert m[["forward_ns", "backward_ns", "optimizer_ns"]].iloc[0].tolist() == [200_000, 600_000, 0]
     assert "h2d_ns" not in m.columns and m["gpu_launched"].tolist() == [0]
+
+
+def test_step_gaps_columns(trace):
+    """step_gaps' table as documented: the step first, then the gap, then the host's context."""
+    g = step_gaps(trace)
+    assert g.columns.tolist()[:6] == ["step", "start_ns", "end_ns", "dur_ns", "start_in_step_ns", "host_label"]
+    assert g.columns.tolist()[6:] == ["host_event", "host_event_kind"]
