@@ -247,3 +247,17 @@ def test_step_gaps_columns(trace):
     g = step_gaps(trace)
     assert g.columns.tolist()[:6] == ["step", "start_ns", "end_ns", "dur_ns", "start_in_step_ns", "host_label"]
     assert g.columns.tolist()[6:] == ["host_event", "host_event_kind"]
+
+
+def test_step_gaps_host_context_is_read_at_each_gaps_midpoint(report):
+    """What the host was inside is read at the middle of each gap (start + dur // 2), on the
+    steps' thread: the same rows host_context gives for those times (the first gap of
+    nsys_8step lasts over a second, long enough for the midpoint to matter)."""
+    from kitlib.analyses.steps import host_context
+    for source in (report, kitlib.open_capture("cold_start_8step").trace):
+        g = step_gaps(source)
+        mid = (g["start_ns"] + g["dur_ns"] // 2).to_numpy()
+        want = host_context(source, mid, tid=int(steps_of(source)["tid"].iloc[0]))
+        cols = ["host_label", "host_event", "host_event_kind"]
+        assert g[cols].reset_index(drop=True).equals(want[cols].reset_index(drop=True))
+        assert len(g) > 0
