@@ -518,16 +518,16 @@ def _shared_cache(p: Path, manifest_path: Path) -> dict:
     """The ``_cache`` dict for a Capture of ``p``: shared for a bundle inside the kit's
     reference folder (read-only data shipped with the kit), a new one for any other
     (a learner's or a live bundle may be rewritten while a kernel runs)."""
-    ref = os.path.abspath(reference_dir())
+    from .trace_cache import stat_signature
     here = os.path.abspath(p)
-    if os.path.commonpath([here, ref]) != ref:
+    if not _inside(here, reference_dir()):
         return {}
+
     def sig(f: Path):
         try:
-            st = f.stat()
+            return tuple(stat_signature(f.stat()))
         except OSError:
             return None
-        return st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns
     # the manifest and every file in the folder: a file changed since (a test damaging a
     # copy of the references, say) gives another key, so nothing stale is handed out
     key = (here, sig(manifest_path), tuple(sorted((f.name, sig(f)) for f in Path(p).iterdir())))
@@ -545,12 +545,18 @@ def _found_in_by_place(p: Path) -> str:
     reference folder, else ``"path"``: a recording opened by its path is labelled as the
     same recording opened by its name would be (links are not followed, so a learner's
     folder of links to the kit's recordings stays the learner's)."""
-    here = os.path.abspath(p)
     own = os.environ.get(REPLAY_DIR_ENV)
     for where, folder in (("own", own), ("kit", reference_dir())):
-        if folder and os.path.commonpath([here, os.path.abspath(folder)]) == os.path.abspath(folder):
+        if folder and _inside(p, folder):
             return where
     return "path"
+
+
+def _inside(path, folder) -> bool:
+    """Whether ``path`` is ``folder`` or lies below it, by whole names (``own2`` is not
+    inside ``own``); links are not followed."""
+    folder = os.path.abspath(folder)
+    return os.path.commonpath([os.path.abspath(path), folder]) == folder
 
 
 #: Labels of the recordings opened in this process, by folder (see :func:`opened_labels`).

@@ -312,21 +312,9 @@ _TOP_KEYS = ("baseTimeNanoseconds", "deviceProperties", "trace_id", "distributed
              "cuda_runtime_version", "cuda_driver_version", "cupti_version")
 
 
-class _TraceDoc(msgspec.Struct, gc=False):
-    traceEvents: list[_Event]
-    baseTimeNanoseconds: Any = msgspec.UNSET
-    deviceProperties: Any = msgspec.UNSET
-    trace_id: Any = msgspec.UNSET
-    distributedInfo: Any = msgspec.UNSET
-    record_shapes: Any = msgspec.UNSET
-    profile_memory: Any = msgspec.UNSET
-    with_stack: Any = msgspec.UNSET
-    with_flops: Any = msgspec.UNSET
-    with_modules: Any = msgspec.UNSET
-    schemaVersion: Any = msgspec.UNSET
-    cuda_runtime_version: Any = msgspec.UNSET
-    cuda_driver_version: Any = msgspec.UNSET
-    cupti_version: Any = msgspec.UNSET
+#: The document: its event list, and the top-level keys read (absent ones stay UNSET).
+_TraceDoc = msgspec.defstruct("_TraceDoc", [("traceEvents", list[_Event])]
+                              + [(k, Any, msgspec.UNSET) for k in _TOP_KEYS], gc=False)
 
 
 _TRACE_DECODER = msgspec.json.Decoder(_TraceDoc)

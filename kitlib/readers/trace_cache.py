@@ -88,7 +88,9 @@ def _hashes() -> Path:
     return cache_dir() / "trace-hashes"
 
 
-def _signature(st: os.stat_result) -> list:
+def stat_signature(st: os.stat_result) -> list:
+    """What says a file is unchanged without reading it: device, inode, size, and
+    modification and change times (ns), as git's index keeps them."""
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
@@ -113,7 +115,7 @@ def remembered_hash(path, st: os.stat_result) -> str | None:
     try:
         import orjson
         m = orjson.loads(_memo(path).read_bytes())
-        if m.get("stat") != _signature(st) or m["remembered_ns"] - st.st_ctime_ns < RACY_NS:
+        if m.get("stat") != stat_signature(st) or m["remembered_ns"] - st.st_ctime_ns < RACY_NS:
             return None
         return m["sha256"]
     except Exception:
@@ -128,7 +130,7 @@ def remember_hash(path, st: os.stat_result, content: str) -> None:
         _hashes().mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=_hashes(), suffix=".tmp")
         with os.fdopen(fd, "wb") as f:
-            f.write(orjson.dumps({"path": str(path), "stat": _signature(st), "sha256": content,
+            f.write(orjson.dumps({"path": str(path), "stat": stat_signature(st), "sha256": content,
                                   "remembered_ns": _now_ns()}))
         os.replace(tmp, _memo(path))
     except Exception:
