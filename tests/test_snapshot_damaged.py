@@ -95,3 +95,21 @@ def test_code_is_still_refused_inside_a_damaged_snapshot(tmp_path, raw):
     with pytest.raises(UnsafePickleError, match="os.system"):
         load_memory_snapshot(p)
     assert not (tmp_path / "PWNED").exists()
+
+
+def test_a_damaged_frame_shared_by_many_stacks_is_found_where_it_first_appears(raw, tmp_path):
+    # The snapshot's pickle shares each frame dict between many stack entries, and the
+    # checker looks at each sound frame dict once: a damaged shared one must still be
+    # reported, at its first appearance in reading order (segments, then device_traces).
+    r = copy.deepcopy(raw)          # deepcopy keeps the sharing (its memo), as pickle does
+    frame = r["device_traces"][0][9]["frames"][0]
+    places = [f"segments[{i}]['blocks'][{j}]['frames'][{k}]"
+              for i, s in enumerate(r["segments"]) for j, b in enumerate(s.get("blocks", []))
+              for k, f in enumerate(b.get("frames") or []) if f is frame]
+    places += [f"device_traces[{d}][{e}]['frames'][{k}]"
+               for d, tr in enumerate(r["device_traces"]) for e, ev in enumerate(tr)
+               for k, f in enumerate(ev.get("frames") or []) if f is frame]
+    assert len(places) > 1, "the reference snapshot shares this frame between stacks"
+    frame["line"] = "2817"
+    msg = _refused(_write(tmp_path / "shared.pickle", r), f"{places[0]}['line'] is text")
+    assert places[1] not in msg

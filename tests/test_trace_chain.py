@@ -141,3 +141,20 @@ def test_relative_time_base_and_triton_driver_launch(public_trace):
 def test_links_are_documented():
     tr = load_trace(REF / "fixed_batch" / "trace.json.gz")
     assert set(chain(tr)["link"]) <= set(LINKS)
+
+
+def test_chain_is_worked_out_once_per_trace_and_each_caller_gets_its_own_copy():
+    # Lessons ask for the same trace's chain many times; chain() keeps it in the trace's
+    # own cache. A caller changing its copy changes no one else's, each method is kept
+    # apart, and a trace whose tables were replaced is worked out again.
+    tr = load_trace(REF / "profiler_5step" / "trace.json.gz")     # its own object: changed below
+    first = chain(tr)
+    assert ("chain", "auto") in tr._cache
+    first.loc[:, "op_name"] = "changed by a caller"
+    again = chain(tr)
+    assert (again["op_name"] != "changed by a caller").all() and again.equals(chain(tr))
+    assert set(chain(tr, method="time_nesting")["link"]) == {"time_nesting"}
+    assert set(chain(tr, method="external_id")["link"]) == {"external_id"}
+    tr.launches = tr.launches.iloc[: len(tr.launches) // 2]       # half the launches
+    fewer = chain(tr)
+    assert (fewer["launch_row"] >= 0).sum() < (again["launch_row"] >= 0).sum()

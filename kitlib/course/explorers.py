@@ -92,19 +92,21 @@ class Explorer(widgets.VBox):
         self.table = table
         self.figure_png = None
         if fig is not None:
+            # drawn once, as the inline backend draws a figure (its own dpi, cropped to
+            # what is drawn), and that one PNG shown both live and in the static view
             buf = io.BytesIO()
-            fig.savefig(buf, format="png", dpi=80, bbox_inches="tight")
+            fig.savefig(buf, format="png", bbox_inches="tight")
             self.figure_png = buf.getvalue()
         if in_kernel():
-            from IPython.display import HTML, display
+            from IPython.display import HTML, Image, display
             with self.table_out:
                 self.table_out.clear_output(wait=True)
                 display(HTML(f"<p>{html.escape(self.message)}</p>") if table is None
                         else readable(table, max_width_em=8))
             with self.figure_out:
                 self.figure_out.clear_output(wait=True)
-                if fig is not None:
-                    display(fig)
+                if self.figure_png is not None:
+                    display(Image(data=self.figure_png, format="png"))
         if fig is not None:
             plt.close(fig)
 
@@ -114,7 +116,7 @@ class Explorer(widgets.VBox):
         parts.append(f"<p>{html.escape(self.message)}</p>" if self.table is None
                      else self.table.to_html(max_rows=30, border=0))
         if self.figure_png:
-            parts.append(f'<img alt="{html.escape(self.title)}" '
+            parts.append(f'<img alt="{html.escape(self.title)}" style="max-width: 100%" '
                          f'src="data:image/png;base64,{base64.b64encode(self.figure_png).decode()}"/>')
         from .labels import note_html
         parts.append(note_html())          # which recordings, as under any table

@@ -454,18 +454,26 @@ def _need(d: dict, key, where: str, kinds, optional=False, nonneg=False):
     return None
 
 
-def _check_frames(frames, where: str):
+def _check_frames(frames, where: str, seen: set | None = None):
+    """A problem sentence for a stack's ``frames``, or None. ``seen`` holds the ids of
+    frame dicts already found sound in this snapshot (its pickle shares a few hundred
+    frame dicts between hundreds of thousands of stack entries): each is checked once."""
     if frames is None:
         return None
     if not isinstance(frames, list):
         return f"{where}['frames'] is {_kind(frames)}, where the allocator writes a list of frames"
+    if seen is None:
+        seen = set()
     for f in frames:                      # the usual case, checked without building a message
+        if id(f) in seen:
+            continue
         if type(f) is not dict:
             break
         fn, nm, ln = f.get("filename"), f.get("name"), f.get("line")
         if not ((fn is None or type(fn) is str) and (nm is None or type(nm) is str)
                 and (ln is None or type(ln) is int and -_INT64_MAX <= ln <= _INT64_MAX)):
             break
+        seen.add(id(f))
     else:
         return None
     for j, f in enumerate(frames):
@@ -488,6 +496,7 @@ def _check_snapshot(raw: dict):
     ``addr``, ``size``, ``time_us`` and ``frames``; each annotation's ``stage``,
     ``name`` and ``time_us``. Keys kitlib does not use may hold anything.
     """
+    seen: set = set()           # frame dicts found sound (raw, alive here, keeps their ids apart)
     for i, seg in enumerate(raw["segments"]):
         where = f"segments[{i}]"
         if not isinstance(seg, dict):
@@ -510,7 +519,7 @@ def _check_snapshot(raw: dict):
             bad = (_need(b, "size", bw, _INT, nonneg=True) or _need(b, "state", bw, (str,))
                    or _need(b, "address", bw, _INT, optional=True, nonneg=True)
                    or _need(b, "requested_size", bw, _INT, optional=True, nonneg=True)
-                   or _check_frames(b.get("frames"), bw))
+                   or _check_frames(b.get("frames"), bw, seen))
             if bad:
                 return bad
     traces = raw.get("device_traces") or []
@@ -528,7 +537,7 @@ def _check_snapshot(raw: dict):
             bad = (_need(e, "action", ew, (str,)) or _need(e, "addr", ew, _INT, optional=True)
                    or _need(e, "size", ew, _INT, optional=True, nonneg=True)
                    or _need(e, "time_us", ew, _INT, optional=True)
-                   or _check_frames(e.get("frames"), ew))
+                   or _check_frames(e.get("frames"), ew, seen))
             if bad:
                 return bad
             if not isinstance(e.get("stream"), (int, type(None))):
