@@ -354,6 +354,54 @@ def test_four_measures_of_step_2_from_raw_json():
     assert {k: int(m[k]) for k in expected} == expected
 
 
+def _merged_ns(spans):
+    """Length of the union of (start, end) spans, worked out here without kitlib."""
+    total, cur = 0, None
+    for a, b in sorted(spans):
+        if cur is None or a > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return total + (0 if cur is None else cur[1] - cur[0])
+
+
+def test_four_measures_whole_table_of_step_2_from_raw_json():
+    """The rest of lesson 03's table as a learner reads it: each row's clock and its
+    sentence, whose counts (2,696 operators on 2 threads, 745 GPU events, 541 kernels)
+    and the top-level figure (each thread's operator intervals merged, 45,281,443 ns) are
+    counted here from the raw JSON; host_ops_self_sum (38,099,312 ns) rests on the
+    profiler's tree, which tests/test_oracle.py checks against key_averages()."""
+    from kitlib.analyses.four_measures import four_measures
+    from kitlib.readers.trace import load_trace
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    s = next(e for e in ev if e.get("name") == "ProfilerStep#2")
+    t0, t1 = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= _ns(e["ts"]) < t1]
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    threads = sorted({e["tid"] for e in ops}, key=str)
+    top = sum(_merged_ns([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ops if e["tid"] == t])
+              for t in threads)
+    n_kernels = sum(e["cat"] == "kernel" for e in gpu)
+    assert (len(ops), len(threads), len(gpu), n_kernels, top) == (2696, 2, 745, 541, 45_281_443)
+    got = four_measures(load_trace(REF / "profiler_5step" / "trace.json.gz"), step=2)
+    assert got.columns.tolist() == ["measure", "clock", "value_ns", "what"]
+    assert got.index.tolist() == list(range(7)) and str(got["value_ns"].dtype) == "int64"
+    assert [tuple(r) for r in got[["measure", "clock", "what"]].itertuples(index=False)] == [
+        ("wall", "host", f"host interval of {s['name']}"),
+        ("host_ops_total_sum", "host", f"totals of {len(ops):,} operators summed: nested calls counted again"),
+        ("host_ops_self_sum", "host", "self times summed: each ns of operator time once, CUDA API calls left out"),
+        ("host_ops_top_level", "host", f"operator intervals merged per thread, summed over {len(threads)} thread(s)"),
+        ("device_busy", "device", f"union of the {len(gpu):,} kernels, copies and sets the step launched"),
+        ("gpu_sum", "device", "the same GPU events' durations summed"),
+        ("kernel_sum", "device", f"durations of the {n_kernels:,} kernels summed"),
+    ]
+    assert int(got.set_index("measure").loc["host_ops_top_level", "value_ns"]) == top
+
+
 def test_queue_delay_of_the_first_convolution_from_raw_json():
     """Lesson 02's queue delay: the first aten::cudnn_convolution's third launch (PROVENANCE.md:
     cudaLaunchKernelExC 12.929 µs) to the start of its kernel (732.513 µs long)."""

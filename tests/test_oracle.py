@@ -57,6 +57,29 @@ def test_every_row_of_every_grouping_matches_the_profiler(recording, by, groupin
     assert bad.empty, bad[["name"] + DIFFS]
 
 
+def test_self_total_matches_the_profilers_self_and_total_cpu_time_by_name(recording):
+    """``four_measures.self_total`` (lessons 01 and 03's self/total table) against the same
+    run's ``key_averages()`` by name: every operator and record_function row's count,
+    CPU total and self CPU time to the ns (only ``ProfilerStep*``, a step, is not an
+    operator row here); its columns, children_ns = total - self, and the order a learner
+    reads it in (total time, longest first)."""
+    from kitlib.analyses.four_measures import self_total
+    name, tr = recording
+    st = self_total(tr)
+    assert st.columns.tolist() == ["name", "kind", "calls", "total_ns", "self_ns", "children_ns"]
+    assert st.index.tolist() == list(range(len(st)))
+    assert (st["children_ns"] == st["total_ns"] - st["self_ns"]).all()
+    assert st["total_ns"].is_monotonic_decreasing
+    rows = {r["key"]: r for r in _rows(name, "name")}
+    assert set(rows) - set(st["name"]) == {"ProfilerStep*"} and set(st["name"]) <= set(rows)
+    got = st.set_index("name")
+    for key, r in rows.items():
+        if key == "ProfilerStep*":
+            continue
+        assert (got.loc[key, "calls"], got.loc[key, "total_ns"], got.loc[key, "self_ns"]) == \
+            (r["count"], round(r["cpu_time_total"] * 1000), round(r["self_cpu_time_total"] * 1000)), key
+
+
 def test_python_frames_are_children_by_the_traces_own_rule(recording):
     name, tr = recording
     assert tr.meta["python_frames_are_children"] is True

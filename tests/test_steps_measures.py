@@ -261,3 +261,39 @@ def test_step_gaps_host_context_is_read_at_each_gaps_midpoint(report):
         cols = ["host_label", "host_event", "host_event_kind"]
         assert g[cols].reset_index(drop=True).equals(want[cols].reset_index(drop=True))
         assert len(g) > 0
+
+
+def test_four_measures_bounds_and_a_given_chain(tmp_path):
+    """Which events belong to a step, worked on paper. Built by hand: ProfilerStep#1 from 0
+    to 1000 µs on thread 1 and ProfilerStep#2 after it. An operator counts when it starts inside [start, end): one at
+    the step's first µs counts, one starting exactly at its end does not. A GPU event
+    counts when its launch starts inside [start, end], both ends included. A ``chain_df``
+    passed in is the one used."""
+    import json
+    from kitlib.analyses.chain import chain
+
+    def x(cat, name, ts, dur, tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    events = [x("user_annotation", "ProfilerStep#1", 0, 1000), x("user_annotation", "ProfilerStep#2", 1000, 1000),
+              x("cpu_op", "aten::add", 0, 10, **{"External id": 1}),          # at the start: in
+              x("cpu_op", "aten::mul", 1000, 10, **{"External id": 2}),       # at the end: out (step 2's)
+              x("cuda_runtime", "cudaLaunchKernel", 0, 5, correlation=11, **{"External id": 1}),
+              x("cuda_runtime", "cudaLaunchKernel", 1000, 5, correlation=12, **{"External id": 2}),
+              x("cuda_runtime", "cudaLaunchKernel", 1001, 5, correlation=13, **{"External id": 2}),
+              x("kernel", "k_first", 20, 30, tid=7, correlation=11, device=0, stream=7),
+              x("kernel", "k_at_end", 1020, 40, tid=7, correlation=12, device=0, stream=7),
+              x("kernel", "k_after", 1100, 50, tid=7, correlation=13, device=0, stream=7)]
+    path = tmp_path / "bounds.json"
+    path.write_text(json.dumps({"schemaVersion": 1, "traceEvents": events}))
+    tr = kitlib.load_trace(path)
+    m = four_measures(tr).set_index("measure")
+    assert m.loc["host_ops_total_sum", "value_ns"] == 10_000            # aten::add only
+    assert m.loc["host_ops_total_sum", "what"].startswith("totals of 1 operators")
+    assert m.loc["gpu_sum", "value_ns"] == 70_000                       # k_first + k_at_end
+    assert m.loc["device_busy", "value_ns"] == 70_000 and m.loc["kernel_sum", "value_ns"] == 70_000
+    # self_total's step filter is the same [start, end)
+    assert self_total(tr, step=1, kinds=("op",))["name"].tolist() == ["aten::add"]
+    assert self_total(tr, step=2, kinds=("op",))["name"].tolist() == ["aten::mul"]
+    given = chain(tr)
+    given["gpu_dur_ns"] = given["gpu_dur_ns"] * 2
+    assert four_measures(tr, chain_df=given).set_index("measure").loc["gpu_sum", "value_ns"] == 140_000
