@@ -67,6 +67,50 @@ def test_gap_activity(report):
     assert tp.loc["pt_data_worker", "processes"] == 8 and tp.loc["pt_data_worker", "osrt_rows"] == 0
 
 
+def test_gap_activity_whole_table_from_the_sqlite_export(report):
+    """Lesson 04's table of what each thread did during the first data_load range, rebuilt
+    here from the export with sqlite3 alone: every OSRT_API and CUPTI runtime row that
+    overlaps the window, cut to it, per (process, thread, source, call) with Nsight's
+    version suffix (``_v7000``) dropped; thread names from ThreadNames. 73 rows; sorted
+    by process, thread, then time in the window, longest first."""
+    import re
+    import sqlite3
+    d = coldstart.data_load_ranges(report).iloc[0]
+    w0, w1 = int(d["start_ns"]), int(d["end_ns"])
+    con = sqlite3.connect(f"file:{kitlib.open_capture('nsys_8step').file('report.sqlite')}?mode=ro", uri=True)
+    text = dict(con.execute("SELECT id, value FROM StringIds"))
+    thread_name = {g: text[n] for n, g in con.execute("SELECT nameId, globalTid FROM ThreadNames")}
+    want = {}
+    for source, table in (("OS runtime", "OSRT_API"), ("CUDA API", "CUPTI_ACTIVITY_KIND_RUNTIME")):
+        for start, end, gtid, name_id in con.execute(f"SELECT start, end, globalTid, nameId FROM {table}"):
+            a, b = max(start, w0), min(end, w1)
+            if a > b or (a == b and start != end):
+                continue
+            key = ((gtid >> 24) & 0xFFFFFF, gtid & 0xFFFFFF, thread_name.get(gtid, "?"), source,
+                   re.sub(r"_v\d+$", "", text[name_id]))
+            calls, inside, longest = want.get(key, (0, 0, 0))
+            want[key] = (calls + 1, inside + b - a, max(longest, end - start))
+    con.close()
+    got = coldstart.gap_activity(report, w0, w1)
+    assert got.columns.tolist() == ["pid", "tid", "thread", "source", "call", "calls", "in_window_ns", "longest_ns"]
+    assert str(got["in_window_ns"].dtype) == "int64" and got.index.tolist() == list(range(len(got)))
+    assert len(got) == len(want) == 73
+    assert {tuple(r[:5]): tuple(r[5:]) for r in got.itertuples(index=False)} == want
+    order = sorted(((p, t, -i) for (p, t, *_), (_, i, _) in want.items()))
+    assert list(zip(got["pid"], got["tid"], -got["in_window_ns"])) == order
+    assert {"OS runtime", "CUDA API"} <= set(got["source"]) and "pt_data_pin" in set(got["thread"])
+
+
+def test_gap_activity_refuses_what_it_cannot_read(report, cold):
+    with pytest.raises(KitError, match="gap_activity needs an NsysReport .load_nsys., got Trace"):
+        coldstart.gap_activity(cold.trace, 0, 1)
+    with pytest.raises(KitError, match="window ends before it starts: 5 > 4"):
+        coldstart.gap_activity(report, 5, 4)
+    empty = coldstart.gap_activity(report, 5, 5)       # a zero-length window before anything ran
+    assert empty.columns.tolist() == ["pid", "tid", "thread", "source", "call", "calls", "in_window_ns", "longest_ns"]
+    assert empty.empty
+
+
 def test_cold_start_figures_beside_b300(report, cold):
     from kitlib.course.sources import B300
     f = coldstart.cold_start_figures(report=report, b300=B300).set_index("measure")

@@ -568,7 +568,17 @@ def test_memory_timeline_labels_from_raw_json():
     phases = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), e["name"]) for e in ev
               if e.get("cat") == "user_annotation" and e["name"] in ("data_load", "h2d", "forward", "backward", "optimizer")]
     tl = M.memory_timeline(kitlib.open_capture("profiler_5step").trace)
+    assert tl.columns.tolist() == ["start_ns", "tid", "bytes", "allocated_bytes", "reserved_bytes", "device_id",
+                                   "step", "phase", "op"]
+    assert tl.index.tolist() == list(range(len(mem)))
+    assert {c: str(tl[c].dtype) for c in ["start_ns", "tid", "bytes", "allocated_bytes", "reserved_bytes",
+                                          "device_id", "step"]} == {
+        "start_ns": "int64", "tid": "int64", "bytes": "int64", "allocated_bytes": "int64",
+        "reserved_bytes": "int64", "device_id": "int64", "step": "Int64"}
     assert tl["start_ns"].tolist() == t.tolist()
+    for col, key in (("tid", None), ("bytes", "Bytes"), ("allocated_bytes", "Total Allocated"),
+                     ("reserved_bytes", "Total Reserved"), ("device_id", "Device Id")):
+        assert tl[col].tolist() == [e["tid"] if key is None else e["args"][key] for e in mem], col
     assert [None if s is pd.NA else int(s) for s in tl["step"].tolist()] == latest_containing(steps)
     expected_phase = latest_containing(phases)
     assert [p if isinstance(p, str) else None for p in tl["phase"]] == expected_phase   # no label: NaN
