@@ -1,4 +1,6 @@
 """The analyses added for issue 11's corrections, on the reference recordings."""
+from pathlib import Path
+
 import pytest
 
 from kitlib.analyses import dataloader, flop_rates, host_calls
@@ -51,6 +53,52 @@ def test_matched_rates_pair_flops_with_the_time_of_the_same_work():
     assert r.loc["convolutions, forward + backward", "device_ms_per_step"] < r.loc["whole step", "device_ms_per_step"]
 
 
+def test_matched_rates_every_cell_from_the_profilers_own_figures():
+    """Lesson 08's rate table, each cell derived here from figures kitlib did not make: the
+    profiler's key_averages() rows of fixed_batch (aten::conv2d's FLOPs; the device time of
+    aten::cudnn_convolution, 25,404.581 µs, and of aten::convolution_backward, 63,830.301 µs,
+    over 5 steps), FlopCounterMode's count of one step (flop_counter_one_step.json), and the
+    union of the GPU events that have a launch in the trace, merged here from the raw JSON
+    (208,142,483 ns over the 5 steps)."""
+    import gzip
+    import json
+    cap = open_capture("fixed_batch")
+    counts = cap.read_json("flop_counter_one_step.json")
+    ka = {x["key"]: x for x in cap.key_averages()["by_name"]}
+    fwd_ns = round(ka["aten::cudnn_convolution"]["device_time_total_us"] * 1000)
+    bwd_ns = round(ka["aten::convolution_backward"]["device_time_total_us"] * 1000)
+    assert (fwd_ns, bwd_ns, ka["aten::conv2d"]["flops"]) == (25_404_581, 63_830_301, 5_231_534_407_680)
+    ev = json.loads(gzip.decompress(cap.file("trace.json.gz").read_bytes()))["traceEvents"]
+    launched = {e["args"]["correlation"] for e in ev
+                if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    spans = sorted((round(e["ts"] * 1000), round(e["ts"] * 1000) + round(e["dur"] * 1000)) for e in ev
+                   if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["args"].get("correlation") in launched)
+    busy, cur = 0, list(spans[0])
+    for a, b in spans[1:]:
+        if a > cur[1]:
+            busy, cur = busy + cur[1] - cur[0], [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    busy += cur[1] - cur[0]
+    assert busy == 208_142_483
+    n = 5
+    flops = [ka["aten::conv2d"]["flops"] / n,
+             counts["by_op"]["aten.convolution"] + counts["by_op"]["aten.convolution_backward"], counts["total"]]
+    device_ns = [fwd_ns / n, (fwd_ns + bwd_ns) / n, busy / n]
+    r = flop_rates.matched_rates(cap.trace, counts)
+    assert r.columns.tolist() == ["flops_from", "time_of", "tflop_per_step", "device_ms_per_step", "tflops_estimate"]
+    assert r["flops_from"].tolist() == ["with_flops: aten::conv2d",
+                                        "FlopCounterMode: aten.convolution + aten.convolution_backward",
+                                        "FlopCounterMode: total"]
+    assert r["time_of"].tolist() == ["kernels under aten::conv2d",
+                                     "kernels under aten::conv2d and aten::convolution_backward",
+                                     "GPU busy time (every kernel, copy and memset launched in the window)"]
+    assert r["tflop_per_step"].tolist() == pytest.approx([f / 1e12 for f in flops], rel=1e-12)
+    assert r["device_ms_per_step"].tolist() == pytest.approx([d / 1e6 for d in device_ns], rel=1e-12)
+    assert r["tflops_estimate"].tolist() == pytest.approx([f / (d * 1e-9) / 1e12 for f, d in zip(flops, device_ns)],
+                                                          rel=1e-12)
+
+
 def test_every_same_stream_overlap_was_launched_with_cudaLaunchKernelExC(ref_trace):
     """Lesson 03: 130 kernels start before their predecessor on the stream ends, all from ExC launches."""
     from kitlib.analyses.chain import chain
@@ -95,3 +143,18 @@ def test_main_thread_lock_released_when_the_pin_threads_host_alloc_returns():
     r = c.iloc[0]
     assert (r["inside_call"], r["other_thread"], r["other_call"]) == ("cudaMemcpyAsync", "pt_data_pin", "cudaHostAlloc")
     assert round(r["lock_dur_ns"] / 1e6) == 64 and 0 < r["granted_after_other_returned_ns"] < 50_000
+
+
+def test_matched_rates_say_what_is_missing(tmp_path):
+    """A rate per step needs steps, and the convolutions' device time: a CPU recording (the
+    oracle's resnet18) has the first and not the second; a hand-built trace has neither."""
+    import json
+    import kitlib
+    cpu = Path(__file__).resolve().parent / "data" / "oracle-cpu" / "resnet18" / "trace.json.gz"
+    with pytest.raises(KitError, match=r"resnet18/trace\.json\.gz: no device time under aten::conv2d$"):
+        flop_rates.matched_rates(kitlib.load_trace(cpu), {"total": 1, "by_op": {}})
+    bare = tmp_path / "no_steps.json"
+    bare.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1,
+                                                 "tid": 1, "ts": 0, "dur": 1}]}))
+    with pytest.raises(KitError, match=r"no_steps\.json: rates per step need ProfilerStep#N annotations$"):
+        flop_rates.matched_rates(kitlib.load_trace(bare), {"total": 1, "by_op": {}})
