@@ -354,6 +354,39 @@ def test_four_measures_of_step_2_from_raw_json():
     assert {k: int(m[k]) for k in expected} == expected
 
 
+@pytest.mark.parametrize("rank,expected", [
+    (0, {"wall": 607_312_000, "host_ops_total_sum": 370_921_000, "device_busy": 278_680_000,
+         "gpu_sum": 302_241_000, "kernel_sum": 301_579_000}),
+    (1, {"wall": 607_904_000, "host_ops_total_sum": 373_015_000, "device_busy": 272_003_000,
+         "gpu_sum": 306_242_000, "kernel_sum": 303_575_000})])
+def test_four_measures_on_epoch_times_from_raw_json(rank, expected):
+    """The public NCCL pair writes times since the Unix epoch (1.68e18 ns, beyond float64's
+    exact integers): ``four_measures`` of its first step (ProfilerStep#551) must keep every
+    ns. Recomputed here with exact integer and decimal arithmetic from the raw JSON."""
+    from decimal import Decimal
+    from kitlib.analyses.four_measures import four_measures
+    from kitlib.readers.trace import load_trace
+    path = REF / "public-traces" / f"hta_2024-03_nccl_sampled_rank{rank}.json.gz"
+    with gzip.open(path, "rt") as f:
+        ev = json.load(f, parse_float=Decimal)["traceEvents"]
+
+    def ns(us):
+        return int(Decimal(us) * 1000)
+    s = next(e for e in ev if e.get("name") == "ProfilerStep#551")
+    t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= ns(e["ts"]) < t1]
+    launch_ts = {e["args"]["correlation"]: ns(e["ts"]) for e in ev
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    got = {"wall": ns(s["dur"]), "host_ops_total_sum": sum(ns(e["dur"]) for e in ops),
+           "device_busy": _merged_ns([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]),
+           "gpu_sum": sum(ns(e["dur"]) for e in gpu), "kernel_sum": sum(ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
+    assert got == expected
+    m = four_measures(load_trace(path), step=551).set_index("measure")["value_ns"]
+    assert {k: int(m[k]) for k in expected} == expected
+
+
 def _merged_ns(spans):
     """Length of the union of (start, end) spans, worked out here without kitlib."""
     total, cur = 0, None

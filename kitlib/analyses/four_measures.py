@@ -108,7 +108,8 @@ def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")
     -------
     DataFrame, one row per name, sorted by ``total_ns`` descending
         ``name``, ``kind``, ``calls``, ``total_ns``, ``self_ns``, ``children_ns``
-        (``total_ns - self_ns``: time spent in what it called).
+        (``total_ns - self_ns``: time spent in what it called). Names with equal
+        totals keep the order in which they first appear in the trace.
     """
     rel = operator_children(trace)
     rel = rel[(rel["source"] == "ops").to_numpy() & ~rel["merged"].to_numpy()]
