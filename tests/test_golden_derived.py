@@ -550,6 +550,13 @@ def test_op_summary_of_the_first_convolution(ref_trace):
     assert (s["longest_kernel_us"], s["longest_kernel_launch_index"], s["longest_kernel_launch_us"]) == (732.513, 3, 12.929)
     assert s["kernel_sum_us"] == pytest.approx(51.648 + 3.457 + 732.513, abs=1e-9)
     assert s["input_dims"][:2] == [[128, 3, 224, 224], [64, 3, 7, 7]]
+    assert list(s) == ["op_name", "op_host_us", "input_dims", "launch_count", "launches", "longest_kernel",
+                       "longest_kernel_us", "longest_kernel_launch_index", "longest_kernel_launch_us", "kernel_sum_us"]
+    assert s["op_name"] == "aten::cudnn_convolution"
+    # an operator that launched nothing (a view): no longest kernel, nothing summed
+    v = op_summary(tr, first_op(tr, "aten::view", step=2))
+    assert (v["op_name"], v["launch_count"], v["launches"], v["kernel_sum_us"]) == ("aten::view", 0, [], 0.0)
+    assert [v[k] for k in list(v)[5:9]] == [None, None, None, None]
 
 
 def test_host_tree_at_shared_ends_in_a_ns_trace():

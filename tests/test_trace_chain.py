@@ -175,3 +175,35 @@ def test_innermost_containing_on_paper():
     got = innermost_containing(ev, times)
     assert got.tolist() == want and got.dtype == np.int64
     assert innermost_containing(ev.iloc[:0], times).tolist() == [-1] * len(times)
+
+
+def test_first_op_and_launches_of_rules(ref_trace, tmp_path):
+    """first_op: the earliest operator of that name, in the whole trace or inside one step
+    (start_ns in [step start, step end], both ends included), with errors that name what is
+    missing; launches_of: the chain's rows of one operator, launch_index first (1, 2, ...)."""
+    from kitlib.analyses.chain import CHAIN_COLUMNS
+    tr = ref_trace("profiler_5step")
+    conv = tr.ops[tr.ops["name"] == "aten::cudnn_convolution"]
+    st = tr.steps.set_index("step")
+    assert first_op(tr, "aten::cudnn_convolution") == conv["start_ns"].idxmin() == first_op(tr, "aten::cudnn_convolution", step=2)
+    in3 = conv[(conv["start_ns"] >= st.loc[3, "start_ns"]) & (conv["start_ns"] <= st.loc[3, "end_ns"])]
+    assert first_op(tr, "aten::cudnn_convolution", step=3) == in3["start_ns"].idxmin() != first_op(tr, "aten::cudnn_convolution")
+    for args, message in [(("aten::cudnn_convolution", 9), "no ProfilerStep#9 in this trace (steps: [2, 3, 4, 5, 6])"),
+                          (("aten::nope", 2), "no operator named 'aten::nope' in ProfilerStep#2"),
+                          (("aten::nope", None), "no operator named 'aten::nope'")]:
+        with pytest.raises(KeyError) as info:
+            first_op(tr, *args)
+        assert info.value.args == (message,)
+    # the bounds, by hand: ProfilerStep#1 is [0, 100] µs; aten::a starts at its start, aten::b at its end
+    events = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::a", "pid": 1, "tid": 1, "ts": 0, "dur": 5},
+              {"ph": "X", "cat": "cpu_op", "name": "aten::b", "pid": 1, "tid": 1, "ts": 100, "dur": 0}]
+    path = tmp_path / "bounds.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    hand = load_trace(path)
+    assert hand.ops.loc[first_op(hand, "aten::a", step=1), "start_ns"] == 0
+    assert hand.ops.loc[first_op(hand, "aten::b", step=1), "start_ns"] == 100_000
+    rows = launches_of(tr, first_op(tr, "aten::cudnn_convolution", step=3))
+    assert rows.columns.tolist() == ["launch_index"] + list(CHAIN_COLUMNS)
+    assert rows["launch_index"].tolist() == [1, 2, 3] and rows.index.tolist() == [0, 1, 2]
+    assert rows["launch_start_ns"].is_monotonic_increasing
