@@ -490,6 +490,47 @@ def test_memory_peak_row_from_raw_json():
         M.memory_peak(tl.iloc[:0])
 
 
+def test_memory_held_at_the_peak_from_raw_json():
+    """Lesson 07's table of what holds memory at the peak: the GPU's [memory] records of
+    profiler_5step up to the peak, the last record at each address kept when it is an
+    allocation, summed per operator (each record's operator as memory_timeline labels it,
+    checked against the raw JSON in test_memory_timeline_labels_from_raw_json); what
+    Total Allocated counts beyond that was allocated before the recording began. Largest
+    first; ties by operator name."""
+    import pandas as pd
+    import kitlib
+    from kitlib.analyses import memory as M
+    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
+                 key=lambda e: e["ts"])
+    alloc = [e["args"]["Total Allocated"] for e in mem]
+    pos = alloc.index(max(alloc))
+    trace = kitlib.open_capture("profiler_5step").trace
+    tl = M.memory_timeline(trace)
+    last = {}
+    for i, e in enumerate(mem[: pos + 1]):
+        last[e["args"]["Addr"]] = (e["args"]["Bytes"], tl["op"].iloc[i])
+    per_op = {}
+    for nbytes, op in last.values():
+        if nbytes > 0:
+            n, b = per_op.get(op, (0, 0))
+            per_op[op] = (n + 1, b + nbytes)
+    before = alloc[pos] - sum(b for _, b in per_op.values())
+    rows = [(op, n, b) for op, (n, b) in per_op.items()] + [("(before the recording)", None, before)]
+    rows.sort(key=lambda r: (-r[2], r[0] == "(before the recording)", r[0]))
+    got = M.memory_held_at(trace, tl, pos)
+    assert got.columns.tolist() == ["op", "allocations", "held_bytes", "share_of_allocated"]
+    assert str(got["allocations"].dtype) == "Int64" and str(got["held_bytes"].dtype) == "int64"
+    assert [(r.op, None if r.allocations is pd.NA else int(r.allocations), int(r.held_bytes))
+            for r in got.itertuples()] == rows
+    assert got["share_of_allocated"].tolist() == [b / alloc[pos] for _, _, b in rows]
+    assert (got["op"].iloc[0], before, len(rows)) == ("aten::cudnn_convolution", 341_229_568, 10)
+    with pytest.raises(M.MemoryDataError, match=r"^position 9610 is outside the memory timeline \(0 to 9609\)$"):
+        M.memory_held_at(trace, tl, len(mem))
+    with pytest.raises(M.MemoryDataError, match=r"^position -1 is outside"):
+        M.memory_held_at(trace, tl, -1)
+
+
 def _printed_table(path, table=0):
     """Rows of one of the profiler's printed tables (``key_averages().table()``), by name:
     the columns as printed (text)."""
