@@ -490,6 +490,52 @@ def test_memory_peak_row_from_raw_json():
         M.memory_peak(tl.iloc[:0])
 
 
+def test_annotation_device_time_every_row_from_raw_json():
+    """Lesson 03's table behind the ``forward`` row's Self CUDA: each gpu_user_annotation of
+    profiler_5step (20), the host label with its External id, the GPU events of the same
+    stream whose launch lies inside that label on its thread but outside every other label
+    nested in it, and what they add up to; rebuilt here from the raw JSON with exact
+    decimal arithmetic."""
+    from decimal import Decimal
+    import kitlib
+    from kitlib.analyses.four_measures import annotation_device_time
+    with gzip.open(REF / "profiler_5step" / "trace.json.gz", "rt") as f:
+        ev = json.load(f, parse_float=Decimal)["traceEvents"]
+
+    def ns(us):
+        return int(Decimal(us) * 1000)
+    labels = [e for e in ev if e.get("ph") == "X" and e.get("cat") == "user_annotation"]
+    by_ext = {}
+    for e in sorted(labels, key=lambda e: ns(e["ts"])):
+        by_ext.setdefault(e["args"].get("External id"), e)
+    launch = {e["args"]["correlation"]: (e["tid"], ns(e["ts"])) for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    work = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    want = []
+    for g in (e for e in ev if e.get("cat") == "gpu_user_annotation"):
+        h = by_ext[g["args"]["External id"]]
+        h0, h1 = ns(h["ts"]), ns(h["ts"]) + ns(h["dur"])
+        nested = [(ns(n["ts"]), ns(n["ts"]) + ns(n["dur"])) for n in labels if n is not h and n["tid"] == h["tid"]
+                  and ns(n["ts"]) >= h0 and ns(n["ts"]) + ns(n["dur"]) <= h1]
+        mine = []
+        for k in work:
+            tid, t = launch.get(k["args"].get("correlation"), (None, None))
+            if tid == h["tid"] and h0 <= t <= h1 and k["args"].get("stream") == g["tid"] \
+                    and not any(a <= t <= b for a, b in nested):
+                mine.append((ns(k["ts"]), ns(k["ts"]) + ns(k["dur"])))
+        busy = _merged_ns(mine)
+        want.append((g["name"], g["tid"], ns(g["ts"]), ns(g["dur"]), len(mine),
+                     max(b for _, b in mine) - min(a for a, _ in mine) if mine else 0,
+                     busy, sum(b - a for a, b in mine), ns(g["dur"]) - busy, h["tid"]))
+    got = annotation_device_time(kitlib.open_capture("profiler_5step").trace)
+    assert got.columns.tolist() == ["name", "stream", "span_start_ns", "span_ns", "events", "rebuilt_span_ns",
+                                    "busy_ns", "sum_ns", "idle_in_span_ns", "host_tid"]
+    assert sorted(tuple(r) for r in got.itertuples(index=False)) == sorted(want)
+    assert len(want) == 20 and {w[0] for w in want} >= {"forward", "backward", "h2d"}
+    fwd = [w for w in want if w[0] == "forward"]
+    assert sum(w[3] for w in fwd) == 130_924_496          # the spans' sum: Self CUDA of forward, 130.924 ms
+
+
 def test_memory_held_at_the_peak_from_raw_json():
     """Lesson 07's table of what holds memory at the peak: the GPU's [memory] records of
     profiler_5step up to the peak, the last record at each address kept when it is an
