@@ -8,7 +8,9 @@ from kitlib.analyses.chain import LINKS
 from kitlib.analyses.chain import chain, first_op, launches_of, external_ids_trustworthy
 from kitlib.readers.trace import load_trace
 
-from conftest import PUBLIC, REF
+from conftest import PUBLIC, REF, ROOT
+
+ROOT_TESTS = ROOT / "tests"
 
 
 def test_first_convolution_of_step2_to_the_nanosecond(ref_trace):
@@ -207,3 +209,53 @@ def test_first_op_and_launches_of_rules(ref_trace, tmp_path):
     assert rows.columns.tolist() == ["launch_index"] + list(CHAIN_COLUMNS)
     assert rows["launch_index"].tolist() == [1, 2, 3] and rows.index.tolist() == [0, 1, 2]
     assert rows["launch_start_ns"].is_monotonic_increasing
+
+
+def _ext_trace(tmp_path, name, ops, launches):
+    """A hand-built trace: ops as (name, ts, dur, ext), launches as (ts, ext, corr, pid, tid)."""
+    ev = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+           "args": {"External id": ext}} for n, ts, dur, ext in ops]
+    for ts, ext, corr, pid, tid in launches:
+        args = {"External id": ext}
+        if corr is not None:
+            args["correlation"] = corr
+        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": pid, "tid": tid,
+                   "ts": ts, "dur": 1, "args": args})
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return load_trace(path)
+
+
+def test_external_ids_trustworthy_on_paper(tmp_path):
+    """The verdict and the fraction, by hand. Operators a [0, 10], b [20, 30], c [40, 50],
+    d [60, 70] µs on thread (1, 1), external ids 1-4. Launches naming them: at a's start
+    and at b's end (inside: both ends count), inside c on another thread, inside d in
+    another process, after a's end (outside): 2 of 5 inside."""
+    from kitlib.analyses.chain import external_ids_trustworthy
+    ops = [("aten::a", 0, 10, 1), ("aten::b", 20, 10, 2), ("aten::c", 40, 10, 3), ("aten::d", 60, 10, 4)]
+    five = _ext_trace(tmp_path, "five", ops, [(0, 1, 101, 1, 1), (30, 2, 102, 1, 1), (45, 3, 103, 1, 2),
+                                              (65, 4, 104, 2, 1), (12, 1, 105, 1, 1)])
+    assert external_ids_trustworthy(five) == (False, 0.4)
+    assert external_ids_trustworthy(five, min_fraction=0.4) == (True, 0.4)        # at the threshold
+    # exactly half the launches carry their correlation id as external id (one has no
+    # correlation: not a copy): not yet "a copy of the correlation"
+    half = _ext_trace(tmp_path, "half", ops[:2], [(5, 1, 1, 1, 1), (25, 2, 7, 1, 1), (26, 2, None, 1, 1),
+                                                  (27, 2, 2, 1, 1)])
+    assert external_ids_trustworthy(half) == (True, 1.0)
+    # ids that name no operator; no launches at all: nothing to trust
+    none = _ext_trace(tmp_path, "none", ops[:1], [(5, 9, 101, 1, 1)])
+    assert external_ids_trustworthy(none) == (False, 0.0)
+    assert external_ids_trustworthy(load_trace(ROOT_TESTS / "data" / "oracle-cpu" / "resnet18" / "trace.json.gz")) \
+        == (False, 0.0)
+
+
+@pytest.mark.parametrize("path,verdict", [
+    (REF / "profiler_5step" / "trace.json.gz", (True, 1.0)),
+    (REF / "public-traces" / "hta_2024-03_nccl_sampled_rank0.json.gz", (False, 0.0)),
+    (PUBLIC / "hta_2022-08_a100_rank3.json.gz", (False, 0.0)),
+    (PUBLIC / "kineto_2021-06_resnet50_v100.json.gz", (True, 1.0))])
+def test_external_ids_trustworthy_on_recordings(path, verdict):
+    """Kit recordings link by external id; the 2022 and NCCL public traces copy the
+    correlation id into it (Kineto before 2024), so their verdict is no with fraction 0."""
+    from kitlib.analyses.chain import external_ids_trustworthy
+    assert external_ids_trustworthy(load_trace(path)) == verdict
