@@ -571,6 +571,12 @@ def test_memory_held_at_the_peak_from_raw_json():
             for r in got.itertuples()] == rows
     assert got["share_of_allocated"].tolist() == [b / alloc[pos] for _, _, b in rows]
     assert (got["op"].iloc[0], before, len(rows)) == ("aten::cudnn_convolution", 341_229_568, 10)
+    # the first record (position 0): its own allocation, and what was allocated before
+    first = M.memory_held_at(trace, tl, 0)
+    assert [(r.op, int(r.held_bytes)) for r in first.itertuples()] == sorted(
+        [(tl["op"].iloc[0], mem[0]["args"]["Bytes"]),
+         ("(before the recording)", mem[0]["args"]["Total Allocated"] - mem[0]["args"]["Bytes"])],
+        key=lambda r: -r[1])
     with pytest.raises(M.MemoryDataError, match=r"^position 9610 is outside the memory timeline \(0 to 9609\)$"):
         M.memory_held_at(trace, tl, len(mem))
     with pytest.raises(M.MemoryDataError, match=r"^position -1 is outside"):

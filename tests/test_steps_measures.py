@@ -297,3 +297,14 @@ def test_four_measures_bounds_and_a_given_chain(tmp_path):
     given = chain(tr)
     given["gpu_dur_ns"] = given["gpu_dur_ns"] * 2
     assert four_measures(tr, chain_df=given).set_index("measure").loc["gpu_sum", "value_ns"] == 140_000
+
+
+def test_annotation_device_time_says_why_a_cpu_trace_has_none():
+    """A CPU recording (the oracle's resnet18) has record_function labels but none projected
+    onto a GPU: the error names the file and says so."""
+    from pathlib import Path
+    path = Path(__file__).resolve().parent / "data" / "oracle-cpu" / "resnet18" / "trace.json.gz"
+    with pytest.raises(KitError) as info:
+        annotation_device_time(kitlib.load_trace(path))
+    assert str(info.value).endswith("resnet18/trace.json.gz: no gpu_user_annotation events: the trace has no "
+                                    "record_function label projected onto the GPU")
