@@ -71,10 +71,10 @@ sys.stdout.buffer.write(pickle.dumps(out))
 '''
 
 
-def _run(function: str, mutant: str, call: str = "fn(src)") -> dict:
+def _run(function: str, mutant: str, call: str = "fn(src)", mutants: Path = ROOT / "mutants") -> dict:
     env = {**os.environ, "MUTANT_UNDER_TEST": mutant, "KITLIB_PROGRESS": "0", "KITLIB_TRACE_CACHE": "0",
-           "PYTHONPATH": str(ROOT / "mutants")}
-    r = subprocess.run([sys.executable, "-c", _CHILD, function, call], cwd=ROOT / "mutants", env=env,
+           "PYTHONPATH": str(mutants)}
+    r = subprocess.run([sys.executable, "-c", _CHILD, function, call], cwd=mutants, env=env,
                        capture_output=True, timeout=900)
     if r.returncode != 0:
         return {"<crash>": r.stderr.decode(errors="replace")[-300:]}
@@ -88,21 +88,24 @@ def main():
                     help="how to call it on one recording `src` (a Trace or an NsysReport), e.g. "
                          "\"fn(analyses.steps.device_work(src), src.steps[['step', 'start_ns', 'end_ns']])\"")
     ap.add_argument("mutants", nargs="*", help="mutant names (default: the survivors `mutmut results` lists)")
-    a = ap.parse_args()
-    if not (ROOT / "mutants").is_dir():
-        sys.exit("no mutants/ folder: run `mutmut run` first (see the README's mutation-testing section)")
+    ap.add_argument("--mutants-dir", type=Path, default=ROOT / "mutants",
+                    help="mutmut's mutants/ folder (default: the repository's; a copy lets the next "
+                         "`mutmut run` start meanwhile)")
+    a = ap.parse_intermixed_args()      # mutant names may follow the options
+    if not a.mutants_dir.is_dir():
+        sys.exit(f"no {a.mutants_dir} folder: run `mutmut run` first (see the README's mutation-testing section)")
     mod, fn = a.function.rsplit(".", 1)
     prefix = f"{mod}.x_{fn}__mutmut_"
     names = a.mutants or [line.split(":")[0].strip() for line in subprocess.run(
         ["mutmut", "results"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
         if line.strip().startswith(prefix) and line.strip().endswith("survived")]
-    base = _run(a.function, "", a.call)
+    base = _run(a.function, "", a.call, a.mutants_dir)
     errors = sum(1 for v in base.values() if v and v[0] == "error")
     print(f"{a.function}: {len(base)} shipped recordings ({errors} where the unmutated call raises), "
           f"{len(names)} surviving mutants")
     changed, same = [], []
     for n in names:
-        got = _run(a.function, n, a.call)
+        got = _run(a.function, n, a.call, a.mutants_dir)
         diff = sorted(k for k in set(base) | set(got) if base.get(k) != got.get(k))
         (changed if diff else same).append(n)
         print(f"  {n.rsplit('_', 1)[-1]:>4}  {'changes a figure: ' + ', '.join(Path(d).parent.name or d for d in diff) if diff else 'same figures'}",
