@@ -283,3 +283,95 @@ def test_nsys_not_found_says_what_to_install(tmp_path, monkeypatch):
     assert found == fake
     assert nc.find_importer(found) == imp
     assert nc.find_nsys(fake) == fake
+
+
+def test_compare_every_field_recomputed_on_the_reference_step_times():
+    """Lesson 10's verdict on profiler_5step/step_times.json (uninstrumented vs the fixed
+    batch), every field recomputed here without kitlib: medians with the standard library,
+    IQRs as numpy's linear percentiles, the Mann-Whitney p-value with SciPy, and the
+    bootstrap interval by resampling each set with numpy's default_rng(0), 10,000 times."""
+    import statistics
+    from scipy.stats import mannwhitneyu
+    st = open_capture("profiler_5step").step_times()
+    a = np.asarray(st["step_ms_uninstrumented"], dtype=float)
+    b = np.asarray(st["step_ms_fixed_batch"], dtype=float)
+    rng = np.random.default_rng(0)
+    ma = np.median(a[rng.integers(0, a.size, (10_000, a.size))], axis=1)
+    mb = np.median(b[rng.integers(0, b.size, (10_000, b.size))], axis=1)
+    lo, hi = np.quantile(mb - ma, [0.025, 0.975])
+    med_a, med_b = statistics.median(a), statistics.median(b)
+    iqr_a, iqr_b = (float(np.percentile(v, 75) - np.percentile(v, 25)) for v in (a, b))
+    p = mannwhitneyu(a, b, alternative="two-sided").pvalue
+    c = compare(a, b)
+    assert (c.n_before, c.n_after, c.confidence) == (10, 10, 0.95)
+    assert (c.before_median_ms, c.after_median_ms, c.before_iqr_ms, c.after_iqr_ms) == (med_a, med_b, iqr_a, iqr_b)
+    assert (c.difference_ms, c.relative) == (med_b - med_a, (med_b - med_a) / med_a)
+    assert (c.ci_low_ms, c.ci_high_ms, c.p_value) == (lo, hi, p)
+    assert hi < 0 and c.verdict == "faster" and c.significant
+    assert c.text == (f"median {med_a:,.2f} ms (IQR {iqr_a:,.2f}, n=10) → {med_b:,.2f} ms (IQR {iqr_b:,.2f}, n=10): "
+                      f"{med_b - med_a:+,.2f} ms ({(med_b - med_a) / med_a:+.1%}); 95% bootstrap interval of the "
+                      f"difference [{lo:+,.2f}, {hi:+,.2f}] ms, Mann-Whitney p = {p:.2g}. "
+                      "The interval excludes 0: faster beyond the noise.")
+    assert str(c) == c.text and c._repr_markdown_() == f"**faster** — {c.text}"
+    noisy = compare(a, st["step_ms_profiled_all_attribution"], confidence=0.9)
+    assert noisy.verdict == "no difference beyond the noise" and not noisy.significant
+    assert noisy.ci_low_ms <= 0 <= noisy.ci_high_ms and noisy.confidence == 0.9
+    assert noisy.text.endswith("; 90% bootstrap interval of the difference "
+                               f"[{noisy.ci_low_ms:+,.2f}, {noisy.ci_high_ms:+,.2f}] ms, Mann-Whitney p = "
+                               f"{noisy.p_value:.2g}. The interval includes 0: the change is within the "
+                               "step-to-step noise; measure more steps before claiming anything.")
+    slower = compare(b, a)
+    assert slower.verdict == "slower" and slower.text.endswith("The interval excludes 0: slower beyond the noise.")
+
+
+def test_compare_refuses_in_words():
+    for args, kwargs, message in [
+            (([1, 2, 3], [1, 2, 3]), {"confidence": 1.0}, "compare: confidence must lie between 0 and 1, not 1.0"),
+            (([1, 2, 3], [1, 2, 3]), {"confidence": 0}, "compare: confidence must lie between 0 and 1, not 0"),
+            (([1.0, 2.0], [1, 2, 3]), {}, "compare: before_ms holds 2 measurement(s); repeat the measurement at "
+                                          "least 3 times (10 or more for a useful interval)"),
+            (([1, 2, 3], [1, 2]), {}, "compare: after_ms holds 2 measurement(s); repeat the measurement at "
+                                      "least 3 times (10 or more for a useful interval)"),
+            (([1, 2, float("nan")], [1, 2, 3]), {}, "compare: before_ms holds NaN, inf or negative times"),
+            (([1, 2, 3], [1, 2, -3]), {}, "compare: after_ms holds NaN, inf or negative times"),
+            ((None, [1, 2, 3]), {}, "compare: before_ms must be a sequence of step times in ms"),
+            (([1, 2, 3], ["a", "b", "c"]), {}, "compare: after_ms must be a sequence of step times in ms")]:
+        with pytest.raises(KitError) as info:
+            compare(*args, **kwargs)
+        assert str(info.value) == message
+    assert compare([0.0, 1.0, 2.0], [0.0, 1.0, 2.0]).n_before == 3          # 3 values, a zero time: accepted
+
+
+def test_compare_series_and_settings_present_tables():
+    """Each row of compare_series is compare() against the baseline, field for field;
+    settings_present lists the four settings in order (the key found, n, median) and then
+    the series that are none of them."""
+    st = open_capture("profiler_5step").step_times()
+    t = compare_series(st, "step_ms_uninstrumented", confidence=0.9, seed=4)
+    assert t.columns.tolist() == ["n", "median_ms", "iqr_ms", "difference_ms", "relative", "ci_low_ms",
+                                  "ci_high_ms", "p_value", "verdict"]
+    assert str(t["n"].dtype) == "int64"
+    for name in ("step_ms_fixed_batch", "step_ms_profiled_all_attribution"):
+        c = compare(st["step_ms_uninstrumented"], st[name], confidence=0.9, seed=4)
+        assert t.loc[name].tolist() == [c.n_after, c.after_median_ms, c.after_iqr_ms, c.difference_ms, c.relative,
+                                        c.ci_low_ms, c.ci_high_ms, c.p_value, c.verdict]
+    with pytest.raises(KitError) as info:
+        compare_series(st, "step_ms_nope")
+    assert str(info.value) == ("compare_series: no series 'step_ms_nope' (have: step_ms_uninstrumented, "
+                               "step_ms_fixed_batch, step_ms_profiled_all_attribution)")
+    assert compare_series({"only": [1, 2, 3]}, "only").empty
+    p = settings_present(st)
+    assert p.index.tolist() == ["uninstrumented", "NVTX ranges only", "torch.profiler, no attribution",
+                                "torch.profiler, shapes+memory+stacks+FLOPs", "step_ms_fixed_batch"]
+    assert p.columns.tolist() == ["series", "n", "median_ms", "present"]
+    assert p["series"].tolist() == ["step_ms_uninstrumented", "", "", "step_ms_profiled_all_attribution",
+                                    "step_ms_fixed_batch"]
+    assert p["n"].tolist() == [10, 0, 0, 7, 10] and p["present"].tolist() == [True, False, False, True, True]
+    assert p["median_ms"].iloc[[0, 3, 4]].tolist() == [float(np.median(st[k])) for k in
+                                                       ("step_ms_uninstrumented", "step_ms_profiled_all_attribution",
+                                                        "step_ms_fixed_batch")]
+    assert p["median_ms"].iloc[1:3].isna().all()
+    # the live name of the full setting is found too
+    live = settings_present({"step_ms_profiler_full": [3.0, 1.0, 2.0]})
+    assert live.loc["torch.profiler, shapes+memory+stacks+FLOPs", ["series", "n", "median_ms"]].tolist() == \
+        ["step_ms_profiler_full", 3, 2.0]

@@ -54,6 +54,7 @@ def two_ranks(tmp_path_factory):
 
 
 # --------------------------------------------------------------------------- the recording
+@pytest.mark.torch_run
 def test_torchrun_profile_writes_one_bundle_with_a_trace_per_rank(two_ranks):
     out, stdout = two_ranks
     m = json.loads((out / "manifest.json").read_text())
@@ -70,6 +71,7 @@ def test_torchrun_profile_writes_one_bundle_with_a_trace_per_rank(two_ranks):
     assert "rank 1" in stdout and "waited longest" in stdout
 
 
+@pytest.mark.torch_run
 def test_the_recording_loads_back_with_its_ranks(two_ranks):
     rt = load_traces(two_ranks[0])
     assert rt.ranks == [0, 1] and rt.world_size == 2 and rt.backend == "gloo"
@@ -82,6 +84,7 @@ def test_the_recording_loads_back_with_its_ranks(two_ranks):
     assert len(calls[calls["rank"] == 0]) == len(calls[calls["rank"] == 1])
 
 
+@pytest.mark.torch_run
 def test_the_straggler_is_the_rank_the_others_wait_for(two_ranks):
     rt = load_traces(two_ranks[0])
     s = coll.straggler_summary(rt)
