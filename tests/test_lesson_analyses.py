@@ -158,3 +158,21 @@ def test_matched_rates_say_what_is_missing(tmp_path):
                                                  "tid": 1, "ts": 0, "dur": 1}]}))
     with pytest.raises(KitError, match=r"no_steps\.json: rates per step need ProfilerStep#N annotations$"):
         flop_rates.matched_rates(kitlib.load_trace(bare), {"total": 1, "by_op": {}})
+
+
+def test_same_stream_overlaps_on_paper():
+    """Worked by hand on one stream: kernels [0, 100], [100, 150] (starts exactly at the
+    end: not an overlap), [120, 130] (inside the previous: 10 ns), [140, 200] (the latest
+    end so far is 150: 10 ns); a copy and another stream's kernel never count."""
+    import pandas as pd
+    from kitlib.analyses.overlap import same_stream_overlaps
+    c = pd.DataFrame({"gpu_kind": ["kernel"] * 5 + ["memcpy"],
+                      "device": [0] * 6, "stream": [7, 7, 7, 7, 8, 7],
+                      "gpu_name": ["a", "b", "c", "d", "other", "copy"],
+                      "gpu_start_ns": [0, 100, 120, 140, 10, 125], "gpu_dur_ns": [100, 50, 10, 60, 5, 10],
+                      "launch_name": ["cudaLaunchKernel"] * 6})
+    o = same_stream_overlaps(c)
+    assert o.columns.tolist() == ["device", "stream", "gpu_name", "gpu_start_ns", "gpu_dur_ns", "launch_name",
+                                  "overlap_ns"]
+    assert o["gpu_name"].tolist() == ["c", "d"] and o["overlap_ns"].tolist() == [10, 10]
+    assert str(o["overlap_ns"].dtype) == "int64" and o.index.tolist() == [0, 1]
