@@ -190,7 +190,8 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
         ``calls``; in bytes, summed over calls: ``alloc_bytes``, ``free_bytes``,
         ``total_bytes`` ("CUDA Mem"), ``self_alloc_bytes``, ``self_free_bytes``,
         ``self_bytes`` ("Self CUDA Mem"); ``self_gib`` (the printed table's "GB").
-        Sorted by ``self_bytes``, largest first. Allocator records that fall inside
+        Sorted by ``self_bytes``, largest first; rows that tie keep the order in which
+        their name first starts in the trace. Allocator records that fall inside
         no event (inside: ``start_ns <= t <= end_ns``) form a ``[memory]`` row, as in
         the profiler's table; Python frames
         are never rows (they may still be children that take a share of a parent's
