@@ -324,6 +324,16 @@ def test_compare_every_field_recomputed_on_the_reference_step_times():
     assert slower.verdict == "slower" and slower.text.endswith("The interval excludes 0: slower beyond the noise.")
 
 
+def test_compare_calls_a_small_steady_slowdown_slower():
+    """Half a millisecond on a 10 ms step, with 0.01 ms of noise: the interval lies wholly
+    above 0 (between 0 and 1 ms), so the verdict is "slower"; the same sets swapped, "faster"."""
+    before = 10 + 0.01 * np.sin(np.arange(20))
+    after = before + 0.5
+    c = compare(before, after)
+    assert 0 < c.ci_low_ms < c.ci_high_ms < 1 and c.verdict == "slower"
+    assert compare(after, before).verdict == "faster"
+
+
 def test_compare_refuses_in_words():
     for args, kwargs, message in [
             (([1, 2, 3], [1, 2, 3]), {"confidence": 1.0}, "compare: confidence must lie between 0 and 1, not 1.0"),

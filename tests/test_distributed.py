@@ -156,9 +156,38 @@ def test_public_nccl_pair_loads_with_ranks_and_collectives():
         assert ov["hidden_fraction"] == pytest.approx(hidden / _union_us(comm), abs=1e-6)
 
 
+def test_comm_overlap_whole_table_from_raw_json():
+    """Lesson 12's overlap table on the public NCCL pair, every column recomputed from the
+    raw JSON (µs unions of the NCCL kernels and of the other kernels, ms in the table)."""
+    ov = coll.comm_overlap(load_traces(NCCL))
+    assert ov.index.name == "rank" and ov.index.tolist() == [0, 1]
+    assert ov.columns.tolist() == ["comm_kernels", "comm_ms", "compute_ms", "hidden_ms", "hidden_fraction"]
+    for r in (0, 1):
+        raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        comm = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
+        comp = [(e["ts"], e["ts"] + e["dur"]) for e in raw if not e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
+        c, p = _union_us(comm), _union_us(comp)
+        hidden = c + p - _union_us(comm + comp)
+        row = ov.loc[r]
+        assert row["comm_kernels"] == len(comm) == 10
+        assert row[["comm_ms", "compute_ms", "hidden_ms"]].tolist() == pytest.approx([c / 1e3, p / 1e3, hidden / 1e3],
+                                                                                      abs=1e-9)
+        assert row["hidden_fraction"] == pytest.approx(hidden / c, rel=1e-12)
+
+
 def test_overlap_needs_nccl_kernels():
-    with pytest.raises(KitError, match="no NCCL kernels"):
+    with pytest.raises(KitError) as info:
         coll.comm_overlap(load_traces("ranks_balanced"))
+    assert str(info.value) == ("no NCCL kernels (ncclKernel_*, ncclDevKernel_*) in ranks [0, 1] (backend gloo): "
+                               "overlap of communication with computation needs a GPU trace of an NCCL run")
+
+
+def test_kernel_names_lose_only_their_argument_list():
+    from kitlib.analyses.collectives import _short
+    assert _short("ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)") == \
+        "ncclDevKernel_AllReduce_Sum_f32_RING_LL"
+    assert _short("void f<(int)2>(float (*)(int), int) ") == "void f<"          # the first "(" ends the name
+    assert _short(" ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t ") == "ncclKernel_SendRecv_RING_SIMPLE_Sum_int8_t"
 
 
 # --------------------------------------------------------------------------- bad input
