@@ -156,6 +156,30 @@ def test_public_nccl_pair_loads_with_ranks_and_collectives():
         assert ov["hidden_fraction"] == pytest.approx(hidden / _union_us(comm), abs=1e-6)
 
 
+@pytest.mark.parametrize("folder,rows", [(NCCL, 56), (REF / "ranks_straggler", 84)])
+def test_collective_ops_from_raw_json(folder, rows):
+    """Lesson 12's table of collective operators, rebuilt from each rank's raw JSON: every
+    cpu_op or user_annotation whose name matches COMM_OP_PATTERN, its times in ns since the
+    Unix epoch (the trace's ``baseTimeNanoseconds`` added: the kit's Gloo runs write
+    relative times, the public NCCL pair absolute ones), sorted by rank and start."""
+    import re
+    from decimal import Decimal
+    rt = load_traces(folder)
+    want = []
+    for r, t in rt.traces.items():
+        doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
+        base = int(doc.get("baseTimeNanoseconds") or 0)
+        for e in doc["traceEvents"]:
+            if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation") \
+                    and re.search(coll.COMM_OP_PATTERN, str(e.get("name", ""))):
+                start, dur = int(Decimal(e["ts"]) * 1000) + base, int(Decimal(e["dur"]) * 1000)
+                want.append((r, e["name"], e["tid"], start, start + dur, dur))
+    got = coll.collective_ops(rt)
+    assert got.columns.tolist() == ["rank", "name", "tid", "start_ns", "end_ns", "dur_ns", "depth"]
+    assert [tuple(x) for x in got.iloc[:, :6].itertuples(index=False)] == sorted(want, key=lambda w: (w[0], w[3]))
+    assert len(got) == rows and got.index.tolist() == list(range(rows))
+
+
 def test_comm_overlap_whole_table_from_raw_json():
     """Lesson 12's overlap table on the public NCCL pair, every column recomputed from the
     raw JSON (µs unions of the NCCL kernels and of the other kernels, ms in the table)."""
