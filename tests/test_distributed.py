@@ -180,6 +180,89 @@ def test_collective_ops_from_raw_json(folder, rows):
     assert len(got) == rows and got.index.tolist() == list(range(rows))
 
 
+def _raw_collectives(folder):
+    """collectives() rebuilt from each rank's raw JSON without kitlib: NCCL kernels (named
+    after the innermost collective operator around their launch, on the launching thread),
+    else the gloo:* operators; k counts each name's calls in start order; the step is the
+    ProfilerStep#N whose [start, end) holds the start; times in ns since the epoch."""
+    import re
+    from decimal import Decimal
+    out = []
+    for r, t in load_traces(folder).traces.items():
+        doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
+        base = int(doc.get("baseTimeNanoseconds") or 0)
+
+        def ns(us):
+            return int(Decimal(us) * 1000)
+        ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        ops = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")]
+        steps = [(ns(e["ts"]) + base, ns(e["ts"]) + ns(e["dur"]) + base, int(e["name"].split("#")[1]))
+                 for e in ops if e["name"].startswith("ProfilerStep#")]
+        kernels = [e for e in ev if e.get("cat") == "kernel" and re.match(coll.COMM_KERNEL_PATTERN, e["name"])]
+        rows = []
+        if kernels:
+            launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                      and "correlation" in e.get("args", {})}
+            for k in kernels:
+                name = k["name"].split("(", 1)[0].strip()
+                la = launch.get(k["args"]["correlation"])
+                if la is not None:
+                    around = [o for o in ops if o["tid"] == la["tid"] and ns(o["ts"]) <= ns(la["ts"]) <= ns(o["ts"]) + ns(o["dur"])]
+                    if around:
+                        inner = max(around, key=lambda o: (ns(o["ts"]), -ns(o["dur"])))
+                        if re.search(coll.COMM_OP_PATTERN, inner["name"]):
+                            name = inner["name"]
+                rows.append((name, "device", k["args"]["stream"], ns(k["ts"]) + base, ns(k["dur"])))
+        else:
+            rows = [(o["name"], "host", o["tid"], ns(o["ts"]) + base, ns(o["dur"])) for o in ops
+                    if o["name"].startswith("gloo:")]
+        rows.sort(key=lambda x: x[3])
+        seen = {}
+        for name, where, tid, start, dur in rows:
+            k = seen[name] = seen.get(name, -1) + 1
+            step = next((n for a, b, n in steps if a <= start < b), -1)
+            out.append((r, f"{name}#{k}", name, k, where, step, tid, start, start + dur, dur))
+    return out
+
+
+@pytest.mark.parametrize("folder,rows", [(NCCL, 20), (REF / "ranks_straggler", 42), (REF / "ranks_balanced", 42)])
+def test_collectives_whole_table_from_raw_json(folder, rows):
+    """Lesson 12's table of collective calls, every column, against the raw JSON: the
+    public NCCL pair (device rows, named after their nccl: operator) and the kit's two
+    Gloo runs (host rows of gloo:* operators on Gloo's threads)."""
+    got = coll.collectives(load_traces(folder))
+    assert got.columns.tolist() == coll.COLLECTIVE_COLUMNS == ["rank", "call", "name", "k", "measured_on", "step",
+                                                               "tid", "start_ns", "end_ns", "dur_ns"]
+    assert [tuple(x) for x in got.itertuples(index=False)] == _raw_collectives(folder)
+    assert len(got) == rows and got.index.tolist() == list(range(rows))
+    assert {str(got[c].dtype) for c in ["k", "step", "tid", "start_ns", "end_ns", "dur_ns"]} == {"int64"}
+
+
+def test_collectives_of_a_run_that_recorded_only_the_calling_thread():
+    """Without Gloo's own operators or NCCL kernels, a call is known only from the calling
+    thread's outermost collective operators (c10d::*): "host enqueue", which holds the
+    enqueue, not the transfer. The kit's straggler run with its gloo:* rows taken out."""
+    import dataclasses
+    rt = load_traces(REF / "ranks_straggler")
+    bare = dataclasses.replace(rt, traces={r: dataclasses.replace(t, ops=t.ops[~t.ops["name"].astype(str)
+                                                                             .str.startswith("gloo:")])
+                                           for r, t in rt.traces.items()}, _cache={})
+    got = coll.collectives(bare)
+    ops = coll.collective_ops(bare)
+    outer = ops[ops["depth"] == ops.groupby(["rank", "tid"])["depth"].transform("min")]
+    assert set(got["measured_on"]) == {"host enqueue"}
+    assert got[["rank", "name", "tid", "start_ns", "end_ns"]].values.tolist() == \
+        outer[["rank", "name", "tid", "start_ns", "end_ns"]].values.tolist()
+    assert set(got["name"]) == {"c10d::broadcast_", "c10d::allreduce_"}
+    nothing = dataclasses.replace(rt, traces={r: dataclasses.replace(t, ops=t.ops.iloc[:0])
+                                              for r, t in rt.traces.items()}, _cache={})
+    with pytest.raises(KitError) as info:
+        coll.collectives(nothing)
+    assert str(info.value) == ("no collectives in ranks [0, 1]: no NCCL kernels (ncclKernel_*, ncclDevKernel_*) and "
+                               "no operators named record_param_comms, c10d::*, nccl:* or gloo:* — was the run "
+                               "distributed, and did the profiler record CPU activity?")
+
+
 def test_comm_overlap_whole_table_from_raw_json():
     """Lesson 12's overlap table on the public NCCL pair, every column recomputed from the
     raw JSON (µs unions of the NCCL kernels and of the other kernels, ms in the table)."""
