@@ -238,6 +238,69 @@ def test_collectives_whole_table_from_raw_json(folder, rows):
     assert {str(got[c].dtype) for c in ["k", "step", "tid", "start_ns", "end_ns", "dur_ns"]} == {"int64"}
 
 
+@pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler", REF / "ranks_balanced"])
+def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
+    """collective_waits and straggler_table, every cell derived here from the raw-JSON calls
+    of _raw_collectives by their documented rules: a call's last arrival is its latest
+    start; each rank waits min(max(last - start, 0), dur) and transfers the rest; per call,
+    late_by = last start minus the next-latest, spread = last minus earliest; calls in order
+    of the last arrival."""
+    rt = load_traces(folder)
+    rows = _raw_collectives(folder)
+    by_call = {}
+    for row in rows:
+        by_call.setdefault(row[1], []).append(row)
+    want_w = []
+    for row in rows:
+        group = by_call[row[1]]
+        last = max(group, key=lambda x: x[7])                  # the first of the latest, in table order
+        wait = min(max(last[7] - row[7], 0), row[9])
+        want_w.append(row + (last[7], last[0], wait, row[9] - wait))
+    want_w.sort(key=lambda x: (x[0], x[7]))
+    w = coll.collective_waits(rt)
+    assert w.columns.tolist() == coll.COLLECTIVE_COLUMNS + ["last_start_ns", "last_rank", "wait_ns", "transfer_ns"]
+    assert [tuple(x) for x in w.itertuples(index=False)] == want_w and w.attrs == {"unmatched": 0}
+    want_s = []
+    for call, group in by_call.items():
+        g = sorted(group, key=lambda x: x[7])
+        last, first, prev = g[-1], g[0], g[-2]
+        want_s.append((call, last[2], last[5], last[0], last[7] - prev[7], last[7] - first[7], first[0], last[7]))
+    want_s.sort(key=lambda x: x[-1])
+    st = coll.straggler_table(rt)
+    assert st.columns.tolist() == ["call", "name", "step", "last_rank", "late_by_ns", "spread_ns", "first_rank"]
+    assert [tuple(x) for x in st.itertuples(index=False)] == [x[:-1] for x in want_s]
+    assert st.index.tolist() == list(range(len(want_s)))
+
+
+def test_calls_missing_on_a_rank_are_counted_not_matched():
+    """A call that one rank did not record cannot be split into wait and transfer: its rows
+    on the other ranks are left out and counted in attrs["unmatched"]."""
+    rt = load_traces(REF / "ranks_straggler")
+    calls = coll.collectives(rt)
+    gone = calls[~((calls["rank"] == 1) & (calls["call"] == "gloo:all_reduce#0"))]
+    w = coll.collective_waits(rt, gone)
+    assert w.attrs == {"unmatched": int((gone["call"] == "gloo:all_reduce#0").sum())} == {"unmatched": 1}
+    assert "gloo:all_reduce#0" not in set(w["call"]) and len(w) == len(gone) - 1
+
+
+@pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler"])
+def test_rank_step_times_from_raw_json(folder):
+    """Every rank's ProfilerStep#N, from the raw JSON: ns since the epoch and the profiler's
+    own duration."""
+    from decimal import Decimal
+    want = []
+    rt = load_traces(folder)
+    for r, t in rt.traces.items():
+        doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
+        base = int(doc.get("baseTimeNanoseconds") or 0)
+        steps = sorted((int(Decimal(e["ts"]) * 1000) + base, int(e["name"].split("#")[1]), int(Decimal(e["dur"]) * 1000))
+                       for e in doc["traceEvents"] if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+        want += [(r, n, start, dur) for start, n, dur in steps]
+    got = coll.rank_step_times(rt)
+    assert got.columns.tolist() == ["rank", "step", "start_ns", "dur_ns"]
+    assert [tuple(x) for x in got.itertuples(index=False)] == want
+
+
 def test_collectives_of_a_run_that_recorded_only_the_calling_thread():
     """Without Gloo's own operators or NCCL kernels, a call is known only from the calling
     thread's outermost collective operators (c10d::*): "host enqueue", which holds the
