@@ -272,6 +272,61 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     assert st.index.tolist() == list(range(len(want_s)))
 
 
+def _union_ns(spans):
+    total, end = 0, None
+    for a, b in sorted(spans):
+        if end is None or a > end:
+            total, end = total + b - a, b
+        elif b > end:
+            total, end = total + b - end, b
+    return total
+
+
+@pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler", REF / "ranks_balanced"])
+def test_straggler_by_step_summary_and_rank_summary_derived(folder):
+    """The lesson's summaries, derived from tables pinned above (straggler_table,
+    collective_waits, rank_step_times, each checked against the raw JSON): per step the
+    call with the largest late_by (the first of equals) and the step's matched calls; the
+    rank most often last, the median of those delays, its share of the calls; per rank the
+    median step, and unions (not sums) of its calls, waits and transfers per step."""
+    import statistics
+    rt = load_traces(folder)
+    tab = coll.straggler_table(rt)
+    tab = tab[tab["step"] >= 0]
+    want = []
+    for step in sorted(set(tab["step"])):
+        g = tab[tab["step"] == step]
+        best = g.loc[g["late_by_ns"].idxmax()]
+        want.append((step, best["call"], best["name"], best["last_rank"], best["late_by_ns"], len(g)))
+    by_step = coll.straggler_by_step(rt)
+    assert by_step.columns.tolist() == ["step", "call", "name", "last_rank", "late_by_ns", "calls"]
+    assert [tuple(x) for x in by_step.itertuples(index=False)] == want
+    lasts = [w[3] for w in want]
+    rank = max(sorted(set(lasts), key=lasts.index), key=lasts.count)
+    summary = coll.straggler_summary(rt)
+    assert summary == {"rank": rank, "steps_last": lasts.count(rank), "steps": len(want),
+                       "late_by_ms_median": statistics.median(w[4] for w in want) / 1e6,
+                       "last_share": sum(tab["last_rank"] == rank) / len(tab), "calls": len(tab)}
+    calls, waits, st = coll.collectives(rt), coll.collective_waits(rt), coll.rank_step_times(rt)
+    got = coll.rank_summary(rt)
+    assert got.columns.tolist() == ["steps", "step_ms", "collectives", "in_collectives_ms", "wait_ms", "transfer_ms",
+                                    "wait_share"] and got.index.name == "rank"
+    for r in rt.ranks:
+        s = st[st["rank"] == r]
+        c = calls[(calls["rank"] == r) & calls["step"].isin(set(s["step"]))]
+        w = waits[(waits["rank"] == r) & waits["step"].isin(set(s["step"]))]
+        n = len(s)
+        matched = _union_ns(zip(w["start_ns"], w["end_ns"]))
+        waited = _union_ns((a, a + d) for a, d in zip(w["start_ns"], w["wait_ns"]))
+        wait, transfer = waited / n / 1e6, (matched - waited) / n / 1e6
+        row = got.loc[r]
+        assert (row["steps"], row["collectives"]) == (n, len(c))
+        assert row["step_ms"] == statistics.median(s["dur_ns"]) / 1e6
+        assert row["in_collectives_ms"] == pytest.approx(_union_ns(zip(c["start_ns"], c["end_ns"])) / n / 1e6, rel=1e-12)
+        assert row[["wait_ms", "transfer_ms"]].tolist() == pytest.approx([wait, transfer], rel=1e-12, abs=1e-12)
+        assert row["wait_share"] == pytest.approx(wait / (wait + transfer), rel=1e-12)
+
+
 def test_calls_missing_on_a_rank_are_counted_not_matched():
     """A call that one rank did not record cannot be split into wait and transfer: its rows
     on the other ranks are left out and counted in attrs["unmatched"]."""
@@ -281,6 +336,12 @@ def test_calls_missing_on_a_rank_are_counted_not_matched():
     w = coll.collective_waits(rt, gone)
     assert w.attrs == {"unmatched": int((gone["call"] == "gloo:all_reduce#0").sum())} == {"unmatched": 1}
     assert "gloo:all_reduce#0" not in set(w["call"]) and len(w) == len(gone) - 1
+    outside = calls.assign(step=-1)                 # no call inside a step: nothing to summarise
+    empty = coll.straggler_by_step(rt, outside)
+    assert empty.empty and empty.columns.tolist() == ["step", "call", "name", "last_rank", "late_by_ns", "calls"]
+    with pytest.raises(KitError) as info:
+        coll.straggler_summary(rt, outside)
+    assert str(info.value) == "no collective matched on all ranks [0, 1] inside a step"
 
 
 @pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler"])
