@@ -312,7 +312,7 @@ def test_memory_rows_worked_on_paper(tmp_path):
     order and the rows by Self CUDA Mem, largest first. By hand: aten::empty over
     [10, 15] µs holds the records at 10 (+1000 B), 12 (+4096 B) and 15 (-1000 B);
     aten::zeros over [40, 45] the one at 42 (+2048 B); those at 20 (-4096 B), 25 (+100 B),
-    30 (+2**30 B) and 35 (+1 B) lie inside no event."""
+    30 (+2**30 B), 35 (+1 B) and 50 (+7 B) lie inside no event (five outside, four inside)."""
     def rec(ts, nbytes, addr):
         return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
                 "args": {"Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0, "Addr": addr,
@@ -320,7 +320,7 @@ def test_memory_rows_worked_on_paper(tmp_path):
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 40.0, "dur": 5.0},
           rec(10.0, 1000, 2), rec(12.0, 4096, 1), rec(15.0, -1000, 2), rec(20.0, -4096, 1), rec(25.0, 100, 3),
-          rec(30.0, 2**30, 4), rec(35.0, 1, 5), rec(42.0, 2048, 6)]
+          rec(30.0, 2**30, 4), rec(35.0, 1, 5), rec(42.0, 2048, 6), rec(50.0, 7, 7)]
     p = tmp_path / "mem.json"
     p.write_text(json.dumps({"traceEvents": ev}))
     m = M.memory_by_operator(kitlib.load_trace(p), device="cpu")
@@ -329,8 +329,8 @@ def test_memory_rows_worked_on_paper(tmp_path):
     assert m.index.tolist() == ["[memory]", "aten::empty", "aten::zeros"]      # Self CUDA Mem, largest first
     assert m.loc["aten::empty"].tolist()[:7] == [1, 5096, 1000, 4096, 5096, 1000, 4096]
     assert m.loc["aten::zeros"].tolist()[:7] == [1, 2048, 0, 2048, 2048, 0, 2048]
-    outside = 100 + 2**30 + 1
-    assert m.loc["[memory]"].tolist()[:7] == [4, outside, 4096, outside - 4096, outside, 4096, outside - 4096]
+    outside = 100 + 2**30 + 1 + 7
+    assert m.loc["[memory]"].tolist()[:7] == [5, outside, 4096, outside - 4096, outside, 4096, outside - 4096]
     assert m["self_gib"].tolist() == [(outside - 4096) / 2**30, 4096 / 2**30, 2048 / 2**30]
 
 
