@@ -260,6 +260,8 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     w = coll.collective_waits(rt)
     assert w.columns.tolist() == coll.COLLECTIVE_COLUMNS + ["last_start_ns", "last_rank", "wait_ns", "transfer_ns"]
     assert [tuple(x) for x in w.itertuples(index=False)] == want_w and w.attrs == {"unmatched": 0}
+    assert {str(w[c].dtype) for c in ["start_ns", "end_ns", "dur_ns", "last_start_ns", "wait_ns", "transfer_ns"]} \
+        == {"int64"} and w.index.tolist() == list(range(len(w)))
     want_s = []
     for call, group in by_call.items():
         g = sorted(group, key=lambda x: x[7])
@@ -359,6 +361,7 @@ def test_rank_step_times_from_raw_json(folder):
         want += [(r, n, start, dur) for start, n, dur in steps]
     got = coll.rank_step_times(rt)
     assert got.columns.tolist() == ["rank", "step", "start_ns", "dur_ns"]
+    assert got.index.tolist() == list(range(len(want)))          # one table, not one index per rank
     assert [tuple(x) for x in got.itertuples(index=False)] == want
 
 
