@@ -365,6 +365,10 @@ def test_compare_series_and_settings_present_tables():
         c = compare(st["step_ms_uninstrumented"], st[name], confidence=0.9, seed=4)
         assert t.loc[name].tolist() == [c.n_after, c.after_median_ms, c.after_iqr_ms, c.difference_ms, c.relative,
                                         c.ci_low_ms, c.ci_high_ms, c.p_value, c.verdict]
+    # by default, the same seed (0) and level (95 %) as compare()'s own defaults
+    default = compare_series(st, "step_ms_uninstrumented").loc["step_ms_fixed_batch"]
+    c = compare(st["step_ms_uninstrumented"], st["step_ms_fixed_batch"])
+    assert (default["ci_low_ms"], default["ci_high_ms"]) == (c.ci_low_ms, c.ci_high_ms)
     with pytest.raises(KitError) as info:
         compare_series(st, "step_ms_nope")
     assert str(info.value) == ("compare_series: no series 'step_ms_nope' (have: step_ms_uninstrumented, "

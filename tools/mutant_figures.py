@@ -40,8 +40,12 @@ import numpy as np
 from kitlib import analyses
 ref = Path("data/reference")
 traces = set(ref.rglob("trace.json.gz")) | set((ref / "public-traces").glob("*.json.gz"))
-sources = [(str(p), lambda p=p: kitlib.load_trace(p)) for p in sorted(traces)]
-sources += [(str(p), lambda p=p: load_nsys(p)) for p in sorted(ref.rglob("report.sqlite"))]
+if sys.argv[3] == "ranks":     # multi-rank analyses: each folder of rank traces, read with load_traces
+    sources = [(str(p), lambda p=p: kitlib.load_traces(p))
+               for p in (ref / "ranks_balanced", ref / "ranks_straggler", ref / "public-traces")]
+else:
+    sources = [(str(p), lambda p=p: kitlib.load_trace(p)) for p in sorted(traces)]
+    sources += [(str(p), lambda p=p: load_nsys(p)) for p in sorted(ref.rglob("report.sqlite"))]
 
 def digest(obj):
     if isinstance(obj, pd.DataFrame):
@@ -71,10 +75,11 @@ sys.stdout.buffer.write(pickle.dumps(out))
 '''
 
 
-def _run(function: str, mutant: str, call: str = "fn(src)", mutants: Path = ROOT / "mutants") -> dict:
+def _run(function: str, mutant: str, call: str = "fn(src)", mutants: Path = ROOT / "mutants",
+         sources: str = "files") -> dict:
     env = {**os.environ, "MUTANT_UNDER_TEST": mutant, "KITLIB_PROGRESS": "0", "KITLIB_TRACE_CACHE": "0",
            "PYTHONPATH": str(mutants)}
-    r = subprocess.run([sys.executable, "-c", _CHILD, function, call], cwd=mutants, env=env,
+    r = subprocess.run([sys.executable, "-c", _CHILD, function, call, sources], cwd=mutants, env=env,
                        capture_output=True, timeout=900)
     if r.returncode != 0:
         return {"<crash>": r.stderr.decode(errors="replace")[-300:]}
@@ -88,6 +93,9 @@ def main():
                     help="how to call it on one recording `src` (a Trace or an NsysReport), e.g. "
                          "\"fn(analyses.steps.device_work(src), src.steps[['step', 'start_ns', 'end_ns']])\"")
     ap.add_argument("mutants", nargs="*", help="mutant names (default: the survivors `mutmut results` lists)")
+    ap.add_argument("--ranks", action="store_true",
+                    help="call it on each folder of rank traces instead (ranks_balanced, ranks_straggler, "
+                         "the public NCCL pair; `src` is a RankTraces)")
     ap.add_argument("--mutants-dir", type=Path, default=ROOT / "mutants",
                     help="mutmut's mutants/ folder (default: the repository's; a copy lets the next "
                          "`mutmut run` start meanwhile)")
@@ -99,16 +107,17 @@ def main():
     names = a.mutants or [line.split(":")[0].strip() for line in subprocess.run(
         ["mutmut", "results"], cwd=ROOT, capture_output=True, text=True).stdout.splitlines()
         if line.strip().startswith(prefix) and line.strip().endswith("survived")]
-    base = _run(a.function, "", a.call, a.mutants_dir)
+    kind = "ranks" if a.ranks else "files"
+    base = _run(a.function, "", a.call, a.mutants_dir, kind)
     errors = sum(1 for v in base.values() if v and v[0] == "error")
     print(f"{a.function}: {len(base)} shipped recordings ({errors} where the unmutated call raises), "
           f"{len(names)} surviving mutants")
     changed, same = [], []
     for n in names:
-        got = _run(a.function, n, a.call, a.mutants_dir)
+        got = _run(a.function, n, a.call, a.mutants_dir, kind)
         diff = sorted(k for k in set(base) | set(got) if base.get(k) != got.get(k))
         (changed if diff else same).append(n)
-        print(f"  {n.rsplit('_', 1)[-1]:>4}  {'changes a figure: ' + ', '.join(Path(d).parent.name or d for d in diff) if diff else 'same figures'}",
+        print(f"  {n.rsplit('_', 1)[-1]:>4}  {'changes a figure: ' + ', '.join((Path(d).name if a.ranks else Path(d).parent.name) or d for d in diff) if diff else 'same figures'}",
               flush=True)
     print(f"changes a figure: {len(changed)}; same figures on every shipped recording: {len(same)}")
 
