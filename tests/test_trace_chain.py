@@ -261,9 +261,10 @@ def test_external_ids_trustworthy_on_recordings(path, verdict):
     assert external_ids_trustworthy(load_trace(path)) == verdict
 
 
-def _chain_trace(tmp_path, name, launches):
+def _chain_trace(tmp_path, name, launches, orphans=()):
     """Operators a [0, 10] and b [20, 30] µs on thread (1, 1), external ids 1 and 2, and one
-    kernel per launch; launches as (ts, external id, correlation)."""
+    kernel per launch; launches as (ts, external id, correlation); ``orphans``: correlation
+    ids of kernels with no launch in the trace."""
     ev = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": ts, "dur": 10,
            "args": {"External id": ext}} for n, ts, ext in (("aten::a", 0, 1), ("aten::b", 20, 2))]
     for i, (ts, ext, corr) in enumerate(launches):
@@ -271,6 +272,9 @@ def _chain_trace(tmp_path, name, launches):
                    "dur": 0, "args": {"External id": ext, "correlation": corr}})
         ev.append({"ph": "X", "cat": "kernel", "name": f"k{i}", "pid": 0, "tid": 7, "ts": 100 + 10 * i, "dur": 5,
                    "args": {"correlation": corr, "device": 0, "stream": 7, "External id": ext}})
+    for corr in orphans:
+        ev.append({"ph": "X", "cat": "kernel", "name": f"orphan{corr}", "pid": 0, "tid": 7, "ts": 500 + corr,
+                   "dur": 5, "args": {"correlation": corr, "device": 0, "stream": 7}})
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps({"traceEvents": ev}))
     return load_trace(path)
@@ -282,14 +286,20 @@ def test_chain_links_on_paper(tmp_path):
     operator its id names; one naming b from inside a is a stray, linked by time instead;
     one after b's end lies in no operator. With "auto", external ids are used only when
     at least 90 % of the launches lie inside what they name: here half do, so time decides."""
-    tr = _chain_trace(tmp_path, "links", [(0, 1, 101), (30, 2, 102), (5, 2, 103), (31, 2, 104)])
+    tr = _chain_trace(tmp_path, "links", [(0, 1, 101), (30, 2, 102), (5, 2, 103), (31, 2, 104)], orphans=(50, 999))
     a, b = (int(tr.ops.index[tr.ops["name"] == n][0]) for n in ("aten::a", "aten::b"))
     assert a == 0
     by_ext = chain(tr, method="external_id").set_index("gpu_name")
     assert by_ext.loc[["k0", "k1", "k2", "k3"], "op_row"].tolist() == [a, b, a, -1]
+    assert by_ext.loc[["k0", "k1", "k2"], "op_name"].tolist() == ["aten::a", "aten::b", "aten::a"]
+    assert by_ext.loc["k3", "op_name"] is None or by_ext.loc["k3", "op_name"] != by_ext.loc["k3", "op_name"]
+    # a kernel whose correlation id is older than every launch was launched before recording
+    assert by_ext.loc[["orphan50", "orphan999"], "link"].tolist() == ["launched_before_recording", "no_launch"]
+    assert by_ext.loc[["orphan50", "orphan999"], ["op_row", "launch_row"]].values.tolist() == [[-1, -1], [-1, -1]]
     assert by_ext.loc[["k0", "k1", "k2", "k3"], "link"].tolist() == ["external_id", "external_id", "time_nesting",
                                                                     "no_operator"]
     assert external_ids_trustworthy(tr) == (False, 0.5)
     auto = chain(tr).set_index("gpu_name")
+    assert auto.loc[["k0", "k1", "k2"], "op_name"].tolist() == ["aten::a", "aten::b", "aten::a"]
     assert auto.loc[["k0", "k1", "k2", "k3"], "op_row"].tolist() == [a, b, a, -1]
     assert auto.loc[["k0", "k1", "k2", "k3"], "link"].tolist() == ["time_nesting"] * 3 + ["no_operator"]
