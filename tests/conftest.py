@@ -182,3 +182,15 @@ def lesson_on_live_capture(_lesson_runs):
     capture (LIVE_BUNDLE, as profiler_5step in a KITLIB_REPLAY_DIR of its own) instead of the
     reference recording, with the Agg backend. Runs start two at a time (see _lesson_runs)."""
     return lambda number: _lesson_runs(number, "live")
+
+
+def pytest_sessionstart(session):
+    """Under mutmut, start each mutant's tests from nothing kept in the process.
+
+    mutmut runs a mutant's tests in a process forked from one that has already run them
+    unmutated; the kit's reference bundles, read once per process with each trace's
+    worked-out chain (``chain`` keeps it in the trace's cache), would then hand the mutant
+    tables its own code never made. mutmut names the mutant in ``MUTANT_UNDER_TEST``."""
+    if os.environ.get("MUTANT_UNDER_TEST"):
+        from kitlib.readers import bundle
+        bundle._SHARED.clear()
