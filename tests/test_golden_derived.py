@@ -323,28 +323,29 @@ def _ns(us):
     return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
 
 
+def _step_work(ev, step_name, ns=_ns):
+    """A step's raw events, picked here without kitlib: ``(step, ops, gpu)``, the step's
+    event, the cpu_op events starting in its [start, end) and the GPU events (kernels,
+    copies, sets) whose launch (by correlation id) starts in [start, end]; ``ns`` turns
+    the JSON's µs into ns."""
+    s = next(e for e in ev if e.get("name") == step_name)
+    t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
+    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= ns(e["ts"]) < t1]
+    launch_ts = {e["args"]["correlation"]: ns(e["ts"]) for e in ev
+                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    return s, ops, gpu
+
+
 def test_four_measures_of_step_2_from_raw_json():
     """``four_measures(profiler_5step, step=2)``: the step's interval, its operators' totals,
     and the GPU events its launches made (correlation ids), summed and merged here."""
     from kitlib.analyses.four_measures import four_measures
     from kitlib.readers.trace import load_trace
     ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
-    s = next(e for e in ev if e.get("name") == "ProfilerStep#2")
-    t0 = _ns(s["ts"])
-    t1 = t0 + _ns(s["dur"])
-    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= _ns(e["ts"]) < t1]
-    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
-    spans = sorted((_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu)
-    busy, (cs, ce) = 0, spans[0]
-    for a, b in spans[1:]:
-        if a > ce:
-            busy, cs, ce = busy + ce - cs, a, b
-        else:
-            ce = max(ce, b)
-    busy += ce - cs
+    s, ops, gpu = _step_work(ev, "ProfilerStep#2")
+    busy = _merged_ns([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu])
     expected = {"wall": _ns(s["dur"]), "host_ops_total_sum": sum(_ns(e["dur"]) for e in ops),
                 "device_busy": busy, "gpu_sum": sum(_ns(e["dur"]) for e in gpu),
                 "kernel_sum": sum(_ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
@@ -372,13 +373,7 @@ def test_four_measures_on_epoch_times_from_raw_json(rank, expected):
 
     def ns(us):
         return int(Decimal(us) * 1000)
-    s = next(e for e in ev if e.get("name") == "ProfilerStep#551")
-    t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
-    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= ns(e["ts"]) < t1]
-    launch_ts = {e["args"]["correlation"]: ns(e["ts"]) for e in ev
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    s, ops, gpu = _step_work(ev, "ProfilerStep#551", ns)
     got = {"wall": ns(s["dur"]), "host_ops_total_sum": sum(ns(e["dur"]) for e in ops),
            "device_busy": _merged_ns([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]),
            "gpu_sum": sum(ns(e["dur"]) for e in gpu), "kernel_sum": sum(ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
@@ -408,13 +403,7 @@ def test_four_measures_whole_table_of_step_2_from_raw_json():
     from kitlib.analyses.four_measures import four_measures
     from kitlib.readers.trace import load_trace
     ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
-    s = next(e for e in ev if e.get("name") == "ProfilerStep#2")
-    t0, t1 = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
-    ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= _ns(e["ts"]) < t1]
-    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in ev
-                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
-           and t0 <= launch_ts.get(e["args"].get("correlation"), -1) <= t1]
+    s, ops, gpu = _step_work(ev, "ProfilerStep#2")
     threads = sorted({e["tid"] for e in ops}, key=str)
     top = sum(_merged_ns([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ops if e["tid"] == t])
               for t in threads)
