@@ -21,6 +21,19 @@ REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
 
 
+def merged_length(spans):
+    """Length of the union of (start, end) spans: the tests' own interval merge, written
+    without kitlib to check its unions (busy time, waits, collectives per step)."""
+    total, cur = 0, None
+    for a, b in sorted(spans):
+        if cur is None or a > cur[1]:
+            total += 0 if cur is None else cur[1] - cur[0]
+            cur = [a, b]
+        else:
+            cur[1] = max(cur[1], b)
+    return total + (0 if cur is None else cur[1] - cur[0])
+
+
 @pytest.fixture(scope="session")
 def ref_trace():
     """Load a reference trace once per test session: ref_trace('profiler_5step')."""

@@ -23,6 +23,8 @@ from kitlib import KitError, KitFileError
 from kitlib.analyses import collectives as coll
 from kitlib.readers.ranks import load_traces
 
+from conftest import merged_length
+
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 NCCL = ROOT / "data" / "reference" / "public-traces"
@@ -274,16 +276,6 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     assert st.index.tolist() == list(range(len(want_s)))
 
 
-def _union_ns(spans):
-    total, end = 0, None
-    for a, b in sorted(spans):
-        if end is None or a > end:
-            total, end = total + b - a, b
-        elif b > end:
-            total, end = total + b - end, b
-    return total
-
-
 @pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler", REF / "ranks_balanced"])
 def test_straggler_by_step_summary_and_rank_summary_derived(folder):
     """The lesson's summaries, derived from tables pinned above (straggler_table,
@@ -318,13 +310,13 @@ def test_straggler_by_step_summary_and_rank_summary_derived(folder):
         c = calls[(calls["rank"] == r) & calls["step"].isin(set(s["step"]))]
         w = waits[(waits["rank"] == r) & waits["step"].isin(set(s["step"]))]
         n = len(s)
-        matched = _union_ns(zip(w["start_ns"], w["end_ns"]))
-        waited = _union_ns((a, a + d) for a, d in zip(w["start_ns"], w["wait_ns"]))
+        matched = merged_length(zip(w["start_ns"], w["end_ns"]))
+        waited = merged_length((a, a + d) for a, d in zip(w["start_ns"], w["wait_ns"]))
         wait, transfer = waited / n / 1e6, (matched - waited) / n / 1e6
         row = got.loc[r]
         assert (row["steps"], row["collectives"]) == (n, len(c))
         assert row["step_ms"] == statistics.median(s["dur_ns"]) / 1e6
-        assert row["in_collectives_ms"] == pytest.approx(_union_ns(zip(c["start_ns"], c["end_ns"])) / n / 1e6, rel=1e-12)
+        assert row["in_collectives_ms"] == pytest.approx(merged_length(zip(c["start_ns"], c["end_ns"])) / n / 1e6, rel=1e-12)
         assert row[["wait_ms", "transfer_ms"]].tolist() == pytest.approx([wait, transfer], rel=1e-12, abs=1e-12)
         assert row["wait_share"] == pytest.approx(wait / (wait + transfer), rel=1e-12)
 

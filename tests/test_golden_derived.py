@@ -20,6 +20,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from conftest import merged_length
+
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
@@ -345,7 +347,7 @@ def test_four_measures_of_step_2_from_raw_json():
     from kitlib.readers.trace import load_trace
     ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
     s, ops, gpu = _step_work(ev, "ProfilerStep#2")
-    busy = _merged_ns([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu])
+    busy = merged_length([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu])
     expected = {"wall": _ns(s["dur"]), "host_ops_total_sum": sum(_ns(e["dur"]) for e in ops),
                 "device_busy": busy, "gpu_sum": sum(_ns(e["dur"]) for e in gpu),
                 "kernel_sum": sum(_ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
@@ -375,23 +377,11 @@ def test_four_measures_on_epoch_times_from_raw_json(rank, expected):
         return int(Decimal(us) * 1000)
     s, ops, gpu = _step_work(ev, "ProfilerStep#551", ns)
     got = {"wall": ns(s["dur"]), "host_ops_total_sum": sum(ns(e["dur"]) for e in ops),
-           "device_busy": _merged_ns([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]),
+           "device_busy": merged_length([(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in gpu]),
            "gpu_sum": sum(ns(e["dur"]) for e in gpu), "kernel_sum": sum(ns(e["dur"]) for e in gpu if e["cat"] == "kernel")}
     assert got == expected
     m = four_measures(load_trace(path), step=551).set_index("measure")["value_ns"]
     assert {k: int(m[k]) for k in expected} == expected
-
-
-def _merged_ns(spans):
-    """Length of the union of (start, end) spans, worked out here without kitlib."""
-    total, cur = 0, None
-    for a, b in sorted(spans):
-        if cur is None or a > cur[1]:
-            total += 0 if cur is None else cur[1] - cur[0]
-            cur = [a, b]
-        else:
-            cur[1] = max(cur[1], b)
-    return total + (0 if cur is None else cur[1] - cur[0])
 
 
 def test_four_measures_whole_table_of_step_2_from_raw_json():
@@ -405,7 +395,7 @@ def test_four_measures_whole_table_of_step_2_from_raw_json():
     ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
     s, ops, gpu = _step_work(ev, "ProfilerStep#2")
     threads = sorted({e["tid"] for e in ops}, key=str)
-    top = sum(_merged_ns([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ops if e["tid"] == t])
+    top = sum(merged_length([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ops if e["tid"] == t])
               for t in threads)
     n_kernels = sum(e["cat"] == "kernel" for e in gpu)
     assert (len(ops), len(threads), len(gpu), n_kernels, top) == (2696, 2, 745, 541, 45_281_443)
@@ -512,7 +502,7 @@ def test_annotation_device_time_every_row_from_raw_json():
             if tid == h["tid"] and h0 <= t <= h1 and k["args"].get("stream") == g["tid"] \
                     and not any(a <= t <= b for a, b in nested):
                 mine.append((ns(k["ts"]), ns(k["ts"]) + ns(k["dur"])))
-        busy = _merged_ns(mine)
+        busy = merged_length(mine)
         want.append((g["name"], g["tid"], ns(g["ts"]), ns(g["dur"]), len(mine),
                      max(b for _, b in mine) - min(a for a, _ in mine) if mine else 0,
                      busy, sum(b - a for a, b in mine), ns(g["dur"]) - busy, h["tid"]))
