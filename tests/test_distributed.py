@@ -505,3 +505,62 @@ def test_live_plan_without_gpus_runs_two_gloo_ranks(monkeypatch):
     cmd = ranks.torchrun_command("out", straggler=True, plan=plan)
     assert cmd[1:5] == ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2"]
     assert cmd[cmd.index("--straggler-rank") + 1] == "1" and "--device" in cmd and "cpu" in cmd
+
+
+@pytest.mark.parametrize("gpus", [1, 2, 4])
+def test_live_plan_with_gpus(monkeypatch, gpus):
+    """One GPU: NCCL would need a GPU per rank ('Duplicate GPU detected'), so two Gloo ranks
+    on the CPU; two or more: one NCCL rank per GPU."""
+    from kitlib.course import ranks
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr("torch.cuda.device_count", lambda: gpus)
+    plan = ranks.live_plan()
+    cmd = ranks.torchrun_command("out", straggler=False, plan=plan)
+    if gpus == 1:
+        assert (plan["gpus"], plan["nproc"], plan["backend"], plan["device"]) == (1, 2, "gloo", "cpu")
+        assert "Duplicate GPU detected" in plan["why"] and "one GPU per rank" in plan["why"]
+        assert "--nproc_per_node=2" in cmd and cmd[cmd.index("--device") + 1] == "cpu" and "--workers" in cmd
+    else:
+        assert (plan["gpus"], plan["nproc"], plan["backend"], plan["device"]) == (gpus, gpus, "nccl", "cuda")
+        assert f"--nproc_per_node={gpus}" in cmd and cmd[cmd.index("--device") + 1] == "cuda"
+        assert "--workers" not in cmd
+    assert "--straggler-rank" not in cmd
+
+
+def test_a_run_without_an_injected_delay_is_read_against_the_rank_waited_for():
+    """Lesson 12 on a 'straggler' run recorded without a straggler (a learner's own): no
+    injected delay in its manifest, so 0 ms and the rank straggler_summary names."""
+    from kitlib.course import ranks
+    bal = load_traces("ranks_balanced")
+    assert ranks.injected_delay(bal) is None
+    assert ranks.straggler_delay(bal) == {"rank": coll.straggler_summary(bal)["rank"], "ms": 0.0,
+                                          "how": "none injected"} and coll.straggler_summary(bal)["rank"] == 0
+    slow = load_traces("ranks_straggler")
+    manifest = json.loads((REF / "ranks_straggler" / "manifest.json").read_text())
+    assert ranks.straggler_delay(slow) == manifest["workload"]["straggler"]
+    assert ranks.runs_compared(bal, slow) == ("both runs recorded on vm on 2026-11-30: differences between them "
+                                              "are the runs', not the machines'")     # PROVENANCE.md: host vm
+    assert ranks.runs_compared(bal, load_traces(NCCL)).startswith(
+        "recorded apart (vm on 2026-11-30; host unknown on 2023-04-28)")
+
+
+@pytest.mark.torch_run
+def test_lesson12_replays_a_learners_own_straggler_run(two_ranks, tmp_path):
+    """The README's route: the suite's own torchrun recording, named ranks_straggler in a
+    KITLIB_REPLAY_DIR, is what lesson 12 reads (its 200 ms, its host, today's date)."""
+    import nbformat
+    from nbclient import NotebookClient
+    own = tmp_path / "my_ranks"
+    own.mkdir()
+    (own / "ranks_straggler").symlink_to(two_ranks[0])
+    nb = nbformat.read(next((ROOT / "lessons").glob("12_*.ipynb")), as_version=4)
+    env = {**os.environ, "KITLIB_MODE": "replay", "KITLIB_REPLAY_DIR": str(own), "MPLBACKEND": "Agg"}
+    NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
+                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
+    text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                     if o.get("output_type") == "stream")
+    assert "injected on rank 1: 200 ms per step" in text
+    assert "recorded apart (vm on 2026-11-30; " + socket.gethostname() in text   # the kit's balanced run beside it
+    assert "rank 1 kept the others waiting longest" in text
+    errors = [o for c in nb.cells for o in c.get("outputs", []) if o.get("output_type") == "error"]
+    assert not errors

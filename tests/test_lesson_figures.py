@@ -208,3 +208,59 @@ def test_lesson10_medians_intervals_and_tests(lesson):
     _has(text, rf"median {m0:.2f} ms \(IQR [\d.]+, n=4\) → {m1:.2f} ms \(IQR [\d.]+, n=5\): "
                rf"\+{m1 - m0:.2f} ms \(\+{100 * (m1 - m0) / m0:.1f}%\)[^\n]*Mann-Whitney p = {p(steady, active):.3f}")
     _has(text, rf"uninstrumented, one batch kept on the GPU: median {statistics.median(fixed):.2f} ms per step")
+
+
+def test_lesson12_step_times_straggler_and_overlap(lesson):
+    """Lesson 12's printed figures from the raw JSON of the two Gloo runs and the public NCCL
+    pair: each rank's median ProfilerStep#N duration and their median per run; each step's
+    largest lateness at a collective (calls matched by name and order, test_distributed's
+    _raw_collectives), their median; rank 0's hidden fraction from unions of kernel intervals.
+    The injected 500 ms and the 82 % waiting share are PROVENANCE.md's."""
+    import gzip
+    import statistics
+
+    from test_distributed import NCCL, _raw, _raw_collectives, _union_us
+    text = lesson("12")
+
+    def median_step_ms(folder):
+        per_rank = []
+        for r in (0, 1):
+            doc = json.loads(gzip.decompress((folder / f"rank{r}" / "trace.json.gz").read_bytes()))
+            per_rank.append(statistics.median(e["dur"] for e in doc["traceEvents"]
+                                              if e.get("ph") == "X" and str(e.get("name")).startswith("ProfilerStep#")))
+        return statistics.median(per_rank) / 1e3
+
+    bal, slow = median_step_ms(REF / "ranks_balanced"), median_step_ms(REF / "ranks_straggler")
+    assert (round(bal), round(slow)) == (1551, 2434)      # PROVENANCE.md
+    _has(text, rf"median step: balanced {bal:,.0f} ms, straggler {slow:,.0f} ms \(\+{slow - bal:,.0f} ms\); "
+               r"injected on rank 1: 500 ms per step")
+    _has(text, rf"beyond the injected delay: \+{slow - bal - 500:,.0f} ms per step")
+    _has(text, r"straggler run, rank 0: 82% of its collective time is waiting")
+
+    def largest_lateness_per_step(folder):
+        calls = {}
+        for row in _raw_collectives(folder):   # (rank, call, name, k, where, step, tid, start, end, dur)
+            calls.setdefault(row[1], []).append(row)
+        by_step = {}
+        for group in calls.values():
+            g = sorted(group, key=lambda x: x[7])
+            if g[-1][5] >= 0:
+                by_step.setdefault(g[-1][5], []).append((g[-1][7] - g[-2][7], g[-1][0]))
+        return [max(v) for _, v in sorted(by_step.items())]
+
+    worst = largest_lateness_per_step(REF / "ranks_straggler")
+    assert [r for _, r in worst] == [1, 1, 1]
+    _has(text, rf"rank 1 kept the others waiting longest in 3 of 3 steps, "
+               rf"{statistics.median(n for n, _ in worst) / 1e6:,.1f} ms per step \(median\); injected: 500 ms")
+    worst = largest_lateness_per_step(REF / "ranks_balanced")
+    ranks = [r for _, r in worst]
+    _has(text, rf"balanced run: rank {max(set(ranks), key=ranks.count)} still kept the other waiting longest, "
+               rf"{statistics.median(n for n, _ in worst) / 1e6:,.1f} ms per step \(median\)")
+    assert NCCL.is_dir()
+    raw = [e for e in _raw(0)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    is_comm = [e["name"].startswith(("ncclKernel_", "ncclDevKernel_")) for e in raw]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e, c in zip(raw, is_comm) if c]
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e, c in zip(raw, is_comm) if not c]
+    c, p = _union_us(comm), _union_us(comp)
+    _has(text, rf"\n0\s+10\s+{c / 1e3:.3f}\s+{p / 1e3:.3f}\s+{(c + p - _union_us(comm + comp)) / 1e3:.3f}\s+"
+               rf"{(c + p - _union_us(comm + comp)) / c:.3f}\n")

@@ -24,13 +24,16 @@ Exact and estimated figures
 ---------------------------
 - Exact (the profiler's own durations): step times, each collective's duration,
   the time each rank spends in collectives, the overlap of communication and
-  compute kernels within one GPU trace.
+  compute kernels within one complete GPU trace (a subsampled trace, such as the
+  public NCCL pair, lacks some kernels: its overlap is an estimate).
 - Estimated: the split of a collective into *waiting* (for the last rank to
   arrive) and *transfer*, and the straggler's lateness. Both compare start times
   of different ranks. The kit does **not** align clocks: it compares each trace's
   times as written (ns since the Unix epoch: ``baseTimeNanoseconds`` + ``ts``).
-  Ranks on one host share that clock, so the comparison holds to the clock's
-  resolution; for ranks on different hosts every wait and lateness figure also
+  Ranks on one host share that clock, so the comparison holds up to each
+  process's own conversion of its fast time counter to that clock (PyTorch's
+  ``ApproximateClockToUnixTimeConverter``, calibrated per process: an error far
+  below the milliseconds a straggler costs, but not zero); for ranks on different hosts every wait and lateness figure also
   carries the difference between the hosts' clocks (``RankTraces.info["host"]``
   says which case you are in). The wait also assumes the collective can only
   make progress once the last rank arrives, true of all-reduce and all-gather
@@ -340,9 +343,13 @@ def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
 
     A rank that starts a step late (a slow data load, a sleep, a busy host) is
     last at the step's first collective by the whole delay; once the others have
-    waited for it, the ranks run in step again and later collectives show only
-    the differences in their compute. The largest ``late_by_ns`` of a step is
-    therefore the best single estimate of one rank's delay in that step.
+    waited for it, the ranks run in step again and later collectives show smaller
+    differences (in their compute, and on Gloo also queueing behind the previous
+    collective and the operating system's scheduling, which a trace cannot tell
+    apart). The largest ``late_by_ns`` of a step is therefore an estimate of one
+    rank's delay in that step while that delay outweighs those differences; when it
+    does not (a small delay on a busy host), the largest lateness can belong to
+    another rank or another cause.
 
     Parameters
     ----------
@@ -401,7 +408,9 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     """How much of each rank's communication-kernel time ran while a compute kernel
     ran too (on another stream): the communication hidden under computation.
 
-    Computed per rank on the GPU's own timeline, so exact within a trace:
+    Computed per rank on the GPU's own timeline, so exact within a complete trace
+    (on a subsampled one, dropped compute kernels make ``hidden_fraction`` too low and
+    dropped communication kernels can move it either way):
     ``hidden = |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|`` with
     ``|·|`` the length of a union of intervals (:func:`kitlib.analyses.intervals.busy_ns`).
 

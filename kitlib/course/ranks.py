@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pandas as pd
+
 from ..capture.distributed import STRAGGLER_MS, torchrun_plan
 from ..capture.distributed import torchrun_command as _torchrun_command
 from ..errors import KitError
@@ -103,5 +105,33 @@ def injected_delay(traces: RankTraces) -> dict | None:
         return None
 
 
+def straggler_delay(traces: RankTraces) -> dict:
+    """The delay the lesson reads its straggler run against: :func:`injected_delay`,
+    or, for a recording made without one (your own ``torchrun`` run, say),
+    ``{"rank": <the rank the others waited for longest>, "ms": 0.0, "how": "none injected"}``
+    (the rank from :func:`kitlib.analyses.collectives.straggler_summary`)."""
+    got = injected_delay(traces)
+    if got:
+        return got
+    from ..analyses.collectives import straggler_summary
+    return {"rank": straggler_summary(traces)["rank"], "ms": 0.0, "how": "none injected"}
+
+
+def runs_compared(a: RankTraces, b: RankTraces) -> str:
+    """One sentence saying whether two runs can be compared as they stand: recorded on the
+    same host(s) on the same day (``info["host"]`` from the kit's manifests, ``first_ns``
+    from the traces), or not — then a difference between them may be the machines', not
+    the straggler's."""
+    def where(rt):
+        hosts = sorted({str(h) for h in rt.info["host"] if h is not None and not pd.isna(h)})
+        day = pd.to_datetime(int(rt.info["first_ns"].min()), utc=True).strftime("%Y-%m-%d")
+        return hosts, day
+    (ha, da), (hb, db) = where(a), where(b)
+    if ha and ha == hb and da == db:
+        return f"both runs recorded on {', '.join(ha)} on {da}: differences between them are the runs', not the machines'"
+    return (f"recorded apart ({', '.join(ha) or 'host unknown'} on {da}; {', '.join(hb) or 'host unknown'} on {db}): "
+            "a difference between the two runs may be the machines' or the day's, not only the straggler's")
+
+
 __all__ = ["REFERENCES", "STRAGGLER_MS", "public_nccl_dir", "live_plan", "torchrun_command", "record_live",
-           "recordings", "injected_delay"]
+           "recordings", "injected_delay", "straggler_delay", "runs_compared"]

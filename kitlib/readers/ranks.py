@@ -12,9 +12,10 @@ Clocks: the ``ts`` of each trace come from its own host's clock (Kineto writes
 system-clock time, in PyTorch ≥ 2 as ``baseTimeNanoseconds`` + ``ts``). Ranks on
 one host therefore share a clock and their times can be compared as they are;
 ranks on different hosts are only as aligned as those hosts' clocks (NTP: often
-within a millisecond, sometimes worse). This module does **not** shift any
-trace; :func:`kitlib.analyses.collectives.clock_offsets` estimates offsets
-between hosts when they are needed.
+within a millisecond, sometimes worse). Neither this module nor the analyses
+shift any trace or estimate offsets between hosts: figures that compare ranks on
+different hosts carry those hosts' clock difference (see the notes of
+:mod:`kitlib.analyses.collectives`).
 
 Sources: PyTorch ``torch/profiler/profiler.py`` (``_get_distributed_info``, which
 writes ``distributedInfo``); the kit's multi-rank bundles
