@@ -162,6 +162,30 @@ def test_chain_is_worked_out_once_per_trace_and_each_caller_gets_its_own_copy():
     assert (fewer["launch_row"] >= 0).sum() < (again["launch_row"] >= 0).sum()
 
 
+def test_chain_is_worked_out_once_until_a_table_is_replaced(monkeypatch):
+    """Counted: the second call of a method reads the memo; a replaced ops, launches or gpu
+    table (a new object, even with equal contents) makes the next call work it out again."""
+    from kitlib.analyses import chain as chain_mod
+    tr = load_trace(REF / "profiler_5step" / "trace.json.gz")
+    worked = []
+    real = chain_mod._chain
+    monkeypatch.setattr(chain_mod, "_chain", lambda t, m: worked.append(m) or real(t, m))
+    a = chain(tr)
+    b = chain(tr)
+    assert worked == ["auto"] and a.equals(b) and a is not b
+    chain(tr, "time_nesting")
+    chain(tr, "time_nesting")
+    assert worked == ["auto", "time_nesting"]
+    for table in ("ops", "launches", "gpu"):
+        setattr(tr, table, getattr(tr, table).copy())
+        assert chain(tr).equals(a)
+        chain(tr)
+    assert worked == ["auto", "time_nesting", "auto", "auto", "auto"]
+    with pytest.raises(ValueError) as info:
+        chain(tr, "correlation")
+    assert str(info.value) == "method must be 'auto', 'external_id' or 'time_nesting', not 'correlation'"
+
+
 def test_innermost_containing_on_paper():
     """The rule as documented, worked by hand: an event contains a time when
     start_ns <= t <= end_ns (both ends included); the innermost is the one that started
