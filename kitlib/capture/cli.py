@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
             "(trace.json.gz, key_averages.json, step_times.json, manifest.json) and print "
             "its summary.",
             "On a CUDA GPU the defaults are the reference workload (batch 128, 224 px, 1,792 "
-            "synthetic images). Without a GPU they are small enough to finish in about a minute "
+            "synthetic images), checked first against the GPU's free memory: with too little, a "
+            "smaller batch runs, with a warning (see --no-memory-check). Without a GPU they are small "
+            "enough to finish in about a minute "
             "on two CPU cores (batch 8, 112 px, 3 active steps, 202 synthetic images).")
         + f"\n\nrecipes ({RECIPE_STEPS_NOTE}):\n" + recipes,
         epilog="The synthetic dataset is generated once into the cache ($KITLIB_CACHE, else "
@@ -149,6 +151,11 @@ def build_parser() -> argparse.ArgumentParser:
                    help="operators and kernels to list in the summary (default: 10)")
     p.add_argument("--no-progress", action="store_true",
                    help="no progress bars (for logs and scripts)")
+    p.add_argument("--no-memory-check", action="store_true",
+                   help="on a GPU, start even when the estimate of the memory the batch needs (scaled "
+                        "from the reference's 13.35 GB reserved peak at batch 128) is more than the GPU "
+                        "has free; by default a smaller batch is run then, with a warning, or, below "
+                        "batch 16, nothing")
 
     s = sub.add_parser("summary", help="summarise a capture bundle",
                        description="Print the summary of a capture bundle: device and software, "
@@ -253,6 +260,8 @@ def _profile(args) -> int:
         plan = f"no schedule, steps 0-{active - 1} recorded"
     if ranks is not None:
         return _profile_ranks(args, cfg, rec, ranks, plan + why_cpu)
+    if on_gpu and not args.no_memory_check:
+        cfg = _memory_checked(cfg)
     print(f"kitlib profile: {'ResNet-50' if cfg.model == 'resnet50' else cfg.model} on {device}, batch {cfg.batch_size}, {cfg.image_size} px, "
           f"{cfg.num_workers} loader worker{'' if cfg.num_workers == 1 else 's'}; recipe {rec.name} "
           f"({plan})", flush=True)
@@ -262,6 +271,35 @@ def _profile(args) -> int:
     print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
     print(summarize(cap, top=args.top))
     return 0
+
+
+def _memory_checked(cfg):
+    """``profile`` on one GPU: the memory check every live run makes
+    (:func:`kitlib.capture.gpu_memory.live_memory_plan`, on the GPU's free memory now).
+    Returns ``cfg``, or a copy with a smaller batch (a warning on stderr says so).
+    ResNet-50 only (the estimate is its); under ``torchrun`` the ranks are not checked
+    (lesson 12's live run checks every GPU before it starts them).
+
+    Raises
+    ------
+    KitError
+        Not even batch :data:`~kitlib.capture.gpu_memory.MIN_LIVE_BATCH` fits.
+    """
+    import dataclasses
+
+    from .gpu_memory import live_memory_plan
+    if cfg.model != "resnet50":
+        return cfg
+    mem = live_memory_plan(batch_size=cfg.batch_size, image_size=cfg.image_size)
+    if mem["batch_size"] is None:
+        raise KitError(f"{mem['message']} Free the GPU (another process may hold its memory), record on the "
+                       "CPU (--device cpu), replay the recordings (python -m kitlib summary profiler_5step), "
+                       "or pass --no-memory-check to try anyway.")
+    if mem["batch_size"] != cfg.batch_size:
+        print(f"kitlib profile: warning: {mem['message']} (--no-memory-check keeps batch {cfg.batch_size})",
+              file=sys.stderr, flush=True)
+        cfg = dataclasses.replace(cfg, batch_size=mem["batch_size"]).validate()
+    return cfg
 
 
 def _profile_ranks(args, cfg, rec, ranks, plan) -> int:

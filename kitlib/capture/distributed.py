@@ -260,10 +260,11 @@ def torchrun_plan(import_torch: bool = True) -> dict:
     return {"gpus": gpus, "nproc": 2, "device": "cpu", "backend": "gloo", "why": why}
 
 
-def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
+def torchrun_command(out_dir, straggler: bool, plan: dict | None = None, batch_size: int | None = None) -> list:
     """The ``torchrun`` command line of one recording of the kit's two-rank runs (a list
     for ``subprocess``): recipe ``light``, 3 active steps, rank 1 sleeping
-    :data:`STRAGGLER_MS` per step when ``straggler``.
+    :data:`STRAGGLER_MS` per step when ``straggler``; ``--batch-size`` when
+    ``batch_size`` is given (per rank; default the device's, 128 on a GPU).
 
     ``python -m torch.distributed.run`` is ``torchrun`` (the same entry point), used
     so the command runs with this Python."""
@@ -274,13 +275,18 @@ def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list
            "--out", str(out_dir)]
     if plan["device"] == "cpu":
         cmd += ["--workers", "0"]
+    if batch_size is not None:
+        cmd += ["--batch-size", str(int(batch_size))]
     if straggler:
         cmd += ["--straggler-rank", "1", "--straggler-ms", f"{STRAGGLER_MS:g}"]
     return cmd
 
 
-def run_torchrun(out_dir, straggler: bool, timeout_s: float = 900) -> Path:
-    """Record one two-rank bundle into ``out_dir`` with :func:`torchrun_command`.
+def run_torchrun(out_dir, straggler: bool, timeout_s: float = 900, plan: dict | None = None,
+                 batch_size: int | None = None) -> Path:
+    """Record one two-rank bundle into ``out_dir`` with :func:`torchrun_command`
+    (``plan`` and ``batch_size`` as it takes them: default :func:`torchrun_plan`'s
+    plan and the device's batch).
 
     Raises
     ------
@@ -288,7 +294,7 @@ def run_torchrun(out_dir, straggler: bool, timeout_s: float = 900) -> Path:
         ``torchrun`` failed (its last output lines are in the message).
     """
     import subprocess
-    res = subprocess.run(torchrun_command(out_dir, straggler), capture_output=True, text=True,
+    res = subprocess.run(torchrun_command(out_dir, straggler, plan, batch_size), capture_output=True, text=True,
                          timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     if res.returncode != 0:
         tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-12:])

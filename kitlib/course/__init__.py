@@ -28,6 +28,9 @@ from pathlib import Path
 from ..readers.bundle import (_OPENED, OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
                               reference_dir, software_provenance)
 from ..errors import KitError
+# the memory check before a live run (the same figures for python -m kitlib profile)
+from ..capture.gpu_memory import (FIXED_BYTES, MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
+                                  REFERENCE_PEAK_RESERVED_BYTES, live_memory_plan)
 
 #: Which recipe re-creates each reference recording live.
 LIVE_RECIPES = {"profiler_5step": "full", "fixed_batch": "full", "cold_start_8step": "cold_start"}
@@ -110,7 +113,8 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     free_bytes : int, optional
         Free GPU memory in bytes, for the check before a live capture (default: what
         ``torch.cuda.mem_get_info`` says; give a figure to see what a smaller GPU
-        would do). See :func:`live_memory_plan`.
+        would do). See :func:`live_memory_plan`; every live path of the lessons makes
+        the same check (:func:`_memory_checked`).
     **workload_options
         Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device` for a live capture
         (the reference settings on a GPU by default).
@@ -128,52 +132,69 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     BundleError
         The recording is missing from both ``$KITLIB_REPLAY_DIR`` and the kit.
     """
-    import warnings
     live = (mode() == "live") if live is None else live
     if not live:
         return replay_capture(reference)
     from ..capture.workload import WorkloadConfig
     recipe = LIVE_RECIPES.get(reference, "full")
-    opts = dict(workload_options)
+    opts = _memory_checked(workload_options, free_bytes, f"Using the recording {reference} instead.")
+    if opts is None:
+        return replay_capture(reference)
     device = opts.pop("device", "auto")
-    if free_bytes is not None or (device != "cpu" and cuda_available()):
-        cfg0 = WorkloadConfig.for_device(device, **opts)
-        plan = live_memory_plan(free_bytes=free_bytes, batch_size=cfg0.batch_size,
-                                image_size=cfg0.image_size)
-        if plan["batch_size"] is None:
-            warnings.warn(plan["message"] + f" Using the recording {reference} instead.", stacklevel=2)
-            return replay_capture(reference)
-        if plan["batch_size"] != cfg0.batch_size:
-            warnings.warn(plan["message"], stacklevel=2)
-            opts["batch_size"] = plan["batch_size"]
     cfg = WorkloadConfig.for_device(device, **opts)
     return _live_capture(f"lesson_{reference}", recipe, cfg, out_dir, reuse_minutes, progress,
                          f"live capture for the lessons built on {reference}; workload options "
                          f"{workload_options or 'default'}")
 
 
-def live_recipe_captures(recipes, reuse_minutes: float = 60, progress: bool = True, **workload_options) -> dict:
+def live_recipe_captures(recipes, reuse_minutes: float = 60, progress: bool = True,
+                         free_bytes: int | None = None, **workload_options) -> dict:
     """Live: one capture of the workload per torch.profiler recipe (lesson 06's cost of
     attribution), each reused when a matching one younger than ``reuse_minutes`` is
-    in ``runs/`` (as :func:`lesson_capture` does).
+    in ``runs/`` (as :func:`lesson_capture` does: same workload, same GPU).
+
+    Before anything runs, the memory check of every live path (:func:`_memory_checked`,
+    as in :func:`lesson_capture`): with too little free GPU memory all the recipes run
+    a smaller batch, with a warning; when not even :data:`MIN_LIVE_BATCH` fits, the
+    recordings stand in (with a warning): the recipe ``full`` gets the recording
+    ``profiler_5step`` (:data:`LIVE_RECIPES`), the others nothing.
 
     Parameters
     ----------
     recipes : sequence of str
         Names in :data:`kitlib.capture.recipes.RECIPES`.
+    reuse_minutes : float
+        0 always records afresh.
+    progress : bool
+    free_bytes : int, optional
+        Free GPU memory to plan for (default: the GPU's; see :func:`lesson_capture`).
+    **workload_options
+        Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device`.
 
     Returns
     -------
     dict of str -> Capture
+        One capture per recipe; with nothing fitting, only the recipes a recording was
+        made with (``capture.origin == "recorded"``).
     """
     from ..capture.workload import WorkloadConfig
-    opts = dict(workload_options)
+    recorded = {}
+    for ref, rec in LIVE_RECIPES.items():
+        if rec in recipes and rec not in recorded:
+            recorded[rec] = ref
+    opts = _memory_checked(
+        workload_options, free_bytes,
+        "Using the recording " + (", ".join(f"{ref} for recipe {r}" for r, ref in recorded.items()) or "of none")
+        + (f"; not measured: {', '.join(r for r in recipes if r not in recorded)}" if len(recorded) < len(recipes) else "")
+        + ".")
+    if opts is None:
+        return {r: replay_capture(ref) for r, ref in recorded.items()}
     cfg = WorkloadConfig.for_device(opts.pop("device", "auto"), **opts)
     return {r: _live_capture(f"lesson_recipe-{r}", r, cfg, None, reuse_minutes, progress,
                              f"live capture with recipe {r} (lesson 06)") for r in recipes}
 
 
-def measured(experiment: str, reuse_minutes: float = 60, **kwargs) -> dict:
+def measured(experiment: str, reuse_minutes: float = 60, free_bytes: int | None = None, **kwargs) -> dict:
     """Live: run one of :mod:`kitlib.capture.experiments`' step-time measurements, or
     reuse its result from a matching run younger than ``reuse_minutes``.
 
@@ -188,6 +209,14 @@ def measured(experiment: str, reuse_minutes: float = 60, **kwargs) -> dict:
         ``"measure_loader_settings"`` (lesson 04) or ``"overhead_series"`` (lesson 10).
     reuse_minutes : float
         0 always measures afresh.
+    free_bytes : int, optional
+        Free GPU memory to plan for (default: the GPU's). Before measuring, the memory
+        check of every live path (:func:`_memory_checked`) for the workload the
+        experiment runs (:meth:`WorkloadConfig.for_device`'s, batch 128 on a GPU): too
+        little memory, and the experiment runs a smaller batch (with a warning; the
+        batch is kept in the bundle and compared on reuse); not even
+        :data:`MIN_LIVE_BATCH` fits, and the recorded step times of ``profiler_5step``
+        are returned instead (with a warning).
     **kwargs
         The experiment's arguments (JSON values: they are compared on reuse).
 
@@ -205,14 +234,23 @@ def measured(experiment: str, reuse_minutes: float = 60, **kwargs) -> dict:
 
     from ..capture import experiments
     from ..capture.recipes import runs_dir
+    from ..capture.workload import WorkloadConfig
     from ..readers.bundle import write_bundle
     if experiment not in ("measure_loader_settings", "overhead_series"):
         raise KitError(f"no experiment {experiment!r}: measure_loader_settings or overhead_series")
-    args = json.loads(json.dumps(kwargs, sort_keys=True))
+    opts = _memory_checked({}, free_bytes, "Using the recorded step times of profiler_5step instead.")
+    if opts is None:
+        return replay_capture("profiler_5step").step_times()
+    batch = opts.get("batch_size")     # None: the experiment's own default batch
+    if batch is not None:
+        kwargs = {**kwargs, ("base" if experiment == "measure_loader_settings" else "config"):
+                  WorkloadConfig.for_device(batch_size=batch)}
+    args = json.loads(json.dumps({k: v for k, v in kwargs.items() if k not in ("base", "config")}, sort_keys=True))
     gpu = software_provenance().get("gpu")
     if reuse_minutes > 0:
         found = _recent_bundle(f"lesson_{experiment}", reuse_minutes,
-                               lambda c: c.recipe.get("arguments") == args and c.provenance.get("gpu") == gpu)
+                               lambda c: c.recipe.get("arguments") == args and c.provenance.get("gpu") == gpu
+                               and c.recipe.get("batch_size") == batch)
         if found is not None:
             print(f"reusing {found.path} ({found.label}); pass reuse_minutes=0 to measure again")
             return found.step_times()
@@ -221,8 +259,9 @@ def measured(experiment: str, reuse_minutes: float = 60, **kwargs) -> dict:
     (out / "step_times.json").write_text(json.dumps(result, indent=1) + "\n")
     write_bundle(out, kind="timing", name=out.name, origin="live",
                  files={"step_times.json": f"kitlib.capture.experiments.{experiment} result: step times in ms"},
-                 recipe={"name": experiment, "kind": "timing", "arguments": args},
-                 notes=f"live measurement for the lessons: experiments.{experiment}(**arguments)")
+                 recipe={"name": experiment, "kind": "timing", "arguments": args, "batch_size": batch},
+                 notes=f"live measurement for the lessons: experiments.{experiment}(**arguments)"
+                       + (f", batch {batch} (the memory check's)" if batch is not None else ""))
     return result
 
 
@@ -270,70 +309,51 @@ def _live_capture(prefix, recipe, cfg, out_dir, reuse_minutes, progress, notes) 
     return cap_mod.capture(cfg, recipe, out_dir, progress=progress, notes=notes)
 
 
-#: The reference workload's GPU memory (``profiler_5step``: batch 128, 224 px, ResNet-50,
-#: channels-last, SGD with momentum): the most the caching allocator held reserved
-#: (``total_reserved``) and allocated (``total_allocated``) at any allocator event of the
-#: trace, in bytes. ``tests/test_classroom.py`` recomputes both from the recording.
-REFERENCE_PEAK_RESERVED_BYTES = 13_352_566_784
-REFERENCE_PEAK_ALLOCATED_BYTES = 11_462_948_352
-#: What does not grow with the batch: fp32 weights, gradients and momentum of ResNet-50's
-#: 23.7 million parameters (101 classes), 3 × 4 bytes each, rounded up.
-FIXED_BYTES = 300_000_000
-#: Below this batch a live capture says too little about the reference workload: replay instead.
-MIN_LIVE_BATCH = 16
+def _memory_checked(workload_options: dict, free_bytes, instead: str):
+    """The memory check every live path of the lessons makes before it runs the workload.
 
-
-def live_memory_plan(free_bytes: int | None = None, batch_size: int = 128, image_size: int = 224,
-                     margin: float = 1.15) -> dict:
-    """Whether the workload fits this GPU's free memory, and the batch that would.
-
-    The need is scaled from the reference recording's peak reserved memory
-    (:data:`REFERENCE_PEAK_RESERVED_BYTES` at batch 128, 224 px): a fixed part
-    (:data:`FIXED_BYTES`) plus a part proportional to images × pixels, times ``margin``
-    for the allocator's rounding and cuDNN's workspaces. An estimate, not a promise.
+    One rule for :func:`lesson_capture`, :func:`measured`, :func:`live_recipe_captures`,
+    :func:`lesson_nsys_capture` and lesson 12's NCCL ranks: each path checks the free GPU
+    memory of the moment with :func:`live_memory_plan` (no state is carried from lesson to
+    lesson; on an unchanged GPU they all choose the same batch), for the workload it is
+    about to run (``workload_options`` as :meth:`WorkloadConfig.for_device` takes them,
+    ``device`` included).
 
     Parameters
     ----------
-    free_bytes : int, optional
-        Free device memory in bytes; default ``torch.cuda.mem_get_info()[0]`` on the
-        current GPU.
-    batch_size, image_size : int
-        The planned workload.
-    margin : float
-        Safety factor on the estimate.
+    workload_options : dict
+    free_bytes : int or None
+        Free GPU memory to plan for (a figure, to see what a smaller GPU would do);
+        ``None``: ask the GPU, and check only when one is there and the device is not the CPU.
+    instead : str
+        The sentence that ends the warning when nothing fits (what the path does instead).
 
     Returns
     -------
-    dict
-        ``free_bytes``, ``need_bytes`` (the estimate for ``batch_size``), ``batch_size``
-        (the planned batch when it fits; else the largest power of two at least
-        :data:`MIN_LIVE_BATCH` that fits; else ``None``: replay) and ``message`` (one
-        sentence saying what was decided and why).
+    dict or None
+        The options to run: unchanged when the batch fits (or nothing was checked: the
+        CPU, ``small_cnn``); with a smaller ``batch_size`` when only that fits (with a
+        warning); ``None`` when not even :data:`MIN_LIVE_BATCH` fits (with a warning
+        ending in ``instead``).
     """
-    if free_bytes is None:
-        import torch
-        free_bytes = int(torch.cuda.mem_get_info()[0])
-    per_image = (REFERENCE_PEAK_RESERVED_BYTES - FIXED_BYTES) / 128 * (image_size / 224) ** 2
+    import warnings
 
-    def need(b):
-        return int((FIXED_BYTES + per_image * b) * margin)
-
-    gib = lambda b: f"{b / 2**30:.1f} GiB"  # noqa: E731
-    plan = {"free_bytes": int(free_bytes), "need_bytes": need(batch_size)}
-    if need(batch_size) <= free_bytes:
-        return {**plan, "batch_size": batch_size,
-                "message": f"batch {batch_size} needs about {gib(need(batch_size))}; {gib(free_bytes)} free: fits."}
-    b = 1 << (max(batch_size, 1).bit_length() - 1)
-    while b >= MIN_LIVE_BATCH and need(b) > free_bytes:
-        b //= 2
-    if b >= MIN_LIVE_BATCH:
-        return {**plan, "batch_size": b,
-                "message": f"this GPU has {gib(free_bytes)} free, batch {batch_size} needs about "
-                           f"{gib(need(batch_size))}: recording with batch {b} instead (about "
-                           f"{gib(need(b))}); your figures are for batch {b}, not the reference's {batch_size}."}
-    return {**plan, "batch_size": None,
-            "message": f"this GPU has {gib(free_bytes)} free, too little for even batch {MIN_LIVE_BATCH} "
-                       f"(about {gib(need(MIN_LIVE_BATCH))}; batch {batch_size} needs {gib(need(batch_size))})."}
+    from ..capture.workload import WorkloadConfig
+    opts = dict(workload_options)
+    device = opts.get("device", "auto")
+    if free_bytes is None and (device == "cpu" or not cuda_available()):
+        return opts
+    cfg = WorkloadConfig.for_device(device, **{k: v for k, v in opts.items() if k != "device"})
+    if cfg.model != "resnet50":        # the estimate is ResNet-50's
+        return opts
+    plan = live_memory_plan(free_bytes=free_bytes, batch_size=cfg.batch_size, image_size=cfg.image_size)
+    if plan["batch_size"] is None:
+        warnings.warn(f"{plan['message']} {instead}", stacklevel=3)
+        return None
+    if plan["batch_size"] != cfg.batch_size:
+        warnings.warn(plan["message"], stacklevel=3)
+        opts["batch_size"] = plan["batch_size"]
+    return opts
 
 
 def replay_capture(reference: str) -> Capture:
@@ -462,7 +482,7 @@ def chain_beside_source(summary: dict, label: str = "this capture"):
 
 # --------------------------------------------------------------------------- which data a lesson shows
 def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None, recipe=None,
-                        reuse_minutes: float = 60, **kw):
+                        reuse_minutes: float = 60, free_bytes: int | None = None, **kw):
     """The Nsight Systems capture a lesson reads: a fresh one (live, when a GPU and
     ``nsys`` are both there) or the named reference bundle (replay).
 
@@ -479,7 +499,16 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
         ``nsys_emit_nvtx``).
     reuse_minutes : float
         In live mode, reuse this GPU's newest ``runs/lesson_<reference>_*`` capture of
-        the same recipe when younger than this (0: always capture afresh).
+        the same recipe, batch and image size when younger than this (0: always
+        capture afresh).
+    free_bytes : int, optional
+        Free GPU memory to plan for (default: the GPU's). Before a live capture, the
+        memory check of every live path (:func:`_memory_checked`) for the workload
+        ``nsys`` will run (its ``run-workload`` defaults, batch 128 on a GPU, or the
+        ``--batch-size``/``--image-size`` given in ``workload_args``): too little
+        memory, and the capture runs a smaller batch (``--batch-size``, with a
+        warning); not even :data:`MIN_LIVE_BATCH` fits, and the recording is used
+        (with a warning).
     **kw
         Passed to :func:`kitlib.capture.nsys_recipes.capture_nsys`.
 
@@ -497,20 +526,58 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
         except NsysNotFound as e:
             warnings.warn(f"{e} Using the recorded {reference}.")
             live = False
+    if live:
+        args = [str(a) for a in kw.get("workload_args", ())]
+        given = {k: _option(args, f"--{k.replace('_', '-')}") for k in ("device", "batch_size", "image_size")}
+        want = {k: (v if k == "device" else int(v)) for k, v in given.items() if v is not None}
+        opts = _memory_checked(want, free_bytes, f"Using the recording {reference} instead.")
+        if opts is None:
+            live = False
+        elif opts.get("batch_size") != want.get("batch_size"):
+            kw["workload_args"] = _without_option(args, "--batch-size") + ["--batch-size", str(opts["batch_size"])]
     if not live:
         return replay_capture(reference)
     from ..capture.recipes import runs_dir
+    from ..capture.workload import WorkloadConfig
     recipe = recipe or {"nsys_emit_nvtx": "emit_nvtx"}.get(reference, reference)
     name = recipe if isinstance(recipe, str) else recipe.name
     if reuse_minutes > 0:
         gpu = software_provenance().get("gpu")
+        planned = WorkloadConfig.for_device(opts.get("device", "auto"),
+                                            **{k: v for k, v in opts.items() if k != "device"})
         found = _recent_bundle(f"lesson_{reference}", reuse_minutes,
                                lambda c: c.kind == "nsys" and c.recipe.get("name") == name
-                               and c.provenance.get("gpu") == gpu)
+                               and c.provenance.get("gpu") == gpu
+                               and c.workload.get("batch_size") == planned.batch_size
+                               and c.workload.get("image_size") == planned.image_size)
         if found is not None:
             return found
     kw.setdefault("out_dir", unique_run_dir(runs_dir(), f"lesson_{reference}", create=False))
     return capture_nsys(recipe, **kw)
+
+
+def _option(args: list, flag: str):
+    """The value after the last ``flag`` in a command line (``None`` when absent)."""
+    value = None
+    for i, a in enumerate(args):
+        if a == flag and i + 1 < len(args):
+            value = args[i + 1]
+        elif a.startswith(flag + "="):
+            value = a.split("=", 1)[1]
+    return value
+
+
+def _without_option(args: list, flag: str) -> list:
+    """``args`` without ``flag`` and its value."""
+    out, skip = [], False
+    for a in args:
+        if skip:
+            skip = False
+        elif a == flag:
+            skip = True
+        elif not a.startswith(flag + "="):
+            out.append(a)
+    return out
 
 
 def ncu_capture(capture):

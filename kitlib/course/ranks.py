@@ -42,8 +42,24 @@ def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list
     return _torchrun_command(out_dir, straggler, plan or live_plan())
 
 
-def record_live(out_root=None, timeout_s: float = 900) -> dict:
+def record_live(out_root=None, timeout_s: float = 900, free_bytes: int | None = None) -> dict:
     """Record the balanced and the straggler run with ``torchrun`` (live mode).
+
+    NCCL ranks on GPUs (:func:`live_plan`) first pass the memory check of every live
+    path (:func:`kitlib.course.live_memory_plan`: the reference batch, 128 per rank at
+    224 px, against the least free memory of the GPUs the ranks use): with too little,
+    every rank runs a smaller batch (``--batch-size``, with a warning); when not even
+    :data:`kitlib.course.MIN_LIVE_BATCH` fits, the two ranks run with Gloo on the CPU
+    instead (with a warning). Gloo ranks on the CPU need no check.
+
+    Parameters
+    ----------
+    out_root : path, optional
+        Where the two bundle folders go (default ``runs/``).
+    timeout_s : float
+        Limit of each ``torchrun``.
+    free_bytes : int, optional
+        Free GPU memory to plan for (default: the least free of the ranks' GPUs).
 
     Returns
     -------
@@ -55,13 +71,27 @@ def record_live(out_root=None, timeout_s: float = 900) -> dict:
     KitError
         A ``torchrun`` run failed (its last output lines are in the message).
     """
+    import warnings
+
     from ..capture.distributed import run_torchrun
+    from ..capture.gpu_memory import free_gpu_bytes, live_memory_plan
     from ..capture.recipes import runs_dir
     from . import unique_run_dir
     root = Path(out_root) if out_root else runs_dir()
+    plan, batch = live_plan(), None
+    if plan["device"] == "cuda":
+        free = free_bytes if free_bytes is not None else free_gpu_bytes(range(plan["nproc"]))
+        mem = live_memory_plan(free_bytes=free)        # the GPU defaults torchrun_command runs: 128, 224 px
+        if mem["batch_size"] is None:
+            warnings.warn(f"{mem['message']} Recording the two ranks with Gloo on the CPU instead.", stacklevel=2)
+            plan = {**plan, "nproc": 2, "device": "cpu", "backend": "gloo",
+                    "why": "too little free GPU memory for NCCL ranks: two ranks on the CPU with Gloo"}
+        elif mem["batch_size"] != 128:
+            warnings.warn(mem["message"], stacklevel=2)
+            batch = mem["batch_size"]
     # unique names (time + random), not created: the profile command claims its folder itself
     return {role: run_torchrun(unique_run_dir(root, f"lesson_ranks_{role}", create=False), role == "straggler",
-                               timeout_s=timeout_s)
+                               timeout_s=timeout_s, plan=plan, batch_size=batch)
             for role in REFERENCES}
 
 
