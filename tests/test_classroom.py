@@ -177,18 +177,32 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     module and every reference file, and replays a recording away from the checkout."""
     import importlib.util
     import os
+    import shutil
     import subprocess
     import sys
     import zipfile
-    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)]
+    # built from a copy of what the wheel is made of: setuptools writes build/ and
+    # *.egg-info beside pyproject.toml, and a build/lib left in the checkout would ship
+    # modules deleted since (or hide a missing one)
+    src = tmp_path / "src"
+    junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
+    shutil.copytree(ROOT / "kitlib", src / "kitlib", ignore=junk)
+    shutil.copytree(REF, src / "data" / "reference", ignore=junk)
+    for f in ("pyproject.toml", "README.md"):
+        shutil.copy2(ROOT / f, src / f)
+    had_build = (ROOT / "build").exists()
+    cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(src)]
     if importlib.util.find_spec("setuptools"):
         cmd.insert(5, "--no-build-isolation")        # no download when setuptools is here
-    subprocess.run(cmd, check=True, capture_output=True, timeout=120)
+    subprocess.run(cmd, check=True, capture_output=True, timeout=120, cwd=tmp_path)
+    assert (ROOT / "build").exists() == had_build    # the checkout is left as it was
     (wheel,) = (tmp_path / "dist").glob("kitlib-*.whl")
     names = set(zipfile.ZipFile(wheel).namelist())
     want = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kitlib").rglob("*.py")}
     want |= {"kitlib/reference_data/" + p.relative_to(REF).as_posix() for p in REF.rglob("*") if p.is_file()}
     assert want <= names, sorted(want - names)[:5]
+    shipped, want_py = ({n for n in x if n.endswith(".py")} for x in (names, want))
+    assert shipped == want_py, sorted(shipped ^ want_py)[:5]      # and no module deleted since
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     env = {k: v for k, v in os.environ.items() if k not in ("KITLIB_REFERENCE", "KITLIB_REPLAY_DIR")}
     env["PYTHONPATH"] = str(tmp_path / "site")
