@@ -89,16 +89,28 @@ def test_lessons_open_recordings_only_through_the_lookup():
 
 
 def test_the_note_under_tables_and_figures(own_dir, tmp_path):
-    """In a Jupyter kernel, a table and a figure shown after opening recordings carry
-    the note naming them (the inline backend draws the figure after the note is written)."""
+    """In a Jupyter kernel, each table and figure carries the note naming the recordings its
+    cell draws on: the ones the cell names (a dict entry read as ``runs["nccl"]`` names only
+    that entry), those of a table made in an earlier cell, the public NCCL pair as itself;
+    a cell that names none falls back to every recording opened. The inline backend draws
+    the figure after the note is written, and the figure's text output repeats the note;
+    ``print_table`` prints it under a printed table."""
     from nbclient import NotebookClient
     nb = nbformat.v4.new_notebook(cells=[nbformat.v4.new_code_cell(s) for s in [
         "from kitlib import course, plots\ncap = course.replay_capture('profiler_5step')\n"
         "kit = course.replay_capture('fixed_batch')",
-        "import pandas as pd\npd.DataFrame({'step_ms': cap.step_times()['step_ms_uninstrumented']})",
+        "import pandas as pd\nsteps = pd.DataFrame({'step_ms': cap.step_times()['step_ms_uninstrumented']})\nsteps",
         "fig = plots.plot_step_times(cap.step_times())",
         "print([t.get_text() for t in fig.texts])",
+        "pd.Series(kit.files).head(2)",
+        "steps.describe()",
+        "pd.DataFrame({'facts': [1, 2]})",
+        "from kitlib.course import ranks\nfrom kitlib.analyses import collectives as coll\n"
+        "runs = {'nccl': kitlib.load_traces(ranks.public_nccl_dir()), 'cap': cap}",
+        "coll.comm_overlap(runs['nccl'])",
+        "from kitlib.course.labels import print_table\nprint_table(steps.head(3))",
     ]])
+    nb.cells[0].source = "import kitlib\n" + nb.cells[0].source
     (own_dir / "fixed_batch").unlink()
     import os
     env_mpl = os.environ.get("MPLBACKEND")
@@ -111,13 +123,24 @@ def test_the_note_under_tables_and_figures(own_dir, tmp_path):
             os.environ.pop("MPLBACKEND")
         else:
             os.environ["MPLBACKEND"] = env_mpl
-    note = ("data: profiler_5step: your own recording (H200), 2026-11-29; "
-            "fixed_batch: kit's H200 reference, 2026-11-29")
+    own = "profiler_5step: your own recording (H200), 2026-11-29"
+    kit = "fixed_batch: kit's H200 reference, 2026-11-29"
+    public = "public NCCL pair (HTA's sampled A100 run)"
+
+    def note(i):
+        data = nb.cells[i].outputs[-1]["data"]
+        assert data["text/plain"].count("\n[data: ") == 1
+        return data["text/plain"].rsplit("\n[data: ", 1)[1].rstrip("]")
     table = nb.cells[1].outputs[0]["data"]
-    assert "<table" in table["text/html"] and note in table["text/html"]
-    assert table["text/plain"].endswith(f"[{note}]")
-    assert "image/png" in nb.cells[2].outputs[0]["data"]
-    assert note in nb.cells[3].outputs[0]["text"]
+    assert "<table" in table["text/html"] and f"data: {own}</div>" in table["text/html"]
+    assert note(1) == own
+    assert "image/png" in nb.cells[2].outputs[0]["data"] and note(2) == own
+    assert nb.cells[3].outputs[0]["text"] == str([f"data: {own}"]) + "\n"      # drawn under the figure
+    assert note(4) == kit
+    assert note(5) == own                      # a table made in an earlier cell keeps its recording
+    assert note(6) == f"{own}; {kit}"          # names none: every recording opened
+    assert note(8) == public                   # runs['nccl'] only, not runs['cap']
+    assert nb.cells[9].outputs[0]["text"].endswith(f"\n[data: {own}]\n")
 
 
 def test_run_folders_are_unique_within_a_second(tmp_path):

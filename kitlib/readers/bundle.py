@@ -572,6 +572,45 @@ def opened_labels() -> list[str]:
     return list(dict.fromkeys(_OPENED.values()))
 
 
+#: Folders of public traces the kit ships without a manifest (by their name in the kit's
+#: reference folder), and the label their tables and figures carry.
+PUBLIC_LABELS = {"public-traces": "public NCCL pair (HTA's sampled A100 run)"}
+
+
+def note_source(path, label: str) -> str:
+    """Count ``path`` (a folder or file that is no kit bundle: a folder of public
+    traces, a lesson's own CPU run) among the recordings opened, under ``label``, as
+    :func:`open_capture` does for a bundle; :func:`label_for` then names it for any
+    file inside. Returns ``label``."""
+    _OPENED[os.path.abspath(path)] = label
+    OPEN_LOG.append(label)
+    return label
+
+
+def label_for(path) -> str | None:
+    """The label of the opened recording ``path`` belongs to (the bundle folder or a
+    folder given to :func:`note_source`, ``path`` itself or a folder above it), or
+    ``None`` when it belongs to none opened in this process."""
+    if path is None:
+        return None
+    opened = {os.path.abspath(k): v for k, v in _OPENED.items()}
+    p = Path(os.path.abspath(path))
+    for q in (p, *p.parents):
+        if str(q) in opened:
+            return opened[str(q)]
+    return None
+
+
+def folder_label(folder) -> str:
+    """The label of a folder of traces without a kit manifest: its :data:`PUBLIC_LABELS`
+    entry when it is one of the kit's public folders, else ``"<name>: trace files (no kit
+    manifest)"``."""
+    folder = Path(folder)
+    if folder.name in PUBLIC_LABELS and _inside(folder, reference_dir()):
+        return PUBLIC_LABELS[folder.name]
+    return f"{folder.name}: trace files (no kit manifest)"
+
+
 def reference_dir() -> Path:
     """The folder holding the kit's reference recordings.
 

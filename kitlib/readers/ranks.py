@@ -31,7 +31,7 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import KitFileError
-from .bundle import MANIFEST, open_capture, reference_dir
+from .bundle import MANIFEST, folder_label, label_for, note_source, open_capture, reference_dir
 from .trace import Trace, load_trace
 
 #: Columns of :attr:`RankTraces.info`.
@@ -71,6 +71,14 @@ class RankTraces:
     def __repr__(self):
         return (f"RankTraces(ranks {self.ranks} of world size {self.world_size}, backend "
                 f"{self.backend})")
+
+    @property
+    def label(self) -> str | None:
+        """Which recording these traces are, for the note under a lesson's tables and
+        figures: the kit bundle's :attr:`kitlib.readers.bundle.Capture.label`, a folder
+        of public traces' own (:data:`kitlib.readers.bundle.PUBLIC_LABELS`), or ``None``
+        for a list of files."""
+        return label_for(self.source)
 
     @property
     def ranks(self) -> list:
@@ -250,6 +258,8 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
     out = RankTraces(traces={int(r["rank"]): traces[i] for i, r in order.iterrows()},
                      info=order.drop(columns="_pg").reset_index(drop=True)[INFO_COLUMNS],
                      source=folder, manifest=dist)
+    if folder is not None and not dist:   # no kit bundle (a bundle was labelled when opened)
+        note_source(folder, folder_label(folder))
     return out
 
 
