@@ -13,6 +13,10 @@ EXPECTED_FIGURES = {"00": 2, "01": 1, "02": 1, "03": 1, "04": 1, "05": 2, "06": 
                     "10": 1, "11": 1, "12": 2}
 
 
+#: The note under what lesson 12 shows of the public NCCL pair (not a kit recording).
+PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
+
+
 def figure_count(nb) -> int:
     """PNG pictures among the outputs of an executed notebook."""
     return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -55,7 +59,8 @@ def test_lesson_runs_in_replay_mode(path, executed_lesson):
         # of facts shown before, such as lesson 11's routes, has no recording to name)
         first = next(i for i, t in enumerate(tables) if ">data: " in t)
         assert tables[first:] == noted, "every table says which recordings it comes from"
-        assert all(("your own recording" in t) if own else re.search(r"kit's \w+ reference", t) for t in noted)
+        assert all(("your own recording" in t) if own else re.search(r"kit's \w+ reference", t) or PUBLIC in t
+                   for t in noted)
         assert not own or not any("kit's" in t for t in noted)
     text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "mode: replay" in text or "recorded" in text
@@ -75,3 +80,87 @@ def test_lesson_runs_on_a_capture_the_kit_recorded_live(path, lesson_on_live_cap
     assert not [o for o in outputs if o.get("output_type") == "error"]
     text = "\n".join(o.get("text", "") for o in outputs if o.get("output_type") == "stream")
     assert "(torch_profiler, live)" in text
+
+
+def printed_tables(lines: list) -> list:
+    """``(first, last)`` line numbers of the tables among printed lines: two or more
+    consecutive lines of the same length (12 characters or more), each with a gap of two
+    spaces or more between words — how ``DataFrame.to_string``, ``Series.to_string`` and
+    the profiler's own tables print."""
+    def row(s):
+        return len(s) >= 12 and re.search(r"\S\s{2,}\S", s) is not None
+    blocks, i = [], 0
+    while i < len(lines):
+        j = i
+        while row(lines[i]) and j + 1 < len(lines) and len(lines[j + 1]) == len(lines[i]) and row(lines[j + 1]):
+            j += 1
+        if j > i:
+            blocks.append((i, j))
+        i = j + 1
+    return blocks
+
+
+def unlabelled(cell) -> list:
+    """What an executed cell shows without the note saying which recording it comes from:
+    each figure (PNG) whose text output lacks the ``[data: ...]`` line written under it, and
+    each printed table (:func:`printed_tables`) not followed, within four lines of the
+    cell's printed output or by the cell's next displayed result (its note in the text or
+    under the HTML table), by a note."""
+    missing, lines = [], []
+    for o in cell.get("outputs", []):
+        data = o.get("data", {})
+        if "image/png" in data and "\n[data: " not in data.get("text/plain", ""):
+            missing.append(f"figure {data.get('text/plain', '')[:40]!r}")
+        if o.get("output_type") == "stream" and o.get("name") == "stdout":
+            lines += o["text"].split("\n")
+        elif data:   # a displayed result: its note (under a table or figure) counts as the next line
+            noted = "\n[data: " in str(data.get("text/plain", "")) or ">data: " in str(data.get("text/html", ""))
+            lines.append("[data: " if noted else "<display>")
+    for a, b in printed_tables(lines):
+        after = [s for s in lines[b + 1:] if s.strip()][:4]
+        if not any(s.startswith("[data: ") for s in after):
+            missing.append(f"printed table {lines[a].strip()[:60]!r}")
+    return missing
+
+
+def test_the_label_check_finds_what_it_looks_for():
+    """unlabelled() flags an unlabelled printed table and figure, and passes labelled ones."""
+    import pandas as pd
+    table = pd.Series({"external_id": 3710, "launched_before_recording": 78}, name="link").to_string()
+    stream = lambda text: {"output_type": "stream", "name": "stdout", "text": text}
+    png = lambda plain: {"output_type": "display_data", "data": {"image/png": "", "text/plain": plain}}
+    assert unlabelled({"outputs": [stream(table + "\nsome words\n")]}) == ["printed table 'external_id                  3710'"]
+    assert unlabelled({"outputs": [stream(table + "\n[data: x: kit's H200 reference]\n")]}) == []
+    assert unlabelled({"outputs": [stream(table + "\n"), png("<Figure>\n[data: x]")]}) == []
+    assert unlabelled({"outputs": [png("<Figure size 640x480 with 1 Axes>")]}) == ["figure '<Figure size 640x480 with 1 Axes>'"]
+    assert unlabelled({"outputs": [stream("mode: replay\nfiles will be written to /tmp/x\n")]}) == []
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_every_figure_and_printed_table_says_which_recording(path, executed_lesson):
+    """Every figure a lesson draws, and every table it prints, carries the note naming the
+    recording it comes from (lesson 01: the learner's own CPU run of the lesson)."""
+    nb = executed_lesson(path.name[:2]).nb
+    missing = {i: m for i, c in enumerate(nb.cells) if c.cell_type == "code" for m in [unlabelled(c)] if m}
+    assert not missing, f"cells without the note: {missing}"
+
+
+def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
+    """Lesson 12's public NCCL pair is labelled as itself: the notes of the cells that read
+    only the pair name it alone, and the notes of the cells that read only the kit's two
+    Gloo runs never name it."""
+    nb = executed_lesson("12").nb
+    seen = {"nccl": 0, "gloo": 0}
+    for c in nb.cells:
+        if c.cell_type != "code":
+            continue
+        text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in c.outputs)
+        notes = re.findall(r"^\[data: (.*)\]$", text, re.M)
+        nccl, gloo = re.search(r"\bnccl\b", c.source), re.search(r"\b(bal|slow)\b", c.source)
+        if nccl and not gloo:
+            assert notes and all(n == PUBLIC for n in notes), c.source
+            seen["nccl"] += len(notes)
+        elif gloo and not nccl:
+            assert all("ranks_" in n and "NCCL" not in n for n in notes), c.source
+            seen["gloo"] += len(notes)
+    assert seen["nccl"] >= 2 and seen["gloo"] >= 3   # the overlap table and its figure; the Gloo tables and figure
