@@ -280,20 +280,122 @@ def test_record_course_plans_every_bundle_the_lessons_replay(tmp_path, capsys):
         assert "torch sees no CUDA GPU" in capsys.readouterr().err and not out.exists()
 
 
+def parse_key(text: str) -> dict:
+    """``{lesson: {question key: (answer as the key prints it, why)}}`` from the Markdown of
+    ``python -m kitlib answers``; a lesson without questions (01) maps to ``{}``."""
+    out, lesson = {}, None
+    for m in re.finditer(r"^## Lesson (\d\d)|^- \*\*(\w+)\*\*: .*\n  - answer: `(.*)`\n  - why: (.*)$", text, re.M):
+        if m.group(1):
+            lesson = out.setdefault(m.group(1), {})
+        else:
+            lesson[m.group(2)] = (m.group(3), m.group(4))
+    return out
+
+
+def given_away(nb, key: dict) -> list:
+    """Where a lesson notebook's source gives away an answer of the key: an answer cell
+    filled in (``answer = <anything but None>``, or ``ex.check(<key>, <a value>)``), a
+    ``.reveal(`` call (it prints the answer when the cell runs), or any answer of ``key`` in
+    the form the key prints it (```answer: `<value>` ```) or its explanation, word for word."""
+    found = []
+    for c in nb.cells:
+        if c.cell_type == "code":
+            found += [f"answer = {v}" for v in re.findall(r"^\s*answer\s*=\s*([^#\n]*?)\s*(?:#.*)?$", c.source, re.M)
+                      if v != "None"]
+            found += [f"check({k}, {v})" for k, v in re.findall(r"\.check\(\s*([^,()]+?)\s*,\s*([^)]*?)\s*\)", c.source)
+                      if v not in ("answer", "None")]
+            found += [".reveal(" for _ in re.findall(r"\.reveal\(", c.source)]
+    source = "\n".join(c.source for c in nb.cells)
+    for lesson, questions in key.items():
+        for q, (answer, why) in questions.items():
+            found += [f"{lesson}/{q}: {form[:50]}" for form in (f"answer: `{answer}`", why) if form in source]
+    return found
+
+
+@pytest.fixture(scope="module")
+def kit_key():
+    """The whole answer key from the kit's recordings (no KITLIB_REPLAY_DIR), parsed."""
+    import os
+    from kitlib.course.cli import answer_key
+    own = os.environ.pop("KITLIB_REPLAY_DIR", None)
+    try:
+        text = answer_key()
+    finally:
+        if own is not None:
+            os.environ["KITLIB_REPLAY_DIR"] = own
+    return text, parse_key(text)
+
+
 def test_answer_key_from_the_recordings_in_use(own_dir, capsys):
     """``python -m kitlib answers`` computes the key from the recordings the lessons would
-    read, and says which; the lessons themselves hold no answers."""
-    from kitlib.course.cli import main
-    assert main(["answers", "--lesson", "02", "--lesson", "01"]) == 0
+    read, and says which; lesson 01 (the learner's own CPU run) says so in one line."""
+    from kitlib.course.cli import LESSON01_LINE, main
+    assert main(["answers", "--lesson", "02", "--lesson", "01", "--lesson", "12"]) == 0
     key = capsys.readouterr().out
-    # PROVENANCE.md: the first convolution made three launches; its kernel came from the third
-    assert "- **launch_count**:" in key and "answer: `3`" in key
     assert "data: profiler_5step: your own recording (H200), 2026-11-29" in key
-    assert "## Lesson 01" in key and "ex.reveal" in key
+    assert "data: ranks_straggler: your own recording (CPU), 2026-11-30; public NCCL pair (HTA's sampled A100 run)\n" in key
+    assert f"## Lesson 01\n\n{LESSON01_LINE}\n" in key
+    assert list(parse_key(key)) == ["02", "01", "12"]
+    assert main(["answers", "--lesson", "42"]) == 2
+
+
+def test_answer_key_holds_every_lesson_and_every_question_the_lessons_ask(kit_key):
+    text, key = kit_key
+    assert list(key) == [p.name[:2] for p in LESSONS], "every lesson has its section, in order"
+    assert key["01"] == {} and "ex.reveal" in text
     for path in LESSONS:
         nb = nbformat.read(path, as_version=4)
-        assert "answer: `" not in "\n".join(c.source for c in nb.cells)
-    assert main(["answers", "--lesson", "42"]) == 2
+        asked = set(re.findall(r"\.check\(\s*\"(\w+)\"", "\n".join(c.source for c in nb.cells)))
+        if path.name[:2] != "01":
+            assert asked <= set(key[path.name[:2]]), f"{path.name}: questions missing from the key"
+    assert "np.float64(" not in text, "answers print as plain numbers"
+
+
+def test_answer_key_agrees_with_independently_known_figures(kit_key):
+    """Lesson 02: data/reference/PROVENANCE.md (the first convolution's three launches, the
+    kernel of the third) and the raw-JSON queue delay of test_golden_derived's
+    test_queue_delay_of_the_first_convolution_from_raw_json. Lesson 12: PROVENANCE.md
+    (rank 1 late by 525.6 ms, 82 % of rank 0's collective time waiting) and the hidden
+    fraction of rank 0's NCCL kernels worked out here from the public pair's raw JSON."""
+    import gzip
+    _, key = kit_key
+    answers = {n: {q: a for q, (a, _) in qs.items()} for n, qs in key.items()}
+    assert answers["02"] == {"launch_count": "3", "longest_kernel_launch": "3", "launch_to_kernel_id": "'correlation'",
+                             "add_host_and_device": "False", "queue_delay_us": "844.61"}
+    ev = json.loads(gzip.decompress((REF / "public-traces" / "hta_2024-03_nccl_sampled_rank0.json.gz").read_bytes()))
+    kernels = [(e["ts"], e["ts"] + e["dur"], e["name"].startswith(("ncclKernel_", "ncclDevKernel_")))
+               for e in ev["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+
+    def union(spans):
+        total, end = 0.0, float("-inf")
+        for a, b in sorted(spans):
+            if b > end:
+                total, end = total + b - max(a, end), b
+        return total
+    comm = [(a, b) for a, b, c in kernels if c]
+    comp = [(a, b) for a, b, c in kernels if not c]
+    hidden = (union(comm) + union(comp) - union(comm + comp)) / union(comm)
+    assert answers["12"] == {"straggler_rank": "1", "late_ms": "525.6", "fast_rank_wait_share": "0.82",
+                             "what_to_fix": "'fix the straggler'", "nccl_hidden_fraction": repr(round(hidden, 3))}
+    assert "## Lesson 12" in kit_key[0] and "data: ranks_straggler: kit's CPU reference, 2026-11-30" in kit_key[0]
+
+
+def test_no_lesson_stores_an_answer(kit_key):
+    """No lesson notebook fills in an answer cell, reveals an answer, or holds any answer of
+    the key as the key prints it; the same check finds each of these in a lesson doctored so."""
+    _, key = kit_key
+    for path in LESSONS:
+        assert given_away(nbformat.read(path, as_version=4), key) == [], path.name
+    nb = nbformat.read(next(p for p in LESSONS if p.name.startswith("02_")), as_version=4)
+    cell = next(c for c in nb.cells if 'ex.check("launch_count", answer)' in c.source)
+    cell.source = cell.source.replace("answer = None", "answer = 3")
+    nb.cells.append(nbformat.v4.new_markdown_cell("- answer: `844.61`"))
+    nb.cells.append(nbformat.v4.new_code_cell('ex.check("queue_delay_us", 844.61)\nex.reveal("launch_count")'))
+    nb.cells.append(nbformat.v4.new_markdown_cell(f"Why: {key['12']['late_ms'][1]}"))
+    got = given_away(nb, key)
+    assert got[:3] == ["answer = 3", "check(\"queue_delay_us\", 844.61)", ".reveal("]
+    assert any(g.startswith("02/queue_delay_us: answer: `844.61`") for g in got)
+    assert any(g.startswith("12/late_ms: median of the steps") for g in got)
 
 
 def test_workspace_copies_lessons_and_keeps_the_students_answers(tmp_path, capsys):

@@ -25,10 +25,13 @@ COMMANDS = ("answers", "workspace")
 
 
 #: How each lesson builds its exercises from recordings, as the lesson's "your turn"
-#: cells do in replay mode. Lesson 01's come from the learner's own CPU run.
+#: cells do in replay mode. Lesson 01's come from the learner's own CPU run. A builder
+#: returns the exercises, or ``(exercises, labels)`` when it names the recordings used
+#: itself (else the key lists those its call opened).
 def _builders():
     from . import exercises
     from . import replay_capture as rec
+    from . import ranks
 
     def l04():
         return exercises.lesson04({"nsys": rec("nsys_8step"), "timing": rec("profiler_5step")})
@@ -39,6 +42,12 @@ def _builders():
     def l10():
         cap = rec("profiler_5step")
         return exercises.lesson10(cap, series=cap.step_times(), trace_capture=cap)
+
+    def l12():
+        runs = ranks.recordings(live=False)          # the recordings in use, never a live torchrun
+        slow, nccl = runs["straggler"], runs["nccl"]
+        ex = exercises.lesson12(slow, nccl, injected_ms=ranks.straggler_delay(slow)["ms"])
+        return ex, [slow.label, nccl.label]
 
     return {
         "00": lambda: exercises.lesson00(rec("profiler_5step")),
@@ -52,7 +61,20 @@ def _builders():
         "09": l09,
         "10": l10,
         "11": lambda: exercises.lesson11(),
+        "12": l12,
     }
+
+
+def _plain(v):
+    """A numpy scalar as the Python number it holds (the key prints ``844.61``, not
+    ``np.float64(844.61)``); anything else unchanged."""
+    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
+
+
+#: What the key says for lesson 01, whose exercises are built from each learner's own run.
+LESSON01_LINE = ("Computed from each learner's own CPU run, recorded in the lesson (the counts follow the "
+                 "lesson's code, the times and the top operator differ by machine): run `ex.reveal(\"<key>\")` "
+                 "in the learner's notebook.")
 
 
 def answer_key(lessons=None) -> str:
@@ -62,8 +84,9 @@ def answer_key(lessons=None) -> str:
     Parameters
     ----------
     lessons : iterable of str, optional
-        Two-digit lesson numbers; default all that have recorded answers (not 01,
-        whose answers come from the learner's own CPU run: ``ex.reveal(key)`` there).
+        Two-digit lesson numbers; default every lesson with exercises. Lesson 01's answers
+        come from the learner's own CPU run: its section says so in one line
+        (:data:`LESSON01_LINE`).
 
     Returns
     -------
@@ -76,24 +99,24 @@ def answer_key(lessons=None) -> str:
     """
     from ..readers.bundle import OPEN_LOG
     builders = _builders()
-    wanted = list(lessons) if lessons else list(builders)
+    wanted = list(lessons) if lessons else sorted(["01", *builders])
     out = ["# Answer key", "",
            "Computed by `python -m kitlib answers` from the recordings in use; not for the students' copies.", ""]
     for n in wanted:
         n = f"{int(n):02d}" if str(n).isdigit() else str(n)
         if n == "01":
-            out += ["## Lesson 01", "", "Computed from each learner's own CPU run: `ex.reveal(key)` in the lesson.", ""]
+            out += ["## Lesson 01", "", LESSON01_LINE, ""]
             continue
         if n not in builders:
             raise KitError(f"no exercises for lesson {n!r}; lessons: 01, {', '.join(builders)}")
         start = len(OPEN_LOG)
         ex = builders[n]()
-        used = OPEN_LOG[start:]
+        ex, used = ex if isinstance(ex, tuple) else (ex, OPEN_LOG[start:])
         out += [f"## Lesson {n}: {ex.title}", ""]
         if used:
             out += ["data: " + "; ".join(dict.fromkeys(used)), ""]
         for q in ex.questions:
-            out += [f"- **{q.key}**: {q.prompt}", f"  - answer: `{q.answer!r}`", f"  - why: {q.explain}"]
+            out += [f"- **{q.key}**: {q.prompt}", f"  - answer: `{_plain(q.answer)!r}`", f"  - why: {q.explain}"]
         out.append("")
     return "\n".join(out)
 
