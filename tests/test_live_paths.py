@@ -373,3 +373,30 @@ def test_dependencies_fit_every_laptop():
     assert {name(d) for d in deps} >= {"torch", "torchvision"}
     torch_spec = next(d for d in deps if name(d) == "torch")
     assert "cu" not in torch_spec.lower() and ";" not in torch_spec     # plain torch: CPU or CUDA wheel alike
+
+
+def test_record_course_refuses_a_gpu_without_room_for_the_reference_batch(tmp_path, monkeypatch):
+    """record-course's bundles stand in for the references (batch 128): a GPU without room
+    for that batch is refused before any folder is written, and the error says why and
+    what to do; with room, the check lets it go on (stopped here at the first recording)."""
+    from kitlib.capture import course_set
+    from kitlib.errors import KitError
+    monkeypatch.setattr("torch.cuda.is_available", lambda: True)
+    monkeypatch.setattr(gpu_memory, "free_gpu_bytes", lambda devices=None: 8 * GIB)
+    out = tmp_path / "course-gpu"
+    with pytest.raises(KitError) as info:
+        course_set.record_course(out, nsys=str(tmp_path / "no-nsys"), ncu=str(tmp_path / "no-ncu"), echo=lambda s: None)
+    msg = str(info.value)
+    assert msg.startswith("record-course records the reference workload (batch 128), and this GPU has 8.0 GiB free")
+    assert "Free the GPU" in msg and "replay the kit's recordings" in msg and not out.exists()
+
+    def stop():
+        raise KitError("stopped by the test")
+    monkeypatch.setattr(gpu_memory, "free_gpu_bytes", lambda devices=None: 80 * GIB)
+    steps = course_set.plan(out, "cuda", str(tmp_path / "no-nsys"), str(tmp_path / "no-ncu"))
+    for s in steps:
+        s.run = stop
+    monkeypatch.setattr(course_set, "plan", lambda *a, **k: steps)
+    with pytest.raises(KitError, match="stopped by the test"):
+        course_set.record_course(out, echo=lambda s: None)
+    assert out.is_dir()

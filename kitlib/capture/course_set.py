@@ -171,7 +171,10 @@ def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool 
     Raises
     ------
     KitError
-        ``device="cuda"`` without a GPU, or ``out`` holds files already.
+        ``device="cuda"`` without a GPU or without the free memory the reference batch
+        needs (:func:`kitlib.capture.gpu_memory.live_memory_plan`: a smaller batch would make
+        recordings that differ from the references they stand in for), or ``out`` holds
+        files already.
     """
     out = Path(out)
     steps = plan(out, device, nsys, ncu)
@@ -183,6 +186,13 @@ def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool 
         if not torch.cuda.is_available():
             raise KitError("record-course records the course GPU's bundles, and torch sees no CUDA GPU here "
                            "(--device cpu tries the command with a tiny workload)")
+        # the bundles stand in for the references, so they need the reference batch: no smaller one
+        from .gpu_memory import free_gpu_bytes, live_memory_plan
+        mem = live_memory_plan(free_gpu_bytes())
+        if mem["batch_size"] != 128:
+            raise KitError(f"record-course records the reference workload (batch 128), and {mem['message']} "
+                           "Free the GPU (nvidia-smi lists what holds it) or record on a larger one; until then "
+                           "students replay the kit's recordings")
     if out.exists() and any(out.iterdir()):
         raise KitError(f"{out}: not empty; record-course writes a new folder of bundles")
     out.mkdir(parents=True, exist_ok=True)
