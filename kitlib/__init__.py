@@ -47,3 +47,11 @@ from . import course  # noqa: F401  (what a lesson starts with)
 from .course import exercises  # noqa: F401
 
 __version__ = "0.1.0"
+
+# An instructor's projector setting: in a Jupyter kernel, KITLIB_PLOT_SCALE scales the
+# tables, answer forms and explorers too, not only the pictures (kitlib.plots applies it
+# to those wherever it is imported).
+import os as _os
+if _os.environ.get("KITLIB_PLOT_SCALE", "").strip():
+    from .course.widgets import presentation_from_environment as _presentation
+    _presentation()

@@ -134,3 +134,161 @@ def test_one_presentation_setting_scales_pictures_and_text():
     finally:
         presentation(1.0)
     assert plots.SCALE == 1.0 and plt.rcParams["font.size"] == 10.0
+
+
+def test_readable_escapes_text_and_keeps_numbers_on_one_line():
+    t = pd.DataFrame({"name": ["a<b", "c"], "count": pd.array([3, None], dtype="Int64"), "ms": [1.25, float("nan")],
+                      "mixed": pd.Series([42.609432999999996, "x"], dtype=object)})
+    html = readable(t).to_html()
+    assert "a&lt;b" in html and "&lt;NA&gt;" in html and "<NA>" not in html
+    assert ">42.609433<" in html                # a number in a text column as pandas prints it
+    # numbers never wrap; the plain 0, 1, … index is not shown
+    for j in (1, 2):
+        assert f"td.col{j} {{\n  white-space: nowrap;" in html
+    assert "row_heading" not in html
+    assert "row_heading" in readable(t.set_index("name")).to_html()
+
+
+def test_presentation_css_scales_tables_forms_and_explorers_from_jupyterlabs_own_sizes():
+    from kitlib.course.widgets import presentation_css
+    css = presentation_css(1.5)
+    assert ".jp-RenderedHTMLCommon table {font-size: calc(var(--jp-ui-font-size1) * 1.5);}" in css
+    assert ".kitlib-answer-form, .kitlib-explorer {font-size: calc(var(--jp-content-font-size1) * 1.5);" in css
+    assert "--jp-widgets-font-size: calc(var(--jp-ui-font-size1) * 1.5)" in css     # the controls too
+    assert "em;" not in css        # never relative to the parent: a table inside an explorer is scaled once
+
+
+def test_the_environment_variable_scales_tables_and_forms_when_kitlib_is_imported_in_a_kernel(tmp_path):
+    """KITLIB_PLOT_SCALE=1.5 and kitlib imported in a (stand-in) kernel: the pictures' scale
+    and the tables'/forms' style, shown once; outside a kernel only the pictures' scale."""
+    import json
+    import os
+    import subprocess
+    import sys
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, sys\n"
+        "if sys.argv[1] == 'kernel':\n"
+        "    from IPython.core.interactiveshell import InteractiveShell\n"
+        "    InteractiveShell.instance().kernel = object()      # what widgets.in_kernel looks for\n"
+        "import IPython.display as d\n"
+        "shown = []\n"
+        "d.display = lambda obj, **kw: shown.append(getattr(obj, 'data', str(obj)))\n"
+        "import kitlib\n"
+        "from kitlib import plots\n"
+        "from kitlib.course import widgets\n"
+        "print(json.dumps({'scale': plots.SCALE, 'shown': shown, 'presentation': widgets.PRESENTATION['scale']}))\n")
+    env = dict(os.environ, KITLIB_PLOT_SCALE="1.5", MPLBACKEND="Agg")
+    run = lambda where: json.loads(subprocess.run([sys.executable, str(probe), where], env=env, check=True,  # noqa: E731
+                                                  capture_output=True, text=True).stdout.strip().splitlines()[-1])
+    inside = run("kernel")
+    assert inside["scale"] == inside["presentation"] == 1.5
+    assert len(inside["shown"]) == 1 and "calc(var(--jp-ui-font-size1) * 1.5)" in inside["shown"][0]
+    outside = run("script")
+    assert outside["scale"] == 1.5 and outside["shown"] == []
+
+
+def test_going_back_to_scale_1_in_a_kernel_shows_the_style_of_1(monkeypatch):
+    from kitlib import plots
+    from kitlib.course import widgets
+    shown = []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj.data))
+    monkeypatch.setitem(widgets.PRESENTATION, "shown", False)
+    try:
+        assert widgets.presentation(1.0) == 1.0 and shown == []      # nothing to undo: no style
+        widgets.presentation(2)
+        widgets.presentation(1.0)
+        assert [("* 2)" in s, "* 1)" in s) for s in shown] == [(True, False), (False, True)]
+    finally:
+        widgets.PRESENTATION["scale"] = plots.set_scale(1.0)
+
+
+def test_callsite_explorer_groups_sorts_and_filters():
+    """Lesson 06's explorer: device time by the user's line, then by module type."""
+    from kitlib.analyses import callsites
+    fb = open_capture("fixed_batch").trace
+    e = explorers.grouping_explorer(fb, by="callsite")
+    assert e.values() == {"group_by": "user_frame", "sort_by": "device_self_us", "contains": "", "top": 8}
+    by_line = callsites.group_by_callsite(fb).sort_values("device_self_ns", ascending=False)
+    assert e.table.index[0] == by_line["user_frame"].iloc[0] == "torchvision/models/resnet.py(143): forward"
+    assert e.table["device_self_us"].iloc[0] == pytest.approx(by_line["device_self_ns"].iloc[0] / 1e3, abs=0.05)
+    assert e.table["device_self_us"].is_monotonic_decreasing and e.figure_png.startswith(b"\x89PNG")
+    e.controls["group_by"].value = "module_type"
+    assert e.table.index.name == "module_type" and e.table.index[0] == "Conv2d" and len(e.table) == 8
+    e.controls["sort_by"].value = "ops"
+    assert e.table["ops"].is_monotonic_decreasing and e.table.index[0] == "BatchNorm2d"
+    e.controls["contains"].value = "NORM"            # case-insensitive
+    assert list(e.table.index) == ["BatchNorm2d"]
+    e.controls["contains"].value = "no such module"
+    assert e.table is None and "no module_type contains 'no such module'" in e.message
+
+
+def test_memory_explorer_follows_the_chosen_step(p5):
+    tl = memory.memory_timeline(p5)
+    e = explorers.memory_explorer(p5, tl)
+    first, picture = e.values()["step"], e.figure_png
+    other = next(s for s in e.controls["step"].options if s != first)
+    e.controls["step"].value = other
+    assert e.values() == {"step": other} and e.figure_png != picture
+    # the operators holding memory at that step's own peak, as memory_held_at gives them
+    part = tl[tl["step"] == other]
+    position = int(part.index[int(memory.memory_peak(part)["position"])])
+    held = memory.memory_held_at(p5, tl, position).head(8)
+    assert list(e.table.index) == list(held["op"])
+    assert e.table["held_gb"].tolist() == (held["held_bytes"] / 1e9).round(3).tolist()
+
+
+def test_timeline_explorer_follows_the_chosen_step(p5):
+    from kitlib.plots.timeline import timeline_rows
+    steps = p5.steps.reset_index(drop=True)
+    e = explorers.timeline_explorer(p5, step=int(steps["step"].iloc[1]))
+    before, picture = e.table, e.figure_png
+    third = int(steps["step"].iloc[2])
+    e.controls["step"].value = third
+    assert e.values()["step"] == third and e.figure_png != picture
+    expected = explorers.lane_table(timeline_rows(p5, int(steps["start_ns"].iloc[2]), int(steps["end_ns"].iloc[2])))
+    pd.testing.assert_frame_equal(e.table, expected)
+    assert not e.table.equals(before)
+    e.controls["steps"].value = 2                    # two steps from the chosen one: more events in each lane
+    two = e.table
+    assert (two["events"] >= expected.reindex(two.index)["events"].fillna(0)).all() and two["events"].sum() > expected["events"].sum()
+
+
+def test_chain_labels_are_stacked_so_that_none_overlap():
+    from kitlib.plots import _label_levels
+    xs = [0.0, 1.0, 10.0, 10.5, 11.0, 30.0]
+    levels = _label_levels(xs, 2.0)
+    assert levels == [0, 1, 0, 1, 2, 0]
+    for level in set(levels):                        # on each level, neighbours at least min_dx apart
+        on = [x for x, lv in zip(xs, levels) if lv == level]
+        assert all(b - a >= 2.0 for a, b in zip(on, on[1:]))
+    assert _label_levels([0.0, 5.0, 10.0], 2.0) == [0, 0, 0]      # far apart: one level
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_the_chain_pictures_launch_numbers_do_not_overlap(p5, scale):
+    """Lesson 02's picture, on a laptop and on a projector: the "#n" labels, drawn with their
+    white boxes, do not intersect (two stacked ones did by a pixel or two before)."""
+    import re
+    import matplotlib
+    from kitlib import plots
+    from kitlib.analyses.chain import first_op
+    row = first_op(p5, "aten::cudnn_convolution", step=int(p5.steps["step"].iloc[0]))
+    plots.set_scale(scale)
+    try:
+        fig = plots.plot_chain(p5, row)
+    finally:
+        plots.set_scale(1.0)
+    try:
+        fig.canvas.draw()
+        renderer = fig.canvas.get_renderer()
+        labels = [t for t in fig.axes[0].texts if re.fullmatch(r"#\d+", t.get_text())]
+        assert len(labels) == 6                      # three launches, three GPU events
+        boxes = [t.get_bbox_patch().get_window_extent(renderer) for t in labels]
+        assert all(b.contains(*t.get_window_extent(renderer).get_points().mean(axis=0)) for b, t in zip(boxes, labels))
+        overlapping = [(a, b) for i, a in enumerate(boxes) for b in boxes[i + 1:] if a.overlaps(b)]
+        assert overlapping == []
+        assert len({round(b.y0) for b in boxes}) > 2, "some labels stacked (the case this test is about)"
+    finally:
+        matplotlib.pyplot.close(fig)

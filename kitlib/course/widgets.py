@@ -171,16 +171,40 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     return bundle
 
 
-#: The presentation setting now in force (see :func:`presentation`).
-PRESENTATION = {"scale": 1.0}
+#: The presentation setting now in force (see :func:`presentation`); ``shown``: whether a
+#: notebook has been given its style (so that going back to 1 gives it the style of 1).
+PRESENTATION = {"scale": 1.0, "shown": False}
+#: The environment variable an instructor sets before starting Jupyter.
+SCALE_ENV = "KITLIB_PLOT_SCALE"
+
+
+def presentation_css(scale: float) -> str:
+    """The ``<style>`` that scales, in JupyterLab, the text of tables and of the kit's
+    answer forms and explorers (their controls included) by ``scale``.
+
+    Sizes are JupyterLab's own (``--jp-ui-font-size1`` for tables and widgets,
+    ``--jp-content-font-size1`` for text) times ``scale``, never relative to the parent,
+    so a table inside an explorer is not scaled twice.
+    """
+    s = f"{float(scale):g}"
+    return ("<style>"
+            f".jp-RenderedHTMLCommon table {{font-size: calc(var(--jp-ui-font-size1) * {s});}} "
+            f".{FORM_CLASS}, .kitlib-explorer {{font-size: calc(var(--jp-content-font-size1) * {s}); "
+            f"--jp-widgets-font-size: calc(var(--jp-ui-font-size1) * {s}); "
+            f"--jp-widgets-inline-height: calc(28px * {s});}}"
+            "</style>")
 
 
 def presentation(scale: float | None = None) -> float:
     """One setting for a projector: text of pictures, tables and forms, and picture heights.
 
     Sets :func:`kitlib.plots.set_scale` (font sizes and figure heights of every kitlib
-    picture drawn from now on), the text size of the answer forms and explorers built
-    from now on, and, where a notebook shows it, the font size of tables.
+    picture drawn from now on) and, in a notebook, shows :func:`presentation_css`: the
+    text of every table, answer form and explorer on the page, drawn before or after,
+    follows (it lasts while the output of the cell that called this is on the page).
+
+    Called by itself when kitlib is imported in a Jupyter kernel with
+    ``$KITLIB_PLOT_SCALE`` set (:func:`presentation_from_environment`).
 
     Parameters
     ----------
@@ -198,18 +222,41 @@ def presentation(scale: float | None = None) -> float:
         ``scale`` is not a positive number.
     """
     from ..plots import set_scale
-    value = set_scale(scale if scale is not None else (os.environ.get("KITLIB_PLOT_SCALE") or 1.0))
+    value = set_scale(scale if scale is not None else (os.environ.get(SCALE_ENV, "").strip() or 1.0))
     PRESENTATION["scale"] = value
-    if in_kernel() and value != 1.0:
+    if in_kernel() and (value != 1.0 or PRESENTATION["shown"]):
         from IPython.display import HTML, display
-        display(HTML(f"<style>.jp-RenderedHTMLCommon table, .{FORM_CLASS}, .kitlib-explorer "
-                     f"{{font-size: {value:.2f}em;}}</style>"))
+        display(HTML(presentation_css(value)))
+        PRESENTATION["shown"] = True
     return value
+
+
+def presentation_from_environment() -> float | None:
+    """``$KITLIB_PLOT_SCALE`` applied as :func:`presentation` does, in a Jupyter kernel
+    (kitlib calls this when it is imported): pictures, tables, forms and explorers.
+
+    Returns
+    -------
+    float or None
+        The scale, or None when the variable is unset or this is not a kernel (where
+        :mod:`kitlib.plots` still applies it to pictures when imported).
+    """
+    if not os.environ.get(SCALE_ENV, "").strip() or not in_kernel():
+        return None
+    return presentation()
 
 
 def readable(table, max_width_em: float = 28):
     """A table shown whole at a notebook's width: no text cut with "…", long text and
     headers wrapped instead of widening the table past the cell.
+
+    Numbers never wrap (a number broken over two lines reads as two); text wraps at
+    spaces, and inside a long word (a kernel name) only past ``max_width_em``; headers
+    break after underscores (``launch_at_ | us``). A text column keeps at least the width
+    of its longest entry or 6 em, whichever is less, so a table too wide for its cell
+    shows as wider than the cell (the browser test catches it) rather than as columns a
+    few letters wide. Cells are padded a little less than JupyterLab's default, and a
+    plain 0, 1, 2, … index is not shown.
 
     Parameters
     ----------
@@ -224,8 +271,9 @@ def readable(table, max_width_em: float = 28):
         ``display.max_colwidth`` cut) and prints as the DataFrame; ``.data`` is ``table``.
     """
     import math
+    import pandas as pd
     cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
-            ("text-align", "left"), ("vertical-align", "top")]
+            ("text-align", "left"), ("vertical-align", "top"), ("padding", "0.4em 0.35em")]
 
     def number(v):     # as the DataFrame prints it: no padding zeros (0.5, not 0.500000)
         if isinstance(v, float) and math.isfinite(v):
@@ -233,11 +281,33 @@ def readable(table, max_width_em: float = 28):
         return v
     def header(v):     # a long column name may break after an underscore (launch_at_ | us), not inside a word
         return html.escape(str(v)).replace("_", "_<wbr>")
-    floats = [c for c in table.columns if str(table[c].dtype).startswith(("float", "Float"))]
+    import numbers as _numbers
+    kinds = {c: str(table[c].dtype).lower() for c in table.columns}
+    floats = [c for c in table.columns if kinds[c].startswith("float")]
+
+    def all_numbers(col):    # an object column holding only numbers (and gaps) is a column of numbers
+        values = [v for v in col if not (v is None or v is pd.NA or (isinstance(v, float) and math.isnan(v)))]
+        return bool(values) and all(isinstance(v, _numbers.Number) for v in values)
+    numbers = [c for j, c in enumerate(table.columns) if kinds[c].startswith(("float", "int", "uint", "bool"))
+               or (kinds[c] == "object" and all_numbers(table.iloc[:, j]))]
+    text = [c for c in table.columns if c not in floats]
     head = [p for p in cell if p[0] != "overflow-wrap"] + [("overflow-wrap", "normal")]
-    return ReadableTable(table.style.format(number, subset=floats, na_rep="NaN")
-                         .format_index(header, axis=1).format_index(header, axis=0)
-                         .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}]))
+    def shown(v):      # text escaped ("<NA>", "a<b" as written); a number in a text column as pandas prints it
+        return html.escape(str(number(v)), quote=False)
+    columns = []       # per column (by position: td.colN outranks the table's td rule)
+    for j, c in enumerate(table.columns):
+        if c in numbers:
+            props = [("white-space", "nowrap"), ("overflow-wrap", "normal")]
+        else:
+            longest = max((len(str(number(v))) for v in table.iloc[:, j]), default=0)
+            props = [("min-width", f"{min(longest * 0.55, 6, max_width_em):.1f}em")]
+        columns.append({"selector": f"td.col{j}", "props": props})
+    styler = (table.style.format(number, subset=floats, na_rep="NaN").format(shown, subset=text)
+              .format_index(header, axis=1).format_index(header, axis=0)
+              .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}] + columns))
+    if isinstance(table.index, pd.RangeIndex) and table.index.name is None:
+        styler = styler.hide(axis="index")       # 0, 1, 2, … says nothing a learner needs: its width goes to the data
+    return ReadableTable(styler)
 
 
 class ReadableTable:

@@ -174,7 +174,9 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     for col, y, sign, va in (("launch", y_l + h / 2, 1, "bottom"), ("gpu", y_g - h / 2, -1, "top")):
         xs = [(us(r[f"{col}_start_ns"]) + ns_to_us(r[f"{col}_dur_ns"]) / 2, r["launch_index"]) for _, r in rows.iterrows()]
         for (x, index), level in zip(sorted(xs), _label_levels(sorted(x for x, _ in xs), min_dx)):
-            ax.text(x, y + sign * (0.03 + 0.2 * level), f"#{index}", fontsize=font(8), ha="center", va=va,
+            # a level is 0.27 y units (~14 px at 100 dpi, at any scale: font and height grow together), a
+            # label's height with its box; at 0.2 two stacked boxes overlapped (tests/test_widgets.py)
+            ax.text(x, y + sign * (0.03 + 0.27 * level), f"#{index}", fontsize=font(8), ha="center", va=va,
                     bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8))
     legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "
                        f"{short_name(r['gpu_name'], 38)} {ns_to_us(r['gpu_dur_ns']):,.3f} µs (device)"
