@@ -323,6 +323,12 @@ def test_chain_links_on_paper(tmp_path):
     assert by_ext.loc[["k0", "k1", "k2", "k3"], "link"].tolist() == ["external_id", "external_id", "time_nesting",
                                                                     "no_operator"]
     assert external_ids_trustworthy(tr) == (False, 0.5)
+    # the stray is the trace's first launch (position 0 of trace.launches): still time nesting
+    first = _chain_trace(tmp_path, "stray_first", [(0, 2, 101), (25, 2, 102)])
+    assert first.launches["correlation"].tolist()[0] == 101
+    got = chain(first, method="external_id").set_index("gpu_name")
+    assert got.loc[["k0", "k1"], "op_row"].tolist() == [a, b]
+    assert got.loc[["k0", "k1"], "link"].tolist() == ["time_nesting", "external_id"]
     auto = chain(tr).set_index("gpu_name")
     assert auto.loc[["k0", "k1", "k2"], "op_name"].tolist() == ["aten::a", "aten::b", "aten::a"]
     assert auto.loc[["k0", "k1", "k2", "k3"], "op_row"].tolist() == [a, b, a, -1]
