@@ -333,3 +333,38 @@ def test_chain_links_on_paper(tmp_path):
     assert auto.loc[["k0", "k1", "k2"], "op_name"].tolist() == ["aten::a", "aten::b", "aten::a"]
     assert auto.loc[["k0", "k1", "k2", "k3"], "op_row"].tolist() == [a, b, a, -1]
     assert auto.loc[["k0", "k1", "k2", "k3"], "link"].tolist() == ["time_nesting"] * 3 + ["no_operator"]
+
+
+def test_chain_rows_on_paper_where_launches_are_odd(tmp_path):
+    """Worked by hand (a [0, 10] µs is operator row 0, b [20, 30] row 1):
+    - a launch inside b naming a (row 0) by external id is a stray too: time nesting gives b;
+    - launch_row holds trace.launches' row labels, also when they are not 0..n-1;
+    - two launches with one correlation id: one row per GPU event, linked to the first;
+    - GPU events and no launch at all: no operator (-1, int64) for any of them."""
+    import pandas as pd
+    tr = _chain_trace(tmp_path, "stray_names_row0", [(25, 1, 101), (5, 1, 102)])
+    got = chain(tr, method="external_id").set_index("gpu_name")
+    assert got.loc[["k0", "k1"], "op_row"].tolist() == [1, 0]
+    assert got.loc[["k0", "k1"], "link"].tolist() == ["time_nesting", "external_id"]
+
+    tr = _chain_trace(tmp_path, "labels", [(0, 1, 101), (25, 2, 102), (5, 1, 103)])
+    assert tr.launches["correlation"].tolist() == [101, 103, 102]      # in start order
+    tr.launches = tr.launches.set_axis([10, 20, 30])                   # labels, not positions
+    for method in ("external_id", "time_nesting"):
+        got = chain(tr, method=method).set_index("gpu_name")
+        assert got.loc[["k0", "k1", "k2"], "launch_row"].tolist() == [10, 30, 20]
+        assert got.loc[["k0", "k1", "k2"], "op_row"].tolist() == [0, 1, 0]
+        assert got.loc[["k0", "k1", "k2"], "correlation"].tolist() == [101, 102, 103]
+
+    tr = _chain_trace(tmp_path, "twice", [(0, 1, 101), (25, 2, 101)])   # k0 and k1 share correlation 101
+    got = chain(tr, method="external_id")
+    assert len(got) == 2 and got["gpu_name"].tolist() == ["k0", "k1"]
+    assert got["launch_row"].tolist() == [0, 0] and got["op_row"].tolist() == [0, 0]
+
+    tr = _chain_trace(tmp_path, "no_launches", [(0, 1, 101)])
+    tr.launches = tr.launches.iloc[:0]
+    for method in ("auto", "external_id", "time_nesting"):
+        got = chain(tr, method=method)
+        assert got["op_row"].tolist() == [-1] and got["launch_row"].tolist() == [-1]
+        assert str(got["op_row"].dtype) == "int64" and got["op_name"].isna().all()
+        assert pd.isna(got["launch_name"]).all()
