@@ -37,6 +37,16 @@ def why_no_browser() -> str | None:
     return None
 
 
+#: Set (to anything but "" or "0") where the browser test must run, as .ci/run does: a
+#: missing Chromium or Playwright then fails the test instead of skipping it.
+REQUIRE_ENV = "KITLIB_REQUIRE_BROWSER"
+
+
+def browser_required() -> bool:
+    """Whether ``$KITLIB_REQUIRE_BROWSER`` asks for the browser test to run (not be skipped)."""
+    return os.environ.get(REQUIRE_ENV, "").strip() not in ("", "0")
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -156,6 +166,46 @@ def save(page):
                            timeout=30_000)
 
 
+#: The element that scrolls the open notebook (JupyterLab 4).
+_SCROLLER = ".jp-NotebookPanel:not(.lm-mod-hidden) .jp-WindowedPanel-outer"
+
+
+def screenshot_notebook(page, path: Path, max_height: int = 8000) -> list:
+    """Screenshots of the whole open notebook, top to bottom, at the viewport's width.
+
+    The window is made as tall as the notebook (up to ``max_height`` CSS pixels; a longer
+    notebook gives several pictures, ``<stem>-2.png`` and on), so a picture shows every cell
+    as a learner would scroll through it; the window's size is restored afterwards.
+
+    Returns
+    -------
+    list of Path
+        The pictures written: ``path`` first.
+    """
+    path = Path(path)
+    size = dict(page.viewport_size or VIEWPORT)
+    total = page.evaluate(f"() => {{ const s = document.querySelector('{_SCROLLER}'); return s ? s.scrollHeight : 0; }}")
+    chrome = size["height"] - page.evaluate(f"() => {{ const s = document.querySelector('{_SCROLLER}');"
+                                            " return s ? s.clientHeight : 0; }")
+    shots = []
+    try:
+        page.set_viewport_size({"width": size["width"], "height": int(min(total + chrome, max_height))})
+        view = page.evaluate(f"() => document.querySelector('{_SCROLLER}').clientHeight") if total else 1
+        top = 0
+        while True:
+            page.evaluate(f"(y) => {{ const s = document.querySelector('{_SCROLLER}'); if (s) s.scrollTop = y; }}", top)
+            page.wait_for_timeout(200)
+            out = path if not shots else path.with_name(f"{path.stem}-{len(shots) + 1}{path.suffix}")
+            page.screenshot(path=str(out))
+            shots.append(out)
+            top += view
+            if top >= total:
+                break
+    finally:
+        page.set_viewport_size(size)
+    return shots
+
+
 #: JavaScript measuring what a learner sees: pictures drawn, and outputs wider than their cell.
 MEASURE_JS = """() => {
   const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
@@ -203,7 +253,7 @@ if __name__ == "__main__":   # a lesson by hand: what the test measures
                 ran_all = run_all_cells(page)
                 save(page)
                 m = page.evaluate(MEASURE_JS)
-                page.screenshot(path=str(tmp / f"{p.stem}.png"), full_page=True)
+                screenshot_notebook(page, tmp / f"{p.stem}.png")
                 print(p.name, f"{time.monotonic() - t0:.1f} s", "all cells ran" if ran_all else "NOT ALL CELLS RAN",
                       json.dumps(m), error_outputs(lab.notebook(p.name)), flush=True)
             ctx.close()

@@ -164,3 +164,33 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
             assert all("ranks_" in n and "NCCL" not in n for n in notes), c.source
             seen["gloo"] += len(notes)
     assert seen["nccl"] >= 2 and seen["gloo"] >= 3   # the overlap table and its figure; the Gloo tables and figure
+
+
+#: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
+#: four of its questions in one loop). tests/test_browser.py counts the same in JupyterLab.
+FORMS = {"00": 5, "01": 5, "02": 5, "03": 5, "04": 6, "05": 6, "06": 4, "07": 6, "08": 6, "09": 5, "10": 6, "11": 9,
+         "12": 5}
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_every_exercise_check_shows_an_answer_form(path, executed_lesson):
+    """In a kernel, each ``ex.check`` cell's result carries its ipywidgets form (the widget
+    view beside the verdict's text), the form of that question: nbclient keeps the widgets'
+    state in the notebook, where each form's classes name its question. No browser needed."""
+    run = executed_lesson(path.name[:2])
+    state = run.nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    forms = []
+    for cell in (c for c in run.nb.cells if c.cell_type == "code" and "ex.check(" in c.source):
+        views = [o["data"][WIDGET_VIEW]["model_id"] for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
+        assert views, f"no answer form under: {cell.source}"
+        keys = []
+        for model in views:
+            classes = state.get(model, {}).get("state", {}).get("_dom_classes", [])
+            assert "kitlib-answer-form" in classes, (cell.source, classes)
+            keys += [c.removeprefix("kitlib-answer-form-") for c in classes if c.startswith("kitlib-answer-form-")]
+        # the form of the question the cell checks (a literal key; lesson 11's loop names them by variable)
+        literal = re.findall(r'ex\.check\("(\w+)"', cell.source)
+        assert set(literal) <= set(keys), (cell.source, keys)
+        forms += keys
+    assert len(forms) == FORMS[path.name[:2]], forms      # lesson 06 asks backward_python_frames twice
