@@ -106,16 +106,19 @@ def unlabelled(cell) -> list:
     each printed table (:func:`printed_tables`) not followed, within four lines of the
     cell's printed output or by the cell's next displayed result (its note in the text or
     under the HTML table), by a note."""
-    missing, lines = [], []
+    missing, lines, printed = [], [], ""
     for o in cell.get("outputs", []):
         data = o.get("data", {})
         if "image/png" in data and "\n[data: " not in data.get("text/plain", ""):
             missing.append(f"figure {data.get('text/plain', '')[:40]!r}")
         if o.get("output_type") == "stream" and o.get("name") == "stdout":
-            lines += o["text"].split("\n")
+            printed += o["text"]   # one print may arrive in several chunks, split anywhere
         elif data:   # a displayed result: its note (under a table or figure) counts as the next line
+            lines += printed.split("\n") if printed else []
+            printed = ""
             noted = "\n[data: " in str(data.get("text/plain", "")) or ">data: " in str(data.get("text/html", ""))
             lines.append("[data: " if noted else "<display>")
+    lines += printed.split("\n") if printed else []
     for a, b in printed_tables(lines):
         after = [s for s in lines[b + 1:] if s.strip()][:4]
         if not any(s.startswith("[data: ") for s in after):
@@ -131,6 +134,9 @@ def test_the_label_check_finds_what_it_looks_for():
     png = lambda plain: {"output_type": "display_data", "data": {"image/png": "", "text/plain": plain}}
     assert unlabelled({"outputs": [stream(table + "\nsome words\n")]}) == ["printed table 'external_id                  3710'"]
     assert unlabelled({"outputs": [stream(table + "\n[data: x: kit's H200 reference]\n")]}) == []
+    half = len(table) // 2 + 3           # the same print, delivered in two chunks split mid-line
+    assert unlabelled({"outputs": [stream(table[:half]), stream(table[half:] + "\n[data: x]\n")]}) == []
+    assert unlabelled({"outputs": [stream(table[:half]), stream(table[half:] + "\nsome words\n")]}) != []
     assert unlabelled({"outputs": [stream(table + "\n"), png("<Figure>\n[data: x]")]}) == []
     assert unlabelled({"outputs": [png("<Figure size 640x480 with 1 Axes>")]}) == ["figure '<Figure size 640x480 with 1 Axes>'"]
     assert unlabelled({"outputs": [stream("mode: replay\nfiles will be written to /tmp/x\n")]}) == []
