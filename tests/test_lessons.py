@@ -200,3 +200,38 @@ def test_every_exercise_check_shows_an_answer_form(path, executed_lesson):
         assert set(literal) <= set(keys), (cell.source, keys)
         forms += keys
     assert len(forms) == FORMS[path.name[:2]], forms      # lesson 06 asks backward_python_frames twice
+
+
+def _profiler_steps(bundle: str) -> list:
+    """The ProfilerStep#N numbers of a reference trace, read from its raw JSON."""
+    import gzip
+    import json
+    ref = Path(__file__).resolve().parent.parent / "data" / "reference"
+    doc = json.loads(gzip.decompress((ref / bundle / "trace.json.gz").read_bytes()))
+    return sorted({int(e["name"].split("#")[1]) for e in doc["traceEvents"]
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")})
+
+
+def test_each_explorer_opens_on_the_view_its_lesson_describes(executed_lesson):
+    """An explorer's first view (its text/plain, also what a static export shows) is the one
+    the lesson's text and the picture before it describe: 00 the second profiled step, as
+    drawn just before; 02 the first step's first convolution; 04 the first step of the
+    Nsight recording, where the first data_load is; 05 convolutions by input shape, 06 call
+    sites, both by device time; 07 the first profiled step's memory peak; 09 the step of
+    the table above it. Step numbers of profiler_5step come from its raw JSON."""
+    steps = _profiler_steps("profiler_5step")
+    assert steps == [2, 3, 4, 5, 6]
+    want = {
+        "00": f"profiler_5step (step: {steps[1]}, steps: 1, window: (0.0, 100.0))",
+        "02": f"operator → launch → GPU event (step: {steps[0]}, operator: aten::cudnn_convolution)",
+        "04": "nsys_8step (step: 0, steps: 2, window: (0.0, 100.0))",
+        "05": "device time by input shape (operator: aten::cudnn_convolution, sort_by: device_total_us, contains: , top: 8)",
+        "06": "device time by call site (group_by: user_frame, sort_by: device_self_us, contains: , top: 8)",
+        "07": f"memory held at the step's peak, by the operator that allocated it (step: {steps[0]})",
+        "09": "Nsight Systems (step: 2, steps: 1, window: (0.0, 100.0))",
+    }
+    for n, view in want.items():
+        nb = executed_lesson(n).nb
+        shown = [o["data"].get("text/plain") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
+                 if "application/vnd.jupyter.widget-view+json" in o.get("data", {}) and "explorers." in c.source]
+        assert shown == [view], (n, shown)
