@@ -103,7 +103,11 @@ def lock_contention(report, start_ns: int, end_ns: int, tid: int, min_ns: int = 
     any *other* thread of the process whose end lies closest to the moment the lock
     was granted. A release within microseconds of another thread's call returning,
     with that call running the whole time, is what cross-thread contention looks like
-    (the report does not name the lock: the pairing is by time).
+    (the report does not name the lock: the pairing is by time). The pairing itself
+    asks only that the other call started before the wait and ended before the grant
+    (+ 1 ms): it also pairs a wait with a call that returned long before it, so read
+    ``granted_after_other_returned_ns`` (µs for a release, ms for a coincidence) and
+    ``other_start_in_window_ns`` before calling a row contention.
 
     Parameters
     ----------
