@@ -737,3 +737,27 @@ def test_step_time_stats_from_the_raw_step_times():
         coldstart.step_time_stats({"x": []})
     with pytest.raises(KitError, match=r"^step times 'y': not a list of numbers"):
         coldstart.step_time_stats({"y": ["fast"]})
+
+
+@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
+def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
+    """op_events' rows of CUDA runtime/driver calls (source "launches") keep the External id
+    the raw JSON gives each call (none: <NA>), matched by name and start (ts in µs × 1000),
+    and every call the raw JSON holds is a row, each once."""
+    from decimal import Decimal
+
+    import pandas as pd
+
+    import kitlib
+    from kitlib.analyses.events import op_events
+    path = REF / name / "trace.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    want = collections.Counter((e["name"], int(Decimal(e["ts"]) * 1000), e.get("args", {}).get("External id"))
+                               for e in doc["traceEvents"]
+                               if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"))
+    ev = op_events(kitlib.load_trace(path))
+    la = ev[ev["source"] == "launches"]
+    got = collections.Counter((n, int(s), None if pd.isna(x) else int(x))
+                              for n, s, x in zip(la["name"], la["start_ns"], la["external_id"]))
+    assert got == want
+    assert sum(1 for k in want if k[2] is not None) > 1000      # most launches carry one
