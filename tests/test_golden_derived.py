@@ -761,3 +761,57 @@ def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
                               for n, s, x in zip(la["name"], la["start_ns"], la["external_id"]))
     assert got == want
     assert sum(1 for k in want if k[2] is not None) > 1000      # most launches carry one
+
+
+@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
+def test_op_events_operator_ids_from_raw_json(name):
+    """Each operator row of op_events (source "ops") carries the raw JSON's External id,
+    Sequence number and Fwd thread id of its event (matched by name and start, ts µs ×
+    1000), as Python ints, <NA> where the raw event has none."""
+    from decimal import Decimal
+
+    import pandas as pd
+
+    import kitlib
+    from kitlib.analyses.events import op_events
+    path = REF / name / "trace.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    raw = collections.Counter(
+        (e["name"], int(Decimal(e["ts"]) * 1000)) + tuple(e.get("args", {}).get(k) for k in
+                                                          ("External id", "Sequence number", "Fwd thread id"))
+        for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation"))
+    ev = op_events(kitlib.load_trace(path))
+    ops = ev[ev["source"] == "ops"]
+    cols = ["external_id", "sequence_number", "fwd_thread_id"]
+    for c in cols:
+        assert all(x is pd.NA or type(x) is int for x in ops[c]), c
+    got = collections.Counter((n, int(s)) + tuple(None if x is pd.NA else x for x in ids)
+                              for n, s, *ids in zip(ops["name"], ops["start_ns"], *(ops[c] for c in cols)))
+    assert not got - raw                                   # every row is a raw event, ids included
+    assert sum(got.values()) > 0.9 * sum(v for k, v in raw.items() if not k[0].startswith("ProfilerStep"))
+    assert (ops["sequence_number"].notna().sum(), ops["fwd_thread_id"].notna().sum()) > (1000, 1000)
+
+
+@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
+def test_gpu_events_whole_table_from_raw_json(name):
+    """gpu_events: one row per GPU event of the raw JSON (kernel, gpu_memcpy, gpu_memset,
+    gpu_user_annotation), its name as key, start/end/duration in ns (ts, dur µs × 1000),
+    and the constant columns key_averages gives device rows."""
+    from decimal import Decimal
+
+    import kitlib
+    from kitlib.analyses.events import gpu_events
+    path = REF / name / "trace.json.gz"
+    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    kinds = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "gpu_user_annotation": "gpu_annotation"}
+    want = collections.Counter(
+        (e["name"], kinds[e["cat"]], int(Decimal(e["ts"]) * 1000), int(Decimal(e["ts"]) * 1000) + int(Decimal(e["dur"]) * 1000))
+        for e in doc["traceEvents"] if e.get("ph") == "X" and e.get("cat") in kinds)
+    g = gpu_events(kitlib.load_trace(path))
+    assert g.columns.tolist() == ["name", "key", "kind", "device_type", "start_ns", "end_ns", "dur_ns", "input_shapes",
+                                  "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events", "source", "row"]
+    assert collections.Counter(zip(g["name"], g["kind"], g["start_ns"], g["end_ns"])) == want
+    assert (g["key"] == g["name"]).all() and (g["dur_ns"] == g["end_ns"] - g["start_ns"]).all()
+    assert (g["device_self_ns"] == g["dur_ns"]).all() and (g["device_total_ns"] == g["dur_ns"]).all()
+    assert set(g["device_type"]) == {"CUDA"} and set(g["input_shapes"]) == {"[]"} and set(g["source"]) == {"gpu"}
+    assert set(g["host_self_ns"]) == {0} and set(g["n_gpu_events"]) == {1} and g["row"].tolist() == list(range(len(g)))
