@@ -757,6 +757,7 @@ def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
                                if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"))
     ev = op_events(kitlib.load_trace(path))
     la = ev[ev["source"] == "launches"]
+    assert all(x is pd.NA or type(x) is int for x in la["external_id"])   # as the operators' ids
     got = collections.Counter((n, int(s), None if pd.isna(x) else int(x))
                               for n, s, x in zip(la["name"], la["start_ns"], la["external_id"]))
     assert got == want
@@ -815,3 +816,21 @@ def test_gpu_events_whole_table_from_raw_json(name):
     assert (g["device_self_ns"] == g["dur_ns"]).all() and (g["device_total_ns"] == g["dur_ns"]).all()
     assert set(g["device_type"]) == {"CUDA"} and set(g["input_shapes"]) == {"[]"} and set(g["source"]) == {"gpu"}
     assert set(g["host_self_ns"]) == {0} and set(g["n_gpu_events"]) == {1} and g["row"].tolist() == list(range(len(g)))
+
+
+def test_op_stacks_reach_a_frame_at_row_0_on_paper(tmp_path):
+    """A Python frame that is the trace's first row (row 0) is still its children's parent:
+    aten::add inside train.py(2): inner inside train.py(1): outer (row 0) has the stack
+    (inner, outer), innermost first, as key_averages(group_by_stack_n=...) forms it."""
+    import kitlib
+    from kitlib.analyses.events import op_events, op_stacks
+    ev = [{"ph": "X", "cat": "python_function", "name": "train.py(1): outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100},
+          {"ph": "X", "cat": "python_function", "name": "train.py(2): inner", "pid": 1, "tid": 1, "ts": 10, "dur": 50},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 20, "dur": 5,
+           "args": {"External id": 1}}]
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": ev}))
+    tr = kitlib.load_trace(tmp_path / "t.json")
+    assert tr.ops["name"].tolist()[0] == "train.py(1): outer"
+    events = op_events(tr)
+    assert events["name"].tolist() == ["aten::add"]
+    assert op_stacks(tr, events) == [("train.py(2): inner", "train.py(1): outer")]
