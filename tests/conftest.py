@@ -116,6 +116,34 @@ def _lesson_runs_asked(items) -> list:
     return found
 
 
+def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 240, tries: int = 2):
+    """Execute a notebook in a process of its own (tests/run_notebook.py: nbclient, the
+    kernel started in ``cwd`` with ``env``) and return the executed notebook. A run that
+    takes longer than ``stall_s`` is killed with its kernel and started again, up to
+    ``tries`` runs: a lesson takes 1-60 s here, and twice on 1 December 2026 an in-process
+    nbclient run stalled for about five minutes before the kernel ran a cell."""
+    import signal
+    import subprocess
+
+    import nbformat
+    out = cwd / f"executed_{path.name}"
+    for attempt in range(1, tries + 1):
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "run_notebook.py"), str(path), str(out)],
+                                cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                                start_new_session=True)
+        try:
+            log, _ = proc.communicate(timeout=stall_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)        # the runner and its kernel
+            proc.communicate()
+            if attempt == tries:
+                raise RuntimeError(f"{path.name}: no result after {tries} runs of {stall_s:.0f} s each")
+            continue
+        if proc.returncode != 0:
+            raise RuntimeError(f"{path.name} failed to run:\n{log.decode(errors='replace')[-4000:]}")
+        return nbformat.read(out, as_version=4)
+
+
 #: Lessons run side by side (each in its own kernel, a process of its own): two on a machine
 #: with two cores or more.
 LESSON_WORKERS = min(2, os.cpu_count() or 1)
@@ -130,8 +158,6 @@ def _lesson_runs(tmp_path_factory, request):
     run, and a lesson that failed to run fails every test that asks for it."""
     from concurrent.futures import ThreadPoolExecutor
 
-    import nbformat
-    from nbclient import NotebookClient
     ipython_dir = tmp_path_factory.mktemp("ipython")
     startup = ipython_dir / "profile_default" / "startup"
     startup.mkdir(parents=True)
@@ -142,7 +168,6 @@ def _lesson_runs(tmp_path_factory, request):
 
     def execute(number: str, kind: str, cwd: Path) -> ExecutedLesson:
         path = next((ROOT / "lessons").glob(f"{number}_*.ipynb"))
-        nb = nbformat.read(path, as_version=4)
         env = {k: v for k, v in session_env.items() if k not in ("KITLIB_REPLAY_DIR",)}
         if kind == "live":
             (cwd / "own").mkdir()
@@ -154,9 +179,7 @@ def _lesson_runs(tmp_path_factory, request):
             own = int(number) % 2 == 1
             if own:
                 env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
-        NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
-                       resources={"metadata": {"path": str(cwd)}}).execute(env=env)
-        return ExecutedLesson(nb, own)
+        return ExecutedLesson(run_notebook(path, cwd, env), own)
 
     pool = ThreadPoolExecutor(max_workers=LESSON_WORKERS, thread_name_prefix="lesson")
     runs = {}

@@ -548,15 +548,12 @@ def test_a_run_without_an_injected_delay_is_read_against_the_rank_waited_for():
 def test_lesson12_replays_a_learners_own_straggler_run(two_ranks, tmp_path):
     """The README's route: the suite's own torchrun recording, named ranks_straggler in a
     KITLIB_REPLAY_DIR, is what lesson 12 reads (its 200 ms, its host, today's date)."""
-    import nbformat
-    from nbclient import NotebookClient
+    from conftest import run_notebook
     own = tmp_path / "my_ranks"
     own.mkdir()
     (own / "ranks_straggler").symlink_to(two_ranks[0])
-    nb = nbformat.read(next((ROOT / "lessons").glob("12_*.ipynb")), as_version=4)
     env = {**os.environ, "KITLIB_MODE": "replay", "KITLIB_REPLAY_DIR": str(own), "MPLBACKEND": "Agg"}
-    NotebookClient(nb, timeout=300, kernel_name="python3", shutdown_kernel="immediate",
-                   resources={"metadata": {"path": str(tmp_path)}}).execute(env=env)
+    nb = run_notebook(next((ROOT / "lessons").glob("12_*.ipynb")), tmp_path, env)
     text = "\n".join(o.get("text", "") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                      if o.get("output_type") == "stream")
     assert "injected on rank 1: 200 ms per step" in text
