@@ -834,3 +834,30 @@ def test_op_stacks_reach_a_frame_at_row_0_on_paper(tmp_path):
     events = op_events(tr)
     assert events["name"].tolist() == ["aten::add"]
     assert op_stacks(tr, events) == [("train.py(2): inner", "train.py(1): outer")]
+
+
+def test_enclosing_python_on_paper(tmp_path):
+    """The innermost Python frame open on the event's own thread (same pid and tid) when it
+    began, as a row label of trace.ops; -1 where none is: aten::add inside the frame (row 0),
+    aten::mul on another thread, aten::sub in another process on a thread of the same
+    number, aten::div after the frame ended; a trace without Python frames: all -1. And
+    op_stacks works out op_events itself when not given them."""
+    import kitlib
+    from kitlib.analyses.events import enclosing_python, op_events, op_stacks
+
+    def op(name, pid, tid, ts, ext):
+        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": 5,
+                "args": {"External id": ext}}
+    ops = [op("aten::add", 1, 1, 20, 1), op("aten::mul", 1, 2, 30, 2), op("aten::sub", 2, 1, 40, 3),
+           op("aten::div", 1, 1, 200, 4)]
+    frame = {"ph": "X", "cat": "python_function", "name": "train.py(1): outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100}
+    (tmp_path / "py.json").write_text(json.dumps({"traceEvents": [frame] + ops}))
+    (tmp_path / "nopy.json").write_text(json.dumps({"traceEvents": ops}))
+    tr = kitlib.load_trace(tmp_path / "py.json")
+    events = op_events(tr)
+    assert events["name"].tolist() == ["aten::add", "aten::mul", "aten::sub", "aten::div"]
+    got = enclosing_python(tr, events)
+    assert got.tolist() == [0, -1, -1, -1] and str(got.dtype) == "int64"
+    assert op_stacks(tr) == op_stacks(tr, events) == [("train.py(1): outer",), (), (), ()]
+    bare = kitlib.load_trace(tmp_path / "nopy.json")
+    assert enclosing_python(bare, op_events(bare)).tolist() == [-1, -1, -1, -1]
