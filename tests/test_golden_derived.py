@@ -861,3 +861,21 @@ def test_enclosing_python_on_paper(tmp_path):
     assert op_stacks(tr) == op_stacks(tr, events) == [("train.py(1): outer",), (), (), ()]
     bare = kitlib.load_trace(tmp_path / "nopy.json")
     assert enclosing_python(bare, op_events(bare)).tolist() == [-1, -1, -1, -1]
+
+
+def test_op_stacks_options_on_the_reference_trace():
+    """op_stacks' options do what they say on profiler_5step (recorded with_stack): n=1 keeps
+    only the innermost frame of each stack; backward=False leaves an event outside every
+    Python frame of its thread with no stack, and backward=True (the default) gives some of
+    them the forward operator's stack, so the two differ."""
+    import kitlib
+    from kitlib.analyses.events import enclosing_python, op_events, op_stacks
+    tr = kitlib.load_trace(REF / "profiler_5step" / "trace.json.gz")
+    ev = op_events(tr)
+    full = op_stacks(tr, ev)
+    one = op_stacks(tr, ev, n=1)
+    assert one == [s[:1] for s in full] and any(len(s) > 1 for s in full)
+    plain, inherited = op_stacks(tr, ev, backward=False), op_stacks(tr, ev, backward=True)
+    outside = enclosing_python(tr, ev) < 0
+    assert all(plain[i] == () for i in outside.nonzero()[0])
+    assert any(inherited[i] != () for i in outside.nonzero()[0]) and plain != inherited
