@@ -16,7 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 from kitlib import KitError, KitFileError
@@ -126,15 +125,6 @@ def _raw(r):
     return json.loads(gzip.decompress((NCCL / f"hta_2024-03_nccl_sampled_rank{r}.json.gz").read_bytes()))
 
 
-def _union_us(iv):
-    total, end = 0.0, -np.inf
-    for a, b in sorted(iv):
-        if b > end:
-            total += b - max(a, end)
-            end = b
-    return total
-
-
 def test_public_nccl_pair_loads_with_ranks_and_collectives():
     rt = load_traces(NCCL)
     assert rt.ranks == [0, 1] and rt.world_size == 128 and rt.backend == "nccl"
@@ -152,10 +142,10 @@ def test_public_nccl_pair_loads_with_ranks_and_collectives():
         comm = [(e["ts"], e["ts"] + e["dur"]) for e in kernels]
         comp = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e.get("cat") == "kernel"
                 and not e["name"].startswith("ncclKernel_")]
-        hidden = _union_us(comm) + _union_us(comp) - _union_us(comm + comp)
+        hidden = merged_length(comm) + merged_length(comp) - merged_length(comm + comp)
         ov = coll.comm_overlap(rt).loc[r]
         assert ov["hidden_ms"] == pytest.approx(hidden / 1e3, abs=1e-3)
-        assert ov["hidden_fraction"] == pytest.approx(hidden / _union_us(comm), abs=1e-6)
+        assert ov["hidden_fraction"] == pytest.approx(hidden / merged_length(comm), abs=1e-6)
 
 
 @pytest.mark.parametrize("folder,rows", [(NCCL, 56), (REF / "ranks_straggler", 84)])
@@ -392,8 +382,8 @@ def test_comm_overlap_whole_table_from_raw_json():
         raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
         comm = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
         comp = [(e["ts"], e["ts"] + e["dur"]) for e in raw if not e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
-        c, p = _union_us(comm), _union_us(comp)
-        hidden = c + p - _union_us(comm + comp)
+        c, p = merged_length(comm), merged_length(comp)
+        hidden = c + p - merged_length(comm + comp)
         row = ov.loc[r]
         assert row["comm_kernels"] == len(comm) == 10
         assert row[["comm_ms", "compute_ms", "hidden_ms"]].tolist() == pytest.approx([c / 1e3, p / 1e3, hidden / 1e3],
