@@ -2,6 +2,7 @@
 import os
 import re
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -116,31 +117,67 @@ def _lesson_runs_asked(items) -> list:
     return found
 
 
-def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 240, tries: int = 2):
+_STALLED = object()
+
+
+def _next_line(lines, wait_s: float):
+    """The next line from a reader thread's queue (None once it ends), or _STALLED."""
+    import queue
+    try:
+        return lines.get(timeout=wait_s)
+    except queue.Empty:
+        return _STALLED
+
+
+def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 60, tries: int = 2):
     """Execute a notebook in a process of its own (tests/run_notebook.py: nbclient, the
-    kernel started in ``cwd`` with ``env``) and return the executed notebook. A run that
-    takes longer than ``stall_s`` is killed with its kernel and started again, up to
-    ``tries`` runs: a lesson takes 1-60 s here, and twice on 1 December 2026 an in-process
-    nbclient run stalled for about five minutes before the kernel ran a cell."""
+    kernel started in ``cwd`` with ``env``) and return the executed notebook.
+
+    The runner prints a line as the kernel becomes ready and as each cell starts and ends;
+    a run that prints nothing for ``stall_s`` seconds (a cell takes at most a few seconds in
+    replay here) has stalled: the stacks of the runner and its kernel are asked for
+    (SIGUSR1) and shown in a warning, the two are killed, and the run starts again, up to
+    ``tries`` runs. On 1 December 2026 a lesson run sat idle for minutes in three of five
+    runs of the whole suite, and never in 39 runs of the lessons alone."""
+    import queue
     import signal
     import subprocess
+    import threading
+    import warnings
 
     import nbformat
     out = cwd / f"executed_{path.name}"
     for attempt in range(1, tries + 1):
         proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "run_notebook.py"), str(path), str(out)],
                                 cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-        try:
-            log, _ = proc.communicate(timeout=stall_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)        # the runner and its kernel
-            proc.communicate()
+                                start_new_session=True, text=True, errors="replace")
+        lines: queue.Queue = queue.Queue()
+        reader = threading.Thread(target=lambda: [*map(lines.put, proc.stdout), lines.put(None)], daemon=True)
+        reader.start()
+        log, stalled = [], False
+        while (line := _next_line(lines, stall_s)) is not None:
+            if line is _STALLED:
+                stalled = True
+                break
+            log.append(line)
+        if stalled:
+            os.killpg(proc.pid, signal.SIGUSR1)            # the runner's and the kernel's stacks
+            time.sleep(2)
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+            reader.join(5)
+            log += [x for x in iter(lambda: lines.get() if not lines.empty() else None, None)]
+            said = "".join(log)
+            kept = cwd / f"stall_{attempt}_{path.stem}.txt"
+            kept.write_text(said)
+            warnings.warn(f"{path.name}: nothing for {stall_s:.0f} s (run {attempt} of {tries}); runner and "
+                          f"kernel stacks in {kept}; the last lines:\n{said[-6000:]}")
             if attempt == tries:
-                raise RuntimeError(f"{path.name}: no result after {tries} runs of {stall_s:.0f} s each")
+                raise RuntimeError(f"{path.name}: stalled in each of {tries} runs; see the warnings")
             continue
+        proc.wait()
         if proc.returncode != 0:
-            raise RuntimeError(f"{path.name} failed to run:\n{log.decode(errors='replace')[-4000:]}")
+            raise RuntimeError(f"{path.name} failed to run:\n{''.join(log)[-4000:]}")
         return nbformat.read(out, as_version=4)
 
 
