@@ -190,9 +190,10 @@ LESSON_WORKERS = min(2, os.cpu_count() or 1)
 def _lesson_runs(tmp_path_factory, request):
     """Each lesson run once per session: ``get(number, kind)``, kind "replay" (see
     executed_lesson) or "live" (see lesson_on_live_capture).
-    When the first run is asked for, every run the selected tests will ask for starts,
-    ``LESSON_WORKERS`` at a time, in the order the tests run: a test waits only for its own
-    run, and a lesson that failed to run fails every test that asks for it."""
+    As the session starts (``_lessons_start_early``), every run the selected tests will ask
+    for starts, ``LESSON_WORKERS`` at a time, in the order the tests run, beside the tests
+    that need no lesson (most of them, and the first 300 in file order): a test waits only
+    for its own run, and a lesson that failed to run fails every test that asks for it."""
     from concurrent.futures import ThreadPoolExecutor
 
     ipython_dir = tmp_path_factory.mktemp("ipython")
@@ -228,12 +229,20 @@ def _lesson_runs(tmp_path_factory, request):
         return runs[number, kind]
 
     def get(number: str, kind: str) -> ExecutedLesson:
-        if not runs:
-            for n, k in _lesson_runs_asked(request.session.items):
-                start(n, k)
         return start(number, kind).result()
+    for n, k in _lesson_runs_asked(request.session.items):
+        start(n, k)
     yield get
     pool.shutdown(wait=True, cancel_futures=True)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _lessons_start_early(request):
+    """Start the lesson runs the session will need (see _lesson_runs) with its first test,
+    not with the first test that needs one: the suite then spends its time waiting on
+    neither. Nothing starts where no selected test runs a lesson."""
+    if _lesson_runs_asked(request.session.items):
+        request.getfixturevalue("_lesson_runs")
 
 
 @pytest.fixture(scope="session")
