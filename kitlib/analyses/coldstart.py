@@ -174,7 +174,8 @@ def batch_copies(source, label: str = "data_load", next_label: str = "forward") 
     Raises
     ------
     KitError
-        No steps, no ``label`` range, or a step without host-to-device copies.
+        No steps, no ``label`` range, a step without host-to-device copies, or one whose
+        copies carry no byte count.
     """
     _check_source(source)
     dl = data_load_ranges(source, label)
@@ -192,6 +193,10 @@ def batch_copies(source, label: str = "data_load", next_label: str = "forward") 
         if mine.empty:
             raise KitError(f"{source.path}: step {d.step} has no host-to-device copy launched before "
                            f"its '{next_label}' range")
+        if mine["bytes"].isna().all():
+            raise KitError(f"{source.path}: step {d.step}'s host-to-device copies carry no byte count "
+                           f"(the trace's memcpy events have no 'bytes'), so the image copy cannot be told "
+                           f"from the others")
         img = mine.loc[mine["bytes"].fillna(0).astype("int64").idxmax()]
         last = int(mine["end_ns"].max())
         rows.append({"step": d.step, "range_end_in_step_ns": d.end_in_step_ns, "copies": len(mine),
