@@ -176,8 +176,12 @@ def _small_training_step():
     layer = torch.nn.TransformerEncoderLayer(d_model=16, nhead=2, dim_feedforward=32, batch_first=True)
     lstm = torch.nn.LSTM(8, 8, batch_first=True)
     head = torch.nn.Linear(16 + 8, 3)
-    opt = torch.optim.AdamW(list(layer.parameters()) + list(lstm.parameters()) + list(head.parameters()))
+    # two convolutions: one whose FLOPs the profiler counts (stride 2, padding 1), and one with
+    # padding="same", which its Concrete Inputs leave empty and the profiler counts as 0
+    convs = torch.nn.Sequential(torch.nn.Conv2d(2, 4, 3, stride=2, padding=1), torch.nn.Conv2d(4, 4, 3, padding="same"))
+    opt = torch.optim.AdamW([*layer.parameters(), *lstm.parameters(), *head.parameters(), *convs.parameters()])
     x, seq, y = torch.randn(2, 5, 16), torch.randn(2, 5, 8), torch.randint(0, 3, (2,))
+    img = torch.randn(2, 2, 8, 8)
 
     def step():
         with record_function("forward"):
@@ -185,6 +189,7 @@ def _small_training_step():
             b, _ = lstm(seq)
             z = torch.cat([a, b[:, -1]], dim=1)                  # a tensor-list argument
             z = torch.stack([z, z]).sum(0)                        # another one
+            z = z + convs(img).mean(dim=(1, 2, 3))[:, None]
             loss = torch.nn.functional.cross_entropy(head(z), y)
         with record_function("backward"):
             opt.zero_grad()

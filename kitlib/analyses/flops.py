@@ -94,13 +94,16 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
     int or None
         The count (integer arithmetic as PyTorch's ``computeFlops``: ``uint64``,
         divisions truncated in the same order); 0 where PyTorch gives 0 (empty
-        shapes); None for an operator ``with_flops`` does not count.
+        shapes; a convolution whose padding, stride or dilation is not two numbers, as
+        with ``padding="same"``, which the trace records as an empty Concrete Input);
+        None for an operator ``with_flops`` does not count.
 
     Raises
     ------
     KitError
         A counted operator without the shapes or arguments the formula needs
-        (recorded without ``record_shapes``).
+        (recorded without ``record_shapes``; a convolution from a PyTorch that writes no
+        Concrete Inputs for stride, padding, dilation and groups).
     """
     if name not in COUNTED:
         return None
@@ -109,13 +112,16 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
         raise KitError(f"{name}: no input shapes; record with record_shapes=True to estimate FLOPs")
     if name == "aten::conv2d":
         ci = concrete_inputs or []
-        args = [_ints(ci[i]) if i < len(ci) else None for i in range(3, 7)]
-        if any(a is None for a in args):
+        if len(ci) < 7 or all(_ints(ci[i]) is None for i in range(3, 7)):
             raise KitError(f"aten::conv2d: stride/padding/dilation/groups not in the trace's Concrete "
                            f"Inputs ({ci!r}); a trace from a PyTorch that records them is needed")
-        stride, padding, dilation, groups = args
+        stride, padding, dilation, groups = (_ints(ci[i]) for i in range(3, 7))
         x, w = dims[0], dims[1]
-        if len(x) != 4 or len(w) != 4 or not groups or len(stride) != 2 or stride[0] * stride[1] == 0:
+        # PyTorch gives 0 (and warns) where padding, stride or dilation is not two numbers:
+        # padding="same" or "valid" is text, which Concrete Inputs leave empty ('')
+        if any(not isinstance(v, (list, tuple)) or len(v) != 2 for v in (stride, padding, dilation)):
+            return 0
+        if len(x) != 4 or len(w) != 4 or not groups or stride[0] * stride[1] == 0:
             return 0
         n, c_in, h, wd = x
         c_out, _, kh, kw = w
