@@ -389,3 +389,304 @@ def test_compare_series_and_settings_present_tables():
     live = settings_present({"step_ms_profiler_full": [3.0, 1.0, 2.0]})
     assert live.loc["torch.profiler, shapes+memory+stacks+FLOPs", ["series", "n", "median_ms"]].tolist() == \
         ["step_ms_profiler_full", 3, 2.0]
+
+
+# ---- align.py helpers: survivors of the 1 December mutation run
+# Each expected value below is read off the tools' own files by code in this section (gzip,
+# json and sqlite3 only: the raw Chrome-trace JSON, Nsight's SQLite export), or worked on paper
+# for a tiny hand-built table.
+import collections
+import gzip
+import json
+
+from kitlib.readers.trace import load_trace
+
+_WORK_DOC_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch_end_ns",
+                     "start_ns", "end_ns", "dur_ns"]      # gpu_work's docstring, in order
+
+
+def _sqlite(name):
+    return sqlite3.connect(f"file:{REF / name / 'report.sqlite'}?mode=ro", uri=True)
+
+
+def _raw_trace_events(path):
+    with gzip.open(path, "rt") as f:
+        doc = json.load(f)
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def _ns(us):
+    """A Chrome-trace time (µs, ns in the decimals) in integer ns."""
+    return round(us * 1000)
+
+
+_CUPTI_OPS = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
+              "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
+
+
+def _nsys_launched_ops(name):
+    """(kind, pid, tid, correlation, launch start, launch end, start, end, dur) of every GPU
+    operation in the export's CUPTI tables, joined to the CUDA runtime call of the same
+    correlationId in the same process; pid and tid are the two 24-bit fields of the call's
+    globalTid (Nsight Systems' export documentation: globalTid = pid << 24 | tid). Also the
+    number of GPU operations in those tables."""
+    con = _sqlite(name)
+    rows = con.execute(" UNION ALL ".join(
+        f"SELECT '{kind}', r.globalTid, g.correlationId, r.start, r.end, g.start, g.end FROM {t} g "
+        f"JOIN CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = g.correlationId "
+        f"AND (r.globalTid >> 24) = (g.globalPid >> 24)" for kind, t in _CUPTI_OPS.items())).fetchall()
+    n_ops = sum(con.execute(f"SELECT COUNT(*) FROM {t}").fetchone()[0] for t in _CUPTI_OPS.values())
+    con.close()
+    return sorted((kind, (gt >> 24) & 0xFFFFFF, gt & 0xFFFFFF, corr, ls, le, s, e, e - s)
+                  for kind, gt, corr, ls, le, s, e in rows), n_ops
+
+
+@pytest.mark.parametrize("name", ["nsys_8step", "nsys_emit_nvtx"])
+def test_gpu_work_of_an_nsight_export_is_its_cupti_tables(name):
+    """Every row of gpu_work on an Nsight export: each GPU operation of the CUPTI tables with
+    the CUDA runtime call that launched it (launch_end_ns is the call's end, end_ns the
+    operation's end), sorted by launch."""
+    want, n_ops = _nsys_launched_ops(name)
+    w = gpu_work(open_capture(name).nsys)
+    assert len(w) == len(want) == n_ops          # every operation's launch is in these exports
+    assert w.columns.tolist() == _WORK_DOC_COLUMNS
+    assert w.index.equals(pd.RangeIndex(len(want)))
+    assert sorted(map(tuple, w.astype(object).values.tolist())) == want
+    assert w["launch_start_ns"].is_monotonic_increasing
+
+
+def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
+    """gpu_work on fixed_batch, row for row from the raw JSON: each kernel / gpu_memcpy /
+    gpu_memset event beside the cuda_runtime or cuda_driver event of its correlation (the launch:
+    its ts and ts + dur), times in ns. The trace's first launch (correlation 12829) queues a
+    kernel: it is the first row. GPU events whose launch is not in the trace are left out."""
+    raw = _raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    launch = {}
+    for e in raw:
+        if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]:
+            launch.setdefault(e["args"]["correlation"], []).append(e)
+    kinds = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+    want = []
+    for e in raw:
+        if e.get("ph") == "X" and e.get("cat") in kinds:
+            if e["args"]["correlation"] not in launch:         # launched before the recording began
+                continue
+            (la,) = launch[e["args"]["correlation"]]          # exactly one launch per GPU event here
+            want.append((kinds[e["cat"]], la["pid"], la["tid"], e["args"]["correlation"], _ns(la["ts"]),
+                         _ns(la["ts"]) + _ns(la["dur"]), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), _ns(e["dur"])))
+    first = min((l for ls in launch.values() for l in ls), key=lambda l: l["ts"])
+    assert first["args"]["correlation"] == 12829
+    w = gpu_work(open_capture("fixed_batch").trace)
+    # 3,788 GPU events (2,762 kernels, 1,021 memsets, 5 copies); 78 were launched before the recording
+    assert len(w) == len(want) == 3710
+    assert w.columns.tolist() == _WORK_DOC_COLUMNS
+    assert w.index.equals(pd.RangeIndex(len(want)))
+    assert sorted(map(tuple, w.astype(object).values.tolist())) == sorted(want)
+    assert w["correlation"].iloc[0] == 12829 and w["launch_start_ns"].iloc[0] == _ns(first["ts"])
+
+
+def test_gpu_work_of_a_cpu_only_trace_is_empty_with_numeric_threads():
+    """ranks_balanced's rank 0 was recorded on the CPU: its raw JSON has no kernel, memcpy or
+    memset event, so gpu_work is empty, with the documented columns and pid/tid numbers as on
+    any other recording (what launch_threads groups by)."""
+    path = REF / "ranks_balanced" / "rank0" / "trace.json.gz"
+    raw = _raw_trace_events(path)
+    assert not [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    w = gpu_work(load_trace(path))
+    assert w.empty and w.columns.tolist() == _WORK_DOC_COLUMNS
+    assert pd.api.types.is_numeric_dtype(w["pid"]) and pd.api.types.is_numeric_dtype(w["tid"])
+
+
+_THREADS_DOC_COLUMNS = ["pid", "tid", "thread", "kernels", "gpu_ops", "kernel_share", "labelled_ranges"]
+
+
+@pytest.mark.parametrize("name", ["nsys_8step", "nsys_emit_nvtx"])
+def test_launch_threads_of_an_nsight_export_from_its_tables(name):
+    """One row per launching thread, counted in the SQLite: kernels and GPU operations it
+    launched (the CUPTI join above), its name (ThreadNames -> StringIds), the NVTX ranges on it
+    (NVTX_EVENTS rows with an end), the share of all kernels; most kernels first."""
+    ops, _ = _nsys_launched_ops(name)
+    kernels = collections.Counter((p, t) for kind, p, t, *_ in ops if kind == "kernel")
+    gpu_ops = collections.Counter((p, t) for _, p, t, *_ in ops)
+    con = _sqlite(name)
+    names = {((gt >> 24) & 0xFFFFFF, gt & 0xFFFFFF): v for gt, v in con.execute(
+        "SELECT t.globalTid, s.value FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId")}
+    nvtx = collections.Counter(gt & 0xFFFFFF for (gt,) in con.execute(
+        "SELECT globalTid FROM NVTX_EVENTS WHERE end IS NOT NULL"))
+    con.close()
+    th = launch_threads(open_capture(name).nsys)
+    assert th.columns.tolist() == _THREADS_DOC_COLUMNS
+    assert th.index.equals(pd.RangeIndex(len(gpu_ops)))
+    assert th["kernels"].is_monotonic_decreasing
+    total = sum(kernels.values())
+    want = sorted([p, t, names[(p, t)], kernels[(p, t)], n, kernels[(p, t)] / total, nvtx[t]]
+                  for (p, t), n in gpu_ops.items())
+    assert sorted(th.astype(object).values.tolist()) == want
+    assert str(th["labelled_ranges"].dtype) == "int64"
+    assert th["kernel_share"].sum() == pytest.approx(1.0)
+
+
+def test_launch_threads_of_a_trace_from_its_raw_json():
+    """cold_start_8step: the launching threads counted in the raw JSON (GPU events joined to
+    their launch by correlation): autograd's thread 536 launches 2,360 kernels (3,186 GPU
+    operations) and carries no user_annotation; the main thread 449 launches 1,963 (2,934) and
+    carries the 72 user_annotation ranges (8 steps: ProfilerStep#N and its phases)."""
+    raw = _raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
+    launch = {e["args"]["correlation"]: e for e in raw if e.get("ph") == "X"
+              and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    kernels, gpu_ops = collections.Counter(), collections.Counter()
+    for e in raw:
+        if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset"):
+            la = launch.get(e["args"]["correlation"])
+            if la is not None:
+                gpu_ops[(la["pid"], la["tid"])] += 1
+                kernels[(la["pid"], la["tid"])] += e["cat"] == "kernel"
+    labelled = collections.Counter(e["tid"] for e in raw if e.get("ph") == "X" and e.get("cat") == "user_annotation")
+    names = {(e["pid"], e["tid"]): e["args"]["name"] for e in raw if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    assert kernels == {(449, 536): 2360, (449, 449): 1963} and gpu_ops == {(449, 536): 3186, (449, 449): 2934}
+    assert labelled == {449: 72} and names[(449, 536)] == "thread 536 (pt_autograd_0)"
+    th = launch_threads(open_capture("cold_start_8step").trace)
+    assert th.columns.tolist() == _THREADS_DOC_COLUMNS
+    assert th[["pid", "tid", "kernels", "gpu_ops", "labelled_ranges"]].values.tolist() == \
+        [[449, 536, 2360, 3186, 0], [449, 449, 1963, 2934, 72]]
+    assert th["kernel_share"].tolist() == [2360 / 4323, 1963 / 4323]
+    assert str(th["labelled_ranges"].dtype) == "int64"
+    # the thread's name: the trace's own thread_name metadata, found by (pid, tid) (it was ""
+    # until 1 December: launch_threads looked the names up by tid alone)
+    assert th["thread"].tolist() == [names[(449, 536)], names[(449, 449)]] == \
+        ["thread 536 (pt_autograd_0)", "thread 449 (python3)"]
+
+
+def test_operator_ranges_row_for_row_from_the_sqlite():
+    """operator_ranges on nsys_emit_nvtx, from NVTX_EVENTS (its text column): the ranges
+    whose text carries ", op_id = N" or ", seq = N" (5,370 of the 5,378; the other 8 are
+    torch_step#N / forward / backward / optimizer), split here with str.partition: op (before the
+    first comma), seq (1,158 forward operators) and op_id as numbers, sizes (its text, "" in the
+    684 ranges written without one), tid (globalTid's low 24 bits), start, end - start, and depth
+    (how many other ranges of the thread enclose it)."""
+    con = _sqlite("nsys_emit_nvtx")
+    rows = con.execute("SELECT text, globalTid, start, end FROM NVTX_EVENTS WHERE end IS NOT NULL").fetchall()
+    con.close()
+    enclosing = {}                         # (globalTid, start, end) -> ranges of its thread enclosing it
+    for gt in {r[1] for r in rows}:
+        se = np.array([(s, e) for _, g, s, e in rows if g == gt])
+        inside = (se[:, None, 0] <= se[None, :, 0]) & (se[:, None, 1] >= se[None, :, 1])  # [i, j]: j inside i
+        enclosing.update({(gt, s, e): n - 1 for (s, e), n in zip(se.tolist(), inside.sum(axis=0).tolist())})
+
+    def field(text, key):
+        rest = text.partition(f", {key} = ")[2]
+        if key == "sizes":                 # a list of lists, up to the input_op_ids field or the end
+            return rest.partition(", input_op_ids = ")[0]
+        return int(rest.partition(",")[0]) if rest else None
+
+    want = []
+    for text, gt, s, e in rows:
+        if ", op_id = " not in text and ", seq = " not in text:
+            continue
+        depth = enclosing[(gt, s, e)]
+        want.append([text.partition(",")[0].strip(), field(text, "seq"), field(text, "op_id"),
+                     field(text, "sizes") or "", gt & 0xFFFFFF, s, e - s, depth])
+    assert len(rows) == 5378 and len(want) == 5370
+    assert sum(w[1] is not None for w in want) == 1158 and sum(w[3] == "" for w in want) == 684
+    ops = operator_ranges(open_capture("nsys_emit_nvtx").nsys)
+    assert ops.columns.tolist() == ["op", "seq", "op_id", "sizes", "tid", "start_ns", "dur_ns", "depth"]
+    assert [str(ops[c].dtype) for c in ["seq", "op_id", "start_ns", "dur_ns"]] == ["Int64", "Int64", "int64", "int64"]
+    assert ops.index.equals(pd.RangeIndex(5370))
+    got = [[None if v is pd.NA else v for v in r] for r in ops.astype(object).values.tolist()]
+    assert sorted(got, key=repr) == sorted(want, key=repr)
+
+
+def test_align_summary_is_the_median_of_the_warm_steps(by_time):
+    """align_summary, recomputed from the align table it is given with plain numpy: per label,
+    in the table's own label order (step, then the phases as align lists them), the median over
+    steps 1-7 of each figure (ns -> ms for the times), and comparable only where every one of
+    those steps is."""
+    s = align_summary(by_time)
+    labels = list(dict.fromkeys(by_time["label"]))         # first-seen order
+    assert labels == ["step", "data_load", "h2d", "forward", "backward", "optimizer"]
+    assert s.index.tolist() == labels
+    assert s.columns.tolist() == ["prof_host_ms", "nsys_host_ms", "prof_gpu_proj_ms", "nsys_gpu_proj_ms",
+                                  "prof_kernels", "nsys_kernels", "comparable"]
+    warm = by_time[by_time["step"] >= 1]
+    for lab in labels:
+        rows = warm[warm["label"] == lab]
+        for c in ["prof_host", "nsys_host", "prof_gpu_proj", "nsys_gpu_proj"]:
+            v = rows[f"{c}_ns"].dropna().astype("int64").to_numpy()
+            if len(v):
+                assert s.loc[lab, f"{c}_ms"] == pytest.approx(np.median(v) / 1e6, rel=1e-12), (lab, c)
+            else:
+                assert pd.isna(s.loc[lab, f"{c}_ms"]), (lab, c)
+        for c in ["prof_kernels", "nsys_kernels"]:
+            v = rows[c].dropna().astype("int64").to_numpy()
+            assert (s.loc[lab, c] == np.median(v)) if len(v) else pd.isna(s.loc[lab, c]), (lab, c)
+        assert s.loc[lab, "comparable"] == bool(rows["comparable"].all()), lab
+    assert s["comparable"].tolist() == [True, False, False, True, True, True]   # data_load, h2d: see above
+
+
+def test_align_summary_leaves_out_step_0_only_when_asked_and_when_others_remain():
+    """A hand-built align table, one label, steps 0, 1, 2 with every time 1, 2 and 4 ms and
+    10, 20, 40 kernels; step 0 not comparable. Worked on paper: the default leaves out step 0
+    (median of 2 and 4 ms: 3 ms, 30 kernels, comparable); skip_first=False keeps it (2 ms, 20
+    kernels, not comparable); a table of step 0 alone keeps it anyway (1 ms); steps 0 and 1:
+    step 1 alone (2 ms, 20 kernels)."""
+    def table(steps):
+        ms, kern = {0: 1, 1: 2, 2: 4}, {0: 10, 1: 20, 2: 40}
+        t = pd.DataFrame({"step": steps, "label": ["step"] * len(steps), "comparable": [k > 0 for k in steps]})
+        for c in ["prof_host_ns", "nsys_host_ns", "prof_gpu_proj_ns", "nsys_gpu_proj_ns"]:
+            t[c] = pd.array([ms[k] * 1_000_000 for k in steps], dtype="Int64")
+        for c in ["prof_kernels", "nsys_kernels"]:
+            t[c] = pd.array([kern[k] for k in steps], dtype="Int64")
+        return t
+
+    def figures(s):
+        assert s.index.tolist() == ["step"]
+        r = s.loc["step"]
+        assert r[["prof_host_ms", "nsys_host_ms", "prof_gpu_proj_ms"]].tolist() == [r["nsys_gpu_proj_ms"]] * 3
+        assert r["prof_kernels"] == r["nsys_kernels"]
+        return r["nsys_host_ms"], r["nsys_kernels"], bool(r["comparable"])
+
+    assert figures(align_summary(table([0, 1, 2]))) == (3.0, 30, True)
+    assert figures(align_summary(table([0, 1, 2]), skip_first=False)) == (2.0, 20, False)
+    assert figures(align_summary(table([0]))) == (1.0, 10, False)
+    assert figures(align_summary(table([0, 1]))) == (2.0, 20, True)
+
+
+def _hand_work(rows):
+    return pd.DataFrame(rows, columns=_WORK_DOC_COLUMNS[:4] + ["launch_start_ns", "launch_end_ns", "start_ns", "end_ns"]) \
+        .assign(dur_ns=lambda w: w["end_ns"] - w["start_ns"])
+
+
+def test_project_on_a_hand_built_table_boundaries_included():
+    """Two ranges on thread (1, 10): A = [100, 200] ns, B = [300, 400] ns (nothing launched in B).
+    Four launches (kind, pid, tid, correlation, launch start-end, GPU start-end):
+      1 kernel (1, 10) at 100-120, GPU 1000-1010  -- starts at A's start
+      2 memcpy (1, 10) at 150-200, GPU 1020-1050  -- ends at A's end
+      3 kernel (1, 11) at 200-210, GPU 1060-1100  -- another thread, starts at A's end
+      4 kernel (2, 10) at 150-160, GPU 2000-2005  -- another process
+    Worked on paper. "thread" (the default): A gets 1 and 2 (both inside [100, 200] on thread 10):
+    2 GPU ops, 1 kernel of 10 ns, projected 1000-1050 (50 ns). "time": A gets 1, 2 and 3 (their
+    launches start in [100, 200] in process 1): 3 ops, 2 kernels, 10 + 40 = 50 ns, 1000-1100
+    (100 ns). B: 0 ops, 0 kernels, 0 ns, no projection (<NA>), under both rules."""
+    ranges = pd.DataFrame({"name": ["A", "B"], "pid": [1, 1], "tid": [10, 10], "start_ns": [100, 300],
+                           "end_ns": [200, 400]})
+    work = _hand_work([["kernel", 1, 10, 1, 100, 120, 1000, 1010], ["memcpy", 1, 10, 2, 150, 200, 1020, 1050],
+                       ["kernel", 1, 11, 3, 200, 210, 1060, 1100], ["kernel", 2, 10, 4, 150, 160, 2000, 2005]])
+    cols = ["gpu_ops", "kernels", "kernel_sum_ns", "proj_start_ns", "proj_end_ns", "proj_dur_ns"]
+    nothing = [0, 0, 0, None, None, None]
+
+    def figures(p):
+        assert p.columns.tolist() == ranges.columns.tolist() + cols
+        assert p[ranges.columns].equals(ranges)
+        assert [str(p[c].dtype) for c in cols] == ["Int64"] * 6
+        return [[None if v is pd.NA else v for v in r] for r in p[cols].astype(object).values.tolist()]
+
+    assert figures(project(ranges, work, "thread")) == [[2, 1, 10, 1000, 1050, 50], nothing]
+    assert figures(project(ranges, work)) == [[2, 1, 10, 1000, 1050, 50], nothing]
+    assert figures(project(ranges, work, "time")) == [[3, 2, 50, 1000, 1100, 100], nothing]
+    # no ranges: no rows, the same columns
+    empty = project(ranges.iloc[:0], work, "time")
+    assert empty.empty and empty.columns.tolist() == ranges.columns.tolist() + cols
+    assert [str(empty[c].dtype) for c in cols] == ["Int64"] * 6
+    with pytest.raises(KitError) as info:
+        project(ranges, work, "nope")
+    assert str(info.value) == "unknown attribution 'nope'; use one of thread, time"

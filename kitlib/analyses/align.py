@@ -379,8 +379,8 @@ def launch_threads(source) -> pd.DataFrame:
         names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
         g["thread"] = [names.get((p, t), "") for p, t in zip(g["pid"], g["tid"])]
     else:
-        tn = source.meta.get("thread_names") or {}
-        g["thread"] = [str(tn.get(t, tn.get(str(t), ""))) if isinstance(tn, dict) else "" for t in g["tid"]]
+        tn = source.meta.get("thread_names") or {}         # keyed by (pid, tid), as load_trace reads them
+        g["thread"] = [str(tn.get((p, t), "")) if isinstance(tn, dict) else "" for p, t in zip(g["pid"], g["tid"])]
     g["kernel_share"] = g["kernels"] / max(int(g["kernels"].sum()), 1)
     return g[["pid", "tid", "thread", "kernels", "gpu_ops", "kernel_share", "labelled_ranges"]] \
         .sort_values("kernels", ascending=False).reset_index(drop=True)
