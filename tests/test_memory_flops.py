@@ -236,3 +236,211 @@ def test_step_flop_counts_and_ncu_capture():
     from kitlib.course import ncu_capture
     nc = ncu_capture(fixed)
     assert nc.kind == "ncu" and ncu_capture(nc) is nc
+
+
+# ---- memory.py: survivors of the 1 December mutation run
+
+def test_format_memory_at_the_unit_boundaries():
+    """The profiler's ``_format_memory`` (torch/autograd/profiler_util.py) switches unit at
+    ``abs(nbytes) >= 1024**k``: exactly 1 KiB, 1 MiB, 1 GiB already print in the larger unit.
+    Values worked on paper: 1024 / 1024 = 1.00; 1048575 / 1024 = 1023.999 -> "1024.00 KB"."""
+    assert M.format_memory(1023) == "1023 B"
+    assert M.format_memory(1024) == "1.00 KB"
+    assert M.format_memory(-1024) == "-1.00 KB"            # a free larger than the allocations
+    assert M.format_memory(1024 ** 2 - 1) == "1024.00 KB"
+    assert M.format_memory(1024 ** 2) == "1.00 MB"
+    assert M.format_memory(-(1024 ** 2)) == "-1.00 MB"
+    assert M.format_memory(1024 ** 3) == "1.00 GB"
+    assert M.format_memory(-(1024 ** 3)) == "-1.00 GB"
+    assert M.format_memory(0) == "0 B"
+
+
+def test_compare_with_key_averages_on_a_hand_built_table():
+    """Three rebuilt rows against four profiler rows, worked on paper: ``a`` has a CPU row
+    and a GPU-side copy (0 B) that are summed, ``b`` differs only in Self CUDA Mem, ``d`` only
+    in its call count, ``c`` has no profiler row and ``kernel`` no rebuilt row: both left out.
+    The rows carry exactly the four fields the comparison needs, nothing more."""
+    import pandas as pd
+    by_op = pd.DataFrame({"calls": [2, 1, 1, 4], "alloc_bytes": [9, 9, 9, 9],
+                          "total_bytes": [100, 0, 50, 8], "self_bytes": [60, 0, 50, 8]},
+                         index=pd.Index(["a", "b", "c", "d"], name="key"))
+
+    def row(key, count, total, self_):
+        return {"key": key, "count": count, "device_memory_usage_bytes": total,
+                "self_device_memory_usage_bytes": self_}
+    rows = [row("a", 2, 100, 60), row("kernel", 7, 0, 0), row("b", 1, 0, 7), row("a", 2, 0, 0),
+            row("d", 3, 8, 8)]
+    got = M.compare_with_key_averages(by_op, rows)
+    assert list(got.columns) == ["calls", "profiler_calls", "total_bytes", "profiler_total_bytes",
+                                 "self_bytes", "profiler_self_bytes", "match"]
+    assert list(got.index) == ["a", "b", "d"]               # the rebuilt table's order
+    assert got.to_dict("index") == {
+        "a": {"calls": 2, "profiler_calls": 2, "total_bytes": 100, "profiler_total_bytes": 100,
+              "self_bytes": 60, "profiler_self_bytes": 60, "match": True},
+        "b": {"calls": 1, "profiler_calls": 1, "total_bytes": 0, "profiler_total_bytes": 0,
+              "self_bytes": 0, "profiler_self_bytes": 7, "match": False},
+        "d": {"calls": 4, "profiler_calls": 3, "total_bytes": 8, "profiler_total_bytes": 8,
+              "self_bytes": 8, "profiler_self_bytes": 8, "match": False}}
+    assert all(str(t) == "int64" for t in got.dtypes[:-1]) and str(got.dtypes["match"]) == "bool"
+
+
+def test_compare_with_key_averages_refuses_rows_without_memory_in_words():
+    rows = [{"key": "a", "count": 1, "cpu_time_total_us": 3.0}]     # recorded without profile_memory
+    import pandas as pd
+    by_op = pd.DataFrame({"calls": [1], "total_bytes": [0], "self_bytes": [0]}, index=["a"])
+    with pytest.raises(KitError) as e:
+        M.compare_with_key_averages(by_op, rows)
+    assert str(e.value) == ("key_averages rows lack ['device_memory_usage_bytes', "
+                            "'self_device_memory_usage_bytes']: were they recorded with profile_memory=True?")
+
+
+# Two tables as ``key_averages().table()`` prints them (torch/autograd/profiler_util.py,
+# ``_build_table``: columns joined by two spaces, a dashed rule above and below, then the
+# "Self CPU time total" lines): one with the memory columns, then one of the same profile
+# recorded without profile_memory, which has more columns but no "Self CUDA Mem".
+_TWO_TABLES = """\
+---------------  ------------  ------------  ------------  ------------
+           Name     Self CPU      CUDA Mem  Self CUDA Mem    # of Calls
+---------------  ------------  ------------  ------------  ------------
+    aten::empty      1.000ms       1.00 KB       1.00 KB             3
+    aten::relu_      2.000ms           0 B    -512.00 MB             2
+---------------  ------------  ------------  ------------  ------------
+Self CPU time total: 3.000ms
+Self CUDA time total: 1.000ms
+
+
+---------------  ------------  ------------  ------------  ------------  ------------  ------------
+           Name    Self CPU %      Self CPU   CPU total %     CPU total  CPU time avg    # of Calls
+---------------  ------------  ------------  ------------  ------------  ------------  ------------
+      aten::add        50.00%       1.000ms        50.00%       1.000ms     500.000us             2
+---------------  ------------  ------------  ------------  ------------  ------------  ------------
+Self CPU time total: 2.000ms
+"""
+
+# A table grouped by stack (``group_by_stack_n``): each row is followed by one line per
+# further stack frame, every other cell empty, and a line of spaces (``_build_table``).
+_STACK_TABLE = """\
+---------------  ------------  ------------  ------------  --------------------
+           Name      CUDA Mem  Self CUDA Mem    # of Calls  Source Location     
+---------------  ------------  ------------  ------------  --------------------
+    aten::empty       1.00 KB       1.00 KB             3  train.py(10): step  
+                                                           train.py(20): main  
+                                                                               
+    aten::relu_          0 B           0 B             2  train.py(11): step  
+                                                                               
+---------------  ------------  ------------  ------------  --------------------
+Self CPU time total: 3.000ms
+Self CUDA time total: 1.000ms
+"""
+
+
+def test_parse_memory_table_reads_only_the_tables_with_memory_columns():
+    got = M.parse_memory_table(_TWO_TABLES)
+    assert got.to_dict("records") == [
+        {"table": 0, "name": "aten::empty", "cuda_mem": "1.00 KB", "self_cuda_mem": "1.00 KB", "calls": 3},
+        {"table": 0, "name": "aten::relu_", "cuda_mem": "0 B", "self_cuda_mem": "-512.00 MB", "calls": 2}]
+
+
+def test_parse_memory_table_skips_the_stack_lines_of_a_row():
+    got = M.parse_memory_table(_STACK_TABLE)
+    assert got.to_dict("records") == [
+        {"table": 0, "name": "aten::empty", "cuda_mem": "1.00 KB", "self_cuda_mem": "1.00 KB", "calls": 3},
+        {"table": 0, "name": "aten::relu_", "cuda_mem": "0 B", "self_cuda_mem": "0 B", "calls": 2}]
+
+
+def test_parse_memory_table_refuses_in_words():
+    with pytest.raises(KitError) as e:
+        M.parse_memory_table(_TWO_TABLES.split("\n\n\n")[1])      # only the table without memory
+    assert str(e.value) == ("no profiler table with 'CUDA Mem' and 'Self CUDA Mem' columns in this text "
+                            "(was it printed from a profile recorded with profile_memory=True?)")
+
+
+@pytest.fixture(scope="module")
+def tiny_memory_trace(tmp_path_factory):
+    """A step holding three operators, ``aten::empty`` nested in ``aten::zeros``, and eight
+    allocator records (µs; seven on the GPU, Device Type 1; one of 8 B on the CPU, Device Type 0)."""
+    import json
+
+    def rec(ts, nbytes, addr, dev=1):
+        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                "args": {"Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0, "Addr": addr,
+                         "Device Type": dev, "Device Id": 0 if dev == 1 else -1}}
+    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 10.0, "dur": 40.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 12.0, "dur": 10.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 13.0, "dur": 2.0},
+          {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 30.0, "dur": 5.0},
+          rec(10.0, 512, 1), rec(13.0, 1024, 2), rec(15.0, 1, 3), rec(18.0, -512, 1), rec(30.0, 2048, 4),
+          rec(35.0, -1024, 2), rec(60.0, 4096, 5), rec(14.0, 8, 9, dev=0)]
+    p = tmp_path_factory.mktemp("tiny_memory") / "trace.json"
+    p.write_text(json.dumps({"traceEvents": ev}))
+    return kitlib.load_trace(p)
+
+
+def test_memory_by_event_worked_on_paper(tiny_memory_trace):
+    """Every column of every event, by hand (records counted at both ends of an event):
+    the step [10, 50] µs holds the GPU records at 10 (+512), 13 (+1024), 15 (+1), 18 (-512),
+    30 (+2048) and 35 (-1024); aten::zeros [12, 22] those at 13, 15, 18; the first aten::empty
+    [13, 15] those at 13 and 15 (a 1-byte allocation is an allocation); the second [30, 35]
+    those at 30 and 35; the one at 60 lies in none. Self = total - the children's totals:
+    step 3585 - 1025 - 2048 = 512 allocated, 1536 - 512 - 1024 = 0 freed; aten::zeros
+    1025 - 1025 = 0 allocated, 512 - 0 = 512 freed. The step's key is the profiler's
+    "ProfilerStep*"; the columns are profiler_events' (``key`` after ``name``), then the counts."""
+    got = M.memory_by_event(tiny_memory_trace)           # device="cuda" by default
+    assert got.columns.tolist() == ["source", "row", "name", "key", "kind", "pid", "tid", "start_ns",
+                                    "end_ns", "parent", "merged", "n_memory_events", "alloc_bytes",
+                                    "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes",
+                                    "self_bytes"]
+    assert got["name"].tolist() == ["ProfilerStep#3", "aten::zeros", "aten::empty", "aten::empty"]
+    assert got["key"].tolist() == ["ProfilerStep*", "aten::zeros", "aten::empty", "aten::empty"]
+    assert got["start_ns"].tolist() == [10_000, 12_000, 13_000, 30_000]
+    assert got["end_ns"].tolist() == [50_000, 22_000, 15_000, 35_000]
+    assert got["parent"].tolist() == [-1, 0, 1, 0] and not got["merged"].any()
+    counts = got[["n_memory_events", "alloc_bytes", "free_bytes", "total_bytes",
+                  "self_alloc_bytes", "self_free_bytes", "self_bytes"]]
+    assert counts.to_numpy().tolist() == [[6, 3585, 1536, 2049, 512, 0, 512],
+                                          [3, 1025, 512, 513, 0, 512, -512],
+                                          [2, 1025, 0, 1025, 1025, 0, 1025],
+                                          [2, 2048, 1024, 1024, 2048, 1024, 1024]]
+    assert all(str(t) == "int64" for t in counts.dtypes), counts.dtypes     # bytes stay whole numbers
+    # the CPU's one record (8 B at 14 µs) lies in the step, aten::zeros and the first aten::empty
+    cpu = M.memory_by_event(tiny_memory_trace, "cpu", events=M.profiler_events(tiny_memory_trace))
+    assert cpu[counts.columns].to_numpy().tolist() == [[1, 8, 0, 8, 0, 0, 0], [1, 8, 0, 8, 0, 0, 0],
+                                                       [1, 8, 0, 8, 8, 0, 8], [0, 0, 0, 0, 0, 0, 0]]
+    assert M.memory_by_event(tiny_memory_trace, 1).equals(got)       # a c10 DeviceType code works too
+
+
+def test_memory_analyses_refuse_in_words(tmp_path, tiny_memory_trace):
+    """A trace without allocator records, and a device that is neither "cuda", "cpu" nor a
+    c10 DeviceType code: each refusal says what is missing in full."""
+    import json
+    p = tmp_path / "no_memory.json"
+    p.write_text(json.dumps({"traceEvents": [
+        {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 1.0, "dur": 2.0}]}))
+    tr = kitlib.load_trace(p)
+    with pytest.raises(M.MemoryDataError) as e:
+        M.memory_by_event(tr)
+    assert str(e.value) == (f"{tr.path}: the trace has no memory events; record it with "
+                            "torch.profiler.profile(profile_memory=True)")
+    assert str(p) in str(e.value)
+    with pytest.raises(KitError) as e:
+        M.memory_by_event(tiny_memory_trace, "gpu")
+    assert str(e.value) == "device must be 'cuda', 'cpu' or a c10 DeviceType code, not 'gpu'"
+    assert M.memory_by_event(tiny_memory_trace, "CUDA")["n_memory_events"].tolist() == [6, 3, 2, 2]
+
+
+def test_parse_memory_table_keeps_a_row_whose_source_location_is_empty():
+    """In a table grouped by stack, an operator with no Python stack (one run by autograd's
+    own thread) has an empty Source Location cell; the row is read, not dropped (it was
+    until 1 December: split on runs of spaces, the row had one cell too few)."""
+    table = "\n".join([
+        "---------------  ------------  ------------  ------------  --------------------",
+        "           Name      CUDA Mem  Self CUDA Mem    # of Calls  Source Location     ",
+        "---------------  ------------  ------------  ------------  --------------------",
+        "    aten::empty       1.00 KB       1.00 KB             3  train.py(10): step  ",
+        "                                                           train.py(20): main  ",
+        "       aten::mm       2.00 KB       2.00 KB             1                      ",
+        "---------------  ------------  ------------  ------------  --------------------",
+        "Self CPU time total: 3.000ms", ""])
+    assert M.parse_memory_table(table).to_dict("records") == [
+        {"table": 0, "name": "aten::empty", "cuda_mem": "1.00 KB", "self_cuda_mem": "1.00 KB", "calls": 3},
+        {"table": 0, "name": "aten::mm", "cuda_mem": "2.00 KB", "self_cuda_mem": "2.00 KB", "calls": 1}]

@@ -305,25 +305,38 @@ def parse_memory_table(text: str) -> pd.DataFrame:
         No table with those columns in ``text``.
     """
     out, table = [], -1
-    cols = None
+    cols, spans, rule = None, None, None
     for line in text.splitlines():
         if "Self CUDA Mem" in line and "Name" in line:
             table += 1
             heads = re.split(r"\s{2,}", line.strip())
             cols = {h: i for i, h in enumerate(heads)}
+            # the profiler pads each cell to the width of its column's dashes (the rule
+            # printed above the header): cut rows there, so an empty cell (a row's Source
+            # Location, an operator without a Python stack) is read as empty, not skipped
+            spans = [m.span() for m in re.finditer(r"-+", rule or "")]
+            if len(spans) != len(heads):
+                spans = None
             continue
+        if line.startswith("-"):
+            rule = line
         if cols is None or not line.strip() or line.startswith("-") or line.startswith("Self "):
             if line.startswith("Self CPU time total"):
                 cols = None
             continue
-        parts = re.split(r"\s{2,}", line.strip())
-        if len(parts) < len(cols):
-            continue
-        name = parts[0]
-        vals = parts[-(len(cols) - 1):]
-        rec = dict(zip(list(cols)[1:], vals))
+        if spans is not None:
+            parts = [line[a:b].strip() for a, b in spans]
+            if not parts[0]:
+                continue                                  # a stack line under its row
+            name, rec = parts[0], dict(zip(list(cols)[1:], parts[1:]))
+        else:
+            parts = re.split(r"\s{2,}", line.strip())
+            if len(parts) < len(cols):
+                continue
+            name = parts[0]
+            rec = dict(zip(list(cols)[1:], parts[-(len(cols) - 1):]))
         out.append({"table": table, "name": name, "cuda_mem": rec.get("CUDA Mem"),
-                    "self_cuda_mem": rec.get("Self CUDA Mem"), "calls": int(rec.get("# of Calls", 0))})
+                    "self_cuda_mem": rec.get("Self CUDA Mem"), "calls": int(rec.get("# of Calls") or 0)})
     if not out:
         raise KitError("no profiler table with 'CUDA Mem' and 'Self CUDA Mem' columns in this text "
                        "(was it printed from a profile recorded with profile_memory=True?)")
