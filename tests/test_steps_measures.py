@@ -308,3 +308,131 @@ def test_annotation_device_time_says_why_a_cpu_trace_has_none():
         annotation_device_time(kitlib.load_trace(path))
     assert str(info.value).endswith("resnet18/trace.json.gz: no gpu_user_annotation events: the trace has no "
                                     "record_function label projected onto the GPU")
+
+
+# ---- survivors of the 1 December mutation run
+
+def _printed_self_cuda(path):
+    """Self CUDA (ns) and Self CUDA % of each name of the first table printed in ``path``
+    (the profiler's own ``key_averages().table()`` text), read here without kitlib."""
+    import re
+    lines = path.read_text().splitlines()
+    header = next(i for i, line in enumerate(lines) if line.strip().startswith("Name"))
+    cols = re.split(r"\s{2,}", lines[header].strip())
+    unit = {"ns": 1e-3, "us": 1, "ms": 1e3, "s": 1e6}
+    rows = {}
+    for line in lines[header + 2:]:
+        if line.startswith("---"):
+            break
+        cells = re.split(r"\s{2,}", line.strip())
+        d = dict(zip(cols, cells))
+        num, u = re.fullmatch(r"([0-9.]+)(ns|us|ms|s)", d["Self CUDA"]).groups()
+        rows.setdefault(d["Name"], (round(float(num) * unit[u] * 1000), float(d["Self CUDA %"].rstrip("%"))))
+    total = next(line for line in lines if line.startswith("Self CUDA time total:"))
+    num, u = re.fullmatch(r"Self CUDA time total: ([0-9.]+)(ns|us|ms|s)", total.strip()).groups()
+    return rows, round(float(num) * unit[u] * 1000)
+
+
+def test_annotation_summary_rows_columns_and_shares_from_the_tools_files(trace, cap):
+    """Every column of annotation_summary on profiler_5step against the tools' own files:
+    the labels in the order their first gpu_user_annotation starts and their span counts
+    and summed durations (raw trace JSON); each label's "Self CUDA" and "Self CUDA %" as
+    printed in key_averages_tables.txt (first table; ``backward`` is not among its rows);
+    the two shares over the footer's "Self CUDA time total" (216.559 ms), in percent."""
+    import collections
+    import gzip
+    import re
+    import pandas as pd
+    from kitlib.readers.profiler_table import profiler_table
+    # the raw JSON's gpu_user_annotation events, read off its text (Kineto writes "cat", "name",
+    # then "ts" and "dur" in µs): a regex instead of json.loads keeps the test fast
+    text = gzip.decompress((cap.path / "trace.json.gz").read_bytes()).decode()
+    spans = sorted(((float(ts), name, dur) for name, ts, dur in re.findall(
+        r'"cat": "gpu_user_annotation", "name": "([^"]*)",[^{}]*?"ts": ([0-9.]+), "dur": ([0-9.]+)', text)))
+    assert len(spans) == text.count('"gpu_user_annotation"') == 20
+    order = list(dict.fromkeys(name for _, name, _ in spans))
+    assert order == ["h2d", "forward", "backward", "Optimizer.step#SGD.step"]        # not alphabetical
+    calls = collections.Counter(name for _, name, _ in spans)
+    span_sum = collections.Counter()
+    for _, name, dur in spans:
+        span_sum[name] += int(round(float(dur) * 1000))                             # printed µs digits as ns
+    printed, total = _printed_self_cuda(cap.path / "key_averages_tables.txt")
+    assert total == 216_559_000
+
+    table, totals = profiler_table(cap)
+    s = annotation_summary(trace, table, totals)
+    assert s.columns.tolist() == ["name", "calls", "table_self_cuda_ns", "span_sum_ns", "busy_ns",
+                                  "idle_in_spans_ns", "table_pct_of_total", "work_pct_of_total"]
+    assert s["name"].tolist() == order
+    assert str(s["table_self_cuda_ns"].dtype) == "Int64"
+    s = s.set_index("name")
+    for name in order:
+        assert s.loc[name, "calls"] == calls[name] == 5
+        assert s.loc[name, "span_sum_ns"] == span_sum[name]
+        assert s.loc[name, "idle_in_spans_ns"] == span_sum[name] - s.loc[name, "busy_ns"]
+        # busy share: the label's busy time over the footer total, in percent
+        assert s.loc[name, "work_pct_of_total"] == pytest.approx(s.loc[name, "busy_ns"] / total * 100, rel=1e-12)
+        if name not in printed:
+            assert name == "backward" and pd.isna(s.loc[name, "table_self_cuda_ns"])
+            assert pd.isna(s.loc[name, "table_pct_of_total"])
+            continue
+        ns, pct = printed[name]
+        assert s.loc[name, "table_self_cuda_ns"] == ns
+        assert s.loc[name, "table_pct_of_total"] == pytest.approx(ns / total * 100, rel=1e-12)
+        assert abs(s.loc[name, "table_pct_of_total"] - pct) <= 0.005             # the printed 2 decimals
+    assert printed["forward"] == (130_924_000, 60.46)
+    # forward's busy time (75575311 ns, test_forward_self_cuda_is_its_gpu_spans) over 216.559 ms
+    assert s.loc["forward", "work_pct_of_total"] == pytest.approx(75_575_311 / 216_559_000 * 100, rel=1e-12)
+
+
+def test_operator_children_parents_on_paper(tmp_path):
+    """operator_children on a hand-built trace, worked by hand. Thread (1, 1): aten::outer
+    [0, 100] µs holds a launch L0 [1, 2] and aten::inner [10, 30]; inner holds launch L1
+    [12, 17], which holds aten::in_launch [13, 15]; aten::top [200, 210]. Thread (1, 2):
+    aten::other [300, 350]. Rows of trace.ops by start: outer 0, inner 1, in_launch 2,
+    top 3, other 4. ``parent`` is the parent's row in trace.ops, -1 at the top of a thread
+    and -1 where the parent is a launch (not a row of trace.ops)."""
+    import json
+    from kitlib.analyses.four_measures import operator_children
+
+    def x(cat, n, ts, dur, tid=1, **a):
+        return {"ph": "X", "cat": cat, "name": n, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": a}
+    ev = [x("cpu_op", "aten::outer", 0, 100), x("cuda_runtime", "cudaLaunchKernel", 1, 1, correlation=1),
+          x("cpu_op", "aten::inner", 10, 20), x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=2),
+          x("cpu_op", "aten::in_launch", 13, 2), x("cpu_op", "aten::top", 200, 10),
+          x("cpu_op", "aten::other", 300, 50, tid=2)]
+    path = tmp_path / "children.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    tr = kitlib.load_trace(path)
+    assert tr.ops["name"].tolist() == ["aten::outer", "aten::inner", "aten::in_launch", "aten::top", "aten::other"]
+    oc = operator_children(tr)
+    assert oc.columns.tolist() == ["source", "row", "name", "kind", "tid", "dur_ns", "children_ns", "parent", "merged"]
+    assert str(oc["parent"].dtype) == "int64"
+    got = oc.set_index(["source", "row"])
+    want = {  # (source, row): (name, kind, tid, dur_ns, children_ns, parent)
+        ("ops", 0): ("aten::outer", "op", 1, 100_000, 1_000 + 20_000, -1),
+        ("launches", 0): ("cudaLaunchKernel", "launch", 1, 1_000, 0, 0),
+        ("ops", 1): ("aten::inner", "op", 1, 20_000, 5_000, 0),
+        ("launches", 1): ("cudaLaunchKernel", "launch", 1, 5_000, 2_000, 1),
+        ("ops", 2): ("aten::in_launch", "op", 1, 2_000, 0, -1),
+        ("ops", 3): ("aten::top", "op", 1, 10_000, 0, -1),
+        ("ops", 4): ("aten::other", "op", 2, 50_000, 0, -1)}
+    assert sorted(got.index) == sorted(want)
+    for key, (name, kind, tid, dur, children, parent) in want.items():
+        assert got.loc[key, "name"] == name and got.loc[key, "tid"] == tid
+        assert got.loc[key, "dur_ns"] == dur and got.loc[key, "children_ns"] == children
+        assert got.loc[key, "parent"] == parent and not got.loc[key, "merged"]
+        if key[0] == "ops":
+            assert got.loc[key, "kind"] == kind
+    # the event at position 0 of the tree as a parent: an operator (its children's parent is
+    # its row, 0, not that of the event at position 1, aten::first, row 1) and a launch
+    # (its child's parent is -1); worked by hand as above
+    for name, events, want in [
+            ("first_is_op", [x("cpu_op", "aten::outer", 0, 100), x("cpu_op", "aten::first", 1, 1),
+                             x("cpu_op", "aten::inner", 10, 10)], [-1, 0, 0]),
+            ("first_is_launch", [x("cuda_runtime", "cudaLaunchKernel", 0, 5, correlation=1),
+                                 x("cpu_op", "aten::under", 1, 2)], [-1])]:
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps({"traceEvents": events}))
+        oc = operator_children(kitlib.load_trace(p))
+        assert oc.loc[oc["source"] == "ops", "parent"].tolist() == want

@@ -368,3 +368,92 @@ def test_chain_rows_on_paper_where_launches_are_odd(tmp_path):
         assert got["op_row"].tolist() == [-1] and got["launch_row"].tolist() == [-1]
         assert str(got["op_row"].dtype) == "int64" and got["op_name"].isna().all()
         assert pd.isna(got["launch_name"]).all()
+
+
+# ---- survivors of the 1 December mutation run
+
+def _impossible_trace(tmp_path, name, whole_us=False):
+    """A hand-built trace for impossible_gpu_events (times in µs as Kineto writes them):
+    operator aten::mm [0.5, 200.5] µs on thread (1, 1) makes launches L1..L8 (1 µs each), each of
+    one GPU event with the same correlation id; two kernels have no launch (ids 98, 99).
+    With ``whole_us`` the operator starts at 0 µs, so every time is a whole µs."""
+    def x(cat, n, ts, dur, pid=1, tid=1, **args):
+        return {"ph": "X", "cat": cat, "name": n, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    ev = [x("cpu_op", "aten::mm", 0 if whole_us else 0.5, 200, **{"External id": 1})]
+    gpu = [  # (name, category, start µs, dur µs, correlation, launch start µs or None)
+        ("k_ok", "kernel", 20, 5, 1, 10),              # after its launch: fine
+        ("k_at_launch", "kernel", 30, 5, 2, 30),       # starts the very ns its launch starts: fine
+        ("k_early", "kernel", 39.999, 5, 3, 40),       # 1 ns before its launch
+        ("k_zero", "kernel", 60, 0, 4, 50),            # a kernel of 0 ns
+        ("k_one_ns", "kernel", 80, 0.001, 5, 70),      # 1 ns: short, not impossible
+        ("copy_zero", "gpu_memcpy", 100, 0, 6, 90),    # a copy of 0 ns: only kernels are checked
+        ("k_at_0", "kernel", 0, 5, 7, 110),            # at 0 ns, and before its launch
+        ("k_early_zero", "kernel", 119.5, 0, 8, 120),  # before its launch and 0 ns long
+        ("k_1ns", "kernel", 0.001, 5, 99, None),       # at 1 ns, no launch
+        ("k_neg", "kernel", -1, 5, 98, None)]          # before 0, no launch
+    if whole_us:
+        gpu = [g for g in gpu if g[0] in ("k_ok", "k_zero", "k_at_0")]
+    for n, cat, ts, dur, corr, launch in gpu:
+        if launch is not None:
+            ev.append(x("cuda_runtime", "cudaLaunchKernel", launch, 1, correlation=corr, **{"External id": 1}))
+        ev.append(x(cat, n, ts, dur, pid=0, tid=7, correlation=corr, device=0, stream=7))
+    path = tmp_path / f"{name}.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    return load_trace(path)
+
+
+def test_impossible_gpu_events_on_paper(tmp_path):
+    """The three reasons and their bounds, worked by hand from _impossible_trace (µs -> ns):
+    start_at_zero at a start <= 0 ns (k_neg at -1000, k_at_0 at 0; not k_1ns at 1 ns), which
+    wins over before_launch (k_at_0 starts before its launch at 110000); before_launch when
+    the GPU start is strictly before the launch's (k_early 39999 < 40000; not k_at_launch,
+    30000 = 30000; not the unlaunched k_1ns); zero_duration for a kernel of 0 ns (k_zero,
+    and k_early_zero, which is also early: the later rule wins) but not of 1 ns (k_one_ns),
+    nor a 0 ns copy, nor in a trace timed in whole µs. Rows in trace.gpu order (by start)."""
+    from kitlib.analyses.chain import impossible_gpu_events
+    tr = _impossible_trace(tmp_path, "ns")
+    assert tr.meta["time_resolution_ns"] == 1
+    bad = impossible_gpu_events(tr)
+    assert bad.columns.tolist() == ["gpu_row", "name", "kind", "start_ns", "dur_ns", "reason"]
+    assert bad.values.tolist() == [
+        [int(tr.gpu.index[tr.gpu["name"] == n][0]), n, "kernel", start, dur, reason]
+        for n, start, dur, reason in [("k_neg", -1000, 5000, "start_at_zero"), ("k_at_0", 0, 5000, "start_at_zero"),
+                                      ("k_early", 39_999, 5000, "before_launch"), ("k_zero", 60_000, 0, "zero_duration"),
+                                      ("k_early_zero", 119_500, 0, "zero_duration")]]
+    assert tr.gpu.loc[bad["gpu_row"], "name"].tolist() == bad["name"].tolist()
+    # a chain passed in is the one used: there k_ok's launch starts after the kernel
+    given = chain(tr)
+    given.loc[given["gpu_name"] == "k_ok", "launch_start_ns"] = 20_001
+    got = impossible_gpu_events(tr, chain_df=given)
+    assert got.set_index("name").loc["k_ok", "reason"] == "before_launch" and len(got) == 6
+    # in whole µs (PyTorch 1.9) a short kernel rounds to 0: not flagged; the others still are
+    whole = _impossible_trace(tmp_path, "us", whole_us=True)
+    assert whole.meta["time_resolution_ns"] == 1000
+    assert impossible_gpu_events(whole)[["name", "reason"]].values.tolist() == [["k_at_0", "start_at_zero"]]
+
+
+def test_innermost_op_at_on_paper(tmp_path):
+    """innermost_op_at, worked by hand: on thread (pid 1, tid 1) operators outer [0, 100] µs
+    (row 3 in trace.ops, by start, longest first) and inner [10, 20] (row 4), the
+    record_function label [60, 70] (row 6) and two Python frames, [0, 200] (row 2) and
+    [30, 40] (row 5), which a launch never belongs to; aten::other [0, 300] on (1, 2) (row 0)
+    and aten::elsewhere [0, 300] on (2, 1) (row 1): a thread is its pid AND its tid."""
+    import numpy as np
+    from kitlib.analyses.chain import innermost_op_at
+
+    def x(cat, n, ts, dur, pid=1, tid=1):
+        return {"ph": "X", "cat": cat, "name": n, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+    ev = [x("cpu_op", "aten::outer", 0, 100), x("cpu_op", "aten::inner", 10, 10),
+          x("python_function", "model.py(12): forward", 0, 200), x("python_function", "nn/module.py(5): _call", 30, 10),
+          x("user_annotation", "label", 60, 10),
+          x("cpu_op", "aten::other", 0, 300, tid=2), x("cpu_op", "aten::elsewhere", 0, 300, pid=2)]
+    path = tmp_path / "threads.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    tr = load_trace(path)
+    assert tr.ops["name"].tolist() == ["aten::other", "aten::elsewhere", "model.py(12): forward", "aten::outer",
+                                       "aten::inner", "nn/module.py(5): _call", "label"]
+    got = innermost_op_at(tr, 1, 1, [150_000, 5_000, 15_000, 35_000, 65_000, 250_000])
+    assert got.tolist() == [-1, 3, 4, 3, 6, -1] and got.dtype == np.int64
+    assert innermost_op_at(tr, 1, 2, [5_000, 150_000]).tolist() == [0, 0]
+    assert innermost_op_at(tr, 2, 1, [5_000]).tolist() == [1]
+    assert innermost_op_at(tr, 2, 2, [5_000]).tolist() == [-1]
