@@ -59,7 +59,9 @@ def steps_of(source) -> pd.DataFrame:
     if st.empty:
         hint = ""
         defects = getattr(source, "defects", None)
-        if defects is not None and len(defects) and (defects["table"].astype(str).str.contains("NVTX")).any():
+        # the defects table names the reader's table ("nvtx") and the export's ("NVTX_EVENTS")
+        if defects is not None and len(defects) and \
+                defects[["table", "source"]].astype(str).apply(lambda c: c.str.contains("nvtx", case=False)).any(axis=None):
             hint = ("; the export's NVTX table has defects that left ranges out (see the report's "
                     "'defects' table)")
         raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
