@@ -22,6 +22,17 @@ REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
 
 
+def sql_rows(db, sql, *args) -> list:
+    """The rows of one query on an SQLite file opened read-only: the tests' own reading of
+    an Nsight Systems export, without kitlib."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
+    try:
+        return con.execute(sql, args).fetchall()
+    finally:
+        con.close()
+
+
 def merged_length(spans):
     """Length of the union of (start, end) spans: the tests' own interval merge, written
     without kitlib to check its unions (busy time, waits, collectives per step)."""

@@ -230,23 +230,15 @@ def test_data_load_ranges_and_step_gaps_say_what_is_missing(cold):
 import functools
 import gzip
 import json
-import sqlite3
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
+from conftest import sql_rows
 
 REF_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
 T24 = 0xFFFFFF                                   # globalTid: tid = low 24 bits, pid = the next 24
-
-
-def _sql(db, sql, *args):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
 
 
 def _us_ns(us):
@@ -290,11 +282,11 @@ def _trace_events(path):
 def _h2d_from_sqlite(db):
     """Host-to-device copies (copyKind 1) with the runtime call of the same process and
     correlation id: (start, end, dur, bytes, launch start, launch tid), by start."""
-    return sorted(_sql(db, "SELECT m.start, m.end, m.end - m.start, m.bytes, r.start, r.globalTid & 16777215 "
-                           "FROM CUPTI_ACTIVITY_KIND_MEMCPY m LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
-                           "ON r.correlationId = m.correlationId "
-                           "AND ((r.globalTid >> 24) & 16777215) = ((m.globalPid >> 24) & 16777215) "
-                           "WHERE m.copyKind = 1"))
+    return sorted(sql_rows(db, "SELECT m.start, m.end, m.end - m.start, m.bytes, r.start, r.globalTid & 16777215 "
+                               "FROM CUPTI_ACTIVITY_KIND_MEMCPY m LEFT JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                               "ON r.correlationId = m.correlationId "
+                               "AND ((r.globalTid >> 24) & 16777215) = ((m.globalPid >> 24) & 16777215) "
+                               "WHERE m.copyKind = 1"))
 
 
 def _h2d_from_json(path):
@@ -335,16 +327,16 @@ def _traced_from_sqlite(db):
     (CUPTI_ACTIVITY_KIND_RUNTIME) and NVTX ranges (push/pop 59, start/end 60) of those pids.
     OSRT_API rows of eventClass 31 and 32 (ENUM_NSYS_EVENT_CLASS: "OSRT start", "OSRT finish")
     mark where tracing began and ended and are not calls: left out, as ``nsys stats`` does."""
-    tables = {r[0] for r in _sql(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
-    proc = dict(_sql(db, "SELECT pid, name FROM PROCESSES"))
+    tables = {r[0] for r in sql_rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")}
+    proc = dict(sql_rows(db, "SELECT pid, name FROM PROCESSES"))
     per_pid = {}
     for key, table, where in (("osrt_rows", "OSRT_API", " WHERE eventClass NOT IN (31, 32)"), ("cuda_api_rows", "CUPTI_ACTIVITY_KIND_RUNTIME", ""),
                               ("nvtx_ranges", "NVTX_EVENTS", " WHERE eventType IN (59, 60)")):
         if table in tables:
-            for pid, n in _sql(db, f"SELECT (globalTid >> 24) & 16777215, COUNT(*) FROM {table}{where} GROUP BY 1"):
+            for pid, n in sql_rows(db, f"SELECT (globalTid >> 24) & 16777215, COUNT(*) FROM {table}{where} GROUP BY 1"):
                 per_pid[key, pid] = n
     rows = {}
-    for (gtid,) in _sql(db, "SELECT globalTid FROM ThreadNames"):
+    for (gtid,) in sql_rows(db, "SELECT globalTid FROM ThreadNames"):
         pid = (gtid >> 24) & T24
         r = rows.setdefault(proc[pid], {"pids": set(), "threads": 0})
         r["pids"].add(pid)
@@ -464,8 +456,8 @@ def _batch_copies_by_hand(steps, ranges, copies):
 
 
 def _raw_nsys_ranges(db):
-    rows = _sql(db, "SELECT COALESCE(e.text, s.value), e.globalTid & 16777215, e.start, e.end FROM NVTX_EVENTS e "
-                    "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 AND e.end IS NOT NULL")
+    rows = sql_rows(db, "SELECT COALESCE(e.text, s.value), e.globalTid & 16777215, e.start, e.end FROM NVTX_EVENTS e "
+                        "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.eventType = 59 AND e.end IS NOT NULL")
     steps = sorted((r[2], r[1], r[3]) for r in rows if r[0] == "torch_step")
     return [(i, tid, s0, s1) for i, (s0, tid, s1) in enumerate(steps)], rows
 

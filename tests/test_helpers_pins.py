@@ -18,11 +18,11 @@ kitlib's (block search, sweeps).
 import gzip
 import json
 import re
-import sqlite3
 from pathlib import Path
 
 import pandas as pd
 import pytest
+from conftest import sql_rows
 
 from kitlib.analyses.intervals import clip, idle_gaps
 from kitlib.analyses.steps import active_step_times, active_steps
@@ -107,13 +107,6 @@ def test_active_step_times_cuts_only_the_profiled_series_and_leaves_live_series_
 
 # -- steps: what the host was inside (host_context), from the raw recordings ------------
 
-def _q(db, sql, *args):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
-
 
 def _innermost(rows, t):
     """The innermost of ``rows`` ``(start, end, name, kind)`` containing ``t``
@@ -146,13 +139,13 @@ def test_step_gaps_of_the_nsys_export_and_what_the_main_thread_was_inside():
     from kitlib.analyses.steps import step_gaps
     from kitlib.readers.nsys import load_nsys
     db = REF / "nsys_8step" / "report.sqlite"
-    nvtx = _q(db, "SELECT e.start, e.end, coalesce(e.text, s.value), e.globalTid & 16777215 FROM NVTX_EVENTS e "
-                  "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL ORDER BY e.start")
+    nvtx = sql_rows(db, "SELECT e.start, e.end, coalesce(e.text, s.value), e.globalTid & 16777215 FROM NVTX_EVENTS e "
+                        "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL ORDER BY e.start")
     steps = [(s, e, tid) for s, e, name, tid in nvtx if name == "torch_step"]
     assert len(steps) == 8 and {tid for *_, tid in steps} == {1213}
     main = 1213
     work = _merge([(s, e) for t in ("KERNEL", "MEMCPY", "MEMSET")
-                   for s, e in _q(db, f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{t}")])
+                   for s, e in sql_rows(db, f"SELECT start, end FROM CUPTI_ACTIVITY_KIND_{t}")])
     expected = []
     for k, (w0, w1, _) in enumerate(steps):
         busy = [(max(s, w0), min(e, w1)) for s, e in work if min(e, w1) > max(s, w0)]
@@ -161,10 +154,10 @@ def test_step_gaps_of_the_nsys_export_and_what_the_main_thread_was_inside():
             if ge - gs > 1_000_000:
                 expected.append((k, gs, ge, ge - gs, gs - w0))
     assert len(expected) == 85                  # the gaps, as counted here from the export
-    osrt = [(s, e, n, "OS runtime") for s, e, n, g in _q(
+    osrt = [(s, e, n, "OS runtime") for s, e, n, g in sql_rows(
         db, "SELECT o.start, o.end, s.value, o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId")
         if g & T24 == main]
-    api = [(s, e, re.sub(r"_v\d+$", "", n), "CUDA API") for s, e, n, g in _q(
+    api = [(s, e, re.sub(r"_v\d+$", "", n), "CUDA API") for s, e, n, g in sql_rows(
         db, "SELECT r.start, r.end, s.value, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
             "JOIN StringIds s ON s.id = r.nameId") if g & T24 == main]
     labels = [(s, e, n, "NVTX") for s, e, n, tid in nvtx if tid == main]
@@ -195,12 +188,12 @@ def test_host_context_of_the_nsys_export_falls_back_from_os_runtime_to_cuda_api_
     from kitlib.readers.nsys import load_nsys
     db = REF / "nsys_8step" / "report.sqlite"
     main = 1213
-    nvtx = [(s, e, n, "NVTX") for s, e, n, g in _q(
+    nvtx = [(s, e, n, "NVTX") for s, e, n, g in sql_rows(
         db, "SELECT e.start, e.end, coalesce(e.text, s.value), e.globalTid FROM NVTX_EVENTS e "
             "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL") if g & T24 == main]
-    osrt_all = _q(db, "SELECT o.start, o.end, s.value, o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId")
-    api_all = _q(db, "SELECT r.start, r.end, s.value, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                     "JOIN StringIds s ON s.id = r.nameId")
+    osrt_all = sql_rows(db, "SELECT o.start, o.end, s.value, o.globalTid FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId")
+    api_all = sql_rows(db, "SELECT r.start, r.end, s.value, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                           "JOIN StringIds s ON s.id = r.nameId")
     osrt = [(s, e, n, "OS runtime") for s, e, n, g in osrt_all if g & T24 == main]
     api = [(s, e, re.sub(r"_v\d+$", "", n), "CUDA API") for s, e, n, g in api_all if g & T24 == main]
     other_api = [(s, e) for s, e, n, g in api_all if g & T24 != main]
@@ -329,9 +322,9 @@ def test_device_work_of_the_nsys_export_from_sqlite():
     from kitlib.analyses.steps import device_work
     from kitlib.readers.nsys import load_nsys
     db = REF / "nsys_8step" / "report.sqlite"
-    rows = [("kernel", s, e, e - s, st, None) for s, e, st in _q(db, "SELECT start, end, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")]
-    rows += [("memcpy", s, e, e - s, st, b) for s, e, st, b in _q(db, "SELECT start, end, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY")]
-    rows += [("memset", s, e, e - s, st, b) for s, e, st, b in _q(db, "SELECT start, end, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET")]
+    rows = [("kernel", s, e, e - s, st, None) for s, e, st in sql_rows(db, "SELECT start, end, streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")]
+    rows += [("memcpy", s, e, e - s, st, b) for s, e, st, b in sql_rows(db, "SELECT start, end, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMCPY")]
+    rows += [("memset", s, e, e - s, st, b) for s, e, st, b in sql_rows(db, "SELECT start, end, streamId, bytes FROM CUPTI_ACTIVITY_KIND_MEMSET")]
     assert (len(rows), len({r[1] for r in rows})) == (6493, 6493)       # 4340 + 541 + 1612, distinct starts
     rows.sort(key=lambda r: r[1])
     got = device_work(load_nsys(db))
@@ -380,7 +373,6 @@ def test_steps_of_a_trace_without_steps_says_what_it_looked_for(tmp_path):
     with pytest.raises(KitError) as e:
         steps_of(tr)
     assert str(e.value) == _no_steps_message(tr.path)
-
 
 
 def test_a_source_that_is_not_a_recording_is_refused_in_words():

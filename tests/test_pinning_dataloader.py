@@ -7,12 +7,12 @@ low 24 bits of ``globalTid``, process ids the next 24. The loader's positions ar
 paper from the rule in ``kitlib/analyses/dataloader.py``'s docstring.
 """
 import re
-import sqlite3
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
 import pytest
+from conftest import sql_rows
 
 from kitlib.analyses import dataloader, pinning
 from kitlib.errors import KitError
@@ -23,14 +23,6 @@ DB = REF / "nsys_8step" / "report.sqlite"
 DB_NO_PIN = REF / "nsys_emit_nvtx" / "report.sqlite"
 WHOLE = (0, 2**62)                         # lesson 04's exercise: the whole recording
 T24 = 0xFFFFFF
-
-
-def _q(db, sql, *args):
-    con = sqlite3.connect(f"file:{db}?mode=ro", uri=True)
-    try:
-        return con.execute(sql, args).fetchall()
-    finally:
-        con.close()
 
 
 def _api_name(raw):
@@ -45,27 +37,27 @@ def rep():
 @pytest.fixture(scope="module")
 def window():
     """(start, end, main thread) of the first data_load range, and the pin thread's tid."""
-    (s, e, main), = _q(DB, "SELECT e.start, e.end, e.globalTid & 16777215 FROM NVTX_EVENTS e "
-                           "LEFT JOIN StringIds s ON s.id = e.textId "
-                           "WHERE coalesce(e.text, s.value) = 'data_load' ORDER BY e.start LIMIT 1")
-    (pin,), = _q(DB, "SELECT t.globalTid & 16777215 FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
-                     "WHERE s.value = 'pt_data_pin'")
+    (s, e, main), = sql_rows(DB, "SELECT e.start, e.end, e.globalTid & 16777215 FROM NVTX_EVENTS e "
+                                 "LEFT JOIN StringIds s ON s.id = e.textId "
+                                 "WHERE coalesce(e.text, s.value) = 'data_load' ORDER BY e.start LIMIT 1")
+    (pin,), = sql_rows(DB, "SELECT t.globalTid & 16777215 FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
+                           "WHERE s.value = 'pt_data_pin'")
     assert (s, e, main, pin) == (9_342_300_130, 10_811_784_360, 1213, 1258)
     return s, e, main, pin
 
 
 def _allocs(pin, lo, hi):
-    return _q(DB, "SELECT r.globalTid & 16777215, r.start, r.end - r.start, r.end "
-                  "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
-                  "WHERE s.value LIKE 'cudaHostAlloc%' AND (r.globalTid & 16777215) = ? "
-                  "AND r.start >= ? AND r.start < ? ORDER BY r.start", pin, lo, hi)
+    return sql_rows(DB, "SELECT r.globalTid & 16777215, r.start, r.end - r.start, r.end "
+                        "FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                        "WHERE s.value LIKE 'cudaHostAlloc%' AND (r.globalTid & 16777215) = ? "
+                        "AND r.start >= ? AND r.start < ? ORDER BY r.start", pin, lo, hi)
 
 
 def _waits(main, lo, hi):
-    return _q(DB, "SELECT s.value, o.start, o.end - o.start, o.end FROM OSRT_API o "
-                  "JOIN StringIds s ON s.id = o.nameId WHERE (o.globalTid & 16777215) = ? "
-                  "AND s.value IN ('sem_clockwait', 'sem_timedwait', 'sem_wait', 'poll') "
-                  "AND o.start < ? AND o.end > ? AND o.end - o.start >= 1000000 ORDER BY o.start", main, hi, lo)
+    return sql_rows(DB, "SELECT s.value, o.start, o.end - o.start, o.end FROM OSRT_API o "
+                        "JOIN StringIds s ON s.id = o.nameId WHERE (o.globalTid & 16777215) = ? "
+                        "AND s.value IN ('sem_clockwait', 'sem_timedwait', 'sem_wait', 'poll') "
+                        "AND o.start < ? AND o.end > ? AND o.end - o.start >= 1000000 ORDER BY o.start", main, hi, lo)
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["first data_load", "whole recording"])
@@ -109,18 +101,18 @@ def _locks_by_sql(main, lo, hi, min_ns):
     CUDA API call of ``main`` around it, and the other thread's (same process) call that had
     started by the lock's start and ended no later than 1 ms after the lock's end, closest in end."""
     rows = []
-    for ls, le in _q(DB, "SELECT o.start, o.end FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
-                         "WHERE (o.globalTid & 16777215) = ? AND s.value = 'pthread_mutex_lock' AND o.start >= ? "
-                         "AND o.start < ? AND o.end - o.start >= ? ORDER BY o.start", main, lo, hi, min_ns):
-        own = _q(DB, "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
-                     "WHERE (r.globalTid & 16777215) = ? AND r.start <= ? AND r.end >= ? ORDER BY r.start",
-                 main, ls, le)
-        other = _q(DB, "SELECT tn.value, s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
-                       "JOIN StringIds s ON s.id = r.nameId "
-                       "JOIN ThreadNames t ON t.globalTid = r.globalTid JOIN StringIds tn ON tn.id = t.nameId "
-                       "WHERE (r.globalTid & 16777215) != ? AND ((r.globalTid >> 24) & 16777215) = ? "
-                       "AND r.start <= ? AND r.end <= ? ORDER BY abs(? - r.end), r.start LIMIT 1",
-                   main, main, ls, le + 1_000_000, le)
+    for ls, le in sql_rows(DB, "SELECT o.start, o.end FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+                               "WHERE (o.globalTid & 16777215) = ? AND s.value = 'pthread_mutex_lock' AND o.start >= ? "
+                               "AND o.start < ? AND o.end - o.start >= ? ORDER BY o.start", main, lo, hi, min_ns):
+        own = sql_rows(DB, "SELECT s.value FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                           "WHERE (r.globalTid & 16777215) = ? AND r.start <= ? AND r.end >= ? ORDER BY r.start",
+                       main, ls, le)
+        other = sql_rows(DB, "SELECT tn.value, s.value, r.start, r.end FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                             "JOIN StringIds s ON s.id = r.nameId "
+                             "JOIN ThreadNames t ON t.globalTid = r.globalTid JOIN StringIds tn ON tn.id = t.nameId "
+                             "WHERE (r.globalTid & 16777215) != ? AND ((r.globalTid >> 24) & 16777215) = ? "
+                             "AND r.start <= ? AND r.end <= ? ORDER BY abs(? - r.end), r.start LIMIT 1",
+                         main, main, ls, le + 1_000_000, le)
         rows.append((ls - lo, le - ls, _api_name(own[0][0]) if own else None)
                     + ((other[0][0], _api_name(other[0][1]), other[0][2] - lo, other[0][3] - other[0][2],
                         le - other[0][3]) if other else (None,) * 5))
@@ -160,8 +152,8 @@ def test_wakes_after_pinning_from_the_sqlite_export(rep, window):
 def test_no_pin_thread_is_refused_with_the_threads_it_has():
     """nsys_emit_nvtx ran without pin_memory: the error names the report and its first 12 thread
     names in sorted order (from ThreadNames)."""
-    names = sorted({v for (v,) in _q(DB_NO_PIN, "SELECT s.value FROM ThreadNames t JOIN StringIds s "
-                                                "ON s.id = t.nameId")})
+    names = sorted({v for (v,) in sql_rows(DB_NO_PIN, "SELECT s.value FROM ThreadNames t JOIN StringIds s "
+                                                      "ON s.id = t.nameId")})
     assert len(names) > 13
     report = load_nsys(DB_NO_PIN)
     msg = f"{report.path}: no thread named 'pt_data_pin' (threads: {', '.join(names[:12])}, …)"
