@@ -59,9 +59,8 @@ def steps_of(source) -> pd.DataFrame:
     if st.empty:
         hint = ""
         defects = getattr(source, "defects", None)
-        # the defects table names the reader's table ("nvtx") and the export's ("NVTX_EVENTS")
-        if defects is not None and len(defects) and \
-                defects[["table", "source"]].astype(str).apply(lambda c: c.str.contains("nvtx", case=False)).any(axis=None):
+        # the defects table names the reader's table ("nvtx"; the export's NVTX_EVENTS is its source)
+        if defects is not None and len(defects) and defects["table"].astype(str).str.contains("nvtx", case=False).any():
             hint = ("; the export's NVTX table has defects that left ranges out (see the report's "
                     "'defects' table)")
         raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
