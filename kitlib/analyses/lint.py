@@ -111,7 +111,7 @@ class Finding:
     evidence: dict = field(default_factory=dict)
 
     def __str__(self):
-        ev = ", ".join(f"{k}={v:,}" if isinstance(v, (int, np.integer)) else f"{k}={v}"
+        ev = ", ".join(f"{k}={v:,}" if isinstance(v, (int, np.integer)) and not isinstance(v, bool) else f"{k}={v}"
                        for k, v in self.evidence.items())
         return f"[{self.severity}] {self.code}: {self.meaning} → {self.action} ({ev})"
 
