@@ -1,7 +1,7 @@
 """grouping's remaining figures pinned: the profiler's own rows read into a table
-(key_averages_table), the side-by-side comparison (compare_with_profiler), the
-trace-size and capture-cost tables of lesson 06 (attribution_bytes, capture_cost) and
-lesson 05's convolution inputs (conv_inputs, memory_layout).
+(key_averages_table), the side-by-side comparison (compare_with_profiler) and lesson 05's
+convolution inputs (conv_inputs, memory_layout). Lesson 06's trace-size and capture-cost
+tables (attribution_bytes, capture_cost) are pinned in test_grouping.py's last section.
 
 Every expected value is read by the test itself from the tool's own file (the bundles'
 key_averages.json.gz, the trace JSON, manifest.json, step_times.json) or worked on paper;

@@ -51,7 +51,7 @@ def digest(obj):
     if isinstance(obj, pd.DataFrame):
         return ("frame", list(map(str, obj.columns)), [str(t) for t in obj.dtypes], list(obj.index[:3]),
                 len(obj), repr(obj.attrs), hashlib.sha256(pd.util.hash_pandas_object(
-                    obj.astype(str), index=True).to_numpy().tobytes()).hexdigest())
+                    obj.map(repr), index=True).to_numpy().tobytes()).hexdigest())  # repr: None is not NaN
     if isinstance(obj, pd.Series):
         return digest(obj.to_frame())
     if isinstance(obj, dict):
