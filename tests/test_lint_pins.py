@@ -113,6 +113,38 @@ def expected_evidence(r):
     return out
 
 
+# The operators with_flops counts (torch/csrc/profiler/util.cpp, computeFlops) that a ResNet-50
+# step calls; the profiler's own FLOPs per name are in fixed_batch/key_averages.json.gz.
+FLOP_NAMES = ("aten::conv2d", "aten::addmm", "aten::mm")
+
+
+def _backward_flops_evidence(r):
+    """``backward_flops_absent``'s evidence from the raw JSON and the profiler's own rows:
+    calls and FLOPs the profiler counted (its key_averages rows with FLOPs, of the
+    fixed_batch run: the same calls with the same Input Dims as each shipped 5-step run,
+    checked here), the counted calls inside an autograd node (a ``…Backward…`` event
+    around them on their thread) and the ``convolution_backward`` operators."""
+    ka = json.load(gzip.open(REF / "fixed_batch" / "key_averages.json.gz"))["by_name"]
+    counted = [row for row in ka if row.get("flops")]
+    assert sorted(row["key"] for row in counted) == sorted(FLOP_NAMES)
+    calls = Counter((h["name"], json.dumps(h["dims"])) for h in r["host"] if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    fixed = raw(REF / "fixed_batch" / "trace.json.gz")
+    assert calls == Counter((h["name"], json.dumps(h["dims"])) for h in fixed["host"]
+                            if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    assert sum(calls.values()) == sum(row["count"] for row in counted)
+    by_tid = defaultdict(list)
+    for h in r["host"]:
+        if "Backward" in h["name"]:
+            by_tid[h["tid"]].append(h)
+    in_backward = sum(any(a["s"] <= h["s"] and h["e"] <= a["e"] for a in by_tid[h["tid"]])
+                      for h in r["host"] if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    return {"counted_calls": sum(row["count"] for row in counted),
+            "counted_flops": sum(row["flops"] for row in counted),
+            "backward_calls_counted": in_backward,
+            "convolution_backward_calls": sum(h["cat"] == "cpu_op" and "convolution_backward" in h["name"]
+                                              for h in r["host"])}
+
+
 TRACES = [REF / "fixed_batch" / "trace.json.gz", REF / "profiler_5step" / "trace.json.gz",
           REF / "cold_start_8step" / "trace.json.gz", REF / "public-traces" / "hta_2024-03_nccl_sampled_rank0.json.gz",
           PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz", PUBLIC / "hta_2024-10_triton_driver_launch.json.gz"]
@@ -155,6 +187,12 @@ def test_lint_codes_severities_and_evidence_from_raw_json(path, ref_trace, publi
     for code, ev in exp.items():
         assert by_code[code].evidence == ev, code
         assert all(type(v) is int or isinstance(v, list) for v in by_code[code].evidence.values())
+    for f in found:                                   # every finding says what it means and what to do
+        assert isinstance(f.meaning, str) and isinstance(f.action, str) and f.meaning and f.action
+    if "backward_flops_absent" in by_code:
+        assert by_code["backward_flops_absent"].evidence == _backward_flops_evidence(r)
+        n = by_code["backward_flops_absent"].evidence["backward_calls_counted"]
+        assert f"while {n} backward call(s) that reach aten::mm" in by_code["backward_flops_absent"].meaning
     if "python_frames_rule" in by_code:
         n_py = sum(h["cat"] == "python_function" for h in r["host"])
         ev = by_code["python_frames_rule"].evidence
