@@ -279,6 +279,13 @@ def _trace_events(path):
         return json.load(f)["traceEvents"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_raw_json():
+    """The suite runs in one process: let the parsed JSON go when this module is done."""
+    yield
+    _trace_events.cache_clear()
+
+
 def _h2d_from_sqlite(db):
     """Host-to-device copies (copyKind 1) with the runtime call of the same process and
     correlation id: (start, end, dur, bytes, launch start, launch tid), by start."""

@@ -47,6 +47,13 @@ def _raw(path):
         return json.load(f)["traceEvents"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_raw_json():
+    """The suite runs in one process: let the parsed JSON go when this module is done."""
+    yield
+    _raw.cache_clear()
+
+
 def _key_averages():
     with gzip.open(REF / "fixed_batch" / "key_averages.json.gz", "rt") as f:
         return json.load(f)["by_name"]

@@ -36,6 +36,13 @@ def _raw_events(name):
         return json.load(f)["traceEvents"]
 
 
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_raw_json():
+    """The suite runs in one process: let the parsed JSON go when this module is done."""
+    yield
+    _raw_events.cache_clear()
+
+
 def _key_averages():
     """fixed_batch's key_averages.json.gz: the profiler's own rows (µs, bytes, FLOPs)."""
     with gzip.open(REF / "fixed_batch" / "key_averages.json.gz", "rt") as f:

@@ -65,17 +65,24 @@ def _raw(path):
             m = STEP.match(e["name"])
             if cat == "user_annotation" and m:
                 steps.append((int(m.group(2)), s, s + d))
-    return dict(doc=doc, events=evs, json_bytes=len(text), gpu=gpu, launches=launches, host=host,
-                steps=sorted(steps))
+    return dict(gpu=gpu, launches=launches, host=host, steps=sorted(steps))
 
 
 _CACHE = {}
 
 
 def raw(path):
+    """What the tests need of one trace's JSON, read once per module."""
     if path not in _CACHE:
         _CACHE[path] = _raw(path)
     return _CACHE[path]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_the_raw_json():
+    """The suite runs in one process: let the parsed JSON go when this module is done."""
+    yield
+    _CACHE.clear()
 
 
 def _cut(rows, s0, s1):
