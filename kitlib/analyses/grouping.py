@@ -322,9 +322,11 @@ def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
     ev = _with_memory_and_flops(trace, ev)
     t = group_ops(trace, by="input_shape", events=ev, include_gpu=False)
     t = t[(t["name"] == name) & (t["device_type"] == "CPU")].copy()
-    t["first_input"] = [s.split("]")[0] + "]" if s.startswith("[[") else s for s in t["input_shapes"]]
+    # string columns even when the name never ran (an empty list would make a float column)
+    t["first_input"] = pd.Series([s.split("]")[0] + "]" if s.startswith("[[") else s for s in t["input_shapes"]],
+                                 index=t.index, dtype="str")
     t["first_input"] = t["first_input"].str.replace("[[", "[", regex=False)
-    t["tensors"] = [_tensors_label(s) for s in t["input_shapes"]]
+    t["tensors"] = pd.Series([_tensors_label(s) for s in t["input_shapes"]], index=t.index, dtype="str")
     tot = t["device_total_ns"].sum()
     t["device_share"] = t["device_total_ns"] / tot if tot else 0.0
     cols = ["input_shapes", "first_input", "tensors", "count", "device_total_ns", "device_per_call_ns", "device_share",
