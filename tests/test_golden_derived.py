@@ -879,3 +879,45 @@ def test_op_stacks_options_on_the_reference_trace():
     outside = enclosing_python(tr, ev) < 0
     assert all(plain[i] == () for i in outside.nonzero()[0])
     assert any(inherited[i] != () for i in outside.nonzero()[0]) and plain != inherited
+
+
+# -- step_time_stats, memory_per_step, memory_peak, _containing: mutants of 1 December ------
+
+def test_step_time_stats_outliers_and_dtypes_on_paper():
+    """``step_time_stats`` on two series worked on paper. An outlier is a step *above*
+    ``outlier_factor`` × the median (2 by default): in ``at`` the slowest step is exactly 2 ×
+    the median (6 ms over 3 ms) and is not one, in ``above`` it is 7 ms and is one; with
+    ``outlier_factor=1.5`` (4.5 ms) ``at`` has one. ``n`` and ``outliers`` are integers in the
+    table the lessons print, the rest float64; one row per series, in the order given."""
+    from kitlib.analyses import coldstart
+    st = coldstart.step_time_stats({"at": [3.0, 1.0, 6.0, 2.0, 4.0], "above": [7.0, 1.0, 2.0, 3.0, 4.0]})
+    assert st.index.tolist() == ["at", "above"]
+    assert st.columns.tolist() == ["n", "median_ms", "p25_ms", "p75_ms", "iqr_ms", "min_ms", "max_ms", "mean_ms",
+                                   "outliers", "max_over_median"]
+    assert [str(t) for t in st.dtypes] == ["int64"] + ["float64"] * 7 + ["int64", "float64"]
+    # sorted 1 2 3 4 6: median 3; quartiles at positions 1 and 3 (linear interpolation) = 2 and 4;
+    # mean 16 / 5; slowest over median 6 / 3
+    assert st.loc["at"].tolist() == [5, 3.0, 2.0, 4.0, 2.0, 1.0, 6.0, 3.2, 0, 2.0]
+    # sorted 1 2 3 4 7: mean 17 / 5 = 3.4; 7 > 2 × 3
+    assert st.loc["above"].tolist() == pytest.approx([5, 3.0, 2.0, 4.0, 2.0, 1.0, 7.0, 3.4, 1, 7 / 3], rel=1e-15)
+    assert coldstart.step_time_stats({"at": [3.0, 1.0, 6.0, 2.0, 4.0]}, outlier_factor=1.5).loc["at", "outliers"] == 1
+
+
+def test_containing_labels_on_paper():
+    """``memory._containing``, which gives each allocator record of ``memory_timeline`` its
+    step and phase: the label of the latest-starting interval, if that interval still holds
+    the time (start and end both inclusive), else the default. Intervals given out of order:
+    first [0, 5], second [10, 20], inner [12, 15] (inside second, starting later), last
+    [30, 40]. Worked on paper: -1 before all; 0 and 5 the ends of first; 7 in the gap after
+    first; 10 second's start; 12 and 15 inner; 25 in no interval; 30 and 40 the ends of last.
+    Without intervals (a trace with no phase labels) every time gets the default."""
+    from kitlib.analyses import memory as M
+    t = np.array([-1, 0, 5, 7, 10, 12, 15, 25, 30, 40, 41], dtype=np.int64)
+    got = M._containing(np.array([30, 10, 0, 12]), np.array([40, 20, 5, 15]),
+                        np.array(["last", "second", "first", "inner"]), t, default="-")
+    assert got.dtype == object
+    assert got.tolist() == ["-", "first", "first", "-", "second", "inner", "inner", "-", "last", "last", "-"]
+    assert M._containing(np.array([0]), np.array([5]), np.array([7]), t).tolist() == \
+        [None, 7, 7] + [None] * 8                      # default None; integer labels (steps) kept
+    empty = np.array([], dtype=np.int64)
+    assert M._containing(empty, empty, np.array([], dtype=object), t, default="-").tolist() == ["-"] * len(t)
