@@ -921,3 +921,10 @@ def test_containing_labels_on_paper():
         [None, 7, 7] + [None] * 8                      # default None; integer labels (steps) kept
     empty = np.array([], dtype=np.int64)
     assert M._containing(empty, empty, np.array([], dtype=object), t, default="-").tolist() == ["-"] * len(t)
+    # after inner ends (16, 18), second still holds the time: second, as memory_timeline's
+    # docstring says ("open at that moment"); 21 is past both
+    assert M._containing(np.array([10, 12]), np.array([20, 15]), np.array(["second", "inner"]),
+                         np.array([11, 13, 16, 18, 20, 21]), default="-").tolist() == \
+        ["second", "inner", "second", "second", "second", "-"]
+    assert M._containing(np.array([0, 10]), np.array([25, 20]), np.array(["outer", "inner"]),
+                         np.array([22])).tolist() == ["outer"]

@@ -352,6 +352,17 @@ def _containing(starts, ends, labels, t, default=None):
     ok = (i >= 0) & (e[np.clip(i, 0, None)] >= t) if len(s) else np.zeros(len(t), dtype=bool)
     out = np.full(len(t), default, dtype=object)
     out[ok] = lab[i[ok]]
+    if len(s):      # nested intervals: an inner one ended, an outer one that started earlier may still be open
+        t = np.asarray(t)
+        open_until = np.maximum.accumulate(e)
+        for k in np.flatnonzero(~ok & (i >= 0)):
+            if open_until[i[k]] < t[k]:
+                continue
+            j = i[k] - 1
+            while j >= 0 and e[j] < t[k]:
+                j -= 1
+            if j >= 0:
+                out[k] = lab[j]
     return out
 
 
