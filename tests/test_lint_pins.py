@@ -200,6 +200,13 @@ def test_lint_codes_severities_and_evidence_from_raw_json(path, ref_trace, publi
         assert by_code["backward_flops_absent"].evidence == _backward_flops_evidence(r)
         n = by_code["backward_flops_absent"].evidence["backward_calls_counted"]
         assert f"while {n} backward call(s) that reach aten::mm" in by_code["backward_flops_absent"].meaning
+    if path.name == "trace.json.gz":                  # the bundle: its recipe adds no finding to these,
+        cap = kitlib.open_capture(path.parent.name)   # and its manifest names the torch that recorded it
+        torch = json.loads((path.parent / "manifest.json").read_text())["provenance"]["torch"]
+        children = tuple(int(x) for x in torch.split("+")[0].split(".")[:2]) >= (2, 12)
+        want = [(f.code, f.severity, f.evidence) if f.code != "python_frames_rule" else
+                (f.code, "info", {**f.evidence, "frames_are_children": children, "inferred": False}) for f in found]
+        assert [(f.code, f.severity, f.evidence) for f in lint(cap)] == want
     if "python_frames_rule" in by_code:
         n_py = sum(h["cat"] == "python_function" for h in r["host"])
         ev = by_code["python_frames_rule"].evidence
@@ -336,6 +343,8 @@ def test_what_says_cuda_was_requested(tmp_path):
     ops = [_x("cpu_op", "aten::mm", 1.0, 2.0), _x("cpu_op", "aten::add", 4.0, 1.0)]
     cpu = _write(tmp_path, ops, devices=0, name="cpu.json")
     assert [(f.code, f.severity, f.evidence) for f in lint(cpu)] == [("cpu_only", "info", {"cpu_events": 2, "gpu_events": 0})]
+    only = lint(cpu)[0]
+    assert only.meaning.startswith("a CPU-only recording") and only.action.startswith("for device time")
     for recipe in ({"activities": ["ProfilerActivity.CPU", "ProfilerActivity.CUDA"]}, {"activities": ["cuda"]}):
         f = _codes(lint(cpu, recipe=recipe))["no_gpu_events"]
         assert f.severity == "error" and f.evidence == {"launches": 0, "gpus_listed": 0}
@@ -383,6 +392,7 @@ def test_options_stacks_and_the_python_frame_rule(tmp_path):
     assert lint(off) == []
     assert [x.code for x in lint(off, recipe={"with_stack": True})] == ["missing_stacks"]
     assert lint(off, recipe={"with_stack": None, "record_shapes": True}) == []
+    assert lint(off, recipe={"with_stack": False, "with_flops": False}) == []   # off on both sides
     # two Python frames in the 2.11 format (no CallFrom): not children, inferred, a warning
     py = ev + [_x("python_function", "train.py(3): step", 0.5, 4.0), _x("python_function", "nn.Module: Linear", 0.8, 3.0)]
     old = _write(tmp_path, py, options={"with_stack": True}, name="old.json")
