@@ -19,6 +19,7 @@ surviving mutants of ``kitlib/analyses/flops.py`` they catch.
 import functools
 import gzip
 import json
+import orjson
 import math
 import re
 from pathlib import Path
@@ -43,8 +44,7 @@ def _ns(us):
 @functools.lru_cache(maxsize=None)
 def _raw(path):
     """The trace's events, read once per file (the tests only read them)."""
-    with gzip.open(path, "rt") as f:
-        return json.load(f)["traceEvents"]
+    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]   # orjson: json's floats, faster
 
 
 @pytest.fixture(scope="module", autouse=True)

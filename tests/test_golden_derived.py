@@ -14,6 +14,7 @@ import collections
 import csv
 import gzip
 import json
+import orjson
 import sqlite3
 from pathlib import Path
 
@@ -29,8 +30,7 @@ HTA_2022 = "hta_2022-08_a100_rank3.json.gz"
 
 
 def _raw_events(path):
-    with gzip.open(path, "rt") as f:
-        return json.load(f)["traceEvents"]
+    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]   # orjson: json's floats, faster
 
 
 def _key_averages(name="fixed_batch"):

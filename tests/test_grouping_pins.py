@@ -10,6 +10,7 @@ none is kitlib's own output pasted in.
 import functools
 import gzip
 import json
+import orjson
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -32,8 +33,7 @@ KA_COLUMNS = ["name", "device_type", "input_shapes", "stack", "count", *TIMES, *
 @functools.lru_cache(maxsize=None)
 def _raw_events(name):
     """The bundle's Chrome trace as the profiler wrote it (gzip + json, no kitlib)."""
-    with gzip.open(REF / name / "trace.json.gz", "rt") as f:
-        return json.load(f)["traceEvents"]
+    return orjson.loads(gzip.decompress((REF / name / "trace.json.gz").read_bytes()))["traceEvents"]
 
 
 @pytest.fixture(scope="module", autouse=True)

@@ -17,6 +17,7 @@ kitlib's (block search, sweeps).
 """
 import gzip
 import json
+import orjson
 import re
 from pathlib import Path
 
@@ -221,8 +222,7 @@ def test_host_context_of_the_nsys_export_falls_back_from_os_runtime_to_cuda_api_
 
 @pytest.fixture(scope="module")
 def trace5():
-    with gzip.open(REF / "profiler_5step" / "trace.json.gz", "rt") as f:
-        return json.load(f)["traceEvents"]
+    return orjson.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))["traceEvents"]
 
 
 def _ns(us):

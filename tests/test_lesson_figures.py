@@ -9,6 +9,7 @@ stats``), a ``data/reference/PROVENANCE.md`` figure, a B300 source figure
 JSON/SQLite in ``tests/test_golden_derived.py`` (named beside it).
 """
 import json
+import orjson
 import re
 from pathlib import Path
 
@@ -116,7 +117,7 @@ def test_lesson08_flops(lesson):
 
 def _raw_events(bundle):
     import gzip
-    return json.loads(gzip.open(REF / bundle / "trace.json.gz").read())["traceEvents"]
+    return orjson.loads(gzip.open(REF / bundle / "trace.json.gz").read())["traceEvents"]
 
 
 def test_lesson06_call_sites_threads_and_attribution_cost(lesson):
