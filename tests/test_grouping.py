@@ -105,18 +105,6 @@ def test_callsite_of_first_convolution(ref):
     assert k["module"].isna().sum() >= 78
 
 
-def test_attribution_bytes_and_cost():
-    from kitlib.readers.files import read_json_file
-    cap = kitlib.open_capture("profiler_5step")
-    sizes = G.attribution_bytes(read_json_file(cap.file("trace.json.gz")))
-    assert sizes.loc["as recorded", "events"] == 73507
-    assert sizes.loc["as recorded", "events"] - sizes.loc["without Python frames (with_stack)", "events"] == 22977
-    assert (sizes["gzip_bytes"].iloc[1:] < sizes.loc["as recorded", "gzip_bytes"]).all()
-    cost = G.capture_cost({"cold": kitlib.open_capture("cold_start_8step"), "full": cap})
-    assert cost.loc["cold", "steps"] == 8 and cost.loc["full", "steps"] == 5
-    assert cost.loc["full", "median_step_ms"] == pytest.approx(61.461497)
-
-
 @pytest.mark.torch_run
 def test_live_cpu_capture_with_stacks(tmp_path):
     """The same rebuild against a fresh CPU capture whose profiler DID keep stacks (verbose=True)."""
