@@ -151,7 +151,7 @@ def main(argv=None) -> int:
                "peak_at_s": round(sampler.peak_at, 1), "largest_process_bytes": largest,
                "most_processes": sampler.peak_procs, "samples": sampler.samples, "interval_s": a.interval}
     print(f"\nsuite_peak: {figures['command']}\n"
-          f"  exit status {rc}, {wall / 60:.0f} min {wall % 60:.0f} s wall\n"
+          f"  exit status {rc}, {round(wall) // 60} min {round(wall) % 60} s wall\n"
           f"  peak PSS (whole process tree) {gb(sampler.peak_pss)} at {sampler.peak_at:.0f} s; "
           f"peak RSS {gb(sampler.peak_rss)} (shared pages counted per process)\n"
           f"  largest single process {gb(largest)}; at most {sampler.peak_procs} processes at once; "
