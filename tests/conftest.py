@@ -1,10 +1,13 @@
 """Shared fixtures: the reference recordings (as kitlib bundles) and public traces."""
+import functools
+import gzip
 import os
 import re
 import sys
 import time
 from pathlib import Path
 
+import orjson
 import pytest
 
 os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
@@ -20,6 +23,22 @@ if "torch" in sys.modules:                          # imported before this file 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
+
+
+@functools.lru_cache(maxsize=2)
+def raw_trace_events(path) -> list:
+    """A torch.profiler trace's ``traceEvents`` as the profiler wrote them (gzip + orjson,
+    which gives json's floats, faster; no kitlib): the raw side of the tests that rebuild a
+    figure without kitlib. Read once while a module needs it: the last two files are kept,
+    and :func:`_free_raw_trace_events` lets them go when each module ends (the suite runs in
+    one process, and one parsed 35 MB trace is 100-150 MB). Callers only read the events."""
+    return orjson.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_raw_trace_events():
+    yield
+    raw_trace_events.cache_clear()
 
 
 def sql_rows(db, sql, *args) -> list:

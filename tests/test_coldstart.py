@@ -227,16 +227,13 @@ def test_data_load_ranges_and_step_gaps_say_what_is_missing(cold):
 # ---- survivors of the 1 December mutation run
 # Every golden value below is read by the test itself from the raw files (wallclock.json, the
 # trace's JSON, the Nsight export through sqlite3) or worked on paper in a tiny hand-built input.
-import functools
-import gzip
 import json
-import orjson
 from decimal import Decimal
 from pathlib import Path
 from types import SimpleNamespace
 
 import pandas as pd
-from conftest import sql_rows
+from conftest import sql_rows, raw_trace_events
 
 REF_DIR = Path(__file__).resolve().parent.parent / "data" / "reference"
 T24 = 0xFFFFFF                                   # globalTid: tid = low 24 bits, pid = the next 24
@@ -274,18 +271,6 @@ def test_read_wallclock_errors_name_the_file_and_the_cause():
         coldstart.read_wallclock(bad, path="run/w.json")
 
 
-@functools.lru_cache(maxsize=1)
-def _trace_events(path):
-    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]   # orjson: json's floats, faster
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_the_raw_json():
-    """The suite runs in one process: let the parsed JSON go when this module is done."""
-    yield
-    _trace_events.cache_clear()
-
-
 def _h2d_from_sqlite(db):
     """Host-to-device copies (copyKind 1) with the runtime call of the same process and
     correlation id: (start, end, dur, bytes, launch start, launch tid), by start."""
@@ -299,7 +284,7 @@ def _h2d_from_sqlite(db):
 def _h2d_from_json(path):
     """The same from a torch.profiler trace: ``gpu_memcpy`` events named ``Memcpy HtoD …``
     with the runtime call of the same correlation id."""
-    ev = _trace_events(path)
+    ev = raw_trace_events(path)
     launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
               and e.get("ph") == "X" and "correlation" in e.get("args", {})}
     rows = []
@@ -470,7 +455,7 @@ def _raw_nsys_ranges(db):
 
 
 def _raw_trace_ranges(path):
-    ev = [e for e in _trace_events(path) if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
+    ev = [e for e in raw_trace_events(path) if e.get("cat") == "user_annotation" and e.get("ph") == "X"]
     rows = [(e["name"], e["tid"], _us_ns(e["ts"]), _us_ns(e["ts"]) + _us_ns(e["dur"])) for e in ev]
     steps = sorted((int(n.split("#")[1]), tid, s0, s1) for n, tid, s0, s1 in rows if n.startswith("torch_step#"))
     return steps, rows

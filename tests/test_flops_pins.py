@@ -16,10 +16,8 @@ not add up, GPU names with a PCIe or NVL suffix.
 Each test names the lesson-08 figure it pins; the README's mutation-testing table lists the
 surviving mutants of ``kitlib/analyses/flops.py`` they catch.
 """
-import functools
 import gzip
 import json
-import orjson
 import math
 import re
 from pathlib import Path
@@ -32,6 +30,8 @@ import kitlib
 from kitlib.analyses import flops as F
 from kitlib.errors import KitError
 
+from conftest import raw_trace_events
+
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 PUBLIC = REF / "public-traces"
 COUNTED = ("aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add")
@@ -39,19 +39,6 @@ COUNTED = ("aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbm
 
 def _ns(us):
     return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
-
-
-@functools.lru_cache(maxsize=None)
-def _raw(path):
-    """The trace's events, read once per file (the tests only read them)."""
-    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]   # orjson: json's floats, faster
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_the_raw_json():
-    """The suite runs in one process: let the parsed JSON go when this module is done."""
-    yield
-    _raw.cache_clear()
 
 
 def _key_averages():
@@ -106,7 +93,7 @@ def fixed():
 def test_flops_by_event_whole_table_of_fixed_batch_from_raw_json(fixed):
     """Every counted call of fixed_batch: its name, start, duration, step, shapes and the
     count PyTorch's formula gives; 265 conv2d, 10 mm, 5 addmm, none outside a step."""
-    raw = _raw(REF / "fixed_batch" / "trace.json.gz")
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
     steps = _raw_steps(raw)
     assert [s[0] for s in steps] == [2, 3, 4, 5, 6]
     calls = sorted((e for e in raw if e.get("cat") == "cpu_op" and e.get("ph") == "X" and e["name"] in COUNTED),
@@ -130,7 +117,7 @@ def test_flops_by_event_steps_of_the_public_ranks_from_raw_json(name):
     """The step of each counted call (mm, addmm, bmm, mul, add on two threads) of the public
     NCCL ranks, two steps (551, 552); a call inside a same-named call on its thread (the
     profiler folds it into its parent) is the only kind left out."""
-    raw = _raw(PUBLIC / name)
+    raw = raw_trace_events(PUBLIC / name)
     steps = _raw_steps(raw)
     assert [s[0] for s in steps] == [551, 552]
     calls = [e for e in raw if e.get("cat") == "cpu_op" and e.get("ph") == "X" and e["name"] in COUNTED]
@@ -159,7 +146,7 @@ def test_flops_by_event_without_shapes_names_the_file_and_the_fix():
     """cold_start_8step was recorded without record_shapes: its aten::conv2d calls carry no
     ``Input Dims`` in the raw JSON, and the error says which file and what to record."""
     path = REF / "cold_start_8step" / "trace.json.gz"
-    raw = _raw(path)
+    raw = raw_trace_events(path)
     convs = [e for e in raw if e.get("cat") == "cpu_op" and e.get("name") == "aten::conv2d"]
     assert convs and not any("Input Dims" in e["args"] for e in convs)
     with pytest.raises(KitError, match=re.escape(str(path)) + r": aten::conv2d: no input shapes; "
@@ -334,7 +321,7 @@ def test_compare_flops_with_key_averages_whole_table(fixed):
     """Lesson 08's comparison on fixed_batch: for each operator either side counts, the
     rebuilt calls and FLOPs (the raw JSON's calls, PyTorch's formula on their shapes) beside
     the profiler's own (key_averages.json.gz); every row matches."""
-    raw = [e for e in _raw(REF / "fixed_batch" / "trace.json.gz")
+    raw = [e for e in raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
            if e.get("cat") == "cpu_op" and e.get("ph") == "X" and e["name"] in COUNTED]
     rebuilt = {}
     for e in raw:
@@ -380,7 +367,7 @@ def test_rate_estimates_of_fixed_batch_from_the_tools_files(fixed):
     from conftest import merged_length
     by = {r["key"]: r for r in _key_averages()}
     counts = _flop_counter()
-    raw = _raw(REF / "fixed_batch" / "trace.json.gz")
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
     launched = {e["args"]["correlation"] for e in raw
                 if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
     gpu = [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
@@ -407,7 +394,7 @@ def test_rate_estimates_of_a_trace_without_convolutions():
     """The public NCCL rank has steps and GPU work but no aten::conv2d (raw JSON): its
     convolution row counts no FLOPs in no device time."""
     path = PUBLIC / "hta_2024-03_nccl_sampled_rank0.json.gz"
-    assert not any(e.get("name") == "aten::conv2d" for e in _raw(path))
+    assert not any(e.get("name") == "aten::conv2d" for e in raw_trace_events(path))
     got = F.rate_estimates(kitlib.load_trace(path))
     conv = got.loc["forward convolutions (with_flops)"]
     assert conv["tflop_per_step"] == 0.0 and math.isnan(conv["device_ms_per_step"]) and math.isnan(conv["tflops_estimate"])
@@ -417,7 +404,7 @@ def test_rate_estimates_refuse_a_trace_without_steps_or_gpu():
     """ranks_balanced/rank0 has ProfilerStep#N annotations but no GPU events (a CPU run):
     no rate, and the error says what is missing."""
     path = REF / "ranks_balanced" / "rank0" / "trace.json.gz"
-    raw = _raw(path)
+    raw = raw_trace_events(path)
     assert _raw_steps(raw) and not any(e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") for e in raw)
     with pytest.raises(KitError, match=re.escape(str(path)) + ": rates need ProfilerStep#N annotations and GPU events"):
         F.rate_estimates(kitlib.load_trace(path))
@@ -432,7 +419,7 @@ def _raw_covered(path):
     operator and the operator's parents. It is counted when one of them is a counted
     operator; its row is the outermost ``aten::`` one, else the innermost host event, else
     ``(no operator)`` (no launch in the trace, or none around it)."""
-    raw = _raw(path)
+    raw = raw_trace_events(path)
     host = {}
     for e in raw:
         if e.get("ph") == "X" and (e.get("cat") == "cpu_op" or (e.get("cat") == "user_annotation"

@@ -14,23 +14,18 @@ import collections
 import csv
 import gzip
 import json
-import orjson
 import sqlite3
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from conftest import merged_length
+from conftest import merged_length, raw_trace_events
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
 HTA_2022 = "hta_2022-08_a100_rank3.json.gz"
-
-
-def _raw_events(path):
-    return orjson.loads(gzip.decompress(path.read_bytes()))["traceEvents"]   # orjson: json's floats, faster
 
 
 def _key_averages(name="fixed_batch"):
@@ -105,7 +100,7 @@ def test_shape_table_shares_are_device_time_shares(fixed):
 def _raw_step_memory(name="profiler_5step"):
     """Per ProfilerStep#N of the raw JSON: the [memory] records of the GPU (Device Type 1)
     inside the step's interval, in time order."""
-    ev = _raw_events(REF / name / "trace.json.gz")
+    ev = raw_trace_events(REF / name / "trace.json.gz")
     steps = [e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")]
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
@@ -175,7 +170,7 @@ def test_cold_start_table_from_the_tools_files():
         wall = json.load(f)
     first_next = wall["steps"][0]["next_end_ns"] - wall["steps"][0]["next_start_ns"]
     assert first_next == 1_523_311_936                                                   # PROVENANCE: 1,523 ms
-    dl = sorted((e for e in _raw_events(REF / "cold_start_8step" / "trace.json.gz")
+    dl = sorted((e for e in raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
                  if e.get("ph") == "X" and e.get("name") == "data_load"), key=lambda e: e["ts"])
     profiler_first = round(dl[0]["dur"] * 1000)
     assert profiler_first == 1_523_361_537
@@ -206,7 +201,7 @@ def test_cold_start_table_from_the_tools_files():
 @pytest.fixture(scope="module")
 def hta2022():
     from kitlib.readers.trace import load_trace
-    return load_trace(PUBLIC / HTA_2022), _raw_events(PUBLIC / HTA_2022)
+    return load_trace(PUBLIC / HTA_2022), raw_trace_events(PUBLIC / HTA_2022)
 
 
 def _brute_innermost(raw):
@@ -345,7 +340,7 @@ def test_four_measures_of_step_2_from_raw_json():
     and the GPU events its launches made (correlation ids), summed and merged here."""
     from kitlib.analyses.four_measures import four_measures
     from kitlib.readers.trace import load_trace
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     s, ops, gpu = _step_work(ev, "ProfilerStep#2")
     busy = merged_length([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in gpu])
     expected = {"wall": _ns(s["dur"]), "host_ops_total_sum": sum(_ns(e["dur"]) for e in ops),
@@ -392,7 +387,7 @@ def test_four_measures_whole_table_of_step_2_from_raw_json():
     profiler's tree, which tests/test_oracle.py checks against key_averages()."""
     from kitlib.analyses.four_measures import four_measures
     from kitlib.readers.trace import load_trace
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     s, ops, gpu = _step_work(ev, "ProfilerStep#2")
     threads = sorted({e["tid"] for e in ops}, key=str)
     top = sum(merged_length([(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in ops if e["tid"] == t])
@@ -419,7 +414,7 @@ def test_queue_delay_of_the_first_convolution_from_raw_json():
     cudaLaunchKernelExC 12.929 µs) to the start of its kernel (732.513 µs long)."""
     from kitlib import open_capture
     from kitlib.course.exercises import l02
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     conv = min((e for e in ev if e.get("name") == "aten::cudnn_convolution"), key=lambda e: e["ts"])
     a, b = _ns(conv["ts"]), _ns(conv["ts"]) + _ns(conv["dur"])
     launches = sorted((e for e in ev if e.get("cat") == "cuda_runtime" and e["tid"] == conv["tid"]
@@ -455,7 +450,7 @@ def test_memory_peak_row_from_raw_json():
     among the GPU's [memory] records in time order, and the most ever reserved."""
     import kitlib
     from kitlib.analyses import memory as M
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
     alloc = [e["args"]["Total Allocated"] for e in mem]
@@ -525,7 +520,7 @@ def test_memory_held_at_the_peak_from_raw_json():
     import pandas as pd
     import kitlib
     from kitlib.analyses import memory as M
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
     alloc = [e["args"]["Total Allocated"] for e in mem]
@@ -640,7 +635,7 @@ def test_host_tree_at_shared_ends_in_a_ns_trace():
     chain_of_frames = ["recorder.py(264): <module>", "recorder.py(260): main", "recorder.py(221): record",
                        "torch/profiler/profiler.py(1236): step", "torch/profiler/profiler.py(1344): _transit_action",
                        "torch/profiler/profiler.py(455): stop_trace", "torch/autograd/profiler.py(427): __exit__"]
-    raw = [e for e in _raw_events(path) if e.get("ph") == "X" and e.get("cat") == "python_function"]
+    raw = [e for e in raw_trace_events(path) if e.get("ph") == "X" and e.get("cat") == "python_function"]
     frames = [max((e for e in raw if e["name"] == n), key=lambda e: e["ts"]) for n in chain_of_frames]   # the last call
     ends = {_ns(e["ts"]) + _ns(e["dur"]) for e in frames}
     assert len(ends) == 1                                     # one shared end, in the raw JSON
@@ -661,7 +656,7 @@ def test_memory_timeline_labels_from_raw_json():
     import pandas as pd
     import kitlib
     from kitlib.analyses import memory as M
-    ev = _raw_events(REF / "profiler_5step" / "trace.json.gz")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     mem = sorted((e for e in ev if e.get("name") == "[memory]" and e["args"].get("Device Type") == 1),
                  key=lambda e: e["ts"])
     t = np.array([_ns(e["ts"]) for e in mem])

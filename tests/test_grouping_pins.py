@@ -7,10 +7,8 @@ Every expected value is read by the test itself from the tool's own file (the bu
 key_averages.json.gz, the trace JSON, manifest.json, step_times.json) or worked on paper;
 none is kitlib's own output pasted in.
 """
-import functools
 import gzip
 import json
-import orjson
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -21,6 +19,8 @@ import pytest
 import kitlib
 from kitlib.analyses import grouping as G
 
+from conftest import raw_trace_events
+
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 TIMES = {"host_total_ns": "cpu_time_total_us", "host_self_ns": "self_cpu_time_total_us",
          "device_total_ns": "device_time_total_us", "device_self_ns": "self_device_time_total_us"}
@@ -28,19 +28,6 @@ MEMORY = {"cpu_memory_bytes": "cpu_memory_usage_bytes", "self_cpu_memory_bytes":
           "device_memory_bytes": "device_memory_usage_bytes",
           "self_device_memory_bytes": "self_device_memory_usage_bytes", "flops": "flops"}
 KA_COLUMNS = ["name", "device_type", "input_shapes", "stack", "count", *TIMES, *MEMORY]
-
-
-@functools.lru_cache(maxsize=None)
-def _raw_events(name):
-    """The bundle's Chrome trace as the profiler wrote it (gzip + json, no kitlib)."""
-    return orjson.loads(gzip.decompress((REF / name / "trace.json.gz").read_bytes()))["traceEvents"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_the_raw_json():
-    """The suite runs in one process: let the parsed JSON go when this module is done."""
-    yield
-    _raw_events.cache_clear()
 
 
 def _key_averages():
@@ -58,7 +45,7 @@ def test_key_averages_table_every_cell_from_the_profilers_rows(key):
     when its key is the name of a GPU event in the raw trace (a kernel, memcpy, memset or
     gpu_user_annotation) and it has no host time; µs become ns rounded to the nearest ns."""
     rows = _key_averages()[key]
-    gpu_names = {e["name"] for e in _raw_events("fixed_batch") if e.get("ph") == "X"
+    gpu_names = {e["name"] for e in raw_trace_events(REF / "fixed_batch" / "trace.json.gz") if e.get("ph") == "X"
                  and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")}
     got = G.key_averages_table(rows)
     assert list(got.columns) == KA_COLUMNS
@@ -265,7 +252,7 @@ def test_conv_inputs_of_lesson_05_from_raw_json():
     from that event's args in the raw trace (Input Dims, Input Strides, Input type)."""
     from kitlib.analyses.chain import first_op
     tr = kitlib.open_capture("fixed_batch").trace
-    raw = _first_in_first_step(_raw_events("fixed_batch"), "aten::cudnn_convolution")["args"]
+    raw = _first_in_first_step(raw_trace_events(REF / "fixed_batch" / "trace.json.gz"), "aten::cudnn_convolution")["args"]
     assert raw["Input Dims"][:2] == [[128, 3, 224, 224], [64, 3, 7, 7]]
     assert raw["Input Strides"][:2] == [[150528, 1, 672, 3], [147, 1, 21, 3]]
     assert raw["Input type"][:3] == ["float", "float", "ScalarList"]
@@ -288,7 +275,7 @@ def test_conv_inputs_of_a_two_input_operator_from_raw_json():
     so its layouts are "n/a" and its readings the shapes themselves."""
     from kitlib.analyses.chain import first_op
     tr = kitlib.open_capture("fixed_batch").trace
-    raw = min((e for e in _raw_events("fixed_batch") if e.get("ph") == "X" and e.get("cat") == "cpu_op"
+    raw = min((e for e in raw_trace_events(REF / "fixed_batch" / "trace.json.gz") if e.get("ph") == "X" and e.get("cat") == "cpu_op"
                and e["name"] == "aten::mm"), key=lambda e: e["ts"])["args"]
     assert raw["Input Dims"] == [[128, 101], [101, 2048]] and raw["Input Strides"] == [[101, 1], [2048, 1]]
     got = G.conv_inputs(tr, first_op(tr, "aten::mm"))

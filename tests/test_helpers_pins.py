@@ -15,15 +15,13 @@ Systems export of ``nsys_8step`` (sqlite3; thread ids are the low 24 bits of
 without steps). Every expected value is computed here by an exhaustive search, not
 kitlib's (block search, sweeps).
 """
-import gzip
 import json
-import orjson
 import re
 from pathlib import Path
 
 import pandas as pd
 import pytest
-from conftest import sql_rows
+from conftest import sql_rows, raw_trace_events
 
 from kitlib.analyses.intervals import clip, idle_gaps
 from kitlib.analyses.steps import active_step_times, active_steps
@@ -222,7 +220,7 @@ def test_host_context_of_the_nsys_export_falls_back_from_os_runtime_to_cuda_api_
 
 @pytest.fixture(scope="module")
 def trace5():
-    return orjson.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))["traceEvents"]
+    return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
 
 
 def _ns(us):

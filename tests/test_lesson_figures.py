@@ -9,11 +9,12 @@ stats``), a ``data/reference/PROVENANCE.md`` figure, a B300 source figure
 JSON/SQLite in ``tests/test_golden_derived.py`` (named beside it).
 """
 import json
-import orjson
 import re
 from pathlib import Path
 
 import pytest
+
+from conftest import raw_trace_events
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = {p.name[:2]: p for p in (ROOT / "lessons").glob("[0-9][0-9]_*.ipynb")}
@@ -116,8 +117,7 @@ def test_lesson08_flops(lesson):
 
 
 def _raw_events(bundle):
-    import gzip
-    return orjson.loads(gzip.open(REF / bundle / "trace.json.gz").read())["traceEvents"]
+    return raw_trace_events(REF / bundle / "trace.json.gz")
 
 
 def test_lesson06_call_sites_threads_and_attribution_cost(lesson):

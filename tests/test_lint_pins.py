@@ -2,7 +2,6 @@
 and evidence recomputed from the raw trace JSON by the test itself, and the checks'
 boundaries worked on paper.
 """
-import dataclasses
 import gzip
 import json
 import math
@@ -10,11 +9,12 @@ import re
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import orjson
 import pytest
 
 import kitlib
 from kitlib.analyses.lint import Finding, lint
+
+from conftest import raw_trace_events
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -43,11 +43,9 @@ def _ns(us):
     return int(whole) * 1000 + int(round((us - whole) * 1000))
 
 
-def _raw(path):
+def raw(path):
     """The trace's own JSON, read without kitlib: GPU rows, launches, host events, steps."""
-    text = gzip.open(path).read()
-    doc = orjson.loads(text)
-    evs = doc["traceEvents"] if isinstance(doc, dict) else doc
+    evs = raw_trace_events(path)
     gpu, launches, host, steps = [], [], [], []
     for e in evs:
         if e.get("ph") != "X":
@@ -66,23 +64,6 @@ def _raw(path):
             if cat == "user_annotation" and m:
                 steps.append((int(m.group(2)), s, s + d))
     return dict(gpu=gpu, launches=launches, host=host, steps=sorted(steps))
-
-
-_CACHE = {}
-
-
-def raw(path):
-    """What the tests need of one trace's JSON, read once per module."""
-    if path not in _CACHE:
-        _CACHE[path] = _raw(path)
-    return _CACHE[path]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_the_raw_json():
-    """The suite runs in one process: let the parsed JSON go when this module is done."""
-    yield
-    _CACHE.clear()
 
 
 def _cut(rows, s0, s1):
