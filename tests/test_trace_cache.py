@@ -35,6 +35,7 @@ def test_cached_load_gives_the_same_tables(cache, monkeypatch, src):
     assert not cache.exists()                       # off means off
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "1")
     first = kitlib.load_trace(src)
+    trace_cache.wait()                              # the entry is written after the tables return
     assert len(list(cache.iterdir())) == 1
     again = kitlib.load_trace(src)
     _same(fresh, first)
@@ -48,14 +49,17 @@ def test_a_copy_hits_the_same_entry_and_another_torch_does_not(cache, tmp_path):
     copy = tmp_path / "copy.json.gz"
     shutil.copy(src, copy)
     kitlib.load_trace(copy)
+    trace_cache.wait()
     assert len(list(cache.iterdir())) == 1          # keyed by content, not by path
     kitlib.load_trace(src, torch_version="2.14.1")
+    trace_cache.wait()
     assert len(list(cache.iterdir())) == 2          # the rule of the tree depends on it
 
 
 def test_damaged_entry_is_rebuilt_not_trusted(cache):
     src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
     good = kitlib.load_trace(src)
+    trace_cache.wait()
     entry = next(cache.iterdir())
     f = entry / "ops.arrow"
     data = bytearray(f.read_bytes())
@@ -64,6 +68,7 @@ def test_damaged_entry_is_rebuilt_not_trusted(cache):
     assert trace_cache.load(entry.name, src) is None
     assert not entry.exists()                       # deleted
     _same(good, kitlib.load_trace(src))             # and rebuilt from the JSON
+    trace_cache.wait()
     assert (cache / entry.name).exists()
 
 
@@ -80,6 +85,7 @@ def test_object_columns_are_stored_once_per_distinct_value(cache):
 
     src = REF / "profiler_5step" / "trace.json.gz"
     fresh = kitlib.load_trace(src)
+    trace_cache.wait()
     entry = next(cache.iterdir())
     ops = pa.ipc.open_file(pa.memory_map(str(entry / "ops.arrow"))).read_all()
     dims = ops.column("input_dims").combine_chunks()
@@ -198,3 +204,48 @@ def test_the_kits_bundles_are_read_once_per_process_and_never_stale(tmp_path, mo
     trace_file.write_bytes(trace_file.read_bytes()[:-10])       # cut short: no longer the manifest's file
     with pytest.raises(kitlib.errors.BundleError):
         kitlib.open_capture("profiler_5step").trace
+
+
+def test_the_entry_is_written_after_the_tables_return_whole_and_as_they_were(cache, monkeypatch):
+    """The first load returns its tables before the cache entry is written (the write is
+    off the critical path, in a background thread); until the write ends there is no
+    entry, only a temporary folder (never a half-written entry); and a change made to
+    the trace meanwhile does not reach the entry."""
+    import threading
+
+    src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    fresh = kitlib.load_trace(src)
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "1")
+    go, started = threading.Event(), threading.Event()
+    real = trace_cache._dictionary
+
+    def held(values):                   # the writer stops at its first object column
+        started.set()
+        assert go.wait(60)
+        return real(values)
+
+    monkeypatch.setattr(trace_cache, "_dictionary", held)
+    first = kitlib.load_trace(src)       # returns while the writer is held
+    assert started.wait(60)
+    assert [p.name for p in cache.iterdir() if not p.name.startswith(".")] == []
+    first.ops["name"] = "changed"                        # the learner's edits, after the return
+    first.gpu["extra"] = 1
+    first.meta["mine"] = True
+    go.set()
+    trace_cache.wait()
+    (entry,) = [p for p in cache.iterdir()]              # the temporary folder renamed into place
+    assert not entry.name.startswith(".") and (entry / "entry.json").is_file()
+    _same(fresh, kitlib.load_trace(src))
+
+
+def test_a_write_that_fails_leaves_no_entry_and_the_load_its_tables(cache, monkeypatch):
+    src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
+
+    def broken(*a, **k):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(trace_cache, "_crc", broken)     # fails after some tables are written
+    tr = kitlib.load_trace(src)
+    trace_cache.wait()
+    assert len(tr.ops) and list(cache.iterdir()) == []   # no entry, no temporary folder left

@@ -19,6 +19,10 @@ tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, `
   from another format or fails to read is deleted and the trace parsed again.
 - **Where**: ``<cache>/traces/`` (``KITLIB_CACHE``, else the checkout's ``.cache/``,
   else ``~/.cache/kitlib``; :func:`kitlib.paths.cache_dir`).
+- **Off the critical path**: :func:`store` writes an entry in a background thread
+  after ``load_trace`` has returned its tables, into a temporary folder renamed into
+  place (whole or not at all); :func:`load` and :func:`clear` wait for this process's
+  own pending writes, and :func:`wait` for all of them.
 - **Off**: set ``KITLIB_TRACE_CACHE=0`` (the tests do, except where they test the
   cache). **Clear**: :func:`clear`.
 
@@ -36,6 +40,7 @@ import hashlib
 import os
 import shutil
 import tempfile
+import threading
 import time
 import zlib
 from pathlib import Path
@@ -139,6 +144,7 @@ def remember_hash(path, st: os.stat_result, content: str) -> None:
 
 def clear() -> int:
     """Delete every cached trace. Returns how many entries were removed."""
+    wait()                             # a write under way would otherwise land after
     shutil.rmtree(_hashes(), ignore_errors=True)
     d = folder()
     if not d.is_dir():
@@ -207,24 +213,88 @@ def _undictionary(column, tuples: bool) -> np.ndarray:
 
 
 def store(key: str, trace) -> None:
-    """Write a loaded trace's tables under ``key``. Failures are silent: the cache is
-    an optimisation, never a reason for a load to fail."""
+    """Write a loaded trace's tables under ``key``, off the caller's critical path.
+
+    The tables are taken as they are now (a shallow copy of each under pandas' copy on
+    write, else a deep one: a later change to the trace never reaches the entry) and written by a
+    background thread, so ``load_trace`` returns as soon as its tables are built. The
+    entry is written into a temporary folder and renamed into place: it appears whole
+    or not at all, never half-written. :func:`load` and :func:`clear` wait for a
+    pending write of this process first; :func:`wait` waits for all of them, and the
+    interpreter waits for them at exit. Failures are silent: the cache is an
+    optimisation, never a reason for a load to fail.
+    """
+    try:
+        import orjson
+        deep = not _copy_on_write()
+        frames = {name: getattr(trace, name).copy(deep=deep) for name in TABLES}
+        meta = orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS)
+    except Exception:
+        return
+    with _pending_lock:
+        if key in _pending and _pending[key].is_alive():
+            return
+        t = threading.Thread(target=_write, args=(folder(), key, frames, meta),     # the folder of now
+                             name=f"kitlib-trace-cache-{key[:12]}")
+        _pending[key] = t
+    t.start()
+
+
+def _copy_on_write() -> bool:
+    """Whether pandas copies on write here (pandas 3, or the option switched on)."""
+    if int(pd.__version__.split(".")[0]) >= 3:
+        return True
+    try:
+        return pd.get_option("mode.copy_on_write") is True
+    except Exception:           # pragma: no cover
+        return False
+
+
+#: Background writes of this process by key (:func:`store`), and the lock guarding the dict.
+_pending: dict = {}
+_pending_lock = threading.Lock()
+
+
+def _after_fork() -> None:         # a forked child has none of its parent's threads
+    global _pending_lock
+    _pending.clear()
+    _pending_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork)
+
+
+def wait(key: str | None = None) -> None:
+    """Wait until this process's background write of ``key`` (every key: None) is done."""
+    with _pending_lock:
+        threads = [t for k, t in _pending.items() if key is None or k == key]
+    for t in threads:
+        t.join()
+    with _pending_lock:
+        for k in [k for k, t in _pending.items() if not t.is_alive()]:
+            del _pending[k]
+
+
+def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
+    """Write one entry into ``where`` (:func:`store`'s thread): tables into a temporary
+    folder, renamed into place whole."""
     try:
         import orjson
         import pyarrow as pa
         import pyarrow.feather as feather
     except ImportError:         # pragma: no cover - pyarrow is a dependency
         return
-    dest = folder() / key
+    dest = where / key
     if dest.exists():
         return
     tmp = None
     try:
-        folder().mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=folder()))
+        where.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=where))
         entry = {"format": FORMAT, "tables": {}}
         for name in TABLES:
-            df = getattr(trace, name)
+            df = frames[name]
             out, dtypes, encoded = {}, {}, []
             for c in df.columns:
                 col = df[c]
@@ -240,7 +310,6 @@ def store(key: str, trace) -> None:
             feather.write_feather(pa.table(out) if out else pa.table({}), str(f), compression="uncompressed")
             entry["tables"][name] = {"rows": int(len(df)), "columns": list(df.columns), "dtypes": dtypes,
                                      "encoded": encoded, "crc32": _crc(f.read_bytes())}
-        meta = orjson.dumps(_encode_meta(trace.meta), option=orjson.OPT_NON_STR_KEYS)
         (tmp / "meta.json").write_bytes(meta)
         entry["meta_crc32"] = _crc(meta)
         (tmp / _MANIFEST).write_bytes(orjson.dumps(entry))
@@ -258,6 +327,7 @@ def load(key: str, path):
     :data:`TABLES` and the trace's ``meta`` dict, from which ``load_trace`` builds the
     :class:`~kitlib.readers.trace.Trace` (this module never imports the reader) — or
     None (absent, incomplete, damaged or unreadable: a bad entry is deleted)."""
+    wait(key)                          # this process's own write of it, if one is under way
     dest = folder() / key
     if not (dest / _MANIFEST).is_file():
         return None
@@ -302,5 +372,5 @@ def load(key: str, path):
         return None
 
 
-__all__ = ["enabled", "folder", "key_for", "content_hash", "remembered_hash", "remember_hash", "store", "load",
-           "clear", "FORMAT"]
+__all__ = ["enabled", "folder", "key_for", "content_hash", "remembered_hash", "remember_hash", "store", "wait",
+           "load", "clear", "FORMAT"]
