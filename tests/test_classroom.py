@@ -284,7 +284,7 @@ def parse_key(text: str) -> dict:
     """``{lesson: {question key: (answer as the key prints it, why)}}`` from the Markdown of
     ``python -m kitlib answers``; a lesson without questions (01) maps to ``{}``."""
     out, lesson = {}, None
-    for m in re.finditer(r"^## Lesson (\d\d)|^- \*\*(\w+)\*\*: .*\n  - answer: `(.*)`\n  - why: (.*)$", text, re.M):
+    for m in re.finditer(r"^## Lesson (\d\d)|^- \*\*(\w+)\*\* \(\w+\): .*\n  - answer: `(.*?)`(?: \(accepted within .*\))?\n  - why: (.*)$", text, re.M):
         if m.group(1):
             lesson = out.setdefault(m.group(1), {})
         else:

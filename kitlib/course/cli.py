@@ -71,6 +71,21 @@ def _plain(v):
     return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
 
 
+def _key_answer(v) -> str:
+    """An answer as the key prints it: ``yes``/``no`` for a yes/no, a plain number, quoted text."""
+    if isinstance(v, bool):
+        return "yes" if v else "no"
+    return repr(_plain(v))
+
+
+def _tolerance_text(q) -> str:
+    """`` (accepted within ±0.5 %: why)`` for a number judged with a tolerance, else ``""``."""
+    if not q.tolerance or isinstance(q.answer, (bool, str)):
+        return ""
+    why = f": {q.tolerance_why}" if q.tolerance_why else ""
+    return f" (accepted within ±{q.tolerance:.2%}{why})"
+
+
 #: What the key says for lesson 01, whose exercises are built from each learner's own run.
 LESSON01_LINE = ("Computed from each learner's own CPU run, recorded in the lesson (the counts follow the "
                  "lesson's code, the times and the top operator differ by machine): run `ex.reveal(\"<key>\")` "
@@ -116,7 +131,8 @@ def answer_key(lessons=None) -> str:
         if used:
             out += ["data: " + "; ".join(dict.fromkeys(used)), ""]
         for q in ex.questions:
-            out += [f"- **{q.key}**: {q.prompt}", f"  - answer: `{_plain(q.answer)!r}`", f"  - why: {q.explain}"]
+            out += [f"- **{q.key}** ({q.kind or 'recall'}): {q.prompt}", f"  - answer: `{_key_answer(q.answer)}`"
+                    + _tolerance_text(q), f"  - why: {q.explain}"]
         out.append("")
     return "\n".join(out)
 

@@ -12,8 +12,116 @@ Example
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Callable
+
+#: What each kind of question asks of the learner (``Question.kind``; the answer key prints it).
+KINDS = {
+    "recall": "a fact the lesson stated, in the learner's words or choice",
+    "compute": "a figure worked out from a table or the raw rows, never read off verbatim",
+    "predict": "answered before the cell that shows the outcome; the first answer is kept and shown "
+               "beside the result",
+    "transfer": "the lesson's idea applied to data the lesson has not printed (another recording, raw "
+                "events shown as JSON, another shape, 'what changes if ...')",
+}
+
+
+class Misconception(str):
+    """Feedback for a classic misconception: the text, with the misconception's ``key``.
+
+    Made with :func:`misconception`; a question's ``traps`` hold it like any other
+    feedback, and :data:`MISCONCEPTIONS` lists the keys.
+    """
+
+    key: str = ""
+
+
+#: The classic misconceptions of profiling, each with the feedback that names it.
+MISCONCEPTIONS = {
+    "one_op_one_kernel": ("one operator = one kernel",
+                          "an operator can make several launches (or none): count the launches that carry "
+                          "its external id, not the operator."),
+    "launch_is_kernel_time": ("launch time = kernel time",
+                              "a launch's duration is how long the host took to queue the work; the kernel "
+                              "runs later, on the GPU, for its own duration."),
+    "self_mem_is_peak": ("Self CUDA Mem = peak",
+                         "Self CUDA Mem is allocations minus frees inside the operator, summed over its "
+                         "calls: a net traffic total, not the most memory held at one moment."),
+    "flops_is_utilisation": ("FLOP/s = utilisation",
+                             "achieved FLOP/s divided by a datasheet peak is an estimate of arithmetic "
+                             "rate, not the share of time the GPU was busy, and not a hardware counter."),
+    "busy_is_kernel_sum": ("busy = the sum of kernel times",
+                           "kernels on several streams overlap; the device's busy time is the union of "
+                           "its intervals, each moment counted once."),
+    "profiled_is_unprofiled": ("a profiled step = an unprofiled step",
+                               "the profiler adds work on the host (and sometimes syncs): time steps "
+                               "measured without it when the question is how fast."),
+}
+
+
+def misconception(key: str, answer, detail: str = "") -> tuple:
+    """A trap ``(answer, feedback)`` for the classic misconception ``key``.
+
+    Parameters
+    ----------
+    key : str
+        One of :data:`MISCONCEPTIONS`.
+    answer
+        The answer a learner holding the misconception gives.
+    detail : str
+        A sentence about this question's own figures, added to the general feedback.
+
+    Raises
+    ------
+    KeyError
+        An unknown misconception (the message lists the known ones).
+
+    Examples
+    --------
+    >>> q = Question("n", "How many launches?", 3, "three", kind="compute",
+    ...              traps=[misconception("one_op_one_kernel", 1)])
+    >>> "one operator = one kernel" in q.judge(1).message
+    True
+    """
+    if key not in MISCONCEPTIONS:
+        raise KeyError(f"no misconception {key!r}; known: {', '.join(MISCONCEPTIONS)}")
+    title, text = MISCONCEPTIONS[key]
+    m = Misconception(f"a classic misconception, \"{title}\": {text} {detail}".strip())
+    m.key = key
+    return (answer, m)
+
+
+#: Unit factors a learner's number can be off by, per kind of unit (time, bytes, FLOPs).
+_UNIT_FACTORS = {
+    "time": (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9),
+    "bytes": (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 2**30 / 1e9, 1e9 / 2**30, 2**20 / 1e6, 1e6 / 2**20),
+    "share": (100, 0.01),
+    "flops": (1e3, 1e-3, 1e12, 1e-12, 2, 0.5),
+}
+_UNIT_KIND = {"ns": "time", "µs": "time", "us": "time", "ms": "time", "s": "time",
+              "B": "bytes", "KB": "bytes", "MB": "bytes", "GB": "bytes", "KiB": "bytes", "MiB": "bytes",
+              "GiB": "bytes", "%": "share", "share": "share", "FLOP": "flops", "GFLOP": "flops",
+              "TFLOP": "flops", "TFLOP/s": "flops", "GB/s": "bytes"}
+
+
+def default_tolerance(answer) -> float:
+    """The tightest relative tolerance that accepts ``answer`` correctly rounded to three
+    significant figures (the precision :meth:`Question.precision_text` asks for); 0 for a
+    whole number, which must be exact.
+
+    Examples
+    --------
+    >>> default_tolerance(3)
+    0
+    >>> round(default_tolerance(844.61), 6)    # 845 is off by 0.39 µs; 0.5 µs is allowed
+    0.000592
+    """
+    if isinstance(answer, bool) or isinstance(answer, int) or not answer:
+        return 0
+    a = abs(float(answer))
+    half_unit = 0.5 * 10 ** (math.floor(math.log10(a)) - 2)
+    return half_unit / a * (1 + 1e-9)
 
 
 @dataclass
@@ -67,8 +175,21 @@ class Question:
         The expected answer, computed from the capture.
     explain : str
         Why that is the answer (shown after any attempt).
-    tolerance : float
-        For numbers: relative tolerance (0.02 = within 2 %).
+    tolerance : float, optional
+        For numbers: relative tolerance (0.02 = within 2 %). Default: the tightest that accepts
+        the answer rounded to three significant figures (:func:`default_tolerance`), exact for a
+        whole number. A question that sets its own says why in ``tolerance_why``.
+    kind : str
+        What the question asks of the learner: one of :data:`KINDS` (``recall``, ``compute``,
+        ``predict``, ``transfer``).
+    unit : str, optional
+        The answer's unit (``"µs"``, ``"GiB"``, ``"%"``…). Only a question with a unit hints at
+        a unit factor (×1000, GB for GiB) on a wrong number.
+    where : str, optional
+        Which table and column (or raw rows) hold what the answer is worked out from; the first
+        wrong try points there.
+    tolerance_why : str, optional
+        Why the tolerance is what it is (shown in the answer key).
     normalise : callable, optional
         Turns a text answer into a comparable form (default: lower-case, stripped).
     choices : list, optional
@@ -90,13 +211,32 @@ class Question:
     prompt: str
     answer: Any
     explain: str
-    tolerance: float = 0.02
+    tolerance: float | None = None
     normalise: Callable | None = None
     choices: list | None = None
     traps: list = field(default_factory=list)
     accept: Callable | None = None
     offered: Callable | None = None
+    kind: str | None = None
+    unit: str | None = None
+    where: str = ""
+    tolerance_why: str = ""
     wrong_tries: int = 0
+    #: A ``predict`` question's first answer (``...`` until one is given).
+    prediction: Any = ...
+
+    def __post_init__(self):
+        if self.kind is not None and self.kind not in KINDS:
+            raise ValueError(f"question {self.key!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
+        if self.tolerance is None:
+            self.tolerance = default_tolerance(self.answer) if _is_number(self.answer) else 0
+
+    def precision_text(self) -> str:
+        """`` (3 significant figures)`` for a number judged at the default tolerance, else ``""``."""
+        if _is_number(self.answer) and not isinstance(self.answer, int) and \
+                self.tolerance == default_tolerance(self.answer) and self.tolerance:
+            return " (3 significant figures)"
+        return ""
 
     def choices_text(self) -> str:
         """`` (choose from: a, b, c)`` for a question with choices whose prompt does not already
@@ -130,7 +270,7 @@ class Question:
             if b is None:
                 return Verdict(self.key, False, f"answer yes or no (True or False), not {given!r}. {self.prompt}")
             ok = b == self.answer
-        elif isinstance(self.answer, (int, float)):
+        elif _is_number(self.answer):
             try:
                 g = float(given)
             except (TypeError, ValueError):
@@ -138,32 +278,95 @@ class Question:
             tol = abs(self.answer) * self.tolerance if self.tolerance else 0
             ok = abs(g - self.answer) <= max(tol, 1e-12)
             if not ok:
+                self._record(given)
                 for trap, feedback in self.traps:
-                    if isinstance(trap, (int, float)) and not isinstance(trap, bool) and \
-                            abs(g - trap) <= max(abs(trap) * self.tolerance, 1e-12):
+                    if _is_number(trap) and abs(g - trap) <= max(abs(trap) * self.tolerance, 1e-12):
                         return self._wrong(given, feedback)
-                for factor in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9, 100, 0.01):
-                    if self.answer and abs(g / factor - self.answer) <= max(tol, 1e-12):
-                        return self._wrong(given, f"your number is off by a factor of {factor:g}: check the "
-                                                  "unit the question asks for.")
+                kind = _UNIT_KIND.get(self.unit or "")
+                for factor in _UNIT_FACTORS.get(kind, ()):
+                    if self.answer and abs(g / factor - self.answer) <= max(tol, abs(self.answer) * 1e-3):
+                        what = (f"{factor:.4g}: GB (10⁹ bytes) and GiB (2³⁰ bytes) differ by that factor"
+                                if kind == "bytes" and factor not in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9)
+                                else f"{factor:g}")
+                        return self._wrong(given, f"your number is off by a factor of {what}: check the "
+                                                  f"unit the question asks for ({self.unit}).")
+                return self._wrong(given, "too high" if g > self.answer else "too low")
         else:
             norm = self.normalise or (lambda s: str(s).strip().lower())
             ok = self.accept(given) if self.accept is not None else norm(given) == norm(self.answer)
             if not ok:
                 for trap, feedback in self.traps:
                     if isinstance(trap, str) and norm(given) == norm(trap):
+                        self._record(given)
                         return self._wrong(given, feedback)
+        if not ok and isinstance(self.answer, bool):
+            for trap, feedback in self.traps:
+                if isinstance(trap, bool) and trap == _as_bool(given):
+                    self._record(given)
+                    return self._wrong(given, feedback)
+        self._record(given)
         if ok:
             return Verdict(self.key, True, f"right. {self.explain}")
         return self._wrong(given)
 
+    def judge_silently(self, given) -> bool:
+        """Whether ``given`` is right, without counting a try or recording a prediction."""
+        tries, prediction = self.wrong_tries, self.prediction
+        try:
+            return bool(self.judge(given).correct)
+        finally:
+            self.wrong_tries, self.prediction = tries, prediction
+
+    def _record(self, given):
+        """Keep a ``predict`` question's first answer (later tries do not change it)."""
+        if self.kind == "predict" and self.prediction is ...:
+            self.prediction = given
+
     def _wrong(self, given, hint: str = "") -> Verdict:
-        """A wrong answer: a hint first; the explanation (and so the answer) from the second try on."""
+        """A wrong answer: a direction first (a trap's own feedback, too high or too low, a unit
+        factor, where to read); the explanation from the second try on, or at once for a
+        ``predict`` question (its first answer is kept, so a second try wins nothing)."""
         self.wrong_tries += 1
+        shown = _shown(given, self.answer)
+        where = f" Read it from {self.where}." if self.where else ""
+        if self.kind == "predict":
+            return Verdict(self.key, False, f"not what the recording shows ({shown}). {hint}{where} "
+                                            f"{self.explain}".replace("  ", " ").replace(". .", "."))
         if self.wrong_tries < 2:
-            return Verdict(self.key, False, f"not quite ({given!r}). {hint or 'Look again and retry'} "
-                                            f"(the next wrong try shows the answer; or call .reveal('{self.key}')).")
-        return Verdict(self.key, False, f"not quite ({given!r}). {hint} {self.explain}".replace("  ", " "))
+            return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint) or 'Look again.'}{where} "
+                                            f"Retry (the next wrong try shows the answer; or call "
+                                            f".reveal('{self.key}')).")
+        return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint)} {self.explain}".replace("  ", " "))
+
+
+def _is_number(x) -> bool:
+    """A number that is not a yes/no (numpy numbers included)."""
+    return isinstance(x, (int, float)) and not isinstance(x, bool) or \
+        (type(x).__module__ == "numpy" and hasattr(x, "item") and isinstance(x.item(), (int, float))
+         and not isinstance(x.item(), bool))
+
+
+def _plain(v):
+    """A numpy scalar as the Python number it holds (``844.61``, not ``np.float64(844.61)``)."""
+    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
+
+
+def _shown(given, answer) -> str:
+    """The learner's answer as they would write it: ``yes``/``no`` for a yes/no question."""
+    if isinstance(answer, bool):
+        b = _as_bool(given)
+        if b is not None:
+            return "yes" if b else "no"
+    return repr(_plain(given))
+
+
+def _sentence(hint: str) -> str:
+    """``hint`` as a sentence: capitalised and ending with a full stop (``""`` stays empty)."""
+    hint = str(hint).strip()
+    if not hint:
+        return ""
+    hint = hint[0].upper() + hint[1:]
+    return hint if hint.endswith((".", "!", "?", ")")) else hint + "."
 
 
 _YES = {"yes", "y", "true", "1"}
@@ -199,7 +402,7 @@ class Exercises:
         """The questions as text, one line each, with their choices (listed once)."""
         lines = [f"{self.title}:"]
         for q in self.questions:
-            lines.append(f"  - {q.key}: {q.prompt}{q.choices_text()}")
+            lines.append(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
         return "\n".join(lines)
 
     def check(self, key: str, answer) -> Verdict:
@@ -221,7 +424,30 @@ class Exercises:
     def reveal(self, key: str) -> Verdict:
         """The answer to question ``key`` and why, without an attempt."""
         q = self[key]
-        return Verdict(key, None, f"the answer is {q.answer!r}: {q.explain}")
+        shown = ("yes" if q.answer else "no") if isinstance(q.answer, bool) else repr(_plain(q.answer))
+        return Verdict(key, None, f"the answer is {shown}: {q.explain}")
+
+    def predicted(self, key: str) -> Verdict:
+        """A ``predict`` question's first answer beside what the recording shows, for the cell
+        after the outcome.
+
+        Raises
+        ------
+        KeyError
+            Unknown key.
+        ValueError
+            ``key`` is not a ``predict`` question.
+        """
+        q = self[key]
+        if q.kind != "predict":
+            raise ValueError(f"{key!r} is a {q.kind} question, not a prediction")
+        result = _shown(q.answer, q.answer)
+        if q.prediction is ...:
+            return Verdict(key, None, f"you made no prediction; the recording says {result}. "
+                                      f"Predicting first is the point: try it on the next question.")
+        ok = q.judge_silently(q.prediction)
+        return Verdict(key, ok, f"you predicted {_shown(q.prediction, q.answer)}; the recording says {result}. "
+                                + ("Your model of it held." if ok else f"What you missed: {q.explain}"))
 
     def form(self, key: str):
         """Question ``key`` as an answer form (ipywidgets), whatever the front end.

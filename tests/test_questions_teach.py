@@ -1,0 +1,240 @@
+"""Questions that make the learner think (issue 26): every question declares its kind, every
+lesson predicts and transfers, no numeric answer is printed above its question, a first wrong
+try gives a direction, each classic misconception has its own feedback, a prediction is kept,
+and lesson 11's routing quiz cannot be passed by answering one tool to everything.
+
+The checks on what a lesson prints run on the executed lessons (conftest's executed_lesson,
+shared with tests/test_lessons.py); the answers come from the same recordings through the
+answer key's builders (``kitlib.course.cli._builders``)."""
+from __future__ import annotations
+
+import math
+import re
+from pathlib import Path
+
+import pytest
+
+from kitlib.course import exercises
+from kitlib.course.exercises import KINDS, MISCONCEPTIONS, Question, default_tolerance, misconception
+
+ROOT = Path(__file__).resolve().parent.parent
+LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
+NUMBERS = [p.name[:2] for p in LESSONS]
+
+
+@pytest.fixture(scope="module")
+def built():
+    """``{lesson: Exercises}`` for every lesson whose questions come from the recordings in
+    use (all but 01, built from the learner's own run in the lesson)."""
+    from kitlib.course.cli import _builders
+    out = {}
+    for n, make in _builders().items():
+        ex = make()
+        out[n] = ex[0] if isinstance(ex, tuple) else ex
+    return out
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+# --- the mechanics, on hand-made questions -------------------------------------------------
+
+def test_a_first_wrong_number_says_too_high_or_too_low_and_where_to_read():
+    q = Question("t", "How long, in µs?", 844.61, "because", kind="compute", unit="µs",
+                 where="the chain table's gpu_at_us column")
+    v = q.judge(900)
+    assert v.correct is False and "Too high" in v.message and "gpu_at_us" in v.message
+    assert "because" not in v.message                       # not the explanation yet
+    v = q.judge(800)
+    assert "Too low" in v.message and "because" in v.message    # second try: the explanation
+
+
+def test_a_unit_factor_is_named_only_where_the_answer_has_a_unit():
+    with_unit = Question("t", "How long, in ms?", 12.5, "x", kind="compute", unit="ms")
+    assert "factor of 1000" in with_unit.judge(12500).message
+    count = Question("n", "How many kernels?", 1250, "x", kind="compute")
+    assert "factor" not in count.judge(1_250_000).message and "Too high" in count.judge(1_250_000).message
+    gib = Question("m", "How many GiB?", 26.54, "x", kind="compute", unit="GiB")
+    assert "GiB" in gib.judge(round(26.54 * 2**30 / 1e9, 2)).message
+
+
+def test_the_default_tolerance_accepts_three_significant_figures_and_nothing_looser():
+    q = Question("t", "How long, in µs?", 844.61, "x", kind="compute", unit="µs")
+    assert q.precision_text() == " (3 significant figures)"
+    assert q.judge_silently(845) and q.judge_silently(844.6) and q.judge_silently(844.61)
+    assert not q.judge_silently(846) and not q.judge_silently(843)
+    assert not q.judge_silently(844.61 * 1.05) and not q.judge_silently(844.61 * 0.99)
+    assert default_tolerance(3) == 0 and Question("n", "?", 3, "x", kind="compute").tolerance == 0
+    assert Question("s", "?", 0.1234, "x", kind="compute").judge_silently(0.123)
+
+
+def test_a_prediction_is_kept_and_its_explanation_opens_at_the_first_wrong_try():
+    ex = exercises.Exercises("t", [Question("p", "Will it overlap? (yes/no)", True, "it does", kind="predict")])
+    v = ex.check("p", "no")
+    assert v.correct is False and "it does" in v.message and "(no)" in v.message and "False" not in v.message
+    assert ex.check("p", "yes").correct                       # a second try is right ...
+    shown = ex.predicted("p")
+    assert shown.correct is False and "you predicted no" in shown.message and "says yes" in shown.message
+    fresh = exercises.Exercises("t", [Question("p", "?", 3, "x", kind="predict")])
+    assert "no prediction" in fresh.predicted("p").message
+    with pytest.raises(ValueError):
+        exercises.Exercises("t", [Question("c", "?", 3, "x", kind="compute")]).predicted("c")
+
+
+def test_yes_no_and_numbers_are_echoed_as_the_learner_wrote_them():
+    q = Question("b", "yes/no?", False, "x", kind="recall")
+    assert "(yes)" in q.judge(True).message and "True" not in q.judge(True).message
+    import numpy as np
+    ex = exercises.Exercises("t", [Question("f", "?", np.float64(844.61), "x", kind="compute")])
+    assert "844.61" in ex.reveal("f").message and "np.float64" not in ex.reveal("f").message
+    assert "the answer is no" in exercises.Exercises("t", [q]).reveal("b").message
+
+
+def test_a_misconception_has_its_own_feedback_and_an_unknown_one_is_refused():
+    q = Question("n", "How many launches?", 3, "x", kind="compute", traps=[misconception("one_op_one_kernel", 1)])
+    v = q.judge(1)
+    assert "one operator = one kernel" in v.message and "external id" in v.message
+    with pytest.raises(KeyError, match="one_op_one_kernel"):
+        misconception("no such thing", 1)
+    with pytest.raises(ValueError, match="kind"):
+        Question("k", "?", 1, "x", kind="guess")
+
+
+# --- every lesson's questions ---------------------------------------------------------------
+
+def kinds_shown(run) -> dict:
+    """``{key: kind}`` from a lesson's ``ex.show()`` output (``  - key [kind]: prompt``)."""
+    text = "\n".join(_texts(run.nb.cells))
+    return dict(re.findall(r"^\s+- (\w+) \[(\w+)\]: ", text, re.M))
+
+
+def _texts(cells) -> list:
+    """What a reader sees of ``cells``: each cell's source and its outputs' text."""
+    out = []
+    for c in cells:
+        out.append(c.source)
+        for o in c.get("outputs", []):
+            if "text" in o:
+                out.append(o["text"])
+            for kind in ("text/plain", "text/markdown", "text/html"):
+                if kind in o.get("data", {}):
+                    out.append(o["data"][kind])
+    return out
+
+
+@pytest.mark.parametrize("number", NUMBERS)
+def test_every_lesson_has_a_prediction_and_a_transfer_and_every_question_a_kind(number, executed_lesson):
+    kinds = kinds_shown(executed_lesson(number))
+    assert kinds, f"lesson {number} prints no ex.show() list of its questions"
+    assert set(kinds.values()) <= set(KINDS), kinds
+    assert "predict" in kinds.values() and "transfer" in kinds.values(), kinds
+    assert sum(k != "recall" for k in kinds.values()) >= 2, kinds
+
+
+def test_every_question_declares_its_kind(built):
+    missing = [f"{n}/{q.key}" for n, ex in built.items() for q in ex.questions if q.kind not in KINDS]
+    assert not missing
+
+
+def _asked_at(cells, key: str) -> int:
+    """The index of the first cell that asks question ``key`` (``.check("key"`` or ``.form("key"``)."""
+    pat = re.compile(r"\.(?:check|form)\(\s*['\"]" + re.escape(key) + r"['\"]")
+    return next((i for i, c in enumerate(cells) if c.cell_type == "code" and pat.search(c.source)), -1)
+
+
+def _numbers(text: str) -> list:
+    """Every number written in ``text`` with at least three significant figures (thousands
+    separators allowed), as floats."""
+    out = []
+    for m in re.finditer(r"(?<![\w.])-?\d{1,3}(?:,\d{3})+(?:\.\d+)?|(?<![\w.])-?\d+(?:\.\d+)?", text):
+        s = m.group(0).replace(",", "")
+        digits = s.lstrip("-").replace(".", "").lstrip("0")
+        if len(digits) >= 3:
+            out.append(float(s))
+    return out
+
+
+@pytest.mark.parametrize("number", [n for n in NUMBERS if n != "01"])
+def test_no_numeric_answer_is_printed_above_its_question(number, executed_lesson, built):
+    """A number the checker would accept, written with three significant figures or more,
+    appears nowhere above the question: not in the prose, the code, or any output (the
+    question list ``ex.show()`` prints included). Lesson 01's answers come from each
+    learner's own run and are not known here."""
+    cells = executed_lesson(number).nb.cells
+    copied = []
+    for q in built[number].questions:
+        if not _is_number(q.answer) and type(q.answer).__module__ != "numpy":
+            continue
+        at = _asked_at(cells, q.key)
+        assert at >= 0, f"lesson {number} never asks {q.key!r}"
+        above = "\n".join(_texts(cells[:at]))
+        copied += [f"{q.key}: {x:g} (answer {float(q.answer):g})" for x in _numbers(above) if q.judge_silently(x)]
+    copied = list(dict.fromkeys(copied))
+    assert not copied, f"lesson {number}: answers readable above their questions: {copied}"
+
+
+@pytest.mark.parametrize("number", NUMBERS)
+def test_a_prediction_is_asked_before_its_outcome_and_shown_beside_it(number, executed_lesson):
+    """Each ``predict`` question is checked in a cell before the one that calls
+    ``ex.predicted(key)``, which shows the learner's prediction beside the result."""
+    run = executed_lesson(number)
+    cells = run.nb.cells
+    for key, kind in kinds_shown(run).items():
+        if kind != "predict":
+            continue
+        asked = _asked_at(cells, key)
+        shown = next((i for i, c in enumerate(cells) if c.cell_type == "code"
+                      and re.search(r"\.predicted\(\s*['\"]" + key + r"['\"]", c.source)), -1)
+        assert 0 <= asked < shown, (number, key, asked, shown)
+
+
+def test_numeric_answers_reject_the_near_misses_and_justify_their_tolerance(built):
+    """5 % off, a factor of 1000 and (for bytes) GB for GiB are wrong everywhere; a tolerance
+    other than the default says why."""
+    bad = []
+    for n, ex in built.items():
+        for q in ex.questions:
+            a = q.answer.item() if type(q.answer).__module__ == "numpy" else q.answer
+            if not _is_number(a) or not a:
+                continue
+            if not q.judge_silently(a):
+                bad.append(f"{n}/{q.key}: its own answer rejected")
+            for f, what in ((1.05, "5 % high"), (0.95, "5 % low"), (1e3, "×1000"), (1e-3, "÷1000")):
+                if q.judge_silently(a * f):
+                    bad.append(f"{n}/{q.key}: {what} accepted")
+            if q.unit in ("GiB", "GB", "MiB", "MB") and q.judge_silently(a * 2**30 / 1e9):
+                bad.append(f"{n}/{q.key}: GB for GiB accepted")
+            if q.tolerance and not math.isclose(q.tolerance, default_tolerance(a)) and not q.tolerance_why:
+                bad.append(f"{n}/{q.key}: tolerance {q.tolerance} without a reason")
+    assert not bad, bad
+
+
+def test_each_classic_misconception_has_its_own_feedback_in_the_course(built):
+    """Somewhere in the course each misconception of :data:`MISCONCEPTIONS` is a trap, and
+    the trap's answer gets that feedback at the first wrong try."""
+    found = {}
+    for n, ex in built.items():
+        for q in ex.questions:
+            for answer, feedback in q.traps:
+                key = getattr(feedback, "key", "")
+                if key:
+                    fresh = Question(q.key, q.prompt, q.answer, q.explain, tolerance=q.tolerance, kind=q.kind,
+                                     normalise=q.normalise, choices=q.choices, traps=q.traps, accept=q.accept,
+                                     offered=q.offered)
+                    assert MISCONCEPTIONS[key][0] in fresh.judge(answer).message, (n, q.key, key)
+                    found.setdefault(key, f"{n}/{q.key}")
+    assert set(found) == set(MISCONCEPTIONS), f"missing: {set(MISCONCEPTIONS) - set(found)}"
+
+
+def test_lesson11_no_single_answer_gets_more_than_three_right():
+    from kitlib.course.exercises import l11
+    ex = l11.questions()
+    candidates = {str(c) for q in ex.questions for c in (q.choices or [])} | \
+        {str(q.answer) for q in ex.questions} | {"both", "torch.profiler", "nsight systems", "nsight compute",
+                                                  "timer", "yes", "no"}
+    best = {}
+    for c in candidates:
+        best[c] = sum(bool(q.judge_silently(c)) for q in ex.questions if q.is_offered(c))
+    top = max(best, key=best.get)
+    assert best[top] <= 3, f"answering {top!r} to everything gets {best[top]} right"
