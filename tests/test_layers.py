@@ -4,7 +4,7 @@ Reads every ``import`` and ``from … import`` in kitlib — at module level and
 functions, since a lazy import is still a dependency — and checks them against the
 layer order written in ``kitlib/__init__.py`` and ``../shared/DESIGN.md``::
 
-    base (errors, units, phases, paths) < readers < analyses < capture, plots < course
+    base (errors, units, phases, paths, settings) < model < readers < analyses < capture, plots < course
 
 A module may import its own layer and the layers below it; ``capture`` and ``plots``
 are side by side and may not import each other. Inside ``readers`` the format
@@ -20,8 +20,8 @@ import pytest
 
 KIT = Path(__file__).resolve().parent.parent / "kitlib"
 
-RANK = {"base": 0, "readers": 1, "analyses": 2, "capture": 3, "plots": 3, "course": 4}
-BASE = {"errors", "units", "phases", "paths"}
+RANK = {"base": 0, "model": 1, "readers": 2, "analyses": 3, "capture": 4, "plots": 4, "course": 5}
+BASE = {"errors", "units", "phases", "paths", "settings"}
 PUBLIC_FACE = {"kitlib", "kitlib.__main__"}
 
 
@@ -154,7 +154,7 @@ def test_no_import_loops():
 
 
 def test_each_layer_says_what_belongs_there():
-    for pkg in ("readers", "analyses", "capture", "plots", "course"):
+    for pkg in ("model", "readers", "analyses", "capture", "plots", "course"):
         doc = ast.get_docstring(ast.parse((KIT / pkg / "__init__.py").read_text()))
         assert doc and "may import" in doc.lower(), f"kitlib.{pkg}: its docstring must say what it may import"
 
@@ -180,8 +180,8 @@ def test_the_checker_finds_a_loop_and_an_upward_import():
 
 
 def test_relative_imports_are_resolved():
-    # `from ..readers.trace import Trace` inside kitlib/analyses/x.py is kitlib.readers.trace
-    assert "kitlib.readers.trace" in kit_imports(KIT / "analyses" / "chain.py")
+    # `from ..model import Trace` inside kitlib/analyses/x.py is kitlib.model
+    assert "kitlib.model" in kit_imports(KIT / "analyses" / "chain.py")
     assert "kitlib.errors" in kit_imports(KIT / "readers" / "trace.py")
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..readers.trace import Trace
+from ..model import Trace, handed_out
 from ..units import ns_to_us
 
 #: The values of ``chain(...)["link"]`` and what each means.
@@ -157,18 +157,12 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     if method not in ("auto", "external_id", "time_nesting"):
         raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
     # Lessons and analyses ask for the same trace's chain many times: it is worked out
-    # once per trace and tables (kept in the trace's own cache, as ``Trace.steps`` is)
-    # and each caller gets a copy of its own to change.
-    memo = getattr(trace, "_cache", None)
-    tables = (trace.ops, trace.launches, trace.gpu)
-    hit = memo.get(("chain", method)) if isinstance(memo, dict) else None
-    if hit is not None and all(a is b for a, b in zip(hit[0], tables)):
-        return hit[1].copy()
-    out = _chain(trace, method)
-    if isinstance(memo, dict):
-        memo[("chain", method)] = (tables, out)
-        return out.copy()
-    return out
+    # once per set of tables the trace keeps (Trace.derived: a trace given other tables
+    # works it out again, so the memo cannot go stale) and each caller gets a copy.
+    if isinstance(trace, Trace):
+        out = trace.derived(("chain", method), ("ops", "launches", "gpu"), lambda: _chain(trace, method))
+        return handed_out(out)
+    return _chain(trace, method)
 
 
 def _chain(trace: Trace, method: str) -> pd.DataFrame:

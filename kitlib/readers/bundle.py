@@ -240,6 +240,8 @@ class Capture:
     path: Path
     manifest: dict
     _cache: dict = field(default_factory=dict, repr=False)
+    #: What this Capture hands out (its own Trace and NsysReport, copies of the shared ones).
+    _own: dict = field(default_factory=dict, repr=False, compare=False)
     #: How the bundle was found: ``"kit"`` (a name looked up in the kit's reference
     #: recordings), ``"own"`` (a name found in ``$KITLIB_REPLAY_DIR``) or ``"path"``
     #: (opened by its folder).
@@ -311,21 +313,31 @@ class Capture:
     # -- the usual contents --------------------------------------------------
     @property
     def trace(self):
-        """The bundle's torch.profiler trace as a :class:`kitlib.readers.trace.Trace` (loaded once;
-        the manifest's torch version decides the event tree's Python-frame rule)."""
-        if "trace" not in self._cache:
-            from .trace import load_trace
-            self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")),
-                                              torch_version=self.provenance.get("torch"))
-        return self._cache["trace"]
+        """The bundle's torch.profiler trace as a :class:`kitlib.model.Trace` (loaded once;
+        the manifest's torch version decides the event tree's Python-frame rule).
+
+        Each Capture has a Trace of its own (:meth:`kitlib.model.Trace.copy`, which shares
+        the read-only tables: no time, no memory), so what one lesson cell does to its
+        trace (``trace.ops = ...``, an edit to ``trace.meta``) never shows up in a trace
+        another ``open_capture`` call hands out."""
+        if "trace" not in self._own:
+            if "trace" not in self._cache:
+                from .trace import load_trace
+                self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")),
+                                                  torch_version=self.provenance.get("torch"))
+            self._own["trace"] = self._cache["trace"].copy()
+        return self._own["trace"]
 
     @property
     def nsys(self):
-        """The bundle's Nsight Systems export as a :class:`kitlib.readers.nsys.NsysReport` (loaded once)."""
-        if "nsys" not in self._cache:
-            from .nsys import load_nsys
-            self._cache["nsys"] = load_nsys(self.file("report.sqlite"))
-        return self._cache["nsys"]
+        """The bundle's Nsight Systems export as a :class:`kitlib.model.NsysReport` (loaded
+        once; each Capture has a report of its own, as :attr:`trace`)."""
+        if "nsys" not in self._own:
+            if "nsys" not in self._cache:
+                from .nsys import load_nsys
+                self._cache["nsys"] = load_nsys(self.file("report.sqlite"))
+            self._own["nsys"] = self._cache["nsys"].copy()
+        return self._own["nsys"]
 
     @property
     def memory_snapshot(self):

@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import sqlite3
 import warnings
-from dataclasses import dataclass, field
 from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 
@@ -53,7 +52,8 @@ import pandas as pd
 
 from ..errors import KitDataWarning, KitFileError, NsysFormatError
 from ..phases import STEP_RANGE
-from .trace import STEP_COLUMNS
+from ..model.nsys import NsysReport, _defect_frame, _launch_index  # noqa: F401  (NsysReport's home is the model)
+from ..model.schema import DEFECT_COLUMNS, NSYS_COLUMNS, STEP_COLUMNS  # noqa: F401
 
 __all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
            "STATS_REPORTS", "DEFECT_COLUMNS"]
@@ -120,173 +120,6 @@ def decode_global_tid(global_tid):
 
 
 # --------------------------------------------------------------------------- loading
-@dataclass
-class NsysReport:
-    """An Nsight Systems SQLite export as pandas tables (see :func:`load_nsys`).
-
-    Every time is an integer in nanoseconds on the recording's own clock
-    (``start_ns``, ``end_ns``, ``dur_ns = end_ns - start_ns``). ``pid`` and
-    ``tid`` are the operating system's process and thread ids (decoded from
-    ``globalTid``). A table whose source is absent from the file is empty but
-    has all its columns, and its source table is listed in :attr:`missing`.
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The ``.sqlite`` file.
-    kernels : DataFrame
-        One row per kernel execution: ``name`` (demangled, with templates and
-        arguments), ``short_name`` (base function name), ``pid``, ``tid`` (the
-        thread that launched it, from its launch; <NA> if the launch was not
-        recorded), ``start_ns, dur_ns, end_ns``, ``correlation``, ``device``,
-        ``context``, ``stream``, ``grid`` and ``block`` (``(x, y, z)`` tuples),
-        ``registers_per_thread``, ``static_smem_bytes``, ``dynamic_smem_bytes``.
-        Sorted by ``start_ns``.
-    launches : DataFrame
-        One row per CUDA API call (runtime and driver): ``name`` (the API name
-        with its ``_vNNNN`` version suffix removed, e.g. ``cudaLaunchKernel``),
-        ``raw_name`` (as recorded, e.g. ``cudaLaunchKernel_v7000``), ``api``
-        (``"runtime"`` or ``"driver"``), ``pid, tid, start_ns, dur_ns, end_ns``,
-        ``correlation``, ``return_value``.
-    copies : DataFrame
-        One row per memory copy on the GPU: ``name`` (``"[CUDA memcpy
-        Host-to-Device]"``, as ``nsys stats`` names it), ``copy_kind``
-        (``"Host-to-Device"``, ...), ``bytes``, ``src_kind`` and ``dst_kind``
-        (``"Pinned"``, ``"Device"``, ... where known), ``pid, tid`` (launching
-        thread), times, ``correlation``, ``device``, ``context``, ``stream``.
-    sets : DataFrame
-        One row per memset: ``name`` (``"[CUDA memset]"``), ``bytes``,
-        ``value``, ``pid, tid``, times, ``correlation``, ``device``,
-        ``context``, ``stream``.
-    nvtx : DataFrame
-        One row per NVTX range (push/pop and start/end; marks are in
-        :attr:`marks`): ``name`` (the range's text), ``domain`` (``""`` for the
-        default domain), ``style`` (``"PushPop"`` or ``"StartEnd"``), ``pid,
-        tid`` (thread that opened it), ``end_tid`` (thread that closed a
-        start/end range, <NA> if the same), ``start_ns, dur_ns, end_ns``
-        (nullable: a range never closed has <NA> end), ``depth`` (nesting level
-        among the ranges of its thread, 0 = outermost), ``category``,
-        ``range_id`` (the row id in ``NVTX_EVENTS``).
-    marks : DataFrame
-        NVTX marks (instants): ``name, domain, pid, tid, start_ns``.
-    osrt : DataFrame
-        OS runtime calls (``OSRT_API``): ``name, pid, tid, start_ns, dur_ns,
-        end_ns, return_value, nesting_level``.
-    threads : DataFrame
-        ``pid, tid, name`` (thread name), ``priority``, ``process`` (process
-        name from ``PROCESSES`` where known).
-    gpus : DataFrame
-        One row per GPU of the machine (``TARGET_INFO_GPU``), used or not:
-        ``device`` (Nsight's GPU id), ``cuda_device`` (its CUDA device number),
-        ``name``, ``chip``, ``bus``, ``sm_count``, ``memory_bytes``,
-        ``memory_bandwidth_bytes_per_s``, ``clock_hz``, ``l2_cache_bytes``,
-        ``compute_capability`` (``"9.0"``), ``uuid``. A kernel's ``device`` is
-        the CUDA device number its process saw, which can differ from both
-        under ``CUDA_VISIBLE_DEVICES`` (the public 4-GPU export has GPU id 0 =
-        CUDA device 3).
-    missing : list of str
-        Source tables this export does not have (e.g. ``"NVTX_EVENTS"`` when
-        NVTX was not traced).
-    meta : dict
-        ``META_DATA_EXPORT`` as a dict (``EXPORT_PRODUCT_VERSION``,
-        ``EXPORT_SCHEMA_VERSION``, ...), plus ``session_start_ns`` and
-        ``session_end_ns`` from ``ANALYSIS_DETAILS`` when present.
-    defects : DataFrame
-        What the reader found wrong in the export but could read around, one
-        row per (table, column, problem): ``table`` (the NsysReport table,
-        e.g. ``"kernels"``), ``source`` (the export table), ``column`` (the
-        export column), ``problem`` (one sentence, saying what was done:
-        rows left out, names replaced), ``rows`` (how many rows), ``first_rowid``
-        (the SQLite ``rowid`` of the first one, or -1). Empty for a sound
-        export (both reference exports). Columns in :data:`DEFECT_COLUMNS`.
-    """
-
-    path: Path
-    kernels: pd.DataFrame
-    launches: pd.DataFrame
-    copies: pd.DataFrame
-    sets: pd.DataFrame
-    nvtx: pd.DataFrame
-    marks: pd.DataFrame
-    osrt: pd.DataFrame
-    threads: pd.DataFrame
-    gpus: pd.DataFrame
-    missing: list = field(default_factory=list)
-    meta: dict = field(default_factory=dict)
-    defects: pd.DataFrame = field(default_factory=lambda: _defect_frame([]))
-
-    @property
-    def version(self) -> str:
-        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``."""
-        return self.meta.get("EXPORT_PRODUCT_VERSION", "?")
-
-    @property
-    def steps(self) -> pd.DataFrame:
-        """The report's steps: its closed NVTX ranges named ``torch_step`` (or
-        ``torch_step#N``), as :func:`kitlib.capture.workload.train_step` pushes them.
-
-        Returns
-        -------
-        DataFrame
-            The columns of ``Trace.steps`` (:data:`kitlib.readers.trace.STEP_COLUMNS`):
-            ``step`` numbers the ranges 0, 1, … in time order (or is the ``#N`` when
-            every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns).
-            Empty when there is no such range.
-        """
-        n = self.nvtx
-        hit = n[(n["name"] == STEP_RANGE) | n["name"].str.match(rf"^{STEP_RANGE}#\d+$")]
-        hit = hit[hit["end_ns"].notna()].sort_values("start_ns", kind="stable").copy()
-        if hit.empty:
-            return pd.DataFrame(columns=STEP_COLUMNS).astype("int64").astype({"name": object})
-        num = hit["name"].str.extract(r"#(\d+)$")[0]
-        hit["step"] = num.astype("int64").to_numpy() if num.notna().all() else np.arange(len(hit))
-        return hit[STEP_COLUMNS].reset_index(drop=True).astype(
-            {c: "int64" for c in STEP_COLUMNS if c != "name"})
-
-    def gpu_events(self) -> pd.DataFrame:
-        """Every kernel, memcpy and memset joined to the CUDA API call that launched it.
-
-        The join is on ``(pid, correlation)``: Nsight gives a GPU operation the
-        correlation id of its launch, unique within a process (Nsight Systems
-        SQLite schema: ``correlationId REFERENCES
-        CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)``).
-
-        Returns
-        -------
-        DataFrame
-            Sorted by ``start_ns``; columns ``kind`` (``"kernel"``, ``"memcpy"``,
-            ``"memset"``), ``name, pid, tid, start_ns, dur_ns, end_ns,
-            correlation, device, stream, bytes`` (<NA> for kernels), then the
-            launch: ``launch`` (API name without version suffix; <NA> when the
-            launch was not recorded), ``launch_start_ns``, ``launch_dur_ns``,
-            and ``launch_to_start_ns`` (GPU start minus API call start: how long
-            the operation waited after it was submitted).
-        """
-        cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device",
-                "stream", "bytes"]
-        parts = [self.kernels.assign(bytes=pd.NA)[cols].assign(kind="kernel"),
-                 self.copies[cols].assign(kind="memcpy"), self.sets[cols].assign(kind="memset")]
-        ev = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
-        ev = ev[["kind"] + cols].astype({"bytes": "Int64"})
-        lau = _launch_index(self.launches)[["name", "start_ns", "dur_ns"]].rename(columns={
-            "name": "launch", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns"})
-        ev = ev.join(lau, on=["pid", "correlation"])
-        ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]
-        return ev.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
-
-    def describe(self) -> str:
-        """A few lines on what the export holds."""
-        gpus = ", ".join(sorted(set(self.gpus["name"].dropna()))) or "no GPU info"
-        return "\n".join([
-            f"{self.path.name} (Nsight Systems {self.version}, {len(self.gpus)} GPU(s): {gpus})",
-            f"  kernels {len(self.kernels)}, API calls {len(self.launches)}, "
-            f"memcpy {len(self.copies)}, memset {len(self.sets)}",
-            f"  NVTX ranges {len(self.nvtx)}, OS runtime calls {len(self.osrt)}, "
-            f"threads {len(self.threads)}",
-            f"  absent tables: {', '.join(self.missing) or 'none'}",
-            f"  defects read around: {int(self.defects['rows'].sum()) if len(self.defects) else 'none'}"])
-
-
 def load_nsys(path) -> NsysReport:
     """Read an ``nsys export --type sqlite`` file into an :class:`NsysReport`.
 
@@ -448,13 +281,9 @@ _TEXT_COLUMNS = {"text", "name", "chipName", "busLocation", "uuid"}
 _MAX_ABS_TIME_NS = 1 << 62
 _MAX_DUR_NS = 1 << 50
 
-DEFECT_COLUMNS = ["table", "source", "column", "problem", "rows", "first_rowid"]
 """Columns of :attr:`NsysReport.defects`."""
 
 
-def _defect_frame(rows) -> pd.DataFrame:
-    return pd.DataFrame(rows, columns=DEFECT_COLUMNS).astype({"rows": "int64",
-                                                               "first_rowid": "int64"})
 
 
 class _Context:
@@ -625,25 +454,7 @@ def _table(df: pd.DataFrame, columns, sort=("start_ns",)) -> pd.DataFrame:
 
 
 # Columns of each NsysReport table (see its docstring for meanings and units).
-COLUMNS = {
-    "kernels": ["name", "short_name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation",
-                "device", "context", "stream", "grid", "block", "registers_per_thread",
-                "static_smem_bytes", "dynamic_smem_bytes"],
-    "launches": ["name", "raw_name", "api", "pid", "tid", "start_ns", "dur_ns", "end_ns",
-                 "correlation", "return_value"],
-    "copies": ["name", "copy_kind", "bytes", "src_kind", "dst_kind", "pid", "tid", "start_ns",
-               "dur_ns", "end_ns", "correlation", "device", "context", "stream"],
-    "sets": ["name", "bytes", "value", "pid", "tid", "start_ns", "dur_ns", "end_ns",
-             "correlation", "device", "context", "stream"],
-    "nvtx": ["name", "domain", "style", "pid", "tid", "end_tid", "start_ns", "dur_ns", "end_ns",
-             "depth", "category", "range_id"],
-    "marks": ["name", "domain", "pid", "tid", "start_ns"],
-    "osrt": ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "return_value", "nesting_level"],
-    "threads": ["pid", "tid", "name", "priority", "process"],
-    "gpus": ["device", "cuda_device", "name", "chip", "bus", "sm_count", "memory_bytes",
-             "memory_bandwidth_bytes_per_s", "clock_hz", "l2_cache_bytes", "compute_capability",
-             "uuid"],
-}
+COLUMNS = NSYS_COLUMNS
 
 
 def _read_strings(path: Path, con, tables) -> dict:
@@ -713,10 +524,6 @@ def _read_report(path: Path, con) -> NsysReport:
     return NsysReport(path=path, **t, missing=missing, meta=meta, defects=defects)
 
 
-def _launch_index(launches: pd.DataFrame) -> pd.DataFrame:
-    """Launches indexed by ``(pid, correlation)``, one per key."""
-    lau = launches[launches["correlation"].notna()]
-    return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
 
 def _read_kernels(ctx) -> pd.DataFrame:

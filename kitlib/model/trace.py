@@ -1,0 +1,218 @@
+"""The torch.profiler trace as a value: :class:`Trace`."""
+from __future__ import annotations
+
+import copy as _copy
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ._values import derived, handed_out, kept, read_only_tables
+from .schema import FILTERED_NAMES, HOST_EVENT_COLUMNS, STEP_COLUMNS, STEP_PATTERNS  # noqa: F401
+
+
+@read_only_tables("ops", "launches", "gpu", "memory", "other", "host_events")
+@dataclass(eq=False)
+class Trace:
+    """A torch.profiler trace as tables (see :func:`kitlib.readers.trace.load_trace`).
+
+    A read-only value: each table attribute hands out a copy (cheap under pandas'
+    copy-on-write), so an edit to ``trace.ops`` changes the copy only, never the trace
+    or what is worked out from it (:attr:`steps`, ``kitlib.chain``). To analyse a changed
+    trace, make a new one: ``dataclasses.replace(trace, ops=edited)`` (or assign
+    ``trace.ops = edited``, which this trace then keeps a copy of).
+
+    Attributes
+    ----------
+    path : pathlib.Path
+    ops : DataFrame
+        CPU-side events: ``name, pid, tid, start_ns, dur_ns, end_ns`` (ns), ``kind``
+        (``op`` = an ATen/other operator, ``annotation`` = a ``record_function``
+        label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
+        ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
+        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
+        shapes were not recorded; equal lists are one shared object, so read them and
+        never change one in place), ``sequence_number`` and ``fwd_thread_id`` (autograd),
+        ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
+        (old traces), ``parent`` (row label of the enclosing event on the same
+        thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
+    launches : DataFrame
+        CUDA runtime and driver API calls: ``name, pid, tid, start_ns, dur_ns, end_ns``,
+        ``api`` (``runtime``/``driver``), ``correlation`` (links to the GPU event),
+        ``external_id`` (links to the operator), ``cbid`` (CUPTI callback id).
+    gpu : DataFrame
+        GPU events: ``name, pid, tid, start_ns, dur_ns, end_ns``, ``kind`` (``kernel``,
+        ``memcpy``, ``memset``, ``gpu_annotation`` — the last is a ``record_function``
+        range projected onto a stream, not work), ``device``, ``stream``,
+        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``.
+    memory : DataFrame
+        Allocator instants (``profile_memory``): ``bytes`` (negative = a free),
+        ``addr``, ``total_allocated`` and ``total_reserved`` (bytes, after the event),
+        ``device_type`` (0 = CPU, 1 = CUDA), ``device_id``, ``start_ns``.
+    other : DataFrame
+        Every event of a category kitlib does not interpret (flows, the profiler's own
+        spans, unknown categories), kept so nothing is lost: ``name, cat, ph, pid, tid,
+        start_ns, dur_ns``.
+    meta : dict
+        What the trace says about itself: ``devices`` (``deviceProperties``),
+        ``profiler_options`` (record_shapes, profile_memory, with_stack, with_flops, …
+        as written), ``versions`` (schema, CUDA runtime/driver, CUPTI),
+        ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
+        trace's ``ts`` are already since the epoch), ``process_names``,
+        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
+        ``json_bytes`` (size of the JSON text, uncompressed; :func:`load_trace` only),
+        ``unusable_metadata_events``, ``unread_complete_events`` (``ph: X`` events of no
+        category kitlib reads) and ``memory_records_unusable`` (allocator records without
+        ``Bytes`` or ``Device Type``, left out of ``memory``): defects counted, not hidden,
+        ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
+        traces; 1 otherwise), ``python_frames_are_children`` (bool) and
+        ``python_frames_rule`` (how that was decided; see :func:`kitlib.readers.trace.python_frames_rule`).
+    host_events : DataFrame
+        The profiler's event tree, built once here and used by every analysis: one row
+        per host event the profiler nests (operators, ``record_function`` ranges,
+        steps, CUDA runtime/driver calls, and Python frames when
+        ``meta["python_frames_are_children"]``; never the names in
+        :data:`FILTERED_NAMES`), sorted by start, longest first. Columns
+        :data:`HOST_EVENT_COLUMNS`: ``source`` (``ops``/``launches``) and ``row`` (row
+        label there), ``name, kind, pid, tid, start_ns, end_ns, dur_ns``, ``parent``
+        (position of the enclosing event on the same thread, -1 at the top),
+        ``depth``, ``merged`` (folded into a same-named parent that has no other
+        child: not a row of the profiler's tables), ``profiler_parent`` (the parent
+        once merged events are folded away, as ``key_averages()`` sees it) and
+        ``children_ns`` (host time of the direct children in the profiler's tree,
+        each cut to its parent's interval: an event's self time is ``dur_ns -
+        children_ns``). See :func:`kitlib.model.tree.build_host_tree`.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> tr
+    Trace(tiny.json: 3 CPU events, 1 launches, 1 GPU events, 0 memory events)
+    >>> tr.ops[["name", "start_ns", "end_ns", "parent"]]
+                 name  start_ns  end_ns  parent
+    0  ProfilerStep#1         0    1000      -1
+    1      aten::relu       100     400       0
+    2      aten::add        400     400       0
+
+    An edit to a table changes the copy, not the trace:
+
+    >>> ops = tr.ops
+    >>> ops.loc[0, "name"] = "mine"
+    >>> tr.ops.loc[0, "name"]
+    'ProfilerStep#1'
+    """
+
+    path: Path
+    ops: pd.DataFrame
+    launches: pd.DataFrame
+    gpu: pd.DataFrame
+    memory: pd.DataFrame
+    other: pd.DataFrame
+    meta: dict = field(default_factory=dict)
+    host_events: pd.DataFrame | None = None
+    _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __repr__(self):
+        return (f"Trace({Path(self.path).name}: {len(kept(self, 'ops'))} CPU events, "
+                f"{len(kept(self, 'launches'))} launches, {len(kept(self, 'gpu'))} GPU events, "
+                f"{len(kept(self, 'memory'))} memory events)")
+
+    def copy(self) -> "Trace":
+        """Another Trace of the same tables, with a ``meta`` of its own.
+
+        Costs next to nothing: the tables are shared, and neither value can change
+        them (every read is a copy). :func:`kitlib.open_capture` hands each caller
+        one, so an assignment in one lesson cell (``trace.ops = ...``) never reaches
+        another cell's trace.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> a = tiny_trace()
+        >>> b = a.copy()
+        >>> b.ops = b.ops.iloc[:0]
+        >>> len(a.ops), len(b.ops)
+        (3, 0)
+        """
+        new = object.__new__(type(self))
+        new.__dict__.update(self.__dict__)
+        new.__dict__["meta"] = _copy.deepcopy(self.meta)
+        return new
+
+    def derived(self, key, tables: tuple, compute):
+        """``compute()``, worked out once for the tables named in ``tables`` as this
+        trace keeps them now (a new table misses the memo: nothing goes stale). Hand
+        out a copy of what it returns."""
+        return derived(self, key, tuple(tables), compute)
+
+    @property
+    def steps(self) -> pd.DataFrame:
+        """The trace's steps: the kit's one step finder for torch.profiler traces.
+
+        A step is a ``ProfilerStep#N`` annotation (what ``prof.step()`` records under
+        a schedule); a trace without any falls back to ``torch_step#N`` ranges (the
+        kit's own label when it records without a schedule, as ``cold_start_8step``).
+        Worked out from the ``ops`` the trace has now: a trace given other ``ops``
+        finds its steps again.
+
+        Returns
+        -------
+        DataFrame
+            :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (the N, int64),
+            ``name``, ``pid, tid, start_ns, end_ns, dur_ns`` (the host interval, ns),
+            sorted by start, index 0…n-1. Empty (with those columns) when the trace
+            has neither. Nsight Systems reports have the same table: ``NsysReport.steps``.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tr = tiny_trace()
+        >>> tr.steps[["step", "name", "start_ns", "end_ns"]]
+           step            name  start_ns  end_ns
+        0     1  ProfilerStep#1         0    1000
+        >>> tr.ops = tr.ops[tr.ops["kind"] != "step"]
+        >>> len(tr.steps)
+        0
+        """
+        return handed_out(self.derived("steps", ("ops",), lambda: _steps_of(kept(self, "ops"))))
+
+    @property
+    def kernels(self) -> pd.DataFrame:
+        """GPU events that are real work (kernels, copies, sets): ``gpu`` without the
+        ``gpu_annotation`` rows, which are labels, not device time.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().kernels[["name", "start_ns", "end_ns", "correlation"]]
+                name  start_ns  end_ns  correlation
+        0  relu_kernel       300     700            7
+        """
+        g = kept(self, "gpu")
+        return handed_out(g[g["kind"] != "gpu_annotation"])
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the trace holds any GPU work (kernel, copy or set).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().has_gpu
+        True
+        """
+        g = kept(self, "gpu")
+        return bool((g["kind"] != "gpu_annotation").any())
+
+
+def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
+    ops = ops[ops["kind"].isin(["step", "annotation"])]
+    out = pd.DataFrame(columns=STEP_COLUMNS).astype("int64").astype({"name": object})
+    for pat in STEP_PATTERNS:
+        n = ops["name"].str.extract(pat)[0]
+        hit = ops[n.notna()]
+        if len(hit):
+            return hit.assign(step=n[n.notna()].astype("int64"))[STEP_COLUMNS] \
+                .sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return out

@@ -1,0 +1,200 @@
+"""The one event tree: the profiler's parent/child rule, built once, with walkers.
+
+:func:`build_host_tree` decides parent and child for every host event of a trace (a
+readers' decoder calls it once; the result is ``Trace.host_events``); :func:`ancestors`,
+:func:`descendants` and :func:`innermost_at` walk it. The rule at a boundary is the
+kit's one rule, half-open ``[start, end)`` (:mod:`kitlib.model.window`): an event
+starting exactly where another ends is its sibling, never its child.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from .schema import FILTERED_NAMES, HOST_EVENT_COLUMNS
+from .window import innermost
+
+
+
+def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: bool = False,
+                    resolution_ns: int = 1) -> pd.DataFrame:
+    """The profiler's tree of host events: the one place where kitlib decides parent and child.
+
+    The rules are those of ``EventList._populate_cpu_children`` and
+    ``_remove_dup_nodes`` (``torch/autograd/profiler_util.py``):
+
+    - the events are the operators, ``record_function`` ranges, steps and CUDA
+      runtime/driver calls, plus Python frames when ``python_children`` (see
+      :func:`python_frames_rule`); names in :data:`FILTERED_NAMES` are dropped;
+    - per thread, in order of start time, longest first (ties keep the file's
+      order), an event's parent is the innermost open event that it starts inside
+      and does not outlast; an event starting exactly where another ends is its
+      sibling, so a zero-length event has no children;
+    - a child that has its parent's name and no sibling is folded into the parent
+      (``merged``); its children become the parent's.
+
+    Parameters
+    ----------
+    ops, launches : DataFrame
+        ``Trace.ops`` and ``Trace.launches``.
+    python_children : bool
+        Whether Python frames are events of the tree.
+    resolution_ns : int
+        The trace's time resolution: 1000 for whole-µs traces (PyTorch 1.9, whose
+        ``ts`` and ``dur`` were each truncated to whole µs, so a child can seem to
+        end up to 1 µs after its parent). A child that outlasts its parent by less
+        than one unit still nests, as it did when recorded, and its time is cut to
+        the parent's interval, so rounding never makes a self time negative.
+
+    Returns
+    -------
+    DataFrame
+        Columns :data:`HOST_EVENT_COLUMNS` (see :class:`Trace`), index 0..n-1.
+    """
+    sel = ops if python_children else ops[ops["kind"] != "python"]
+    parts = [pd.DataFrame({"source": "ops", "row": sel.index.to_numpy(), "name": sel["name"].to_numpy(),
+                           "kind": sel["kind"].to_numpy(), "pid": sel["pid"].to_numpy(),
+                           "tid": sel["tid"].to_numpy(), "start_ns": sel["start_ns"].to_numpy(),
+                           "end_ns": sel["end_ns"].to_numpy()})]
+    if len(launches):
+        parts.append(pd.DataFrame({"source": "launches", "row": launches.index.to_numpy(),
+                                   "name": launches["name"].to_numpy(), "kind": launches["api"].to_numpy(),
+                                   "pid": launches["pid"].to_numpy(), "tid": launches["tid"].to_numpy(),
+                                   "start_ns": launches["start_ns"].to_numpy(),
+                                   "end_ns": launches["end_ns"].to_numpy()}))
+    ev = pd.concat(parts, ignore_index=True)
+    ev = ev[~ev["name"].isin(FILTERED_NAMES)]
+    ev = ev.astype({"start_ns": "int64", "end_ns": "int64"})
+    ev = ev.sort_values(["start_ns", "end_ns"], ascending=[True, False], kind="stable").reset_index(drop=True)
+    ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
+    n = len(ev)
+    start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
+    tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
+    # the sweep reads Python lists: indexing them is several times cheaper than numpy's
+    start_l, end_l = start.tolist(), end.tolist()
+    parent_l = [-1] * n
+    stacks: dict = {}
+    for i, key in enumerate(zip(ev["pid"].tolist(), ev["tid"].tolist())):
+        st = stacks.get(key)
+        if st is None:
+            st = stacks[key] = []
+        s_i, e_i = start_l[i], end_l[i]
+        while st:
+            p = st[-1]
+            if s_i >= end_l[p] or e_i > end_l[p] + tol:
+                st.pop()
+            else:
+                parent_l[i] = p
+                break
+        st.append(i)
+    depth_l = [0] * n
+    for i, p in enumerate(parent_l):       # parents come first in start order
+        if p >= 0:
+            depth_l[i] = depth_l[p] + 1
+    parent = np.asarray(parent_l, dtype=np.int64)
+    depth = np.asarray(depth_l, dtype=np.int64)
+    merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
+    # direct children's host time, cut to the parent's interval
+    live = ~merged & (prof_parent >= 0)
+    kids = np.flatnonzero(live)
+    pp = prof_parent[kids]
+    cut = np.minimum(end[kids], end[pp]) - np.maximum(start[kids], start[pp])
+    children = np.zeros(n, dtype=np.int64)
+    np.add.at(children, pp, np.maximum(cut, 0))
+    ev["parent"], ev["depth"], ev["merged"] = parent, depth, merged
+    ev["profiler_parent"], ev["children_ns"] = prof_parent, children
+    return ev[HOST_EVENT_COLUMNS]
+
+
+def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
+    """``_remove_dup_nodes``: an event whose parent has its name and no other child is
+    folded into that parent, repeatedly. Returns ``merged`` and the parent of every
+    event once the merged ones are gone (merged events keep their own parent)."""
+    n = len(names)
+    par = parent.tolist()                  # Python lists: the loop indexes them per event
+    names = list(names)
+    merged = [False] * n
+    n_children = np.bincount(parent[parent >= 0], minlength=n).tolist() if n else []
+    children: dict = {}
+    for i, p in enumerate(par):
+        if p >= 0:
+            children.setdefault(p, []).append(i)
+    changed = True
+    while changed:
+        changed = False
+        for i in range(n):                 # one pass in list order, as the profiler's loop
+            p = par[i]
+            if merged[i] or p < 0 or names[p] != names[i] or n_children[p] != 1:
+                continue
+            kids = children.pop(i, [])
+            for k in kids:
+                par[k] = p
+            children[p] = kids
+            n_children[p] = len(kids)
+            merged[i] = True
+            changed = True
+    return np.asarray(merged, dtype=bool), np.asarray(par, dtype=np.int64)
+
+
+
+# --------------------------------------------------------------------------- walkers
+def ancestors(tree: pd.DataFrame, i: int) -> list:
+    """Positions of the events enclosing event ``i`` of ``tree`` (``Trace.host_events``),
+    innermost first.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.model.tree import ancestors
+    >>> t = tiny_trace().host_events
+    >>> list(t["name"])
+    ['ProfilerStep#1', 'aten::relu', 'cudaLaunchKernel', 'aten::add']
+    >>> ancestors(t, 2)
+    [1, 0]
+    """
+    par = tree["parent"].to_numpy()
+    out, p = [], int(par[i])
+    while p >= 0:
+        out.append(p)
+        p = int(par[p])
+    return out
+
+
+def descendants(tree: pd.DataFrame, i: int) -> list:
+    """Positions of the events inside event ``i`` of ``tree`` (children, their children,
+    …), in the tree's order (by start).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.model.tree import descendants
+    >>> t = tiny_trace().host_events
+    >>> descendants(t, 0), descendants(t, 1), descendants(t, 3)
+    ([1, 2, 3], [2], [])
+    """
+    par = tree["parent"].to_numpy()
+    inside = {int(i)}
+    out = []
+    for k in range(int(i) + 1, len(par)):       # parents come before their children
+        if int(par[k]) in inside:
+            inside.add(k)
+            out.append(k)
+    return out
+
+
+def innermost_at(tree: pd.DataFrame, pid, tid, t_ns, closed: str = "left") -> np.ndarray:
+    """Positions (in ``tree``) of the innermost event of thread ``(pid, tid)`` that
+    contains each time, -1 where none; by :func:`kitlib.model.window.innermost`, so
+    under the kit's one boundary rule.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.model.tree import innermost_at
+    >>> t = tiny_trace().host_events
+    >>> innermost_at(t, 1, 1, [0, 150, 399, 400, 1000])
+    array([ 0,  2,  1,  0, -1])
+    """
+    mine = np.flatnonzero((tree["pid"].to_numpy() == pid) & (tree["tid"].to_numpy() == tid))
+    pos = innermost(tree["start_ns"].to_numpy()[mine], tree["end_ns"].to_numpy()[mine], t_ns, closed=closed)
+    return np.where(pos >= 0, mine[np.maximum(pos, 0)], -1).astype(np.int64)
