@@ -38,7 +38,7 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
     -------
     DataFrame
         ``lane`` (label, e.g. ``"CUDA API · pt_data_pin (1258)"``), ``order`` (lanes
-        top to bottom), ``kind`` (``range``, ``CUDA API``, ``OS runtime``,
+        top to bottom: labels by level, CUDA API, OS runtime in ``osrt_threads`` order, GPU streams), ``kind`` (``range``, ``CUDA API``, ``OS runtime``,
         ``memcpy``, ``kernel``, ``memset``), ``name``, ``start_ns``, ``dur_ns``.
     """
     _check_source(source)
@@ -56,12 +56,14 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
         names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
         api = source.launches
         tname = lambda p, t: names.get((p, t), "?")  # noqa: E731
-        for tid in osrt_threads:
+        # OS-runtime lanes below the CUDA API lanes (10, 11) and above the GPU's (100 +), in the
+        # order the threads are given (was 20 + tid % 1000: tid 1213 put its lane among the streams)
+        for i, tid in enumerate(osrt_threads):
             o = clip(source.osrt[source.osrt["tid"] == tid][["name", "pid", "tid", "start_ns", "dur_ns"]],
                      start_ns, end_ns)
             if len(o):
                 p = int(o["pid"].iloc[0])
-                parts.append(o.assign(lane=f"OS runtime · {tname(p, tid)} ({tid})", order=20 + tid % 1000,
+                parts.append(o.assign(lane=f"OS runtime · {tname(p, tid)} ({tid})", order=20 + i,
                                       kind="OS runtime"))
     else:
         api = source.launches
