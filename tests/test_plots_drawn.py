@@ -993,3 +993,331 @@ def test_timeline_of_a_profiler_trace_from_raw_json(scale):
     assert set(drawn) == set(want)
     for lane, rows_ in want.items():
         close(sorted(drawn[lane]), sorted(((a - w0) / unit, max((b - a) / unit, least)) for a, b in rows_))
+
+
+# == plot_attribution (lesson 09) ============================================================
+
+def _sql_kernel_sums(rule):
+    """{label: {step: ns}}: the kernel time Nsight's export credits to each NVTX range of
+    each step (steps: the ``torch_step`` ranges in time order, from 0), read here from the
+    SQLite rows. ``time``: kernels whose CUDA runtime launch (same correlation id) starts
+    inside the range, on any thread; ``thread``: the same, on the range's own thread only
+    (Nsight's projection)."""
+    nvtx = sql_rows(NSYS, "SELECT text, start, end, globalTid FROM NVTX_EVENTS WHERE eventType = 59")
+    steps = sorted((r for r in nvtx if r[0] == "torch_step"), key=lambda r: r[1])
+    launch = {c: (s, g) for c, s, g in sql_rows(NSYS, "SELECT correlationId, start, globalTid "
+                                                      "FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+    kernels = [(launch[c], e - s) for c, s, e in sql_rows(NSYS, "SELECT correlationId, start, end "
+                                                                 "FROM CUPTI_ACTIVITY_KIND_KERNEL") if c in launch]
+    out = {}
+    for name, s, e, g in sorted(nvtx, key=lambda r: r[1]):
+        if name == "torch_step":
+            continue
+        k = next(i for i, st in enumerate(steps) if st[1] <= s < st[2])
+        out.setdefault(name, {})[k] = sum(d for (ls, lg), d in kernels if s <= ls < e and (rule == "time" or lg == g))
+    return out
+
+
+def test_attribution_bars_are_medians_of_the_sqlite_kernel_sums(scale):
+    """Lesson 09: per phase, two bars, the kernel time credited to it under Nsight's
+    thread rule and under the time rule, each the median over the warm steps (step > 0)
+    of the sums the test reads from the SQLite export, in the x label's unit (ms); each
+    legend entry has the colour of its own rule's bars (``backward`` shows which is which:
+    0.7 µs by thread, 26 ms by time); phases top to bottom in the order they run."""
+    from kitlib.analyses.align import align
+    from kitlib.plots.system import plot_attribution
+    prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
+    by_thread, by_time = align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time")
+    fig = plot_attribution(by_thread, by_time)
+    ax = fig.axes[0]
+    kind, unit = unit_of(ax.get_xlabel())
+    assert kind == "time"
+    want = {rule: {lab: statistics.median(v for k, v in per.items() if k > 0)
+                   for lab, per in _sql_kernel_sums(rule).items()} for rule in ("thread", "time")}
+    assert want["thread"]["backward"] < 1_000 < 20_000_000 < want["time"]["backward"]
+    labels = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: t.get_position()[1],
+                                           reverse=not ax.yaxis_inverted())]
+    assert labels == list(want["time"])             # data_load, forward, backward, optimizer: as they run
+    entries = legend_entries(ax)
+    assert len(entries) == 2
+    (thread_label,) = [k for k in entries if k.startswith("thread")]
+    (time_label,) = [k for k in entries if k.startswith("time")]
+    ticks = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+    for cont in ax.containers:
+        (colour,) = {face(p) for p in cont.patches}
+        rule = "thread" if colour == face(entries[thread_label]) else "time"
+        assert colour == face(entries[thread_label if rule == "thread" else time_label])
+        got = {}
+        for p in cont.patches:
+            centre = p.get_y() + p.get_height() / 2
+            tick = min(ticks, key=lambda t: abs(t - centre))
+            assert abs(tick - centre) < 0.5
+            got[ticks[tick]] = p.get_width()
+        close([got[k] for k in labels], [want[rule][k] / unit for k in labels], 1e-9)
+    assert face(entries[thread_label]) != face(entries[time_label])
+
+
+# == plot_routes (lesson 11) =================================================================
+
+def test_routes_dots_where_each_tool_answers(scale):
+    """Lesson 11's map: a big dot at (tool, question) exactly where ``l11.ROUTES`` lists
+    the tool for the question, a small grey one elsewhere; questions top to bottom in the
+    table's order, tools left to right in the order given. And on a hand-made table whose
+    columns come in another order than the tools asked for."""
+    import pandas as pd
+    from kitlib.course.exercises import l11
+    from kitlib.plots.routes import plot_routes
+    tools = list(l11.TOOLS)
+    for table, order in ((l11.route_table(), tools),
+                         (pd.DataFrame({"key": ["a", "b", "c"], "y": [True, False, True], "x": [False, False, True]}),
+                          ["x", "y"])):
+        fig = plot_routes(table, order)
+        ax = fig.axes[0]
+        assert [t.get_text() for t in ax.get_xticklabels()] == order
+        keys = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: t.get_position()[1],
+                                             reverse=not ax.yaxis_inverted())]
+        assert keys == list(table["key"])
+        ytick = {lab.get_text(): y for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+        big = {(order[int(round(ln.get_xdata()[0]))], keys[[ytick[k] for k in keys].index(round(ln.get_ydata()[0]))])
+               for ln in ax.lines if ln.get_marker() == "o"}
+        small = {(order[int(round(ln.get_xdata()[0]))], keys[[ytick[k] for k in keys].index(round(ln.get_ydata()[0]))])
+                 for ln in ax.lines if ln.get_marker() == "."}
+        want = {(t, r["key"]) for _, r in table.iterrows() for t in order if r[t]}
+        assert big == want
+        assert small == {(t, k) for t in order for k in table["key"]} - want
+        if order is tools:
+            assert want == {(t, key) for key, _, answer, *_ in l11.ROUTES for t in answer}
+        sizes = {ln.get_marker(): ln.get_markersize() for ln in ax.lines}
+        assert sizes["o"] > sizes["."]
+
+
+# == plot_rank_timeline (lesson 12) ==========================================================
+
+def _raw_rank_run(folder):
+    """Per rank of a two-rank Gloo run, from each rank's raw JSON (times: the trace's µs in
+    ns plus its baseTimeNanoseconds, i.e. ns since the Unix epoch): its ProfilerStep
+    intervals, its injected ``straggler_delay`` ranges, and its ``gloo:*`` operators (the
+    collectives as Gloo's worker thread ran them)."""
+    out = {}
+    for rank_dir in sorted((REF / folder).glob("rank*")):
+        path = rank_dir / "trace.json.gz"
+        base = int(json.loads(gzip.decompress(path.read_bytes())).get("baseTimeNanoseconds", 0))
+        ev = raw_trace_events(path)
+        iv = lambda e: (ns(e["ts"]) + base, ns(e["ts"]) + base + ns(e["dur"]))  # noqa: E731
+        r = int(rank_dir.name[4:])
+        out[r] = {"steps": {int(e["name"].split("#")[1]): iv(e) for e in raw_steps(ev)},
+                  "delay": [iv(e) for e in ev if e.get("ph") == "X" and e.get("name") == "straggler_delay"],
+                  "gloo": sorted((iv(e) + (e["name"],) for e in ev if e.get("ph") == "X"
+                                  and e["name"].startswith("gloo:")), key=lambda c: c[0])}
+    return out
+
+
+@pytest.mark.parametrize("run", ["balanced", "straggler"])
+def test_rank_timeline_from_each_ranks_raw_json(scale, run):
+    """Lesson 12: one row per rank; its steps (grey), the injected delay (orange), and each
+    collective split at the moment the last rank joined it: waiting before (red), transfer
+    after (blue), all at ms since the earliest step start; the k-th call of a name on one
+    rank meets the k-th on the other. Computed here from the raw JSON of both ranks; each
+    legend entry has the colour of the bars the test finds for it."""
+    from kitlib.course import ranks as lesson
+    from kitlib.plots.ranks import plot_rank_timeline
+    data = _raw_rank_run(f"ranks_{run}")
+    traces = lesson.recordings()[run]
+    ax = plot_rank_timeline(traces)
+    kind, unit = unit_of(ax.get_xlabel())
+    assert kind == "time"
+    origin = min(s for d in data.values() for s, _ in d["steps"].values())
+    end = max(e for d in data.values() for _, e in d["steps"].values())
+    ms = lambda a, b: ((a - origin) / unit, (b - a) / unit)  # noqa: E731
+    calls = {}
+    for r, d in data.items():
+        seen = {}
+        for s, e, name in d["gloo"]:
+            k = seen[name] = seen.get(name, -1) + 1
+            step = next((n for n, (a, b) in d["steps"].items() if a <= s < b), None)
+            calls.setdefault((name, k), {})[r] = (s, e, step)
+    want = {(r, c): [] for r in data for c in ("step", "wait", "transfer", "delay")}
+    for (name, k), per in calls.items():
+        last = max(s for s, _, _ in per.values())
+        for r, (s, e, step) in per.items():
+            if step is None:
+                continue
+            cut = min(max(last, s), e)
+            want[(r, "wait")].append(ms(s, cut))
+            want[(r, "transfer")].append(ms(cut, e))
+    for r, d in data.items():
+        want[(r, "step")] = [ms(a, b) for a, b in d["steps"].values()]
+        want[(r, "delay")] = [ms(a, b) for a, b in d["delay"] if origin <= a <= end]
+    ticks = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+    assert sorted(ticks.values()) == [f"rank {r}" for r in sorted(data)]
+    entries = legend_entries(ax)
+    colour = {"step": face(entries["step (host)"]), "delay": face(entries["injected delay"]),
+              "wait": face(next(h for k, h in entries.items() if k.startswith("collective: waiting"))),
+              "transfer": face(next(h for k, h in entries.items() if k.startswith("collective: transfer")))}
+    assert len(set(colour.values())) == 4
+    of_colour = {v: k for k, v in colour.items()}
+    got = {k: [] for k in want}
+    for c in ax.collections:
+        what = of_colour[face(c)]
+        for x, w, y, h in spans(c):
+            row = min(ticks, key=lambda t: abs(t - (y + h / 2)))
+            assert abs(row - (y + h / 2)) < 0.5
+            got[(int(ticks[row].split()[1]), what)].append((x, w))
+    if run == "straggler":
+        assert want[(1, "delay")] or want[(0, "delay")]
+    assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in want.items()}
+    for k in want:
+        close(sorted(got[k]), sorted(want[k]))
+    assert ax.get_xlim() == pytest.approx((0, (end - origin) / unit))
+
+
+def test_rank_timeline_of_the_public_nccl_pair_draws_the_tables(scale):
+    """The public NCCL pair of lesson 12 (device-side collectives, found through the kernel →
+    operator chain): its wait and transfer bars are those of ``collective_waits`` (the
+    analysis, pinned from the raw JSON in tests/test_distributed.py), its steps those of the
+    raw JSON, in ms since the earliest step."""
+    from kitlib.analyses.collectives import collective_waits, collectives
+    from kitlib.course import ranks as lesson
+    from kitlib.plots.ranks import plot_rank_timeline
+    traces = lesson.recordings()["nccl"]
+    ax = plot_rank_timeline(traces, title="public NCCL pair")
+    kind, unit = unit_of(ax.get_xlabel())
+    steps = {}
+    for r in (0, 1):
+        ev = raw_trace_events(REF / "public-traces" / f"hta_2024-03_nccl_sampled_rank{r}.json.gz")
+        steps[r] = [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in raw_steps(ev)]
+    origin = min(a for v in steps.values() for a, _ in v)
+    w = collective_waits(traces, collectives(traces))
+    entries = legend_entries(ax)
+    by_colour = {}
+    ticks = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+    for c in ax.collections:
+        for x, wd, y, h in spans(c):
+            row = min(ticks, key=lambda t: abs(t - (y + h / 2)))
+            by_colour.setdefault((face(c), ticks[row]), []).append((x, wd))
+    for r in (0, 1):
+        close(sorted(by_colour[(face(entries["step (host)"]), f"rank {r}")]),
+              sorted(((a - origin) / unit, (b - a) / unit) for a, b in steps[r]))
+        mine = w[w["rank"] == r]
+        wait = next(h for k, h in entries.items() if k.startswith("collective: waiting"))
+        transfer = next(h for k, h in entries.items() if k.startswith("collective: transfer"))
+        close(sorted(by_colour[(face(wait), f"rank {r}")]),
+              sorted(zip((mine["start_ns"] - origin) / unit, mine["wait_ns"] / unit)))
+        close(sorted(by_colour[(face(transfer), f"rank {r}")]),
+              sorted(zip((mine["start_ns"] + mine["wait_ns"] - origin) / unit, mine["transfer_ns"] / unit)))
+
+
+# == text size, every picture ================================================================
+
+def _pictures(tmp_path) -> dict:
+    """Each of the plot functions, drawn as its lesson draws it: {name: () -> Figure}."""
+    from kitlib.analyses import flops, four_measures, grouping, memory
+    from kitlib.analyses import steps as S
+    from kitlib.analyses.align import align
+    from kitlib.analyses.callsites import callsites, group_by_callsite
+    from kitlib.analyses.chain import first_op
+    from kitlib.analyses.flop_rates import matched_rates
+    from kitlib.course import ranks as lesson
+    from kitlib.course import step_flop_counts
+    from kitlib.course.exercises import l11
+    from kitlib.plots import flops as PF, grouping as PG, memory as PM, ranks as PR, routes as PRo, system as PS
+    from kitlib.plots import timeline as PT
+    from kitlib.readers.ncu import load_ncu_csv
+    from kitlib.readers.nsys import load_nsys
+    tr, ftr = p5().trace, fixed().trace
+    fig = lambda a: a.figure if hasattr(a, "figure") else a  # noqa: E731
+
+    def timeline():
+        rep = load_nsys(NSYS)
+        st = S.steps_of(rep)
+        return PT.plot_timeline(rep, int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[1]),
+                                gaps=S.step_gaps(rep, min_gap_ns=50_000_000), osrt_threads=[int(st["tid"].iloc[0])])
+
+    def memory_over_time():
+        tl = memory.memory_timeline(tr)
+        return fig(PM.plot_memory_over_time(tl, tr.steps, memory.memory_peak(tl)))
+
+    def attribution():
+        prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
+        return PS.plot_attribution(align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time"))
+
+    def achieved():
+        rates = matched_rates(ftr, step_flop_counts(fixed()))
+        return fig(PF.plot_achieved_vs_peak(rates["tflops_estimate"].to_dict(),
+                                            flops.peak_table(fixed().provenance.get("gpu")), "TF32"))
+
+    return {
+        "plot_chain": lambda: plots.plot_chain(tr, first_op(tr, "aten::cudnn_convolution", step=2)),
+        "plot_step_timeline": lambda: plots.plot_step_timeline(tr, 3),
+        "plot_step_times": lambda: plots.plot_step_times(p5().step_times()),
+        "plot_device_time_counted": lambda: fig(PF.plot_device_time_counted(flops.device_time_covered(ftr), n=12)),
+        "plot_achieved_vs_peak": achieved,
+        "plot_ncu_speed_of_light": lambda: fig(PF.plot_ncu_speed_of_light(
+            load_ncu_csv(REF / "ncu" / "conv_kernels_speed_of_light.csv"))[0]),
+        "plot_shapes": lambda: PG.plot_shapes(grouping.shape_table(ftr, "aten::cudnn_convolution",
+                                                                   events=fixed_events()), "aten::cudnn_convolution"),
+        "plot_callsites": lambda: PG.plot_callsites(group_by_callsite(ftr, table=callsites(ftr, fixed_events()))),
+        "plot_attribution_cost": lambda: PG.plot_attribution_cost(_attribution_sizes(), p5().step_times()),
+        "plot_memory_over_time": memory_over_time,
+        "plot_memory_categories": lambda: fig(_memory_categories_figure(tmp_path)[1]),
+        "plot_rank_timeline": lambda: fig(PR.plot_rank_timeline(lesson.recordings()["straggler"])),
+        "plot_routes": lambda: PRo.plot_routes(l11.route_table(), list(l11.TOOLS)),
+        "plot_attribution": attribution,
+        "plot_timeline": timeline,
+        "plot_four_measures": lambda: PT.plot_four_measures(four_measures.four_measures(tr)),
+    }
+
+
+def _plot_functions() -> set:
+    names = set()
+    for f in (Path(plots.__file__).parent).glob("*.py"):
+        names |= set(re.findall(r"^def (plot_\w+)\(", f.read_text(), flags=re.M))
+    return names
+
+
+def _text_sizes(fig) -> list:
+    """(text, size in px) of every visible, non-empty text of a drawn figure: titles, axis
+    labels, tick labels, legend texts, annotations."""
+    fig.canvas.draw()
+    out = []
+    for t in fig.findobj(matplotlib.text.Text):
+        if t.get_visible() and t.get_text().strip() and t.get_figure() is not None:
+            if isinstance(t, matplotlib.text.Text) and t.axes is not None and t in t.axes.get_xticklabels() + t.axes.get_yticklabels():
+                lo, hi = t.axes.get_xlim() if t in t.axes.get_xticklabels() else t.axes.get_ylim()
+                pos = t.get_position()[0 if t in t.axes.get_xticklabels() else 1]
+                if not (min(lo, hi) - 1e-9 <= pos <= max(lo, hi) + 1e-9):
+                    continue          # a tick outside the view is not drawn
+            out.append((t.get_text()[:40], t.get_fontsize() * fig.dpi / 72))
+    return out
+
+
+def test_every_picture_text_is_at_least_9_px_and_follows_the_scale(tmp_path):
+    """Issue 27: text in the pictures was 5-7 px. Every text of every plot function's
+    picture is at least 9 px at scale 1 (font size in points × dpi / 72), and at the
+    projector scale every one of them is that size times the scale."""
+    pictures = _pictures(tmp_path)
+    assert set(pictures) == _plot_functions() and len(pictures) == 16
+    try:
+        small, unscaled = [], []
+        for name, draw in pictures.items():
+            plots.set_scale(1.0)
+            one = _text_sizes(draw())
+            plt.close("all")
+            small += [(name, t, round(px, 1)) for t, px in one if px < 9]
+            plots.set_scale(PROJECTOR)
+            big = _text_sizes(draw())
+            plt.close("all")
+            # the same texts (tick labels may thin out with a larger font: those both have)
+            a, b = {}, {}
+            for t, px in one:
+                a.setdefault(t, []).append(px)
+            for t, px in big:
+                b.setdefault(t, []).append(px)
+            assert len(set(a) & set(b)) >= 0.6 * len(a), name
+            unscaled += [(name, t) for t in set(a) & set(b) if len(a[t]) == len(b[t])
+                         and sorted(b[t]) != pytest.approx([v * PROJECTOR for v in sorted(a[t])])]
+        assert small == []
+        assert unscaled == []
+    finally:
+        plots.set_scale(1.0)
+        plt.close("all")
