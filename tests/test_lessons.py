@@ -174,7 +174,7 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
 #: four of its questions in one loop). tests/test_browser.py counts the same in JupyterLab.
-FORMS = {"00": 5, "01": 5, "02": 5, "03": 5, "04": 6, "05": 6, "06": 4, "07": 6, "08": 6, "09": 5, "10": 6, "11": 9,
+FORMS = {"00": 5, "01": 5, "02": 5, "03": 5, "04": 4, "05": 6, "06": 4, "07": 6, "08": 6, "09": 5, "10": 8, "11": 9,
          "12": 5}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
@@ -216,7 +216,7 @@ def test_each_explorer_opens_on_the_view_its_lesson_describes(executed_lesson):
     """An explorer's first view (its text/plain, also what a static export shows) is the one
     the lesson's text and the picture before it describe: 00 the second profiled step, as
     drawn just before; 02 the first step's first convolution; 04 the first step of the
-    Nsight recording, where the first data_load is; 05 convolutions by input shape, 06 call
+    cold-start recording, where the first data_load is; 05 convolutions by input shape, 06 call
     sites, both by device time; 07 the first profiled step's memory peak; 09 the step of
     the table above it. Step numbers of profiler_5step come from its raw JSON."""
     steps = _profiler_steps("profiler_5step")
@@ -224,7 +224,7 @@ def test_each_explorer_opens_on_the_view_its_lesson_describes(executed_lesson):
     want = {
         "00": f"profiler_5step (step: {steps[1]}, steps: 1, window: (0.0, 100.0))",
         "02": f"operator → launch → GPU event (step: {steps[0]}, operator: aten::cudnn_convolution)",
-        "04": "nsys_8step (step: 0, steps: 2, window: (0.0, 100.0))",
+        "04": "cold_start_8step (step: 0, steps: 2, window: (0.0, 100.0))",
         "05": "device time by input shape (operator: aten::cudnn_convolution, sort_by: device_total_us, contains: , top: 8)",
         "06": "device time by call site (group_by: user_frame, sort_by: device_self_us, contains: , top: 8)",
         "07": f"memory held at the step's peak, by the operator that allocated it (step: {steps[0]})",

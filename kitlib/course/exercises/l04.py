@@ -1,81 +1,146 @@
-"""Lesson 04's questions."""
+"""Lesson 04's questions (why does the GPU sit idle before the first step?).
+
+The lesson reads the cold start with torch.profiler and wall-clock stamps only; what
+Nsight Systems adds to it (threads, OS-runtime calls, the pin-memory thread) is lesson 09's
+worked case, and its questions are there.
+"""
 from __future__ import annotations
 
+import math
+
 from . import Exercises, Question
-from ...units import ns_to_ms
+
+#: Orders of magnitude offered for the first ``data_load``'s ratio to the later ones.
+ORDERS = ["10", "100", "1000", "10000", "100000"]
+
+#: The recording script's loader use before the profiled series
+#: (``data/reference/how_captured/capture.py``): 3 warm-up steps, 10 timed uninstrumented
+#: steps, one batch taken for the fixed-batch timing, then 7 profiled steps, all from one
+#: loader of ``images // batch`` batches an epoch.
+WARMUP_STEPS, FIXED_BATCHES, PROFILED_STEPS = 3, 1, 7
+
+#: The "what if" of the transfer question: a larger dataset of the same kind.
+WHAT_IF_IMAGES = 2560
+
+
+def _order(x: float) -> str:
+    """The power of ten nearest to ``x`` (on a log scale), as one of :data:`ORDERS`."""
+    return str(10 ** min(max(round(math.log10(x)), 1), 5))
+
+
+def _norm_order(s) -> str:
+    """``"10,000×"``, ``"1e4"``, ``10000`` → ``"10000"`` (other text: as written)."""
+    t = str(s).strip().lower().replace(",", "").replace("×", "").replace("x", "").replace(" ", "")
+    try:
+        v = float(t)
+    except ValueError:
+        return t
+    return str(int(v)) if v == int(v) else t
+
+
+def refork_step(images: int, batch: int, uninstrumented: int, drop_last: bool = True) -> int | None:
+    """The index (from 0) of the profiled step whose ``next()`` begins a new loader epoch,
+    i.e. where ``persistent_workers=False`` forks the workers again, for a dataset of
+    ``images`` at ``batch`` per step; None if no profiled step does.
+
+    The profiled series starts after ``WARMUP_STEPS + uninstrumented + FIXED_BATCHES``
+    batches of the same loader.
+
+    Examples
+    --------
+    >>> refork_step(1792, 128, 10)     # 14 batches an epoch: the first profiled step
+    0
+    >>> refork_step(2560, 128, 10)     # 20 batches an epoch
+    6
+    """
+    per_epoch = images // batch if drop_last else -(-images // batch)
+    first = WARMUP_STEPS + uninstrumented + FIXED_BATCHES
+    for i in range(PROFILED_STEPS):
+        b = first + i
+        if b > 0 and b % per_epoch == 0:
+            return i
+    return None
 
 
 def questions(capture_or_captures) -> Exercises:
-    """Questions of lesson 04 (why does the GPU sit idle before the first step?).
+    """Questions of lesson 04.
 
     Parameters
     ----------
     capture_or_captures : Capture or dict
-        An Nsight Systems capture (with ``report.sqlite``), or a dict with ``"nsys"``
-        (that capture) and optionally ``"timing"`` (a capture with ``step_times.json``
-        holding ``step_ms_uninstrumented``).
+        The torch.profiler cold-start capture (``cold_start_8step``: ``data_load``
+        annotations from the first step on), or a dict with ``"cold"`` (that capture) and
+        ``"timing"`` (a capture with ``step_times.json``: ``step_ms_uninstrumented``, and a
+        manifest naming the dataset and batch size). For the answer key's old call, a dict
+        with ``"nsys"`` instead of ``"cold"`` opens the recording ``cold_start_8step``.
     """
-    from ...analyses.coldstart import batch_copies, data_load_ranges, gap_activity, step_time_stats
-    from ...analyses.pinning import main_thread_waits, pin_thread_allocs, wakes_after_pinning
-    from ..sources import B300
-    caps = capture_or_captures if isinstance(capture_or_captures, dict) else {"nsys": capture_or_captures}
-    rep = caps["nsys"].nsys
-    dl = data_load_ranges(rep)
-    first = dl.iloc[0]
-    bc = batch_copies(rep)
-    after = bc[bc["batch_end_after_range_ns"] > 0]
-    act = gap_activity(rep, int(first["start_ns"]), int(first["end_ns"]))
-    main = act[(act["tid"] == act["pid"]) & (act["source"] == "OS runtime")].iloc[0]
-    b0 = bc.iloc[0]
+    import numpy as np
+
+    from ...analyses.coldstart import data_load_ranges, epoch_positions, loader_epoch_length
+    caps = capture_or_captures if isinstance(capture_or_captures, dict) else {"cold": capture_or_captures}
+    cold = caps.get("cold")
+    if cold is None:
+        from .. import replay_capture
+        cold = replay_capture("cold_start_8step")
+    dl = data_load_ranges(cold.trace)["dur_ns"].to_numpy(dtype=float)
+    first, later = dl[0], dl[1:]
+    ratio = first / float(np.median(later))
     qs = [
-        Question("first_data_load_ms", "In the Nsight Systems recording (nsys_8step), how long was the first step's "
-                 "data_load NVTX range, in ms?",
-                 round(ns_to_ms(first["dur_ns"]), 2),
-                 f"{ns_to_ms(first['dur_ns']):,.2f} ms, against {ns_to_ms(dl['dur_ns'].iloc[1:].median()):,.3f} ms "
-                 "(median) in the later steps: the workers were started and had to produce their first batches, "
-                 "and the pin-memory thread had to page-lock each of them.",
-                 traps=[(B300["first_data_load_ms"], "that is the B300 figure quoted from the source texts; the "
-                                                     "question asks about the H200 recording nsys_8step.")]),
-        Question("copy_after_range_step0", "In step 0, did the batch's host-to-device copy end after the data_load "
-                                           "range closed? (yes/no)", bool(b0["batch_end_after_range_ns"] > 0),
-                 f"copy end minus range end = {ns_to_ms(b0['batch_end_after_range_ns']):+,.3f} ms in step 0; in "
-                 f"{len(after)} of {len(bc)} steps the copy ended after the range. A range's end is the host "
-                 "leaving a block, not the end of the transfer it submitted."),
-        Question("main_thread_wait", "Which OS-runtime call took most of the main thread's time during the "
-                                     "first data_load?", main["call"],
-                 f"{main['call']}: {ns_to_ms(main['in_window_ns']):,.1f} ms in {int(main['calls'])} calls. It says "
-                 "the thread waited, not on what: the worker processes were not traced."),
+        Question("first_load_order",
+                 "Predict, before the next cell: the first step's data_load range (cold_start_8step) is about how "
+                 "many times as long as a typical later one (the median of the other seven)? Pick the nearest "
+                 "power of ten.", _order(ratio),
+                 f"nearer {int(_order(ratio)):,} than any other power of ten (you work out the exact ratio "
+                 "below): the first next() waits for the workers to be forked, import, open "
+                 "their files and decode a whole batch each, and for the pin-memory thread to page-lock it; "
+                 "later, the batch is already waiting in the queue.",
+                 kind="predict", choices=ORDERS, normalise=_norm_order),
+        Question("first_load_ratio",
+                 "From the data_load table: the first step's range divided by the median of the seven later "
+                 "ones?", float(ratio),
+                 f"{first / 1e6:,.3f} ms / {np.median(later) / 1e6:,.4f} ms = {ratio:,.0f}. The median, not the "
+                 "mean, so that one odd later step does not set the yardstick.",
+                 kind="compute", where="the data_load table: step 0's dur_ms over the median of steps 1–7's",
+                 traps=[(float(first / later.mean()), "that divides by the mean of the later steps; the question "
+                                                      "asks for the median."),
+                        (float(first / later[0]), "that divides by step 1 alone; take the median of steps 1–7.")]),
     ]
-    main_tid = int(rep.nvtx.loc[rep.nvtx["name"] == "data_load", "tid"].iloc[0])
-    try:
-        allocs = pin_thread_allocs(rep, int(first["start_ns"]), int(first["end_ns"]))
-    except Exception:   # no pin-memory thread in this report (pin_memory=False)
-        allocs = None
-    if allocs is not None and len(allocs):
-        share = allocs["dur_ns"].sum() / first["dur_ns"]
-        qs.append(Question("pin_alloc_share", "What fraction of the first data_load range did the pin-memory "
-                                              "thread spend inside cudaHostAlloc? (0–1)", round(float(share), 3),
-                           f"{len(allocs)} calls, {ns_to_ms(allocs['dur_ns'].sum()):,.1f} ms of "
-                           f"{ns_to_ms(first['dur_ns']):,.1f} ms = {share:.1%}, one after the other on one thread.",
-                           tolerance=0.03))
-        wakes = wakes_after_pinning(main_thread_waits(rep, int(first["start_ns"]), int(first["end_ns"]), main_tid),
-                                    allocs)
-        if len(wakes):
-            qs.append(Question("batches_before_batch0", "How many pinned batches did the main thread receive and "
-                                                        "put aside before batch 0 arrived?", len(wakes) - 1,
-                               f"it woke {len(wakes)} times after the pin thread began, once per pinning cycle, and "
-                               f"went on only after the last: {len(wakes) - 1} batches were pinned before batch 0. "
-                               "Whether batch 0 reached the pin thread late or waited in its queue, the report "
-                               "cannot say.", tolerance=0,
-                               traps=[(len(wakes), "that counts batch 0 itself; the question asks how many came "
-                                                   "before it.")]))
     if "timing" in caps:
-        times = caps["timing"].step_times().get("step_ms_uninstrumented")
+        timing = caps["timing"]
+        times = timing.step_times().get("step_ms_uninstrumented")
+        per_epoch = loader_epoch_length(timing)
         if times:
-            s = step_time_stats({"u": times}).loc["u"]
-            qs.append(Question("median_step_ms", "What is the median of the uninstrumented step times, in ms?",
-                               round(float(s["median_ms"]), 3),
-                               f"median {s['median_ms']:,.3f} ms over {int(s['n'])} steps (p25–p75 "
-                               f"{s['p25_ms']:,.1f}–{s['p75_ms']:,.1f} ms); the mean {s['mean_ms']:,.1f} ms is "
-                               f"pulled up by one step of {s['max_ms']:,.1f} ms."))
+            pos = epoch_positions(WARMUP_STEPS, len(times), per_epoch)
+            slow = pos.iloc[int(np.argmax(times))]
+            qs.append(Question(
+                "slowest_batch_in_epoch",
+                "In the epoch-position table, which batch of its epoch (batch_in_epoch) did the slowest "
+                "uninstrumented step consume?", int(slow["batch_in_epoch"]),
+                f"batch {int(slow['batch_in_epoch'])} of epoch {int(slow['epoch'])}: not an epoch start, so not "
+                "a worker restart; with 8 workers it is the first batch of the workers' second round.",
+                kind="compute", where="the epoch-position table: the uninstrumented row with the largest step_ms",
+                traps=[(0, "batch 0 starts an epoch, and no uninstrumented step did: look for the largest step_ms "
+                           "among the uninstrumented rows.")]))
+            w = timing.workload or {}
+            batch = int(w.get("batch_size", 128))
+            what_if = refork_step(WHAT_IF_IMAGES, batch, len(times), w.get("drop_last", True))
+            now = refork_step(per_epoch * batch, batch, len(times))
+            first_p = WARMUP_STEPS + len(times) + FIXED_BATCHES
+            per_new = WHAT_IF_IMAGES // batch
+            qs.append(Question(
+                "refork_step_if_larger",
+                f"What if the dataset had {WHAT_IF_IMAGES:,} images instead (same batch size, same script: "
+                "3 warm-up steps, the timed uninstrumented steps, one batch for the fixed-batch timing, then 7 "
+                "profiled steps, one loader throughout)? At which profiled step index (from 0) would the loader "
+                "fork its workers again?", what_if,
+                f"{WHAT_IF_IMAGES:,} / {batch} = {per_new} batches an epoch; the profiled series starts at batch "
+                f"{first_p} of the loader, so batch {per_new * (first_p // per_new + 1)} (profiled step {what_if}) "
+                f"begins epoch {first_p // per_new + 1}. In the recording ({per_epoch} an epoch) it was profiled "
+                f"step {now}: the slow first profiled step.",
+                kind="transfer", where="the recording script's order of steps (the epoch boundary section)",
+                traps=[(now, f"that is the recorded case ({per_epoch} batches an epoch); redo the count with "
+                             f"{per_new}."),
+                       (what_if + 1 if what_if is not None else -1,
+                        "one too many: either you counted from 1 (the index starts at 0) or you left out the batch "
+                        "taken for the fixed-batch timing, which moves the loader on by one.")]))
     return Exercises("Lesson 04 — your turn", qs)

@@ -1,0 +1,91 @@
+"""Lesson 04's answers from the recordings, without the exercise code or kitlib analyses
+(issue 31): the raw JSON of cold_start_8step (gzip + orjson), step_times.json and the
+manifest of profiler_5step, and the recording script's order of steps
+(data/reference/how_captured/capture.py: 3 warm-up steps, the timed steps, one batch for the
+fixed-batch timing, then the profiled steps, all from one loader). Each key is checked, and
+the near misses a learner makes are rejected."""
+import json
+import math
+import re
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import raw_trace_events
+
+REF = Path(__file__).resolve().parent.parent / "data" / "reference"
+
+
+@pytest.fixture(scope="module")
+def ex():
+    import kitlib
+    from kitlib.course import exercises
+    return exercises.lesson04({"cold": kitlib.open_capture("cold_start_8step"),
+                               "timing": kitlib.open_capture("profiler_5step")})
+
+
+def _data_load_us():
+    """Every step's data_load annotation (cat user_annotation) in µs, in time order."""
+    ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
+    dl = sorted((e["ts"], e["dur"]) for e in ev
+                if e.get("ph") == "X" and e.get("cat") == "user_annotation" and e.get("name") == "data_load")
+    assert len(dl) == 8
+    return [d for _, d in dl]
+
+
+def _timing():
+    t = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
+    m = json.loads((REF / "profiler_5step" / "manifest.json").read_text())["workload"]
+    images = int(re.search(r"([\d,]+) JPEGs", m["dataset"]).group(1).replace(",", ""))
+    return t, images, m["batch_size"]
+
+
+def test_first_load_ratio_and_its_order(ex):
+    d = _data_load_us()
+    ratio = d[0] / statistics.median(d[1:])
+    q = ex["first_load_ratio"]
+    assert q.kind == "compute" and q.answer == pytest.approx(ratio, rel=1e-9)
+    assert q.judge_silently(float(f"{ratio:.3g}"))                      # three significant figures
+    for near in (ratio * 1.05, ratio * 0.95,
+                 d[0] / statistics.mean(d[1:]),                          # the mean for the median
+                 d[0] / d[1],                                            # step 1 alone: the neighbouring row
+                 d[1] / statistics.median(d[1:]),                        # the wrong step
+                 ratio / 1000):
+        assert not q.judge_silently(near), near
+    p = ex["first_load_order"]
+    assert p.kind == "predict" and p.answer == str(10 ** round(math.log10(ratio))) == "10000"
+    assert p.judge_silently("10,000") and p.judge_silently(10000) and p.judge_silently("10000×")
+    assert not p.judge_silently("1000") and not p.judge_silently("100000")
+
+
+def test_slowest_batch_in_epoch(ex):
+    t, images, batch = _timing()
+    u = t["step_ms_uninstrumented"]
+    per_epoch = images // batch                                          # drop_last=True
+    slow = u.index(max(u))
+    batch_in_epoch = (3 + slow) % per_epoch                              # after 3 warm-up steps
+    q = ex["slowest_batch_in_epoch"]
+    assert q.kind == "compute" and q.answer == batch_in_epoch == 8
+    for near in (0, 7, 9, slow, 3 + slow + 1):
+        assert not q.judge_silently(near), near
+    assert "batch 0 starts an epoch" in q.judge(0).message.lower()
+
+
+def test_refork_step_if_larger(ex):
+    t, images, batch = _timing()
+    before = 3 + len(t["step_ms_uninstrumented"]) + 1                    # warm-up, timed, the fixed batch
+    # the recorded case: the first profiled step is batch 0 of epoch 1 (the slow 764.5 ms step)
+    assert before % (images // batch) == 0 and round(t["step_ms_profiled_all_attribution"][0], 1) == 764.5
+    per_epoch = 2560 // batch
+    want = next(i for i in range(7) if (before + i) % per_epoch == 0)
+    q = ex["refork_step_if_larger"]
+    assert q.kind == "transfer" and "2,560 images" in q.prompt and q.answer == want == 6
+    for near in (0, want - 1, want + 1):
+        assert not q.judge_silently(near), near
+    assert "recorded case" in q.judge(0).message and "fixed-batch" in q.judge(want + 1).message.lower()
+
+
+def test_every_question_is_pinned(ex):
+    assert [q.key for q in ex.questions] == ["first_load_order", "first_load_ratio", "slowest_batch_in_epoch",
+                                             "refork_step_if_larger"]
