@@ -228,7 +228,6 @@ def _profile(args) -> int:
     on_gpu = device.type == "cuda"
     if not on_gpu:
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")   # read when the profiler starts
-        print(textwrap.fill("kitlib profile: " + CPU_NOTE, 88), flush=True)
     cfg = WorkloadConfig.for_device(
         "cpu" if ranks is not None and not on_gpu else args.device,
         batch_size=args.batch_size, steps=args.steps, num_workers=args.workers,
@@ -258,6 +257,10 @@ def _profile(args) -> int:
         plan = f"schedule wait={rec.wait}, warmup={rec.warmup}, active={active}"
     else:
         plan = f"no schedule, steps 0-{active - 1} recorded"
+    if ranks is None:
+        _check_out(args.out, rec.name)        # a refused folder is all that is said: no note, no plan
+    if not on_gpu:
+        print(textwrap.fill("kitlib profile: " + CPU_NOTE, 88), flush=True)
     if ranks is not None:
         return _profile_ranks(args, cfg, rec, ranks, plan + why_cpu)
     if on_gpu and not args.no_memory_check:
@@ -271,6 +274,20 @@ def _profile(args) -> int:
     print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
     print(summarize(cap, top=args.top))
     return 0
+
+
+def _check_out(out, recipe_name: str) -> None:
+    """Refuse, before the run says anything, an output folder that the capture would
+    refuse (not new or empty, not writable; ``out=None``: the default runs folder): the
+    folder is claimed as the capture claims it and let go at once, unchanged.
+
+    Raises
+    ------
+    BundleError
+        As :func:`kitlib.capture.recipes.claim_out`.
+    """
+    from .recipes import claim_out
+    claim_out(out, recipe_name).abandon()
 
 
 def _memory_checked(cfg):

@@ -314,9 +314,9 @@ def claim_out(out_dir, recipe_name, _default: bool = False) -> OutFolder:
                 continue
         raise BundleError(runs_dir(), "no free folder name for a new run (100 tried)")
     out = Path(out_dir)
-    where = ("choose a writable --out (out_dir), or set KITLIB_RUNS" if not _default else
+    where = ("choose a writable --out folder, or set KITLIB_RUNS" if not _default else
              f"the default runs folder {runs_dir()} is not writable: set KITLIB_RUNS to a "
-             "writable folder or pass --out (out_dir)")
+             "writable folder or pass --out")
     if out.exists() and not out.is_dir():
         raise BundleError(out, "exists and is not a folder")
     try:

@@ -202,12 +202,35 @@ def build_parser() -> argparse.ArgumentParser:
     return top
 
 
+def _answer_file(out) -> Path:
+    """``answers --out FILE`` checked before the key is worked out: a file (new, or one to
+    replace) in a folder that exists.
+
+    Raises
+    ------
+    KitError
+        ``FILE`` is a folder, or its folder is missing or not a folder (the message
+        names ``--out``).
+    """
+    path = Path(out)
+    if path.is_dir():
+        raise KitError(f"--out {out}: is a folder; give the answer key's file name, e.g. {path / 'answers.md'}")
+    if not path.parent.is_dir():
+        what = "is not a folder" if path.parent.exists() else "does not exist"
+        raise KitError(f"--out {out}: cannot write the answer key there: {path.parent} {what}")
+    return path
+
+
 def run(args) -> int:
     """Run ``answers`` or ``workspace`` from parsed arguments."""
     if args.command == "answers":
+        path = _answer_file(args.out) if args.out else None
         text = answer_key(args.lesson)
-        if args.out:
-            Path(args.out).write_text(text + "\n")
+        if path is not None:
+            try:
+                path.write_text(text + "\n")
+            except OSError as e:
+                raise KitError(f"--out {args.out}: cannot write the answer key ({e.strerror or e})") from None
             print(f"answer key written to {args.out}")
         else:
             print(text)
