@@ -153,12 +153,21 @@ class AnswerForm(widgets.VBox):
         return verdict
 
 
+#: Added to a verdict's text when it carries an answer form: what a reader sees where the
+#: form cannot be drawn (a saved lesson reopened after its kernel stopped, in a view that
+#: shows the text; a static export) says how to get the form back.
+FORM_GONE_HINT = "The answer form of this question needs the lesson's kernel: re-run the cell to get the form back."
+
+
 def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     """The MIME bundle of a verdict: its answer form beside ``text_bundle`` in a kernel,
     ``text_bundle`` alone elsewhere (or where ipywidgets cannot build the form).
 
     Front ends choose: JupyterLab draws the form (``application/vnd.jupyter.widget-view+json``),
-    one without the widget front end falls back to the text.
+    one without the widget front end falls back to the text, which then ends with
+    :data:`FORM_GONE_HINT`. (JupyterLab itself, on a trusted notebook whose kernel has
+    stopped, shows its own "Error displaying widget: model not found" instead of the text:
+    its widget renderer does not fall back.)
     """
     if not in_kernel():
         return text_bundle
@@ -168,6 +177,10 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
         return text_bundle
     bundle.update(text_bundle)
+    if "text/plain" in bundle:
+        bundle["text/plain"] = f"{bundle['text/plain']}\n({FORM_GONE_HINT})"
+    if "text/markdown" in bundle:
+        bundle["text/markdown"] = f"{bundle['text/markdown']}\n\n*{FORM_GONE_HINT}*"
     return bundle
 
 
