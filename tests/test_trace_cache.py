@@ -255,3 +255,22 @@ def test_a_write_that_fails_leaves_no_entry_and_the_load_its_tables(cache, monke
     tr = kitlib.load_trace(src)
     trace_cache.wait()
     assert len(tr.ops) and list(cache.iterdir()) == []   # no entry, no temporary folder left
+
+
+def test_a_writer_that_never_finished_leaves_nothing_for_long(cache):
+    """A process stopped mid-write (a kernel restarted) leaves its temporary folder; the
+    next write sweeps it once it is an hour old, never a fresh one (another writer's)."""
+    import os
+    import time
+
+    cache.mkdir(parents=True)
+    old, fresh = cache / ".0123456789ab-dead", cache / ".ba9876543210-busy"
+    for d in (old, fresh):
+        d.mkdir()
+        (d / "ops.arrow").write_bytes(b"half")
+    hour_ago = time.time() - trace_cache.STALE_S - 60
+    os.utime(old, (hour_ago, hour_ago))
+    kitlib.load_trace(PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz")
+    trace_cache.wait()
+    names = sorted(p.name for p in cache.iterdir())
+    assert not old.exists() and fresh.exists() and len(names) == 2      # the new entry and the busy writer's

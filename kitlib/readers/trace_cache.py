@@ -276,6 +276,23 @@ def wait(key: str | None = None) -> None:
             del _pending[k]
 
 
+#: A temporary folder of an entry untouched for this long was left by a process that
+#: stopped while writing (a kernel restarted, killed): :func:`_sweep` removes it.
+STALE_S = 3600
+
+
+def _sweep(where: Path) -> None:
+    """Remove the temporary folders (``.<key>-…``) that writers which never finished
+    left in ``where``, once they are :data:`STALE_S` old."""
+    now = time.time()
+    for d in where.glob(".*-*"):
+        try:
+            if d.is_dir() and now - d.stat().st_mtime > STALE_S:
+                shutil.rmtree(d, ignore_errors=True)
+        except OSError:
+            pass
+
+
 def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
     """Write one entry into ``where`` (:func:`store`'s thread): tables into a temporary
     folder, renamed into place whole."""
@@ -291,6 +308,7 @@ def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
     tmp = None
     try:
         where.mkdir(parents=True, exist_ok=True)
+        _sweep(where)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=where))
         entry = {"format": FORMAT, "tables": {}}
         for name in TABLES:
