@@ -1,0 +1,241 @@
+"""The tools' own material, as the tools wrote it: raw trace events and printed tables.
+
+Lessons 03, 05 and 06 show the learner the raw material before any kitlib helper: the
+trace's JSON events (``ph``, ``cat``, ``ts``, ``dur``, ``args``) and the table that
+``prof.key_averages().table()`` printed. This module only fetches and trims that
+material for display; it computes nothing a lesson asks about.
+
+- :func:`trace_events`: a capture's ``traceEvents`` list, parsed from its trace file;
+- :func:`as_json_lines`: events as compact JSON, one per line, as a text editor shows them;
+- :func:`printed_table`: the profiler's own printed table (``key_averages_tables.txt``),
+  cut to some columns and rows;
+- :func:`nccl_excerpt`: ten GPU events of a public two-stream trace (lesson 03's transfer
+  question).
+
+Examples
+--------
+>>> print(as_json_lines([{"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0}]))
+{"ph":"X","cat":"kernel","name":"k","ts":1.5,"dur":2.0}
+"""
+from __future__ import annotations
+
+import json
+import re
+
+#: The columns of the printed table a lesson shows by default (the profiler's own headers).
+TIME_COLUMNS = ("Name", "Self CPU", "CPU total", "Self CUDA", "CUDA total", "# of Calls")
+
+
+def trace_events(capture) -> list:
+    """The ``traceEvents`` of ``capture``'s trace file, exactly as the profiler wrote them.
+
+    Parameters
+    ----------
+    capture : kitlib.readers.bundle.Capture
+        A torch.profiler bundle (its ``trace.json`` or ``trace.json.gz``).
+
+    Returns
+    -------
+    list of dict
+        One dict per event (``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts`` and ``dur`` in
+        µs, ``args``), in file order.
+
+    Raises
+    ------
+    KitFileError
+        The trace file is damaged (see :func:`kitlib.readers.files.read_json_file`).
+    """
+    from ..readers.files import read_json_file
+    name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
+    doc = read_json_file(capture.file(name))
+    return doc["traceEvents"] if isinstance(doc, dict) else doc
+
+
+def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
+    """``events`` as compact JSON, one event per line.
+
+    Parameters
+    ----------
+    events : iterable of dict
+    keys : sequence of str, optional
+        Keep only these top-level keys (in this order); default all.
+    args : sequence of str, optional
+        Keep only these entries of ``args``; default all.
+    name_chars : int, optional
+        Cut a longer ``name`` to this many characters, the last one ``…`` (C++ kernel
+        names run to thousands of characters); default whole.
+
+    Examples
+    --------
+    >>> e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": 2.0, "args": {"stream": 7, "grid": [1]}}
+    >>> print(as_json_lines([e], keys=["cat", "ts", "dur", "args"], args=["stream"]))
+    {"cat":"kernel","ts":1.0,"dur":2.0,"args":{"stream":7}}
+    """
+    out = []
+    for e in events:
+        e = {k: e[k] for k in (keys or e) if k in e}
+        if args is not None and isinstance(e.get("args"), dict):
+            e["args"] = {k: e["args"][k] for k in args if k in e["args"]}
+        if name_chars and isinstance(e.get("name"), str) and len(e["name"]) > name_chars:
+            e["name"] = e["name"][:name_chars - 1] + "…"
+        out.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")))
+    return "\n".join(out)
+
+
+def _fields(dashes: str) -> list:
+    """``(start, end)`` of each run of ``-`` in a printed table's ruler line."""
+    spans, i = [], 0
+    while i < len(dashes):
+        if dashes[i] == "-":
+            j = i
+            while j < len(dashes) and dashes[j] == "-":
+                j += 1
+            spans.append((i, j))
+            i = j
+        else:
+            i += 1
+    return spans
+
+
+def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS, names=None) -> str:
+    """The ``which``-th table the profiler printed for ``capture``, cut to ``columns``.
+
+    The reference bundles keep ``prof.key_averages().table(...)``'s text in
+    ``key_averages_tables.txt`` (several tables, each ending with its "Self CPU time
+    total" / "Self CUDA time total" footer). Cells are kept character for character;
+    only whole columns and rows are left out.
+
+    Parameters
+    ----------
+    capture : kitlib.readers.bundle.Capture
+    which : int
+        0 = the first table of the file (``profiler_5step``: by name), 1 = the second
+        (by input shape), and so on.
+    rows : int
+        How many body rows to keep (from the top, in the profiler's order).
+    columns : sequence of str
+        The printed headers to keep, in the file's order (``"Name"``, ``"Self CPU"``,
+        ``"Input Shapes"``...).
+    names : sequence of str, optional
+        Keep only body rows whose Name cell is one of these (before ``rows`` is applied).
+
+    Returns
+    -------
+    str
+        The header, ruler lines, the rows kept and the footer.
+
+    A live capture keeps the profiler's rows in ``key_averages.json`` instead of the printed
+    text: the table is then laid out from those rows (0 = by name, 1 = by input shape),
+    sorted by Self CUDA as the reference tables are, times in ms, and says so.
+
+    Raises
+    ------
+    KitError
+        The capture holds neither file, or fewer tables, or a column is not in it.
+    """
+    from ..errors import KitError
+    if not capture.has("key_averages_tables.txt"):
+        return _table_from_rows(capture, which, rows, columns, names)
+    text = capture.file("key_averages_tables.txt").read_text()
+    tables = [t for t in text.split("\n\n") if t.strip()]
+    if which >= len(tables):
+        raise KitError(f"capture {capture.name}: key_averages_tables.txt holds {len(tables)} tables, not {which + 1}")
+    lines = tables[which].strip("\n").split("\n")
+    ruler = lines[0]
+    spans = _fields(ruler)
+    # the header line is not aligned with the ruler (a header longer than its column,
+    # "CUDA time avg", pushes the rest right): its names are split on runs of spaces
+    headers = re.split(r"\s{2,}", lines[1].strip())
+    if len(headers) != len(spans):
+        raise KitError(f"capture {capture.name}: table {which}'s header does not match its ruler")
+    missing = [c for c in columns if c not in headers]
+    if missing:
+        raise KitError(f"capture {capture.name}: table {which} has no column {missing} (it has {headers})")
+    keep = [spans[headers.index(c)] for c in columns]
+    keep.sort()
+
+    def cut(line):
+        return "  ".join(line[a:b] for a, b in keep).rstrip()
+
+    head = "  ".join(headers[spans.index((a, b))].rjust(b - a) for a, b in keep).rstrip()
+
+    rulers = [i for i, ln in enumerate(lines) if ln.startswith("---")]
+    body = lines[rulers[1] + 1:rulers[2]]
+    if names is not None:
+        name_span = spans[headers.index("Name")]
+        body = [ln for ln in body if ln[name_span[0]:name_span[1]].strip() in set(names)]
+    footer = lines[rulers[2] + 1:]
+    return "\n".join([cut(ruler), head, cut(ruler)] + [cut(ln) for ln in body[:rows]] + [cut(ruler)] + footer)
+
+
+#: The JSON fields of ``key_averages.json`` rows behind the printed headers.
+_ROW_FIELDS = {"Name": "key", "Self CPU": "self_cpu_time_total_us", "CPU total": "cpu_time_total_us",
+               "Self CUDA": "self_device_time_total_us", "CUDA total": "device_time_total_us",
+               "# of Calls": "count", "Input Shapes": "input_shapes"}
+
+
+def _table_from_rows(capture, which, rows, columns, names) -> str:
+    """:func:`printed_table` for a capture that keeps ``key_averages.json`` (a live one)."""
+    import pandas as pd
+
+    from ..errors import KitError
+    if not (capture.has("key_averages.json") or capture.has("key_averages.json.gz")):
+        raise KitError(f"capture {capture.name}: neither key_averages_tables.txt nor key_averages.json")
+    group = ["by_name", "by_input_shape"][which] if which < 2 else None
+    if group is None or any(c not in _ROW_FIELDS for c in columns):
+        raise KitError(f"capture {capture.name}: key_averages.json gives tables 0 and 1 with columns "
+                       f"{list(_ROW_FIELDS)}")
+    df = pd.DataFrame(capture.key_averages()[group])
+    df = df.sort_values("self_device_time_total_us", ascending=False, kind="stable")
+    if names is not None:
+        df = df[df["key"].isin(set(names))]
+    out = pd.DataFrame({c: df[_ROW_FIELDS[c]] for c in columns}).head(rows)
+    for c in columns:
+        if _ROW_FIELDS[c].endswith("_us"):
+            out[c] = (out[c] / 1e3).map(lambda v: f"{v:.3f}ms")
+    return (out.to_string(index=False) + "\n(laid out from key_averages.json: this capture keeps the profiler's "
+            "rows, not its printed text)")
+
+
+#: The public trace lesson 03's transfer question reads (``data/reference/public-traces``).
+NCCL_TRACE = "hta_2024-03_nccl_sampled_rank0.json.gz"
+
+
+def nccl_excerpt() -> list:
+    """Ten GPU events of the public NCCL trace: a collective kernel on one stream and the
+    compute kernels around its end on others, as the trace holds them.
+
+    The excerpt is the first ``ncclKernel`` that another stream's kernel outlasts: the
+    collective, the last seven GPU events that start inside it, and the next two that start
+    after it ends (in ``ts`` order). Lesson 03 asks for its device busy time.
+
+    Returns
+    -------
+    list of dict
+        Raw events (``ph``, ``cat``, ``name``, ``tid``, ``ts``, ``dur`` in µs, ``args`` with
+        ``stream`` and ``correlation``), sorted by ``ts``; a name longer than 48 characters
+        is cut there and ends with ``…`` (C++ template names run to 2,000 characters).
+
+    Raises
+    ------
+    KitFileError
+        The public trace is missing or damaged.
+    """
+    from ..readers.bundle import reference_dir
+    from ..readers.files import read_json_file
+    events = read_json_file(reference_dir() / "public-traces" / NCCL_TRACE)["traceEvents"]
+    gpu = sorted((e for e in events if e.get("ph") == "X" and e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")),
+                 key=lambda e: (e["ts"], e["dur"]))
+    for i, n in enumerate(gpu):
+        if not n["name"].startswith("ncclKernel"):
+            continue
+        end = n["ts"] + n["dur"]
+        inside = [e for e in gpu[i + 1:] if e["ts"] < end]
+        if inside and max(e["ts"] + e["dur"] for e in inside) > end:
+            after = [e for e in gpu[i + 1:] if e["ts"] >= end][:2]
+            picked = [n] + inside[-7:] + after
+            return [{"ph": e["ph"], "cat": e["cat"], "name": e["name"] if len(e["name"]) <= 48 else e["name"][:47] + "…", "tid": e["tid"], "ts": e["ts"],
+                     "dur": e["dur"], "args": {"stream": e["args"].get("stream"),
+                                               "correlation": e["args"].get("correlation")}}
+                    for e in sorted(picked, key=lambda e: e["ts"])]
+    raise ValueError(f"{NCCL_TRACE}: no NCCL kernel outlasted by another stream's kernel")
