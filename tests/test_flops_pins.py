@@ -495,14 +495,15 @@ def _mm(ts):
 
 
 def test_flops_by_event_steps_at_the_edges_on_paper(tmp_path):
-    """ProfilerStep#1 over [100, 200] µs: a call before it and one after it are in no step;
-    one starting at its start or at its end is in it. A trace without steps: no step. A
+    """ProfilerStep#1 over [100, 200) µs: a call before it and one after it are in no step;
+    one starting at its start is in it, one starting at its end is not (the kit's one
+    boundary rule, half-open [start, end): kitlib.model.window). A trace without steps: no step. A
     trace without a counted call: no row, the columns keep their types."""
     step = {"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 1, "tid": 1, "ts": 100, "dur": 100}
     (tmp_path / "t.json").write_text(json.dumps({"traceEvents": [step] + [_mm(t) for t in (10, 100, 150, 200, 300)]}))
     ev = F.flops_by_event(kitlib.load_trace(tmp_path / "t.json"))
     assert ev["start_ns"].tolist() == [10_000, 100_000, 150_000, 200_000, 300_000]
-    assert ev["step"].fillna(0).tolist() == [0, 1, 1, 1, 0] and ev["flops"].tolist() == [48] * 5     # 0: no step
+    assert ev["step"].fillna(0).tolist() == [0, 1, 1, 0, 0] and ev["flops"].tolist() == [48] * 5     # 0: no step
     (tmp_path / "n.json").write_text(json.dumps({"traceEvents": [_mm(10)]}))
     ev = F.flops_by_event(kitlib.load_trace(tmp_path / "n.json"))
     assert ev["step"].isna().tolist() == [True] and ev["flops"].tolist() == [48]

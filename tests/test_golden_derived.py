@@ -901,25 +901,26 @@ def test_step_time_stats_outliers_and_dtypes_on_paper():
 def test_containing_labels_on_paper():
     """``memory._containing``, which gives each allocator record of ``memory_timeline`` its
     step and phase: the label of the latest-starting interval, if that interval still holds
-    the time (start and end both inclusive), else the default. Intervals given out of order:
-    first [0, 5], second [10, 20], inner [12, 15] (inside second, starting later), last
-    [30, 40]. Worked on paper: -1 before all; 0 and 5 the ends of first; 7 in the gap after
-    first; 10 second's start; 12 and 15 inner; 25 in no interval; 30 and 40 the ends of last.
+    the time (half-open [start, end): kitlib.model.window), else the default. Intervals given
+    out of order: first [0, 5), second [10, 20), inner [12, 15) (inside second, starting
+    later), last [30, 40). Worked on paper: -1 before all; 0 first's start, 5 its end (in
+    none); 7 in the gap after first; 10 second's start; 12 inner; 15 inner's end (second
+    again); 25 in no interval; 30 last's start, 40 its end (in none).
     Without intervals (a trace with no phase labels) every time gets the default."""
     from kitlib.analyses import memory as M
     t = np.array([-1, 0, 5, 7, 10, 12, 15, 25, 30, 40, 41], dtype=np.int64)
     got = M._containing(np.array([30, 10, 0, 12]), np.array([40, 20, 5, 15]),
                         np.array(["last", "second", "first", "inner"]), t, default="-")
     assert got.dtype == object
-    assert got.tolist() == ["-", "first", "first", "-", "second", "inner", "inner", "-", "last", "last", "-"]
+    assert got.tolist() == ["-", "first", "-", "-", "second", "inner", "second", "-", "last", "-", "-"]
     assert M._containing(np.array([0]), np.array([5]), np.array([7]), t).tolist() == \
-        [None, 7, 7] + [None] * 8                      # default None; integer labels (steps) kept
+        [None, 7] + [None] * 9                      # default None; integer labels (steps) kept
     empty = np.array([], dtype=np.int64)
     assert M._containing(empty, empty, np.array([], dtype=object), t, default="-").tolist() == ["-"] * len(t)
     # after inner ends (16, 18), second still holds the time: second, as memory_timeline's
     # docstring says ("open at that moment"); 21 is past both
     assert M._containing(np.array([10, 12]), np.array([20, 15]), np.array(["second", "inner"]),
                          np.array([11, 13, 16, 18, 20, 21]), default="-").tolist() == \
-        ["second", "inner", "second", "second", "second", "-"]
+        ["second", "inner", "second", "second", "-", "-"]
     assert M._containing(np.array([0, 10]), np.array([25, 20]), np.array(["outer", "inner"]),
                          np.array([22])).tolist() == ["outer"]

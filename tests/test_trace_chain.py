@@ -188,8 +188,8 @@ def test_chain_is_worked_out_once_until_a_table_is_replaced(monkeypatch):
 
 def test_innermost_containing_on_paper():
     """The rule as documented, worked by hand: an event contains a time when
-    start_ns <= t <= end_ns (both ends included); the innermost is the one that started
-    last, and of two starting together the shorter; no containing event gives -1.
+    start_ns <= t < end_ns (half-open, kitlib.model.window); the innermost is the one that
+    started last, and of two starting together the shorter; no containing event gives -1.
     Events (row label: [start, end]): 10: [0, 100], 11: [50, 60], 12: [50, 55], 13: [60, 70]."""
     import numpy as np
     import pandas as pd
@@ -197,7 +197,7 @@ def test_innermost_containing_on_paper():
     ev = pd.DataFrame({"start_ns": [0, 50, 50, 60], "end_ns": [100, 60, 55, 70]}, index=[10, 11, 12, 13])
     ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
     times = [150, 0, 50, 55, 56, 60, 70, 71, 100, 101, -5]
-    want = [-1, 10, 12, 12, 11, 13, 13, 10, 10, -1, -1]
+    want = [-1, 10, 12, 11, 11, 13, 10, 10, -1, -1, -1]
     got = innermost_containing(ev, times)
     assert got.tolist() == want and got.dtype == np.int64
     assert innermost_containing(ev.iloc[:0], times).tolist() == [-1] * len(times)
@@ -253,11 +253,12 @@ def _ext_trace(tmp_path, name, ops, launches):
 def test_external_ids_trustworthy_on_paper(tmp_path):
     """The verdict and the fraction, by hand. Operators a [0, 10], b [20, 30], c [40, 50],
     d [60, 70] µs on thread (1, 1), external ids 1-4. Launches naming them: at a's start
-    and at b's end (inside: both ends count), inside c on another thread, inside d in
-    another process, after a's end (outside): 2 of 5 inside."""
+    and at b's last µs (inside: half-open [start, end), kitlib.model.window; one at b's end,
+    30, would be outside), inside c on another thread, inside d in another process, after
+    a's end (outside): 2 of 5 inside."""
     from kitlib.analyses.chain import external_ids_trustworthy
     ops = [("aten::a", 0, 10, 1), ("aten::b", 20, 10, 2), ("aten::c", 40, 10, 3), ("aten::d", 60, 10, 4)]
-    five = _ext_trace(tmp_path, "five", ops, [(0, 1, 101, 1, 1), (30, 2, 102, 1, 1), (45, 3, 103, 1, 2),
+    five = _ext_trace(tmp_path, "five", ops, [(0, 1, 101, 1, 1), (29, 2, 102, 1, 1), (45, 3, 103, 1, 2),
                                               (65, 4, 104, 2, 1), (12, 1, 105, 1, 1)])
     assert external_ids_trustworthy(five) == (False, 0.4)
     assert external_ids_trustworthy(five, min_fraction=0.4) == (True, 0.4)        # at the threshold
@@ -307,10 +308,10 @@ def _chain_trace(tmp_path, name, launches, orphans=()):
 def test_chain_links_on_paper(tmp_path):
     """Which operator each kernel gets, and how (the ``link`` column), worked by hand.
     By external id: a launch at a's first µs (a is row 0) or at b's last µs lies inside the
-    operator its id names; one naming b from inside a is a stray, linked by time instead;
+    operator its id names (b [20, 30) holds 29, not 30: half-open, kitlib.model.window); one naming b from inside a is a stray, linked by time instead;
     one after b's end lies in no operator. With "auto", external ids are used only when
     at least 90 % of the launches lie inside what they name: here half do, so time decides."""
-    tr = _chain_trace(tmp_path, "links", [(0, 1, 101), (30, 2, 102), (5, 2, 103), (31, 2, 104)], orphans=(50, 999))
+    tr = _chain_trace(tmp_path, "links", [(0, 1, 101), (29, 2, 102), (5, 2, 103), (31, 2, 104)], orphans=(50, 999))
     a, b = (int(tr.ops.index[tr.ops["name"] == n][0]) for n in ("aten::a", "aten::b"))
     assert a == 0
     by_ext = chain(tr, method="external_id").set_index("gpu_name")

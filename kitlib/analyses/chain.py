@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import Trace, handed_out
+from ..model.window import innermost
 from ..units import ns_to_us
 
 #: The values of ``chain(...)["link"]`` and what each means.
@@ -56,6 +57,14 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
     -------
     (bool, float)
         The verdict (fraction ≥ ``min_fraction`` and at least one match) and the fraction.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import external_ids_trustworthy
+    >>> external_ids_trustworthy(tr)
+    (True, 1.0)
     """
     L = trace.launches.dropna(subset=["external_id"])
     ops = _linkable_ops(trace)
@@ -67,7 +76,7 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
         ops[["external_id", "start_ns", "end_ns", "pid", "tid"]], on="external_id", suffixes=("", "_op"))
     if m.empty:
         return False, 0.0
-    inside = ((m["start_ns"] >= m["start_ns_op"]) & (m["start_ns"] <= m["end_ns"])
+    inside = ((m["start_ns"] >= m["start_ns_op"]) & (m["start_ns"] < m["end_ns"])
               & (m["tid"] == m["tid_op"]) & (m["pid"] == m["pid_op"]))
     frac = float(inside.mean())
     return frac >= min_fraction, frac
@@ -86,6 +95,14 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
     ----------
     times_ns : array of int
         Times in ns on the trace's clock, any order.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import innermost_op_at
+    >>> innermost_op_at(tr, 1, 1, [150, 400, 1000]).tolist()    # relu, then the step (add is zero-length)
+    [1, 0, -1]
     """
     ops = _linkable_ops(trace)
     ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
@@ -94,30 +111,21 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
 
 def innermost_containing(events: pd.DataFrame, times_ns) -> np.ndarray:
     """For each time, the row label of the innermost event (of ``events``, all on one
-    thread, so properly nested) whose ``[start_ns, end_ns]`` contains it; -1 where none.
+    thread, so properly nested) that contains it, under the kit's one boundary rule,
+    half-open ``[start_ns, end_ns)`` (:func:`kitlib.model.window.innermost`); -1 where none.
 
-    A single sweep: events sorted by start (longest first) are pushed as the sweep
-    passes their start and popped once they have ended.
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.chain import innermost_containing
+    >>> ev = pd.DataFrame({"start_ns": [0, 20], "end_ns": [100, 60]}, index=[7, 8])
+    >>> innermost_containing(ev, [0, 20, 60, 100]).tolist()
+    [7, 8, 7, -1]
     """
-    ev = events.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
-    times = np.asarray(times_ns, dtype=np.int64)
-    order = np.argsort(times, kind="stable")
-    out = np.full(len(times), -1, dtype=np.int64)
-    starts, ends, rows = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), ev.index.to_numpy()
-    stack: list[int] = []
-    j = 0
-    for k in order:
-        t = times[k]
-        while j < len(starts) and starts[j] <= t:
-            while stack and ends[stack[-1]] < starts[j]:
-                stack.pop()
-            stack.append(j)
-            j += 1
-        while stack and ends[stack[-1]] < t:
-            stack.pop()
-        if stack:
-            out[k] = rows[stack[-1]]
-    return out
+    pos = innermost(events["start_ns"].to_numpy(), events["end_ns"].to_numpy(), times_ns, closed="left")
+    if not len(events):
+        return pos
+    return np.where(pos >= 0, events.index.to_numpy()[np.maximum(pos, 0)], -1).astype(np.int64)
 
 
 def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
@@ -153,6 +161,15 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     ------
     ValueError
         Unknown ``method``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import chain
+    >>> chain(tr)[["op_name", "launch_name", "gpu_name", "link"]]
+          op_name       launch_name     gpu_name         link
+    0  aten::relu  cudaLaunchKernel  relu_kernel  external_id
     """
     if method not in ("auto", "external_id", "time_nesting"):
         raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
@@ -202,8 +219,9 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
             if ok.any():
                 o = ops.loc[cand[ok]]
                 Lk = L.iloc[np.flatnonzero(ok)]
+                # inside: [start, end), the kit's one rule (kitlib.model.window)
                 inside = ((Lk["start_ns"].to_numpy() >= o["start_ns"].to_numpy())
-                          & (Lk["start_ns"].to_numpy() <= o["end_ns"].to_numpy())
+                          & (Lk["start_ns"].to_numpy() < o["end_ns"].to_numpy())
                           & (Lk["pid"].to_numpy() == o["pid"].to_numpy())
                           & (Lk["tid"].to_numpy() == o["tid"].to_numpy()))
                 bad = np.flatnonzero(ok)[~inside]
@@ -283,6 +301,14 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
         ``dur_ns``, ``reason`` (the first that applies, as above); empty when all is well.
         :func:`kitlib.analyses.grouping.group_ops` leaves these rows out of its device
         figures and ``lint`` reports them.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import impossible_gpu_events
+    >>> len(impossible_gpu_events(tr))          # the kernel starts after its launch: nothing odd
+    0
     """
     k = trace.kernels
     c = chain(trace) if chain_df is None else chain_df
@@ -319,6 +345,15 @@ def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None)
         The :func:`chain` rows whose ``op_row`` is ``op_row`` — including those of
         launches that produced no GPU event are not listed (only launches with GPU work)
         — sorted by launch start, with ``launch_index`` (1 = first launch).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import launches_of
+    >>> launches_of(tr, 1)[["launch_name", "gpu_name"]]
+            launch_name     gpu_name
+    0  cudaLaunchKernel  relu_kernel
     """
     c = chain(trace) if chain_df is None else chain_df
     rows = c[c["op_row"] == op_row].sort_values("launch_start_ns").reset_index(drop=True)
@@ -333,6 +368,14 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
     ------
     KeyError
         With a message saying which step or operator is missing.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import first_op
+    >>> first_op(tr, "aten::relu")
+    1
     """
     ops = trace.ops
     cand = ops[ops["name"] == name]
@@ -359,6 +402,15 @@ def op_summary(trace: Trace, op_row: int) -> dict:
         (name), ``longest_kernel_us`` (device), ``longest_kernel_launch_index`` (1-based),
         ``longest_kernel_launch_us`` (host duration of the launch that produced it),
         ``kernel_sum_us`` (device time of all its GPU events, summed).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.chain import op_summary
+    >>> s = op_summary(tr, 1)
+    >>> s["op_name"], s["launch_count"], s["longest_kernel"], float(s["kernel_sum_us"])
+    ('aten::relu', 1, 'relu_kernel', 0.4)
     """
     ls = launches_of(trace, op_row)
     op = trace.ops.loc[op_row]

@@ -59,6 +59,7 @@ from ..errors import KitError
 from ..readers.ranks import RankTraces
 from .chain import chain
 from .intervals import busy_ns
+from ..model.window import containing
 
 #: Host operators of a collective (``record_param_comms``, ``c10d::*``, ``nccl:*``, ``gloo:*``).
 COMM_OP_PATTERN = r"^(?:record_param_comms$|c10d::|nccl:|gloo:)"
@@ -81,11 +82,10 @@ def _epoch(trace) -> int:
 
 def _step_of(starts: np.ndarray, steps: pd.DataFrame, base: int) -> np.ndarray:
     """The ``ProfilerStep`` number each start falls in (-1 outside every step)."""
-    out = np.full(len(starts), -1, dtype="int64")
-    for s in steps.itertuples():
-        inside = (starts >= s.start_ns + base) & (starts < s.end_ns + base)
-        out[inside] = s.step
-    return out
+    pos = containing(steps["start_ns"].to_numpy() + base, steps["end_ns"].to_numpy() + base, starts,
+                     closed="left")                         # [start, end): kitlib.model.window
+    num = steps["step"].to_numpy(dtype="int64")
+    return np.where(pos >= 0, num[np.maximum(pos, 0)] if len(num) else -1, -1).astype("int64")
 
 
 def collective_ops(traces: RankTraces) -> pd.DataFrame:

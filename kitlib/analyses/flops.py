@@ -42,6 +42,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..readers.trace import Trace
+from ..model.window import containing
 from ..units import ns_to_ms
 
 __all__ = ["profiler_flops", "flops_by_event", "flops_by_operator", "compare_flops_with_key_averages",
@@ -104,6 +105,12 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
         A counted operator without the shapes or arguments the formula needs
         (recorded without ``record_shapes``; a convolution from a PyTorch that writes no
         Concrete Inputs for stride, padding, dilation and groups).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.flops import profiler_flops
+    >>> profiler_flops("aten::mm", [[2, 3], [3, 4]])       # 2 * 2 * 3 * 4
+    48
     """
     if name not in COUNTED:
         return None
@@ -174,8 +181,8 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
     st = trace.steps
     t = sel["start_ns"].to_numpy()
     s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-    i = np.searchsorted(s, t, "right") - 1
-    ok = (i >= 0) & (e[np.clip(i, 0, None)] >= t) if len(s) else np.zeros(len(t), dtype=bool)
+    i = containing(s, e, t, closed="left")          # the step an operator starts in, [start, end)
+    ok = i >= 0
     steps = st["step"].to_numpy()
     return pd.DataFrame({"row": sel.index, "name": sel["name"].to_numpy(), "start_ns": t,
                          "dur_ns": sel["dur_ns"].to_numpy(),
@@ -320,6 +327,12 @@ def achieved_tflops(flops: float, device_time_ns: float) -> float:
     ------
     KitError
         ``device_time_ns`` not positive.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.flops import achieved_tflops
+    >>> achieved_tflops(2e12, 1e9)          # 2e12 FLOPs in one second
+    2.0
     """
     if not device_time_ns or device_time_ns <= 0:
         raise KitError(f"device time must be positive to get a rate, not {device_time_ns!r} ns")
@@ -359,6 +372,12 @@ def peak_for(gpu_name: str | None) -> tuple[str | None, dict | None]:
     (key, rates) or (None, None)
         None for an unknown GPU, and for PCIe/NVL variants of H100/H200, whose
         peaks are lower than the SXM figures in the table.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.flops import peak_for
+    >>> peak_for("NVIDIA H100 80GB HBM3")[0]
+    'H100'
     """
     if not gpu_name:
         return None, None

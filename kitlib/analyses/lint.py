@@ -67,6 +67,7 @@ import pandas as pd
 from ..errors import KitError
 from .intervals import per_window
 from ..readers.trace import Trace
+from ..model.window import count_in
 
 __all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
            "VIEWER_MAX_EVENTS"]
@@ -164,6 +165,14 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     ------
     KitError
         ``trace`` is neither a Trace nor a Capture.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.lint import lint
+    >>> [f.code for f in lint(tr)]             # nothing wrong with the five-event trace
+    []
     """
     if hasattr(trace, "manifest") and hasattr(trace, "file"):
         recipe = recipe if recipe is not None else trace.recipe
@@ -320,8 +329,8 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
     s0, s1 = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
     op_t = np.sort(ops["start_ns"].to_numpy())
     k_t = np.sort(kl["start_ns"].to_numpy())
-    n_ops = np.searchsorted(op_t, s1, "left") - np.searchsorted(op_t, s0, "left")
-    n_k = np.searchsorted(k_t, s1, "left") - np.searchsorted(k_t, s0, "left")
+    n_ops = count_in(s0, s1, op_t, closed="left")          # [start, end): kitlib.model.window
+    n_k = count_in(s0, s1, k_t, closed="left")
     win = steps[["start_ns", "end_ns"]].reset_index(drop=True)
     total = per_window(gpu[["start_ns", "end_ns", "dur_ns"]], win)["sum_dur_ns"].to_numpy()
     ann = per_window(gpu.loc[gpu["kind"] == "gpu_annotation", ["start_ns", "end_ns", "dur_ns"]], win)["sum_dur_ns"].to_numpy()

@@ -45,6 +45,8 @@ import pandas as pd
 from ..errors import KitError
 from ..units import bytes_to_gib
 from ..readers.trace import Trace
+from ..model.window import bounds_in, innermost
+from ..phases import FORWARD, LABELS
 
 __all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "compare_with_key_averages",
            "format_memory", "parse_memory_table", "memory_timeline", "memory_peak", "memory_per_step",
@@ -105,6 +107,18 @@ def profiler_events(trace: Trace) -> pd.DataFrame:
     -----
     Source: ``torch/autograd/profiler_util.py`` (``EventList._populate_cpu_children``,
     ``_remove_dup_nodes``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.memory import profiler_events
+    >>> profiler_events(tr)[["name", "kind", "parent", "merged"]]
+                   name     kind  parent  merged
+    0    ProfilerStep#1     step      -1   False
+    1        aten::relu       op       0   False
+    2  cudaLaunchKernel  runtime       1   False
+    3         aten::add       op       0   False
     """
     t = trace.host_events
     ev = t[["source", "row", "name", "kind", "pid", "tid", "start_ns", "end_ns"]].copy()
@@ -154,8 +168,9 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     m = _memory_of(trace, device)
     t = m["start_ns"].to_numpy(dtype=np.int64)
     b = m["bytes"].to_numpy(dtype=np.int64)
-    lo = np.searchsorted(t, ev["start_ns"].to_numpy(), "left")
-    hi = np.searchsorted(t, ev["end_ns"].to_numpy(), "right")   # both ends included
+    # the profiler's own rule for memory records, both ends included (in_interval):
+    # named here, the one place kitlib does not use [start, end)
+    lo, hi = bounds_in(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), t, closed="both")
     csum = lambda v: np.concatenate([[0], np.cumsum(v)])  # noqa: E731
     alloc, free = csum(np.where(b > 0, b, 0)), csum(np.where(b < 0, -b, 0))
     ev["n_memory_events"] = hi - lo
@@ -206,8 +221,9 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
     if len(t) and len(ev):
         s_, e_ = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
         delta = np.zeros(len(t) + 1, dtype=np.int64)
-        np.add.at(delta, np.searchsorted(t, s_, "left"), 1)
-        np.add.at(delta, np.searchsorted(t, e_, "right"), -1)
+        lo, hi = bounds_in(s_, e_, t, closed="both")          # as memory_by_event
+        np.add.at(delta, lo, 1)
+        np.add.at(delta, hi, -1)
         covered = np.cumsum(delta)[:-1] > 0
     ev = ev[~ev["merged"] & (ev["kind"] != "python")]
     cols = ["alloc_bytes", "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes", "self_bytes"]
@@ -268,6 +284,12 @@ def format_memory(nbytes: int) -> str:
 
     ``26.54 GB`` there means 26.54 × 2³⁰ bytes: the profiler divides by 1024 and
     still writes KB, MB, GB (``torch/autograd/profiler_util.py``, ``_format_memory``).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.memory import format_memory
+    >>> format_memory(1536)
+    '1.50 KB'
     """
     kb, mb, gb = 1024, 1024 ** 2, 1024 ** 3
     if abs(nbytes) >= gb:
@@ -344,30 +366,17 @@ def parse_memory_table(text: str) -> pd.DataFrame:
 
 
 def _containing(starts, ends, labels, t, default=None):
-    """For each time in ``t``: the label of the interval containing it (the latest starting)."""
-    order = np.argsort(starts, kind="stable")
-    s, e = np.asarray(starts)[order], np.asarray(ends)[order]
-    lab = np.asarray(labels, dtype=object)[order]
-    i = np.searchsorted(s, t, "right") - 1
-    ok = (i >= 0) & (e[np.clip(i, 0, None)] >= t) if len(s) else np.zeros(len(t), dtype=bool)
-    out = np.full(len(t), default, dtype=object)
-    out[ok] = lab[i[ok]]
-    if len(s):      # nested intervals: an inner one ended, an outer one that started earlier may still be open
-        t = np.asarray(t)
-        open_until = np.maximum.accumulate(e)
-        for k in np.flatnonzero(~ok & (i >= 0)):
-            if open_until[i[k]] < t[k]:
-                continue
-            j = i[k] - 1
-            while j >= 0 and e[j] < t[k]:
-                j -= 1
-            if j >= 0:
-                out[k] = lab[j]
+    """For each time in ``t``: the label of the innermost interval containing it (the
+    latest starting that still holds it, half-open ``[start, end)``:
+    :func:`kitlib.model.window.innermost`), else ``default``."""
+    pos = innermost(starts, ends, t, closed="left")
+    out = np.full(len(pos), default, dtype=object)
+    hit = pos >= 0
+    out[hit] = np.asarray(labels, dtype=object)[pos[hit]]
     return out
 
 
-def memory_timeline(trace: Trace, device="cuda", phases=("data_load", "h2d", "forward", "backward",
-                                                         "optimizer")) -> pd.DataFrame:
+def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
     """Live (allocated) and reserved memory after every allocator event.
 
     Parameters
@@ -461,7 +470,7 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
                      "start_allocated_bytes": int(first["allocated_bytes"] - first["bytes"]),
                      "peak_allocated_bytes": int(g["allocated_bytes"].max()),
                      "end_allocated_bytes": int(g["allocated_bytes"].iloc[-1]),
-                     "forward_growth_bytes": int(g.loc[g["phase"] == "forward", "bytes"].sum()),
+                     "forward_growth_bytes": int(g.loc[g["phase"] == FORWARD, "bytes"].sum()),
                      "reserved_max_bytes": int(g["reserved_bytes"].max())})
     df = pd.DataFrame(rows)
     if len(df):

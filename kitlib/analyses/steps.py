@@ -24,6 +24,7 @@ from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..readers.nsys import NsysReport
 from ..readers.trace import Trace, analysis_progress
+from ..model.window import bounds_in, count_in, innermost
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
@@ -53,6 +54,15 @@ def steps_of(source) -> pd.DataFrame:
     ------
     KitError
         ``source`` is neither, or it holds no step at all — named with its file.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import steps_of
+    >>> steps_of(tr)[["step", "name", "start_ns", "end_ns"]]
+       step            name  start_ns  end_ns
+    0     1  ProfilerStep#1         0    1000
     """
     _check_source(source)
     st = source.steps
@@ -150,7 +160,17 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
 def labelled_ranges(source) -> pd.DataFrame:
     """The host-side labelled ranges: ``record_function`` annotations (Trace) or NVTX
-    ranges (NsysReport), with ``name, pid, tid, start_ns, end_ns, dur_ns``."""
+    ranges (NsysReport), with ``name, pid, tid, start_ns, end_ns, dur_ns``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import labelled_ranges
+    >>> labelled_ranges(tr)[["name", "start_ns", "end_ns"]]
+                 name  start_ns  end_ns
+    0  ProfilerStep#1         0    1000
+    """
     _check_source(source)
     if _is_nsys(source):
         r = source.nvtx[source.nvtx["end_ns"].notna()]
@@ -169,6 +189,15 @@ def device_work(source) -> pd.DataFrame:
     DataFrame
         ``kind`` (``kernel``/``memcpy``/``memset``), ``name, start_ns, end_ns, dur_ns``
         (int64 ns), ``stream``, ``bytes``; sorted by start.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import device_work
+    >>> device_work(tr)[["kind", "name", "start_ns", "end_ns"]]
+         kind         name  start_ns  end_ns
+    0  kernel  relu_kernel       300     700
     """
     _check_source(source)
     cols = ["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]
@@ -183,38 +212,14 @@ def device_work(source) -> pd.DataFrame:
 
 
 def _innermost(ranges: pd.DataFrame, times) -> list:
-    """For each time, the innermost range containing it, or None: a dict of its
-    ``name`` (and ``kind`` where the table has one) and its row ``label``.
-    Ranges on one thread nest, so the innermost is the containing one that starts last
-    (in start order, longest first).
-
-    The search per time looks only at the ranges that start at or before it, from the
-    last one back, a block at a time (the blocks' largest end says whether any range in
-    the block is still open at that time), so it costs about the square root of the
-    table, not the whole table, per time."""
-    r = ranges.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
-    s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
-    n, B = len(s), 1024
-    block_end = np.maximum.reduceat(e, np.arange(0, n, B)) if n else e
-    cols = {c: r[c].to_numpy(dtype=object) for c in ("name", "kind") if c in r.columns}
-    labels = r.index.to_numpy()
-    out = []
-    for t in times:
-        hi = int(np.searchsorted(s, t, side="right"))     # ranges [0, hi) start at or before t
-        k = -1
-        b = (hi - 1) // B if hi else -1
-        lo = b * B
-        if hi:
-            open_ = np.flatnonzero(e[lo:hi] > t)
-            if open_.size:
-                k = lo + int(open_[-1])
-            else:
-                prev = np.flatnonzero(block_end[:b] > t)      # earlier blocks with a range still open
-                if prev.size:
-                    lo = int(prev[-1]) * B
-                    k = lo + int(np.flatnonzero(e[lo:lo + B] > t)[-1])
-        out.append(dict({c: v[k] for c, v in cols.items()}, label=labels[k]) if k >= 0 else None)
-    return out
+    """For each time, the innermost range containing it (half-open ``[start, end)``,
+    :func:`kitlib.model.window.innermost`), or None: a dict of its ``name`` (and ``kind``
+    where the table has one) and its row ``label``."""
+    pos = innermost(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy(), list(times), closed="left")
+    cols = {c: ranges[c].to_numpy(dtype=object) for c in ("name", "kind") if c in ranges.columns}
+    labels = ranges.index.to_numpy()
+    return [dict({c: v[k] for c, v in cols.items()}, label=labels[k]) if k >= 0 else None
+            for k in pos.tolist()]
 
 
 def host_context(source, times_ns, tid=None) -> pd.DataFrame:
@@ -237,6 +242,16 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
         innermost operator or annotation; for an NsysReport, an OS-runtime call, else
         a CUDA API call, else the NVTX range — ``""`` if none; ``host_event_kind``
         (``op``, ``annotation``, ``step``, ``OS runtime``, ``CUDA API``, ``NVTX``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import host_context
+    >>> host_context(tr, [150, 400])[["time_ns", "host_event", "host_event_kind"]]
+       time_ns      host_event host_event_kind
+    0      150      aten::relu              op
+    1      400  ProfilerStep#1            step
     """
     steps = steps_of(source)
     tid = int(steps["tid"].iloc[0]) if tid is None else tid
@@ -284,6 +299,16 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     KitError
         No steps in ``source``, or no GPU activity at all (a CPU-only recording has
         no device, so no device gaps: it is not "idle for the whole step").
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import step_gaps
+    >>> step_gaps(tr, min_gap_ns=100)[["step", "start_ns", "end_ns", "host_event"]]
+       step  start_ns  end_ns      host_event
+    0     1         0     300      aten::relu
+    1     1       700    1000  ProfilerStep#1
     """
     steps = steps_of(source)
     work = device_work(source)
@@ -343,6 +368,15 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     ------
     KitError
         ``source`` is not a Trace/NsysReport or holds no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.steps import step_measures
+    >>> step_measures(tr)[["step", "wall_ns", "device_busy_ns", "idle_ns", "gpu_launched"]]
+       step  wall_ns  device_busy_ns  idle_ns  gpu_launched
+    0     1     1000             400      600             1
     """
     steps = steps_of(source)
     bar = analysis_progress(source, "step_measures", 3) if isinstance(source, Trace) else None
@@ -360,8 +394,8 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         p = lab[lab["name"] == ph].sort_values("start_ns", kind="stable")
         p_start, p_end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
         p_tid, p_dur = p["tid"].to_numpy(), p["dur_ns"].to_numpy()
-        lo = np.searchsorted(p_start, steps["start_ns"].to_numpy(), side="left")
-        hi = np.searchsorted(p_start, steps["end_ns"].to_numpy(), side="right")
+        # a phase belongs to the step its start is in, [start, end) (kitlib.model.window)
+        lo, hi = bounds_in(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), p_start, closed="left")
         vals = []
         for a, b, e, t in zip(lo, hi, steps["end_ns"].to_numpy(), tid):
             inside = (p_tid[a:b] == t) & (p_end[a:b] <= e)
@@ -390,8 +424,8 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     out["gaps"] = out["step"].map(cnt["size"]).fillna(0).astype("int64")
     out["longest_gap_ns"] = out["step"].map(cnt["max"]).fillna(0).astype("int64")
     launched = _launch_starts(source)
-    out["gpu_launched"] = (np.searchsorted(launched, out["end_ns"].to_numpy(), side="right")
-                           - np.searchsorted(launched, out["start_ns"].to_numpy(), side="left")).astype("int64")
+    # a launch at one step's end is the next step's: [start, end), counted once
+    out["gpu_launched"] = count_in(out["start_ns"].to_numpy(), out["end_ns"].to_numpy(), launched, closed="left")
     if bar is not None:
         bar.update(1)
         bar.close()

@@ -70,23 +70,7 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
-    # the sweep reads Python lists: indexing them is several times cheaper than numpy's
-    start_l, end_l = start.tolist(), end.tolist()
-    parent_l = [-1] * n
-    stacks: dict = {}
-    for i, key in enumerate(zip(ev["pid"].tolist(), ev["tid"].tolist())):
-        st = stacks.get(key)
-        if st is None:
-            st = stacks[key] = []
-        s_i, e_i = start_l[i], end_l[i]
-        while st:
-            p = st[-1]
-            if s_i >= end_l[p] or e_i > end_l[p] + tol:
-                st.pop()
-            else:
-                parent_l[i] = p
-                break
-        st.append(i)
+    parent_l = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist(), tol).tolist()
     depth_l = [0] * n
     for i, p in enumerate(parent_l):       # parents come first in start order
         if p >= 0:
@@ -104,6 +88,60 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     ev["parent"], ev["depth"], ev["merged"] = parent, depth, merged
     ev["profiler_parent"], ev["children_ns"] = prof_parent, children
     return ev[HOST_EVENT_COLUMNS]
+
+
+def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
+    """Parent of each event among the events of its own thread, by the kit's one rule.
+
+    The events must be sorted by start, longest first (outer before inner). Per thread,
+    an event's parent is the innermost open event that it starts inside — half-open,
+    ``start < parent's end`` (:mod:`kitlib.model.window`) — and does not outlast (by more
+    than ``tolerance``); so an event starting exactly where another ends is its sibling,
+    and a zero-length event has no children. The profiler's rule
+    (``EventList._populate_cpu_children``); :func:`build_host_tree` and the NVTX ranges
+    of :mod:`kitlib.readers.nsys` both nest by it.
+
+    Parameters
+    ----------
+    pids, tids : sequence
+        The thread of each event.
+    starts, ends : sequence of numbers
+        ns; an end may be ``inf`` (a range never closed).
+    tolerance : int
+        How far a child may outlast its parent and still nest (a whole-µs trace's
+        rounding, see :func:`build_host_tree`).
+
+    Returns
+    -------
+    ndarray of int64
+        Position of each event's parent, -1 at the top.
+
+    Examples
+    --------
+    >>> from kitlib.model.tree import nesting
+    >>> nesting([1] * 4, [1] * 4, [0, 10, 50, 50], [100, 50, 50, 60]).tolist()
+    [-1, 0, 0, 0]
+    """
+    # the sweep reads Python lists: indexing them is several times cheaper than numpy's
+    start_l, end_l = list(starts), list(ends)
+    tol = tolerance
+    n = len(start_l)
+    parent_l = [-1] * n
+    stacks: dict = {}
+    for i, key in enumerate(zip(pids, tids)):
+        st = stacks.get(key)
+        if st is None:
+            st = stacks[key] = []
+        s_i, e_i = start_l[i], end_l[i]
+        while st:
+            p = st[-1]
+            if s_i >= end_l[p] or e_i > end_l[p] + tol:
+                st.pop()
+            else:
+                parent_l[i] = p
+                break
+        st.append(i)
+    return np.asarray(parent_l, dtype=np.int64)
 
 
 def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):

@@ -53,6 +53,7 @@ import pandas as pd
 from ..errors import KitDataWarning, KitFileError, NsysFormatError
 from ..phases import STEP_RANGE
 from ..model.nsys import NsysReport, _defect_frame, _launch_index  # noqa: F401  (NsysReport's home is the model)
+from ..model.tree import nesting
 from ..model.schema import DEFECT_COLUMNS, NSYS_COLUMNS, STEP_COLUMNS  # noqa: F401
 
 __all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
@@ -677,21 +678,20 @@ def _nesting(ranges: pd.DataFrame):
     """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1)
     of each range among the ranges of its own thread.
 
-    A range is inside another when it starts no earlier and ends no later, on
-    the same thread; ``ranges`` must be sorted by start, outer ranges first.
+    The kit's one rule (:func:`kitlib.model.tree.nesting`): a range is inside another
+    when it starts before that one ends (half-open ``[start, end)``) and ends no later,
+    on the same thread; a range never closed counts as endless. ``ranges`` must be
+    sorted by start, outer ranges first.
     """
-    depth = np.zeros(len(ranges), dtype=np.int64)
-    parent = np.full(len(ranges), -1, dtype=np.int64)
     ends = ranges["end_ns"].astype("float64").fillna(np.inf).to_numpy()
-    stacks: dict = {}                       # thread -> [(range_id, end), ...] still open
-    for i, (thread, rid, end) in enumerate(zip(zip(ranges["pid"], ranges["tid"]),
-                                               ranges["range_id"], ends)):
-        stack = stacks.setdefault(thread, [])
-        while stack and stack[-1][1] < end:    # closed before this one ends: not a parent
-            stack.pop()
-        depth[i] = len(stack)
-        parent[i] = stack[-1][0] if stack else -1
-        stack.append((rid, end))
+    starts = ranges["start_ns"].astype("float64").to_numpy()
+    pos = nesting(ranges["pid"].tolist(), ranges["tid"].tolist(), starts.tolist(), ends.tolist())
+    depth = np.zeros(len(ranges), dtype=np.int64)
+    for i, p in enumerate(pos.tolist()):          # parents come first
+        if p >= 0:
+            depth[i] = depth[p] + 1
+    rid = ranges["range_id"].to_numpy()
+    parent = np.where(pos >= 0, rid[np.maximum(pos, 0)] if len(rid) else -1, -1).astype(np.int64)
     return depth, parent
 
 

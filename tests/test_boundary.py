@@ -1,0 +1,187 @@
+"""One boundary rule in every module (issue 27): half-open ``[start, end)``.
+
+A tiny hand-written trace puts an event exactly at every boundary — a zero-length
+operator at its parent's end, a launch at a step's end, a label ending as another
+starts, allocator records at a label boundary and at a step boundary — and feeds it to
+every analysis that assigns events to steps, parents or labels. Each event must be
+counted in exactly one step and one parent, and every module must agree with the rule
+written in :mod:`kitlib.model.window` (and with the profiler's tree, which is where the
+rule comes from). The one stated exception, ``memory_by_event`` (the profiler's own
+``MemRecordsAcc.in_interval`` includes both ends), is checked as the exception it is.
+
+Thread (pid 1, tid 1), times in µs (the trace's unit; ×1000 for ns)::
+
+    ProfilerStep#1  [0, 1000)        ProfilerStep#2  [1000, 2000)     ProfilerStep#3 [2000, 3000)
+      forward       [0, 500)           aten::add     [1000, 1030)       aten::relu [2000, 2000)
+        aten::mm    [100, 500)           cudaLaunchKernel [1000, 1010)  zero-length, at the
+          cudaLaunchKernel [400, 410)    at step 1's end (corr 2)       step boundary
+          (corr 1)
+      backward      [500, 1000)      (forward ends as backward starts)
+        aten::zero_ [500, 500)       zero-length, at mm's and forward's end
+    memory: +1024 B at 500 (a label boundary), -1024 B at 1000 (the step boundary)
+"""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from kitlib.readers.trace import load_trace
+
+US = 1000   # ns per µs
+
+
+def _x(cat, name, ts, dur, **args):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
+
+
+def _trace_json():
+    ev = [
+        _x("user_annotation", "ProfilerStep#1", 0, 1000),
+        _x("user_annotation", "ProfilerStep#2", 1000, 1000),
+        _x("user_annotation", "ProfilerStep#3", 2000, 1000),
+        _x("user_annotation", "forward", 0, 500),
+        _x("cpu_op", "aten::mm", 100, 400, **{"External id": 11, "Input Dims": [[2, 3], [3, 4]],
+                                              "Input type": ["float", "float"]}),
+        _x("cuda_runtime", "cudaLaunchKernel", 400, 10, correlation=1, **{"External id": 11}),
+        _x("user_annotation", "backward", 500, 500),
+        _x("cpu_op", "aten::zero_", 500, 0, **{"External id": 12, "Input Dims": [[4]], "Input type": ["float"]}),
+        _x("cpu_op", "aten::add", 1000, 30, **{"External id": 13, "Input Dims": [[4], [4], []],
+                                               "Input type": ["float", "float", "Scalar"]}),
+        _x("cpu_op", "aten::relu", 2000, 0, **{"External id": 14, "Input Dims": [[4]], "Input type": ["float"]}),
+        _x("cuda_runtime", "cudaLaunchKernel", 1000, 10, correlation=2, **{"External id": 13}),
+        {"ph": "X", "cat": "kernel", "name": "mm_kernel", "pid": 0, "tid": 7, "ts": 420, "dur": 30,
+         "args": {"correlation": 1, "External id": 11, "device": 0, "stream": 7}},
+        {"ph": "X", "cat": "kernel", "name": "relu_kernel", "pid": 0, "tid": 7, "ts": 1020, "dur": 30,
+         "args": {"correlation": 2, "External id": 13, "device": 0, "stream": 7}},
+    ]
+    for ts, b, total in ((500, 1024, 1024), (1000, -1024, 0)):
+        ev.append({"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
+                   "s": "t", "args": {"Device Type": 1, "Device Id": 0, "Bytes": b, "Addr": 99,
+                                      "Total Allocated": total, "Total Reserved": 2048}})
+    ev[0]["cat"] = ev[1]["cat"] = "user_annotation"
+    return {"traceEvents": ev, "schemaVersion": 1,
+            "deviceProperties": [{"id": 0, "name": "NVIDIA Test GPU", "totalGlobalMem": 1 << 30}]}
+
+
+@pytest.fixture(scope="module")
+def trace(tmp_path_factory):
+    p = tmp_path_factory.mktemp("boundary") / "boundary.json"
+    p.write_text(json.dumps(_trace_json()))
+    return load_trace(p)
+
+
+# what the rule says, worked by hand: the step, the parent and the label of each event
+STEP = {"forward": 1, "aten::mm": 1, "backward": 1, "aten::zero_": 1, "aten::add": 2, "aten::relu": 3}
+PARENT = {"aten::mm": "forward", "aten::zero_": "backward", "aten::add": "ProfilerStep#2",
+          "aten::relu": "ProfilerStep#3",
+          "forward": "ProfilerStep#1", "backward": "ProfilerStep#1"}
+LAUNCH = {400 * US: ("aten::mm", 1), 1000 * US: ("aten::add", 2)}       # launch start -> (op, step)
+MEMORY = {500 * US: (1, "backward", "backward"), 1000 * US: (2, None, "aten::add")}   # step, phase, op
+
+
+def _name_of(trace, row):
+    return trace.ops.loc[row, "name"] if row >= 0 else None
+
+
+def test_the_steps(trace):
+    st = trace.steps
+    assert st[["step", "start_ns", "end_ns"]].values.tolist() == [
+        [1, 0, 1000 * US], [2, 1000 * US, 2000 * US], [3, 2000 * US, 3000 * US]]
+
+
+def test_the_event_tree_gives_each_event_one_parent(trace):
+    t = trace.host_events
+    names = t["name"].tolist()
+    for i, n in enumerate(names):
+        if n in PARENT:
+            assert names[t["parent"].iat[i]] == PARENT[n], n
+    ops = trace.ops
+    for row, n in zip(ops.index, ops["name"]):
+        if n in PARENT:
+            assert _name_of(trace, ops.loc[row, "parent"]) == PARENT[n], n
+
+
+def test_the_window_function_is_the_trees_rule(trace):
+    from kitlib.model.tree import innermost_at
+    t = trace.host_events
+    ops = t[t["source"] == "ops"]
+    for i in ops.index:
+        n = t.at[i, "name"]
+        if n in PARENT and t.at[i, "dur_ns"] == 0:
+            # a zero-length event is placed by its start: the innermost event open then
+            where = innermost_at(t, 1, 1, [t.at[i, "start_ns"]])[0]
+            assert t.at[where, "name"] == PARENT[n], n
+
+
+def test_chain_links_each_launch_to_one_operator(trace):
+    from kitlib.analyses.chain import chain, innermost_op_at
+    for method in ("external_id", "time_nesting"):
+        c = chain(trace, method)
+        got = dict(zip(c["launch_start_ns"], c["op_name"]))
+        assert got == {t: op for t, (op, _) in LAUNCH.items()}, method
+    rows = innermost_op_at(trace, 1, 1, list(LAUNCH))
+    assert [_name_of(trace, r) for r in rows] == ["aten::mm", "aten::add"]
+
+
+def test_step_measures_count_each_launch_in_one_step(trace):
+    from kitlib.analyses.steps import step_measures
+    m = step_measures(trace, min_gap_ns=1)
+    assert m["gpu_launched"].tolist() == [1, 1, 0]           # the launch at 1000 µs: step 2 only
+    assert int(m["gpu_launched"].sum()) == len(trace.launches)
+    # forward [0, 500) and backward [500, 1000) each in step 1, once
+    assert m["forward_ns"].tolist()[0] == 500 * US and m["backward_ns"].tolist()[0] == 500 * US
+
+
+def test_flops_give_each_operator_one_step(trace):
+    from kitlib.analyses.flops import flops_by_event
+    f = flops_by_event(trace)
+    assert dict(zip(f["name"], f["step"].astype(object))) == {n: STEP[n] for n in f["name"]}
+
+
+def test_memory_timeline_gives_each_record_one_step_label_and_operator(trace):
+    from kitlib.analyses.memory import memory_timeline
+    tl = memory_timeline(trace)
+    got = {t: (None if pd.isna(s) else int(s), p if isinstance(p, str) else None, o)
+           for t, s, p, o in zip(tl["start_ns"], tl["step"], tl["phase"], tl["op"])}
+    assert got == MEMORY
+
+
+def test_memory_by_event_is_the_one_stated_exception(trace):
+    """The profiler's ``MemRecordsAcc.in_interval`` counts a record at either end of an
+    event in that event: the record at 500 µs is in aten::mm [100, 500] and in
+    backward [500, 1000] (closed="both", named where memory_by_event calls the window)."""
+    from kitlib.analyses.memory import memory_by_event
+    ev = memory_by_event(trace)
+    n = dict(zip(ev["name"], ev["n_memory_events"]))
+    assert n["aten::mm"] == 1 and n["backward"] == 2 and n["forward"] == 1
+
+
+def test_host_context_and_collectives_agree(trace):
+    from kitlib.analyses.steps import host_context
+    from kitlib.analyses.collectives import _step_of
+    hc = host_context(trace, [500 * US, 1000 * US])
+    assert hc["host_label"].tolist()[0] == "backward"
+    assert hc["host_event"].tolist() == ["backward", "aten::add"]
+    assert _step_of(np.array([0, 500 * US, 1000 * US, 2000 * US, 3000 * US]), trace.steps, 0).tolist() == [
+        1, 1, 2, 3, -1]
+
+
+def test_lint_counts_each_operator_in_one_step(trace):
+    from kitlib.model.window import count_in
+    st = trace.steps
+    ops = trace.ops[trace.ops["kind"] == "op"]
+    n = count_in(st["start_ns"], st["end_ns"], ops["start_ns"])
+    assert n.tolist() == [2, 1, 1] and n.sum() == len(ops)
+
+
+def test_nsys_ranges_nest_by_the_same_rule():
+    from kitlib.readers.nsys import _nesting
+    r = pd.DataFrame({"pid": [1] * 4, "tid": [1] * 4, "range_id": [10, 11, 12, 13],
+                      "start_ns": [0, 100, 500, 500], "end_ns": [1000, 500, 1000, 500]})
+    r["end_ns"] = r["end_ns"].astype("Int64")
+    depth, parent = _nesting(r.sort_values(["start_ns", "end_ns"], ascending=[True, False]))
+    # the zero-length range at 500 starts where [100, 500) ends: inside [500, 1000), not [100, 500)
+    assert parent.tolist() == [-1, 10, 10, 12] and depth.tolist() == [0, 1, 1, 2]
