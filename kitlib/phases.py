@@ -8,8 +8,13 @@ package, so neither layer has to import the other.
 """
 from __future__ import annotations
 
-#: The phase labels of one training step, in order.
+#: The phase labels of one training step, in order: the one spelling of them. Every
+#: module that names a phase takes it from here (``LABELS`` or the names below);
+#: ``kitlib.analyses.steps.PHASES`` is the same tuple.
 LABELS = ("data_load", "h2d", "forward", "backward", "optimizer")
+
+#: Each phase's label, by name.
+DATA_LOAD, H2D, FORWARD, BACKWARD, OPTIMIZER = LABELS
 
 #: Name of the NVTX range (and ``record_function`` label prefix without a schedule)
 #: that wraps one whole step in the kit's recordings (``torch_step``, ``torch_step#N``).

@@ -31,7 +31,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from .steps import PHASES, labelled_ranges, steps_of
+from .steps import labelled_ranges, steps_of
+from ..phases import DATA_LOAD, H2D, LABELS as PHASES
 from ..readers.trace import Trace
 from ..units import ns_to_ms
 
@@ -83,6 +84,15 @@ def gpu_work(source) -> pd.DataFrame:
         source's clock. GPU operations whose launch is not in the recording
         (launched before it began) are left out; ``gpu_user_annotation`` spans of
         a torch.profiler trace are labels, not work, and are left out too.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.align import gpu_work
+    >>> gpu_work(tr)[["kind", "tid", "correlation", "launch_end_ns", "start_ns", "end_ns"]]
+         kind  tid  correlation  launch_end_ns  start_ns  end_ns
+    0  kernel    1            7            250       300     700
     """
     from ..readers.nsys import NsysReport
     if isinstance(source, NsysReport):
@@ -282,8 +292,8 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
             if a is None or b is None:
                 ok = False
                 note = (f"no '{lab}' range in {'Nsight' if b is None else 'torch.profiler'}"
-                        + (" (its work is inside data_load there)" if lab == "h2d" and b is None else ""))
-            elif lab == "data_load" and cov_p != cov_n:
+                        + (" (its work is inside data_load there)" if lab == H2D and b is None else ""))
+            elif lab == DATA_LOAD and cov_p != cov_n:
                 ok = False
                 note = (f"data_load differs: torch.profiler = {cov_p or 'unknown'}; Nsight = {cov_n or 'unknown'}")
             elif lab == "step" and k == 0:

@@ -33,6 +33,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError, KitFileError
+from ..phases import DATA_LOAD, FORWARD
 from ..units import ms_to_ns
 from .intervals import clip
 from .steps import _check_source, _is_nsys, labelled_ranges, steps_of
@@ -83,7 +84,7 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
     return st
 
 
-def data_load_ranges(source, label: str = "data_load") -> pd.DataFrame:
+def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
     """The ``data_load`` range of each step.
 
     Parameters
@@ -145,7 +146,7 @@ def _h2d_copies(source) -> pd.DataFrame:
     return out.reset_index(drop=True)
 
 
-def batch_copies(source, label: str = "data_load", next_label: str = "forward") -> pd.DataFrame:
+def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> pd.DataFrame:
     """When each step's batch reached the device, relative to the end of its ``data_load`` range.
 
     The batch's copies are the host-to-device copies launched inside the step before
