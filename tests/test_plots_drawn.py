@@ -936,6 +936,13 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
     least = (w1 - w0) / unit / 2000
     for lane, want in lanes.items():
         close(sorted(drawn[lane]), sorted(((s - origin) / unit, max((e - s) / unit, least)) for s, e in want))
+    kinds = {}
+    for c in ax.collections:
+        for _, _, y, h in spans(c):
+            lane = rows[round(y + h / 2, 6)]
+            kinds.setdefault(lane.split()[-1] if lane.startswith("GPU") else lane.split(" · ")[0].split(",")[0],
+                             set()).add(face(c))
+    assert all(len(v) == 1 for v in kinds.values()) and len({v.pop() for v in kinds.values()}) == len(kinds)
     top_down = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
     levels = sorted((k for k in lanes if k.startswith("labels")), key=lambda k: int(k.split()[2]))
     api = [k for k in lanes if k.startswith("CUDA API")]
@@ -958,23 +965,43 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
         assert ax.get_legend() is None
 
 
-def test_timeline_of_a_profiler_trace_from_raw_json(scale):
+@pytest.mark.parametrize("origin", ["window", "first step"])
+def test_timeline_of_a_profiler_trace_from_raw_json(scale, origin):
     """plot_timeline on a torch.profiler trace (the explorer of lesson 00 draws one): the
     second step of profiler_5step; labels by nesting level, the CUDA runtime calls per
     thread and the kernels, copies and sets per stream, each lane the raw JSON's events
-    cut to the window, at ms since the window started."""
+    cut to the window, at ms since the window started, or since the first step started
+    when that origin is given. Each kind of event has the colour the step timeline of the
+    same step gives it (its legend for kernels, copies and sets; its label rows)."""
     from kitlib.plots.timeline import plot_timeline
     ev = raw("profiler_5step")
     s = raw_steps(ev)[1]
     w0, w1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
-    fig = plot_timeline(p5().trace, w0, w1)
+    if origin == "window":
+        fig, t0 = plot_timeline(p5().trace, w0, w1), w0
+    else:
+        t0 = ns(raw_steps(ev)[0]["ts"])
+        fig = plot_timeline(p5().trace, w0, w1, origin_ns=t0, origin_label="step 2 started")
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
+    assert ax.get_xlabel() == ("time since the window started (ms)" if origin == "window"
+                               else "time since step 2 started (ms)")
     rows = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
-    drawn = {}
+    drawn, colour = {}, {}
     for c in ax.collections:
         for x, w, y, h in spans(c):
             drawn.setdefault(rows[round(y + h / 2, 6)], []).append((x, w))
+            colour.setdefault(rows[round(y + h / 2, 6)], set()).add(face(c))
+    other = plots.plot_step_timeline(p5().trace, int(s["name"].split("#")[1])).axes[0]
+    entries = legend_entries(other)
+    rows2 = {round(y, 6): lab.get_text() for y, lab in zip(other.get_yticks(), other.get_yticklabels())}
+    label_colour = {face(c) for c in other.collections for _, _, y, h in spans(c)
+                    if rows2[round(y + h / 2, 6)] == "forward (host)"}
+    for lane, cs in colour.items():
+        if lane.startswith("GPU"):
+            assert cs == {face(entries[lane.split()[-1][:-1]])}, lane
+        elif lane.startswith("labels"):
+            assert cs == label_colour, lane
     iv = lambda es: [(ns(e["ts"]), ns(e["ts"]) + ns(e["dur"])) for e in es]  # noqa: E731
     least = (w1 - w0) / unit / 2000
     want = {}
@@ -992,7 +1019,8 @@ def test_timeline_of_a_profiler_trace_from_raw_json(scale):
     want = {k: v for k, v in want.items() if v}
     assert set(drawn) == set(want)
     for lane, rows_ in want.items():
-        close(sorted(drawn[lane]), sorted(((a - w0) / unit, max((b - a) / unit, least)) for a, b in rows_))
+        close(sorted(drawn[lane]), sorted(((a - t0) / unit, max((b - a) / unit, least)) for a, b in rows_))
+    assert ax.get_xlim() == pytest.approx(((w0 - t0) / unit, (w1 - t0) / unit))
 
 
 # == plot_attribution (lesson 09) ============================================================

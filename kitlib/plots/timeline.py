@@ -14,13 +14,15 @@ import pandas as pd
 
 from ..analyses.intervals import clip
 from ..analyses.steps import _check_source, _is_nsys, device_work, labelled_ranges, steps_of
-from . import fig_size, font
+from . import _COLORS as _KIT_COLORS, fig_size, font
 from ..units import ns_to_ms
 
 __all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
 
-_COLORS = {"range": "#8172B3", "CUDA API": "#DD8452", "memcpy": "#C44E52", "kernel": "#55A868",
-           "memset": "#937860", "OS runtime": "#64B5CD"}
+#: One colour per kind of event in every kitlib picture: the step timeline's (``plots._COLORS``);
+#: labels and memsets had each other's colours here.
+_COLORS = {"range": _KIT_COLORS["annotation"], "CUDA API": _KIT_COLORS["launch"], "memcpy": _KIT_COLORS["memcpy"],
+           "kernel": _KIT_COLORS["kernel"], "memset": _KIT_COLORS["memset"], "OS runtime": "#64B5CD"}
 
 
 def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.DataFrame:
