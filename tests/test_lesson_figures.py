@@ -219,6 +219,110 @@ def test_lesson09_nvtx_tables_and_threads(lesson):
             steps = [e - s for s, e in con.execute("select start, end from NVTX_EVENTS where text = 'torch_step' order by start")]
             _has(text, rf"vs Nsight {statistics.median(steps[1:]) / 1e6:.2f} ms")
 
+def test_lesson09_cold_start_case(lesson):
+    """Lesson 09's worked case (issue 26: moved from lesson 04): the Nsight rows of the cold
+    start table beside the B300's, and the pin thread's cudaHostAlloc line, from the SQLite
+    export (recomputed in test_cold_start_table_from_the_tools_files; B300 from sources)."""
+    import sqlite3
+    from kitlib.course.sources import B300
+    text = lesson("09")
+    b300_dl = f"{B300['first_data_load_ms']:.3f}"
+    b300_copy = f"{B300['first_h2d_copy_end_ms'] - B300['first_data_load_end_ms']:.3f}"
+    assert (b300_dl, b300_copy) == ("535.258", "0.949")
+    _has(text, rf"first data_load range \(Nsight NVTX\)\s+Nsight Systems\s+1469\.484\s+{b300_dl}\n")
+    _has(text, r"end of first data_load since torch_step start\s+Nsight Systems\s+1469\.487\s")
+    _has(text, rf"batch copy end minus range end, step 0\s+Nsight Systems\s+-0\.117\s+{b300_copy}\n")
+    con = sqlite3.connect(f"file:{REF / 'nsys_8step' / 'report.sqlite'}?mode=ro", uri=True)
+    s0, e0 = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'data_load' ORDER BY start LIMIT 1").fetchone()
+    n, total, first = con.execute(
+        "SELECT COUNT(*), SUM(r.end - r.start), MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+        "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.start >= ? AND r.start < ? "
+        "AND r.globalTid IN (SELECT t.globalTid FROM ThreadNames t JOIN StringIds n ON n.id = t.nameId "
+        "WHERE n.value = 'pt_data_pin')", (s0, e0)).fetchone()
+    _has(text, rf"{n} calls, {total / 1e6:,.1f} ms in all, the first at {(first - s0) / 1e6:,.1f} ms of a "
+               rf"{(e0 - s0) / 1e6:,.1f} ms range")
+    assert (n, f"{total / 1e6:.1f}") == (17, "475.9")
+
+
+def test_lesson09_raw_views_copies_syncs_and_streams(lesson, executed_lesson):
+    """Lesson 09's raw views (issue 26), each printed figure from SQL here: the step table and
+    the cold step's pull on the mean, step 2's kernels by their launches, the early-starting
+    kernels, the copies table whole with its GB/s and the datasheet comparison, the waiting
+    calls table whole, and torch.profiler's copy names from the raw JSON."""
+    import sqlite3
+    import statistics
+    text = lesson("09")
+    con = sqlite3.connect(f"file:{REF / 'nsys_8step' / 'report.sqlite'}?mode=ro", uri=True)
+    steps = con.execute("SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start").fetchall()
+    durs = [e - s for s, e in steps]
+    _has(text, rf"torch_step: mean of all 8 = {statistics.mean(durs) / 1e6:.1f} ms \(the cold step 0 included\); "
+               rf"median of steps 1-7 = {statistics.median(durs[1:]) / 1e6:.2f} ms")
+    rows = "".join(rf"{i}\s+torch_step\s+{s}\s+{e}\s+{e - s}\s+1213\s+1213\n" for i, (s, e) in enumerate(steps))
+    _has(text, r"text\s+start\s+end\s+dur_ns\s+pid\s+tid\n" + rows)
+    n, kern = con.execute("SELECT COUNT(*), SUM(k.end - k.start) FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN "
+                          "CUPTI_ACTIVITY_KIND_RUNTIME r ON r.correlationId = k.correlationId "
+                          "WHERE r.start >= ? AND r.start < ?", steps[2]).fetchone()
+    _has(text, rf"step 2: {n} kernels launched inside it, {kern / 1e6:.3f} ms of kernel time")
+    _has(text, rf"kitlib, step 2: {n} kernels, {kern / 1e6:.3f} ms")
+    # kernels that start before the kernel before them (in start order) has ended, and their launch call
+    ks = con.execute("SELECT k.start, k.end, s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                     "ON r.correlationId = k.correlationId JOIN StringIds s ON s.id = r.nameId ORDER BY k.start").fetchall()
+    early, latest = [], 0
+    for s, e, api in ks:
+        if s < latest:
+            early.append((latest - s, api))
+        latest = max(latest, e)
+    assert {a for _, a in early} == {"cudaLaunchKernelExC_v11060"}
+    _has(text, rf"{len(early)} kernels start before the previous one has ended, by at most "
+               rf"{max(d for d, _ in early) / 1e3:.1f} µs")
+    # the copies table, whole and in order, with its rates
+    cp = con.execute("SELECT o.label, s.label, COUNT(*), SUM(m.bytes), SUM(m.end - m.start) FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
+                     "JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind JOIN ENUM_CUDA_MEM_KIND s ON s.id = m.srcKind "
+                     "GROUP BY 1, 2 ORDER BY 1, 2").fetchall()
+    assert [r[:2] for r in cp] == [("Device-to-Device", "Device"), ("Host-to-Device", "Pageable"),
+                                   ("Host-to-Device", "Pinned")]
+    table = "".join(rf"{i}\s+{a}\s+{b}\s+{c}\s+{d}\s+{e}\s+{round(d / e, 2):g}\n" for i, (a, b, c, d, e) in enumerate(cp))
+    _has(text, r"copy_kind\s+src_kind\s+copies\s+bytes\s+ns\s+gb_per_s\n" + table)
+    big = [b / d for b, d in con.execute("SELECT bytes, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1 "
+                                        "AND srcKind = 1 ORDER BY bytes DESC LIMIT 8")]
+    _has(text, rf"the eight 77 MB image batches: {min(big):.1f}-{max(big):.1f} GB/s each, "
+               rf"{statistics.median(big) / 64:.0%} of 64 GB/s")
+    md = "\n".join(c.source for c in executed_lesson("09").nb.cells if c.cell_type == "markdown")
+    assert "PCIe Gen5: 128 GB/s" in md and "**64 GB/s**" in md and "both directions together" in md
+    # the waiting calls: none during the steps; before step 0 and after the last, from SQL
+    waits = con.execute("SELECT s.value, r.start, r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                        "ON s.id = r.nameId WHERE s.value LIKE 'cudaDeviceSynchronize%' OR s.value LIKE "
+                        "'cudaStreamSynchronize%' OR s.value LIKE 'cudaEventSynchronize%' OR s.value LIKE 'cudaMemcpy!_v%' "
+                        "ESCAPE '!'").fetchall()
+    assert not [w for w in waits if steps[0][0] <= w[1] < steps[-1][1]]
+    groups = {}
+    for name, start, dur in waits:
+        when = "before step 0" if start < steps[0][0] else "after the last step"
+        groups.setdefault((when, name), []).append(dur)
+    assert sorted(groups) == [("after the last step", "cudaDeviceSynchronize_v3020"),
+                              ("before step 0", "cudaDeviceSynchronize_v3020"),
+                              ("before step 0", "cudaStreamSynchronize_v3020")]
+    _has(text, r"host time in waiting calls per step: 0\.000 ms")
+    b = groups[("before step 0", "cudaDeviceSynchronize_v3020")]
+    s = groups[("before step 0", "cudaStreamSynchronize_v3020")]
+    a = groups[("after the last step", "cudaDeviceSynchronize_v3020")]
+    _has(text, rf"before step 0\s+cudaDeviceSynchronize_v3020\s+{len(b)}\s+{sum(b) / 1e6:.3f}\n\s+"
+               rf"cudaStreamSynchronize_v3020\s+{len(s)}\s+{sum(s) / 1e6:.3f}\n"
+               rf"after the last step\s+cudaDeviceSynchronize_v3020\s+{len(a)}\s+{sum(a) / 1e6:.3f}\n")
+    # each pageable copy before step 0 is followed by a stream synchronisation (the sentence's claim)
+    pageable = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = 0 AND start < ?",
+                           (steps[0][0],)).fetchone()[0]
+    assert pageable == len(s) == 320
+    # torch.profiler's own copy names carry the memory kind (raw JSON of cold_start_8step)
+    names = {}
+    for e in raw_trace_events(REF / "cold_start_8step" / "trace.json.gz"):
+        if e.get("cat") == "gpu_memcpy":
+            names[e["name"]] = names.get(e["name"], 0) + 1
+    for name, count in names.items():
+        _has(text, rf"{re.escape(name)}\s+{count}\n")
+    assert names["Memcpy HtoD (Pinned -> Device)"] == 16
+
+
 
 def test_lesson10_medians_intervals_and_tests(lesson):
     import statistics

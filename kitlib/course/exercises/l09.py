@@ -1,11 +1,54 @@
-"""Lesson 09's questions (what does the system view add?)."""
+"""Lesson 09's questions (what does the system view add?).
+
+Most answers come from the Nsight Systems capture in hand (``nsys_8step`` or a live one);
+the two transfer questions read a public Nsight export the lesson never prints
+(:data:`PUBLIC_EXPORT`: CloverLeaf on an A100, ``tests/data/public-traces/SOURCES.md``)
+with plain ``sqlite3``, as the learner does.
+"""
 from __future__ import annotations
 
 from . import Exercises, Question
-from ...units import ns_to_us
+from ...units import ns_to_ms
+
+#: A public Nsight Systems export (CloverLeaf, 4×A100, Nsight Systems 2024.5), read for the
+#: transfer questions (``tests/data/public-traces``; copied from hpcgroup/pipit, MIT).
+PUBLIC_EXPORT = "tests/data/public-traces/nsys_2024.5_a100_cloverleaf.sqlite"
+
+#: CUDA calls that make the calling host thread wait for the GPU (``cudaMemcpy`` without
+#: ``Async`` waits for the copy and the work queued before it).
+SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
-def questions(capture, emit=None) -> Exercises:
+def public_export_path():
+    """The public export's path in this checkout (``tests/data/public-traces``)."""
+    from ...paths import repo_root
+    return repo_root() / PUBLIC_EXPORT
+
+
+def _public_figures(path) -> dict:
+    """The transfer answers from the public export, by SQL (no kitlib reader): host-to-device
+    bytes and ns, the same with the device-to-host copies, the mean of per-copy rates, and
+    the host time in cudaDeviceSynchronize and in cudaMemcpy."""
+    import sqlite3
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        h2d = con.execute("SELECT SUM(bytes), SUM(end - start), AVG(1.0 * bytes / (end - start)) "
+                          "FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1").fetchone()
+        every = con.execute("SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY").fetchone()
+        api = dict(con.execute("SELECT s.value, SUM(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                               "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value").fetchall())
+        calls = dict(con.execute("SELECT s.value, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                 "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value").fetchall())
+    finally:
+        con.close()
+    base = lambda n: next(v for k, v in api.items() if k.split("_v")[0] == n)  # noqa: E731
+    ncalls = lambda n: next(v for k, v in calls.items() if k.split("_v")[0] == n)  # noqa: E731
+    return {"h2d_gbps": h2d[0] / h2d[1], "h2d_mean_of_rates": h2d[2], "all_gbps": every[0] / every[1],
+            "sync_ns": base("cudaDeviceSynchronize"), "sync_calls": ncalls("cudaDeviceSynchronize"),
+            "memcpy_ns": base("cudaMemcpy")}
+
+
+def questions(capture, emit=None, public=None) -> Exercises:
     """Questions of lesson 09, from an Nsight Systems capture (``nsys_8step`` or a live one).
 
     Parameters
@@ -13,52 +56,132 @@ def questions(capture, emit=None) -> Exercises:
     capture : kitlib.readers.bundle.Capture
         An ``nsys`` bundle with ``torch_step`` / phase NVTX ranges.
     emit : kitlib.readers.bundle.Capture, optional
-        An ``emit_nvtx`` bundle (``nsys_emit_nvtx``); adds a question on it.
+        An ``emit_nvtx`` bundle; accepted for the answer key's call, not asked about.
+    public : path, optional
+        The public export of the transfer questions (default :func:`public_export_path`);
+        without it (not in this checkout) those questions are left out.
     """
     import numpy as np
 
-    from ...analyses.align import launch_threads, operator_ranges
+    from ...analyses.coldstart import data_load_ranges
+    from ...analyses.pinning import main_thread_waits, pin_thread_allocs, wakes_after_pinning
     from ...readers.nsys import load_nsys, nvtx_gpu_projection
     rep = load_nsys(capture)
     proj = nvtx_gpu_projection(rep)
     bwd = proj[proj["name"] == "backward"]
-    th = launch_threads(rep)
-    dark = th[th["labelled_ranges"] == 0].iloc[0] if (th["labelled_ranges"] == 0).any() else th.iloc[-1]
-    total_k = int(th["kernels"].sum())
     col = capture.recipe.get("collectors", {})
+    streams = sorted(int(s) for s in rep.kernels["stream"].unique())
+    all_streams = sorted({int(s) for t in (rep.kernels, rep.copies, rep.sets) for s in t["stream"].unique()})
+    steps = rep.nvtx[rep.nvtx["name"] == "torch_step"].sort_values("start_ns")
+    sync = rep.launches[rep.launches["name"].isin(SYNC_CALLS)]
+    inside = np.zeros(len(sync), dtype=bool)
+    for s, e in zip(steps["start_ns"], steps["end_ns"]):
+        inside |= (sync["start_ns"] >= s).to_numpy() & (sync["start_ns"] < e).to_numpy()
+    before = sync[sync["start_ns"] < steps["start_ns"].min()]
+    n_stream = int((before["name"] == "cudaStreamSynchronize").sum())
+    after = int((sync["start_ns"] >= steps["end_ns"].max()).sum())
     qs = [
-        Question("backward_gpu_ops", "Nsight's NVTX GPU projection matches launches to ranges by thread. How many GPU "
-                                     f"operations does it credit to all {len(bwd)} backward ranges together?",
+        Question("streams_with_kernels", "Predict, before the picture: on how many CUDA streams did this "
+                                         "training loop's kernels run?", len(streams),
+                 f"{len(streams)} (stream {', '.join(map(str, streams))}): PyTorch queues every kernel of this "
+                 f"loop on the current stream, the default one; the report names {len(all_streams)} streams in all "
+                 "because a few memory sets ran on others. On one stream the kernels run in the order they were "
+                 "queued: apart from short hand-overs between some kernels, none runs beside another, so a faster "
+                 "step needs shorter kernels or fewer gaps, not more overlap.", kind="predict", where="the streams table (streamId per GPU table)",
+                 traps=[(len(all_streams), "that counts every stream the report names, memory sets included; "
+                                           "the question asks about kernels.")]),
+        Question("backward_gpu_ops", "Predict: Nsight's NVTX GPU projection matches launches to ranges by "
+                                     f"thread. How many GPU operations does it credit to all {len(bwd)} backward "
+                                     "ranges together?",
                  int(bwd["gpu_ops"].sum()),
-                 f"{int(bwd['gpu_ops'].sum())} operations projecting to {ns_to_us(bwd['proj_dur_ns'].sum()):,.3f} µs in "
-                 f"total (nsys stats nvtx_gpu_proj_sum says the same), although the backward pass is the longest "
-                 "part of the step's GPU work: the range's own thread only calls loss.backward() and waits.",
-                 tolerance=0),
-        Question("dark_thread", "Which thread (its name in the report) launches GPU work but carries no NVTX range?",
-                 str(dark["thread"]),
-                 f"{dark['thread']} (tid {int(dark['tid'])}) launched {int(dark['kernels']):,} of the {total_k:,} "
-                 "kernels. Autograd runs the backward pass on its own thread, so no range pushed on the main "
-                 "thread can enclose those launches.", normalise=lambda s: str(s).strip().lower()),
-        Question("dark_thread_kernels", "How many kernels did that thread launch?", int(dark["kernels"]),
-                 f"{int(dark['kernels']):,} kernels = {dark['kernel_share']:.1%} of all kernels; "
-                 "attribute them by time (kitlib.align attribution='time') to credit them to backward.",
-                 tolerance=0),
-        Question("cpu_sampling", "Was CPU sampling on in this capture? (yes/no)", bool(col.get("cpu_sampling")),
-                 "the manifest's collectors: " + ", ".join(f"{k}={v}" for k, v in col.items())
-                 + ". With sampling and context switches off, the report cannot say what a thread computed "
-                   "between its calls, nor when it was descheduled."),
+                 f"{int(bwd['gpu_ops'].sum())} operations projecting to {ns_to_ms(bwd['proj_dur_ns'].sum()):,.3f} ms "
+                 "in total, although the backward pass is the longest part of the step's GPU work: the range's "
+                 "own thread only calls loss.backward() and waits; autograd launches from its own thread.",
+                 kind="predict", where="nvtx_gpu_proj_sum: the :backward row's Total GPU Ops"),
     ]
-    if emit is not None:
-        er = load_nsys(emit)
-        ops = operator_ranges(er)
-        at = launch_threads(er)
-        auto = at.iloc[int(np.argmax(at["thread"].str.contains("autograd")))] if at["thread"].str.contains(
-            "autograd").any() else at.iloc[0]
-        n_auto = int((ops["tid"] == auto["tid"]).sum())
-        qs.append(Question("emit_nvtx_autograd_ranges",
-                           "With emit_nvtx, how many operator NVTX ranges sit on the autograd thread?", n_auto,
-                           f"{n_auto:,} of {len(ops):,} operator ranges are on {auto['thread']} (tid "
-                           f"{int(auto['tid'])}): emit_nvtx pushes a range for every operator on the thread that "
-                           "runs it, so backward operators get ranges on the autograd thread and Nsight's "
-                           "projection can credit their kernels.", tolerance=0))
+    dl = data_load_ranges(rep)
+    first = dl.iloc[0]
+    s0, e0 = int(first["start_ns"]), int(first["end_ns"])
+    try:
+        allocs = pin_thread_allocs(rep, s0, e0)
+    except Exception:   # no pin-memory thread in this report (pin_memory=False)
+        allocs = None
+    if allocs is not None and len(allocs):
+        share = float(allocs["dur_ns"].sum() / first["dur_ns"])
+        qs.append(Question(
+            "pin_alloc_share", "What fraction of the first data_load range did the pin-memory thread spend "
+                               "inside cudaHostAlloc? (0–1)", share,
+            f"{len(allocs)} calls, {ns_to_ms(allocs['dur_ns'].sum()):,.1f} ms of {ns_to_ms(first['dur_ns']):,.1f} ms "
+            f"= {share:.1%}, one after the other on one thread, while the main thread waited.",
+            kind="compute", where="the cudaHostAlloc line (ms in all) and the range's length printed with it",
+            traps=[(1 - share, "that is the part of the range *outside* cudaHostAlloc."),
+                   (float(allocs["dur_ns"].sum() / (e0 - s0 + allocs["dur_ns"].sum())),
+                    "divide by the range's length alone.")]))
+        main_tid = int(rep.nvtx.loc[rep.nvtx["name"] == "data_load", "tid"].iloc[0])
+        wakes = wakes_after_pinning(main_thread_waits(rep, s0, e0, main_tid), allocs)
+        if len(wakes):
+            qs.append(Question(
+                "batches_before_batch0", "How many pinned batches did the main thread receive and put aside "
+                                         "before batch 0 arrived?", len(wakes) - 1,
+                f"it woke {len(wakes)} times after the pin thread began, once per pinning cycle, and went on only "
+                f"after the last: {len(wakes) - 1} batches were pinned before batch 0. Whether batch 0 reached the "
+                "pin thread late or waited in its queue, the report cannot say.",
+                kind="compute", where="the wake-ups table (one column per wake-up)",
+                traps=[(len(wakes), "that counts batch 0 itself; the question asks how many came before it.")]))
+    pinned = rep.copies[(rep.copies["copy_kind"] == "Host-to-Device") & (rep.copies["src_kind"] == "Pinned")]
+    pageable = rep.copies[(rep.copies["copy_kind"] == "Host-to-Device") & (rep.copies["src_kind"] == "Pageable")]
+    if len(pinned):
+        gbps = float(pinned["bytes"].sum() / pinned["dur_ns"].sum())
+        traps = [(float(gbps / 64 * 100), "that is a share of the link's peak; the question asks for the rate "
+                                          "in GB/s.")]
+        if len(pageable):
+            traps.append((float(pageable["bytes"].sum() / pageable["dur_ns"].sum()),
+                          "that is the pageable row (srcKind 0: the model's weights copied before step 0); "
+                          "the question asks for the pinned one."))
+        qs.append(Question(
+            "h2d_pinned_gbps", "From the copies table: the host-to-device copies from pinned memory moved how "
+                               "many GB (10⁹ bytes) per second, all bytes over all their durations?", gbps,
+            f"{int(pinned['bytes'].sum()):,} bytes in {int(pinned['dur_ns'].sum()):,} ns = {gbps:.1f} GB/s (bytes "
+            "per ns are GB/s): close to what a PCIe Gen5 x16 link carries one way.",
+            kind="compute", unit="GB/s", where="the copies table: the Host-to-Device, Pinned row's bytes and ns",
+            traps=traps))
+    sync_names = ", ".join(SYNC_CALLS[:-1]) + " or a plain cudaMemcpy"
+    qs.append(Question(
+        "syncs_in_steps", f"Predict: how many calls that make the host wait for the GPU ({sync_names}) did "
+                          f"the process make inside the {len(steps)} torch_step ranges?", int(inside.sum()),
+        f"{int(inside.sum())}: this loop reads nothing back from the GPU (no loss.item(), no .cpu(), no "
+        f"print(loss)), so the host never waits inside a step and runs ahead. The {len(sync)} waiting calls are "
+        f"outside the steps: {len(before)} before step 0 ({n_stream} stream synchronisations, one after each "
+        "copy of the model's weights from pageable memory, and the script's torch.cuda.synchronize()) and "
+        f"{after} after the last step (the final torch.cuda.synchronize()).",
+        kind="predict", where="the synchronising-calls table (inside a step or not)",
+        traps=[(len(sync), "those are all the waiting calls of the recording; most come before the first step.")]))
+    path = public if public is not None else public_export_path()
+    if path is not None and __import__("pathlib").Path(path).exists():
+        pub = _public_figures(path)
+        qs.append(Question(
+            "public_h2d_gbps", "Transfer, on a public Nsight export the lesson has not shown (CloverLeaf on an "
+                               f"A100: {PUBLIC_EXPORT}): write the same SQL. Its host-to-device copies moved how "
+                               "many GB (10⁹ bytes) per second, all bytes over all their durations?", pub["h2d_gbps"],
+            f"{pub['h2d_gbps']:.1f} GB/s on the A100's PCIe Gen4 x16 link (32 GB/s one way, nominal): about "
+            "three quarters of it, from pageable memory (srcKind 0), which the driver stages through pinned "
+            "buffers of its own.",
+            kind="transfer", unit="GB/s", where="CUPTI_ACTIVITY_KIND_MEMCPY of that file, copyKind = 1",
+            traps=[(pub["all_gbps"], "that includes the device-to-host copies (copyKind 2); keep copyKind = 1."),
+                   (pub["h2d_mean_of_rates"], "that is the mean of each copy's rate; divide all bytes by all "
+                                              "durations, so that large copies weigh as much as they move.")]))
+        qs.append(Question(
+            "public_sync_ms", "Transfer, same public export: how many ms of host time did the program spend "
+                              "inside cudaDeviceSynchronize, all calls together?", ns_to_ms(pub["sync_ns"]),
+            f"{ns_to_ms(pub['sync_ns']):,.1f} ms in {pub['sync_calls']:,} calls: this program synchronises after "
+            "every kernel, so the host waits for each kernel to finish before it can queue the next one.",
+            kind="transfer", unit="ms", where="CUPTI_ACTIVITY_KIND_RUNTIME of that file, joined with StringIds",
+            traps=[(ns_to_ms(pub["memcpy_ns"]), "that is cudaMemcpy, the neighbouring row; the question asks "
+                                                "about cudaDeviceSynchronize."),
+                   (ns_to_ms(pub["sync_ns"]) / pub["sync_calls"], "that is the mean per call; the question asks "
+                                                                  "for all calls together.")]))
+    qs.append(Question("cpu_sampling", "Was CPU sampling on in this capture? (yes/no)", bool(col.get("cpu_sampling")),
+                       "the manifest's collectors: " + ", ".join(f"{k}={v}" for k, v in col.items())
+                       + ". With sampling and context switches off, the report cannot say what a thread computed "
+                         "between its calls, nor when it was descheduled.", kind="recall"))
     return Exercises("Lesson 09 — your turn", qs)

@@ -1,0 +1,159 @@
+"""Lesson 09's answers from the recordings, without the exercise code or kitlib analyses
+(issue 31): SQL on the Nsight export nsys_8step, its nsys stats CSV (the GPU projection),
+its manifest, and SQL on the public CloverLeaf export of the transfer questions. Each key is
+checked, and the near misses a learner makes are rejected."""
+import csv
+import json
+import statistics
+from pathlib import Path
+
+import pytest
+
+from conftest import PUBLIC, REF, sql_rows
+
+DB = REF / "nsys_8step" / "report.sqlite"
+CLOVER = PUBLIC / "nsys_2024.5_a100_cloverleaf.sqlite"
+TID = 0xFFFFFF
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course.exercises import l09
+    from kitlib.readers.bundle import open_capture
+    return l09.questions(open_capture("nsys_8step"), emit=open_capture("nsys_emit_nvtx"))
+
+
+def _rejects(q, *near):
+    for x in near:
+        assert not q.judge_silently(x), (q.key, x)
+
+
+def test_streams_with_kernels(ex):
+    streams = sql_rows(DB, "SELECT DISTINCT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")
+    every = {s for t in ("KERNEL", "MEMCPY", "MEMSET") for (s,) in sql_rows(DB, f"SELECT DISTINCT streamId FROM "
+                                                                             f"CUPTI_ACTIVITY_KIND_{t}")}
+    q = ex["streams_with_kernels"]
+    assert q.kind == "predict" and q.answer == len(streams) == 1 and len(every) == 3
+    _rejects(q, 0, 2, 3)
+    assert "memory sets" in q.judge(3).message
+
+
+def test_backward_gpu_ops_from_nsys_stats(ex):
+    with open(REF / "nsys_8step" / "nsys_stats" / "nvtx_gpu_proj_sum.csv") as f:
+        bw = {r["Range"]: r for r in csv.DictReader(f)}[":backward"]
+    q = ex["backward_gpu_ops"]
+    assert q.kind == "predict" and q.answer == int(bw["Total GPU Ops"]) == 8
+    _rejects(q, 1, 7, 9, 296, 2360)
+
+
+def _first_data_load():
+    return sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'data_load' ORDER BY start LIMIT 1")[0]
+
+
+def _pin_tid():
+    (g,), = sql_rows(DB, "SELECT t.globalTid FROM ThreadNames t JOIN StringIds s ON s.id = t.nameId "
+                         "WHERE s.value = 'pt_data_pin'")
+    return g
+
+
+def test_pin_alloc_share(ex):
+    s0, e0 = _first_data_load()
+    durs = [d for (d,) in sql_rows(DB, "SELECT r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                                       "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
+                                       "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)]
+    share = sum(durs) / (e0 - s0)
+    q = ex["pin_alloc_share"]
+    assert q.kind == "compute" and len(durs) == 17 and q.answer == pytest.approx(share, rel=1e-12)
+    assert q.judge_silently(round(share, 3)) and q.judge_silently(0.324)
+    _rejects(q, share * 1.05, share * 0.95, 1 - share, share * 100,        # outside the calls; a percentage
+             max(durs) / (e0 - s0),                                         # the longest call only
+             sum(durs) / (e0 - s0 + sum(durs)))
+
+
+def test_batches_before_batch0(ex):
+    """The main thread's waits (sem_clockwait, OS runtime rows on its own thread) that end
+    inside the first data_load after the pin thread's first cudaHostAlloc began: one wake-up
+    per pinned batch, and only the last one brought batch 0."""
+    s0, e0 = _first_data_load()
+    (first_alloc,), = sql_rows(DB, "SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                                   "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
+                                   "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)
+    (main,), = sql_rows(DB, "SELECT globalTid FROM NVTX_EVENTS WHERE text = 'data_load' LIMIT 1")
+    woke = [e for (e,) in sql_rows(DB, "SELECT o.end FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+                                       "WHERE s.value = 'sem_clockwait' AND o.globalTid = ? AND o.end > ? "
+                                       "AND o.end <= ?", main, first_alloc, e0)]
+    q = ex["batches_before_batch0"]
+    assert q.kind == "compute" and q.answer == len(woke) - 1 == 7
+    _rejects(q, 6, 8, 17, 16)
+    assert "counts batch 0 itself" in q.judge(8).message
+
+
+def test_h2d_pinned_gbps(ex):
+    (b, ns), = sql_rows(DB, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                            "WHERE copyKind = 1 AND srcKind = 1")
+    (pb, pns), = sql_rows(DB, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                              "WHERE copyKind = 1 AND srcKind = 0")
+    rates = [x / d for x, d in sql_rows(DB, "SELECT bytes, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                                            "WHERE copyKind = 1 AND srcKind = 1")]
+    gbps = b / ns
+    q = ex["h2d_pinned_gbps"]
+    assert q.kind == "compute" and q.unit == "GB/s" and q.answer == pytest.approx(gbps, rel=1e-12)
+    assert round(gbps, 1) == 55.3 and q.judge_silently(55.3)
+    _rejects(q, gbps * 1.05, gbps * 0.95, gbps * 1e3, gbps / 1e3, gbps * 1e9 / 2**30,   # GiB/s
+             pb / pns, statistics.mean(rates), gbps / 64 * 100, (b + pb) / (ns + pns))
+    assert "pageable" in q.judge(pb / pns).message and "GB" in q.judge(gbps * 1e9 / 2**30).message
+
+
+def test_syncs_in_steps(ex):
+    steps = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")
+    calls = sql_rows(DB, "SELECT s.value, r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                         "ON s.id = r.nameId")
+    waiting = [(n, t) for n, t in calls if n.split("_v")[0] in ("cudaDeviceSynchronize", "cudaStreamSynchronize",
+                                                               "cudaEventSynchronize", "cudaMemcpy")]
+    inside = [w for w in waiting if any(s <= w[1] < e for s, e in steps)]
+    q = ex["syncs_in_steps"]
+    assert q.kind == "predict" and q.answer == len(inside) == 0 and len(waiting) == 322
+    _rejects(q, 1, 8, 16, 320, 322)
+    assert "before the first step" in q.judge(322).message
+
+
+def test_public_h2d_gbps(ex):
+    (b, ns), = sql_rows(CLOVER, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE copyKind = 1")
+    (ab, ans), = sql_rows(CLOVER, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY")
+    rates = [x / d for x, d in sql_rows(CLOVER, "SELECT bytes, end - start FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                                                "WHERE copyKind = 1")]
+    gbps = b / ns
+    q = ex["public_h2d_gbps"]
+    assert q.kind == "transfer" and q.unit == "GB/s" and q.answer == pytest.approx(gbps, rel=1e-12)
+    assert round(gbps, 1) == 24.1 and q.judge_silently(24.1)
+    _rejects(q, gbps * 1.05, gbps * 0.95, ab / ans, statistics.mean(rates), gbps * 1e9 / 2**30, gbps * 1e3)
+    assert "device-to-host" in q.judge(ab / ans).message
+
+
+def test_public_sync_ms(ex):
+    rows = dict(sql_rows(CLOVER, "SELECT s.value, SUM(r.end - r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                 "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value"))
+    n = dict(sql_rows(CLOVER, "SELECT s.value, COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                              "JOIN StringIds s ON s.id = r.nameId GROUP BY s.value"))
+    sync_ns = rows["cudaDeviceSynchronize_v3020"]
+    q = ex["public_sync_ms"]
+    assert q.kind == "transfer" and q.unit == "ms" and q.answer == pytest.approx(sync_ns / 1e6, rel=1e-12)
+    assert q.judge_silently(302) and q.judge_silently(301.65)
+    _rejects(q, sync_ns / 1e6 * 1.05, sync_ns / 1e6 * 0.95, sync_ns, sync_ns / 1e3,          # ns, µs for ms
+             rows["cudaMemcpy_v3020"] / 1e6,                                                # the neighbouring row
+             rows["cudaMalloc_v3020"] / 1e6, sync_ns / n["cudaDeviceSynchronize_v3020"] / 1e6)   # mean per call
+    assert "neighbouring row" in q.judge(rows["cudaMemcpy_v3020"] / 1e6).message
+
+
+def test_cpu_sampling(ex):
+    col = json.loads((REF / "nsys_8step" / "manifest.json").read_text())["recipe"]["collectors"]
+    q = ex["cpu_sampling"]
+    assert q.kind == "recall" and q.answer is False is col["cpu_sampling"]
+    assert q.judge_silently("no") and not q.judge_silently("yes")
+
+
+def test_every_question_is_pinned(ex):
+    assert [q.key for q in ex.questions] == [
+        "streams_with_kernels", "backward_gpu_ops", "pin_alloc_share", "batches_before_batch0", "h2d_pinned_gbps",
+        "syncs_in_steps", "public_h2d_gbps", "public_sync_ms", "cpu_sampling"]
+    assert Path(CLOVER).exists()
