@@ -187,3 +187,55 @@ def test_relative_imports_are_resolved():
 
 if __name__ == "__main__":  # pragma: no cover
     pytest.main([__file__, "-v"])
+
+
+# -- at run time: importing a lower layer loads nothing above it ---------------------------
+RUNTIME_PROBE = r"""
+import importlib, json, sys
+mods = sys.argv[1:]
+for m in mods:
+    importlib.import_module(m)
+print(json.dumps(sorted(k for k in sys.modules if k == "IPython" or k.startswith(("kitlib", "IPython.")))))
+"""
+
+
+def _loaded_after_importing(modules: list) -> set:
+    import json
+    import os
+    import subprocess
+    import sys
+    env = {k: v for k, v in os.environ.items() if k != "KITLIB_PLOT_SCALE"}
+    env["MPLBACKEND"] = "Agg"
+    run = subprocess.run([sys.executable, "-c", RUNTIME_PROBE, *modules], capture_output=True, text=True,
+                         env=env, cwd=str(KIT.parent), timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    return set(json.loads(run.stdout.strip().splitlines()[-1]))
+
+
+@pytest.mark.parametrize("layer", ["base", "model", "readers", "analyses", "capture", "plots"])
+def test_importing_a_layer_loads_nothing_above_it(layer):
+    """In a fresh interpreter, every module of ``layer`` imported (``import kitlib`` first,
+    as any import of a submodule runs the package's face): no module of a higher or
+    side-by-side layer is loaded, and IPython is not touched (no display hooks)."""
+    mods = sorted(m for m in import_graph() if m not in PUBLIC_FACE and layer_of(m) == layer)
+    assert mods
+    loaded = _loaded_after_importing(mods)
+    bad = sorted(m for m in loaded if m.startswith("kitlib.") and layer_of(m) != layer
+                 and (RANK[layer_of(m)] > RANK[layer] or (RANK[layer_of(m)] == RANK[layer] and layer_of(m) != layer)))
+    assert not bad, f"importing kitlib.{layer} loads a higher layer: {bad}"
+    assert not any(m == "IPython" or m.startswith("IPython.") for m in loaded), \
+        f"importing kitlib.{layer} loads IPython"
+
+
+def test_the_public_face_is_lazy_but_complete():
+    """``import kitlib`` loads only kitlib.errors; every name of the face is there on first use."""
+    loaded = _loaded_after_importing(["kitlib"])
+    assert loaded == {"kitlib", "kitlib.errors"}
+    import kitlib
+    for name in ("open_capture", "list_references", "reference_dir", "Trace", "load_trace", "RankTraces",
+                 "load_traces", "chain", "NsysReport", "load_nsys", "nsys_stats", "load_memory_snapshot",
+                 "align", "lint", "course", "exercises", "model", "readers", "analyses", "plots"):
+        assert getattr(kitlib, name) is not None, name
+    assert kitlib.Trace is kitlib.readers.trace.Trace
+    with pytest.raises(AttributeError):
+        kitlib.no_such_name

@@ -108,3 +108,21 @@ def test_hand_built_traces_still_work():
     assert again.steps["step"].tolist() == [1]
     with pytest.raises(ValueError):
         kitlib.model.window.containing([0], [1], [0], closed="both ends")
+
+
+def test_the_event_tree_follows_the_ops_the_trace_has_now():
+    """A trace made from another with fewer operators carries the old tree along in
+    ``dataclasses.replace``; the tree it hands out is the one of its own tables."""
+    tr = tiny_trace()
+    assert tr.host_events["name"].tolist() == ["ProfilerStep#1", "aten::relu", "cudaLaunchKernel", "aten::add"]
+    kept_tree = kept(tr, "host_events")
+    assert tr.derived("host_events", ("ops", "launches", "host_events"), lambda: None) is kept_tree
+    no_step = dataclasses.replace(tr, ops=tr.ops[tr.ops["kind"] != "step"])
+    t = no_step.host_events
+    assert t["name"].tolist() == ["aten::relu", "cudaLaunchKernel", "aten::add"]
+    assert t["parent"].tolist() == [-1, 0, -1]
+    real = kitlib.open_capture("profiler_5step").trace
+    assert kept(real, "host_events") is not None
+    first = real.steps["name"].iloc[0]
+    fewer = dataclasses.replace(real, ops=real.ops[real.ops["name"] != first])
+    assert first not in set(fewer.host_events["name"]) and first in set(real.host_events["name"])

@@ -216,3 +216,35 @@ def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
             return hit.assign(step=n[n.notna()].astype("int64"))[STEP_COLUMNS] \
                 .sort_values("start_ns", kind="stable").reset_index(drop=True)
     return out
+
+
+def _tree_now(trace: Trace):
+    """The event tree of the tables the trace keeps now: the one it was given, while it
+    still matches ``ops`` and ``launches`` (the same events, by count and row label),
+    else one built again from them (a trace made by ``dataclasses.replace(trace,
+    ops=...)`` carries the old tree along). Worked out once per set of tables."""
+    def check():
+        from .tree import build_host_tree
+        tree, ops, la = kept(trace, "host_events"), kept(trace, "ops"), kept(trace, "launches")
+        if ops is None or la is None:
+            return tree
+        py = bool(trace.meta.get("python_frames_are_children"))
+        sel = ops if py else ops[ops["kind"] != "python"]
+        sel = sel[~sel["name"].isin(FILTERED_NAMES)]
+        n_la = int((~la["name"].isin(FILTERED_NAMES)).sum())
+        if tree is not None:
+            src = tree["source"].to_numpy()
+            rows = tree["row"].to_numpy()[src == "ops"]
+            if len(rows) == len(sel) and int((src == "launches").sum()) == n_la \
+                    and bool(sel.index.isin(rows).all()):
+                return tree
+        return build_host_tree(ops, la, py, int(trace.meta.get("time_resolution_ns") or 1))
+    return trace.derived("host_events", ("ops", "launches", "host_events"), check)
+
+
+def _put_tree(self, value):
+    self.__dict__["_t_host_events"] = handed_out(value)
+
+
+Trace.host_events = property(lambda self: handed_out(_tree_now(self)), _put_tree,
+                             doc="The profiler's event tree of the trace's host events (a copy).")
