@@ -129,6 +129,13 @@ def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
     KitError
         Fewer than 3 values, non-numbers, NaN/inf/negative, or a confidence
         outside (0, 1).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.compare import compare
+    >>> c = compare([10, 11, 10.5, 10.2], [8, 8.1, 7.9, 8.2])
+    >>> print(c)              # doctest: +ELLIPSIS
+    median 10.35 ms (IQR 0.48, n=4) → 8.05 ms (IQR 0.15, n=4): -2.30 ms (-22.2%); 95% bootstrap ...
     """
     if not 0 < confidence < 1:
         raise KitError(f"compare: confidence must lie between 0 and 1, not {confidence!r}")

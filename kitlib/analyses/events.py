@@ -60,6 +60,12 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
         group_by_input_shape=True)`` keys it (the profiler's ``shapes()`` holds a
         shape per argument, and a tensor list has none); ``"nested"``: the members'
         shapes are kept, which says more.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.events import shapes_key
+    >>> shapes_key([[2, 3], [3, 4]])
+    '[[2, 3], [3, 4]]'
     """
     if input_dims is None or input_dims is pd.NA or (isinstance(input_dims, float) and np.isnan(input_dims)):
         return "[]"
@@ -118,6 +124,18 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
         ``device_self_ns`` (GPU events this event launched itself, or those lifted
         from a folded child), ``device_total_ns`` (those of it and all events nested
         in it) and ``n_gpu_events`` (GPU events it launched itself).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.events import op_events
+    >>> op_events(tr)[["name", "kind", "start_ns", "end_ns"]]
+                   name     kind  start_ns  end_ns
+    0    ProfilerStep#1     step         0    1000
+    1        aten::relu       op       100     400
+    2  cudaLaunchKernel  runtime       150     250
+    3         aten::add       op       400     400
     """
     from .chain import chain as _chain
     c = _chain(trace) if chain_df is None else chain_df
@@ -208,6 +226,15 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
         ``input_shapes`` (``"[]"``), ``host_self_ns`` (0), ``device_self_ns`` and
         ``device_total_ns`` (its own duration), ``n_gpu_events`` (1), ``source``
         (``"gpu"``) and ``row`` (row label in ``trace.gpu``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.events import gpu_events
+    >>> gpu_events(tr)[["name", "device_type", "start_ns", "end_ns"]]
+              name device_type  start_ns  end_ns
+    0  relu_kernel        CUDA       300     700
     """
     g = trace.gpu
     return pd.DataFrame({

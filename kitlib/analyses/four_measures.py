@@ -72,6 +72,18 @@ def operator_children(trace: Trace) -> pd.DataFrame:
         children's host time), ``parent`` (row label in ``trace.ops`` of the
         profiler's parent; -1 when at the top of its thread), ``merged`` (folded
         into a same-named parent: not a row of the profiler's table).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.four_measures import operator_children
+    >>> operator_children(tr)[["name", "dur_ns", "children_ns"]]
+                   name  dur_ns  children_ns
+    0    ProfilerStep#1    1000          300
+    1        aten::relu     300          100
+    2  cudaLaunchKernel     100            0
+    3         aten::add       0            0
     """
     t = trace.host_events
     par = t["profiler_parent"].to_numpy()
@@ -110,6 +122,16 @@ def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")
         ``name``, ``kind``, ``calls``, ``total_ns``, ``self_ns``, ``children_ns``
         (``total_ns - self_ns``: time spent in what it called). Names with equal
         totals keep the order in which they first appear in the trace.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.four_measures import self_total
+    >>> self_total(tr)
+             name kind  calls  total_ns  self_ns  children_ns
+    0  aten::relu   op      1       300      200          100
+    1   aten::add   op      1         0        0            0
     """
     rel = operator_children(trace)
     rel = rel[(rel["source"] == "ops").to_numpy() & ~rel["merged"].to_numpy()]
@@ -168,6 +190,21 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
     ------
     KitError
         No such step, or no steps at all.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.four_measures import four_measures
+    >>> four_measures(tr)[["measure", "value_ns"]]
+                  measure  value_ns
+    0                wall      1000
+    1  host_ops_total_sum       300
+    2   host_ops_self_sum       200
+    3  host_ops_top_level       300
+    4         device_busy       400
+    5             gpu_sum       400
+    6          kernel_sum       400
     """
     s = _step_row(trace, step)
     t0, t1 = int(s["start_ns"]), int(s["end_ns"])

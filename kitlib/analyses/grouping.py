@@ -144,6 +144,19 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     ValueError
         Unknown ``by``, or ``by="stack"`` on a trace without Python frames (record it
         with ``with_stack=True``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> from kitlib.analyses.grouping import group_ops
+    >>> group_ops(tr)[["name", "device_type", "count", "host_total_ns", "host_self_ns"]]
+                   name device_type  count  host_total_ns  host_self_ns
+    0        aten::relu         CPU      1            300           200
+    1       relu_kernel        CUDA      1              0             0
+    2     ProfilerStep*         CPU      1           1000           700
+    3  cudaLaunchKernel         CPU      1            100           100
+    4         aten::add         CPU      1              0             0
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
@@ -453,6 +466,12 @@ def memory_layout(shape, strides) -> str:
     tensors with the same shape can have different layouts: shapes alone do not say.
 
     Source: PyTorch tutorial "Channels Last Memory Format in PyTorch".
+
+    Examples
+    --------
+    >>> from kitlib.analyses.grouping import memory_layout
+    >>> memory_layout((2, 3, 4, 5), (60, 20, 5, 1)), memory_layout((2, 3, 4, 5), (60, 1, 15, 3))
+    ('contiguous', 'channels_last')
     """
     if not shape or not strides or len(shape) != 4 or len(strides) != 4:
         return "n/a"

@@ -137,6 +137,18 @@ def clip(df: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
     IntervalError
         Missing columns, missing or fractional times, negative durations, or
         ``end < start``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import clip
+    >>> clip(df, 50, 250)
+       start_ns  end_ns  dur_ns
+    0        50     100      50
+    1        50     150     100
+    2       200     250      50
     """
     w0, w1 = _window((start, end))
     s, e = _bounds(df)
@@ -172,6 +184,17 @@ def union(df: pd.DataFrame) -> pd.DataFrame:
     ------
     IntervalError
         Missing columns, missing or fractional times, negative durations.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import union
+    >>> union(df)
+       start_ns  end_ns  dur_ns
+    0         0     150     150
+    1       200     300     100
     """
     return _spans(*_merge(*_bounds(df)))
 
@@ -195,6 +218,15 @@ def busy_ns(df: pd.DataFrame, window=None) -> int:
     ------
     IntervalError
         Bad intervals (see :func:`union`) or a window that ends before it starts.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import busy_ns
+    >>> busy_ns(df), int(df["dur_ns"].sum())       # overlap counted once, not twice
+    (250, 300)
     """
     s, e = _merge(*_bounds(df))
     if window is not None:
@@ -228,6 +260,17 @@ def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFram
     IntervalError
         Bad intervals (see :func:`union`), a window that ends before it starts,
         or a negative ``min_gap_ns``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import idle_gaps
+    >>> idle_gaps(df, (0, 400))
+       start_ns  end_ns  dur_ns
+    0       150     200      50
+    1       300     400     100
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
@@ -271,6 +314,18 @@ def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: in
     ------
     IntervalError
         As :func:`idle_gaps`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import idle_gaps_in_windows
+    >>> windows = pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]})
+    >>> idle_gaps_in_windows(df, windows)
+       window  start_ns  end_ns  dur_ns
+    0       0       150     200      50
+    1       1       300     400     100
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
@@ -341,6 +396,18 @@ def per_window(df: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     IntervalError
         Bad intervals or windows (missing columns, negative durations, missing or
         fractional times).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    >>> from kitlib.analyses.intervals import per_window
+    >>> windows = pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]})
+    >>> per_window(df, windows)
+       start_ns  end_ns  window_ns  busy_ns  sum_dur_ns  idle_ns  n_intervals
+    0         0     200        200      150         200       50            2
+    1       200     400        200      100         100      100            1
     """
     w0, w1 = _bounds(windows, "windows")
     s, e = _bounds(df)

@@ -1,4 +1,4 @@
-"""Readers: files in, pandas tables out. The lowest layer of kitlib.
+"""Readers: files in, model values out (pandas tables). Just above kitlib.model.
 
 What belongs here: code that opens a file a tool wrote and turns it into typed
 tables, with a clear kitlib error for a damaged or foreign file. ``files`` (bytes,
@@ -14,8 +14,11 @@ folder: ``manifest.json`` and its files) opens a folder and hands its files to t
 other readers; ``ranks`` reads the traces of one distributed run, one per rank (a
 multi-rank bundle or a folder of traces), on top of ``bundle`` and ``trace``.
 
-May import: the standard library, numpy, pandas, orjson, pyarrow, ``kitlib.errors``,
-``kitlib.units``, ``kitlib.phases``, ``kitlib.paths`` and each other (``bundle`` and ``ranks`` use the
+Readers decode files into the values of ``kitlib.model`` (``Trace``, ``NsysReport``),
+whose names they re-export (``kitlib.readers.trace.Trace`` is ``kitlib.model.Trace``).
+
+May import: the standard library, numpy, pandas, orjson, pyarrow, ``kitlib.model``,
+``kitlib.errors``, ``kitlib.units``, ``kitlib.phases``, ``kitlib.paths``, ``kitlib.settings`` and each other (``bundle`` and ``ranks`` use the
 format readers; the format readers never import ``bundle`` or ``ranks``). Nothing from analyses,
 capture, plots or course.
 """

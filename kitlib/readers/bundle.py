@@ -36,6 +36,7 @@ from collections import OrderedDict
 from pathlib import Path
 from typing import Any
 
+from ..settings import value as setting
 from ..errors import BundleError
 from .files import read_json_file, sha256_of
 
@@ -414,7 +415,14 @@ REPLAY_DIR_ENV = "KITLIB_REPLAY_DIR"
 
 def is_recording_name(path) -> bool:
     """Whether ``path`` is a bare name (``"profiler_5step"``, no folder separator, not
-    absolute) rather than a path."""
+    absolute) rather than a path.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import is_recording_name
+    >>> is_recording_name("profiler_5step"), is_recording_name("runs/profiler_5step")
+    (True, False)
+    """
     text = os.fspath(path)
     return bool(text) and "/" not in text and os.sep not in text and (os.altsep or "/") not in text \
         and text not in (".", "..")
@@ -445,7 +453,7 @@ def find_recording(name: str) -> tuple[Path, str]:
         Neither place holds a bundle (a folder with ``manifest.json``) of that name;
         the message names both places and the known recordings.
     """
-    own = os.environ.get(REPLAY_DIR_ENV, "").strip()
+    own = setting(REPLAY_DIR_ENV)
     if own and (Path(own).expanduser() / name / MANIFEST).is_file():
         return Path(own).expanduser() / name, "own"
     kit = reference_dir() / name
@@ -483,6 +491,13 @@ def open_capture(path) -> Capture:
     ------
     BundleError
         No such folder, no manifest, or a manifest that is not a kitlib bundle.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> cap = open_capture("profiler_5step")
+    >>> cap.kind, cap.origin
+    ('torch_profiler', 'recorded')
     """
     found_in = "path"
     p = Path(path)
@@ -557,7 +572,7 @@ def _found_in_by_place(p: Path) -> str:
     reference folder, else ``"path"``: a recording opened by its path is labelled as the
     same recording opened by its name would be (links are not followed, so a learner's
     folder of links to the kit's recordings stays the learner's)."""
-    own = os.environ.get(REPLAY_DIR_ENV)
+    own = setting(REPLAY_DIR_ENV)
     for where, folder in (("own", own), ("kit", reference_dir())):
         if folder and _inside(p, folder):
             return where
@@ -632,7 +647,7 @@ def reference_dir() -> Path:
     ``pyproject.toml``). The folder may not exist (:func:`find_recording` then says what
     to do).
     """
-    env = os.environ.get("KITLIB_REFERENCE")
+    env = setting("KITLIB_REFERENCE")
     if env:
         return Path(env)
     here = Path(__file__).resolve().parents[1]                       # kitlib/
@@ -643,6 +658,13 @@ def reference_dir() -> Path:
 
 
 def list_references() -> list[str]:
-    """Names of the recorded captures shipped with the kit."""
+    """Names of the recorded captures shipped with the kit.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import list_references
+    >>> "profiler_5step" in list_references()
+    True
+    """
     d = reference_dir()
     return sorted(x.name for x in d.iterdir() if (x / MANIFEST).is_file()) if d.exists() else []

@@ -65,6 +65,16 @@ def parse_json(raw: bytes, path):
     KitFileError
         ``path: invalid JSON at line L, column C (byte N): reason`` (see
         :func:`json_error`), or ``path: not UTF-8 text at line L, column C (byte N)``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.files import parse_json
+    >>> parse_json(b'{"a": 1}', "x.json")
+    {'a': 1}
+    >>> parse_json(b'{"a": }', "x.json")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitFileError: x.json: invalid JSON at line 1, column 7 (byte 6): Expecting value
     """
     try:
         if _orjson is not None:
@@ -204,6 +214,13 @@ def gunzip_if_gz(data: bytes, path) -> bytes:
     ------
     KitFileError
         A truncated or corrupt gzip stream, or one that holds no data (named ``path``).
+
+    Examples
+    --------
+    >>> import gzip
+    >>> from kitlib.readers.files import gunzip_if_gz
+    >>> gunzip_if_gz(gzip.compress(b"abc"), "x.gz"), gunzip_if_gz(b"abc", "x")
+    (b'abc', b'abc')
     """
     if data[:2] != b"\x1f\x8b":
         return data

@@ -233,6 +233,22 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     TraceFormatError
         Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
         are not objects, or no event of any torch.profiler category).
+
+    Examples
+    --------
+    >>> doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
+    ...                           "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
+    >>> import gzip, json, os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "trace.json.gz")
+    >>> with open(path, "wb") as f:
+    ...     _ = f.write(gzip.compress(json.dumps(doc).encode()))
+    >>> from kitlib.readers.trace import load_trace
+    >>> tr = load_trace(path)
+    >>> tr
+    Trace(trace.json.gz: 1 CPU events, 0 launches, 0 GPU events, 0 memory events)
+    >>> tr.ops[["name", "start_ns", "dur_ns"]]      # µs in the file, exact ns here
+             name  start_ns  dur_ns
+    0  aten::relu      1500     300
     """
     path = Path(path)
     from . import trace_cache
@@ -318,10 +334,9 @@ def progress_bar(desc: str, total: int, show: bool):
     """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
     ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
     object, so the caller updates it either way."""
-    import os
-
     from tqdm.auto import tqdm
-    if os.environ.get("KITLIB_PROGRESS", "1").strip().lower() in ("0", "off", "false", "no"):
+    from ..settings import is_off
+    if is_off("KITLIB_PROGRESS"):
         show = False
     return tqdm(total=total, desc=desc, unit="stage", disable=not show, leave=False)
 
@@ -351,6 +366,15 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     ------
     TraceFormatError
         As :func:`load_trace`.
+
+    Examples
+    --------
+    >>> doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
+    ...                           "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> trace_from_json(doc).ops[["name", "kind", "start_ns", "end_ns"]]
+             name kind  start_ns  end_ns
+    0  aten::relu   op      1500    1800
     """
     path = Path(path)
     if isinstance(doc, _TraceDoc):                     # load_trace's fast path (:func:`_decode_trace`)
@@ -824,6 +848,12 @@ def python_frames_rule(python_events: list, torch_version: str | None = None) ->
         trace in ``tests/data/public-traces`` and the 2.11 reference recordings)
         the old one. A trace from a release between the two checked ones may be
         misjudged; ``lint`` says which rule was applied.
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import python_frames_rule
+    >>> python_frames_rule([])
+    (False, 'no Python frames in the trace: the rule does not apply')
     """
     if not python_events:
         return False, "no Python frames in the trace: the rule does not apply"

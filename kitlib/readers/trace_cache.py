@@ -48,6 +48,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from ..settings import is_off
 from ..paths import cache_dir
 
 FORMAT = 3
@@ -58,7 +59,7 @@ _MANIFEST = "entry.json"
 
 def enabled() -> bool:
     """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
-    return os.environ.get("KITLIB_TRACE_CACHE", "1").strip().lower() not in ("0", "off", "false", "no")
+    return not is_off("KITLIB_TRACE_CACHE")
 
 
 def folder() -> Path:
