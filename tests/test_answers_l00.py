@@ -1,0 +1,165 @@
+"""Lesson 00's answers, recomputed from the raw recordings without the exercise code or
+kitlib's analyses (issue 31), and the lesson's corrected sentences pinned to the raw files
+(issue 26): the slow first step of the profiled series, and what its ``device_busy_ms``
+column means next to lesson 03's device busy time."""
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import merged_length, raw_trace_events
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "data" / "reference"
+LESSON = next((ROOT / "lessons").glob("00_*.ipynb"))
+PHASES = ("data_load", "h2d", "forward", "backward", "optimizer")
+GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _ns(us) -> int:
+    return round(us * 1000)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib import open_capture
+    from kitlib.course import exercises
+    return exercises.lesson00(open_capture("profiler_5step"), cold=open_capture("cold_start_8step"))
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+
+
+def _steps(ev, prefix="ProfilerStep#"):
+    return sorted((e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix)),
+                  key=lambda e: e["ts"])
+
+
+def _phases(ev, step) -> dict:
+    """Host ns of each labelled phase inside ``step`` (same thread), summed."""
+    a, b = _ns(step["ts"]), _ns(step["ts"]) + _ns(step["dur"])
+    out = {}
+    for e in ev:
+        if e.get("cat") == "user_annotation" and e.get("name") in PHASES and e["tid"] == step["tid"] \
+                and a <= _ns(e["ts"]) < b:
+            out[e["name"]] = out.get(e["name"], 0) + _ns(e["dur"])
+    return out
+
+
+def _idle_ms(ev, step) -> float:
+    """Wall minus the union of the GPU events inside the step's host interval, in ms."""
+    a, b = _ns(step["ts"]), _ns(step["ts"]) + _ns(step["dur"])
+    spans = [(max(a, _ns(e["ts"])), min(b, _ns(e["ts"]) + _ns(e["dur"]))) for e in ev if e.get("cat") in GPU]
+    busy = merged_length([s for s in spans if s[1] > s[0]])
+    return (b - a - busy) / 1e6, busy / 1e6
+
+
+def test_forward_mostly_api_from_raw_json(ex, raw):
+    """The CUDA API calls (cuda_runtime, cuda_driver) that start inside each ``forward`` label,
+    on its thread, against the labels' host time: 14 % in the reference, so "no"."""
+    fw = [e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
+    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    inside = sum(_ns(c["dur"]) for f in fw for c in api
+                 if c["tid"] == f["tid"] and _ns(f["ts"]) <= _ns(c["ts"]) < _ns(f["ts"]) + _ns(f["dur"]))
+    share = inside / sum(_ns(f["dur"]) for f in fw)
+    assert len(fw) == 5 and round(share, 2) == 0.14
+    q = ex["forward_mostly_api"]
+    assert q.kind == "predict" and q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
+
+
+def test_longest_phase_and_idle_of_the_second_step_from_raw_json(ex, raw):
+    step = _steps(raw)[1]
+    assert step["name"] == "ProfilerStep#3"
+    ph = _phases(raw, step)
+    assert max(ph, key=ph.get) == ex["longest_phase"].answer == "forward"
+    assert not ex["longest_phase"].judge_silently("backward")        # the next longest
+    idle, busy = _idle_ms(raw, step)
+    q = ex["gpu_idle_ms"]
+    assert abs(q.answer - idle) < 1e-3 and round(idle, 3) == 23.163
+    assert q.unit == "ms" and q.judge_silently(idle) and q.judge_silently(23.2)
+    near = [idle * 1.05, idle * 0.95, idle * 1000, busy, step["dur"] / 1000]
+    near += [_idle_ms(raw, s)[0] for s in (_steps(raw)[0], _steps(raw)[2])]     # the neighbouring rows
+    assert not any(q.judge_silently(x) for x in near), near
+    assert "step 2's row" in q.judge(_idle_ms(raw, _steps(raw)[0])[0]).message
+
+
+def test_cold_first_phase_from_the_cold_start_raw_json(ex):
+    ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
+    first = _steps(ev, "torch_step#")[0]
+    ph = _phases(ev, first)
+    ranked = sorted(ph, key=ph.get, reverse=True)
+    assert ranked[:2] == ["data_load", "forward"] and round(ph["data_load"] / 1e6, 1) == 1523.4
+    q = ex["cold_first_phase"]
+    assert q.kind == "transfer" and q.answer == ranked[0]
+    assert "long too" in q.judge("forward").message and not q.judge_silently("backward")
+
+
+def test_every_question_has_a_kind_and_lesson00_asks_predict_and_transfer(ex):
+    kinds = {q.key: q.kind for q in ex.questions}
+    assert kinds == {"forward_mostly_api": "predict", "longest_phase": "compute", "gpu_idle_ms": "compute",
+                     "cold_first_phase": "transfer"}
+
+
+# --- the corrected sentences ----------------------------------------------------------------
+
+def _markdown() -> str:
+    nb = nbformat.read(LESSON, as_version=4)
+    return "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
+
+
+def test_the_slow_first_profiled_step_is_batch_0_of_epoch_1():
+    """step_times.json's profiled series starts with 764.5 ms. capture.py times each step
+    (``t = stamp(); step(...); sync()``) *before* calling ``p.step()``, where the profiler's
+    start-up happens; the wait step records nothing. That step's batch: the timing loader
+    gave 3 warm-up steps, the 10 uninstrumented steps of the file and one fixed batch before
+    the profiled loop, 14 batches of an epoch of 1,792 // 128 = 14 (drop_last): so batch 0 of
+    epoch 1, with fresh workers (persistent_workers=False)."""
+    times = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
+    prof = times["step_ms_profiled_all_attribution"]
+    assert round(prof[0], 1) == 764.5 and prof[0] == max(prof) and len(prof) == 7
+    src = (REF / "how_captured" / "capture.py").read_text()
+    d = src[src.index("# --- D"):src.index("# --- A")]
+    warm = int(re.search(r"for _ in range\((\d+)\):\n\s+step\(m, opt, it\)", d).group(1))
+    fixed = d.count("x, y = next(it)")
+    assert (warm, fixed) == (3, 1) and "persistent_workers=False" in src
+    assert re.search(r"t = stamp\(\); step\(m, opt, it\); sync\(\); ptimes\.append\(.*\)\n\s+p\.step\(\)", src)
+    man = json.loads((REF / "profiler_5step" / "manifest.json").read_text())["workload"]
+    images = int(re.search(r"([\d,]+) JPEGs", man["dataset"]).group(1).replace(",", ""))
+    per_epoch = images // man["batch_size"]                                  # drop_last
+    used = warm + len(times["step_ms_uninstrumented"]) + fixed
+    assert (images, per_epoch, used) == (1792, 14, 14) and man["persistent_workers"] is False
+    assert (used % per_epoch, used // per_epoch) == (0, 1)                   # batch 0 of epoch 1
+    # the uninstrumented series' outlier: its sixth timed step, batch 3 + 5 = 8 of epoch 0
+    u = times["step_ms_uninstrumented"]
+    assert round(max(u), 1) == 261.4 and u.index(max(u)) == 5
+    md = _markdown()
+    assert "764.5 ms" in md and "batch 0 of epoch 1" in md and "261.4 ms" in md
+    assert "which come first" not in md and "skipped and warm-up steps" not in md
+
+
+def test_device_busy_names_lesson03s_window_and_the_two_figures_differ(raw):
+    """Lesson 00's ``device_busy_ms``: the union of the GPU intervals inside the step's host
+    interval (43.017 ms for ProfilerStep#3). Lesson 03's: the union of the GPU events the step
+    *launched* (launch inside the step's interval), wherever they ran. Both figures of the
+    sentence, from the raw JSON."""
+    step = _steps(raw)[1]
+    a, b = _ns(step["ts"]), _ns(step["ts"]) + _ns(step["dur"])
+    clipped = _idle_ms(raw, step)[1]
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}
+    mine = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in raw if e.get("cat") in GPU
+            and a <= launch_ts.get(e["args"].get("correlation"), -1) < b]
+    launched = merged_length(mine) / 1e6
+    # equal here: the timing loop synchronises before each step ends, so a step's GPU work ends
+    # inside its interval and none of the previous step's runs into it
+    assert (round(clipped, 3), round(launched, 3)) == (43.017, 43.017)
+    md = _markdown()
+    assert "union" in md and "lesson 03" in md.lower()
+    assert f"{clipped:.3f} ms" in md and "cudaDeviceSynchronize" in md
+

@@ -1,0 +1,136 @@
+"""Lesson 02's answers, recomputed from the raw trace JSON without the exercise code or
+kitlib's analyses (issue 31): the first ``aten::cudnn_convolution`` of the first recorded
+step of ``profiler_5step``, its CUDA calls and GPU events joined by hand on the two ids; and
+the transfer question's excerpt of ``fixed_batch``, checked event by event against the file."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import raw_trace_events
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "data" / "reference"
+GPU = ("kernel", "gpu_memcpy", "gpu_memset")
+
+
+def _ns(us) -> int:
+    return round(us * 1000)
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib import open_capture
+    from kitlib.course import exercises
+    return exercises.lesson02(open_capture("profiler_5step"))
+
+
+@pytest.fixture(scope="module")
+def chain():
+    """The operator, its CUDA calls (all, and the launches: those whose correlation id is on a
+    GPU event), and the GPU events in launch order, all from the raw JSON."""
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    step = min((e for e in ev if str(e.get("name", "")).startswith("ProfilerStep#")), key=lambda e: e["ts"])
+    op = min((e for e in ev if e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_convolution"
+              and e["ts"] >= step["ts"]), key=lambda e: e["ts"])
+    x = op["args"]["External id"]
+    calls = sorted((e for e in ev if e.get("cat") == "cuda_runtime" and e["args"].get("External id") == x),
+                   key=lambda e: e["ts"])
+    gpu = {e["args"]["correlation"]: e for e in ev if e.get("cat") in GPU}
+    launches = [c for c in calls if c["args"]["correlation"] in gpu]
+    kernels = [gpu[c["args"]["correlation"]] for c in launches]
+    return op, calls, launches, kernels
+
+
+def test_launch_count_and_the_one_operator_one_kernel_trap(ex, chain):
+    op, calls, launches, kernels = chain
+    assert (step_name := op["name"]) == "aten::cudnn_convolution" and op["dur"] == 184.909, step_name
+    assert [(c["name"], c["dur"]) for c in launches] == [
+        ("cudaLaunchKernel", 27.598), ("cudaLaunchKernel", 6.971), ("cudaLaunchKernelExC", 12.929)]
+    q = ex["launch_count"]
+    assert q.kind == "predict" and q.answer == len(launches) == 3 and len(calls) == 7
+    assert q.judge_silently(3) and not any(q.judge_silently(x) for x in (1, 2, 4, 7))
+    assert "one operator = one kernel" in q.judge(1).message
+    assert "error checks" in ex["launch_count"].judge(len(calls)).message       # every API call counted
+
+
+def test_the_longest_kernel_starts_after_the_operator_returned(ex, chain):
+    op, _, launches, kernels = chain
+    longest = max(kernels, key=lambda k: k["dur"])
+    assert longest["dur"] == 732.513 and [k["dur"] for k in kernels].index(732.513) + 1 == 3
+    after = _ns(longest["ts"]) > _ns(op["ts"]) + _ns(op["dur"])
+    q = ex["kernel_after_op"]
+    assert q.kind == "predict" and q.answer is after is True and not q.judge_silently("no")
+    lq = ex["longest_kernel_launch"]
+    assert lq.answer == 3 and not lq.judge_silently(1) and not lq.judge_silently(2)
+
+
+def test_device_time_and_the_launch_time_trap(ex, chain):
+    op, _, launches, kernels = chain
+    device_us = sum(_ns(k["dur"]) for k in kernels) / 1000
+    launch_us = sum(_ns(c["dur"]) for c in launches) / 1000
+    assert (device_us, launch_us) == (787.618, 47.498)
+    q = ex["device_time_us"]
+    assert q.unit == "µs" and q.answer == device_us and q.judge_silently(device_us) and q.judge_silently(788)
+    near = [device_us * 1.05, device_us * 0.95, device_us / 1000, device_us * 1000, launch_us, 732.513, op["dur"],
+            device_us + op["dur"]]
+    assert not any(q.judge_silently(x) for x in near)
+    assert "launch time = kernel time" in q.judge(launch_us).message
+    assert "one operator = one kernel" in q.judge(732.513).message
+    assert "host interval" in q.judge(op["dur"]).message
+    assert "factor of 1000" in q.judge(device_us * 1000).message
+
+
+def test_queue_delay_from_the_raw_timestamps(ex, chain):
+    _, _, launches, kernels = chain
+    delays = [(_ns(k["ts"]) - _ns(c["ts"])) / 1000 for c, k in zip(launches, kernels)]
+    from_end = (_ns(kernels[-1]["ts"]) - _ns(launches[-1]["ts"]) - _ns(launches[-1]["dur"])) / 1000
+    assert (delays[-1], from_end) == (844.61, 831.681)
+    q = ex["queue_delay_us"]
+    assert q.answer == delays[-1] and q.judge_silently(845) and q.judge_silently(844.61)
+    near = [delays[-1] * 1.05, delays[-1] * 0.95, delays[-1] * 1000, from_end, delays[-2]]   # the launch before
+    assert not any(q.judge_silently(x) for x in near), near
+    assert "launch's end" in q.judge(from_end).message
+
+
+def test_the_ids_and_the_sum_of_host_and_device(ex, chain):
+    op, _, launches, kernels = chain
+    # a launch and its kernel share the correlation id; the external id is on all of them
+    assert all(c["args"]["correlation"] == k["args"]["correlation"] for c, k in zip(launches, kernels))
+    assert {k["args"]["External id"] for k in kernels} == {op["args"]["External id"]}
+    q = ex["launch_to_kernel_id"]
+    assert q.judge_silently("correlation") and q.judge_silently("correlation id") and not q.judge_silently("external")
+    a = ex["add_host_and_device"]
+    assert a.answer is False and not a.judge_silently("yes")
+    gap_us = (_ns(kernels[0]["ts"]) - _ns(op["ts"]) - _ns(op["dur"])) / 1000
+    assert f"{gap_us:,.1f} µs after the operator's host interval has ended" in a.explain
+
+
+def test_transfer_excerpt_is_the_files_own_events_and_its_answer_follows_the_ids(ex):
+    from kitlib.course.exercises import l02
+    ev = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    events, corr = l02.transfer_excerpt()
+    # every excerpt event is in the file as written (equal dicts), in order of ts
+    assert len(events) == 6 and all(any(e == f for f in ev if f.get("ts") == e["ts"]) for e in events)
+    assert [e["ts"] for e in events] == sorted(e["ts"] for e in events)
+    # the answer, by the ids: GPU event -> its launch (correlation) -> the operator (External id)
+    kernel = next(e for e in ev if e.get("cat") in GPU and e["args"].get("correlation") == corr)
+    launch = next(e for e in ev if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") == corr)
+    owner = next(e for e in ev if e.get("cat") == "cpu_op" and e["args"].get("External id") == launch["args"]["External id"])
+    # and what the host was running when the kernel started (the trap: a match by time)
+    by_time = [e for e in events if e.get("cat") == "cpu_op" and e["ts"] <= kernel["ts"] <= e["ts"] + e["dur"]]
+    assert (owner["name"], [e["name"] for e in by_time]) == ("aten::add_", ["aten::cudnn_convolution"])
+    q = ex["kernel_operator_transfer"]
+    assert q.kind == "transfer" and q.answer == owner["name"]
+    assert q.judge_silently("aten::add_") and q.judge_silently("add_") and q.judge_silently(" 'aten::add_' ")
+    assert not q.judge_silently("aten::cudnn_convolution") and not q.judge_silently("aten::add")
+    assert "match by time" in q.judge("aten::cudnn_convolution").message
+    assert f"correlation {corr}" in q.prompt
+
+
+def test_lesson02_kinds(ex):
+    assert {q.key: q.kind for q in ex.questions} == {
+        "launch_count": "predict", "kernel_after_op": "predict", "longest_kernel_launch": "compute",
+        "launch_to_kernel_id": "recall", "device_time_us": "compute", "add_host_and_device": "recall",
+        "queue_delay_us": "compute", "kernel_operator_transfer": "transfer"}
