@@ -124,12 +124,57 @@ def test_lesson05_shape_table(lesson):
 
 def test_lesson07_memory(lesson):
     text = lesson("07")
-    # PROVENANCE.md: 28,514,713,600 bytes, which the profiler prints as 26.56 GB (GiB)
-    _has(text, r"aten::cudnn_convolution\s+265\s+\d+\s+\d+\s+28514713600\s+26\.56 GB\n")
+    # PROVENANCE.md: 28,514,713,600 bytes, which the profiler prints as 26.56 GB (GiB): the
+    # printed table (key_averages_tables.txt, as printed) and the rebuild by hand from the raw JSON
+    _has(text, r"\n\s+aten::cudnn_convolution\s+26\.56 GB\s+26\.56 GB\s+265\n")
+    _has(text, r"265 calls; allocations minus frees inside them: 28,514,713,600 bytes\n"
+               r"= 26\.56 GiB \(the profiler's 'GB'\) = 28\.51 GB of 10⁹ bytes")
+    # the B300 figure and both H200 recordings, each named (fixed_batch: 28,493,742,080 bytes)
+    _has(text, r"B300 \(source\)\s+265\s+26\.54 GB\s+NaN\s+NaN\n")
+    _has(text, r"\nfixed_batch: [^\n]*?\s+265\s+26\.54 GB\s+28493742080\s")
+    # the checks folded into "Can we trust the reader?"
+    _has(text, r"hand rebuild == kitlib: True\n")
+    _has(text, r"fixed_batch: 101 of 101 rows equal the profiler's")
     # per-step peaks: max of the raw [memory] records' Total Allocated in each step
     # (test_per_step_memory_peaks_from_raw_json): 11,462,948,352 bytes in every step
     _has(text, r"trace peak of each profiled step \(GB\): \[11\.463, 11\.463, 11\.463, 11\.463, 11\.463\]")
     _has(text, r"peak allocated 11\.46 GB in step 2, phase backward, after aten::threshold_backward")
+
+
+def test_lesson07_printed_table_whole(lesson):
+    """The profiler's own table as the lesson shows it: the first ten rows of the printed table
+    sorted by Self CUDA Mem (the 4th table of key_averages_tables.txt), in order, with Name,
+    CUDA Mem, Self CUDA Mem and # of Calls exactly as printed."""
+    text = lesson("07")
+    table = [t for t in (REF / "profiler_5step" / "key_averages_tables.txt").read_text().split("\n\n")
+             if "Self CUDA Mem" in t][3]
+    body = [ln for ln in table.splitlines() if ln.strip() and not ln.startswith("-") and "Name" not in ln
+            and not ln.startswith("Self ")][:10]
+    rows = [(ln[:55].strip(), *re.split(r"\s{2,}", ln[55:].strip())[11:14]) for ln in body]
+    assert rows[:2] == [("aten::empty", "55.34 GB", "55.34 GB", "2660"),
+                        ("aten::cudnn_convolution", "26.56 GB", "26.56 GB", "265")]
+    shown = re.search(r"\n\s+Name\s+CUDA Mem\s+Self CUDA Mem\s+# of Calls\n-[- ]+\n((?:.+\n){10})", text)
+    assert shown, "the printed table is not shown"
+    got = [tuple(re.split(r"\s{2,}", ln.strip())) for ln in shown.group(1).splitlines()]
+    assert got == rows
+
+
+def test_lesson08_busy_ridge_and_the_other_recordings_row(lesson):
+    text = lesson("08")
+    # busy share of fixed_batch's profiled steps, from the raw JSON (test_answers_l08: 95.1 %)
+    ev = _raw_events("fixed_batch")
+    steps = [e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    a, b = min(s["ts"] for s in steps), max(s["ts"] + s["dur"] for s in steps)
+    from conftest import merged_length
+    busy = merged_length([(max(e["ts"], a), min(e["ts"] + e["dur"], b)) for e in ev if e.get("cat") in
+                          ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] < b and e["ts"] + e["dur"] > a])
+    _has(text, rf"GPU busy {busy / 1e3:.1f} ms of {(b - a) / 1e3:.1f} ms of profiled steps = {busy / (b - a):.0%}\n")
+    # ridge point: the kit's dense TF32 peak (989 "with sparsity" ÷ 2) over the datasheet's 4.8 TB/s
+    _has(text, r"ridge point: 494\.5 TFLOP/s ÷ 4\.8 TB/s = 103 FLOP per byte\n")
+    # profiler_5step's own printed row (key_averages_tables.txt): CUDA total 25.515 ms over 265 calls
+    _has(text, r"\n\s+aten::cudnn_convolution\s+25\.515ms\s+25\.515ms\s+265\n")
+    # the SM clock of the three ncu kernels, from the CSV (1,969,713,117.96 Hz ...): boost, not base
+    _has(text, r"SM clock while each kernel ran \(MHz\): \{0: 1970, 1: 1968, 2: 1970\}")
 
 
 def test_lesson08_flops(lesson):

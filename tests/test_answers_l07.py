@@ -1,0 +1,174 @@
+"""Lesson 07's answers (issue 31), each worked out here from the tools' own files, without the
+exercise code or kitlib's analyses: the raw trace JSON of ``profiler_5step`` and ``fixed_batch``
+(orjson), the profiler's printed table (``key_averages_tables.txt``), its ``key_averages()`` rows
+(``fixed_batch/key_averages.json.gz``) and the memory snapshot (a plain pickle of dicts). Each
+question must accept that figure and reject the near misses a learner makes: 5 % off, the other
+unit (GB for GiB, MB for MiB), the total for the self, the neighbouring recording, the sign."""
+from __future__ import annotations
+
+import gzip
+import json
+import pickle
+import re
+
+import pytest
+
+from conftest import REF, raw_trace_events
+
+MIB, GIB = 2 ** 20, 2 ** 30
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course import exercises
+    from kitlib.readers.bundle import open_capture
+    return exercises.lesson07(open_capture("profiler_5step"))
+
+
+def _cuda_mem(raw):
+    return [e for e in raw if e.get("name") == "[memory]" and e.get("ph") == "i" and e["args"]["Device Type"] == 1]
+
+
+def _inside(mem, a, b):
+    return [m for m in mem if a <= m["ts"] <= b]
+
+
+def _self_by_hand(raw, name):
+    """Self CUDA Mem of operator ``name`` over all its calls: memory events inside each call
+    (any thread) minus those inside its direct children on its thread (the profiler's rule)."""
+    mem = _cuda_mem(raw)
+    ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    total = 0
+    for op in (e for e in ops if e["name"] == name):
+        a, b = op["ts"], op["ts"] + op["dur"]
+        kids = [k for k in ops if k is not op and k["tid"] == op["tid"] and a <= k["ts"] and k["ts"] + k["dur"] <= b]
+        direct = [k for k in kids if not any(p is not k and p["ts"] <= k["ts"] and k["ts"] + k["dur"] <= p["ts"] + p["dur"]
+                                             for p in kids)]
+        total += sum(m["args"]["Bytes"] for m in _inside(mem, a, b))
+        total -= sum(m["args"]["Bytes"] for k in direct for m in _inside(mem, k["ts"], k["ts"] + k["dur"]))
+    return total
+
+
+def _printed_row(name):
+    """The profiler's printed table sorted by Self CUDA Mem (the 4th in the file): CUDA Mem,
+    Self CUDA Mem (as printed) and # of Calls of row ``name``."""
+    text = (REF / "profiler_5step" / "key_averages_tables.txt").read_text()
+    table = [t for t in text.split("\n\n") if "Self CUDA Mem" in t][3]
+    for line in table.splitlines():
+        if line[:55].strip() == name:
+            cells = re.split(r"\s{2,}", line[55:].strip())
+            return cells[11], cells[12], int(cells[13])
+    raise KeyError(name)
+
+
+def test_every_question_is_pinned(ex):
+    assert [q.key for q in ex.questions] == ["excerpt_self_mib", "fixed_batch_conv_gib", "self_mem_vs_peak",
+                                             "peak_phase", "batch_doubled_peak_gb", "new_segments"]
+    assert [q.kind for q in ex.questions] == ["transfer", "transfer", "predict", "predict", "transfer", "compute"]
+
+
+def test_the_hand_rebuild_equals_the_printed_table():
+    """The lesson's rebuild of aten::cudnn_convolution (no child allocates: self = total) from the
+    raw JSON, against the profiler's printed row (PROVENANCE.md: 28,514,713,600 bytes = 26.56 GiB)."""
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = _cuda_mem(raw)
+    calls = [e for e in raw if e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_convolution"]
+    by_hand = sum(m["args"]["Bytes"] for c in calls for m in _inside(mem, c["ts"], c["ts"] + c["dur"]))
+    assert (len(calls), by_hand) == (265, 28_514_713_600) == (265, _self_by_hand(raw, "aten::cudnn_convolution"))
+    assert _printed_row("aten::cudnn_convolution") == ("26.56 GB", "26.56 GB", 265)
+    assert f"{by_hand / GIB:.2f}" == "26.56"
+
+
+def test_excerpt_self_mib(ex):
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    op = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_batch_norm"][1]
+    a, b = op["ts"], op["ts"] + op["dur"]
+    mem = _inside(_cuda_mem(raw), a, b)
+    kids = [k for k in raw if k is not op and k.get("ph") == "X" and k.get("cat") == "cpu_op" and k["tid"] == op["tid"]
+            and a <= k["ts"] and k["ts"] + k["dur"] <= b]
+    in_kids = [m for m in mem if any(k["ts"] <= m["ts"] <= k["ts"] + k["dur"] for k in kids)]
+    own = [m for m in mem if m not in in_kids]
+    assert [m["args"]["Bytes"] for m in mem] == [102760448, 512, 512, 3237888, -3237888]
+    assert [m["args"]["Bytes"] for m in own] == [-3237888]          # a free of what a child allocated
+    total, self_b = sum(m["args"]["Bytes"] for m in mem), sum(m["args"]["Bytes"] for m in own)
+    q = ex["excerpt_self_mib"]
+    assert q.answer == self_b / MIB and q.unit == "MiB"
+    assert q.judge_silently(-3.09) and q.judge_silently(self_b / MIB)
+    for wrong in (total / MIB, -self_b / MIB, 0, self_b / MIB * 1.05, self_b / MIB * 0.95, self_b / 1e6, self_b / 1e3):
+        assert not q.judge_silently(wrong), wrong                    # total, sign, nothing, 5 %, MB, KB
+    assert "total" in q.judge(total / MIB).message
+    # the excerpt the lesson prints is these events, in time order, with the call first
+    from kitlib.course.exercises import l07
+    from kitlib.readers.bundle import open_capture
+    shown = l07.excerpt(open_capture("profiler_5step"))
+    assert shown[0]["ts"] == op["ts"] and shown[0]["dur"] == op["dur"]
+    assert [e["args"]["Bytes"] for e in shown if e["ph"] == "i"] == [m["args"]["Bytes"] for m in mem]
+    assert [e["name"] for e in shown[1:] if e["ph"] == "X"] == ["aten::empty_like", "aten::empty", "aten::empty",
+                                                               "aten::empty", "aten::empty"]
+
+
+def test_fixed_batch_conv_gib(ex):
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    by_hand = _self_by_hand(raw, "aten::cudnn_convolution")
+    rows = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))["by_name"]
+    tool = next(r for r in rows if r["key"] == "aten::cudnn_convolution")
+    assert by_hand == tool["self_device_memory_usage_bytes"] == 28_493_742_080      # PROVENANCE.md
+    q = ex["fixed_batch_conv_gib"]
+    assert q.answer == round(by_hand / GIB, 2) == 26.54 and q.unit == "GiB" and q.tolerance_why
+    assert q.judge_silently(26.54) and q.judge_silently(by_hand / GIB)
+    other = 28_514_713_600 / GIB                                                     # profiler_5step's
+    for wrong in (round(other, 2), by_hand / 1e9, 26.5 * 1.05, 26.54 * 0.95, 26.5, 26.6, by_hand / GIB * 1e3):
+        assert not q.judge_silently(wrong), wrong                # neighbouring recording, GB, 5 %, rounding, ×1000
+    assert "profiler_5step" in q.judge(26.56).message and "GiB" in q.judge(28.49).message
+
+
+def _step_memory(raw, n):
+    step = next(e for e in raw if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{n}")
+    return _inside(_cuda_mem(raw), step["ts"], step["ts"] + step["dur"])
+
+
+def test_self_mem_vs_peak_and_the_misconception(ex):
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    peak = max(m["args"]["Total Allocated"] for n in range(2, 7) for m in _step_memory(raw, n))
+    assert peak == 11_462_948_352                                     # 11.46 GB, lesson 07's curve
+    assert peak / 28_514_713_600 < 0.8                                # far below the Self CUDA Mem figure
+    q = ex["self_mem_vs_peak"]
+    assert q.answer == "lower" and q.judge_silently("lower") and not q.judge_silently("higher")
+    fresh = type(q)(q.key, q.prompt, q.answer, q.explain, kind=q.kind, choices=q.choices, traps=q.traps)
+    assert "Self CUDA Mem = peak" in fresh.judge("about the same").message
+
+
+def test_peak_phase(ex):
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = _step_memory(raw, 2)
+    top = max(mem, key=lambda m: m["args"]["Total Allocated"])
+    labels = [e for e in raw if e.get("cat") == "user_annotation" and e["name"] in
+              ("data_load", "h2d", "forward", "backward", "optimizer") and e["ts"] <= top["ts"] <= e["ts"] + e["dur"]]
+    assert [e["name"] for e in labels] == ["backward"]
+    q = ex["peak_phase"]
+    assert q.answer == "backward" and q.judge_silently("backward")
+    assert not any(q.judge_silently(p) for p in ("forward", "optimizer", "data_load", "h2d"))
+
+
+def test_batch_doubled_peak_gb(ex):
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = _step_memory(raw, 2)
+    start = mem[0]["args"]["Total Allocated"] - mem[0]["args"]["Bytes"]     # before the step's first event
+    peak = max(m["args"]["Total Allocated"] for m in mem)
+    assert (start, peak) == (437_928_448, 11_462_948_352)
+    doubled = start + 2 * (peak - start)
+    q = ex["batch_doubled_peak_gb"]
+    assert q.answer == doubled / 1e9 and q.unit == "GB"
+    assert q.judge_silently(22.5) and q.judge_silently(round(doubled / 1e9, 2))
+    for wrong in (2 * peak / 1e9, peak / 1e9, doubled / GIB, doubled / 1e9 * 1.05, doubled / 1e9 * 0.95, doubled / 1e6):
+        assert not q.judge_silently(wrong), wrong                 # start doubled too, unchanged, GiB, 5 %, MB
+    assert "starting level" in q.judge(2 * peak / 1e9).message
+
+
+def test_new_segments(ex):
+    snap = pickle.loads((REF / "profiler_5step" / "memory_snapshot.pickle").read_bytes())
+    actions = [t["action"] for trace in snap["device_traces"] for t in trace]
+    assert actions.count("segment_alloc") == 0 and actions.count("alloc") == 2883
+    assert len(snap["segments"]) == 144
+    q = ex["new_segments"]
+    assert q.answer == 0 and q.judge_silently(0) and not q.judge_silently(1) and not q.judge_silently(144)

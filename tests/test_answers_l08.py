@@ -1,0 +1,164 @@
+"""Lesson 08's answers (issue 31), each worked out here from the tools' own files, without the
+exercise code or kitlib's analyses: the raw trace JSON of ``fixed_batch`` (orjson), the
+profiler's ``key_averages()`` rows (``fixed_batch/key_averages.json.gz``, its ``flops`` column),
+FlopCounterMode's ``flop_counter_one_step.json``, the printed table of ``profiler_5step``
+(``key_averages_tables.txt``) and the H200 datasheet figures. Each question must accept that
+figure and reject the near misses a learner makes: 5 % off, MACs for FLOPs, the stride forgotten,
+the neighbouring recording, the FLOPs of other work, elements for bytes."""
+from __future__ import annotations
+
+import gzip
+import json
+import re
+
+import pytest
+
+from conftest import REF, merged_length, raw_trace_events
+
+H200_TF32_TFLOPS, H200_TB_PER_S = 494.5, 4.8        # dense TF32 (989 "with sparsity" ÷ 2); HBM3e, datasheet
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course import exercises
+    from kitlib.readers.bundle import open_capture
+    return exercises.lesson08(open_capture("fixed_batch"))
+
+
+@pytest.fixture(scope="module")
+def rows():
+    return json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
+
+
+@pytest.fixture(scope="module")
+def counter():
+    return json.loads((REF / "fixed_batch" / "flop_counter_one_step.json").read_text())
+
+
+def _conv_flops(e):
+    """2·N·H_out·W_out·K_h·K_w·C_in·C_out/groups from a raw aten::conv2d event's args."""
+    (n, c_in, h, w), (c_out, _, kh, kw) = e["args"]["Input Dims"][:2]
+    stride, pad, dil = (json.loads(v) for v in e["args"]["Concrete Inputs"][3:6])
+    groups = int(e["args"]["Concrete Inputs"][6])
+    ho = (h + 2 * pad[0] - dil[0] * (kh - 1) - 1) // stride[0] + 1
+    wo = (w + 2 * pad[1] - dil[1] * (kw - 1) - 1) // stride[1] + 1
+    return 2 * n * ho * wo * kh * kw * c_in * c_out // groups, (ho, wo)
+
+
+def _convs(bundle):
+    return [e for e in raw_trace_events(REF / bundle / "trace.json.gz")
+            if e.get("ph") == "X" and e.get("name") == "aten::conv2d"]
+
+
+def test_every_question_is_pinned(ex):
+    assert [q.key for q in ex.questions] == ["with_flops_share", "bwd_fwd_ratio", "other_conv_gflop",
+                                             "conv_tflops_5step", "gpu_busy_share", "stem_intensity"]
+    assert [q.kind for q in ex.questions] == ["predict", "compute", "transfer", "transfer", "predict", "compute"]
+
+
+def test_the_formula_on_the_raw_shapes_is_the_profilers_count(rows):
+    """The test's own formula, on every raw aten::conv2d, sums to the profiler's flops column."""
+    convs = _convs("fixed_batch")
+    tool = next(r for r in rows["by_name"] if r["key"] == "aten::conv2d")
+    assert sum(_conv_flops(e)[0] for e in convs) == tool["flops"] == 5_231_534_407_680
+    assert len(convs) == tool["count"] == 265
+
+
+def test_with_flops_share(ex, rows, counter):
+    per_step = sum(r["flops"] or 0 for r in rows["by_name"]) / 5
+    share = per_step / counter["total"]
+    assert round(share, 3) == 0.337
+    q = ex["with_flops_share"]
+    assert q.answer == "about a third" and q.judge_silently("about a third")
+    assert not any(q.judge_silently(c) for c in ("under a sixth", "about half", "about two thirds", "all of it"))
+
+
+def test_bwd_fwd_ratio(ex, counter):
+    ratio = counter["by_op"]["aten.convolution_backward"] / counter["by_op"]["aten.convolution"]
+    q = ex["bwd_fwd_ratio"]
+    assert q.answer == ratio and q.judge_silently(1.97)
+    for wrong in (1 / ratio, ratio * 1.05, ratio * 0.95, 2.0, 1.9):
+        assert not q.judge_silently(wrong), wrong                 # inverted, 5 %, "about twice"
+    assert "other way" in q.judge(1 / ratio).message
+
+
+def test_other_conv_gflop(ex):
+    e = next(e for e in _convs("fixed_batch") if e["args"]["Concrete Inputs"][3] == "[2, 2]"
+             and e["args"]["Input Dims"][1][2:] == [1, 1])
+    assert e["args"]["Input Dims"][:2] == [[128, 256, 56, 56], [512, 256, 1, 1]]
+    flops, out = _conv_flops(e)
+    assert (flops, out) == (26_306_674_688, (28, 28))
+    q = ex["other_conv_gflop"]
+    assert q.answer == flops / 1e9 and q.unit == "GFLOP"
+    assert "[128, 256, 56, 56]" in q.prompt and "[512, 256, 1, 1]" in q.prompt and "stride [2, 2]" in q.prompt
+    assert q.judge_silently(26.3)
+    for wrong in (flops / 2e9, 4 * flops / 1e9, flops / 1e9 * 1.05, flops / 1e9 * 0.95, flops / 1e12, flops / 1e6):
+        assert not q.judge_silently(wrong), wrong                 # MACs, stride forgotten, 5 %, TFLOP, MFLOP
+    assert "MACs" in q.judge(flops / 2e9).message and "stride" in q.judge(4 * flops / 1e9).message
+
+
+def _printed_5step(name, column):
+    """A cell of profiler_5step's first printed table, in ms."""
+    text = (REF / "profiler_5step" / "key_averages_tables.txt").read_text().split("\n\n")[0]
+    heads = ["Self CPU %", "Self CPU", "CPU total %", "CPU total", "CPU time avg", "Self CUDA", "Self CUDA %",
+             "CUDA total"]
+    for line in text.splitlines():
+        if line[:55].strip() == name:
+            v = re.split(r"\s{2,}", line[55:].strip())[heads.index(column)]
+            return float(v[:-2]) if v.endswith("ms") else float(v[:-2]) / 1e3
+    raise KeyError(name)
+
+
+def test_conv_tflops_5step(ex, rows, counter):
+    # the same shapes in both recordings: the same FLOPs
+    assert sum(_conv_flops(e)[0] for e in _convs("profiler_5step")) == 5_231_534_407_680
+    flops_per_step = 5_231_534_407_680 / 5
+    cuda_ms = _printed_5step("aten::cudnn_convolution", "CUDA total")
+    assert cuda_ms == 25.515
+    rate = flops_per_step / (cuda_ms / 5 * 1e-3) / 1e12
+    q = ex["conv_tflops_5step"]
+    assert q.judge_silently(rate) and q.judge_silently(205) and q.unit == "TFLOP/s"
+    fixed_rate = flops_per_step / (next(r for r in rows["by_name"] if r["key"] == "aten::conv2d")
+                                   ["device_time_total_us"] / 5 * 1e-6) / 1e12
+    cpu_rate = flops_per_step / (_printed_5step("aten::cudnn_convolution", "CPU total") / 5 * 1e-3) / 1e12
+    mixed = counter["total"] / (cuda_ms / 5 * 1e-3) / 1e12
+    for wrong in (fixed_rate, cpu_rate, mixed, rate * 1.05, rate * 0.95, rate * 1e3):
+        assert not q.judge_silently(wrong), wrong   # the other recording, CPU time, mixed pair, 5 %, ×1000
+    assert "fixed_batch" in q.judge(fixed_rate).message
+
+
+def test_gpu_busy_share_and_the_misconception(ex, counter):
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    steps = [e for e in raw if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    a, b = min(s["ts"] for s in steps), max(s["ts"] + s["dur"] for s in steps)
+    gpu = [(max(e["ts"], a), min(e["ts"] + e["dur"], b)) for e in raw
+           if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] < b and e["ts"] + e["dur"] > a]
+    busy = merged_length(gpu)
+    share = busy / (b - a)
+    assert round(share, 3) == 0.951 and share > 0.75
+    whole_rate = counter["total"] / (busy / 5 * 1e-6) / 1e12                 # FLOPs a step over busy a step
+    assert whole_rate / H200_TF32_TFLOPS < 0.25                              # "under a quarter" of the peak
+    q = ex["gpu_busy_share"]
+    assert q.answer == "over three quarters" and q.judge_silently("over three quarters")
+    assert not q.judge_silently("about half")
+    fresh = type(q)(q.key, q.prompt, q.answer, q.explain, kind=q.kind, choices=q.choices, traps=q.traps)
+    assert "FLOP/s = utilisation" in fresh.judge("under a quarter").message
+
+
+def test_stem_intensity(ex):
+    stem = _convs("fixed_batch")[0]
+    (n, c, h, w), (k, _, kh, kw) = stem["args"]["Input Dims"][:2]
+    flops, (ho, wo) = _conv_flops(stem)
+    elements = n * c * h * w + k * c * kh * kw + n * k * ho * wo
+    ai = flops / (4 * elements)
+    assert (flops, 4 * elements) == (30_211_571_712, 488_149_760)
+    q = ex["stem_intensity"]
+    assert q.answer == ai and q.judge_silently(61.9)
+    no_output = flops / (4 * (n * c * h * w + k * c * kh * kw))
+    for wrong in (no_output, flops / elements, ai * 1.05, ai * 0.95, H200_TF32_TFLOPS / H200_TB_PER_S):
+        assert not q.judge_silently(wrong), wrong       # output left out, elements for bytes, 5 %, the ridge point
+    assert "output" in q.judge(no_output).message and "4" in q.judge(flops / elements).message
+    # the ridge point the lesson prints: 494.5 TFLOP/s ÷ 4.8 TB/s
+    from kitlib.course.roofline import ridge_point
+    assert ridge_point("H200", "TF32")[0] == H200_TF32_TFLOPS / H200_TB_PER_S
+    assert ai < H200_TF32_TFLOPS / H200_TB_PER_S
