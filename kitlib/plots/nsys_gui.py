@@ -138,7 +138,9 @@ def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: i
     for (lab, kind), g in rows.groupby(["row", "kind"], sort=False):
         y = ypos[lab]
         bars = list(zip(ns_to_ms(g["start_ns"] - t0), np.maximum(ns_to_ms(g["end_ns"] - g["start_ns"]), least)))
-        ax.broken_barh(bars, (y - 0.35, 0.7), facecolors=COLORS[kind], edgecolor="none", gid=f"{lab}|{kind}")
+        long_calls = kind in ("NVTX", "OS runtime")     # back-to-back long bars: a white seam between them
+        ax.broken_barh(bars, (y - 0.35, 0.7), facecolors=COLORS[kind], edgecolor="white" if long_calls else "none",
+                       linewidth=0.6 if long_calls else 0, gid=f"{lab}|{kind}")
         drawn.append(kind)
         if kind == "NVTX":
             for r in g.itertuples():

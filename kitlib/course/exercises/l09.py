@@ -152,7 +152,7 @@ def questions(capture, emit=None, public=None) -> Exercises:
         f"{int(inside.sum())}: this loop reads nothing back from the GPU (no loss.item(), no .cpu(), no "
         f"print(loss)), so the host never waits inside a step and runs ahead. The {len(sync)} waiting calls are "
         f"outside the steps: {len(before)} before step 0 ({n_stream} stream synchronisations, one after each "
-        "copy of the model's weights from pageable memory, and the script's torch.cuda.synchronize()) and "
+        "copy of the model's tensors from pageable memory, and the script's torch.cuda.synchronize()) and "
         f"{after} after the last step (the final torch.cuda.synchronize()).",
         kind="predict", where="the synchronising-calls table (inside a step or not)",
         traps=[(len(sync), "those are all the waiting calls of the recording; most come before the first step.")]))
