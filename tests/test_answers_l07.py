@@ -172,3 +172,26 @@ def test_new_segments(ex):
     assert len(snap["segments"]) == 144
     q = ex["new_segments"]
     assert q.answer == 0 and q.judge_silently(0) and not q.judge_silently(1) and not q.judge_silently(144)
+
+
+def test_the_two_h200_recordings_differ_by_20_mib():
+    """Lesson 07: 'The recording with the data loader differs by 20 MiB over 265 calls', from
+    the raw JSON of both recordings."""
+    a = _self_by_hand(raw_trace_events(REF / "profiler_5step" / "trace.json.gz"), "aten::cudnn_convolution")
+    b = _self_by_hand(raw_trace_events(REF / "fixed_batch" / "trace.json.gz"), "aten::cudnn_convolution")
+    assert a - b == 20 * MIB
+    from kitlib.course.sources import B300
+    assert f"{b / GIB:.2f}" == f"{B300['cudnn_conv_self_cuda_mem_gb']:.2f}" == "26.54"   # prints as the B300 figure
+
+
+def test_what_the_nsys_recording_holds_for_cuda_allocations():
+    """Lesson 07's table of four memory questions: nsys_8step has cudaMalloc calls on its CUDA
+    API rows but no memory-usage rows (it was recorded without --cuda-memory-usage)."""
+    from conftest import sql_rows
+    db = REF / "nsys_8step" / "report.sqlite"
+    tables = [t for (t,) in sql_rows(db, "SELECT name FROM sqlite_master WHERE type = 'table'")]
+    assert not [t for t in tables if "MEMORY_USAGE" in t]
+    (n,), = sql_rows(db, "SELECT count(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON r.nameId = s.id "
+                         "WHERE s.value LIKE 'cudaMalloc%'")
+    assert n == 154
+    assert "--cuda-memory-usage" not in (REF / "PROVENANCE.md").read_text().split("`nsys_8step/`")[1].split("\n")[0]

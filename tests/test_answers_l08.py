@@ -162,3 +162,30 @@ def test_stem_intensity(ex):
     from kitlib.course.roofline import ridge_point
     assert ridge_point("H200", "TF32")[0] == H200_TF32_TFLOPS / H200_TB_PER_S
     assert ai < H200_TF32_TFLOPS / H200_TB_PER_S
+
+
+def test_what_the_ncu_recording_holds():
+    """Lesson 08's sentences on the Nsight Compute recording, from its CSV: three kernels, all
+    cuDNN's convertTensor_kernel (no convolution), with the same grid (4,096 blocks of 512
+    threads), run at the boost clock (--clock-control none: the file's first line warns so),
+    one of them a few µs long with almost no DRAM traffic."""
+    import csv
+    lines = (REF / "ncu" / "conv_kernels_speed_of_light.csv").read_text().splitlines()
+    assert "Running with unmodified GPU clocks" in lines[0]
+    rows = list(csv.DictReader(lines[3:]))
+    names = {r["ID"]: r["Kernel Name"] for r in rows}
+    assert len(names) == 3 and all(n.startswith("void convertTensor_kernel") for n in names.values())
+    assert not any("conv" in n.replace("convertTensor", "") for n in names.values())
+    assert {(r["Grid Size"], r["Block Size"]) for r in rows} == {("(4096, 1, 1)", "(512, 1, 1)")}
+
+    def metric(kid, name):
+        return float(next(r["Metric Value"] for r in rows if r["ID"] == kid and r["Metric Name"] == name)
+                     .replace(",", ""))
+    mhz = [metric(k, "SM Frequency") / 1e6 for k in "012"]
+    assert [round(m) for m in mhz] == [1970, 1968, 1970] and all(m > 1900 for m in mhz)   # max 1,980 MHz
+    assert [metric(k, "Duration") for k in "012"] == [51136, 4192, 268672]
+    assert metric("1", "DRAM Throughput") < 1 < metric("0", "DRAM Throughput")
+    for k in "02":   # the two long ones keep DRAM busier than the SMs
+        assert metric(k, "Memory Throughput") > 2 * metric(k, "Compute (SM) Throughput")
+    import kitlib
+    assert "--clock-control none" in kitlib.open_capture("ncu").recipe["command"]
