@@ -185,3 +185,16 @@ def test_nsys_ranges_nest_by_the_same_rule():
     depth, parent = _nesting(r.sort_values(["start_ns", "end_ns"], ascending=[True, False]))
     # the zero-length range at 500 starts where [100, 500) ends: inside [500, 1000), not [100, 500)
     assert parent.tolist() == [-1, 10, 10, 12] and depth.tolist() == [0, 1, 1, 2]
+
+
+def test_first_op_and_four_measures_take_a_step_as_the_rest_do(trace):
+    """first_op's step filter and four_measures' launches of a step: the launch (and
+    operator) at step 1's end are step 2's."""
+    from kitlib.analyses.chain import first_op
+    from kitlib.analyses.four_measures import four_measures
+    assert trace.ops.loc[first_op(trace, "aten::add", step=2), "name"] == "aten::add"
+    with pytest.raises(KeyError):
+        first_op(trace, "aten::add", step=1)
+    m1 = dict(zip(*four_measures(trace, step=1)[["measure", "value_ns"]].T.values))
+    m2 = dict(zip(*four_measures(trace, step=2)[["measure", "value_ns"]].T.values))
+    assert m1["kernel_sum"] == 30 * US and m2["kernel_sum"] == 30 * US     # one kernel each, not two in step 1

@@ -527,14 +527,14 @@ def test_batch_copies_boundaries_worked_on_paper(tmp_path, load):
     count): 1000 and 1050; images 300 bytes launched at data_load's start, so inside the
     range; ends 1050 and 1070 against the range's end 1100. Step 1 has no forward: every
     copy of the step counts, 3050 and 3100; the images launched at the range's very end,
-    still inside it; both end by 3250."""
+    so outside it (half-open [start, end), kitlib.model.window); both end by 3250."""
     tr = _tiny_copy_trace(tmp_path / "trace.json", load)
     got = coldstart.batch_copies(tr, label=load) if load != "data_load" else coldstart.batch_copies(tr)
     assert got.to_numpy().tolist() == [
         # step, range end in step, copies, images bytes, launched in range, images end in step,
         # batch end in step, images end - range end, batch end - range end
         [0, 100_000, 2, 300, True, 50_000, 70_000, -50_000, -30_000],
-        [1, 100_000, 2, 300, True, 250_000, 250_000, 150_000, 150_000]]
+        [1, 100_000, 2, 300, False, 250_000, 250_000, 150_000, 150_000]]
 
 
 def test_batch_copies_refuses_copies_without_a_byte_count(tmp_path):

@@ -269,8 +269,8 @@ def test_four_measures_bounds_and_a_given_chain(tmp_path):
     """Which events belong to a step, worked on paper. Built by hand: ProfilerStep#1 from 0
     to 1000 µs on thread 1 and ProfilerStep#2 after it. An operator counts when it starts inside [start, end): one at
     the step's first µs counts, one starting exactly at its end does not. A GPU event
-    counts when its launch starts inside [start, end], both ends included. A ``chain_df``
-    passed in is the one used."""
+    counts when its launch starts inside [start, end) too (kitlib.model.window: the launch
+    at the step's end is step 2's). A ``chain_df`` passed in is the one used."""
     import json
     from kitlib.analyses.chain import chain
 
@@ -291,14 +291,14 @@ def test_four_measures_bounds_and_a_given_chain(tmp_path):
     m = four_measures(tr).set_index("measure")
     assert m.loc["host_ops_total_sum", "value_ns"] == 10_000            # aten::add only
     assert m.loc["host_ops_total_sum", "what"].startswith("totals of 1 operators")
-    assert m.loc["gpu_sum", "value_ns"] == 70_000                       # k_first + k_at_end
-    assert m.loc["device_busy", "value_ns"] == 70_000 and m.loc["kernel_sum", "value_ns"] == 70_000
+    assert m.loc["gpu_sum", "value_ns"] == 30_000                       # k_first (k_at_end is step 2's)
+    assert m.loc["device_busy", "value_ns"] == 30_000 and m.loc["kernel_sum", "value_ns"] == 30_000
     # self_total's step filter is the same [start, end)
     assert self_total(tr, step=1, kinds=("op",))["name"].tolist() == ["aten::add"]
     assert self_total(tr, step=2, kinds=("op",))["name"].tolist() == ["aten::mul"]
     given = chain(tr)
     given["gpu_dur_ns"] = given["gpu_dur_ns"] * 2
-    assert four_measures(tr, chain_df=given).set_index("measure").loc["gpu_sum", "value_ns"] == 140_000
+    assert four_measures(tr, chain_df=given).set_index("measure").loc["gpu_sum", "value_ns"] == 60_000
 
 
 def test_annotation_device_time_says_why_a_cpu_trace_has_none():

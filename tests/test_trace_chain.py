@@ -205,14 +205,14 @@ def test_innermost_containing_on_paper():
 
 def test_first_op_and_launches_of_rules(ref_trace, tmp_path):
     """first_op: the earliest operator of that name, in the whole trace or inside one step
-    (start_ns in [step start, step end], both ends included), with errors that name what is
+    (start_ns in [step start, step end): half-open, kitlib.model.window), with errors that name what is
     missing; launches_of: the chain's rows of one operator, launch_index first (1, 2, ...)."""
     from kitlib.analyses.chain import CHAIN_COLUMNS
     tr = ref_trace("profiler_5step")
     conv = tr.ops[tr.ops["name"] == "aten::cudnn_convolution"]
     st = tr.steps.set_index("step")
     assert first_op(tr, "aten::cudnn_convolution") == conv["start_ns"].idxmin() == first_op(tr, "aten::cudnn_convolution", step=2)
-    in3 = conv[(conv["start_ns"] >= st.loc[3, "start_ns"]) & (conv["start_ns"] <= st.loc[3, "end_ns"])]
+    in3 = conv[(conv["start_ns"] >= st.loc[3, "start_ns"]) & (conv["start_ns"] < st.loc[3, "end_ns"])]
     assert first_op(tr, "aten::cudnn_convolution", step=3) == in3["start_ns"].idxmin() != first_op(tr, "aten::cudnn_convolution")
     for args, message in [(("aten::cudnn_convolution", 9), "no ProfilerStep#9 in this trace (steps: [2, 3, 4, 5, 6])"),
                           (("aten::nope", 2), "no operator named 'aten::nope' in ProfilerStep#2"),
@@ -228,7 +228,8 @@ def test_first_op_and_launches_of_rules(ref_trace, tmp_path):
     path.write_text(json.dumps({"traceEvents": events}))
     hand = load_trace(path)
     assert hand.ops.loc[first_op(hand, "aten::a", step=1), "start_ns"] == 0
-    assert hand.ops.loc[first_op(hand, "aten::b", step=1), "start_ns"] == 100_000
+    with pytest.raises(KeyError):                     # at the step's end: not in it
+        first_op(hand, "aten::b", step=1)
     rows = launches_of(tr, first_op(tr, "aten::cudnn_convolution", step=3))
     assert rows.columns.tolist() == ["launch_index"] + list(CHAIN_COLUMNS)
     assert rows["launch_index"].tolist() == [1, 2, 3] and rows.index.tolist() == [0, 1, 2]

@@ -33,7 +33,7 @@ import pandas as pd
 from ..errors import KitError
 from .steps import labelled_ranges, steps_of
 from ..phases import DATA_LOAD, H2D, LABELS as PHASES
-from ..readers.trace import Trace
+from ..model import Trace
 from ..units import ns_to_ms
 
 __all__ = ["ATTRIBUTIONS", "gpu_work", "project", "align", "launch_threads", "align_summary", "operator_ranges"]
@@ -52,7 +52,7 @@ _WORK_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch
 
 def _as_sources(a, b):
     """(Trace, NsysReport, workload a, workload b, name a, name b) from Traces/Reports/Captures."""
-    from ..readers.nsys import NsysReport
+    from ..model import NsysReport
 
     def one(x, want):
         if hasattr(x, "manifest") and hasattr(x, "file"):          # a Capture
@@ -94,7 +94,7 @@ def gpu_work(source) -> pd.DataFrame:
          kind  tid  correlation  launch_end_ns  start_ns  end_ns
     0  kernel    1            7            250       300     700
     """
-    from ..readers.nsys import NsysReport
+    from ..model import NsysReport
     if isinstance(source, NsysReport):
         ev = source.gpu_events()
         ev = ev[ev["launch"].notna()]
@@ -379,7 +379,7 @@ def launch_threads(source) -> pd.DataFrame:
         In the reference ``nsys_8step``, autograd's thread ``pt_autograd_0``
         launches 2,360 of the 4,340 kernels and has no NVTX range.
     """
-    from ..readers.nsys import NsysReport
+    from ..model import NsysReport
     w = gpu_work(source)
     g = w.groupby(["pid", "tid"]).agg(kernels=("kind", lambda s: int((s == "kernel").sum())),
                                       gpu_ops=("kind", "size")).reset_index()

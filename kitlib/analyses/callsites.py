@@ -40,7 +40,7 @@ import numpy as np
 import pandas as pd
 
 from .events import op_events, op_stacks
-from ..readers.trace import Trace
+from ..model import Trace
 
 #: Path prefixes of frames that are PyTorch's own code, not the learner's.
 TORCH_INTERNAL = ("torch/",)

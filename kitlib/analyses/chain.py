@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import Trace, handed_out
-from ..model.window import innermost
+from ..model.window import containing, innermost
 from ..units import ns_to_us
 
 #: The values of ``chain(...)["link"]`` and what each means.
@@ -385,7 +385,7 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
         if s.empty:
             raise KeyError(f"no ProfilerStep#{step} in this trace (steps: {steps['step'].tolist()})")
         s = s.iloc[0]
-        cand = cand[(cand["start_ns"] >= s["start_ns"]) & (cand["start_ns"] <= s["end_ns"])]
+        cand = cand[containing([s["start_ns"]], [s["end_ns"]], cand["start_ns"].to_numpy()) == 0]   # [start, end)
     if cand.empty:
         raise KeyError(f"no operator named {name!r}" + (f" in ProfilerStep#{step}" if step is not None else ""))
     return int(cand.sort_values("start_ns").index[0])

@@ -187,7 +187,7 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
     for d in dl.itertuples():
         s = steps.loc[d.step]
         nxt = lab[(lab["name"] == next_label) & (lab["tid"] == s["tid"]) & (lab["start_ns"] >= d.end_ns)
-                  & (lab["start_ns"] <= s["end_ns"])]
+                  & (lab["start_ns"] < s["end_ns"])]                      # [start, end): kitlib.model.window
         stop = int(nxt["start_ns"].min()) if len(nxt) else int(s["end_ns"])
         mine = cp[(cp["launch_start_ns"] >= s["start_ns"]) & (cp["launch_start_ns"] < stop)
                   & (cp["launch_tid"] == s["tid"])]
@@ -202,7 +202,7 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
         last = int(mine["end_ns"].max())
         rows.append({"step": d.step, "range_end_in_step_ns": d.end_in_step_ns, "copies": len(mine),
                      "images_bytes": int(img["bytes"]),
-                     "copy_launched_in_range": bool(d.start_ns <= img["launch_start_ns"] <= d.end_ns),
+                     "copy_launched_in_range": bool(d.start_ns <= img["launch_start_ns"] < d.end_ns),
                      "images_end_in_step_ns": int(img["end_ns"]) - d.step_start_ns,
                      "batch_end_in_step_ns": last - d.step_start_ns,
                      "images_end_after_range_ns": int(img["end_ns"]) - d.end_ns,
@@ -241,7 +241,7 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     KitError
         ``report`` is not an NsysReport or the window ends before it starts.
     """
-    from ..readers.nsys import NsysReport
+    from ..model import NsysReport
     if not isinstance(report, NsysReport):
         raise KitError(f"gap_activity needs an NsysReport (load_nsys), got {type(report).__name__}")
     if end_ns < start_ns:

@@ -20,7 +20,7 @@ import numpy as np
 import pandas as pd
 
 from .chain import innermost_containing
-from ..readers.trace import Trace
+from ..model import Trace
 
 #: Stack frames the profiler drops (``torch.autograd.profiler_util._filter_stack_entry``).
 FILTERED_FRAMES = (("autograd/__init__", "_make_grads"), ("autograd/__init__", "backward"),

@@ -41,7 +41,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from ..readers.trace import Trace
+from ..model import Trace
 from ..model.window import containing
 from ..units import ns_to_ms
 

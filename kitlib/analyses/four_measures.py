@@ -37,7 +37,7 @@ import pandas as pd
 from .chain import chain
 from ..errors import KitError
 from .intervals import busy_ns
-from ..readers.trace import Trace
+from ..model import Trace
 
 __all__ = ["four_measures", "operator_children", "self_total",
            "annotation_device_time", "annotation_summary"]
@@ -212,7 +212,7 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
     st = self_total(trace, step=int(s["step"]), kinds=("op",))
     top = sum(busy_ns(g) for _, g in ops.groupby("tid"))
     c = chain(trace) if chain_df is None else chain_df
-    mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] <= t1)]
+    mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] < t1)]      # [start, end): kitlib.model.window
     work = pd.DataFrame({"start_ns": mine["gpu_start_ns"].astype("int64"),
                          "dur_ns": mine["gpu_dur_ns"].astype("int64")})
     kern = mine[mine["gpu_kind"] == "kernel"]
@@ -276,12 +276,13 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
         if host.empty:
             continue
         h = host.iloc[0]
+        # launched inside the label, [start, end) (kitlib.model.window), and not inside a nested one
         on = (c["launch_tid"] == h["tid"]) & (c["launch_start_ns"] >= h["start_ns"]) \
-            & (c["launch_start_ns"] <= h["end_ns"]) & (c["stream"] == g.stream)
+            & (c["launch_start_ns"] < h["end_ns"]) & (c["stream"] == g.stream)
         nested = ann[(ann["tid"] == h["tid"]) & (ann["start_ns"] >= h["start_ns"]) & (ann["end_ns"] <= h["end_ns"])
                      & (ann.index != host.index[0])]
         for n in nested.itertuples():
-            on &= ~((c["launch_start_ns"] >= n.start_ns) & (c["launch_start_ns"] <= n.end_ns))
+            on &= ~((c["launch_start_ns"] >= n.start_ns) & (c["launch_start_ns"] < n.end_ns))
         ev = c[on]
         w = pd.DataFrame({"start_ns": ev["gpu_start_ns"].astype("int64"), "dur_ns": ev["gpu_dur_ns"].astype("int64")})
         first, last = (int(w["start_ns"].min()), int((w["start_ns"] + w["dur_ns"]).max())) if len(w) else (0, 0)

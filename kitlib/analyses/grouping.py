@@ -47,7 +47,8 @@ from .chain import chain, impossible_gpu_events
 from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
 from ..errors import KitError
-from ..readers.trace import Trace, analysis_progress
+from ..model import Trace
+from ..readers.trace import analysis_progress
 
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
                  "host_per_call_ns", "device_per_call_ns"]

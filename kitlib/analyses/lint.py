@@ -66,7 +66,7 @@ import pandas as pd
 
 from ..errors import KitError
 from .intervals import per_window
-from ..readers.trace import Trace
+from ..model import Trace
 from ..model.window import count_in
 
 __all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",

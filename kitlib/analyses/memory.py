@@ -44,7 +44,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..units import bytes_to_gib
-from ..readers.trace import Trace
+from ..model import Trace
 from ..model.window import bounds_in, innermost
 from ..phases import FORWARD, LABELS
 

@@ -22,8 +22,9 @@ import pandas as pd
 from ..errors import KitError
 from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
-from ..readers.nsys import NsysReport
-from ..readers.trace import Trace, analysis_progress
+from ..model import NsysReport
+from ..model import Trace
+from ..readers.trace import analysis_progress
 from ..model.window import bounds_in, count_in, innermost
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
