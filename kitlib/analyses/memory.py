@@ -211,6 +211,17 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
         the profiler's table; Python frames
         are never rows (they may still be children that take a share of a parent's
         memory, by the trace's rule).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace       # recorded with profile_memory=True
+    >>> from kitlib.analyses.memory import memory_by_operator
+    >>> memory_by_operator(tr).head(2)[["calls", "self_bytes"]]
+                             calls   self_bytes
+    key
+    aten::empty               2660  59423967744
+    aten::cudnn_convolution    265  28514713600
     """
     ev = memory_by_event(trace, device) if by_event is None else by_event
     # allocator records inside no event at all become rows of their own, "[memory]"
@@ -401,6 +412,15 @@ def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
     ------
     MemoryDataError
         The trace has no memory events.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace       # recorded with profile_memory=True
+    >>> from kitlib.analyses.memory import memory_timeline
+    >>> tl = memory_timeline(tr)
+    >>> len(tl), tl.columns.tolist()[-3:]
+    (9610, ['step', 'phase', 'op'])
     """
     from .chain import innermost_op_at
     m = _memory_of(trace, device).reset_index(drop=True)
@@ -439,6 +459,15 @@ def memory_peak(timeline: pd.DataFrame) -> pd.Series:
     ------
     MemoryDataError
         An empty timeline.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace       # recorded with profile_memory=True
+    >>> from kitlib.analyses.memory import memory_peak, memory_timeline
+    >>> peak = memory_peak(memory_timeline(tr))
+    >>> int(peak["allocated_bytes"]), int(peak["step"]), peak["phase"], peak["op"]
+    (11462948352, 2, 'backward', 'aten::threshold_backward')
     """
     if timeline.empty:
         raise MemoryDataError("the memory timeline is empty: no allocator events for that device")

@@ -137,7 +137,14 @@ class NsysReport:
 
     @property
     def version(self) -> str:
-        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``."""
+        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.version
+        '2025.3.2.0'
+        """
         return self.meta.get("EXPORT_PRODUCT_VERSION", "?")
 
     @property
@@ -181,6 +188,15 @@ class NsysReport:
             launch was not recorded), ``launch_start_ns``, ``launch_dur_ns``,
             and ``launch_to_start_ns`` (GPU start minus API call start: how long
             the operation waited after it was submitted).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> report = open_capture("nsys_8step").nsys
+        >>> report.gpu_events()[["kind", "launch", "launch_to_start_ns"]].head(2)
+             kind           launch  launch_to_start_ns
+        0  memcpy  cudaMemcpyAsync               34822
+        1  memcpy  cudaMemcpyAsync               10224
         """
         cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device",
                 "stream", "bytes"]

@@ -50,6 +50,20 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     -------
     DataFrame
         Columns :data:`HOST_EVENT_COLUMNS` (see :class:`Trace`), index 0..n-1.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.model.tree import build_host_tree
+    >>> tr = tiny_trace()
+    >>> build_host_tree(tr.ops, tr.launches)[["name", "parent", "depth", "children_ns"]]
+                   name  parent  depth  children_ns
+    0    ProfilerStep#1      -1      0          300
+    1        aten::relu       0      1          100
+    2  cudaLaunchKernel       1      2            0
+    3         aten::add       0      1            0
+
+    ``aten::add`` starts where ``aten::relu`` ends: a sibling, not a child.
     """
     sel = ops if python_children else ops[ops["kind"] != "python"]
     parts = [pd.DataFrame({"source": "ops", "row": sel.index.to_numpy(), "name": sel["name"].to_numpy(),

@@ -165,6 +165,24 @@ def load_nsys(path) -> NsysReport:
     Table and column names follow the Nsight Systems SQLite schema reference
     (Nsight Systems User Guide, "SQLite Schema Reference"). Columns that older
     or newer schema versions lack come out as <NA>.
+
+    Examples
+    --------
+    A reference recording's export (a bundle's ``report.sqlite``, checked against its manifest):
+
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.readers.nsys import load_nsys
+    >>> report = load_nsys(open_capture("nsys_8step"))
+    >>> print(report.describe())
+    report.sqlite (Nsight Systems 2025.3.2.0, 1 GPU(s): NVIDIA H200)
+      kernels 4340, API calls 12084, memcpy 541, memset 1612
+      NVTX ranges 40, OS runtime calls 2392, threads 289
+      absent tables: none
+      defects read around: none
+    >>> report.steps[["step", "name", "dur_ns"]].head(2)
+       step        name      dur_ns
+    0     0  torch_step  2656480289
+    1     1  torch_step    52518179
     """
     if hasattr(path, "manifest") and hasattr(path, "file") and hasattr(path, "nsys"):
         return path.nsys              # a Capture: its report, read (and its sha256 checked) once
@@ -992,6 +1010,16 @@ def nsys_stats(report, name: str, rounded: bool = True) -> pd.DataFrame:
     statistical reports shipped with Nsight Systems. Checked number for number
     against the CSVs ``nsys stats`` 2025.3 wrote for ``data/reference/nsys_8step``
     and ``data/reference/nsys_emit_nvtx`` (tests/test_nsys.py).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.readers.nsys import nsys_stats
+    >>> nvtx = nsys_stats(open_capture("nsys_8step").nsys, "nvtx_sum")
+    >>> nvtx[["Range", "Instances", "Total Time (ns)"]].head(2)
+             Range  Instances  Total Time (ns)
+    0  :torch_step          8       2936885659
+    1   :data_load          8       1472239145
     """
     if name not in STATS_REPORTS:
         raise ValueError(f"unknown nsys stats report {name!r}; known: {', '.join(STATS_REPORTS)}")

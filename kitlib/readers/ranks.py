@@ -208,6 +208,12 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
     -----
     A single trace without ``distributedInfo`` loads as rank 0 of an unknown world
     size (``world_size`` and ``backend`` are ``None``).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> load_traces("ranks_balanced")
+    RankTraces(ranks [0, 1] of world size 2, backend gloo)
     """
     if isinstance(source, (list, tuple)):
         files, hosts, dist, folder = [Path(p) for p in source], {}, {}, None
