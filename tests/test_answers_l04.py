@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import raw_trace_events
+from conftest import PUBLIC, raw_trace_events
 
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 
@@ -86,6 +86,34 @@ def test_refork_step_if_larger(ex):
     assert "recorded case" in q.judge(0).message and "fixed-batch" in q.judge(want + 1).message.lower()
 
 
+def test_public_loader_share():
+    """The transfer on the public V100 trace (num_workers=0): per ProfilerStep#N, the
+    DataLoader's __next__ annotation over the step, median in %; from the raw JSON here."""
+    import gzip
+    import kitlib
+    from kitlib.course import exercises
+    ex = exercises.lesson04({"cold": kitlib.open_capture("cold_start_8step"),
+                             "timing": kitlib.open_capture("profiler_5step")})
+    doc = json.loads(gzip.decompress((PUBLIC / "kineto_2021-06_resnet50_v100.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    steps = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
+    loads = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X"
+                   and e["name"] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    assert len(steps) == len(loads) == 6
+    shares = [d / sd for (t, d), (s, sd) in zip(loads, steps) if s <= t < s + sd]
+    assert len(shares) == 6
+    med = statistics.median(shares) * 100
+    q = ex["public_loader_share"]
+    assert q.kind == "transfer" and q.unit == "%" and q.answer == pytest.approx(med, rel=1e-12)
+    assert round(med, 1) == 39.5 and q.judge_silently(39.5)
+    for near in (med * 1.05, med * 0.95, med / 100,                       # a fraction for a percentage
+                 statistics.mean(shares) * 100,                            # the mean for the median
+                 shares[0] * 100,                                          # the first step alone
+                 sum(d for _, d in loads) / sum(d for _, d in steps) * 100):   # total over total
+        assert not q.judge_silently(near), near
+    assert "factor" in q.judge(med / 100).message and "mean" in q.judge(statistics.mean(shares) * 100).message
+
+
 def test_every_question_is_pinned(ex):
     assert [q.key for q in ex.questions] == ["first_load_order", "first_load_ratio", "slowest_batch_in_epoch",
-                                             "refork_step_if_larger"]
+                                             "refork_step_if_larger", "public_loader_share"]

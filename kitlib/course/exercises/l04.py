@@ -22,6 +22,32 @@ WARMUP_STEPS, FIXED_BATCHES, PROFILED_STEPS = 3, 1, 7
 #: The "what if" of the transfer question: a larger dataset of the same kind.
 WHAT_IF_IMAGES = 2560
 
+#: A public torch.profiler trace the lesson never prints (PyTorch ~1.9, ResNet-50 on a V100,
+#: ``num_workers=0``; kineto's tb_plugin sample, ``tests/data/public-traces/SOURCES.md``).
+PUBLIC_TRACE = "tests/data/public-traces/kineto_2021-06_resnet50_v100.json.gz"
+#: The DataLoader's own annotation of each ``next()`` in a single-process loader.
+LOADER_EVENT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
+
+
+def public_trace_path():
+    """The public trace's path in this checkout (``tests/data/public-traces``)."""
+    from ...paths import repo_root
+    return repo_root() / PUBLIC_TRACE
+
+
+def loader_shares(path) -> list:
+    """Per ``ProfilerStep#N`` of a raw trace (in step order): the share of the step's
+    duration spent in the DataLoader's ``__next__`` annotation(s) that start inside it.
+    Read from the raw JSON (gzip + json), as the learner does."""
+    import gzip
+    import json
+    doc = json.loads(gzip.decompress(open(path, "rb").read()))
+    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    steps = sorted((e["ts"], e["dur"]) for e in ev
+                   if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    loads = [(e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e.get("name") == LOADER_EVENT]
+    return [sum(d for t, d in loads if s <= t < s + dur) / dur for s, dur in steps]
+
 
 def _order(x: float) -> str:
     """The power of ten nearest to ``x`` (on a log scale), as one of :data:`ORDERS`."""
@@ -143,4 +169,22 @@ def questions(capture_or_captures) -> Exercises:
                        (what_if + 1 if what_if is not None else -1,
                         "one too many: either you counted from 1 (the index starts at 0) or you left out the batch "
                         "taken for the fixed-batch timing, which moves the loader on by one.")]))
+    path = public_trace_path()
+    if path is not None and path.exists():
+        shares = loader_shares(path)
+        med = float(np.median(shares)) * 100
+        qs.append(Question(
+            "public_loader_share",
+            f"Transfer, on a public torch.profiler trace the lesson has not shown (ResNet-50 on a V100, "
+            f"num_workers=0: {PUBLIC_TRACE}): in each ProfilerStep#N, what share of the step did the DataLoader's "
+            f"own annotation ({LOADER_EVENT}) take? Give the median over the steps, in %.", med,
+            f"{med:.1f} % (median of {len(shares)} steps, from {min(shares):.1%} to {max(shares):.1%}): with "
+            "num_workers=0 the main process loads and decodes every batch itself, so the loader sits on the "
+            "critical path of every step, not only the first. There are no workers to start, and nothing overlaps "
+            "the loading either: workers (the reference recording has 8) take that time off the step.",
+            kind="transfer", unit="%", where="the raw JSON's ProfilerStep#N events and the DataLoader events "
+                                             "inside each",
+            traps=[(float(np.mean(shares)) * 100, "that is the mean of the steps' shares; the question asks for "
+                                                  "the median."),
+                   (shares[0] * 100, "that is the first step alone; take the median over all the steps.")]))
     return Exercises("Lesson 04 — your turn", qs)
