@@ -51,7 +51,14 @@ _MODULE_PREFIX = "nn.Module: "
 def parse_frame(frame: str) -> dict:
     """Split ``"torchvision/models/resnet.py(266): _forward_impl"`` into
     ``{"file": ..., "line": 266, "function": ...}`` (``line`` None when the frame
-    is not a source line, e.g. ``<built-in method conv2d …>``)."""
+    is not a source line, e.g. ``<built-in method conv2d …>``).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.callsites import parse_frame
+    >>> parse_frame("model.py(12): forward")
+    {'file': 'model.py', 'line': 12, 'function': 'forward'}
+    """
     m = _FRAME_RE.match(frame or "")
     if not m:
         return {"file": None, "line": None, "function": frame}

@@ -162,6 +162,15 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
         ``row`` (label in ``trace.ops``), ``name``, ``start_ns``, ``dur_ns``, ``step``
         (the ``ProfilerStep#N`` containing it, ``<NA>`` outside), ``input_dims``,
         ``flops``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.flops import flops_by_event
+    >>> ev = flops_by_event(tr)
+    >>> len(ev), ev.columns.tolist()
+    (280, ['row', 'name', 'start_ns', 'dur_ns', 'step', 'input_dims', 'flops'])
     """
     ops = trace.ops
     # a call folded into a same-named parent (aten::mul inside aten::mul) is not a row
@@ -199,6 +208,17 @@ def flops_by_operator(trace: Trace, by_event: pd.DataFrame | None = None) -> pd.
     DataFrame indexed by operator name
         ``calls``, ``flops`` (sum over calls), ``flops_per_call`` (mean), sorted by
         ``flops``, largest first.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.flops import flops_by_operator
+    >>> flops_by_operator(tr).head(2)[["calls", "flops"]]
+                  calls          flops
+    name
+    aten::conv2d    265  5231534407680
+    aten::mm         10      529530880
     """
     ev = flops_by_event(trace) if by_event is None else by_event
     g = ev.groupby("name")["flops"].agg(calls="size", flops="sum")

@@ -331,6 +331,14 @@ def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
         ``"[128, 64, 56, 56] × [64, 64, 1, 1]"``; ``"[] (0-d scalar)"`` when all are empty), ``count``, ``device_total_ns``,
         ``device_per_call_ns`` (float), ``device_share`` (fraction of the name's device
         time), ``host_total_ns``. Empty when the name never ran.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.grouping import shape_table
+    >>> shape_table(tiny_trace(), "aten::relu")[["input_shapes", "count", "device_total_ns"]]
+      input_shapes  count  device_total_ns
+    0           []      1              400
     """
     ev = op_events(trace, chain_df) if events is None else events
     ev = _with_memory_and_flops(trace, ev)

@@ -163,6 +163,16 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     torch 2.5 compared times after a round trip through float µs, so on its traces
     a record that falls exactly on an event's edge can land on the other side; such
     differences are a few records at most and are not reproduced.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.memory import memory_by_event
+    >>> memory_by_event(tr)[["name", "n_memory_events", "self_bytes"]].head(2)
+                 name  n_memory_events  self_bytes
+    0  ProfilerStep#2             1922   -77071872
+    1       data_load                0           0
     """
     ev = profiler_events(trace) if events is None else events.copy()
     m = _memory_of(trace, device)
@@ -490,6 +500,16 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
         bytes added by the events inside the ``forward`` label: the activations kept
         for backward), ``reserved_max_bytes``. Equal starts from step to step are what
         a training loop without a leak looks like; growth *inside* a step is normal.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.memory import memory_per_step, memory_timeline
+    >>> memory_per_step(memory_timeline(tr))[["step", "events", "forward_growth_bytes"]].head(2)
+       step  events  forward_growth_bytes
+    0     2    1922           10942159360
+    1     3    1922           10942159360
     """
     tl = timeline[timeline["step"].notna()]
     rows = []

@@ -452,6 +452,13 @@ def find_recording(name: str) -> tuple[Path, str]:
     BundleError
         Neither place holds a bundle (a folder with ``manifest.json``) of that name;
         the message names both places and the known recordings.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import find_recording
+    >>> folder, where = find_recording("profiler_5step")
+    >>> folder.name, where
+    ('profiler_5step', 'kit')
     """
     own = setting(REPLAY_DIR_ENV)
     if own and (Path(own).expanduser() / name / MANIFEST).is_file():

@@ -158,6 +158,18 @@ def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
     ------
     KitError
         The capture holds neither file.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.readers.profiler_table import profiler_table
+    >>> table, totals = profiler_table(open_capture("profiler_5step"))
+    >>> totals
+    {'self_cpu_total_ns': 397327000, 'self_cuda_total_ns': 216559000}
+    >>> table[["name", "self_cpu_ns"]].head(2)
+                             name  self_cpu_ns
+    0                     forward            0
+    1  aten::convolution_backward     17830000
     """
     if capture.has("key_averages_tables.txt"):
         return read_profiler_table(capture.file("key_averages_tables.txt"))

@@ -78,7 +78,14 @@ def _reader_fingerprint() -> str:
 
 
 def content_hash(data: bytes) -> str:
-    """The sha256 of a trace file's bytes as they are on disk (hex)."""
+    """The sha256 of a trace file's bytes as they are on disk (hex).
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace_cache import content_hash
+    >>> content_hash(b"abc")[:16]
+    'ba7816bf8f01cfea'
+    """
     return hashlib.sha256(data).hexdigest()
 
 
