@@ -102,7 +102,9 @@ def questions(capture, excerpt: tuple | None = None) -> Exercises:
                  "is the profiler's link from both to the operator (Kineto writes it on the launch and on the "
                  "kernel). Two events that share an external id need not be launch and kernel of each other.",
                  normalise=lambda s: str(s).strip().lower().replace(" id", "").replace("_id", ""),
-                 choices=["correlation", "external"], kind="recall"),
+                 choices=["correlation", "external"], kind="recall",
+                 where="the raw events: which id does a launch share with exactly one kernel, and which one with "
+                       "the operator and all its calls?"),
         Question("device_time_us", "How many µs did this operator's GPU events run on the device, all its launches "
                                    "together?", device_us,
                  f"{device_us:,.3f} µs: the durations of its {len(ls)} GPU events added up ("
@@ -119,7 +121,9 @@ def questions(capture, excerpt: tuple | None = None) -> Exercises:
                                         "operator's cost? (yes/no)", False,
                  f"no: the operator's host interval ({op_us:.3f} µs) is the CPU thread's time, its GPU events' "
                  f"durations ({device_us:,.3f} µs) are the GPU's; {when}. A sum of the two measures no resource's "
-                 "time. Report host and device time separately.", kind="recall"),
+                 "time. Report host and device time separately.", kind="recall",
+                 where="the Perfetto-style picture: the operator's slice on the thread track, its kernels on the "
+                       "stream track"),
         Question("queue_delay_us", f"How many µs after launch #{len(ls)} began did its kernel start on the GPU?",
                  round(delay_us, 3),
                  f"gpu start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
