@@ -195,3 +195,62 @@ def test_what_the_nsys_recording_holds_for_cuda_allocations():
                          "WHERE s.value LIKE 'cudaMalloc%'")
     assert n == 154
     assert "--cuda-memory-usage" not in (REF / "PROVENANCE.md").read_text().split("`nsys_8step/`")[1].split("\n")[0]
+
+
+def _self_table(raw):
+    """{name: (calls, self_alloc, self_free, self)} of every operator and label (cpu_op and
+    user_annotation events), by the profiler's rule, computed with prefix sums over the CUDA
+    memory events sorted by time: total = events in [ts, ts + dur]; self = total minus the
+    totals of the direct children (nested on the same thread)."""
+    import bisect
+    from collections import defaultdict
+    mem = sorted(_cuda_mem(raw), key=lambda m: m["ts"])
+    ts = [m["ts"] for m in mem]
+    pre_a, pre_f = [0], [0]
+    for m in mem:
+        b = m["args"]["Bytes"]
+        pre_a.append(pre_a[-1] + max(b, 0))
+        pre_f.append(pre_f[-1] + max(-b, 0))
+
+    def inside(a, b):
+        i, j = bisect.bisect_left(ts, a), bisect.bisect_right(ts, b)
+        return pre_a[j] - pre_a[i], pre_f[j] - pre_f[i]
+    ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")]
+    by_tid = defaultdict(list)
+    for e in ops:
+        by_tid[e["tid"]].append(e)
+    out = {}
+    for tid, evs in by_tid.items():
+        evs.sort(key=lambda e: (e["ts"], -e["dur"]))
+        stack = []                                   # the profiler's nesting: a stack of open events
+        kids = defaultdict(list)
+        for e in evs:
+            while stack and not (e["ts"] + e["dur"] <= stack[-1]["ts"] + stack[-1]["dur"]):
+                stack.pop()
+            if stack:
+                kids[id(stack[-1])].append(e)
+            stack.append(e)
+        for e in evs:
+            a, f = inside(e["ts"], e["ts"] + e["dur"])
+            for k in kids[id(e)]:
+                ka, kf = inside(k["ts"], k["ts"] + k["dur"])
+                a, f = a - ka, f - kf
+            c, sa, sf, s = out.get(e["name"], (0, 0, 0, 0))
+            out[e["name"]] = (c + 1, sa + a, sf + f, s + a - f)
+    return out
+
+
+def test_the_most_negative_table_whole(executed_lesson):
+    """Lesson 07's table of the six most negative Self CUDA Mem rows (profiler_5step), in
+    order, every value, from the raw JSON. (A row whose name is a label copied onto the GPU
+    timeline is not a cpu_op or a CPU user_annotation, so it is not counted here.)"""
+    table = _self_table(raw_trace_events(REF / "profiler_5step" / "trace.json.gz"))
+    assert table["aten::cudnn_convolution"][3] == 28_514_713_600
+    neg = sorted(table.items(), key=lambda kv: kv[1][3])[:6]
+    assert [n for n, _ in neg][:2] == ["backward", "autograd::engine::evaluate_function: ReluBackward0"]
+    text = executed_lesson("07").text
+    shown = re.search(r"calls\s+self_alloc_bytes\s+self_free_bytes\s+self_bytes\s*\nkey\s*\n((?:.+\n){6})", text)
+    assert shown, "the table of negative rows is not shown"
+    got = [ln.rstrip().rsplit(None, 4) for ln in shown.group(1).splitlines()]
+    want = [[n if len(n) <= 50 else n[:47] + "...", *map(str, v)] for n, v in neg]   # pandas cuts names at 50
+    assert got == want
