@@ -163,3 +163,29 @@ def test_device_busy_names_lesson03s_window_and_the_two_figures_differ(raw):
     assert "union" in md and "lesson 03" in md.lower()
     assert f"{clipped:.3f} ms" in md and "cudaDeviceSynchronize" in md
 
+
+
+# --- the step table, whole ------------------------------------------------------------------
+
+def test_lesson00_step_table_whole_from_raw_json(executed_lesson, raw):
+    """The step table lesson 00 shows, every row in order and every value, against the raw
+    JSON: wall = ProfilerStep#N's dur, each phase's label durations summed, device busy = the
+    union of the GPU events cut to the step, gpu_launched = GPU events whose launch starts in
+    [start, end) of the step."""
+    from lesson_tables import shown_table
+    rows = shown_table(executed_lesson("00").nb, 'readable(table[["step", "wall_ms"]')
+    header, body = rows[0], rows[1:]
+    assert header == ["step", "wall_ms"] + [f"{p}_ms" for p in PHASES] + ["device_busy_ms", "gpu_launched"]
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                 and "correlation" in e.get("args", {})}
+    gpu = [e for e in raw if e.get("cat") in GPU]
+    want = []
+    for s in _steps(raw):
+        a, b = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
+        ph = _phases(raw, s)
+        launched = sum(a <= launch_ts.get(e["args"].get("correlation"), -1) < b for e in gpu)
+        want.append([int(s["name"].split("#")[1]), round(_ns(s["dur"]) / 1e6, 3)]
+                    + [round(ph[p] / 1e6, 3) for p in PHASES] + [round(_idle_ms(raw, s)[1], 3), launched])
+    got = [[int(r[0]), *map(float, r[1:-1]), int(r[-1])] for r in body]
+    assert got == want
+    assert [r[0] for r in want] == [2, 3, 4, 5, 6] and want[0][-2:] == [43.035, 745]

@@ -134,3 +134,71 @@ def test_lesson02_kinds(ex):
         "launch_count": "predict", "kernel_after_op": "predict", "longest_kernel_launch": "compute",
         "launch_to_kernel_id": "recall", "device_time_us": "compute", "add_host_and_device": "recall",
         "queue_delay_us": "compute", "kernel_operator_transfer": "transfer"}
+
+
+# --- what the lesson shows, whole -----------------------------------------------------------
+
+def _json_blocks(text: str) -> list:
+    """The JSON lists a cell printed (each starts with "[" on a line of its own)."""
+    import json
+    out, start = [], None
+    lines = text.splitlines()
+    for i, ln in enumerate(lines):
+        if ln == "[":
+            start = i
+        elif ln == "]" and start is not None:
+            out.append(json.loads("\n".join(lines[start:i + 1])))
+            start = None
+    return out
+
+
+def _same_event(shown: dict, e: dict) -> bool:
+    """A printed (trimmed) event is the raw event ``e``: every field it prints equal, the two
+    ids its args keep equal, a cut name a prefix of the whole name."""
+    name = shown["name"]
+    ok_name = e["name"] == name or (name.endswith("…") and e["name"].startswith(name[:-1]) and len(name) == 60)
+    fields = all(shown[k] == e[k] for k in ("ph", "cat", "pid", "tid", "ts", "dur"))
+    ids = shown.get("args", {}) == {k: e["args"][k] for k in ("External id", "correlation") if k in e["args"]}
+    return ok_name and fields and ids
+
+
+def test_the_raw_events_shown_are_the_files_and_the_hand_join_whole(executed_lesson, chain):
+    from lesson_tables import shown_table, shown_text
+    nb = executed_lesson("02").nb
+    op, calls, launches, kernels = chain
+    printed = _json_blocks(shown_text(nb, "print(rawviews.as_json(mine))"))
+    assert len(printed) == 1
+    want = sorted([op] + calls + kernels, key=lambda e: e["ts"])
+    assert len(printed[0]) == len(want) == 11 and all(_same_event(s, e) for s, e in zip(printed[0], want))
+    # the hand join: one row per launch, in order, with its kernel
+    rows = shown_table(nb, "joined = calls.merge(")
+    assert rows[0][-5:] == ["name_call", "dur_call", "correlation", "name_gpu", "dur_gpu"]
+    got = [(r[-5], float(r[-4]), int(r[-3]), r[-2], float(r[-1])) for r in rows[1:]]
+    assert got == [(c["name"], c["dur"], c["args"]["correlation"], k["name"][:40], k["dur"])
+                   for c, k in zip(launches, kernels)]
+    # and kitlib's chain agrees with it (the hidden cell)
+    assert "kitlib's chain equals the hand join: True" in shown_text(nb, "kit.equals(hand")
+
+
+def test_the_chain_table_whole(executed_lesson, chain):
+    from lesson_tables import shown_table
+    op, _, launches, kernels = chain
+    rows = shown_table(executed_lesson("02").nb, "readable(chain_table(trace, row)")
+    body = [r for r in rows if r and r[0].isdigit()]
+    at = lambda e: round((_ns(e["ts"]) - _ns(op["ts"])) / 1000, 3)   # noqa: E731
+    got = [(int(r[0]), r[1], float(r[2]), float(r[3]), int(r[4]), int(r[5]), float(r[7]), float(r[8])) for r in body]
+    want = [(i, c["name"], at(c), c["dur"], c["args"]["correlation"], op["args"]["External id"], at(k), k["dur"])
+            for i, (c, k) in enumerate(zip(launches, kernels), 1)]
+    assert got == want
+
+
+def test_the_transfer_excerpt_printed_is_the_files(executed_lesson):
+    from lesson_tables import shown_text
+    ev = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    text = shown_text(executed_lesson("02").nb, "l02.transfer_excerpt()")
+    (printed,) = _json_blocks(text)
+    assert len(printed) == 6
+    for s in printed:
+        assert any(_same_event(s, e) for e in ev if e.get("ts") == s["ts"] and e.get("ph") == "X"), s
+    corr = int(text.split("asked about: correlation ")[1].split()[0])
+    assert sum(s.get("args", {}).get("correlation") == corr for s in printed) == 2     # its launch and its kernel
