@@ -72,7 +72,8 @@ def questions(capture, emit=None, public=None) -> Exercises:
     col = capture.recipe.get("collectors", {})
     streams = sorted(int(s) for s in rep.kernels["stream"].unique())
     all_streams = sorted({int(s) for t in (rep.kernels, rep.copies, rep.sets) for s in t["stream"].unique()})
-    steps = rep.nvtx[rep.nvtx["name"] == "torch_step"].sort_values("start_ns")
+    from ...analyses.steps import steps_of
+    steps = steps_of(rep).sort_values("start_ns")
     sync = rep.launches[rep.launches["name"].isin(SYNC_CALLS)]
     inside = np.zeros(len(sync), dtype=bool)
     for s, e in zip(steps["start_ns"], steps["end_ns"]):
