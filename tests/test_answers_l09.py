@@ -157,3 +157,24 @@ def test_every_question_is_pinned(ex):
         "streams_with_kernels", "backward_gpu_ops", "pin_alloc_share", "batches_before_batch0", "h2d_pinned_gbps",
         "syncs_in_steps", "public_h2d_gbps", "public_sync_ms", "cpu_sampling"]
     assert Path(CLOVER).exists()
+
+
+def test_questions_build_on_the_kits_live_recording():
+    """A learner's own Nsight recording (the kit's live H200 capture, whose step ranges are
+    numbered torch_step#N): every question is there, and the step-based answers follow its
+    own rows (SQL here)."""
+    from kitlib.course.exercises import l09
+    from kitlib.readers.bundle import open_capture
+    live = PUBLIC.parent / "live-h200-2026-11-30" / "nsys_8step"
+    ex = l09.questions(open_capture(live))
+    assert [q.key for q in ex.questions][:6] == ["streams_with_kernels", "backward_gpu_ops", "pin_alloc_share",
+                                                 "batches_before_batch0", "h2d_pinned_gbps", "syncs_in_steps"]
+    db = live / "report.sqlite"
+    steps = sql_rows(db, "SELECT start, end FROM NVTX_EVENTS WHERE eventType = 59 AND text LIKE 'torch_step%'")
+    assert len(steps) == 8
+    calls = sql_rows(db, "SELECT s.value, r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s ON s.id = r.nameId "
+                         "WHERE s.value LIKE '%Synchronize%'")
+    assert ex["syncs_in_steps"].answer == sum(any(a <= t < b for a, b in steps) for _, t in calls) == 0
+    (b, ns), = sql_rows(db, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                            "WHERE copyKind = 1 AND srcKind = 1")
+    assert ex["h2d_pinned_gbps"].answer == pytest.approx(b / ns, rel=1e-12)
