@@ -189,3 +189,44 @@ def test_lesson00_step_table_whole_from_raw_json(executed_lesson, raw):
     got = [[int(r[0]), *map(float, r[1:-1]), int(r[-1])] for r in body]
     assert got == want
     assert [r[0] for r in want] == [2, 3, 4, 5, 6] and want[0][-2:] == [43.035, 745]
+
+
+def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesson, raw):
+    """The table that settles the forward_mostly_api prediction, and the table of what fills a
+    step outside the labels, every row: CUDA API calls (cuda_runtime, cuda_driver) starting
+    inside each forward label on its thread; per step, cudaDeviceSynchronize and the
+    profiler's own step() frames (python_function) starting inside it."""
+    from lesson_tables import shown_table
+    nb = executed_lesson("00").nb
+    steps = _steps(raw)
+    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    want = []
+    for f in sorted((e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"),
+                    key=lambda e: e["ts"]):
+        a, b = _ns(f["ts"]), _ns(f["ts"]) + _ns(f["dur"])
+        inside = [c for c in api if c["tid"] == f["tid"] and a <= _ns(c["ts"]) < b]
+        api_ns = sum(_ns(c["dur"]) for c in inside)
+        step = next(int(s["name"].split("#")[1]) for s in steps if _ns(s["ts"]) <= a < _ns(s["ts"]) + _ns(s["dur"]))
+        want.append([step, round((b - a) / 1e6, 2), round(api_ns / 1e6, 2), len(inside),
+                     sum("Launch" in c["name"] for c in inside), round((b - a - api_ns) / 1e6, 2),
+                     round(api_ns / (b - a), 3)])
+    rows = shown_table(nb, "api = cuda_api_time_in_label(")
+    assert rows[0][-7:] == ["step", "label_ms", "cuda_api_ms", "cuda_api_calls", "launch_calls", "other_host_ms",
+                            "cuda_api_share"]
+    got = [[int(r[-7]), float(r[-6]), float(r[-5]), int(r[-4]), int(r[-3]), float(r[-2]), float(r[-1])]
+           for r in rows[1:]]
+    assert got == want and [w[0] for w in want] == [2, 3, 4, 5, 6]
+    # what fills a step outside the labels
+    sync = [e for e in raw if e.get("cat") == "cuda_runtime" and e["name"] == "cudaDeviceSynchronize"]
+    own = [e for e in raw if e.get("cat") == "python_function" and "torch/profiler/profiler.py" in e["name"]
+           and e["name"].endswith(": step")]
+    rest = []
+    for s in steps:
+        a, b = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
+        lab = sum(_phases(raw, s).values())
+        within = lambda ev: round(sum(_ns(e["dur"]) for e in ev if a <= _ns(e["ts"]) < b) / 1e6, 2)   # noqa: E731
+        rest.append([int(s["name"].split("#")[1]), round((b - a) / 1e6, 2), round(lab / 1e6, 2),
+                     round((b - a - lab) / 1e6, 2), within(sync), within(own)])
+    rows = shown_table(nb, 'rest["unlabelled_ms"] = ')
+    body = [r for r in rows if r and r[0].isdigit()]
+    assert [[int(r[0]), *map(float, r[1:])] for r in body] == rest
