@@ -226,6 +226,7 @@ def test_step_times_points_and_medians_from_step_times_json(scale):
     fig = plots.plot_step_times(p5().step_times(), title="step wall time, repeated (ms)")
     ax = fig.axes[0]
     assert unit_of(ax.get_ylabel()) == ("time", 1e6)
+    assert ax.get_ylabel() == "step wall time (ms, log scale)"
     points = [ln for ln in ax.lines if ln.get_marker() == "o"]
     assert len(points) == len(series)
     for i, (ln, (key, vals)) in enumerate(zip(points, series.items())):
@@ -282,6 +283,7 @@ def test_shapes_bars_are_the_profilers_device_totals_in_its_order(scale, name, n
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time" and "total" in ax.get_xlabel()
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("total device time (ms)", "input shapes (first two tensors)")
     top = want[:12]
     drawn = bars(ax)
     assert len(drawn) == len(top)
@@ -336,6 +338,7 @@ def test_memory_over_time_lines_steps_and_peak_from_raw_json(scale):
     assert unit_of(ax.get_xlabel()) == ("time", 1e6)
     kind, unit = unit_of(ax.get_ylabel())
     assert kind == "bytes"
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("time since the first allocator event (ms)", "memory (GB, 10⁹ bytes)")
     steps_lines = [ln for ln in ax.lines if ln.get_drawstyle() == "steps-post"]
     assert len(steps_lines) == 2
     by_label = {ln.get_label(): ln for ln in steps_lines}
@@ -427,6 +430,8 @@ def test_memory_categories_stacks_from_the_profilers_rows(scale, tmp_path):
     kind, unit = unit_of(ax.get_ylabel())
     assert kind == "bytes"
     assert unit_of(ax.get_xlabel()) == ("time", 1e6)
+    assert (ax.get_xlabel(), ax.get_ylabel(), ax.get_title()) == (
+        "time since the first recorded change (ms)", "memory held (MiB)", "memory held, by what it holds")
     sizes = np.asarray(sizes, dtype=float)[:, 1:]
     used = [i for i in range(8) if np.abs(sizes[:, i]).sum() > 0]
     assert [CATEGORY_INDEX[i] for i in used] == ["parameter", "optimizer_state", "input", "activation",
@@ -485,6 +490,8 @@ def test_chain_rows_arrows_and_numbers_from_raw_json(scale):
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
+    assert ax.get_xlabel() == "time since the operator started (µs)"
+    assert ax.get_title() == "operator → launch (external id) → GPU event (correlation id)"
     o0 = ns(op["ts"])
     rows = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
     drawn = {}
@@ -540,7 +547,7 @@ def test_step_timeline_rows_from_raw_json(scale):
     fig = plots.plot_step_timeline(p5().trace, step)
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
-    assert kind == "time" and f"ProfilerStep#{step}" in ax.get_xlabel()
+    assert ax.get_xlabel() == f"time since ProfilerStep#{step} started (ms)"
     rows = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
     drawn, colours = {}, {}
     for c in ax.collections:
@@ -605,6 +612,7 @@ def test_four_measures_bars_from_raw_json(scale):
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
+    assert ax.get_xlabel() == "time (ms)"
     drawn = barh_by_label(ax)
     assert list(drawn) == list(want)[::-1]        # bottom to top: the table's last row first
     close([drawn[k] for k in want], [want[k] / unit for k in want])
@@ -645,6 +653,7 @@ def test_callsites_bars_are_the_tables_rows_in_order(scale):
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
+    assert ax.get_xlabel() == "device time of the GPU events launched from there (ms)"
     top = table.head(10)
     assert top["device_self_ns"].tolist() == sorted(table["device_self_ns"], reverse=True)[:10]
     drawn = bars(ax)
@@ -684,7 +693,8 @@ def test_attribution_cost_bars_and_medians(scale, with_steps):
     fig = plot_attribution_cost(sizes, series if with_steps else None)
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
-    assert kind == "bytes" and "MB" in ax.get_xlabel()
+    assert kind == "bytes" and ax.get_xlabel() == "trace size, gzip (MB)"
+    assert ax.get_title() == "the same steps, written without each option"
     labels = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
     assert labels == list(sizes.index)
     drawn = barh_by_label(ax)
@@ -694,7 +704,8 @@ def test_attribution_cost_bars_and_medians(scale, with_steps):
     if with_steps:
         ax2 = fig.axes[1]
         assert unit_of(ax2.get_ylabel()) == ("time", 1e6)
-        assert "median" in ax2.get_title() and "black" in ax2.get_title()
+        assert ax2.get_title() == "step times (black line: median)"
+        assert ax2.get_ylabel() == "wall time of a step (ms)" and ax2.get_yscale() == "log"
         points = [ln for ln in ax2.lines if ln.get_marker() == "o"]
         meds = [ln for ln in ax2.lines if ln.get_marker() in ("None", None, "") and rgba(ln.get_color()) == rgba("k")]
         assert len(points) == len(meds) == len(series)
@@ -755,7 +766,8 @@ def test_device_time_counted_bars_from_raw_json(scale):
     ax = plot_device_time_counted(flops.device_time_covered(fixed().trace), n=12)
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
-    assert "green: counted" in ax.get_title() and "grey: no FLOP" in ax.get_title()
+    assert ax.get_title() == "GPU time under operators with_flops counts, and the rest\n(green: counted; grey: no FLOP estimate)"
+    assert ax.get_xlabel() == "device time, summed over the recorded steps (ms)"
     labels = [t.get_text() for t in ax.get_yticklabels()]
     assert labels == [k for k, _ in reversed(want)]
     drawn = bars(ax)
@@ -784,7 +796,8 @@ def test_achieved_vs_peak_bars_are_the_tables_values(scale):
     achieved = rates["tflops_estimate"].to_dict()
     peaks = flops.peak_table(cap.provenance.get("gpu"))
     ax = plot_achieved_vs_peak(achieved, peaks, "TF32")
-    assert "TFLOP/s" in ax.get_xlabel() and "10¹²" in ax.get_xlabel()
+    assert ax.get_xlabel() == "TFLOP/s (10¹² floating-point operations per second)"
+    assert ax.get_title() == "achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization"
     p = peaks["TF32_tflops"].dropna()
     want = [(f"peak {k} (TF32, dense)", v, "tab:gray") for k, v in p.items()] + \
            [(f"estimate: {k}", v, "tab:green") for k, v in achieved.items()]
@@ -828,7 +841,8 @@ def test_ncu_bars_are_the_csvs_percentages(scale):
     ids = sorted(want)
     for ax, metrics in ((axes[0], ["Compute (SM) Throughput", "Memory Throughput"]),
                         (axes[1], ["Theoretical Occupancy", "Achieved Occupancy"])):
-        assert "%" in ax.get_ylabel()
+        assert ax.get_ylabel() == ("throughput (% of the device's peak)" if ax is axes[0] else
+                                   "occupancy (% of max warps per SM)")
         assert [t.get_text().split()[0] for t in ax.get_xticklabels()] == [f"#{k}" for k in ids]
         entries = legend_entries(ax)
         assert list(entries) == metrics
@@ -1096,6 +1110,7 @@ def test_attribution_bars_are_medians_of_the_sqlite_kernel_sums(scale):
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
+    assert ax.get_xlabel() == "kernel time credited (ms; kernels only, copies not counted)"
     want = {rule: {lab: statistics.median(v for k, v in per.items() if k > 0)
                    for lab, per in _sql_kernel_sums(rule).items()} for rule in ("thread", "time")}
     assert want["thread"]["backward"] < 1_000 < 20_000_000 < want["time"]["backward"]
@@ -1198,6 +1213,8 @@ def test_rank_timeline_from_each_ranks_raw_json(scale, run):
     ax = plot_rank_timeline(traces)
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
+    assert ax.get_xlabel() == "time since the first step's start (ms; one host, one clock)"
+    assert ax.get_title() == "2 ranks, gloo: collectives measured on host"
     origin = min(s for d in data.values() for s, _ in d["steps"].values())
     end = max(e for d in data.values() for _, e in d["steps"].values())
     ms = lambda a, b: ((a - origin) / unit, (b - a) / unit)  # noqa: E731
@@ -1254,6 +1271,8 @@ def test_rank_timeline_of_the_public_nccl_pair_draws_the_tables(scale):
     traces = lesson.recordings()["nccl"]
     ax = plot_rank_timeline(traces, title="public NCCL pair")
     kind, unit = unit_of(ax.get_xlabel())
+    assert ax.get_xlabel() == "time since the first step's start (ms; hosts unknown: clocks compared as written)"
+    assert ax.get_title() == "public NCCL pair"
     steps = {}
     for r in (0, 1):
         ev = raw_trace_events(REF / "public-traces" / f"hta_2024-03_nccl_sampled_rank{r}.json.gz")
