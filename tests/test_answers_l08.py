@@ -189,3 +189,39 @@ def test_what_the_ncu_recording_holds():
         assert metric(k, "Memory Throughput") > 2 * metric(k, "Compute (SM) Throughput")
     import kitlib
     assert "--clock-control none" in kitlib.open_capture("ncu").recipe["command"]
+
+
+def _row(text, name, n):
+    """The last ``n`` whitespace-separated cells of the first printed line starting with ``name``."""
+    line = next(ln for ln in text.splitlines() if ln.startswith(name + " ") or ln.startswith(name + "\t"))
+    return line.rstrip().rsplit(None, n)[1:]
+
+
+def test_lesson08_tables_whole(executed_lesson, rows, counter):
+    """Lesson 08's tables, every row in order, from the profiler's key_averages rows and
+    FlopCounterMode's file: with_flops per operator (calls, flops, TFLOP), FlopCounterMode's
+    count of one step (flops, TFLOP, share, pass), and the first two rates (FLOPs over the
+    device time of the kernels under the operators, key_averages' device totals)."""
+    text = executed_lesson("08").text
+    # with_flops per operator, largest first
+    tool = sorted(((r["key"], r["count"], r["flops"]) for r in rows["by_name"] if r["flops"]), key=lambda t: -t[2])
+    shown = re.search(r"\n\s+calls\s+flops\s+tflop\nname\s*\n((?:.+\n){3})", text).group(1).splitlines()
+    assert [ln.split()[:3] for ln in shown] == [[k, str(c), str(f)] for k, c, f in tool]
+    assert [float(ln.split()[3]) for ln in shown] == [round(f / 1e12, 6) for _, _, f in tool]
+    # FlopCounterMode's table: by FLOPs, with its share of the step and the pass it belongs to
+    by_op = sorted(counter["by_op"].items(), key=lambda kv: -kv[1])
+    assert [k for k, _ in by_op] == ["aten.convolution_backward", "aten.convolution", "aten.mm", "aten.addmm"]
+    for k, f in by_op:
+        flops, tflop, share, pass_ = _row(text, k, 4)
+        assert (int(flops), float(tflop), float(share)) == (f, round(f / 1e12, 6), round(f / counter["total"], 6))
+        assert pass_ == ("backward" if k in ("aten.convolution_backward", "aten.mm") else "forward")
+    # the rates: forward convolutions and convolutions forward + backward, per step
+    dev = {r["key"]: r["device_time_total_us"] for r in rows["by_name"]}
+    fwd_ms = dev["aten::conv2d"] / 5 / 1e3
+    both_ms = (dev["aten::conv2d"] + dev["aten::convolution_backward"]) / 5 / 1e3
+    fwd = next(r["flops"] for r in rows["by_name"] if r["key"] == "aten::conv2d") / 5
+    both = counter["by_op"]["aten.convolution"] + counter["by_op"]["aten.convolution_backward"]
+    for name, flops, ms in (("forward convolutions", fwd, fwd_ms), ("convolutions, forward + backward", both, both_ms)):
+        tflop, dev_ms, rate = map(float, re.search(re.escape(name) + r"\s.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\n",
+                                                   text).groups())
+        assert (tflop, dev_ms, rate) == (round(flops / 1e12, 3), round(ms, 3), round(flops / ms / 1e9, 3))
