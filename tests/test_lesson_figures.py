@@ -358,6 +358,12 @@ def test_lesson09_raw_views_copies_syncs_and_streams(lesson, executed_lesson):
     pageable = con.execute("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = 0 AND start < ?",
                            (steps[0][0],)).fetchone()[0]
     assert pageable == len(s) == 320
+    calls = con.execute("SELECT s.value, r.correlationId, r.globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                        "ON s.id = r.nameId WHERE r.start < ? ORDER BY r.start", (steps[0][0],)).fetchall()
+    paged = {c for (c,) in con.execute("SELECT correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY WHERE srcKind = 0")}
+    after = [next(n for n, _, g in calls[i + 1:] if g == tid and not n.startswith("cuGetProcAddress"))
+             for i, (_, c, tid) in enumerate(calls) if c in paged]
+    assert len(after) == 320 and set(after) == {"cudaStreamSynchronize_v3020"}
     # torch.profiler's own copy names carry the memory kind (raw JSON of cold_start_8step)
     names = {}
     for e in raw_trace_events(REF / "cold_start_8step" / "trace.json.gz"):
