@@ -80,7 +80,7 @@ def questions(capture) -> Exercises:
     gpu_key, gpu_peaks = F.peak_for(capture.provenance.get("gpu"))
     gpu_key, peak_tf32 = (gpu_key, gpu_peaks["TF32"]) if gpu_peaks else ("H200", parts["peak_tflops"])
     conv_ms = float(rates.loc["convolutions, forward + backward", "device_ms_per_step"])
-    busy_ms = float(rates.loc["whole step", "device_ms_per_step"])
+    busy_ms = busy / len(tr.steps) / 1e6
     stem = ev[ev["name"] == "aten::conv2d"].iloc[0]
     s_args = _args(tr, stem["row"])
     s_x, s_w = stem["input_dims"][0], stem["input_dims"][1]
@@ -91,8 +91,8 @@ def questions(capture) -> Exercises:
         Question("with_flops_share", "Predict: what share of a whole training step's FLOPs (forward and backward, as "
                                      "FlopCounterMode counts them) does with_flops count?", _bucket(share, SHARE_CHOICES),
                  f"{_bucket(share, SHARE_CHOICES)}: {per_step / 1e12:.3f} of {counts['total'] / 1e12:.3f} TFLOP "
-                 f"= {share:.1%}. with_flops has formulas for aten::conv2d, addmm and mm; aten::convolution_backward, "
-                 "about twice the forward convolutions' arithmetic, gets none.",
+                 f"= {share:.1%}. Here with_flops counted only {', '.join(by_op.index)}; aten::convolution_backward, "
+                 "about twice the forward convolutions' arithmetic, has no formula and gets no count.",
                  kind="predict", choices=[c for _, c in SHARE_CHOICES]),
         Question("bwd_fwd_ratio", "Per FlopCounterMode, how many times the forward convolutions' FLOPs does "
                                   "convolution backward need in one step?", float(bwd / fwd) if fwd else 0.0,
@@ -137,8 +137,8 @@ def questions(capture) -> Exercises:
                                    "copy or memset?", _bucket(b_share, BUSY_CHOICES),
                  f"{_bucket(b_share, BUSY_CHOICES)}: busy {busy / 1e6:.1f} ms of {wall / 1e6:.1f} ms = {b_share:.0%}. "
                  f"The GPU was nearly always doing something, yet far from its arithmetic peak: of {busy_ms:.1f} ms busy "
-                 f"a step, the convolutions' kernels (forward and backward) take {conv_ms:.1f} ms, and the rest goes to "
-                 "kernels with no counted FLOPs (normalisation, activations, the optimizer). A rate against a "
+                 f"a step, the convolutions' kernels (forward and backward) take {conv_ms:.1f} ms, and the rest goes "
+                 "mostly to kernels with no counted FLOPs (normalisation, activations, the optimizer). A rate against a "
                  "datasheet peak is not the busy share.",
                  kind="predict", choices=[c for _, c in BUSY_CHOICES],
                  traps=[misconception("flops_is_utilisation", _bucket(whole_rate / peak_tf32, BUSY_CHOICES),
