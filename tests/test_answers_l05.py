@@ -1,0 +1,146 @@
+"""Lesson 05's answers (issue 31), each worked out here from the tools' own files: the raw
+trace JSON of ``fixed_batch`` (``Input Dims``, ``Input Strides``, threads), the profiler's own
+by-input-shape rows (``key_averages.json.gz``) and the record_shapes CPU measurement
+(``data/reference/record_shapes_cpu/result.json``, tools/measure_record_shapes.py); then each
+question must accept that answer and reject the near misses (5 % off, the neighbouring row,
+one call for the total, the other unit, the mean for the median, both threads for one)."""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+
+import pytest
+
+from conftest import REF, raw_trace_events
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course import exercises, lesson_capture
+    return exercises.lesson05(lesson_capture("fixed_batch"))
+
+
+@pytest.fixture(scope="module")
+def raw():
+    return raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+
+
+@pytest.fixture(scope="module")
+def rows():
+    doc = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
+    return doc["by_input_shape"]
+
+
+@pytest.fixture(scope="module")
+def cost():
+    return json.loads((REF / "record_shapes_cpu" / "result.json").read_text())
+
+
+def _ops(raw, name):
+    return sorted((e for e in raw if e.get("cat") == "cpu_op" and e["name"] == name), key=lambda e: e["ts"])
+
+
+def _by_total(rows, name):
+    return sorted((r for r in rows if r["key"] == name), key=lambda r: -r["device_time_total_us"])
+
+
+def test_every_question_is_pinned(ex):
+    assert [q.key for q in ex.questions] == ["conv_shapes", "first_conv_filters", "top_shape_ms", "add_call_ratio",
+                                             "add_autograd_per_step", "grad_layout", "shapes_allocator_peak",
+                                             "shapes_rss_mib"]
+    assert [q.kind for q in ex.questions] == ["predict", "recall", "compute", "compute", "compute", "transfer",
+                                              "predict", "compute"]
+
+
+def test_conv_shapes(ex, raw, rows):
+    convs = _ops(raw, "aten::cudnn_convolution")
+    groups = {json.dumps(e["args"]["Input Dims"]) for e in convs}
+    assert len(groups) == len(_by_total(rows, "aten::cudnn_convolution")) == 23 and len(convs) == 265
+    q = ex["conv_shapes"]
+    assert q.answer == 23 and q.judge_silently(23)
+    for near in (22, 24, 53, 265):
+        assert not q.judge_silently(near), near
+
+
+def test_first_conv_filters(ex, raw):
+    first = _ops(raw, "aten::cudnn_convolution")[0]
+    x, w = first["args"]["Input Dims"][:2]
+    assert (x, w) == ([128, 3, 224, 224], [64, 3, 7, 7])
+    q = ex["first_conv_filters"]
+    assert q.answer == w[0] and q.judge_silently(64)
+    for near in (3, 7, 128):
+        assert not q.judge_silently(near), near
+
+
+def test_top_shape_ms_from_the_profilers_rows(ex, rows):
+    top, second = _by_total(rows, "aten::cudnn_convolution")[:2]
+    want = top["device_time_total_us"] / 1e3
+    assert round(want, 3) == 3.909 and top["count"] == 5
+    q = ex["top_shape_ms"]
+    assert abs(q.answer - want) < 0.0005 and q.judge_silently(round(want, 2))
+    for near in (want / top["count"], second["device_time_total_us"] / 1e3, want * 1.05, want * 1e3):
+        assert not q.judge_silently(near), near
+
+
+def test_add_call_ratio_from_the_profilers_rows(ex, rows):
+    add = _by_total(rows, "aten::add_")
+    frequent = max(add, key=lambda r: r["count"])
+
+    def per_call(r):
+        return r["device_time_total_us"] / r["count"]
+    want = per_call(add[0]) / per_call(frequent)
+    q = ex["add_call_ratio"]
+    assert abs(q.answer - want) < 0.05 and q.judge_silently(round(want))
+    assert frequent["count"] == 265 and add[0]["count"] == 30
+    for near in (per_call(add[1]) / per_call(frequent), want * 1.05, 1 / want,
+                 add[0]["device_time_total_us"] / frequent["device_time_total_us"]):
+        assert not q.judge_silently(near), near
+
+
+def test_add_autograd_per_step(ex, raw):
+    bw_tids = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
+    tensor = [e for e in _ops(raw, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
+    steps = len({e["name"] for e in raw if e.get("name", "").startswith("ProfilerStep#")})
+    on_autograd = sum(e["tid"] in bw_tids for e in tensor)
+    assert (on_autograd, len(tensor), steps) == (80, 160, 5)
+    q = ex["add_autograd_per_step"]
+    assert q.answer == on_autograd / steps == 16 and q.judge_silently(16)
+    for near in (len(tensor) / steps, on_autograd, 17, 15):
+        assert not q.judge_silently(near), near
+
+
+def test_grad_layout_from_the_raw_strides(ex, raw):
+    tb = [e for e in _ops(raw, "aten::threshold_backward")
+          if len(e["args"]["Input Dims"][0]) == 4]
+    first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)     # not channels-last
+    n, c, h, w = first["args"]["Input Dims"][0]
+    strides = first["args"]["Input Strides"][0]
+    assert strides == [c * h * w, h * w, w, 1] == [100352, 49, 7, 1]          # contiguous NCHW
+    q = ex["grad_layout"]
+    assert q.answer == "contiguous" and q.judge_silently("contiguous") and str(strides) in q.prompt
+    assert not q.judge_silently("channels_last") and not q.judge_silently("other")
+    assert "channel stride" in q.judge("channels_last").message
+
+
+def test_shapes_allocator_peak_from_the_measurement(ex, cost):
+    runs = cost["runs"]
+    on = max(r["peak_allocated_bytes"] for r in runs if r["record_shapes"])
+    off = max(r["peak_allocated_bytes"] for r in runs if not r["record_shapes"])
+    assert on == off == 61_662_768 and {r["copy_events"] for r in runs} == {688}
+    assert cost["settings"]["repeats"] == 4 and len(runs) == 8 and cost["machine"]["torch"].startswith("2.14")
+    q = ex["shapes_allocator_peak"]
+    assert q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
+
+
+def test_shapes_rss_mib_is_the_difference_of_the_medians(ex, cost):
+    def growth(on):
+        return [(r["peak_rss_kib"]["recording"] - r["peak_rss_kib"]["before_profiler"]) / 1024
+                for r in cost["runs"] if r["record_shapes"] is on]
+    want = statistics.median(growth(True)) - statistics.median(growth(False))
+    mean = statistics.mean(growth(True)) - statistics.mean(growth(False))
+    q = ex["shapes_rss_mib"]
+    assert abs(q.answer - want) < 0.05 and q.judge_silently(round(want, 1)) and q.unit == "MiB"
+    assert "median" in q.judge(round(mean, 1)).message
+    for near in (mean, want * 1.05, want * 2**20 / 1e6, want * 1024, statistics.median(growth(True))):
+        assert not q.judge_silently(near), near
