@@ -64,7 +64,12 @@ def test_lesson03_four_measures_and_the_footer(lesson):
     # the profiler's own printed table (key_averages_tables.txt) ends with its footer
     footer = re.search(r"Self CUDA time total: ([\d.]+)ms", (REF / "profiler_5step" / "key_averages_tables.txt").read_text())
     assert footer.group(1) == "216.559"
-    _has(text, rf"summed GPU time, whole trace: {footer.group(1)} ms")
+    _has(text, rf"summed GPU-event time \(kernels, copies, memsets\), whole trace: {footer.group(1)} ms")
+    # the same footer, cut from the printed table as the lesson shows it first
+    _has(text, rf"\nSelf CUDA time total: {footer.group(1)}ms\n")
+    # the hand computation of step 2's union from the raw JSON equals kitlib's (745 events)
+    _has(text, r"745 GPU events launched in step 2: summed 43\.350 ms, union \(device busy\) 43\.035 ms\n")
+    _has(text, r"device busy: kitlib 43\.035 ms, by hand 43\.035 ms; summed: kitlib 43\.350 ms, by hand 43\.350 ms")
     _has(text, rf"Self CUDA time total \(footer\): {footer.group(1)} ms")
 
 
@@ -111,15 +116,58 @@ def test_lesson04_sentences_issue26(executed_lesson):
     assert "none of its later ones" in md
 
 
+def _profiler_shape_rows(name):
+    """The profiler's own by-input-shape rows of ``name`` in fixed_batch (key_averages.json.gz),
+    ordered by total device time, as (label of the first two shapes, count, total µs)."""
+    import gzip
+    doc = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
+    rows = []
+    for r in doc["by_input_shape"]:
+        if r["key"] == name:
+            dims = json.loads(r["input_shapes"])
+            label = "[] (0-d scalar)" if not dims or dims[0] == [] else " × ".join(str(d) for d in dims[:2] if d)
+            rows.append((label, r["count"], r["device_time_total_us"]))
+    return sorted(rows, key=lambda x: -x[2])
+
+
+def _table_rows(text, header):
+    """The rows printed under ``header`` (a DataFrame's column line), up to the next blank or
+    non-row line, as lists of cells split on runs of two spaces."""
+    at = text.index(header)
+    out = []
+    for line in text[at + len(header):].split("\n")[1:]:
+        m = re.match(r"^\d+\s{2,}(.*)$", line)
+        if not m:
+            break
+        out.append(re.split(r"\s{2,}", m.group(1).strip()))
+    return out
+
+
 def test_lesson05_shape_table(lesson):
     text = lesson("05")
     # key_averages.json.gz (by_input_shape): 23 groups of aten::cudnn_convolution, 265 calls;
     # the stem convolution 3,909.209 µs over 5 calls = 781.8 µs a call, 3,909,209 / 25,404,581
     # = 0.154 of the operator's device time (test_shape_table_shares_are_device_time_shares)
-    _has(text, r"265 calls \(53 per step\) in 23 shape groups")
-    share = f"{3_909_209 / 25_404_581:.3f}"
-    _has(text, rf"\[128, 3, 224, 224\] × \[64, 3, 7, 7\]\s+5\s+3909\.2\s+781\.8\s+{share}\n")
-    _has(text, r"GPU events launched before the window: 78\b")      # PROVENANCE.md
+    _has(text, r"aten::cudnn_convolution by input shape, sorted by total device time: 265 calls in 23 shape groups")
+    # the whole table shown (its first 8 rows), row by row in the profiler's order by total
+    # device time: the shapes, the count, the time per call and the share
+    conv = _profiler_shape_rows("aten::cudnn_convolution")
+    total = sum(r[2] for r in conv)
+    shown = _table_rows(text, "tensors  count  device_per_call_us  device_share")
+    assert len(conv) == 23 and len(shown) == 8
+    for (label, count, us), cells in zip(conv, shown):
+        assert cells[0] == label and int(cells[1]) == count, (cells, label, count)
+        assert abs(float(cells[2]) - us / count) <= 0.051 and abs(float(cells[3]) - us / total) <= 0.0005, cells
+    # the aten::add_ table, titled, whole (6 rows), in the same order
+    _has(text, r"aten::add_ by input shape, sorted by total device time \(425 calls, 5 steps\):\n")
+    add = _profiler_shape_rows("aten::add_")
+    shown = _table_rows(text, "tensors  count  device_total_us  device_per_call_us  device_share")
+    assert len(add) == len(shown) == 6
+    for (label, count, us), cells in zip(add, shown):
+        assert cells[0] == label and int(cells[1]) == count and abs(float(cells[2]) - us) <= 0.0015, (cells, label)
+    # the hand grouping of the raw Input Dims: 23 groups, 265 calls
+    _has(text, r"23 shape groups, 265 calls in 5 steps; the six most frequent:")
+    _has(text, r"launched before the window: 78 GPU events\b")      # PROVENANCE.md
 
 
 def test_lesson07_memory(lesson):
