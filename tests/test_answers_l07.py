@@ -254,3 +254,44 @@ def test_the_most_negative_table_whole(executed_lesson):
     got = [ln.rstrip().rsplit(None, 4) for ln in shown.group(1).splitlines()]
     want = [[n if len(n) <= 50 else n[:47] + "...", *map(str, v)] for n, v in neg]   # pandas cuts names at 50
     assert got == want
+
+
+def test_the_lessons_raw_view_helpers():
+    """kitlib.course.raw_memory and tool_tables on what they read: the raw events' own fields,
+    the profiler's rule on a hand-made excerpt (a child's allocation, an event at the end, a
+    free), and the printed table cut to columns from either form a bundle keeps."""
+    from kitlib.course import raw_memory, tool_tables
+    from kitlib.readers.bundle import open_capture
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = raw_memory.memory_events(raw, device_type=1)
+    assert len(mem) == len(_cuda_mem(raw)) == 9610 and int((mem["Bytes"] > 0).sum()) == 4805
+    assert list(mem.columns[:2]) == ["ts", "tid"] and {"Bytes", "Total Allocated", "Total Reserved"} <= set(mem)
+    assert len(raw_memory.memory_events(raw, device_type=None)) == 10150
+    hand = [{"ph": "X", "name": "op", "ts": 0.0, "dur": 10.0},
+            {"ph": "X", "name": "child", "ts": 1.0, "dur": 2.0},
+            {"ph": "X", "name": "grandchild", "ts": 1.5, "dur": 1.0},
+            {"ph": "i", "name": "[memory]", "ts": 2.0, "args": {"Bytes": 100}},
+            {"ph": "i", "name": "[memory]", "ts": 3.0, "args": {"Bytes": 7}},       # at the child's end: the child's
+            {"ph": "i", "name": "[memory]", "ts": 10.0, "args": {"Bytes": -40}}]    # at the op's end: counted
+    assert raw_memory.self_and_total(hand) == (-40, 67)
+    with pytest.raises(Exception, match="calls of"):
+        raw_memory.call_excerpt(raw, "aten::no_such_operator")
+    text = tool_tables.printed_table(open_capture("fixed_batch"), rows=3)     # from key_averages.json rows
+    lines = text.splitlines()
+    assert re.split(r"\s{2,}", lines[1].strip()) == ["Name", "CUDA Mem", "Self CUDA Mem", "# of Calls"]
+    assert re.split(r"\s{2,}", lines[4].strip()) == ["aten::cudnn_convolution", "26.54 GB", "26.54 GB", "265"]
+    assert len(lines) == 3 + 3 + 1
+
+
+def test_roofline_helpers():
+    from kitlib.course import roofline
+    assert roofline.conv_out_size(56, 1, stride=2) == 28 and roofline.conv_out_size(56, 3, 2, 1) == 28
+    assert roofline.conv_flops([128, 256, 56, 56], [512, 256, 1, 1], (2, 2)) == 2 * 128 * 28 * 28 * 256 * 512
+    assert roofline.conv_min_bytes([1, 1, 2, 2], [1, 1, 1, 1], bytes_per_element=2) == (4 + 1 + 4) * 2
+    assert roofline.intensity(10, 4) == 2.5
+    with pytest.raises(Exception, match="positive"):
+        roofline.intensity(1, 0)
+    with pytest.raises(Exception, match="known"):
+        roofline.ridge_point("A100")
+    ridge, parts = roofline.ridge_point("H100", "TF32")
+    assert ridge == 494.5 / 3.35 and len(parts["sources"]) == 2
