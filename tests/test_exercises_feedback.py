@@ -3,20 +3,25 @@ feedback for the known wrong ones."""
 from kitlib.course.exercises import Question, l11
 
 
-def test_routes_admit_both_timeline_tools_where_both_answer():
+def test_routes_answered_by_both_timeline_tools_ask_for_both():
+    """Lesson 11: where torch.profiler and Nsight Systems each answer (differently), the
+    answer is "both" (or the two names); one of them alone gets its own feedback."""
     ex = l11.questions()
     for key in ("backward_thread", "copy_overlap", "op_of_kernel"):
-        for answer in ("both", "nsys", "torch.profiler", "torch.profiler and nsys"):
-            assert ex.check(key, answer).correct, (key, answer)
+        for answer in ("both", "torch.profiler and nsys"):
+            assert ex[key].judge_silently(answer), (key, answer)
+        for answer in ("nsys", "torch.profiler"):
+            v = ex.check(key, answer)
+            assert not v.correct and "answer 'both'" in v.message, (key, answer)
         assert not ex.check(key, "ncu").correct
     assert not ex.check("conv_bound", "both").correct
-    wrong = ex.check("idle_before_first_step", "torch.profiler")
+    wrong = ex.check("context_switch", "torch.profiler")
     assert not wrong.correct and "does not answer" in wrong.message
 
 
-def test_lesson10_no_longer_claims_nsight_traces_the_workers():
+def test_lesson11_says_how_nsight_follows_workers_and_backtraces():
     why = {k: w for k, _, _, _, w in l11.ROUTES}
-    assert "trace-fork-before-exec" in why["idle_before_first_step"]
+    assert "trace-fork-before-exec" in l11.questions()["nsys8_worker_calls"].explain
     assert "backtrace" in why["line_of_code"]
 
 

@@ -1,7 +1,20 @@
-"""Lesson 10's questions (did my change make it faster?)."""
+"""Lesson 10's questions (did my change make it faster?).
+
+Built from what the lesson shows: the H200 reference ``profiler_5step`` (its
+``step_times.json``, timed by ``data/reference/how_captured/capture.py``; its trace's
+step table) and, for the before/after pair of a fix, lesson 12's two-rank CPU runs
+(:func:`kitlib.course.step_series.fix_pair`). Every expected answer is computed from
+those files.
+"""
 from __future__ import annotations
 
-from . import Exercises, Question
+import statistics
+
+from .. import step_series
+from . import Exercises, Question, misconception
+
+VERDICTS = ["slower", "faster", "no difference beyond the noise"]
+CAUSES = ["the profiler starting up", "the loader starting new workers", "the GPU warming up"]
 
 
 def _verdict_norm(s):
@@ -10,90 +23,151 @@ def _verdict_norm(s):
 
 
 def questions(capture, series: dict | None = None, trace_capture=None, num_workers: int | None = None,
-              batches_per_epoch: int | None = None) -> Exercises:
-    """Questions of lesson 10, from a bundle's ``step_times.json`` (or ``series``).
+              batches_per_epoch: int | None = None, fix: dict | None = None) -> Exercises:
+    """Questions of lesson 10.
 
     Parameters
     ----------
     capture : kitlib.readers.bundle.Capture
-        A bundle with ``step_times.json`` (``profiler_5step`` in replay).
+        The reference ``profiler_5step`` bundle (its step times, manifest and trace).
     series : dict, optional
-        Step times in ms per series (e.g. live from
-        :func:`kitlib.capture.experiments.overhead_series`); replaces the bundle's.
+        Its ``step_times.json`` (default: the bundle's own); live series without
+        positions in the loader's epoch are not accepted here: the lesson's questions
+        are about the reference recording.
     trace_capture : Capture, optional
-        A torch.profiler capture with full attribution (``profiler_5step``): adds the
-        question on the GPU's idle share of a profiled step.
+        The capture whose trace gives the step table (default: ``capture``).
     num_workers, batches_per_epoch : int, optional
-        The loader's settings, for the warm-up/steady split of the uninstrumented
-        series (:func:`kitlib.analyses.dataloader.split_warmup`; 3 batches precede it);
-        by default from ``capture``'s manifest.
+        Accepted for compatibility; the bundle's manifest decides them.
+    fix : dict, optional
+        A before/after pair (:func:`kitlib.course.step_series.fix_pair`; default: rank 0
+        of ``ranks_straggler`` → ``ranks_balanced``).
     """
-    from ...analyses.compare import compare, settings_present
+    from ...analyses.compare import compare
     from ...analyses.coldstart import loader_epoch_length
-    from ...analyses.dataloader import split_warmup
-    from ...analyses.steps import active_step_times, step_measures
-    if series is None and capture is None and trace_capture is not None:
-        capture = trace_capture   # e.g. after a kernel restart in live mode: the profiled capture's own times
-    st = series if series is not None else capture.step_times()
-    st = active_step_times(capture, st) if capture is not None else st   # profiled: active steps only
-    present = settings_present(st)
-    four = present.iloc[:4]
-    base = st["step_ms_uninstrumented"]
-    qs = [Question("settings_recorded", "Of the four settings (uninstrumented, NVTX only, profiler without "
-                                        "attribution, full attribution), how many have step times here?",
-                   int(four["present"].sum()),
-                   "present: " + ", ".join(f"{s} ({r.series}, n={r.n})" for s, r in four.iterrows() if r.present)
-                   + "; absent: " + (", ".join(s for s, r in four.iterrows() if not r.present) or "none")
-                   + ". A claim about an absent setting cannot be checked against this recording.", tolerance=0),
-          Question("median_uninstrumented_ms", "Median uninstrumented step time, in ms?",
-                   round(float(present.loc["uninstrumented", "median_ms"]), 2),
-                   f"median of {len(base)} steps = {present.loc['uninstrumented', 'median_ms']:,.2f} ms; the mean "
-                   f"({sum(base) / len(base):,.2f} ms) is pulled up by the slowest step ({max(base):,.2f} ms).",
-                   tolerance=0.01, traps=[(round(sum(base) / len(base), 2), "that is the mean, pulled up by one slow "
-                                           "step; the question asks for the median.")])]
-    full_key = present.loc["torch.profiler, shapes+memory+stacks+FLOPs", "series"]
-    if full_key:
-        full = st[full_key]
-        c = compare(base, full)
-        qs.append(Question("full_attribution_verdict", "Are the active steps under full attribution slower "
-                                                       "than the uninstrumented steps, beyond the noise? Answer "
-                                                       "'slower', "
-                                                       "'faster' or 'no difference beyond the noise'.",
-                           c.verdict, c.text, normalise=_verdict_norm,
-                           choices=["slower", "faster", "no difference beyond the noise"]))
-    if full_key and (capture is not None or (num_workers and batches_per_epoch)):
-        w = num_workers or int(capture.workload.get("num_workers", 0) or 0)
-        per = batches_per_epoch or loader_epoch_length(capture)
-        if w > 0:
-            steady = split_warmup(base, 3, per, w)["steady"]
-            if len(steady) >= 2:
-                c = compare(steady, st[full_key])
-                qs.append(Question("steady_verdict", "Predict before running the comparison: against the "
-                                                     "uninstrumented steps *after* the loader's warm-up only, are "
-                                                     "the active profiled steps 'slower', 'faster' or 'no "
-                                                     "difference beyond the noise'?", c.verdict,
-                                   c.text + " The baseline decides the verdict: the whole series mixes in the "
-                                            "loader's warm-up, whose spread hides the profiler's cost.",
-                                   normalise=_verdict_norm, choices=["slower", "faster",
-                                                                     "no difference beyond the noise"]))
-    if trace_capture is not None:
-        sm = step_measures(trace_capture.trace)
-        last = sm.iloc[-1]
-        share = float(last["idle_ns"] / last["wall_ns"])
-        qs.append(Question("idle_share", f"In the last profiled step of {trace_capture.name} (step "
-                                         f"{int(last['step'])}), what fraction of the step's wall time was the GPU "
-                                         "idle? (0–1, from the wall and idle columns)", round(share, 3),
-                           f"idle {last['idle_ns'] / 1e6:.2f} ms of {last['wall_ns'] / 1e6:.2f} ms = {share:.1%}, "
-                           f"with data_load only {last['data_load_ns'] / 1e6:.2f} ms: the GPU waited for the host's "
-                           "launches, not for data.", tolerance=0.03,
-                           traps=[(round(1 - share, 3), "that is the busy share; the question asks how much of the "
-                                                         "step the GPU was idle.")]))
-    if "step_ms_fixed_batch" in st:
-        c = compare(base, st["step_ms_fixed_batch"])
-        qs.append(Question("fixed_batch_verdict", "Is the fixed-batch step (no loader) faster than the "
-                                                  "uninstrumented step with the loader, beyond the noise? Answer "
-                                                  "'faster', 'slower' or 'no difference beyond the noise'.",
-                           c.verdict, c.text + " (Different workloads: this says the loader costs time, not "
-                                               "that a change helped.)", normalise=_verdict_norm,
-                           choices=["slower", "faster", "no difference beyond the noise"]))
+    from ...analyses.steps import step_measures
+    series = series if series is not None and "step_ms_uninstrumented" in series else capture.step_times()
+    tcap = trace_capture if trace_capture is not None else capture
+    other = step_series.fix_pair(1) if fix is None else None     # the neighbouring row: rank 1
+    fix = fix if fix is not None else step_series.fix_pair(0)
+    per = loader_epoch_length(capture)
+    before = step_series.batches_before_profiled(series)
+    persistent = bool(capture.workload.get("persistent_workers"))
+    cause = CAUSES[1] if before % per == 0 and not persistent else CAUSES[2]
+    first = series["step_ms_profiled_all_attribution"][0]
+    qs = [Question(
+        "first_step_cause", "The profiled series starts with one step more than ten times longer than the "
+                            "others. Predict why, before reading how the numbers were made.", cause,
+        f"capture.py drew {before} batches from the loader before the profiled loop ({step_series.WARMUP_BATCHES} "
+        f"warm-up, {len(series['step_ms_uninstrumented'])} timed, {step_series.FIXED_BATCHES} for the fixed batch), "
+        f"and an epoch has {per}: the profiled loop's first step took batch {before % per} of epoch {before // per}. "
+        f"With persistent_workers=False a new epoch forks the loader's {capture.workload['num_workers']} workers "
+        f"again and waits for their first batch: that is the {first:,.1f} ms step. The profiler records nothing in "
+        "its wait step, and its start-up runs inside p.step(), after the clock has stopped.",
+        kind="predict", choices=CAUSES,
+        traps=[(CAUSES[0], "the clock stops before p.step(), where the profiler starts up; in its wait step it "
+                           "records nothing."),
+               (CAUSES[2], "the GPU had just run the 20 timed steps before this one: it was warm.")])]
+
+    table = step_series.by_batch(capture, series)
+    same = table.dropna(subset=["uninstrumented_ms", "profiled_ms"])
+    u_same, p_same = same["uninstrumented_ms"].tolist(), same["profiled_ms"].tolist()
+    diff = statistics.median(p_same) - statistics.median(u_same)
+    mean_diff = statistics.fmean(p_same) - statistics.fmean(u_same)
+    steady = table.loc[~table["loader_warmup"], "uninstrumented_ms"].dropna().tolist()
+    active = table.loc[table["profiler_step"] == "active", "profiled_ms"].tolist()
+    unlike = statistics.median(active) - statistics.median(steady)
+    batches = f"{same.index.min()}–{same.index.max()}"
+    qs.append(Question(
+        "same_batches_difference_ms", f"Like with like: take the batches of their epoch that both series timed "
+                                      f"({batches}). Median profiled step minus median uninstrumented step over "
+                                      "those batches, in ms (negative if the profiled steps were quicker)?",
+        round(diff, 4),
+        f"profiled median {statistics.median(p_same):,.2f} ms − uninstrumented median "
+        f"{statistics.median(u_same):,.2f} ms = {diff:+,.2f} ms, over batches {batches} of each series' epoch, "
+        "all in the loader's first round.", kind="compute", unit="ms",
+        where="the table by batch of the epoch, columns uninstrumented_ms and profiled_ms, the rows with both",
+        traps=[(round(-diff, 2), "the sign is reversed: the difference is profiled minus uninstrumented "
+                                 "(after minus before)."),
+               (round(mean_diff, 2), "that is the difference of the means; the question asks for medians."),
+               (round(unlike, 2), "that compares the steady uninstrumented steps with the active profiled steps: "
+                                  "different places in the loader's epoch, not the batches both series timed.")]))
+    c_same = compare(u_same, p_same)
+    qs.append(Question(
+        "same_batches_verdict", f"Predict: over batches {batches}, are the profiled steps 'slower', 'faster' "
+                                "or 'no difference beyond the noise' than the uninstrumented ones?",
+        c_same.verdict, c_same.text + " The profiler does cost host time (the trace shows it below), but four "
+                                      "steps a side in the loader's warm-up round cannot show it: their spread "
+                                      "is larger than the cost.",
+        kind="predict", normalise=_verdict_norm, choices=VERDICTS,
+        traps=[("slower", "the profiler does add host work, but is it visible above this spread? Four steps a "
+                          "side, in the loader's warm-up round, scatter by more than 10 ms.")]))
+
+    n_u, n_p = len(steady), len(active)
+    floor = step_series.min_p_value(n_u, n_p)
+    qs.append(Question(
+        "min_p_4_vs_5", f"The unlike comparison ({n_u} steady uninstrumented steps against {n_p} active profiled "
+                        "steps) printed a Mann-Whitney p. What is the smallest two-sided p this test can give "
+                        f"with {n_u} and {n_p} values?", floor,
+        f"2 of the C({n_u + n_p}, {n_u}) = {2 / floor:,.0f} equally likely ways of placing the ranks are as "
+        f"extreme as 'all above' or 'all below': p ≥ {floor:.4f}. The printed p is that floor: the most extreme "
+        "arrangement possible, not strong evidence.", kind="compute",
+        where="the count of ways to choose which ranks of the combined values belong to one side",
+        traps=[(floor / 2, "that is one-sided; the test asks whether either side is larger (two-sided)."),
+               (step_series.min_p_value(n_u, n_u), f"that is {n_u} against {n_u}; the profiled side has {n_p}."),
+               (0.05, "that is the usual threshold, not what the test can reach.")]))
+
+    sm = step_measures(tcap.trace)
+    last = sm.iloc[-1]
+    share = float(last["idle_ns"] / last["wall_ns"])
+    fixed = statistics.median(series["step_ms_fixed_batch"]) if "step_ms_fixed_batch" in series else None
+    unprof = misconception(
+        "profiled_is_unprofiled", False if share > 0.1 else True,
+        f"without the profiler (and the loader) a step takes {fixed:,.2f} ms, no longer than the GPU's work "
+        f"({last['device_busy_ns'] / 1e6:,.2f} ms in step {int(last['step'])}): the GPU has no time to wait. "
+        "Under full attribution the host falls behind and the GPU waits for launches." if fixed else "")
+    qs.append(Question(
+        "gpu_idle_over_tenth", f"Predict, before the step table: in the last active profiled step "
+                               f"(step {int(last['step'])}), does the GPU sit idle for more than a tenth of the "
+                               "step's wall time? (yes/no)", share > 0.1,
+        f"idle {last['idle_ns'] / 1e6:,.2f} ms of {last['wall_ns'] / 1e6:,.2f} ms ({share:.0%}), with "
+        f"data_load only {last['data_load_ns'] / 1e6:,.2f} ms: the GPU waited for the host's launches, not for "
+        "data.", kind="predict", traps=[unprof]))
+    qs.append(Question(
+        "idle_share", f"In step {int(last['step'])}, what fraction of the step's wall time was the GPU idle? (0–1)",
+        round(share, 4),
+        f"idle {last['idle_ns'] / 1e6:,.2f} ms / wall {last['wall_ns'] / 1e6:,.2f} ms = {share:.3f}.",
+        kind="compute", where="the step table, columns idle_ms and wall_ms",
+        traps=[misconception("profiled_is_unprofiled", 0, "in a profiled step the host falls behind, and the "
+                                                           "GPU waits."),
+               (round(1 - share, 3), "that is the busy share; the question asks how much of the step the GPU "
+                                     "was idle."),
+               (round(float(last["idle_ns"] / last["device_busy_ns"]), 3), "that divides by the busy time; "
+                                                                            "the question asks for a share of "
+                                                                            "the wall time.")]))
+
+    b, a = fix["before"], fix["after"]
+    d = statistics.median(a) - statistics.median(b)
+    traps = [(round(-d, 1), "the sign is reversed: after minus before, negative when the fix made it faster."),
+             (round(statistics.fmean(a) - statistics.fmean(b), 1), "that is the difference of the means; the "
+                                                                     "question asks for medians.")]
+    if fix.get("removed_ms"):
+        traps.append((-fix["removed_ms"], "that is the sleep the fix removed (the manifest); the question asks "
+                                          "what the step times measured."))
+    if other is not None:
+        od = statistics.median(other["after"]) - statistics.median(other["before"])
+        traps.append((round(od, 1), "that is the other rank's step times; the question asks about rank 0."))
+    qs.append(Question(
+        "fix_difference_ms", f"A fix, before and after (lesson 12's CPU runs, rank 0, the {len(a)} active steps "
+                             "of each): median step after minus median step before, in ms?", round(d, 2),
+        f"median {statistics.median(a):,.1f} ms after − {statistics.median(b):,.1f} ms before = {d:+,.1f} ms.",
+        kind="transfer", unit="ms", where="the two step_times.json files, the last three step_ms_profiled "
+                                          "values of each (the schedule's active steps)", traps=traps))
+    p_floor = step_series.min_p_value(len(b), len(a))
+    qs.append(Question(
+        "fix_rank_test_can_decide", f"With {len(b)} steps before and {len(a)} after, can a two-sided "
+                                    "Mann-Whitney test ever reach p < 0.05? (yes/no)", p_floor < 0.05,
+        f"its smallest p is 2 / C({len(a) + len(b)}, {len(b)}) = {p_floor:.2g}: even the most extreme outcome "
+        "cannot pass 0.05. Measure more steps a side.", kind="transfer",
+        traps=[(True, f"count the arrangements: with {len(b)} and {len(a)} values the most extreme one has "
+                      f"p = {p_floor:.2g}.")]))
     return Exercises("Lesson 10 — your turn", qs)

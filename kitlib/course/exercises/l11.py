@@ -1,11 +1,20 @@
 """Lesson 11's questions (which tool for which question?).
 
-Each question is one a learner meets in the earlier lessons or in the course's
-source texts; the answer is the tool that answers it, and the explanation names
-the view and why the other tools cannot. These are facts about the tools, not
-figures of a capture.
+The routing questions are facts about the tools: each names the tool that answers a
+question from the earlier lessons or the course's source texts, with the view and
+why the others cannot. Where torch.profiler and Nsight Systems both answer (each
+differently) the answer is "both", and naming one of them is not enough: the
+explanation says what each records. No single answer is right for more than three of
+the questions.
+
+The other questions are computed from recordings: whether the ``ncu`` reference holds a
+convolution's own kernel (a prediction, from its CSV), and what the ``nsys_8step``
+report can answer given the collectors it ran (transfers, from its SQLite export).
 """
 from __future__ import annotations
+
+import re
+import sqlite3
 
 import pandas as pd
 
@@ -18,6 +27,7 @@ TOOLS = {
     "nsight compute": ("nsight compute", "ncu", "nsight-compute", "kernel profiler"),
     "timer": ("timer", "timing", "stopwatch", "uninstrumented timing", "measure.compare", "time_steps"),
 }
+BOTH = ("torch.profiler", "nsight systems")
 
 
 def tool_name(answer) -> str:
@@ -30,60 +40,72 @@ def tool_name(answer) -> str:
 
 
 #: (key, question, tools that answer it, view, why) — the routing exercises of lesson 11.
-#: Where two tools can answer, both are listed, the more direct first; either is accepted.
+#: Two tools listed = both timeline tools answer, each differently: the answer is "both".
 ROUTES = [
-    ("op_of_kernel", "Which PyTorch operator asked for this sm90_xmma_fprop kernel?",
-     ("torch.profiler", "nsight systems"),
-     "torch.profiler's trace: operator → launch → kernel (external id, correlation id), lesson 02; or Nsight "
-     "Systems with emit_nvtx ranges around each operator, lesson 09",
-     "the framework profiler records operators and stamps their launches (and, through Kineto, the kernels) with "
-     "the operator's external id; Nsight Systems sees the kernel and its launch, and names the operator only when "
-     "torch.autograd.profiler.emit_nvtx pushes one NVTX range per operator"),
-    ("line_of_code", "Which line of my Python code is responsible for most device time?",
-     ("torch.profiler", "nsight systems"),
-     "torch.profiler with with_stack=True, grouped by call site (lesson 06); Nsight Systems with Python "
-     "backtraces on CUDA API calls (--python-backtrace=cuda) or Python sampling",
-     "torch.profiler records every Python call and ties each kernel to the frames open at its operator, so device "
-     "time sums per line; Nsight Systems can attach a Python backtrace to each CUDA API call (and so, through the "
-     "correlation id, to each kernel) or sample Python stacks, at the cost of a heavier capture"),
-    ("memory_per_op", "How much GPU memory did each operator allocate, and when was the peak?", ("torch.profiler",),
-     "profile_memory=True (Self CUDA Mem), the memory snapshot; lesson 07",
-     "allocations go through PyTorch's caching allocator, which only PyTorch's own tools record per operator; "
-     "Nsight Systems' --cuda-memory-usage follows the device memory the allocator reserves over time, not which "
-     "operator asked for it"),
-    ("idle_before_first_step", "During the second before the first step, while the GPU sits idle, what are the "
-                               "training process's threads doing (forking workers, waiting, allocating pinned "
-                               "memory)?", ("nsight systems",),
-     "OS-runtime and CUDA API rows per thread, with thread names; lesson 04",
-     "Nsight Systems traces the OS-runtime and CUDA API calls of each thread of the process it started "
-     "(fork, the main thread's waits on semaphores and locks, pt_data_pin's cudaHostAlloc); torch.profiler records "
-     "the CUDA API calls of every thread (cold_start_8step has the pin-memory thread's cudaHostAlloc calls) but "
-     "no OS calls, so it cannot show forking, waiting or lock contention. Neither saw the DataLoader workers "
-     "here: they are forked without exec, which Nsight Systems follows only with --trace-fork-before-exec=true"),
-    ("backward_thread", "Which thread launches the backward kernels, and does it run while the main thread "
-                        "waits?", ("torch.profiler", "nsight systems"),
-     "the launching thread of each kernel: tid in torch.profiler's trace (lessons 03, 06), CUDA API rows per "
-     "thread in Nsight Systems (lesson 09)",
-     "both record the thread of every launch: torch.profiler's trace puts the backward operators and their "
-     "launches on autograd's thread beside the main thread's backward label; Nsight Systems draws each thread's "
-     "CUDA calls and names the thread pt_autograd_0"),
-    ("copy_overlap", "Do the host-to-device copies overlap with kernels?", ("torch.profiler", "nsight systems"),
-     "GPU rows per stream (kernels, memcpy) in either timeline; lessons 04 and 09",
-     "both timelines record each copy and kernel with its stream, start and duration (CUPTI activity records, "
-     "in either tool); Nsight Systems adds the copy's source memory kind (pageable or pinned) and the host "
-     "threads' OS calls on the same clock"),
+    ("op_of_kernel", "Which PyTorch operator asked for this sm90_xmma_fprop kernel?", BOTH,
+     "torch.profiler's trace: operator → launch → kernel (external id, correlation id), lesson 02; Nsight "
+     "Systems with emit_nvtx: the operator's NVTX range open around the launch, lesson 09",
+     "both, differently. torch.profiler stamps each launch (and through Kineto its kernel) with the operator's "
+     "external id. Nsight Systems links launch and kernel by correlation id too, but knows no operators: with "
+     "torch.autograd.profiler.emit_nvtx every operator pushes an NVTX range (with its input sizes), and the "
+     "operator is the innermost range open on the launching thread when the launch ran"),
+    ("memory_per_op", "How much GPU memory did each operator's tensors take, summed over its calls?",
+     ("torch.profiler",), "profile_memory=True (Self CUDA Mem) and the memory snapshot; lesson 07",
+     "tensor allocations go through PyTorch's caching allocator, and only PyTorch's tools attribute them to the "
+     "operator that asked; Nsight Systems' --cuda-memory-usage follows the memory the allocator reserves from CUDA "
+     "over time (reused blocks make no CUDA call at all), not which operator's tensors use it"),
+    ("context_switch", "While the GPU sat idle, was the main thread switched off its CPU core (descheduled) "
+                       "by the operating system?", ("nsight systems",),
+     "thread state and context switches (--cpuctxsw=process-tree), lesson 09",
+     "Nsight Systems records the operating system's scheduling of each thread when its context-switch collector "
+     "runs; torch.profiler records what PyTorch and CUPTI report, and nothing of the scheduler"),
     ("conv_bound", "Is this convolution kernel limited by memory bandwidth or by arithmetic?", ("nsight compute",),
      "Speed Of Light section (compute vs memory throughput, % of peak); lesson 08 / the reference ncu CSV",
      "only the kernel profiler replays the kernel with hardware counters; the timeline tools know its duration, "
      "not what limited it"),
-    ("occupancy", "How many warps per SM does this kernel keep resident, and what limits it (registers, shared "
-                  "memory)?", ("nsight compute",), "Occupancy and Launch Statistics sections",
-     "achieved occupancy is a hardware counter measured per kernel; theoretical limits come from the launch "
-     "configuration and the compiled kernel's resources, which ncu reports"),
+    ("backward_thread", "Which thread launches the backward kernels, and does it run while the main thread "
+                        "waits?", BOTH,
+     "the launching thread of each kernel: tid in torch.profiler's trace (lessons 03, 06), CUDA API rows per "
+     "thread in Nsight Systems (lesson 09)",
+     "both, differently: torch.profiler's trace puts the backward operators and their launches on autograd's "
+     "thread beside the main thread's backward label; Nsight Systems draws each thread's CUDA calls and names "
+     "the thread pt_autograd_0, with its OS calls beside them"),
     ("is_it_faster", "Did switching the loader to persistent workers make the step faster?", ("timer",),
      "repeated uninstrumented step times + kitlib.analyses.compare.compare; lesson 10",
      "every profiler adds its own cost and changes what it measures; a speed-up is claimed from repeated "
      "uninstrumented measurements with their spread, not from a trace"),
+    ("host_alloc_lock", "Does the pin-memory thread's cudaHostAlloc wait on a lock that another thread holds?",
+     ("nsight systems",), "OS-runtime rows per thread (pthread_mutex_lock, with backtraces), lesson 04",
+     "Nsight Systems' OS-runtime trace records each thread's lock waits (pthread_mutex_lock and the like) beside "
+     "its CUDA calls; torch.profiler records the cudaHostAlloc call and its duration, but not the lock it waited "
+     "on"),
+    ("shape_groups", "Which input shapes of aten::cudnn_convolution account for most of its device time, as a "
+                     "table with one row per shape?", ("torch.profiler",),
+     "key_averages(group_by_input_shape=True), lesson 05",
+     "torch.profiler aggregates by input shape; Nsight Systems records each operator's input sizes in its "
+     "emit_nvtx ranges (nsys_emit_nvtx: 4,686 of 5,370 operator ranges carry them) but groups nothing by shape: "
+     "that table would be your own SQL"),
+    ("copy_overlap", "Do the host-to-device copies overlap with kernels?", BOTH,
+     "GPU rows per stream (kernels, memcpy) in either timeline; lessons 04 and 09",
+     "both, differently: each records every copy and kernel with its stream, start and duration (CUPTI activity "
+     "records, in either tool); torch.profiler's copy names give the memory kinds (Memcpy HtoD (Pinned -> "
+     "Device)), and Nsight Systems adds the host threads' OS calls on the same clock"),
+    ("occupancy", "How many warps per SM does this kernel keep resident, and what limits it (registers, shared "
+                  "memory)?", ("nsight compute",), "Occupancy and Launch Statistics sections",
+     "achieved occupancy is a hardware counter measured per kernel; theoretical limits come from the launch "
+     "configuration and the compiled kernel's resources, which ncu reports"),
+    ("line_of_code", "Which line of my Python code accounts for most device time, summed per call site?",
+     ("torch.profiler",), "with_stack=True, key_averages(group_by_stack_n=N); lesson 06",
+     "torch.profiler ties each kernel to the Python frames open at its operator and sums device time per call "
+     "site; Nsight Systems can attach a Python backtrace to a CUDA API call (--python-backtrace=cuda) or sample "
+     "Python stacks, one call at a time, without summing device time per line"),
+    ("nodes_one_timeline", "A job runs on two nodes: which tool records each rank's host threads with their OS "
+                           "calls and GPU streams, and can open the ranks' reports together on one timeline?",
+     ("nsight systems",), "one report per rank (nsys profile -o report_%q{RANK} under torchrun), opened "
+                          "together in the GUI; lesson 12",
+     "Nsight Systems writes one report per rank and its GUI can open several reports on one timeline, OS calls and "
+     "GPU streams included; torch.profiler writes one trace per rank, read side by side (lesson 12) without OS "
+     "calls. Across nodes either timeline carries the hosts' clock difference"),
 ]
 
 
@@ -91,7 +113,7 @@ def tool_set(answer) -> frozenset:
     """The tools named in an answer: ``"nsys"`` → {nsight systems}; ``"both"`` → {"both"};
     ``"torch.profiler and nsys"`` → both tools. Unknown text gives an empty set."""
     s = str(answer).strip().lower()
-    if s in ("both", "either"):
+    if s in ("both", "either", "both, differently"):
         return frozenset({"both"})
     parts = [p.strip() for chunk in s.replace(" and ", ",").replace(" or ", ",").replace("+", ",").split(",")
              for p in [chunk] if p.strip()]
@@ -100,15 +122,29 @@ def tool_set(answer) -> frozenset:
 
 
 def _accepts(tools):
-    """A judge for one route: any tool of ``tools``, several of them, or "both" where two answer."""
+    """A judge for one route: exactly the tools that answer it; "both" where the two timeline tools do."""
     want = frozenset(tools)
 
     def accept(given) -> bool:
         got = tool_set(given)
         if got == {"both"}:
-            return len(want) == 2
-        return bool(got) and got <= want
+            return want == frozenset(BOTH)
+        return got == want
     return accept
+
+
+def _route_traps(tools) -> list:
+    """Feedback for each wrong tool answer of a route (checked before the generic hints)."""
+    if frozenset(tools) == frozenset(BOTH):
+        return [(t, f"{t} does answer it, and so does the other timeline tool, differently: answer 'both', "
+                    "and say what each records.") for t in BOTH] + \
+               [(t, f"{t} does not answer this one: ask what it records.") for t in TOOLS if t not in BOTH]
+    traps = [(t, f"{t} does not answer this one directly: ask what it records.") for t in TOOLS if t not in tools]
+    if set(tools) <= set(BOTH):
+        traps.append(("both", f"only {tools[0]} answers this one: ask what the other records."))
+    else:
+        traps.append(("both", f"neither timeline tool answers this one: {tools[0]} does."))
+    return traps
 
 
 def route_table() -> pd.DataFrame:
@@ -134,36 +170,131 @@ def tool_table() -> pd.DataFrame:
         ``level``, ``answers``, ``views``, ``cost``.
     """
     rows = [
-        ("torch.profiler", "framework (macro)", "what ran and where in the model: operators, their kernels, "
-         "shapes, memory, stacks, FLOP estimates", "trace (Perfetto), key_averages tables, memory views",
+        ("torch.profiler", "framework (macro)", "what ran and where in the model: operators and their kernels; "
+         "device time grouped by shape and by call site; tensor memory per operator; FLOP estimates",
+         "trace (Perfetto), key_averages tables, memory views",
          "grows with attribution (shapes, memory, stacks, FLOPs); keep explanation runs short"),
-        ("nsight systems", "system", "how host, threads, OS, copies and GPU streams interact over time",
+        ("nsight systems", "system", "how host threads, the OS, copies and GPU streams interact over time; "
+         "operators and their input sizes only through emit_nvtx ranges, ungrouped",
          "timeline: NVTX, CUDA API per thread, OS runtime, kernels/copies per stream; nsys stats; SQLite",
          "low with cuda,nvtx; more with osrt, CPU sampling, context switches, memory usage"),
         ("nsight compute", "kernel (micro)", "why one kernel takes the time it does: throughput, occupancy, "
          "stalls", "sections per kernel (Speed Of Light, Occupancy, Launch Statistics)",
          "very high: each profiled kernel is replayed many times; select a few kernels"),
         ("timer", "measurement", "whether a change made the step faster", "repeated step times with their "
-         "spread, compared (kitlib.analyses.compare.compare)", "none beyond a synchronisation per step"),
+         "spread, compared (kitlib.analyses.compare.compare)",
+         "a synchronisation per step removes the host's run-ahead: fair for comparing two settings; time many "
+         "steps with one synchronisation for the real loop's rate"),
     ]
     return pd.DataFrame(rows, columns=["tool", "level", "answers", "views", "cost"]).set_index("tool")
 
 
-def questions(capture=None) -> Exercises:
-    """Questions of lesson 11: route each question to a tool (see :data:`ROUTES`).
+#: Kernel names of a convolution's own work (cuDNN/CUTLASS implicit GEMM, Winograd, FFT, direct).
+CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|ImplicitGemmConvolution|winograd|fft|conv2d_",
+                         re.IGNORECASE)
 
-    ``capture`` is accepted for symmetry with the other lessons and not used: the
-    answers are facts about the tools. Where two tools answer, either one, both names,
-    or "both" is right, and the explanation says what each shows.
+#: How Nsight Systems ties a kernel to its operator (the "both, differently" follow-up).
+HOW_CHOICES = ["the external id", "the NVTX range open on the launching thread",
+               "the kernel's name", "the stream the kernel ran on"]
+
+
+def ncu_kernel_names(path=None) -> list:
+    """The kernel names of the ``ncu`` reference CSV, one per profiled kernel, in order."""
+    from ...readers.bundle import open_capture
+    from ...readers.ncu import load_ncu_csv
+    path = path or open_capture("ncu").file("conv_kernels_speed_of_light.csv")
+    tidy = load_ncu_csv(path)
+    return tidy.groupby("kernel_id", sort=True)["kernel_name"].first().tolist()
+
+
+def report_collectors(sqlite_path=None) -> dict:
+    """What an Nsight Systems export can answer, read from its own SQLite.
+
+    Returns
+    -------
+    dict
+        ``context_switches`` (the export has a ``SCHED_EVENTS`` table), ``fork_before_exec``
+        (its ``META_DATA_CAPTURE`` setting ``TRACE_AFTER_FORK_BEFORE_EXEC``), ``workers``
+        (processes named ``pt_data_worker``), ``traced_pids`` (processes with OS-runtime or
+        CUDA API rows), ``workers_traced`` (any worker among them).
     """
-    qs = []
+    from ...readers.bundle import open_capture
+    path = sqlite_path or open_capture("nsys_8step").file("report.sqlite")
+    con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        meta = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE").fetchall())
+        workers = {pid for pid, name in con.execute("SELECT pid, name FROM PROCESSES") if name == "pt_data_worker"}
+        traced = set()
+        for t in ("OSRT_API", "CUPTI_ACTIVITY_KIND_RUNTIME"):
+            if t in tables:
+                traced |= {r[0] for r in con.execute(f"SELECT DISTINCT (globalTid >> 24) & 16777215 FROM {t}")}
+    finally:
+        con.close()
+    return {"context_switches": "SCHED_EVENTS" in tables,
+            "fork_before_exec": meta.get("TRACE_AFTER_FORK_BEFORE_EXEC") == "true",
+            "workers": sorted(workers), "traced_pids": sorted(traced), "workers_traced": bool(workers & traced)}
+
+
+def questions(capture=None, ncu_csv=None, nsys_sqlite=None) -> Exercises:
+    """Questions of lesson 11.
+
+    Parameters
+    ----------
+    capture : ignored
+        Accepted for symmetry with the other lessons.
+    ncu_csv, nsys_sqlite : path, optional
+        The ``ncu`` reference CSV and the ``nsys_8step`` SQLite export (default: the
+        reference recordings), for the prediction and the two transfers.
+    """
+    names = ncu_kernel_names(ncu_csv)
+    holds_conv = any(CONV_KERNEL.search(n) for n in names)
+    shown = ", ".join(dict.fromkeys(re.sub(r"\(.*", "", n).replace("void ", "") for n in names))
+    qs = [Question(
+        "ncu_holds_conv", f"The ncu recording measured the first {len(names)} kernels whose name matches 'conv' "
+                          "(-k regex:conv --launch-count 3) in one training step. Predict: is one of them the "
+                          "convolution's own kernel (the implicit-GEMM or other kernel that computes it)? (yes/no)",
+        holds_conv, f"the kernels measured are {shown}: " + (
+            "a convolution's own kernel is among them." if holds_conv else
+            "cuDNN's layout conversions, whose name matches 'conv'. The convolution's own kernel was never "
+            "measured: forward convolutions run kernels such as sm90_xmma_fprop_implicit_gemm_…, whose names do "
+            "not contain 'conv' at all. Write a kernel filter from the names the timeline shows."),
+        kind="predict", traps=[(not holds_conv, "a name filter matches names, not work: read the names "
+                                                "the filter caught.")])]
     for key, q, tools, view, why in ROUTES:
-        both = len(tools) == 2
-        traps = [] if both else [(t, f"{t} does not answer this one directly. Ask what it records.")
-                                 for t in TOOLS if t not in tools]
-        # the choices are listed once, by ``show()`` and the answer form, not in the prompt too
-        qs.append(Question(key, q, " and ".join(tools),
-                           f"{' and '.join(tools)} — view: {view}. Why: {why}.", normalise=lambda a: tool_set(a),
-                           choices=list(TOOLS) + ["both"], traps=traps, accept=_accepts(tools),
-                           offered=lambda a: bool(tool_set(a))))
+        both = frozenset(tools) == frozenset(BOTH)
+        answer = "both" if both else tools[0]
+        qs.append(Question(key, q, answer, f"{answer} — view: {view}. Why: {why}.", kind="recall",
+                           normalise=lambda a: tool_set(a), choices=list(TOOLS) + ["both"],
+                           traps=_route_traps(tools), accept=_accepts(tools), offered=lambda a: bool(tool_set(a))))
+    qs.insert(2, Question(
+        "op_of_kernel_how", "Both, differently: torch.profiler ties a kernel to its operator through the external "
+                            "id on the kernel's launch. What ties them in Nsight Systems (with emit_nvtx)?",
+        HOW_CHOICES[1], "the correlation id links launch and kernel in both tools; the external id exists only in "
+                        "torch.profiler's trace. emit_nvtx pushes one NVTX range per operator on the thread that "
+                        "runs it, so the operator of a kernel is the innermost range open on the launching thread "
+                        "when its launch ran (lesson 09's nsys_emit_nvtx).",
+        kind="compute", choices=HOW_CHOICES,
+        traps=[(HOW_CHOICES[0], "Nsight Systems' export has no external ids: those are torch.profiler's."),
+               (HOW_CHOICES[2], "a kernel's name says which library code ran, not which operator asked for it."),
+               (HOW_CHOICES[3], "many operators' kernels share one stream.")]))
+    rep = report_collectors(nsys_sqlite)
+    qs.append(Question(
+        "nsys8_context_switches", "Transfer: from its own capture settings and tables, can the nsys_8step report "
+                                  "say whether the main thread was descheduled during the first data_load? (yes/no)",
+        rep["context_switches"], "its export has " + ("a" if rep["context_switches"] else "no") +
+        " SCHED_EVENTS table: it was recorded with --cpuctxsw=none, so it holds no scheduling data. The same "
+        "command with --cpuctxsw=process-tree would.", kind="transfer",
+        traps=[(not rep["context_switches"], "look for the table context switches would fill (SCHED_EVENTS) "
+                                             "among the export's tables.")]))
+    qs.append(Question(
+        "nsys8_worker_calls", "Transfer: does the nsys_8step report hold the OS-runtime or CUDA calls of the "
+                              "DataLoader's worker processes? (yes/no)", rep["workers_traced"],
+        f"the export lists {len(rep['workers'])} pt_data_worker processes, but only process(es) "
+        f"{', '.join(map(str, rep['traced_pids']))} have OS-runtime or CUDA rows: the workers are forked without "
+        "exec, and TRACE_AFTER_FORK_BEFORE_EXEC is "
+        + ("true" if rep["fork_before_exec"] else "false") + ". nsys profile --trace-fork-before-exec=true "
+        "would trace them; torch.profiler records only the process it runs in.", kind="transfer",
+        traps=[(not rep["workers_traced"], "the processes are listed (PROCESSES), but are any of their calls "
+                                           "there? Compare the pids with rows in OSRT_API.")]))
     return Exercises("Lesson 11 — your turn", qs)

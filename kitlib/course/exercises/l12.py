@@ -4,6 +4,7 @@ from __future__ import annotations
 from . import Exercises, Question
 
 FIX_CHOICES = ["fix the straggler", "faster communication"]
+GROW_CHOICES = ["only the sleeping rank", "both ranks"]
 
 
 def _fix_norm(s):
@@ -11,7 +12,45 @@ def _fix_norm(s):
     return FIX_CHOICES[0] if "straggl" in s else FIX_CHOICES[1] if "comm" in s or "faster" in s else s
 
 
-def questions(straggler, nccl=None, injected_ms: float | None = None) -> Exercises:
+def excerpt_lateness(excerpt: dict, name: str = "gloo:all_reduce", k: int = 0) -> dict:
+    """The lateness at the ``k``-th ``name`` call of a raw excerpt
+    (:func:`kitlib.course.rawranks.collective_excerpt`), worked out from its events alone.
+
+    Returns
+    -------
+    dict
+        ``last_rank``, ``late_ms`` (the last rank's start minus the first rank's, each
+        ``ts`` + its trace's ``baseTimeNanoseconds``), ``dur_diff_ms`` (the first rank's
+        duration minus the last's), ``step_start_diff_ms`` (between the ranks'
+        ``ProfilerStep#N`` starts), and ``first_call_late_ms`` (the same lateness at the
+        excerpt's first collective, whatever its name).
+    """
+    ranks, base = excerpt["ranks"], excerpt.get("base_ns", {})
+
+    def start_us(e):
+        return e["ts"] + base.get(ranks[e["pid"]], 0) / 1e3
+    calls, steps, firsts = {}, {}, {}
+    for e in excerpt["events"]:
+        r = ranks[e["pid"]]
+        if e["name"].startswith("ProfilerStep#"):
+            steps[r] = start_us(e)
+        else:
+            firsts.setdefault(r, e)
+            if e["name"] == name:
+                calls.setdefault(r, []).append(e)
+    at = {r: es[k] for r, es in calls.items() if len(es) > k}
+    if len(at) < 2:
+        raise ValueError(f"the excerpt holds call {k} of {name} on fewer than two ranks")
+    order = sorted(at, key=lambda r: start_us(at[r]))
+    first, last = at[order[0]], at[order[-1]]
+    f_order = sorted(firsts, key=lambda r: start_us(firsts[r]))
+    return {"last_rank": order[-1], "late_ms": (start_us(last) - start_us(first)) / 1e3,
+            "dur_diff_ms": (first["dur"] - last["dur"]) / 1e3,
+            "step_start_diff_ms": (max(steps.values()) - min(steps.values())) / 1e3,
+            "first_call_late_ms": (start_us(firsts[f_order[-1]]) - start_us(firsts[f_order[0]])) / 1e3}
+
+
+def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=None) -> Exercises:
     """Questions of lesson 12, computed from the recordings in hand.
 
     Parameters
@@ -23,41 +62,89 @@ def questions(straggler, nccl=None, injected_ms: float | None = None) -> Exercis
     injected_ms : float, optional
         The delay the workload injected (from the manifest): a known wrong answer to
         the question that asks what the *traces* show.
+    balanced : RankTraces, optional
+        The same job without the straggler (default: the recording in use for
+        ``ranks_balanced``): the prediction's baseline and the raw excerpt's source.
     """
-    from ...analyses.collectives import comm_overlap, rank_summary, straggler_summary
+    from ...analyses.collectives import comm_overlap, rank_summary, straggler_by_step, straggler_summary
+    from ..rawranks import collective_excerpt
+    if balanced is None:
+        from ..ranks import recordings
+        balanced = recordings(live=False)["balanced"]
     s = straggler_summary(straggler)
+    by_step = straggler_by_step(straggler)
     slow = s["rank"]
     summ = rank_summary(straggler)
     fast = next(r for r in summ.index if r != slow)
     row = summ.loc[fast]
     share = float(row["wait_share"])
-    qs = [Question("straggler_rank", "In the straggler recording, which rank did the others wait for? (a rank "
+    before = rank_summary(balanced)
+    grew = float(summ.loc[fast, "step_ms"] - before.loc[fast, "step_ms"]) if fast in before.index else 0.0
+    delay = injected_ms or 0.0
+    grows = GROW_CHOICES[1] if delay and grew >= delay / 2 else GROW_CHOICES[0]
+    qs = [Question("both_ranks_slower", f"Predict: in the straggler run, rank {slow} sleeps "
+                                        f"{delay:,.0f} ms at the start of every step. Whose steps grow, against "
+                                        f"the same job without the sleep: '{GROW_CHOICES[0]}' or "
+                                        f"'{GROW_CHOICES[1]}'?", grows,
+                   f"rank {fast}, which does not sleep, went from {before.loc[fast, 'step_ms']:,.0f} ms to "
+                   f"{summ.loc[fast, 'step_ms']:,.0f} ms per step (median): a collective finishes only when every "
+                   f"rank has joined it, so rank {fast} spends the sleep waiting inside one.",
+                   kind="predict", choices=GROW_CHOICES,
+                   traps=[(GROW_CHOICES[0], f"rank {fast} does not sleep, but it cannot finish a collective before "
+                                            f"rank {slow} joins it.")]),
+          Question("straggler_rank", "In the straggler recording, which rank did the others wait for? (a rank "
                                      "number)", slow,
                    f"rank {slow} was the last to arrive at the longest wait of {s['steps_last']} of {s['steps']} "
                    f"steps, and last at {s['last_share']:.0%} of the {s['calls']} collectives inside steps.",
+                   kind="compute", where="the straggler table's last_rank column, at each step's largest late_by_ns",
                    tolerance=0, traps=[(fast, f"rank {fast} is the one that waits: its collectives are long "
                                              "because they include waiting for the slow rank.")]),
           Question("late_ms", "Median over the steps: by how many ms was the straggler late at the collective "
-                              "where the others waited longest in that step? (from the traces)",
+                              "where the others waited longest in that step? (from the traces: "
+                              "coll.straggler_table(slow), per step its largest late_by_ns, then the median)",
                    round(s["late_by_ms_median"], 1),
                    f"median of the steps' largest lateness = {s['late_by_ms_median']:,.1f} ms "
                    "(straggler_by_step). It includes what the slow rank did between its delay and the collective, "
                    "and the two ranks' timing noise, so it is an estimate of the delay, not the delay itself.",
-                   tolerance=0.03,
-                   traps=[(injected_ms, "that is the delay the workload was told to inject (the manifest); the "
-                                        "question asks what the traces show.")] if injected_ms else []),
+                   kind="compute", unit="ms", where="coll.straggler_table(slow): late_by_ns per call, with its step",
+                   traps=([(injected_ms, "that is the delay the workload was told to inject (the manifest); the "
+                                         "question asks what the traces show.")] if injected_ms else [])
+                   + [(round(float(by_step["late_by_ns"].mean()) / 1e6, 1), "that is the mean over the steps; "
+                                                                              "the question asks for the median.")]),
           Question("fast_rank_wait_share", f"In the straggler recording, what share of rank {fast}'s time in "
                                            "collectives was waiting for the last rank? (0–1)", round(share, 2),
                    f"rank {fast}: waiting {row['wait_ms']:,.1f} ms and transfer {row['transfer_ms']:,.1f} ms per "
                    f"step, so {share:.0%} of its collective time is waiting (an estimate from start times).",
-                   tolerance=0.05, traps=[(round(1 - share, 2), "that is the transfer's share; the question asks "
-                                                                  "for the waiting.")]),
+                   kind="compute", where=f"the step-time table, rank {fast} of the straggler run: wait_ms and "
+                                         "in_collectives_ms", tolerance=0.02,
+                   tolerance_why="the answer is given to two decimals, as estimates from start times deserve; "
+                                 "2 % accepts it worked out to three",
+                   traps=[(round(1 - share, 2), "that is the transfer's share; the question asks for the waiting."),
+                          (round(float(row["wait_ms"] / row["step_ms"]), 2),
+                           "that divides by the whole step; the question asks for a share of its time in "
+                           "collectives.")]),
           Question("what_to_fix", f"Which would shorten rank {fast}'s steps more: 'fix the straggler' or "
                                   "'faster communication'?",
                    FIX_CHOICES[0] if share >= 0.5 else FIX_CHOICES[1],
                    f"{share:.0%} of rank {fast}'s collective time is waiting for rank {slow}; a faster network "
                    f"would only shorten the transfer part ({row['transfer_ms']:,.1f} ms per step).",
-                   normalise=_fix_norm, choices=FIX_CHOICES)]
+                   kind="compute", normalise=_fix_norm, choices=FIX_CHOICES,
+                   traps=[(FIX_CHOICES[1], f"only the transfer part ({row['transfer_ms']:,.1f} ms per step) would "
+                                           "shrink; the waiting stays until the straggler arrives sooner.")])]
+    ex_raw = collective_excerpt(balanced)
+    lat = excerpt_lateness(ex_raw)
+    qs.append(Question("excerpt_late_ms", f"Transfer, by hand: in the raw excerpt of the balanced run "
+                                          f"(ProfilerStep#{ex_raw['step']}), how many ms after the first rank did "
+                                          "the last rank start the first gloo:all_reduce?", round(lat["late_ms"], 3),
+                       f"rank {lat['last_rank']} started it {lat['late_ms']:,.3f} ms after the other rank (the two "
+                       "traces share one baseTimeNanoseconds, so their ts compare directly). The early rank's "
+                       f"all_reduce lasted {lat['dur_diff_ms']:,.3f} ms longer: the collective ends together on "
+                       "both ranks, so its extra duration is the waiting.", kind="transfer", unit="ms",
+                       where="the excerpt: the ts of each rank's first gloo:all_reduce (µs)",
+                       traps=[(round(lat["step_start_diff_ms"], 3), "that is the difference of the ranks' "
+                                                                    "ProfilerStep starts, not of the all_reduce's."),
+                              (round(lat["first_call_late_ms"], 3), "that is the first gloo:broadcast; the "
+                                                                   "question asks about the first all_reduce.")]))
     if nccl is not None:
         ov = comm_overlap(nccl)
         r0 = ov.index[0]
@@ -66,7 +153,11 @@ def questions(straggler, nccl=None, injected_ms: float | None = None) -> Exercis
                                                    "communication-kernel time ran while a compute kernel ran too? "
                                                    "(0–1)", round(frac, 3),
                            f"{ov.loc[r0, 'hidden_ms']:,.1f} ms of {ov.loc[r0, 'comm_ms']:,.1f} ms = {frac:.1%} "
-                           "(comm_overlap). The trace is subsampled: any compute kernel the sampling removed could "
-                           "only have hidden more, so read it as a lower bound.", tolerance=0.03,
-                           traps=[(round(1 - frac, 3), "that is the exposed share, not the hidden one.")]))
+                           "(comm_overlap). The trace is subsampled, so this is an estimate, not a bound: a compute "
+                           "kernel the sampling dropped would have hidden more, a dropped communication kernel can "
+                           "move the fraction either way.", kind="compute",
+                           where="the comm_overlap table, rank 0: hidden_ms and comm_ms",
+                           traps=[(round(1 - frac, 3), "that is the exposed share, not the hidden one."),
+                                  (round(float(ov.iloc[1]["hidden_fraction"]), 3), "that is rank 1's; the question "
+                                                                                   "asks about rank 0.")]))
     return Exercises("Lesson 12 — your turn", qs)

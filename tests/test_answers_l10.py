@@ -1,0 +1,244 @@
+"""Lesson 10's answers from the raw files (issue 31), without the exercise code or kitlib's
+analyses: ``profiler_5step/step_times.json`` and the script that timed it
+(``data/reference/how_captured/capture.py``), the trace's raw JSON for the step table, the
+two-rank runs' ``step_times.json`` and manifests for the before/after pair; rank tests counted
+by enumerating the arrangements. Each key is checked against these figures, accepts them and
+rejects the near misses a learner makes. The corrected sentences of issue 26 are pinned here
+too (the first profiled step, the floor of p, the bootstrap's few values, the fix)."""
+from __future__ import annotations
+
+import gzip
+import itertools
+import json
+import re
+import statistics
+from math import comb
+from pathlib import Path
+
+import pytest
+
+from conftest import merged_length, raw_trace_events
+
+REF = Path(__file__).resolve().parent.parent / "data" / "reference"
+TIMES = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
+SCRIPT = (REF / "how_captured" / "capture.py").read_text()
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course import exercises
+    from kitlib.readers.bundle import open_capture
+    return exercises.lesson10(open_capture("profiler_5step"))
+
+
+def _positions():
+    """From the script's text: warm-up batches, batches per epoch, workers, persistent_workers."""
+    warm = int(re.search(r"dl = loader\(root\); it = infinite\(dl\)\n\s+for _ in range\((\d+)\):", SCRIPT).group(1))
+    nimg = eval(re.search(r"NIMG = \d+ if SMALL else ([\d *]+)\n", SCRIPT).group(1))     # 128 * 14
+    bs = int(re.search(r"BS = \d+ if SMALL else (\d+)", SCRIPT).group(1))
+    workers = int(re.search(r"WORKERS = \d+ if SMALL else (\d+)", SCRIPT).group(1))
+    assert "drop_last=True" in SCRIPT and "persistent_workers=False" in SCRIPT
+    # between the uninstrumented loop and the profiled loop: one batch for the fixed-batch timing
+    between = SCRIPT.split("times.append")[1].split("ptimes = []")[0]
+    assert between.count("next(it)") == 1 and "step(m, opt, it)" not in between
+    return warm, nimg // bs, workers
+
+
+def test_the_first_profiled_step_is_the_loader_restarting_not_the_profiler(ex):
+    """Issue 26: the 764.5 ms step is batch 0 of epoch 1 (3 + 10 + 1 = 14 batches before it,
+    14 per epoch), and the clock stops before ``p.step()``, where the profiler starts up."""
+    warm, per, workers = _positions()
+    before = warm + len(TIMES["step_ms_uninstrumented"]) + 1
+    assert (warm, per, workers, before) == (3, 14, 8, 14) and before % per == 0
+    loop = SCRIPT.split("for s in range(7):")[1].split("with open")[0]
+    assert loop.index("ptimes.append") < loop.index("p.step()")        # the clock stops first
+    q = ex["first_step_cause"]
+    assert q.kind == "predict" and q.answer == "the loader starting new workers"
+    assert f"{TIMES['step_ms_profiled_all_attribution'][0]:,.1f} ms" == "764.5 ms" and "764.5 ms" in q.explain
+    assert "batch 0 of epoch 1" in q.explain and "after the clock has stopped" in q.explain
+    assert q.judge_silently("the loader starting new workers")
+    for wrong in ("the profiler starting up", "the GPU warming up"):
+        assert not q.judge_silently(wrong)
+
+
+def _by_batch_raw():
+    """``{batch_in_epoch: (uninstrumented_ms, profiler_step, profiled_ms)}`` from the raw series."""
+    warm, per, _ = _positions()
+    u, p = TIMES["step_ms_uninstrumented"], TIMES["step_ms_profiled_all_attribution"]
+    start_p = warm + len(u) + 1
+    acts = ["wait", "warmup"] + ["active"] * 5                        # schedule(wait=1, warmup=1, active=5)
+    rows = {}
+    for i, v in enumerate(u):
+        rows.setdefault((warm + i) % per, [None, "", None])[0] = v
+    for i, v in enumerate(p):
+        r = rows.setdefault((start_p + i) % per, [None, "", None])
+        r[1], r[2] = acts[i], v
+    return dict(sorted(rows.items()))
+
+
+def test_by_batch_table_whole_from_the_raw_series():
+    from kitlib.course.step_series import by_batch
+    from kitlib.readers.bundle import open_capture
+    t = by_batch(open_capture("profiler_5step"))
+    want = _by_batch_raw()
+    assert t.index.tolist() == list(want) == list(range(13))
+    for b, (u, act, p) in want.items():
+        row = t.loc[b]
+        assert (row["uninstrumented_ms"] == u) if u is not None else row["uninstrumented_ms"] != row["uninstrumented_ms"]
+        assert row["profiler_step"] == act
+        assert (row["profiled_ms"] == p) if p is not None else row["profiled_ms"] != row["profiled_ms"]
+        assert row["round"] == b // 8 and bool(row["loader_warmup"]) == (b <= 8)
+    # issue 26: the active profiled steps are batches 2-6 of epoch 1, the steady baseline 9-12 of epoch 0
+    assert [b for b, r in want.items() if r[1] == "active"] == [2, 3, 4, 5, 6]
+    assert [b for b, r in want.items() if r[0] is not None and b > 8] == [9, 10, 11, 12]
+
+
+def _same_batches():
+    rows = _by_batch_raw()
+    both = [b for b, r in rows.items() if r[0] is not None and r[2] is not None]
+    assert both == [3, 4, 5, 6]
+    return [rows[b][0] for b in both], [rows[b][2] for b in both]
+
+
+def test_same_batches_difference_ms(ex):
+    u, p = _same_batches()
+    diff = statistics.median(p) - statistics.median(u)
+    q = ex["same_batches_difference_ms"]
+    assert q.answer == pytest.approx(diff, abs=1e-4) and q.kind == "compute" and q.unit == "ms"
+    assert round(diff, 2) == -2.51 and q.judge_silently(-2.51) and q.judge_silently(diff)
+    rows = _by_batch_raw()
+    steady = [r[0] for b, r in rows.items() if r[0] is not None and b > 8]
+    active = [r[2] for r in rows.values() if r[1] == "active"]
+    misses = {"5 % off": diff * 1.05, "5 % under": diff * 0.95, "sign": -diff, "×1000": diff * 1000,
+              "mean for median": statistics.fmean(p) - statistics.fmean(u),
+              "unlike comparison": statistics.median(active) - statistics.median(steady),
+              "all the profiled steps": statistics.median(TIMES["step_ms_profiled_all_attribution"])
+              - statistics.median(TIMES["step_ms_uninstrumented"])}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+
+
+def test_same_batches_verdict(ex):
+    from scipy.stats import mannwhitneyu
+    u, p = _same_batches()
+    assert mannwhitneyu(u, p, alternative="two-sided").pvalue > 0.5
+    q = ex["same_batches_verdict"]
+    assert q.kind == "predict" and q.answer == "no difference beyond the noise"
+    assert q.judge_silently("no difference beyond the noise") and not q.judge_silently("slower")
+    assert not q.judge_silently("faster")
+
+
+def _smallest_two_sided_p(n1, n2):
+    """By enumeration: each choice of ranks for side 1 is equally likely; p of the most
+    extreme U (two-sided) is the share of choices at least as far from the middle."""
+    us = []
+    for pick in itertools.combinations(range(n1 + n2), n1):
+        us.append(sum(r for r in pick) - n1 * (n1 - 1) / 2)        # U of side 1 from its ranks
+    mid = n1 * n2 / 2
+    extreme = max(abs(x - mid) for x in us)
+    return sum(abs(x - mid) >= extreme for x in us) / len(us)
+
+
+def test_min_p_4_vs_5(ex):
+    from scipy.stats import mannwhitneyu
+    p = _smallest_two_sided_p(4, 5)
+    assert p == 2 / 126
+    rows = _by_batch_raw()
+    steady = [r[0] for b, r in rows.items() if r[0] is not None and b > 8]
+    active = [r[2] for r in rows.values() if r[1] == "active"]
+    # issue 26: the unlike comparison's p = 0.016 is exactly that floor
+    assert mannwhitneyu(steady, active, alternative="two-sided").pvalue == pytest.approx(p)
+    q = ex["min_p_4_vs_5"]
+    assert q.answer == pytest.approx(p) and q.judge_silently(0.0159) and q.judge_silently(p)
+    misses = {"one-sided": p / 2, "4 vs 4": _smallest_two_sided_p(4, 4), "5 % off": p * 1.05,
+              "the threshold": 0.05, "rounded as printed": 0.016}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+
+
+def test_bootstrap_medians_of_four_or_five_values_take_few_values():
+    """The lesson: a resampled median of 5 values is one of them; of 4 values, one of 10 midpoints."""
+    four, five = [1.0, 2.0, 4.0, 8.0], [1.0, 2.0, 4.0, 8.0, 16.0]
+    meds4 = {statistics.median(s) for s in itertools.product(four, repeat=4)}
+    meds5 = {statistics.median(s) for s in itertools.product(five, repeat=5)}
+    assert len(meds4) == 10 and meds5 == set(five)
+
+
+def _step_idle(step_name):
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    s = next(e for e in ev if e.get("name") == step_name)
+    t0, t1 = round(s["ts"] * 1000), round((s["ts"] + s["dur"]) * 1000)
+    launch = {e["args"]["correlation"]: round(e["ts"] * 1000) for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    gpu = [e for e in ev if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")
+           and t0 <= launch.get(e["args"].get("correlation"), -1) <= t1]
+    busy = merged_length([(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in gpu])
+    return t1 - t0, busy
+
+
+def test_gpu_idle_share_of_the_last_step_from_raw_json(ex):
+    names = [e["name"] for e in raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+             if str(e.get("name", "")).startswith("ProfilerStep#")]
+    last = max(names, key=lambda n: int(n.split("#")[1]))
+    assert last == "ProfilerStep#6"
+    wall, busy = _step_idle(last)
+    share = (wall - busy) / wall
+    fixed = statistics.median(TIMES["step_ms_fixed_batch"])
+    assert fixed * 1e6 < busy                      # the lesson: no longer than the GPU's work
+    q = ex["idle_share"]
+    assert q.answer == pytest.approx(share, abs=1e-4) and q.judge_silently(round(share, 3))
+    misses = {"busy share": busy / wall, "idle / busy": (wall - busy) / busy, "5 % off": share * 1.05,
+              "percent": share * 100, "none": 0}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    assert "a profiled step = an unprofiled step" in q.judge(0).message
+    p = ex["gpu_idle_over_tenth"]
+    assert p.kind == "predict" and p.answer is (share > 0.1) is True
+    assert "a profiled step = an unprofiled step" in p.judge("no").message
+
+
+def _fix(rank):
+    out = []
+    for run in ("ranks_straggler", "ranks_balanced"):
+        sched = json.loads((REF / run / "manifest.json").read_text())["recipe"]["schedule"]
+        vals = json.loads((REF / run / f"rank{rank}" / "step_times.json").read_text())["step_ms_profiled"]
+        assert len(vals) == sched["wait"] + sched["warmup"] + sched["active"] == 5
+        out.append(vals[sched["wait"] + sched["warmup"]:])
+    return out
+
+
+def test_fix_difference_ms(ex):
+    before, after = _fix(0)
+    d = statistics.median(after) - statistics.median(before)
+    q = ex["fix_difference_ms"]
+    assert q.kind == "transfer" and q.answer == pytest.approx(d, abs=0.005) and q.judge_silently(round(d, 1))
+    assert max(after) < min(before) and abs(d) > 500          # the lesson's two sentences on the fix
+    b1, a1 = _fix(1)
+    misses = {"sign": -d, "the sleep removed": -500.0, "rank 1": statistics.median(a1) - statistics.median(b1),
+              "mean for median": statistics.fmean(after) - statistics.fmean(before), "5 % off": d * 1.05,
+              "÷1000": d / 1000,
+              "all five steps": statistics.median(json.loads((REF / "ranks_balanced" / "rank0" / "step_times.json")
+                                                             .read_text())["step_ms_profiled"])
+              - statistics.median(json.loads((REF / "ranks_straggler" / "rank0" / "step_times.json")
+                                             .read_text())["step_ms_profiled"])}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    assert "manifest" in q.judge(-500).message
+
+
+def test_fix_rank_test_can_decide(ex):
+    before, after = _fix(0)
+    p = _smallest_two_sided_p(len(before), len(after))
+    assert p == 0.1
+    q = ex["fix_rank_test_can_decide"]
+    assert q.kind == "transfer" and q.answer is False
+    assert q.judge_silently("no") and not q.judge_silently("yes")
+
+
+def test_no_synchronisation_sentence_claims_it_costs_nothing():
+    """Issue 26: "no cost beyond a synchronisation per step" is wrong (a sync per step removes
+    the host's run-ahead); the lesson says what the sync costs."""
+    import nbformat
+    root = Path(__file__).resolve().parent.parent
+    nb = nbformat.read(next((root / "lessons").glob("10_*.ipynb")), 4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "run ahead" in text or "run-ahead" in text
+    for f in [*(root / "lessons").glob("1[01]_*.ipynb"), *(root / "kitlib").rglob("*.py")]:
+        assert "beyond a synchronisation per step" not in f.read_text(), f
+    assert "wait` and `warmup` steps, which come first" not in text    # the old, false sentence

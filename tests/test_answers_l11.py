@@ -1,0 +1,123 @@
+"""Lesson 11's answers (issue 31) from the raw files and the routes themselves: the score of
+every constant answer, every route's accepted set (and the answers it turns away), the ncu
+prediction from the tool's own CSV, the two transfers from the nsys_8step SQLite export, and
+the corrected sentences of issue 26 (Nsight Systems records operator ranges with sizes; the
+ncu recording holds no convolution kernel) from the raw exports."""
+from __future__ import annotations
+
+import csv
+import re
+import sqlite3
+from collections import Counter
+from pathlib import Path
+
+import nbformat
+import pytest
+
+from conftest import raw_trace_events
+
+ROOT = Path(__file__).resolve().parent.parent
+REF = ROOT / "data" / "reference"
+TOOLS = ["torch.profiler", "nsight systems", "nsight compute", "timer"]
+
+#: Each routing question's accepted answers, written out here (not read from l11.ROUTES).
+ACCEPTED = {
+    "op_of_kernel": "both", "backward_thread": "both", "copy_overlap": "both",
+    "memory_per_op": "torch.profiler", "shape_groups": "torch.profiler", "line_of_code": "torch.profiler",
+    "context_switch": "nsight systems", "host_alloc_lock": "nsight systems", "nodes_one_timeline": "nsight systems",
+    "conv_bound": "nsight compute", "occupancy": "nsight compute", "is_it_faster": "timer",
+}
+
+
+@pytest.fixture(scope="module")
+def ex():
+    from kitlib.course.exercises import l11
+    return l11.questions()
+
+
+def test_every_routes_accepted_set(ex):
+    for key, want in ACCEPTED.items():
+        q = ex[key]
+        ok = {a for a in TOOLS + ["both", "torch.profiler and nsight systems", "nsys", "ncu"] if q.judge_silently(a)}
+        if want == "both":
+            assert ok == {"both", "torch.profiler and nsight systems"}, (key, ok)
+        else:
+            alias = {"nsight systems": "nsys", "nsight compute": "ncu"}.get(want)
+            assert ok == {want} | ({alias} if alias else set()), (key, ok)
+    routing = [q.key for q in ex.questions if q.choices and "both" in q.choices]
+    assert sorted(routing) == sorted(ACCEPTED)
+
+
+def test_no_constant_answer_gets_more_than_three_right(ex):
+    candidates = TOOLS + ["both", "torch.profiler and nsight systems", "yes", "no"] + \
+        [str(c) for q in ex.questions for c in (q.choices or [])]
+    score = {c: sum(bool(q.judge_silently(c)) for q in ex.questions if q.is_offered(c)) for c in candidates}
+    assert max(score.values()) <= 3, score
+    assert {c: score[c] for c in TOOLS + ["both", "no", "yes"]} == \
+        {"torch.profiler": 3, "nsight systems": 3, "nsight compute": 2, "timer": 1, "both": 3, "no": 3, "yes": 0}
+
+
+def test_kinds_and_the_both_differently_question(ex):
+    kinds = Counter(q.kind for q in ex.questions)
+    assert kinds["predict"] == 1 and kinds["transfer"] == 2
+    how = ex["op_of_kernel_how"]
+    assert how.answer == "the NVTX range open on the launching thread"
+    assert not how.judge_silently("the external id") and "no external ids" in how.judge("the external id").message
+    both = ex["op_of_kernel"]
+    assert "both, differently" in both.explain and "external id" in both.explain and "NVTX range" in both.explain
+
+
+def test_the_ncu_recording_holds_no_convolution_kernel(ex):
+    """From the tool's own CSV: the three kernels are convertTensor_kernel; and from the
+    profiler_5step raw JSON: only two kernel names of a step contain 'conv', the xmma_fprop
+    ones (forward convolutions) do not."""
+    rows = [r for r in csv.reader((REF / "ncu" / "conv_kernels_speed_of_light.csv").open()) if len(r) > 4]
+    header, body = rows[0], rows[1:]
+    names = {r[header.index("ID")]: r[header.index("Kernel Name")] for r in body}
+    assert len(names) == 3 and all(n.startswith("void convertTensor_kernel<") for n in names.values())
+    q = ex["ncu_holds_conv"]
+    assert q.kind == "predict" and q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
+    kernels = Counter(e["name"] for e in raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+                      if e.get("cat") == "kernel")
+    conv = {n: c for n, c in kernels.items() if "conv" in n}
+    assert sorted(conv.values()) == [5, 15] and any("convertTensor_kernel" in n for n in conv)
+    fprop = {n: c for n, c in kernels.items() if "xmma_fprop" in n}
+    assert (len(fprop), sum(fprop.values())) == (6, 145) and not any("conv" in n for n in fprop)
+
+
+def test_nsight_systems_records_operator_ranges_with_sizes():
+    """Issue 26: the takeaway said only torch.profiler records operators and their shapes.
+    nsys_emit_nvtx holds 5,370 operator ranges, 4,686 of them with input sizes."""
+    con = sqlite3.connect(REF / "nsys_emit_nvtx" / "report.sqlite")
+    texts = [t for (t,) in con.execute("SELECT text FROM NVTX_EVENTS WHERE end IS NOT NULL")]
+    con.close()
+    ops = [t for t in texts if ", op_id = " in t or ", seq = " in t]
+    assert (len(texts), len(ops), sum(", sizes = " in t for t in ops)) == (5378, 5370, 4686)
+    nb = nbformat.read(next((ROOT / "lessons").glob("11_*.ipynb")), 4)
+    text = "\n".join(c.source for c in nb.cells)
+    assert "only torch.profiler records operators" not in text
+    assert "Only torch.profiler aggregates by shape and call site and attributes tensor memory" in text
+    from kitlib.course.exercises import l11
+    assert "4,686 of 5,370 operator ranges" in dict((k, w) for k, _, _, _, w in l11.ROUTES)["shape_groups"]
+
+
+def test_transfers_from_the_nsys_8step_export(ex):
+    con = sqlite3.connect(REF / "nsys_8step" / "report.sqlite")
+    tables = {t for (t,) in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    fork = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE"))["TRACE_AFTER_FORK_BEFORE_EXEC"]
+    workers = {p for p, n in con.execute("SELECT pid, name FROM PROCESSES") if n == "pt_data_worker"}
+    traced = {gt >> 24 & 0xFFFFFF for (gt,) in con.execute("SELECT globalTid FROM OSRT_API")} | \
+        {gt >> 24 & 0xFFFFFF for (gt,) in con.execute("SELECT globalTid FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+    con.close()
+    assert "SCHED_EVENTS" not in tables and fork == "false" and len(workers) == 8 and traced == {1213}
+    q = ex["nsys8_context_switches"]
+    assert q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
+    q = ex["nsys8_worker_calls"]
+    assert q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
+    assert "8 pt_data_worker" in q.explain and re.search(r"\b1213\b", q.explain)
+
+
+def test_the_timer_row_says_what_a_synchronisation_costs():
+    from kitlib.course.exercises import l11
+    cost = l11.tool_table().loc["timer", "cost"]
+    assert "run-ahead" in cost and "none beyond" not in cost
