@@ -103,9 +103,10 @@ def _type_answer(form, text: str):
 def _lesson02_clicks(page, tmp_path, stem):
     from kitlib.course import exercises
     from kitlib.readers.bundle import open_capture
-    # the answer form: a wrong count gets a hint, the right one (computed, not typed) a confirmation
-    q = exercises.lesson02(open_capture("profiler_5step"))["launch_count"]
-    form = _form(page, "launch_count")
+    # the answer form: a wrong number gets a hint, the right one (computed, not typed) a confirmation
+    # (longest_kernel_launch: not a prediction, whose first wrong try opens the explanation at once)
+    q = exercises.lesson02(open_capture("profiler_5step"))["longest_kernel_launch"]
+    form = _form(page, "longest_kernel_launch")
     form.scroll_into_view_if_needed()
     _type_answer(form, str(q.answer + 5))
     form.locator("button:has-text('Check')").click()
