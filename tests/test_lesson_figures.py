@@ -114,6 +114,10 @@ def test_lesson04_sentences_issue26(executed_lesson):
     assert round(ratio, -3) == 11_000                                  # "about eleven thousand times"
     assert "about eleven thousand times the median of the later ones in the H200 recording" in md
     assert "none of its later ones" in md
+    # "agree to within a tenth of a millisecond", the annotation the longer (stamps inside the block)
+    wall = json.loads((REF / "cold_start_8step" / "wallclock.json").read_text())["steps"][0]
+    gap_ns = dl[0][1] * 1e3 - (wall["next_end_ns"] - wall["next_start_ns"])
+    assert 0 < gap_ns < 100_000 and "within a tenth of a millisecond" in md and "The annotation is the longer" in md
 
 
 def _profiler_shape_rows(name):
