@@ -159,3 +159,45 @@ def test_nvtx_names_are_written_on_wide_ranges(scale):
                                                 "AND globalTid = ?", main)
                   if min(e, w1) - max(s, w0) > (w1 - w0) / 25)
     assert written == wide and "torch_step" in written and "backward" in written
+
+
+def _texts(fig):
+    """(text, px) of every visible, non-empty text of a figure (ticks outside the view left out)."""
+    from matplotlib.text import Text
+    fig.canvas.draw()
+    out = []
+    for t in fig.findobj(Text):
+        if not t.get_visible() or not t.get_text().strip():
+            continue
+        ax = t.axes
+        if ax is not None and (t in ax.get_xticklabels() or t in ax.get_yticklabels()):
+            lo, hi = ax.get_xlim() if t in ax.get_xticklabels() else ax.get_ylim()
+            pos = t.get_position()[0 if t in ax.get_xticklabels() else 1]
+            if not min(lo, hi) - 1e-9 <= pos <= max(lo, hi) + 1e-9:
+                continue
+        out.append((t.get_text(), t.get_fontsize() * fig.dpi / 72))
+    return out
+
+
+def test_every_text_is_at_least_9_px_and_follows_the_scale():
+    """As test_plots_drawn's rule for the other pictures (issue 27): at scale 1 no text is
+    under 9 px; at the projector scale each is that size times the scale."""
+    from kitlib import plots
+    from kitlib.plots.nsys_gui import plot_nsys_gui
+    from kitlib.readers.nsys import load_nsys
+    rep = load_nsys(DB)
+    w0, w1 = _steps()[2][:2]
+    try:
+        plots.set_scale(1.0)
+        one = _texts(plot_nsys_gui(rep, w0, w1, title="step 2"))
+        plt.close("all")
+        plots.set_scale(1.6)
+        big = _texts(plot_nsys_gui(rep, w0, w1, title="step 2"))
+    finally:
+        plots.set_scale(1.0)
+        plt.close("all")
+    assert one and min(px for _, px in one) >= 9, sorted(one, key=lambda x: x[1])[:3]
+    a, b = dict(one), dict(big)
+    common = set(a) & set(b)
+    assert len(common) >= 0.6 * len(a)
+    assert all(b[t] == pytest.approx(a[t] * 1.6) for t in common)
