@@ -144,3 +144,18 @@ def test_shapes_rss_mib_is_the_difference_of_the_medians(ex, cost):
     assert "median" in q.judge(round(mean, 1)).message
     for near in (mean, want * 1.05, want * 2**20 / 1e6, want * 1024, statistics.median(growth(True))):
         assert not q.judge_silently(near), near
+
+
+def test_the_autograd_threads_sums_run_in_a_convolution_backward_wrapper_outside_its_node(raw):
+    """Lesson 05's (and 06's) sentence: each of the 80 tensor aten::add_ on the autograd thread
+    runs inside an 'autograd::engine::evaluate_function: ConvolutionBackward0' wrapper, outside
+    the ConvolutionBackward0 node itself (raw JSON, nesting by time on the thread)."""
+    bw_tid = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
+    adds = [e for e in _ops(raw, "aten::add_") if e["tid"] in bw_tid]
+
+    def inside(e, name):
+        return [w for w in _ops(raw, name) if w["tid"] == e["tid"] and w["ts"] <= e["ts"]
+                and e["ts"] + e["dur"] <= w["ts"] + w["dur"]]
+    wrapper = "autograd::engine::evaluate_function: ConvolutionBackward0"
+    assert len(adds) == 80
+    assert all(inside(e, wrapper) and not inside(e, "ConvolutionBackward0") for e in adds)
