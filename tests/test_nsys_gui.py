@@ -201,3 +201,30 @@ def test_every_text_is_at_least_9_px_and_follows_the_scale():
     common = set(a) & set(b)
     assert len(common) >= 0.6 * len(a)
     assert all(b[t] == pytest.approx(a[t] * 1.6) for t in common)
+
+
+def test_flows_join_a_launch_to_its_gpu_operation():
+    """Arrows from the launch's CUDA API row (at the runtime call's start) to its stream's
+    row (at the kernel's start), matched by correlationId in SQL: here the first kernel each
+    thread launched inside step 2."""
+    from kitlib.plots.nsys_gui import plot_nsys_gui
+    from kitlib.readers.nsys import load_nsys
+    names, *_ = _sql()
+    w0, w1 = _steps()[2][:2]
+    first = {}
+    for corr, g, ls, ks, st in sql_rows(DB, "SELECT k.correlationId, r.globalTid, r.start, k.start, k.streamId "
+                                            "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                            "ON r.correlationId = k.correlationId WHERE r.start >= ? AND r.start < ? "
+                                            "ORDER BY r.start", w0, w1):
+        first.setdefault(_tid(g), (corr, ls, ks, st))
+    assert len(first) == 2                                        # python3 and pt_autograd_0
+    fig = plot_nsys_gui(load_nsys(DB), w0, w1, flows=[c for c, *_ in first.values()])
+    ax = fig.axes[0]
+    rows = {t.get_text(): y for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
+    arrows = {a.get_gid(): a for a in ax.texts if (a.get_gid() or "").startswith("flow|")}
+    assert set(arrows) == {f"flow|{c}" for c, *_ in first.values()}
+    for tid, (corr, ls, ks, st) in first.items():
+        a = arrows[f"flow|{corr}"]
+        assert a.xyann == pytest.approx(((ls - w0) / 1e6, rows[f"[{tid}] {names[tid]} · CUDA API"]))
+        assert a.xy == pytest.approx(((ks - w0) / 1e6, rows[f"CUDA HW · Stream {st}"]))
+    plt.close("all")

@@ -106,7 +106,7 @@ def gui_rows(report, start_ns: int, end_ns: int, threads=None) -> pd.DataFrame:
 
 
 def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: int | None = None,
-                  origin_label: str | None = None, title: str | None = None):
+                  origin_label: str | None = None, title: str | None = None, flows=()):
     """Draw ``[start_ns, end_ns)`` of an Nsight Systems report as the GUI lays it out.
 
     Parameters
@@ -119,6 +119,10 @@ def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: i
     origin_ns : int, optional
         The time drawn as 0 (default ``start_ns``); ``origin_label`` names it on the x axis.
     title : str, optional
+    flows : list of int, optional
+        Correlation ids to draw as arrows from the launch (its CUDA API bar's start) to the
+        GPU operation it queued (its start on its stream's row), as the GUI links them when
+        a kernel is selected. A flow whose launch or GPU row is not drawn is left out.
 
     Returns
     -------
@@ -126,7 +130,9 @@ def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: i
         One horizontal row per GUI row (tick labels as :func:`gui_rows` names them, CUDA HW
         at the top), bars at ms since the origin, each at least 1/2000 of the window wide so
         that short calls stay visible; NVTX bars wide enough carry their range's name; a
-        legend names each kind of bar drawn.
+        legend names each kind of bar drawn; each flow an annotation arrow (``gid``
+        ``"flow|<correlation>"``) from ``(launch start, CUDA API row)`` to ``(GPU start,
+        stream row)``.
     """
     rows = gui_rows(report, start_ns, end_ns, threads)
     t0 = start_ns if origin_ns is None else origin_ns
@@ -147,6 +153,20 @@ def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: i
                 if r.end_ns - r.start_ns > (end_ns - start_ns) / 25:
                     ax.text(ns_to_ms((r.start_ns + r.end_ns) / 2 - t0), y, r.name, ha="center", va="center",
                             fontsize=font(7), color="white", clip_on=True)
+    names = {int(t): n for t, n in zip(report.threads["tid"], report.threads["name"])}
+    gpu = pd.concat([t[["correlation", "stream", "start_ns"]] for t in (report.kernels, report.copies, report.sets)])
+    for corr in flows:
+        la = report.launches[report.launches["correlation"] == corr]
+        g = gpu[gpu["correlation"] == corr]
+        if not len(la) or not len(g):
+            continue
+        tid = int(la["tid"].iloc[0])
+        api_row, hw_row = f"[{tid}] {names.get(tid, '?')} · CUDA API", f"CUDA HW · Stream {int(g['stream'].iloc[0])}"
+        if api_row not in ypos or hw_row not in ypos:
+            continue
+        ax.annotate("", xy=(ns_to_ms(int(g["start_ns"].iloc[0]) - t0), ypos[hw_row]),
+                    xytext=(ns_to_ms(int(la["start_ns"].iloc[0]) - t0), ypos[api_row]),
+                    arrowprops=dict(arrowstyle="->", color="black", lw=1.0), gid=f"flow|{int(corr)}")
     ax.set_yticks(list(ypos.values()))
     ax.set_yticklabels(list(ypos.keys()), fontsize=font(8))
     ax.set_ylim(-0.6, len(labels) - 0.4)
