@@ -43,14 +43,15 @@ imported from its layer when first used, so importing a lower layer
 (``kitlib.readers.trace``) never loads a higher one, nor IPython.
 """
 import importlib as _importlib
-import os as _os
 import sys as _sys
 
+from . import settings as _settings
 from .errors import KitError, KitFileError, TraceFormatError, BundleError, NsysFormatError  # noqa: F401
 
 __version__ = "0.1.0"
 
-# The public face is lazy (PEP 562): ``import kitlib`` loads only kitlib.errors, and each
+# The public face is lazy (PEP 562): ``import kitlib`` loads only kitlib.errors and
+# kitlib.settings, and each
 # name below is imported from its layer the first time it is asked for. So
 # ``import kitlib.readers.trace`` (which runs this file first) loads no analysis, no
 # plot, no course and no IPython hook: the layering holds at run time too
@@ -94,6 +95,6 @@ def __dir__():
 # tables, answer forms and explorers too, not only the pictures (kitlib.plots applies it
 # to those wherever it is imported). Only where IPython is already loaded (a kernel, an
 # IPython shell): a plain script that imports a lower layer never loads the course.
-if _os.environ.get("KITLIB_PLOT_SCALE", "").strip() and "IPython" in _sys.modules:
+if _settings.is_set("KITLIB_PLOT_SCALE") and "IPython" in _sys.modules:
     from .course.widgets import presentation_from_environment as _presentation
     _presentation()
