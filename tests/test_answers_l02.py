@@ -202,3 +202,24 @@ def test_the_transfer_excerpt_printed_is_the_files(executed_lesson):
         assert any(_same_event(s, e) for e in ev if e.get("ts") == s["ts"] and e.get("ph") == "X"), s
     corr = int(text.split("asked about: correlation ")[1].split()[0])
     assert sum(s.get("args", {}).get("correlation") == corr for s in printed) == 2     # its launch and its kernel
+
+
+def test_device_time_per_operator_table_whole(executed_lesson):
+    """Lesson 02's one-call join for every GPU event: the eight operators with the most device
+    time, their GPU event counts and summed ns, in order, from the raw JSON (each GPU event's
+    External id names the operator or label it came from)."""
+    from lesson_tables import shown_table
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    name = {e["args"]["External id"]: e["name"] for e in ev
+            if e.get("cat") in ("cpu_op", "user_annotation") and "External id" in e.get("args", {})}
+    per = {}
+    for e in ev:
+        if e.get("cat") in GPU and e["args"].get("External id") in name:
+            n = name[e["args"]["External id"]]
+            c, t = per.get(n, (0, 0))
+            per[n] = (c + 1, t + _ns(e["dur"]))
+    want = sorted(per.items(), key=lambda kv: -kv[1][1])[:8]
+    rows = shown_table(executed_lesson("02").nb, 'c.groupby("op_name")')
+    body = [r for r in rows if len(r) == 3 and r[1].isdigit()]
+    assert [(r[0], int(r[1]), int(r[2])) for r in body] == [(n, c, t) for n, (c, t) in want]
+    assert want[0][0] == "aten::convolution_backward"
