@@ -372,6 +372,13 @@ def test_lesson09_raw_views_copies_syncs_and_streams(lesson, executed_lesson):
     assert {a for _, a in early} == {"cudaLaunchKernelExC_v11060"}
     _has(text, rf"{len(early)} kernels start before the previous one has ended, by at most "
                rf"{max(d for d, _ in early) / 1e3:.1f} µs")
+    # the streams and their types (TARGET_INFO_CUDA_STREAM's flag, named by ENUM_CUPTI_STREAM_TYPE)
+    kinds = con.execute("SELECT t.streamId, e.label FROM TARGET_INFO_CUDA_STREAM t JOIN ENUM_CUPTI_STREAM_TYPE e "
+                        "ON e.id = t.flag WHERE t.streamId IN (SELECT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL UNION "
+                        "SELECT streamId FROM CUPTI_ACTIVITY_KIND_MEMSET) ORDER BY t.streamId").fetchall()
+    assert kinds == [(7, "Null stream"), (13, "Non-blocking stream"), (30, "Non-blocking stream")]
+    assert {s for (s,) in con.execute("SELECT DISTINCT streamId FROM CUPTI_ACTIVITY_KIND_KERNEL")} == {7}
+    _has(text, r"streamId\s+stream_type\n" + "".join(rf"{i}\s+{s}\s+{k}\n" for i, (s, k) in enumerate(kinds)))
     # the copies table, whole and in order, with its rates
     cp = con.execute("SELECT o.label, s.label, COUNT(*), SUM(m.bytes), SUM(m.end - m.start) FROM CUPTI_ACTIVITY_KIND_MEMCPY m "
                      "JOIN ENUM_CUDA_MEMCPY_OPER o ON o.id = m.copyKind JOIN ENUM_CUDA_MEM_KIND s ON s.id = m.srcKind "
