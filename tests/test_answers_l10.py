@@ -242,3 +242,21 @@ def test_no_synchronisation_sentence_claims_it_costs_nothing():
     for f in [*(root / "lessons").glob("1[01]_*.ipynb"), *(root / "kitlib").rglob("*.py")]:
         assert "beyond a synchronisation per step" not in f.read_text(), f
     assert "wait` and `warmup` steps, which come first" not in text    # the old, false sentence
+
+
+def test_the_lessons_sentences_on_the_same_batches():
+    """"each side scattered over more than 10 ms" (batches 3-6) and "their data_load ranges
+    last under half a millisecond" (the active profiled steps, raw JSON)."""
+    u, p = _same_batches()
+    assert max(u) - min(u) > 10 and max(p) - min(p) > 10
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    loads = [e["dur"] for e in ev if e.get("name") == "data_load" and e.get("ph") == "X"
+             and e.get("cat") == "user_annotation"]
+    assert len(loads) == 5 and max(loads) < 500
+
+
+def test_the_idle_time_shrinks_from_step_2_to_step_6():
+    """The lesson's hypothesis rests on it: idle (wall minus merged GPU busy) of ProfilerStep#2
+    is several times that of ProfilerStep#6, while the GPU's work stays the same."""
+    (w2, b2), (w6, b6) = _step_idle("ProfilerStep#2"), _step_idle("ProfilerStep#6")
+    assert (w2 - b2) > 3 * (w6 - b6) and abs(b2 - b6) < 0.01 * b6

@@ -96,8 +96,8 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
         "same_batches_verdict", f"Predict: over batches {batches}, are the profiled steps 'slower', 'faster' "
                                 "or 'no difference beyond the noise' than the uninstrumented ones?",
         c_same.verdict, c_same.text + " The profiler does cost host time (the trace shows it below), but four "
-                                      "steps a side in the loader's warm-up round cannot show it: their spread "
-                                      "is larger than the cost.",
+                                      "steps a side in the loader's warm-up round, each side scattered over more "
+                                      "than 10 ms, cannot show it.",
         kind="predict", normalise=_verdict_norm, choices=VERDICTS,
         traps=[("slower", "the profiler does add host work, but is it visible above this spread? Four steps a "
                           "side, in the loader's warm-up round, scatter by more than 10 ms.")]))
