@@ -223,3 +223,21 @@ def test_device_time_per_operator_table_whole(executed_lesson):
     body = [r for r in rows if len(r) == 3 and r[1].isdigit()]
     assert [(r[0], int(r[1]), int(r[2])) for r in body] == [(n, c, t) for n, (c, t) in want]
     assert want[0][0] == "aten::convolution_backward"
+
+
+def test_chain_beside_the_source_texts_whole(executed_lesson, chain):
+    """The H200 column from the raw JSON, the B300 column the source texts' figures
+    (kitlib.course.sources.B300, quoted from seeds/000: 120.501, 9.329, 549.827 µs, 3 of 3)."""
+    from kitlib.course.sources import B300
+    from lesson_tables import shown_table
+    op, _, launches, kernels = chain
+    i = max(range(len(kernels)), key=lambda k: kernels[k]["dur"])
+    rows = shown_table(executed_lesson("02").nb, "course.chain_beside_source(summary")
+    body = [r for r in rows if len(r) == 3 and r[0] and not r[0].startswith("this capture")]
+    assert body == [
+        ["operator host interval (µs)", f"{op['dur']:g}", f"{B300['conv_op_us']:g}"],
+        ["launch of the main kernel, host (µs)", f"{launches[i]['dur']:g}", f"{B300['conv_launch_us']:g}"],
+        ["main kernel on the GPU, device (µs)", f"{kernels[i]['dur']:g}", f"{B300['conv_kernel_us']:g}"],
+        ["which launch / of how many", f"{i + 1} of {len(launches)}",
+         f"{B300['conv_launch_index']} of {B300['conv_launch_count']}"]]
+    assert (B300["conv_op_us"], B300["conv_launch_us"], B300["conv_kernel_us"]) == (120.501, 9.329, 549.827)
