@@ -202,3 +202,23 @@ def test_stacks_share_is_a_third_not_the_largest_part(ex):
     assert q.unit == "%"
     for near in (100 - share, 100 * (len(ev) - len(kept)) / len(ev), share * 1.05, share / 100):
         assert not q.judge_silently(near), near
+
+
+def test_parent_links_and_time_nesting_disagree_mostly_inside_layer1(raw):
+    """Lesson 06's sweep: of the main thread's Python frames, 87 have a 'Python parent id'
+    that is not the innermost frame open in time when they began, and most of them lie inside
+    'nn.Module: Sequential_0' (layer1) in time — the lesson's sentence."""
+    frames = sorted((e for e in raw if e.get("cat") == "python_function"), key=lambda e: (e["ts"], -e["dur"]))
+    assert {f["tid"] for f in frames} == {416}
+    open_, differ = [], []
+    for f in frames:
+        end = f["ts"] + f["dur"]
+        while open_ and open_[-1]["ts"] + open_[-1]["dur"] < end:
+            open_.pop()
+        in_time = open_[-1]["args"]["Python id"] if open_ else None
+        if f["args"]["Python parent id"] != in_time:
+            differ.append((f, [o["name"] for o in open_]))
+        open_.append(f)
+    assert (len(differ), len(frames)) == (87, 21133)
+    in_layer1 = sum("nn.Module: Sequential_0" in names for _, names in differ)
+    assert in_layer1 > len(differ) / 2
