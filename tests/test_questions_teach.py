@@ -76,6 +76,8 @@ def test_a_prediction_is_kept_and_its_explanation_opens_at_the_first_wrong_try()
     assert ex.check("p", "yes").correct                       # a second try is right ...
     shown = ex.predicted("p")
     assert shown.correct is False and "you predicted no" in shown.message and "says yes" in shown.message
+    trapped = Question("q", "How many?", 3, "x", kind="predict", traps=[misconception("one_op_one_kernel", 1)])
+    assert "(1). A classic misconception" in trapped.judge(1).message      # a sentence, capitalised
     fresh = exercises.Exercises("t", [Question("p", "?", 3, "x", kind="predict")])
     assert "no prediction" in fresh.predicted("p").message
     with pytest.raises(ValueError):
