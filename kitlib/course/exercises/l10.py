@@ -107,7 +107,7 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
     qs.append(Question(
         "min_p_4_vs_5", f"The unlike comparison ({n_u} steady uninstrumented steps against {n_p} active profiled "
                         "steps) printed a Mann-Whitney p. What is the smallest two-sided p this test can give "
-                        f"with {n_u} and {n_p} values?", floor,
+                        f"with {n_u} and {n_p} values?", round(floor, 6),
         f"2 of the C({n_u + n_p}, {n_u}) = {2 / floor:,.0f} equally likely ways of placing the ranks are as "
         f"extreme as 'all above' or 'all below': p ≥ {floor:.4f}. The printed p is that floor: the most extreme "
         "arrangement possible, not strong evidence.", kind="compute",
