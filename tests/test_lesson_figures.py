@@ -316,6 +316,22 @@ def test_lesson09_nvtx_tables_and_threads(lesson):
             steps = [e - s for s, e in con.execute("select start, end from NVTX_EVENTS where text = 'torch_step' order by start")]
             _has(text, rf"vs Nsight {statistics.median(steps[1:]) / 1e6:.2f} ms")
 
+def test_lesson09_trust_the_reader_is_one_hidden_cell(executed_lesson):
+    """Issue 26: the checks of kitlib against nsys stats sit in ONE collapsed code cell,
+    tagged trust-the-reader, under a "### Can we trust the reader?" heading; every report
+    the recording ships is compared there, and no other cell prints such a check."""
+    cells = executed_lesson("09").nb.cells
+    tagged = [i for i, c in enumerate(cells) if "trust-the-reader" in c.metadata.get("tags", [])]
+    assert len(tagged) == 1 and cells[tagged[0]].cell_type == "code"
+    assert cells[tagged[0]].metadata["jupyter"]["source_hidden"] is True
+    assert cells[tagged[0] - 1].source.startswith("### Can we trust the reader?")
+    out = "".join(o.get("text", "") for o in cells[tagged[0]].outputs)
+    shipped = sorted(p.stem for p in (REF / "nsys_8step" / "nsys_stats").glob("*.csv"))
+    checked = sorted(re.findall(r"^(\w+)\s+\d+ rows: identical to nsys stats$", out, re.M))
+    assert checked == sorted(set(STATS_REPORTS) & set(shipped)) and len(checked) == 7
+    others = [c.source for i, c in enumerate(cells) if i != tagged[0] and "identical to nsys stats" in c.source]
+    assert not others
+
 def test_lesson09_cold_start_case(lesson):
     """Lesson 09's worked case (issue 26: moved from lesson 04): the Nsight rows of the cold
     start table beside the B300's, and the pin thread's cudaHostAlloc line, from the SQLite
