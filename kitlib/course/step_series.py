@@ -181,8 +181,8 @@ def fix_pair(rank: int = 0, before: str = "ranks_straggler", after: str = "ranks
     ----------
     rank : int
     before, after : str
-        Reference folders (default: the straggler run, and the same job without the
-        straggler's sleep).
+        Recordings, opened with :func:`kitlib.readers.bundle.open_capture` (default: the
+        straggler run, and the same job without the straggler's sleep).
 
     Returns
     -------
@@ -197,9 +197,10 @@ def fix_pair(rank: int = 0, before: str = "ranks_straggler", after: str = "ranks
     KitError
         A folder, a rank or a ``step_ms_profiled`` series is missing.
     """
+    from ..readers.bundle import open_capture
     out = {}
     for side, name in (("before", before), ("after", after)):
-        folder = reference_dir() / name
+        folder = Path(open_capture(name).path)     # the recording in use (the learner's own, if set)
         path = folder / f"rank{rank}" / "step_times.json"
         try:
             raw = path.read_text()
