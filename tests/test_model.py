@@ -126,3 +126,18 @@ def test_the_event_tree_follows_the_ops_the_trace_has_now():
     first = real.steps["name"].iloc[0]
     fewer = dataclasses.replace(real, ops=real.ops[real.ops["name"] != first])
     assert first not in set(fewer.host_events["name"]) and first in set(real.host_events["name"])
+
+
+def test_the_ranks_tables_follow_the_traces_they_hold_now():
+    """RankTraces stacks each rank's table once; a RankTraces made with other traces
+    (dataclasses.replace) or given another trace for a rank stacks them again."""
+    from kitlib.readers.ranks import load_traces
+    rt = load_traces("ranks_balanced")
+    full = rt.table("ops")
+    assert rt.table("ops") is not full and len(rt.table("ops")) == len(full)
+    bare = dataclasses.replace(rt, traces={r: dataclasses.replace(t, ops=t.ops.iloc[:5]) for r, t in rt.traces.items()})
+    assert len(bare.table("ops")) == 5 * len(rt.ranks)
+    assert len(rt.table("ops")) == len(full)
+    r0 = rt.ranks[0]
+    rt.traces[r0] = dataclasses.replace(rt.traces[r0], ops=rt.traces[r0].ops.iloc[:3])
+    assert (rt.table("ops")["rank"] == r0).sum() == 3

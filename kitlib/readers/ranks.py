@@ -32,6 +32,7 @@ import pandas as pd
 
 from ..errors import KitFileError
 from .bundle import MANIFEST, folder_label, label_for, note_source, open_capture, reference_dir
+from ..model._values import handed_out, kept
 from .trace import Trace, load_trace
 
 #: Columns of :attr:`RankTraces.info`.
@@ -66,7 +67,7 @@ class RankTraces:
     info: pd.DataFrame
     source: Path | None = None
     manifest: dict = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)   # keyed: never stale
 
     def __repr__(self):
         return (f"RankTraces(ranks {self.ranks} of world size {self.world_size}, backend "
@@ -121,15 +122,21 @@ class RankTraces:
         allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
         if name not in allowed:
             raise KeyError(f"no table {name!r}; the tables are: {', '.join(allowed)}")
-        if name not in self._cache:
+        # worked out once per set of tables the ranks' traces keep now (a trace given other
+        # tables, or another trace for a rank, misses the memo: it cannot go stale)
+        src = {"kernels": "gpu", "steps": "ops"}.get(name, name)
+        deps = tuple((r, kept(self.traces[r], src)) for r in self.ranks)
+        hit = self._cache.get(name)
+        if hit is None or len(hit[0]) != len(deps) \
+                or any(a[0] != b[0] or a[1] is None or a[1] is not b[1] for a, b in zip(hit[0], deps)):
             parts = []
             for r in self.ranks:
                 df = getattr(self.traces[r], name)
                 parts.append(df.rename_axis("row").reset_index().assign(rank=r))
             out = pd.concat(parts, ignore_index=True)
             out["rank"] = out["rank"].astype("int64")
-            self._cache[name] = out[["rank"] + [c for c in out.columns if c != "rank"]]
-        return self._cache[name].copy()
+            hit = self._cache[name] = (deps, out[["rank"] + [c for c in out.columns if c != "rank"]])
+        return handed_out(hit[1])
 
     @property
     def ops(self) -> pd.DataFrame:
