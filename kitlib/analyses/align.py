@@ -270,6 +270,20 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     (Nsight) are two different runs of the same 8 cold steps, and their
     ``data_load`` differs (``next(batches)`` only vs ``next`` plus the transfer
     submission; each manifest's ``workload.data_load_covers``).
+
+    Examples
+    --------
+    The same steps recorded by both tools (fixed_batch with torch.profiler, nsys_8step
+    with Nsight Systems), phase by phase:
+
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.align import align
+    >>> t = align(open_capture("fixed_batch").trace, open_capture("nsys_8step").nsys, attribution="time")
+    >>> t[["step", "label", "prof_host_ns", "nsys_host_ns"]].head(3)   # nsys' step 0 is the cold one
+       step      label  prof_host_ns  nsys_host_ns
+    0     0       step      49561816    2656480289
+    1     0  data_load          <NA>    1469484230
+    2     0    forward      17414681     782944926
     """
     if attribution not in ATTRIBUTIONS:
         raise KitError(f"unknown attribution {attribution!r}; use one of {', '.join(ATTRIBUTIONS)}")
@@ -350,6 +364,20 @@ def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
         ``prof_host_ms``, ``nsys_host_ms``, ``prof_gpu_proj_ms``,
         ``nsys_gpu_proj_ms`` (medians, ms), ``prof_kernels``, ``nsys_kernels``
         (medians per step), ``comparable`` (all steps comparable).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.align import align, align_summary
+    >>> t = align(open_capture("fixed_batch").trace, open_capture("nsys_8step").nsys, attribution="time")
+    >>> align_summary(t)[["prof_host_ms", "nsys_host_ms"]].round(2)
+               prof_host_ms  nsys_host_ms
+    label
+    step              43.29         39.74
+    data_load          <NA>          0.42
+    forward           14.29         16.86
+    backward          25.43         18.97
+    optimizer          3.43          3.17
     """
     t = table[table["step"] > 0] if skip_first and (table["step"] > 0).any() else table
     g = t.groupby("label", sort=False)

@@ -104,6 +104,15 @@ def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
     ------
     KitError
         No steps, or no ``label`` range inside any step.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.coldstart import data_load_ranges
+    >>> data_load_ranges(open_capture("cold_start_8step").trace)[["step", "dur_ns"]].head(2)
+       step      dur_ns
+    0     0  1523361537
+    1     1      200233
     """
     steps = steps_of(source)
     lab = labelled_ranges(source)

@@ -314,6 +314,16 @@ def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Da
         :func:`collective_waits`, ``transfer_ms`` the rest of the union of those
         calls, so concurrent calls are counted once), ``wait_share`` (``wait_ms /
         (wait_ms + transfer_ms)``).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import rank_summary
+    >>> rank_summary(load_traces("ranks_straggler"))[["steps", "collectives", "wait_ms", "transfer_ms"]].round(1)
+          steps  collectives  wait_ms  transfer_ms
+    rank
+    0         3           21   1032.9        227.4
+    1         3           21    308.7        250.7
     """
     calls = collectives(traces) if calls is None else calls
     waits = collective_waits(traces, calls)

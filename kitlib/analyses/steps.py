@@ -149,6 +149,13 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
     Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
     around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.steps import active_step_times
+    >>> {k: len(v) for k, v in active_step_times(open_capture("profiler_5step")).items()}
+    {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 5}
     """
     if series is None:
         if capture is None:

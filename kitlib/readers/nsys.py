@@ -112,6 +112,12 @@ def decode_global_tid(global_tid):
     Layout from the Nsight Systems SQLite schema reference; it reproduces
     ``PROCESSES.pid`` for every process of the reference recording, and the
     main thread of a process has ``tid == pid``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.nsys import decode_global_tid
+    >>> decode_global_tid(281475161620536)          # (pid, tid)
+    (11, 360504)
     """
     if isinstance(global_tid, pd.Series):
         g = global_tid.astype("Int64")
@@ -799,6 +805,17 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
         GPU work it encloses), ``level`` (nesting level among the ranges of its
         thread, 0 = outermost) and ``children`` (ranges directly inside it that
         have a projection themselves).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.readers.nsys import nvtx_gpu_projection
+    >>> proj = nvtx_gpu_projection(open_capture("nsys_8step").nsys)
+    >>> proj[["range", "proj_dur_ns", "gpu_ops", "level"]].head(3)
+             range  proj_dur_ns  gpu_ops  level
+    0  :torch_step   1250895505      505      0
+    1   :data_load     64596519        3      1
+    2     :forward    776532333      333      1
     """
     cols = ["range", "name", "domain", "style", "pid", "tid", "range_id", "start_ns", "dur_ns",
             "proj_start_ns", "proj_end_ns", "proj_dur_ns", "gpu_ops", "level", "children"]
