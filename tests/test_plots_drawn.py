@@ -114,6 +114,16 @@ def bars_in_view(ax, i=0):
     in_view(ax, [x for x, *_ in r] + [x + w for x, w, *_ in r], [y for *_, y, _ in r] + [y + h for *_, y, h in r])
 
 
+def no_overlap(ax):
+    """No two bars of the axes cover each other (side-by-side bars stay side by side)."""
+    r = [b_ for i in range(len([c for c in ax.containers if hasattr(c, "patches")])) for b_ in bars(ax, i)]
+    for i, (x, w, y, h) in enumerate(r):
+        for x2, w2, y2, h2 in r[i + 1:]:
+            ox = min(x + w, x2 + w2) - max(x, x2)
+            oy = min(y + h, y2 + h2) - max(y, y2)
+            assert not (ox > 1e-9 and oy > 1e-9), ((x, w, y, h), (x2, w2, y2, h2))
+
+
 def rgba(c):
     """One colour as a rounded RGBA tuple (a name, a tuple, or a one-row array)."""
     arr = np.asarray(c, dtype=object)
@@ -231,7 +241,8 @@ def test_step_times_points_and_medians_from_step_times_json(scale):
     assert len(points) == len(series)
     for i, (ln, (key, vals)) in enumerate(zip(points, series.items())):
         close(ln.get_ydata(), vals, 0)
-        assert np.all(np.abs(np.asarray(ln.get_xdata()) - i) <= 0.3)          # in its own column
+        x = np.asarray(ln.get_xdata())
+        assert np.all(np.abs(x - i) <= 0.3) and np.all(np.diff(x) > 0)     # in its own column, steps left to right
     meds = [c for c in ax.collections if c.get_segments()]
     assert len(meds) == len(series)
     for i, (c, vals) in enumerate(zip(meds, series.values())):
@@ -360,6 +371,8 @@ def test_memory_over_time_lines_steps_and_peak_from_raw_json(scale):
     step_texts = [t for t in texts(ax) if t.get_text().strip().startswith("step ")]
     assert [t.get_text().strip() for t in step_texts] == [f"step {s['name'].split('#')[1]}" for s in steps]
     close([t.get_position()[0] for t in step_texts], [(ns(s["ts"]) - t0) / 1e6 for s in steps])
+    lo, hi = ax.get_ylim()      # written low on the axes, under the lines' start, each inside the view
+    assert all(lo <= t.get_position()[1] <= lo + 0.1 * (hi - lo) for t in step_texts)
     # the peak: the first event at the largest Total Allocated
     i = int(np.argmax(alloc))
     (marker,) = [ln for ln in ax.lines if ln.get_marker() == "v"]
@@ -711,6 +724,8 @@ def test_attribution_cost_bars_and_medians(scale, with_steps):
         assert len(points) == len(meds) == len(series)
         for i, (p, md, vals) in enumerate(zip(points, meds, series.values())):
             close(p.get_ydata(), vals, 0)
+            x = np.asarray(p.get_xdata())
+            assert np.all(np.abs(x - i) <= 0.3) and np.all(np.diff(x) > 0)
             close(md.get_ydata(), [statistics.median(vals)] * 2, 1e-12)
             assert min(md.get_xdata()) < i < max(md.get_xdata())
         assert [t.get_text() for t in ax2.get_xticklabels()] == list(series)
@@ -797,9 +812,12 @@ def test_achieved_vs_peak_bars_are_the_tables_values(scale):
     peaks = flops.peak_table(cap.provenance.get("gpu"))
     ax = plot_achieved_vs_peak(achieved, peaks, "TF32")
     assert ax.get_xlabel() == "TFLOP/s (10¹² floating-point operations per second)"
-    assert ax.get_title() == "achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization"
+    assert ax.get_title() == "achieved-rate estimates (from shape arithmetic)\nvs dense TF32 datasheet peaks — not utilization"
     p = peaks["TF32_tflops"].dropna()
-    want = [(f"peak {k} (TF32, dense)", v, "tab:gray") for k, v in p.items()] + \
+    # short labels (the key, and who the marked GPU is), so the bars keep their width
+    assert list(p.index) == ["B300", "B200", "H200 = the capture's GPU (NVIDIA H200)", "H100", "A100"]
+    short = {"H200 = the capture's GPU (NVIDIA H200)": "H200 (capture's GPU)"}
+    want = [(f"peak {short.get(k, k)}", v, "tab:gray") for k, v in p.items()] + \
            [(f"estimate: {k}", v, "tab:green") for k, v in achieved.items()]
     labels = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
     assert labels == [w[0] for w in want]
@@ -850,14 +868,16 @@ def test_ncu_bars_are_the_csvs_percentages(scale):
             assert {want[k][m][1] for k in ids} == {"%"}
             rect = bars(ax, i)
             close([h for _, _, _, h in rect], [want[k][m][0] for k in ids], 1e-9)
-            # each bar over its kernel's tick, this metric's side of it
-            centres = [x + w / 2 for x, w, _, _ in rect]
-            assert [round(c) for c in centres] == list(range(len(ids)))
+            # each bar over its kernel's tick, this metric's side of it (the legend's order, left to right)
+            for k, (x, w, _, _) in enumerate(rect):
+                assert k - 0.45 <= x and x + w <= k + 0.45
+                assert (x + w <= k + 1e-9) if i == 0 else (x >= k - 1e-9)
             cont = [c for c in ax.containers][i]
             assert {face(p) for p in cont.patches} == {face(entries[m])}
         assert face(entries[metrics[0]]) != face(entries[metrics[1]])
         for i in range(len(metrics)):
             bars_in_view(ax, i)
+        no_overlap(ax)
         assert ax.get_title() == f"Nsight Compute: {'speed of light' if ax is axes[0] else 'occupancy'}"
 
 
@@ -1130,12 +1150,13 @@ def test_attribution_bars_are_medians_of_the_sqlite_kernel_sums(scale):
         for p in cont.patches:
             centre = p.get_y() + p.get_height() / 2
             tick = min(ticks, key=lambda t: abs(t - centre))
-            assert abs(tick - centre) < 0.5
+            assert tick - 0.45 <= p.get_y() and p.get_y() + p.get_height() <= tick + 0.45
             got[ticks[tick]] = p.get_width()
         close([got[k] for k in labels], [want[rule][k] / unit for k in labels], 1e-9)
     assert face(entries[thread_label]) != face(entries[time_label])
     for i in range(2):
         bars_in_view(ax, i)
+    no_overlap(ax)
     assert ax.get_title() == "GPU work credited to each phase (median over warm steps)"
 
 
