@@ -401,6 +401,14 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     ------
     KitError
         No collective matched on every rank inside a step.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import straggler_summary
+    >>> s = straggler_summary(load_traces("ranks_straggler"))
+    >>> s["rank"], s["steps_last"], s["steps"], round(s["late_by_ms_median"], 1)
+    (1, 3, 3, 525.6)
     """
     by_step = straggler_by_step(traces, calls)
     if not len(by_step):

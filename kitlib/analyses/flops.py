@@ -268,6 +268,17 @@ def device_time_covered(trace: Trace, chain_df: pd.DataFrame | None = None) -> p
     GPU events with no launching operator in the window)
         ``gpu_events``, ``device_time_ns`` (summed), ``counted`` (bool), sorted by
         device time.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.flops import device_time_covered
+    >>> device_time_covered(tr).head(2)
+                                     gpu_events  device_time_ns  counted
+    operator
+    aten::convolution_backward             1080        63803899    False
+    aten::cudnn_batch_norm_backward         530        36121634    False
     """
     from .chain import chain
     c = chain(trace) if chain_df is None else chain_df

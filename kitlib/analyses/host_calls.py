@@ -42,6 +42,16 @@ def cuda_api_time_in_label(trace, label: str) -> pd.DataFrame:
     ------
     KitError
         The trace has no such label.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tr = open_capture("profiler_5step").trace
+    >>> from kitlib.analyses.host_calls import cuda_api_time_in_label
+    >>> cuda_api_time_in_label(tr, "forward")[["step", "label_ns", "cuda_api_ns", "launch_calls"]].head(2)
+       step  label_ns  cuda_api_ns  launch_calls
+    0     2  32146161      3457962           232
+    1     3  34678919      5049348           232
     """
     ops = trace.ops
     lab = ops[(ops["kind"] == "annotation") & (ops["name"] == label)].sort_values("start_ns")

@@ -403,6 +403,15 @@ def load_memory_snapshot(path) -> MemorySnapshot:
     KitFileError
         Missing, empty, truncated or corrupt file, or a pickle that is not a
         memory snapshot (no ``segments``).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.readers.snapshot import load_memory_snapshot
+    >>> snap = load_memory_snapshot(open_capture("profiler_5step").file("memory_snapshot.pickle"))
+    >>> s = snap.summary()
+    >>> s["segments"], s["peak_allocated_bytes"], s["peak_top_frame"], s["peak_annotations"]
+    (144, 11434331248, 'autograd:ReluBackward0', 'backward')
     """
     path = Path(path)
     raw = load_plain_pickle(path)
