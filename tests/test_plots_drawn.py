@@ -1220,6 +1220,15 @@ def _raw_rank_run(folder):
     return out
 
 
+def _rank_run(run):
+    """The rank traces lesson 12 reads in replay (``course.ranks.recordings()``): the two
+    Gloo folders, and the public NCCL pair by its two files."""
+    if run == "nccl":
+        return memo("nccl", lambda: kitlib.load_traces(
+            [REF / "public-traces" / f"hta_2024-03_nccl_sampled_rank{r}.json.gz" for r in (0, 1)]))
+    return memo(run, lambda: kitlib.load_traces(REF / f"ranks_{run}"))
+
+
 @pytest.mark.parametrize("run", ["balanced", "straggler"])
 def test_rank_timeline_from_each_ranks_raw_json(scale, run):
     """Lesson 12: one row per rank; its steps (grey), the injected delay (orange), and each
@@ -1227,10 +1236,9 @@ def test_rank_timeline_from_each_ranks_raw_json(scale, run):
     after (blue), all at ms since the earliest step start; the k-th call of a name on one
     rank meets the k-th on the other. Computed here from the raw JSON of both ranks; each
     legend entry has the colour of the bars the test finds for it."""
-    from kitlib.course import ranks as lesson
     from kitlib.plots.ranks import plot_rank_timeline
     data = _raw_rank_run(f"ranks_{run}")
-    traces = lesson.recordings()[run]
+    traces = _rank_run(run)
     ax = plot_rank_timeline(traces)
     kind, unit = unit_of(ax.get_xlabel())
     assert kind == "time"
@@ -1287,9 +1295,8 @@ def test_rank_timeline_of_the_public_nccl_pair_draws_the_tables(scale):
     analysis, pinned from the raw JSON in tests/test_distributed.py), its steps those of the
     raw JSON, in ms since the earliest step."""
     from kitlib.analyses.collectives import collective_waits, collectives
-    from kitlib.course import ranks as lesson
     from kitlib.plots.ranks import plot_rank_timeline
-    traces = lesson.recordings()["nccl"]
+    traces = _rank_run("nccl")
     ax = plot_rank_timeline(traces, title="public NCCL pair")
     kind, unit = unit_of(ax.get_xlabel())
     assert ax.get_xlabel() == "time since the first step's start (ms; hosts unknown: clocks compared as written)"
@@ -1329,7 +1336,6 @@ def _pictures(tmp_path) -> dict:
     from kitlib.analyses.callsites import callsites, group_by_callsite
     from kitlib.analyses.chain import first_op
     from kitlib.analyses.flop_rates import matched_rates
-    from kitlib.course import ranks as lesson
     from kitlib.course import step_flop_counts
     from kitlib.course.exercises import l11
     from kitlib.plots import flops as PF, grouping as PG, memory as PM, ranks as PR, routes as PRo, system as PS
@@ -1372,7 +1378,7 @@ def _pictures(tmp_path) -> dict:
         "plot_attribution_cost": lambda: PG.plot_attribution_cost(_attribution_sizes(), p5().step_times()),
         "plot_memory_over_time": memory_over_time,
         "plot_memory_categories": lambda: fig(_memory_categories_figure(tmp_path)[1]),
-        "plot_rank_timeline": lambda: fig(PR.plot_rank_timeline(lesson.recordings()["straggler"])),
+        "plot_rank_timeline": lambda: fig(PR.plot_rank_timeline(_rank_run("straggler"))),
         "plot_routes": lambda: PRo.plot_routes(l11.route_table(), list(l11.TOOLS)),
         "plot_attribution": attribution,
         "plot_timeline": timeline,
