@@ -268,16 +268,13 @@ def _plot_tables():
     import tempfile
     import test_plots_drawn as T      # the tests' own builders, reading the same recordings
     tmp = Path(tempfile.mkdtemp(prefix="plot-mutants-"))
-    pictures = T._pictures(tmp)
     from kitlib.analyses import align as A, collectives as C, flop_rates, flops, four_measures, grouping, memory
     from kitlib.analyses import callsites, steps
-    from kitlib.course import ranks as lesson
-    import functools
     for mod, names in ((A, ["align"]), (memory, ["memory_timeline", "memory_peak"]),
                        (flop_rates, ["matched_rates"]), (flops, ["device_time_covered", "peak_table"]),
                        (four_measures, ["four_measures"]), (grouping, ["shape_table"]),
                        (callsites, ["callsites", "group_by_callsite"]), (steps, ["step_gaps", "steps_of"]),
-                       (C, ["rank_step_times", "collectives", "collective_waits"]), (lesson, ["recordings"])):
+                       (C, ["rank_step_times", "collectives", "collective_waits"])):
         for n in names:      # the analyses are not mutated here: each table worked out once
             f = getattr(mod, n)
             cache = {}
@@ -289,7 +286,7 @@ def _plot_tables():
                 return __c[key][2]
             setattr(mod, n, cached)
     T.memo = lambda key, make, _m={}: _m[key] if key in _m else _m.setdefault(key, make())   # kept across tests
-    return pictures, T
+    return T._pictures(tmp), T      # the builders, with the analyses they import already cached
 
 
 def _digest_figure(fig) -> tuple:
@@ -374,7 +371,6 @@ def _judge_plot_mutant(module, source: str, names: list, pictures: dict, base: d
         os.close(r)
         verdict = "error"
         try:
-            import importlib
             import io
             import contextlib
             import matplotlib.pyplot as plt
