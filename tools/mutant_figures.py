@@ -147,12 +147,12 @@ def main():
 #    which is a missing test (docs/MUTATION.md), unless only wording changed.
 
 PLOT_TESTS = {   # plot function -> the -k expression of its tests in tests/test_plots_drawn.py
-    "plot_chain": "chain", "plot_step_timeline": "step_timeline or profiler_trace", "plot_step_times": "step_times",
+    "plot_chain": "chain", "plot_step_timeline": "step_timeline_rows or profiler_trace", "plot_step_times": "step_times",
     "plot_device_time_counted": "device_time_counted", "plot_achieved_vs_peak": "achieved",
     "plot_ncu_speed_of_light": "ncu", "plot_shapes": "shapes", "plot_callsites": "callsites",
     "plot_attribution_cost": "attribution_cost", "plot_memory_over_time": "memory_over_time",
     "plot_memory_categories": "memory_categories", "plot_rank_timeline": "rank_timeline",
-    "plot_routes": "routes", "plot_attribution": "attribution_bars", "plot_timeline": "timeline",
+    "plot_routes": "routes", "plot_attribution": "attribution_bars", "plot_timeline": "lanes_and_gaps or profiler_trace",
     "plot_four_measures": "four_measures"}
 #: The pictures a helper function takes part in (module-level helpers: the module's pictures).
 PLOT_HELPERS = {"_bars": ["plot_shapes", "plot_callsites"], "_short_shapes": ["plot_shapes", "plot_callsites"],
