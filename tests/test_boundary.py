@@ -198,3 +198,28 @@ def test_first_op_and_four_measures_take_a_step_as_the_rest_do(trace):
     m1 = dict(zip(*four_measures(trace, step=1)[["measure", "value_ns"]].T.values))
     m2 = dict(zip(*four_measures(trace, step=2)[["measure", "value_ns"]].T.values))
     assert m1["kernel_sum"] == 30 * US and m2["kernel_sum"] == 30 * US     # one kernel each, not two in step 1
+
+
+@pytest.mark.parametrize("closed", ["left", "right", "both", "neither"])
+def test_the_window_function_against_its_definition(closed):
+    """innermost, on random intervals (nested, overlapping, zero-length, equal) and times at
+    and between their ends, against the definition: of the intervals containing t under
+    ``closed``, the one that starts last, of those the one that ends first (the last in
+    start order, longest first); -1 when none."""
+    from kitlib.model.window import count_in, innermost
+    rng = np.random.default_rng(7)
+    for trial in range(30):
+        n = int(rng.integers(0, 40))
+        s = rng.integers(0, 60, n)
+        e = s + rng.integers(0, 25, n) * (rng.random(n) > 0.15)        # some zero-length
+        t = np.concatenate([s, e, rng.integers(-5, 90, 40)])
+        got = innermost(s, e, t, closed=closed)
+        order = np.lexsort((-e, s))
+        lo_in, hi_in = closed in ("left", "both"), closed in ("right", "both")
+        for ti, g in zip(t.tolist(), got.tolist()):
+            inside = [i for i in order.tolist()
+                      if (s[i] <= ti if lo_in else s[i] < ti) and (ti <= e[i] if hi_in else ti < e[i])]
+            assert g == (inside[-1] if inside else -1), (trial, ti, closed)
+        cnt = count_in(s, e, t, closed=closed)
+        assert cnt.tolist() == [sum(1 for x in t.tolist() if (a <= x if lo_in else a < x) and (x <= b if hi_in else x < b))
+                                for a, b in zip(s.tolist(), e.tolist())]

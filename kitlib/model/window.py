@@ -42,13 +42,24 @@ import numpy as np
 
 CLOSED = ("left", "right", "both", "neither")
 
-#: Intervals checked per block in the search for an interval still open (see :func:`innermost`).
-_BLOCK = 1024
-
-
 def _check(closed: str) -> None:
     if closed not in CLOSED:
         raise ValueError(f"closed must be one of {', '.join(map(repr, CLOSED))}, not {closed!r}")
+
+
+def _previous_greater(e: np.ndarray) -> np.ndarray:
+    """For each position, the nearest earlier position whose value is strictly greater
+    (-1 where none): one pass with a stack."""
+    up = np.full(len(e), -1, dtype=np.int64)
+    stack: list = []
+    el = e.tolist()
+    for i, v in enumerate(el):
+        while stack and el[stack[-1]] <= v:
+            stack.pop()
+        if stack:
+            up[i] = stack[-1]
+        stack.append(i)
+    return up
 
 
 def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
@@ -82,10 +93,10 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
     Notes
     -----
     The intervals are sorted once by start, longest first; for each time a binary
-    search finds the last one starting at or before it, and if that one has ended the
-    search goes back a block of :data:`_BLOCK` intervals at a time (each block's
-    largest end says whether any interval in it is still open): about the square root
-    of the table per time that misses, not the whole table.
+    search finds the last one starting at or before it. If that one has ended, every
+    interval between it and the nearest earlier one that ends later has ended too, so
+    the search hops to that one (the previous greater end, found for all intervals in
+    one pass), and so on: as many hops as the nesting is deep, all times at once.
 
     Examples
     --------
@@ -115,25 +126,24 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
         return ends >= tt if right_in else ends > tt
 
     k = hi - 1
-    ok = (k >= 0) & is_open(e[np.clip(k, 0, None)], t)
-    # (a zero-length interval [s, s) fails both tests for every t: it holds nothing)
-    found = np.where(ok, k, -1)
-    missed = np.flatnonzero(~ok & (k >= 0))
-    if missed.size:
-        B = _BLOCK
-        block_end = np.maximum.reduceat(e, np.arange(0, len(e), B))
-        for q in missed.tolist():
-            tq, h = int(t[q]), int(hi[q])
-            b = (h - 1) // B
-            lo = b * B
-            hit = np.flatnonzero(is_open(e[lo:h], tq))
-            if hit.size:
-                found[q] = lo + int(hit[-1])
-                continue
-            prev = np.flatnonzero(is_open(block_end[:b], tq))
-            if prev.size:
-                lo = int(prev[-1]) * B
-                found[q] = lo + int(np.flatnonzero(is_open(e[lo:lo + B], tq))[-1])
+    found = np.full(len(t), -1, dtype=np.int64)
+    live = np.flatnonzero(k >= 0)
+    k = k[live]
+    # the last interval starting at or before t; if it has ended, no interval between it
+    # and the nearest earlier one that ends later can be open either: hop to that one
+    # (the previous strictly greater end), until one is open or none is left
+    up = None
+    while live.size:
+        ok = is_open(e[k], t[live])
+        found[live[ok]] = k[ok]
+        live, k = live[~ok], k[~ok]
+        if not live.size:
+            break
+        if up is None:
+            up = _previous_greater(e)
+        k = up[k]
+        keep = k >= 0
+        live, k = live[keep], k[keep]
     out[found >= 0] = order[found[found >= 0]]
     return out
 
