@@ -6,6 +6,8 @@ and returns it. They draw the tables of :mod:`kitlib.analyses.flops` and
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 
@@ -34,6 +36,16 @@ def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
     return ax
 
 
+def _peak_label(gpu: str) -> str:
+    """A peak bar's label, short enough to leave the bars their width: ``"H200 = the capture's
+    GPU (NVIDIA H200)"`` (a :func:`kitlib.analyses.flops.peak_table` row) becomes ``"peak H200
+    (capture's GPU)"``; ``"A100"`` becomes ``"peak A100"``."""
+    key, _, who = gpu.partition(" = ")
+    who = re.sub(r"\s*\(.*\)$", "", who)
+    who = who[4:] if who.startswith("the ") else who
+    return f"peak {key}" + (f" ({who})" if who else "")
+
+
 def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = "TF32", ax=None):
     """Achieved-rate estimates beside the dense peak of several GPUs.
 
@@ -49,14 +61,14 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
     ax = _ax(ax, (9, 3.6))
     col = f"{precision}_tflops"
     p = peaks[col].dropna()
-    labels = [f"peak {k} ({precision}, dense)" for k in p.index] + [f"estimate: {k}" for k in achieved]
+    labels = [_peak_label(k) for k in p.index] + [f"estimate: {k}" for k in achieved]
     vals = list(p.values) + list(achieved.values())
     colors = ["tab:gray"] * len(p) + ["tab:green"] * len(achieved)
     ax.barh(labels[::-1], vals[::-1], color=colors[::-1])
     for y, v in enumerate(vals[::-1]):
         ax.text(v, y, f" {v:,.0f}", va="center", fontsize=font(8))
     ax.set_xlabel("TFLOP/s (10¹² floating-point operations per second)")
-    ax.set_title("achieved-rate estimates (from shape arithmetic) vs datasheet peaks\n— not utilization")
+    ax.set_title(f"achieved-rate estimates (from shape arithmetic)\nvs dense {precision} datasheet peaks — not utilization")
     ax.set_xlim(0, max(vals) * 1.12)
     ax.figure.tight_layout()
     return ax
