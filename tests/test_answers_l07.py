@@ -295,3 +295,84 @@ def test_roofline_helpers():
         roofline.ridge_point("A100")
     ridge, parts = roofline.ridge_point("H100", "TF32")
     assert ridge == 494.5 / 3.35 and len(parts["sources"]) == 2
+
+
+def _notes(cell) -> list[set]:
+    """The recordings named by each "data: ..." note under a cell's outputs (printed tables,
+    displayed tables as text and as HTML, figures), each as the set of recording names."""
+    found = []
+    for o in cell.get("outputs", []):
+        texts = [o.get("text", ""), o.get("data", {}).get("text/plain", ""), o.get("data", {}).get("text/html", "")]
+        for t in texts:
+            for note in re.findall(r"data: ([^\]\n<]*)", t):
+                found.append({part.split(":")[0].strip() for part in note.split("; ")})
+    return found
+
+
+def test_each_table_note_names_only_its_own_recording(executed_lesson):
+    """Every table and picture of lesson 07 comes from profiler_5step but the one that sets the
+    convolution's figure of both H200 recordings side by side; their notes say so. (The
+    learner saw fixed_batch named under the raw [memory] events table, before loading it, and
+    under the snapshot's largest tensors.)"""
+    nb = executed_lesson("07").nb
+    code = [c for c in nb.cells if c.cell_type == "code"]
+    noted = [(c.source, _notes(c)) for c in code if _notes(c)]
+    both = [src for src, notes in noted if any(n == {"profiler_5step", "fixed_batch"} for n in notes)]
+    assert len(both) == 1 and 'rows = {"B300 (source)"' in both[0]
+    for src, notes in noted:
+        if src is not both[0]:
+            assert all(n == {"profiler_5step"} for n in notes), (src[:80], notes)
+    for marker in ("raw_memory.memory_events(raw, device_type=1)", "snap.largest_live_at_peak(6)"):
+        cell = next(c for c in code if marker in c.source)
+        assert _notes(cell) and all(n == {"profiler_5step"} for n in _notes(cell)), marker
+    # the first of them comes before fixed_batch is loaded
+    first = next(i for i, c in enumerate(code) if "raw_memory.memory_events(raw, device_type=1)" in c.source)
+    assert first < next(i for i, c in enumerate(code) if 'replay_capture("fixed_batch")' in c.source)
+
+
+def test_the_hand_rebuild_runs_on_fixed_batch_and_the_check_survives_it():
+    """The lesson's hand rebuild is a function of a list of raw events: run on fixed_batch's
+    events it gives the profiler's own figure for that recording (its key_averages row), and
+    the final check calls it on profiler_5step's events, so a learner who runs it on
+    ``fixed_raw`` in a cell of their own keeps the check. No cell tells them to overwrite a
+    variable the check reads."""
+    import ast
+    import nbformat
+    import pandas as pd
+    from kitlib.course import raw_memory
+    nb = nbformat.read(next((REF.parent.parent / "lessons").glob("07_*.ipynb")), as_version=4)
+    src = next(c.source for c in nb.cells if "def conv_self_by_hand(events)" in c.source)
+    fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
+    ns = {"pd": pd, "raw_memory": raw_memory}
+    exec(compile(ast.Module([fn], []), "lesson07", "exec"), ns)
+    rows = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))["by_name"]
+    tool = next(r for r in rows if r["key"] == "aten::cudnn_convolution")
+    fixed = [dict(e) for e in raw_trace_events(REF / "fixed_batch" / "trace.json.gz")]
+    assert int(sum(ns["conv_self_by_hand"](fixed))) == tool["self_device_memory_usage_bytes"] == 28_493_742_080
+    p5 = [dict(e) for e in raw_trace_events(REF / "profiler_5step" / "trace.json.gz")]
+    assert int(sum(ns["conv_self_by_hand"](p5))) == 28_514_713_600
+    trust = next(c.source for c in nb.cells if "trust-the-reader" in c.metadata.get("tags", []))
+    assert 'int(sum(conv_self_by_hand(raw))) == int(conv["self_bytes"])' in trust
+    assert "by_hand" not in trust.replace("conv_self_by_hand", "") and "rec_raw" not in trust
+    assert not any("rec_raw" in c.source for c in nb.cells)
+    prose = next(c.source for c in nb.cells if c.cell_type == "markdown" and "fixed_raw" in c.source)
+    assert "conv_self_by_hand(fixed_raw)" in prose and "new name" in prose
+
+
+def test_the_explorer_prose_says_where_the_step_menu_works(executed_lesson):
+    """The memory explorer's menu works only with widgets; elsewhere its output stays on the step
+    it opens on, the step of the peak printed above it (from the raw JSON: the step holding the
+    first CUDA [memory] event at the largest Total Allocated), and its heading says which."""
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    mem = _cuda_mem(raw)
+    top = max(mem, key=lambda m: m["args"]["Total Allocated"])          # max() keeps the first of equals
+    first = next(int(e["name"].split("#")[1]) for e in raw if e.get("ph") == "X"
+                 and str(e.get("name", "")).startswith("ProfilerStep#") and e["ts"] <= top["ts"] <= e["ts"] + e["dur"])
+    assert first == 2
+    nb = executed_lesson("07").nb
+    i = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code" and "explorers.memory_explorer" in c.source)
+    md = nb.cells[i - 1].source
+    assert md.startswith("**Explore.**") and "JupyterLab" in md and "ipywidgets" in md
+    assert "opens on the step of the peak printed above" in md and "stays on that step" in md and "step=4" in md
+    shown = [o["data"]["text/plain"] for o in nb.cells[i].outputs if "text/plain" in o.get("data", {})]
+    assert shown == [f"memory held at the step's peak, by the operator that allocated it (step: {first})"]
