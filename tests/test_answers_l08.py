@@ -225,3 +225,108 @@ def test_lesson08_tables_whole(executed_lesson, rows, counter):
         tflop, dev_ms, rate = map(float, re.search(re.escape(name) + r"\s.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\n",
                                                    text).groups())
         assert (tflop, dev_ms, rate) == (round(flops / 1e12, 3), round(ms, 3), round(flops / ms / 1e9, 3))
+
+
+def _busy_figures():
+    """The busy times lesson 08 sets side by side, from fixed_batch's raw JSON (ms over the 5
+    steps): GPU events (kernels, copies, memsets) whose correlation id has a CUDA runtime or
+    driver call in the file, over the whole trace (the rates table's whole-step row); every GPU
+    event over the whole trace; every one cut to the first step's start .. last step's end (the
+    busy share and its verdict); every one cut to each step's own interval, summed
+    (step_measures' device_busy_ns). And the events without a launch in the file."""
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    steps = [e for e in raw if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    a, b = min(s["ts"] for s in steps), max(s["ts"] + s["dur"] for s in steps)
+    gpu = [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    calls = {e["args"]["correlation"] for e in raw
+             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    launched = [e for e in gpu if e["args"].get("correlation") in calls]
+    before = [e for e in gpu if e["args"].get("correlation") not in calls]
+
+    def spans(es, lo=-float("inf"), hi=float("inf")):
+        return [(max(e["ts"], lo), min(e["ts"] + e["dur"], hi)) for e in es if e["ts"] < hi and e["ts"] + e["dur"] > lo]
+    ms = {"launched": merged_length(spans(launched)) / 1e3, "all": merged_length(spans(gpu)) / 1e3,
+          "window": merged_length(spans(gpu, a, b)) / 1e3,
+          "per_step": sum(merged_length(spans(gpu, s["ts"], s["ts"] + s["dur"])) for s in steps) / 1e3}
+    return ms, before, a, len(steps)
+
+
+def test_three_busy_times_each_named_and_explained(executed_lesson, ex):
+    """The learner met three "busy ms per step": 41.628 (rates table), 42.6 (the busy-share
+    verdict), 42.5 (step_measures). Each is pinned here from the raw JSON, the lesson prints them
+    side by side with what each counts, the rates row's label says it counts only GPU events
+    with a launch in the trace, and the verdict says which busy time it divides."""
+    ms, before, a, n = _busy_figures()
+    assert n == 5
+    assert [round(ms[k] / n, 3) for k in ("launched", "all", "window", "per_step")] == [41.628, 43.371, 42.579, 42.524]
+    # the events without a launch: launched before the recording, run at the start of the first step
+    assert len(before) == 78 and max(e["ts"] + e["dur"] for e in before) - a < 10_000
+    lesson = executed_lesson("08")
+    text = lesson.text
+    for name, events, cut, key in (("rates table, whole step", "with a launch in the trace", "whole trace", "launched"),
+                                   ("for comparison", "every one", "whole trace", "all"),
+                                   ("busy share above", "every one", "first step's start to last step's end", "window"),
+                                   ("step_measures", "every one", "each step's own interval", "per_step")):
+        _has_line = rf"\n{re.escape(name)}\s+{re.escape(events)}\s+{re.escape(cut)}\s+" \
+                    rf"{ms[key]:.3f}\s+{ms[key] / n:.3f}\n"
+        assert re.search(_has_line, text), name
+    busy_before = merged_length([(e["ts"], e["ts"] + e["dur"]) for e in before]) / 1e3
+    end = max(e["ts"] + e["dur"] for e in before)
+    assert f"78 GPU events have no launch in the trace: {busy_before:.1f} ms busy, the last ending " \
+           f"{(end - a) / 1e3:.1f} ms after the first step's start" in text
+    # the rates table: the whole-step row's time is the launched events' busy time, and its label says so
+    _, ms_step, _ = re.search(r"\nwhole step\s.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\n", text).groups()
+    assert float(ms_step) == round(ms["launched"] / n, 3) == 41.628
+    rates_html = next(o["data"]["text/html"] for c in lesson.nb.cells if c.cell_type == "code"
+                      and "matched_rates(trace, counts)" in c.source for o in c.outputs if "text/html" in o.get("data", {}))
+    assert "GPU busy time of the kernels, copies and memsets with a launch in the trace (whole trace)" in rates_html
+    # the verdict names its busy time and the rates row's
+    why = ex["gpu_busy_share"].explain
+    assert f"of {ms['window'] / n:.1f} ms busy a step (that busy time ÷ 5 steps: every GPU event from the first " \
+           "step's start to the last step's end" in why
+    assert f"the rates table's whole-step row divides by {ms['launched'] / n:.1f} ms, the busy time of the GPU " \
+           "events with a launch in the trace" in why
+    # the prose says why they differ
+    md = " ".join(c.source for c in lesson.nb.cells if c.cell_type == "markdown")
+    assert "launched before the profiler began recording" in md and "`step_measures`" in md
+
+
+def test_the_ncu_table_shows_the_grid_the_text_names(executed_lesson):
+    """"the same grid (4,096 blocks of 512 threads)": the Grid Size and Block Size rows of the
+    CSV's Launch Statistics are in the table the lesson prints, with the CSV's values, and that
+    table's note names the ncu recording only."""
+    import csv
+    lines = (REF / "ncu" / "conv_kernels_speed_of_light.csv").read_text().splitlines()
+    rows = list(csv.DictReader(lines[3:]))
+    val = {(r["ID"], r["Metric Name"]): float(r["Metric Value"].replace(",", "")) for r in rows
+           if r["Metric Name"] in ("Grid Size", "Block Size")}
+    assert [val[k, "Grid Size"] for k in "012"] == [4096] * 3 and [val[k, "Block Size"] for k in "012"] == [512] * 3
+    lesson = executed_lesson("08")
+    assert re.search(r"\nLaunch Statistics\s+Grid Size\s+4096\.00\s+4096\.00\s+4096\.00\n\s+Block Size\s+512\.00\s+"
+                     r"512\.00\s+512\.00\n", lesson.text)
+    md = next(c.source for c in lesson.nb.cells if c.source.startswith("The three launches have the same grid"))
+    assert "*Grid Size* and *Block Size* rows" in md and "4,096 blocks of 512 threads" in md
+    cell = next(c for c in lesson.nb.cells if c.cell_type == "code" and "ncu_wide(tidy, [\"Duration\", \"Compute" in c.source)
+    notes = re.findall(r"\[data: ([^\]]*)\]", "".join(o.get("text", "") + o.get("data", {}).get("text/plain", "")
+                                                      for o in cell.outputs))
+    assert notes and all(n.split(":")[0] == "ncu" and ";" not in n for n in notes), notes
+
+
+def test_achieved_vs_peak_labels_leave_the_bars_their_width():
+    """The peak bars' labels are short ("peak H200 (capture's GPU)", not "peak H200 = the
+    capture's GPU (NVIDIA H200) (TF32, dense)": the precision and "dense" are in the title), so
+    the bars get well over half the figure's width."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from kitlib.analyses import flops
+    from kitlib.plots.flops import plot_achieved_vs_peak
+    peaks = flops.peak_table("NVIDIA H200")
+    ax = plot_achieved_vs_peak({"forward convolutions": 205.9, "convolutions, forward + backward": 174.2,
+                                "whole step": 74.7}, peaks, "TF32")
+    labels = [t.get_text() for t in ax.get_yticklabels()]
+    assert "peak H200 (capture's GPU)" in labels and "peak A100" in labels
+    assert max(len(s) for s in labels if s.startswith("peak")) <= 25
+    assert "dense TF32" in ax.get_title()
+    assert ax.get_position().width > 0.55
+    plt.close(ax.figure)

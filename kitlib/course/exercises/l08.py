@@ -81,6 +81,7 @@ def questions(capture) -> Exercises:
     gpu_key, peak_tf32 = (gpu_key, gpu_peaks["TF32"]) if gpu_peaks else ("H200", parts["peak_tflops"])
     conv_ms = float(rates.loc["convolutions, forward + backward", "device_ms_per_step"])
     busy_ms = busy / len(tr.steps) / 1e6
+    row_ms = float(rates.loc["whole step", "device_ms_per_step"])
     stem = ev[ev["name"] == "aten::conv2d"].iloc[0]
     s_args = _args(tr, stem["row"])
     s_x, s_w = stem["input_dims"][0], stem["input_dims"][1]
@@ -137,7 +138,10 @@ def questions(capture) -> Exercises:
                                    "copy or memset?", _bucket(b_share, BUSY_CHOICES),
                  f"{_bucket(b_share, BUSY_CHOICES)}: busy {busy / 1e6:.1f} ms of {wall / 1e6:.1f} ms = {b_share:.0%}. "
                  f"The GPU was nearly always doing something, yet far from its arithmetic peak: of {busy_ms:.1f} ms busy "
-                 f"a step, the convolutions' kernels (forward and backward) take {conv_ms:.1f} ms, and the rest goes "
+                 f"a step (that busy time ÷ {len(tr.steps)} steps: every GPU event from the first step's start to the "
+                 f"last step's end; the rates table's whole-step row divides by {row_ms:.1f} ms, the busy time of the "
+                 f"GPU events with a launch in the trace), the convolutions' kernels (forward and backward) take "
+                 f"{conv_ms:.1f} ms, and the rest goes "
                  "mostly to kernels with no counted FLOPs (normalisation, activations, the optimizer). A rate against a "
                  "datasheet peak is not the busy share.",
                  kind="predict", choices=[c for _, c in BUSY_CHOICES],
