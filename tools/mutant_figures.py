@@ -497,7 +497,7 @@ def plots_main(argv):
                             "verdict": "not run (budget)"})
             continue
         names = affected(fn)
-        k = " or ".join(f"({PLOT_TESTS[n]})" for n in names)
+        k = "(" + " or ".join(f"({PLOT_TESTS[n]})" for n in names) + ") and not projector"   # the digest saw both scales
         t0 = time.time()
         v = _judge_plot_mutant(module, src, names, pictures, base, k, a.timeout)
         if v == "survived" and kind in ("string", "fstring"):
@@ -512,8 +512,128 @@ def plots_main(argv):
         a.json.write_text(json.dumps({"module": a.module, "counts": counts, "mutants": results}, indent=1))
 
 
+# -- the one-line picture bugs of issue 31, each made on purpose --------------------------
+#
+#     python tools/mutant_figures.py --plots-bugs [WORDS ...]      # only those whose name has a word
+#
+# Each bug below is the kind a reviewer made by hand (issue 31: a shape chart drawing
+# per-call times under "total device time", a memory line in GiB on a GB axis, a median
+# bar drawn at the mean; and for each plot function a swapped series, a unit factor, a
+# wrong statistic or a wrong row order). Each is applied in memory, in a forked process
+# (the file on disk is never touched), and the picture's tests in tests/test_plots_drawn.py
+# run against it: every one must be caught.
+
+PLOT_BUGS = [
+ # (id, file, old, new, -k expression)
+ ("shapes per-call under total", "grouping.py", 'fig, ax, ms = _bars(t, t["device_total_ns"]', 'fig, ax, ms = _bars(t, t["device_per_call_ns"]', "shapes"),
+ ("memory GiB under GB", "memory.py", "from ..units import bytes_to_gb, ns_to_ms", "from ..units import ns_to_ms\nbytes_to_gb = lambda b: b / 2**30", "memory_over_time"),
+ ("step_times median at mean", "__init__.py", "ax.hlines(np.median(v)", "ax.hlines(np.mean(v)", "step_times"),
+ ("attribution_cost median at mean", "grouping.py", "[np.median(v)] * 2", "[np.mean(v)] * 2", "attribution_cost"),
+ ("chain µs as ms", "__init__.py", "us = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0)", "us = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0) / 1000", "chain"),
+ ("chain arrow to wrong gpu", "__init__.py", "ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs, y_g + h / 2)", "ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs + gd, y_g + h / 2)", "chain"),
+ ("step_timeline kind colour swapped", "__init__.py", "color=_COLORS.get(kind, \"gray\"), label=kind)", "color=_COLORS.get(kind, \"gray\"), label={'kernel': 'memset', 'memset': 'kernel'}.get(kind, kind))", "step_timeline"),
+ ("step_timeline x in µs", "__init__.py", "ms = lambda ns: ns_to_ms(np.asarray(ns, dtype=\"float64\") - t0)", "ms = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0)", "step_timeline"),
+ ("step_times series swapped", "__init__.py", "for i, (lab, vals) in enumerate(series.items()):", "for i, (lab, vals) in enumerate(list(series.items())[::-1]):", "step_times"),
+ ("device_time_counted not reversed", "flops.py", "top = covered.head(n).iloc[::-1]", "top = covered.head(n)", "device_time_counted"),
+ ("device_time_counted µs", "flops.py", 'ns_to_ms(top["device_time_ns"])', 'top["device_time_ns"] / 1e3', "device_time_counted"),
+ ("achieved FP32 column", "flops.py", 'col = f"{precision}_tflops"', 'col = "FP32_tflops"', "achieved"),
+ ("ncu metrics swapped", "flops.py", '["Compute (SM) Throughput", "Memory Throughput"]', '["Memory Throughput", "Compute (SM) Throughput"]', "ncu"),
+ ("ncu kernels unordered", "flops.py", "x = np.arange(len(w))", "x = np.arange(len(w))[::-1]", "ncu"),
+ ("shapes sorted by count", "grouping.py", 't = table.head(top).iloc[::-1]\n    fig, ax, ms = _bars(t, t["device_total_ns"]', 't = table.sort_values("count", ascending=False).head(top).iloc[::-1]\n    fig, ax, ms = _bars(t, t["device_total_ns"]', "shapes"),
+ ("callsites host self", "grouping.py", 'fig, ax, ms = _bars(t, t["device_self_ns"]', 'fig, ax, ms = _bars(t, t["host_self_ns"]', "callsites"),
+ ("attribution_cost MiB", "grouping.py", 'sizes["gzip_bytes"].to_numpy() / 1e6', 'sizes["gzip_bytes"].to_numpy() / 2**20', "attribution_cost"),
+ ("attribution_cost json bytes", "grouping.py", 'sizes["gzip_bytes"].to_numpy()', 'sizes["json_bytes"].to_numpy()', "attribution_cost"),
+ ("memory lines swapped", "memory.py", 'ax.step(t_ms, bytes_to_gb(timeline["reserved_bytes"])', 'ax.step(t_ms, bytes_to_gb(timeline["allocated_bytes"])', "memory_over_time"),
+ ("memory peak at last", "memory.py", 'ax.plot([x], [bytes_to_gb(peak["allocated_bytes"])], "v"', 'ax.plot([x], [bytes_to_gb(timeline["allocated_bytes"].iloc[-1])], "v"', "memory_over_time"),
+ ("categories MB", "memory.py", "from ..units import bytes_to_mib", "bytes_to_mib = lambda b: b / 1e6", "categories"),
+ ("categories reversed", "memory.py", "ax.stackplot(x, *[bytes_to_mib(timeline[f\"{c}_bytes\"]) for c in cats], labels=cats", "ax.stackplot(x, *[bytes_to_mib(timeline[f\"{c}_bytes\"]) for c in cats[::-1]], labels=cats", "categories"),
+ ("rank wait/transfer swapped", "ranks.py", 'facecolors=COLOURS["wait"])', 'facecolors=COLOURS["transfer"])', "rank"),
+ ("rank ms as s", "ranks.py", "ms = lambda ns: (ns - origin) / 1e6", "ms = lambda ns: (ns - origin) / 1e9", "rank"),
+ ("routes transposed", "routes.py", "ax.plot(x, y, \"o\"", "ax.plot(y % len(tools), x, \"o\"", "routes"),
+ ("attribution rules swapped", "system.py", "a, b = med(by_thread), med(by_time)", "a, b = med(by_time), med(by_thread)", "attribution_bars"),
+ ("attribution mean", "system.py", "[col].median().dropna()", "[col].mean().dropna()", "attribution_bars"),
+ ("attribution with step 0", "system.py", 't = t[(t["step"] > 0) & (t["label"] != "step")]', 't = t[(t["step"] >= 0) & (t["label"] != "step")]', "attribution_bars"),
+ ("timeline origin", "timeline.py", "bars = list(zip(ns_to_ms(g[\"start_ns\"] - t0)", "bars = list(zip(ns_to_ms(g[\"start_ns\"] - start_ns)", "timeline"),
+ ("timeline gaps end", "timeline.py", "ns_to_ms(gp.start_ns + gp.dur_ns - t0)", "ns_to_ms(gp.start_ns + gp.dur_ns)", "timeline"),
+ ("timeline stream lanes kind swap", "timeline.py", '+ {"memcpy": 0, "kernel": 1, "memset": 2}[k], kind=k))', '+ {"memcpy": 0, "kernel": 1, "memset": 2}[k], kind={"kernel": "memset", "memset": "kernel"}.get(k, k)))', "timeline"),
+ ("four measures clocks swapped", "timeline.py", 'colors = ["#4C72B0" if c == "host" else "#55A868" for c in m["clock"]]', 'colors = ["#55A868" if c == "host" else "#4C72B0" for c in m["clock"]]', "four_measures"),
+ ("four measures µs", "timeline.py", 'ax.barh(m["measure"], ns_to_ms(m["value_ns"])', 'ax.barh(m["measure"], m["value_ns"] / 1e3', "four_measures"),
+ ("four measures order", "timeline.py", "m = measures.iloc[::-1]", "m = measures", "four_measures"),
+ # the two bugs of kitlib/plots these tests found (1 December): put back, they must fail
+ ("timeline OS lanes among the streams", "timeline.py", "order=20 + i,", "order=20 + tid % 1000,", "lanes_and_gaps"),
+ ("timeline labels in the memsets' colour", "timeline.py", '_COLORS = {"range": _KIT_COLORS["annotation"]',
+  '_COLORS = {"memset": "#937860", "range": _KIT_COLORS["memset"]', "profiler_trace"),
+]
+
+
+def _run_bug(module, source: str, k: str) -> str:
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        try:
+            import contextlib
+            import io
+            import pytest
+            old = dict(vars(module))
+            exec(compile(source, module.__file__, "exec"), vars(module))
+            for m in list(sys.modules.values()):       # names imported from the edited module
+                if getattr(m, "__name__", "").startswith("kitlib.") and m is not module:
+                    for n, v in list(vars(m).items()):
+                        for on, ov in old.items():
+                            if v is ov and callable(ov) and on in vars(module) and vars(module)[on] is not ov:
+                                setattr(m, n, vars(module)[on])
+            buf = io.StringIO()
+            with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
+                code = pytest.main([str(ROOT / "tests" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
+                                    "-k", k, "-o", "addopts=", "-p", "no:doctest"])
+            fails = [ln for ln in buf.getvalue().splitlines() if ln.startswith("FAILED")]
+            out = ("caught by " + fails[0].split("::", 1)[-1].split(" ")[0]) if code == 1 else \
+                  "MISSED" if code == 0 else f"pytest exit {int(code)}"
+        except BaseException as e:   # noqa: BLE001
+            out = f"error: {type(e).__name__}: {e}"
+        os.write(w, out.encode())
+        os._exit(0)
+    os.close(w)
+    out = b""
+    while True:
+        chunk = os.read(r, 4096)
+        if not chunk:
+            break
+        out += chunk
+    os.close(r)
+    os.waitpid(pid, 0)
+    return out.decode()
+
+
+def plot_bugs_main(words):
+    import importlib
+    import matplotlib
+    matplotlib.use("Agg")
+    os.environ.setdefault("KITLIB_PROGRESS", "0")
+    sys.path.insert(0, str(ROOT / "tests"))
+    missed = 0
+    for name, fname, old, new, k in PLOT_BUGS:
+        if words and not any(w in name for w in words):
+            continue
+        mod_name = "kitlib.plots" if fname == "__init__.py" else f"kitlib.plots.{fname[:-3]}"
+        module = importlib.import_module(mod_name)
+        source = Path(module.__file__).read_text()
+        if source.count(old) != 1:
+            print(f"  {name:40s} the line to break is no longer there once: update PLOT_BUGS", flush=True)
+            missed += 1
+            continue
+        verdict = _run_bug(module, source.replace(old, new), k)
+        missed += not verdict.startswith("caught")
+        print(f"  {name:40s} {verdict}", flush=True)
+    print("every bug caught" if not missed else f"{missed} bug(s) not caught")
+    sys.exit(1 if missed else 0)
+
+
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--plots":
         plots_main(sys.argv[2:])
+    elif len(sys.argv) > 1 and sys.argv[1] == "--plots-bugs":
+        plot_bugs_main(sys.argv[2:])
     else:
         main()
