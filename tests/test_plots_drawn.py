@@ -538,8 +538,40 @@ def test_chain_rows_arrows_and_numbers_from_raw_json(scale):
         assert number(m[4]) == pytest.approx(g["dur"], abs=5e-4)
     every = [(x, x + w) for v in drawn.values() for x, w, _ in v]
     in_view(ax, [a for a, _ in every] + [b for _, b in every])
-    head = [t for t in ax.texts if t.get_text().startswith(op["name"])][0].get_text()
-    assert number(re.search(r"([\d,.]+) µs \(host\)", head)[1]) == pytest.approx(op["dur"], abs=5e-4)
+    # each row's bars whole inside the view, rows apart; every arrow joins the rows it names
+    box_of = {}
+    for c in ax.collections:
+        for x, w, y, h in spans(c):
+            in_view(ax, [x, x + w], [y, y + h])
+            box_of.setdefault(rows[round(y + h / 2, 6)], (y, y + h))
+    (op_lo, op_hi), (l_lo, l_hi), (g_lo, g_hi) = (box_of["operator (CPU thread)"],
+                                                  box_of["CUDA launches (CPU thread)"], box_of[gpu_row])
+    assert g_hi < l_lo and l_hi < op_lo
+    close(sorted(a._posA_posB[0][1] for a in black), [l_lo] * len(links))
+    close(sorted(a._posA_posB[1][1] for a in black), [g_hi] * len(links))
+    grey = [p for p in ax.patches if type(p).__name__ == "FancyArrowPatch" and p not in black]
+    close(sorted((a._posA_posB[0][0], a._posA_posB[0][1], a._posA_posB[1][0], a._posA_posB[1][1]) for a in grey),
+          sorted(((ns(c["ts"]) - o0) / unit, op_lo, (ns(c["ts"]) - o0) / unit, l_hi) for c, _ in links))
+    # "#i" beside each launch (above its bar) and each GPU event (below its bar), at the bar's
+    # centre, i as in the box; no two labels overlap, and all stay inside the axes
+    index = [int(re.match(r"#(\d+)", line)[1]) for line in lines]
+    tags = [t for t in ax.texts if re.fullmatch(r"#\d+", t.get_text())]
+    want_tags = sorted([(f"#{i}", (ns(c["ts"]) - o0 + ns(c["dur"]) / 2) / unit, "launch") for i, (c, _) in zip(index, links)]
+                       + [(f"#{i}", (ns(g["ts"]) - o0 + ns(g["dur"]) / 2) / unit, "gpu") for i, (_, g) in zip(index, links)])
+    got_tags = sorted((t.get_text(), t.get_position()[0], "launch" if t.get_position()[1] >= l_hi else
+                       "gpu" if t.get_position()[1] <= g_lo else "?") for t in tags)
+    assert [(a, c) for a, _, c in got_tags] == [(a, c) for a, _, c in want_tags]
+    close([b for _, b, _ in got_tags], [b for _, b, _ in want_tags])
+    fig.canvas.draw()
+    boxes = [t.get_window_extent() for t in tags]
+    frame = ax.get_window_extent()
+    for i, bb in enumerate(boxes):
+        assert frame.x0 - 1 <= bb.x0 and bb.x1 <= frame.x1 + 1 and frame.y0 - 1 <= bb.y0 and bb.y1 <= frame.y1 + 1
+        for other in boxes[i + 1:]:
+            assert not bb.overlaps(other), "two #i labels overlap"
+    (head,) = [t for t in ax.texts if t.get_text().startswith(op["name"])]
+    assert head.get_position()[0] == 0 and op_hi <= head.get_position()[1] < ax.get_ylim()[1]
+    assert number(re.search(r"([\d,.]+) µs \(host\)", head.get_text())[1]) == pytest.approx(op["dur"], abs=5e-4)
 
 
 # == plot_step_timeline (lesson 00) ==========================================================
