@@ -40,16 +40,21 @@ def questions(capture) -> Exercises:
     other = steps[min(2, len(steps) - 1)]
     mo = four_measures(tr, step=other, chain_df=c).set_index("measure")["value_ns"]
     idle, idle_sum, idle_kern = (ns_to_ms(mo["wall"] - mo[k]) for k in ("device_busy", "gpu_sum", "kernel_sum"))
+    wall_o, busy_o = round(ns_to_ms(mo["wall"]), 3), round(ns_to_ms(mo["device_busy"]), 3)
     st = self_total(tr, kinds=("op",))
     op = "aten::convolution_backward" if (st["name"] == "aten::convolution_backward").any() else st["name"].iloc[0]
     row = st[st["name"] == op].iloc[0]
-    children = ns_to_ms(row["total_ns"] - row["self_ns"])
+    # as the printed table shows them (ms to 3 decimals, i.e. µs): the answer is their difference,
+    # so the explanation's arithmetic holds on the figures it prints
+    total_ms, self_ms = round(ns_to_ms(row["total_ns"]), 3), round(ns_to_ms(row["self_ns"]), 3)
+    children = round(total_ms - self_ms, 3)
     a = annotation_device_time(tr, c)
     fw = a[a["name"] == "forward"]
-    span_ms, busy_ms = ns_to_ms(fw["span_ns"].sum()), ns_to_ms(fw["busy_ns"].sum())
+    span_ms, busy_ms = round(ns_to_ms(fw["span_ns"].sum()), 3), round(ns_to_ms(fw["busy_ns"].sum()), 3)
     more = "busy" if m["device_busy"] > m["gpu_sum"] else "sum" if m["gpu_sum"] > m["device_busy"] else "equal"
     work = tr.kernels
     w_sum, w_busy = int(work["dur_ns"].sum()), int(busy_ns(work))
+    w_sum_ms, w_busy_ms = round(ns_to_ms(w_sum), 3), round(ns_to_ms(w_busy), 3)    # as printed
     ex = nccl_excerpt()
     ex_union, ex_sum, ex_long = _union_us(ex), sum(e["dur"] for e in ex), max(e["dur"] for e in ex)
     qs = [
@@ -70,8 +75,8 @@ def questions(capture) -> Exercises:
                  traps=[("busy", "the union can never exceed the sum: it counts each moment once, the sum "
                                  "counts each event's whole duration.")]),
         Question("idle_ms", f"Step {other}: how many ms of its wall time was the GPU not busy with the work the "
-                            "step launched (wall time minus device busy time)?", round(idle, 3),
-                 f"wall {ns_to_ms(mo['wall']):,.3f} ms − busy {ns_to_ms(mo['device_busy']):,.3f} ms = {idle:,.3f} ms. "
+                            "step launched (wall time minus device busy time)?", round(wall_o - busy_o, 3),
+                 f"wall {wall_o:,.3f} ms − busy {busy_o:,.3f} ms = {wall_o - busy_o:,.3f} ms. "
                  f"Subtracting the summed durations instead ({ns_to_ms(mo['gpu_sum']):,.3f} ms) counts the "
                  "overlapping moments twice and leaves less idle time than there was.",
                  kind="compute", unit="ms", where="the per-step table's wall_ms and device_busy_ms columns",
@@ -81,15 +86,13 @@ def questions(capture) -> Exercises:
                                               "keep the GPU busy too, and the union counts overlaps once.")]),
         Question("children_ms", f"{op}, over the whole trace: how many ms of its total host time were spent in "
                                 "what it called (nested operators and CUDA API calls), not in itself?",
-                 round(children, 3),
-                 f"total {ns_to_ms(row['total_ns']):,.3f} ms − self {ns_to_ms(row['self_ns']):,.3f} ms = "
-                 f"{children:,.3f} ms over {int(row['calls'])} calls: the total holds its children, the self time "
+                 children,
+                 f"total {total_ms:,.3f} ms − self {self_ms:,.3f} ms = {children:,.3f} ms over {int(row['calls'])} calls: the total holds its children, the self time "
                  "does not.", kind="compute", unit="ms",
                  where="the profiler's printed table, columns 'CPU total' and 'Self CPU'",
-                 traps=[(round(ns_to_ms(row["total_ns"]), 3), "that is its total host time, children included; "
-                                                              "subtract the self time."),
-                        (round(ns_to_ms(row["self_ns"]), 3), "that is its self time: the time in itself, the "
-                                                             "opposite of what the question asks.")]),
+                 traps=[(total_ms, "that is its total host time, children included; subtract the self time."),
+                        (self_ms, "that is its self time: the time in itself, the opposite of what the "
+                                  "question asks.")]),
         Question("forward_gpu_work_ms", f"The forward label's GPU-side spans add up to {span_ms:,.3f} ms. How many "
                                         "ms of that did its kernels actually keep the GPU busy?", round(busy_ms, 3),
                  f"{busy_ms:,.3f} ms: the span runs from the first to the last GPU operation launched under the "
@@ -99,13 +102,12 @@ def questions(capture) -> Exercises:
                                             "the time the kernels kept the GPU busy.")]),
         Question("gpu_overlap_ms", "Over the whole trace, by how many ms does the summed duration of the GPU events "
                                    "(kernels, copies, memsets) exceed their union?",
-                 round(ns_to_ms(w_sum - w_busy), 3),
-                 f"summed {ns_to_ms(w_sum):,.3f} ms − union {ns_to_ms(w_busy):,.3f} ms = "
-                 f"{ns_to_ms(w_sum - w_busy):,.3f} ms: the time during which GPU events overlapped, which a sum "
+                 round(w_sum_ms - w_busy_ms, 3),
+                 f"summed {w_sum_ms:,.3f} ms − union {w_busy_ms:,.3f} ms = {w_sum_ms - w_busy_ms:,.3f} ms: the time during which GPU events overlapped, which a sum "
                  "counts twice.", kind="compute", unit="ms",
                  where="the whole-trace lines: summed GPU-event time and device busy (union)",
-                 traps=[(round(ns_to_ms(w_sum), 3), "that is the sum itself; subtract the union."),
-                        (round(ns_to_ms(w_busy), 3), "that is the union itself; the question asks for sum − union.")]),
+                 traps=[(w_sum_ms, "that is the sum itself; subtract the union."),
+                        (w_busy_ms, "that is the union itself; the question asks for sum − union.")]),
         Question("excerpt_busy_us", "The ten raw GPU events shown above come from another trace (an A100 in a "
                                     "128-GPU NCCL job, two streams). How many µs was that GPU busy during them "
                                     "(device busy time)?", round(ex_union, 1),
