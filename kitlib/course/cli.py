@@ -34,7 +34,7 @@ def _builders():
     from . import ranks
 
     def l04():
-        return exercises.lesson04({"nsys": rec("nsys_8step"), "timing": rec("profiler_5step")})
+        return exercises.lesson04({"cold": rec("cold_start_8step"), "timing": rec("profiler_5step")})
 
     def l09():
         return exercises.lesson09(rec("nsys_8step"), emit=rec("nsys_emit_nvtx"))

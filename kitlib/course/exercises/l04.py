@@ -23,16 +23,17 @@ WARMUP_STEPS, FIXED_BATCHES, PROFILED_STEPS = 3, 1, 7
 WHAT_IF_IMAGES = 2560
 
 #: A public torch.profiler trace the lesson never prints (PyTorch ~1.9, ResNet-50 on a V100,
-#: ``num_workers=0``; kineto's tb_plugin sample, ``tests/data/public-traces/SOURCES.md``).
-PUBLIC_TRACE = "tests/data/public-traces/kineto_2021-06_resnet50_v100.json.gz"
+#: ``num_workers=0``; kineto's tb_plugin sample, ``data/reference/public-other/SOURCES.md``).
+PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
 #: The DataLoader's own annotation of each ``next()`` in a single-process loader.
 LOADER_EVENT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
 def public_trace_path():
-    """The public trace's path in this checkout (``tests/data/public-traces``)."""
-    from ...paths import repo_root
-    return repo_root() / PUBLIC_TRACE
+    """The public trace's path among the kit's recordings (``data/reference/public-other``, shipped
+    with the package as the lesson 12 pair is)."""
+    from ...readers.bundle import reference_dir
+    return reference_dir() / PUBLIC_TRACE
 
 
 def loader_shares(path) -> list:

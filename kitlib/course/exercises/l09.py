@@ -2,7 +2,7 @@
 
 Most answers come from the Nsight Systems capture in hand (``nsys_8step`` or a live one);
 the two transfer questions read a public Nsight export the lesson never prints
-(:data:`PUBLIC_EXPORT`: CloverLeaf on an A100, ``tests/data/public-traces/SOURCES.md``)
+(:data:`PUBLIC_EXPORT`: CloverLeaf on an A100, ``data/reference/public-other/SOURCES.md``)
 with plain ``sqlite3``, as the learner does.
 """
 from __future__ import annotations
@@ -11,8 +11,8 @@ from . import Exercises, Question
 from ...units import ns_to_ms
 
 #: A public Nsight Systems export (CloverLeaf, 4×A100, Nsight Systems 2024.5), read for the
-#: transfer questions (``tests/data/public-traces``; copied from hpcgroup/pipit, MIT).
-PUBLIC_EXPORT = "tests/data/public-traces/nsys_2024.5_a100_cloverleaf.sqlite"
+#: transfer questions (``data/reference/public-other``; copied from hpcgroup/pipit, MIT).
+PUBLIC_EXPORT = "public-other/nsys_2024.5_a100_cloverleaf.sqlite"
 
 #: CUDA calls that make the calling host thread wait for the GPU (``cudaMemcpy`` without
 #: ``Async`` waits for the copy and the work queued before it).
@@ -20,9 +20,10 @@ SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchr
 
 
 def public_export_path():
-    """The public export's path in this checkout (``tests/data/public-traces``)."""
-    from ...paths import repo_root
-    return repo_root() / PUBLIC_EXPORT
+    """The public export's path among the kit's recordings (``data/reference/public-other``, shipped
+    with the package as the lesson 12 pair is)."""
+    from ...readers.bundle import reference_dir
+    return reference_dir() / PUBLIC_EXPORT
 
 
 def _public_figures(path) -> dict:
