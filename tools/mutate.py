@@ -17,8 +17,10 @@ The edits (each applied alone, inside functions only):
 Strings are left alone: an edit of a fixed sentence changes wording, not a verdict.
 
 The package is copied once to a temporary folder (``data/`` linked, not copied); for each
-mutant the module's file there is rewritten and pytest runs from the checkout with that
-copy first on ``PYTHONPATH`` (the editable install's finder comes after it), ``-x -q``.
+mutant the module's file there is rewritten and pytest runs the checkout's tests with that
+copy first on ``sys.path`` (pytest runs in the copy's folder, which ``python -m`` puts first;
+the editable install's finder comes after it; the script checks which kitlib the tests would
+import, and that they pass without a mutant), ``-x -q``.
 A mutant is *killed* when pytest fails, *survived* when it passes, *timeout* past
 ``--timeout`` seconds. The survivors are printed with their line and edit: a survivor that
 changes a verdict or a picture is a missing test (docs/MUTATION.md).
@@ -134,6 +136,17 @@ def main(argv=None):
     target = work / rel
     env = dict(os.environ, PYTHONPATH=str(work), MPLBACKEND="Agg", KITLIB_MODE="replay",
                PYTHONDONTWRITEBYTECODE="1")
+    tests = [str((ROOT / t.split("::")[0]).resolve()) + ("::" + t.split("::", 1)[1] if "::" in t else "")
+             for t in a.tests]
+    # the copy is what the tests import: `python -m` puts the working folder first on sys.path
+    where = subprocess.run([sys.executable, "-c", "import kitlib; print(kitlib.__file__)"], cwd=work, env=env,
+                           capture_output=True, text=True).stdout.strip()
+    if not where.startswith(str(work)):
+        raise SystemExit(f"the tests would import kitlib from {where}, not from the mutated copy in {work}")
+    base = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                          cwd=work, env=env, capture_output=True, text=True, timeout=a.timeout)
+    if base.returncode != 0:
+        raise SystemExit(f"the tests fail without a mutant:\n{base.stdout[-3000:]}")
     results = []
     todo = list(mutants(source, only))[: a.limit]
     print(f"{len(todo)} mutants of {rel}", flush=True)
@@ -142,8 +155,8 @@ def main(argv=None):
             target.write_text(text)
             t0 = time.time()
             try:
-                p = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *a.tests],
-                                   cwd=ROOT, env=env, capture_output=True, text=True, timeout=a.timeout)
+                p = subprocess.run([sys.executable, "-m", "pytest", "-x", "-q", "-p", "no:cacheprovider", *tests],
+                                   cwd=work, env=env, capture_output=True, text=True, timeout=a.timeout)
                 status = "killed" if p.returncode != 0 else "survived"
             except subprocess.TimeoutExpired:
                 status = "timeout"
