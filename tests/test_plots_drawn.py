@@ -150,7 +150,9 @@ def legend_entries(ax) -> dict:
     """{legend text: handle} of the axes' legend."""
     leg = ax.get_legend()
     assert leg is not None, "no legend"
-    return {t.get_text(): h for t, h in zip(leg.get_texts(), leg.legend_handles)}
+    names = [t.get_text() for t in leg.get_texts()]
+    assert len(set(names)) == len(names), f"an entry twice in the legend: {names}"
+    return dict(zip(names, leg.legend_handles))
 
 
 def texts(ax) -> list:
@@ -248,10 +250,11 @@ def test_step_times_points_and_medians_from_step_times_json(scale):
     for i, (c, vals) in enumerate(zip(meds, series.values())):
         (seg,) = c.get_segments()
         assert seg[0][1] == seg[1][1] == pytest.approx(statistics.median(vals), abs=1e-12)
-        assert seg[0][0] < i < seg[1][0]
+        assert i - 0.45 <= seg[0][0] < i - 0.15 and i + 0.15 < seg[1][0] <= i + 0.45   # across its column only
     assert statistics.mean(series["step_ms_profiled_all_attribution"]) > 2 * statistics.median(
         series["step_ms_profiled_all_attribution"])
     # the column labels name the series in the file's order
+    assert list(ax.get_xticks()) == list(range(len(series)))          # each label under its column
     labels = [re.sub(r"[^a-z ]", " ", t.get_text().lower()) for t in ax.get_xticklabels()]
     for lab, key in zip(labels, series):
         words = key.removeprefix("step_ms_").split("_")
@@ -619,6 +622,9 @@ def test_step_timeline_rows_from_raw_json(scale):
     phases_drawn = [f"{lab} (host)" for lab in labels if (f"{lab} (host)", None) in want]
     streams = sorted({e["args"]["stream"] for e in gpu})
     assert order == phases_drawn[::-1] + ["step (host)"] + [f"GPU stream {s}" for s in reversed(streams)]
+    (step_text,) = [t for t in ax.texts if t.get_text() == f"ProfilerStep#{step}"]
+    step_y = [y for y, lab in zip(ax.get_yticks(), ax.get_yticklabels()) if lab.get_text() == "step (host)"]
+    assert step_text.get_position() == (0, step_y[0])         # on the step's own bar, at its start
     entries = legend_entries(ax)
     assert set(entries) == {GPU_CATS[e["cat"]] for e in gpu}
     for k, h in entries.items():
@@ -759,8 +765,9 @@ def test_attribution_cost_bars_and_medians(scale, with_steps):
             x = np.asarray(p.get_xdata())
             assert np.all(np.abs(x - i) <= 0.3) and np.all(np.diff(x) > 0)
             close(md.get_ydata(), [statistics.median(vals)] * 2, 1e-12)
-            assert min(md.get_xdata()) < i < max(md.get_xdata())
+            assert i - 0.45 <= min(md.get_xdata()) < i - 0.15 and i + 0.15 < max(md.get_xdata()) <= i + 0.45
         assert [t.get_text() for t in ax2.get_xticklabels()] == list(series)
+        assert list(ax2.get_xticks()) == list(range(len(series)))
         in_view(ax2, [x for ln in points for x in ln.get_xdata()], [y for ln in points for y in ln.get_ydata()])
 
 
