@@ -1449,18 +1449,39 @@ def _text_sizes(fig) -> list:
     return out
 
 
+def _tick_lies(fig) -> list:
+    """Numeric tick labels that do not say their tick's value: (axis, position, text)."""
+    out = []
+    for ax in fig.axes:
+        for name, ticks, labels, lim in (("x", ax.get_xticks(), ax.get_xticklabels(), ax.get_xlim()),
+                                         ("y", ax.get_yticks(), ax.get_yticklabels(), ax.get_ylim())):
+            lo, hi = sorted(lim)
+            for pos, lab in zip(ticks, labels):
+                text = lab.get_text().replace("−", "-").replace(",", "")
+                if not re.fullmatch(r"-?\d+(\.\d+)?", text) or not lo <= pos <= hi:
+                    continue        # a name (categorical axis), an empty minor label, or out of view
+                digits = len(text.split(".")[1]) if "." in text else 0
+                if abs(float(text) - pos) > 0.5 * 10 ** -digits + 1e-9 * abs(pos):
+                    out.append((name, pos, lab.get_text()))
+    return out
+
+
 def test_every_picture_text_is_at_least_9_px_and_follows_the_scale(tmp_path):
     """Issue 27: text in the pictures was 5-7 px. Every text of every plot function's
     picture is at least 9 px at scale 1 (font size in points × dpi / 72), and at the
-    projector scale every one of them is that size times the scale."""
+    projector scale every one of them is that size times the scale. And every numeric tick
+    label of every picture says the value of its tick (a formatter that printed µs for
+    ms, or a log axis' minor labels, would not)."""
     pictures = _pictures(tmp_path)
     # the 16 functions of issue 31 (pictures added later, such as plots.nsys_gui, carry tests of their own)
     assert len(pictures) == 16 and set(pictures) <= _plot_functions()
     try:
-        small, unscaled = [], []
+        small, unscaled, lies = [], [], []
         for name, draw in pictures.items():
             plots.set_scale(1.0)
-            one = _text_sizes(draw())
+            f = draw()
+            one = _text_sizes(f)
+            lies += [(name, *x) for x in _tick_lies(f)]
             plt.close("all")
             small += [(name, t, round(px, 1)) for t, px in one if px < 9]
             plots.set_scale(PROJECTOR)
@@ -1477,6 +1498,7 @@ def test_every_picture_text_is_at_least_9_px_and_follows_the_scale(tmp_path):
                          and sorted(b[t]) != pytest.approx([v * PROJECTOR for v in sorted(a[t])])]
         assert small == []
         assert unscaled == []
+        assert lies == []           # every numeric tick label says its tick's value
     finally:
         plots.set_scale(1.0)
         plt.close("all")
