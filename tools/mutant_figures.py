@@ -323,8 +323,14 @@ def _digest_figure(fig) -> tuple:
         for axis, get_t, get_l in ((ax.xaxis, ax.get_xticks, ax.get_xticklabels),
                                    (ax.yaxis, ax.get_yticks, ax.get_yticklabels)):
             pairs = tuple((round(float(t), 6), lab.get_text()) for t, lab in zip(get_t(), get_l()))
-            if isinstance(axis.get_major_locator(), FixedLocator):
-                ticks.append(pairs)
+            def numeric(text):
+                try:
+                    float(text.replace("−", "-").replace(",", "") or "0")
+                    return True
+                except ValueError:
+                    return False
+            if isinstance(axis.get_major_locator(), FixedLocator) or not all(numeric(t) for _, t in pairs):
+                ticks.append(pairs)      # names (set_yticks, or barh's categories): what each row is
             else:     # numeric ticks move with the limits (layout); whether each label says its value is data
                 layout.append(pairs)
                 honest = []
@@ -452,8 +458,9 @@ def plots_main(argv):
     ap.add_argument("--json", type=Path, help="write every mutant's verdict here")
     ap.add_argument("--budget-s", type=float, default=1800, help="stop starting mutants after this many seconds")
     ap.add_argument("--timeout", type=int, default=300, help="a mutant still running after this is killed (caught)")
-    ap.add_argument("--rerun", type=Path, help="a --json file of an earlier run: judge again only its survivors "
-                                                "(matched by function, edit and their order), e.g. after new tests")
+    ap.add_argument("--rerun", type=Path, help="a --json file of an earlier run: judge again only its survivors and "
+                                                "its layout-only mutants (matched by function, edit and their order), "
+                                                "e.g. after new tests")
     a = ap.parse_args(argv)
     os.environ.setdefault("KITLIB_PROGRESS", "0")
     t_start = time.time()
@@ -471,7 +478,8 @@ def plots_main(argv):
     if a.rerun:
         import json as _json
         old_run = _json.loads(a.rerun.read_text())["mutants"]
-        again = {(r["function"], r["edit"], r.get("n", 0)) for r in old_run if r["verdict"].startswith("survived")}
+        again = {(r["function"], r["edit"], r.get("n", 0)) for r in old_run
+                 if r["verdict"].startswith("survived") or r["verdict"] == "layout only"}
         keyed = [(k, m) for k, m in keyed if k in again]
     mutants = [m for _, m in keyed]
     ordinal = [k[2] for k, _ in keyed]
