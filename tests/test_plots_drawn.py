@@ -1322,6 +1322,20 @@ def test_rank_timeline_from_each_ranks_raw_json(scale, run):
             got[(int(ticks[row].split()[1]), what)].append((x, w))
     if run == "straggler":
         assert want[(1, "delay")] or want[(0, "delay")]
+    # rank 0 on top, every bar whole inside the view; "step N" written at the middle of each step's bar
+    assert [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])] == \
+        [f"rank {r}" for r in sorted(data)]
+    for c in ax.collections:
+        for x, w, y, h in spans(c):
+            in_view(ax, [x, x + w], [y, y + h])
+    row_y = {lab.get_text(): y for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
+    step_texts = sorted((t.get_text(), round(t.get_position()[0], 6), t.get_position()[1]) for t in ax.texts
+                        if t.get_text().startswith("step "))
+    want_texts = sorted((f"step {n}", round((a - origin + (b - a) / 2) / unit, 6), r) for r, d in data.items()
+                        for n, (a, b) in d["steps"].items())
+    assert [(t, x) for t, x, _ in step_texts] == [(t, x) for t, x, _ in want_texts]
+    for (_, _, y), (_, _, r) in zip(step_texts, want_texts):
+        assert row_y[f"rank {r}"] < y < row_y[f"rank {r}"] + 0.42
     assert {k: len(v) for k, v in got.items()} == {k: len(v) for k, v in want.items()}
     for k in want:
         close(sorted(got[k]), sorted(want[k]))
