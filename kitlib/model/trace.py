@@ -62,8 +62,11 @@ class Trace:
         ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
         ``json_bytes`` (size of the JSON text, uncompressed; :func:`load_trace` only),
         ``unusable_metadata_events``, ``unread_complete_events`` (``ph: X`` events of no
-        category kitlib reads) and ``memory_records_unusable`` (allocator records without
-        ``Bytes`` or ``Device Type``, left out of ``memory``): defects counted, not hidden,
+        category kitlib reads), ``memory_records_unusable`` (allocator records without
+        ``Bytes`` or ``Device Type``, left out of ``memory``) and ``begin_end_unpaired``
+        (``B``/``E`` events with no partner, kept in ``other``): defects counted, not hidden,
+        ``begin_end_pairs`` (duration events written as ``B``/``E`` pairs, read as the
+        complete events they stand for),
         ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
         traces; 1 otherwise), ``python_frames_are_children`` (bool) and
         ``python_frames_rule`` (how that was decided; see :func:`kitlib.readers.trace.python_frames_rule`).

@@ -395,6 +395,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         raise TraceFormatError(path, "'traceEvents' is not a list")
 
     buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    begin_end: list = []
     bad_meta = uncategorised = 0
     kinds = {"ops": [], "launches": [], "gpu": []}
     process_names, thread_names = {}, {}
@@ -429,7 +430,26 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         elif ph == "i" and (e.get("name") == "[memory]" or _is_memory_record(e)):
             buckets["memory"].append(e)
             continue
+        elif ph == "B" or ph == "E":
+            begin_end.append(e)
+            continue
         buckets["other"].append(e)
+    # Duration events written as a begin/end pair (ph B and E) instead of one complete
+    # event (ph X): read as the complete event they stand for, never dropped unsaid
+    be_pairs = be_unpaired = 0
+    if begin_end:
+        pairs, unpaired = _pair_begin_end(begin_end)
+        be_pairs, be_unpaired = len(pairs), len(unpaired)
+        for x, (b_ev, e_ev) in pairs:
+            cat = x.get("cat")
+            hit = (_CATEGORIES.get(cat) or _CATEGORIES.get(cat.lower())) if isinstance(cat, str) else None
+            if hit is None:
+                uncategorised += 1
+                buckets["other"].extend((b_ev, e_ev))
+                continue
+            buckets[hit[0]].append(x)
+            kinds[hit[0]].append(hit[1])
+        buckets["other"].extend(unpaired)
     cats = map(attrgetter("cat"), events) if events and type(events[0]) is _Event else (e.get("cat") for e in events)
     try:
         counted = Counter(cats).items()                # at C speed
@@ -493,6 +513,8 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         "unusable_metadata_events": bad_meta,
         "unread_complete_events": uncategorised,
         "memory_records_unusable": len(buckets["memory"]) - len(memory),
+        "begin_end_pairs": be_pairs,
+        "begin_end_unpaired": be_unpaired,
     }
     meta["python_frames_are_children"], meta["python_frames_rule"] = rule
     timed = ops[ops["kind"] != "python"]
@@ -509,6 +531,45 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                  host_events=tree)
 
 
+
+
+def _pair_begin_end(events: list):
+    """Pair begin (``ph: "B"``) and end (``ph: "E"``) events into the complete events
+    (``ph: "X"``) they stand for, as the Chrome trace event format defines them: on each
+    thread (pid, tid), in time order, an end closes the most recent begin still open.
+    The complete event is the begin event with ``dur`` = end ``ts`` - begin ``ts``
+    (worked out in exact ns, so a 17-digit µs time loses nothing); its ``args`` are the
+    begin's. Returns ``[(complete, (begin, end)), ...]`` and the events left unpaired (an
+    end with no open begin, a begin never ended, a time that is not a number)."""
+    by_thread: dict = {}
+    unpaired = []
+    for i, e in enumerate(events):
+        ts = e.get("ts")
+        if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not abs(ts) < _MAX_US:
+            unpaired.append(e)
+            continue
+        key = (e.get("pid"), e.get("tid"))
+        if not (_hashable_id(key[0]) and _hashable_id(key[1])):
+            unpaired.append(e)
+            continue
+        by_thread.setdefault(key, []).append((ts, i, e))
+    pairs = []
+    for evs in by_thread.values():
+        evs.sort(key=itemgetter(0, 1))
+        stack: list = []
+        for ts, _, e in evs:
+            if e.get("ph") == "B":
+                stack.append((ts, e))
+            elif stack:
+                b_ts, b = stack.pop()
+                dur_ns = int(_ns([ts])[0] - _ns([b_ts])[0])
+                dur = dur_ns / 1000
+                x = msgspec.structs.replace(b, ph="X", dur=dur) if type(b) is _Event else dict(b, ph="X", dur=dur)
+                pairs.append((x, (b, e)))
+            else:
+                unpaired.append(e)
+        unpaired.extend(b for _, b in stack)
+    return pairs, unpaired
 
 
 def _col(evs, key, default=None):

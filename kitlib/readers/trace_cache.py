@@ -69,11 +69,14 @@ def folder() -> Path:
 
 @functools.lru_cache(maxsize=1)
 def _reader_fingerprint() -> str:
-    """A hash of the reader's own source, read once per process."""
+    """A hash of the reader's own source and of the model it builds (the schemas, the
+    event tree: ``kitlib/model``), read once per process."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for name in ("trace.py", "trace_cache.py", "files.py"):
         h.update((here / name).read_bytes())
+    for name in ("schema.py", "tree.py", "trace.py", "window.py"):
+        h.update((here.parent / "model" / name).read_bytes())
     return h.hexdigest()[:16]
 
 
