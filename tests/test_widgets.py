@@ -21,14 +21,14 @@ def lesson02():
 
 
 def test_a_form_turns_a_wrong_answer_into_a_hint_and_a_right_one_into_a_confirmation(lesson02):
-    form = lesson02.form("launch_count")
+    form = lesson02.form("longest_kernel_launch")      # a compute question (a prediction explains at once)
     assert isinstance(form.answer_box.value, str) and form.value() is None
     form.answer_box.value = "1"
     form.check_button.click()
     assert 'data-correct="false"' in form.feedback.value and "not quite" in form.feedback.value
     # the form counts the try on the question, as ex.check does
-    assert lesson02["launch_count"].wrong_tries == 1
-    form.answer_box.value = "3"             # 3 launches: cudaLaunchKernel ×2 and cudaLaunchKernelExC
+    assert lesson02["longest_kernel_launch"].wrong_tries == 1
+    form.answer_box.value = "3"             # launch #3 (cudaLaunchKernelExC) started the 732.513 µs kernel
     # an edit takes the old verdict off the screen: the box's new answer is not checked yet
     assert 'data-correct' not in form.feedback.value and 'data-given="3"' in form.feedback.value
     assert "not checked yet" in form.feedback.value and form.answer_box.continuous_update
