@@ -240,3 +240,31 @@ def test_lesson11_no_single_answer_gets_more_than_three_right():
         best[c] = sum(bool(q.judge_silently(c)) for q in ex.questions if q.is_offered(c))
     top = max(best, key=best.get)
     assert best[top] <= 3, f"answering {top!r} to everything gets {best[top]} right"
+
+
+def test_three_significant_figures_means_half_a_unit_of_the_third_and_no_more():
+    """844.61 µs: 845 (0.39 off) is right, 845.5 (0.89 off) is not; a whole number gets no
+    precision note, a number judged at its own tolerance neither."""
+    q = Question("t", "?", 844.61, "x", kind="compute", unit="µs")
+    assert q.judge_silently(845.1) and not q.judge_silently(845.5) and not q.judge_silently(843.9)
+    assert Question("n", "?", 745, "x", kind="compute").precision_text() == ""
+    assert Question("r", "?", 0.5, "x", kind="compute", tolerance=0.1, tolerance_why="w").precision_text() == ""
+
+
+def test_choices_are_listed_once_and_an_answer_outside_them_is_no_try():
+    q = Question("c", "Which id: 'correlation' or 'external'?", "correlation", "x", kind="recall",
+                 choices=["correlation", "external"])
+    assert q.choices_text() == ""                         # the prompt quotes them all
+    other = Question("c", "Which id?", "correlation", "x", kind="recall", choices=["correlation", "external"])
+    assert other.choices_text() == " (choose from: correlation, external)"
+    assert Question("n", "?", 3, "x", kind="compute").choices_text() == ""
+    assert other.is_offered("External ") and not other.is_offered("launch") and other.is_offered(None)
+    v = other.judge("launch")
+    assert v.correct is None and "not one of the choices" in v.message and other.wrong_tries == 0
+    either = Question("t", "Which tool?", "nsys", "x", kind="recall", choices=["nsys", "ncu"],
+                      accept=lambda g: str(g).strip().lower() in ("nsys", "both"))
+    assert either.is_offered("both") and not either.is_offered("timer")
+    picky = Question("t", "?", "a", "x", kind="recall", choices=["a", "b"], offered=lambda g: g == "z")
+    assert picky.is_offered("z") and not picky.is_offered("a")
+    yes_no = Question("y", "?", True, "x", kind="recall", choices=["yes", "no"])
+    assert yes_no.is_offered("Yes.") and not yes_no.is_offered("maybe")
