@@ -1405,15 +1405,16 @@ def _pictures(tmp_path) -> dict:
                                 gaps=S.step_gaps(rep, min_gap_ns=50_000_000), osrt_threads=[int(st["tid"].iloc[0])])
 
     def memory_over_time():
-        tl = memory.memory_timeline(tr)
+        tl = memo("memory_timeline", lambda: memory.memory_timeline(tr))
         return fig(PM.plot_memory_over_time(tl, tr.steps, memory.memory_peak(tl)))
 
     def attribution():
         prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
-        return PS.plot_attribution(align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time"))
+        pair = memo("align", lambda: (align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time")))
+        return PS.plot_attribution(*pair)
 
     def achieved():
-        rates = matched_rates(ftr, step_flop_counts(fixed()))
+        rates = memo("rates", lambda: matched_rates(ftr, step_flop_counts(fixed())))
         return fig(PF.plot_achieved_vs_peak(rates["tflops_estimate"].to_dict(),
                                             flops.peak_table(fixed().provenance.get("gpu")), "TF32"))
 
@@ -1427,7 +1428,8 @@ def _pictures(tmp_path) -> dict:
             load_ncu_csv(REF / "ncu" / "conv_kernels_speed_of_light.csv"))[0]),
         "plot_shapes": lambda: PG.plot_shapes(grouping.shape_table(ftr, "aten::cudnn_convolution",
                                                                    events=fixed_events()), "aten::cudnn_convolution"),
-        "plot_callsites": lambda: PG.plot_callsites(group_by_callsite(ftr, table=callsites(ftr, fixed_events()))),
+        "plot_callsites": lambda: PG.plot_callsites(memo("by_line", lambda: group_by_callsite(
+            ftr, table=callsites(ftr, fixed_events())))),
         "plot_attribution_cost": lambda: PG.plot_attribution_cost(_attribution_sizes(), p5().step_times()),
         "plot_memory_over_time": memory_over_time,
         "plot_memory_categories": lambda: fig(_memory_categories_figure(tmp_path)[1]),
