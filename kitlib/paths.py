@@ -1,12 +1,14 @@
 """Where the kit keeps what it makes: the checkout's folders, or the user's cache.
 
-A base module (no kitlib imports): the readers' trace cache, the workload's generated
+A base module (it imports only :mod:`kitlib.settings`): the readers' trace cache, the workload's generated
 dataset and the capture runs all ask here, so the rule is written once.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
+
+from .settings import value as setting
 
 
 def repo_root() -> Path | None:
@@ -17,9 +19,10 @@ def repo_root() -> Path | None:
 
 
 def checkout_folder(env_var: str, name: str, fallback: Path) -> Path:
-    """``$env_var`` when set; else ``<checkout>/name`` when kitlib runs from a checkout
-    whose folder is writable; else ``fallback``. Nothing is created here."""
-    env = os.environ.get(env_var)
+    """``$env_var`` (a setting of :mod:`kitlib.settings`) when set; else ``<checkout>/name``
+    when kitlib runs from a checkout whose folder is writable; else ``fallback``. Nothing
+    is created here."""
+    env = setting(env_var)
     if env:
         return Path(env).expanduser()
     root = repo_root()

@@ -409,9 +409,8 @@ def _info(args) -> int:
         __version__ = version("kitlib")
     except PackageNotFoundError:       # run from a checkout that was never installed
         __version__ = "(not installed)"
-    import os
-
     from ..readers.bundle import REPLAY_DIR_ENV, list_references, open_capture, reference_dir, software_provenance
+    from ..settings import value as setting
     from .recipes import RECIPE_STEPS_NOTE, RECIPES, runs_dir
     from ..paths import cache_dir
     from .workload import find_food101
@@ -448,7 +447,7 @@ def _info(args) -> int:
     L.append(f"  live runs    {runs_dir()}")
     L += ["", f"recipes (python -m kitlib profile --recipe NAME; {RECIPE_STEPS_NOTE}):"]
     L += [f"  {n:<7} {r.description}" for n, r in RECIPES.items()]
-    own = os.environ.get(REPLAY_DIR_ENV)
+    own = setting(REPLAY_DIR_ENV)
     L += ["", "recordings the lessons replay (python -m kitlib summary NAME), looked up in "
           + (f"{REPLAY_DIR_ENV}={own}, then " if own else f"{REPLAY_DIR_ENV} (not set), then ")
           + f"the kit's {reference_dir()}; never the working directory:"]
@@ -464,8 +463,24 @@ def _info(args) -> int:
     if not refs:
         L.append("  none found: the kit's recordings are not installed here (reinstall from a checkout, "
                  "or set KITLIB_REFERENCE)")
+    L += ["", *settings_lines()]
     print("\n".join(L))
     return 0
+
+
+def settings_lines() -> list:
+    """``python -m kitlib info``'s settings table: one line per row of
+    :func:`kitlib.settings.describe`, the value in force and whether the environment
+    sets it or it is the default, then the meaning."""
+    from ..settings import describe
+    rows = describe()
+    out = ["settings (environment variables; an empty one counts as unset):"]
+    width = max(len(r["name"]) for r in rows)
+    for r in rows:
+        value = r["value"] if r["value"] is not None else "(unset)"
+        how = "set" if r["set"] else "default"
+        out.append(f"  {r['name']:<{width}}  {value} [{how}]: {r['meaning']}")
+    return out
 
 
 def _record_course(args) -> int:

@@ -44,6 +44,7 @@ from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from ..errors import KitError
+from ..settings import value as setting
 
 __all__ = ["NsysRecipe", "NSYS_RECIPES", "NsysNotFound", "collectors", "profile_command",
            "export_command", "import_command", "workload_command", "find_nsys", "find_importer",
@@ -300,7 +301,7 @@ def find_nsys(path=None, locations=KNOWN_LOCATIONS) -> Path:
         if p.is_file() and os.access(p, os.X_OK):
             return p
         raise NsysNotFound(_INSTALL.format(why=f"{p} is not an executable file"))
-    env = os.environ.get(NSYS_ENV)
+    env = setting(NSYS_ENV)
     if env:
         p = Path(env)
         if p.is_file() and os.access(p, os.X_OK):
@@ -398,8 +399,9 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
                     raise KitError(f"{out / 'nsys.log'}: nsys left {qd.name} but no QdstrmImporter was found "
                                    f"beside {exe}")
                 env = dict(os.environ)
-                if os.environ.get(LIBDW_ENV):
-                    env["LD_LIBRARY_PATH"] = os.environ[LIBDW_ENV] + os.pathsep + env.get("LD_LIBRARY_PATH", "")
+                libdw = setting(LIBDW_ENV)
+                if libdw:
+                    env["LD_LIBRARY_PATH"] = libdw + os.pathsep + env.get("LD_LIBRARY_PATH", "")
                 _run(import_command(qd, imp), log, timeout_s, env, "QdstrmImporter")
             if not rep.exists():
                 raise KitError(f"{out / 'nsys.log'}: nsys profile (exit {rc}) wrote no {rep.name}; "

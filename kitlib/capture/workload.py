@@ -46,6 +46,7 @@ from typing import Iterator
 from ..errors import KitError, KitFileError
 from ..paths import cache_dir
 from ..phases import LABELS as PHASE_LABELS
+from ..settings import value as setting
 from ..units import ns_to_ms
 
 #: The phase labels of :func:`train_step`, in order (defined in :mod:`kitlib.phases`).
@@ -567,7 +568,7 @@ def find_food101(data_root=None) -> Path | None:
         A path was given but holds no Food-101 (``food-101/meta/train.json`` and
         ``food-101/images/`` are what torchvision's ``Food101`` reads).
     """
-    given = data_root if data_root not in (None, "") else os.environ.get("KITLIB_FOOD101") or None
+    given = data_root if data_root not in (None, "") else setting("KITLIB_FOOD101")
     if given is None:
         return None
     p = Path(given).expanduser()

@@ -22,12 +22,12 @@ the analysis code is identical.
 """
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 from ..readers.bundle import (_OPENED, OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
                               reference_dir, software_provenance)
 from ..errors import KitError
+from ..settings import value as setting
 # the memory check before a live run (the same figures for python -m kitlib profile)
 from ..capture.gpu_memory import (FIXED_BYTES, MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
                                   REFERENCE_PEAK_RESERVED_BYTES, live_memory_plan)
@@ -75,7 +75,7 @@ def mode() -> str:
     KitError
         ``KITLIB_MODE=live`` without a CUDA GPU, or an unknown value.
     """
-    want = os.environ.get("KITLIB_MODE", "auto").strip().lower()
+    want = (setting("KITLIB_MODE") or "auto").lower()
     if want not in ("auto", "live", "replay"):
         raise KitError(f"KITLIB_MODE must be auto, live or replay, not {want!r}")
     if want == "replay":

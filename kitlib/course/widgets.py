@@ -20,9 +20,11 @@ tables and the pictures together, for a projector.
 from __future__ import annotations
 
 import html
-import os
 
 import ipywidgets as widgets
+
+from ..settings import is_set
+from ..settings import value as setting
 
 __all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "ReadableTable", "verdict_html"]
 
@@ -235,7 +237,7 @@ def presentation(scale: float | None = None) -> float:
         ``scale`` is not a positive number.
     """
     from ..plots import set_scale
-    value = set_scale(scale if scale is not None else (os.environ.get(SCALE_ENV, "").strip() or 1.0))
+    value = set_scale(scale if scale is not None else (setting(SCALE_ENV) or 1.0))
     PRESENTATION["scale"] = value
     if in_kernel() and (value != 1.0 or PRESENTATION["shown"]):
         from IPython.display import HTML, display
@@ -254,7 +256,7 @@ def presentation_from_environment() -> float | None:
         The scale, or None when the variable is unset or this is not a kernel (where
         :mod:`kitlib.plots` still applies it to pictures when imported).
     """
-    if not os.environ.get(SCALE_ENV, "").strip() or not in_kernel():
+    if not is_set(SCALE_ENV) or not in_kernel():
         return None
     return presentation()
 
