@@ -1061,6 +1061,14 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
                  key=lambda k: (int(k.split()[2]), ["memcpys", "kernels", "memsets"].index(k.split()[-1])))
     assert top_down == levels + api + os_lanes + gpu
     assert ax.get_xlim() == pytest.approx(((w0 - origin) / unit, (w1 - origin) / unit))
+    # each NVTX range longer than 1/40 of the window has its name written at its middle, on its lane
+    lab = [(n, *c) for p, t, n, s0, e0 in nvtx if t == main for c in _cut([(s0, e0)], w0, w1)]
+    want_names = sorted((n, round(((a - origin) + (b - a) / 2) / unit, 6)) for n, a, b in lab if b - a > (w1 - w0) / 40)
+    assert len(want_names) >= 2
+    names_drawn = [t for t in ax.texts if t.get_text() in {n for n, *_ in lab}]
+    assert sorted((t.get_text(), round(t.get_position()[0], 6)) for t in names_drawn) == want_names
+    for t in names_drawn:
+        assert rows[round(t.get_position()[1], 6)].startswith("labels, level")
     if gaps is not None:
         want = _raw_gaps(steps, 50_000_000)
         assert len(want) == len(gaps) >= 2
