@@ -1251,7 +1251,7 @@ def test_routes_dots_where_each_tool_answers(scale):
 def _raw_rank_run(folder):
     """Per rank of a two-rank Gloo run, from each rank's raw JSON (times: the trace's µs in
     ns plus its baseTimeNanoseconds, i.e. ns since the Unix epoch): its ProfilerStep
-    intervals, its injected ``straggler_delay`` ranges, and its ``gloo:*`` operators (the
+    intervals, its injected ``straggler_delay`` ranges, and its ``gloo:*`` ranges (the
     collectives as Gloo's worker thread ran them)."""
     out = {}
     for rank_dir in sorted((REF / folder).glob("rank*")):
