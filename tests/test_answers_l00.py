@@ -106,6 +106,31 @@ def test_every_question_has_a_kind_and_lesson00_asks_predict_and_transfer(ex):
                      "cold_first_phase": "transfer"}
 
 
+def test_phase_questions_offer_the_five_phases_and_accept_the_answer(ex, raw):
+    """Both "which phase" questions offer the five labelled phases the raw trace holds, and
+    the right one is accepted (mutation survivors of l00: a choice cut short made the answer
+    no longer one of the choices)."""
+    labelled = {e["name"] for e in raw if e.get("cat") == "user_annotation" and e.get("name") in PHASES}
+    assert labelled == set(PHASES)
+    for key, right, other in (("longest_phase", "forward", "backward"), ("cold_first_phase", "data_load", "forward")):
+        q = ex[key]
+        assert list(q.choices) == list(PHASES), key
+        assert q.judge_silently(right) and q.judge_silently(f" {right.upper()} ") and not q.judge_silently(other)
+
+
+def test_gpu_idle_traps_name_the_row_or_the_busy_time(ex, raw):
+    """A learner who reads the next step's row, or the busy column, is told which (both
+    neighbouring rows are traps, not only the step before; the busy time at 3 decimals)."""
+    steps = _steps(raw)
+    q = ex["gpu_idle_ms"]
+    idle4 = _idle_ms(raw, steps[2])[0]
+    busy = _idle_ms(raw, steps[1])[1]
+    assert "step 4's row" in q.judge(idle4).message and "step 4's row" in q.judge(round(idle4, 3)).message
+    assert "GPU was busy" in q.judge(busy).message and "GPU was busy" in q.judge(round(busy, 3)).message
+    want = sorted([_idle_ms(raw, steps[0])[0], idle4, busy])
+    assert len(q.traps) == 3 and all(abs(t - w) < 1e-3 for t, w in zip(sorted(t for t, _ in q.traps), want))
+
+
 # --- the corrected sentences ----------------------------------------------------------------
 
 def _markdown() -> str:

@@ -4,7 +4,7 @@ tests named, in a copy of the package, one at a time.
 
     python tools/mutate.py kitlib/course/exercises/__init__.py \
         --tests tests/test_questions_teach.py tests/test_exercises_feedback.py [--only judge,_wrong]
-        [--timeout 300] [--json out.json]
+        [--timeout 300] [--json out.json] [--select 3,17,42]
 
 The edits (each applied alone, inside functions only):
 - a comparison's operator: ``<``↔``<=``, ``>``↔``>=``, ``==``↔``!=``, ``in``↔``not in``,
@@ -126,6 +126,9 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=300)
     ap.add_argument("--json", default=None)
     ap.add_argument("--limit", type=int, default=None)
+    ap.add_argument("--select", default=None,
+                    help="comma-separated mutant indices (0-based, in the order of mutants(); "
+                         "tools/exercise_mutants.py prints them): run only those")
     a = ap.parse_args(argv)
     rel = Path(a.module)
     source = (ROOT / rel).read_text()
@@ -148,10 +151,13 @@ def main(argv=None):
     if base.returncode != 0:
         raise SystemExit(f"the tests fail without a mutant:\n{base.stdout[-3000:]}")
     results = []
-    todo = list(mutants(source, only))[: a.limit]
+    todo = list(enumerate(mutants(source, only)))
+    if a.select:
+        todo = [todo[int(i)] for i in a.select.split(",") if i.strip()]
+    todo = todo[: a.limit]
     print(f"{len(todo)} mutants of {rel}", flush=True)
     try:
-        for k, (fn, line, what, text) in enumerate(todo, 1):
+        for k, (index, (fn, line, what, text)) in enumerate(todo, 1):
             target.write_text(text)
             t0 = time.time()
             try:
@@ -160,16 +166,16 @@ def main(argv=None):
                 status = "killed" if p.returncode != 0 else "survived"
             except subprocess.TimeoutExpired:
                 status = "timeout"
-            results.append({"function": fn, "line": line, "edit": what, "status": status,
+            results.append({"index": index, "function": fn, "line": line, "edit": what, "status": status,
                             "seconds": round(time.time() - t0, 1)})
-            print(f"[{k}/{len(todo)}] {status:8s} {fn} line {line}: {what} ({time.time() - t0:.0f} s)", flush=True)
+            print(f"[{k}/{len(todo)}] #{index} {status:8s} {fn} line {line}: {what} ({time.time() - t0:.0f} s)", flush=True)
     finally:
         shutil.rmtree(work, ignore_errors=True)
     killed = sum(r["status"] != "survived" for r in results)
     print(f"\n{killed} of {len(results)} killed; survivors:")
     for r in results:
         if r["status"] == "survived":
-            print(f"  {r['function']} line {r['line']}: {r['edit']}")
+            print(f"  #{r['index']} {r['function']} line {r['line']}: {r['edit']}")
     if a.json:
         Path(a.json).write_text(json.dumps(results, indent=1))
     return 0
