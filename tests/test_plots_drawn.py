@@ -667,6 +667,7 @@ def test_four_measures_bars_from_raw_json(scale):
     drawn = barh_by_label(ax)
     assert list(drawn) == list(want)[::-1]        # bottom to top: the table's last row first
     close([drawn[k] for k in want], [want[k] / unit for k in want])
+    assert len(texts(ax)) == len(bars(ax)) == len(want)
     for t, (x, w, y, h) in zip(texts(ax), bars(ax)):
         assert number(re.fullmatch(r"\s*([\d,.]+) ms", t.get_text())[1]) == pytest.approx(w, abs=0.0051)
         assert t.get_position() == pytest.approx((x + w, y + h / 2))
