@@ -59,6 +59,17 @@ def test_first_load_ratio_and_its_order(ex):
     assert not p.judge_silently("1000") and not p.judge_silently("100000")
 
 
+def test_first_load_ratio_traps_say_mean_or_step_1(ex):
+    """The mean for the median and step 1 alone are told apart (mutation survivor #40 of l04:
+    the mean trap computed as a product was never met)."""
+    d = _data_load_us()
+    q = ex["first_load_ratio"]
+    assert "mean of the later steps" in q.judge(d[0] / statistics.mean(d[1:])).message
+    assert "step 1 alone" in q.judge(d[0] / d[1]).message
+    assert sorted(t for t, _ in q.traps) == pytest.approx(sorted([d[0] / statistics.mean(d[1:]), d[0] / d[1]]),
+                                                          rel=1e-9)
+
+
 def test_slowest_batch_in_epoch(ex):
     t, images, batch = _timing()
     u = t["step_ms_uninstrumented"]
