@@ -108,3 +108,134 @@ def test_equal_input_shapes_are_one_object(tmp_path):
     dims = ops["input_dims"].tolist()
     assert dims[0] == [[2, 3], [3, 4]] and dims[0] is dims[1] is dims[2]
     assert ops["external_id"].tolist() == [0, 1, 2]
+
+
+# --------------------------------------------------------------------------- exact 17-digit times
+#: A hand-written trace on the epoch clock, µs with ns fractions as recent Kineto writes
+#: them (17 significant digits and more): the parent starts at ...456.789 and lasts
+#: 10.211 µs, so it ends at ...467.000 exactly, where its child (...460.001 + 6.999)
+#: ends too. A float64 holds these times only to 0.25 µs: read through one, the parent
+#: starts 39 ns early and ends at ...466.961, before its child, which becomes a sibling.
+_T0 = "1712181098123"          # the 13 leading digits every time shares
+_EPOCH_EVENTS = [
+    ("X", "cpu_op", "ProfilerStep#1", 1, "456.789", "10.211", {}),
+    ("X", "cpu_op", "aten::conv2d", 1, "460.001", "6.999", {}),
+    ("X", "cuda_runtime", "cudaLaunchKernel", 1, "462.125", "3.5", {"correlation": 7}),
+    ("X", "kernel", "sm90_xmma", 7, "470.333", "1.001", {"correlation": 7, "device": 0, "stream": 7}),
+    ("X", "cpu_op", "aten::relu", 1, "467.000", "0.123", {}),
+    ("i", "cpu_instant_event", "[memory]", 1, "463.457", None,
+     {"Bytes": 512, "Addr": 1, "Total Allocated": 512, "Total Reserved": 2048, "Device Type": 1, "Device Id": 0}),
+]
+
+
+def _epoch_trace(bare_list: bool = False) -> bytes:
+    evs = []
+    for ph, cat, name, tid, ts, dur, args in _EPOCH_EVENTS:
+        e = f'{{"ph":"{ph}","cat":"{cat}","name":"{name}","pid":1,"tid":{tid},"ts":{_T0}{ts}'
+        e += (f',"dur":{dur}' if dur else ',"s":"t"') + f',"args":{orjson.dumps(args).decode()}}}'
+        evs.append(e)
+    body = "[" + ",\n".join(evs) + "]"
+    return (body if bare_list else '{"traceEvents":' + body + "}").encode()
+
+
+def _printed_ns(ts: str) -> int:
+    """The profiler's own figure: the time as printed, in ns (digits, no float)."""
+    whole, _, frac = (_T0 + ts).partition(".")
+    return int(whole) * 1000 + int((frac + "000")[:3])
+
+
+@pytest.mark.parametrize("form", ["object.json", "object.json.gz", "bare_list.json"])
+def test_17_digit_times_are_read_exactly_from_the_json_text(tmp_path, monkeypatch, form):
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    raw = _epoch_trace(bare_list=form.startswith("bare"))
+    p = tmp_path / form.replace("object", "t").replace("bare_list", "t")
+    p.write_bytes(gzip.compress(raw) if form.endswith(".gz") else raw)
+    if form.startswith("bare"):
+        assert T._decode_trace(raw) is None                   # the orjson route, made exact too
+    tr = T.load_trace(p)
+    ops = tr.ops.set_index("name")
+    # profiler (the printed digits) beside kitlib, every table
+    assert _printed_ns("456.789") == 1712181098123456789
+    assert ops.loc["ProfilerStep#1", "start_ns"] == 1712181098123456789
+    for name, table in [("ProfilerStep#1", "ops"), ("aten::conv2d", "ops"), ("aten::relu", "ops"),
+                        ("cudaLaunchKernel", "launches"), ("sm90_xmma", "gpu"), ("[memory]", "memory")]:
+        ph, cat, _, _, ts, dur, _ = next(e for e in _EPOCH_EVENTS if e[2] == name)
+        row = getattr(tr, table).set_index("name").loc[name]
+        assert row["start_ns"] == _printed_ns(ts), (name, row["start_ns"], _printed_ns(ts))
+        if dur:
+            assert row["dur_ns"] == round(float(dur) * 1000)
+    # the child ends with its parent exactly, and is its child
+    assert ops.loc["ProfilerStep#1", "end_ns"] == ops.loc["aten::conv2d", "end_ns"] == 1712181098123467000
+    step = tr.ops.index[tr.ops["name"] == "ProfilerStep#1"][0]
+    assert ops.loc["aten::conv2d", "parent"] == step and ops.loc["aten::conv2d", "depth"] == 1
+    # relu starts where the step ends: a sibling, not a child (half-open at the end)
+    assert ops.loc["aten::relu", "start_ns"] == 1712181098123467000 and ops.loc["aten::relu", "depth"] == 0
+    assert tr.steps["name"].tolist() == ["ProfilerStep#1"]
+
+
+def test_a_float64_would_have_moved_them():
+    """Why the second parse: the nearest doubles are off by tens of ns."""
+    parent = T._ns([float(_T0 + "456.789")])[0]
+    child = T._ns([float(_T0 + "460.001")])[0]
+    assert (parent, child) == (1712181098123456750, 1712181098123460000)    # 39 ns early, 1 ns early
+    assert parent + 10_211 == 1712181098123466961 < child + 6_999 == 1712181098123466999  # child outlives parent
+
+
+def test_the_exact_reading_of_one_number():
+    f = T._exact_float
+    assert type(f("1712181098123456.789")) is T._ExactUs and f("1712181098123456.789").ns == 1712181098123456789
+    assert f("1712181098123456.7894").ns == 1712181098123456789        # sub-ns digits: nearest
+    assert f("1712181098123456.7895").ns == 1712181098123456790        # ... half to even
+    assert f("1712181098123456.7885").ns == 1712181098123456788
+    assert f("1.7121810981234567e15").ns == 1712181098123456700
+    assert f("-1712181098123456.5").ns == -1712181098123456500
+    assert type(f("5139038785142.318")) is float                     # the kit's clock: a float is exact
+    assert type(f("1e300")) is float                                  # out of range: refused later, as before
+    assert f("1712181098123456.789") == float("1712181098123456.789")
+
+
+def test_only_long_float_times_pay_for_the_second_parse(monkeypatch, tmp_path):
+    """The kit's traces (µs since boot) and integer epoch traces keep the first parse;
+    a trace with float times beyond 2**43 µs is read once more, exactly."""
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    calls = []
+    real = T._decode_exact
+    monkeypatch.setattr(T, "_decode_exact", lambda raw: calls.append(len(raw)) or real(raw))
+    for path in (ROOT / "data" / "reference" / "profiler_5step" / "trace.json.gz",
+                 ROOT / "tests" / "data" / "public-traces" / "kineto_2021-06_resnet50_v100.json.gz"):
+        T.load_trace(path)
+        assert calls == [], path.name
+    p = tmp_path / "t.json"
+    p.write_bytes(_epoch_trace())
+    T.load_trace(p)
+    assert calls == [len(_epoch_trace())]
+    # a document parsed by the caller keeps its floats (the text is gone): no error
+    tr = T.trace_from_json(orjson.loads(_epoch_trace()))
+    assert tr.ops["start_ns"].iloc[0] == 1712181098123456750
+
+
+def test_the_reference_trace_on_the_epoch_clock_reads_the_same_to_the_ns(tmp_path, monkeypatch):
+    """profiler_5step with every ``ts`` moved onto the epoch clock (+1,707,042,000 s, so
+    17-19 digit µs with ns fractions, as recent Kineto writes them), the digits shifted
+    as text: every table's starts move by exactly that much, durations, parents and
+    self times do not."""
+    import re
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+    src = ROOT / "data" / "reference" / "profiler_5step" / "trace.json.gz"
+    shift_ns = 1_707_042_000_000_000_000
+
+    def moved(m):
+        whole, _, frac = m.group(2).decode().partition(".")
+        ns = int(whole) * 1000 + int((frac + "000")[:3]) + shift_ns
+        return m.group(1) + f"{ns // 1000}.{ns % 1000:03d}".encode()
+    p = tmp_path / "epoch.json"
+    p.write_bytes(re.sub(rb'("ts": ?)(\d+(?:\.\d+)?)', moved, _raw(src)))
+    a, b = T.load_trace(src), T.load_trace(p)
+    for name in ("ops", "launches", "gpu", "memory"):
+        x, y = getattr(a, name), getattr(b, name)
+        assert len(x) == len(y) > 0
+        assert ((y["start_ns"] - x["start_ns"]) == shift_ns).all(), name
+        assert (y["dur_ns"] == x["dur_ns"]).all(), name
+    for col in ("parent", "depth"):
+        assert (a.ops[col] == b.ops[col]).all(), col
+    assert (a.host_events["children_ns"] == b.host_events["children_ns"]).all()

@@ -20,7 +20,9 @@ time base              ``baseTimeNanoseconds`` + ts    ts since the epoch
 :func:`load_trace` normalises all of that once, so no analysis ever looks at
 raw JSON. Every time is an integer number of nanoseconds on the profiler's own
 clock (``start_ns``, ``dur_ns``, ``end_ns``); a kernel written as
-``"dur": 732.513`` (µs) has ``dur_ns == 732513``.
+``"dur": 732.513`` (µs) has ``dur_ns == 732513``, and a time since the epoch written
+with more digits than a float64 holds, ``"ts": 1712181098123456.789``, is read from the
+JSON text itself: ``start_ns == 1712181098123456789`` (:func:`load_trace`).
 
 Sources: the Chrome trace event format (Google, "Trace Event Format"); Kineto's
 ``ChromeTraceLogger`` (pytorch/kineto, ``libkineto/src/output_json.cpp``) for
@@ -29,8 +31,11 @@ the field names; the traces in ``tests/data/public-traces`` for older releases.
 from __future__ import annotations
 
 import gc
+import math
 import re
 from collections import Counter
+from contextvars import ContextVar
+from decimal import ROUND_HALF_EVEN, Context, Decimal
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -74,6 +79,62 @@ def _ns(values) -> np.ndarray:
     a = np.asarray(values, dtype=np.float64)
     whole = np.floor(a)
     return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
+
+
+#: µs beyond which a float64 no longer holds every ns: 2**43 µs (about 102 days of a
+#: clock). Below it the spacing of doubles is under 1 ns, so :func:`_ns` gives back
+#: the printed digits; above it — times since the epoch, 1.7e15 µs, where the spacing is
+#: 0.25 µs — a time written with a fraction (``1712181098123456.789``) would move by up to
+#: ±125 ns, so :func:`load_trace` reads those from the JSON text (:class:`_ExactUs`).
+_EXACT_US = float(2 ** 43)
+
+_DEC = Context(prec=60, rounding=ROUND_HALF_EVEN)
+_THOUSANDTH = Decimal("0.001")
+
+
+class _ExactUs(float):
+    """A µs time too long for a float64 (beyond :data:`_EXACT_US`), as read from the
+    JSON text: the nearest float (so every check and comparison on times works as for
+    any number) and ``ns``, the exact integer ns of the printed digits (sub-ns digits
+    rounded half to even, as :func:`_ns` does)."""
+
+    __slots__ = ("ns",)
+
+
+def _exact_float(text: str):
+    """msgspec's ``float_hook`` for the exact second parse (:func:`_decode_exact`): every
+    JSON number with a fraction or exponent, as its text. A plain float when a float64
+    holds its every ns (or it is out of any trace's range, for the usual error later);
+    else an :class:`_ExactUs`."""
+    f = float(text)
+    if -_EXACT_US < f < _EXACT_US or not abs(f) < _MAX_US:
+        return f
+    x = _ExactUs(f)
+    x.ns = int(_DEC.quantize(Decimal(text), _THOUSANDTH).scaleb(3, _DEC))
+    return x
+
+
+def _ns_exact(evs, key: str, values) -> np.ndarray:
+    """:func:`_ns` of ``values`` (float µs, ``event[key]`` of each event), with the
+    exact ns of every time that :func:`_decode_exact` read from the text: only looked
+    for when some time is beyond :data:`_EXACT_US` (a plain array test otherwise). In
+    :func:`load_trace`'s first parse such a time as a plain float raises
+    :class:`_InexactTimes`."""
+    a = np.asarray(values, dtype=np.float64)
+    ns = _ns(a)
+    if len(a) and not (-_EXACT_US < a.min() and a.max() < _EXACT_US):
+        vals = _col(evs, key, 0)
+        at = [i for i, v in enumerate(vals) if type(v) is _ExactUs]
+        if at:
+            ns[at] = [vals[i].ns for i in at]
+        elif _FIRST_PARSE.get() and float in set(map(type, vals)):
+            raise _InexactTimes                 # load_trace reads the times again from the text
+    return ns
+
+
+def _one_ns(v) -> int:
+    """One µs time (int or float) as exact integer ns."""
+    return v.ns if type(v) is _ExactUs else int(_ns([v])[0])
 
 
 def _as_int(x):
@@ -196,6 +257,48 @@ def _decode_trace(raw: bytes):
         return None
 
 
+#: The exact second parse (:func:`_decode_exact`): the same document, each number with a
+#: fraction through :func:`_exact_float`.
+_EXACT_TRACE_DECODER = msgspec.json.Decoder(_TraceDoc, float_hook=_exact_float)
+_EXACT_ANY_DECODER = msgspec.json.Decoder(float_hook=_exact_float)
+
+
+def _decode_exact(raw: bytes):
+    """``raw`` parsed again with every float time beyond :data:`_EXACT_US` exact
+    (:class:`_ExactUs`): into :class:`_TraceDoc` when it is the usual trace, else
+    generically (a bare list of events), the same shapes as the first parse.
+
+    A parser reads ``1712181098123456.789`` into the nearest float64, 1712181098123456.75:
+    39 ns early, and up to ±125 ns at that size, so a child ending with its parent could
+    end after it. :func:`load_trace` pays for this parse only when the first one met such
+    a time (:class:`_InexactTimes`): traces on a clock since boot (the kit's, ~5e12 µs)
+    and traces of integer µs since the epoch hold every ns in the first parse."""
+    try:
+        return _EXACT_TRACE_DECODER.decode(raw)
+    except (msgspec.MsgspecError, RecursionError, ValueError):
+        return _EXACT_ANY_DECODER.decode(raw)
+
+
+class _InexactTimes(Exception):
+    """Raised while :func:`load_trace` builds the tables from its first parse, at the
+    first float time beyond :data:`_EXACT_US`: the times must be read again from the text
+    (:func:`_decode_exact`)."""
+
+
+#: Whether a float time beyond :data:`_EXACT_US` raises :class:`_InexactTimes` (set by
+#: :func:`load_trace` around its first build: it can read the text again) or is taken
+#: as the float it is (a document parsed by the caller, :func:`trace_from_json`).
+_FIRST_PARSE = ContextVar("kitlib_trace_first_parse", default=False)
+
+
+def _build(doc, path, torch_version, first_parse: bool):
+    token = _FIRST_PARSE.set(first_parse)
+    try:
+        return trace_from_json(doc, path, torch_version)
+    finally:
+        _FIRST_PARSE.reset(token)
+
+
 def load_trace(path, torch_version: str | None = None, progress: bool | None = None) -> Trace:
     """Load a torch.profiler Chrome trace (``.json`` or ``.json.gz``) into tables.
 
@@ -300,7 +403,14 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         bar.update(1)
         bar.set_postfix_str("building tables and the event tree")
         try:
-            tr = trace_from_json(doc, path, torch_version)
+            try:
+                tr = _build(doc, path, torch_version, first_parse=True)
+            except _InexactTimes:
+                # float times too long for a float64 (µs since the epoch, with ns
+                # fractions): read them again from the text, exactly
+                del doc
+                doc = _decode_exact(gunzip_if_gz(read_file_bytes(path), path))
+                tr = _build(doc, path, torch_version, first_parse=False)
         except msgspec.MsgspecError:
             # raw args that the first parse only skipped over hold what strict JSON
             # refuses (a number beyond float64's range): parse the file again strictly,
@@ -548,11 +658,13 @@ def _pair_begin_end(events: list):
         if not isinstance(ts, (int, float)) or isinstance(ts, bool) or not abs(ts) < _MAX_US:
             unpaired.append(e)
             continue
+        if type(ts) is float and not -_EXACT_US < ts < _EXACT_US and _FIRST_PARSE.get():
+            raise _InexactTimes                 # load_trace reads the times again from the text
         key = (e.get("pid"), e.get("tid"))
         if not (_hashable_id(key[0]) and _hashable_id(key[1])):
             unpaired.append(e)
             continue
-        by_thread.setdefault(key, []).append((ts, i, e))
+        by_thread.setdefault(key, []).append((_one_ns(ts), i, e))
     pairs = []
     for evs in by_thread.values():
         evs.sort(key=itemgetter(0, 1))
@@ -562,7 +674,7 @@ def _pair_begin_end(events: list):
                 stack.append((ts, e))
             elif stack:
                 b_ts, b = stack.pop()
-                dur_ns = int(_ns([ts])[0] - _ns([b_ts])[0])
+                dur_ns = ts - b_ts                      # exact ns, both
                 dur = dur_ns / 1000
                 x = msgspec.structs.replace(b, ph="X", dur=dur) if type(b) is _Event else dict(b, ph="X", dur=dur)
                 pairs.append((x, (b, e)))
@@ -757,7 +869,7 @@ def _numbers(evs, key, default=None):
 def _times(evs, with_dur=True):
     if not evs:
         return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    start = _ns(_numbers(evs, "ts"))
+    start = _ns_exact(evs, "ts", _numbers(evs, "ts"))
     if with_dur:
         dur = np.rint(_numbers(evs, "dur", 0) * 1000).astype(np.int64)
     else:
@@ -1037,7 +1149,7 @@ def _other_table(evs) -> pd.DataFrame:
         if not set(map(type, vals)) <= {int, float}:
             vals = [v if isinstance(v, (int, float)) else 0 for v in vals]
         return vals
-    start = _ns(numbers("ts"))
+    start = _ns_exact(evs, "ts", numbers("ts"))
     dur = np.rint(np.asarray(numbers("dur"), dtype=np.float64) * 1000).astype(np.int64)
     return pd.DataFrame({"name": _col(evs, "name", ""), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
                          "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
