@@ -319,3 +319,47 @@ def test_capture_cost_of_a_hand_built_live_bundle(tmp_path):
     t = G.capture_cost({"stack": cap})
     assert list(t.columns) == _COST_COLS
     assert t.loc["stack"].tolist() == ["with_stack", 1, 2.0, size, size / 1, 3 / 1]
+
+
+# --------------------------------------------------------------------------- the [memory] row
+MEMORY_ROW = __import__("pathlib").Path(__file__).resolve().parent / "data" / "memory-row"
+
+
+@pytest.mark.parametrize("by", ["name", "input_shape"])
+def test_records_inside_no_event_are_the_profilers_memory_row(by):
+    """tests/data/memory-row (README there): Python frees four tensors between
+    operators, so six allocator records fall inside no event; the profiler's own
+    key_averages() has a [memory] row for them (count 6, CPU Mem -12,000,004 B, no
+    time), and group_ops has the same row, as memory_by_operator does. Every other row
+    matches too."""
+    import json
+    from kitlib.analyses import memory as M
+    tr = kitlib.load_trace(MEMORY_ROW / "trace.json")
+    rows = json.loads((MEMORY_ROW / f"expected_by_{by}.json").read_text())["rows"]
+    profiler = [r for r in rows if r["key"] == "[memory]"]
+    assert [(r["count"], r["cpu_memory_usage_bytes"], r["self_cpu_memory_usage_bytes"], r["cpu_time_total_us"])
+            for r in profiler] == [(6, -12_000_004, -12_000_004, 0.0)]
+    g = G.group_ops(tr, by=by)
+    mine = g[g["name"] == "[memory]"]
+    assert mine[["device_type", "count", "host_total_ns", "host_self_ns", "cpu_memory_bytes",
+                 "self_cpu_memory_bytes", "device_memory_bytes"]].values.tolist() == \
+        [["CPU", 6, 0, 0, -12_000_004, -12_000_004, 0]]
+    m = G.compare_with_profiler(g, rows, by=by)
+    assert (m["only_in"] == "both").all() and len(m) == len(rows)
+    diffs = ["count_diff", "cpu_memory_bytes_diff", "self_cpu_memory_bytes_diff", "flops_diff"]
+    assert (m[diffs] == 0).all().all()
+    assert (m[["host_total_ns_diff", "host_self_ns_diff"]].abs() <= 1).all().all()   # the JSON's float µs
+    # the same records, the same row, in memory_by_operator
+    by_op = M.memory_by_operator(tr, device="cpu")
+    assert by_op.loc["[memory]", ["calls", "total_bytes", "self_bytes"]].tolist() == [6, -12_000_004, -12_000_004]
+    assert len(M.records_inside_no_event(tr)) == 6
+
+
+def test_no_memory_row_where_every_record_is_inside_an_event(ref):
+    """fixed_batch: every allocator record lies inside some event, and the profiler's
+    table (its key_averages.json) has no [memory] row; neither has group_ops."""
+    from kitlib.analyses import memory as M
+    cap, tr, c, ev = ref
+    assert not any(r["key"] == "[memory]" for r in cap.key_averages()["by_name"])
+    assert len(tr.memory) and len(M.records_inside_no_event(tr)) == 0
+    assert "[memory]" not in set(G.group_ops(tr, events=ev)["name"])

@@ -23,11 +23,15 @@ in pandas — and once it is, nothing about it is a black box:
   stream). That is why a ``forward`` row can show "Self CUDA" time: it is the
   annotation's span on the GPU, not work.
 
-Two rules of the profiler's are copied because they change counts: an event
+Three rules of the profiler's are copied because they change counts: an event
 whose parent has the same name and no other child is merged into its parent
-(``EventList._remove_dup_nodes``), and a few bookkeeping names are never shown
+(``EventList._remove_dup_nodes``); a few bookkeeping names are never shown
 (``_filter_name``: ``aten::is_leaf``, ``aten::output_nr``, ``aten::_version``,
-``profiler::_record_function_enter/exit``, ``[memory]``).
+``profiler::_record_function_enter/exit``, and the trace's own ``[memory]`` instants);
+and an allocator record that falls inside no event becomes an event of its own,
+``[memory]``, so the table has a ``[memory]`` row with its count and bytes and no
+time (``_parse_kineto_results``: ``_create_function_event_for_memory_events``), as
+:func:`kitlib.analyses.memory.memory_by_operator` has.
 
 Sources: PyTorch ``torch/autograd/profiler_util.py`` (``EventList.key_averages``,
 ``_populate_cpu_children``, ``_remove_dup_nodes``, ``_set_backward_stacktraces``,
@@ -91,6 +95,26 @@ def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
         out["flops"] = np.where(out["source"].to_numpy() == "ops",
                                 per_row.reindex(out["row"].to_numpy()).fillna(0).to_numpy(), 0).astype(np.int64)
     return out
+
+
+def _memory_rows(trace: Trace) -> pd.DataFrame:
+    """One event per allocator record that falls inside no event, as the profiler makes
+    them (:func:`kitlib.analyses.memory.records_inside_no_event`): named ``[memory]``,
+    device type CPU, no duration, no shapes or stack, its bytes in the CPU or the
+    device memory columns (total and self alike: it has no children)."""
+    from . import memory as M
+    m = M.records_inside_no_event(trace)
+    n = len(m)
+    b = m["bytes"].to_numpy(dtype=np.int64)
+    dev = m["device_type"].to_numpy()
+    cpu = np.where(dev == M.DEVICE_TYPES["cpu"], b, 0)
+    cuda = np.where(dev == M.DEVICE_TYPES["cuda"], b, 0)
+    zeros = np.zeros(n, dtype=np.int64)
+    return pd.DataFrame({"key": ["[memory]"] * n, "device_type": ["CPU"] * n, "input_shapes": ["[]"] * n,
+                         "stack": [()] * n, "dur_ns": zeros, "host_total_ns": zeros, "host_self_ns": zeros,
+                         "device_total_ns": zeros, "device_self_ns": zeros,
+                         "cpu_memory_bytes": cpu, "self_cpu_memory_bytes": cpu,
+                         "device_memory_bytes": cuda, "self_device_memory_bytes": cuda, "flops": zeros})
 
 
 def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.DataFrame | None = None,
@@ -184,6 +208,10 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         if by == "stack":
             g["stack"] = [()] * len(g)
         frames.append(g)
+    if "cpu_memory_bytes" in ev.columns:     # the profiler's [memory] row: records inside no event
+        loose = _memory_rows(trace)
+        if len(loose):
+            frames.append(loose)
     allev = pd.concat(frames, ignore_index=True)
     keys = ["name", "device_type"]
     if by == "input_shape":

@@ -48,7 +48,8 @@ from ..model import Trace
 from ..model.window import bounds_in, innermost
 from ..phases import FORWARD, LABELS
 
-__all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "compare_with_key_averages",
+__all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "records_inside_no_event",
+           "compare_with_key_averages",
            "format_memory", "parse_memory_table", "memory_timeline", "memory_peak", "memory_per_step",
            "memory_held_at",
            "DEVICE_TYPES", "MemoryDataError"]
@@ -199,6 +200,59 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     return ev
 
 
+def _inside_no_event(events: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+    """Which of the sorted record times ``t`` fall inside none of ``events``' ``[start,
+    end]`` (both ends included, as :func:`memory_by_event` counts them)."""
+    covered = np.zeros(len(t), dtype=bool)
+    if len(t) and len(events):
+        s_, e_ = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
+        delta = np.zeros(len(t) + 1, dtype=np.int64)
+        lo, hi = bounds_in(s_, e_, t, closed="both")
+        np.add.at(delta, lo, 1)
+        np.add.at(delta, hi, -1)
+        covered = np.cumsum(delta)[:-1] > 0
+    return ~covered
+
+
+def records_inside_no_event(trace: Trace, events: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The allocator records (every device) that fall inside no CPU-side event: the
+    profiler makes each one an event of its own, named ``[memory]``, with no duration,
+    and ``key_averages()`` shows them as a ``[memory]`` row (:func:`memory_by_operator`
+    and :func:`kitlib.analyses.grouping.group_ops` do too).
+
+    Parameters
+    ----------
+    trace : Trace
+    events : DataFrame, optional
+        A :func:`profiler_events` result to reuse.
+
+    Returns
+    -------
+    DataFrame
+        Rows of ``trace.memory``, in time order; empty when the trace has no memory
+        records.
+
+    Notes
+    -----
+    Source: ``torch/autograd/profiler.py``, ``_parse_kineto_results``: a record that no
+    event's ``in_interval`` claimed (``mem_record[1]`` still False) becomes a
+    ``FunctionEvent`` by ``_create_function_event_for_memory_events``, device type CPU,
+    its bytes in ``cpu_memory_usage`` or ``device_memory_usage`` by the record's device.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.memory import records_inside_no_event
+    >>> len(records_inside_no_event(tiny_trace()))        # no memory records at all
+    0
+    """
+    m = trace.memory.sort_values("start_ns", kind="stable")
+    if m.empty:
+        return m
+    ev = profiler_events(trace) if events is None else events
+    return m[_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64))]
+
+
 def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | None = None) -> pd.DataFrame:
     """The "CUDA Mem" and "Self CUDA Mem" columns of ``key_averages()``, rebuilt.
 
@@ -237,15 +291,7 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
     # allocator records inside no event at all become rows of their own, "[memory]"
     # (``_parse_kineto_results``: ``_create_function_event_for_memory_events``)
     m = _memory_of(trace, device)
-    t = m["start_ns"].to_numpy(dtype=np.int64)
-    covered = np.zeros(len(t), dtype=bool)
-    if len(t) and len(ev):
-        s_, e_ = ev["start_ns"].to_numpy(np.int64), ev["end_ns"].to_numpy(np.int64)
-        delta = np.zeros(len(t) + 1, dtype=np.int64)
-        lo, hi = bounds_in(s_, e_, t, closed="both")          # as memory_by_event
-        np.add.at(delta, lo, 1)
-        np.add.at(delta, hi, -1)
-        covered = np.cumsum(delta)[:-1] > 0
+    covered = ~_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64))
     ev = ev[~ev["merged"] & (ev["kind"] != "python")]
     cols = ["alloc_bytes", "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes", "self_bytes"]
     g = ev.groupby("key", sort=False)
