@@ -40,11 +40,14 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     python_children : bool
         Whether Python frames are events of the tree.
     resolution_ns : int
-        The trace's time resolution: 1000 for whole-µs traces (PyTorch 1.9, whose
-        ``ts`` and ``dur`` were each truncated to whole µs, so a child can seem to
-        end up to 1 µs after its parent). A child that outlasts its parent by less
-        than one unit still nests, as it did when recorded, and its time is cut to
-        the parent's interval, so rounding never makes a self time negative.
+        The trace's time resolution (1000 for whole-µs traces, PyTorch 1.9). It does
+        not change the rule: the profiler of that format held the very whole µs the
+        trace holds (``KinetoEvent.start_us()``/``duration_us()``, whole µs, as
+        ``_parse_kineto_results`` read them into ``FunctionEvent`` times) and nested
+        them by the same strict rule, so an event that ends even 1 µs after another
+        is not its child there either: that event's self time keeps the overlap, and
+        the one outlasting it is a child of the event that does hold it (the
+        grandparent, say).
 
     Returns
     -------
@@ -83,8 +86,8 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    tol = int(resolution_ns) if resolution_ns and resolution_ns > 1 else 0
-    parent_l = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist(), tol).tolist()
+    # no tolerance at any resolution: the profiler's rule on the trace's own numbers
+    parent_l = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist()).tolist()
     depth_l = [0] * n
     for i, p in enumerate(parent_l):       # parents come first in start order
         if p >= 0:
@@ -92,7 +95,7 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     parent = np.asarray(parent_l, dtype=np.int64)
     depth = np.asarray(depth_l, dtype=np.int64)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
-    # direct children's host time, cut to the parent's interval
+    # direct children's host time (inside the parent by the rule; cut to it all the same)
     live = ~merged & (prof_parent >= 0)
     kids = np.flatnonzero(live)
     pp = prof_parent[kids]
