@@ -128,3 +128,20 @@ def test_public_loader_share():
 def test_every_question_is_pinned(ex):
     assert [q.key for q in ex.questions] == ["first_load_order", "first_load_ratio", "slowest_batch_in_epoch",
                                              "refork_step_if_larger", "public_loader_share"]
+
+
+def test_public_loader_share_traps_say_mean_or_first_step(ex):
+    """The mean of the steps' shares and the first step alone, computed from the public raw
+    JSON, each meet their own feedback (l04 mutation survivors #67, #68: the mean trap divided
+    by 100 instead of multiplied passed)."""
+    import gzip
+    ev = json.loads(gzip.decompress((PUBLIC / "kineto_2021-06_resnet50_v100.json.gz").read_bytes()))["traceEvents"]
+    steps = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
+    loads = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X"
+                   and e["name"] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
+    shares = [d / sd for (t, d), (s, sd) in zip(loads, steps) if s <= t < s + sd]
+    q = ex["public_loader_share"]
+    assert "mean of the steps' shares" in q.judge(statistics.mean(shares) * 100).message
+    assert "first step alone" in q.judge(shares[0] * 100).message
+    assert sorted(t for t, _ in q.traps) == pytest.approx(sorted([statistics.mean(shares) * 100, shares[0] * 100]),
+                                                          rel=1e-9)
