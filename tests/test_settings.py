@@ -121,6 +121,18 @@ def test_the_environment_check_catches_every_spelling():
         assert environment_reads_of_settings(src, consts) == [], src
 
 
+def test_only_the_settings_module_reads_kitlib_variables_from_the_environment():
+    consts = _kitlib_constants()
+    found = {}
+    for p in sorted(KIT.rglob("*.py")):
+        if p == KIT / "settings.py":
+            continue
+        lines = environment_reads_of_settings(p.read_text(), consts)
+        if lines:
+            found[str(p.relative_to(KIT.parent))] = lines
+    assert not found, f"KITLIB_* read from os.environ outside kitlib/settings.py (use kitlib.settings): {found}"
+
+
 def test_python_m_kitlib_info_prints_the_settings_table(monkeypatch, capsys, tmp_path):
     from kitlib.capture.cli import settings_lines
     from kitlib.course.cli import main

@@ -12,8 +12,6 @@ Times are drawn in µs or ms, relative to a stated origin, and every axis says w
 """
 from __future__ import annotations
 
-import os
-
 import matplotlib.pyplot as plt
 import numpy as np
 from matplotlib.patches import FancyArrowPatch
@@ -21,6 +19,8 @@ from matplotlib.patches import FancyArrowPatch
 from ..analyses.chain import chain, launches_of
 from ..readers.trace import Trace
 from ..errors import KitError
+from ..settings import is_set
+from ..settings import value as setting
 from ..units import ns_to_ms, ns_to_us
 
 #: The one setting behind every kitlib picture's text and height: 1.0 on a laptop screen,
@@ -56,7 +56,7 @@ def set_scale(scale: float | None = None) -> float:
     """
     global SCALE
     if scale is None:
-        scale = os.environ.get("KITLIB_PLOT_SCALE", "").strip() or 1.0
+        scale = setting("KITLIB_PLOT_SCALE") or 1.0
     try:
         value = float(scale)
     except (TypeError, ValueError):
@@ -306,5 +306,5 @@ def _series_label(key: str) -> str:
     return s.replace("profiled ", "profiled,\n").replace("fixed batch", "fixed batch\n(no loader)")
 
 
-if os.environ.get("KITLIB_PLOT_SCALE", "").strip():
+if is_set("KITLIB_PLOT_SCALE"):
     set_scale()   # an instructor's projector setting, read once when the plots are first imported
