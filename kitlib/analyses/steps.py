@@ -84,9 +84,11 @@ def active_steps(values, schedule: dict | None):
 
     Under ``torch.profiler.schedule(wait=W, warmup=U, active=A)`` the first ``W``
     steps are not recorded and the next ``U`` are recorded and thrown away; only the
-    last ``A`` of a cycle are in the trace, with full instrumentation. A series timed
-    around every ``prof.step()`` of one cycle therefore holds ``W + U + A`` values,
-    and only its last ``A`` are comparable with uninstrumented steps.
+    last ``A`` of a cycle are in the trace, with full instrumentation. A series with
+    one value per training step of one cycle (the kit's recipes stop each step's clock
+    just before calling ``prof.step()``, so the profiler's own start-up and hand-over
+    fall outside every value) therefore holds ``W + U + A`` values, and only its last
+    ``A`` were recorded with full instrumentation.
 
     Parameters
     ----------
@@ -104,7 +106,7 @@ def active_steps(values, schedule: dict | None):
         schedule, or a series that was already cut).
 
     Source: PyTorch docs, ``torch.profiler.schedule``; the recording script
-    ``data/reference/how_captured/capture.py`` (a timed loop around ``prof.step()``).
+    ``data/reference/how_captured/capture.py`` (each step timed, then ``p.step()``).
     """
     values = list(values)
     if not schedule:
