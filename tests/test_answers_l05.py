@@ -83,6 +83,17 @@ def test_top_shape_ms_from_the_profilers_rows(ex, rows):
         assert not q.judge_silently(near), near
 
 
+def test_top_shape_ms_traps_say_one_call_or_the_second_row(ex, rows):
+    """One call's time and the second row's total, from the profiler's rows, each meet their
+    own feedback (l05 mutation survivor #13: the "second row" trap read the third row)."""
+    top, second = _by_total(rows, "aten::cudnn_convolution")[:2]
+    q = ex["top_shape_ms"]
+    assert "that is one call" in q.judge(top["device_time_total_us"] / 1e3 / top["count"]).message.lower()
+    assert "that is the second row" in q.judge(second["device_time_total_us"] / 1e3).message.lower()
+    assert sorted(t for t, _ in q.traps) == pytest.approx(
+        sorted([top["device_time_total_us"] / 1e3 / top["count"], second["device_time_total_us"] / 1e3]), abs=5e-4)
+
+
 def test_add_call_ratio_from_the_profilers_rows(ex, rows):
     add = _by_total(rows, "aten::add_")
     frequent = max(add, key=lambda r: r["count"])
