@@ -119,6 +119,11 @@ def test_add_autograd_per_step(ex, raw):
     assert q.answer == on_autograd / steps == 16 and q.judge_silently(16)
     for near in (len(tensor) / steps, on_autograd, 17, 15):
         assert not q.judge_silently(near), near
+    # both threads, and the whole recording, each meet their own feedback (l05 mutation survivors
+    # #38, #51: the both-threads trap counted 0-d scalars too, or multiplied by the steps)
+    assert "counts both threads" in q.judge(len(tensor) / steps).message
+    assert "the whole recording" in q.judge(on_autograd).message
+    assert sorted(t for t, _ in q.traps) == [len(tensor) / steps, on_autograd]
 
 
 def test_grad_layout_from_the_raw_strides(ex, raw):
