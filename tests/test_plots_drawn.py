@@ -1067,6 +1067,7 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
     want_names = sorted((n, round(((a - origin) + (b - a) / 2) / unit, 6)) for n, a, b in lab if b - a > (w1 - w0) / 40)
     assert len(want_names) >= 2
     names_drawn = [t for t in ax.texts if t.get_text() in {n for n, *_ in lab}]
+    assert len(names_drawn) == len(ax.texts)          # nothing else is written on the lanes
     assert sorted((t.get_text(), round(t.get_position()[0], 6)) for t in names_drawn) == want_names
     for t in names_drawn:
         assert rows[round(t.get_position()[1], 6)].startswith("labels, level")
