@@ -66,9 +66,7 @@ def _independent_answers():
     conv = sorted((e for e in ev if e.get("ph") == "X" and e.get("name") == "aten::cudnn_convolution"),
                   key=lambda e: e["ts"])
     (n, c_in, h, w), (c_out, _, kh, kw) = conv[0]["args"]["Input Dims"][:2]
-    h_out, w_out = (h + 2 * 3 - kh) // 2 + 1, (w + 2 * 3 - kw) // 2 + 1   # the stem: stride 2, padding 3
     by_shape = [r for r in ka["by_input_shape"] if r["key"] == "aten::cudnn_convolution"]
-    conv_row = next(r for r in ka["by_name"] if r["key"] == "aten::cudnn_convolution")
     with_flops = sum(r["flops"] for r in ka["by_name"])
     # lesson 00: the second recorded step's longest labelled phase, and its GPU idle time (wall minus
     # the union of the GPU events cut to the step), in ms
@@ -91,15 +89,21 @@ def _independent_answers():
                                                                     "optimizer") \
                 and e["tid"] == second["tid"] and a <= round(e["ts"] * 1000) < b:
             phases[e["name"]] = phases.get(e["name"], 0) + e["dur"]
+    # lesson 07: the phase label (on the thread of the steps) open when allocated memory peaked
+    mem = [e for e in ev if e.get("name") == "[memory]" and e.get("args", {}).get("Device Type") == 1]
+    top = max(mem, key=lambda e: e["args"]["Total Allocated"])
+    peak_phase = next(e["name"] for e in ev if e.get("cat") == "user_annotation" and e.get("ph") == "X"
+                      and e.get("name") in ("data_load", "h2d", "forward", "backward", "optimizer")
+                      and e["ts"] <= top["ts"] < e["ts"] + e["dur"])
     return {
         "00": {"longest_phase": max(phases, key=phases.get), "gpu_idle_ms": (b - a - busy) / 1e6},
         "05": {"conv_shapes": len({json.dumps(e["args"]["Input Dims"]) for e in conv}),
                "first_conv_filters": c_out,
                "top_shape_ms": max(r["device_time_total_us"] for r in by_shape) / 1000},
-        "07": {"conv_self_gib": round(conv_row["self_device_memory_usage_bytes"] / 2**30, 2)},
-        "08": {"first_conv_gflop": 2 * n * h_out * w_out * kh * kw * c_in * c_out / 1e9,
-               "with_flops_share": with_flops / len(steps) / fc["total"],
-               "bwd_fwd_ratio": fc["by_op"]["aten.convolution_backward"] / fc["by_op"]["aten.convolution"]},
+        "07": {"peak_phase": peak_phase},
+        # lesson 08's with_flops_share is now a choice ("about a third"): its figure is checked here only
+        "08 share": with_flops / len(steps) / fc["total"],
+        "08": {"bwd_fwd_ratio": fc["by_op"]["aten.convolution_backward"] / fc["by_op"]["aten.convolution"]},
     }
 
 
@@ -108,9 +112,8 @@ def test_independent_answers_are_what_the_files_say():
     assert a["00"]["longest_phase"] == "forward" and a["00"]["gpu_idle_ms"] == pytest.approx(19.000772)
     assert a["05"]["conv_shapes"] == 23 and a["05"]["first_conv_filters"] == 64
     assert a["05"]["top_shape_ms"] == pytest.approx(3.912131)
-    assert a["07"] == {"conv_self_gib": 26.55}
-    assert a["08"]["first_conv_gflop"] == pytest.approx(30.211571712)
-    assert a["08"]["with_flops_share"] == pytest.approx(0.3366, abs=1e-4)
+    assert a["07"] == {"peak_phase": "backward"}
+    assert a["08 share"] == pytest.approx(0.3366, abs=1e-4)
     assert a["08"]["bwd_fwd_ratio"] == pytest.approx(1.9711, abs=1e-4)
 
 
