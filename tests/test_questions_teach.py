@@ -268,3 +268,43 @@ def test_choices_are_listed_once_and_an_answer_outside_them_is_no_try():
     assert picky.is_offered("z") and not picky.is_offered("a")
     yes_no = Question("y", "?", True, "x", kind="recall", choices=["yes", "no"])
     assert yes_no.is_offered("Yes.") and not yes_no.is_offered("maybe")
+
+
+def test_judge_no_answer_a_typo_and_text_where_a_number_is_asked_cost_no_try_or_say_why():
+    n = Question("n", "How many?", 3, "x", kind="compute")
+    for blank in (None, ...):
+        v = n.judge(blank)
+        assert v.correct is None and "replace `None`" in v.message and n.wrong_tries == 0
+    v = n.judge("three")
+    assert v.correct is False and "expected a number" in v.message
+    b = Question("b", "yes/no?", True, "x", kind="recall")
+    v = b.judge("maybe")
+    assert v.correct is False and "answer yes or no" in v.message
+    assert b.judge("YES").correct and not b.judge("no").correct
+
+
+def test_judge_edges_tolerance_traps_and_unit_texts():
+    edge = Question("e", "?", 10.0, "x", kind="compute", tolerance=0.1, tolerance_why="w")
+    assert edge.judge_silently(11.0) and edge.judge_silently(9.0) and not edge.judge_silently(11.01)
+    trapped = Question("n", "How many launches?", 3, "x", kind="compute",
+                       traps=[misconception("one_op_one_kernel", 1)])
+    assert "misconception" not in trapped.judge(1.5).message        # near a trap is not the trap
+    gb = Question("g", "How many GB?", 26.0, "x", kind="compute", unit="GB")
+    thousand = gb.judge(26000.0).message
+    assert "factor of 1000:" in thousand and "GiB" not in thousand
+    gib = gb.judge(round(26.0 * 1e9 / 2**30, 3)).message
+    assert "differ by that factor" in gib and "(GB)" in gib
+    text = Question("t", "Which id?", "correlation", "x", kind="recall",
+                    traps=[("external", "the external id links to the operator")])
+    assert text.judge(" Correlation ").correct and "external id links" in text.judge("external").message
+    assert not text.judge("stream").correct
+    second = text.judge("flow")                      # a second wrong try, no hint: no stray "None"
+    assert "None" not in second.message and "x" in second.message
+    yes_no = Question("y", "Add them? (yes/no)", False, "no: two clocks", kind="recall",
+                      traps=[(True, "host and device are different resources")])
+    v = yes_no.judge("yes")
+    assert v.correct is False and "different resources" in v.message
+    import numpy as np
+    num = Question("f", "?", np.float64(844.61), "x", kind="compute")
+    assert num.tolerance > 0 and num.judge_silently(845) and not num.judge_silently(850)
+    assert Question("i", "?", np.int64(3), "x", kind="compute").tolerance == 0

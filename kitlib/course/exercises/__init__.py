@@ -117,6 +117,7 @@ def default_tolerance(answer) -> float:
     >>> round(default_tolerance(844.61), 6)    # 845 is off by 0.39 µs; 0.5 µs is allowed
     0.000592
     """
+    answer = _plain(answer)             # a numpy integer is a whole number too
     if isinstance(answer, bool) or isinstance(answer, int) or not answer:
         return 0
     a = abs(float(answer))
@@ -233,7 +234,7 @@ class Question:
 
     def precision_text(self) -> str:
         """`` (3 significant figures)`` for a number judged at the default tolerance, else ``""``."""
-        if _is_number(self.answer) and not isinstance(self.answer, int) and \
+        if _is_number(self.answer) and not isinstance(_plain(self.answer), int) and \
                 self.tolerance == default_tolerance(self.answer) and self.tolerance:
             return " (3 significant figures)"
         return ""
