@@ -308,3 +308,11 @@ def test_judge_edges_tolerance_traps_and_unit_texts():
     num = Question("f", "?", np.float64(844.61), "x", kind="compute")
     assert num.tolerance > 0 and num.judge_silently(845) and not num.judge_silently(850)
     assert Question("i", "?", np.int64(3), "x", kind="compute").tolerance == 0
+
+
+def test_yes_no_reads_words_booleans_and_ones_and_zeros_but_not_other_numbers():
+    b = Question("b", "yes/no?", True, "x", kind="recall")
+    assert b.judge_silently(1) and b.judge_silently(True) and b.judge_silently(" Yes! ") and b.judge_silently("y")
+    assert not b.judge_silently(0) and not b.judge_silently("No.") and not b.judge_silently(False)
+    v = b.judge(2)
+    assert v.correct is False and "answer yes or no" in v.message
