@@ -316,3 +316,21 @@ def test_yes_no_reads_words_booleans_and_ones_and_zeros_but_not_other_numbers():
     assert not b.judge_silently(0) and not b.judge_silently("No.") and not b.judge_silently(False)
     v = b.judge(2)
     assert v.correct is False and "answer yes or no" in v.message
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem[:2] for p in LESSONS])
+def test_checks_of_kitlib_against_the_tools_sit_in_one_hidden_cell(path):
+    """Cells that only check the kit against a tool's own table are folded into one cell per
+    lesson, tagged ``trust-the-reader``, its source hidden, under "Can we trust the reader?";
+    no other code cell says "identical to" a tool."""
+    import nbformat
+    nb = nbformat.read(path, as_version=4)
+    trust = [i for i, c in enumerate(nb.cells) if "trust-the-reader" in c.metadata.get("tags", [])]
+    assert len(trust) <= 1
+    for i in trust:
+        assert nb.cells[i].cell_type == "code" and nb.cells[i].metadata.get("jupyter", {}).get("source_hidden")
+        heading = "\n".join(c.source for c in nb.cells[max(0, i - 2):i] if c.cell_type == "markdown")
+        assert "Can we trust the reader?" in heading
+    others = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and i not in trust
+              and re.search(r"identical to (nsys stats|the profiler)", c.source)]
+    assert not others, others
