@@ -334,3 +334,18 @@ def test_checks_of_kitlib_against_the_tools_sit_in_one_hidden_cell(path):
     others = [i for i, c in enumerate(nb.cells) if c.cell_type == "code" and i not in trust
               and re.search(r"identical to (nsys stats|the profiler)", c.source)]
     assert not others, others
+
+
+def test_the_gib_hint_is_only_for_gb_against_gib_and_traps_only_catch_their_own_answer():
+    gb = Question("g", "How many GB?", 26.0, "x", kind="compute", unit="GB")
+    for f in (1e3, 1e-3, 1e6, 1e-6, 1e9, 1e-9):
+        m = gb.judge(26.0 * f).message
+        assert f"factor of {f:g}:" in m and "differ by that factor" not in m, f
+    text = Question("t", "Which id?", "correlation", "x", kind="recall",
+                    traps=[("external", "the external id links to the operator")])
+    assert "external id links" not in text.judge("stream").message
+    b = Question("b", "yes/no?", True, "x", kind="recall")
+    assert "answer yes or no" not in b.judge(0).message
+    from kitlib.course.exercises import _is_number
+    import numpy as np
+    assert not _is_number(np.bool_(True)) and _is_number(np.float64(1.5)) and _is_number(np.int64(2))
