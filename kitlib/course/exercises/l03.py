@@ -5,18 +5,6 @@ from . import Exercises, Question, misconception
 from ...units import ns_to_ms
 
 
-def _union_us(events) -> float:
-    """Length of the union of raw events' ``[ts, ts + dur)`` intervals, in µs."""
-    total, cur = 0.0, None
-    for a, b in sorted((e["ts"], e["ts"] + e["dur"]) for e in events):
-        if cur is None or a > cur[1]:
-            total += 0 if cur is None else cur[1] - cur[0]
-            cur = [a, b]
-        else:
-            cur[1] = max(cur[1], b)
-    return total + (0 if cur is None else cur[1] - cur[0])
-
-
 def questions(capture) -> Exercises:
     """Questions of lesson 03 (which number answers my question?), from ``capture``.
 
@@ -28,6 +16,8 @@ def questions(capture) -> Exercises:
         third (or last) recorded step; ``excerpt_busy_us`` reads the public NCCL trace
         (:func:`kitlib.course.raw_views.nccl_excerpt`).
     """
+    import pandas as pd
+
     from ...analyses.chain import chain
     from ...analyses.four_measures import annotation_device_time, four_measures, self_total
     from ...analyses.intervals import busy_ns
@@ -56,7 +46,9 @@ def questions(capture) -> Exercises:
     w_sum, w_busy = int(work["dur_ns"].sum()), int(busy_ns(work))
     w_sum_ms, w_busy_ms = round(ns_to_ms(w_sum), 3), round(ns_to_ms(w_busy), 3)    # as printed
     ex = nccl_excerpt()
-    ex_union, ex_sum, ex_long = _union_us(ex), sum(e["dur"] for e in ex), max(e["dur"] for e in ex)
+    ex_spans = pd.DataFrame({"start_ns": [round(e["ts"] * 1000) for e in ex],    # the raw µs, as whole ns
+                             "dur_ns": [round(e["dur"] * 1000) for e in ex]})
+    ex_union, ex_sum, ex_long = busy_ns(ex_spans) / 1000, sum(e["dur"] for e in ex), max(e["dur"] for e in ex)
     qs = [
         Question("total_sum_exceeds_wall", f"Predict: in step {step}, is the sum of every operator's total host "
                                            "time larger than the step's wall time? (yes/no)",
