@@ -379,6 +379,19 @@ def _digest_figure(fig) -> tuple:
     return h(data), h(layout)
 
 
+def _run_in_place(module, source: str) -> None:
+    """Run ``source`` as ``module`` (in a forked child): its functions are replaced in place,
+    and every kitlib module that imported one of them by name gets the new one."""
+    old = dict(vars(module))
+    exec(compile(source, module.__file__, "exec"), vars(module))
+    for m in list(sys.modules.values()):
+        if getattr(m, "__name__", "").startswith("kitlib.") and m is not module:
+            for n, v in list(vars(m).items()):
+                for on, ov in old.items():
+                    if v is ov and callable(ov) and on in vars(module) and vars(module)[on] is not ov:
+                        setattr(m, n, vars(module)[on])
+
+
 def _judge_plot_mutant(module, source: str, names: list, pictures: dict, base: dict, k: str, timeout: int):
     """In a forked child: apply the mutant, draw, compare, run the tests. Returns a verdict."""
     import select
@@ -393,14 +406,7 @@ def _judge_plot_mutant(module, source: str, names: list, pictures: dict, base: d
             import contextlib
             import matplotlib.pyplot as plt
             from kitlib import plots
-            old = dict(vars(module))
-            exec(compile(source, module.__file__, "exec"), vars(module))
-            for m in list(sys.modules.values()):       # names imported from the mutated module
-                if getattr(m, "__name__", "").startswith("kitlib.") and m is not module:
-                    for n, v in list(vars(m).items()):
-                        for on, ov in old.items():
-                            if v is ov and callable(ov) and on in vars(module) and vars(module)[on] is not ov:
-                                setattr(m, n, vars(module)[on])
+            _run_in_place(module, source)
             changed = layout = False
             try:
                 for scale in (1.0, 1.5):
@@ -597,14 +603,7 @@ def _run_bug(module, source: str, k: str) -> str:
             import contextlib
             import io
             import pytest
-            old = dict(vars(module))
-            exec(compile(source, module.__file__, "exec"), vars(module))
-            for m in list(sys.modules.values()):       # names imported from the edited module
-                if getattr(m, "__name__", "").startswith("kitlib.") and m is not module:
-                    for n, v in list(vars(m).items()):
-                        for on, ov in old.items():
-                            if v is ov and callable(ov) and on in vars(module) and vars(module)[on] is not ov:
-                                setattr(m, n, vars(module)[on])
+            _run_in_place(module, source)
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
                 code = pytest.main([str(ROOT / "tests" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
