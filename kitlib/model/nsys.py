@@ -107,6 +107,17 @@ class NsysReport:
         rows left out, names replaced), ``rows`` (how many rows), ``first_rowid``
         (the SQLite ``rowid`` of the first one, or -1). Empty for a sound
         export (both reference exports). Columns in :data:`DEFECT_COLUMNS`.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> report = open_capture("nsys_8step").nsys
+    >>> report.kernels[["short_name", "stream", "dur_ns"]].shape[1], len(report.kernels)
+    (3, 4340)
+    >>> k = report.kernels                # a copy: editing it leaves the report as it was
+    >>> k["dur_ns"] = 0
+    >>> int((report.kernels["dur_ns"] > 0).sum())
+    4340
     """
 
     path: Path
@@ -127,7 +138,17 @@ class NsysReport:
 
     def copy(self) -> "NsysReport":
         """Another report of the same (read-only) tables, with ``meta`` and ``missing`` of
-        its own: what :func:`kitlib.open_capture` hands each caller."""
+        its own: what :func:`kitlib.open_capture` hands each caller.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> report = open_capture("nsys_8step").nsys
+        >>> other = report.copy()
+        >>> other.meta["note"] = "mine"
+        >>> "note" in report.meta, len(other.kernels) == len(report.kernels)
+        (False, True)
+        """
         import copy as _copy
         new = object.__new__(type(self))
         new.__dict__.update(self.__dict__)
@@ -159,6 +180,15 @@ class NsysReport:
             ``step`` numbers the ranges 0, 1, … in time order (or is the ``#N`` when
             every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns).
             Empty when there is no such range.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.steps[["step", "name", "start_ns", "dur_ns"]].head(3)
+           step        name     start_ns      dur_ns
+        0     0  torch_step   9342297646  2656480289
+        1     1  torch_step  11998789830    52518179
+        2     2  torch_step  12051313275    39306474
         """
         n = kept(self, "nvtx")
         hit = n[(n["name"] == STEP_RANGE) | n["name"].str.match(rf"^{STEP_RANGE}#\d+$")]
@@ -211,7 +241,18 @@ class NsysReport:
         return ev.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
     def describe(self) -> str:
-        """A few lines on what the export holds."""
+        """A few lines on what the export holds.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> print(open_capture("nsys_8step").nsys.describe())
+        report.sqlite (Nsight Systems 2025.3.2.0, 1 GPU(s): NVIDIA H200)
+          kernels 4340, API calls 12084, memcpy 541, memset 1612
+          NVTX ranges 40, OS runtime calls 2392, threads 289
+          absent tables: none
+          defects read around: none
+        """
         gpus = ", ".join(sorted(set(self.gpus["name"].dropna()))) or "no GPU info"
         return "\n".join([
             f"{self.path.name} (Nsight Systems {self.version}, {len(self.gpus)} GPU(s): {gpus})",

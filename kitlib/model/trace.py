@@ -34,7 +34,8 @@ class Trace:
         shapes were not recorded; equal lists are one shared object, so read them and
         never change one in place), ``sequence_number`` and ``fwd_thread_id`` (autograd),
         ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
-        (old traces), ``parent`` (row label of the enclosing event on the same
+        (old traces), ``comm_args`` (a collective's identity from ``record_param_comms``:
+        dict of :data:`kitlib.model.schema.COMM_ARGS` present, else None), ``parent`` (row label of the enclosing event on the same
         thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
     launches : DataFrame
         CUDA runtime and driver API calls: ``name, pid, tid, start_ns, dur_ns, end_ns``,
@@ -146,7 +147,19 @@ class Trace:
     def derived(self, key, tables: tuple, compute):
         """``compute()``, worked out once for the tables named in ``tables`` as this
         trace keeps them now (a new table misses the memo: nothing goes stale). Hand
-        out a copy of what it returns."""
+        out a copy of what it returns.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tr = tiny_trace()
+        >>> calls = []
+        >>> def count():
+        ...     calls.append(1)
+        ...     return len(tr.ops)
+        >>> tr.derived("n_ops", ("ops",), count), tr.derived("n_ops", ("ops",), count), len(calls)
+        (3, 3, 1)
+        """
         return derived(self, key, tuple(tables), compute)
 
     @property
