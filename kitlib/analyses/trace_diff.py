@@ -1,0 +1,396 @@
+"""Trace diff: what changed between two recordings of the same steps?
+
+A before/after comparison of step times (:mod:`kitlib.analyses.compare`) says *whether*
+a change made the step faster; a diff of the two recordings says *where*: which kernels
+and operators were added or removed, and which take more or less device time. Rows are
+matched by what the two recordings can both tell:
+
+* **kernels** (and copies and sets: all GPU work) by their kind and full name, as the
+  profiler and Nsight Systems write it (template arguments included);
+* **operators** (torch.profiler only) by name and input shapes, as
+  ``key_averages(group_by_input_shape=True)`` keys them
+  (:func:`kitlib.analyses.events.shapes_key`); by name alone when either recording was
+  made without ``record_shapes=True`` (the table says so in ``.attrs["note"]``).
+
+Each GPU event belongs to the step whose host interval holds the start of the CUDA call
+that *launched* it (half-open ``[start, end)``, :mod:`kitlib.model.window`), wherever it
+later ran: the same rule as ``step_measures``' ``gpu_launched``. An operator belongs to
+the step that holds its start. Steps are matched by number (``ProfilerStep#N``,
+``torch_step#N``): only the steps both recordings hold are compared, and what falls
+outside them (a step only one side recorded, kernels whose launch was not recorded) is
+counted in ``.attrs["left_out"]``, never silently dropped.
+
+A row is *added* (no call before), *removed* (no call after), *slower* or *faster* (more
+or less device time, summed over its calls: more calls of the same kernel is more device
+time too, and the count columns tell which), or *unchanged* (a change of at most
+``tolerance`` times its device time before). The default tolerance is 0: every
+nanosecond counts, so on two real recordings nearly every kernel is slower or faster by
+its run-to-run noise; pass a tolerance (0.05 = 5 %) to keep only the larger changes.
+
+Sources: PyTorch profiler docs (``key_averages``, ``group_by_input_shape``; the
+"Self CUDA" column is what ``device_ns`` holds for an operator); CUPTI's correlation id
+(launch → GPU event); Nsight Systems SQLite schema (``CUPTI_ACTIVITY_KIND_KERNEL``).
+Pure functions: no I/O, printing or plotting.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..model import NsysReport, Trace
+from ..model.window import containing
+from .steps import steps_of
+
+__all__ = ["CHANGES", "DIFF_COLUMNS", "diff_events", "trace_diff", "diff_summary", "shapes_recorded"]
+
+#: The values of ``trace_diff(...)["change"]``, in the order the summary lists them.
+CHANGES = {
+    "added": "no call before, at least one after",
+    "removed": "at least one call before, none after",
+    "slower": "more device time after (summed over its calls), by more than the tolerance",
+    "faster": "less device time after (summed over its calls), by more than the tolerance",
+    "unchanged": "device time after within the tolerance of before",
+}
+
+#: The columns of :func:`trace_diff` (``step`` only with ``per_step=True``).
+DIFF_COLUMNS = ["step", "kind", "name", "input_shapes", "before_count", "after_count", "count_change",
+                "before_device_ns", "after_device_ns", "device_change_ns", "change"]
+
+EVENT_COLUMNS = ["step", "kind", "name", "input_shapes", "device_ns", "start_ns"]
+
+WHAT = ("kernels", "operators")
+
+
+def _kind_of(source) -> str:
+    if isinstance(source, Trace):
+        return "torch.profiler trace"
+    if isinstance(source, NsysReport):
+        return "Nsight Systems export"
+    raise KitError(f"trace_diff: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
+                   f"got {type(source).__name__}")
+
+
+def shapes_recorded(trace: Trace) -> bool:
+    """Whether a trace's operators carry input shapes (recorded with ``record_shapes=True``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.trace_diff import shapes_recorded
+    >>> shapes_recorded(tiny_trace())        # its operators have no Input Dims
+    False
+    """
+    ops = trace.ops
+    ops = ops[ops["kind"] == "op"]
+    return bool(len(ops)) and bool(ops["input_dims"].notna().any())
+
+
+def _device_work(source) -> pd.DataFrame:
+    """Kernels, copies and sets with the start of their launching call (<NA> if none)."""
+    if isinstance(source, NsysReport):
+        g = source.gpu_events()
+        return pd.DataFrame({"kind": g["kind"].to_numpy(dtype=object), "name": g["name"].to_numpy(dtype=object),
+                             "dur_ns": g["dur_ns"].to_numpy(dtype=np.int64),
+                             "start_ns": g["start_ns"].to_numpy(dtype=np.int64),
+                             "launch_start_ns": g["launch_start_ns"].astype("Int64").to_numpy()})
+    from .chain import chain
+    c = chain(source)
+    c = c[c["gpu_kind"] != "gpu_annotation"]
+    return pd.DataFrame({"kind": c["gpu_kind"].to_numpy(dtype=object), "name": c["gpu_name"].to_numpy(dtype=object),
+                         "dur_ns": c["gpu_dur_ns"].to_numpy(dtype=np.int64),
+                         "start_ns": c["gpu_start_ns"].to_numpy(dtype=np.int64),
+                         "launch_start_ns": c["launch_start_ns"].astype("Int64").to_numpy()})
+
+
+def _has_device_work(source) -> bool:
+    if isinstance(source, NsysReport):
+        return bool(len(source.kernels) or len(source.copies) or len(source.sets))
+    return source.has_gpu
+
+
+def _cpu_only_error(source, what: str) -> KitError:
+    return KitError(
+        f"{source.path}: a CPU-only recording (no kernel, copy or set on a GPU): a trace diff of {what} "
+        "cannot tell which kernels were added or removed, nor any device time, slower or faster. "
+        "Compare what a CPU recording does hold instead: step wall times (steps.step_measures, "
+        "compare.compare) or the operators' host times (grouping.group_ops).")
+
+
+def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFrame:
+    """The rows a trace diff counts, one per event, with the step each belongs to.
+
+    The raw material of :func:`trace_diff`: filter it to one name and step to check a
+    row of the diff by hand.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+        A torch.profiler trace (kernels or operators) or an Nsight Systems export
+        (kernels only).
+    what : {"kernels", "operators"}
+        ``"kernels"``: every kernel, copy and set (``trace.kernels``; a report's
+        ``gpu_events()``), placed in the step whose host interval holds its launch's
+        start. ``"operators"``: every operator of ``trace.ops`` (kind ``op``; not the
+        ``record_function`` labels, steps or Python frames), placed by its own start.
+    shapes : bool
+        Fill ``input_shapes`` for operators (the profiler's key string,
+        :func:`kitlib.analyses.events.shapes_key`); ``False`` leaves it ``""``.
+
+    Returns
+    -------
+    DataFrame, one row per event
+        ``step`` (Int64, <NA> when in no step: launched before the first step or
+        after the last, or with no recorded launch), ``kind`` (``kernel``,
+        ``memcpy``, ``memset``; ``op``), ``name``, ``input_shapes`` (``""`` for GPU
+        work), ``device_ns`` (int64 ns: a GPU event's duration; for an operator, the
+        durations of the GPU events it launched itself, the profiler's "Self CUDA",
+        so that no kernel is counted twice), ``start_ns`` (the event's own start, on
+        the recording's clock).
+
+    Raises
+    ------
+    KitError
+        ``source`` is neither a Trace nor an NsysReport; it holds no steps; it is a
+        CPU-only recording; operators asked of an Nsight export.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.trace_diff import diff_events
+    >>> diff_events(tiny_trace())
+       step    kind         name input_shapes  device_ns  start_ns
+    0     1  kernel  relu_kernel                     400       300
+    >>> diff_events(tiny_trace(), "operators")[["step", "name", "device_ns"]]
+       step        name  device_ns
+    0     1  aten::relu        400
+    1     1   aten::add          0
+    """
+    _kind_of(source)
+    if what not in WHAT:
+        raise KitError(f"trace_diff: what must be one of {', '.join(map(repr, WHAT))}, not {what!r}")
+    if what == "operators" and isinstance(source, NsysReport):
+        raise KitError(f"{source.path}: an Nsight Systems export holds no operators, only NVTX ranges and "
+                       "CUDA calls: diff its kernels (what='kernels'), or diff two torch.profiler traces "
+                       "for operators")
+    steps = steps_of(source)
+    if not _has_device_work(source):
+        raise _cpu_only_error(source, what)
+    s0, s1 = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
+    numbers = steps["step"].to_numpy(dtype=np.int64)
+    if what == "kernels":
+        w = _device_work(source)
+        launched = w["launch_start_ns"].to_numpy()
+        has = ~pd.isna(launched)
+        pos = np.full(len(w), -1, dtype=np.int64)
+        pos[has] = containing(s0, s1, launched[has].astype(np.int64), closed="left")
+        out = pd.DataFrame({"kind": w["kind"], "name": w["name"], "input_shapes": "",
+                            "device_ns": w["dur_ns"], "start_ns": w["start_ns"]})
+    else:
+        from .events import op_events
+        ev = op_events(source)
+        ev = ev[ev["kind"] == "op"]
+        pos = containing(s0, s1, ev["start_ns"].to_numpy(dtype=np.int64), closed="left")
+        out = pd.DataFrame({"kind": "op", "name": ev["name"].to_numpy(dtype=object),
+                            "input_shapes": ev["input_shapes"].to_numpy(dtype=object) if shapes else "",
+                            "device_ns": ev["device_self_ns"].to_numpy(dtype=np.int64),
+                            "start_ns": ev["start_ns"].to_numpy(dtype=np.int64)})
+    step = pd.array(np.where(pos >= 0, numbers[np.maximum(pos, 0)], 0), dtype="Int64")
+    step[pos < 0] = pd.NA
+    out.insert(0, "step", step)
+    out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    return out.astype({"device_ns": "int64", "start_ns": "int64"})[EVENT_COLUMNS]
+
+
+def _classify(before: np.ndarray, after: np.ndarray, n_before: np.ndarray, n_after: np.ndarray,
+              tolerance: float) -> np.ndarray:
+    change = np.where(after > before, "slower", np.where(after < before, "faster", "unchanged")).astype(object)
+    change[np.abs(after - before) <= tolerance * before] = "unchanged"
+    change[n_before == 0] = "added"
+    change[n_after == 0] = "removed"
+    return change
+
+
+def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
+               tolerance: float = 0.0) -> pd.DataFrame:
+    """Kernels or operators added, removed, slower and faster between two recordings.
+
+    Parameters
+    ----------
+    before, after : Trace or NsysReport
+        Two recordings of the same kind: two torch.profiler traces, or two Nsight
+        Systems exports (kernels only), each with numbered steps.
+    what : {"kernels", "operators"}
+        What to match (see :func:`diff_events`): GPU work by kind and name, or
+        operators by name and input shapes (by name alone when either trace has no
+        shapes).
+    per_step : bool
+        One row per step and key (steps both recordings hold) instead of one per key
+        summed over those steps.
+    tolerance : float
+        A change of at most ``tolerance × before_device_ns`` is ``unchanged``
+        (default 0: any difference counts).
+
+    Returns
+    -------
+    DataFrame, one row per key (and step)
+        ``step`` (with ``per_step`` only), ``kind``, ``name``, ``input_shapes``
+        (``""`` for GPU work, or when matched by name alone), ``before_count``,
+        ``after_count``, ``count_change`` (after − before), ``before_device_ns``,
+        ``after_device_ns``, ``device_change_ns`` (after − before; all int64 ns),
+        ``change`` (:data:`CHANGES`). Sorted by the size of the change, largest
+        first. ``.attrs``: ``steps`` (the step numbers compared), ``matched_by``,
+        ``note`` (what the match could not use), ``left_out`` (events of each side
+        outside those steps, by reason) and ``tolerance``.
+
+    Raises
+    ------
+    KitError
+        A recording is neither a Trace nor an NsysReport; the two are of different
+        kinds (a trace against an Nsight export: their kernels are named alike but
+        their steps and clocks are not the same thing); either holds no steps, or
+        they share no step number; either is CPU-only (no device time to compare);
+        operators asked of Nsight exports; a negative tolerance.
+
+    Examples
+    --------
+    Two one-step traces, built here: ``aten::mm`` launches ``mm_kernel``; after the
+    change it runs 30 µs instead of 50 µs, and a ``relu_kernel`` of 5 µs is new.
+
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> def run(mm_us, relu):
+    ...     x = lambda cat, name, ts, dur, **a: dict(ph="X", cat=cat, name=name, pid=1, tid=1,
+    ...                                              ts=ts, dur=dur, args=a)
+    ...     ev = [x("user_annotation", "ProfilerStep#1", 0, 100),
+    ...           x("cpu_op", "aten::mm", 10, 20, **{"External id": 1, "Input Dims": [[2, 3], [3, 4]]}),
+    ...           x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=1, **{"External id": 1}),
+    ...           dict(x("kernel", "mm_kernel", 20, mm_us, correlation=1, device=0, stream=7), pid=0, tid=7)]
+    ...     if relu:
+    ...         ev += [x("cpu_op", "aten::relu", 40, 10, **{"External id": 2, "Input Dims": [[2, 4]]}),
+    ...                x("cuda_runtime", "cudaLaunchKernel", 42, 5, correlation=2, **{"External id": 2}),
+    ...                dict(x("kernel", "relu_kernel", 60, 5, correlation=2, device=0, stream=7), pid=0, tid=7)]
+    ...     return trace_from_json({"traceEvents": ev})
+    >>> from kitlib.analyses.trace_diff import trace_diff
+    >>> d = trace_diff(run(50, False), run(30, True))
+    >>> d[["name", "before_count", "after_count", "device_change_ns", "change"]]
+              name  before_count  after_count  device_change_ns  change
+    0    mm_kernel             1            1            -20000  faster
+    1  relu_kernel             0            1              5000   added
+    >>> d.attrs["steps"]
+    [1]
+    >>> trace_diff(run(50, False), run(30, True), "operators")[["name", "input_shapes", "change"]]
+             name    input_shapes  change
+    0    aten::mm  [[2, 3], [3, 4]]  faster
+    1  aten::relu          [[2, 4]]   added
+    """
+    kb, ka = _kind_of(before), _kind_of(after)
+    if kb != ka:
+        raise KitError(f"trace_diff: {before.path} is a {kb} and {after.path} a {ka}: diff two recordings of "
+                       "the same kind (two torch.profiler traces, or two Nsight Systems exports)")
+    if not tolerance >= 0:
+        raise KitError(f"trace_diff: tolerance must be 0 or more (a fraction of the device time before), "
+                       f"not {tolerance!r}")
+    notes, matched_by = [], "kind and name"
+    shapes = what == "operators"
+    if shapes:
+        matched_by = "name and input shapes"
+        missing = [str(s.path) for s in (before, after) if not shapes_recorded(s)]
+        if missing:
+            shapes, matched_by = False, "name"
+            notes.append(f"matched by name alone: {' and '.join(missing)} recorded no input shapes "
+                         "(record_shapes=False), so calls with different shapes are summed together")
+    eb, ea = diff_events(before, what, shapes), diff_events(after, what, shapes)
+    sb, sa = steps_of(before)["step"].tolist(), steps_of(after)["step"].tolist()
+    common = sorted(set(sb) & set(sa))
+    if not common:
+        raise KitError(f"trace_diff: {before.path} (steps {_steps_text(sb)}) and {after.path} (steps "
+                       f"{_steps_text(sa)}) share no step number, so no step can be compared with its "
+                       "counterpart; record both runs with the same profiler schedule")
+    left_out = {}
+    for side, e in (("before", eb), ("after", ea)):
+        no_step = int(e["step"].isna().sum())
+        other = int((e["step"].notna() & ~e["step"].isin(common)).sum())
+        left_out[side] = {"in no step": no_step, "in a step the other side lacks": other}
+    keys = ["kind", "name", "input_shapes"]
+    by = (["step"] if per_step else []) + keys
+
+    def agg(e):
+        e = e[e["step"].isin(common)]
+        return e.groupby(by, sort=False, dropna=False)["device_ns"].agg(["size", "sum"])
+
+    gb, ga = agg(eb), agg(ea)
+    t = gb.join(ga, how="outer", suffixes=("_b", "_a")).fillna(0).astype("int64").reset_index()
+    t = t.rename(columns={"size_b": "before_count", "size_a": "after_count",
+                          "sum_b": "before_device_ns", "sum_a": "after_device_ns"})
+    if per_step:
+        t["step"] = t["step"].astype("int64")
+    t["count_change"] = t["after_count"] - t["before_count"]
+    t["device_change_ns"] = t["after_device_ns"] - t["before_device_ns"]
+    t["change"] = _classify(t["before_device_ns"].to_numpy(), t["after_device_ns"].to_numpy(),
+                            t["before_count"].to_numpy(), t["after_count"].to_numpy(), tolerance)
+    cols = [c for c in DIFF_COLUMNS if c != "step" or per_step]
+    t = t.assign(_size=-t["device_change_ns"].abs())
+    order = (["step"] if per_step else []) + ["_size", "kind", "name", "input_shapes"]
+    t = t.sort_values(order, kind="stable").reset_index(drop=True)[cols]
+    t.attrs.update(steps=common, matched_by=matched_by, note="; ".join(notes), left_out=left_out,
+                   tolerance=tolerance, what=what)
+    return t
+
+
+def _steps_text(numbers: list) -> str:
+    return ", ".join(map(str, numbers)) if numbers else "none"
+
+
+def diff_summary(diff: pd.DataFrame) -> pd.DataFrame:
+    """A :func:`trace_diff` table by change: how many keys and calls, and how much device time.
+
+    Parameters
+    ----------
+    diff : DataFrame
+        What :func:`trace_diff` returned (with or without ``per_step``).
+
+    Returns
+    -------
+    DataFrame
+        Indexed by ``change`` (every value of :data:`CHANGES`, in that order; with
+        ``per_step`` tables, by ``step`` and ``change``): ``keys`` (how many names, or
+        name-and-shape pairs), ``before_count``, ``after_count``, ``before_device_ns``,
+        ``after_device_ns``, ``device_change_ns`` (int64 ns). Its ``device_change_ns``
+        sums to the whole diff's change in device time.
+
+    Raises
+    ------
+    KitError
+        ``diff`` lacks the columns of a trace diff.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.trace_diff import diff_summary
+    >>> d = pd.DataFrame({"kind": "kernel", "name": ["a", "b", "c"], "input_shapes": "",
+    ...                   "before_count": [1, 0, 2], "after_count": [1, 1, 2],
+    ...                   "before_device_ns": [50, 0, 10], "after_device_ns": [30, 5, 10],
+    ...                   "change": ["faster", "added", "unchanged"]})
+    >>> diff_summary(d)[["keys", "after_count", "device_change_ns"]]
+               keys  after_count  device_change_ns
+    change                                         
+    added         1            1                 5
+    removed       0            0                 0
+    slower        0            0                 0
+    faster        1            1               -20
+    unchanged     1            2                 0
+    """
+    need = {"change", "before_count", "after_count", "before_device_ns", "after_device_ns"}
+    if not need <= set(diff.columns):
+        raise KitError(f"diff_summary: expected a trace_diff table; missing {', '.join(sorted(need - set(diff.columns)))}")
+    d = diff.assign(keys=1, device_change_ns=diff["after_device_ns"] - diff["before_device_ns"])
+    cols = ["keys", "before_count", "after_count", "before_device_ns", "after_device_ns", "device_change_ns"]
+    cat = pd.Categorical(d["change"], categories=list(CHANGES))
+    if "step" in d.columns:
+        g = d.groupby([d["step"], cat], observed=False)[cols].sum()
+        g.index = g.index.set_names(["step", "change"])
+    else:
+        g = d.groupby(cat, observed=False)[cols].sum()
+        g.index = pd.CategoricalIndex(g.index, categories=list(CHANGES), name="change").astype(object)
+        g.index.name = "change"
+    return g.astype("int64")
