@@ -69,6 +69,17 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
     ------
     KitFileError
         A field is missing or not an integer.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.coldstart import read_wallclock
+    >>> doc = {"t0_ns": 0, "end_ns": 900, "steps": [
+    ...     {"next_start_ns": 0, "next_end_ns": 500, "step_submitted_ns": 600},
+    ...     {"next_start_ns": 700, "next_end_ns": 720, "step_submitted_ns": 800}]}
+    >>> read_wallclock(doc)[["step", "next_ns", "submit_ns", "since_t0_ns"]]
+       step  next_ns  submit_ns  since_t0_ns
+    0     0      500        600            0
+    1     1       20        100          700
     """
     try:
         t0 = int(doc["t0_ns"])
@@ -376,6 +387,13 @@ def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
     ------
     KitError
         An empty series or a non-numeric value.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.coldstart import step_time_stats
+    >>> step_time_stats({"plain": [10.0, 10.5, 9.5, 30.0]})[["n", "median_ms", "iqr_ms", "outliers", "max_over_median"]]
+           n  median_ms  iqr_ms  outliers  max_over_median
+    plain  4      10.25     5.5         1         2.926829
     """
     rows = {}
     for name, vals in series.items():
@@ -417,6 +435,16 @@ def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> p
     ------
     KitError
         A negative count or ``batches_per_epoch < 1``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.coldstart import epoch_positions
+    >>> epoch_positions(first_batch=2, n_steps=4, batches_per_epoch=3)
+       step_index  batch  epoch  batch_in_epoch  epoch_start
+    0           0      2      0               2        False
+    1           1      3      1               0         True
+    2           2      4      1               1        False
+    3           3      5      1               2        False
     """
     if first_batch < 0 or n_steps < 0 or batches_per_epoch < 1:
         raise KitError("epoch_positions: need first_batch >= 0, n_steps >= 0, batches_per_epoch >= 1")
@@ -448,6 +476,16 @@ def loader_epoch_length(capture) -> int:
     ------
     KitError
         The manifest has no batch size or no image count in ``dataset``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.coldstart import loader_epoch_length
+    >>> from types import SimpleNamespace
+    >>> loader_epoch_length(SimpleNamespace(workload={"batch_size": 128, "dataset": "synthetic: 1,792 JPEGs"}))
+    14
+    >>> loader_epoch_length(SimpleNamespace(workload={"batch_size": 100, "drop_last": False,
+    ...                                               "dataset": "synthetic: 1,792 JPEGs"}))
+    18
     """
     import re
     if hasattr(capture, "batches_per_epoch"):       # a WorkloadConfig knows its own dataset
@@ -478,6 +516,12 @@ def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -
         ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
         ``epoch_start`` (bool: whether its ``next()`` began a new epoch, i.e. a
         worker restart with ``persistent_workers=False``).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.coldstart import slowest_step_position
+    >>> slowest_step_position([50.0, 51.0, 90.0, 50.5], first_batch=1, batches_per_epoch=3)
+    {'step_index': 2, 'step_ms': 90.0, 'median_ms': 50.75, 'epoch': 1, 'batch_in_epoch': 0, 'epoch_start': True}
     """
     v = np.asarray(list(series_ms), dtype=float)
     pos = epoch_positions(first_batch, len(v), batches_per_epoch)

@@ -57,6 +57,13 @@ class Comparison:
         ``"faster"``, ``"slower"`` or ``"no difference beyond the noise"``.
     text : str
         One or two sentences saying so, with the figures.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.compare import compare
+    >>> c = compare([10.0, 10.2, 9.9, 10.1, 10.0], [8.0, 8.1, 7.9, 8.2, 8.0])
+    >>> c.n_before, c.before_median_ms, c.after_median_ms, c.difference_ms, c.verdict
+    (5, 10.0, 8.0, -2.0, 'faster')
     """
 
     n_before: int
@@ -76,7 +83,16 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        """Whether the confidence interval excludes zero."""
+        """Whether the confidence interval excludes zero.
+
+        Examples
+        --------
+        >>> from kitlib.analyses.compare import compare
+        >>> compare([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]).significant
+        True
+        >>> compare([10.0, 10.2, 9.9, 10.1], [10.1, 9.9, 10.2, 10.0]).significant
+        False
+        """
         return self.verdict != "no difference beyond the noise"
 
     def __str__(self):
@@ -191,6 +207,14 @@ def compare_series(series: dict, baseline: str, confidence: float = 0.95, seed: 
     ------
     KitError
         ``baseline`` is not a key of ``series``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.compare import compare_series
+    >>> series = {"before": [10.0, 10.2, 9.9, 10.1, 10.0], "after": [8.0, 8.1, 7.9, 8.2, 8.0]}
+    >>> compare_series(series, baseline="before")[["n", "median_ms", "difference_ms", "verdict"]]
+           n median_ms difference_ms verdict
+    after  5       8.0          -2.0  faster
     """
     if baseline not in series:
         raise KitError(f"compare_series: no series {baseline!r} (have: {', '.join(series)})")
@@ -230,6 +254,19 @@ def settings_present(series: dict) -> pd.DataFrame:
         absent), ``median_ms``, ``present``. Series that are none of the four
         (``step_ms_fixed_batch``: another workload, no loader) are listed after
         them with ``setting`` = their key.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.compare import settings_present
+    >>> settings_present({"step_ms_uninstrumented": [10.0, 10.4, 9.8],
+    ...                   "step_ms_fixed_batch": [7.0, 7.1, 7.2]})[["series", "n", "present"]]
+                                                                series  n  present
+    setting
+    uninstrumented                              step_ms_uninstrumented  3     True
+    NVTX ranges only                                                    0    False
+    torch.profiler, no attribution                                      0    False
+    torch.profiler, shapes+memory+stacks+FLOPs                          0    False
+    step_ms_fixed_batch                            step_ms_fixed_batch  3     True
     """
     rows, used = [], set()
     for setting, keys in SETTINGS.items():

@@ -55,6 +55,17 @@ def batch_positions(first_batch: int, n_steps: int, batches_per_epoch: int, num_
     ------
     KitError
         ``batches_per_epoch`` or ``num_workers`` is not a positive integer.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.dataloader import batch_positions
+    >>> batch_positions(first_batch=0, n_steps=5, batches_per_epoch=4, num_workers=2)
+       step_index  batch  epoch  batch_in_epoch  worker  round  loader_warmup
+    0           0      0      0               0       0      0           True
+    1           1      1      0               1       1      0           True
+    2           2      2      0               2       0      1           True
+    3           3      3      0               3       1      1          False
+    4           4      4      1               0       0      0           True
     """
     if int(batches_per_epoch) < 1 or int(num_workers) < 1:
         raise KitError(f"batches_per_epoch and num_workers must be >= 1, not {batches_per_epoch}, {num_workers} "
@@ -84,6 +95,12 @@ def split_warmup(series_ms, first_batch: int, batches_per_epoch: int, num_worker
     dict
         ``{"warm-up": [ms, …], "steady": [ms, …]}`` by :func:`batch_positions`'s
         ``loader_warmup`` rule; either list may be empty.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.dataloader import split_warmup
+    >>> split_warmup([300.0, 60.0, 50.0, 51.0, 49.0], first_batch=0, batches_per_epoch=10, num_workers=2)
+    {'warm-up': [300.0, 60.0, 50.0], 'steady': [51.0, 49.0]}
     """
     pos = batch_positions(first_batch, len(series_ms), batches_per_epoch, num_workers)
     vals = pd.Series(list(series_ms), dtype="float64")

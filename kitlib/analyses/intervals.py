@@ -28,7 +28,18 @@ _SPAN_COLUMNS = ["start_ns", "end_ns", "dur_ns"]
 
 class IntervalError(KitError, ValueError):
     """A table of intervals or windows is not usable (missing column, negative
-    duration, missing or non-integer time, a window that ends before it starts)."""
+    duration, missing or non-integer time, a window that ends before it starts).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.intervals import IntervalError, busy_ns
+    >>> try:
+    ...     busy_ns(pd.DataFrame({"start_ns": [10], "end_ns": [5]}))
+    ... except IntervalError as e:
+    ...     print(type(e).__name__, isinstance(e, ValueError))
+    IntervalError True
+    """
 
 
 # -- reading the input -------------------------------------------------------

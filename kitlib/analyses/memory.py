@@ -60,7 +60,18 @@ DEVICE_TYPES = {"cpu": 0, "cuda": 1}
 
 
 class MemoryDataError(KitError, ValueError):
-    """The trace lacks what a memory analysis needs (no allocator events)."""
+    """The trace lacks what a memory analysis needs (no allocator events).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.memory import MemoryDataError, memory_timeline
+    >>> try:
+    ...     memory_timeline(tiny_trace())
+    ... except MemoryDataError as e:
+    ...     print(type(e).__name__, isinstance(e, ValueError))
+    MemoryDataError True
+    """
 
 
 def _device_code(device) -> int:

@@ -107,6 +107,14 @@ def active_steps(values, schedule: dict | None):
 
     Source: PyTorch docs, ``torch.profiler.schedule``; the recording script
     ``data/reference/how_captured/capture.py`` (each step timed, then ``p.step()``).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.steps import active_steps
+    >>> active_steps([90.0, 60.0, 51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
+    [51.0, 50.0, 52.0]
+    >>> active_steps([51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
+    [51.0, 50.0, 52.0]
     """
     values = list(values)
     if not schedule:
