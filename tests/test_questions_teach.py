@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from kitlib.course import exercises
-from kitlib.course.exercises import KINDS, MISCONCEPTIONS, Question, default_tolerance, misconception
+from kitlib.course.exercises import KINDS, MISCONCEPTIONS, Exercises, Question, default_tolerance, misconception
 
 ROOT = Path(__file__).resolve().parent.parent
 LESSONS = sorted((ROOT / "lessons").glob("[0-9][0-9]_*.ipynb"))
@@ -349,3 +349,20 @@ def test_the_gib_hint_is_only_for_gb_against_gib_and_traps_only_catch_their_own_
     from kitlib.course.exercises import _is_number
     import numpy as np
     assert not _is_number(np.bool_(True)) and _is_number(np.float64(1.5)) and _is_number(np.int64(2))
+
+
+def test_the_scorecard_counts_first_try_rights_and_ignores_silent_judging_and_reveals():
+    ex = Exercises("t", [Question("c1_cause", "Which cause?", "loader", "x", kind="compute", choices=["loader", "sync"]),
+                         Question("c1_n", "How many?", 12, "twelve", kind="compute"),
+                         Question("c2_n", "How many?", 7, "seven", kind="compute")])
+    ex.check("c1_cause", "sync")
+    ex.check("c1_cause", "loader")
+    ex.check("c1_n", 12)
+    ex["c2_n"].judge_silently(7)                 # the answer key's own probing is no try
+    ex.reveal("c2_n")
+    card = ex.scorecard()
+    assert card.loc["c1_cause"].tolist() == [1, 0, 1, 1]
+    assert card.loc["c1_n"].tolist() == [1, 1, 1, 0]
+    assert card.loc["c2_n"].tolist() == [1, 0, 0, 0]
+    by_case = ex.scorecard(group=lambda k: k.split("_")[0])
+    assert by_case.loc["c1"].tolist() == [2, 1, 2, 1] and by_case.index.tolist() == ["c1", "c2"]

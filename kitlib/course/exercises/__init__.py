@@ -225,6 +225,9 @@ class Question:
     wrong_tries: int = 0
     #: A ``predict`` question's first answer (``...`` until one is given).
     prediction: Any = ...
+    #: The wrong tries before the first right answer (None until one is right); see
+    #: :meth:`Exercises.scorecard`.
+    solved_after: int | None = None
 
     def __post_init__(self):
         if self.kind is not None and self.kind not in KINDS:
@@ -307,16 +310,18 @@ class Question:
                     return self._wrong(given, feedback)
         self._record(given)
         if ok:
+            if self.solved_after is None:
+                self.solved_after = self.wrong_tries
             return Verdict(self.key, True, f"right. {self.explain}")
         return self._wrong(given)
 
     def judge_silently(self, given) -> bool:
         """Whether ``given`` is right, without counting a try or recording a prediction."""
-        tries, prediction = self.wrong_tries, self.prediction
+        tries, prediction, solved = self.wrong_tries, self.prediction, self.solved_after
         try:
             return bool(self.judge(given).correct)
         finally:
-            self.wrong_tries, self.prediction = tries, prediction
+            self.wrong_tries, self.prediction, self.solved_after = tries, prediction, solved
 
     def _record(self, given):
         """Keep a ``predict`` question's first answer (later tries do not change it)."""
@@ -449,6 +454,42 @@ class Exercises:
         ok = q.judge_silently(q.prediction)
         return Verdict(key, ok, f"you predicted {_shown(q.prediction, q.answer)}; the recording says {result}. "
                                 + ("Your model of it held." if ok else f"What you missed: {q.explain}"))
+
+    def scorecard(self, group=None):
+        """How each question went so far: one row per question, or per group of questions.
+
+        Parameters
+        ----------
+        group : callable, optional
+            ``group(key) -> str`` names the group a question belongs to (the clinic groups a
+            case's questions, ``"case_a_cause"`` → ``"case_a"``); without it, one row per
+            question.
+
+        Returns
+        -------
+        DataFrame indexed by question key (or group)
+            ``questions`` (count), ``right_first_try`` (right with no wrong try before),
+            ``right`` (right at some try), ``wrong_tries`` (all wrong tries so far).
+            Revealed answers do not count as right.
+
+        Examples
+        --------
+        >>> ex = Exercises("t", [Question("a_n", "How many?", 3, "three", kind="compute"),
+        ...                      Question("a_m", "How many more?", 4, "four", kind="compute")])
+        >>> _ = ex.check("a_n", 3); _ = ex.check("a_m", 5); _ = ex.check("a_m", 4)
+        >>> ex.scorecard(group=lambda k: k.split("_")[0])
+               questions  right_first_try  right  wrong_tries
+        group
+        a              2                1      2            1
+        """
+        import pandas as pd
+        rows = [{"key": q.key, "group": group(q.key) if group else q.key, "questions": 1,
+                 "right_first_try": int(q.solved_after == 0), "right": int(q.solved_after is not None),
+                 "wrong_tries": q.wrong_tries} for q in self.questions]
+        table = pd.DataFrame(rows, columns=["key", "group", "questions", "right_first_try", "right", "wrong_tries"])
+        if group is None:
+            return table.drop(columns="group").set_index("key")
+        return table.drop(columns="key").groupby("group", sort=False).sum()
 
     def form(self, key: str):
         """Question ``key`` as an answer form (ipywidgets), whatever the front end.
