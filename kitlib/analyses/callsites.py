@@ -72,6 +72,14 @@ def is_user_frame(frame: str, internal=TORCH_INTERNAL) -> bool:
     pseudo-frames (``nn.Module: …``), files under any prefix in ``internal`` (default
     ``torch/``), installed packages' absolute paths (``site-packages``/``dist-packages``)
     and the standard library (top-level name in ``sys.stdlib_module_names``).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.callsites import is_user_frame
+    >>> is_user_frame("model.py(5): forward")
+    True
+    >>> is_user_frame("torch/nn/modules/conv.py(549): forward"), is_user_frame("<built-in method conv2d>")
+    (False, False)
     """
     f = parse_frame(frame)["file"]
     if f is None or f.startswith("<"):
@@ -102,6 +110,20 @@ def callsites(trace: Trace, events: pd.DataFrame | None = None, internal=TORCH_I
         without Python frames), ``file``, ``line``, ``function`` (parsed from it),
         ``module`` (innermost ``nn.Module`` pseudo-frame without the prefix, e.g.
         ``Conv2d_0``), ``module_type`` (its class, ``Conv2d``) and ``module_path`` (outermost → innermost, joined by ``" › "``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.callsites import callsites
+    >>> callsites(trace_from_json(tiny_profile_doc()))[["name", "user_frame", "module"]]
+                   name            user_frame module
+    0    ProfilerStep#1                   NaN    NaN
+    1           forward  model.py(5): forward  Net_0
+    2      aten::conv2d  model.py(5): forward  Net_0
+    3  cudaLaunchKernel  model.py(5): forward  Net_0
+    4        aten::relu  model.py(5): forward  Net_0
+    5  cudaLaunchKernel  model.py(5): forward  Net_0
     """
     ev = op_events(trace) if events is None else events
     stacks = op_stacks(trace, ev, filtered=False)
@@ -157,6 +179,19 @@ def callsite_of(trace: Trace, op_row: int, table: pd.DataFrame | None = None, in
     ------
     KeyError
         ``op_row`` is not a host event of the trace.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.callsites import callsite_of
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> conv = int(tr.ops.index[tr.ops["name"] == "aten::conv2d"][0])
+    >>> site = callsite_of(tr, conv)
+    >>> site["file"], site["line"], site["function"], site["module_type"]
+    ('model.py', 5, 'forward', 'Net')
+    >>> site["stack"]
+    ('model.py(5): forward', 'nn.Module: Net_0', 'train.py(10): <module>')
     """
     t = callsites(trace, internal=internal) if table is None else table
     hit = t[(t["source"] == "ops") & (t["row"] == op_row)]
@@ -179,6 +214,16 @@ def kernel_callsites(trace: Trace, table: pd.DataFrame | None = None, chain_df: 
         The :func:`kitlib.analyses.chain.chain` rows (kernels, copies, sets; sorted by GPU start)
         with ``user_frame``, ``module``, ``module_type``, ``module_path`` of the launching operator
         (None where the GPU event has no operator, e.g. launched before the window).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.callsites import kernel_callsites
+    >>> kernel_callsites(trace_from_json(tiny_profile_doc()))[["gpu_name", "user_frame", "module"]]
+          gpu_name            user_frame module
+    0  conv_kernel  model.py(5): forward  Net_0
+    1  relu_kernel  model.py(5): forward  Net_0
     """
     from .chain import chain as _chain
     c = _chain(trace) if chain_df is None else chain_df
@@ -208,6 +253,16 @@ def group_by_callsite(trace: Trace, by=("user_frame",), table: pd.DataFrame | No
         ``ops`` (host events counted), ``gpu_events`` (GPU events they launched),
         ``device_self_ns`` (device time of those GPU events, each counted once),
         ``host_self_ns``. Events without a call site are grouped under ``"(none)"``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.callsites import group_by_callsite
+    >>> group_by_callsite(trace_from_json(tiny_profile_doc()))
+                 user_frame  ops  gpu_events  device_self_ns  host_self_ns
+    0  model.py(5): forward    5           2            5000         10800
+    1                (none)    1           0               0          9200
     """
     t = callsites(trace, internal=internal) if table is None else table
     t = t.assign(**{b: t[b].astype(object).where(t[b].notna(), "(none)") for b in by})

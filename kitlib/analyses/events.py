@@ -276,6 +276,22 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
     ----------
     events : DataFrame
         With ``pid, tid, start_ns, end_ns`` (e.g. :func:`kitlib.analyses.events.op_events`).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.events import enclosing_python, op_events
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> ev = op_events(tr)
+    >>> ev.assign(python=tr.ops["name"].reindex(enclosing_python(tr, ev)).to_numpy())[["name", "python"]]
+                   name                python
+    0    ProfilerStep#1                   NaN
+    1           forward  model.py(5): forward
+    2      aten::conv2d  model.py(5): forward
+    3  cudaLaunchKernel  model.py(5): forward
+    4        aten::relu  model.py(5): forward
+    5  cudaLaunchKernel  model.py(5): forward
     """
     ops = trace.ops
     py = ops[ops["kind"] == "python"]
@@ -328,6 +344,21 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
     list of tuple of str
         One tuple per row of ``events``, innermost frame first; ``()`` where no Python
         frame encloses the event (other threads, or no ``with_stack``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.events import op_events, op_stacks
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> for name, stack in zip(op_events(tr)["name"], op_stacks(tr, n=2)):
+    ...     print(f"{name:16s}", stack)
+    ProfilerStep#1   ()
+    forward          ('model.py(5): forward', 'nn.Module: Net_0')
+    aten::conv2d     ('model.py(5): forward', 'nn.Module: Net_0')
+    cudaLaunchKernel ('model.py(5): forward', 'nn.Module: Net_0')
+    aten::relu       ('model.py(5): forward', 'nn.Module: Net_0')
+    cudaLaunchKernel ('model.py(5): forward', 'nn.Module: Net_0')
     """
     ev = op_events(trace) if events is None else events
     _, memo = _python_frames(trace)

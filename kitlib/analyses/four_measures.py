@@ -263,6 +263,24 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
     KitError
         The trace has no ``gpu_user_annotation`` events (the profiler records them
         only with CUDA activity on and ``record_function`` labels in the code).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.four_measures import annotation_device_time
+    >>> annotation_device_time(trace_from_json(tiny_profile_doc())).T
+                           0
+    name             forward
+    stream                 7
+    span_start_ns       5000
+    span_ns             6500
+    events                 2
+    rebuilt_span_ns     6500
+    busy_ns             5000
+    sum_ns              5000
+    idle_in_span_ns     1500
+    host_tid               1
     """
     ga = trace.gpu[trace.gpu["kind"] == "gpu_annotation"]
     if ga.empty:

@@ -540,6 +540,18 @@ def conv_inputs(trace: Trace, op_row: int) -> pd.DataFrame:
     ------
     KeyError
         The operator has no recorded shapes (``record_shapes`` was off).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.grouping import conv_inputs
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> conv = int(tr.ops.index[tr.ops["name"] == "aten::conv2d"][0])
+    >>> conv_inputs(tr, conv)[["shape", "layout", "reading"]]
+                   shape      layout                             reading
+    input   [1, 3, 8, 8]  contiguous  1 images × 3 channels × 8×8 pixels
+    weight  [4, 3, 3, 3]  contiguous    4 filters, each 3 channels × 3×3
     """
     op = trace.ops.loc[op_row]
     dims = op["input_dims"]

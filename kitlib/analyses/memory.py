@@ -612,6 +612,23 @@ def memory_held_at(trace: Trace, timeline: pd.DataFrame, position: int, device="
     ------
     MemoryDataError
         ``position`` is not a row of ``timeline``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.memory import memory_held_at, memory_timeline
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> tl = memory_timeline(tr)
+    >>> tl[["start_ns", "bytes", "op"]]
+       start_ns  bytes              op
+    0      2500   4096    aten::conv2d
+    1      9200   1024      aten::relu
+    2     15000  -4096  ProfilerStep#1
+    >>> memory_held_at(tr, tl, 1)
+                 op  allocations  held_bytes  share_of_allocated
+    0  aten::conv2d            1        4096                 0.8
+    1    aten::relu            1        1024                 0.2
     """
     if not 0 <= int(position) < len(timeline):
         raise MemoryDataError(f"position {position} is outside the memory timeline (0 to {len(timeline) - 1})")
