@@ -1,0 +1,160 @@
+"""kitlib.analyses.stragglers: the step budget on two hand-built ranks worked out on paper,
+and the straggler estimate and drift on the kit's own two-rank Gloo recordings.
+
+Hand-built run (times in µs, ×1000 for ns), two steps of 1000 µs, main thread tid 1,
+Gloo's worker thread tid 2 on each rank; rank 1 sleeps 300 µs at the start of each step::
+
+    rank 0, step 1 [0, 1000)                    rank 1, step 1 [0, 1000)
+      aten::mm          [0, 100)                  straggler_delay   [0, 300)   (annotation)
+      c10d::broadcast_  [100, 110) (collective op: not compute)
+      gloo:broadcast    [100, 450)  tid 2         aten::mm          [300, 400)
+      aten::mm          [450, 750)                gloo:broadcast    [400, 450)  tid 2
+      gloo:all_reduce   [600, 800)  tid 2         aten::mm          [450, 750)
+      aten::add         [800, 900)                gloo:all_reduce   [700, 800)  tid 2
+                                                  aten::add         [800, 900)
+    step 2: the same +1000 µs, except rank 0's aten::add lasts 150 µs [1800, 1950).
+
+Rank 0, step 1: operators 100+300+100 = 500; collectives 350+200 = 550; operators ∪
+collectives = [0, 900) = 900, so exposed = 900-500 = 400, compute = 1000-400 = 600,
+outside operators = 100. Step 2: operators 550, ∪ = [1000, 1950) = 950, exposed 400,
+compute 600, outside 50.
+Rank 1, both steps: operators 500; collectives 50+100 = 150; ∪ = [300, 900) = 600,
+exposed 100, compute 900, outside 400 (the 300 µs sleep and the 100 µs tail).
+Rank 1's excess compute: 900-600 = 300 µs in each step = the delay; its excess operator
+time 0 and -50 µs (noise ±25 µs); outside operators 300 and 350 µs (median 325).
+"""
+from __future__ import annotations
+
+import gzip
+import json
+import statistics
+
+import pandas as pd
+import pytest
+
+from kitlib.errors import KitError
+from kitlib.readers.bundle import reference_dir
+from kitlib.readers.ranks import load_traces, wall_step_times
+from kitlib.analyses import stragglers as S
+from kitlib.analyses.collectives import collectives
+
+US = 1000
+BASE = 1_700_000_000_000_000_000
+
+
+def _x(name, ts, dur, tid=1, cat="cpu_op"):
+    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+
+
+def _rank_json(rank: int) -> dict:
+    ev = []
+    for k, off in ((1, 0), (2, 1000)):
+        ev.append(_x(f"ProfilerStep#{k}", off, 1000, cat="user_annotation"))
+        if rank == 0:
+            ev += [_x("aten::mm", off, 100), _x("c10d::broadcast_", off + 100, 10),
+                   _x("gloo:broadcast", off + 100, 350, tid=2), _x("aten::mm", off + 450, 300),
+                   _x("gloo:all_reduce", off + 600, 200, tid=2), _x("aten::add", off + 800, 100 if k == 1 else 150)]
+        else:
+            ev += [_x("straggler_delay", off, 300, cat="user_annotation"), _x("aten::mm", off + 300, 100),
+                   _x("gloo:broadcast", off + 400, 50, tid=2), _x("aten::mm", off + 450, 300),
+                   _x("gloo:all_reduce", off + 700, 100, tid=2), _x("aten::add", off + 800, 100)]
+    return {"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": ev,
+            "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}}
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    d = tmp_path_factory.mktemp("paper_ranks")
+    for r in (0, 1):
+        (d / f"rank{r}.json").write_text(json.dumps(_rank_json(r)))
+    return load_traces(d)
+
+
+def test_the_step_budget_on_paper(paper):
+    b = S.step_budget(paper)
+    assert list(b.columns) == S.BUDGET_COLUMNS
+    got = b.set_index(["rank", "step"]) // US
+    assert got.loc[(0, 1)].tolist() == [1000, 550, 400, 600, 500, 100]
+    assert got.loc[(0, 2)].tolist() == [1000, 550, 400, 600, 550, 50]
+    assert got.loc[(1, 1)].tolist() == got.loc[(1, 2)].tolist() == [1000, 150, 100, 900, 500, 400]
+
+
+def test_the_estimate_on_paper(paper):
+    e = S.straggler_estimate(paper)
+    assert e["rank"] == 1 and e["steps"] == 2
+    assert e["delay_ms"] == pytest.approx(0.300) and e["delay_ms_by_step"] == pytest.approx([0.300, 0.300])
+    assert e["ops_ms"] == pytest.approx(-0.025) and e["outside_ops_ms"] == pytest.approx(0.325)
+    assert e["noise_ms"] == pytest.approx(0.025) and e["clear"] is True
+
+
+def test_a_delay_within_the_noise_is_not_clear():
+    # rank 1 computes 100 µs more in step 1 and 300 µs less in step 2 (noise ±200 µs), and is 300 µs late
+    rows = []
+    for step, ops1 in ((1, 600), (2, 200)):
+        rows.append({"rank": 0, "step": step, "step_ns": 2000, "in_collectives_ns": 0, "exposed_ns": 1500,
+                     "compute_ns": 500, "ops_ns": 500, "outside_ops_ns": 0})
+        rows.append({"rank": 1, "step": step, "step_ns": 2000, "in_collectives_ns": 0, "exposed_ns": 0,
+                     "compute_ns": 2000, "ops_ns": ops1, "outside_ops_ns": 2000 - ops1})
+    b = pd.DataFrame(rows)
+    b[["step_ns", "exposed_ns", "compute_ns", "ops_ns", "outside_ops_ns"]] *= US
+    e = S.straggler_estimate(budget=b)
+    assert e["rank"] == 1 and e["delay_ms"] == pytest.approx(1.5) and e["noise_ms"] == pytest.approx(0.2)
+    assert e["clear"] is True
+    b.loc[b["rank"] == 1, "ops_ns"] = [3000 * US, 0]           # a swing of ±1.5 ms: as large as the delay
+    assert S.straggler_estimate(budget=b)["clear"] is False
+
+
+def test_refusals(paper):
+    one = pd.DataFrame([{c: 0 for c in S.BUDGET_COLUMNS}])
+    with pytest.raises(KitError, match="two ranks or more"):
+        S.straggler_estimate(budget=one)
+    calls = collectives(paper).assign(measured_on="device")
+    with pytest.raises(KitError, match="measured on the GPU"):
+        S.step_budget(paper, calls)
+    with pytest.raises(KitError, match="no uninstrumented step times"):
+        S.machine_drift(pd.DataFrame(columns=["rank", "series", "i", "step_ms"]), S.step_budget(paper))
+    assert wall_step_times(paper).empty                      # loose files: no step_times.json
+
+
+def _raw_steps_ms(name, rank):
+    doc = json.loads(gzip.decompress((reference_dir() / name / f"rank{rank}" / "trace.json.gz").read_bytes()))
+    return [e["dur"] / 1e3 for e in doc["traceEvents"] if str(e.get("name", "")).startswith("ProfilerStep#")]
+
+
+def test_the_injected_delay_is_recovered_on_the_kits_recording():
+    rt = load_traces("ranks_straggler")
+    manifest = json.loads((reference_dir() / "ranks_straggler" / "manifest.json").read_text())
+    injected = manifest["workload"]["straggler"]
+    e = S.straggler_estimate(rt)
+    assert e["rank"] == injected["rank"] == 1
+    assert abs(e["delay_ms"] - injected["ms"]) <= 0.2 * injected["ms"], e
+    assert abs(e["outside_ops_ms"] - injected["ms"]) <= 0.2 * injected["ms"], e   # the sleep is outside operators
+    assert e["clear"]
+    # the step times themselves come from the profiler's own ProfilerStep intervals
+    b = S.step_budget(rt)
+    for r in (0, 1):
+        assert (b[b["rank"] == r]["step_ns"] / 1e6).tolist() == pytest.approx(_raw_steps_ms("ranks_straggler", r),
+                                                                           abs=1e-3)
+    # the old measure, step minus all time inside collectives, counts Gloo's hidden all-reduces
+    naive = (b["step_ns"] - b["in_collectives_ns"]).groupby([b["step"], b["rank"]]).sum().unstack()
+    assert ((naive[1] - naive[0]).median() / 1e6) > 1.5 * injected["ms"]
+
+
+def test_the_balanced_run_has_no_clear_straggler():
+    e = S.straggler_estimate(load_traces("ranks_balanced"))
+    assert not e["clear"] and e["delay_ms"] < 0.5 * 500
+
+
+@pytest.mark.parametrize("name, drifted", [("ranks_balanced", False), ("ranks_straggler", True)])
+def test_drift_from_the_runs_own_uninstrumented_steps(name, drifted):
+    rt = load_traces(name)
+    d = S.machine_drift(wall_step_times(rt), S.step_budget(rt))
+    for r in (0, 1):
+        raw = json.loads((reference_dir() / name / f"rank{r}" / "step_times.json").read_text())
+        un = statistics.median(raw["step_ms_uninstrumented"])
+        pr = statistics.median(_raw_steps_ms(name, r))
+        assert d.loc[r, "uninstrumented_ms"] == pytest.approx(un)
+        assert d.loc[r, "profiled_ms"] == pytest.approx(pr, abs=1e-3)
+        assert bool(d.loc[r, "drifted"]) == (abs(pr / un - 1) > S.DRIFT_TOLERANCE) == drifted
+    note = S.drift_note(d)
+    assert note.startswith("the machine drifted" if drifted else "no drift seen")
