@@ -276,6 +276,61 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
     return out
 
 
+def wall_step_times(traces: RankTraces) -> pd.DataFrame:
+    """Every rank's wall-clock step times, as the kit's capture wrote them beside its trace.
+
+    Parameters
+    ----------
+    traces : RankTraces
+        From :func:`load_traces` of a kit bundle (each rank's
+        ``rank{r}/step_times.json``, checked against the manifest's sha256).
+
+    Returns
+    -------
+    DataFrame
+        ``rank, series, i, step_ms``: one row per step of each series
+        (``step_ms_uninstrumented``: timed before the profiler started, no profiler;
+        ``step_ms_profiled``: every step under the schedule), ``i`` its position
+        (0 = first), ``step_ms`` in ms (``perf_counter_ns``). Empty (these
+        columns) for loose trace files, which have none.
+
+    Raises
+    ------
+    KitFileError
+        A rank's ``step_times.json`` is not an object of lists of numbers (names
+        the file).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces, wall_step_times
+    >>> w = wall_step_times(load_traces("ranks_straggler"))
+    >>> print(w[w["series"] == "step_ms_uninstrumented"].round(1).to_string(index=False))
+     rank                 series  i  step_ms
+        0 step_ms_uninstrumented  0   1925.1
+        0 step_ms_uninstrumented  1   1843.4
+        1 step_ms_uninstrumented  0   1954.4
+        1 step_ms_uninstrumented  1   1880.8
+    """
+    cols = ["rank", "series", "i", "step_ms"]
+    if traces.source is None or not traces.manifest:
+        return pd.DataFrame(columns=cols)
+    cap = open_capture(traces.source)
+    rows = []
+    for r in traces.ranks:
+        name = f"rank{r}/step_times.json"
+        if not cap.has(name):
+            continue
+        data = cap.read_json(name)
+        if not isinstance(data, dict):
+            raise KitFileError(cap.file(name), "is not a JSON object of step-time series")
+        for series, values in data.items():
+            if not isinstance(values, list) or not all(isinstance(v, (int, float)) for v in values):
+                raise KitFileError(cap.file(name), f"series {series!r} is not a list of step times in ms")
+            rows += [{"rank": int(r), "series": str(series), "i": i, "step_ms": float(v)}
+                     for i, v in enumerate(values)]
+    return pd.DataFrame(rows, columns=cols)
+
+
 def _check_one_run(info: pd.DataFrame, folder) -> None:
     """Refuse traces that cannot be the ranks of one run (see :func:`load_traces`)."""
     where = f"in {folder}" if folder is not None else "in the list given"
@@ -315,4 +370,4 @@ def _when(ns) -> str:
     return _dt.datetime.fromtimestamp(int(ns) / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-__all__ = ["RankTraces", "load_traces", "INFO_COLUMNS"]
+__all__ = ["RankTraces", "load_traces", "wall_step_times", "INFO_COLUMNS"]
