@@ -262,12 +262,12 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     ...     x = lambda cat, name, ts, dur, **a: dict(ph="X", cat=cat, name=name, pid=1, tid=1,
     ...                                              ts=ts, dur=dur, args=a)
     ...     ev = [x("user_annotation", "ProfilerStep#1", 0, 100),
-    ...           x("cpu_op", "aten::mm", 10, 20, **{"External id": 1, "Input Dims": [[2, 3], [3, 4]]}),
-    ...           x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=1, **{"External id": 1}),
+    ...           x("cpu_op", "aten::mm", 10, 20, **{"External id": 11, "Input Dims": [[2, 3], [3, 4]]}),
+    ...           x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=1, **{"External id": 11}),
     ...           dict(x("kernel", "mm_kernel", 20, mm_us, correlation=1, device=0, stream=7), pid=0, tid=7)]
     ...     if relu:
-    ...         ev += [x("cpu_op", "aten::relu", 40, 10, **{"External id": 2, "Input Dims": [[2, 4]]}),
-    ...                x("cuda_runtime", "cudaLaunchKernel", 42, 5, correlation=2, **{"External id": 2}),
+    ...         ev += [x("cpu_op", "aten::relu", 40, 10, **{"External id": 12, "Input Dims": [[2, 4]]}),
+    ...                x("cuda_runtime", "cudaLaunchKernel", 42, 5, correlation=2, **{"External id": 12}),
     ...                dict(x("kernel", "relu_kernel", 60, 5, correlation=2, device=0, stream=7), pid=0, tid=7)]
     ...     return trace_from_json({"traceEvents": ev})
     >>> from kitlib.analyses.trace_diff import trace_diff
@@ -290,6 +290,8 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     if not tolerance >= 0:
         raise KitError(f"trace_diff: tolerance must be 0 or more (a fraction of the device time before), "
                        f"not {tolerance!r}")
+    if what == "operators" and isinstance(before, NsysReport):
+        diff_events(before, what)               # raises: an Nsight export holds no operators
     notes, matched_by = [], "kind and name"
     shapes = what == "operators"
     if shapes:
