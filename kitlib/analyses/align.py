@@ -154,6 +154,17 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
     ------
     KitError
         Unknown ``attribution``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.align import gpu_work, project
+    >>> from kitlib.analyses.steps import labelled_ranges
+    >>> tr = tiny_trace()
+    >>> p = project(labelled_ranges(tr), gpu_work(tr))
+    >>> p[["gpu_ops", "kernel_sum_ns", "proj_start_ns", "proj_end_ns", "proj_dur_ns"]]
+       gpu_ops  kernel_sum_ns  proj_start_ns  proj_end_ns  proj_dur_ns
+    0        1            400            300          700          400
     """
     if attribution not in ATTRIBUTIONS:
         raise KitError(f"unknown attribution {attribution!r}; use one of {', '.join(ATTRIBUTIONS)}")
@@ -406,6 +417,15 @@ def launch_threads(source) -> pd.DataFrame:
         ``labelled_ranges`` (NVTX / ``record_function`` ranges on that thread).
         In the reference ``nsys_8step``, autograd's thread ``pt_autograd_0``
         launches 2,360 of the 4,340 kernels and has no NVTX range.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.align import launch_threads
+    >>> launch_threads(open_capture("nsys_8step").nsys)[["thread", "kernels", "kernel_share", "labelled_ranges"]].head(2)
+              thread  kernels  kernel_share  labelled_ranges
+    0  pt_autograd_0     2360      0.543779                0
+    1        python3     1980      0.456221               40
     """
     from ..model import NsysReport
     w = gpu_work(source)
@@ -447,6 +467,16 @@ def operator_ranges(report) -> pd.DataFrame:
         ``op`` (operator name), ``seq`` (Int64, <NA> when absent), ``op_id``
         (Int64), ``sizes`` (the text of the input sizes, ``""`` without
         ``record_shapes``), ``tid``, ``start_ns``, ``dur_ns``, ``depth``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.align import operator_ranges
+    >>> operator_ranges(open_capture("nsys_emit_nvtx").nsys)[["op", "seq", "op_id", "depth"]].head(3)
+                       op   seq  op_id  depth
+    0        aten::conv2d   537      1      2
+    1   aten::convolution   537      2      3
+    2  aten::_convolution  <NA>      3      4
     """
     n = report.nvtx[report.nvtx["end_ns"].notna()]
     m = n["name"].str.extract(_OP_RANGE)

@@ -197,6 +197,16 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
     KitError
         No steps, no ``label`` range, a step without host-to-device copies, or one whose
         copies carry no byte count.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.coldstart import batch_copies
+    >>> batch_copies(open_capture("nsys_8step").nsys)[["step", "copies", "images_bytes", "batch_end_after_range_ns"]].head(3)
+       step  copies  images_bytes  batch_end_after_range_ns
+    0     0       2      77070336                   -116850
+    1     1       2      77070336                   1336030
+    2     2       2      77070336                   1326331
     """
     _check_source(source)
     dl = data_load_ranges(source, label)
@@ -260,6 +270,18 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     ------
     KitError
         ``report`` is not an NsysReport or the window ends before it starts.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.coldstart import gap_activity
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> gap_activity(report, first["start_ns"], first["end_ns"])[["thread", "source", "call", "calls"]].head(3)
+        thread      source             call  calls
+    0  python3  OS runtime    sem_clockwait      8
+    1  python3  OS runtime             fork      8
+    2  python3    CUDA API  cudaMemcpyAsync      2
     """
     from ..model import NsysReport
     if not isinstance(report, NsysReport):
@@ -297,6 +319,15 @@ def traced_processes(report) -> pd.DataFrame:
         ``process``, ``processes``, ``threads`` (known from ``ThreadNames``),
         ``osrt_rows``, ``cuda_api_rows``, ``nvtx_ranges``. A DataLoader worker
         process with zero rows was not traced: the report cannot say what it did.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.coldstart import traced_processes
+    >>> traced_processes(open_capture("nsys_8step").nsys)[["process", "processes", "osrt_rows", "cuda_api_rows"]].head(2)
+              process  processes  osrt_rows  cuda_api_rows
+    0         python3          1       2392          12084
+    1  pt_data_worker          8          0              0
     """
     th = report.threads
     rows = []
@@ -336,6 +367,16 @@ def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None =
         source texts' figure where one exists and ``b300`` is given, else <NA>), ``tool``. The recordings
         are separate runs: the same quantity differs between them by run-to-run noise
         and by what each range covers.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.coldstart import cold_start_figures
+    >>> cold_start_figures(report=open_capture("nsys_8step").nsys)[["measure", "value_ns"]]
+                                             measure    value_ns
+    0            first data_load range (Nsight NVTX)  1469484230
+    1  end of first data_load since torch_step start  1469486714
+    2         batch copy end minus range end, step 0     -116850
     """
     def src_ns(*keys):
         if not b300:

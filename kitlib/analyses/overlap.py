@@ -29,6 +29,17 @@ def same_stream_overlaps(chain_df: pd.DataFrame) -> pd.DataFrame:
         ``launch_name`` (the CUDA API call that launched it; <NA> when not linked) and
         ``overlap_ns`` (how long it ran while an earlier kernel of its stream was still
         running).
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.overlap import same_stream_overlaps
+    >>> chain_df = pd.DataFrame({"gpu_kind": ["kernel", "kernel", "kernel"], "device": 0, "stream": 7,
+    ...                          "gpu_name": ["a", "b", "c"], "gpu_start_ns": [0, 80, 200],
+    ...                          "gpu_dur_ns": [100, 50, 10], "launch_name": "cudaLaunchKernel"})
+    >>> same_stream_overlaps(chain_df)[["gpu_name", "gpu_start_ns", "gpu_dur_ns", "overlap_ns"]]
+      gpu_name  gpu_start_ns  gpu_dur_ns  overlap_ns
+    0        b            80          50          20
     """
     k = chain_df[chain_df["gpu_kind"] == "kernel"].sort_values(["gpu_start_ns", "gpu_dur_ns"])
     end = k["gpu_start_ns"] + k["gpu_dur_ns"]

@@ -58,6 +58,18 @@ def pin_thread_allocs(report, start_ns: int, end_ns: int, thread: str = "pt_data
     ------
     KitError
         The report has no such thread.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.pinning import pin_thread_allocs
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> pin_thread_allocs(report, first["start_ns"], first["end_ns"])[["start_in_window_ns", "dur_ns", "large"]].head(3)
+       start_in_window_ns    dur_ns  large
+    0           764275464  60686072   True
+    1           845342935   1233992  False
+    2           858648309  55130573   True
     """
     tids = _thread_ids(report, thread)
     api = report.launches
@@ -87,6 +99,18 @@ def main_thread_waits(report, start_ns: int, end_ns: int, tid: int,
     -------
     DataFrame, one row per wait of 1 ms or more, in time order
         ``name``, ``start_in_window_ns``, ``dur_ns``, ``woke_in_window_ns`` (its end).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.pinning import main_thread_waits
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> main_thread_waits(report, first["start_ns"], first["end_ns"], first["tid"]).head(3)
+                name  start_in_window_ns     dur_ns  woke_in_window_ns
+    0       sem_wait           185527264    1401690          186928954
+    1  sem_clockwait           190706109  665147426          855853535
+    2  sem_clockwait           856185521   83348343          939533864
     """
     o = report.osrt
     w = o[(o["tid"] == tid) & o["name"].isin(calls) & (o["start_ns"] < end_ns) & (o["end_ns"] > start_ns)
@@ -124,6 +148,23 @@ def lock_contention(report, start_ns: int, end_ns: int, tid: int, min_ns: int = 
         CUDA API call, or <NA>), ``other_thread``, ``other_call``,
         ``other_start_in_window_ns``, ``other_dur_ns``, ``granted_after_other_returned_ns``
         (lock end − other call's end; small and positive for a release).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.pinning import lock_contention
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> lock_contention(report, first["start_ns"], first["end_ns"], first["tid"]).T
+                                                   0
+    lock_start_in_window_ns               1405266099
+    lock_dur_ns                             64028555
+    inside_call                      cudaMemcpyAsync
+    other_thread                         pt_data_pin
+    other_call                         cudaHostAlloc
+    other_start_in_window_ns              1405144666
+    other_dur_ns                            64132986
+    granted_after_other_returned_ns            17002
     """
     o = report.osrt
     locks = o[(o["tid"] == tid) & (o["name"] == "pthread_mutex_lock") & (o["start_ns"] >= start_ns)
@@ -164,6 +205,20 @@ def wakes_after_pinning(waits: pd.DataFrame, allocs: pd.DataFrame) -> pd.DataFra
     DataFrame, one row per wake-up after the pin thread's first allocation
         ``woke_in_window_ns``, ``pinning_cycle`` (1, 2, …: how many large allocations
         had begun by then) and ``since_cycle_start_ns`` (wake-up − that allocation's start).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.pinning import main_thread_waits, pin_thread_allocs, wakes_after_pinning
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> window = first["start_ns"], first["end_ns"]
+    >>> wakes_after_pinning(main_thread_waits(report, *window, first["tid"]),
+    ...                     pin_thread_allocs(report, *window)).head(3)
+       woke_in_window_ns  pinning_cycle  since_cycle_start_ns
+    0          855853535              1              91578071
+    1          939533864              2              80885555
+    2         1017116429              3              75116026
     """
     big = allocs.loc[allocs["large"], "start_in_window_ns"].to_numpy()
     woke = waits["woke_in_window_ns"].to_numpy()
