@@ -22,7 +22,11 @@ from ..phases import STEP_RANGE
 #: ``Trace.ops``: CPU-side events (operators, annotations, steps, Python frames).
 OPS_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "external_id",
                "input_dims", "input_types", "input_strides", "concrete_inputs", "sequence_number",
-               "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "parent", "depth"]
+               "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "comm_args", "parent", "depth"]
+#: ``args`` keys of a collective's ``record_param_comms`` event that say which call it is
+#: (PyTorch ``torch/csrc/distributed/c10d/ParamCommsUtils.hpp``; kineto writes them under
+#: these names; the process group and ``Seq`` since about PyTorch 2.3). ``Trace.ops["comm_args"]``.
+COMM_ARGS = ("Collective name", "Process Group Name", "Seq", "In msg nelems", "Out msg nelems", "Group size")
 #: ``Trace.launches``: CUDA runtime and driver API calls.
 LAUNCH_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "api", "correlation",
                   "external_id", "cbid"]

@@ -64,7 +64,7 @@ _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 
 # The data contract lives in the model layer; its names stay importable from here.
 from ..model.schema import (FILTERED_NAMES, HOST_EVENT_COLUMNS, OPS_COLUMNS, LAUNCH_COLUMNS,  # noqa: E402,F401
-                            GPU_COLUMNS, MEMORY_COLUMNS, OTHER_COLUMNS, STEP_COLUMNS, STEP_PATTERNS)
+                            GPU_COLUMNS, MEMORY_COLUMNS, OTHER_COLUMNS, STEP_COLUMNS, STEP_PATTERNS, COMM_ARGS)
 from ..model.trace import Trace  # noqa: E402,F401
 from ..model.tree import build_host_tree, _fold_same_name_children  # noqa: E402,F401
 
@@ -171,7 +171,8 @@ _LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete I
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
 _TABLE_ARGS = {
     "ops": ("External id", "external id", "Input Dims", "Input type", "Input Strides", "Concrete Inputs",
-            "Sequence number", "Fwd thread id", "Call stack", "Python id", "Python parent id"),
+            "Sequence number", "Fwd thread id", "Call stack", "Python id", "Python parent id",
+            *COMM_ARGS),
     "launches": ("correlation", "External id", "external id", "cbid"),
     "gpu": ("device", "stream", "correlation", "External id", "external id", "grid", "block", "bytes"),
     "memory": ("Bytes", "Addr", "Total Allocated", "Total Reserved", "Device Type", "Device Id"),
@@ -936,6 +937,7 @@ def _ops_table(evs, kinds, args) -> pd.DataFrame:
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
+        d["comm_args"] = _comm_args(revs, A)
         parts.append(d)
     if py:
         d = _base_frame(py)
@@ -956,7 +958,17 @@ def _ops_table(evs, kinds, args) -> pd.DataFrame:
     cols["depth"] = np.zeros(n, dtype=np.int64)
     # time order; at equal start the longer (enclosing) event first; ties keep input order
     return _frame(cols, OPS_COLUMNS, np.lexsort((-cols["dur_ns"], cols["start_ns"])),
-                  objects=("input_dims", "input_types", "input_strides", "concrete_inputs", "call_stack"))
+                  objects=("input_dims", "input_types", "input_strides", "concrete_inputs", "call_stack",
+                           "comm_args"))
+
+
+def _comm_args(evs, args) -> list:
+    """Per event, the collective's identity that PyTorch writes on ``record_param_comms``
+    (:data:`COMM_ARGS`: process group, sequence number, element counts): a dict of the
+    keys present, None for an event that has none of them (every non-collective op)."""
+    cols = [_arg(evs, k, args=args) for k in COMM_ARGS]
+    return [None if all(v is None for v in vals) else {k: v for k, v in zip(COMM_ARGS, vals) if v is not None}
+            for vals in zip(*cols)]
 
 
 def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFrame:
