@@ -265,6 +265,18 @@ def key_averages_table(rows: list) -> pd.DataFrame:
         ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (int ns), and where
         the rows have them ``cpu_memory_bytes``, ``self_cpu_memory_bytes``,
         ``device_memory_bytes``, ``self_device_memory_bytes`` (bytes) and ``flops``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.grouping import key_averages_table
+    >>> rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
+    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.0},
+    ...         {"key": "relu_kernel", "count": 1, "cpu_time_total_us": 0, "self_cpu_time_total_us": 0,
+    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.4}]
+    >>> key_averages_table(rows)[["name", "device_type", "count", "host_total_ns", "device_total_ns"]]
+              name device_type  count  host_total_ns  device_total_ns
+    0   aten::relu         CPU      1            300              400
+    1  relu_kernel        CUDA      1              0              400
     """
     df = pd.DataFrame(rows).rename(columns=_KA_SYNONYMS)
     out = pd.DataFrame({"name": df["key"], "input_shapes": df.get("input_shapes", "[]"),
@@ -309,6 +321,23 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
         rebuilt value (``…_kitlib``), the profiler's (``…_profiler``) and ``…_diff``
         (kitlib − profiler); ``only_in`` says ``kitlib``/``profiler`` for keys on one
         side only and ``both`` otherwise.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.grouping import compare_with_profiler, group_ops
+    >>> rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
+    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.0}]
+    >>> c = compare_with_profiler(group_ops(tiny_trace()), rows)
+    >>> c.columns.tolist()[:5]
+    ['name', 'device_type', 'count_kitlib', 'host_total_ns_kitlib', 'host_self_ns_kitlib']
+    >>> c[["name", "count_kitlib", "count_profiler", "host_total_ns_profiler"]]
+                   name  count_kitlib  count_profiler  host_total_ns_profiler
+    0     ProfilerStep*             1             NaN                     NaN
+    1         aten::add             1             NaN                     NaN
+    2        aten::relu             1             1.0                   300.0
+    3  cudaLaunchKernel             1             NaN                     NaN
+    4       relu_kernel             1             NaN                     NaN
     """
     ka = key_averages_table(profiler_rows)
     keys = ["name", "device_type"] + (["input_shapes"] if by == "input_shape" else [])
@@ -414,6 +443,18 @@ def attribution_bytes(doc) -> pd.DataFrame:
     ------
     TraceFormatError
         ``doc`` has no event list.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.analyses.grouping import attribution_bytes
+    >>> attribution_bytes(tiny_profile_doc())[["events", "share_of_gzip"]].round(2)
+                                               events  share_of_gzip
+    as recorded                                    15           1.00
+    without Python frames (with_stack)             12           0.86
+    without input shapes (record_shapes)           15           0.83
+    without allocator events (profile_memory)      12           0.84
+    without all three                               9           0.53
     """
     import zlib
     try:
@@ -473,6 +514,14 @@ def capture_cost(captures: dict) -> pd.DataFrame:
         trace), ``median_step_ms`` (median wall time of the profiled active steps; NaN
         when the bundle has no step times), ``trace_gzip_bytes``, ``bytes_per_step``,
         ``events_per_step``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.analyses.grouping import capture_cost
+    >>> capture_cost({"full": open_capture("profiler_5step")})[["steps", "trace_gzip_bytes", "events_per_step"]]
+         steps trace_gzip_bytes events_per_step
+    full     5          1342993         14701.4
     """
     rows = {}
     for label, cap in captures.items():

@@ -340,6 +340,24 @@ def compare_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd.DataF
     ------
     KitError
         ``rows`` lack the memory fields (recorded without ``profile_memory``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.memory import compare_with_key_averages, memory_by_operator
+    >>> by_op = memory_by_operator(trace_from_json(tiny_profile_doc()))
+    >>> rows = [{"key": "aten::conv2d", "count": 1, "device_memory_usage_bytes": 4096,
+    ...          "self_device_memory_usage_bytes": 4096}]
+    >>> compare_with_key_averages(by_op, rows).T
+    key                  aten::conv2d
+    calls                           1
+    profiler_calls                  1
+    total_bytes                  4096
+    profiler_total_bytes         4096
+    self_bytes                   4096
+    profiler_self_bytes          4096
+    match                        True
     """
     ka = pd.DataFrame(rows)
     need = {"key", "count", "device_memory_usage_bytes", "self_device_memory_usage_bytes"}
@@ -403,6 +421,22 @@ def parse_memory_table(text: str) -> pd.DataFrame:
     ------
     KitError
         No table with those columns in ``text``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.memory import parse_memory_table
+    >>> text = '''
+    ... ----------------  ------------  ------------  ------------
+    ...             Name      CUDA Mem  Self CUDA Mem    # of Calls
+    ... ----------------  ------------  ------------  ------------
+    ...     aten::conv2d       4.00 Kb       4.00 Kb             1
+    ...       aten::relu       1.00 Kb       1.00 Kb             1
+    ... ----------------  ------------  ------------  ------------
+    ... '''
+    >>> parse_memory_table(text)
+       table          name cuda_mem self_cuda_mem  calls
+    0      0  aten::conv2d  4.00 Kb       4.00 Kb      1
+    1      0    aten::relu  1.00 Kb       1.00 Kb      1
     """
     out, table = [], -1
     cols, spans, rule = None, None, None
