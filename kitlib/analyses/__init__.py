@@ -14,3 +14,28 @@ May import: ``kitlib.model`` (the values, the event tree, the window function),
 take a bundle, its files), ``kitlib.errors``, ``kitlib.units``, ``kitlib.phases``, ``kitlib.settings``,
 and other analyses. Nothing from capture, plots or course.
 """
+
+import importlib as _importlib
+
+#: Public functions exported here, each imported from its module on first use (PEP 562),
+#: so that importing one analysis (``kitlib.analyses.intervals``) loads no other.
+_FACE = {
+    # issue 28, "Why is the GPU idle?"
+    **{name: "kitlib.analyses.gpu_idle" for name in (
+        "device_events", "stream_gaps", "idle_breakdown", "queue_length", "queue_summary",
+        "stream_concurrency", "temporal_breakdown", "step_verdicts", "GpuIdleError")},
+    **{name: "kitlib.analyses.launch_stats" for name in ("launch_stats", "launch_summary")},
+    **{name: "kitlib.analyses.copies" for name in ("copies", "copy_summary")},
+}
+
+
+def __getattr__(name):
+    if name not in _FACE:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(_importlib.import_module(_FACE[name]), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(_FACE))

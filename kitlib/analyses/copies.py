@@ -1,0 +1,235 @@
+"""Copies: how many bytes, how long, how fast against the link, and hidden under kernels or not.
+
+Each memcpy of a recording (:func:`kitlib.analyses.gpu_idle.device_events`) has a
+direction (``copy_kind``: ``HtoD`` host to device, ``DtoH``, ``DtoD`` within a device,
+``PtoP`` between devices, ``HtoH``) and, where the trace says, the kind of memory at each
+end: torch.profiler writes it in the name (``Memcpy HtoD (Pinned -> Device)``), Nsight
+Systems in ``CUPTI_ACTIVITY_KIND_MEMCPY.srcKind``/``dstKind``. Host memory is *pinned*
+(page-locked: the copy engine reads it directly, and ``non_blocking=True`` copies are
+asynchronous) or *pageable* (the driver first stages it through a pinned buffer, and the
+copy is synchronous with the host).
+
+Achieved bandwidth is ``bytes ÷ dur_ns``, which is GB/s exactly (1 byte/ns = 10⁹ bytes/s;
+decimal GB, as NVIDIA's datasheets write link speeds). The link's peak is a *nominal
+datasheet figure per direction* (:data:`LINKS`); a copy reaches a share of it (PCIe's
+own packet overhead alone keeps a Gen5 x16 link near 53-57 GB/s in practice).
+
+Sources for :data:`LINKS`
+-------------------------
+- NVIDIA H200 Tensor Core GPU datasheet / product page (nvidia.com/en-us/data-center/h200):
+  "Interconnect: NVIDIA NVLink 900GB/s, PCIe Gen5 128GB/s" (both directions together; per
+  direction 450 and 64 GB/s), "GPU memory bandwidth 4.8TB/s".
+- NVIDIA HGX B300 / DGX B300 (nvidia.com/en-us/data-center/hgx, /dgx-b300): fifth-generation
+  NVLink, "1.8TB/s" GPU-to-GPU per GPU (900 GB/s per direction), HBM3e "8TB/s" per GPU, and
+  PCIe Gen6 to the host. NVIDIA's pages name PCIe Gen6 without a per-GPU figure; the kit
+  takes PCI-SIG's: 64 GT/s × 16 lanes ÷ 8 bits = 128 GB/s per direction, nominal.
+
+A ``DtoD`` copy inside one device reads and writes HBM, so it moves each byte twice: its
+peak is half the memory bandwidth. Pure functions: no I/O, printing or plotting. Used in
+lesson 09.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..model import NsysReport, Trace
+from .gpu_idle import GpuIdleError, _events, _path
+from .launch_stats import _step_of
+
+__all__ = ["LINKS", "copies", "copy_summary", "device_name"]
+
+#: Nominal peaks per direction, GB/s (10⁹ bytes/s), by device and path; see the module
+#: docstring for the datasheets. ``hbm_copy`` is half the memory bandwidth (a DtoD copy
+#: reads and writes every byte).
+LINKS = {
+    "H200": {"HtoD": ("PCIe Gen5 x16", 64.0), "DtoH": ("PCIe Gen5 x16", 64.0),
+             "PtoP": ("NVLink 4", 450.0), "DtoD": ("HBM3e, read + write", 2400.0)},
+    "B300": {"HtoD": ("PCIe Gen6 x16", 128.0), "DtoH": ("PCIe Gen6 x16", 128.0),
+             "PtoP": ("NVLink 5", 900.0), "DtoD": ("HBM3e, read + write", 4000.0)},
+}
+
+
+def device_name(source) -> str | None:
+    """The GPU's product name as the recording gives it (``"NVIDIA H200"``), or None.
+
+    torch.profiler traces: ``meta["devices"]`` (``deviceProperties``); Nsight exports:
+    ``gpus.name``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.copies import device_name
+    >>> device_name(tiny_trace()) is None
+    True
+    """
+    if isinstance(source, NsysReport):
+        names = source.gpus["name"].dropna().tolist()
+    elif isinstance(source, Trace):
+        names = [d.get("name") for d in (source.meta.get("devices") or []) if isinstance(d, dict)]
+    else:
+        names = []
+    names = [n for n in names if n]
+    return names[0] if names else None
+
+
+def _links_for(name: str | None) -> tuple[str | None, dict]:
+    for key, links in LINKS.items():
+        if name and key in name.upper():
+            return key, links
+    return None, {}
+
+
+def _overlap_with(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
+    """For each [s, e): its time covered by the union of the [ks, ke) intervals."""
+    from .intervals import _covered_before, _merge
+    if not len(s):
+        return np.zeros(0, np.int64)
+    both = np.concatenate([s, ks]) if len(ks) else s
+    origin = both.min()
+    us, ue = _merge(ks - origin, ke - origin)
+    if not len(us):
+        return np.zeros(len(s), np.int64)
+    return (_covered_before(us, ue, e - origin) - _covered_before(us, ue, s - origin)).astype(np.int64)
+
+
+def copies(source, device: str | None = None, events=None, steps=None) -> pd.DataFrame:
+    """One row per copy: its direction and memory, bytes, duration, GB/s against the link,
+    and the time it ran beside a kernel.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    device : str, optional
+        The GPU whose datasheet peaks apply (a key of :data:`LINKS`, ``"H200"`` or
+        ``"B300"``); default read from the recording (:func:`device_name`).
+    events, steps : DataFrame, optional
+        A :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
+
+    Returns
+    -------
+    DataFrame, in time order
+        ``step`` (Int64: the step containing the launch's start, else the copy's start),
+        ``copy_kind`` (``HtoD``…), ``host_memory`` (``Pinned``/``Pageable`` for a copy
+        to or from the host, where the trace says; None otherwise), ``src_memory``,
+        ``dst_memory``, ``device``, ``stream``, ``start_ns``, ``dur_ns``, ``bytes``
+        (Int64), ``gb_per_s`` (bytes ÷ ns, float; NaN for a 0-ns copy or unknown bytes),
+        ``link``, ``peak_gb_per_s`` (nominal, per direction; NaN for an unknown device),
+        ``share_of_peak`` (0-1), ``kernel_overlap_ns`` (time during which a kernel ran on
+        the same device, any stream). ``.attrs["device"]`` names the datasheet used.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events at all, or no copy (the message says which events there are).
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.copies import copies
+    >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
+    ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
+    >>> copies(trace_from_json({"traceEvents": [cp]}), device="H200")[
+    ...     ["copy_kind", "host_memory", "bytes", "dur_ns", "gb_per_s", "peak_gb_per_s"]]
+      copy_kind host_memory   bytes  dur_ns  gb_per_s  peak_gb_per_s
+    0      HtoD      Pinned  100000    2000      50.0           64.0
+    """
+    ev = _events(source, events)
+    cp = ev[ev["kind"] == "memcpy"]
+    if cp.empty:
+        kinds = ", ".join(f"{n:,} {k}" for k, n in ev["kind"].value_counts().items())
+        raise GpuIdleError(f"{_path(source)}: no copies (memcpy) among its GPU events ({kinds}): "
+                           "nothing to measure a transfer on")
+    name = device if device is not None else device_name(source)
+    key, links = _links_for(name)
+    kern = ev[ev["kind"] == "kernel"]
+    overlap = np.zeros(len(cp), np.int64)
+    dev_c = cp["device"].fillna(-1).to_numpy(np.int64)
+    dev_k = kern["device"].fillna(-1).to_numpy(np.int64)
+    for dv in np.unique(dev_c):
+        m, mk = dev_c == dv, dev_k == dv
+        overlap[m] = _overlap_with(cp["start_ns"].to_numpy(np.int64)[m], cp["end_ns"].to_numpy(np.int64)[m],
+                                   kern["start_ns"].to_numpy(np.int64)[mk], kern["end_ns"].to_numpy(np.int64)[mk])
+    ck = cp["copy_kind"].to_numpy(dtype=object)
+    host = np.where(ck == "HtoD", cp["src_memory"].to_numpy(dtype=object),
+                    np.where(ck == "DtoH", cp["dst_memory"].to_numpy(dtype=object), None))
+    b = cp["bytes"].to_numpy(dtype="float64", na_value=np.nan)
+    d = cp["dur_ns"].to_numpy(dtype="float64")
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gbps = np.where(d > 0, b / d, np.nan)
+    link = [links.get(k, (None, np.nan))[0] if isinstance(k, str) else None for k in ck]
+    peak = np.array([links.get(k, (None, np.nan))[1] if isinstance(k, str) else np.nan for k in ck], dtype="float64")
+    when = cp["launch_start_ns"].fillna(cp["start_ns"]).to_numpy(dtype=np.int64)
+    out = pd.DataFrame({
+        "step": _step_of(source, when, steps), "copy_kind": ck, "host_memory": host,
+        "src_memory": cp["src_memory"].to_numpy(dtype=object), "dst_memory": cp["dst_memory"].to_numpy(dtype=object),
+        "device": cp["device"].to_numpy(), "stream": cp["stream"].to_numpy(),
+        "start_ns": cp["start_ns"].to_numpy(np.int64), "dur_ns": cp["dur_ns"].to_numpy(np.int64),
+        "bytes": cp["bytes"].to_numpy(), "gb_per_s": gbps, "link": link, "peak_gb_per_s": peak,
+        "share_of_peak": gbps / peak, "kernel_overlap_ns": overlap})
+    out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
+    out.attrs["device"] = (f"{name}: datasheet peaks of the {key}" if key else
+                           f"{name or 'unknown GPU'}: no datasheet peak in kitlib.analyses.copies.LINKS "
+                           "(pass device='H200' or 'B300' to compare with one)")
+    return out
+
+
+def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = None,
+                 events=None, steps=None) -> pd.DataFrame:
+    """Copies grouped by direction and host memory (or by ``by``): count, bytes, time,
+    achieved GB/s against the link's peak, and the copy time spent beside kernels.
+
+    Parameters
+    ----------
+    by : sequence of str
+        Columns of :func:`copies`; ``("step", "copy_kind", "host_memory")`` for per step.
+
+    Returns
+    -------
+    DataFrame, one row per group
+        ``copies``, ``bytes``, ``dur_ns`` (summed), ``gb_per_s`` (summed bytes ÷ summed
+        ns: the group's achieved bandwidth), ``gb_per_s_max`` (the fastest copy),
+        ``link``, ``peak_gb_per_s``, ``share_of_peak``, ``kernel_overlap_ns`` (summed) and
+        ``kernel_overlap_share`` (÷ ``dur_ns``).
+
+    Raises
+    ------
+    GpuIdleError
+        As :func:`copies`.
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.copies import copy_summary
+    >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
+    ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
+    >>> copy_summary(trace_from_json({"traceEvents": [cp]}), device="H200")[["copy_kind", "copies", "gb_per_s"]]
+      copy_kind  copies  gb_per_s
+    0      HtoD       1      50.0
+    """
+    cp = copies(source, device=device, events=events, steps=steps)
+    by = list(by)
+    bad = [c for c in by if c not in cp.columns]
+    if bad:
+        raise GpuIdleError(f"{_path(source)}: cannot group copies by {bad}; columns: {list(cp.columns)}")
+    cp["bytes_f"] = cp["bytes"].astype("float64")
+    g = cp.groupby(by, dropna=False, sort=True)
+    out = pd.DataFrame({
+        "copies": g.size(),
+        "bytes": g["bytes"].sum(min_count=1).astype("Int64"),
+        "dur_ns": g["dur_ns"].sum().astype("int64"),
+        "gb_per_s_max": g["gb_per_s"].max(),
+        "link": g["link"].first(),
+        "peak_gb_per_s": g["peak_gb_per_s"].first(),
+        "kernel_overlap_ns": g["kernel_overlap_ns"].sum().astype("int64"),
+        "bytes_f": g["bytes_f"].sum(min_count=1),
+    }).reset_index()
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out["gb_per_s"] = np.where(out["dur_ns"] > 0, out.pop("bytes_f") / out["dur_ns"], np.nan)
+        out["share_of_peak"] = out["gb_per_s"] / out["peak_gb_per_s"]
+        out["kernel_overlap_share"] = np.where(out["dur_ns"] > 0, out["kernel_overlap_ns"] / out["dur_ns"], np.nan)
+    cols = by + ["copies", "bytes", "dur_ns", "gb_per_s", "gb_per_s_max", "link", "peak_gb_per_s",
+                 "share_of_peak", "kernel_overlap_ns", "kernel_overlap_share"]
+    out = out[cols]
+    out.attrs.update(cp.attrs)
+    return out

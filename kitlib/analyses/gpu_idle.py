@@ -1,0 +1,864 @@
+"""Why is the GPU idle? Gaps per stream, the launch queue, busy streams, and a verdict per step.
+
+The GPU runs what the host launched. When it sits idle, three causes can be told apart
+from a trace that holds both the launches (CUDA runtime/driver calls) and the GPU
+events (kernels, copies, sets) they produced, joined on the correlation id
+(:func:`kitlib.analyses.chain.chain` for a torch.profiler trace, the ``(pid,
+correlation)`` join of an Nsight Systems export):
+
+- **host wait**: the stream had nothing queued. The launch of the next GPU event
+  *began after* the previous event on the stream had ended, so the GPU waited for the
+  host (the CPU was not submitting work fast enough);
+- **kernel wait**: work was queued (the next launch began at or before the previous
+  event's end) and the gap is shorter than :data:`KERNEL_WAIT_MAX_NS`: the device's own
+  cost of starting one queued kernel after another;
+- **other**: work was queued, yet the gap is at least :data:`KERNEL_WAIT_MAX_NS` long: the
+  stream waited for something else (an event recorded on another stream, a
+  synchronisation, a copy engine);
+- **no_launch**: the next GPU event's launch is not in the trace (it was made before the
+  profiler's window opened, or the trace lost it), so nothing can be said about the gap.
+
+The threshold, and why the kit keeps 30 µs
+-------------------------------------------
+Holistic Trace Analysis (HTA 0.5.0, ``hta/trace_analysis.py``,
+``TraceAnalysis.get_idle_time_breakdown``) documents its ``consecutive_kernel_delay``
+as "Default = 30 nanoseconds", but compares it (``BreakdownAnalysis._analyze_idle_time_for_stream``:
+``idle_interval < consecutive_kernel_delay``) with times that its parser has turned into
+whole **microseconds** (``ts``/``dur`` as Kineto writes them, rounded by
+``round_down_time_stamps``). So HTA's default is in effect 30 µs. The kit keeps **30 µs**
+(``KERNEL_WAIT_MAX_NS = 30_000`` ns), for two reasons: it is the value HTA users have been
+reading, so the two tools' figures can be set side by side; and on the kit's H200
+recordings (``profiler_5step``, ``fixed_batch``) every gap between two *queued* GPU events on
+the stream is shorter than 14 µs (median 1.4 µs), while 30 ns is shorter than any gap a GPU
+leaves between two kernels, so with 30 ns nothing would ever be kernel wait. The rule is
+strict: a gap of exactly ``kernel_wait_max_ns`` is *other*, as in HTA. Pass another value
+(in ns) to any function here.
+
+Boundary rules (the kit's half-open rule, :mod:`kitlib.model.window`)
+--------------------------------------------------------------------
+- A GPU event covers ``[start_ns, end_ns)``. Two events that touch leave no gap; a gap is
+  a time of positive length between the end of everything before it on the stream and
+  the next start. Events that *overlap* on one stream (Hopper's programmatic dependent
+  launch lets a kernel start before the previous one ends: 130 such pairs in
+  ``profiler_5step``) leave no gap either.
+- A launch that begins exactly when the previous event ends is *not* a host wait: work
+  was queued from the gap's first instant (HTA's ``ts_runtime > prev_end_ts`` too).
+- A gap, a queue interval or a busy interval that crosses a step boundary is cut there;
+  each part belongs to the step whose host interval ``[start_ns, end_ns)`` contains it.
+- The launch queue of a stream (:func:`queue_length`) counts a GPU event from the start
+  of its launch call up to its end (``until="end"``: launched but not finished) or its
+  start (``until="start"``: launched but not started, HTA's counter). At one instant all
+  changes apply together: a launch at exactly a kernel's end leaves the length as it was.
+
+What a trace cannot tell
+------------------------
+Every function raises :class:`GpuIdleError` (a :class:`~kitlib.errors.KitError`) naming
+the file and what is missing, never an empty table without a word: a CPU-only trace
+(no GPU event at all), a trace without launches (no host wait, no queue), a trace with one
+stream (no concurrency: :func:`stream_concurrency` says so in ``.attrs["note"]`` beside
+its table, since "one stream busy" is still a true figure).
+
+Sources: HTA 0.5.0 (``hta/analyzers/breakdown_analysis.py``, ``trace_counters.py``,
+``hta/common/trace.py``); CUPTI's correlation ids; the CUDA programming guide on streams
+("Asynchronous concurrent execution"). Pure functions: no I/O, printing or plotting.
+Used in lesson 09 ("Is the GPU waiting for the CPU?").
+"""
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..model import NsysReport, Trace
+from ..model.window import containing
+from .collectives import COMM_KERNEL_PATTERN
+
+__all__ = ["GpuIdleError", "KERNEL_WAIT_MAX_NS", "MAX_QUEUE_LENGTH", "CATEGORIES", "EVENT_COLUMNS",
+           "device_events", "stream_gaps", "idle_breakdown", "queue_length", "queue_summary",
+           "stream_concurrency", "temporal_breakdown", "step_verdicts"]
+
+#: Gaps shorter than this (ns) between two queued GPU events on a stream are *kernel wait*
+#: (HTA's ``consecutive_kernel_delay`` as its code applies it: 30 µs; see the module docstring).
+KERNEL_WAIT_MAX_NS = 30_000
+
+#: A stream's launch queue is full at this many launched, unfinished operations: CUDA does
+#: not document the depth; HTA (``hta/common/constants.py``, ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``)
+#: saw launches block at 1022-1024 (forums.developer.nvidia.com/t/255260).
+MAX_QUEUE_LENGTH = 1024
+
+#: The categories of a gap, in the order the tables list them.
+CATEGORIES = ("host_wait", "kernel_wait", "other", "no_launch")
+
+#: Columns of :func:`device_events`.
+EVENT_COLUMNS = ["kind", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "bytes",
+                 "copy_kind", "src_memory", "dst_memory", "correlation", "launch_name",
+                 "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid", "op_name", "link"]
+
+#: Verdict thresholds (shares of a step's wall time), see :func:`step_verdicts`.
+CPU_BOUND_EMPTY_SHARE = 0.20
+GPU_BOUND_EMPTY_SHARE = 0.05
+GPU_BOUND_BUSY_SHARE = 0.90
+
+_COPY_NAME = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+_NSYS_COPY_KIND = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
+                   "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
+
+
+class GpuIdleError(KitError, ValueError):
+    """A recording cannot answer a GPU-idle question: no GPU events (a CPU-only trace), no
+    launches, no steps, or too little to measure; the message names the file and what is
+    missing."""
+
+
+# --------------------------------------------------------------------------- the events
+def _path(source) -> str:
+    return str(getattr(source, "path", "<table>"))
+
+
+def _check_source(source) -> None:
+    if not isinstance(source, (Trace, NsysReport)):
+        raise GpuIdleError(f"expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
+                           f"got {type(source).__name__}")
+
+
+def device_events(source) -> pd.DataFrame:
+    """Every kernel, copy and set of a recording, with the launch that produced it.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+
+    Returns
+    -------
+    DataFrame
+        :data:`EVENT_COLUMNS`, one row per GPU event, sorted by ``device, stream,
+        start_ns, end_ns``: ``kind`` (``kernel``/``memcpy``/``memset``), ``name``,
+        ``device``, ``stream``, ``start_ns, end_ns, dur_ns`` (int64 ns), ``bytes``
+        (copies and sets; <NA> for kernels), ``copy_kind`` (``HtoD``, ``DtoH``,
+        ``DtoD``, ``HtoH``, ``PtoP``; copies only), ``src_memory``/``dst_memory``
+        (``Pinned``, ``Pageable``, ``Device``… where the trace says), ``correlation``,
+        the launch: ``launch_name`` (the CUDA API call), ``launch_start_ns``,
+        ``launch_dur_ns``, ``launch_end_ns`` (Int64, <NA> where the launch is not in the
+        trace), ``launch_tid``; ``op_name`` (the operator behind the launch; torch.profiler
+        traces only) and ``link`` (how the row was joined: :data:`kitlib.analyses.chain.LINKS`
+        for a Trace; ``correlation`` or ``no_launch`` for an NsysReport).
+
+    Raises
+    ------
+    GpuIdleError
+        ``source`` is neither a Trace nor an NsysReport.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import device_events
+    >>> device_events(tiny_trace())[["kind", "stream", "start_ns", "end_ns", "launch_start_ns"]]
+         kind  stream  start_ns  end_ns  launch_start_ns
+    0  kernel       7       300     700              150
+    """
+    _check_source(source)
+    if isinstance(source, Trace):
+        return source.derived("gpu_idle.device_events", ("ops", "launches", "gpu"),
+                              lambda: _trace_events(source)).copy()
+    return _nsys_events(source)
+
+
+def _finish(ev: pd.DataFrame) -> pd.DataFrame:
+    for c in ("start_ns", "end_ns", "dur_ns"):
+        ev[c] = ev[c].astype("int64")
+    for c in ("bytes", "correlation", "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid",
+              "device", "stream"):
+        ev[c] = pd.array(ev[c].to_numpy(dtype=object), dtype="Int64") if ev[c].dtype == object \
+            else ev[c].astype("Int64")
+    ev = ev[EVENT_COLUMNS]
+    key = [ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
+           ev["stream"].fillna(-1).to_numpy(dtype=np.int64), ev["device"].fillna(-1).to_numpy(dtype=np.int64)]
+    return ev.iloc[np.lexsort(key)].reset_index(drop=True)
+
+
+def _trace_events(trace: Trace) -> pd.DataFrame:
+    from .chain import chain
+    c = chain(trace)
+    k = trace.kernels
+    b = k["bytes"].reindex(c["gpu_row"].to_numpy()).to_numpy() if len(c) else np.array([], dtype=object)
+    names = c["gpu_name"].astype(object).to_numpy()
+    parts = [(_COPY_NAME.match(n) if isinstance(n, str) and kind == "memcpy" else None)
+             for n, kind in zip(names, c["gpu_kind"].to_numpy())]
+    ev = pd.DataFrame({
+        "kind": c["gpu_kind"].to_numpy(), "name": names,
+        "device": c["device"].to_numpy(), "stream": c["stream"].to_numpy(),
+        "start_ns": c["gpu_start_ns"].to_numpy(), "dur_ns": c["gpu_dur_ns"].to_numpy(),
+        "bytes": b,
+        "copy_kind": [m.group(1) if m else None for m in parts],
+        "src_memory": [m.group(2) if m else None for m in parts],
+        "dst_memory": [m.group(3) if m else None for m in parts],
+        "correlation": c["correlation"].to_numpy(),
+        "launch_name": c["launch_name"].to_numpy(),
+        "launch_start_ns": c["launch_start_ns"], "launch_dur_ns": c["launch_dur_ns"],
+        "launch_tid": c["launch_tid"].to_numpy(),
+        "op_name": c["op_name"].to_numpy(), "link": c["link"].to_numpy()})
+    ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
+    ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
+    return _finish(ev)
+
+
+def _nsys_events(rep: NsysReport) -> pd.DataFrame:
+    cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream"]
+    kern = rep.kernels[cols].assign(kind="kernel", bytes=pd.NA, copy_kind=None, src_memory=None,
+                                    dst_memory=None)
+    cop = rep.copies
+    cop = cop[cols + ["bytes"]].assign(kind="memcpy", copy_kind=cop["copy_kind"].map(
+        lambda s: _NSYS_COPY_KIND.get(s, s) if isinstance(s, str) else None).to_numpy(),
+        src_memory=cop["src_kind"].to_numpy(), dst_memory=cop["dst_kind"].to_numpy())
+    sets = rep.sets[cols + ["bytes"]].assign(kind="memset", copy_kind=None, src_memory=None, dst_memory=None)
+    parts = [p for p in (kern, cop, sets) if len(p)] or [kern]
+    ev = pd.concat(parts, ignore_index=True)
+    lau = rep.launches
+    lau = lau[lau["correlation"].notna()].drop_duplicates(["pid", "correlation"])
+    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].rename(columns={
+        "name": "launch_name", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns", "tid": "launch_tid"})
+    ev = ev.join(lau, on=["pid", "correlation"])
+    ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
+    ev["op_name"] = None
+    ev["link"] = np.where(ev["launch_start_ns"].notna(), "correlation", "no_launch")
+    return _finish(ev)
+
+
+def _events(source, events) -> pd.DataFrame:
+    ev = device_events(source) if events is None else events
+    missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
+    if missing:
+        raise GpuIdleError(f"{_path(source)}: the events table lacks {missing}; use device_events()")
+    if ev.empty:
+        raise GpuIdleError(f"{_path(source)}: no GPU events (no kernel, copy or set): a CPU-only "
+                           "recording, or one without CUDA activity, cannot tell when the GPU was idle")
+    return ev
+
+
+def _need_launches(ev: pd.DataFrame, source) -> None:
+    if ev["launch_start_ns"].notna().sum() == 0:
+        raise GpuIdleError(f"{_path(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
+                           "runtime/driver call) in the recording, so whether work was queued cannot be "
+                           "told: no host wait, no launch queue (record CUDA API calls: torch.profiler's "
+                           "CUDA activity, or nsys -t cuda)")
+
+
+def _streams(ev: pd.DataFrame):
+    """(device, stream) of each row as int64 arrays (-1 where unknown) and group ids."""
+    d = ev["device"].fillna(-1).to_numpy(dtype=np.int64)
+    s = ev["stream"].fillna(-1).to_numpy(dtype=np.int64)
+    keys = pd.MultiIndex.from_arrays([d, s])
+    gid, uniq = pd.factorize(keys, sort=True)
+    return d, s, gid, uniq
+
+
+def _steps(source, steps=None) -> pd.DataFrame:
+    if steps is not None:
+        return steps
+    from .steps import steps_of
+    try:
+        return steps_of(source)
+    except KitError as e:
+        raise GpuIdleError(str(e)) from None
+
+
+# --------------------------------------------------------------------------- gaps
+def _split(start: np.ndarray, end: np.ndarray, w0: np.ndarray, w1: np.ndarray):
+    """Cut each [start, end) at the windows' bounds; for each part: (row, start, end,
+    window position or -1). Linear in parts: each bound cuts at most the intervals it
+    falls in."""
+    bounds = np.unique(np.concatenate([w0, w1]).astype(np.int64))
+    k0 = np.searchsorted(bounds, start, "right")
+    k1 = np.searchsorted(bounds, end, "left")
+    cuts = np.maximum(k1 - k0, 0)
+    pieces = cuts + 1
+    row = np.repeat(np.arange(len(start)), pieces)
+    first = np.repeat(np.cumsum(pieces) - pieces, pieces)
+    j = np.arange(len(row)) - first
+    nb = len(bounds)
+    lo_b = bounds[np.clip(k0[row] + j - 1, 0, max(nb - 1, 0))] if nb else np.zeros(len(row), np.int64)
+    hi_b = bounds[np.clip(k0[row] + j, 0, max(nb - 1, 0))] if nb else np.zeros(len(row), np.int64)
+    ps = np.where(j == 0, start[row], lo_b)
+    pe = np.where(j == pieces[row] - 1, end[row], hi_b)
+    win = containing(w0, w1, ps, closed="left") if len(w0) else np.full(len(row), -1, np.int64)
+    return row, ps.astype(np.int64), pe.astype(np.int64), win
+
+
+def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=None, steps=None) -> pd.DataFrame:
+    """Every gap between GPU events on one stream, classified, cut at step boundaries.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    kernel_wait_max_ns : int, default :data:`KERNEL_WAIT_MAX_NS` (30,000 ns = 30 µs)
+        A queued gap strictly shorter than this is *kernel wait*; one of this length or
+        longer is *other* (see the module docstring for why 30 µs).
+    events : DataFrame, optional
+        A :func:`device_events` table to use instead of the source's (a subset, say).
+    steps : DataFrame, optional
+        Windows (``step, start_ns, end_ns``) to cut at; default the source's steps
+        (:func:`kitlib.analyses.steps.steps_of`); a recording without steps gets
+        ``step`` <NA> everywhere.
+
+    Returns
+    -------
+    DataFrame, one row per gap, or per part of a gap inside one step
+        ``gap`` (number of the whole gap, 0…), ``device``, ``stream``, ``step`` (Int64;
+        <NA> outside every step), ``start_ns, end_ns, dur_ns`` (the part, ns),
+        ``gap_ns`` (the whole gap), ``category`` (:data:`CATEGORIES`), ``next_kind``,
+        ``next_name`` (the GPU event after the gap), ``next_launch_name``,
+        ``next_launch_start_ns``, ``prev_end_ns`` (the end of everything before on the
+        stream: where the gap starts). Sorted by device, stream, start.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, or no launch at all (nothing could be classified).
+
+    Examples
+    --------
+    Two kernels on one stream, the second launched after the first ended (a host wait):
+
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.gpu_idle import stream_gaps
+    >>> k = lambda n, ts, dur, c: {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts,
+    ...                             "dur": dur, "args": {"stream": 7, "device": 0, "correlation": c}}
+    >>> la = lambda ts, c: {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+    ...                     "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": c}}
+    >>> tr = trace_from_json({"traceEvents": [la(0, 1), k("a", 2, 3, 1), la(8, 2), k("b", 10, 1, 2)]})
+    >>> stream_gaps(tr)[["start_ns", "end_ns", "dur_ns", "category"]]
+       start_ns  end_ns  dur_ns   category
+    0      5000   10000    5000  host_wait
+    """
+    ev = _events(source, events)
+    _need_launches(ev, source)
+    d, s, gid, _ = _streams(ev)
+    start = ev["start_ns"].to_numpy(dtype=np.int64)
+    end = ev["end_ns"].to_numpy(dtype=np.int64)
+    order = np.lexsort((end, start, gid))
+    d, s, gid, start, end = d[order], s[order], gid[order], start[order], end[order]
+    lst = ev["launch_start_ns"].to_numpy(dtype="float64", na_value=np.nan)[order]
+    reach = pd.Series(end).groupby(gid).cummax().to_numpy()
+    has_prev = np.r_[False, gid[1:] == gid[:-1]]
+    prev_end = np.r_[np.int64(0), reach[:-1]]
+    gap = np.where(has_prev, start - prev_end, 0)
+    idx = np.flatnonzero(has_prev & (gap > 0))
+    g0, g1, glen = prev_end[idx], start[idx], gap[idx]
+    L = lst[idx]
+    cat = np.where(np.isnan(L), "no_launch",
+                   np.where(L > g0, "host_wait", np.where(glen < kernel_wait_max_ns, "kernel_wait", "other")))
+    if steps is None:
+        from .steps import steps_of
+        try:
+            st = steps_of(source)
+        except KitError:
+            st = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.Series([], dtype="int64"),
+                               "end_ns": pd.Series([], dtype="int64")})
+    else:
+        st = steps
+    w0 = st["start_ns"].to_numpy(dtype=np.int64)
+    w1 = st["end_ns"].to_numpy(dtype=np.int64)
+    row, ps, pe, win = _split(g0, g1, w0, w1)
+    src = order[idx][row]
+    step_vals = st["step"].to_numpy(dtype=np.int64)
+    out = pd.DataFrame({
+        "gap": row.astype(np.int64), "device": d[idx][row], "stream": s[idx][row],
+        "step": pd.array(np.where(win >= 0, step_vals[np.maximum(win, 0)] if len(step_vals) else 0, 0),
+                         dtype="Int64"),
+        "start_ns": ps, "end_ns": pe, "dur_ns": pe - ps, "gap_ns": glen[row],
+        "category": cat[row],
+        "next_kind": ev["kind"].to_numpy()[src], "next_name": ev["name"].to_numpy()[src],
+        "next_launch_name": ev["launch_name"].to_numpy()[src],
+        "next_launch_start_ns": ev["launch_start_ns"].to_numpy()[src],
+        "prev_end_ns": g0[row]})
+    out.loc[win < 0, "step"] = pd.NA
+    out = out[out["dur_ns"] > 0].reset_index(drop=True)
+    out.attrs["kernel_wait_max_ns"] = int(kernel_wait_max_ns)
+    out.attrs["note"] = (f"{len(idx):,} gaps between {len(ev):,} GPU events on {len(np.unique(gid))} stream(s); "
+                         f"kernel wait: a queued gap < {kernel_wait_max_ns:,} ns")
+    return out
+
+
+def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS,
+                   events=None, steps=None) -> pd.DataFrame:
+    """Idle time per stream, split into host wait, kernel wait, other and no launch.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    by : {"step", "recording"}
+        ``"step"``: one row per (step, device, stream), the gaps cut at step boundaries;
+        ``"recording"``: one row per (device, stream) over the whole recording (the figures
+        HTA's ``get_idle_time_breakdown`` gives).
+    kernel_wait_max_ns : int, default 30,000 ns (30 µs)
+        See :func:`stream_gaps`.
+    events, steps : DataFrame, optional
+        As :func:`stream_gaps`.
+
+    Returns
+    -------
+    DataFrame
+        ``step`` (by step only), ``device``, ``stream``, ``window_ns`` (the step's wall
+        time, or the stream's span from its first start to its last end), ``busy_ns``
+        (union of the stream's events in the window), ``host_wait_ns``,
+        ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category),
+        ``gaps_ns`` (their sum), ``no_work_ns`` (by step: the rest of the window, before
+        the stream's first or after its last event in the recording, or a step in which
+        the stream ran nothing; ``window_ns = busy_ns + gaps_ns + no_work_ns``),
+        ``gaps`` (how many gaps or parts of gaps), all int64.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, no launches, or (by step) no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import idle_breakdown
+    >>> idle_breakdown(tiny_trace())[["step", "stream", "window_ns", "busy_ns", "gaps_ns", "no_work_ns"]]
+       step  stream  window_ns  busy_ns  gaps_ns  no_work_ns
+    0     1       7       1000      400        0         600
+    """
+    if by not in ("step", "recording"):
+        raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
+    ev = _events(source, events)
+    st = _steps(source, steps) if by == "step" else None
+    gaps = stream_gaps(source, kernel_wait_max_ns, events=ev, steps=st)
+    d, s, gid, uniq = _streams(ev)
+    keys = ["device", "stream"] if by == "recording" else ["step", "device", "stream"]
+    sums = gaps.pivot_table(index=keys, columns="category", values="dur_ns", aggfunc="sum",
+                            fill_value=0, observed=True) if len(gaps) else None
+    counts = gaps.groupby(keys).size() if len(gaps) else None
+    start = ev["start_ns"].to_numpy(dtype=np.int64)
+    end = ev["end_ns"].to_numpy(dtype=np.int64)
+    rows = []
+    from .intervals import _merge
+    merged = {}
+    for g, (dev, stream) in enumerate(uniq):
+        sel = gid == g
+        merged[(dev, stream)] = _merge(start[sel], end[sel])
+    if by == "recording":
+        for (dev, stream), (ms, me) in merged.items():
+            rows.append({"device": dev, "stream": stream, "window_ns": int(me.max() - ms.min()) if len(ms) else 0,
+                         "busy_ns": int((me - ms).sum())})
+    else:
+        for k in range(len(st)):
+            a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
+            for (dev, stream), (ms, me) in merged.items():
+                busy = int(np.clip(np.minimum(me, b) - np.maximum(ms, a), 0, None).sum())
+                rows.append({"step": int(st["step"].iloc[k]), "device": dev, "stream": stream,
+                             "window_ns": b - a, "busy_ns": busy})
+    out = pd.DataFrame(rows)
+    idx = pd.MultiIndex.from_frame(out[keys])
+    for c in CATEGORIES:
+        col = sums[c] if sums is not None and c in sums.columns else None
+        out[f"{c}_ns"] = (col.reindex(idx).fillna(0).to_numpy() if col is not None
+                          else np.zeros(len(out))).astype(np.int64)
+    out["gaps_ns"] = out[[f"{c}_ns" for c in CATEGORIES]].sum(axis=1).astype(np.int64)
+    if by == "step":
+        out["no_work_ns"] = (out["window_ns"] - out["busy_ns"] - out["gaps_ns"]).astype(np.int64)
+    out["gaps"] = (counts.reindex(idx).fillna(0).to_numpy() if counts is not None
+                   else np.zeros(len(out))).astype(np.int64)
+    for c in keys:
+        out[c] = out[c].astype("int64")
+    out.attrs["kernel_wait_max_ns"] = int(kernel_wait_max_ns)
+    out.attrs["note"] = gaps.attrs.get("note", "")
+    return out.reset_index(drop=True)
+
+
+# --------------------------------------------------------------------------- the launch queue
+def _queue_changes(ev: pd.DataFrame, until: str):
+    """Per stream: sorted distinct times and the queue length from each on."""
+    known = ev["launch_start_ns"].notna().to_numpy()
+    e = ev[known]
+    d, s, gid, uniq = _streams(e)
+    up = e["launch_start_ns"].to_numpy(dtype=np.int64)
+    down = e["end_ns" if until == "end" else "start_ns"].to_numpy(dtype=np.int64)
+    t = np.concatenate([up, down])
+    delta = np.concatenate([np.ones(len(up), np.int64), -np.ones(len(down), np.int64)])
+    g = np.concatenate([gid, gid])
+    order = np.lexsort((t, g))
+    t, delta, g = t[order], delta[order], g[order]
+    last = np.r_[(g[1:] != g[:-1]) | (t[1:] != t[:-1]), True] if len(t) else np.zeros(0, bool)
+    # every event adds 1 and takes 1 away on its own stream, so each stream's changes sum
+    # to 0 and one running total restarts at 0 where the next stream begins
+    value = np.cumsum(delta)
+    return t[last], value[last], g[last], uniq, int((~known).sum())
+
+
+def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
+    """The launch queue of each stream over time: launched GPU work not yet finished.
+
+    Each GPU event whose launch is in the recording adds 1 from the start of its launch
+    call and takes it away at its end (``until="end"``) or its start (``until="start"``,
+    HTA's ``get_queue_length_time_series``). Events whose launch is not recorded are left
+    out (``.attrs["left_out"]`` counts them): when they were queued is unknown.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    until : {"end", "start"}
+    events : DataFrame, optional
+        A :func:`device_events` table to use instead of the source's.
+
+    Returns
+    -------
+    DataFrame
+        A step function per stream: ``device``, ``stream``, ``time_ns``,
+        ``queue_length`` (the length from ``time_ns`` until the stream's next row; 0
+        before its first row). One row per change (all changes at one instant
+        together), sorted by device, stream, time.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, or none with its launch.
+
+    Examples
+    --------
+    The tiny trace's one kernel: launched at 150 ns, finished at 700 ns:
+
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import queue_length
+    >>> queue_length(tiny_trace())
+       device  stream  time_ns  queue_length
+    0       0       7      150             1
+    1       0       7      700             0
+    """
+    if until not in ("end", "start"):
+        raise ValueError(f"until must be 'end' or 'start', not {until!r}")
+    ev = _events(source, events)
+    _need_launches(ev, source)
+    t, v, g, uniq, left = _queue_changes(ev, until)
+    keep = np.r_[True, (g[1:] != g[:-1]) | (v[1:] != v[:-1])] if len(t) else np.zeros(0, bool)
+    dev = np.array([u[0] for u in uniq], dtype=np.int64)
+    stm = np.array([u[1] for u in uniq], dtype=np.int64)
+    out = pd.DataFrame({"device": dev[g[keep]], "stream": stm[g[keep]], "time_ns": t[keep],
+                        "queue_length": v[keep]})
+    out.attrs["left_out"] = left
+    out.attrs["until"] = until
+    out.attrs["note"] = (f"{left:,} GPU event(s) without a recorded launch left out" if left else
+                         "every GPU event's launch is in the recording")
+    return out
+
+
+def _window_stats(T, V, a, b, pred):
+    """Time in [a, b) at which pred(value) holds, and the time integral of the value,
+    for a step function (value V[i] on [T[i], T[i+1]); 0 before T[0]; V[-1] after)."""
+    if not len(T) or b <= a:
+        z = b - a if pred(0) else 0
+        return max(z, 0), 0, 0
+    # clip the function to [a, b)
+    i0 = np.searchsorted(T, a, "right") - 1
+    i1 = np.searchsorted(T, b, "left")           # change points < b are T[:i1]
+    pts = np.r_[a, T[max(i0 + 1, 0):i1]]
+    vals = np.r_[V[i0] if i0 >= 0 else 0, V[max(i0 + 1, 0):i1]]
+    dt = np.diff(np.r_[pts, b])
+    return int(dt[pred(vals)].sum()), int((vals * dt).sum()), int(vals.max())
+
+
+def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_LENGTH,
+                  events=None, steps=None) -> pd.DataFrame:
+    """Per step and stream: the launch queue's mean and maximum, the time it was empty,
+    and the host time blocked on a full queue.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    until : {"end", "start"}
+        As :func:`queue_length`.
+    max_queue_length : int, default :data:`MAX_QUEUE_LENGTH` (1,024)
+        A stream's queue is full at this length.
+    events, steps : DataFrame, optional
+        As :func:`stream_gaps`.
+
+    Returns
+    -------
+    DataFrame, one row per (step, device, stream)
+        ``window_ns`` (the step's wall time), ``queue_length_mean`` (time-weighted over
+        the step, float), ``queue_length_max``, ``queue_empty_ns`` (time with nothing
+        launched and unfinished on the stream), ``queue_full_ns`` (time at
+        ``max_queue_length`` or more), ``blocked_launches`` and ``blocked_host_ns``
+        (launch calls that began while the stream's queue was full, and their summed
+        duration: the host time blocked on a full queue; 0 with a note when the queue
+        never filled). ``.attrs["note"]`` says whether the queue ever filled.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, no launches, or no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import queue_summary
+    >>> queue_summary(tiny_trace())[["step", "window_ns", "queue_length_mean", "queue_length_max", "queue_empty_ns"]]
+       step  window_ns  queue_length_mean  queue_length_max  queue_empty_ns
+    0     1       1000               0.55                 1             450
+    """
+    ev = _events(source, events)
+    q = queue_length(source, until=until, events=ev)
+    st = _steps(source, steps)
+    d, s, gid, uniq = _streams(ev)
+    # for blocked launches: the queue just before each launch began
+    known = ev[ev["launch_start_ns"].notna()]
+    rows = []
+    any_full = False
+    for dev, stream in uniq:
+        qs = q[(q["device"] == dev) & (q["stream"] == stream)]
+        T, V = qs["time_ns"].to_numpy(np.int64), qs["queue_length"].to_numpy(np.int64)
+        ks = known[(known["device"].fillna(-1) == dev) & (known["stream"].fillna(-1) == stream)]
+        ls = ks["launch_start_ns"].to_numpy(dtype=np.int64)
+        ld = ks["launch_dur_ns"].fillna(0).to_numpy(dtype=np.int64)
+        i = np.searchsorted(T, ls, "left") - 1
+        before = np.where(i >= 0, V[np.maximum(i, 0)] if len(V) else 0, 0)
+        full = before >= max_queue_length
+        any_full |= bool((V >= max_queue_length).any())
+        for k in range(len(st)):
+            a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
+            empty, integral, vmax = _window_stats(T, V, a, b, lambda x: x == 0)
+            at_full = _window_stats(T, V, a, b, lambda x: x >= max_queue_length)[0]
+            inwin = full & (ls >= a) & (ls < b)
+            rows.append({"step": int(st["step"].iloc[k]), "device": int(dev), "stream": int(stream),
+                         "window_ns": b - a, "queue_length_mean": integral / (b - a) if b > a else float("nan"),
+                         "queue_length_max": vmax, "queue_empty_ns": empty, "queue_full_ns": at_full,
+                         "blocked_launches": int(inwin.sum()), "blocked_host_ns": int(ld[inwin].sum())})
+    out = pd.DataFrame(rows)
+    out.attrs["until"] = until
+    out.attrs["note"] = (f"queue counted {'until each event ends' if until == 'end' else 'until each event starts'}; "
+                         + ("the queue reached its limit" if any_full else
+                            f"no stream's queue ever reached {max_queue_length:,}: the host was never "
+                            "blocked on a full queue (blocked_host_ns 0)")
+                         + (f"; {q.attrs['left_out']:,} GPU event(s) without a recorded launch left out"
+                            if q.attrs["left_out"] else ""))
+    return out
+
+
+# --------------------------------------------------------------------------- concurrency
+def _busy_count(ev: pd.DataFrame, dev: int):
+    """Step function of the number of busy streams on one device."""
+    from .intervals import _merge
+    sub = ev[ev["device"].fillna(-1) == dev]
+    d, s, gid, uniq = _streams(sub)
+    start = sub["start_ns"].to_numpy(np.int64)
+    end = sub["end_ns"].to_numpy(np.int64)
+    ts, ds = [], []
+    for g in range(len(uniq)):
+        ms, me = _merge(start[gid == g], end[gid == g])
+        ts += [ms, me]
+        ds += [np.ones(len(ms), np.int64), -np.ones(len(me), np.int64)]
+    t = np.concatenate(ts) if ts else np.zeros(0, np.int64)
+    dl = np.concatenate(ds) if ds else np.zeros(0, np.int64)
+    order = np.argsort(t, kind="stable")
+    t, dl = t[order], dl[order]
+    v = np.cumsum(dl)
+    last = np.r_[t[1:] != t[:-1], True] if len(t) else np.zeros(0, bool)
+    return t[last], v[last], len(uniq), (int(start.min()) if len(start) else 0), (int(end.max()) if len(end) else 0)
+
+
+def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.DataFrame:
+    """How long 0, 1, or 2 and more streams of a device were busy at once.
+
+    A stream is busy while one of its GPU events runs (the union of its events). The
+    three times add up to the window.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    by : {"step", "recording"}
+        Per step (its host interval), or over the recording (from the device's first
+        GPU event's start to its last one's end).
+    events, steps : DataFrame, optional
+        As :func:`stream_gaps`.
+
+    Returns
+    -------
+    DataFrame
+        ``step`` (by step only), ``device``, ``streams`` (streams of the device with any
+        work in the recording), ``window_ns``, ``streams_0_ns`` (nothing running: the
+        device was idle), ``streams_1_ns``, ``streams_2plus_ns``, ``streams_max`` (most
+        streams busy at once), all int64. With one stream, ``.attrs["note"]`` says that
+        concurrency cannot occur in this recording.
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, or (by step) no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import stream_concurrency
+    >>> stream_concurrency(tiny_trace())[["step", "streams_0_ns", "streams_1_ns", "streams_2plus_ns"]]
+       step  streams_0_ns  streams_1_ns  streams_2plus_ns
+    0     1           600           400                 0
+    """
+    if by not in ("step", "recording"):
+        raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
+    ev = _events(source, events)
+    st = _steps(source, steps) if by == "step" else None
+    rows = []
+    lone = []
+    for dev in sorted(set(ev["device"].fillna(-1).astype("int64").tolist())):
+        T, V, n, first, last = _busy_count(ev, dev)
+        if n < 2:
+            lone.append(dev)
+        wins = ([(None, first, last)] if by == "recording" else
+                [(int(st["step"].iloc[k]), int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k]))
+                 for k in range(len(st))])
+        for step, a, b in wins:
+            z = _window_stats(T, V, a, b, lambda x: x == 0)
+            one = _window_stats(T, V, a, b, lambda x: x == 1)[0]
+            more = _window_stats(T, V, a, b, lambda x: x >= 2)[0]
+            row = {"device": dev, "streams": n, "window_ns": b - a, "streams_0_ns": z[0],
+                   "streams_1_ns": one, "streams_2plus_ns": more, "streams_max": z[2]}
+            if by == "step":
+                row = {"step": step, **row}
+            rows.append(row)
+    out = pd.DataFrame(rows).astype("int64")
+    out.attrs["note"] = (f"device(s) {lone} ran work on one stream only: no two streams can be busy at once "
+                         "there (streams_2plus_ns is 0 by construction)" if lone else
+                         "every device ran work on two or more streams")
+    return out
+
+
+def temporal_breakdown(source, events=None) -> pd.DataFrame:
+    """HTA's temporal breakdown, per device: from the first GPU event's start to the last
+    one's end, how long the device was idle, computing, or busy with anything else.
+
+    Compute time is the union of kernels that are neither NCCL communication
+    (:data:`kitlib.analyses.collectives.COMM_KERNEL_PATTERN`) nor copies or sets; idle time
+    is the span less the union of every GPU event; the rest is non-compute (copies, sets,
+    communication not hidden under compute).
+
+    Returns
+    -------
+    DataFrame
+        ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (int64;
+        the last three add up to ``span_ns``).
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import temporal_breakdown
+    >>> temporal_breakdown(tiny_trace())
+       device  span_ns  idle_ns  compute_ns  non_compute_ns
+    0       0      400        0         400               0
+    """
+    from .intervals import _merge
+    ev = _events(source, events)
+    rows = []
+    for dev, sub in ev.groupby(ev["device"].fillna(-1).astype("int64"), sort=True):
+        s, e = sub["start_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64)
+        span = int(e.max() - s.min())
+        ms, me = _merge(s, e)
+        comp = (sub["kind"] == "kernel") & ~sub["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)
+        cs, ce = _merge(s[comp.to_numpy()], e[comp.to_numpy()])
+        idle = span - int((me - ms).sum())
+        compute = int((ce - cs).sum())
+        rows.append({"device": int(dev), "span_ns": span, "idle_ns": idle, "compute_ns": compute,
+                     "non_compute_ns": span - idle - compute})
+    return pd.DataFrame(rows).astype("int64")
+
+
+# --------------------------------------------------------------------------- the verdict
+def step_verdicts(source, events=None, steps=None,
+                  cpu_bound_empty_share: float = CPU_BOUND_EMPTY_SHARE,
+                  gpu_bound_empty_share: float = GPU_BOUND_EMPTY_SHARE,
+                  gpu_bound_busy_share: float = GPU_BOUND_BUSY_SHARE) -> pd.DataFrame:
+    """Per step: was the GPU waiting for the CPU (CPU-bound), the CPU for the GPU
+    (GPU-bound), or some of each (mixed)? With the figures that decide it.
+
+    The evidence is the device's launch queue (all its streams together, launched and
+    unfinished work, :func:`queue_length`) and its busy time over the step's host
+    interval:
+
+    - ``queue_empty_share``: the share of the step with nothing launched and unfinished
+      on the device: the GPU idle *because nothing had been submitted*;
+    - ``host_wait_share``: the share of the step in host-wait gaps (:func:`stream_gaps`,
+      summed over streams);
+    - ``device_busy_share``: the share of the step with a GPU event running.
+
+    **CPU-bound** when ``queue_empty_share >= cpu_bound_empty_share`` (default 0.20: the
+    GPU sat with an empty queue for a fifth of the step or more); **GPU-bound** when
+    ``queue_empty_share <= gpu_bound_empty_share`` (0.05) and ``device_busy_share >=
+    gpu_bound_busy_share`` (0.90): work was always waiting and the device was nearly always
+    running; **mixed** otherwise. No verdict is given without these figures: a step whose
+    figures cannot be worked out says ``cannot tell`` and why.
+
+    Returns
+    -------
+    DataFrame, one row per step (and device)
+        ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``,
+        ``host_wait_ns``, ``queue_length_mean`` (float), ``queue_length_max``, the three
+        shares (float, 0-1), ``verdict`` (``CPU-bound``/``GPU-bound``/``mixed``/``cannot
+        tell``) and ``evidence`` (a sentence naming the figures).
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, no launches, or no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.gpu_idle import step_verdicts
+    >>> v = step_verdicts(tiny_trace())
+    >>> v[["step", "queue_empty_share", "device_busy_share", "verdict"]]
+       step  queue_empty_share  device_busy_share    verdict
+    0     1               0.45                0.4  CPU-bound
+    >>> print(v["evidence"].iloc[0])
+    queue empty 45.0 % of the step (0.000 of 0.001 ms), GPU busy 40.0 %, host wait 0.0 %, mean queue 0.6, max 1
+    """
+    ev = _events(source, events)
+    _need_launches(ev, source)
+    st = _steps(source, steps)
+    allq = ev.assign(stream=0)                       # one queue for the whole device
+    qs = queue_summary(source, events=allq, steps=st)
+    conc = stream_concurrency(source, events=ev, steps=st)
+    gaps = stream_gaps(source, events=ev, steps=st)
+    hw = gaps[gaps["category"] == "host_wait"].groupby(["step", "device"])["dur_ns"].sum()
+    out = qs.drop(columns=["stream", "queue_full_ns", "blocked_launches", "blocked_host_ns"]).rename(
+        columns={"window_ns": "wall_ns"})
+    out = out.merge(conc[["step", "device", "streams_0_ns"]], on=["step", "device"], how="left")
+    out["device_busy_ns"] = (out["wall_ns"] - out.pop("streams_0_ns")).astype("int64")
+    key = pd.MultiIndex.from_frame(out[["step", "device"]])
+    out["host_wait_ns"] = hw.reindex(key).fillna(0).to_numpy().astype("int64")
+    w = out["wall_ns"].where(out["wall_ns"] > 0)
+    out["queue_empty_share"] = out["queue_empty_ns"] / w
+    out["host_wait_share"] = out["host_wait_ns"] / w
+    out["device_busy_share"] = out["device_busy_ns"] / w
+    verdicts, evidence = [], []
+    for r in out.itertuples():
+        if not (r.wall_ns > 0):
+            verdicts.append("cannot tell")
+            evidence.append("the step has no length: no share can be worked out")
+            continue
+        fig = (f"queue empty {100 * r.queue_empty_share:.1f} % of the step ({r.queue_empty_ns / 1e6:.3f} of "
+               f"{r.wall_ns / 1e6:.3f} ms), GPU busy {100 * r.device_busy_share:.1f} %, host wait "
+               f"{100 * r.host_wait_share:.1f} %, mean queue {r.queue_length_mean:.1f}, max {r.queue_length_max}")
+        if r.queue_empty_share >= cpu_bound_empty_share:
+            verdicts.append("CPU-bound")
+        elif r.queue_empty_share <= gpu_bound_empty_share and r.device_busy_share >= gpu_bound_busy_share:
+            verdicts.append("GPU-bound")
+        else:
+            verdicts.append("mixed")
+        evidence.append(fig)
+    out["verdict"] = verdicts
+    out["evidence"] = evidence
+    cols = ["step", "device", "wall_ns", "device_busy_ns", "queue_empty_ns", "host_wait_ns",
+            "queue_length_mean", "queue_length_max", "queue_empty_share", "host_wait_share",
+            "device_busy_share", "verdict", "evidence"]
+    out = out[cols]
+    out.attrs["rule"] = (f"CPU-bound: queue empty >= {cpu_bound_empty_share:.0%} of the step; GPU-bound: queue "
+                         f"empty <= {gpu_bound_empty_share:.0%} and GPU busy >= {gpu_bound_busy_share:.0%}; "
+                         "mixed otherwise")
+    return out

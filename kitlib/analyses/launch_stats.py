@@ -1,0 +1,186 @@
+"""Kernel launch statistics: how long the launch calls took, how long work waited after
+its launch, which launches were outliers, and how many kernels were too short to hide
+their launch.
+
+For every GPU event whose launch is in the recording (:func:`kitlib.analyses.gpu_idle.device_events`:
+the chain operator → launch → GPU event of :func:`kitlib.analyses.chain.chain`, or the
+``(pid, correlation)`` join of an Nsight Systems export):
+
+- **launch overhead**: the duration of the CUDA runtime/driver call on the host
+  (``cudaLaunchKernel``, ``cudaMemcpyAsync``…), host time: never add it to device time;
+- **queueing delay**: GPU start − launch start. It holds the launch call itself, the wait
+  behind earlier work on the stream (the launch queue, :func:`kitlib.analyses.gpu_idle.queue_length`)
+  and the device's own start-up; a long delay on a busy stream means the host is ahead;
+- **outlier**: a launch call longer than :data:`OUTLIER_FACTOR` times the median duration of
+  calls to the same API in the recording (a call blocked by a full queue, a lazy module
+  load, the first use of a kernel, a page fault);
+- **short kernel**: a kernel that ran for less than :data:`SHORT_KERNEL_NS` (5 µs), about
+  the cost of launching it: many of them keep a GPU waiting for the host.
+
+Per step: the step whose host interval ``[start_ns, end_ns)`` contains the launch's
+start (the kit's half-open rule, :mod:`kitlib.model.window`); a launch outside every step has
+step <NA>. Pure functions: no I/O, printing or plotting. Used in lesson 09.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from ..errors import KitError
+from ..model.window import containing
+from .gpu_idle import GpuIdleError, _events, _need_launches, _path
+
+__all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "launch_stats", "launch_summary"]
+
+#: Kernels shorter than this (ns) are *short*: 5 µs, the order of a launch call's own cost
+#: (the median ``cudaLaunchKernel`` in ``profiler_5step`` takes about 3 µs on the host).
+SHORT_KERNEL_NS = 5_000
+#: A launch call longer than this many times the median of its API's calls is an outlier.
+OUTLIER_FACTOR = 10
+
+
+def _step_of(source, starts: np.ndarray, steps=None) -> pd.array:
+    if steps is None:
+        from .steps import steps_of
+        try:
+            steps = steps_of(source)
+        except KitError:
+            return pd.array([pd.NA] * len(starts), dtype="Int64")
+    pos = containing(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), starts, closed="left")
+    vals = steps["step"].to_numpy(dtype=np.int64)
+    out = pd.array(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else 0, 0), dtype="Int64")
+    out[pos < 0] = pd.NA
+    return out
+
+
+def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor: float = OUTLIER_FACTOR,
+                 events=None, steps=None) -> pd.DataFrame:
+    """One row per GPU event with its launch: overhead, queueing delay, outlier and short flags.
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    short_kernel_ns : int, default 5,000 ns
+        Kernels shorter than this are short (strictly).
+    outlier_factor : float, default 10
+        A launch call longer than ``outlier_factor`` × the median of its API is an outlier.
+    events, steps : DataFrame, optional
+        A :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
+
+    Returns
+    -------
+    DataFrame
+        ``step`` (Int64, by the launch's start), ``op_name`` (the operator behind the
+        launch; <NA> in Nsight exports), ``link`` (how it was joined), ``launch_name``,
+        ``kind``, ``name``, ``device``, ``stream``, ``launch_start_ns``,
+        ``launch_dur_ns`` (the overhead), ``start_ns``, ``dur_ns`` (on the GPU),
+        ``queue_delay_ns`` (start − launch start), ``api_median_launch_ns``,
+        ``outlier`` (bool), ``short_kernel`` (bool; False for copies and sets). Sorted by
+        launch start. GPU events whose launch is not in the recording are left out
+        (``.attrs["left_out"]``).
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, or none with its launch.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.launch_stats import launch_stats
+    >>> launch_stats(tiny_trace())[["op_name", "launch_dur_ns", "queue_delay_ns", "outlier", "short_kernel"]]
+          op_name  launch_dur_ns  queue_delay_ns  outlier  short_kernel
+    0  aten::relu            100             150    False          True
+    """
+    ev = _events(source, events)
+    _need_launches(ev, source)
+    known = ev["launch_start_ns"].notna()
+    e = ev[known].copy()
+    e["launch_start_ns"] = e["launch_start_ns"].astype("int64")
+    e["launch_dur_ns"] = e["launch_dur_ns"].astype("int64")
+    e["queue_delay_ns"] = e["start_ns"] - e["launch_start_ns"]
+    med = e.groupby("launch_name", dropna=False)["launch_dur_ns"].transform("median")
+    e["api_median_launch_ns"] = med.to_numpy(dtype="float64")
+    e["outlier"] = e["launch_dur_ns"].to_numpy() > outlier_factor * e["api_median_launch_ns"].to_numpy()
+    e["short_kernel"] = (e["kind"] == "kernel").to_numpy() & (e["dur_ns"].to_numpy() < short_kernel_ns)
+    e["step"] = _step_of(source, e["launch_start_ns"].to_numpy(), steps)
+    cols = ["step", "op_name", "link", "launch_name", "kind", "name", "device", "stream", "launch_start_ns",
+            "launch_dur_ns", "start_ns", "dur_ns", "queue_delay_ns", "api_median_launch_ns", "outlier",
+            "short_kernel"]
+    out = e[cols].sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
+    out.attrs["left_out"] = int((~known).sum())
+    out.attrs["short_kernel_ns"] = int(short_kernel_ns)
+    out.attrs["outlier_factor"] = outlier_factor
+    return out
+
+
+def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_KERNEL_NS,
+                   outlier_factor: float = OUTLIER_FACTOR, events=None, steps=None) -> pd.DataFrame:
+    """Launch statistics grouped (by default per step and operator).
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+    by : sequence of str
+        Columns of :func:`launch_stats` to group by: ``("step", "op_name")`` (default),
+        ``("step",)``, ``("launch_name",)``, ``("op_name",)``… An Nsight export has no
+        operators: group it by ``("step", "launch_name")``.
+    short_kernel_ns, outlier_factor, events, steps
+        As :func:`launch_stats`.
+
+    Returns
+    -------
+    DataFrame, one row per group, most launch overhead first
+        ``launches``, ``kernels``, ``launch_sum_ns``, ``launch_median_ns``,
+        ``launch_max_ns`` (the overhead), ``queue_delay_median_ns``,
+        ``queue_delay_max_ns``, ``outliers``, ``short_kernels``, ``short_kernel_share``
+        (short kernels ÷ kernels, 0-1; <NA> without kernels), ``gpu_sum_ns`` (device time
+        of the group's GPU events, summed), ``links`` (the join methods, comma-separated).
+        Medians are of whole ns (the lower middle value for an even count).
+
+    Raises
+    ------
+    GpuIdleError
+        No GPU events, no launches, or a ``by`` column that :func:`launch_stats` lacks.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.launch_stats import launch_summary
+    >>> launch_summary(tiny_trace())[["step", "op_name", "launches", "launch_sum_ns", "short_kernel_share"]]
+       step     op_name  launches  launch_sum_ns  short_kernel_share
+    0     1  aten::relu         1            100                 1.0
+    """
+    ls = launch_stats(source, short_kernel_ns, outlier_factor, events, steps)
+    by = list(by)
+    bad = [c for c in by if c not in ls.columns]
+    if bad:
+        raise GpuIdleError(f"{_path(source)}: cannot group launches by {bad}; columns: {list(ls.columns)}")
+    ls["is_kernel"] = ls["kind"] == "kernel"
+    g = ls.groupby(by, dropna=False, sort=False)
+
+    def lower_median(x):
+        v = np.sort(x.to_numpy(dtype=np.int64))
+        return int(v[(len(v) - 1) // 2]) if len(v) else 0
+    out = pd.DataFrame({
+        "launches": g.size(),
+        "kernels": g["is_kernel"].sum().astype("int64"),
+        "launch_sum_ns": g["launch_dur_ns"].sum().astype("int64"),
+        "launch_median_ns": g["launch_dur_ns"].agg(lower_median).astype("int64"),
+        "launch_max_ns": g["launch_dur_ns"].max().astype("int64"),
+        "queue_delay_median_ns": g["queue_delay_ns"].agg(lower_median).astype("int64"),
+        "queue_delay_max_ns": g["queue_delay_ns"].max().astype("int64"),
+        "outliers": g["outlier"].sum().astype("int64"),
+        "short_kernels": g["short_kernel"].sum().astype("int64"),
+        "gpu_sum_ns": g["dur_ns"].sum().astype("int64"),
+        "links": g["link"].agg(lambda x: ",".join(sorted(set(map(str, x))))),
+    })
+    out["short_kernel_share"] = (out["short_kernels"] / out["kernels"].where(out["kernels"] > 0)).astype("Float64")
+    out = out.reset_index().sort_values(["launch_sum_ns"] + by, ascending=[False] + [True] * len(by),
+                                        kind="stable", na_position="last").reset_index(drop=True)
+    cols = by + ["launches", "kernels", "launch_sum_ns", "launch_median_ns", "launch_max_ns",
+                 "queue_delay_median_ns", "queue_delay_max_ns", "outliers", "short_kernels",
+                 "short_kernel_share", "gpu_sum_ns", "links"]
+    out = out[cols]
+    out.attrs.update(ls.attrs)
+    return out
