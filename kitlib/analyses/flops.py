@@ -241,6 +241,17 @@ def compare_flops_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd
     -------
     DataFrame indexed by name, for every operator either side counts
         ``calls``, ``profiler_calls``, ``flops``, ``profiler_flops``, ``match``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.flops import compare_flops_with_key_averages, flops_by_operator
+    >>> by_op = flops_by_operator(trace_from_json(tiny_profile_doc()))
+    >>> compare_flops_with_key_averages(by_op, [{"key": "aten::conv2d", "count": 1, "flops": 7776}])
+                  calls  profiler_calls  flops  profiler_flops  match
+    name
+    aten::conv2d      1               1   7776            7776   True
     """
     ka = pd.DataFrame(rows)
     if not {"key", "count", "flops"} <= set(ka.columns):
@@ -338,6 +349,15 @@ def flop_counter_table(counts: dict) -> pd.DataFrame:
     ------
     KitError
         ``counts`` lacks ``by_op``, or its parts do not add up to ``total``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.flops import flop_counter_table
+    >>> counts = {"total": 3000, "by_op": {"aten.convolution": 1000, "aten.convolution_backward": 2000}}
+    >>> flop_counter_table(counts)[["flops", "share", "pass"]]
+                               flops     share      pass
+    aten.convolution_backward   2000  0.666667  backward
+    aten.convolution            1000  0.333333   forward
     """
     if not isinstance(counts, dict) or "by_op" not in counts:
         raise KitError("not a FlopCounterMode result: expected a dict with 'total' and 'by_op'")
@@ -437,6 +457,19 @@ def peak_table(own_gpu: str | None = None, who: str = "the capture's GPU") -> pd
     -------
     DataFrame indexed by GPU
         ``FP32_tflops``, ``TF32_tflops``, ``BF16_tflops`` (dense, per GPU) and ``source``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.flops import peak_table
+    >>> peak_table()[["FP32_tflops", "TF32_tflops", "BF16_tflops"]]
+          FP32_tflops  TF32_tflops  BF16_tflops
+    B300         75.0       1125.0       2250.0
+    B200         75.0       1125.0       2250.0
+    H200         67.0        494.5        989.5
+    H100         67.0        494.5        989.5
+    A100         19.5        156.0        312.0
+    >>> peak_table("NVIDIA H200").index[2]
+    "H200 = the capture's GPU (NVIDIA H200)"
     """
     rows = {k: {"FP32_tflops": v["FP32"], "TF32_tflops": v["TF32"], "BF16_tflops": v["BF16"],
                 "source": v["source"]} for k, v in PEAK_TFLOPS.items()}
@@ -483,6 +516,16 @@ def rate_estimates(trace: Trace, counts: dict | None = None, covered: pd.DataFra
     ------
     KitError
         The trace has no steps or no GPU events.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.flops import rate_estimates
+    >>> rate_estimates(trace_from_json(tiny_profile_doc()), counts={"total": 20000, "by_op": {}})[["device_ms_per_step", "tflops_estimate"]]
+                                           device_ms_per_step  tflops_estimate
+    forward convolutions (with_flops)                   0.004         0.001944
+    whole training step (FlopCounterMode)               0.005         0.004000
     """
     from .intervals import busy_ns
     n_steps = len(trace.steps)

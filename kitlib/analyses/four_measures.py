@@ -339,6 +339,25 @@ def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = 
     kernels, copies and sets of the trace summed, *without* the annotation spans, so
     the labels' rows are counted on top of their own kernels' rows and the
     "Self CUDA %" column adds up to more than 100 %.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.four_measures import annotation_summary
+    >>> table = pd.DataFrame({"name": ["forward"], "calls": [1], "self_cuda_ns": [6500],
+    ...                       "self_cuda_pct": [130.0]})
+    >>> annotation_summary(trace_from_json(tiny_profile_doc()), table, {"self_cuda_total_ns": 5000}).T
+                              0
+    name                forward
+    calls                     1
+    table_self_cuda_ns     6500
+    span_sum_ns            6500
+    busy_ns                5000
+    idle_in_spans_ns       1500
+    table_pct_of_total    130.0
+    work_pct_of_total     100.0
     """
     a = annotation_device_time(trace, chain_df)
     g = a.groupby("name", sort=False).agg(calls=("span_ns", "size"), span_sum_ns=("span_ns", "sum"),
