@@ -25,6 +25,7 @@ writes ``distributedInfo``); the kit's multi-rank bundles
 from __future__ import annotations
 
 import datetime as _dt
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -178,7 +179,7 @@ def _trace_files(folder: Path) -> tuple[list, dict, dict]:
     return files, {}, {}
 
 
-def load_traces(source, *, progress: bool | None = None) -> RankTraces:
+def load_traces(source, *, progress: bool | None = None, workers: int | None = None) -> RankTraces:
     """Read the traces of one distributed run: one torch.profiler trace per rank.
 
     Parameters
@@ -192,7 +193,19 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
         as ``step_times.json``). A name such as ``"ranks_straggler"`` is looked up
         in the kit's ``data/reference``.
     progress : bool, optional
-        Progress bars for large traces (see :func:`kitlib.load_trace`).
+        Progress bars: for large traces (see :func:`kitlib.load_trace`), and, when
+        several traces are read in worker processes, one bar over the traces
+        (shown from :data:`PROGRESS_MIN_FILES` traces on, or when ``True``).
+    workers : int, optional
+        How many worker processes parse the traces (``concurrent.futures``'
+        ``ProcessPoolExecutor``). Default: one per CPU core, at most one per trace
+        that needs parsing; traces already in the trace cache are read in this
+        process (an Arrow read is faster than starting a worker). ``1`` reads every
+        trace here, one after another. With the trace cache on, a worker parses one
+        trace, writes its cache entry and hands back nothing but that it is done:
+        this process then reads the tables from the cache, so a worker holds one
+        parsed trace at a time and no table is pickled between processes. With the
+        cache off, the worker sends the tables back (pickled).
 
     Returns
     -------
@@ -210,6 +223,8 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
         process groups (``pg_config``), a rank outside ``0..world_size-1``, or
         recordings that do not overlap in time (ranks of one run record together;
         on different hosts their clocks would have to differ by the whole gap).
+    ValueError
+        ``workers`` is not a whole number of 1 or more.
 
     Notes
     -----
@@ -239,7 +254,7 @@ def load_traces(source, *, progress: bool | None = None) -> RankTraces:
             files, hosts, dist = _trace_files(folder)
             if not files:
                 raise KitFileError(folder, "holds no trace files (*.json or *.json.gz)")
-    traces = [load_trace(p, progress=progress) for p in files]
+    traces = _read_all(files, progress, workers)
     rows = []
     for p, t in zip(files, traces):
         d = t.meta.get("distributed")
@@ -331,6 +346,101 @@ def wall_step_times(traces: RankTraces) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=cols)
 
 
+#: From this many traces on, :func:`load_traces` shows a bar over the traces it reads in
+#: worker processes (unless ``progress=False``).
+PROGRESS_MIN_FILES = 8
+
+
+def default_workers(n_files: int) -> int:
+    """Worker processes :func:`load_traces` starts for ``n_files`` traces to parse: one
+    per CPU core the process may use, at most one per trace (1: no pool at all).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import default_workers
+    >>> default_workers(1), default_workers(0)
+    (1, 1)
+    """
+    try:
+        cores = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    return max(1, min(cores, n_files))
+
+
+@dataclass
+class _WorkerError:
+    """A worker's :class:`KitFileError`, as parts that pickle."""
+    kind: type
+    path: str
+    problem: str
+
+
+def _parse_in_worker(path: str):
+    """In a worker: parse one trace; with the cache on, wait for its entry to be written
+    and send back ``None`` (the caller reads the cache), else the trace itself."""
+    from . import trace_cache
+    try:
+        tr = load_trace(path, progress=False)
+    except KitFileError as e:       # its (path, problem) signature does not survive pickling: send the parts
+        return _WorkerError(type(e), e.path, e.problem)
+    if trace_cache.enabled():
+        trace_cache.wait()
+        return None
+    return tr
+
+
+def _cached(path: Path) -> bool:
+    """Whether ``path``'s tables are in the trace cache (without reading the file)."""
+    from . import trace_cache
+    try:
+        st = path.stat()
+    except OSError:
+        return False
+    known = trace_cache.remembered_hash(path, st)
+    if known is None:
+        return False
+    return (trace_cache.folder() / trace_cache.key_for(None, None, content=known) / "entry.json").is_file()
+
+
+def _read_all(files: list, progress, workers) -> list:
+    """Every trace of ``files`` (in order): cached ones here, the others in worker
+    processes when more than one worker is asked for (see :func:`load_traces`)."""
+    from . import trace_cache
+    if workers is not None and (not isinstance(workers, int) or workers < 1):
+        raise ValueError(f"workers must be a whole number of processes, 1 or more, not {workers!r}")
+    todo = [p for p in files if not (trace_cache.enabled() and _cached(p))]
+    n = default_workers(len(todo)) if workers is None else min(workers, max(len(todo), 1))
+    if n <= 1 or len(todo) <= 1:
+        return [load_trace(p, progress=progress) for p in files]
+    import concurrent.futures as cf
+    import multiprocessing as mp
+    from .trace import progress_bar
+    show = len(files) >= PROGRESS_MIN_FILES if progress is None else bool(progress)
+    bar = progress_bar(f"reading {len(files)} rank traces ({n} worker processes)", len(files), show)
+    got = {}
+    # fork where there is one (Linux): the workers start with kitlib already imported
+    ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
+    with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
+        futures = {pool.submit(_parse_in_worker, str(p)): p for p in todo}
+        for fut in cf.as_completed(futures):
+            got[futures[fut]] = res = fut.result()
+            bar.update(1)
+            if isinstance(res, _WorkerError):
+                bar.close()
+                for f in futures:
+                    f.cancel()
+                raise res.kind(res.path, res.problem)
+    out = []
+    for p in files:
+        tr = got.get(p)
+        out.append(tr if tr is not None else load_trace(p, progress=False))
+        if p not in got:
+            bar.update(1)
+    bar.close()
+    return out
+
+
 def _check_one_run(info: pd.DataFrame, folder) -> None:
     """Refuse traces that cannot be the ranks of one run (see :func:`load_traces`)."""
     where = f"in {folder}" if folder is not None else "in the list given"
@@ -370,4 +480,4 @@ def _when(ns) -> str:
     return _dt.datetime.fromtimestamp(int(ns) / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-__all__ = ["RankTraces", "load_traces", "wall_step_times", "INFO_COLUMNS"]
+__all__ = ["RankTraces", "load_traces", "wall_step_times", "default_workers", "INFO_COLUMNS", "PROGRESS_MIN_FILES"]
