@@ -134,7 +134,8 @@ if what.startswith("kitlib") or what in ("analyses", "nsys", "orjson_gz"):
     from kitlib.readers import trace_cache
     from kitlib.readers.trace import load_trace
     from kitlib.readers.nsys import load_nsys, nsys_stats
-    from kitlib.analyses import chain, grouping, lint, memory, steps
+    from kitlib.analyses import chain, grouping, lint, memory, steps, trace_diff
+    from dataclasses import replace as fresh   # a Trace of the same tables, nothing worked out yet
 def hwm():
     # this process's peak resident memory (VmHWM). Not ru_maxrss: Linux carries that over
     # exec from the forked parent, so a large parent (or a large earlier input) hides ours.
@@ -166,7 +167,9 @@ elif what == "analyses":
     for name, fn in [("chain", lambda: chain.chain(tr)), ("step_measures", lambda: steps.step_measures(tr)),
                      ("group_ops", lambda: grouping.group_ops(tr)),
                      ("memory_by_operator", lambda: memory.memory_by_operator(tr)),
-                     ("lint", lambda: lint.lint(tr))]:
+                     ("lint", lambda: lint.lint(tr)),
+                     ("trace_diff", lambda: trace_diff.trace_diff(fresh(tr), fresh(tr))),
+                     ("trace_diff_operators", lambda: trace_diff.trace_diff(fresh(tr), fresh(tr), "operators"))]:
         t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
     print(json.dumps(out)); sys.exit(0)
 elif what == "nsys":
