@@ -174,9 +174,11 @@ def test_collective_ops_from_raw_json(folder, rows):
 
 def _raw_collectives(folder):
     """collectives() rebuilt from each rank's raw JSON without kitlib: NCCL kernels (named
-    after the innermost collective operator around their launch, on the launching thread),
-    else the gloo:* operators; k counts each name's calls in start order; the step is the
-    ProfilerStep#N whose [start, end) holds the start; times in ns since the epoch."""
+    after the innermost collective operator around their launch, on the launching thread,
+    their size that operator's "Input Dims" as written), else the gloo:* operators (no
+    shapes recorded: no size); k counts each name and size's calls in start order, and the
+    call key is "name size#k" (or "name#k" without a size); the step is the ProfilerStep#N
+    whose [start, end) holds the start; times in ns since the epoch."""
     import re
     from decimal import Decimal
     out = []
@@ -196,7 +198,7 @@ def _raw_collectives(folder):
             launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
                       and "correlation" in e.get("args", {})}
             for k in kernels:
-                name = k["name"].split("(", 1)[0].strip()
+                name, size = k["name"].split("(", 1)[0].strip(), ""
                 la = launch.get(k["args"]["correlation"])
                 if la is not None:
                     around = [o for o in ops if o["tid"] == la["tid"] and ns(o["ts"]) <= ns(la["ts"]) <= ns(o["ts"]) + ns(o["dur"])]
@@ -204,17 +206,32 @@ def _raw_collectives(folder):
                         inner = max(around, key=lambda o: (ns(o["ts"]), -ns(o["dur"])))
                         if re.search(coll.COMM_OP_PATTERN, inner["name"]):
                             name = inner["name"]
-                rows.append((name, "device", k["args"]["stream"], ns(k["ts"]) + base, ns(k["dur"])))
+                            size = json.dumps(inner["args"]["Input Dims"]).replace(" ", "")
+                rows.append((name, size, "device", k["args"]["stream"], ns(k["ts"]) + base, ns(k["dur"])))
         else:
-            rows = [(o["name"], "host", o["tid"], ns(o["ts"]) + base, ns(o["dur"])) for o in ops
+            rows = [(o["name"], "", "host", o["tid"], ns(o["ts"]) + base, ns(o["dur"])) for o in ops
                     if o["name"].startswith("gloo:")]
-        rows.sort(key=lambda x: x[3])
+        rows.sort(key=lambda x: x[4])
         seen = {}
-        for name, where, tid, start, dur in rows:
-            k = seen[name] = seen.get(name, -1) + 1
+        for name, size, where, tid, start, dur in rows:
+            k = seen[name, size] = seen.get((name, size), -1) + 1
             step = next((n for a, b, n in steps if a <= start < b), -1)
-            out.append((r, f"{name}#{k}", name, k, where, step, tid, start, start + dur, dur))
+            call = f"{name} {size}#{k}" if size else f"{name}#{k}"
+            out.append((r, call, name, k, where, step, tid, start, start + dur, dur, size,
+                        "name + size + order" if size else "name + order"))
     return out
+
+
+def _verified(rows):
+    """The call keys present once on every rank whose ends lie within the tolerance of
+    their kind (device 1 ms, host 25 ms: kitlib.analyses.collectives.END_TOLERANCE_NS)."""
+    by_call = {}
+    for row in rows:
+        by_call.setdefault(row[1], []).append(row)
+    n = len({row[0] for row in rows})
+    tol = {"device": 1_000_000, "host": 25_000_000}
+    return {c for c, g in by_call.items() if len(g) == n == len({x[0] for x in g})
+            and max(x[8] for x in g) - min(x[8] for x in g) <= tol[g[0][4]]}
 
 
 @pytest.mark.parametrize("folder,rows", [(NCCL, 20), (REF / "ranks_straggler", 42), (REF / "ranks_balanced", 42)])
@@ -224,7 +241,8 @@ def test_collectives_whole_table_from_raw_json(folder, rows):
     Gloo runs (host rows of gloo:* operators on Gloo's threads)."""
     got = coll.collectives(load_traces(folder))
     assert got.columns.tolist() == coll.COLLECTIVE_COLUMNS == ["rank", "call", "name", "k", "measured_on", "step",
-                                                               "tid", "start_ns", "end_ns", "dur_ns"]
+                                                               "tid", "start_ns", "end_ns", "dur_ns", "size",
+                                                               "identity"]
     assert [tuple(x) for x in got.itertuples(index=False)] == _raw_collectives(folder)
     assert len(got) == rows and got.index.tolist() == list(range(rows))
     assert {str(got[c].dtype) for c in ["k", "step", "tid", "start_ns", "end_ns", "dur_ns"]} == {"int64"}
@@ -233,12 +251,17 @@ def test_collectives_whole_table_from_raw_json(folder, rows):
 @pytest.mark.parametrize("folder", [NCCL, REF / "ranks_straggler", REF / "ranks_balanced"])
 def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     """collective_waits and straggler_table, every cell derived here from the raw-JSON calls
-    of _raw_collectives by their documented rules: a call's last arrival is its latest
-    start; each rank waits min(max(last - start, 0), dur) and transfers the rest; per call,
-    late_by = last start minus the next-latest, spread = last minus earliest; calls in order
-    of the last arrival."""
+    of _raw_collectives by their documented rules, over the verified calls only (present on
+    every rank, ends within the tolerance): a call's last arrival is its latest start; each
+    rank waits min(max(last - start, 0), dur) and transfers the rest; per call, late_by =
+    last start minus the next-latest, spread = last minus earliest; calls in order of the
+    last arrival. The public pair keeps 4 of its 13 calls (8 of 20 rows), the Gloo runs all."""
     rt = load_traces(folder)
     rows = _raw_collectives(folder)
+    ok = _verified(rows)
+    left_out = sum(row[1] not in ok for row in rows)
+    assert left_out == (12 if folder == NCCL else 0)
+    rows = [row for row in rows if row[1] in ok]
     by_call = {}
     for row in rows:
         by_call.setdefault(row[1], []).append(row)
@@ -251,7 +274,7 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     want_w.sort(key=lambda x: (x[0], x[7]))
     w = coll.collective_waits(rt)
     assert w.columns.tolist() == coll.COLLECTIVE_COLUMNS + ["last_start_ns", "last_rank", "wait_ns", "transfer_ns"]
-    assert [tuple(x) for x in w.itertuples(index=False)] == want_w and w.attrs == {"unmatched": 0}
+    assert [tuple(x) for x in w.itertuples(index=False)] == want_w and w.attrs == {"unmatched": left_out}
     assert {str(w[c].dtype) for c in ["start_ns", "end_ns", "dur_ns", "last_start_ns", "wait_ns", "transfer_ns"]} \
         == {"int64"} and w.index.tolist() == list(range(len(w)))
     want_s = []

@@ -38,11 +38,29 @@ Exact and estimated figures
   says which case you are in). The wait also assumes the collective can only
   make progress once the last rank arrives, true of all-reduce and all-gather
   (every rank needs every other's data), not of a broadcast from an early root.
-- Collectives are matched across ranks by name and order of issue (the k-th
-  ``gloo:all_reduce`` of rank 0 with the k-th of rank 1), as DDP issues them in
-  the same order on every rank. A subsampled trace can break that order, so only
-  calls present on every rank are matched; the rest are counted in
-  ``attrs["unmatched"]``.
+- Collectives are matched across ranks by their **identity**: the process group
+  and sequence number where the trace records them (``record_param_comms``'s
+  ``Process Group Name`` and ``Seq``, PyTorch 2.3 and later), otherwise the name,
+  the message size (``In msg nelems``, else the operator's ``Input Dims``, when
+  shapes were recorded) and the order among calls of that name and size. Order
+  alone is not enough: a subsampled trace can drop different calls on each rank
+  while the count per name stays equal, and then the k-th call of a name is not
+  the same call on every rank. Every match is then **checked by its end times**:
+  a blocking collective of one group ends on every rank within a short time of
+  the others (the last rank's data completes it everywhere), so partners whose
+  ends are further apart than :data:`END_TOLERANCE_NS` are not one call. Only
+  verified matches give waiting, transfer and lateness figures;
+  :func:`collective_matches` reports the others (which call, which ranks, why).
+  The same end-time agreement is the clock check: on one host the verified
+  partners' ends differ by about nothing; a common offset between them is the
+  difference between the ranks' clocks.
+- NCCL runs a process group's collectives one after another on one stream, so a
+  kernel can start late because the previous collective was still running
+  (queueing), not because its rank arrived late: the kernel's start is when that
+  rank could begin to communicate, which is what the waiting split needs, but its
+  lateness is not all the rank's own. Host-side times (the ``c10d::``/``nccl:``
+  operators) only say when the work was *enqueued*: a rank can enqueue early and
+  still reach the collective late on its GPU, so they are not compared across ranks.
 
 Sources: PyTorch ``torch/csrc/distributed/c10d`` (``record_param_comms``, the
 ``c10d::`` operators; ``ProcessGroupGloo`` runs each collective on a worker
@@ -68,7 +86,23 @@ COMM_KERNEL_PATTERN = r"^(?:ncclKernel_|ncclDevKernel_)"
 
 #: Columns of :func:`collectives`.
 COLLECTIVE_COLUMNS = ["rank", "call", "name", "k", "measured_on", "step", "tid", "start_ns", "end_ns",
-                      "dur_ns"]
+                      "dur_ns", "size", "identity"]
+
+#: How far apart (ns) the ends of one collective call may be on different ranks, by where
+#: the call was measured. ``device`` (NCCL kernels): 1 ms. In the public NCCL pair the calls
+#: that are one call by name, size and order end within 0.33 ms of each other on the two
+#: ranks, while the pairs that the order of each name alone would make end 63 to 254 ms
+#: apart, and those that name, size and order make but the end check rejects, 600 to 616
+#: ms: 1 ms keeps a factor of 3 above the one and of 63 below the other. ``host`` (Gloo's worker threads):
+#: 25 ms. In the kit's two Gloo recordings (complete traces, every call present on both
+#: ranks) the calls end up to 20.6 ms apart: the threads share two busy CPU cores with the
+#: training (our hypothesis: the thread that finishes last was waiting for a core; a trace
+#: of context switches would settle it). A host *enqueue* (a CPU-only profile of an NCCL
+#: run) has no end to check: such matches are never verified.
+END_TOLERANCE_NS = {"device": 1_000_000, "host": 25_000_000}
+
+#: How :func:`collectives` identified each call (its ``identity`` column), best first.
+IDENTITIES = ("process group + seq", "name + size + order", "name + order")
 
 
 def _short(name: str) -> str:
@@ -86,6 +120,35 @@ def _step_of(starts: np.ndarray, steps: pd.DataFrame, base: int) -> np.ndarray:
                      closed="left")                         # [start, end): kitlib.model.window
     num = steps["step"].to_numpy(dtype="int64")
     return np.where(pos >= 0, num[np.maximum(pos, 0)] if len(num) else -1, -1).astype("int64")
+
+
+def _size_text(dims) -> str:
+    """A message size as written (``Input Dims`` of the collective's operator), "" when
+    no shape was recorded."""
+    if dims is None or (hasattr(dims, "__len__") and not any(len(d) if hasattr(d, "__len__") else 1
+                                                             for d in dims)):
+        return ""
+    return str([list(d) if hasattr(d, "__len__") else d for d in dims]).replace(" ", "")
+
+
+def _identity(ops: pd.DataFrame, row) -> tuple:
+    """``(process group, seq, size)`` of the collective whose operator is ``row`` of
+    ``ops``: the ``comm_args`` of the operator or of the nearest enclosing one that
+    has them (``record_param_comms``), else the operator's ``Input Dims``."""
+    pg = seq = None
+    size = ""
+    r = row
+    while r is not None and r >= 0 and r in ops.index:
+        a = ops.at[r, "comm_args"] if "comm_args" in ops.columns else None
+        if isinstance(a, dict):
+            pg, seq = a.get("Process Group Name"), a.get("Seq")
+            if a.get("In msg nelems") is not None or a.get("Out msg nelems") is not None:
+                size = f"in {a.get('In msg nelems')} out {a.get('Out msg nelems')}"
+            break
+        r = int(ops.at[r, "parent"])
+    if not size and row is not None and row >= 0 and row in ops.index:
+        size = _size_text(ops.at[row, "input_dims"])
+    return pg, seq, size
 
 
 def collective_ops(traces: RankTraces) -> pd.DataFrame:
@@ -145,7 +208,15 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
         holds the enqueue, not the transfer); ``step`` (the ``ProfilerStep`` number
         the call starts in, -1 outside every step); ``tid`` (thread, or stream for a
         kernel); ``start_ns, end_ns`` (ns since the Unix epoch on the rank's host
-        clock, not aligned across hosts) and ``dur_ns``.
+        clock, not aligned across hosts) and ``dur_ns``; ``size`` (the message size as
+        the trace records it: ``"in N out M"`` elements from ``record_param_comms``, else
+        the operator's ``Input Dims`` such as ``"[[19618307]]"``, ``""`` when shapes
+        were not recorded) and ``identity`` (how ``call`` names the call, one of
+        :data:`IDENTITIES`). ``call`` is the key that matches a call across ranks:
+        ``"name (pg P, seq S)"`` where the trace records the process group and sequence
+        number, else ``"name size#k"`` with ``k`` counting the rank's calls of that name
+        and size, else ``"name#k"``. ``k`` counts the rank's calls of that name (and
+        size, when recorded) in order of start.
 
     Raises
     ------
@@ -163,11 +234,15 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
             op = links.set_index("gpu_row")["op_name"].astype(str)
             op = op[op.str.contains(COMM_OP_PATTERN, regex=True)]
             names = pd.Series([op.get(i, n) for i, n in zip(kern.index, names)], index=kern.index)
+            op_row = links.set_index("gpu_row")["op_row"]
+            op_row = op_row[op_row.index.isin(op.index)]
+            ident = [_identity(t.ops, int(op_row[i]) if i in op_row.index else None) for i in kern.index]
             df = pd.DataFrame({"name": names.to_numpy(), "measured_on": "device",
                                "tid": kern["stream"].astype("int64").to_numpy(),
                                "start_ns": kern["start_ns"].to_numpy("int64") + base,
                                "dur_ns": kern["dur_ns"].to_numpy("int64")})
         else:
+            ident = None
             ops = t.ops[t.ops["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
             gloo = ops[ops["name"].astype(str).str.startswith("gloo:")]
             if len(gloo):
@@ -178,13 +253,23 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
                                "tid": ops["tid"].astype("int64").to_numpy(),
                                "start_ns": ops["start_ns"].to_numpy("int64") + base,
                                "dur_ns": ops["dur_ns"].to_numpy("int64")})
+            ident = [_identity(t.ops, int(i)) for i in ops.index]
         if not len(df):
             continue
+        df["pg"] = [x[0] for x in ident]
+        df["seq"] = [x[1] for x in ident]
+        df["size"] = [x[2] for x in ident]
         df = df.sort_values("start_ns", kind="stable").reset_index(drop=True)
         df["rank"] = r
         df["end_ns"] = df["start_ns"] + df["dur_ns"]
-        df["k"] = df.groupby("name").cumcount().astype("int64")
-        df["call"] = df["name"] + "#" + df["k"].astype(str)
+        df["k"] = df.groupby(["name", "size"]).cumcount().astype("int64")
+        has_seq = df["pg"].notna() & df["seq"].notna()
+        sized = df["size"] != ""
+        df["identity"] = np.where(has_seq, IDENTITIES[0], np.where(sized, IDENTITIES[1], IDENTITIES[2]))
+        df["call"] = np.where(has_seq, df["name"] + " (pg " + df["pg"].astype(str) + ", seq "
+                              + df["seq"].astype(str) + ")",
+                              np.where(sized, df["name"] + " " + df["size"] + "#" + df["k"].astype(str),
+                                       df["name"] + "#" + df["k"].astype(str)))
         df["step"] = _step_of(df["start_ns"].to_numpy(), t.steps, base)
         parts.append(df)
     if not parts:
@@ -194,14 +279,128 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
     return pd.concat(parts, ignore_index=True)[COLLECTIVE_COLUMNS]
 
 
-def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Each matched collective call on each rank, split into waiting and transfer.
+#: Columns of :func:`collective_matches`.
+MATCH_COLUMNS = ["call", "name", "identity", "ranks", "missing", "end_spread_ns", "verified", "reason"]
 
-    For a call matched on every rank (same ``call`` key), the last rank to arrive
-    starts it at ``last_start_ns``. A rank that started earlier waited
+
+def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Every call key of :func:`collectives` with the ranks that have it, checked by the
+    agreement of its end times: which calls are one call on every rank.
+
+    A match is *verified* when the call is present once on every rank and its ends on
+    the ranks lie within :data:`END_TOLERANCE_NS` of each other (a blocking collective
+    completes on all ranks together: the last rank's data finishes it everywhere).
+    The check assumes a collective in which every rank needs every other's data
+    (all-reduce, all-gather, all-to-all, reduce-scatter); a broadcast's root or a
+    point-to-point send may legitimately finish earlier than its peers.
+
+    Parameters
+    ----------
+    traces : RankTraces
+    calls : DataFrame, optional
+        :func:`collectives` of ``traces`` (computed when not given).
+
+    Returns
+    -------
+    DataFrame
+        :data:`MATCH_COLUMNS`, one row per ``call`` key, in order of its first start:
+        ``call``, ``name``, ``identity`` (as in :func:`collectives`); ``ranks`` and
+        ``missing`` (tuples of the ranks that have the call and that lack it);
+        ``end_spread_ns`` (latest end minus earliest end over the ranks that have it,
+        ns; 0 on one rank); ``verified`` (bool); ``reason`` (why not, ``""`` when
+        verified). ``attrs["tolerance_ns"]`` holds :data:`END_TOLERANCE_NS`.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import collective_matches
+    >>> m = collective_matches(load_traces("public-traces"))
+    >>> int(m["verified"].sum()), len(m)      # a subsampled pair: 4 of 13 calls can be matched
+    (4, 13)
+    >>> print(m.loc[m["call"] == "nccl:all_reduce [[26258430]]#0", "reason"].item())
+    ends 612.9 ms later on rank 0 than on rank 1, more than the 1 ms one call allows: not the same call
+    """
+    calls = collectives(traces) if calls is None else calls
+    ranks = list(traces.ranks)
+    rows = []
+    first = calls.groupby("call", sort=False)["start_ns"].min().sort_values(kind="stable")
+    for call in first.index:
+        g = calls[calls["call"] == call]
+        have = tuple(sorted(int(r) for r in g["rank"].unique()))
+        missing = tuple(r for r in ranks if r not in have)
+        ends = g.sort_values("end_ns", kind="stable")
+        spread = int(ends["end_ns"].iloc[-1] - ends["end_ns"].iloc[0])
+        where = set(g["measured_on"])
+        tol = min((END_TOLERANCE_NS.get(w) for w in where if w in END_TOLERANCE_NS), default=None)
+        dup = g.groupby("rank").size()
+        if missing:
+            reason = (f"not found on rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: "
+                      "that rank's trace lacks it (subsampled or cut) or issued a different call")
+        elif (dup > 1).any():
+            reason = (f"{int(dup.max())} rows with this identity on rank {int(dup.idxmax())}: "
+                      "the identity does not name one call")
+        elif tol is None or "host enqueue" in where:
+            reason = ("only the host enqueue was recorded: its end is not the collective's end, so the "
+                      "match cannot be checked")
+        elif spread > tol:
+            reason = (f"ends {spread / 1e6:,.1f} ms later on rank {int(ends['rank'].iloc[-1])} than on rank "
+                      f"{int(ends['rank'].iloc[0])}, more than the {tol / 1e6:g} ms one call allows: "
+                      "not the same call")
+        else:
+            reason = ""
+        rows.append({"call": call, "name": g["name"].iloc[0], "identity": g["identity"].iloc[0], "ranks": have,
+                     "missing": missing, "end_spread_ns": spread, "verified": reason == "", "reason": reason})
+    out = pd.DataFrame(rows, columns=MATCH_COLUMNS)
+    out["verified"] = out["verified"].astype(bool)
+    out.attrs["tolerance_ns"] = dict(END_TOLERANCE_NS)
+    return out
+
+
+def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
+    """How many calls could be matched across ranks, and what their ends say about the clocks.
+
+    Returns
+    -------
+    dict
+        ``calls`` (call keys), ``verified`` (matched and checked), ``missing`` (absent on
+        some rank), ``ends_apart`` (present everywhere, ends further apart than the
+        tolerance), ``unchecked`` (host enqueue only, or one identity on several rows);
+        ``end_offset_ms``: per rank other than the first, the median over verified calls
+        of its end minus the first rank's end (ms): the clock check, about 0 on one host;
+        ``max_end_spread_ms`` over verified calls.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import match_summary
+    >>> s = match_summary(load_traces("public-traces"))
+    >>> s["calls"], s["verified"], s["missing"], s["ends_apart"], round(s["max_end_spread_ms"], 3)
+    (13, 4, 6, 3, 0.332)
+    """
+    calls = collectives(traces) if calls is None else calls
+    m = collective_matches(traces, calls)
+    ok = m[m["verified"]]
+    v = calls[calls["call"].isin(set(ok["call"]))]
+    ends = v.pivot_table(index="call", columns="rank", values="end_ns", aggfunc="first")
+    r0 = traces.ranks[0]
+    offset = {int(r): float((ends[r] - ends[r0]).median()) / 1e6 for r in ends.columns if r != r0} if len(ends) else {}
+    far = m["reason"].str.startswith("ends ")
+    return {"calls": int(len(m)), "verified": int(m["verified"].sum()),
+            "missing": int((m["missing"].map(len) > 0).sum()), "ends_apart": int(far.sum()),
+            "unchecked": int((~m["verified"] & ~far & (m["missing"].map(len) == 0)).sum()),
+            "end_offset_ms": offset,
+            "max_end_spread_ms": float(ok["end_spread_ns"].max()) / 1e6 if len(ok) else float("nan")}
+
+
+def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """Each verified collective call on each rank, split into waiting and transfer.
+
+    For a call matched on every rank and verified by its end times
+    (:func:`collective_matches`), the last rank to arrive starts it at
+    ``last_start_ns``. A rank that started earlier waited
     ``wait_ns = min(last_start_ns - start_ns, dur_ns)`` for it; the rest of its
     time, ``transfer_ns = dur_ns - wait_ns``, is the exchange itself. Estimates:
-    see the module's notes on clocks.
+    see the module's notes on clocks and on NCCL's queueing.
 
     Parameters
     ----------
@@ -213,13 +412,22 @@ def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> p
     -------
     DataFrame
         :data:`COLLECTIVE_COLUMNS` plus ``last_start_ns`` (ns since the epoch),
-        ``wait_ns``, ``transfer_ns`` (ns), ``last_rank`` (the rank that arrived
-        last), for the calls present on every rank; ``attrs["unmatched"]`` = rows of
-        calls missing on some rank (left out).
+        ``last_rank`` (the rank that arrived last), ``wait_ns``, ``transfer_ns`` (ns), for
+        the verified calls only; ``attrs["unmatched"]`` = rows of calls left out
+        (missing on some rank or failing the end-time check; :func:`collective_matches`
+        says which and why).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import collective_waits
+    >>> w = collective_waits(load_traces("public-traces"))
+    >>> len(w), w.attrs["unmatched"]          # 4 verified calls on 2 ranks; 12 rows left out
+    (8, 12)
     """
     calls = collectives(traces) if calls is None else calls
-    n = len(traces.ranks)
-    present = calls.groupby("call")["rank"].transform("nunique") == n
+    ok = set(collective_matches(traces, calls).query("verified")["call"])
+    present = calls["call"].isin(ok)
     m = calls[present].copy()
     last = m.loc[m.groupby("call")["start_ns"].idxmax(), ["call", "start_ns", "rank"]] \
         .rename(columns={"start_ns": "last_start_ns", "rank": "last_rank"})
@@ -422,6 +630,199 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
             "last_share": float((tab["last_rank"] == rank).mean()), "calls": int(len(tab))}
 
 
+#: Columns of :func:`exposed_communication`.
+EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_ms", "exposed_ms", "exposed_wait_ms",
+                   "exposed_transfer_ms", "exposed_unmatched_ms", "hidden_wait_ms", "hidden_transfer_ms",
+                   "tail_ms"]
+
+
+def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals ``[start, end)`` as sorted, disjoint ``(starts, ends)``."""
+    s, e = np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64")
+    keep = e > s
+    s, e = s[keep], e[keep]
+    if not len(s):
+        return s, e
+    o = np.argsort(s, kind="stable")
+    s, e = s[o], np.maximum.accumulate(e[o])
+    new = np.r_[True, s[1:] > e[:-1]]
+    grp = np.cumsum(new) - 1
+    return s[new], np.maximum.reduceat(e, np.flatnonzero(new)) if len(grp) else e
+
+
+def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
+    """Whether each point lies in a merged set of half-open intervals."""
+    s, e = merged
+    if not len(s):
+        return np.zeros(len(points), dtype=bool)
+    i = np.searchsorted(s, points, side="right") - 1
+    return (i >= 0) & (points < e[np.maximum(i, 0)])
+
+
+def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
+    """The elementary pieces between all boundaries of ``sets``: their lengths and, per
+    set, whether each piece belongs to it (a piece is wholly in or out of every set)."""
+    b = np.unique(np.concatenate([np.r_[s, e] for s, e in sets] or [np.zeros(0, "int64")]))
+    if len(b) < 2:
+        return np.zeros(0, "int64"), np.zeros(0, "int64"), [np.zeros(0, bool) for _ in sets]
+    left, length = b[:-1], np.diff(b)
+    return left, length, [_inside(x, left) for x in sets]
+
+
+def _compute_intervals(trace, comm_tids: set) -> tuple[str, np.ndarray, np.ndarray]:
+    """The rank's compute, trace clock: its non-NCCL kernels when the trace has kernels,
+    else the ``aten::`` operators on threads that run no collective (a CPU run)."""
+    k = trace.kernels
+    kern = k[k["kind"] == "kernel"] if len(k) else k
+    if len(kern):
+        comp = kern[~kern["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)]
+        return "GPU kernels", comp["start_ns"].to_numpy("int64"), comp["end_ns"].to_numpy("int64")
+    o = trace.ops
+    o = o[(o["kind"] == "op") & o["name"].astype(str).str.startswith("aten::") & ~o["tid"].isin(comm_tids)]
+    return "host aten:: operators", o["start_ns"].to_numpy("int64"), o["end_ns"].to_numpy("int64")
+
+
+#: Columns of :func:`communication_pieces`.
+PIECE_COLUMNS = ["rank", "step", "start_ns", "end_ns", "part", "beside_compute"]
+#: The parts of :func:`communication_pieces`: a verified call's waiting and transfer, a call
+#: without a verified match, and compute with no communication running.
+PARTS = ("wait", "transfer", "unmatched", "compute")
+
+
+def _step_sets(traces: RankTraces, calls: pd.DataFrame):
+    """Per rank and step with a collective: ``(rank, step, g, C, P, V, W, src, ps, pe, window_start)``
+    (see :func:`exposed_communication` for the sets; times in ns since the epoch)."""
+    waits = collective_waits(traces, calls)
+    for r, t in traces.traces.items():
+        base = _epoch(t)
+        mine = calls[(calls["rank"] == r) & (calls["step"] >= 0)]
+        if not len(mine):
+            continue
+        src, ps, pe = _compute_intervals(t, set(mine["tid"]) if (mine["measured_on"] != "device").any() else set())
+        ps, pe = ps + base, pe + base
+        P = _merged(ps, pe)
+        steps = t.steps.set_index("step")["start_ns"] + base if len(t.steps) else pd.Series(dtype="int64")
+        w_all = waits[waits["rank"] == r]
+        for step, g in mine.groupby("step", sort=True):
+            w = w_all[w_all["step"] == step]
+            C = _merged(g["start_ns"], g["end_ns"])
+            V = _merged(w["start_ns"], w["end_ns"])
+            W = _merged(w["start_ns"], w["start_ns"] + w["wait_ns"])
+            lo = min(int(steps.get(step, g["start_ns"].min())), int(g["start_ns"].min()))
+            yield r, int(step), g, C, P, V, W, src, ps, pe, lo
+
+
+def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """The pieces of each rank's step that :func:`exposed_communication` adds up: where
+    communication waited, transferred or could not be split, and whether compute ran
+    beside it; and the compute that ran with no communication (the bucket picture).
+
+    Returns
+    -------
+    DataFrame
+        :data:`PIECE_COLUMNS`: ``rank``, ``step``, ``start_ns``, ``end_ns`` (ns since the
+        epoch, the rank's clock; adjacent pieces of one kind are joined), ``part`` (one of
+        :data:`PARTS`), ``beside_compute`` (bool: a compute kernel or operator ran during
+        the piece; always True for ``compute``). Compute pieces cover the step from its
+        ``ProfilerStep`` start (or its first collective, if earlier) to its last
+        collective's end.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import communication_pieces
+    >>> p = communication_pieces(load_traces("public-traces"))
+    >>> sorted(set(p["part"]))
+    ['compute', 'transfer', 'unmatched', 'wait']
+    """
+    calls = collectives(traces) if calls is None else calls
+    out = []
+    for r, step, g, C, P, V, W, src, ps, pe, lo in _step_sets(traces, calls):
+        hi = int(g["end_ns"].max())
+        span = (np.array([lo]), np.array([hi]))
+        left, ln, (c, p, v, wt, inside) = _segments(C, P, V, W, span)
+        part = np.select([wt, v & ~wt, c & ~v, p & ~c & inside], list(PARTS), default="")
+        keep = part != ""
+        s0, e0, pt, bc = left[keep], (left + ln)[keep], part[keep], (p | (part == "compute"))[keep]
+        for i in range(len(s0)):
+            if out and out[-1][0] == r and out[-1][1] == step and out[-1][4] == pt[i] \
+                    and out[-1][5] == bool(bc[i]) and out[-1][3] == s0[i]:
+                out[-1][3] = int(e0[i])
+            else:
+                out.append([r, step, int(s0[i]), int(e0[i]), str(pt[i]), bool(bc[i])])
+    return pd.DataFrame(out, columns=PIECE_COLUMNS)
+
+
+def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    r"""Per rank and step: how much of the communication ran with no computation beside it
+    (*exposed*: the step is held up by it), split into waiting and transfer before any
+    of it is called hidden.
+
+    Sets, per rank and step, of time on the rank's own clock: ``C`` the union of the
+    step's collective calls (:func:`collectives`, by the step they start in), ``P`` the
+    rank's compute (GPU: every kernel that is not an NCCL kernel; a CPU run: the
+    ``aten::`` operators on threads that run no collective), ``V`` the calls verified on
+    every rank (:func:`collective_matches`), ``W`` their waiting parts
+    (:func:`collective_waits`: before the last rank arrived). Then ``exposed = |C \ P|``,
+    split exactly into ``|W \ P|`` (waiting for a peer), ``|(V \ W) \ P|`` (transfer)
+    and ``|(C \ V) \ P|`` (calls without a verified match: cannot be split); the hidden
+    part ``|C ∩ P|`` likewise into waiting and transfer (an NCCL kernel that spins
+    waiting for a late peer while compute runs is not communication hidden: it moved no
+    data). ``tail`` is the time from the end of the last compute before the step's last
+    collective ends to that end (in DDP, after the last backward kernel: the gradient
+    all-reduce the optimizer waits for).
+
+    Parameters
+    ----------
+    traces : RankTraces
+    calls : DataFrame, optional
+        :func:`collectives` of ``traces``.
+
+    Returns
+    -------
+    DataFrame
+        :data:`EXPOSED_COLUMNS`, one row per rank and step with a collective:
+        ``compute_from`` (``"GPU kernels"`` or ``"host aten:: operators"``), ``calls``,
+        and ms: ``comm_ms``, ``hidden_ms``, ``exposed_ms`` = ``exposed_wait_ms`` +
+        ``exposed_transfer_ms`` + ``exposed_unmatched_ms``, ``hidden_wait_ms``,
+        ``hidden_transfer_ms`` (with the hidden unmatched rest, sum to ``hidden_ms``),
+        ``tail_ms``. Wait and transfer are estimates (start times of different ranks);
+        on a CPU run "compute beside it" means operators on other threads, which on a
+        machine with fewer cores than threads may not have run at the same instant.
+
+    Raises
+    ------
+    KitError
+        As :func:`collectives`.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import exposed_communication
+    >>> e = exposed_communication(load_traces("public-traces"))
+    >>> e[["rank", "step", "comm_ms", "exposed_ms", "exposed_wait_ms", "exposed_unmatched_ms"]].round(1)
+       rank  step  comm_ms  exposed_ms  exposed_wait_ms  exposed_unmatched_ms
+    0     0   551    195.3       172.3              1.9                 123.1
+    1     0   552    200.9       164.7              3.4                  85.1
+    2     1   551    168.0       134.3              0.0                  87.5
+    3     1   552    211.0       169.2              0.0                 107.0
+    """
+    calls = collectives(traces) if calls is None else calls
+    rows = []
+    for r, step, g, C, P, V, W, src, ps, pe, _ in _step_sets(traces, calls):
+        _, ln, (c, p, v, wt) = _segments(C, P, V, W)
+        ms = lambda mask: float(ln[mask].sum()) / 1e6       # noqa: E731
+        end = int(g["end_ns"].max())
+        before = ps < end
+        last_compute = int(np.minimum(pe, end)[before].max()) if before.any() else int(g["start_ns"].min())
+        rows.append({"rank": r, "step": int(step), "compute_from": src, "calls": len(g),
+                     "comm_ms": ms(c), "hidden_ms": ms(c & p), "exposed_ms": ms(c & ~p),
+                     "exposed_wait_ms": ms(wt & ~p), "exposed_transfer_ms": ms(v & ~wt & ~p),
+                     "exposed_unmatched_ms": ms(c & ~v & ~p), "hidden_wait_ms": ms(wt & p),
+                     "hidden_transfer_ms": ms(v & ~wt & p), "tail_ms": max(end - last_compute, 0) / 1e6})
+    return pd.DataFrame(rows, columns=EXPOSED_COLUMNS)
+
+
 def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     """How much of each rank's communication-kernel time ran while a compute kernel
     ran too (on another stream): the communication hidden under computation.
@@ -468,6 +869,7 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     return out
 
 
-__all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "collective_ops", "comm_kernels",
-           "collectives", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
+__all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "END_TOLERANCE_NS", "IDENTITIES",
+           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "PIECE_COLUMNS", "PARTS", "communication_pieces", "collective_ops", "comm_kernels", "collectives",
+           "collective_matches", "match_summary", "exposed_communication", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
            "rank_summary", "comm_overlap"]
