@@ -65,6 +65,13 @@ def software_provenance(import_torch: bool = True) -> dict:
         cudnn, gpu, gpu_count, gpu_memory_bytes, compute_capability, driver`` when
         known (``None`` otherwise). The driver version comes from ``nvidia-smi`` when
         it is on the PATH. Without torch, ``probe`` says where the facts came from.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import software_provenance
+    >>> info = software_provenance(import_torch=False)
+    >>> {"python", "os", "cpu_count", "date", "torch", "gpu"} <= set(info)
+    True
     """
     info: dict[str, Any] = {
         "python": platform.python_version(),
@@ -204,6 +211,20 @@ def write_bundle(folder, *, kind: str, name: str, files: dict, recipe: dict | No
     ------
     BundleError
         If a listed file is not in ``folder``.
+
+    Examples
+    --------
+    >>> import json, tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.readers.bundle import open_capture, write_bundle
+    >>> folder = Path(tempfile.mkdtemp())
+    >>> _ = (folder / "step_times.json").write_text(json.dumps({"step_ms_uninstrumented": [51.0, 50.0]}))
+    >>> manifest = write_bundle(folder, kind="timing", name="my_timing", origin="live",
+    ...                         files={"step_times.json": "step wall times, ms"},
+    ...                         provenance={"gpu": None})   # default: software_provenance(), which imports torch
+    >>> manifest.name, open_capture(folder).step_times()
+    ('manifest.json', {'step_ms_uninstrumented': [51.0, 50.0]})
+    >>> import shutil; shutil.rmtree(folder)
     """
     folder = Path(folder)
     entries = {}
@@ -236,6 +257,13 @@ class Capture:
         The bundle folder.
     manifest : dict
         The parsed ``manifest.json``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> c = open_capture("profiler_5step")
+    >>> c.path.name, c.manifest["format"], c.found_in
+    ('profiler_5step', 'kitlib-bundle/1', 'kit')
     """
 
     path: Path
@@ -251,35 +279,100 @@ class Capture:
     # -- plain facts -------------------------------------------------------
     @property
     def name(self) -> str:
+        """The capture's name (``manifest["name"]``, else the folder's name).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").name
+        'profiler_5step'
+        """
         return self.manifest.get("name", self.path.name)
 
     @property
     def kind(self) -> str:
+        """What tool wrote it: ``"torch_profiler"``, ``"nsys"``, ``"timing"``, … (``"?"`` if unsaid).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").kind, open_capture("nsys_8step").kind
+        ('torch_profiler', 'nsys')
+        """
         return self.manifest.get("kind", "?")
 
     @property
     def origin(self) -> str:
-        """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one."""
+        """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").origin
+        'recorded'
+        """
         return self.manifest.get("origin", "?")
 
     @property
     def provenance(self) -> dict:
+        """What the capture ran on (``manifest["provenance"]``: GPU, driver, versions, date; see :func:`software_provenance`).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> p = open_capture("profiler_5step").provenance
+        >>> p["gpu"], p["torch"]
+        ('NVIDIA H200', '2.11.0+cu130')
+        """
         return self.manifest.get("provenance", {})
 
     @property
     def recipe(self) -> dict:
+        """How the profiler was set up (``manifest["recipe"]``: schedule, record_shapes, …); ``{}`` if unsaid.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").recipe["schedule"]
+        {'wait': 1, 'warmup': 1, 'active': 5}
+        """
         return self.manifest.get("recipe", {})
 
     @property
     def workload(self) -> dict:
+        """What ran (``manifest["workload"]``: model, batch size, loader settings, …); ``{}`` if unsaid.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> w = open_capture("profiler_5step").workload
+        >>> w["batch_size"], w["num_workers"], w["labels"]
+        (128, 8, ['data_load', 'h2d', 'forward', 'backward', 'optimizer'])
+        """
         return self.manifest.get("workload", {})
 
     @property
     def files(self) -> list[str]:
+        """The file names the manifest lists, in its order.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").files
+        ['trace.json.gz', 'key_averages_tables.txt', 'step_times.json', 'memory_snapshot.pickle']
+        """
         return list(self.manifest.get("files", {}))
 
     def has(self, fname: str) -> bool:
-        """Whether the manifest lists ``fname``."""
+        """Whether the manifest lists ``fname``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> c = open_capture("profiler_5step")
+        >>> c.has("trace.json.gz"), c.has("report.sqlite")
+        (True, False)
+        """
         return fname in self.manifest.get("files", {})
 
     def file(self, fname: str) -> Path:
@@ -290,6 +383,12 @@ class Capture:
         BundleError
             If the manifest does not list the file, the file is missing, or its
             sha256 differs from the manifest's (the file was changed or half-copied).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").file("step_times.json").name
+        'step_times.json'
         """
         if fname in self._cache.get("checked", set()):
             return self.path / fname
@@ -308,7 +407,14 @@ class Capture:
         return p
 
     def read_json(self, fname: str):
-        """Parse one of the bundle's JSON files (``.json`` or ``.json.gz``)."""
+        """Parse one of the bundle's JSON files (``.json`` or ``.json.gz``).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> sorted(open_capture("profiler_5step").read_json("step_times.json"))
+        ['step_ms_fixed_batch', 'step_ms_profiled_all_attribution', 'step_ms_uninstrumented']
+        """
         return read_json_file(self.file(fname))
 
     # -- the usual contents --------------------------------------------------
@@ -320,7 +426,19 @@ class Capture:
         Each Capture has a Trace of its own (:meth:`kitlib.model.Trace.copy`, which shares
         the read-only tables: no time, no memory), so what one lesson cell does to its
         trace (``trace.ops = ...``, an edit to ``trace.meta``) never shows up in a trace
-        another ``open_capture`` call hands out."""
+        another ``open_capture`` call hands out.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> a, b = open_capture("profiler_5step").trace, open_capture("profiler_5step").trace
+        >>> a is b, len(a.ops) == len(b.ops)
+        (False, True)
+        >>> a.steps[["step", "name"]].head(2)
+           step            name
+        0     2  ProfilerStep#2
+        1     3  ProfilerStep#3
+        """
         if "trace" not in self._own:
             if "trace" not in self._cache:
                 from .trace import load_trace
@@ -332,7 +450,15 @@ class Capture:
     @property
     def nsys(self):
         """The bundle's Nsight Systems export as a :class:`kitlib.model.NsysReport` (loaded
-        once; each Capture has a report of its own, as :attr:`trace`)."""
+        once; each Capture has a report of its own, as :attr:`trace`).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> report = open_capture("nsys_8step").nsys
+        >>> report.version, len(report.kernels)
+        ('2025.3.2.0', 4340)
+        """
         if "nsys" not in self._own:
             if "nsys" not in self._cache:
                 from .nsys import load_nsys
@@ -343,19 +469,45 @@ class Capture:
     @property
     def memory_snapshot(self):
         """The bundle's ``memory_snapshot.pickle`` as a
-        :class:`kitlib.readers.snapshot.MemorySnapshot` (loaded once)."""
+        :class:`kitlib.readers.snapshot.MemorySnapshot` (loaded once).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> snap = open_capture("profiler_5step").memory_snapshot
+        >>> type(snap).__name__
+        'MemorySnapshot'
+        """
         if "memory_snapshot" not in self._cache:
             from .snapshot import load_memory_snapshot
             self._cache["memory_snapshot"] = load_memory_snapshot(self.file("memory_snapshot.pickle"))
         return self._cache["memory_snapshot"]
 
     def step_times(self) -> dict:
-        """``step_times.json``: ``{series name: [step wall time in ms, ...]}``."""
+        """``step_times.json``: ``{series name: [step wall time in ms, ...]}``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> {k: len(v) for k, v in open_capture("profiler_5step").step_times().items()}
+        {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 7}
+        """
         return self.read_json("step_times.json")
 
     def key_averages(self) -> dict:
         """The profiler's own ``key_averages()`` rows (``by_name``, ``by_input_shape``,
-        ``by_stack_5``; times in µs, memory in bytes, ``flops``)."""
+        ``by_stack_5``; times in µs, memory in bytes, ``flops``).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> ka = open_capture("fixed_batch").key_averages()
+        >>> sorted(ka)
+        ['batch_size', 'by_input_shape', 'by_name', 'by_stack_5', 'steps', 'torch']
+        >>> row = ka["by_name"][0]
+        >>> row["count"], row["self_device_time_total_us"] > 0
+        (17, True)
+        """
         return self.read_json(self._first_of("key_averages.json", "key_averages.json.gz"))
 
     def _first_of(self, *names):
@@ -370,7 +522,14 @@ class Capture:
         """Whose recording this is, in a few words: ``"kit's H200 reference"`` (a
         recording shipped with the kit; the GPU named from the manifest), ``"your own
         recording"`` (from ``$KITLIB_REPLAY_DIR``), ``"live capture"`` (``origin ==
-        "live"``, made by kitlib on this or another machine) or ``"recording"``."""
+        "live"``, made by kitlib on this or another machine) or ``"recording"``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").whose
+        "kit's H200 reference"
+        """
         gpu = _short_gpu(self.provenance.get("gpu"))
         if self.found_in == "kit":
             return f"kit's {gpu} reference"
@@ -384,12 +543,30 @@ class Capture:
     def label(self) -> str:
         """A short label for the tables and figures made from this capture: its name,
         whose recording it is (:attr:`whose`) and the date it was recorded, e.g.
-        ``"profiler_5step: kit's H200 reference, 2026-11-29"``."""
+        ``"profiler_5step: kit's H200 reference, 2026-11-29"``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("profiler_5step").label
+        "profiler_5step: kit's H200 reference, 2026-11-29"
+        """
         date = str(self.provenance.get("date") or self.manifest.get("created") or "")[:10]
         return f"{self.name}: {self.whose}" + (f", {date}" if date else "")
 
     def describe(self) -> str:
-        """A few lines on what this capture is and where it came from."""
+        """A few lines on what this capture is and where it came from.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> print(open_capture("profiler_5step").describe())
+        profiler_5step (torch_profiler, recorded): kit's H200 reference
+          device:   NVIDIA H200, driver 580.159.04
+          software: torch 2.11.0+cu130, torchvision 0.26.0+cu130, CUDA 13.0, cuDNN 91900, Python 3.12.3
+          recorded: 2026-11-29 on Linux 6.18 (Firecracker VM), 16 CPUs
+          files:    trace.json.gz, key_averages_tables.txt, step_times.json, memory_snapshot.pickle
+        """
         p = self.provenance
         gpu = p.get("gpu") or "no GPU (CPU)"
         lines = [f"{self.name} ({self.kind}, {self.origin}): {self.whose}",
@@ -602,7 +779,15 @@ OPEN_LOG: list = []
 
 def opened_labels() -> list[str]:
     """The :attr:`Capture.label` of every bundle opened in this process so far, in
-    the order first opened (what a lesson's tables and figures may draw on)."""
+    the order first opened (what a lesson's tables and figures may draw on).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture, opened_labels
+    >>> c = open_capture("profiler_5step")
+    >>> c.label in opened_labels()
+    True
+    """
     return list(dict.fromkeys(_OPENED.values()))
 
 
@@ -615,7 +800,19 @@ def note_source(path, label: str) -> str:
     """Count ``path`` (a folder or file that is no kit bundle: a folder of public
     traces, a lesson's own CPU run) among the recordings opened, under ``label``, as
     :func:`open_capture` does for a bundle; :func:`label_for` then names it for any
-    file inside. Returns ``label``."""
+    file inside. Returns ``label``.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from kitlib.readers.bundle import label_for, note_source
+    >>> folder = tempfile.mkdtemp()
+    >>> note_source(folder, "my CPU run")
+    'my CPU run'
+    >>> label_for(folder + "/trace.json")
+    'my CPU run'
+    >>> import os; os.rmdir(folder)
+    """
     _OPENED[os.path.abspath(path)] = label
     OPEN_LOG.append(label)
     return label
@@ -624,7 +821,17 @@ def note_source(path, label: str) -> str:
 def label_for(path) -> str | None:
     """The label of the opened recording ``path`` belongs to (the bundle folder or a
     folder given to :func:`note_source`, ``path`` itself or a folder above it), or
-    ``None`` when it belongs to none opened in this process."""
+    ``None`` when it belongs to none opened in this process.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import label_for, open_capture
+    >>> c = open_capture("profiler_5step")
+    >>> label_for(c.path / "trace.json.gz")
+    "profiler_5step: kit's H200 reference, 2026-11-29"
+    >>> label_for("/nowhere/trace.json") is None
+    True
+    """
     if path is None:
         return None
     opened = {os.path.abspath(k): v for k, v in _OPENED.items()}
@@ -638,7 +845,16 @@ def label_for(path) -> str | None:
 def folder_label(folder) -> str:
     """The label of a folder of traces without a kit manifest: its :data:`PUBLIC_LABELS`
     entry when it is one of the kit's public folders, else ``"<name>: trace files (no kit
-    manifest)"``."""
+    manifest)"``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import folder_label, reference_dir
+    >>> folder_label(reference_dir() / "public-traces")
+    "public NCCL pair (HTA's sampled A100 run)"
+    >>> folder_label("/tmp/my_traces")
+    'my_traces: trace files (no kit manifest)'
+    """
     folder = Path(folder)
     if folder.name in PUBLIC_LABELS and _inside(folder, reference_dir()):
         return PUBLIC_LABELS[folder.name]
@@ -653,6 +869,12 @@ def reference_dir() -> Path:
     package (``kitlib/reference_data``, put there by the wheel build: see
     ``pyproject.toml``). The folder may not exist (:func:`find_recording` then says what
     to do).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import reference_dir
+    >>> (reference_dir() / "profiler_5step" / "manifest.json").is_file()
+    True
     """
     env = setting("KITLIB_REFERENCE")
     if env:
