@@ -106,6 +106,10 @@ _NSYS_COPY_KIND = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-t
                    "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
 
 
+_NO_STEPS = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.Series([], dtype="int64"),
+                          "end_ns": pd.Series([], dtype="int64")})
+
+
 class GpuIdleError(KitError, ValueError):
     """A recording cannot answer a GPU-idle question: no GPU events (a CPU-only trace), no
     launches, no steps, or too little to measure; the message names the file and what is
@@ -354,8 +358,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
         try:
             st = steps_of(source)
         except KitError:
-            st = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.Series([], dtype="int64"),
-                               "end_ns": pd.Series([], dtype="int64")})
+            st = _NO_STEPS
     else:
         st = steps
     w0 = st["start_ns"].to_numpy(dtype=np.int64)
@@ -425,8 +428,8 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
     ev = _events(source, events)
-    st = _steps(source, steps) if by == "step" else None
-    gaps = stream_gaps(source, kernel_wait_max_ns, events=ev, steps=st)
+    st = _steps(source, steps) if by == "step" else _NO_STEPS
+    gaps = stream_gaps(source, kernel_wait_max_ns, events=ev, steps=st)   # by recording: gaps whole
     d, s, gid, uniq = _streams(ev)
     keys = ["device", "stream"] if by == "recording" else ["step", "device", "stream"]
     sums = gaps.pivot_table(index=keys, columns="category", values="dur_ns", aggfunc="sum",
@@ -584,7 +587,9 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         ``max_queue_length`` or more), ``blocked_launches`` and ``blocked_host_ns``
         (launch calls that began while the stream's queue was full, and their summed
         duration: the host time blocked on a full queue; 0 with a note when the queue
-        never filled). ``.attrs["note"]`` says whether the queue ever filled.
+        never filled). The queue a launch meets is the length at its start with every
+        change of that instant applied (an event ending then has left), less the launches
+        made at that instant. ``.attrs["note"]`` says whether the queue ever filled.
 
     Raises
     ------
@@ -613,8 +618,14 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         ks = known[(known["device"].fillna(-1) == dev) & (known["stream"].fillna(-1) == stream)]
         ls = ks["launch_start_ns"].to_numpy(dtype=np.int64)
         ld = ks["launch_dur_ns"].fillna(0).to_numpy(dtype=np.int64)
-        i = np.searchsorted(T, ls, "left") - 1
-        before = np.where(i >= 0, V[np.maximum(i, 0)] if len(V) else 0, 0)
+        # the queue a launch met: the length at its start once every change at that
+        # instant is applied (an event ending then has left it), less the launches made
+        # at that instant (its own included)
+        i = np.searchsorted(T, ls, "right") - 1
+        at = np.where(i >= 0, V[np.maximum(i, 0)] if len(V) else 0, 0)
+        ls_sorted = np.sort(ls)
+        same = np.searchsorted(ls_sorted, ls, "right") - np.searchsorted(ls_sorted, ls, "left")
+        before = at - same
         full = before >= max_queue_length
         any_full |= bool((V >= max_queue_length).any())
         for k in range(len(st)):
@@ -626,7 +637,7 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
                          "window_ns": b - a, "queue_length_mean": integral / (b - a) if b > a else float("nan"),
                          "queue_length_max": vmax, "queue_empty_ns": empty, "queue_full_ns": at_full,
                          "blocked_launches": int(inwin.sum()), "blocked_host_ns": int(ld[inwin].sum())})
-    out = pd.DataFrame(rows)
+    out = pd.DataFrame(rows).sort_values(["step", "device", "stream"], kind="stable").reset_index(drop=True)
     out.attrs["until"] = until
     out.attrs["note"] = (f"queue counted {'until each event ends' if until == 'end' else 'until each event starts'}; "
                          + ("the queue reached its limit" if any_full else

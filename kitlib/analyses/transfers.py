@@ -35,7 +35,7 @@ import pandas as pd
 
 from ..model import NsysReport, Trace
 from .gpu_idle import GpuIdleError, _events, _path
-from .launch_stats import _step_of
+from .kernel_launches import _step_of
 
 __all__ = ["LINKS", "copies", "copy_summary", "device_name"]
 
@@ -59,7 +59,7 @@ def device_name(source) -> str | None:
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.copies import device_name
+    >>> from kitlib.analyses.transfers import device_name
     >>> device_name(tiny_trace()) is None
     True
     """
@@ -126,7 +126,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     Examples
     --------
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.copies import copies
+    >>> from kitlib.analyses.transfers import copies
     >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
     ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
     >>> copies(trace_from_json({"traceEvents": [cp]}), device="H200")[
@@ -169,7 +169,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
         "share_of_peak": gbps / peak, "kernel_overlap_ns": overlap})
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out.attrs["device"] = (f"{name}: datasheet peaks of the {key}" if key else
-                           f"{name or 'unknown GPU'}: no datasheet peak in kitlib.analyses.copies.LINKS "
+                           f"{name or 'unknown GPU'}: no datasheet peak in kitlib.analyses.transfers.LINKS "
                            "(pass device='H200' or 'B300' to compare with one)")
     return out
 
@@ -200,7 +200,7 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     Examples
     --------
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.copies import copy_summary
+    >>> from kitlib.analyses.transfers import copy_summary
     >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
     ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
     >>> copy_summary(trace_from_json({"traceEvents": [cp]}), device="H200")[["copy_kind", "copies", "gb_per_s"]]

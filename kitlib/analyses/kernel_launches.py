@@ -87,7 +87,7 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.launch_stats import launch_stats
+    >>> from kitlib.analyses.kernel_launches import launch_stats
     >>> launch_stats(tiny_trace())[["op_name", "launch_dur_ns", "queue_delay_ns", "outlier", "short_kernel"]]
           op_name  launch_dur_ns  queue_delay_ns  outlier  short_kernel
     0  aten::relu            100             150    False          True
@@ -146,7 +146,7 @@ def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.launch_stats import launch_summary
+    >>> from kitlib.analyses.kernel_launches import launch_summary
     >>> launch_summary(tiny_trace())[["step", "op_name", "launches", "launch_sum_ns", "short_kernel_share"]]
        step     op_name  launches  launch_sum_ns  short_kernel_share
     0     1  aten::relu         1            100                 1.0
