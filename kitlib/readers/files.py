@@ -21,7 +21,19 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but stay reada
 
 
 def sha256_of(path) -> str:
-    """Return the hex sha256 of a file, read in 1 MiB chunks."""
+    """Return the hex sha256 of a file, read in 1 MiB chunks.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.readers.files import sha256_of
+    >>> p = Path(tempfile.mkdtemp()) / "a.txt"
+    >>> _ = p.write_bytes(b"abc")
+    >>> sha256_of(p)[:16]
+    'ba7816bf8f01cfea'
+    >>> p.unlink(); p.parent.rmdir()
+    """
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -37,6 +49,23 @@ def read_json_file(path):
     KitFileError
         Missing, empty, truncated gzip, or invalid JSON (with the line, column and
         byte offset where parsing stopped, and why: see :func:`parse_json`).
+
+    Examples
+    --------
+    >>> import gzip, tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.readers.files import read_json_file
+    >>> p = Path(tempfile.mkdtemp()) / "doc.json.gz"
+    >>> _ = p.write_bytes(gzip.compress(b'{"traceEvents": [], "schemaVersion": 1}'))
+    >>> read_json_file(p)
+    {'traceEvents': [], 'schemaVersion': 1}
+    >>> _ = p.write_bytes(b'{"traceEvents": [')
+    >>> try:
+    ...     read_json_file(p)
+    ... except Exception as e:
+    ...     print(type(e).__name__)
+    KitFileError
+    >>> p.unlink(); p.parent.rmdir()
     """
     path = Path(path)
     return parse_json(read_bytes_maybe_gz(path), path)
@@ -130,6 +159,12 @@ def json_error(path, raw: bytes, err: BaseException | None = None) -> KitFileErr
     messages, "Expecting ',' delimiter") is asked only when orjson's error is
     an ordinary syntax error, and a ``RecursionError`` from it falls back to
     orjson's position.
+
+    Examples
+    --------
+    >>> from kitlib.readers.files import json_error
+    >>> print(json_error("doc.json", b'{"a": 1, "b": }'))
+    doc.json: invalid JSON at line 1, column 15 (byte 14): Expecting value
     """
     try:
         raw.decode("utf-8")
@@ -183,6 +218,18 @@ def read_bytes_maybe_gz(path) -> bytes:
     ------
     KitFileError
         The file is missing, is a folder, is empty, or is a truncated/corrupt gzip.
+
+    Examples
+    --------
+    >>> import gzip, tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.readers.files import read_bytes_maybe_gz
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.gz").write_bytes(gzip.compress(b"hello"))
+    >>> _ = (d / "b.txt").write_bytes(b"hello")
+    >>> read_bytes_maybe_gz(d / "a.gz"), read_bytes_maybe_gz(d / "b.txt")
+    (b'hello', b'hello')
+    >>> import shutil; shutil.rmtree(d)
     """
     path = Path(path)
     return gunzip_if_gz(read_file_bytes(path), path)
@@ -195,6 +242,23 @@ def read_file_bytes(path) -> bytes:
     ------
     KitFileError
         The file is missing, is a folder, or is empty.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.readers.files import read_file_bytes
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "a.json").write_bytes(b"{}")
+    >>> read_file_bytes(d / "a.json")
+    b'{}'
+    >>> _ = (d / "empty.json").write_bytes(b"")
+    >>> try:
+    ...     read_file_bytes(d / "empty.json")
+    ... except Exception as e:
+    ...     print(type(e).__name__, "empty" in str(e))
+    KitFileError True
+    >>> import shutil; shutil.rmtree(d)
     """
     path = Path(path)
     if not path.exists():

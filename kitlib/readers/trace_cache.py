@@ -58,12 +58,35 @@ _MANIFEST = "entry.json"
 
 
 def enabled() -> bool:
-    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
+    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no).
+
+    Examples
+    --------
+    >>> import os
+    >>> from unittest.mock import patch
+    >>> from kitlib.readers import trace_cache
+    >>> with patch.dict(os.environ, {"KITLIB_TRACE_CACHE": "0"}):
+    ...     print(trace_cache.enabled())
+    False
+    """
     return not is_off("KITLIB_TRACE_CACHE")
 
 
 def folder() -> Path:
-    """The cache's folder (not created here)."""
+    """The cache's folder (not created here).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> from unittest.mock import patch
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = tempfile.mkdtemp()
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
+    ...     print(trace_cache.folder() == Path(tmp) / "traces")
+    True
+    >>> os.rmdir(tmp)
+    """
     return cache_dir() / "traces"
 
 
@@ -94,7 +117,18 @@ def content_hash(data: bytes) -> str:
 
 def key_for(data: bytes | None, torch_version: str | None = None, content: str | None = None) -> str:
     """The cache key of a trace file, from its bytes as they are on disk (or their
-    :func:`content_hash`, ``content``)."""
+    :func:`content_hash`, ``content``).
+
+    Examples
+    --------
+    >>> from kitlib.readers import trace_cache
+    >>> a = trace_cache.key_for(b'{"traceEvents": []}', torch_version="2.11.0")
+    >>> b = trace_cache.key_for(b'{"traceEvents": []}', torch_version="2.12.0")
+    >>> len(a), a == b
+    (64, False)
+    >>> a == trace_cache.key_for(None, "2.11.0", content=trace_cache.content_hash(b'{"traceEvents": []}'))
+    True
+    """
     h = hashlib.sha256((content or content_hash(data)).encode())
     h.update(f"|{torch_version}|{FORMAT}|{_reader_fingerprint()}".encode())
     return h.hexdigest()
@@ -106,7 +140,19 @@ def _hashes() -> Path:
 
 def stat_signature(st: os.stat_result) -> list:
     """What says a file is unchanged without reading it: device, inode, size, and
-    modification and change times (ns), as git's index keeps them."""
+    modification and change times (ns), as git's index keeps them.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from kitlib.readers import trace_cache
+    >>> fd, name = tempfile.mkstemp(); os.close(fd)
+    >>> st = os.stat(name)
+    >>> sig = trace_cache.stat_signature(st)
+    >>> len(sig), sig[2]
+    (5, 0)
+    >>> os.remove(name)
+    """
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
 
@@ -127,7 +173,28 @@ def _now_ns() -> int:
 def remembered_hash(path, st: os.stat_result) -> str | None:
     """The content hash remembered for ``path`` if the file is unchanged since (same
     device, inode, size, modification and change times as ``st``) and it had last
-    changed at least :data:`RACY_NS` before it was remembered; else None."""
+    changed at least :data:`RACY_NS` before it was remembered; else None.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> from unittest.mock import patch
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = Path(tempfile.mkdtemp()); p = tmp / "trace.json"
+    >>> _ = p.write_text("{}")
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": str(tmp)}):
+    ...     trace_cache.remember_hash(p, p.stat(), "abc")
+    ...     print(trace_cache.remembered_hash(p, p.stat()))       # changed < RACY_NS ago: not trusted
+    ...     with patch.object(trace_cache, "RACY_NS", 0):
+    ...         print(trace_cache.remembered_hash(p, p.stat()))
+    ...     _ = p.write_text("{ }")                                 # any change: hashed again
+    ...     print(trace_cache.remembered_hash(p, p.stat()))
+    None
+    abc
+    None
+    >>> import shutil; shutil.rmtree(tmp)
+    """
     try:
         import orjson
         m = orjson.loads(_memo(path).read_bytes())
@@ -140,7 +207,22 @@ def remembered_hash(path, st: os.stat_result) -> str | None:
 
 def remember_hash(path, st: os.stat_result, content: str) -> None:
     """Remember ``content`` (the file's hash) with ``st``, taken before the file was read
-    (a change while it was read then shows as a newer change time). Failures are silent."""
+    (a change while it was read then shows as a newer change time). Failures are silent.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from pathlib import Path
+    >>> from unittest.mock import patch
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = Path(tempfile.mkdtemp()); p = tmp / "trace.json"
+    >>> _ = p.write_text("{}")
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": str(tmp)}), patch.object(trace_cache, "RACY_NS", 0):
+    ...     trace_cache.remember_hash(p, p.stat(), trace_cache.content_hash(b"{}"))
+    ...     print(trace_cache.remembered_hash(p, p.stat())[:16])
+    44136fa355b3678a
+    >>> import shutil; shutil.rmtree(tmp)
+    """
     try:
         import orjson
         _hashes().mkdir(parents=True, exist_ok=True)
@@ -154,7 +236,21 @@ def remember_hash(path, st: os.stat_result, content: str) -> None:
 
 
 def clear() -> int:
-    """Delete every cached trace. Returns how many entries were removed."""
+    """Delete every cached trace. Returns how many entries were removed.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from unittest.mock import patch
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = tempfile.mkdtemp()
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
+    ...     trace_cache.store("k1", tiny_trace())
+    ...     print(trace_cache.clear(), trace_cache.clear())
+    1 0
+    >>> import shutil; shutil.rmtree(tmp)
+    """
     wait()                             # a write under way would otherwise land after
     shutil.rmtree(_hashes(), ignore_errors=True)
     d = folder()
@@ -234,6 +330,20 @@ def store(key: str, trace) -> None:
     pending write of this process first; :func:`wait` waits for all of them, and the
     interpreter waits for them at exit. Failures are silent: the cache is an
     optimisation, never a reason for a load to fail.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from unittest.mock import patch
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = tempfile.mkdtemp()
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
+    ...     trace_cache.store("k1", tiny_trace())      # returns at once; a thread writes
+    ...     trace_cache.wait("k1")
+    ...     print(sorted(p.name for p in (trace_cache.folder() / "k1").iterdir())[:3])
+    ['entry.json', 'gpu.arrow', 'host_events.arrow']
+    >>> import shutil; shutil.rmtree(tmp)
     """
     try:
         import orjson
@@ -277,7 +387,22 @@ if hasattr(os, "register_at_fork"):
 
 
 def wait(key: str | None = None) -> None:
-    """Wait until this process's background write of ``key`` (every key: None) is done."""
+    """Wait until this process's background write of ``key`` (every key: None) is done.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from unittest.mock import patch
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = tempfile.mkdtemp()
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
+    ...     trace_cache.store("k1", tiny_trace())
+    ...     trace_cache.wait()                        # every pending write of this process
+    ...     print((trace_cache.folder() / "k1" / "entry.json").is_file())
+    True
+    >>> import shutil; shutil.rmtree(tmp)
+    """
     with _pending_lock:
         threads = [t for k, t in _pending.items() if key is None or k == key]
     for t in threads:
@@ -355,7 +480,24 @@ def load(key: str, path):
     """The cached tables of ``key``: ``(tables, meta)`` — a dict of DataFrames named as
     :data:`TABLES` and the trace's ``meta`` dict, from which ``load_trace`` builds the
     :class:`~kitlib.readers.trace.Trace` (this module never imports the reader) — or
-    None (absent, incomplete, damaged or unreadable: a bad entry is deleted)."""
+    None (absent, incomplete, damaged or unreadable: a bad entry is deleted).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> from unittest.mock import patch
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.readers import trace_cache
+    >>> tmp = tempfile.mkdtemp()
+    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
+    ...     print(trace_cache.load("k1", "tiny.json"))            # nothing stored yet
+    ...     trace_cache.store("k1", tiny_trace())
+    ...     tables, meta = trace_cache.load("k1", "tiny.json")
+    ...     print(sorted(tables), tables["ops"]["name"].tolist(), meta["format"])
+    None
+    ['gpu', 'host_events', 'launches', 'memory', 'ops', 'other'] ['ProfilerStep#1', 'aten::relu', 'aten::add'] kineto
+    >>> import shutil; shutil.rmtree(tmp)
+    """
     wait(key)                          # this process's own write of it, if one is under way
     dest = folder() / key
     if not (dest / _MANIFEST).is_file():
