@@ -174,7 +174,7 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
 #: four of its questions in one loop). tests/test_browser.py counts the same in JupyterLab.
-FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 9, "10": 8, "11": 16,
+FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 9, "10": 10, "11": 16,
          "12": 7}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
