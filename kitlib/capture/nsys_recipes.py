@@ -47,7 +47,7 @@ from ..errors import KitError
 from ..settings import value as setting
 
 __all__ = ["NsysRecipe", "NSYS_RECIPES", "NsysNotFound", "collectors", "profile_command",
-           "export_command", "import_command", "workload_command", "find_nsys", "find_importer",
+           "torchrun_profile_command", "torchrun_export_commands", "RANK_PATTERN", "export_command", "import_command", "workload_command", "find_nsys", "find_importer",
            "capture_nsys", "run_workload", "main", "KNOWN_LOCATIONS"]
 
 #: Where an ``nsys`` that is not on the PATH is commonly installed: the copy
@@ -255,6 +255,84 @@ def profile_command(recipe, output, nsys: str = "nsys", python: str | None = Non
         cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
     cmd += ["-o", str(output), "--force-overwrite=true"]
     return cmd + workload_command(r, python, describe_to, workload_args)
+
+
+#: How ``nsys profile -o`` names each rank's report under ``torchrun``: ``%q{RANK}`` is
+#: replaced by the value of the environment variable ``RANK``, which torchrun sets in each
+#: process it starts (Nsight Systems User Guide, "CLI profile command switch options",
+#: ``--output``: ``%q{ENV_VAR}``).
+RANK_PATTERN = "%q{RANK}"
+
+
+def torchrun_profile_command(recipe="nsys_8step", nproc: int = 2, output_prefix="report", *, nsys: str = "nsys",
+                             python: str | None = None, device: str = "auto", workload_args=()) -> list:
+    """The command line that records every rank of a ``torchrun`` launch under Nsight
+    Systems, one report per rank: ``report_0.nsys-rep``, ``report_1.nsys-rep``, …
+
+    ``torchrun`` starts ``nproc`` processes; with ``--no-python`` each is ``nsys
+    profile … -o <prefix>_%q{RANK} python -m kitlib.capture.nsys_recipes run-workload
+    …``, so each rank runs under its own ``nsys``, which names its report after the
+    ``RANK`` torchrun gave it (:data:`RANK_PATTERN`), and the workload joins the
+    process group (``run-workload`` under torchrun: DDP; NCCL with a GPU per rank,
+    else Gloo on the CPU). One ``nsys`` around ``torchrun`` would instead write one
+    report holding every process. Export each report with
+    :func:`torchrun_export_commands`, then read them with
+    :func:`kitlib.readers.nsys_ranks.load_nsys_ranks`.
+
+    Parameters
+    ----------
+    recipe : str or NsysRecipe
+        The collectors and steps (:data:`NSYS_RECIPES`).
+    nproc : int
+        Ranks on this node (``--nproc_per_node``).
+    output_prefix : path
+        Reports are ``<output_prefix>_<rank>.nsys-rep``.
+    nsys, python, workload_args
+        As :func:`profile_command` (``python`` also runs ``torch.distributed.run``,
+        which is ``torchrun``).
+    device : str
+        ``cuda``, ``cpu`` or ``auto`` (``run-workload --device``).
+
+    Returns
+    -------
+    list of str
+
+    Raises
+    ------
+    KitError
+        ``nproc`` is not a whole number of 1 or more; an unknown recipe.
+
+    Examples
+    --------
+    >>> from kitlib.capture.nsys_recipes import torchrun_profile_command
+    >>> cmd = torchrun_profile_command("nsys_8step", 2, "out/report", python="python", device="cpu")
+    >>> print(" ".join(cmd[:8]))
+    python -m torch.distributed.run --standalone --nproc_per_node=2 --no-python nsys profile
+    >>> cmd[cmd.index("-o") + 1]
+    'out/report_%q{RANK}'
+    """
+    if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
+        raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")
+    py = python or sys.executable
+    inner = profile_command(recipe, f"{output_prefix}_{RANK_PATTERN}", nsys=nsys, python=py,
+                            workload_args=["--device", device, *workload_args])
+    return [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "--no-python", *inner]
+
+
+def torchrun_export_commands(nproc: int, output_prefix="report", nsys: str = "nsys") -> list:
+    """The ``nsys export --type sqlite`` command of each rank's report written by
+    :func:`torchrun_profile_command` (a list of command lists, rank 0 first):
+    ``<prefix>_<r>.nsys-rep`` → ``<prefix>_<r>.sqlite``.
+
+    Examples
+    --------
+    >>> from kitlib.capture.nsys_recipes import torchrun_export_commands
+    >>> [c[-2:] for c in torchrun_export_commands(2, "r")]
+    [['r_0.sqlite', 'r_0.nsys-rep'], ['r_1.sqlite', 'r_1.nsys-rep']]
+    """
+    if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
+        raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")
+    return [export_command(f"{output_prefix}_{r}.nsys-rep", f"{output_prefix}_{r}.sqlite", nsys) for r in range(nproc)]
 
 
 def export_command(report, sqlite, nsys: str = "nsys") -> list:
@@ -468,9 +546,11 @@ def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d:
 
     import torch
 
-    from .workload import WorkloadConfig, build_workload
+    from .workload import WorkloadConfig, build_workload, init_distributed, torchrun_env
     cfg = WorkloadConfig.for_device(config.pop("device", "auto"), data_load_covers_h2d=data_load_covers_h2d,
-                                    **config)
+                                    **{k: v for k, v in config.items() if v is not None})
+    if torchrun_env() is not None:           # one rank of torchrun_profile_command: DDP in a process group
+        init_distributed(cfg.device)
     marks: list = []
     with build_workload(cfg, progress=progress) as wl:
         cuda = wl.device.type == "cuda"
@@ -512,6 +592,9 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--device", default="auto")
     w.add_argument("--batch-size", type=int)
     w.add_argument("--image-size", type=int)
+    w.add_argument("--straggler-rank", type=int, metavar="R",
+                   help="under torchrun: rank R sleeps --straggler-ms at the start of every step")
+    w.add_argument("--straggler-ms", type=float, metavar="MS")
     w.add_argument("--workers", "--num-workers", dest="num_workers", type=int, metavar="N",
                    help="DataLoader worker processes (the same option as "
                         "'python -m kitlib profile --workers'; --num-workers is kept as an alias)")
@@ -540,7 +623,8 @@ def main(argv=None) -> int:
         run_workload(a.steps, a.warmup_steps, data_load_covers_h2d=a.data_load_covers_h2d,
                      capture_range=a.capture_range, emit_nvtx=a.emit_nvtx, record_shapes=a.record_shapes,
                      describe_to=a.describe_to, device=a.device, batch_size=a.batch_size,
-                     image_size=a.image_size, num_workers=a.num_workers)
+                     image_size=a.image_size, num_workers=a.num_workers, straggler_rank=a.straggler_rank,
+                     straggler_ms=a.straggler_ms)
         print("nsys workload done", flush=True)
     elif a.command == "capture":
         try:

@@ -1,0 +1,230 @@
+"""Several Nsight Systems exports as the ranks of one distributed run, on one clock.
+
+Under ``torchrun`` each rank runs under its own ``nsys`` and writes its own report
+(:func:`kitlib.capture.nsys_recipes.torchrun_profile_command`: ``report_%q{RANK}``).
+:func:`load_nsys_ranks` reads each export with :func:`kitlib.readers.nsys.load_nsys`,
+says which rank it is, and places every report on one clock.
+
+Which rank: the ``RANK`` the process was started with, from the export's
+``META_DATA_CAPTURE`` (its ``PROCESS_<n>:ENVIRONMENT_VARIABLE`` rows hold the
+launched process's environment, ``RANK="1"``; torchrun sets ``RANK`` in every process
+it starts); when no export records it, the number the file name ends with (what
+``%q{RANK}`` wrote: ``report_1.sqlite``).
+
+Clocks: each export's times are nanoseconds on that ``nsys`` session's own clock,
+whose zero is the session's start; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` is
+the UTC time (ns since the Unix epoch) of that start, read from the host's system
+clock (SQLite schema reference: "UTC Epoch timestamp at start of the capture").
+The kit puts rank ``r``'s time ``t`` at ``t + offset_ns[r]`` with ``offset_ns[r] =
+utcEpochNs[r] - min(utcEpochNs)``: nanoseconds since the earliest session's start.
+Ranks on one host share its system clock, so the offsets are as good as each
+session's reading of it at its start; ranks on different hosts also carry the
+difference between the hosts' clocks (NTP: often within a millisecond). Check the
+alignment as lesson 12 does for torch.profiler traces: a blocking collective ends
+within microseconds on every rank, so its ends, aligned, must agree.
+
+Sources: Nsight Systems User Guide ("CLI profile command switch options", ``-o``
+with ``%q{ENV}``; "SQLite Schema Reference": ``TARGET_INFO_SESSION_START_TIME``,
+``META_DATA_CAPTURE``, ``ANALYSIS_DETAILS``); PyTorch docs, "torchrun (Elastic
+Launch)" (the ``RANK`` variable).
+"""
+from __future__ import annotations
+
+import re
+import sqlite3
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+
+from ..errors import KitFileError
+from .nsys import load_nsys, nsys_stats
+
+#: Columns of :attr:`NsysRanks.info`.
+INFO_COLUMNS = ["rank", "path", "rank_from", "session_start_utc_ns", "offset_ns", "host"]
+
+#: Tables of :class:`kitlib.model.nsys.NsysReport` that :meth:`NsysRanks.table` stacks.
+TABLES = ("kernels", "launches", "copies", "sets", "nvtx", "marks", "osrt")
+
+_TIME_COLUMNS = ("start_ns", "end_ns")
+
+
+@dataclass
+class NsysRanks:
+    """The Nsight Systems exports of one distributed run (see :func:`load_nsys_ranks`).
+
+    Attributes
+    ----------
+    reports : dict of int -> NsysReport
+        Each rank's report, times on its own session's clock.
+    info : DataFrame
+        :data:`INFO_COLUMNS`, one row per rank in rank order: ``rank``, ``path``,
+        ``rank_from`` (``"RANK in the process environment"`` or ``"file name"``),
+        ``session_start_utc_ns`` (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``),
+        ``offset_ns`` (what :meth:`table` adds to that rank's times), ``host``
+        (``META_DATA_CAPTURE`` ``DEVICE_DISPLAY_NAME``, or ``None``).
+    """
+
+    reports: dict
+    info: pd.DataFrame
+    _cache: dict = field(default_factory=dict, repr=False, compare=False)
+
+    def __repr__(self):
+        return f"NsysRanks(ranks {self.ranks}, {len(self.info['host'].dropna().unique())} host(s))"
+
+    @property
+    def ranks(self) -> list:
+        """The ranks present, ascending."""
+        return sorted(self.reports)
+
+    def table(self, name: str) -> pd.DataFrame:
+        """One table of every rank's report, stacked, on one clock.
+
+        Parameters
+        ----------
+        name : str
+            One of :data:`TABLES` (columns as in :class:`kitlib.model.nsys.NsysReport`).
+
+        Returns
+        -------
+        DataFrame
+            ``rank`` first, then the report's columns; ``start_ns`` and ``end_ns``
+            are ns since the earliest rank's session start (each rank's own times
+            plus its ``offset_ns``); ``dur_ns`` unchanged.
+
+        Raises
+        ------
+        KeyError
+            Not one of :data:`TABLES`.
+        """
+        if name not in TABLES:
+            raise KeyError(f"no table {name!r}; the tables are: {', '.join(TABLES)}")
+        parts = []
+        offsets = self.info.set_index("rank")["offset_ns"]
+        for r in self.ranks:
+            df = getattr(self.reports[r], name).copy()
+            for c in _TIME_COLUMNS:
+                if c in df.columns:
+                    df[c] = df[c] + int(offsets[r])
+            parts.append(df.assign(rank=r))
+        out = pd.concat(parts, ignore_index=True)
+        out["rank"] = out["rank"].astype("int64")
+        return out[["rank"] + [c for c in out.columns if c != "rank"]]
+
+    def stats(self, name: str, rounded: bool = True) -> pd.DataFrame:
+        """:func:`kitlib.readers.nsys.nsys_stats` of every rank, stacked: the report's own
+        columns (with their units) after a ``rank`` column, each rank's rows in the
+        report's order. Durations need no clock, so they are each rank's own."""
+        parts = [nsys_stats(self.reports[r], name, rounded=rounded).assign(rank=r) for r in self.ranks]
+        out = pd.concat(parts, ignore_index=True)
+        return out[["rank"] + [c for c in out.columns if c != "rank"]]
+
+
+def _capture_facts(path: Path) -> dict:
+    """``RANK`` from the launched process's environment, the host's name and the
+    session's UTC start, read from the export's metadata tables."""
+    uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
+    con = sqlite3.connect(uri, uri=True)
+    try:
+        tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+        facts = {"rank": None, "host": None, "utc_ns": None}
+        if "META_DATA_CAPTURE" in tables:
+            for name, value in con.execute("SELECT name, value FROM META_DATA_CAPTURE"):
+                name, value = str(name), str(value)
+                if name == "DEVICE_DISPLAY_NAME":
+                    facts["host"] = value
+                elif name.endswith(":ENVIRONMENT_VARIABLE"):
+                    m = re.fullmatch(r'RANK="?(-?\d+)"?', value.strip())
+                    if m:
+                        facts["rank"] = int(m.group(1))
+        if "TARGET_INFO_SESSION_START_TIME" in tables:
+            row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
+            if row and row[0] is not None:
+                facts["utc_ns"] = int(row[0])
+        return facts
+    finally:
+        con.close()
+
+
+def load_nsys_ranks(sources) -> NsysRanks:
+    """Read several Nsight Systems SQLite exports as the ranks of one run.
+
+    Parameters
+    ----------
+    sources : list of paths, or a folder
+        The exports (``nsys export --type sqlite`` of each rank's report), or a
+        folder whose ``*.sqlite`` files are read.
+
+    Returns
+    -------
+    NsysRanks
+        ``reports`` by rank and ``info`` (:data:`INFO_COLUMNS`).
+
+    Raises
+    ------
+    KitFileError
+        No exports; a file that is not an Nsight export (from
+        :func:`kitlib.readers.nsys.load_nsys`); an export whose rank is neither in
+        its recorded environment (``RANK``) nor at the end of its file name; two
+        exports of one rank (both named); an export without
+        ``TARGET_INFO_SESSION_START_TIME`` (it cannot be placed on the others'
+        clock); exports whose sessions do not overlap in time (not one run).
+
+    Examples
+    --------
+    >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
+    >>> from kitlib.readers.bundle import reference_dir
+    >>> one = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
+    >>> one.info[["rank", "rank_from", "offset_ns", "host"]]
+       rank                 rank_from  offset_ns host
+    0     0  only export: taken as 0          0   vm
+    """
+    if isinstance(sources, (str, Path)):
+        folder = Path(sources)
+        if not folder.is_dir():
+            raise KitFileError(folder, "no such folder of Nsight Systems exports")
+        files = sorted(folder.glob("*.sqlite"))
+        if not files:
+            raise KitFileError(folder, "holds no Nsight Systems exports (*.sqlite)")
+    else:
+        files = [Path(p) for p in sources]
+        if not files:
+            raise KitFileError("<no files>", "load_nsys_ranks was given an empty list of exports")
+    reports, rows = {}, []
+    for p in files:
+        rep = load_nsys(p)                      # names the file if it is no export
+        facts = _capture_facts(p)
+        rank, how = facts["rank"], "RANK in the process environment"
+        if rank is None:
+            m = re.search(r"(\d+)$", p.stem)
+            if m:
+                rank, how = int(m.group(1)), "file name"
+            elif len(files) == 1:
+                rank, how = 0, "only export: taken as 0"
+            else:
+                raise KitFileError(p, "says not which rank it is: no RANK in the environment its process was "
+                                      "started with (META_DATA_CAPTURE) and no number at the end of its name "
+                                      "(record with nsys profile -o report_%q{RANK})")
+        if rank in reports:
+            other = next(r["path"] for r in rows if r["rank"] == rank)
+            raise KitFileError(p, f"is rank {rank} ({how}), and so is {other}: keep one export per rank of one run")
+        if facts["utc_ns"] is None:
+            raise KitFileError(p, "has no TARGET_INFO_SESSION_START_TIME (the UTC time its session started): "
+                                  "it cannot be placed on the other ranks' clock")
+        reports[rank] = rep
+        m = rep.meta
+        rows.append({"rank": rank, "path": str(p), "rank_from": how, "session_start_utc_ns": facts["utc_ns"],
+                     "host": facts["host"], "_lo": facts["utc_ns"] + int(m.get("session_start_ns") or 0),
+                     "_hi": facts["utc_ns"] + int(m.get("session_end_ns") or 0)})
+    info = pd.DataFrame(rows).sort_values("rank", kind="stable").reset_index(drop=True)
+    if len(info) > 1 and int(info["_lo"].max()) > int(info["_hi"].min()):
+        late, early = info.loc[info["_lo"].idxmax()], info.loc[info["_hi"].idxmin()]
+        raise KitFileError(late["path"], f"started recording after {early['path']} had stopped (UTC session "
+                                         "times): the ranks of one run record at the same time, so these "
+                                         "come from different runs")
+    info["offset_ns"] = info["session_start_utc_ns"] - int(info["session_start_utc_ns"].min())
+    info = info[INFO_COLUMNS].astype({"rank": "int64", "session_start_utc_ns": "int64", "offset_ns": "int64"})
+    return NsysRanks(reports={int(r): reports[int(r)] for r in info["rank"]}, info=info)
+
+
+__all__ = ["NsysRanks", "load_nsys_ranks", "INFO_COLUMNS", "TABLES"]
