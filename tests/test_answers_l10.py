@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import merged_length, raw_trace_events
+from conftest import merged_length, raw_trace_events, sql_rows
 
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 TIMES = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
@@ -260,3 +260,124 @@ def test_the_idle_time_shrinks_from_step_2_to_step_6():
     is several times that of ProfilerStep#6, while the GPU's work stays the same."""
     (w2, b2), (w6, b6) = _step_idle("ProfilerStep#2"), _step_idle("ProfilerStep#6")
     assert (w2 - b2) > 3 * (w6 - b6) and abs(b2 - b6) < 0.01 * b6
+
+
+# ---- the trace diff (issue 28): profiler_5step -> fixed_batch, and the Nsight pair ----------
+
+def _raw_kernels_by_launch(run, contains=None):
+    """``{(kind, name): [count, device_ns, in_file]}`` over the GPU events launched inside a
+    ProfilerStep (the launch's start in ``[start, end)``), from the raw JSON; ``in_file`` counts
+    every such event of the file, launched in a step or not."""
+    ev = raw_trace_events(REF / run / "trace.json.gz")
+    steps = [(round(e["ts"] * 1000), round((e["ts"] + e["dur"]) * 1000)) for e in ev
+             if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    launch = {e["args"]["correlation"]: round(e["ts"] * 1000) for e in ev
+              if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
+    kinds = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+    out = {}
+    for e in ev:
+        kind = kinds.get(e.get("cat"))
+        if kind is None or (contains and contains not in e["name"]):
+            continue
+        r = out.setdefault((kind, e["name"]), [0, 0, 0])
+        r[2] += 1
+        t = launch.get(e["args"].get("correlation"))
+        if t is not None and any(a <= t < b for a, b in steps):
+            r[0] += 1
+            r[1] += round(e["dur"] * 1000)
+    return out
+
+
+def test_maxpool_change_us_by_hand_from_the_raw_rows(ex):
+    before = _raw_kernels_by_launch("profiler_5step", "max_pool_backward")
+    after = _raw_kernels_by_launch("fixed_batch", "max_pool_backward")
+    assert len(before) == len(after) == 1
+    (nb, b_ns, b_file), = before.values()
+    (na, a_ns, a_file), = after.values()
+    assert (nb, b_file, na, a_file) == (5, 5, 5, 6)           # one kernel of fixed_batch has no launch
+    change_us = (a_ns - b_ns) / 1000
+    q = ex["maxpool_change_us"]
+    assert q.kind == "compute" and q.unit == "µs" and q.answer == pytest.approx(change_us, abs=1e-9)
+    assert q.judge_silently(round(change_us, 1)) and q.judge_silently(change_us)
+    ev = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    all_after = sum(round(e["dur"] * 1000) for e in ev if e.get("cat") == "kernel" and "max_pool_backward" in e["name"])
+    misses = {"all six rows": (all_after - b_ns) / 1000, "sign": -change_us, "per call": change_us / 5,
+              "5 % off": change_us * 1.05, "ns for µs": change_us * 1000, "ms for µs": change_us / 1000,
+              "the before sum": b_ns / 1000}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    assert "no launch" in q.judge((all_after - b_ns) / 1000).message
+
+
+def _nsys_removed(db_before, db_after):
+    """Device time (ns) of the (kind, name) keys launched in the steps both exports hold in
+    ``db_before`` but never in those steps of ``db_after``; kernels, copies and sets, from SQL."""
+    def by_key(db):
+        steps = sql_rows(db, "SELECT text, start, end FROM NVTX_EVENTS WHERE text LIKE 'torch_step%' "
+                             "AND end IS NOT NULL ORDER BY start")
+        num = [(int(t.split("#")[1]) if "#" in t else i, a, b) for i, (t, a, b) in enumerate(steps)]
+        q = {"kernel": "SELECT 'kernel', s.value, k.start, k.end, k.correlationId FROM CUPTI_ACTIVITY_KIND_KERNEL k "
+                       "JOIN StringIds s ON s.id = k.demangledName",
+             "memcpy": "SELECT 'memcpy', copyKind, start, end, correlationId FROM CUPTI_ACTIVITY_KIND_MEMCPY",
+             "memset": "SELECT 'memset', 0, start, end, correlationId FROM CUPTI_ACTIVITY_KIND_MEMSET"}
+        launch = dict(sql_rows(db, "SELECT correlationId, start FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+        out = {}
+        for sql in q.values():
+            for kind, name, a, b, corr in sql_rows(db, sql):
+                t = launch.get(corr)
+                step = next((n for n, s, e in num if t is not None and s <= t < e), None)
+                if step is not None:
+                    out.setdefault(step, {}).setdefault((kind, name), 0)
+                    out[step][(kind, name)] += b - a
+        return out
+    b, a = by_key(db_before), by_key(db_after)
+    common = sorted(set(b) & set(a))
+    keys_after = {k for s in common for k in a[s]}
+    removed = {}
+    for s in common:
+        for k, ns in b[s].items():
+            if k not in keys_after:
+                removed[k] = removed.get(k, 0) + ns
+    return common, removed
+
+
+def test_nsys_removed_ms_from_the_sqlite(ex):
+    common, removed = _nsys_removed(REF / "nsys_8step" / "report.sqlite", REF / "nsys_emit_nvtx" / "report.sqlite")
+    assert common == [3, 4]
+    assert sorted(k[0] for k in removed) == ["kernel", "memcpy"] and ("memcpy", 1) in removed   # 1 = host-to-device
+    total_ms = sum(removed.values()) / 1e6
+    q = ex["nsys_removed_ms"]
+    assert q.kind == "transfer" and q.unit == "ms" and q.answer == pytest.approx(total_ms, abs=1e-4)
+    assert q.judge_silently(round(total_ms, 2))
+    h200 = {k: v for k, v in _raw_kernels_by_launch("profiler_5step").items() if v[0]}
+    h200_after = {k for k, v in _raw_kernels_by_launch("fixed_batch").items() if v[0]}
+    h200_removed_ms = sum(v[1] for k, v in h200.items() if k not in h200_after) / 1e6
+    misses = {"one step": total_ms / 2, "copies alone": removed[("memcpy", 1)] / 1e6,
+              "the torch.profiler pair": h200_removed_ms, "its step": h200_removed_ms / 5,
+              "5 % off": total_ms * 1.05, "µs for ms": total_ms * 1000}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+
+
+def test_the_lessons_sentences_on_the_trace_diff():
+    """"two removed rows ... host-to-device copies (two a step) and one elementwise kernel a step:
+    7.31 ms over five steps, 1.46 ms a step; nothing added; every other row kept its count";
+    above 5 %: three slower rows, max-pool backward 7.5 % a call, memsets 9.4 %, a softmax
+    backward kernel of about 1.5 µs a step; 78 GPU events of fixed_batch in no step."""
+    b, a = _raw_kernels_by_launch("profiler_5step"), _raw_kernels_by_launch("fixed_batch")
+    b = {k: v for k, v in b.items() if v[0]}
+    outside = sum(v[2] - v[0] for v in a.values())
+    a = {k: v for k, v in a.items() if v[0]}
+    assert outside == 78 and not set(a) - set(b)
+    removed = {k: v for k, v in b.items() if k not in a}
+    assert sorted((k[0], v[0]) for k, v in removed.items()) == [("kernel", 5), ("memcpy", 10)]
+    assert [k[1] for k in removed if k[0] == "memcpy"] == ["Memcpy HtoD (Pinned -> Device)"]
+    assert next(k[1] for k in removed if k[0] == "kernel").startswith("void at::native::elementwise_kernel")
+    ns = sum(v[1] for v in removed.values())
+    assert f"{ns / 1e6:.2f}" == "7.31" and f"{ns / 5e6:.2f}" == "1.46"
+    assert all(b[k][0] == a[k][0] for k in a)
+    above = {k: (a[k][1] - b[k][1]) / b[k][1] for k in a if abs(a[k][1] - b[k][1]) > 0.05 * b[k][1]}
+    assert len(above) == 3 and all(v > 0 for v in above.values())
+    share = {k[1]: v for k, v in above.items()}
+    assert f"{next(v for n, v in share.items() if 'max_pool' in n):.1%}" == "7.5%"
+    assert f"{share['Memset (Device)']:.1%}" == "9.4%"
+    soft = next(k for k in above if "softmax" in k[1])
+    assert round(a[soft][1] / 5 / 1000, 1) == 1.6 and round(b[soft][1] / 5 / 1000, 1) == 1.5

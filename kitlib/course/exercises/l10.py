@@ -170,4 +170,68 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
         "cannot pass 0.05. Measure more steps a side.", kind="transfer",
         traps=[(True, f"count the arrangements: with {len(b)} and {len(a)} values the most extreme one has "
                       f"p = {p_floor:.2g}.")]))
+    qs += _diff_questions(capture)
     return Exercises("Lesson 10 — your turn", qs)
+
+
+#: The kernel lesson 10 counts by hand in both traces before the diff confirms it.
+DIFF_KERNEL = "max_pool_backward"
+
+
+def _diff_questions(capture) -> list:
+    """The trace diff's questions: one kernel by hand (``profiler_5step`` → ``fixed_batch``),
+    then the same diff on the two Nsight Systems exports (transfer)."""
+    from ...analyses.trace_diff import diff_summary, trace_diff
+    from ...readers.bundle import open_capture
+    after = open_capture("fixed_batch")
+    d = trace_diff(capture.trace, after.trace)
+    row = d[d["name"].str.contains(DIFF_KERNEL, regex=False)]
+    change_us = int(row["device_change_ns"].sum()) / 1000
+    from ..diff_rows import kernel_rows
+    raw_after = kernel_rows(after, DIFF_KERNEL)
+    all_after_us = sum(round(e["dur"] * 1000) for e in raw_after["kernels"]) / 1000
+    before_us = int(row["before_device_ns"].sum()) / 1000
+    per_call_us = (int(row["after_device_ns"].sum()) / int(row["after_count"].sum())
+                   - int(row["before_device_ns"].sum()) / int(row["before_count"].sum())) / 1000
+    n_after = int(row["after_count"].sum())
+    qs = [Question(
+        "maxpool_change_us", "By hand, from the raw rows of the two traces: how much more device time (µs) did the "
+                             "max-pool backward kernel take after the change than before, over the kernels "
+                             "launched in steps 2–6? (negative if less)", round(change_us, 3),
+        f"before: the five kernels' dur add up to {before_us:,.3f} µs. After: the file holds "
+        f"{len(raw_after['kernels'])} such kernels, but only {n_after} have a launch in the trace; the other "
+        "was launched by the warm-up step, before the profiler's window opened, and belongs to no recorded "
+        f"step. Those {n_after} add up to {before_us + change_us:,.3f} µs: {change_us:+,.3f} µs.",
+        kind="compute", unit="µs",
+        where="the kernels' dur in the raw rows, each kept only if a launch with its correlation id is listed",
+        traps=[(round(all_after_us - before_us, 3),
+                f"that counts all {len(raw_after['kernels'])} kernels of the fixed-batch file; one has no launch "
+                "in the trace (its correlation id matches none): it was launched before the recording began."),
+               (round(-change_us, 3), "the sign is reversed: after minus before."),
+               (round(per_call_us, 3), "that is the change per call; the question asks for the five calls "
+                                       "together.")])]
+
+    before_n, after_n = open_capture("nsys_8step").nsys, open_capture("nsys_emit_nvtx").nsys
+    dn = trace_diff(before_n, after_n)
+    sn = diff_summary(dn)
+    removed_ms = -int(sn.loc["removed", "device_change_ns"]) / 1e6
+    steps = dn.attrs["steps"]
+    copies_ms = -int(dn.loc[(dn["change"] == "removed") & (dn["kind"] == "memcpy"), "device_change_ns"].sum()) / 1e6
+    h200 = -int(diff_summary(d).loc["removed", "device_change_ns"]) / 1e6
+    qs.append(Question(
+        "nsys_removed_ms", "Transfer: the same change was recorded with Nsight Systems too (nsys_8step reads "
+                           "batches from the loader; nsys_emit_nvtx keeps one batch on the GPU). Diff their "
+                           "kernels: how much device time (ms), over the steps both exports hold, did the "
+                           "removed rows take?", round(removed_ms, 4),
+        f"trace_diff on the two exports compares steps {', '.join(map(str, steps))} (the torch_step ranges both "
+        f"hold); its removed rows are the host-to-device copies and one conversion kernel: {removed_ms:,.3f} ms "
+        f"in {len(steps)} steps, {removed_ms / len(steps):,.2f} ms a step, as in the torch.profiler pair "
+        f"({h200 / len(d.attrs['steps']):,.2f} ms a step). emit_nvtx adds ranges on the host, not kernels.",
+        kind="transfer", unit="ms",
+        where="diff_summary of trace_diff(report_before, report_after), the removed row's device_change_ns",
+        traps=[(round(removed_ms / len(steps), 4), f"that is one step's; the question asks for the {len(steps)} "
+                                                   "steps both exports hold."),
+               (round(copies_ms, 4), "those are the copies alone; one kernel was removed with them."),
+               (round(h200, 4), "that is the torch.profiler pair's (five steps); the question asks about the "
+                                "Nsight exports.")]))
+    return qs
