@@ -10,19 +10,23 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import pandas as pd
 
-from ..analyses.collectives import collective_waits, collectives, rank_step_times
+from ..analyses.collectives import (collective_matches, collective_waits, collectives, communication_pieces,
+                                    exposed_communication, rank_step_times)
 from ..readers.ranks import RankTraces
 from . import fig_size
 
 #: Colours of the picture's parts.
-COLOURS = {"step": "#d9d9d9", "wait": "#d62728", "transfer": "#1f77b4", "delay": "#ff7f0e"}
+COLOURS = {"step": "#d9d9d9", "wait": "#d62728", "transfer": "#1f77b4", "delay": "#ff7f0e",
+           "unmatched": "#9467bd", "compute": "#2ca02c", "exposed": "#000000"}
 
 
 def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | None = None,
                        delay_label: str = "straggler_delay"):
     """One row per rank: its steps (grey), each collective split into waiting for
-    the last rank (red) and transfer (blue), and ``straggler_delay`` ranges
-    (orange) where the workload injected a delay.
+    the last rank (red) and transfer (blue), each collective without a verified match
+    on every rank whole (purple: it cannot be split, see
+    :func:`kitlib.analyses.collectives.collective_matches`), and ``straggler_delay``
+    ranges (orange) where the workload injected a delay.
 
     Parameters
     ----------
@@ -51,6 +55,8 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
     calls = collectives(traces)
     w = collective_waits(traces, calls)
     w = w[w["step"].isin(set(st["step"]))]
+    ok = set(collective_matches(traces, calls).query("verified")["call"])
+    lone = calls[~calls["call"].isin(ok) & calls["step"].isin(set(st["step"]))]
     origin = int(st["start_ns"].min())
     end = int((st["start_ns"] + st["dur_ns"]).max())
     ranks = traces.ranks
@@ -74,6 +80,9 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
         ax.broken_barh([(ms(c.start_ns), c.wait_ns / 1e6)], (y[c.rank] - 0.3, 0.35), facecolors=COLOURS["wait"])
         ax.broken_barh([(ms(c.start_ns + c.wait_ns), c.transfer_ns / 1e6)], (y[c.rank] - 0.3, 0.35),
                        facecolors=COLOURS["transfer"])
+    for r, g in lone.groupby("rank"):
+        ax.broken_barh([(ms(a), d / 1e6) for a, d in zip(g["start_ns"], g["dur_ns"])], (y[r] - 0.3, 0.35),
+                       facecolors=COLOURS["unmatched"])
     ax.set_yticks([y[r] for r in ranks], [f"rank {r}" for r in ranks])
     ax.set_ylim(-0.6, len(ranks) - 0.4)
     ax.set_xlim(0, (end - origin) / 1e6)
@@ -81,14 +90,111 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
     clock = ("hosts unknown: clocks compared as written" if hosts.isna().any() else
              "one host, one clock" if hosts.nunique() == 1 else "several hosts: clocks not aligned")
     ax.set_xlabel(f"time since the first step's start (ms; {clock})")
-    handles = [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in ("step", "wait", "transfer", "delay")]
-    ax.legend(handles, ["step (host)", "collective: waiting for the last rank (estimate)",
-                        "collective: transfer (estimate)", "injected delay"],
-              loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=4, fontsize="small", frameon=False)
-    on = set(w["measured_on"]) or {"?"}
+    keys = ["step", "wait", "transfer", "delay"] + (["unmatched"] if len(lone) else [])
+    labels = {"step": "step (host)", "wait": "collective: waiting for the last rank (estimate)",
+              "transfer": "collective: transfer (estimate)", "delay": "injected delay",
+              "unmatched": "collective without a verified match (not split)"}
+    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in keys], [labels[k] for k in keys],
+              loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=min(len(keys), 3 if len(keys) > 4 else 4),
+              fontsize="small", frameon=False)
+    on = set(w["measured_on"]) | set(lone["measured_on"]) or {"?"}
     ax.set_title(title or f"{len(ranks)} ranks, {traces.backend}: collectives measured on {', '.join(sorted(on))}")
     ax.figure.tight_layout()
     return ax
 
 
-__all__ = ["plot_rank_timeline", "COLOURS"]
+#: What each lane of :func:`plot_exposed_communication` draws, by colour key.
+EXPOSED_LABELS = {"compute": "compute (GPU kernels, or host aten:: operators on a CPU run)",
+                  "wait": "communication: waiting for the last rank (estimate)",
+                  "transfer": "communication: transfer (estimate)",
+                  "unmatched": "communication without a verified match (not split)",
+                  "exposed": "exposed: communication with no compute beside it"}
+
+
+def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=None, title: str | None = None):
+    """The bucket picture of one step: per rank a compute lane, a communication lane (each
+    collective call outlined, as DDP issues one all-reduce per gradient bucket while the
+    backward pass goes on; filled by waiting, transfer, or no verified match) and an
+    *exposed* lane (black: communication with no compute beside it).
+
+    Every piece comes from :func:`kitlib.analyses.collectives.communication_pieces`; the
+    outlines are the calls of :func:`~kitlib.analyses.collectives.collectives`; the title
+    gives each rank's exposed and communication ms of
+    :func:`~kitlib.analyses.collectives.exposed_communication`.
+
+    Parameters
+    ----------
+    traces : RankTraces
+    step : int, optional
+        The ``ProfilerStep`` number (default: the first step with a collective on every rank).
+    ax : matplotlib Axes, optional
+    title : str, optional
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        x: ms since the earliest drawn piece; y: three lanes per rank, rank 0 on top.
+
+    Raises
+    ------
+    KitError
+        As :func:`~kitlib.analyses.collectives.collectives`; or no step with a collective
+        on every rank, or ``step`` has none (the message lists the steps there are).
+    """
+    from ..errors import KitError
+    calls = collectives(traces)
+    pieces = communication_pieces(traces, calls)
+    table = exposed_communication(traces, calls)
+    every = table.groupby("step")["rank"].nunique()
+    every = sorted(int(s) for s in every[every == len(traces.ranks)].index)
+    if step is None:
+        if not every:
+            raise KitError(f"no step with a collective on every rank {traces.ranks}")
+        step = every[0]
+    if step not in every:
+        raise KitError(f"step {step} has no collective on every rank; steps that have: {every}")
+    p = pieces[pieces["step"] == step]
+    c = calls[calls["step"] == step]
+    t = table[table["step"] == step].set_index("rank")
+    ranks = traces.ranks
+    origin = int(min(p["start_ns"].min(), c["start_ns"].min()))
+    end = int(max(p["end_ns"].max(), c["end_ns"].max()))
+    if ax is None:
+        _, ax = plt.subplots(figsize=fig_size(12, 1.1 * len(ranks) + 1.8))
+    ms = lambda ns: (ns - origin) / 1e6   # noqa: E731
+    ticks, labels = [], []
+    for i, r in enumerate(ranks):
+        base = 3 * (len(ranks) - 1 - i)
+        lanes = {"compute": base + 2, "comm": base + 1, "exposed": base + 0.25}
+        mine = p[p["rank"] == r]
+        comp = mine[(mine["part"] == "compute") | mine["beside_compute"]]
+        ax.broken_barh([(ms(a), (b - a) / 1e6) for a, b in zip(comp["start_ns"], comp["end_ns"])],
+                       (lanes["compute"] - 0.35, 0.7), facecolors=COLOURS["compute"])
+        for part in ("wait", "transfer", "unmatched"):
+            q = mine[mine["part"] == part]
+            if len(q):
+                ax.broken_barh([(ms(a), (b - a) / 1e6) for a, b in zip(q["start_ns"], q["end_ns"])],
+                               (lanes["comm"] - 0.35, 0.7), facecolors=COLOURS[part])
+        q = mine[(mine["part"] != "compute") & ~mine["beside_compute"]]
+        ax.broken_barh([(ms(a), (b - a) / 1e6) for a, b in zip(q["start_ns"], q["end_ns"])],
+                       (lanes["exposed"] - 0.2, 0.4), facecolors=COLOURS["exposed"])
+        mc = c[c["rank"] == r]
+        ax.broken_barh([(ms(a), d / 1e6) for a, d in zip(mc["start_ns"], mc["dur_ns"])],
+                       (lanes["comm"] - 0.42, 0.84), facecolors="none", edgecolors="#333333", linewidth=0.8)
+        ticks += [lanes["compute"], lanes["comm"], lanes["exposed"]]
+        labels += [f"rank {r} compute", f"rank {r} communication", f"rank {r} exposed"]
+    ax.set_yticks(ticks, labels)
+    ax.set_ylim(-0.4, 3 * len(ranks) - 0.4)
+    ax.set_xlim(0, (end - origin) / 1e6)
+    ax.set_xlabel(f"time in step {step} (ms since its first piece drawn, each rank's own clock)")
+    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in EXPOSED_LABELS],
+              list(EXPOSED_LABELS.values()), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
+              fontsize="small", frameon=False)
+    ax.set_title(title or f"step {step}: " + "; ".join(
+        f"rank {r} exposed {t.loc[r, 'exposed_ms']:,.1f} of {t.loc[r, 'comm_ms']:,.1f} ms of communication"
+        for r in ranks))
+    ax.figure.tight_layout()
+    return ax
+
+
+__all__ = ["plot_rank_timeline", "plot_exposed_communication", "COLOURS", "EXPOSED_LABELS"]
