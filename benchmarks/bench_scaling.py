@@ -2,6 +2,7 @@
 
     python benchmarks/bench_scaling.py [--sizes 1,10,50] [--keep DIR] [--hta-python PATH] [--hta-max N]
                                          [--repeat 3] [--repeat-max 10]
+    python benchmarks/bench_scaling.py --ranks 2,32 [--workers 1,2] [--keep DIR]     # the ranks mode
 
 Builds, in a temporary folder, the reference ``profiler_5step`` trace replicated N times
 (fresh ids, times shifted so the copies follow each other: N × 5 steps) and the
@@ -21,6 +22,14 @@ reference Nsight export replicated 10 times, then prints, for each size:
 - the time of each analysis, and its growth from each size to the next (linear
   growth = the ratio of the sizes; issue 12's target is within 10 % of linear);
 - ``load_nsys`` and ``nsys_stats`` on the 1× and 10× exports.
+
+The ranks mode (``--ranks``) builds N rank traces from the kit's ``ranks_straggler``
+pair (rank 1 the straggler's trace, every other rank a copy of rank 0's, each with its own
+``distributedInfo``: rank r of world size N) and prints, for each N and each ``--workers``:
+``load_traces`` with an empty trace cache (the first open: workers parse and write the
+cache) and with the cache off, wall time and peak memory (this process's, and the largest
+worker's); then the whole straggler analysis (``load_traces`` from the cache,
+``step_budget``, ``straggler_estimate``) at the largest N.
 
 Every measurement runs in its own process (so peak memory and first-load times are
 honest); the targets are those of issue 12 and are printed beside the results.
@@ -231,6 +240,96 @@ def machine_state() -> str:
     return f"load average {os.getloadavg()[0]:.1f}, {avail} of memory available"
 
 
+# --------------------------------------------------------------------------- the ranks mode
+def replicate_ranks(n: int, dest: Path) -> Path:
+    """``n`` rank traces in ``dest`` from the ``ranks_straggler`` pair: rank 1 = its rank 1
+    (the straggler), every other rank a copy of its rank 0, each file's ``distributedInfo``
+    saying rank r of world size n (different bytes, so each is its own cache entry)."""
+    import re
+    dest.mkdir(parents=True, exist_ok=True)
+    src = {r: gzip.decompress((REF / "ranks_straggler" / f"rank{r}" / "trace.json.gz").read_bytes()).decode()
+           for r in (0, 1)}
+    pattern = re.compile(r'"distributedInfo": \{.*?\]\}\]\}')
+    for r in range(n):
+        info = {"backend": "gloo", "rank": r, "world_size": n, "pg_count": 1,
+                "pg_config": [{"pg_name": "0", "pg_desc": "default_pg", "backend_config": "cpu:gloo,cuda:gloo",
+                               "pg_size": n, "ranks": list(range(n))}]}
+        text, k = pattern.subn('"distributedInfo": ' + json.dumps(info), src[1 if r == 1 else 0], count=1)
+        assert k == 1, "distributedInfo not found in the reference trace"
+        (dest / f"rank{r}.json.gz").write_bytes(gzip.compress(text.encode(), compresslevel=6))
+    return dest
+
+
+_RANKS_CHILD = r'''
+import json, resource, sys, time
+sys.path.insert(0, {root!r})
+what, folder, workers = sys.argv[1], sys.argv[2], int(sys.argv[3])
+import kitlib
+from kitlib.readers.ranks import load_traces
+from kitlib.analyses.stragglers import step_budget, straggler_estimate
+def hwm():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM:"):
+            return int(line.split()[1]) * 1024
+base = hwm()
+t0 = time.perf_counter()
+rt = load_traces(folder, workers=workers, progress=False)
+out = {{"load_s": time.perf_counter() - t0}}
+if what == "analysis":
+    t1 = time.perf_counter()
+    e = straggler_estimate(budget=step_budget(rt))
+    out.update(analysis_s=time.perf_counter() - t1, rank=e["rank"], delay_ms=e["delay_ms"])
+out.update(seconds=time.perf_counter() - t0, peak_bytes=hwm() - base,
+           worker_peak_bytes=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+print(json.dumps(out))
+'''
+
+
+def run_ranks(what: str, folder: Path, workers: int, env: dict) -> dict | None:
+    r = subprocess.run([sys.executable, "-c", _RANKS_CHILD.format(root=str(ROOT)), what, str(folder), str(workers)],
+                       capture_output=True, text=True, env=env)
+    if r.returncode != 0:
+        print(r.stderr[-2000:], file=sys.stderr)
+        return None
+    return json.loads(r.stdout.strip().splitlines()[-1])
+
+
+def ranks_mode(counts: list, workers: list, work: Path, env: dict, repeat: int) -> None:
+    """The ranks table: ``load_traces`` of N rank traces with each number of workers."""
+    off = dict(env, KITLIB_TRACE_CACHE="0")
+    print("\nranks: load_traces of N rank traces (ranks_straggler replicated), fastest of "
+          f"{repeat}; peak memory above the process after its imports, and the largest worker's")
+    print(f"{'ranks':>5} {'workers':>7} {'first open s':>12} {'cache off s':>11} {'peak MB':>8} "
+          f"{'worker peak MB':>14}")
+    best: dict = {}
+    for n in counts:
+        folder = work / f"ranks_{n}"
+        if not (folder / f"rank{n - 1}.json.gz").exists():
+            replicate_ranks(n, folder)
+        for w in workers:
+            first = cold = None
+            for _ in range(repeat):
+                shutil.rmtree(Path(env["KITLIB_CACHE"]), ignore_errors=True)
+                x = run_ranks("load", folder, w, env)
+                first = x if first is None or (x and x["seconds"] < first["seconds"]) else first
+                y = run_ranks("load", folder, w, off)
+                cold = y if cold is None or (y and y["seconds"] < cold["seconds"]) else cold
+            best[(n, w)] = (first, cold)
+            print(f"{n:>5} {w:>7} {first['seconds']:>12.2f} {cold['seconds']:>11.2f} "
+                  f"{first['peak_bytes'] / 1e6:>8.0f} {first['worker_peak_bytes'] / 1e6:>14.0f}")
+    n = max(counts)
+    if 1 in workers and 2 in workers:
+        for i, what in ((0, "first open"), (1, "cache off")):
+            sp = best[(n, 1)][i]["seconds"] / best[(n, 2)][i]["seconds"]
+            print(f"{n} ranks, {what}: 2 workers {sp:.2f}x faster than 1 (target >= 1.6x)")
+    run_ranks("load", work / f"ranks_{n}", max(workers), env)          # the cache filled
+    x = run_ranks("analysis", work / f"ranks_{n}", max(workers), env)
+    if x:
+        print(f"the whole {n}-rank straggler analysis from the cache: {x['seconds']:.1f} s (load_traces "
+              f"{x['load_s']:.1f} s, step_budget + straggler_estimate {x['analysis_s']:.1f} s; target < 60 s): "
+              f"rank {x['rank']}, {x['delay_ms']:.0f} ms")
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", default="1,10",
@@ -243,11 +342,23 @@ def main():
     ap.add_argument("--repeat", type=int, default=3,
                     help="run json.load, orjson.loads and load_trace this many times each, keep the fastest")
     ap.add_argument("--repeat-max", type=int, default=10, help="repeat only up to this size (default 10)")
+    ap.add_argument("--ranks", default=None,
+                    help="the ranks mode instead: rank counts, e.g. 2,32 (ranks_straggler replicated)")
+    ap.add_argument("--workers", default="1,2", help="the ranks mode's worker processes, e.g. 1,2")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="kitlib-bench-"))
     work.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ, KITLIB_PROGRESS="0", KITLIB_CACHE=str(work / "cache"))
+    if a.ranks:
+        print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; inputs in {work}")
+        print(f"at the start: {machine_state()}")
+        ranks_mode([int(x) for x in a.ranks.split(",")], [int(x) for x in a.workers.split(",")], work, env,
+                   a.repeat)
+        print(f"\nat the end: {machine_state()}")
+        if not a.keep:
+            shutil.rmtree(work, ignore_errors=True)
+        return
     hta_python = a.hta_python or sys.executable
     have_hta = subprocess.run([hta_python, "-c", "import hta"], capture_output=True).returncode == 0
     print(f"machine: {os.cpu_count()} CPUs, Python {sys.version.split()[0]}; inputs in {work}")
