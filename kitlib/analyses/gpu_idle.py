@@ -29,8 +29,8 @@ whole **microseconds** (``ts``/``dur`` as Kineto writes them, rounded by
 (``KERNEL_WAIT_MAX_NS = 30_000`` ns), for two reasons: it is the value HTA users have been
 reading, so the two tools' figures can be set side by side; and on the kit's H200
 recordings (``profiler_5step``, ``fixed_batch``) every gap between two *queued* GPU events on
-the stream is shorter than 14 µs (median 1.4 µs), while 30 ns is shorter than any gap a GPU
-leaves between two kernels, so with 30 ns nothing would ever be kernel wait. The rule is
+the stream is shorter than 14 µs (medians 1.4 and 1.6 µs), and none is shorter than 30 ns:
+with 30 ns nothing would ever be kernel wait. The rule is
 strict: a gap of exactly ``kernel_wait_max_ns`` is *other*, as in HTA. Pass another value
 (in ns) to any function here.
 
