@@ -147,21 +147,65 @@ def straggler_delay(traces: RankTraces) -> dict:
     return {"rank": straggler_summary(traces)["rank"], "ms": 0.0, "how": "none injected"}
 
 
+def uninstrumented_step_ms(traces: RankTraces) -> float | None:
+    """The median of the steps the kit timed *without* the profiler before recording
+    (``step_ms_uninstrumented`` in each rank's ``step_times.json`` beside its trace), over
+    all ranks, ms; ``None`` where no rank has that file (loose traces, the public pair).
+
+    Raises
+    ------
+    KitError
+        A ``step_times.json`` that is not the kit's (the message names it).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.course.ranks import uninstrumented_step_ms
+    >>> round(uninstrumented_step_ms(load_traces("ranks_balanced")), 1)
+    1506.0
+    """
+    import json
+    vals = []
+    for path in traces.info["path"]:
+        f = Path(path).parent / "step_times.json"
+        if f.is_file():
+            try:
+                vals += [float(v) for v in json.loads(f.read_text()).get("step_ms_uninstrumented") or []]
+            except (ValueError, AttributeError, TypeError) as e:
+                raise KitError(f"{f}: not the kit's step_times.json ({e})") from None
+    return float(pd.Series(vals).median()) if vals else None
+
+
 def runs_compared(a: RankTraces, b: RankTraces) -> str:
-    """One sentence saying whether two runs can be compared as they stand: recorded on the
-    same host(s) on the same day (``info["host"]`` from the kit's manifests, ``first_ns``
-    from the traces), or not — then a difference between them may be the machines', not
-    the straggler's."""
+    """One sentence on whether two runs can be compared as they stand: where and when each
+    was recorded (``info["host"]`` from the kit's manifests, ``first_ns`` from the
+    traces) and, where the kit timed them, each run's uninstrumented step
+    (:func:`uninstrumented_step_ms`). The same host on the same day is not the same
+    conditions: on a shared machine the load changes between runs and within one, so a
+    difference between the runs is not only the straggler's until their uninstrumented
+    steps say how much the machine itself moved.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.course.ranks import runs_compared
+    >>> print(runs_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))
+    both runs recorded on vm on 2026-11-30: the same machine and day, not the same conditions (a shared host's load changes between runs and within one); uninstrumented steps (median over ranks, step_times.json) 1,506 ms and 1,903 ms
+    """
     def where(rt):
         hosts = sorted({str(h) for h in rt.info["host"] if h is not None and not pd.isna(h)})
         day = pd.to_datetime(int(rt.info["first_ns"].min()), utc=True).strftime("%Y-%m-%d")
         return hosts, day
     (ha, da), (hb, db) = where(a), where(b)
+    ua, ub = uninstrumented_step_ms(a), uninstrumented_step_ms(b)
+    timed = (f"; uninstrumented steps (median over ranks, step_times.json) {ua:,.0f} ms and {ub:,.0f} ms"
+             if ua is not None and ub is not None else "; no uninstrumented step times to compare")
     if ha and ha == hb and da == db:
-        return f"both runs recorded on {', '.join(ha)} on {da}: differences between them are the runs', not the machines'"
+        return (f"both runs recorded on {', '.join(ha)} on {da}: the same machine and day, not the same conditions "
+                f"(a shared host's load changes between runs and within one){timed}")
     return (f"recorded apart ({', '.join(ha) or 'host unknown'} on {da}; {', '.join(hb) or 'host unknown'} on {db}): "
-            "a difference between the two runs may be the machines' or the day's, not only the straggler's")
+            f"a difference between the two runs may be the machines' or the day's, not only the straggler's{timed}")
 
 
 __all__ = ["REFERENCES", "STRAGGLER_MS", "public_nccl_dir", "live_plan", "torchrun_command", "record_live",
-           "recordings", "injected_delay", "straggler_delay", "runs_compared"]
+           "recordings", "injected_delay", "straggler_delay", "uninstrumented_step_ms", "runs_compared"]
