@@ -20,7 +20,7 @@ from pathlib import Path
 
 from ..errors import KitError
 
-__all__ = ["collective_excerpt", "KEEP"]
+__all__ = ["collective_excerpt", "nccl_call_excerpt", "KEEP"]
 
 #: The fields of each event the excerpt keeps (the rest are ids and bookkeeping).
 KEEP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
@@ -88,3 +88,71 @@ def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
         pids[s["pid"]] = rank
         out += [{k: e[k] for k in KEEP if k in e} for e in [s, *inside[:calls]]]
     return {"ranks": pids, "base_ns": bases, "step": n, "events": out}
+
+
+def nccl_call_excerpt(runs, calls: int = 3) -> dict:
+    """Each rank's first ``calls`` NCCL collectives, raw: for each, the ``nccl:*`` host
+    operator (with its ``Input Dims``, the message size), the ``cudaLaunchKernel`` inside
+    it and the kernel that launch started (the same ``correlation`` in both ``args``).
+
+    With these a learner pairs a collective across ranks by hand and checks the pairing by
+    its ends: one call ends on every rank within a fraction of a ms; two different calls
+    do not.
+
+    Parameters
+    ----------
+    runs : kitlib.readers.ranks.RankTraces
+        An NCCL run's traces (each rank's file is read again, raw).
+    calls : int
+        Collectives per rank, in order of their kernels' starts.
+
+    Returns
+    -------
+    dict
+        ``ranks``: ``{pid: rank}``; ``base_ns``: ``{rank: baseTimeNanoseconds}`` (0 when
+        absent; the public pair writes absolute µs); ``events``: per rank and call, the
+        operator, the launch and the kernel, each with the fields of :data:`KEEP` plus
+        ``args`` reduced to ``Input Dims`` (operator) or ``correlation`` (launch, kernel).
+
+    Raises
+    ------
+    KitError
+        A trace has no ``distributedInfo`` rank, or no NCCL kernel launched inside an
+        ``nccl:*`` operator (a Gloo run: use :func:`collective_excerpt`).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.course.rawranks import nccl_call_excerpt
+    >>> raw = nccl_call_excerpt(load_traces("public-traces"), calls=1)
+    >>> [(e["cat"], e["name"][:22]) for e in raw["events"][:3]]
+    [('user_annotation', 'nccl:all_to_all'), ('cuda_runtime', 'cudaLaunchKernel'), ('kernel', 'ncclKernel_SendRecv_RI')]
+    """
+    out, pids, bases = [], {}, {}
+    for path in runs.info["path"]:
+        doc = _events(path)
+        rank = (doc.get("distributedInfo") or {}).get("rank")
+        if rank is None:
+            raise KitError(f"{path}: no distributedInfo rank")
+        rank = int(rank)
+        bases[rank] = int(doc.get("baseTimeNanoseconds") or 0)
+        ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"
+                   and str(e.get("name", "")).startswith(("ncclKernel_", "ncclDevKernel_"))}
+        launches = [e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
+                    and (e.get("args") or {}).get("correlation") in kernels]
+        ops = [e for e in ev if str(e.get("name", "")).startswith("nccl:")]
+        found = []
+        for la in launches:
+            op = next((o for o in ops if o["tid"] == la["tid"] and o["ts"] <= la["ts"] <= o["ts"] + o["dur"]), None)
+            if op is not None:
+                found.append((kernels[la["args"]["correlation"]], la, op))
+        if not found:
+            raise KitError(f"{path}: no NCCL kernel launched inside an nccl:* operator")
+        found.sort(key=lambda f: f[0]["ts"])
+        for k, la, op in found[:calls]:
+            pids[op["pid"]] = rank
+            out += [{**{f: op[f] for f in KEEP if f in op}, "args": {"Input Dims": op["args"].get("Input Dims")}},
+                    {**{f: la[f] for f in KEEP if f in la}, "args": {"correlation": la["args"]["correlation"]}},
+                    {**{f: k[f] for f in KEEP if f in k}, "args": {"correlation": k["args"]["correlation"]}}]
+    return {"ranks": pids, "base_ns": bases, "events": out}
