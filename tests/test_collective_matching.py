@@ -274,3 +274,34 @@ def test_gloo_exposed_communication_against_host_operators():
         hidden = merged_length(c) + merged_length(comp) - merged_length(c + comp)
         row = e[(e["rank"] == 0) & (e["step"] == n)].iloc[0]
         assert row["exposed_ms"] == pytest.approx((merged_length(c) - hidden) / 1e3, abs=1e-3)
+
+
+def test_public_pair_enqueue_and_kernel_start_tell_different_stories():
+    """From the raw JSON: each nccl:* operator's ts (the enqueue) and the ts of the kernel
+    its cudaLaunchKernel started (same correlation). At the four verified calls rank 1
+    enqueued first (by 0.041 to 9.617 ms) and still started its kernel later (by 0.084 to
+    22.328 ms): host-side times do not say which rank joined a collective late."""
+    raw = {}
+    for r in (0, 1):
+        doc = json.loads(gzip.decompress((NCCL / f"hta_2024-03_nccl_sampled_rank{r}.json.gz").read_bytes()))
+        ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+        kern = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"
+                and e["name"].startswith("ncclKernel_")}
+        ops = [e for e in ev if e["name"].startswith("nccl:")]
+        for la in ev:
+            if la.get("cat") == "cuda_runtime" and la["args"].get("correlation") in kern:
+                op = next(o for o in ops if o["tid"] == la["tid"] and o["ts"] <= la["ts"] <= o["ts"] + o["dur"])
+                k = kern[la["args"]["correlation"]]
+                raw.setdefault((op["name"], str(op["args"]["Input Dims"])), {}).setdefault(r, []).append(
+                    (op["ts"], k["ts"], k["ts"] + k["dur"]))
+    want = []
+    for (name, dims), per in raw.items():
+        for e0, s0, x0 in per.get(0, []):
+            for e1, s1, x1 in per.get(1, []):
+                if abs(x1 - x0) <= 1000:                   # same name and size, ends within 1 ms: one call
+                    want.append((s0, round((e1 - e0) / 1e3, 3), round((s1 - s0) / 1e3, 3)))
+    t = coll.enqueue_and_start(load_traces(NCCL))
+    assert t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist() == [[a, b] for _, a, b in sorted(want)]
+    assert (t["enqueue_late_ms"] < 0).all() and (t["start_late_ms"] > 0).all()
+    with pytest.raises(Exception, match="no NCCL kernels"):
+        coll.enqueue_and_start(load_traces("ranks_balanced"))

@@ -630,6 +630,63 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
             "last_share": float((tab["last_rank"] == rank).mean()), "calls": int(len(tab))}
 
 
+def enqueue_and_start(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    """For each verified NCCL call, when each rank *enqueued* it (the start of the
+    ``nccl:*`` host operator that launched its kernel) and when its kernel *started*: the
+    two tell different stories across ranks, and only the second is when the rank joined
+    the collective.
+
+    Returns
+    -------
+    DataFrame
+        One row per verified call with a kernel (in order of the first start): ``call``,
+        ``name``, and for every rank ``r`` ``enqueue_ns_r`` and ``start_ns_r`` (ns since the
+        epoch); ``enqueue_late_ms`` and ``start_late_ms`` (the last rank's value minus the
+        first rank's, in rank order: the highest rank minus rank ``traces.ranks[0]``, ms; a
+        negative value says the higher rank was earlier).
+
+    Raises
+    ------
+    KitError
+        No rank has an NCCL kernel (a Gloo or CPU-only run: the enqueue is the call).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import enqueue_and_start
+    >>> t = enqueue_and_start(load_traces("public-traces"))
+    >>> t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist()
+    [[-0.041, 3.302], [-9.617, 0.084], [-9.187, 22.328], [-7.896, 1.292]]
+    """
+    calls = collectives(traces) if calls is None else calls
+    dev = calls[calls["measured_on"] == "device"]
+    if not len(dev):
+        raise KitError(f"no NCCL kernels in ranks {traces.ranks} (backend {traces.backend}): a host-measured "
+                       "collective has no separate enqueue")
+    ok = set(collective_matches(traces, calls).query("verified")["call"])
+    parts = []
+    for r, t in traces.traces.items():
+        base = _epoch(t)
+        links = chain(t)
+        kern = comm_kernels(t)
+        links = links[links["gpu_row"].isin(kern.index)]
+        enq = dict(zip(links["gpu_start_ns"].to_numpy("int64") + base, links["op_start_ns"].to_numpy("int64") + base))
+        mine = dev[(dev["rank"] == r) & dev["call"].isin(ok)]
+        parts.append(pd.DataFrame({"call": mine["call"].to_numpy(), "name": mine["name"].to_numpy(), "rank": r,
+                                   "enqueue_ns": [enq.get(int(x)) for x in mine["start_ns"]],
+                                   "start_ns": mine["start_ns"].to_numpy("int64")}))
+    long = pd.concat(parts, ignore_index=True)
+    wide = long.pivot_table(index=["call", "name"], columns="rank", values=["enqueue_ns", "start_ns"],
+                            aggfunc="first")
+    wide.columns = [f"{a}_{b}" for a, b in wide.columns]
+    wide = wide.reset_index()
+    lo, hi = traces.ranks[0], traces.ranks[-1]
+    wide["enqueue_late_ms"] = (wide[f"enqueue_ns_{hi}"] - wide[f"enqueue_ns_{lo}"]) / 1e6
+    wide["start_late_ms"] = (wide[f"start_ns_{hi}"] - wide[f"start_ns_{lo}"]) / 1e6
+    first = wide[[c for c in wide.columns if c.startswith("start_ns_")]].min(axis=1)
+    return wide.assign(_t=first).sort_values("_t", kind="stable").drop(columns="_t").reset_index(drop=True)
+
+
 #: Columns of :func:`exposed_communication`.
 EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_ms", "exposed_ms", "exposed_wait_ms",
                    "exposed_transfer_ms", "exposed_unmatched_ms", "hidden_wait_ms", "hidden_transfer_ms",
@@ -870,6 +927,6 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
 
 
 __all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "END_TOLERANCE_NS", "IDENTITIES",
-           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "PIECE_COLUMNS", "PARTS", "communication_pieces", "collective_ops", "comm_kernels", "collectives",
+           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "PIECE_COLUMNS", "PARTS", "communication_pieces", "enqueue_and_start", "collective_ops", "comm_kernels", "collectives",
            "collective_matches", "match_summary", "exposed_communication", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
            "rank_summary", "comm_overlap"]
