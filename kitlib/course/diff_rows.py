@@ -14,7 +14,7 @@ from __future__ import annotations
 from ..errors import KitError
 from .raw_views import as_json_lines, trace_events
 
-__all__ = ["kernel_rows", "rows_text"]
+__all__ = ["kernel_rows", "rows_text", "short_name", "shown"]
 
 LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
@@ -78,3 +78,46 @@ def rows_text(rows: dict, name_chars: int = 40) -> str:
         out.append(as_json_lines(rows[part], keys=keys[:3] if part == "steps" else keys, args=["correlation"],
                                  name_chars=name_chars) or "(none)")
     return "\n".join(out)
+
+
+def short_name(name: str, width: int = 48) -> str:
+    """A kernel name short enough for a table: ``void`` and ``(anonymous namespace)::``
+    dropped, template arguments written ``<…>``, a C++ signature's parameters cut; names
+    that are not C++ signatures (``Memcpy HtoD (Pinned -> Device)``) kept.
+
+    Examples
+    --------
+    >>> short_name("void at::native::(anonymous namespace)::max_pool_backward_nhwc<float, float>(int, float*)")
+    'at::native::max_pool_backward_nhwc<…>'
+    >>> short_name("Memcpy HtoD (Pinned -> Device)")
+    'Memcpy HtoD (Pinned -> Device)'
+    """
+    if not isinstance(name, str):
+        return str(name)
+    s = name.removeprefix("void ").replace("(anonymous namespace)::", "")
+    if "::" not in s:                   # not a C++ signature: a copy, a set, a plain name
+        return s if len(s) <= width else s[:width - 1] + "…"
+    depth, out = 0, []
+    for ch in s:
+        if ch == "<":
+            depth += 1
+            if depth == 1:
+                out.append("<…>")
+        elif ch == ">":
+            depth = max(0, depth - 1)
+        elif depth == 0:
+            out.append(ch)
+    s = "".join(out)
+    if "(" in s:
+        s = s[:s.index("(")]
+    return s if len(s) <= width else s[:width - 1] + "…"
+
+
+def shown(diff):
+    """A :func:`kitlib.analyses.trace_diff.trace_diff` table for display: kernel names
+    shortened (:func:`short_name`) and the ``input_shapes`` column dropped where every row's
+    is empty (GPU work). Computes nothing."""
+    t = diff.assign(name=diff["name"].map(short_name))
+    if "input_shapes" in t.columns and not t["input_shapes"].astype(bool).any():
+        t = t.drop(columns="input_shapes")
+    return t
