@@ -253,9 +253,10 @@ def _streams(ev: pd.DataFrame):
     """(device, stream) of each row as int64 arrays (-1 where unknown) and group ids."""
     d = ev["device"].fillna(-1).to_numpy(dtype=np.int64)
     s = ev["stream"].fillna(-1).to_numpy(dtype=np.int64)
-    keys = pd.MultiIndex.from_arrays([d, s])
-    gid, uniq = pd.factorize(keys, sort=True)
-    return d, s, gid, uniq
+    if not len(d):
+        return d, s, np.zeros(0, np.int64), []
+    uniq, gid = np.unique(np.stack([d, s], axis=1), axis=0, return_inverse=True)
+    return d, s, gid.reshape(-1).astype(np.int64), [tuple(u) for u in uniq.tolist()]
 
 
 def _steps(source, steps=None) -> pd.DataFrame:
@@ -451,7 +452,9 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
         for k in range(len(st)):
             a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
             for (dev, stream), (ms, me) in merged.items():
-                busy = int(np.clip(np.minimum(me, b) - np.maximum(ms, a), 0, None).sum())
+                # the merged busy periods that reach into [a, b): one binary search each side
+                lo, hi = np.searchsorted(me, a, "right"), np.searchsorted(ms, b, "left")
+                busy = int(np.clip(np.minimum(me[lo:hi], b) - np.maximum(ms[lo:hi], a), 0, None).sum())
                 rows.append({"step": int(st["step"].iloc[k]), "device": dev, "stream": stream,
                              "window_ns": b - a, "busy_ns": busy})
     out = pd.DataFrame(rows)
@@ -616,6 +619,7 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         qs = q[(q["device"] == dev) & (q["stream"] == stream)]
         T, V = qs["time_ns"].to_numpy(np.int64), qs["queue_length"].to_numpy(np.int64)
         ks = known[(known["device"].fillna(-1) == dev) & (known["stream"].fillna(-1) == stream)]
+        ks = ks.sort_values("launch_start_ns", kind="stable")
         ls = ks["launch_start_ns"].to_numpy(dtype=np.int64)
         ld = ks["launch_dur_ns"].fillna(0).to_numpy(dtype=np.int64)
         # the queue a launch met: the length at its start once every change at that
@@ -628,15 +632,18 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         before = at - same
         full = before >= max_queue_length
         any_full |= bool((V >= max_queue_length).any())
+        n_full = np.r_[0, np.cumsum(full)]                 # blocked launches and host time
+        t_full = np.r_[0, np.cumsum(np.where(full, ld, 0))]   # before each position
         for k in range(len(st)):
             a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
             empty, integral, vmax = _window_stats(T, V, a, b, lambda x: x == 0)
             at_full = _window_stats(T, V, a, b, lambda x: x >= max_queue_length)[0]
-            inwin = full & (ls >= a) & (ls < b)
+            lo, hi = np.searchsorted(ls, a, "left"), np.searchsorted(ls, b, "left")   # launches in [a, b)
             rows.append({"step": int(st["step"].iloc[k]), "device": int(dev), "stream": int(stream),
                          "window_ns": b - a, "queue_length_mean": integral / (b - a) if b > a else float("nan"),
                          "queue_length_max": vmax, "queue_empty_ns": empty, "queue_full_ns": at_full,
-                         "blocked_launches": int(inwin.sum()), "blocked_host_ns": int(ld[inwin].sum())})
+                         "blocked_launches": int(n_full[hi] - n_full[lo]),
+                         "blocked_host_ns": int(t_full[hi] - t_full[lo])})
     out = pd.DataFrame(rows).sort_values(["step", "device", "stream"], kind="stable").reset_index(drop=True)
     out.attrs["until"] = until
     out.attrs["note"] = (f"queue counted {'until each event ends' if until == 'end' else 'until each event starts'}; "
