@@ -89,7 +89,7 @@ def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> list:
     return out
 
 
-def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
+def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames: bool = False) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
     Host events are the operators, ``record_function`` ranges and steps of
@@ -97,9 +97,9 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
     the profiler nests them: the trace's one event tree, ``trace.host_events``
     (:func:`kitlib.readers.trace.build_host_tree`), which already leaves out the
     names the profiler filters and marks the events it folds into a same-named
-    parent. Python frames are never rows here; whether they count as children (and
-    so lower their parents' self time) is the tree's rule for this trace
-    (``trace.meta["python_frames_rule"]``).
+    parent. Whether Python frames count as children (and so lower their parents'
+    self time) is the tree's rule for this trace (``trace.meta["python_frames_rule"]``);
+    they are rows here only when asked (``python_frames``).
 
     Parameters
     ----------
@@ -107,6 +107,11 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
     chain_df : DataFrame, optional
         A :func:`kitlib.analyses.chain.chain` result to reuse (computed when absent). Its
         ``op_row`` says which operator launched each GPU event.
+    python_frames : bool
+        Also list the Python frames that are events of the tree (kind ``python``), as
+        torch 2.12–2.13's ``key_averages()`` does (and 2.14's with
+        ``include_python_functions=True``). Where the trace's rule keeps them out of
+        the tree (torch ≤ 2.11) there are none to list.
 
     Returns
     -------
@@ -190,7 +195,7 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFram
     dur = tree["dur_ns"].to_numpy()
     self_host = dur - tree["children_ns"].to_numpy()
 
-    keep = ~merged & (tree["kind"].to_numpy() != "python")
+    keep = ~merged & (python_frames | (tree["kind"].to_numpy() != "python"))
     # parent among kept rows: nearest kept ancestor in the profiler's tree
     new_pos = np.cumsum(keep) - 1
     up = par.copy()

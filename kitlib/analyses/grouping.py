@@ -118,7 +118,8 @@ def _memory_rows(trace: Trace) -> pd.DataFrame:
 
 
 def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.DataFrame | None = None,
-              events: pd.DataFrame | None = None, include_gpu: bool = True) -> pd.DataFrame:
+              events: pd.DataFrame | None = None, include_gpu: bool = True,
+              include_python_functions: bool | None = None) -> pd.DataFrame:
     """``key_averages()`` rebuilt from the trace: one row per key with counts and times.
 
     Parameters
@@ -137,6 +138,12 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
         An :func:`op_events` result to reuse (with a ``stack`` column when ``by="stack"``).
     include_gpu : bool
         Also list the device rows (one per GPU event name), as the profiler does.
+    include_python_functions : bool, optional
+        List the Python frames' own rows. By default as the recording's torch did
+        (``trace.meta["python_frames_are_rows"]``): yes for torch 2.12–2.13, no for
+        2.14 (whose ``key_averages(include_python_functions=True)`` is ``True`` here)
+        and for ≤ 2.11, which kept the frames out of its events altogether (``True``
+        is then refused).
 
     Notes
     -----
@@ -168,7 +175,8 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     ------
     ValueError
         Unknown ``by``, or ``by="stack"`` on a trace without Python frames (record it
-        with ``with_stack=True``).
+        with ``with_stack=True``), or ``include_python_functions=True`` on a trace whose
+        profiler kept its Python frames out of its events (torch ≤ 2.11).
 
     Examples
     --------
@@ -185,13 +193,18 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     """
     if by not in ("name", "input_shape", "stack"):
         raise ValueError(f"by must be 'name', 'input_shape' or 'stack', not {by!r}")
+    py_rows = bool(trace.meta.get("python_frames_are_rows")) if include_python_functions is None \
+        else bool(include_python_functions)
+    if py_rows and not trace.meta.get("python_frames_are_children") and (trace.ops["kind"] == "python").any():
+        raise ValueError("include_python_functions=True: the profiler that wrote this trace kept its Python "
+                         f"frames out of its events, so it never listed them ({trace.meta.get('python_frames_rule')})")
     bar = analysis_progress(trace, "group_ops", 4)      # shown for large traces only
     bar.set_postfix_str("kernels to launches to operators")
     if chain_df is None and (events is None or (include_gpu and len(trace.gpu))):
         chain_df = chain(trace)              # once, for the events and the GPU rows alike
     bar.update(1)
     bar.set_postfix_str("host events and their self times")
-    ev = op_events(trace, chain_df) if events is None else events
+    ev = op_events(trace, chain_df, python_frames=py_rows) if events is None else events
     bar.update(1)
     bar.set_postfix_str("memory and FLOPs")
     ev = _with_memory_and_flops(trace, ev)

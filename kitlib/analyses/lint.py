@@ -381,8 +381,8 @@ def _tree_findings(trace: Trace) -> list:
                     f"the trace holds {n_py:,} Python frames, and self times and self memory depend on whether "
                     f"the profiler counted them as children: kitlib applied "
                     f"{'the torch ≥ 2.12 rule (they are children)' if children else 'the torch ≤ 2.11 rule (they are not)'}"
-                    f", {rule}. torch 2.13 also listed the frames as rows of key_averages() (2.14 leaves them "
-                    "out by default); kitlib never lists them as rows",
+                    f", {rule}. torch 2.12–2.13 also list the frames as rows of key_averages() (2.14 leaves them "
+                    "out by default), and so does group_ops, by the same rule (include_python_functions)",
                     "open the trace through its bundle (kitlib.open_capture) so the manifest's torch version "
                     "decides, and compare with the profiler's own table of the same run" if inferred else
                     "nothing to do: the rule comes from the recording's own torch version",

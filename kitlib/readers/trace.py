@@ -226,7 +226,7 @@ _EVENT_FIELDS = frozenset(_Event.__struct_fields__)
 #: Top-level keys of a trace that :func:`trace_from_json` reads.
 _TOP_KEYS = ("baseTimeNanoseconds", "deviceProperties", "trace_id", "distributedInfo", "record_shapes",
              "profile_memory", "with_stack", "with_flops", "with_modules", "schemaVersion",
-             "cuda_runtime_version", "cuda_driver_version", "cupti_version")
+             "cuda_runtime_version", "cuda_driver_version", "cupti_version", "host_name")
 
 
 #: The document: its event list, and the top-level keys read (absent ones stay UNSET).
@@ -604,7 +604,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                                      "category ('cat': cpu_op, cuda_runtime, kernel, …): nothing to analyse. "
                                      "Was the 'cat' field stripped?")
     # the Python-frame rule reads the frames' raw args: before they are dropped below
-    rule = python_frames_rule([e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"], torch_version)
+    py_frames = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
+    release = python_frames_release(py_frames, torch_version, top)
+    rule = python_frames_rule(py_frames, torch_version, top)
+    del py_frames
     try:
         pre = {t: _args(buckets[t], t) for t in _TABLE_ARGS}
         if events and type(events[0]) is _Event:
@@ -647,6 +650,8 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
         "begin_end_unpaired": be_unpaired,
     }
     meta["python_frames_are_children"], meta["python_frames_rule"] = rule
+    meta["python_frames_release"] = release[0]
+    meta["python_frames_are_rows"] = bool(release[0]) and PYTHON_FRAME_RULES[release[0]]["rows"]
     timed = ops[ops["kind"] != "python"]
     meta["time_resolution_ns"] = 1000 if len(timed) and bool(((timed["start_ns"] % 1000) == 0).all()
                                                           and ((timed["dur_ns"] % 1000) == 0).all()) else 1
@@ -1025,15 +1030,54 @@ _INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", 
 
 
 # --------------------------------------------------------------------------- the event tree
-def python_frames_rule(python_events: list, torch_version: str | None = None) -> tuple[bool, str]:
-    """Whether the profiler that wrote a trace counted Python frames as children.
+#: The Python-frame rules of each torch release, and how a trace shows which applies.
+#: Each key is what the profiler does with the ``python_function`` events of a
+#: ``with_stack=True`` recording: ``children`` (they are events of the tree that
+#: ``key_averages()`` is built from, so they take a share of their parents' self time
+#: and self memory) and ``rows`` (``key_averages()`` lists them as rows of their own).
+PYTHON_FRAME_RULES = {
+    "≤ 2.11": {"children": False, "rows": False},
+    "2.12–2.13": {"children": True, "rows": True},
+    "≥ 2.14": {"children": True, "rows": False},
+}
 
-    torch.profiler builds its tables (``key_averages()``) from a tree of host events
-    nested by time on each thread. Up to torch 2.11 the Python frames recorded with
-    ``with_stack=True`` were left out of that tree; from 2.12 they are in it (PyTorch
-    PR #178168 returned them from ``events()``), so they take a share of their
-    parents' self time and self memory — though 2.14 leaves them out of the table's
-    rows (``key_averages(include_python_functions=False)``, PR #188631).
+
+def python_frames_release(python_events: list, torch_version: str | None = None,
+                          top: dict | None = None) -> tuple[str, str]:
+    """Which of :data:`PYTHON_FRAME_RULES` the profiler that wrote a trace followed.
+
+    What tells the releases apart was found by recording one workload with torch 2.9.1,
+    2.13.0 and 2.14.1, each with ``with_stack=True`` with and without
+    ``_ExperimentalConfig(verbose=True)`` and with ``with_stack=False``
+    (``tests/data/oracle_versions``, ``tools/record_oracle_version.py``), beside the
+    profiler's own ``prof.events()`` and ``key_averages()``:
+
+    - torch ≤ 2.11 never hands the Python frames to Python: in 2.9.1 ``prof.events()``
+      holds 0 of the trace's 2,025 frames, and ``FunctionEvent`` has no
+      ``is_python_function`` (``torch/autograd/profiler.py``, ``_parse_kineto_results``).
+      2.13.0 passes them on (``is_python_function=kineto_event.is_python_function()``,
+      ``python_id``, ``python_parent_id``: 1,230 of 1,230 frames in ``events()``), so
+      they are children in ``EventList._build_tree``, and ``key_averages()`` averages
+      every event, frames included (133 frame rows). 2.14.1 adds
+      ``key_averages(include_python_functions=False)``, which skips
+      ``evt.is_python_function`` (``torch/autograd/profiler_util.py``, ``key_averages``):
+      still children, no longer rows.
+    - ``Python thread`` (and ``Call stack``) on frames tell no release: the profiler
+      writes them with ``_ExperimentalConfig(verbose=True)`` only, in every release
+      recorded (``AddGenericMetadata``, ``torch/csrc/autograd/profiler_kineto.cpp``:
+      ``if (config->experimental_config.verbose) … addMetadata("Python thread", …)``);
+      the 2.11 reference recording ``live-h200-2026-11-30/profiler_full`` has them too.
+    - ``CallFrom`` on every Python frame, verbose or not, is new in 2.14
+      (``libkineto::GenericMetadataFields::kCallFrom`` is in 2.14.1's
+      ``libtorch_cpu.so`` and in neither 2.9.1's nor 2.13.0's).
+    - A top-level ``host_name`` key is new by 2.13: the 2.13.0 and 2.14.1 traces have it
+      (the string is in 2.13.0's ``libtorch_cpu.so``), the 2.9.1 ones and the 2.11
+      reference bundles (``data/reference/fixed_batch``, ``profiler_5step``) do not.
+
+    So: frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but ``host_name`` → 2.12–2.13;
+    neither → ≤ 2.11. torch 2.12 itself was not recorded (its trace may lack
+    ``host_name``, and then it is misjudged as ≤ 2.11); a torch version, where known
+    (a bundle's manifest), decides instead of the trace.
 
     Parameters
     ----------
@@ -1041,17 +1085,74 @@ def python_frames_rule(python_events: list, torch_version: str | None = None) ->
         The trace's ``python_function`` events (raw JSON).
     torch_version : str, optional
         The torch that recorded the trace, when known (a bundle's manifest).
+    top : dict, optional
+        The trace's top-level keys (``host_name`` …).
+
+    Returns
+    -------
+    (str, str)
+        A key of :data:`PYTHON_FRAME_RULES`, or ``""`` when the trace has no Python
+        frames; and a sentence saying how it was decided.
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import python_frames_release
+    >>> frame = {"args": {"Python id": 2, "Python parent id": 1, "Python thread": 0}}
+    >>> python_frames_release([frame])[0]          # verbose=True wrote 'Python thread'
+    '≤ 2.11'
+    >>> python_frames_release([frame], top={"host_name": "vm"})[0]
+    '2.12–2.13'
+    >>> python_frames_release([{"args": {**frame["args"], "CallFrom": "a.py:3"}}])[0]
+    '≥ 2.14'
+    >>> python_frames_release([frame], torch_version="2.13.0+cpu")[0]
+    '2.12–2.13'
+    """
+    if not python_events:
+        return "", "no Python frames in the trace: the rule does not apply"
+    if torch_version:
+        try:
+            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
+        except ValueError:
+            major = minor = None
+        if major is not None:
+            rel = "≤ 2.11" if (major, minor) < (2, 12) else "2.12–2.13" if (major, minor) < (2, 14) else "≥ 2.14"
+            return rel, f"torch {torch_version} (from the bundle's manifest)"
+    head_args = [e.get("args") for e in python_events[: min(len(python_events), 200)]]
+    if any(isinstance(a, dict) and "CallFrom" in a for a in head_args):
+        return "≥ 2.14", "inferred from the trace: its Python frames carry 'CallFrom' (written from torch 2.14)"
+    if top and "host_name" in top:
+        return "2.12–2.13", ("inferred from the trace: its Python frames carry no 'CallFrom' (torch ≤ 2.13) "
+                             "and it has a top-level 'host_name' (torch ≥ 2.13)")
+    return "≤ 2.11", ("inferred from the trace: its Python frames carry no 'CallFrom' and it has no top-level "
+                      "'host_name' (torch ≤ 2.11; 'Python thread' only says verbose=True)")
+
+
+def python_frames_rule(python_events: list, torch_version: str | None = None,
+                       top: dict | None = None) -> tuple[bool, str]:
+    """Whether the profiler that wrote a trace counted Python frames as children.
+
+    torch.profiler builds its tables (``key_averages()``) from a tree of host events
+    nested by time on each thread. Up to torch 2.11 the Python frames recorded with
+    ``with_stack=True`` were left out of that tree; from 2.12 they are in it, so they
+    take a share of their parents' self time and self memory; 2.12–2.13 also list
+    them as rows of ``key_averages()``, 2.14 leaves them out of the rows by default
+    (``include_python_functions=False``). Which release wrote a trace:
+    :func:`python_frames_release`.
+
+    Parameters
+    ----------
+    python_events : list of dict
+        The trace's ``python_function`` events (raw JSON).
+    torch_version : str, optional
+        The torch that recorded the trace, when known (a bundle's manifest).
+    top : dict, optional
+        The trace's top-level keys.
 
     Returns
     -------
     (bool, str)
-        The rule, and a sentence saying how it was decided: from ``torch_version``
-        when given; else from the trace itself: Python frames with ``CallFrom`` and
-        ``Python thread`` fields (added with the 2.12 changes; the 2.14 recordings in
-        ``tests/data/oracle-cpu``) follow the new rule, frames without them (the 2.6
-        trace in ``tests/data/public-traces`` and the 2.11 reference recordings)
-        the old one. A trace from a release between the two checked ones may be
-        misjudged; ``lint`` says which rule was applied.
+        The rule, and a sentence saying how it was decided (from ``torch_version`` when
+        given, else inferred from the trace, see :func:`python_frames_release`).
 
     Examples
     --------
@@ -1059,26 +1160,16 @@ def python_frames_rule(python_events: list, torch_version: str | None = None) ->
     >>> python_frames_rule([])
     (False, 'no Python frames in the trace: the rule does not apply')
     """
-    if not python_events:
-        return False, "no Python frames in the trace: the rule does not apply"
-    if torch_version:
-        try:
-            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
-        except ValueError:
-            major = minor = None
-        if major is not None:
-            new = (major, minor) >= (2, 12)
-            return new, (f"torch {torch_version} (from the bundle's manifest) "
-                         + ("counts Python frames as children (≥ 2.12)" if new
-                            else "does not count Python frames as children (≤ 2.11)"))
-    head = python_events[: min(len(python_events), 200)]
-    head_args = [e.get("args") for e in head]
-    new_fields = sum(isinstance(a, dict) and ("CallFrom" in a or "Python thread" in a) for a in head_args)
-    if new_fields:
-        return True, ("inferred from the trace: its Python frames carry 'CallFrom'/'Python thread' "
-                      "(torch ≥ 2.12 format), so they are children in the profiler's tree")
-    return False, ("inferred from the trace: its Python frames carry no 'CallFrom'/'Python thread' "
-                   "(torch ≤ 2.11 format), so they are not children in the profiler's tree")
+    rel, how = python_frames_release(python_events, torch_version, top)
+    if not rel:
+        return False, how
+    children = PYTHON_FRAME_RULES[rel]["children"]
+    rows = PYTHON_FRAME_RULES[rel]["rows"]
+    return children, (f"{how}: with torch {rel} the Python frames are "
+                      + ("children in the profiler's tree" if children else "not children in the profiler's tree")
+                      + ("" if not children else
+                         ", and rows of key_averages()" if rows
+                         else ", and not rows of key_averages() by default"))
 
 
 def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):

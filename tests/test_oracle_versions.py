@@ -1,0 +1,213 @@
+"""The Python-frame rule across torch releases (issue 27), against each release's own tables.
+
+``tests/data/oracle_versions/torch-X.Y/<variant>/`` holds one tiny CPU workload recorded with
+torch 2.9.1, 2.13.0 and 2.14.1 (``tools/record_oracle_version.py``; PROVENANCE.md there),
+each with ``with_stack=True`` and ``_ExperimentalConfig(verbose=True)`` (``stack_verbose``),
+``with_stack=True`` alone (``stack``) and ``with_stack=False`` (``nostack``), beside that run's
+``key_averages()`` rows and what its ``prof.events()`` held. The releases treat Python frames
+three ways (``kitlib.readers.trace.PYTHON_FRAME_RULES``): ≤ 2.11 keeps them out of its events,
+2.12–2.13 counts them as children and lists them as rows, 2.14 counts them as children and
+leaves them out of the rows unless ``include_python_functions=True``. The traces are read
+bare (no torch version given), so the rule is the one read from the trace itself.
+
+Every figure compared is printed, the profiler's beside kitlib's (``pytest -s`` shows them).
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import kitlib
+from kitlib.analyses import grouping as G
+from kitlib.readers.trace import PYTHON_FRAME_RULES, python_frames_release
+
+DATA = Path(__file__).resolve().parent / "data"
+VERSIONS = DATA / "oracle_versions"
+RECORDINGS = [(v, s) for v in ("2.9", "2.13", "2.14") for s in ("stack_verbose", "stack", "nostack")]
+RELEASE = {"2.9": "≤ 2.11", "2.13": "2.12–2.13", "2.14": "≥ 2.14"}
+TIMES = ["count_diff", "host_total_ns_diff", "host_self_ns_diff"]
+MEMORY = ["cpu_memory_bytes_diff", "self_cpu_memory_bytes_diff", "flops_diff"]
+
+
+def _dir(version, variant):
+    return VERSIONS / f"torch-{version}" / variant
+
+
+def _rows(version, variant, name="expected_by_name.json"):
+    doc = json.loads((_dir(version, variant) / name).read_text())
+    assert doc["torch"].startswith(version + ".")
+    return doc["rows"]
+
+
+_LOADED = {}
+
+
+def _trace(version, variant):
+    if (version, variant) not in _LOADED:
+        _LOADED[version, variant] = kitlib.load_trace(_dir(version, variant) / "trace.json.gz")
+    return _LOADED[version, variant]
+
+
+def _show(m, names, title):
+    cols = ["name", "count_profiler", "count_kitlib", "host_self_ns_profiler", "host_self_ns_kitlib",
+            "host_total_ns_profiler", "host_total_ns_kitlib"]
+    print(f"\n{title}\n" + m[m["name"].isin(names)][cols].to_string(index=False))
+
+
+@pytest.mark.parametrize("version,variant", RECORDINGS)
+def test_the_release_is_read_from_the_trace(version, variant):
+    """CallFrom → ≥ 2.14; host_name without CallFrom → 2.12–2.13; neither → ≤ 2.11, whatever
+    ``verbose`` added ('Python thread', 'Call stack'); and the profiler's own events() agree:
+    the frames are in them exactly where the rule says they are children."""
+    tr = _trace(version, variant)
+    events = json.loads((_dir(version, variant) / "events.json").read_text())
+    if variant == "nostack":
+        assert tr.meta["python_frames_release"] == "" and events["n_python_function_events_in_trace"] == 0
+        return
+    rel = tr.meta["python_frames_release"]
+    assert rel == RELEASE[version], tr.meta["python_frames_rule"]
+    assert tr.meta["python_frames_rule"].startswith("inferred from the trace")
+    children = PYTHON_FRAME_RULES[rel]["children"]
+    assert tr.meta["python_frames_are_children"] is children
+    n = events["n_python_function_events_in_trace"]
+    assert n == int((tr.ops["kind"] == "python").sum()) > 0
+    assert events["n_python_frames_in_events"] == (n if children else 0)
+    # the rows the profiler listed: frames only where the rule says so
+    assert bool(events["python_rows_in_key_averages"]) is PYTHON_FRAME_RULES[rel]["rows"]
+    assert tr.meta["python_frames_are_rows"] is PYTHON_FRAME_RULES[rel]["rows"]
+
+
+def test_python_thread_is_written_by_verbose_in_every_release():
+    """What misled the old rule: 'Python thread' is on the frames of every verbose recording
+    (2.9 included) and of no other; 'CallFrom' only on 2.14's, verbose or not."""
+    import gzip
+    for version in ("2.9", "2.13", "2.14"):
+        for variant in ("stack_verbose", "stack"):
+            doc = json.loads(gzip.decompress((_dir(version, variant) / "trace.json.gz").read_bytes()))
+            frames = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]
+            thread = sum("Python thread" in e["args"] for e in frames)
+            call_from = sum("CallFrom" in e["args"] for e in frames)
+            print(f"torch {version} {variant}: {len(frames)} frames, {thread} with 'Python thread', "
+                  f"{call_from} with 'CallFrom', host_name {'host_name' in doc}")
+            assert thread == (len(frames) if variant == "stack_verbose" else 0)
+            assert call_from == (len(frames) if version == "2.14" else 0)
+            assert ("host_name" in doc) is (version != "2.9")
+
+
+@pytest.mark.parametrize("version,variant", RECORDINGS)
+def test_every_row_matches_the_profilers_key_averages(version, variant):
+    """Counts, self and total CPU time of every row of ``key_averages()`` (2.13's 133 Python
+    frame rows included), and CPU memory and FLOPs."""
+    tr = _trace(version, variant)
+    rows = _rows(version, variant)
+    m = G.compare_with_profiler(G.group_ops(tr), rows)
+    _show(m, ["forward", "backward", "optimizer"], f"torch {version} {variant}: profiler beside kitlib (ns)")
+    assert (m["only_in"] == "both").all(), m.loc[m["only_in"] != "both", ["name", "only_in"]]
+    assert len(m) == len(rows)
+    # the profiler's µs are floats: rebuilt ns may differ by one in the last digit
+    assert (m[TIMES].abs() <= 1).all().all(), m.loc[(m[TIMES].abs() > 1).any(axis=1), ["name"] + TIMES]
+    if (version, variant) in {("2.9", "stack"), ("2.9", "stack_verbose")}:
+        pytest.xfail("torch 2.9 puts a memory record in an event by float µs bounds "
+                     "(in_interval(start_ns / 1000, end_ns / 1000), then × 1000): a few 4-byte records "
+                     "at an operator's edge land in the neighbour; kitlib uses exact ns")
+    assert (m[MEMORY] == 0).all().all(), m.loc[(m[MEMORY] != 0).any(axis=1), ["name"] + MEMORY]
+
+
+# the profiler's forward row (µs floats, expected_by_name.json), beside what kitlib gave
+# before issue 27's fix (the old rule: 'Python thread' or 'CallFrom' meant "children")
+FORWARD = {  # (version, variant): (profiler self µs, kitlib self ns before the fix)
+    ("2.9", "stack_verbose"): (1340.773, 322_252),       # 'Python thread' misread as ≥ 2.12
+    ("2.9", "stack"): (15660.8, 15_660_800),             # right before, by luck of verbose=False
+    ("2.13", "stack_verbose"): (209.974, 209_974),       # right by luck of verbose=True
+    ("2.13", "stack"): (257.746, 1_565_194),             # no 'Python thread': misread as ≤ 2.11
+    ("2.14", "stack_verbose"): (393.059, 393_059),
+    ("2.14", "stack"): (377.864, 377_864),
+}
+
+
+@pytest.mark.parametrize("version,variant", sorted(FORWARD))
+def test_forward_self_time_beside_the_profilers(version, variant):
+    """The issue's figure: ``forward``'s Self CPU, the profiler's beside kitlib's now and
+    beside what the old rule gave."""
+    profiler_us, before_ns = FORWARD[version, variant]
+    row = [r for r in _rows(version, variant) if r["key"] == "forward"][0]
+    assert row["self_cpu_time_total"] == pytest.approx(profiler_us, abs=5e-4)
+    got = int(G.group_ops(_trace(version, variant)).set_index("name").loc["forward", "host_self_ns"])
+    print(f"\ntorch {version} {variant}: forward Self CPU  profiler {row['self_cpu_time_total']:,.3f} µs  "
+          f"kitlib {got / 1000:,.3f} µs  (kitlib before the fix {before_ns / 1000:,.3f} µs)")
+    assert abs(got - round(row["self_cpu_time_total"] * 1000)) <= 1
+    # the other rule on the same file gives the old, wrong figure where the old rule erred
+    other = "2.14.1" if not _trace(version, variant).meta["python_frames_are_children"] else "2.11.0"
+    wrong = kitlib.load_trace(_dir(version, variant) / "trace.json.gz", torch_version=other)
+    wrong_ns = int(G.group_ops(wrong).set_index("name").loc["forward", "host_self_ns"])
+    assert abs(wrong_ns - got) > 1000 and (before_ns == got or before_ns == wrong_ns)
+
+
+@pytest.mark.parametrize("variant", ["stack_verbose", "stack"])
+def test_torch_2_13_lists_the_python_frames_rows(variant):
+    """2.13's key_averages() has a row for every Python frame name: kitlib lists them too,
+    each with the profiler's count, self and total time."""
+    tr = _trace("2.13", variant)
+    rows = _rows("2.13", variant)
+    py_names = set(json.loads((_dir("2.13", variant) / "events.json").read_text())["python_rows_in_key_averages"])
+    assert len(py_names) == 133
+    got = G.group_ops(tr)
+    assert py_names <= set(got["name"])
+    m = G.compare_with_profiler(got, rows)
+    shown = ["nn.Module: Sequential_0", "nn.Module: Conv2d_0", "nn.Module: Linear_0",
+             "torch/nn/functional.py(3472): cross_entropy"]
+    assert set(shown) <= py_names
+    _show(m, shown, f"torch 2.13 {variant}: Python frame rows, profiler beside kitlib (ns)")
+    py = m[m["name"].isin(py_names)]
+    assert len(py) == 133 and (py["only_in"] == "both").all()
+    assert (py[TIMES].abs() <= 1).all().all()
+    # asked not to, kitlib leaves them out, as 2.14 does by default
+    assert not py_names & set(G.group_ops(tr, include_python_functions=False)["name"])
+
+
+@pytest.mark.parametrize("variant", ["stack_verbose", "stack"])
+def test_torch_2_14_include_python_functions(variant):
+    """2.14 leaves the frames' rows out by default; ``include_python_functions=True`` lists
+    them, as ``key_averages(include_python_functions=True)`` does."""
+    tr = _trace("2.14", variant)
+    default = G.group_ops(tr)
+    rows = _rows("2.14", variant, "expected_by_name_with_python.json")
+    m = G.compare_with_profiler(G.group_ops(tr, include_python_functions=True), rows)
+    _show(m, ["forward", "nn.Module: Sequential_0", "nn.Module: Linear_0"],
+          f"torch 2.14 {variant}, include_python_functions=True: profiler beside kitlib (ns)")
+    assert len(m) == len(rows) == len(default) + 131 and (m["only_in"] == "both").all()
+    assert (m[TIMES].abs() <= 1).all().all() and (m[MEMORY] == 0).all().all()
+
+
+def test_frames_kept_out_of_the_events_are_never_rows():
+    with pytest.raises(ValueError, match="never listed them"):
+        G.group_ops(_trace("2.9", "stack"), include_python_functions=True)
+    G.group_ops(_trace("2.9", "nostack"), include_python_functions=True)     # no frames: nothing to refuse
+
+
+def test_a_verbose_2_11_recording_read_bare():
+    """The class of the issue's figure on a real 2.11 GPU recording with verbose=True
+    ('Python thread' on its 22,659 frames), read without its manifest: forward's Self CPU is
+    the profiler's 47,305.258 µs (the old rule gave a fraction of it)."""
+    d = DATA / "live-h200-2026-11-30" / "profiler_full"
+    tr = kitlib.load_trace(d / "trace.json.gz")
+    assert tr.meta["python_frames_release"] == "≤ 2.11"
+    ka = json.loads((d / "key_averages.json").read_text())
+    assert ka["torch"].startswith("2.11.")
+    row = [r for r in ka["by_name"] if r["key"] == "forward" and r["cpu_time_total_us"] > 0][0]
+    got = G.group_ops(tr, include_gpu=False).set_index("name").loc["forward"]
+    print(f"\ntorch 2.11 live-h200 forward Self CPU: profiler {row['self_cpu_time_total_us']:,.3f} µs, "
+          f"kitlib {got['host_self_ns'] / 1000:,.3f} µs")
+    assert abs(int(got["host_self_ns"]) - round(row["self_cpu_time_total_us"] * 1000)) <= 1
+
+
+def test_the_release_rule_on_hand_made_frames():
+    frame = {"args": {"Python id": 2, "Python parent id": 1, "Python thread": 0}}
+    assert python_frames_release([frame])[0] == "≤ 2.11"
+    assert python_frames_release([frame], top={"host_name": "vm"})[0] == "2.12–2.13"
+    assert python_frames_release([{"args": {"CallFrom": "a.py:1"}}])[0] == "≥ 2.14"
+    assert python_frames_release([frame], torch_version="2.12.0")[0] == "2.12–2.13"
+    assert python_frames_release([frame], torch_version="2.11.0+cu130")[0] == "≤ 2.11"
+    assert python_frames_release([], top={"host_name": "vm"})[0] == ""
