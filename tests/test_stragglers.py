@@ -158,3 +158,23 @@ def test_drift_from_the_runs_own_uninstrumented_steps(name, drifted):
         assert bool(d.loc[r, "drifted"]) == (abs(pr / un - 1) > S.DRIFT_TOLERANCE) == drifted
     note = S.drift_note(d)
     assert note.startswith("the machine drifted" if drifted else "no drift seen")
+
+
+def test_the_picture_draws_the_budget(paper):
+    import matplotlib
+    matplotlib.use("Agg")
+    from kitlib.plots.stragglers import plot_step_budget
+    ax = plot_step_budget(paper)
+    b = S.step_budget(paper)
+    bars = ax.patches
+    assert len(bars) == 3 * len(b)
+    # first the operators' bars (one per step and rank), then outside operators, then exposed
+    order = b.sort_values(["step", "rank"], ascending=[False, False]).reset_index(drop=True)
+    for k, col in enumerate(("ops_ns", "outside_ops_ns", "exposed_ns")):
+        widths = [p.get_width() for p in bars[k * len(b):(k + 1) * len(b)]]
+        assert widths == pytest.approx((order[col] / 1e6).tolist())
+    # each bar's parts add up to its step
+    ends = [p.get_x() + p.get_width() for p in bars[2 * len(b):]]
+    assert ends == pytest.approx((order["step_ns"] / 1e6).tolist())
+    assert ax.get_title().startswith("rank 1 computes 0.3 ms more per step") and "±0.025 ms" in ax.get_title()
+    assert ax.get_xlabel() == "time in the step (ms)"

@@ -423,20 +423,21 @@ def _read_all(files: list, progress, workers) -> list:
     ctx = mp.get_context("fork") if "fork" in mp.get_all_start_methods() else None
     with cf.ProcessPoolExecutor(max_workers=n, mp_context=ctx) as pool:
         futures = {pool.submit(_parse_in_worker, str(p)): p for p in todo}
-        for fut in cf.as_completed(futures):
-            got[futures[fut]] = res = fut.result()
-            bar.update(1)
+        for fut in cf.as_completed(futures):       # each trace taken in while the workers parse the next
+            p, res = futures[fut], fut.result()
             if isinstance(res, _WorkerError):
                 bar.close()
                 for f in futures:
                     f.cancel()
                 raise res.kind(res.path, res.problem)
+            got[p] = res if res is not None else load_trace(p, progress=False)    # None: from the cache
+            bar.update(1)
     out = []
     for p in files:
-        tr = got.get(p)
-        out.append(tr if tr is not None else load_trace(p, progress=False))
-        if p not in got:
+        if p not in got:                            # in the cache before we began
+            got[p] = load_trace(p, progress=False)
             bar.update(1)
+        out.append(got[p])
     bar.close()
     return out
 
