@@ -53,7 +53,7 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
     """
     b = step_budget(traces) if budget is None else budget
     b = b.sort_values(["step", "rank"], ascending=[False, False]).reset_index(drop=True)
-    ax = new_axes(ax, (9, 0.45 * len(b) + 1.2))
+    ax = new_axes(ax, (9, 0.45 * len(b) + 1.6))
     y = list(range(len(b)))
     left = pd.Series(0.0, index=b.index)
     for col in ("ops_ns", "outside_ops_ns", "exposed_ns"):
@@ -69,7 +69,8 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
                  + ("" if e["clear"] else ": not clear of that noise"))
     if title:
         ax.set_title(title)
-    ax.legend(loc="lower right", fontsize="small")
+    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14 - 1.2 / max(len(b), 1) / 4), ncol=3,
+              fontsize="small", frameon=False)     # below the axis: never over a bar
     return ax
 
 
