@@ -657,3 +657,17 @@ def test_why_30_us(name, median_ns, raw):
         reach = g["end"] if reach is None else max(reach, g["end"])
     assert max(queued) < 14 * US and min(queued) >= 30
     assert sorted(queued)[len(queued) // 2 - (len(queued) % 2 == 0)] <= median_ns <= sorted(queued)[len(queued) // 2]
+
+
+def test_host_wait_of_several_streams_is_counted_once():
+    """The A100 trace runs four streams; their host-wait gaps overlap in time. The verdict's
+    host wait is the time the whole device was idle inside one of them: never more than the
+    step, and at least the time the device's queue stood empty... unless the empty queue
+    followed a queued gap (kernel wait or other): checked against the per-stream sums."""
+    tr = load_trace(PUBLIC / "hta_2022-08_a100_rank3.json.gz")
+    v = G.step_verdicts(tr)
+    per_stream = G.idle_breakdown(tr).groupby("step")["host_wait_ns"].sum()
+    assert (v["host_wait_share"] <= 1).all()
+    assert (v["host_wait_ns"].to_numpy() <= per_stream.loc[v["step"]].to_numpy()).all()
+    assert (per_stream.loc[v["step"]].to_numpy() > v["wall_ns"].to_numpy()).all()   # summed: more than the step
+    assert v["verdict"].tolist() == ["mixed"] * 6

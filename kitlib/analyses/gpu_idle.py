@@ -788,6 +788,27 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 
 
 # --------------------------------------------------------------------------- the verdict
+def _host_wait_idle(ev: pd.DataFrame, gaps: pd.DataFrame, st: pd.DataFrame) -> pd.Series:
+    """Per (step, device): time in the step when the device ran nothing *and* one of its
+    streams was in a host-wait gap: |A ∩ B| = |A| + |B| - |A ∪ B| for the union A of the
+    host-wait parts and the device's idle periods B."""
+    from .intervals import _merge, idle_gaps_in_windows
+    hw = gaps[(gaps["category"] == "host_wait") & gaps["step"].notna()]
+    out = {}
+    steps = st["step"].to_numpy(dtype=np.int64)
+    for dev, sub in ev.groupby(ev["device"].fillna(-1).astype("int64")):
+        idle = idle_gaps_in_windows(sub[["start_ns", "end_ns"]], st)
+        idle["step"] = steps[idle["window"].to_numpy()]
+        a_dev = hw[hw["device"] == dev]
+        for step, a in a_dev.groupby("step"):
+            b = idle[idle["step"] == step]
+            ms, me = _merge(a["start_ns"].to_numpy(np.int64), a["end_ns"].to_numpy(np.int64))
+            la, lb = int((me - ms).sum()), int(b["dur_ns"].sum())
+            us, ue = _merge(np.r_[ms, b["start_ns"].to_numpy(np.int64)], np.r_[me, b["end_ns"].to_numpy(np.int64)])
+            out[(int(step), int(dev))] = la + lb - int((ue - us).sum())
+    return pd.Series(out, dtype="int64")
+
+
 def step_verdicts(source, events=None, steps=None,
                   cpu_bound_empty_share: float = CPU_BOUND_EMPTY_SHARE,
                   gpu_bound_empty_share: float = GPU_BOUND_EMPTY_SHARE,
@@ -801,8 +822,9 @@ def step_verdicts(source, events=None, steps=None,
 
     - ``queue_empty_share``: the share of the step with nothing launched and unfinished
       on the device: the GPU idle *because nothing had been submitted*;
-    - ``host_wait_share``: the share of the step in host-wait gaps (:func:`stream_gaps`,
-      summed over streams);
+    - ``host_wait_share``: the share of the step in which the whole device was idle inside a
+      host-wait gap of one of its streams (:func:`stream_gaps`; each moment counted once, so
+      host waits of several streams at one time are not added up);
     - ``device_busy_share``: the share of the step with a GPU event running.
 
     **CPU-bound** when ``queue_empty_share >= cpu_bound_empty_share`` (default 0.20: the
@@ -843,7 +865,7 @@ def step_verdicts(source, events=None, steps=None,
     qs = queue_summary(source, events=allq, steps=st)
     conc = stream_concurrency(source, events=ev, steps=st)
     gaps = stream_gaps(source, events=ev, steps=st)
-    hw = gaps[gaps["category"] == "host_wait"].groupby(["step", "device"])["dur_ns"].sum()
+    hw = _host_wait_idle(ev, gaps, st)
     out = qs.drop(columns=["stream", "queue_full_ns", "blocked_launches", "blocked_host_ns"]).rename(
         columns={"window_ns": "wall_ns"})
     out = out.merge(conc[["step", "device", "streams_0_ns"]], on=["step", "device"], how="left")
