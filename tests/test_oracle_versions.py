@@ -1,7 +1,7 @@
 """The Python-frame rule across torch releases (issue 27), against each release's own tables.
 
 ``tests/data/oracle_versions/torch-X.Y/<variant>/`` holds one tiny CPU workload recorded with
-torch 2.9.1, 2.13.0 and 2.14.1 (``tools/record_oracle_version.py``; PROVENANCE.md there),
+torch 2.9.1, 2.12.0, 2.13.0 and 2.14.1 (``tools/record_oracle_version.py``; PROVENANCE.md there),
 each with ``with_stack=True`` and ``_ExperimentalConfig(verbose=True)`` (``stack_verbose``),
 ``with_stack=True`` alone (``stack``) and ``with_stack=False`` (``nostack``), beside that run's
 ``key_averages()`` rows and what its ``prof.events()`` held. The releases treat Python frames
@@ -25,8 +25,8 @@ from kitlib.readers.trace import PYTHON_FRAME_RULES, python_frames_release
 
 DATA = Path(__file__).resolve().parent / "data"
 VERSIONS = DATA / "oracle_versions"
-RECORDINGS = [(v, s) for v in ("2.9", "2.13", "2.14") for s in ("stack_verbose", "stack", "nostack")]
-RELEASE = {"2.9": "≤ 2.11", "2.13": "2.12–2.13", "2.14": "≥ 2.14"}
+RECORDINGS = [(v, s) for v in ("2.9", "2.12", "2.13", "2.14") for s in ("stack_verbose", "stack", "nostack")]
+RELEASE = {"2.9": "≤ 2.11", "2.12": "2.12–2.13", "2.13": "2.12–2.13", "2.14": "≥ 2.14"}
 TIMES = ["count_diff", "host_total_ns_diff", "host_self_ns_diff"]
 MEMORY = ["cpu_memory_bytes_diff", "self_cpu_memory_bytes_diff", "flops_diff"]
 
@@ -83,7 +83,7 @@ def test_python_thread_is_written_by_verbose_in_every_release():
     """What misled the old rule: 'Python thread' is on the frames of every verbose recording
     (2.9 included) and of no other; 'CallFrom' only on 2.14's, verbose or not."""
     import gzip
-    for version in ("2.9", "2.13", "2.14"):
+    for version in ("2.9", "2.12", "2.13", "2.14"):
         for variant in ("stack_verbose", "stack"):
             doc = json.loads(gzip.decompress((_dir(version, variant) / "trace.json.gz").read_bytes()))
             frames = [e for e in doc["traceEvents"] if e.get("cat") == "python_function"]
@@ -98,8 +98,8 @@ def test_python_thread_is_written_by_verbose_in_every_release():
 
 @pytest.mark.parametrize("version,variant", RECORDINGS)
 def test_every_row_matches_the_profilers_key_averages(version, variant):
-    """Counts, self and total CPU time of every row of ``key_averages()`` (2.13's 133 Python
-    frame rows included), and CPU memory and FLOPs."""
+    """Counts, self and total CPU time of every row of ``key_averages()`` (2.12's 129 and
+    2.13's 133 Python frame rows included), and CPU memory and FLOPs."""
     tr = _trace(version, variant)
     rows = _rows(version, variant)
     m = G.compare_with_profiler(G.group_ops(tr), rows)
@@ -120,6 +120,8 @@ def test_every_row_matches_the_profilers_key_averages(version, variant):
 FORWARD = {  # (version, variant): (profiler self µs, kitlib self ns before the fix)
     ("2.9", "stack_verbose"): (1340.773, 322_252),       # 'Python thread' misread as ≥ 2.12
     ("2.9", "stack"): (15660.8, 15_660_800),             # right before, by luck of verbose=False
+    ("2.12", "stack_verbose"): (404.575, 404_575),       # right by luck of verbose=True
+    ("2.12", "stack"): (501.8, 3_393_191),               # no 'Python thread': misread as ≤ 2.11
     ("2.13", "stack_verbose"): (209.974, 209_974),       # right by luck of verbose=True
     ("2.13", "stack"): (257.746, 1_565_194),             # no 'Python thread': misread as ≤ 2.11
     ("2.14", "stack_verbose"): (393.059, 393_059),
@@ -145,23 +147,23 @@ def test_forward_self_time_beside_the_profilers(version, variant):
     assert abs(wrong_ns - got) > 1000 and (before_ns == got or before_ns == wrong_ns)
 
 
-@pytest.mark.parametrize("variant", ["stack_verbose", "stack"])
-def test_torch_2_13_lists_the_python_frames_rows(variant):
-    """2.13's key_averages() has a row for every Python frame name: kitlib lists them too,
-    each with the profiler's count, self and total time."""
-    tr = _trace("2.13", variant)
-    rows = _rows("2.13", variant)
-    py_names = set(json.loads((_dir("2.13", variant) / "events.json").read_text())["python_rows_in_key_averages"])
-    assert len(py_names) == 133
+@pytest.mark.parametrize("version,variant", [(v, s) for v in ("2.12", "2.13") for s in ("stack_verbose", "stack")])
+def test_torch_2_12_and_2_13_list_the_python_frames_rows(version, variant):
+    """2.12's and 2.13's key_averages() have a row for every Python frame name: kitlib lists
+    them too, each with the profiler's count, self and total time."""
+    tr = _trace(version, variant)
+    rows = _rows(version, variant)
+    py_names = set(json.loads((_dir(version, variant) / "events.json").read_text())["python_rows_in_key_averages"])
+    assert len(py_names) == {"2.12": 129, "2.13": 133}[version]
     got = G.group_ops(tr)
     assert py_names <= set(got["name"])
     m = G.compare_with_profiler(got, rows)
-    shown = ["nn.Module: Sequential_0", "nn.Module: Conv2d_0", "nn.Module: Linear_0",
-             "torch/nn/functional.py(3472): cross_entropy"]
-    assert set(shown) <= py_names
-    _show(m, shown, f"torch 2.13 {variant}: Python frame rows, profiler beside kitlib (ns)")
+    shown = ["nn.Module: Sequential_0", "nn.Module: Conv2d_0", "nn.Module: Linear_0"]
+    shown += [n for n in py_names if n.startswith("torch/nn/functional.py(") and n.endswith("): cross_entropy")]
+    assert len(shown) == 4 and set(shown) <= py_names
+    _show(m, shown, f"torch {version} {variant}: Python frame rows, profiler beside kitlib (ns)")
     py = m[m["name"].isin(py_names)]
-    assert len(py) == 133 and (py["only_in"] == "both").all()
+    assert len(py) == len(py_names) and (py["only_in"] == "both").all()
     assert (py[TIMES].abs() <= 1).all().all()
     # asked not to, kitlib leaves them out, as 2.14 does by default
     assert not py_names & set(G.group_ops(tr, include_python_functions=False)["name"])

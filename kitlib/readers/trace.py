@@ -1047,7 +1047,7 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     """Which of :data:`PYTHON_FRAME_RULES` the profiler that wrote a trace followed.
 
     What tells the releases apart was found by recording one workload with torch 2.9.1,
-    2.13.0 and 2.14.1, each with ``with_stack=True`` with and without
+    2.12.0, 2.13.0 and 2.14.1, each with ``with_stack=True`` with and without
     ``_ExperimentalConfig(verbose=True)`` and with ``with_stack=False``
     (``tests/data/oracle_versions``, ``tools/record_oracle_version.py``), beside the
     profiler's own ``prof.events()`` and ``key_averages()``:
@@ -1055,10 +1055,10 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     - torch ≤ 2.11 never hands the Python frames to Python: in 2.9.1 ``prof.events()``
       holds 0 of the trace's 2,025 frames, and ``FunctionEvent`` has no
       ``is_python_function`` (``torch/autograd/profiler.py``, ``_parse_kineto_results``).
-      2.13.0 passes them on (``is_python_function=kineto_event.is_python_function()``,
-      ``python_id``, ``python_parent_id``: 1,230 of 1,230 frames in ``events()``), so
-      they are children in ``EventList._build_tree``, and ``key_averages()`` averages
-      every event, frames included (133 frame rows). 2.14.1 adds
+      2.12.0 and 2.13.0 pass them on (``is_python_function=kineto_event.is_python_function()``,
+      ``python_id``, ``python_parent_id``: 1,155 of 1,155 and 1,230 of 1,230 frames in
+      ``events()``), so they are children in ``EventList._build_tree``, and
+      ``key_averages()`` averages every event, frames included (129 and 133 frame rows). 2.14.1 adds
       ``key_averages(include_python_functions=False)``, which skips
       ``evt.is_python_function`` (``torch/autograd/profiler_util.py``, ``key_averages``):
       still children, no longer rows.
@@ -1070,14 +1070,15 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     - ``CallFrom`` on every Python frame, verbose or not, is new in 2.14
       (``libkineto::GenericMetadataFields::kCallFrom`` is in 2.14.1's
       ``libtorch_cpu.so`` and in neither 2.9.1's nor 2.13.0's).
-    - A top-level ``host_name`` key is new by 2.13: the 2.13.0 and 2.14.1 traces have it
-      (the string is in 2.13.0's ``libtorch_cpu.so``), the 2.9.1 ones and the 2.11
-      reference bundles (``data/reference/fixed_batch``, ``profiler_5step``) do not.
+    - A top-level ``host_name`` key is new in 2.12: the 2.12.0, 2.13.0 and 2.14.1 traces
+      have it (the string is in 2.13.0's ``libtorch_cpu.so``, not in 2.9.1's), the
+      2.9.1 ones, the 2.11.0 bundles (``data/reference/fixed_batch``, ``profiler_5step``,
+      ``tests/data/live-h200-2026-11-30/profiler_full``) and the public 2.6 trace do not.
 
     So: frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but ``host_name`` → 2.12–2.13;
-    neither → ≤ 2.11. torch 2.12 itself was not recorded (its trace may lack
-    ``host_name``, and then it is misjudged as ≤ 2.11); a torch version, where known
-    (a bundle's manifest), decides instead of the trace.
+    neither → ≤ 2.11. A tool that rewrites a trace may drop ``host_name`` (a 2.12–2.13
+    trace is then read as ≤ 2.11) or add one; a torch version, where known (a bundle's
+    manifest), decides instead of the trace.
 
     Parameters
     ----------
@@ -1122,7 +1123,7 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
         return "≥ 2.14", "inferred from the trace: its Python frames carry 'CallFrom' (written from torch 2.14)"
     if top and "host_name" in top:
         return "2.12–2.13", ("inferred from the trace: its Python frames carry no 'CallFrom' (torch ≤ 2.13) "
-                             "and it has a top-level 'host_name' (torch ≥ 2.13)")
+                             "and it has a top-level 'host_name' (torch ≥ 2.12)")
     return "≤ 2.11", ("inferred from the trace: its Python frames carry no 'CallFrom' and it has no top-level "
                       "'host_name' (torch ≤ 2.11; 'Python thread' only says verbose=True)")
 
