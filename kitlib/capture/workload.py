@@ -69,7 +69,13 @@ SYNTHETIC_SOURCES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_fi
 #: The models :attr:`WorkloadConfig.model` can name, with the manifest's description.
 MODELS = {"resnet50": f"torchvision resnet50(weights=None, num_classes={NUM_CLASSES})",
           "small_cnn": f"small CNN: Conv2d(3,16,3,stride 2)-BatchNorm-ReLU, Conv2d(16,32,3,stride 2)-"
-                       f"BatchNorm-ReLU, global average pool, Linear(32,{NUM_CLASSES})"}
+                       f"BatchNorm-ReLU, global average pool, Linear(32,{NUM_CLASSES})",
+          "deep_cnn": f"deep narrow CNN: Conv2d(3,16,3,stride 4)-BatchNorm-ReLU, then 24 x [Conv2d(16,16,3,"
+                      f"padding 1)-BatchNorm-ReLU], global average pool, Linear(16,{NUM_CLASSES}): 102 small "
+                      f"parameter tensors, for the optimiser's per-tensor cost on a CPU"}
+
+#: Blocks of ``deep_cnn`` after its first convolution (see :data:`MODELS`).
+DEEP_CNN_BLOCKS = 24
 
 #: ImageNet channel mean and standard deviation used by ``Normalize``.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
@@ -146,6 +152,33 @@ class WorkloadConfig:
         straggler. Ignored in a single process.
     straggler_ms : float
         The injected delay per step, in ms (``time.sleep``).
+    straggler_label : bool
+        ``True``: the delay sits in a ``straggler_delay`` range; ``False``: it is an
+        unlabelled gap at the start of the step (the clinic's form, where the learner
+        must find it, :mod:`kitlib.capture.clinic`).
+    synthetic_px : int
+        Width in pixels of the synthetic dataset's stored JPEGs (heights 3/4 to 1 of it):
+        512 as in the reference; smaller images decode faster, so the loader keeps up
+        with a small model on a CPU.
+    pre_resize_px : int or None
+        Also ``Resize(pre_resize_px)`` before the crop (an expensive transform when
+        large: every image is upscaled first). ``None``: no such step (the reference).
+    input_channels_last : bool or None
+        Convert the input batch to ``channels_last`` on the device; ``None`` = as
+        :attr:`channels_last`. ``False`` with a ``channels_last`` model feeds it
+        channels-first batches, which each convolution converts.
+    non_blocking : bool
+        ``.to(device, non_blocking=...)`` for the batch (the reference: ``True``).
+    foreach, fused : bool or None
+        Passed to ``torch.optim.SGD(foreach=..., fused=...)``; ``None`` = PyTorch's
+        default (foreach on CUDA tensors, a per-tensor loop on the CPU).
+    sync_every_step : bool
+        After ``optimizer.step()``, read the loss with ``loss.item()`` every step (a
+        logging habit: on a GPU it waits for the step's kernels to finish).
+    detect_anomaly : bool
+        Run forward and backward under ``torch.autograd.set_detect_anomaly(True)`` (a
+        debugging switch left on: every backward node's outputs are checked for NaN,
+        ``aten::isnan``/``aten::any``/``aten::item``, PyTorch docs "Anomaly detection").
     """
 
     batch_size: int = 128
@@ -170,6 +203,15 @@ class WorkloadConfig:
     model: str = "resnet50"
     straggler_rank: int | None = None
     straggler_ms: float = 0.0
+    straggler_label: bool = True
+    synthetic_px: int = 512
+    pre_resize_px: int | None = None
+    input_channels_last: bool | None = None
+    non_blocking: bool = True
+    foreach: bool | None = None
+    fused: bool | None = None
+    sync_every_step: bool = False
+    detect_anomaly: bool = False
 
     @classmethod
     def for_device(cls, device: str = "auto", **overrides) -> "WorkloadConfig":
@@ -261,6 +303,12 @@ class WorkloadConfig:
              f"straggler_rank must be a rank (0 or more) or None, not {self.straggler_rank!r}")
         need(isinstance(self.straggler_ms, (int, float)) and self.straggler_ms >= 0,
              f"straggler_ms must be 0 or more milliseconds, not {self.straggler_ms!r}")
+        need(isinstance(self.synthetic_px, int) and self.synthetic_px >= 64,
+             f"synthetic_px must be at least 64 pixels, not {self.synthetic_px!r}")
+        need(self.pre_resize_px is None or (isinstance(self.pre_resize_px, int) and self.pre_resize_px >= 32),
+             f"pre_resize_px must be None or at least 32 pixels, not {self.pre_resize_px!r}")
+        need(not (self.foreach and self.fused),
+             "foreach and fused cannot both be True (torch.optim.SGD refuses it)")
         need(str(self.device).split(":")[0] in ("auto", "cuda", "cpu"),
              f"device must be 'auto', 'cuda', 'cuda:N' or 'cpu', not {self.device!r}")
         return self
@@ -279,10 +327,13 @@ class WorkloadConfig:
         d = dataclasses.asdict(self)
         d.update(
             model=MODELS[self.model],
-            optimizer=f"SGD lr={self.lr:g} momentum={self.momentum:g} weight_decay={self.weight_decay:g}",
+            optimizer=f"SGD lr={self.lr:g} momentum={self.momentum:g} weight_decay={self.weight_decay:g}"
+                      + (f" foreach={self.foreach}" if self.foreach is not None else "")
+                      + (f" fused={self.fused}" if self.fused is not None else ""),
             loss="cross_entropy",
-            transform=f"RandomResizedCrop({self.image_size}), RandomHorizontalFlip, ToTensor, "
-                      f"Normalize(ImageNet)",
+            transform=(f"Resize({self.pre_resize_px}), " if self.pre_resize_px else "")
+                      + f"RandomResizedCrop({self.image_size}), RandomHorizontalFlip, ToTensor, "
+                        f"Normalize(ImageNet)",
             labels=list(phase_labels(self.data_load_covers_h2d)),
             data_load_covers=("next(batches) and the .to(device, non_blocking=True) transfer submission"
                               if self.data_load_covers_h2d else "next(batches) only"),
@@ -419,7 +470,8 @@ def phase(name: str, annotate: bool = True):
 
 def train_step(model, optimizer, batches, device, *, data_load_covers_h2d: bool = False,
                channels_last: bool = True, annotate: bool = True, step_label: str | None = None,
-               marks: list | None = None):
+               marks: list | None = None, non_blocking: bool = True, sync_every_step: bool = False,
+               detect_anomaly: bool = False):
     """One training step, each phase labelled for torch.profiler and NVTX alike.
 
     Phases, in order (see :data:`LABELS`):
@@ -457,6 +509,14 @@ def train_step(model, optimizer, batches, device, *, data_load_covers_h2d: bool 
         ``step_submitted_ns`` (after ``optimizer.step()`` returned, i.e. when all the
         step's work was submitted; the GPU may still be running it) — the format of
         the reference ``cold_start_8step/wallclock.json``.
+    non_blocking : bool
+        ``non_blocking`` of the batch's ``.to(device)`` calls (``False``: each copy
+        waits for the GPU, and from pageable memory).
+    sync_every_step : bool
+        Read ``loss.item()`` after ``optimizer.step()``, unlabelled, as a logging line
+        would (on a GPU the host then waits for the step's kernels).
+    detect_anomaly : bool
+        Forward and backward under ``torch.autograd.set_detect_anomaly(True)``.
 
     Returns
     -------
@@ -476,28 +536,33 @@ def train_step(model, optimizer, batches, device, *, data_load_covers_h2d: bool 
             x, y = next(batches)
             t1 = time.perf_counter_ns()
             if data_load_covers_h2d:
-                x, y = _to_device(x, y, device, channels_last)
+                x, y = _to_device(x, y, device, channels_last, non_blocking)
         if not data_load_covers_h2d:
             with phase("h2d", annotate):
-                x, y = _to_device(x, y, device, channels_last)
-        with phase("forward", annotate):
-            loss = torch.nn.functional.cross_entropy(model(x), y)
-        with phase("backward", annotate):
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
+                x, y = _to_device(x, y, device, channels_last, non_blocking)
+        anomaly = (torch.autograd.set_detect_anomaly(True) if detect_anomaly
+                   else contextlib.nullcontext())
+        with anomaly:
+            with phase("forward", annotate):
+                loss = torch.nn.functional.cross_entropy(model(x), y)
+            with phase("backward", annotate):
+                optimizer.zero_grad(set_to_none=True)
+                loss.backward()
         with phase("optimizer", annotate):
             optimizer.step()
+        if sync_every_step:
+            loss.item()
     if marks is not None:
         marks.append({"next_start_ns": t0, "next_end_ns": t1, "step_submitted_ns": time.perf_counter_ns()})
     return loss
 
 
-def _to_device(x, y, device, channels_last):
+def _to_device(x, y, device, channels_last, non_blocking=True):
     import torch
-    x = x.to(device, non_blocking=True)
+    x = x.to(device, non_blocking=non_blocking)
     if channels_last:
         x = x.contiguous(memory_format=torch.channels_last)
-    return x, y.to(device, non_blocking=True)
+    return x, y.to(device, non_blocking=non_blocking)
 
 
 def infinite_batches(loader) -> Iterator:
@@ -526,13 +591,16 @@ def infinite_batches(loader) -> Iterator:
 
 
 # --------------------------------------------------------------------------- data
-def transform(image_size: int = 224):
+def transform(image_size: int = 224, pre_resize_px: int | None = None):
     """The training transform of the reference recordings.
 
     Parameters
     ----------
     image_size : int
         Output side in pixels.
+    pre_resize_px : int, optional
+        First ``Resize(pre_resize_px)`` (shorter side), an extra and costly step when
+        large (:attr:`WorkloadConfig.pre_resize_px`); not in the reference.
 
     Returns
     -------
@@ -542,7 +610,8 @@ def transform(image_size: int = 224):
         image_size]``.
     """
     import torchvision.transforms as T
-    return T.Compose([T.RandomResizedCrop(image_size), T.RandomHorizontalFlip(), T.ToTensor(),
+    first = [T.Resize(pre_resize_px)] if pre_resize_px else []
+    return T.Compose([*first, T.RandomResizedCrop(image_size), T.RandomHorizontalFlip(), T.ToTensor(),
                       T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
 
 
@@ -676,7 +745,7 @@ def _source_photos():
 
 
 def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, progress: bool = True,
-                      seed: int = 0) -> Path:
+                      seed: int = 0, width: int = 512) -> Path:
     """Generate (once) and return a 101-class JPEG ``ImageFolder`` for the workload.
 
     Each image is a random crop (a third to all of each side) of one of the sample
@@ -699,6 +768,9 @@ def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, pr
         Show a tqdm progress bar (renders in Jupyter and in a terminal).
     seed : int
         Seeds the crops (``random.Random(seed)``).
+    width : int
+        Stored width in pixels (heights 3/4 to 1 of it); 512 as in the reference.
+        Another width gets its own default folder (``..._<width>px_v1``).
 
     Returns
     -------
@@ -722,7 +794,7 @@ def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, pr
         raise KitError(f"synthetic dataset: n_images must be at least {NUM_CLASSES} "
                        f"(one per class), not {n_images!r}")
     if root is None:
-        root = cache_dir() / "synthetic_food" / f"{n_images}_images_seed{seed}_v{_SYNTHETIC_VERSION}"
+        root = cache_dir() / "synthetic_food" / _synthetic_name(n_images, seed, width)
     root = Path(root)
     marker = root / _COMPLETE
     if marker.is_file():
@@ -747,12 +819,14 @@ def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, pr
             cw, ch = rng.randint(w // 3, w), rng.randint(h // 3, h)
             x, y = rng.randint(0, w - cw), rng.randint(0, h - ch)
             im2 = im.crop((x, y, x + cw, y + ch)).resize((512, rng.randint(384, 512)))
+            if width != 512:
+                im2 = im2.resize((width, max(1, im2.size[1] * width // 512)))
             if rng.random() < 0.5:
                 im2 = im2.transpose(flip)
             im2.save(tmp / f"class_{i % NUM_CLASSES:03d}" / f"{i:05d}.jpg", quality=90)
         (tmp / _COMPLETE).write_text(json.dumps({
             "images": n_images, "classes": NUM_CLASSES, "seed": seed, "sources": origin,
-            "format": "JPEG quality 90, 512 x 384-512 px", "version": _SYNTHETIC_VERSION,
+            "format": f"JPEG quality 90, {width} x {width * 3 // 4}-{width} px", "version": _SYNTHETIC_VERSION,
             "seconds": round(time.perf_counter() - t0, 2)}, indent=1) + "\n")
         try:
             tmp.rename(root)   # an empty folder at root is replaced; a full one raises
@@ -768,6 +842,12 @@ def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, pr
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     return root
+
+
+def _synthetic_name(n_images: int, seed: int, width: int = 512) -> str:
+    """The synthetic dataset's folder name under ``cache_dir()/synthetic_food``."""
+    px = "" if width == 512 else f"_{width}px"
+    return f"{n_images}_images_seed{seed}{px}_v{_SYNTHETIC_VERSION}"
 
 
 def synthetic_info(root) -> dict:
@@ -808,7 +888,7 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
         ``data_root``/``KITLIB_FOOD101`` is set but holds no Food-101.
     """
     import torchvision
-    tf = transform(config.image_size)
+    tf = transform(config.image_size, config.pre_resize_px)
     food = find_food101(config.data_root)
     if food is not None:
         _check_food101_images(food)
@@ -822,8 +902,8 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
     root = synthetic_dataset(config.synthetic_images,
                              None if config.cache_dir is None else
                              Path(config.cache_dir) / "synthetic_food" /
-                             f"{config.synthetic_images}_images_seed{config.seed}_v{_SYNTHETIC_VERSION}",
-                             progress=progress, seed=config.seed)
+                             _synthetic_name(config.synthetic_images, config.seed, config.synthetic_px),
+                             progress=progress, seed=config.seed, width=config.synthetic_px)
     info = synthetic_info(root)
     ds = torchvision.datasets.ImageFolder(str(root), tf)
     return ds, {"dataset": f"synthetic: {len(ds):,} JPEGs ({info.get('format')}), "
@@ -889,7 +969,8 @@ def make_model(config: WorkloadConfig, device):
         :data:`MODELS` when ``config.model == "small_cnn"``) in training mode,
         ``channels_last`` when asked; weights from ``torch.manual_seed(config.seed)``.
     optimizer : torch.optim.SGD
-        ``lr``, ``momentum``, ``weight_decay`` from the config.
+        ``lr``, ``momentum``, ``weight_decay`` (and ``foreach``/``fused`` when set) from
+        the config.
     """
     import torch
     import torchvision
@@ -899,13 +980,21 @@ def make_model(config: WorkloadConfig, device):
         model = nn.Sequential(nn.Conv2d(3, 16, 3, stride=2), nn.BatchNorm2d(16), nn.ReLU(),
                               nn.Conv2d(16, 32, 3, stride=2), nn.BatchNorm2d(32), nn.ReLU(),
                               nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(32, NUM_CLASSES)).to(device)
+    elif config.model == "deep_cnn":
+        nn = torch.nn
+        layers = [nn.Conv2d(3, 16, 3, stride=4), nn.BatchNorm2d(16), nn.ReLU()]
+        for _ in range(DEEP_CNN_BLOCKS):
+            layers += [nn.Conv2d(16, 16, 3, padding=1), nn.BatchNorm2d(16), nn.ReLU()]
+        model = nn.Sequential(*layers, nn.AdaptiveAvgPool2d(1), nn.Flatten(),
+                              nn.Linear(16, NUM_CLASSES)).to(device)
     else:
         model = torchvision.models.resnet50(weights=None, num_classes=NUM_CLASSES).to(device)
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()
+    kw = {k: getattr(config, k) for k in ("foreach", "fused") if getattr(config, k) is not None}
     opt = torch.optim.SGD(model.parameters(), lr=config.lr, momentum=config.momentum,
-                          weight_decay=config.weight_decay)
+                          weight_decay=config.weight_decay, **kw)
     return model, opt
 
 
@@ -956,13 +1045,16 @@ class Workload:
             raise KeyboardInterrupt("stop requested")
         if self._batches is None:
             self._batches = infinite_batches(self.loader)
-        if self.rank is not None and self.rank == self.config.straggler_rank and self.config.straggler_ms:
-            with phase("straggler_delay", annotate):
-                time.sleep(self.config.straggler_ms / 1e3)
+        c = self.config
+        if self.rank is not None and self.rank == c.straggler_rank and c.straggler_ms:
+            with phase("straggler_delay", annotate and c.straggler_label):
+                time.sleep(c.straggler_ms / 1e3)
         return train_step(self.model, self.optimizer, self._batches, self.device,
-                          data_load_covers_h2d=self.config.data_load_covers_h2d,
-                          channels_last=self.config.channels_last, annotate=annotate,
-                          step_label=step_label, marks=marks)
+                          data_load_covers_h2d=c.data_load_covers_h2d,
+                          channels_last=c.channels_last if c.input_channels_last is None else c.input_channels_last,
+                          annotate=annotate, step_label=step_label, marks=marks,
+                          non_blocking=c.non_blocking, sync_every_step=c.sync_every_step,
+                          detect_anomaly=c.detect_anomaly)
 
     def sync(self) -> None:
         """Wait for the device (see :func:`synchronize`)."""

@@ -1,0 +1,589 @@
+"""The clinic (issue 30): training jobs with one planted cause each, recorded in pairs.
+
+``python -m kitlib record-clinic --out DIR [--device cpu|cuda] [--cases a,b,...] [--smallest]``
+records, for every case, two bundles with the kit's own workload harness
+(:func:`kitlib.capture.recipes.capture`, or :func:`kitlib.capture.distributed.capture_ranks`
+under ``torchrun`` for the two-rank case)::
+
+    DIR/clinic.json            the cases' neutral names, symptoms and folders (what a lesson shows)
+    DIR/baseline/              a healthy run of the same workload, for comparison
+    DIR/case_a/before/         the job as it was: trace.json.gz, key_averages.json, step_times.json
+    DIR/case_a/after/          the same job with the fix applied
+    ...
+
+Each bundle holds a torch.profiler trace of 3 active steps (``record_shapes`` on, the
+recipe ``shapes``), the profiler's ``key_averages()`` rows and at least 5 uninstrumented
+step times (``step_times.json`` ``step_ms_uninstrumented``, timed before the profiler
+starts, as lesson 10 measures).
+
+What a learner must not read off the folders
+-------------------------------------------
+Cases are named ``case_a`` … in an order unrelated to their causes. Every manifest is
+rewritten after the recording (:func:`public_manifest`): it keeps the model, device,
+batch, image size, dataset, schedule and provenance, and drops every setting that
+reveals a cause (workers, layout, optimiser options, transform, straggler, profiler
+attribution options, anomaly detection, ``.item()``, copies). Those settings and the
+causes live only here, in :data:`CASES`, and are printed for instructors by
+:func:`answer_key` (``python -m kitlib answers --clinic``); nothing in the recordings'
+folders holds them. A learner who reads this module's source can of course read the
+answers, as with every answer key of the kit: lessons never open it.
+
+CPU and GPU
+-----------
+Every case whose cause shows on a CPU is recorded there (:attr:`ClinicCase.cpu`). Two
+causes exist only with a GPU: the host waiting for the device every step (``.item()``
+costs nothing on a CPU, where every operator has finished when it returns) and pageable,
+blocking copies (there is no copy to a CPU). ``--device cuda`` records all cases with
+ResNet-50 (the course's workload), the two-rank case with NCCL when two GPUs are there,
+else with Gloo on the CPU.
+
+On the CPU the recorder sets ``torch.set_num_threads(1)``: the intra-op threads of a
+small model fight the DataLoader workers and other processes for few cores, which makes
+step times noisy (the manifest's ``torch_num_threads`` says so).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import shutil
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..errors import KitError
+
+#: The format of ``clinic.json``.
+FORMAT = "kitlib-clinic/1"
+
+#: The recording of every bundle: recipe ``shapes`` (record_shapes; wait 1, warmup 1,
+#: active 3), 4 unprofiled warm-up steps (the loader workers get ahead), then 30 uninstrumented timed steps.
+ACTIVE_STEPS = 3
+PRE_STEPS = 4
+TIMING_STEPS = 30
+#: ``--smallest`` (CI): 1 warm-up step, 5 timed steps (the least lesson 10's interval
+#: takes), 2 active steps, 202 synthetic images.
+SMALLEST = {"active": 2, "pre_steps": 1, "timing_steps": 5, "synthetic_images": 202}
+
+#: The healthy workload on the CPU: small_cnn, batch 16, 64 px crops of 64 px JPEGs
+#: (so that two loader workers keep up on a busy 2-core machine), channels-last model and
+#: input, fused SGD, persistent workers (no restart at each epoch of 32 batches).
+CPU_BASE = dict(model="small_cnn", batch_size=16, image_size=64, synthetic_images=512, synthetic_px=64,
+                num_workers=2, persistent_workers=True, channels_last=True, fused=True)
+#: The healthy workload on a GPU: ResNet-50 (the course's workload), batch 64, 224 px,
+#: 8 workers, pinned memory and non-blocking copies, fused SGD.
+CUDA_BASE = dict(model="resnet50", batch_size=64, image_size=224, synthetic_images=1792,
+                 num_workers=8, persistent_workers=True, pin_memory=True, channels_last=True, fused=True)
+
+
+@dataclass(frozen=True)
+class ClinicCase:
+    """One case: a job with one planted cause, its fix, and where the cause shows.
+
+    Attributes
+    ----------
+    letter : str
+        The neutral name's letter (``case_<letter>``).
+    cause_id : str
+        Short id of the cause (only in the answer key).
+    cause, fix : str
+        The cause and its fix, in words (the answer key).
+    symptom : str
+        What the team noticed, the only thing the lesson says about the case.
+    evidence : str
+        The figure that shows the cause, how to compute it, and where (tool and view).
+    before, after : dict
+        :class:`~kitlib.capture.workload.WorkloadConfig` settings over the base workload
+        of the device (:data:`CPU_BASE` / :data:`CUDA_BASE`); the key ``recipe``, when
+        present, names a different recipe, and ``active_steps`` another number of
+        profiled steps (the profiling-overhead case: 5, so that its instrumented step
+        times number 5 on each side).
+    cpu : bool
+        The cause shows on a CPU (so the CPU set records it); else GPU only, and
+        ``cpu_note`` says why.
+    ranks : bool
+        Recorded as two ranks under ``torchrun`` (the straggler).
+    cuda_before, cuda_after : dict
+        Settings that replace ``before``/``after``'s on a GPU, where they differ.
+    """
+
+    letter: str
+    cause_id: str
+    cause: str
+    fix: str
+    symptom: str
+    evidence: str
+    before: dict
+    after: dict
+    cpu: bool = True
+    cpu_note: str = ""
+    ranks: bool = False
+    cuda_before: dict = field(default_factory=dict)
+    cuda_after: dict = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        """The neutral folder name, ``case_<letter>``."""
+        return f"case_{self.letter}"
+
+    def settings(self, side: str, device: str = "cpu") -> dict:
+        """The settings over the base workload for ``side`` (``"before"``/``"after"``)."""
+        d = dict(self.before if side == "before" else self.after)
+        if device == "cuda":
+            d.update(self.cuda_before if side == "before" else self.cuda_after)
+        return d
+
+
+#: The many-operator job of the optimiser and profiling-overhead cases on the CPU: the
+#: deep narrow CNN (102 parameter tensors, ~25 layers) on 32 px crops, batch 8, where the
+#: per-operator costs dominate; on a GPU those cases keep ResNet-50 (161 tensors).
+DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 8}
+DEEP_CUDA = {"model": "resnet50", "image_size": 224, "batch_size": 64}
+
+#: The straggler's delay per step on rank 1, in ms (an unlabelled ``time.sleep``).
+STRAGGLER_MS = 40.0
+
+#: The heavy profiler recipe of the profiling-overhead case: shapes, stacks and memory.
+HEAVY = "heavy"
+
+#: The cases, by letter (the letters' order is not the causes' order in issue 30).
+CASES: dict = {c.letter: c for c in [
+    ClinicCase(
+        "a", "channels_first_input", "the model is channels_last but the batches are fed channels-first: "
+        "every step converts the input (and its gradient) between layouts inside the convolutions",
+        "convert the input too: x.contiguous(memory_format=torch.channels_last) after the copy",
+        "A colleague's run of the same model and batch takes markedly less time per step.",
+        "torch.profiler trace / key_averages by name: aten::contiguous (with aten::clone and a slow "
+        "aten::copy_) inside the forward range, 2 calls per step; the healthy run has none there "
+        "(its one conversion is in h2d). On a GPU: layout-conversion kernels (nchwToNhwc) per step.",
+        before={"input_channels_last": False}, after={}),
+    ClinicCase(
+        "b", "straggler_rank", f"rank 1 does {STRAGGLER_MS:g} ms of unlabelled extra host work at the start "
+        "of every step, so rank 0 waits for it in every gradient all-reduce",
+        "remove (or move off the step, or spread over all ranks) rank 1's extra work",
+        "Two-rank data-parallel training takes longer per step than one rank did on half the data.",
+        "the two rank traces (kitlib.load_traces, lesson 12): rank 0 waits in the gloo all-reduce about "
+        f"{STRAGGLER_MS:g} ms per step and rank 1 arrives last at almost every collective "
+        "(collectives.straggler_summary); rank 1's steps open with an unlabelled gap before data_load",
+        before={"straggler_rank": 1, "straggler_ms": STRAGGLER_MS, "straggler_label": False}, after={},
+        ranks=True),
+    ClinicCase(
+        "c", "loader_in_main_process", "the DataLoader has num_workers=0: every batch is decoded and "
+        "transformed in the training process, inside data_load, while the model waits",
+        "num_workers > 0 (2 on this CPU, 8 on the course GPU), persistent_workers=True",
+        "Steps take about twice as long as the team expected from the model's size.",
+        "torch.profiler trace: the data_load range's share of the step (about half), with the transform's "
+        "operators (aten::div_, aten::sub_, aten::to from ToTensor/Normalize) inside it and "
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__; the healthy run's data_load is a "
+        "short wait with no operators",
+        before={"num_workers": 0, "persistent_workers": False, "synthetic_px": 256},
+        after={"synthetic_px": 256}, cuda_before={"synthetic_px": 512}, cuda_after={"synthetic_px": 512}),
+    ClinicCase(
+        "d", "profiler_overhead", "nothing is wrong with the job: the profile was recorded with shapes, "
+        "Python stacks and memory on, and the profiler's own overhead was taken for slowness",
+        "judge speed on uninstrumented step times; profile with the lightest recipe that answers the "
+        "question (record_shapes only, or none)",
+        "Under the profiler every step takes far longer than the team's own timing loop says.",
+        "step_times.json: step_ms_profiled median over step_ms_uninstrumented median (the instrumented "
+        "step is much slower, the uninstrumented one is as fast as the baseline's); the trace holds "
+        "python_function events and [memory] records, which the other recordings do not",
+        before={"recipe": HEAVY, "active_steps": 5, **DEEP_CPU}, after={"active_steps": 5, **DEEP_CPU},
+        cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
+    ClinicCase(
+        "e", "optimizer_per_tensor", "SGD runs its per-parameter loop (foreach and fused off): about 4 "
+        "small operators per parameter tensor (102 tensors) every step",
+        "torch.optim.SGD(..., fused=True) (on a GPU foreach=True, PyTorch's default there, or fused=True)",
+        "A deep but narrow model spends more time per step than its arithmetic explains.",
+        "key_averages by name / the optimizer range in the trace: several hundred aten::add_/mul_ calls "
+        "per step inside optimizer (4 per parameter tensor) and the optimizer's share of the step; "
+        "with the fix: one aten::_fused_sgd_ call",
+        before={**DEEP_CPU, "fused": None, "foreach": False}, after=DEEP_CPU,
+        cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
+    ClinicCase(
+        "f", "anomaly_detection", "torch.autograd.set_detect_anomaly(True) was left on from debugging: "
+        "every backward node's outputs are checked for NaN (and on a GPU read back to the host)",
+        "turn anomaly detection off outside debugging",
+        "Training became slower last week; the team says the model and the data did not change.",
+        "key_averages by name: aten::isnan, aten::any and aten::item (aten::_local_scalar_dense) once per "
+        "backward node, dozens per step; none in the healthy run",
+        before={"detect_anomaly": True}, after={}),
+    ClinicCase(
+        "g", "tiny_batches", "batches of 2 images: the step is a few hundred short operators whose fixed "
+        "per-call cost outweighs the arithmetic (on a GPU: launch-bound, idle between short kernels)",
+        "a larger batch (16 here; as large as memory and the optimisation allow), or fewer, larger "
+        "operators (torch.compile, CUDA graphs)",
+        "Throughput (images per second) is a fraction of what the team measured on a colleague's run.",
+        "trace: the convolutions' Input Dims show 2 images per step, and forward+backward costs several "
+        "times the healthy run's per image; key_averages: the same operators and counts per step as the "
+        "healthy run, each call shorter",
+        before={"batch_size": 2}, after={}, cuda_before={"batch_size": 4}),
+    ClinicCase(
+        "h", "slow_transform", "the transform upscales every image to 512 px (Resize(512)) before "
+        "cropping 64 px: the workers cannot keep up, so the training process waits in data_load",
+        "remove the upscaling (crop from the stored image); if a transform must stay costly, more workers",
+        "The steps are much slower than the baseline run's, on the same model and batch.",
+        "torch.profiler trace: data_load is most of the step although it holds no operators (the "
+        "workers do the work; _MultiProcessingDataLoaderIter.__next__ waits); the healthy run's "
+        "data_load is short",
+        before={"pre_resize_px": 512}, after={}, cuda_before={"pre_resize_px": 1024}),
+    ClinicCase(
+        "i", "sync_every_step", "loss.item() after every step: the host waits for the GPU to finish the "
+        "step before it can queue the next one, so the GPU idles while the host prepares",
+        "read the loss every N steps, or accumulate it on the GPU and read it once",
+        "GPU utilisation is about 60 % although the loader is fast.",
+        "trace: one cudaStreamSynchronize (or a blocking cudaMemcpyAsync DtoH from aten::item) per step "
+        "and a GPU idle gap at every step boundary",
+        before={"sync_every_step": True}, after={}, cpu=False,
+        cpu_note="on a CPU every operator has finished when it returns, so loss.item() waits for nothing"),
+    ClinicCase(
+        "j", "pageable_blocking_copies", "pin_memory=False and non_blocking=False: each batch is copied "
+        "from pageable memory through a staging buffer and the host waits for the copy",
+        "pin_memory=True in the DataLoader and .to(device, non_blocking=True)",
+        "The host-to-device copies take far longer than the link's bandwidth allows.",
+        "trace: Memcpy HtoD (Pageable) instead of (Pinned), its bandwidth in GB/s far below the pinned "
+        "run's, and the host blocked in cudaMemcpyAsync for the copy's duration",
+        before={"pin_memory": False, "non_blocking": False}, after={}, cpu=False,
+        cpu_note="on a CPU there is no host-to-device copy"),
+]}
+
+
+def cases_for(device: str = "cpu", letters=None) -> list:
+    """The cases recorded on ``device`` (``"cpu"``: those with :attr:`ClinicCase.cpu`),
+    optionally only ``letters``.
+
+    Raises
+    ------
+    KitError
+        A letter that names no case, or a GPU-only case asked for on the CPU (the message
+        says why it shows only on a GPU).
+    """
+    wanted = list(CASES) if not letters else [str(x).strip().lower().removeprefix("case_") for x in letters]
+    out = []
+    for x in wanted:
+        if x not in CASES:
+            raise KitError(f"no clinic case {x!r}; cases: {', '.join('case_' + k for k in CASES)}")
+        c = CASES[x]
+        if device == "cpu" and not c.cpu:
+            if letters:
+                raise KitError(f"{c.name} shows only on a GPU ({c.cpu_note}); record it with --device cuda")
+            continue
+        out.append(c)
+    return out
+
+
+# --------------------------------------------------------------------------- plan
+@dataclass
+class Recording:
+    """One bundle of the plan: its folder (relative to the output), the workload
+    settings, the recipe, and (for two ranks) the torchrun command."""
+
+    folder: str
+    settings: dict
+    recipe: str
+    case: str | None = None
+    side: str | None = None
+    command: list | None = None
+    active: int | None = None
+
+
+def base_settings(device: str = "cpu", smallest: bool = False) -> dict:
+    """The healthy workload's settings on ``device`` (:data:`CPU_BASE`, :data:`CUDA_BASE`),
+    with the smallest dataset for ``smallest``."""
+    base = dict(CUDA_BASE if device == "cuda" else CPU_BASE)
+    if smallest:
+        base["synthetic_images"] = SMALLEST["synthetic_images"]
+    return base
+
+
+def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> list:
+    """What ``record-clinic`` records, in order, without running anything.
+
+    Parameters
+    ----------
+    device : str
+        ``"cpu"`` or ``"cuda"``.
+    letters : iterable of str, optional
+        Only these cases (``"a"`` or ``"case_a"``); default all the device can show.
+    smallest : bool
+        The CI settings (:data:`SMALLEST`).
+    out : path
+        The output folder (for the two-rank case's command line).
+
+    Returns
+    -------
+    list of Recording
+        ``baseline`` first, then ``case_x/before`` and ``case_x/after`` per case.
+
+    Raises
+    ------
+    KitError
+        As :func:`cases_for`; a device other than cpu or cuda.
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import plan
+    >>> [r.folder for r in plan("cpu", ["c"])]
+    ['baseline', 'case_c/before', 'case_c/after']
+    >>> plan("cuda", ["i"])[1].settings["sync_every_step"]
+    True
+    """
+    if device not in ("cpu", "cuda"):
+        raise KitError(f"record-clinic: device must be cpu or cuda, not {device!r}")
+    base = base_settings(device, smallest)
+    out = Path(out)
+    recs = [Recording("baseline", dict(base), "shapes")]
+    for c in cases_for(device, letters):
+        for side in ("before", "after"):
+            s = {**base, **c.settings(side, device)}
+            recipe = s.pop("recipe", "shapes")
+            active = s.pop("active_steps", None)
+            folder = f"{c.name}/{side}"
+            cmd = torchrun_command(s, recipe, out / folder, device, smallest) if c.ranks else None
+            recs.append(Recording(folder, s, recipe, c.name, side, cmd, active))
+    return recs
+
+
+def _recipe(name: str, smallest: bool):
+    from .recipes import Recipe, get_recipe
+    if name == HEAVY:
+        rec = Recipe(HEAVY, record_shapes=True, profile_memory=True, with_stack=True,
+                     description="wait=1 warmup=1 active=N with shapes, Python stacks and memory")
+    else:
+        rec = get_recipe(name)
+    small = SMALLEST if smallest else {}
+    return rec.replace(active=small.get("active", ACTIVE_STEPS), pre_steps=small.get("pre_steps", PRE_STEPS),
+                       timing_steps=small.get("timing_steps", TIMING_STEPS))
+
+
+def torchrun_command(settings: dict, recipe: str, out, device: str = "cpu", smallest: bool = False) -> list:
+    """The command line (a list for ``subprocess``) of the two-rank recording: ``python -m
+    torch.distributed.run --standalone --nproc_per_node=2 -m kitlib.capture.clinic --ranks
+    JSON OUT`` (``torchrun`` itself, run with this Python). NCCL where ``device`` is
+    ``cuda`` and two GPUs are seen, else Gloo on the CPU
+    (:func:`kitlib.capture.distributed.torchrun_plan`).
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import torchrun_command
+    >>> cmd = torchrun_command({"model": "small_cnn"}, "shapes", "/tmp/x", "cpu")
+    >>> cmd[1:5], cmd[6:9]
+    (['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2'], ['kitlib.capture.clinic', '--ranks', '{"settings": {"model": "small_cnn", "device": "cpu"}, "recipe": "shapes", "smallest": false}'])
+    """
+    dev = "cpu"
+    if device == "cuda":
+        from .distributed import torchrun_plan
+        dev = torchrun_plan()["device"]
+    job = {"settings": {**settings, "device": dev}, "recipe": recipe, "smallest": bool(smallest)}
+    return [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+            "-m", "kitlib.capture.clinic", "--ranks", json.dumps(job), str(out)]
+
+
+# --------------------------------------------------------------------------- manifests
+#: The workload keys a shipped manifest keeps: they describe the job, not its cause.
+PUBLIC_WORKLOAD = ("model", "batch_size", "image_size", "device_resolved", "dataset", "dataset_kind",
+                   "dataset_images", "labels", "loss", "torch_num_threads", "seed")
+#: The recipe keys a shipped manifest keeps.
+PUBLIC_RECIPE = ("kind", "schedule", "activities", "pre_steps", "timing_steps", "use_schedule")
+
+
+def public_manifest(manifest: dict, name: str) -> dict:
+    """A bundle's manifest as the clinic ships it: the settings that would reveal the
+    planted cause removed (:data:`PUBLIC_WORKLOAD`, :data:`PUBLIC_RECIPE` are kept),
+    ``name`` neutral, ``notes`` saying only which case and side it is.
+
+    The model's description stays (the optimiser case's deep model is visible there);
+    ``straggler``, workers, layout, optimiser, transform and profiler options go.
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import public_manifest
+    >>> m = {"name": "x", "workload": {"model": "m", "num_workers": 0}, "recipe": {"with_stack": True,
+    ...      "kind": "torch_profiler"}, "notes": "n", "files": {}}
+    >>> p = public_manifest(m, "case_c_before")
+    >>> p["workload"], p["recipe"], p["name"]
+    ({'model': 'm'}, {'kind': 'torch_profiler'}, 'case_c_before')
+    """
+    m = dict(manifest)
+    m["name"] = name
+    m["workload"] = {k: v for k, v in (manifest.get("workload") or {}).items() if k in PUBLIC_WORKLOAD}
+    m["recipe"] = {k: v for k, v in (manifest.get("recipe") or {}).items() if k in PUBLIC_RECIPE}
+    m["notes"] = f"clinic {name.replace('_', ' ')} (python -m kitlib record-clinic)"
+    return m
+
+
+def _publish(folder: Path, name: str) -> None:
+    from ..readers.bundle import MANIFEST
+    p = folder / MANIFEST
+    p.write_text(json.dumps(public_manifest(json.loads(p.read_text()), name), indent=1) + "\n")
+
+
+# --------------------------------------------------------------------------- recording
+def _config(settings: dict, device: str):
+    """The :class:`~kitlib.capture.workload.WorkloadConfig` of ``settings`` on ``device``.
+    ``for_device`` ignores ``None`` overrides; here ``None`` means PyTorch's default
+    (``fused=None``), so it is set after."""
+    from .workload import WorkloadConfig
+    s = {k: v for k, v in settings.items() if k != "device"}
+    cfg = WorkloadConfig.for_device(device, **{k: v for k, v in s.items() if v is not None})
+    for k, v in s.items():
+        if v is None:
+            setattr(cfg, k, None)
+    return cfg.validate()
+
+
+def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = False) -> Path:
+    """Record one bundle of :func:`plan` into ``out / rec.folder`` and make its manifest
+    public (:func:`public_manifest`).
+
+    Raises
+    ------
+    KitError
+        The recording failed (the two-rank one: torchrun's last lines are in the message).
+    """
+    target = out / rec.folder
+    name = rec.folder.replace("/", "_")
+    if rec.command:
+        res = subprocess.run(rec.command, capture_output=True, text=True, timeout=900,
+                             env={**os.environ, "PYTHONUNBUFFERED": "1", "KINETO_LOG_LEVEL": "6",
+                                  "TORCH_CPP_LOG_LEVEL": "ERROR"})
+        if res.returncode != 0:
+            tail = "\n".join((res.stdout + res.stderr).strip().splitlines()[-12:])
+            raise KitError(f"torchrun for {rec.folder} failed (exit {res.returncode}):\n{tail}")
+    else:
+        from .recipes import capture
+        recipe = _recipe(rec.recipe, smallest)
+        if rec.active:
+            recipe = recipe.replace(active=rec.active)
+        cfg = _config(rec.settings, device)
+        cfg.steps = recipe.active            # the CPU defaults' steps=3 would replace the recipe's
+        capture(cfg, recipe, target, progress=False)
+    _publish(target, name)
+    return target
+
+
+def _rank_main(job_json: str, out: str) -> int:
+    """One rank of the two-rank recording (run by :func:`torchrun_command`'s command)."""
+    import torch
+    import torch.distributed as dist
+    from .distributed import capture_ranks
+    job = json.loads(job_json)
+    s = job["settings"]
+    if s.get("device", "cpu") == "cpu":
+        torch.set_num_threads(1)
+    try:
+        recipe = _recipe(job["recipe"], job["smallest"])
+        cfg = _config(s, s.get("device", "cpu"))
+        cfg.steps = recipe.active
+        capture_ranks(cfg, recipe, out, progress=False)
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
+    """``clinic.json``: what a lesson may show, and nothing that names a cause.
+
+    Returns
+    -------
+    dict
+        ``format``, ``device``, ``settings`` (``"smallest"`` or ``"full"``), ``baseline``
+        (its folder) and ``cases``: per neutral name its ``symptom``, ``before`` and
+        ``after`` folders and ``ranks`` (two-rank recordings, opened with
+        :func:`kitlib.load_traces`).
+    """
+    return {"format": FORMAT, "device": device, "settings": "smallest" if smallest else "full",
+            "baseline": "baseline",
+            "cases": {c.name: {"symptom": c.symptom, "before": f"{c.name}/before", "after": f"{c.name}/after",
+                               "ranks": c.ranks} for c in cases_for(device, letters)}}
+
+
+def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False, dry_run: bool = False,
+                  echo=print) -> list:
+    """Record the clinic's bundles into ``out`` (see the module docstring).
+
+    Parameters
+    ----------
+    out : path
+        A new or empty folder.
+    device : str
+        ``"cpu"`` (the cases a CPU can show) or ``"cuda"`` (all of them, ResNet-50).
+    letters : iterable of str, optional
+        Only these cases.
+    smallest : bool
+        The CI settings (:data:`SMALLEST`): a few seconds per bundle on a CPU.
+    dry_run : bool
+        Print the plan and stop.
+
+    Returns
+    -------
+    list of Recording
+        The plan, as run.
+
+    Raises
+    ------
+    KitError
+        ``out`` is not empty; ``cuda`` without a GPU; a recording failed.
+    """
+    out = Path(out)
+    recs = plan(device, letters, smallest, out)
+    echo(f"record-clinic into {out} on {device}" + (" (smallest settings)" if smallest else "") + ":")
+    for r in recs:
+        echo(f"  {r.folder:<15} " + ("torchrun, 2 ranks" if r.command else f"recipe {r.recipe}"))
+    if dry_run:
+        return recs
+    import torch
+    if device == "cuda" and not torch.cuda.is_available():
+        raise KitError("record-clinic --device cuda: torch sees no CUDA GPU here (record the CPU set with "
+                       "--device cpu)")
+    if out.exists() and any(out.iterdir()):
+        raise KitError(f"{out}: not empty; record-clinic writes a new folder")
+    out.mkdir(parents=True, exist_ok=True)
+    if device == "cpu":
+        torch.set_num_threads(1)
+    (out / "clinic.json").write_text(json.dumps(clinic_index(device, letters, smallest), indent=1) + "\n")
+    for r in recs:
+        t0 = time.perf_counter()
+        record_one(r, out, device, smallest)
+        echo(f"  {r.folder} done in {time.perf_counter() - t0:,.1f} s")
+    return recs
+
+
+# --------------------------------------------------------------------------- answers
+def answer_key(device: str = "cpu") -> str:
+    """The clinic's answer key, as Markdown, for instructors: per case its cause, fix,
+    evidence, and the settings of both runs over the base workload.
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import answer_key
+    >>> "case_c: loader_in_main_process" in answer_key()
+    True
+    """
+    base = base_settings(device)
+    lines = ["# Clinic answer key", "", f"Base workload ({device}): "
+             + ", ".join(f"{k}={v}" for k, v in base.items()), ""]
+    for c in CASES.values():
+        where = "" if c.cpu else f" (GPU only: {c.cpu_note})"
+        lines += [f"## {c.name}: {c.cause_id}{where}", "", f"- symptom: {c.symptom}", f"- cause: {c.cause}",
+                  f"- fix: {c.fix}", f"- evidence: {c.evidence}",
+                  f"- before: {c.settings('before', device) or 'the base'}",
+                  f"- after: {c.settings('after', device) or 'the base'}", ""]
+    return "\n".join(lines)
+
+
+def _main(argv) -> int:
+    if len(argv) == 3 and argv[0] == "--ranks":
+        return _rank_main(argv[1], argv[2])
+    print("usage: python -m kitlib.capture.clinic --ranks JOB_JSON OUT  (one rank of a clinic recording; "
+          "use python -m kitlib record-clinic)", file=sys.stderr)
+    return 2
+
+
+__all__ = ["CASES", "ClinicCase", "answer_key", "cases_for", "clinic_index", "plan", "public_manifest",
+           "record_clinic", "torchrun_command"]
+
+if __name__ == "__main__":
+    raise SystemExit(_main(sys.argv[1:]))
