@@ -70,7 +70,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Profile ResNet-50 training with torch.profiler and read the captures the "
                     "course's lessons use.",
         epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = top.add_subparsers(dest="command", metavar="{profile,info,summary,record-course}")
+    sub = top.add_subparsers(dest="command", metavar="{profile,info,summary,record-course,record-clinic}")
 
     recipes = "\n".join(textwrap.fill(r.description, 88, initial_indent=f"  {n:<7} ",
                                        subsequent_indent=" " * 10) for n, r in RECIPES.items())
@@ -184,6 +184,24 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--ncu", metavar="PATH", help="the ncu executable (default: ncu on the PATH)")
     r.add_argument("--dry-run", action="store_true", help="print the plan (each bundle, how it is made, "
                                                           "what is skipped and why) and stop")
+
+    c = sub.add_parser(
+        "record-clinic", help="record the clinic's cases: jobs with one planted cause, before and after the fix",
+        description=_fill(
+            "Record every case of the clinic (issue 30, lesson 13): training jobs with one planted cause "
+            "each, named case_a, case_b, ... so that no folder or manifest names the cause. Each case gets "
+            "a 'before' and an 'after' bundle (torch.profiler trace with record_shapes, key_averages, "
+            "uninstrumented step times), and DIR/baseline is a healthy run. DIR/clinic.json lists the cases "
+            "and their symptoms; the causes are in the answer key (python -m kitlib answers --clinic).",
+            "--device cpu records the cases a CPU can show (small_cnn, 64 px; a few minutes); --device cuda "
+            "records all of them with ResNet-50."))
+    c.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder")
+    c.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu)")
+    c.add_argument("--cases", nargs="+", metavar="X",
+                   help="only these cases, e.g. --cases a c or case_a (default: every case the device shows)")
+    c.add_argument("--smallest", action="store_true",
+                   help="the CI settings: 1 warm-up step, 5 timed steps, 2 profiled steps, 202 images")
+    c.add_argument("--dry-run", action="store_true", help="print the plan and stop")
 
     sub.add_parser("info", help="the machine, software, data and reference captures found",
                    description="Print the machine and software found (Python, torch, CUDA, GPU, "
@@ -493,6 +511,17 @@ def _record_course(args) -> int:
     return 0
 
 
+def _record_clinic(args) -> int:
+    import os
+    if args.device == "cpu":            # the profiler's known CPU messages (see CPU_NOTE)
+        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
+        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    from .clinic import record_clinic
+    record_clinic(args.out, device=args.device, letters=args.cases, smallest=args.smallest,
+                  dry_run=args.dry_run)
+    return 0
+
+
 def main(argv=None) -> int:
     """Entry point of ``python -m kitlib`` and the ``kitlib`` script.
 
@@ -517,7 +546,7 @@ def main(argv=None) -> int:
         return 2
     try:
         return {"profile": _profile, "summary": _summary, "info": _info,
-                "record-course": _record_course}[args.command](args)
+                "record-course": _record_course, "record-clinic": _record_clinic}[args.command](args)
     except KitError as e:
         print(f"kitlib: error: {e}", file=sys.stderr)
         return 2

@@ -186,13 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     """``python -m kitlib``'s parser: the capture layer's commands plus ``answers`` and ``workspace``."""
     top = capture_cli.build_parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    sub.metavar = "{profile,info,summary,record-course,answers,workspace}"
+    sub.metavar = "{profile,info,summary,record-course,record-clinic,answers,workspace}"
     a = sub.add_parser("answers", help="the exercises' answer key, from the recordings in use (instructors)",
                        description="Print the answer key of every lesson's exercises, computed from the "
                                    "recordings the lessons would replay here (KITLIB_REPLAY_DIR, else the "
                                    "kit's). Never stored in the lessons.")
     a.add_argument("--lesson", action="append", metavar="NN", help="only this lesson (repeatable)")
     a.add_argument("--out", metavar="FILE", help="write the key to FILE instead of printing it")
+    a.add_argument("--clinic", action="store_true",
+                   help="the clinic's key instead (lesson 13: each case's cause, fix, evidence and settings)")
     w = sub.add_parser("workspace", help="copy the lessons into a git-ignored folder of your own",
                        description="Copy lessons/*.ipynb into a workspace (default <checkout>/workspace, "
                                    "git-ignored). Work there: pulling course updates never conflicts "
@@ -225,7 +227,11 @@ def run(args) -> int:
     """Run ``answers`` or ``workspace`` from parsed arguments."""
     if args.command == "answers":
         path = _answer_file(args.out) if args.out else None
-        text = answer_key(args.lesson)
+        if args.clinic:
+            from ..capture.clinic import answer_key as clinic_key
+            text = clinic_key()
+        else:
+            text = answer_key(args.lesson)
         if path is not None:
             try:
                 path.write_text(text + "\n")
