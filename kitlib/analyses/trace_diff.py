@@ -94,13 +94,20 @@ def _device_work(source) -> pd.DataFrame:
                              "dur_ns": g["dur_ns"].to_numpy(dtype=np.int64),
                              "start_ns": g["start_ns"].to_numpy(dtype=np.int64),
                              "launch_start_ns": g["launch_start_ns"].astype("Int64").to_numpy()})
-    from .chain import chain
-    c = chain(source)
-    c = c[c["gpu_kind"] != "gpu_annotation"]
-    return pd.DataFrame({"kind": c["gpu_kind"].to_numpy(dtype=object), "name": c["gpu_name"].to_numpy(dtype=object),
-                         "dur_ns": c["gpu_dur_ns"].to_numpy(dtype=np.int64),
-                         "start_ns": c["gpu_start_ns"].to_numpy(dtype=np.int64),
-                         "launch_start_ns": c["launch_start_ns"].astype("Int64").to_numpy()})
+    # the launch of each GPU event by its correlation id (CUPTI's link), as kitlib.analyses.chain
+    # finds it; only the launch's start is needed here, not the operator, so no full chain
+    k, la = source.kernels, source.launches
+    la = la[la["correlation"].notna()].drop_duplicates("correlation")
+    start = pd.Series(la["start_ns"].to_numpy(dtype=np.int64), index=la["correlation"].to_numpy(dtype=np.int64))
+    corr = k["correlation"]
+    launched = pd.array([pd.NA] * len(k), dtype="Int64")
+    has = corr.notna().to_numpy()
+    if has.any():
+        launched[has] = start.reindex(corr[has].to_numpy(dtype=np.int64)).astype("Int64").to_numpy()
+    return pd.DataFrame({"kind": k["kind"].to_numpy(dtype=object), "name": k["name"].to_numpy(dtype=object),
+                         "dur_ns": k["dur_ns"].to_numpy(dtype=np.int64),
+                         "start_ns": k["start_ns"].to_numpy(dtype=np.int64),
+                         "launch_start_ns": np.asarray(launched)})
 
 
 def _has_device_work(source) -> bool:
