@@ -69,8 +69,12 @@ class Trace:
         ``begin_end_pairs`` (duration events written as ``B``/``E`` pairs, read as the
         complete events they stand for),
         ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
-        traces; 1 otherwise), ``python_frames_are_children`` (bool) and
-        ``python_frames_rule`` (how that was decided; see :func:`kitlib.readers.trace.python_frames_rule`).
+        traces; 1 otherwise), ``python_frames_are_children`` (bool),
+        ``python_frames_rule`` (how that was decided; see :func:`kitlib.readers.trace.python_frames_rule`),
+        ``python_frames_release`` (``"≤ 2.11"``, ``"2.12–2.13"``, ``"≥ 2.14"``, or ``""``
+        without frames; :func:`kitlib.readers.trace.python_frames_release`) and
+        ``python_frames_are_rows`` (whether that release's ``key_averages()`` lists the
+        frames as rows: 2.12–2.13).
     host_events : DataFrame
         The profiler's event tree, built once here and used by every analysis: one row
         per host event the profiler nests (operators, ``record_function`` ranges,
