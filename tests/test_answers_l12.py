@@ -156,3 +156,94 @@ def test_lesson12_teaches_nsight_on_several_ranks():
     text = "\n".join(c.source for c in nb.cells)
     assert "nsys profile" in text and "-o report_%q{RANK}" in text and "torchrun" in text
     assert "The kit holds no such recording" in text
+
+
+# --------------------------------------------------------------------------- issue 29's questions
+def _nccl_calls(rank):
+    """Each NCCL call of the public pair's ``rank`` from its raw JSON: (operator name,
+    Input Dims as text, operator ts, kernel ts, kernel end) in µs, the kernel found through
+    the cudaLaunchKernel inside the operator (same correlation); in kernel-start order."""
+    doc = json.loads(gzip.decompress((NCCL / f"hta_2024-03_nccl_sampled_rank{rank}.json.gz").read_bytes()))
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    kern = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")}
+    ops = [e for e in ev if e["name"].startswith("nccl:")]
+    out = []
+    for la in ev:
+        if la.get("cat") == "cuda_runtime" and la["args"].get("correlation") in kern:
+            op = next(o for o in ops if o["tid"] == la["tid"] and o["ts"] <= la["ts"] <= o["ts"] + o["dur"])
+            k = kern[la["args"]["correlation"]]
+            out.append((op["name"], json.dumps(op["args"]["Input Dims"]), op["ts"], k["ts"], k["ts"] + k["dur"]))
+    return sorted(out, key=lambda c: c[3])
+
+
+def test_end_gap_ms_from_the_raw_kernels(ex):
+    """The first nccl:all_to_all of each rank: their kernels end 62.789 ms apart (rank 0's
+    ends 30.669 ms after it starts, rank 1's 93.458 ms after rank 0's starts), and rank 0's
+    second all-to-all ends at the same µs as rank 1's first: its real partner."""
+    a2a = {r: [c for c in _nccl_calls(r) if c[0] == "nccl:all_to_all"] for r in (0, 1)}
+    gap = abs(a2a[1][0][4] - a2a[0][0][4]) / 1e3
+    assert round(gap, 3) == 62.789 and a2a[0][1][4] == a2a[1][0][4]
+    q = ex["end_gap_ms"]
+    assert q.kind == "compute" and q.unit == "ms" and q.answer == round(gap, 3) and q.judge_silently(gap)
+    misses = {"starts": abs(a2a[1][0][3] - a2a[0][0][3]) / 1e3, "enqueue": abs(a2a[1][0][2] - a2a[0][0][2]) / 1e3,
+              "µs": gap * 1e3, "5 % off": gap * 1.05}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    assert "starts" in q.judge(misses["starts"]).message
+
+
+def test_clock_offset_prediction_from_the_raw_ends(ex):
+    """The calls that are one call (same name and Input Dims, ends within 1 ms) end 0.008 to
+    0.332 ms apart as recorded; with rank 1's clock 5 ms ahead, 4.668 to 5.332 ms: all about
+    5 ms apart, the clocks' difference."""
+    c0, c1 = _nccl_calls(0), _nccl_calls(1)
+    diffs = [(b[4] - a[4]) / 1e3 for a in c0 for b in c1 if a[:2] == b[:2] and abs(b[4] - a[4]) <= 1000]
+    assert len(diffs) == 4 and max(map(abs, diffs)) == pytest.approx(0.332)
+    moved = [abs(d + 5.0) for d in diffs]
+    assert all(4 < m < 6 for m in moved)
+    q = ex["clock_offset"]
+    assert q.kind == "predict" and q.answer == "all about 5 ms apart"
+    assert q.judge_silently("all about 5 ms apart") and not q.judge_silently("still within 1 ms")
+
+
+def test_nccl_exposed_share_from_the_raw_kernels(ex):
+    """Rank 0, ProfilerStep#551 of the public pair: the NCCL kernels starting in it against
+    every other kernel; exposed / all communication = 172.3 / 195.3 ms."""
+    doc = json.loads(gzip.decompress((NCCL / "hta_2024-03_nccl_sampled_rank0.json.gz").read_bytes()))
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    s = next(e for e in ev if e["name"] == "ProfilerStep#551")
+    k = [e for e in ev if e.get("cat") == "kernel"]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in k if e["name"].startswith("ncclKernel_")
+            and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in k if not e["name"].startswith("ncclKernel_")]
+    c = merged_length(comm)
+    exposed = c - (c + merged_length(comp) - merged_length(comm + comp))
+    share = exposed / c
+    q = ex["nccl_exposed_share"]
+    assert q.answer == round(share, 3) == 0.882 and q.judge_silently(share)
+    misses = {"hidden": 1 - share, "5 % off": share * 1.05, "percent": share * 100}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]
+
+
+def test_gloo_exposed_wait_share_from_the_raw_events(ex):
+    """The kit's Gloo straggler run, rank 0, ProfilerStep#3: its gloo:* calls in the step (C),
+    the aten:: operators on threads without a gloo:* event (P), the waits at each call
+    (until rank 1 started the same call, by name and order, at most the call); waiting
+    exposed |W \\ P| over exposed |C \\ P|, by a sweep over the boundaries."""
+    sc = _steps_and_calls("ranks_straggler")
+    doc = _doc("ranks_straggler", 0)
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    threads = {e["tid"] for e in ev if e["name"].startswith("gloo:")}
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op"
+            and e["name"].startswith("aten::") and e["tid"] not in threads]
+    calls = [(key, t0, d0) for key, (t0, d0, step) in sc[0][1].items() if step == 3]
+    C = [(t0, t0 + d0) for _, t0, d0 in calls]
+    W = [(t0, t0 + min(max(sc[1][1][key][0] - t0, 0.0), d0)) for key, t0, d0 in calls]
+
+    def outside(spans):            # |spans \ comp|
+        return merged_length(spans) - (merged_length(spans) + merged_length(comp) - merged_length(spans + comp))
+    share = outside(W) / outside(C)
+    q = ex["gloo_exposed_wait_share"]
+    assert q.kind == "transfer" and q.answer == pytest.approx(round(share, 3), abs=1e-3) and q.judge_silently(share)
+    assert round(share, 3) == 0.965
+    misses = {"transfer": 1 - share, "5 % off": share * 1.05, "percent": share * 100}
+    assert not [k for k, v in misses.items() if q.judge_silently(v)]

@@ -383,7 +383,10 @@ def test_answer_key_agrees_with_independently_known_figures(kit_key):
     # 125.815 ms after rank 0's (raw JSON, tests/test_answers_l12.py)
     assert answers["12"] == {"both_ranks_slower": "'both ranks'", "straggler_rank": "1", "late_ms": "525.6",
                              "fast_rank_wait_share": "0.82", "what_to_fix": "'fix the straggler'",
-                             "excerpt_late_ms": "125.815", "nccl_hidden_fraction": repr(round(hidden, 3))}
+                             "excerpt_late_ms": "125.815", "nccl_hidden_fraction": repr(round(hidden, 3)),
+                             # issue 29's four, each worked out from the raw JSON in tests/test_answers_l12.py
+                             "end_gap_ms": "62.789", "clock_offset": "'all about 5 ms apart'",
+                             "nccl_exposed_share": "0.882", "gloo_exposed_wait_share": "0.965"}
     assert "## Lesson 12" in kit_key[0] and "data: ranks_straggler: kit's CPU reference, 2026-11-30" in kit_key[0]
 
 

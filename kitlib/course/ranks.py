@@ -147,6 +147,28 @@ def straggler_delay(traces: RankTraces) -> dict:
     return {"rank": straggler_summary(traces)["rank"], "ms": 0.0, "how": "none injected"}
 
 
+def clock_shifted(traces: RankTraces, rank: int, ms: float) -> RankTraces:
+    """A copy of ``traces`` in which ``rank``'s clock reads ``ms`` later than it did (its
+    ``base_time_ns`` moved): what two hosts whose clocks differ would record. Nothing else
+    changes; the files are not touched.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import match_summary
+    >>> from kitlib.course.ranks import clock_shifted
+    >>> s = match_summary(clock_shifted(load_traces("public-traces"), 1, 5.0))
+    >>> s["verified"], s["ends_apart"]        # every call now ends 5 ms apart: none passes the check
+    (0, 7)
+    """
+    import dataclasses
+    if rank not in traces.traces:
+        raise KitError(f"no rank {rank} in ranks {traces.ranks}")
+    t = traces.traces[rank]
+    meta = {**t.meta, "base_time_ns": int(t.meta.get("base_time_ns") or 0) + round(ms * 1e6)}
+    return dataclasses.replace(traces, traces={**traces.traces, rank: dataclasses.replace(t, meta=meta)}, _cache={})
+
+
 def uninstrumented_step_ms(traces: RankTraces) -> float | None:
     """The median of the steps the kit timed *without* the profiler before recording
     (``step_ms_uninstrumented`` in each rank's ``step_times.json`` beside its trace), over
@@ -208,4 +230,4 @@ def runs_compared(a: RankTraces, b: RankTraces) -> str:
 
 
 __all__ = ["REFERENCES", "STRAGGLER_MS", "public_nccl_dir", "live_plan", "torchrun_command", "record_live",
-           "recordings", "injected_delay", "straggler_delay", "uninstrumented_step_ms", "runs_compared"]
+           "recordings", "injected_delay", "straggler_delay", "clock_shifted", "uninstrumented_step_ms", "runs_compared"]

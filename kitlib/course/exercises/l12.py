@@ -5,6 +5,9 @@ from . import Exercises, Question
 
 FIX_CHOICES = ["fix the straggler", "faster communication"]
 GROW_CHOICES = ["only the sleeping rank", "both ranks"]
+CLOCK_CHOICES = ["all about 5 ms apart", "still within 1 ms", "apart by different amounts"]
+#: The clock difference the prediction ``clock_offset`` asks about (ms, rank 1 ahead).
+CLOCK_SHIFT_MS = 5.0
 
 
 def _fix_norm(s):
@@ -50,6 +53,32 @@ def excerpt_lateness(excerpt: dict, name: str = "gloo:all_reduce", k: int = 0) -
             "first_call_late_ms": (start_us(firsts[f_order[-1]]) - start_us(firsts[f_order[0]])) / 1e3}
 
 
+def excerpt_end_gap(excerpt: dict, name: str = "nccl:all_to_all") -> dict:
+    """From a raw NCCL excerpt (:func:`kitlib.course.rawranks.nccl_call_excerpt`): each
+    rank's first ``name`` call, its kernel found by the launch's ``correlation``; how far
+    apart the two kernels end and start, and the operators' ``ts`` (the enqueue), ms.
+
+    Returns
+    -------
+    dict
+        ``end_gap_ms``, ``start_gap_ms``, ``enqueue_gap_ms`` (absolute differences between
+        the two ranks, ms, from µs ``ts`` and ``dur``).
+    """
+    ranks = excerpt["ranks"]
+    ev = excerpt["events"]
+    first = {}
+    for i, e in enumerate(ev):
+        if e["name"] == name and ranks[e["pid"]] not in first:
+            corr = ev[i + 1]["args"]["correlation"]
+            kern = next(k for k in ev if k["cat"] == "kernel" and k["args"]["correlation"] == corr)
+            first[ranks[e["pid"]]] = (e, kern)
+    if len(first) < 2:
+        raise ValueError(f"the excerpt holds {name} on fewer than two ranks")
+    (o0, k0), (o1, k1) = first[min(first)], first[max(first)]
+    return {"end_gap_ms": abs((k1["ts"] + k1["dur"]) - (k0["ts"] + k0["dur"])) / 1e3,
+            "start_gap_ms": abs(k1["ts"] - k0["ts"]) / 1e3, "enqueue_gap_ms": abs(o1["ts"] - o0["ts"]) / 1e3}
+
+
 def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=None) -> Exercises:
     """Questions of lesson 12, computed from the recordings in hand.
 
@@ -66,8 +95,9 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
         The same job without the straggler (default: the recording in use for
         ``ranks_balanced``): the prediction's baseline and the raw excerpt's source.
     """
-    from ...analyses.collectives import comm_overlap, rank_summary, straggler_by_step, straggler_summary
-    from ..rawranks import collective_excerpt
+    from ...analyses.collectives import (collective_matches, comm_overlap, exposed_communication, rank_summary,
+                                         straggler_by_step, straggler_summary)
+    from ..rawranks import collective_excerpt, nccl_call_excerpt
     if balanced is None:
         from ..ranks import recordings
         balanced = recordings(live=False)["balanced"]
@@ -160,4 +190,66 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                            traps=[(round(1 - frac, 3), "that is the exposed share, not the hidden one."),
                                   (round(float(ov.iloc[1]["hidden_fraction"]), 3), "that is rank 1's; the question "
                                                                                    "asks about rank 0.")]))
+        gap = excerpt_end_gap(nccl_call_excerpt(nccl))
+        qs.append(Question("end_gap_ms", "By hand, in the raw rows: follow each rank's first nccl:all_to_all to its "
+                                         "kernel (the launch inside it has the kernel's correlation). How many ms "
+                                         "apart do the two kernels end?", round(gap["end_gap_ms"], 3),
+                           f"{gap['end_gap_ms']:,.3f} ms apart: one collective ends on every rank within a fraction "
+                           "of a ms (the last rank's data completes it everywhere), so these are two different calls. "
+                           "The sampling dropped different calls on each rank; pairing the k-th call of a name "
+                           "would have paired these two.", kind="compute", unit="ms",
+                           where="the raw rows: each kernel's ts + dur (µs), then the difference",
+                           traps=[(round(gap["start_gap_ms"], 3), "that is the difference of the kernels' starts; "
+                                                                  "the check compares their ends."),
+                                  (round(gap["enqueue_gap_ms"], 3), "that compares the host operators' ts (the "
+                                                                    "enqueue), not the kernels' ends.")]))
+        from ..ranks import clock_shifted
+        ok = collective_matches(nccl).query("verified")["call"]
+        moved = collective_matches(clock_shifted(nccl, nccl.ranks[-1], CLOCK_SHIFT_MS))
+        spread = moved[moved["call"].isin(set(ok))]["end_spread_ns"] / 1e6
+        outcome = (CLOCK_CHOICES[0] if len(spread) and (abs(spread - CLOCK_SHIFT_MS) < 1).all() else
+                   CLOCK_CHOICES[1] if len(spread) and (spread <= 1).all() else CLOCK_CHOICES[2])
+        qs.append(Question("clock_offset", f"Predict: had rank {nccl.ranks[-1]}'s host clock read "
+                                           f"{CLOCK_SHIFT_MS:g} ms ahead of rank {nccl.ranks[0]}'s, how would the "
+                                           f"ends of the {len(ok)} verified calls compare: '{CLOCK_CHOICES[0]}', "
+                                           f"'{CLOCK_CHOICES[1]}' or '{CLOCK_CHOICES[2]}'?", outcome,
+                           f"with the clock moved, the verified calls end {spread.min():,.2f} to {spread.max():,.2f} "
+                           "ms apart: the same offset at every call is the clocks' difference, not the calls'. "
+                           "So the end check is also the clock check: on one host the offset is about 0; across "
+                           "hosts it shows how far the clocks disagree, and every start-time comparison carries it.",
+                           kind="predict", choices=CLOCK_CHOICES,
+                           traps=[(CLOCK_CHOICES[1], "the calls still end together in real time, but the clocks "
+                                                     "that stamp them now differ by the shift.")]))
+        ex_n = exposed_communication(nccl)
+        r0 = ex_n["rank"].min()
+        row = ex_n[ex_n["rank"] == r0].iloc[0]
+        share_n = float(row["exposed_ms"] / row["comm_ms"])
+        other = ex_n[ex_n["rank"] != r0].iloc[0]
+        qs.append(Question("nccl_exposed_share", f"In the public NCCL pair, step {int(row['step'])}: what share of "
+                                                 f"rank {r0}'s communication time had no compute kernel beside it "
+                                                 "(exposed)? (0–1)", round(share_n, 3),
+                           f"{row['exposed_ms']:,.1f} ms exposed of {row['comm_ms']:,.1f} ms = {share_n:.1%} "
+                           "(exposed_communication). Of the exposed time, "
+                           f"{row['exposed_unmatched_ms']:,.1f} ms are calls that could not be matched, so only "
+                           f"{row['exposed_wait_ms']:,.1f} ms are known to be waiting for rank 1.",
+                           kind="compute", where="the exposed table, that rank and step: exposed_ms and comm_ms",
+                           traps=[(round(1 - share_n, 3), "that is the hidden share; the question asks for the "
+                                                          "exposed one."),
+                                  (round(float(other["exposed_ms"] / other["comm_ms"]), 3),
+                                   "that is the other rank's share.")]))
+    ex_g = exposed_communication(straggler)
+    steps = sorted(set(ex_g["step"]))
+    step = steps[len(steps) // 2]
+    g = ex_g[(ex_g["rank"] == fast) & (ex_g["step"] == step)].iloc[0]
+    share_g = float(g["exposed_wait_ms"] / g["exposed_ms"]) if g["exposed_ms"] else 0.0
+    qs.append(Question("gloo_exposed_wait_share", f"Transfer to the CPU run: in the kit's Gloo straggler run, step "
+                                                   f"{step}, rank {fast}: what share of its exposed communication "
+                                                   f"was waiting for rank {slow}? (0–1)", round(share_g, 3),
+                       f"{g['exposed_wait_ms']:,.1f} ms waiting of {g['exposed_ms']:,.1f} ms exposed = "
+                       f"{share_g:.1%}. On a CPU there are no kernels: 'beside compute' means aten:: operators on "
+                       "another thread, which on two shared cores may not have run at the same instant.",
+                       kind="transfer", where="the Gloo exposed table: exposed_wait_ms and exposed_ms",
+                       traps=[(round(float(g["exposed_ms"] / g["comm_ms"]), 3), "that is the exposed share of all "
+                                                                               "its communication."),
+                              (round(1 - share_g, 3), "that is the transfer's share of the exposed time.")]))
     return Exercises("Lesson 12 — your turn", qs)
