@@ -201,11 +201,12 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
         ``ProcessPoolExecutor``). Default: one per CPU core, at most one per trace
         that needs parsing; traces already in the trace cache are read in this
         process (an Arrow read is faster than starting a worker). ``1`` reads every
-        trace here, one after another. With the trace cache on, a worker parses one
-        trace, writes its cache entry and hands back nothing but that it is done:
-        this process then reads the tables from the cache, so a worker holds one
-        parsed trace at a time and no table is pickled between processes. With the
-        cache off, the worker sends the tables back (pickled).
+        trace here, one after another. A worker parses one trace and sends its
+        tables back (pickled); with the trace cache on it also writes the trace's
+        entry, in a background thread that runs while it parses the next one (so a
+        worker holds the trace it parses and, briefly, the one it is still writing),
+        and the next ``load_traces`` of these files reads them all from the cache
+        here, with no pool.
 
     Returns
     -------
@@ -377,17 +378,14 @@ class _WorkerError:
 
 
 def _parse_in_worker(path: str):
-    """In a worker: parse one trace; with the cache on, wait for its entry to be written
-    and send back ``None`` (the caller reads the cache), else the trace itself."""
-    from . import trace_cache
+    """In a worker: parse one trace and send it back (pickled). With the cache on,
+    ``load_trace`` writes its entry in a background thread, which runs on while this
+    worker sends the trace and parses the next (a write takes a fraction of a parse);
+    the worker finishes its writes before it exits, and the pool's shutdown waits for that."""
     try:
-        tr = load_trace(path, progress=False)
+        return load_trace(path, progress=False)
     except KitFileError as e:       # its (path, problem) signature does not survive pickling: send the parts
         return _WorkerError(type(e), e.path, e.problem)
-    if trace_cache.enabled():
-        trace_cache.wait()
-        return None
-    return tr
 
 
 def _cached(path: Path) -> bool:
@@ -430,7 +428,7 @@ def _read_all(files: list, progress, workers) -> list:
                 for f in futures:
                     f.cancel()
                 raise res.kind(res.path, res.problem)
-            got[p] = res if res is not None else load_trace(p, progress=False)    # None: from the cache
+            got[p] = res
             bar.update(1)
     out = []
     for p in files:
