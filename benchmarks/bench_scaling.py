@@ -1,7 +1,7 @@
 """How does kitlib scale with the size of a trace? Ratios measured in one run, printed.
 
     python benchmarks/bench_scaling.py [--sizes 1,10,50] [--keep DIR] [--hta-python PATH] [--hta-max N]
-                                         [--repeat 3] [--repeat-max 10]
+                                         [--repeat 3] [--repeat-max 10] [--analyses-only]
     python benchmarks/bench_scaling.py --ranks 2,32 [--workers 1,2] [--keep DIR]     # the ranks mode
 
 Builds, in a temporary folder, the reference ``profiler_5step`` trace replicated N times
@@ -21,7 +21,9 @@ reference Nsight export replicated 10 times, then prints, for each size:
 - the peak memory of a fresh process loading it, per event;
 - the time of each analysis, and its growth from each size to the next (linear
   growth = the ratio of the sizes; issue 12's target is within 10 % of linear);
-- ``load_nsys`` and ``nsys_stats`` on the 1× and 10× exports.
+- ``load_nsys`` and ``nsys_stats`` on the 1× and 10× exports, and the GPU-idle analyses
+  (issue 28: idle breakdown, stream concurrency, verdicts, copies) on both;
+- with ``--analyses-only``, only the analyses (no reader, cache or HTA timings).
 
 The ranks mode (``--ranks``) builds N rank traces from the kit's ``ranks_straggler``
 pair (rank 1 the straggler's trace, every other rank a copy of rank 0's, each with its own
@@ -138,12 +140,13 @@ import orjson
 import pandas
 if what == "hta":
     from hta.common.trace_parser import ParserConfig, parse_trace_dataframe
-if what.startswith("kitlib") or what in ("analyses", "nsys", "orjson_gz"):
+if what.startswith("kitlib") or what in ("analyses", "nsys", "nsys_analyses", "orjson_gz"):
     import kitlib                     # the learner's process: kitlib imported before the clock starts
     from kitlib.readers import trace_cache
     from kitlib.readers.trace import load_trace
     from kitlib.readers.nsys import load_nsys, nsys_stats
     from kitlib.analyses import chain, grouping, lint, memory, steps, trace_diff
+    from kitlib.analyses import gpu_idle, kernel_launches, transfers
     from dataclasses import replace as fresh   # a Trace of the same tables, nothing worked out yet
 def hwm():
     # this process's peak resident memory (VmHWM). Not ru_maxrss: Linux carries that over
@@ -178,7 +181,25 @@ elif what == "analyses":
                      ("memory_by_operator", lambda: memory.memory_by_operator(tr)),
                      ("lint", lambda: lint.lint(tr)),
                      ("trace_diff", lambda: trace_diff.trace_diff(fresh(tr), fresh(tr))),
-                     ("trace_diff_operators", lambda: trace_diff.trace_diff(fresh(tr), fresh(tr), "operators"))]:
+                     ("trace_diff_operators", lambda: trace_diff.trace_diff(fresh(tr), fresh(tr), "operators")),
+                     # issue 28 (why is the GPU idle?): the events joined to their launches once,
+                     # then each analysis on them (the chain above is reused, as in a lesson)
+                     ("device_events", lambda: gpu_idle.device_events(tr)),
+                     ("idle_breakdown", lambda: gpu_idle.idle_breakdown(tr)),
+                     ("queue_summary", lambda: gpu_idle.queue_summary(tr)),
+                     ("stream_concurrency", lambda: gpu_idle.stream_concurrency(tr)),
+                     ("step_verdicts", lambda: gpu_idle.step_verdicts(tr)),
+                     ("launch_summary", lambda: kernel_launches.launch_summary(tr)),
+                     ("copy_summary", lambda: transfers.copy_summary(tr))]:
+        t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
+    print(json.dumps(out)); sys.exit(0)
+elif what == "nsys_analyses":
+    rep = load_nsys(path)
+    out = {{}}
+    for name, fn in [("idle_breakdown", lambda: gpu_idle.idle_breakdown(rep)),
+                     ("stream_concurrency", lambda: gpu_idle.stream_concurrency(rep)),
+                     ("step_verdicts", lambda: gpu_idle.step_verdicts(rep)),
+                     ("copy_summary", lambda: transfers.copy_summary(rep))]:
         t = time.perf_counter(); fn(); out[name] = time.perf_counter() - t
     print(json.dumps(out)); sys.exit(0)
 elif what == "nsys":
@@ -272,6 +293,8 @@ def hwm():
         if line.startswith("VmHWM:"):
             return int(line.split()[1]) * 1024
 base = hwm()
+_me = resource.getrusage(resource.RUSAGE_SELF)
+cpu0 = _me.ru_utime + _me.ru_stime
 t0 = time.perf_counter()
 rt = load_traces(folder, workers=workers, progress=False)
 out = {{"load_s": time.perf_counter() - t0}}
@@ -279,8 +302,11 @@ if what == "analysis":
     t1 = time.perf_counter()
     e = straggler_estimate(budget=step_budget(rt))
     out.update(analysis_s=time.perf_counter() - t1, rank=e["rank"], delay_ms=e["delay_ms"])
-out.update(seconds=time.perf_counter() - t0, peak_bytes=hwm() - base,
-           worker_peak_bytes=resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+wall = time.perf_counter() - t0
+me, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+cpu = me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime - cpu0
+out.update(seconds=wall, peak_bytes=hwm() - base, cores=cpu / wall,
+           worker_peak_bytes=kids.ru_maxrss * 1024)
 print(json.dumps(out))
 '''
 
@@ -299,7 +325,9 @@ def ranks_mode(counts: list, workers: list, work: Path, env: dict, repeat: int) 
     off = dict(env, KITLIB_TRACE_CACHE="0")
     print("\nranks: load_traces of N rank traces (ranks_straggler replicated), fastest of "
           f"{repeat}; peak memory above the process after its imports, and the largest worker's")
-    print(f"{'ranks':>5} {'workers':>7} {'first open s':>12} {'cache off s':>11} {'peak MB':>8} "
+    print("(cores: CPU seconds of the process and its workers per second of wall time, in the first open "
+          "and cache off runs: what the machine gave; a speed-up cannot exceed their ratio)")
+    print(f"{'ranks':>5} {'workers':>7} {'first open s':>12} {'cache off s':>11} {'cores':>11} {'peak MB':>8} "
           f"{'worker peak MB':>14}")
     best: dict = {}
     for n in counts:
@@ -316,6 +344,7 @@ def ranks_mode(counts: list, workers: list, work: Path, env: dict, repeat: int) 
                 cold = y if cold is None or (y and y["seconds"] < cold["seconds"]) else cold
             best[(n, w)] = (first, cold)
             print(f"{n:>5} {w:>7} {first['seconds']:>12.2f} {cold['seconds']:>11.2f} "
+                  f"{first['cores']:>5.2f} {cold['cores']:>5.2f} "
                   f"{first['peak_bytes'] / 1e6:>8.0f} {first['worker_peak_bytes'] / 1e6:>14.0f}")
     n = max(counts)
     if 1 in workers and 2 in workers:
@@ -345,6 +374,8 @@ def main():
     ap.add_argument("--ranks", default=None,
                     help="the ranks mode instead: rank counts, e.g. 2,32 (ranks_straggler replicated)")
     ap.add_argument("--workers", default="1,2", help="the ranks mode's worker processes, e.g. 1,2")
+    ap.add_argument("--analyses-only", action="store_true",
+                    help="time only the analyses (and the Nsight export's), not the readers and caches")
     a = ap.parse_args()
     sizes = [int(x) for x in a.sizes.split(",")]
     work = Path(a.keep) if a.keep else Path(tempfile.mkdtemp(prefix="kitlib-bench-"))
@@ -371,6 +402,13 @@ def main():
             count.write_text(str(replicate_trace(REF / "profiler_5step" / "trace.json.gz", n, path)))
         events = int(count.read_text())
         off = dict(env, KITLIB_TRACE_CACHE="0")
+        if a.analyses_only:
+            print(f"\n{n}x: {events:,} events")
+            analyses[n] = json.loads(subprocess.run(
+                [sys.executable, "-c", _CHILD.format(root=str(ROOT)), "analyses", str(path)],
+                capture_output=True, text=True, env=off).stdout.strip().splitlines()[-1])
+            print("  analyses: " + ", ".join(f"{name} {t:.2f} s" for name, t in analyses[n].items()))
+            continue
         # the three parsers in turn, --repeat times: each one's fastest run (a busy
         # machine slows a run, never speeds it up); peak memory from the same runs
         r: dict = {}
@@ -425,10 +463,16 @@ def main():
     big = work / "report_10x.sqlite"
     if not big.exists():
         replicate_nsys(src, 10, big)
-    one, ten = run("nsys", src, env), run("nsys", big, env)
+    one, ten = (None, None) if a.analyses_only else (run("nsys", src, env), run("nsys", big, env))
     if one and ten:
         print(f"\nNsight export: load_nsys + three nsys_stats reports {one['seconds']:.2f} s (1x), "
               f"{ten['seconds']:.2f} s (10x): growth {ten['seconds'] / one['seconds']:.1f}")
+    na = [json.loads(subprocess.run([sys.executable, "-c", _CHILD.format(root=str(ROOT)), "nsys_analyses", str(p)],
+                                    capture_output=True, text=True, env=env).stdout.strip().splitlines()[-1])
+          for p in (src, big)]
+    print("Nsight export, GPU-idle analyses 1x -> 10x (linear = 10): " + ", ".join(
+        f"{name} {na[0][name]:.2f} -> {na[1][name]:.2f} s ({na[1][name] / max(na[0][name], 1e-9):.1f})"
+        for name in na[0]))
     print(f"\nat the end: {machine_state()}")
     if not a.keep:
         shutil.rmtree(work, ignore_errors=True)
