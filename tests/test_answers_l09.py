@@ -152,10 +152,81 @@ def test_cpu_sampling(ex):
     assert q.judge_silently("no") and not q.judge_silently("yes")
 
 
+def _queue_empty_and_busy(launch_of, gpu, a, b):
+    """Over [a, b): the time nothing was launched and unfinished on the device (+1 at a launch
+    call's start, -1 at its GPU operation's end, all streams together) and the time a GPU
+    operation ran (their union)."""
+    changes = sorted([(launch_of[c], 1) for s, e, c in gpu if c in launch_of] +
+                     [(e, -1) for s, e, c in gpu if c in launch_of])
+    v, t_prev, empty = 0, a, 0
+    for t, d in changes:
+        if t >= b:
+            break
+        if t > a:
+            empty += (t - t_prev) if v == 0 else 0
+            t_prev = t
+        v += d
+    empty += (b - t_prev) if v == 0 else 0
+    busy, cur = 0, None
+    for s, e in sorted((max(s, a), min(e, b)) for s, e, c in gpu if e > a and s < b):
+        if cur is None or s > cur[1]:
+            busy += 0 if cur is None else cur[1] - cur[0]
+            cur = [s, e]
+        else:
+            cur[1] = max(cur[1], e)
+    return empty, busy + (cur[1] - cur[0] if cur else 0)
+
+
+def _verdict(empty_share, busy_share):
+    return ("CPU-bound" if empty_share >= 0.20 else
+            "GPU-bound" if empty_share <= 0.05 and busy_share >= 0.90 else "mixed")
+
+
+def test_queue_verdict(ex):
+    """The last step of nsys_8step, from the export's tables: never an empty queue, the GPU busy
+    97 % of it: GPU-bound."""
+    launch_of = dict((c, s) for s, c in sql_rows(DB, "SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    gpu = [r for t in ("KERNEL", "MEMCPY", "MEMSET")
+           for r in sql_rows(DB, f"SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_{t}")]
+    a, b = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")[-1]
+    empty, busy = _queue_empty_and_busy(launch_of, gpu, a, b)
+    assert empty == 0 and 0.97 < busy / (b - a) < 0.98
+    q = ex["queue_verdict"]
+    assert q.kind == "predict" and q.answer == _verdict(empty / (b - a), busy / (b - a)) == "GPU-bound"
+    assert q.choices == ["CPU-bound", "GPU-bound", "mixed"]
+    assert q.judge_silently("GPU-bound")
+    _rejects(q, "CPU-bound", "mixed")
+    assert "gaps in the kernel row" in q.judge("CPU-bound").message
+
+
+def test_public_queue_empty_share(ex):
+    """ProfilerStep#7 of the public V100 trace (PyTorch 1.9: categories Runtime, Kernel, Memcpy,
+    Memset; whole µs), from its raw JSON."""
+    import gzip
+    import orjson
+    from kitlib.course.exercises import l09
+    events = orjson.loads(gzip.decompress((REF / l09.PUBLIC_TRACE).read_bytes()))["traceEvents"]
+    us = lambda x: int(x) * 1000    # noqa: E731  (integer µs in this trace)
+    launch_of = {e["args"]["correlation"]: us(e["ts"]) for e in events
+                 if e.get("ph") == "X" and e.get("cat") == "Runtime" and "correlation" in e.get("args", {})}
+    gpu = [(us(e["ts"]), us(e["ts"]) + us(e["dur"]), e["args"]["correlation"]) for e in events
+           if e.get("ph") == "X" and e.get("cat") in ("Kernel", "Memcpy", "Memset")]
+    (st,) = [e for e in events if e.get("name") == f"ProfilerStep#{l09.PUBLIC_TRACE_STEP}"]
+    a, b = us(st["ts"]), us(st["ts"]) + us(st["dur"])
+    empty, busy = _queue_empty_and_busy(launch_of, gpu, a, b)
+    q = ex["public_queue_empty_share"]
+    assert q.kind == "transfer" and q.answer == pytest.approx(empty / (b - a), rel=1e-12)
+    assert round(q.answer, 3) == 0.418 and _verdict(empty / (b - a), busy / (b - a)) == "CPU-bound"
+    assert q.judge_silently(round(empty / (b - a), 3))
+    _rejects(q, q.answer * 1.05, q.answer * 0.95, 1 - q.answer, busy / (b - a), q.answer * 100)
+    assert "host_wait_share" in q.judge(0.437).message        # the neighbouring column
+
+
 def test_every_question_is_pinned(ex):
     assert [q.key for q in ex.questions] == [
         "streams_with_kernels", "backward_gpu_ops", "pin_alloc_share", "batches_before_batch0", "h2d_pinned_gbps",
-        "syncs_in_steps", "public_h2d_gbps", "public_sync_ms", "cpu_sampling"]
+        "syncs_in_steps", "public_h2d_gbps", "public_sync_ms", "queue_verdict", "public_queue_empty_share",
+        "cpu_sampling"]
     assert Path(CLOVER).exists()
 
 
@@ -178,3 +249,39 @@ def test_questions_build_on_the_kits_live_recording():
     (b, ns), = sql_rows(db, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
                             "WHERE copyKind = 1 AND srcKind = 1")
     assert ex["h2d_pinned_gbps"].answer == pytest.approx(b / ns, rel=1e-12)
+
+
+def test_queue_section_sentences():
+    """The sentences of "Is the GPU waiting for the CPU?", from the export's tables: step 0 waits
+    for the host nearly the whole step; steps 1 and 2 run dry for a few ms; from step 3 on the
+    queue never empties and its longest length grows step after step; the idle time left there
+    is all kernel wait (gaps between queued operations under 30 µs)."""
+    launch_of = dict((c, s) for s, c in sql_rows(DB, "SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
+    gpu = [r for t in ("KERNEL", "MEMCPY", "MEMSET")
+           for r in sql_rows(DB, f"SELECT start, end, correlationId, streamId FROM CUPTI_ACTIVITY_KIND_{t}")]
+    steps = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")
+    changes = sorted([(launch_of[c], 1) for s, e, c, _ in gpu if c in launch_of] +
+                     [(e, -1) for s, e, c, _ in gpu if c in launch_of])
+    longest, v, i = [], 0, 0
+    for a, b in steps:                      # one sweep: the longest queue inside each step
+        while i < len(changes) and changes[i][0] <= a:
+            v += changes[i][1]
+            i += 1
+        top = v
+        while i < len(changes) and changes[i][0] < b:
+            v += changes[i][1]
+            i += 1
+            top = max(top, v)
+        longest.append(top)
+    empty = [_queue_empty_and_busy(launch_of, [g[:3] for g in gpu], a, b)[0] for a, b in steps]
+    assert empty[0] / (steps[0][1] - steps[0][0]) > 0.9
+    assert all(1e6 < e < 5e6 for e in empty[1:3])
+    assert empty[3:] == [0] * 5
+    assert all(x < y for x, y in zip(longest[3:], longest[4:]))
+    # stream 7's gaps that begin in steps 3-7: the next operation was launched before the gap
+    # began, and the gap is under 30 µs (kernel wait)
+    reach = None
+    for s, e, c, _ in sorted(g for g in gpu if g[3] == 7):
+        if reach is not None and s > reach and any(a <= reach < b for a, b in steps[3:]):
+            assert launch_of[c] <= reach and s - reach < 30_000
+        reach = e if reach is None else max(reach, e)

@@ -13,6 +13,11 @@ from ...units import ns_to_ms
 #: A public Nsight Systems export (CloverLeaf, 4×A100, Nsight Systems 2024.5), read for the
 #: transfer questions (``data/reference/public-other``; copied from hpcgroup/pipit, MIT).
 PUBLIC_EXPORT = "public-other/nsys_2024.5_a100_cloverleaf.sqlite"
+#: A public torch.profiler trace (ResNet-50 on a V100, PyTorch 1.9; ``public-other/SOURCES.md``),
+#: on which the queue's transfer question reads a step's verdict.
+PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
+#: The step of :data:`PUBLIC_TRACE` that question asks about.
+PUBLIC_TRACE_STEP = 7
 
 #: CUDA calls that make the calling host thread wait for the GPU (``cudaMemcpy`` without
 #: ``Async`` waits for the copy and the work queued before it).
@@ -49,7 +54,57 @@ def _public_figures(path) -> dict:
             "memcpy_ns": base("cudaMemcpy")}
 
 
-def questions(capture, emit=None, public=None) -> Exercises:
+def public_trace_path():
+    """The public V100 trace among the kit's recordings (``data/reference/public-other``)."""
+    from ...readers.bundle import reference_dir
+    return reference_dir() / PUBLIC_TRACE
+
+
+def _queue_questions(rep, public_trace=None) -> list:
+    """"Is the GPU waiting for the CPU?": predict the verdict of the capture's last step from
+    its timeline; read the empty-queue share of a step of the public V100 trace."""
+    from ...analyses.gpu_idle import step_verdicts
+    from ...readers.trace import load_trace
+    v = step_verdicts(rep)
+    last = v.iloc[-1]
+    other = {"CPU-bound": "the GPU would have waited for launches: look for gaps in the kernel row while the "
+                          "CUDA API rows are busy",
+             "GPU-bound": "work would have been queued all the time, the kernel row without gaps",
+             "mixed": "the queue would have emptied now and then, but for less than a fifth of the step"}
+    qs = [Question(
+        "queue_verdict", f"Predict from the timeline of step {int(last['step'])} above: was the step CPU-bound "
+                         "(the GPU waited for the host's launches), GPU-bound (work was always queued), or mixed?",
+        last["verdict"],
+        f"{last['verdict']}: {last['evidence']}. Work was queued the whole time, so the GPU never waited for a "
+        "launch: a faster host would not make this step shorter; shorter or fewer kernels would."
+        if last["verdict"] == "GPU-bound" else
+        f"{last['verdict']}: {last['evidence']}.",
+        kind="predict", choices=["CPU-bound", "GPU-bound", "mixed"],
+        where="the step's timeline: the kernel row (gaps?) against the CUDA API rows (ahead or behind?)",
+        traps=[(x, f"not in this step: {why}.") for x, why in other.items() if x != last["verdict"]])]
+    path = public_trace if public_trace is not None else public_trace_path()
+    if path is None or not __import__("pathlib").Path(path).exists():
+        return qs
+    pv = step_verdicts(load_trace(path))
+    row = pv[pv["step"] == PUBLIC_TRACE_STEP].iloc[0]
+    qs.append(Question(
+        "public_queue_empty_share", f"Transfer, on a public torch.profiler trace the lesson has not shown "
+                                    f"(ResNet-50 on a V100, PyTorch 1.9: {PUBLIC_TRACE}): run step_verdicts on it. "
+                                    f"For what share of ProfilerStep#{PUBLIC_TRACE_STEP} did the GPU's launch queue "
+                                    "stand empty? (0–1)", float(row["queue_empty_share"]),
+        f"{row['queue_empty_share']:.3f} of the step: {row['verdict']}. {row['evidence']}. Over its "
+        f"{len(pv)} steps the queue stood empty {pv['queue_empty_share'].min():.0%} to "
+        f"{pv['queue_empty_share'].max():.0%} of the time: that loop kept its GPU waiting for the host.",
+        kind="transfer", where="step_verdicts(load_trace(...)): the queue_empty_share column, "
+                               f"step {PUBLIC_TRACE_STEP}",
+        traps=[(float(row["host_wait_share"]), "that is host_wait_share, the neighbouring column (idle inside "
+                                               "host-wait gaps); the question asks how long the queue was empty."),
+               (float(row["device_busy_share"]), "that is the share of the step the GPU was busy."),
+               (float(1 - row["queue_empty_share"]), "that is the share with something queued: 1 minus the answer.")]))
+    return qs
+
+
+def questions(capture, emit=None, public=None, public_trace=None) -> Exercises:
     """Questions of lesson 09, from an Nsight Systems capture (``nsys_8step`` or a live one).
 
     Parameters
@@ -61,6 +116,9 @@ def questions(capture, emit=None, public=None) -> Exercises:
     public : path, optional
         The public export of the transfer questions (default :func:`public_export_path`);
         without it (not in this checkout) those questions are left out.
+    public_trace : path, optional
+        The public torch.profiler trace of the launch-queue transfer question (default
+        :func:`public_trace_path`); left out when absent.
     """
     import numpy as np
 
@@ -182,6 +240,7 @@ def questions(capture, emit=None, public=None) -> Exercises:
                                                 "about cudaDeviceSynchronize."),
                    (ns_to_ms(pub["sync_ns"]) / pub["sync_calls"], "that is the mean per call; the question asks "
                                                                   "for all calls together.")]))
+    qs += _queue_questions(rep, public_trace)
     qs.append(Question("cpu_sampling", "Was CPU sampling on in this capture? (yes/no)", bool(col.get("cpu_sampling")),
                        "the manifest's collectors: " + ", ".join(f"{k}={v}" for k, v in col.items())
                        + ". With sampling and context switches off, the report cannot say what a thread computed "
