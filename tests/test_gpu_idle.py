@@ -660,10 +660,9 @@ def test_why_30_us(name, median_ns, raw):
 
 
 def test_host_wait_of_several_streams_is_counted_once():
-    """The A100 trace runs four streams; their host-wait gaps overlap in time. The verdict's
-    host wait is the time the whole device was idle inside one of them: never more than the
-    step, and at least the time the device's queue stood empty... unless the empty queue
-    followed a queued gap (kernel wait or other): checked against the per-stream sums."""
+    """The A100 trace runs four streams; their host-wait gaps overlap in time, so their sum
+    exceeds the step. The verdict's host wait is the time the whole device was idle inside one
+    of them, each moment once: never more than the step, nor than the per-stream sum."""
     tr = load_trace(PUBLIC / "hta_2022-08_a100_rank3.json.gz")
     v = G.step_verdicts(tr)
     per_stream = G.idle_breakdown(tr).groupby("step")["host_wait_ns"].sum()
