@@ -599,6 +599,15 @@ def test_recording_copies_and_launches(raw, ref_trace):
     n, b, d = expect[("HtoD", "Pinned")]
     assert pinned["gb_per_s"] == b / d and pinned["peak_gb_per_s"] == 64.0      # 55.2 GB/s of 64
     assert round(pinned["gb_per_s"], 1) == 55.2
+    # kernel_launches.SHORT_KERNEL_NS's grounds: the median cudaLaunchKernel call took 8.2 µs
+    calls = sorted(g["launch"][1] for g in gpu if g["launch"] and g["launch"][2] == "cudaLaunchKernel")
+    assert (calls[(len(calls) - 1) // 2] + calls[len(calls) // 2]) / 2 == 8233.5
+    # gpu_idle's docstring: 130 GPU events start before everything earlier on the stream has ended
+    reach, early = None, 0
+    for g in sorted(gpu, key=lambda g: (g["start"], g["end"])):
+        early += reach is not None and g["start"] < reach
+        reach = g["end"] if reach is None else max(reach, g["end"])
+    assert early == 130
     # launch overhead per step: the launch calls of the step's GPU events, summed; short kernels
     by = LS.launch_summary(tr, by=("step",)).sort_values("step")
     for (n, a, bnd), r in zip(steps, by.itertuples()):
