@@ -113,7 +113,18 @@ _NO_STEPS = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.S
 class GpuIdleError(KitError, ValueError):
     """A recording cannot answer a GPU-idle question: no GPU events (a CPU-only trace), no
     launches, no steps, or too little to measure; the message names the file and what is
-    missing."""
+    missing.
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.gpu_idle import GpuIdleError, queue_length
+    >>> try:
+    ...     queue_length(trace_from_json({"traceEvents": []}, "cpu_only.json"))
+    ... except GpuIdleError as e:
+    ...     print(e)
+    cpu_only.json: no GPU events (no kernel, copy or set): a CPU-only recording, or one without CUDA activity, cannot tell when the GPU was idle
+    """
 
 
 # --------------------------------------------------------------------------- the events
