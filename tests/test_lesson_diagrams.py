@@ -21,10 +21,7 @@ MAX_CHARS = 84
 
 #: Lessons whose blocks are known to be wider: each must be fixed, then removed from here
 #: (the test is a strict xfail, so it says when that has happened).
-KNOWN_WIDE = {
-    "01": "the nsys command lines (102 characters) wrap at 1280 px",
-    "02": "the CUPTI/Kineto diagram (100 characters) wraps at 1280 px",
-}
+KNOWN_WIDE: dict = {}
 
 _FENCED = re.compile(r"^```[^\n]*\n(.*?)^```", re.M | re.S)
 
