@@ -119,8 +119,9 @@ class GpuIdleError(KitError, ValueError):
     --------
     >>> from kitlib.readers.trace import trace_from_json
     >>> from kitlib.analyses.gpu_idle import GpuIdleError, queue_length
+    >>> op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 1}
     >>> try:
-    ...     queue_length(trace_from_json({"traceEvents": []}, "cpu_only.json"))
+    ...     queue_length(trace_from_json({"traceEvents": [op]}, "cpu_only.json"))
     ... except GpuIdleError as e:
     ...     print(e)
     cpu_only.json: no GPU events (no kernel, copy or set): a CPU-only recording, or one without CUDA activity, cannot tell when the GPU was idle
