@@ -98,3 +98,27 @@ def test_no_such_step(rep):
     from kitlib.errors import KitError
     with pytest.raises(KitError, match="no step 99"):
         plot_queue_timeline(rep, 99)
+
+
+def test_text_is_at_least_9_px_and_follows_the_scale(rep):
+    """As every kitlib picture (tests/test_plots_drawn.py): no text under 9 px at scale 1, and
+    each text grows with the projector scale."""
+    def sizes(scale):
+        plots.set_scale(scale)
+        try:
+            fig = plot_queue_timeline(rep, 1)
+            fig.canvas.draw()
+            out = {}
+            for t in fig.findobj(matplotlib.text.Text):
+                if t.get_visible() and t.get_text().strip():
+                    out.setdefault(t.get_text()[:40], []).append(t.get_fontsize() * fig.dpi / 72)
+            plt.close(fig)
+            return out
+        finally:
+            plots.set_scale(1.0)
+    one, big = sizes(1.0), sizes(1.5)
+    assert min(px for v in one.values() for px in v) >= 9
+    common = [t for t in set(one) & set(big) if len(one[t]) == len(big[t])]
+    assert len(common) >= 0.6 * len(one)
+    for t in common:
+        assert sorted(big[t]) == pytest.approx([1.5 * x for x in sorted(one[t])]), t
