@@ -272,8 +272,8 @@ class Capture:
     #: What this Capture hands out (its own Trace and NsysReport, copies of the shared ones).
     _own: dict = field(default_factory=dict, repr=False, compare=False)
     #: How the bundle was found: ``"kit"`` (a name looked up in the kit's reference
-    #: recordings), ``"own"`` (a name found in ``$KITLIB_REPLAY_DIR``) or ``"path"``
-    #: (opened by its folder).
+    #: recordings), ``"own"`` (a name found in ``$KITLIB_REPLAY_DIR``), ``"clinic"`` (a
+    #: folder of the kit's clinic, :func:`clinic_dir`) or ``"path"`` (opened by its folder).
     found_in: str = "path"
 
     # -- plain facts -------------------------------------------------------
@@ -533,6 +533,8 @@ class Capture:
         gpu = _short_gpu(self.provenance.get("gpu"))
         if self.found_in == "kit":
             return f"kit's {gpu} reference"
+        if self.found_in == "clinic":
+            return f"kit's {gpu} clinic case"
         if self.found_in == "own":
             return f"your own recording ({gpu})"
         if self.origin == "live":
@@ -753,11 +755,11 @@ def _shared_cache(p: Path, manifest_path: Path) -> dict:
 
 def _found_in_by_place(p: Path) -> str:
     """``"own"`` for a folder inside ``$KITLIB_REPLAY_DIR``, ``"kit"`` inside the kit's
-    reference folder, else ``"path"``: a recording opened by its path is labelled as the
+    reference folder, ``"clinic"`` inside the kit's clinic (:func:`clinic_dir`), else ``"path"``: a recording opened by its path is labelled as the
     same recording opened by its name would be (links are not followed, so a learner's
     folder of links to the kit's recordings stays the learner's)."""
     own = setting(REPLAY_DIR_ENV)
-    for where, folder in (("own", own), ("kit", reference_dir())):
+    for where, folder in (("own", own), ("kit", reference_dir()), ("clinic", clinic_dir())):
         if folder and _inside(p, folder):
             return where
     return "path"
@@ -884,6 +886,19 @@ def reference_dir() -> Path:
     if checkout.is_dir():
         return checkout
     return here / "reference_data"
+
+
+def clinic_dir() -> Path:
+    """The folder of the kit's clinic recordings (lesson 13: ``data/clinic`` beside the
+    reference recordings; :mod:`kitlib.capture.clinic` records them).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import clinic_dir
+    >>> (clinic_dir() / "cpu" / "clinic.json").is_file()
+    True
+    """
+    return reference_dir().parent / "clinic"
 
 
 def list_references() -> list[str]:
