@@ -884,7 +884,9 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     """How much of each rank's communication-kernel time ran while a compute kernel
     ran too (on another stream): the communication hidden under computation.
 
-    Computed per rank on the GPU's own timeline, so exact within a complete trace
+    A kernel that spins waiting for a late peer while compute runs counts as hidden here,
+    though it moved no data: :func:`exposed_communication` splits waiting from transfer
+    first. Computed per rank on the GPU's own timeline, so exact within a complete trace
     (on a subsampled one, dropped compute kernels make ``hidden_fraction`` too low and
     dropped communication kernels can move it either way):
     ``hidden = |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|`` with
