@@ -1,0 +1,354 @@
+"""The clinic's signs (lesson 13): small measures that say whether a recording shows a cause.
+
+Each cause a learner may name in the clinic (:data:`CAUSES`: the eight planted on the CPU,
+the two that show only on a GPU, and two plausible ones planted nowhere) has a *sign*: one
+figure computed from any recording, and a rule saying when that figure shows the cause.
+The exercises of lesson 13 use them for feedback: a learner who names the wrong cause is
+told what that cause's figure would be if it were the cause, and what it is in the
+recording they read (and in the healthy run). Nothing here knows which case holds which
+cause: that is in the answer key (:data:`kitlib.capture.clinic.CASES`).
+
+Every figure is per profiled (active) step, from the torch.profiler trace the kit reads
+(:class:`kitlib.model.trace.Trace`): operators (``kind == "op"``, the trace's ``cpu_op``
+events) counted inside a labelled range when they start and end within it; for two ranks,
+the largest figure over the ranks. ``tests/test_clinic_signs.py`` recomputes them from the
+raw JSON.
+"""
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from ..readers.bundle import clinic_dir, open_capture
+from ..readers.ranks import load_traces
+
+
+def clinic_folder(device: str = "cpu") -> Path:
+    """The shipped clinic set of ``device`` (``data/clinic/cpu``)."""
+    return clinic_dir() / device
+
+
+def index(device: str = "cpu") -> dict:
+    """``clinic.json`` of the shipped set: per case its symptom, folders and ``ranks``."""
+    return json.loads((clinic_folder(device) / "clinic.json").read_text())
+
+
+def open_bundle(folder):
+    """A clinic bundle: a :class:`~kitlib.readers.bundle.Capture`, or
+    :class:`~kitlib.readers.ranks.RankTraces` for a two-rank folder (``rank0/``, ``rank1/``)."""
+    folder = Path(folder)
+    if (folder / "rank0").is_dir():
+        return load_traces(folder)
+    return open_capture(folder)
+
+
+def traces(rec) -> list:
+    """The Trace of each rank of a bundle (one for a Capture)."""
+    if hasattr(rec, "traces"):
+        return [rec.traces[r] for r in sorted(rec.traces)]
+    return [rec.trace]
+
+
+def step_times(rec) -> dict:
+    """The bundle's ``step_times.json`` (rank 0's for two ranks)."""
+    folder = Path(rec.source if hasattr(rec, "traces") else rec.path)
+    if (folder / "rank0").is_dir():
+        folder = folder / "rank0"
+    return json.loads((folder / "step_times.json").read_text())
+
+
+def _inside(ops: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
+    """Which of ``ops`` start and end within one of ``ranges`` (non-overlapping, one thread)."""
+    if ranges.empty or ops.empty:
+        return np.zeros(len(ops), dtype=bool)
+    r = ranges.sort_values("start_ns")
+    starts, ends = r["start_ns"].to_numpy("int64"), r["end_ns"].to_numpy("int64")
+    s, e = ops["start_ns"].to_numpy("int64"), ops["end_ns"].to_numpy("int64")
+    i = np.searchsorted(starts, s, side="right") - 1
+    ok = i >= 0
+    out = np.zeros(len(ops), dtype=bool)
+    out[ok] = e[ok] <= ends[i[ok]]
+    return out
+
+
+#: CUDA runtime calls that make the host wait for the device.
+SYNC_CALLS = ("cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize")
+#: CUDA runtime calls that take memory from the driver (the caching allocator missing).
+ALLOC_CALLS = ("cudaMalloc", "cudaFree")
+
+
+def trace_signs(tr) -> dict:
+    """The per-step figures of one rank's trace (see the module's notes).
+
+    Returns
+    -------
+    dict
+        ``steps``, ``data_load_share``, ``ops_in_data_load_per_step``,
+        ``contiguous_in_forward_per_step``, ``ops_in_optimizer_per_step``,
+        ``isnan_per_step``, ``attribution_events_per_step`` (Python-stack events and
+        memory records), ``images_per_step`` (the first ``aten::convolution``'s first
+        input dimension), ``step_start_gap_ms`` (median time from a step's start to its
+        ``data_load``), ``syncs_per_step``, ``pageable_copies_per_step``,
+        ``cuda_allocs_per_step``.
+    """
+    ops = tr.ops
+    steps = ops[ops["kind"] == "step"].sort_values("start_ns")
+    n = len(steps)
+    ann = ops[ops["kind"] == "annotation"]
+    cpu = ops[ops["kind"] == "op"]
+    rng = {k: ann[ann["name"] == k] for k in ("data_load", "forward", "optimizer")}
+    conv = cpu[cpu["name"] == "aten::convolution"].sort_values("start_ns")
+    dims = conv["input_dims"].iloc[0] if len(conv) else None
+    images = int(dims[0][0]) if dims is not None and len(dims) and len(dims[0]) else None
+    dl = rng["data_load"].sort_values("start_ns")
+    gaps = []
+    for s in steps["start_ns"]:
+        after = dl.loc[dl["start_ns"] >= s, "start_ns"]
+        if len(after):
+            gaps.append(int(after.iloc[0]) - int(s))
+    calls = tr.launches["name"] if len(tr.launches) else pd.Series([], dtype=str)
+    copies = tr.gpu["name"] if len(tr.gpu) else pd.Series([], dtype=str)
+    python = int((ops["kind"] == "python").sum())
+    return {
+        "steps": n,
+        "data_load_share": float(dl["dur_ns"].sum() / steps["dur_ns"].sum()),
+        "ops_in_data_load_per_step": float(_inside(cpu, dl).sum() / n),
+        "contiguous_in_forward_per_step": float(_inside(cpu[cpu["name"] == "aten::contiguous"],
+                                                        rng["forward"]).sum() / n),
+        "ops_in_optimizer_per_step": float(_inside(cpu, rng["optimizer"]).sum() / n),
+        "isnan_per_step": float((cpu["name"] == "aten::isnan").sum() / n),
+        "attribution_events_per_step": float((python + len(tr.memory)) / n),
+        "images_per_step": images,
+        "step_start_gap_ms": float(statistics.median(gaps) / 1e6) if gaps else float("nan"),
+        "syncs_per_step": float(calls.isin(SYNC_CALLS).sum() / n),
+        "pageable_copies_per_step": float(copies.str.contains("Pageable", regex=False).sum() / n),
+        "cuda_allocs_per_step": float(calls.isin(ALLOC_CALLS).sum() / n),
+    }
+
+
+def signs(rec) -> dict:
+    """Every sign of a bundle (:func:`trace_signs`, the largest over ranks), with
+    ``ranks`` (how many), ``median_step_ms`` (uninstrumented), ``ms_per_image``
+    (that median over the batch) and ``first_step_over_median`` (the first uninstrumented
+    step over the median: the cold-start sign)."""
+    per = [trace_signs(t) for t in traces(rec)]
+    out = {k: max(p[k] for p in per) if per[0][k] is not None else None for k in per[0]}
+    out["images_per_step"] = per[0]["images_per_step"]
+    u = step_times(rec)["step_ms_uninstrumented"]
+    med = statistics.median(u)
+    out.update(ranks=len(per), median_step_ms=float(med),
+               ms_per_image=float(med / out["images_per_step"]) if out["images_per_step"] else float("nan"),
+               first_step_over_median=float(u[0] / med))
+    return out
+
+
+@dataclass(frozen=True)
+class Cause:
+    """A cause a learner may name: its words in the list, its fix, and its sign.
+
+    ``figure`` is the key of :func:`signs` that shows it, ``unit`` how it is printed,
+    ``shows(signs) -> bool`` the rule, ``would`` what the figure would look like if this
+    were the cause (a sentence), ``look`` where to look when it is the cause and the
+    learner named another one (it names a view, never the cause).
+    """
+
+    id: str
+    text: str
+    fix: str
+    figure: str
+    unit: str
+    would: str
+    look: str
+    threshold: float
+
+    def shows(self, s: dict) -> bool:
+        """Whether signs ``s`` show this cause."""
+        v = s[self.figure]
+        if self.id == "slow_transform":
+            return v >= self.threshold and s["ops_in_data_load_per_step"] < 100
+        if self.id == "tiny_batches":
+            return v is not None and v <= self.threshold
+        if self.id == "straggler_rank":
+            return s["ranks"] >= 2 and v >= self.threshold
+        return v is not None and v >= self.threshold
+
+
+#: The causes offered in the clinic, in the order the lists show them.
+CAUSES = {c.id: c for c in [
+    Cause("loader_in_main_process", "the training process makes its own batches (DataLoader num_workers=0)",
+          "num_workers > 0, with persistent workers", "ops_in_data_load_per_step", "operators per step",
+          "if the training process decoded and transformed the images itself, data_load would hold the "
+          "transform's operators, hundreds per step", "Look at what runs inside data_load.", 100),
+    Cause("slow_transform", "the loader's workers cannot keep up (a costly transform)",
+          "a cheaper transform (crop without upscaling first)", "data_load_share", "of the step",
+          "if the workers could not keep up, the training process would wait in data_load for most of each "
+          "step, with no operators of its own in there",
+          "Look at how much of each step goes to data_load, and at what runs inside it.", 0.65),
+    Cause("channels_first_input", "a memory-layout mismatch: channels-first input to a channels-last model",
+          "convert the input to channels_last too", "contiguous_in_forward_per_step",
+          "aten::contiguous calls inside forward per step",
+          "if the input's layout did not match the model's, forward would convert it every step: "
+          "aten::contiguous calls inside the forward range",
+          "Look for work inside forward that the healthy run does not do there.", 0.5),
+    Cause("profiler_overhead", "the profiler's own overhead (stacks and memory recorded)",
+          "time steps without the profiler; profile with the lightest recipe that answers the question",
+          "attribution_events_per_step", "Python-stack events and memory records per step",
+          "if heavy attribution had been on, the trace would hold Python-stack events and memory records",
+          "Look at which kinds of events the trace holds besides operators and labels.", 1),
+    Cause("optimizer_per_tensor", "the optimizer's per-parameter loop (neither foreach nor fused)",
+          "a fused (or foreach) optimizer", "ops_in_optimizer_per_step", "operators inside optimizer per step",
+          "if the optimizer looped over its parameters one by one, the optimizer range would hold several "
+          "operators per parameter tensor, hundreds per step",
+          "Look at how many operators run inside the optimizer range.", 400),
+    Cause("anomaly_detection", "a debugging check left on (autograd anomaly detection)",
+          "turn anomaly detection off", "isnan_per_step", "aten::isnan calls per step",
+          "if anomaly detection were on, every backward node's output would be checked: aten::isnan (with "
+          "aten::any) calls every step", "Compare the operator names in key_averages with the healthy run's.", 1),
+    Cause("tiny_batches", "batches too small: every operator's fixed cost outweighs its arithmetic",
+          "a larger batch (or fewer, larger operators)", "images_per_step", "images per step",
+          "if the batches were tiny, the convolutions' Input Dims would show a handful of images",
+          "Look at the convolutions' Input Dims and at the time per image.", 4),
+    Cause("straggler_rank", "one rank arrives late at every step (a straggler)",
+          "remove, or spread over the ranks, the slow rank's extra work", "step_start_gap_ms",
+          "ms from a step's start to its data_load (the slowest rank)",
+          "if one rank did extra work each step, that rank's steps would open with a gap before data_load and "
+          "the other rank would wait in the all-reduce",
+          "Look at each rank's steps: what happens before data_load?", 20),
+    Cause("sync_every_step", "a host–device sync every step (loss.item())", "read the loss every N steps",
+          "syncs_per_step", "cudaStreamSynchronize-type calls per step",
+          "if the host waited for the GPU every step, each step would hold a cudaStreamSynchronize (or a "
+          "blocking device-to-host copy)", "", 1),
+    Cause("pageable_blocking_copies", "pageable, blocking host-to-device copies",
+          "pin_memory=True and non_blocking=True", "pageable_copies_per_step", "pageable copies per step",
+          "if the batches were copied from pageable memory, the trace would hold Memcpy HtoD (Pageable) rows",
+          "", 1),
+    Cause("allocator_churn", "allocator churn: memory taken from the driver every step",
+          "keep the caching allocator's blocks (no empty_cache in the loop; reuse buffers)",
+          "cuda_allocs_per_step", "cudaMalloc/cudaFree calls per step",
+          "if the allocator could not reuse its blocks, every step would call cudaMalloc and cudaFree", "", 1),
+    Cause("cold_start", "one-time start-up costs inside the measured steps",
+          "warm up before timing and leave the first steps out", "first_step_over_median",
+          "first timed step over the median",
+          "if start-up costs were inside the timed steps, the first ones would take several times the median "
+          "and the rest would run at the healthy pace", "", 3),
+]}
+
+#: The cause list and the fix list, as the questions offer them.
+CAUSE_CHOICES = [c.text for c in CAUSES.values()]
+FIX_CHOICES = [c.fix for c in CAUSES.values()]
+
+
+def cause_of_text(text) -> Cause | None:
+    """The cause whose words (or id) are ``text``, else None."""
+    t = str(text).strip().lower()
+    for c in CAUSES.values():
+        if t in (c.text.lower(), c.id):
+            return c
+    return None
+
+
+def fix_of_text(text) -> Cause | None:
+    """The cause whose fix is ``text``, else None."""
+    t = str(text).strip().lower()
+    for c in CAUSES.values():
+        if t in (c.fix.lower(), c.id):
+            return c
+    return None
+
+
+def fmt(v, unit: str = "") -> str:
+    """A sign's value as the feedback prints it."""
+    if v is None or (isinstance(v, float) and np.isnan(v)):
+        return "none"
+    if unit == "of the step":
+        return f"{v:.3f} {unit}"
+    if float(v).is_integer():
+        return f"{int(v):,} {unit}".strip()
+    return f"{v:,.3g} {unit}".strip() if abs(v) < 100 else f"{v:,.0f} {unit}".strip()
+
+
+def not_this(cause: Cause, case: dict, healthy: dict, look: str = "") -> str:
+    """The feedback for naming ``cause`` where the signs ``case`` do not show it: what its
+    figure would be, what it is here and in the healthy run, and ``look`` (where to look
+    instead)."""
+    here = fmt(case[cause.figure], cause.unit)
+    base = fmt(healthy[cause.figure], cause.unit)
+    extra = ""
+    if cause.id == "slow_transform":
+        extra = f", with {fmt(case['ops_in_data_load_per_step'], 'operators per step')} inside it"
+    if cause.id == "straggler_rank" and case["ranks"] < 2:
+        return f"{cause.would}. This job ran as {case['ranks']} rank: there is no other rank to wait. {look}".strip()
+    if cause.id in ("sync_every_step", "pageable_blocking_copies", "allocator_churn") and case["syncs_per_step"] == 0 \
+            and case["pageable_copies_per_step"] == 0 and case["cuda_allocs_per_step"] == 0:
+        extra = " (this job ran on the CPU: its trace holds no CUDA calls at all)"
+    return f"{cause.would}. Here it is {here}{extra}; in the healthy run {base}. {look}".strip()
+
+
+def sign_table(recs: dict) -> pd.DataFrame:
+    """One row per recording (``{name: bundle}``), one column per cause: its figure."""
+    rows = {}
+    for name, rec in recs.items():
+        s = rec if isinstance(rec, dict) else signs(rec)
+        rows[name] = {c.id: s[c.figure] for c in CAUSES.values()}
+    return pd.DataFrame(rows).T
+
+
+__all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "clinic_folder", "fix_of_text",
+           "index", "not_this", "open_bundle", "sign_table", "signs", "step_times", "trace_signs", "traces"]
+
+
+# --------------------------------------------------------------------------- the fix, measured
+def fix_series(letter: str, device: str = "cpu") -> dict:
+    """The two series lesson 10's comparison takes for case ``letter``: ``before``,
+    ``after`` (lists), ``measured`` (what they are) and ``unit``.
+
+    Uninstrumented step times (rank 0's for two ranks); per image where the fix changes
+    the batch (the images per step read from each side's convolution Input Dims); for a
+    case whose two sides differ only in what the profiler recorded, the profiled active
+    steps of each side (the last ``steps`` of ``step_ms_profiled``: the uninstrumented
+    steps of both sides run the same job).
+    """
+    folder = clinic_folder(device) / f"case_{letter}"
+    recs = {side: open_bundle(folder / side) for side in ("before", "after")}
+    s = {side: signs(r) for side, r in recs.items()}
+    st = {side: step_times(r) for side, r in recs.items()}
+    if s["before"]["attribution_events_per_step"] > 0 and s["after"]["attribution_events_per_step"] == 0:
+        n = min(s["before"]["steps"], s["after"]["steps"])     # the schedule's active steps, the last ones
+        return {"before": st["before"]["step_ms_profiled"][-n:], "after": st["after"]["step_ms_profiled"][-n:],
+                "measured": "profiled active steps", "unit": "ms"}
+    b, a = (st[x]["step_ms_uninstrumented"] for x in ("before", "after"))
+    ib, ia = s["before"]["images_per_step"], s["after"]["images_per_step"]
+    if ib != ia:
+        return {"before": [v / ib for v in b], "after": [v / ia for v in a],
+                "measured": f"uninstrumented steps per image ({ib} → {ia} images)", "unit": "ms/image"}
+    return {"before": list(b), "after": list(a), "measured": "uninstrumented steps", "unit": "ms"}
+
+
+def same_position(letter: str, device: str = "cpu") -> bool:
+    """Whether both sides of case ``letter`` timed their steps at the same place of the run:
+    the same warm-up steps before the same number of timed steps (each manifest's recipe)."""
+    folder = clinic_folder(device) / f"case_{letter}"
+    keys = ("pre_steps", "timing_steps")
+    rec = [json.loads((folder / side / "manifest.json").read_text())["recipe"] for side in ("before", "after")]
+    return all(rec[0].get(k) == rec[1].get(k) for k in keys)
+
+
+def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
+    """Lesson 10's comparison of each case's fix (:func:`kitlib.analyses.compare.compare`):
+    one row per case, medians, the difference after − before, its 95 % bootstrap interval
+    and the verdict, in the series' unit (``unit``)."""
+    from ..analyses.compare import compare
+    rows = []
+    for x in letters:
+        f = fix_series(x, device)
+        c = compare(f["before"], f["after"])
+        rows.append({"case": f"case_{x}", "measured": f["measured"], "unit": f["unit"], "n_before": c.n_before,
+                     "n_after": c.n_after, "before_median": c.before_median_ms, "after_median": c.after_median_ms,
+                     "difference": c.difference_ms, "ci_low": c.ci_low_ms, "ci_high": c.ci_high_ms,
+                     "same_position": same_position(x, device), "verdict": c.verdict})
+    return pd.DataFrame(rows).set_index("case")
