@@ -73,7 +73,9 @@ def test_bad_workers_and_a_bad_file_among_many(three_ranks, tmp_path, monkeypatc
     assert "rank9.json.gz" in str(e.value)
 
 
-def test_default_workers():
-    assert R.default_workers(1) == 1
-    assert 1 <= R.default_workers(1000) <= 1000
-    assert R.default_workers(2) <= 2
+def test_default_workers(monkeypatch):
+    assert R.default_workers(1) == R.default_workers(R.PARALLEL_MIN_FILES - 1) == 1   # two ranks: no pool
+    monkeypatch.setattr(R.os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
+    assert R.default_workers(R.PARALLEL_MIN_FILES) == 2 and R.default_workers(1000) == 2   # one per core
+    monkeypatch.setattr(R.os, "sched_getaffinity", lambda pid: set(range(16)), raising=False)
+    assert R.default_workers(5) == 5                                                   # one per trace

@@ -198,8 +198,9 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
         (shown from :data:`PROGRESS_MIN_FILES` traces on, or when ``True``).
     workers : int, optional
         How many worker processes parse the traces (``concurrent.futures``'
-        ``ProcessPoolExecutor``). Default: one per CPU core, at most one per trace
-        that needs parsing; traces already in the trace cache are read in this
+        ``ProcessPoolExecutor``). Default (:func:`default_workers`): one per CPU
+        core, at most one per trace that needs parsing, none below
+        :data:`PARALLEL_MIN_FILES` such traces; traces already in the trace cache are read in this
         process (an Arrow read is faster than starting a worker). ``1`` reads every
         trace here, one after another. A worker parses one trace and sends its
         tables back (pickled); with the trace cache on it also writes the trace's
@@ -352,16 +353,25 @@ def wall_step_times(traces: RankTraces) -> pd.DataFrame:
 PROGRESS_MIN_FILES = 8
 
 
+#: Below this many traces to parse, :func:`load_traces` reads them here, one after
+#: another: starting workers and sending two traces back cost more than they save (two
+#: ranks of ``ranks_straggler``: 2.7 s here, 5.1 s with two workers on a busy machine).
+PARALLEL_MIN_FILES = 4
+
+
 def default_workers(n_files: int) -> int:
     """Worker processes :func:`load_traces` starts for ``n_files`` traces to parse: one
-    per CPU core the process may use, at most one per trace (1: no pool at all).
+    per CPU core the process may use, at most one per trace, and none (1: read here)
+    below :data:`PARALLEL_MIN_FILES`.
 
     Examples
     --------
     >>> from kitlib.readers.ranks import default_workers
-    >>> default_workers(1), default_workers(0)
-    (1, 1)
+    >>> default_workers(1), default_workers(2), default_workers(0)
+    (1, 1, 1)
     """
+    if n_files < PARALLEL_MIN_FILES:
+        return 1
     try:
         cores = len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -479,4 +489,5 @@ def _when(ns) -> str:
     return _dt.datetime.fromtimestamp(int(ns) / 1e9, _dt.timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f UTC")
 
 
-__all__ = ["RankTraces", "load_traces", "wall_step_times", "default_workers", "INFO_COLUMNS", "PROGRESS_MIN_FILES"]
+__all__ = ["RankTraces", "load_traces", "wall_step_times", "default_workers", "INFO_COLUMNS", "PROGRESS_MIN_FILES",
+           "PARALLEL_MIN_FILES"]
