@@ -198,6 +198,27 @@ def uninstrumented_step_ms(traces: RankTraces) -> float | None:
     return float(pd.Series(vals).median()) if vals else None
 
 
+def uninstrumented_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler")) -> str:
+    """One line: each run's uninstrumented step (:func:`uninstrumented_step_ms`) and their
+    difference, or why there is none to compare (a run recorded with ``--timing-steps 0``,
+    or loose traces).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.course.ranks import uninstrumented_compared
+    >>> print(uninstrumented_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))
+    timed without the profiler (the sleep included): balanced 1,506 ms, straggler 1,903 ms per step (+397 ms)
+    """
+    ua, ub = uninstrumented_step_ms(a), uninstrumented_step_ms(b)
+    if ua is None or ub is None:
+        missing = " and ".join(n for n, u in zip(names, (ua, ub)) if u is None)
+        return (f"no steps timed without the profiler in the {missing} run (recorded with --timing-steps 0, or "
+                "loose traces): how much the machine itself moved cannot be told here")
+    return (f"timed without the profiler (the sleep included): {names[0]} {ua:,.0f} ms, {names[1]} {ub:,.0f} ms "
+            f"per step ({ub - ua:+,.0f} ms)")
+
+
 def runs_compared(a: RankTraces, b: RankTraces) -> str:
     """One sentence on whether two runs can be compared as they stand: where and when each
     was recorded (``info["host"]`` from the kit's manifests, ``first_ns`` from the
@@ -230,4 +251,4 @@ def runs_compared(a: RankTraces, b: RankTraces) -> str:
 
 
 __all__ = ["REFERENCES", "STRAGGLER_MS", "public_nccl_dir", "live_plan", "torchrun_command", "record_live",
-           "recordings", "injected_delay", "straggler_delay", "clock_shifted", "uninstrumented_step_ms", "runs_compared"]
+           "recordings", "injected_delay", "straggler_delay", "clock_shifted", "uninstrumented_step_ms", "uninstrumented_compared", "runs_compared"]
