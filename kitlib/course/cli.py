@@ -62,6 +62,7 @@ def _builders():
         "10": l10,
         "11": lambda: exercises.lesson11(),
         "12": l12,
+        "13": lambda: exercises.lesson13(),
     }
 
 

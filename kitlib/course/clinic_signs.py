@@ -352,3 +352,29 @@ def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
                      "difference": c.difference_ms, "ci_low": c.ci_low_ms, "ci_high": c.ci_high_ms,
                      "same_position": same_position(x, device), "verdict": c.verdict})
     return pd.DataFrame(rows).set_index("case")
+
+
+def plot_fixes(letters, device: str = "cpu", ax=None):
+    """Each case's two series (:func:`fix_series`) as dots, before and after, each case on
+    its own scale (relative to its *before* median), with the median marked."""
+    import matplotlib.pyplot as plt
+    if ax is None:
+        _, ax = plt.subplots(figsize=(11, 4))
+    rng = np.random.default_rng(0)
+    for i, x in enumerate(letters):
+        f = fix_series(x, device)
+        ref = statistics.median(f["before"])
+        for j, (side, colour) in enumerate((("before", "#c0392b"), ("after", "#2471a3"))):
+            v = np.asarray(f[side]) / ref
+            pos = i + (j - 0.5) * 0.36
+            ax.scatter(pos + rng.uniform(-0.07, 0.07, len(v)), v, s=9, color=colour, alpha=0.6,
+                       label=side if i == 0 else None)
+            ax.hlines(np.median(v), pos - 0.13, pos + 0.13, color="black", lw=2)
+    ax.set_xticks(range(len(letters)), [f"case_{x}" for x in letters])
+    ax.set_yscale("log")
+    ax.axhline(1, color="0.6", lw=0.8, ls=":")
+    ax.set_ylabel("step time / median before (log scale)")
+    ax.set_title("each fix, measured: uninstrumented steps (per image where the batch changed; "
+                 "profiled steps where only the profiler changed)", fontsize=10)
+    ax.legend(loc="upper right")
+    return ax

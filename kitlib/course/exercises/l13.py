@@ -1,0 +1,304 @@
+"""Lesson 13's questions (the clinic: what is slowing this job down?).
+
+Per case of the shipped clinic set, four questions, asked in this order: the **route**
+(which tool and view showed it: lesson 11's tools, each with a view), the **cause** (one
+of :data:`kitlib.course.clinic_signs.CAUSES`, all plausible), the **evidence** (a figure
+computed from the *before* recording's raw rows) and the **fix**. The evidence question
+names its figure, so it comes after the cause: the cause question does not steer the
+learner to an analysis.
+
+Feedback on a wrong cause is computed from that case's recording: the named cause's sign
+(:mod:`kitlib.course.clinic_signs`), what it would be if that were the cause, what it is
+here and in the healthy run, and where to look instead (a view, not the answer). The
+causes themselves come from the answer key (:data:`kitlib.capture.clinic.CASES`).
+
+After the diagnosis: a prediction (the tiny-batch fix per step), lesson 10's comparison
+of a fix (the slow-transform case's median difference, the channels-first case's
+verdict), and a transfer (the pageable-copy sign on the kit's H200 reference).
+"""
+from __future__ import annotations
+
+import statistics
+
+from ...capture.clinic import CASES
+from .. import clinic_signs as cs
+from . import Exercises, Question
+from .l10 import VERDICTS, _verdict_norm
+from .l11 import TOOLS
+
+#: The routes a learner picks from: a tool of lesson 11 (:data:`~kitlib.course.exercises.l11.TOOLS`) and a view.
+R_NAME = "torch.profiler: key_averages by operator name"
+R_SHAPE = "torch.profiler: key_averages by input shape (Input Dims)"
+R_RANGES = "torch.profiler: the trace's labelled ranges and what runs inside them"
+R_EVENTS = "torch.profiler: the kinds of events the trace holds (stacks, memory records)"
+R_RANKS = "torch.profiler: one trace per rank on one time axis"
+R_TIMER = "timer: repeated uninstrumented step times"
+R_NSYS = "nsight systems: threads, OS calls and GPU streams on one timeline"
+R_NCU = "nsight compute: one kernel's sections"
+ROUTE_CHOICES = [R_NAME, R_SHAPE, R_RANGES, R_EVENTS, R_RANKS, R_TIMER, R_NSYS, R_NCU]
+assert all(r.split(":")[0] in TOOLS for r in ROUTE_CHOICES)
+
+#: Per cause: the routes that show its evidence in the clinic's recordings, and what each
+#: wrong route misses (besides :func:`_route_traps`' general ones).
+ROUTES = {
+    "channels_first_input": ((R_RANGES, R_NAME), {}),
+    "straggler_rank": ((R_RANKS,), {R_RANGES: "one rank's own trace shows its steps, not that the other rank waits "
+                                              "for it: put both ranks on one time axis (lesson 12)."}),
+    "loader_in_main_process": ((R_RANGES,), {R_NAME: "the table by name lists operators, not where they ran; the "
+                                                     "trace's ranges say which of them ran inside which label."}),
+    "profiler_overhead": ((R_EVENTS, R_TIMER), {}),
+    "optimizer_per_tensor": ((R_RANGES, R_NAME), {}),
+    "anomaly_detection": ((R_NAME, R_RANGES), {}),
+    "tiny_batches": ((R_SHAPE, R_TIMER), {}),
+    "slow_transform": ((R_RANGES,), {R_NAME: "the table by name sums operators; the time the training process spent "
+                                             "waiting holds none. The trace's ranges show it."}),
+}
+
+
+def _route_traps(cause_id: str, ok) -> list:
+    own = ROUTES[cause_id][1]
+    general = {R_NCU: "the job ran on a CPU: there is no kernel to replay.",
+               R_NSYS: "these recordings are torch.profiler's only (a CPU job); no Nsight Systems report was made.",
+               R_TIMER: "step times say how slow, not why: they cannot tell one cause from another.",
+               R_SHAPE: "every case ran the same shapes as its healthy counterpart except where the batch changed; "
+                        "look for what differs.",
+               R_RANKS: "this job ran as one process: there is one trace.",
+               R_EVENTS: "this trace holds operators and labels only; look at what they show.",
+               R_NAME: "the names alone do not show it here; look at where and when they ran.",
+               R_RANGES: "that view does show where work ran; here it is not where the difference lies."}
+    return [(r, own.get(r, general[r])) for r in ROUTE_CHOICES if r not in ok]
+
+
+def _route_norm(s) -> str:
+    return str(s).strip().lower()
+
+
+#: What the evidence question asks per cause: prompt, unit, where, and the function of
+#: the signs and the raw figures that gives the answer.
+def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, rec) -> Question:
+    key = f"case_{letter}_evidence"
+    neighbour = lambda fig: [(v, f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
+                             if v.get(fig) is not None and v[fig] != s[fig]][:1]
+    n = s["steps"]
+    if cause_id == "channels_first_input":
+        ka = sum(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
+        return Question(key, f"case_{letter}: how many aten::contiguous calls per profiled step run inside the "
+                             "forward range?", s["contiguous_in_forward_per_step"],
+                        f"{s['contiguous_in_forward_per_step'] * n:g} calls in {n} steps, inside forward: the input's "
+                        "conversion to the model's layout in the first convolution (with aten::clone and aten::copy_ "
+                        f"under it). key_averages counts {ka} in all (the others sit in h2d, as in the healthy run, "
+                        f"which has {healthy['contiguous_in_forward_per_step']:g} inside forward).", kind="compute",
+                        where="the trace's aten::contiguous events, kept when they start and end inside a forward range",
+                        traps=[(ka / n, "that counts every aten::contiguous of a step (key_averages); the question "
+                                        "asks for those inside forward."),
+                               (s["contiguous_in_forward_per_step"] * n, f"that is all {n} steps together; per step."),
+                               (healthy["contiguous_in_forward_per_step"], "that is the healthy run's figure.")])
+    if cause_id == "straggler_rank":
+        per = {r: cs.trace_signs(t)["step_start_gap_ms"] for r, t in zip(sorted(rec.traces), cs.traces(rec))}
+        slow = max(per, key=per.get)
+        fast = min(per, key=per.get)
+        return Question(key, f"case_{letter}: on the rank whose steps open latest, the median time (ms) from a "
+                             "ProfilerStep's start to its data_load's start?", round(per[slow], 3),
+                        f"rank {slow}: {per[slow]:,.2f} ms per step (median of {n}) before data_load even starts, "
+                        f"with nothing labelled in it; rank {fast}: {per[fast]:,.3f} ms, the healthy run "
+                        f"{healthy['step_start_gap_ms']:,.3f} ms. Rank {fast} then waits for it in the all-reduce.",
+                        kind="compute", unit="ms", where="each rank's ProfilerStep#N and data_load events (ts, µs)",
+                        traps=[(round(per[fast], 3), f"that is rank {fast}'s: the other rank's steps open later."),
+                               (round(healthy["step_start_gap_ms"], 3), "that is the healthy run's figure."),
+                               (round(per[slow] * 1e3, 1), "that is in µs (the trace's unit); the question asks ms.")])
+    if cause_id == "loader_in_main_process":
+        v = s["ops_in_data_load_per_step"]
+        return Question(key, f"case_{letter}: how many operators (cpu_op events) per profiled step run inside "
+                             "data_load?", v,
+                        f"{v * n:,.0f} in {n} steps: the transform's aten:: operators (ToTensor, Normalize) run in the "
+                        f"training process, inside data_load. The healthy run has {healthy['ops_in_data_load_per_step']:.3g}"
+                        " per step there (the loader's own bookkeeping): its workers do that work in other "
+                        "processes, which this trace does not record.", kind="compute", tolerance=0.02,
+                        tolerance_why="within 2 %: an operator at a range's very edge counts in or out by the "
+                                      "containment rule",
+                        where="the trace's cpu_op events that start and end inside a data_load range, per step",
+                        traps=[(v * n, f"that is all {n} steps together; per step."),
+                               (healthy["ops_in_data_load_per_step"], "that is the healthy run's figure.")])
+    if cause_id == "profiler_overhead":
+        py = sum(1 for k in rec.trace.ops["kind"] if k == "python") / n
+        return Question(key, f"case_{letter}: how many Python-stack events (cat python_function) does the trace "
+                             "hold per profiled step?", round(py, 1),
+                        f"{py * n:,.0f} in {n} steps, {py:,.1f} per step, and {len(rec.trace.memory):,} memory "
+                        "records besides: the recording ran with Python stacks and memory on. The healthy run's "
+                        "trace has none of either.", kind="compute",
+                        where="the trace's events by cat (python_function), over the ProfilerStep count",
+                        traps=[(py * n, f"that is all {n} steps together; per step."),
+                               (round(s["attribution_events_per_step"], 1), "that adds the memory records; the "
+                                                                            "question asks for the Python events."),
+                               (0, "count the events by their cat, not by name.")])
+    if cause_id == "optimizer_per_tensor":
+        v = s["ops_in_optimizer_per_step"]
+        tensors = sum(1 for r in rec.key_averages()["by_name"] if r["key"] == "aten::mul_" and r["count"]) and \
+            next(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::mul_") // n
+        return Question(key, f"case_{letter}: how many operators (cpu_op events) per profiled step run inside the "
+                             "optimizer range?", v,
+                        f"{v * n:,.0f} in {n} steps: about {v / tensors:.0f} per parameter tensor ({tensors} tensors: "
+                        "one aten::mul_ each per step), the optimizer's loop over its parameters. The healthy run "
+                        f"has {healthy['ops_in_optimizer_per_step']:g} per step there.", kind="compute", tolerance=0.02,
+                        tolerance_why="within 2 %: an operator at a range's very edge counts in or out by the "
+                                      "containment rule",
+                        where="the trace's cpu_op events that start and end inside an optimizer range, per step",
+                        traps=[(v * n, f"that is all {n} steps together; per step."),
+                               (healthy["ops_in_optimizer_per_step"], "that is the healthy run's figure.")]
+                        + neighbour("ops_in_optimizer_per_step"))
+    if cause_id == "anomaly_detection":
+        v = s["isnan_per_step"]
+        return Question(key, f"case_{letter}: how many aten::isnan calls per profiled step?", v,
+                        f"{v * n:g} in {n} steps, each with aten::any and aten::item beside it: one check per "
+                        "backward node's output. The healthy run has none.", kind="compute",
+                        where="key_averages by name (the aten::isnan row's count) over the ProfilerStep count",
+                        traps=[(v * n, f"that is all {n} steps together; per step."),
+                               (0, "look again: the operator names differ from the healthy run's.")])
+    if cause_id == "tiny_batches":
+        v = s["ms_per_image"]
+        return Question(key, f"case_{letter}: the median uninstrumented step time per image, in ms (the images per "
+                             "step from the convolutions' Input Dims)?", round(v, 4),
+                        f"median {s['median_step_ms']:,.2f} ms per step / {s['images_per_step']} images = {v:,.3f} ms "
+                        f"per image; the healthy run: {healthy['median_step_ms']:,.2f} ms / "
+                        f"{healthy['images_per_step']} = {healthy['ms_per_image']:,.3f} ms.", kind="compute", unit="ms",
+                        where="step_times.json (step_ms_uninstrumented, median) and the first aten::convolution's "
+                              "Input Dims",
+                        traps=[(round(s["median_step_ms"], 2), "that is per step; divide by the images in a step."),
+                               (round(healthy["ms_per_image"], 4), "that is the healthy run's figure."),
+                               (round(s["median_step_ms"] / healthy["images_per_step"], 4),
+                                f"that divides by the healthy batch ({healthy['images_per_step']}); read this job's "
+                                "batch from its Input Dims.")])
+    if cause_id == "slow_transform":
+        v = s["data_load_share"]
+        return Question(key, f"case_{letter}: what share of the profiled steps' wall time is inside data_load? (0–1)",
+                        round(v, 4),
+                        f"{v:.3f} of the step, with only {s['ops_in_data_load_per_step']:.3g} operators per step "
+                        "inside it: the training process waits for the workers. The healthy run: "
+                        f"{healthy['data_load_share']:.3f}.", kind="compute", unit="share",
+                        where="the data_load ranges' durations over the ProfilerStep ranges' durations",
+                        traps=[(round(healthy["data_load_share"], 4), "that is the healthy run's figure."),
+                               (round(1 - v, 4), "that is the share outside data_load.")]
+                        + neighbour("data_load_share"))
+    raise KeyError(cause_id)
+
+
+def _signs_of(rec) -> dict:
+    return cs.signs(rec)
+
+
+def case_questions(letter: str, rec, healthy: dict, others: dict) -> list:
+    """The four questions of case ``letter`` (its *before* bundle ``rec``)."""
+    cause = cs.CAUSES[CASES[letter].cause_id]
+    s = _signs_of(rec)
+    ok_routes = ROUTES[cause.id][0]
+    qs = [Question(f"case_{letter}_route", f"case_{letter}: which tool and view showed you what is wrong?",
+                   ok_routes[0], f"{' or '.join(ok_routes)}. " + cause.look.replace("Look", "There you look", 1),
+                   kind="recall", choices=ROUTE_CHOICES, normalise=_route_norm,
+                   accept=lambda g, ok=ok_routes: _route_norm(g) in {_route_norm(r) for r in ok},
+                   traps=_route_traps(cause.id, ok_routes))]
+    wrong = [(c.text, cs.not_this(c, s, healthy, cause.look)) for c in cs.CAUSES.values() if c.id != cause.id]
+    qs.append(Question(f"case_{letter}_cause", f"case_{letter}: what is slowing this job down?", cause.text,
+                       f"{CASES[letter].cause}. Its sign, {cause.unit}: {cs.fmt(s[cause.figure])} here, "
+                       f"{cs.fmt(healthy[cause.figure])} in the healthy run.",
+                       kind="transfer", choices=cs.CAUSE_CHOICES, traps=wrong,
+                       normalise=lambda g: (cs.cause_of_text(g).id if cs.cause_of_text(g) else str(g).strip().lower()),
+                       offered=lambda g: cs.cause_of_text(g) is not None))
+    qs.append(_evidence(letter, cause.id, s, healthy, others, rec))
+    wrong_fix = [(c.fix, f"that fixes '{c.text}', which this recording does not show ({c.unit}: "
+                         f"{cs.fmt(s[c.figure])}). Fix what your evidence showed.")
+                 for c in cs.CAUSES.values() if c.id != cause.id]
+    qs.append(Question(f"case_{letter}_fix", f"case_{letter}: which change fixes it?", cause.fix,
+                       f"{cause.fix}. In the job's own terms: {CASES[letter].fix}.", kind="recall",
+                       choices=cs.FIX_CHOICES, traps=wrong_fix,
+                       normalise=lambda g: (cs.fix_of_text(g).id if cs.fix_of_text(g) else str(g).strip().lower()),
+                       offered=lambda g: cs.fix_of_text(g) is not None))
+    return qs
+
+
+def group(key: str) -> str:
+    """The scorecard's group of a question: its case (``case_a``), or ``the fixes``."""
+    return key[:6] if key.startswith("case_") and key[6:7] == "_" else "the fixes, measured"
+
+
+def questions(capture=None, letters=None, reference=None) -> Exercises:
+    """Questions of lesson 13.
+
+    Parameters
+    ----------
+    capture : ignored
+        Accepted for symmetry with the other lessons (the clinic's recordings are the kit's).
+    letters : iterable of str, optional
+        The cases asked (default: every case of the shipped CPU set).
+    reference : Capture, optional
+        The GPU recording of the transfer question (default: the kit's ``profiler_5step``).
+    """
+    from ...analyses.compare import compare
+    from ...readers.bundle import open_capture
+    folder = cs.clinic_folder()
+    idx = cs.index()
+    letters = list(letters or [c.removeprefix("case_") for c in idx["cases"]])
+    healthy = cs.signs(cs.open_bundle(folder / idx["baseline"]))
+    recs = {x: cs.open_bundle(folder / idx["cases"][f"case_{x}"]["before"]) for x in letters}
+    sig = {x: cs.signs(r) for x, r in recs.items()}
+    qs = []
+    for x in letters:
+        others = {f"case_{y}": sig[y] for y in letters if y != x}
+        qs += case_questions(x, recs[x], healthy, others)
+
+    by_cause = {CASES[x].cause_id: x for x in letters}
+    g = by_cause.get("tiny_batches")
+    if g:
+        st = {side: cs.step_times(cs.open_bundle(folder / f"case_{g}" / side)) for side in ("before", "after")}
+        b, a = st["before"]["step_ms_uninstrumented"], st["after"]["step_ms_uninstrumented"]
+        c = compare(b, a)
+        qs.append(Question(
+            "tiny_batch_per_step", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
+                                   "image), are the fixed job's uninstrumented steps 'slower', 'faster' or 'no "
+                                   "difference beyond the noise'?", c.verdict,
+            c.text + " A step of the fixed job carries more images, so it can take longer and still be the faster "
+                     "job: compare per image when the batch changes.",
+            kind="predict", normalise=_verdict_norm, choices=VERDICTS,
+            traps=[("faster", "per image it is; but each step now carries more images.")]))
+    h = by_cause.get("slow_transform")
+    if h:
+        f = cs.fix_series(h)
+        d = statistics.median(f["after"]) - statistics.median(f["before"])
+        qs.append(Question(
+            "fix_difference_ms", f"case_{h}'s fix: median uninstrumented step after minus median before, in ms "
+                                 "(negative if faster)?", round(d, 2),
+            f"{statistics.median(f['after']):,.2f} − {statistics.median(f['before']):,.2f} = {d:+,.2f} ms, over "
+            f"{len(f['before'])} and {len(f['after'])} steps timed at the same place of each run.",
+            kind="compute", unit="ms", where="the two step_times.json files, step_ms_uninstrumented",
+            traps=[(round(-d, 2), "the sign is reversed: after minus before."),
+                   (round(statistics.fmean(f["after"]) - statistics.fmean(f["before"]), 2),
+                    "that is the difference of the means; the question asks for medians.")]))
+    a_ = by_cause.get("channels_first_input")
+    if a_:
+        f = cs.fix_series(a_)
+        c = compare(f["before"], f["after"])
+        qs.append(Question(
+            "layout_fix_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
+                                  "comparison: 'slower', 'faster' or 'no difference beyond the noise'?", c.verdict,
+            c.text + (" The cause is in the recording, and the fix removes it (the after trace has no aten::contiguous "
+                      "inside forward); what these timings cannot show is by how much it helps: on a machine this "
+                      "noisy, measure more steps, or on a quiet machine." if c.verdict != "faster" else ""),
+            kind="compute", normalise=_verdict_norm, choices=VERDICTS,
+            where="compare(before, after): whether the interval of the difference includes 0",
+            traps=[("faster", f"the medians moved by {c.difference_ms:+,.2f} ms, but is the interval "
+                              f"[{c.ci_low_ms:,.2f}, {c.ci_high_ms:,.2f}] ms clear of 0?")]
+            if c.verdict != "faster" else []))
+
+    ref = reference if reference is not None else open_capture("profiler_5step")
+    copies = ref.trace.gpu
+    copies = copies[copies["name"].str.startswith("Memcpy")]["name"].value_counts()
+    pageable = bool(any("Pageable" in n for n in copies.index))
+    shown = ", ".join(f"{k} × {v}" for k, v in copies.items())
+    qs.append(Question(
+        "transfer_pageable", f"Transfer: a GPU set would add the pageable-copy case. Apply its sign to the kit's "
+                             f"GPU recording {ref.name}: does it copy batches from pageable memory? (yes/no)",
+        pageable, f"its copies: {shown}. " + ("Pageable copies are there." if pageable else
+                                              "Every host-to-device copy comes from pinned memory: the loader pins "
+                                              "its batches, so this job does not have that cause."),
+        kind="transfer", where="the trace's GPU memcpy events: each name says the memory kinds (Pageable or Pinned)",
+        traps=[(not pageable, "read the copies' names: each says which memory it copied from.")]))
+    return Exercises("Lesson 13 — your turn", qs)
