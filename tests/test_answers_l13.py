@@ -1,0 +1,251 @@
+"""Lesson 13 (the clinic): every answer pinned from the raw recordings, without the exercise code.
+
+The figures come from ``data/clinic/cpu``'s raw files: the trace JSON (``trace.json.gz``,
+read with json alone: tests/test_clinic.py's ``raw_figures``), ``key_averages.json`` and
+``step_times.json``; lesson 10's comparison is recomputed with numpy's bootstrap as
+``compare`` documents it only where the verdict is pinned. Then: near misses are rejected
+(the healthy run's figure, the neighbouring case's, the other unit), every wrong cause's
+feedback quotes that cause's own figure in the case's recording, which does not show it,
+the scorecard counts per case, and the lesson's printed sentences about the fixes match
+the step times.
+"""
+from __future__ import annotations
+
+import json
+import re
+import statistics
+
+import pytest
+
+from test_clinic import SHIPPED, raw_events, raw_figures, traces_of
+
+from kitlib.capture.clinic import CASES
+from kitlib.course import clinic_signs as cs
+from kitlib.course.exercises import l13
+
+LETTERS = [k.removeprefix("case_") for k in json.loads((SHIPPED / "clinic.json").read_text())["cases"]]
+
+
+@pytest.fixture(scope="module")
+def ex():
+    return l13.questions()
+
+
+def _raw(name: str) -> list:
+    """raw_figures of each trace of a bundle (one per rank)."""
+    return [raw_figures(t) for t in traces_of(SHIPPED / name)]
+
+
+def _steps(name: str) -> dict:
+    path = SHIPPED / name
+    path = path / "rank0" if (path / "rank0").is_dir() else path
+    return json.loads((path / "step_times.json").read_text())
+
+
+def _ka_count(name: str, key: str) -> int:
+    rows = json.loads((SHIPPED / name / "key_averages.json").read_text())["by_name"]
+    return sum(r["count"] for r in rows if r["key"] == key)
+
+
+def _letter(cause_id: str) -> str:
+    return next(x for x in LETTERS if CASES[x].cause_id == cause_id)
+
+
+@pytest.fixture(scope="module")
+def raw():
+    """Per case letter its before's raw figures (largest over ranks), and the healthy run's."""
+    out = {x: {k: max(f[k] for f in _raw(f"case_{x}/before")) for k in _raw(f"case_{x}/before")[0]} for x in LETTERS}
+    out["healthy"] = _raw("baseline")[0]
+    return out
+
+
+def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
+    keys = [q.key for q in ex.questions]
+    for x in LETTERS:
+        assert [k for k in keys if k.startswith(f"case_{x}_")] == [f"case_{x}_{p}" for p in
+                                                                 ("route", "cause", "evidence", "fix")]
+    assert {"tiny_batch_per_step", "fix_difference_ms", "layout_fix_verdict", "transfer_pageable"} <= set(keys)
+    kinds = {q.kind for q in ex.questions}
+    assert {"predict", "transfer", "compute", "recall"} <= kinds
+    assert len(l13.ROUTE_CHOICES) == 8 and len(cs.CAUSE_CHOICES) == 12 and len(cs.FIX_CHOICES) == 12
+
+
+# --------------------------------------------------------------------------- the evidence, from raw rows
+def test_evidence_answers_from_the_raw_trace(ex, raw):
+    a, c, e, h = (_letter(k) for k in ("channels_first_input", "loader_in_main_process", "optimizer_per_tensor",
+                                       "slow_transform"))
+    assert ex[f"case_{a}_evidence"].answer == pytest.approx(raw[a]["contiguous_in_forward"]) == 1
+    assert ex[f"case_{c}_evidence"].answer == pytest.approx(raw[c]["ops_in_data_load"])          # 1,469
+    assert ex[f"case_{e}_evidence"].answer == pytest.approx(raw[e]["ops_in_optimizer"])          # 816
+    assert ex[f"case_{h}_evidence"].answer == pytest.approx(raw[h]["data_load_share"], abs=1e-4)  # 0.775
+
+
+def test_the_straggler_gap_from_each_ranks_raw_events(ex):
+    b = _letter("straggler_rank")
+    gaps = [f["step_start_gap_ms"] for f in _raw(f"case_{b}/before")]
+    assert ex[f"case_{b}_evidence"].answer == pytest.approx(max(gaps), abs=1e-3)               # 40.4 ms
+    q = ex[f"case_{b}_evidence"]
+    assert not q.judge_silently(min(gaps)) and not q.judge_silently(max(gaps) * 1e3)
+
+
+def test_python_events_and_isnan_from_raw_rows(ex):
+    d, f = _letter("profiler_overhead"), _letter("anomaly_detection")
+    evs = raw_events(SHIPPED / f"case_{d}" / "before" / "trace.json.gz")
+    steps = sum(e["name"].startswith("ProfilerStep#") for e in evs)
+    py = sum(e.get("cat") == "python_function" for e in evs)
+    assert ex[f"case_{d}_evidence"].answer == pytest.approx(py / steps, abs=0.05)              # 2,765.2
+    f_steps = raw_figures(SHIPPED / f"case_{f}" / "before" / "trace.json.gz")["steps"]
+    assert ex[f"case_{f}_evidence"].answer == _ka_count(f"case_{f}/before", "aten::isnan") / f_steps  # 22
+
+
+def test_time_per_image_from_step_times_and_input_dims(ex):
+    g = _letter("tiny_batches")
+    batch = raw_figures(SHIPPED / f"case_{g}" / "before" / "trace.json.gz")["batch"]
+    med = statistics.median(_steps(f"case_{g}/before")["step_ms_uninstrumented"])
+    q = ex[f"case_{g}_evidence"]
+    assert q.answer == pytest.approx(med / batch, rel=1e-3) and batch == 2
+    assert not q.judge_silently(med) and not q.judge_silently(med / 16)
+    assert "factor" in q.judge(med / batch * 1000).message
+
+
+def test_near_misses_are_rejected(ex, raw):
+    """The healthy run's figure, the total over the steps, and a neighbouring case's figure."""
+    pairs = {"channels_first_input": "contiguous_in_forward", "loader_in_main_process": "ops_in_data_load",
+             "optimizer_per_tensor": "ops_in_optimizer", "slow_transform": "data_load_share"}
+    for cause, fig in pairs.items():
+        x = _letter(cause)
+        q = ex[f"case_{x}_evidence"]
+        assert q.judge_silently(raw[x][fig])
+        assert not q.judge_silently(raw["healthy"][fig]), cause
+        if fig != "data_load_share":
+            assert not q.judge_silently(raw[x][fig] * raw[x]["steps"]), cause
+    h, c = _letter("slow_transform"), _letter("loader_in_main_process")
+    assert not ex[f"case_{h}_evidence"].judge_silently(raw[c]["data_load_share"])                 # 0.742
+    assert "healthy" in ex[f"case_{h}_evidence"].judge(raw["healthy"]["data_load_share"]).message
+
+
+# --------------------------------------------------------------------------- causes, routes and fixes
+def test_the_right_cause_route_and_fix_are_accepted_and_only_they(ex):
+    for x in LETTERS:
+        cause = cs.CAUSES[CASES[x].cause_id]
+        assert ex[f"case_{x}_cause"].judge_silently(cause.text) and ex[f"case_{x}_cause"].judge_silently(cause.id)
+        assert ex[f"case_{x}_fix"].judge_silently(cause.fix)
+        ok = l13.ROUTES[cause.id][0]
+        assert all(ex[f"case_{x}_route"].judge_silently(r) for r in ok)
+        assert not any(ex[f"case_{x}_route"].judge_silently(r) for r in l13.ROUTE_CHOICES if r not in ok)
+        assert sum(ex[f"case_{x}_cause"].judge_silently(t) for t in cs.CAUSE_CHOICES) == 1
+        assert sum(ex[f"case_{x}_fix"].judge_silently(t) for t in cs.FIX_CHOICES) == 1
+
+
+def test_each_case_shows_its_own_sign_and_no_other(raw):
+    """The signs that drive the feedback: the true cause's shows in its before, no other
+    cause's does; the raw figures agree with kitlib's."""
+    for x in LETTERS:
+        s = cs.signs(cs.open_bundle(SHIPPED / f"case_{x}" / "before"))
+        shown = [c.id for c in cs.CAUSES.values() if c.shows(s)]
+        assert shown == [CASES[x].cause_id], (x, shown)
+        assert s["ops_in_data_load_per_step"] == pytest.approx(raw[x]["ops_in_data_load"])
+        assert s["ops_in_optimizer_per_step"] == pytest.approx(raw[x]["ops_in_optimizer"])
+        assert s["data_load_share"] == pytest.approx(raw[x]["data_load_share"], rel=1e-6)
+        assert s["isnan_per_step"] == raw[x]["isnan"]
+    healthy = cs.signs(cs.open_bundle(SHIPPED / "baseline"))
+    assert not [c.id for c in cs.CAUSES.values() if c.shows(healthy)]
+
+
+def test_a_wrong_cause_names_its_own_figure_in_this_recording(ex):
+    """Each wrong cause's feedback quotes that cause's figure as measured in the case's
+    recording (which does not show it) and the healthy run's, and points at a view."""
+    healthy = cs.signs(cs.open_bundle(SHIPPED / "baseline"))
+    for x in LETTERS:
+        s = cs.signs(cs.open_bundle(SHIPPED / f"case_{x}" / "before"))
+        true = cs.CAUSES[CASES[x].cause_id]
+        for c in cs.CAUSES.values():
+            if c.id == true.id:
+                continue
+            msg = ex[f"case_{x}_cause"].judge(c.text).message
+            ex[f"case_{x}_cause"].wrong_tries = 0
+            assert not c.shows(s)
+            if c.id == "straggler_rank" and s["ranks"] < 2:
+                assert f"as {s['ranks']} rank" in msg, msg
+            else:
+                assert f"Here it is {cs.fmt(s[c.figure], c.unit)}" in msg, (x, c.id, msg)
+                assert f"in the healthy run {cs.fmt(healthy[c.figure], c.unit)}" in msg
+            assert true.look in msg and true.text not in msg
+    ex["case_a_cause"].solved_after = None
+
+
+def test_the_cause_feedback_example_of_the_brief(ex):
+    """Case a (channels-first) answered as a slow loader: its data_load share, from the raw
+    trace, beside the healthy run's."""
+    a = _letter("channels_first_input")
+    share = raw_figures(SHIPPED / f"case_{a}" / "before" / "trace.json.gz")["data_load_share"]
+    base = raw_figures(SHIPPED / "baseline" / "trace.json.gz")["data_load_share"]
+    msg = ex[f"case_{a}_cause"].judge(cs.CAUSES["slow_transform"].text).message
+    ex[f"case_{a}_cause"].wrong_tries = 0
+    assert f"{share:.3f} of the step" in msg and f"{base:.3f} of the step" in msg and "inside forward" in msg
+
+
+# --------------------------------------------------------------------------- the fixes, measured
+def test_the_fix_questions_from_the_step_times(ex):
+    from kitlib.analyses.compare import compare
+    h, a, g = (_letter(k) for k in ("slow_transform", "channels_first_input", "tiny_batches"))
+    b, af = (_steps(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    d = statistics.median(af) - statistics.median(b)
+    q = ex["fix_difference_ms"]
+    assert q.answer == pytest.approx(d, abs=0.01) and not q.judge_silently(-d)
+    assert not q.judge_silently(statistics.fmean(af) - statistics.fmean(b))
+    b, af = (_steps(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    c = compare(b, af)
+    assert ex["layout_fix_verdict"].answer == c.verdict
+    assert (c.verdict == "faster") == (c.ci_high_ms < 0)
+    b, af = (_steps(f"case_{g}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    assert ex["tiny_batch_per_step"].answer == compare(b, af).verdict
+
+
+def test_the_per_image_and_profiled_series():
+    g, d = _letter("tiny_batches"), _letter("profiler_overhead")
+    f = cs.fix_series(g)
+    assert f["unit"] == "ms/image"
+    assert f["before"] == pytest.approx([v / 2 for v in _steps(f"case_{g}/before")["step_ms_uninstrumented"]])
+    assert f["after"] == pytest.approx([v / 16 for v in _steps(f"case_{g}/after")["step_ms_uninstrumented"]])
+    f = cs.fix_series(d)
+    assert f["before"] == _steps(f"case_{d}/before")["step_ms_profiled"][-5:] and len(f["after"]) == 5
+
+
+def test_the_transfer_reads_the_copy_names():
+    import gzip
+    from kitlib.readers.bundle import reference_dir
+    doc = json.loads(gzip.decompress((reference_dir() / "profiler_5step" / "trace.json.gz").read_bytes()))
+    names = {e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Memcpy")}
+    ex = l13.questions(letters=["a"])
+    assert ex["transfer_pageable"].answer == any("Pageable" in n for n in names) and names
+
+
+def test_the_scorecard_counts_per_case(ex):
+    fresh = l13.questions(letters=["a", "h"])
+    for part in ("route", "cause", "evidence", "fix"):
+        fresh.check(f"case_a_{part}", fresh[f"case_a_{part}"].answer)
+    fresh.check("case_h_cause", cs.CAUSES["loader_in_main_process"].text)
+    fresh.check("case_h_cause", cs.CAUSES["slow_transform"].text)
+    card = fresh.scorecard(group=l13.group)
+    assert card.loc["case_a"].tolist() == [4, 4, 4, 0]
+    assert card.loc["case_h"].tolist() == [4, 0, 1, 1]
+    assert "the fixes, measured" in card.index
+
+
+# --------------------------------------------------------------------------- the lesson's sentences
+def test_the_lessons_fix_sentences_match_the_step_times(executed_lesson):
+    from kitlib.analyses.compare import compare
+    text = executed_lesson("13").text
+    for x in LETTERS:
+        f = cs.fix_series(x)
+        c = compare(f["before"], f["after"])
+        line = re.search(rf"^case_{x}: ([\d,.]+) → ([\d,.]+) (ms/image|ms), interval \[([^\]]+)\] \S+: (.*)$", text, re.M)
+        assert line, x
+        assert float(line[1].replace(",", "")) == pytest.approx(statistics.median(f["before"]), abs=0.006)
+        assert float(line[2].replace(",", "")) == pytest.approx(statistics.median(f["after"]), abs=0.006)
+        lo, hi = (float(v.replace(",", "")) for v in line[4].split(", "))
+        includes_zero = lo <= 0 <= hi
+        assert includes_zero == (c.verdict == "no difference beyond the noise")
+        assert line[5].startswith("not shown beyond the noise") == includes_zero, line[0]
+        assert ("faster beyond the noise" in line[5]) == (hi < 0)
