@@ -21,7 +21,8 @@ compute 600, outside 50.
 Rank 1, both steps: operators 500; collectives 50+100 = 150; ∪ = [300, 900) = 600,
 exposed 100, compute 900, outside 400 (the 300 µs sleep and the 100 µs tail).
 Rank 1's excess compute: 900-600 = 300 µs in each step = the delay; its excess operator
-time 0 and -50 µs (noise ±25 µs); outside operators 300 and 350 µs (median 325).
+time 0 and -50 µs (noise ±25 µs); outside operators 300 and 350 µs (median 325: rank 0's
+longer aten::add in step 2 took 50 µs of its own time outside operators).
 """
 from __future__ import annotations
 
@@ -80,28 +81,46 @@ def test_the_step_budget_on_paper(paper):
 
 
 def test_the_estimate_on_paper(paper):
+    # rank 1's excess operator time 0 and -50 µs: median -25, swing 25, not clear of it (|-25| < 50),
+    # so the delay is its excess outside operators, 300 and 350 µs: median 325, swing 25
     e = S.straggler_estimate(paper)
-    assert e["rank"] == 1 and e["steps"] == 2
-    assert e["delay_ms"] == pytest.approx(0.300) and e["delay_ms_by_step"] == pytest.approx([0.300, 0.300])
-    assert e["ops_ms"] == pytest.approx(-0.025) and e["outside_ops_ms"] == pytest.approx(0.325)
-    assert e["noise_ms"] == pytest.approx(0.025) and e["clear"] is True
+    assert e["rank"] == 1 and e["steps"] == 2 and e["delay_from"] == "outside operators"
+    assert e["delay_ms"] == pytest.approx(0.325) and e["delay_ms_by_step"] == pytest.approx([0.300, 0.350])
+    assert e["swing_ms"] == pytest.approx(0.025) and e["clear"] is True
+    assert e["compute_ms"] == pytest.approx(0.300) and e["ops_ms"] == pytest.approx(-0.025)
+    assert e["outside_ops_ms"] == pytest.approx(0.325) and e["noise_ms"] == pytest.approx(0.025)
 
 
-def test_a_delay_within_the_noise_is_not_clear():
-    # rank 1 computes 100 µs more in step 1 and 300 µs less in step 2 (noise ±200 µs), and is 300 µs late
+def _budget(rank1_ops, rank1_outside):
+    """Two ranks, steps of 2000 µs: rank 0 runs operators 500 µs and waits 1500 µs in collectives;
+    rank 1 runs operators and outside operators as given, and never waits (its compute is 2000)."""
     rows = []
-    for step, ops1 in ((1, 600), (2, 200)):
-        rows.append({"rank": 0, "step": step, "step_ns": 2000, "in_collectives_ns": 0, "exposed_ns": 1500,
+    for step, (ops, out) in enumerate(zip(rank1_ops, rank1_outside), 1):
+        rows.append({"rank": 0, "step": step, "step_ns": 2000, "in_collectives_ns": 1500, "exposed_ns": 1500,
                      "compute_ns": 500, "ops_ns": 500, "outside_ops_ns": 0})
         rows.append({"rank": 1, "step": step, "step_ns": 2000, "in_collectives_ns": 0, "exposed_ns": 0,
-                     "compute_ns": 2000, "ops_ns": ops1, "outside_ops_ns": 2000 - ops1})
+                     "compute_ns": ops + out, "ops_ns": ops, "outside_ops_ns": out})
     b = pd.DataFrame(rows)
-    b[["step_ns", "exposed_ns", "compute_ns", "ops_ns", "outside_ops_ns"]] *= US
-    e = S.straggler_estimate(budget=b)
-    assert e["rank"] == 1 and e["delay_ms"] == pytest.approx(1.5) and e["noise_ms"] == pytest.approx(0.2)
-    assert e["clear"] is True
-    b.loc[b["rank"] == 1, "ops_ns"] = [3000 * US, 0]           # a swing of ±1.5 ms: as large as the delay
-    assert S.straggler_estimate(budget=b)["clear"] is False
+    b[S.BUDGET_COLUMNS[2:]] *= US
+    return b
+
+
+def test_a_rank_that_computes_slower_every_step_is_delayed_by_its_compute():
+    # rank 1's operators: 1600 and 1400 µs against 500: excess 1100 and 900, median 1000 > 2 x 100 (clear),
+    # so its delay is the whole compute excess, 1500 µs in both steps
+    e = S.straggler_estimate(budget=_budget([1600, 1400], [400, 600]))
+    assert e["rank"] == 1 and e["delay_from"] == "compute"
+    assert e["delay_ms"] == pytest.approx(1.5) and e["swing_ms"] == pytest.approx(0) and e["clear"] is True
+    assert e["ops_ms"] == pytest.approx(1.0) and e["noise_ms"] == pytest.approx(0.1)
+
+
+def test_a_delay_within_its_swing_is_not_clear():
+    # operators 1600 and 0 µs: excess 1100 and -500, median 300 < 2 x 800: noise; outside operators
+    # 400 and 2000: excess 400 and 2000, median 1200 < 2 x 800 (its swing): not clear
+    e = S.straggler_estimate(budget=_budget([1600, 0], [400, 2000]))
+    assert e["rank"] == 1 and e["delay_from"] == "outside operators"
+    assert e["delay_ms"] == pytest.approx(1.2) and e["swing_ms"] == pytest.approx(0.8) and e["clear"] is False
+    assert e["compute_ms"] == pytest.approx(1.5)
 
 
 def test_refusals(paper):
@@ -127,9 +146,10 @@ def test_the_injected_delay_is_recovered_on_the_kits_recording():
     injected = manifest["workload"]["straggler"]
     e = S.straggler_estimate(rt)
     assert e["rank"] == injected["rank"] == 1
+    assert e["delay_from"] == "outside operators"                 # the sleep; the operators' difference is noise
     assert abs(e["delay_ms"] - injected["ms"]) <= 0.2 * injected["ms"], e
-    assert abs(e["outside_ops_ms"] - injected["ms"]) <= 0.2 * injected["ms"], e   # the sleep is outside operators
-    assert e["clear"]
+    assert e["clear"] and abs(e["ops_ms"]) < 2 * e["noise_ms"]
+    assert abs(e["compute_ms"] - injected["ms"]) <= 0.2 * injected["ms"], e   # here; not on every recording
     # the step times themselves come from the profiler's own ProfilerStep intervals
     b = S.step_budget(rt)
     for r in (0, 1):
@@ -142,7 +162,7 @@ def test_the_injected_delay_is_recovered_on_the_kits_recording():
 
 def test_the_balanced_run_has_no_clear_straggler():
     e = S.straggler_estimate(load_traces("ranks_balanced"))
-    assert not e["clear"] and e["delay_ms"] < 0.5 * 500
+    assert not e["clear"] and abs(e["delay_ms"]) < 0.1 * 500
 
 
 @pytest.mark.parametrize("name, drifted", [("ranks_balanced", False), ("ranks_straggler", True)])
@@ -176,5 +196,6 @@ def test_the_picture_draws_the_budget(paper):
     # each bar's parts add up to its step
     ends = [p.get_x() + p.get_width() for p in bars[2 * len(b):]]
     assert ends == pytest.approx((order["step_ns"] / 1e6).tolist())
-    assert ax.get_title().startswith("rank 1 computes 0.3 ms more per step") and "±0.025 ms" in ax.get_title()
+    assert ax.get_title() == ("rank 1: 0.33 ms more per step outside operators than the others (median, ±0.025); "
+                              "operators alone ±0.025 ms")
     assert ax.get_xlabel() == "time in the step (ms)"

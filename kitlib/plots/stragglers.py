@@ -37,7 +37,8 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
         :func:`~kitlib.analyses.stragglers.step_budget` rows.
     ax : matplotlib Axes, optional
     title : str, optional
-        Default: the estimate (rank, delay in ms, and whether it stands above the noise).
+        Default: the estimate (rank, delay in ms, where it is, its swing, whether it stands
+        clear of it) and the operators' own swing.
 
     Returns
     -------
@@ -64,9 +65,10 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
     ax.set_xlabel("time in the step (ms)")
     if title is None and b["rank"].nunique() > 1:
         e = straggler_estimate(budget=b)
-        title = (f"rank {e['rank']} computes {_ms(e['delay_ms'])} ms more per step than the others (median); "
-                 f"operators alone swing ±{_ms(e['noise_ms'])} ms"
-                 + ("" if e["clear"] else ": not clear of that noise"))
+        where = "outside operators" if e["delay_from"] == "outside operators" else "in compute"
+        title = (f"rank {e['rank']}: {_ms(e['delay_ms'])} ms more per step {where} than the others (median, "
+                 f"±{_ms(e['swing_ms'])}{'' if e['clear'] else ': not clear'}); operators alone "
+                 f"±{_ms(e['noise_ms'])} ms")
     if title:
         ax.set_title(title)
     ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14 - 1.2 / max(len(b), 1) / 4), ncol=3,
