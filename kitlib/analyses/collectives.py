@@ -165,6 +165,22 @@ def collective_ops(traces: RankTraces) -> pd.DataFrame:
         matching :data:`COMM_OP_PATTERN`; times in ns since the Unix epoch on the
         rank's host clock. Nested ones (``c10d::allreduce_`` ⊃ ``record_param_comms``
         ⊃ ``nccl:all_reduce``) are all listed, ``depth`` tells them apart.
+
+    Examples
+    --------
+    Two ranks of an NCCL run, one all-reduce per step
+    (:func:`kitlib.model.examples.tiny_rank_docs`):
+
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import collective_ops
+    >>> ops = collective_ops(load_traces(tiny_rank_folder()))
+    >>> ops.loc[ops["rank"] == 1, ["rank", "name", "start_ns", "dur_ns", "depth"]]
+       rank                name  start_ns  dur_ns  depth
+    4     1  record_param_comms   4980000   60000      1
+    5     1     nccl:all_reduce   4990000   40000      2
+    6     1  record_param_comms  13980000   60000      1
+    7     1     nccl:all_reduce  13990000   40000      2
     """
     parts = []
     for r, t in traces.traces.items():
@@ -182,7 +198,22 @@ def collective_ops(traces: RankTraces) -> pd.DataFrame:
 
 def comm_kernels(trace) -> pd.DataFrame:
     """A trace's NCCL communication kernels (``trace.kernels`` rows matching
-    :data:`COMM_KERNEL_PATTERN`), trace clock."""
+    :data:`COMM_KERNEL_PATTERN`), trace clock.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.collectives import comm_kernels
+    >>> tr = trace_from_json(tiny_rank_docs()[0])
+    >>> k = comm_kernels(tr)
+    >>> k[["stream", "start_ns", "end_ns"]]
+       stream  start_ns    end_ns
+    1      20   3100000   6000000
+    4      20  13100000  15000000
+    >>> len(tr.kernels) - len(k)              # the compute kernels (stream 7) are left out
+    3
+    """
     k = trace.kernels
     return k[(k["kind"] == "kernel") & k["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)]
 
@@ -222,6 +253,24 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
     ------
     KitError
         No rank has any collective (the message says what was looked for).
+
+    Examples
+    --------
+    Each all-reduce is timed by its NCCL kernel and named by the process group and
+    sequence number ``record_param_comms`` recorded:
+
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import collectives
+    >>> calls = collectives(load_traces(tiny_rank_folder()))
+    >>> calls[["rank", "call", "measured_on", "step", "start_ns", "dur_ns"]]
+       rank                           call measured_on  step  start_ns   dur_ns
+    0     0  nccl:all_reduce (pg 0, seq 0)      device     1   3100000  2900000
+    1     0  nccl:all_reduce (pg 0, seq 1)      device     2  13100000  1900000
+    2     1  nccl:all_reduce (pg 0, seq 0)      device     1   5100000   900000
+    3     1  nccl:all_reduce (pg 0, seq 1)      device     2  14100000   900000
+    >>> calls.loc[0, ["size", "identity"]].tolist()
+    ['in 4096 out 4096', 'process group + seq']
     """
     parts = []
     for r, t in traces.traces.items():
@@ -457,6 +506,19 @@ def straggler_table(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd
         others waited for it alone), ``spread_ns`` (its start minus the earliest
         rank's start), ``first_rank``. Estimates (start times of different ranks;
         see the module notes on clocks). One rank: ``late_by_ns`` is 0.
+
+    Examples
+    --------
+    Rank 1 starts both all-reduces last, 2 ms and then 1 ms after rank 0:
+
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import straggler_table
+    >>> t = straggler_table(load_traces(tiny_rank_folder()))
+    >>> t[["call", "step", "last_rank", "late_by_ns", "first_rank"]]
+                                call  step  last_rank  late_by_ns  first_rank
+    0  nccl:all_reduce (pg 0, seq 0)     1          1     2000000           0
+    1  nccl:all_reduce (pg 0, seq 1)     2          1     1000000           0
     """
     w = collective_waits(traces, calls)
     rows = []
@@ -488,6 +550,18 @@ def rank_step_times(traces: RankTraces) -> pd.DataFrame:
     KitError
         A rank's trace has no steps (no ``ProfilerStep#N``: recorded without
         ``prof.step()``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import rank_step_times
+    >>> rank_step_times(load_traces(tiny_rank_folder()))
+       rank  step  start_ns    dur_ns
+    0     0     1         0  10000000
+    1     0     2  10000000  10000000
+    2     1     1         0  10000000
+    3     1     2  10000000  10000000
     """
     parts = []
     for r, t in traces.traces.items():
@@ -581,6 +655,16 @@ def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
         One row per step with a matched collective: ``step``, ``call``, ``name``,
         ``last_rank``, ``late_by_ns`` (the step's largest; an estimate from start
         times, see the module notes on clocks), ``calls`` (matched calls in the step).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import straggler_by_step
+    >>> straggler_by_step(load_traces(tiny_rank_folder()))[["step", "last_rank", "late_by_ns", "calls"]]
+       step  last_rank  late_by_ns  calls
+    0     1          1     2000000      1
+    1     2          1     1000000      1
     """
     tab = straggler_table(traces, calls)
     tab = tab[tab["step"] >= 0]
@@ -909,6 +993,19 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     KitError
         No rank's trace has any NCCL kernel (a CPU or Gloo run has none: this
         question needs a GPU trace).
+
+    Examples
+    --------
+    Rank 0 ran a compute kernel (1 ms) beside its first all-reduce; rank 1 none:
+
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import comm_overlap
+    >>> comm_overlap(load_traces(tiny_rank_folder())).round(3)
+          comm_kernels  comm_ms  compute_ms  hidden_ms  hidden_fraction
+    rank
+    0                2      4.8         5.0        1.0            0.208
+    1                2      1.8         7.0        0.0            0.000
     """
     rows = []
     for r, t in traces.traces.items():

@@ -13,12 +13,15 @@ What belongs here, and nothing else:
 - the one window function (:mod:`kitlib.model.window`): which step, which parent,
   which label contains time ``t``, under one boundary rule, half-open
   ``[start, end)``, named in its signature;
-- :mod:`kitlib.model.examples`: a five-event trace for docstring examples and tests.
+- :mod:`kitlib.model.examples`: a five-event trace for docstring examples and tests,
+  a small profiler trace document, and two ranks of an NCCL run as trace documents
+  (written to a folder of the kit's cache for the multi-rank reader).
 
 Readers decode files (JSON, SQLite) into these values; analyses use only these.
 
 May import: the standard library, numpy, pandas, ``kitlib.errors``, ``kitlib.units``,
-``kitlib.phases`` and ``kitlib.settings``, and each other. Nothing from readers,
+``kitlib.phases``, ``kitlib.settings`` and ``kitlib.paths`` (the cache folder the
+examples write to), and each other. Nothing from readers,
 analyses, capture, plots or course.
 """
 from .schema import (STEP_COLUMNS, STEP_PATTERNS, OPS_COLUMNS, LAUNCH_COLUMNS, GPU_COLUMNS,  # noqa: F401

@@ -177,3 +177,136 @@ def tiny_profile_doc() -> dict:
     ]
     return {"schemaVersion": 1, "record_shapes": 1, "profile_memory": 1, "with_stack": 1,
             "with_flops": 1, "traceEvents": events}
+
+
+#: The ranks of :func:`tiny_rank_docs` (µs): each rank's all-reduce calls ``(seq, kernel
+#: start, kernel end)`` and compute kernels ``(start, end)``; both ranks have the steps
+#: ``ProfilerStep#1`` [0, 10000) and ``ProfilerStep#2`` [10000, 20000).
+TINY_RANKS = {
+    0: {"calls": [(0, 3100, 6000), (1, 13100, 15000)],
+        "compute": [(1000, 3000), (4000, 5000), (11000, 13000)]},
+    1: {"calls": [(0, 5100, 6000), (1, 14100, 15000)],
+        "compute": [(1000, 5000), (11000, 14000)]},
+}
+
+
+def tiny_rank_docs() -> dict:
+    """Two ranks of a data-parallel NCCL run, as torch.profiler trace *documents* (the
+    parsed JSON), by rank: two steps, one gradient all-reduce per step, rank 1 late at both.
+
+    ====  ======  ======================  ==================================  ==============
+    rank  step    compute kernels (µs)    all-reduce kernel (µs)              note
+    ====  ======  ======================  ==================================  ==============
+    0     1       1000–3000, 4000–5000    seq 0: 3100–6000                    waits 2000 µs
+    1     1       1000–5000               seq 0: 5100–6000                    last, 2000 µs
+    0     2       11000–13000             seq 1: 13100–15000                  waits 1000 µs
+    1     2       11000–14000             seq 1: 14100–15000                  last, 1000 µs
+    ====  ======  ======================  ==================================  ==============
+
+    Steps ``ProfilerStep#1`` [0, 10000) and ``ProfilerStep#2`` [10000, 20000) µs on both
+    ranks. Each call is ``record_param_comms`` (process group ``"0"``, ``Seq``, 4096
+    elements in and out) ⊃ ``nccl:all_reduce`` ⊃ ``cudaLaunchKernel`` on the host (100 µs
+    before its kernel) and an ``ncclDevKernel_AllReduce_*`` kernel on stream 20; each
+    compute kernel is launched by an ``aten::mm`` and runs on stream 7. A call ends at
+    the same time on both ranks (the last rank's data completes it). Rank 0's compute
+    kernel 4000–5000 runs beside its all-reduce: 1 ms of communication hidden. Every
+    document has ``distributedInfo`` (backend ``nccl``, world size 2) and no
+    ``baseTimeNanoseconds``: times since the epoch are the trace's own.
+
+    Build the traces with :func:`kitlib.readers.trace.trace_from_json`, or write them with
+    :func:`tiny_rank_folder` for :func:`kitlib.readers.ranks.load_traces`.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> docs = tiny_rank_docs()
+    >>> docs[1]["distributedInfo"]
+    {'backend': 'nccl', 'rank': 1, 'world_size': 2}
+    >>> k = trace_from_json(docs[1]).kernels
+    >>> k.assign(name=k["name"].str[:30])[["name", "stream", "start_ns", "end_ns"]]
+                                 name  stream  start_ns    end_ns
+    0                sm90_gemm_kernel       7   1000000   5000000
+    1  ncclDevKernel_AllReduce_Sum_f3      20   5100000   6000000
+    2                sm90_gemm_kernel       7  11000000  14000000
+    3  ncclDevKernel_AllReduce_Sum_f3      20  14100000  15000000
+    """
+    kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
+
+    def x(cat, name, ts, dur, args, pid=100, tid=1):
+        return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+
+    docs = {}
+    for rank, spec in TINY_RANKS.items():
+        ev = [x("user_annotation", "ProfilerStep#1", 0, 10000, {}),
+              x("user_annotation", "ProfilerStep#2", 10000, 10000, {})]
+        corr = 0
+        for seq, a, b in spec["calls"]:
+            corr += 1
+            h = a - 100
+            ev += [x("cpu_op", "record_param_comms", h - 20, 60, {
+                       "External id": corr, "Collective name": "allreduce", "Process Group Name": "0",
+                       "Seq": seq, "In msg nelems": 4096, "Out msg nelems": 4096, "Group size": 2}),
+                   x("user_annotation", "nccl:all_reduce", h - 10, 40, {"External id": corr}),
+                   x("cuda_runtime", "cudaLaunchKernel", h, 10, {"correlation": corr, "External id": corr}),
+                   x("kernel", kernel, a, b - a, {"device": 0, "stream": 20, "correlation": corr,
+                                                  "External id": corr}, pid=0, tid=20)]
+        for a, b in spec["compute"]:
+            corr += 1
+            ev += [x("cpu_op", "aten::mm", a - 80, 30, {"External id": corr}),
+                   x("cuda_runtime", "cudaLaunchKernel", a - 75, 10, {"correlation": corr, "External id": corr}),
+                   x("kernel", "sm90_gemm_kernel", a, b - a, {"device": 0, "stream": 7, "correlation": corr,
+                                                              "External id": corr}, pid=0, tid=7)]
+        docs[rank] = {"schemaVersion": 1,
+                      "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": len(TINY_RANKS)},
+                      "traceEvents": sorted(ev, key=lambda e: (e["pid"], e["tid"], e["ts"]))}
+    return docs
+
+
+def tiny_rank_folder() -> Path:
+    """:func:`tiny_rank_docs` written as ``rank0.json`` and ``rank1.json`` in a folder of
+    the kit's cache (:func:`kitlib.paths.cache_dir`), for
+    :func:`kitlib.readers.ranks.load_traces`.
+
+    The folder's name holds a hash of the files' contents, so every call names the same
+    folder while the documents stay the same (and the trace cache then reads them without
+    parsing); files already there with those contents are left as they are, others are
+    written whole (a temporary file renamed into place).
+
+    Returns
+    -------
+    pathlib.Path
+        The folder.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> folder = tiny_rank_folder()
+    >>> sorted(p.name for p in folder.iterdir())
+    ['rank0.json', 'rank1.json']
+    >>> load_traces(folder)
+    RankTraces(ranks [0, 1] of world size 2, backend nccl)
+    """
+    import hashlib
+    import json
+    import os
+    import tempfile
+
+    from ..paths import cache_dir
+    data = {f"rank{r}.json": json.dumps(d, sort_keys=True).encode() for r, d in tiny_rank_docs().items()}
+    digest = hashlib.sha256(b"".join(data[k] for k in sorted(data))).hexdigest()[:12]
+    folder = cache_dir() / "examples" / f"tiny-ranks-{digest}"
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, body in data.items():
+        path = folder / name
+        try:
+            if path.read_bytes() == body:
+                continue
+        except OSError:
+            pass
+        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
+        with os.fdopen(fd, "wb") as f:
+            f.write(body)
+        os.replace(tmp, path)
+    return folder
