@@ -53,7 +53,7 @@ os.environ["KITLIB_MODE"] = "replay"
 
 from mutate import mutants  # noqa: E402
 
-LESSONS = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12"]
+LESSONS = ["00", "01", "02", "03", "04", "05", "06", "07", "08", "09", "10", "11", "12", "13"]
 
 
 def _plain(v):
