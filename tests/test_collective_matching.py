@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from kitlib.analyses import collectives as coll
+from kitlib.analyses.stragglers import step_budget
 from kitlib.readers.ranks import load_traces
 
 from conftest import merged_length
@@ -256,24 +257,31 @@ def test_gloo_calls_end_within_the_host_tolerance(run, spread_ms):
 
 
 def test_gloo_exposed_communication_against_host_operators():
-    """A CPU run has no kernels: compute is the aten:: operators on threads that run no
-    collective (the main thread here). Rank 0 of the straggler run, per step, from the raw
-    JSON: exposed = |C| - |C ∩ P|."""
+    """A CPU run has no kernels: compute is every operator on the step's own thread (the
+    one its ProfilerStep ranges are on), collective operators left out. Rank 0 of the
+    straggler run, per step, from the raw JSON: exposed = |C| - |C ∩ P|; and the step
+    budget's exposed time is the same figure (one definition of compute)."""
     rt = load_traces("ranks_straggler")
     e = coll.exposed_communication(rt)
-    assert set(e["compute_from"]) == {"host aten:: operators"}
+    assert set(e["compute_from"]) == {coll.HOST_COMPUTE}
     doc = json.loads(gzip.decompress((REF / "ranks_straggler" / "rank0" / "trace.json.gz").read_bytes()))
     ev = [x for x in doc["traceEvents"] if x.get("ph") == "X"]
     gloo = [x for x in ev if x["name"].startswith("gloo:")]
-    threads = {x["tid"] for x in gloo}
+    main = {x["tid"] for x in ev if x["name"].startswith("ProfilerStep#")}
+    assert len(main) == 1 and not main & {x["tid"] for x in gloo}
+    comm = ("record_param_comms", "c10d::", "nccl:", "gloo:")
     comp = [(x["ts"], x["ts"] + x["dur"]) for x in ev if x.get("cat") == "cpu_op"
-            and x["name"].startswith("aten::") and x["tid"] not in threads]
+            and x["tid"] in main and not x["name"].startswith(comm)]
     for a, b, n in [(x["ts"], x["ts"] + x["dur"], int(x["name"].split("#")[1])) for x in ev
                     if x["name"].startswith("ProfilerStep#")]:
         c = [(x["ts"], x["ts"] + x["dur"]) for x in gloo if a <= x["ts"] < b]
         hidden = merged_length(c) + merged_length(comp) - merged_length(c + comp)
         row = e[(e["rank"] == 0) & (e["step"] == n)].iloc[0]
         assert row["exposed_ms"] == pytest.approx((merged_length(c) - hidden) / 1e3, abs=1e-3)
+    b = step_budget(rt)
+    both = e.merge(b, on=["rank", "step"])
+    assert len(both) == len(e) == 6
+    assert (both["exposed_ms"] - both["exposed_ns"] / 1e6).abs().max() < 1e-6
 
 
 def test_public_pair_enqueue_and_kernel_start_tell_different_stories():

@@ -86,8 +86,8 @@ def test_bucket_picture_of_the_pair_worked_out_on_paper(paper):
 
 def _raw_exposed(path: Path, step: int, gpu: bool) -> float:
     """|C \\ P| in ms from one rank's raw JSON: C the collectives starting in
-    ProfilerStep#step (NCCL kernels, or gloo:* events), P the other kernels, or the
-    aten:: operators on threads without a gloo:* event."""
+    ProfilerStep#step (NCCL kernels, or gloo:* events), P the other kernels, or every
+    operator on the ProfilerStep's thread but the collective ones."""
     doc = json.loads(gzip.decompress(path.read_bytes()))
     ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     a, b = next((e["ts"], e["ts"] + e["dur"]) for e in ev if e["name"] == f"ProfilerStep#{step}")
@@ -97,9 +97,9 @@ def _raw_exposed(path: Path, step: int, gpu: bool) -> float:
                 and not e["name"].startswith("ncclKernel_")]
     else:
         comm_all = [e for e in ev if e["name"].startswith("gloo:")]
-        threads = {e["tid"] for e in comm_all}
-        comp = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op"
-                and e["name"].startswith("aten::") and e["tid"] not in threads]
+        main = {e["tid"] for e in ev if e["name"].startswith("ProfilerStep#")}
+        comp = [(e["ts"], e["ts"] + e["dur"]) for e in ev if e.get("cat") == "cpu_op" and e["tid"] in main
+                and not e["name"].startswith(("record_param_comms", "c10d::", "nccl:", "gloo:"))]
     c = [(e["ts"], e["ts"] + e["dur"]) for e in comm_all if a <= e["ts"] < b]
     return (merged_length(c) - (merged_length(c) + merged_length(comp) - merged_length(c + comp))) / 1e3
 

@@ -810,17 +810,56 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     return left, length, [_inside(x, left) for x in sets]
 
 
-def _compute_intervals(trace, comm_tids: set) -> tuple[str, np.ndarray, np.ndarray]:
-    """The rank's compute, trace clock: its non-NCCL kernels when the trace has kernels,
-    else the ``aten::`` operators on threads that run no collective (a CPU run)."""
+def step_thread(trace) -> int | None:
+    """The thread that drives the rank's steps: the one its ``ProfilerStep#N`` ranges are
+    on (without steps, the thread with the most operators; None without operators)."""
+    if len(trace.steps):
+        return int(trace.steps["tid"].mode().iloc[0])
+    o = trace.ops
+    o = o[o["kind"] == "op"] if len(o) else o
+    return int(o["tid"].value_counts().idxmax()) if len(o) else None
+
+
+def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
+    """The rank's *compute*: the time during which its step makes progress other than by
+    communicating. The one definition behind :func:`exposed_communication` and
+    :func:`kitlib.analyses.stragglers.step_budget`.
+
+    - A trace with kernels (a GPU run): every kernel that is not an NCCL kernel, on any
+      stream. The GPU is what the step waits for; an NCCL kernel that runs while a
+      compute kernel runs is hidden under it (HTA's rule too).
+    - A trace without kernels (a CPU run, Gloo): every operator on the step's own
+      thread (:func:`step_thread`), collective operators (:data:`COMM_OP_PATTERN`) left
+      out. On a CPU the backward pass runs on the thread that called it, so that thread
+      is the step's only worker. Operators on other threads do not advance the step, and
+      Gloo's worker threads run the collectives themselves; on two shared cores they may
+      not even run at the same instant. *Every* operator, not only ``aten::``: the
+      autograd engine (``autograd::engine::evaluate_function``) and DDP's reducer
+      (``torch::distributed::reducer::mul_out``, ``copy_bucket_to_grad``) keep the
+      thread busy between ``aten::`` calls, and leaving them out would call
+      communication exposed while the thread was working (2 to 25 ms per step on the
+      kit's Gloo pairs). User ranges (``record_function``: ``backward``,
+      ``DistributedDataParallel.forward``) are not operators: they enclose the waits.
+
+    Returns
+    -------
+    tuple
+        ``(source, starts, ends)``: ``"GPU kernels"`` or ``"host operators, step's
+        thread"``, and the intervals in ns on the trace's own clock (not merged).
+    """
     k = trace.kernels
     kern = k[k["kind"] == "kernel"] if len(k) else k
     if len(kern):
         comp = kern[~kern["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)]
         return "GPU kernels", comp["start_ns"].to_numpy("int64"), comp["end_ns"].to_numpy("int64")
     o = trace.ops
-    o = o[(o["kind"] == "op") & o["name"].astype(str).str.startswith("aten::") & ~o["tid"].isin(comm_tids)]
-    return "host aten:: operators", o["start_ns"].to_numpy("int64"), o["end_ns"].to_numpy("int64")
+    tid = step_thread(trace)
+    o = o[(o["kind"] == "op") & (o["tid"] == tid) & ~o["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
+    return HOST_COMPUTE, o["start_ns"].to_numpy("int64"), o["end_ns"].to_numpy("int64")
+
+
+#: ``compute_from`` of a CPU run in :func:`exposed_communication` (see :func:`compute_intervals`).
+HOST_COMPUTE = "host operators, step's thread"
 
 
 #: Columns of :func:`communication_pieces`.
@@ -839,7 +878,7 @@ def _step_sets(traces: RankTraces, calls: pd.DataFrame):
         mine = calls[(calls["rank"] == r) & (calls["step"] >= 0)]
         if not len(mine):
             continue
-        src, ps, pe = _compute_intervals(t, set(mine["tid"]) if (mine["measured_on"] != "device").any() else set())
+        src, ps, pe = compute_intervals(t)
         ps, pe = ps + base, pe + base
         P = _merged(ps, pe)
         steps = t.steps.set_index("step")["start_ns"] + base if len(t.steps) else pd.Series(dtype="int64")
@@ -901,8 +940,9 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
 
     Sets, per rank and step, of time on the rank's own clock: ``C`` the union of the
     step's collective calls (:func:`collectives`, by the step they start in), ``P`` the
-    rank's compute (GPU: every kernel that is not an NCCL kernel; a CPU run: the
-    ``aten::`` operators on threads that run no collective), ``V`` the calls verified on
+    rank's compute (:func:`compute_intervals`: GPU, every kernel that is not an NCCL
+    kernel; a CPU run, every operator on the step's own thread but the collectives'),
+    ``V`` the calls verified on
     every rank (:func:`collective_matches`), ``W`` their waiting parts
     (:func:`collective_waits`: before the last rank arrived). Then ``exposed = |C \ P|``,
     split exactly into ``|W \ P|`` (waiting for a peer), ``|(V \ W) \ P|`` (transfer)
@@ -923,13 +963,14 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
     -------
     DataFrame
         :data:`EXPOSED_COLUMNS`, one row per rank and step with a collective:
-        ``compute_from`` (``"GPU kernels"`` or ``"host aten:: operators"``), ``calls``,
+        ``compute_from`` (``"GPU kernels"`` or :data:`HOST_COMPUTE`), ``calls``,
         and ms: ``comm_ms``, ``hidden_ms``, ``exposed_ms`` = ``exposed_wait_ms`` +
         ``exposed_transfer_ms`` + ``exposed_unmatched_ms``, ``hidden_wait_ms``,
         ``hidden_transfer_ms`` (with the hidden unmatched rest, sum to ``hidden_ms``),
         ``tail_ms``. Wait and transfer are estimates (start times of different ranks);
-        on a CPU run "compute beside it" means operators on other threads, which on a
-        machine with fewer cores than threads may not have run at the same instant.
+        on a CPU run "compute beside it" means the step's own thread ran an operator
+        while a Gloo worker thread ran the collective, which on a machine with fewer
+        cores than threads may not have been at the same instant.
 
     Raises
     ------
@@ -1026,6 +1067,6 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
 
 
 __all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "END_TOLERANCE_NS", "IDENTITIES",
-           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "PIECE_COLUMNS", "PARTS", "communication_pieces", "enqueue_and_start", "collective_ops", "comm_kernels", "collectives",
+           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "HOST_COMPUTE", "step_thread", "compute_intervals", "PIECE_COLUMNS", "PARTS", "communication_pieces", "enqueue_and_start", "collective_ops", "comm_kernels", "collectives",
            "collective_matches", "match_summary", "exposed_communication", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
            "rank_summary", "comm_overlap"]

@@ -54,7 +54,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..readers.ranks import RankTraces
-from .collectives import COMM_OP_PATTERN, collectives
+from .collectives import collectives, compute_intervals
 from .intervals import busy_ns
 
 #: Columns of :func:`step_budget`.
@@ -65,10 +65,6 @@ BUDGET_COLUMNS = ["rank", "step", "step_ns", "in_collectives_ns", "exposed_ns", 
 #: fraction), :func:`machine_drift` says the machine drifted. The ``light`` recipe
 #: costs about 4 % on the kit's balanced two-rank run (1,512 -> 1,571 ms, rank 0).
 DRIFT_TOLERANCE = 0.15
-
-
-def _spans(df: pd.DataFrame) -> pd.DataFrame:
-    return pd.DataFrame({"start_ns": df["start_ns"].to_numpy("int64"), "dur_ns": df["dur_ns"].to_numpy("int64")})
 
 
 def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -90,8 +86,12 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
         window ``[start, end)``): ``step_ns`` (the ``ProfilerStep#N`` interval);
         ``in_collectives_ns`` (union of the rank's collectives, any thread);
         ``exposed_ns`` (the part of that union during which the step's thread runs
-        no operator); ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of
-        that thread's operators, collective operators left out);
+        no operator: outside the rank's compute as
+        :func:`kitlib.analyses.collectives.compute_intervals` defines it, the same
+        set :func:`~kitlib.analyses.collectives.exposed_communication` uses, so
+        ``exposed_ns`` is its ``exposed_ms`` cut to the step's window);
+        ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of that compute:
+        the thread's operators, collective operators left out);
         ``outside_ops_ns = compute_ns - ops_ns`` (on that thread, neither an
         operator nor blocked in a collective: Python, sleeps, loading outside
         operators).
@@ -130,11 +130,10 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
         c = calls[calls["rank"] == r]
         comm = pd.DataFrame({"start_ns": c["start_ns"].to_numpy("int64") - base,
                              "dur_ns": c["dur_ns"].to_numpy("int64")})
-        ops = t.ops
+        _, ps, pe = compute_intervals(t)            # the one definition of compute (collectives.py)
+        mine = pd.DataFrame({"start_ns": ps, "dur_ns": pe - ps})
         for _, s in steps.iterrows():
             w = (int(s["start_ns"]), int(s["start_ns"]) + int(s["dur_ns"]))
-            mine = ops[(ops["tid"] == s["tid"]) & (ops["kind"] == "op")]
-            mine = _spans(mine[~mine["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)])
             in_coll = busy_ns(comm, w)
             ops_ns = busy_ns(mine, w)
             exposed = busy_ns(pd.concat([comm, mine], ignore_index=True), w) - ops_ns

@@ -104,7 +104,7 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
 
 
 #: What each lane of :func:`plot_exposed_communication` draws, by colour key.
-EXPOSED_LABELS = {"compute": "compute (GPU kernels, or host aten:: operators on a CPU run)",
+EXPOSED_LABELS = {"compute": "compute (GPU kernels, or the step thread's operators on a CPU run)",
                   "wait": "communication: waiting for the last rank (estimate)",
                   "transfer": "communication: transfer (estimate)",
                   "unmatched": "communication without a verified match (not split)",

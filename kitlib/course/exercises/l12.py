@@ -259,8 +259,9 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                                                    f"{step}, rank {fast}: what share of its exposed communication "
                                                    f"was waiting for rank {slow}? (0–1)", round(share_g, 3),
                        f"{g['exposed_wait_ms']:,.1f} ms waiting of {g['exposed_ms']:,.1f} ms exposed = "
-                       f"{share_g:.1%}. On a CPU there are no kernels: 'beside compute' means aten:: operators on "
-                       "another thread, which on two shared cores may not have run at the same instant.",
+                       f"{share_g:.1%}. On a CPU there are no kernels: 'beside compute' means the step's own thread "
+                       "ran an operator while Gloo's worker thread ran the collective, which on two shared cores "
+                       "may not have been at the same instant.",
                        kind="transfer", where="the Gloo exposed table: exposed_wait_ms and exposed_ms",
                        traps=[(round(float(g["exposed_ms"] / g["comm_ms"]), 3), "that is the exposed share of all "
                                                                                "its communication."),
