@@ -28,6 +28,12 @@ class KitFileError(KitError):
         self.problem = problem
         super().__init__(f"{self.path}: {problem}")
 
+    def __reduce__(self):
+        # Exception pickles as cls(*self.args), i.e. with the one joined message, which
+        # this __init__ cannot take: rebuild from (path, problem) instead, so the error
+        # crosses a process pool (load_traces' workers) as itself, subclass and all.
+        return self.__class__, (self.path, self.problem), self.__dict__
+
 
 class TraceFormatError(KitFileError):
     """The file is readable but is not a trace kitlib understands."""

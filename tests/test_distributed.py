@@ -559,14 +559,36 @@ def test_a_run_without_an_injected_delay_is_read_against_the_rank_waited_for():
         untimed[run] = statistics.median(v for r in (0, 1) for v in json.loads(
             (REF / run / f"rank{r}" / "step_times.json").read_text())["step_ms_uninstrumented"])
     assert [round(v) for v in untimed.values()] == [1506, 1903]
-    assert ranks.runs_compared(bal, slow) == (
+    said = ranks.runs_compared(bal, slow)
+    assert said.startswith(
         "both runs recorded on vm on 2026-11-30: the same machine and day, not the same conditions (a shared "
         "host's load changes between runs and within one); uninstrumented steps (median over ranks, "
-        "step_times.json) 1,506 ms and 1,903 ms")
+        "step_times.json) 1,506 ms and 1,903 ms; within each run, ")
+    # and the drift within each run (machine_drift): per rank, the median ProfilerStep of the raw
+    # trace against the median uninstrumented step of step_times.json; 15 % the tolerance
+    change = {}
+    for run in ("ranks_balanced", "ranks_straggler"):
+        for r in (0, 1):
+            un = statistics.median(json.loads((REF / run / f"rank{r}" / "step_times.json").read_text())
+                                   ["step_ms_uninstrumented"])
+            doc = json.loads(gzip.decompress((REF / run / f"rank{r}" / "trace.json.gz").read_bytes()))
+            pr = statistics.median(e["dur"] / 1e3 for e in doc["traceEvents"]
+                                   if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
+            change[run, r] = (un, pr, pr / un - 1)
+    assert max(abs(change["ranks_balanced", r][2]) for r in (0, 1)) < 0.15 < \
+        min(change["ranks_straggler", r][2] for r in (0, 1))
+    worst = max(abs(change["ranks_balanced", r][2]) for r in (0, 1))
+    assert f"balanced: no drift seen: on every rank the profiled steps are within {worst * 100:.0f} % " in said
+    for r in (0, 1):
+        un, pr, c = change["ranks_straggler", r]
+        assert f"rank {r} stepped in {un:,.0f} ms without the profiler and {pr:,.0f} ms with it ({c * 100:+.0f} %)" \
+            in said.split("straggler: the machine drifted: ")[1]
+    assert [round(change["ranks_straggler", r][2] * 100) for r in (0, 1)] == [30, 26]
     assert "the runs', not the machines'" not in ranks.runs_compared(bal, slow)
     assert ranks.runs_compared(bal, load_traces(NCCL)) == (
         "recorded apart (vm on 2026-11-30; host unknown on 2023-04-28): a difference between the two runs may be the "
-        "machines' or the day's, not only the straggler's; no uninstrumented step times to compare")
+        "machines' or the day's, not only the straggler's; no uninstrumented step times to compare; within each "
+        "run, balanced: " + ranks._drift_within(bal))
 
 
 @pytest.mark.torch_run

@@ -219,21 +219,41 @@ def uninstrumented_compared(a: RankTraces, b: RankTraces, names=("balanced", "st
             f"per step ({ub - ua:+,.0f} ms)")
 
 
-def runs_compared(a: RankTraces, b: RankTraces) -> str:
+def _drift_within(rt: RankTraces) -> str | None:
+    """:func:`~kitlib.analyses.stragglers.drift_note` of one run (its profiled steps
+    against its own uninstrumented ones), or None where that cannot be told (no
+    uninstrumented step times, or collectives on the GPU)."""
+    from ..analyses.stragglers import drift_note, machine_drift, step_budget
+    from ..readers.ranks import wall_step_times
+    try:
+        return drift_note(machine_drift(wall_step_times(rt), step_budget(rt)))
+    except KitError:
+        return None
+
+
+def runs_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler")) -> str:
     """One sentence on whether two runs can be compared as they stand: where and when each
     was recorded (``info["host"]`` from the kit's manifests, ``first_ns`` from the
     traces) and, where the kit timed them, each run's uninstrumented step
-    (:func:`uninstrumented_step_ms`). The same host on the same day is not the same
-    conditions: on a shared machine the load changes between runs and within one, so a
-    difference between the runs is not only the straggler's until their uninstrumented
-    steps say how much the machine itself moved.
+    (:func:`uninstrumented_step_ms`) and whether the machine drifted *within* each run
+    (:func:`kitlib.analyses.stragglers.machine_drift`: its profiled steps against its
+    own uninstrumented ones, :func:`~kitlib.analyses.stragglers.drift_note`). The same
+    host on the same day is not the same conditions: on a shared machine the load
+    changes between runs and within one, so a difference between the runs is not only
+    the straggler's until their uninstrumented steps say how much the machine itself
+    moved. ``names`` name the two runs in the drift part.
 
     Examples
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.course.ranks import runs_compared
-    >>> print(runs_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))
-    both runs recorded on vm on 2026-11-30: the same machine and day, not the same conditions (a shared host's load changes between runs and within one); uninstrumented steps (median over ranks, step_times.json) 1,506 ms and 1,903 ms
+    >>> print(runs_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))  # doctest: +NORMALIZE_WHITESPACE
+    both runs recorded on vm on 2026-11-30: the same machine and day, not the same conditions (a shared host's
+    load changes between runs and within one); uninstrumented steps (median over ranks, step_times.json) 1,506 ms
+    and 1,903 ms; within each run, balanced: no drift seen: on every rank the profiled steps are within 4 % of the
+    uninstrumented ones; straggler: the machine drifted: rank 0 stepped in 1,884 ms without the profiler and
+    2,450 ms with it (+30 %); rank 1 stepped in 1,918 ms without the profiler and 2,418 ms with it (+26 %), far
+    more than the profiler costs: compare ranks within a step, not this run with another
     """
     def where(rt):
         hosts = sorted({str(h) for h in rt.info["host"] if h is not None and not pd.isna(h)})
@@ -243,6 +263,9 @@ def runs_compared(a: RankTraces, b: RankTraces) -> str:
     ua, ub = uninstrumented_step_ms(a), uninstrumented_step_ms(b)
     timed = (f"; uninstrumented steps (median over ranks, step_times.json) {ua:,.0f} ms and {ub:,.0f} ms"
              if ua is not None and ub is not None else "; no uninstrumented step times to compare")
+    drift = [(n, _drift_within(rt)) for n, rt, u in zip(names, (a, b), (ua, ub)) if u is not None]
+    if any(note for _, note in drift):
+        timed += "; within each run, " + "; ".join(f"{n}: {note}" for n, note in drift if note)
     if ha and ha == hb and da == db:
         return (f"both runs recorded on {', '.join(ha)} on {da}: the same machine and day, not the same conditions "
                 f"(a shared host's load changes between runs and within one){timed}")
