@@ -11,7 +11,7 @@ LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9
 #: Pictures each lesson shows when run in replay mode (PNG outputs under Jupyter's inline
 #: backend). A lesson that loses a picture, or draws one twice, fails its test.
 EXPECTED_FIGURES = {"00": 2, "01": 1, "02": 2, "03": 1, "04": 1, "05": 3, "06": 2, "07": 1, "08": 3, "09": 5,
-                    "10": 1, "11": 1, "12": 3, "13": 1}
+                    "10": 1, "11": 1, "12": 4, "13": 1}
 
 
 #: The note under what lesson 12 shows of the public NCCL pair (not a kit recording).
@@ -182,7 +182,7 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
 #: four of its questions in one loop). tests/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
-         "12": 11, "13": 36}
+         "12": 13, "13": 36}
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 

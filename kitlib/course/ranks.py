@@ -231,6 +231,25 @@ def _drift_within(rt: RankTraces) -> str | None:
         return None
 
 
+def drift_within(rt: RankTraces) -> str:
+    """Whether the machine drifted during one run, said before the straggler is blamed:
+    :func:`~kitlib.analyses.stragglers.drift_note` of its profiled steps against its own
+    uninstrumented ones, or why that cannot be told (a run recorded with
+    ``--timing-steps 0``, loose traces, or collectives on the GPU).
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.course.ranks import drift_within
+    >>> drift_within(load_traces("ranks_balanced"))
+    'no drift seen: on every rank the profiled steps are within 4 % of the uninstrumented ones'
+    >>> drift_within(load_traces("public-traces"))[:60]
+    'no steps timed without the profiler in this run (recorded wi'
+    """
+    return _drift_within(rt) or ("no steps timed without the profiler in this run (recorded with --timing-steps 0, "
+                                 "loose traces, or an NCCL run): whether the machine drifted cannot be told here")
+
+
 def runs_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler")) -> str:
     """One sentence on whether two runs can be compared as they stand: where and when each
     was recorded (``info["host"]`` from the kit's manifests, ``first_ns`` from the
@@ -274,4 +293,4 @@ def runs_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler"))
 
 
 __all__ = ["REFERENCES", "STRAGGLER_MS", "public_nccl_dir", "live_plan", "torchrun_command", "record_live",
-           "recordings", "injected_delay", "straggler_delay", "clock_shifted", "uninstrumented_step_ms", "uninstrumented_compared", "runs_compared"]
+           "recordings", "injected_delay", "straggler_delay", "clock_shifted", "uninstrumented_step_ms", "uninstrumented_compared", "drift_within", "runs_compared"]

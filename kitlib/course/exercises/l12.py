@@ -6,6 +6,8 @@ from . import Exercises, Question
 FIX_CHOICES = ["fix the straggler", "faster communication"]
 GROW_CHOICES = ["only the sleeping rank", "both ranks"]
 CLOCK_CHOICES = ["all about 5 ms apart", "still within 1 ms", "apart by different amounts"]
+#: The three parts of a step (stragglers.step_budget) the prediction ``straggler_part`` offers.
+PART_CHOICES = ["operators", "between operators", "blocked in a collective"]
 #: The clock difference the prediction ``clock_offset`` asks about (ms, rank 1 ahead).
 CLOCK_SHIFT_MS = 5.0
 
@@ -266,4 +268,60 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                        traps=[(round(float(g["exposed_ms"] / g["comm_ms"]), 3), "that is the exposed share of all "
                                                                                "its communication."),
                               (round(1 - share_g, 3), "that is the transfer's share of the exposed time.")]))
+    qs += _budget_questions(straggler, balanced, slow, fast)
     return Exercises("Lesson 12 — your turn", qs)
+
+
+def _budget_questions(straggler, balanced, slow: int, fast: int) -> list:
+    """The robust estimate's two questions (:func:`kitlib.analyses.stragglers.step_budget`):
+    which part of the slow rank's step holds its delay, and how much it is per step."""
+    from ...analyses.stragglers import step_budget
+    b = step_budget(straggler)
+    full = b.groupby("step")["rank"].transform("nunique") == b["rank"].nunique()
+    wide = b[full].pivot(index="step", columns="rank").astype("float64") / 1e6
+
+    def excess(col):                    # the slow rank's value minus the other ranks' median, per step
+        w = wide[col]
+        return w[slow] - w.drop(columns=slow).median(axis=1)
+    parts = {PART_CHOICES[0]: excess("ops_ns"), PART_CHOICES[1]: excess("outside_ops_ns"),
+             PART_CHOICES[2]: excess("exposed_ns")}
+    med = {k: float(v.median()) for k, v in parts.items()}
+    where = max(med, key=med.get)
+    ops = parts[PART_CHOICES[0]]
+    swing = float(ops.max() - ops.min()) / 2
+    out = parts[PART_CHOICES[1]]
+    all_coll = excess("step_ns") - excess("in_collectives_ns")
+    runs = float(b["step_ns"].median() - step_budget(balanced)["step_ns"].median()) / 1e6
+    compute = float((excess("step_ns") - excess("exposed_ns")).median())
+    q_part = Question(
+        "straggler_part", f"Predict: rank {slow}'s steps hold a delay that rank {fast}'s do not. Split every step "
+                          f"into three parts; in which does rank {slow} spend more than rank {fast}, by the most "
+                          f"(median over the steps): '{PART_CHOICES[0]}', '{PART_CHOICES[1]}' or "
+                          f"'{PART_CHOICES[2]}'?", where,
+        f"rank {slow} against rank {fast}, median per step: {med[PART_CHOICES[0]]:+,.0f} ms in operators, "
+        f"{med[PART_CHOICES[1]]:+,.0f} ms between operators, {med[PART_CHOICES[2]]:+,.0f} ms blocked in a "
+        "collective. A time.sleep is no operator: the profiler records nothing on the thread while it sleeps, and "
+        "the other rank spends the same time blocked in the next collective.",
+        kind="predict", choices=PART_CHOICES,
+        traps=[(c, t) for c, t in [
+            (PART_CHOICES[0], f"the operators differ by {med[PART_CHOICES[0]]:+,.0f} ms (median), and swing by "
+                              f"±{swing:,.0f} ms from step to step: the same work on a busy shared machine."),
+            (PART_CHOICES[2], f"blocked in a collective is where rank {fast} spends the delay: it waits for "
+                              f"rank {slow}.")] if c != where])
+    q_ms = Question(
+        "outside_ops_excess_ms", f"From the step-budget table: per step, rank {slow}'s time outside operators "
+                                 f"minus rank {fast}'s; then the median over the steps. How many ms?",
+        round(float(out.median()), 1),
+        f"per step {', '.join(f'{x:,.1f}' for x in out)} ms, median {out.median():,.1f} ms. It stands clear of "
+        f"its own swing (±{(out.max() - out.min()) / 2:,.0f} ms); the operators' difference "
+        f"({med[PART_CHOICES[0]]:+,.0f} ms, ±{swing:,.0f} ms) does not, so it is left out.",
+        kind="compute", unit="ms", where="step_budget: outside_ops_ns of each rank, step by step",
+        traps=[(round(float(all_coll.median()), 1),
+                "that subtracts all the time inside collectives; with Gloo most of it runs on a worker thread "
+                "while backward goes on, so it is hidden, not lost: the rank that hides the most is charged."),
+               (round(runs, 1), "that compares this run's steps with the balanced run's: it carries whatever the "
+                                "machine did between and during the two runs (see the drift check)."),
+               (round(float(out.mean()), 1), "that is the mean over the steps; the question asks for the median."),
+               (round(compute, 1), f"that is the whole compute difference, operators included: their "
+                                   f"±{swing:,.0f} ms swing makes it as much noise as delay.")])
+    return [q_part, q_ms]
