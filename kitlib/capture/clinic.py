@@ -139,7 +139,7 @@ class ClinicCase:
 #: The many-operator job of the optimiser and profiling-overhead cases on the CPU: the
 #: deep narrow CNN (102 parameter tensors, ~25 layers) on 32 px crops, batch 8, where the
 #: per-operator costs dominate; on a GPU those cases keep ResNet-50 (161 tensors).
-DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 8}
+DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 2}
 DEEP_CUDA = {"model": "resnet50", "image_size": 224, "batch_size": 64}
 
 #: The straggler's delay per step on rank 1, in ms (an unlabelled ``time.sleep``).
@@ -463,6 +463,98 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
     return target
 
 
+#: The interleaved re-timing of a case's two sides (:func:`time_interleaved`): blocks of
+#: ``BLOCK_STEPS`` steps, alternating before/after in ABBA order, until each side has
+#: ``INTERLEAVED_STEPS`` (the smallest settings: one block of ``timing_steps`` a side).
+#: 60 a side: the smallest fixes save 10-20 % of a step, and on a shared 2-core machine
+#: 30 steps a side sometimes could not tell that from the noise.
+BLOCK_STEPS = 10
+INTERLEAVED_STEPS = 60
+
+
+def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int = INTERLEAVED_STEPS,
+                     block: int = BLOCK_STEPS, warmup: int = PRE_STEPS) -> dict:
+    """Uninstrumented step times of a case's two jobs, taken in alternating blocks.
+
+    A shared machine's speed moves by more than some fixes save: timed one after the
+    other, two runs of the same job differed by a factor of three here within minutes.
+    Timing both jobs in the same minutes, in blocks of ``block`` steps in ABBA order
+    (before, after, after, before, ...), gives each side the same share of the
+    machine's slow and fast moments, so the difference of their medians is the fix's,
+    and their spread is the noise it must stand clear of (lesson 10). Each block is a
+    fresh job (model, optimiser, DataLoader) warmed up by ``warmup`` untimed steps, and
+    only one job is alive at a time: an idle job's loader workers, filling their
+    prefetch queue, would otherwise slow the timed one.
+
+    Parameters
+    ----------
+    before, after : dict
+        The two jobs' settings over the base workload (:meth:`ClinicCase.settings`
+        merged into :func:`base_settings`; no ``recipe``/``active_steps`` keys).
+    device : str
+    steps : int
+        Steps timed per side.
+    block : int
+        Steps per block.
+    warmup : int
+        Untimed steps of each job first (loader workers, allocator).
+
+    Returns
+    -------
+    dict
+        ``{"before": [ms, ...], "after": [ms, ...], "order": "ABBA blocks of N"}``, wall
+        clock per step (``perf_counter_ns``, :func:`kitlib.capture.workload.time_steps`).
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import _blocks
+    >>> _blocks(12, 5)               # (side, steps) in the order they are timed
+    [('before', 5), ('after', 5), ('after', 5), ('before', 5), ('before', 2), ('after', 2)]
+    """
+    from .workload import build_workload, time_steps
+    configs = {"before": before, "after": after}
+    out = {"before": [], "after": []}
+    for side, n in _blocks(steps, block):
+        # one job alive at a time: an idle job's loader workers would take the cores from the
+        # timed one while they fill their prefetch queue
+        with build_workload(_config(configs[side], device), progress=False) as wl:
+            out[side] += time_steps(wl, n, warmup=warmup)
+    out["order"] = (f"interleaved with the other side: ABBA blocks of {block} steps, each block a fresh "
+                    f"job after {warmup} untimed steps")
+    return out
+
+
+def _blocks(steps: int, block: int) -> list:
+    """(side, steps) blocks in ABBA order until each side has ``steps``."""
+    out, done, i = [], 0, 0
+    while done < steps:
+        n = min(block, steps - done)
+        pair = [("before", n), ("after", n)] if i % 2 == 0 else [("after", n), ("before", n)]
+        out += pair
+        done += n
+        i += 1
+    return out
+
+
+def _retime(out: Path, case_name: str, times: dict) -> None:
+    """Write the interleaved times into both bundles' ``step_times.json`` (and their sha256
+    into the manifests), keeping the profiled steps as recorded."""
+    from ..readers.bundle import MANIFEST
+    from ..readers.files import sha256_of
+    for side in ("before", "after"):
+        folder = out / case_name / side
+        st_path = folder / "step_times.json"
+        st = json.loads(st_path.read_text())
+        st["step_ms_uninstrumented"] = times[side]
+        st["uninstrumented_order"] = times["order"]
+        st_path.write_text(json.dumps(st, indent=1) + "\n")
+        m_path = folder / MANIFEST
+        m = json.loads(m_path.read_text())
+        entry = m["files"]["step_times.json"]
+        entry["sha256"], entry["bytes"] = sha256_of(st_path), st_path.stat().st_size
+        m_path.write_text(json.dumps(m, indent=1) + "\n")
+
+
 def _rank_main(job_json: str, out: str) -> int:
     """One rank of the two-rank recording (run by :func:`torchrun_command`'s command)."""
     import torch
@@ -548,6 +640,23 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
         t0 = time.perf_counter()
         record_one(r, out, device, smallest)
         echo(f"  {r.folder} done in {time.perf_counter() - t0:,.1f} s")
+    # each case's two jobs timed again side by side (time_interleaved): the uninstrumented
+    # steps of a bundle recorded minutes apart from its pair carry the machine's drift
+    pairs = {}
+    for r in recs:
+        if r.case and not r.command:
+            pairs.setdefault(r.case, {})[r.side] = r.settings
+    small = SMALLEST if smallest else {}
+    for name, sides in pairs.items():
+        if sides["before"] == sides["after"]:
+            continue                  # the same job on both sides (only the profiler's recipe differs)
+        t0 = time.perf_counter()
+        times = time_interleaved(sides["before"], sides["after"], device,
+                                 steps=small.get("timing_steps", INTERLEAVED_STEPS),
+                                 block=small.get("timing_steps", BLOCK_STEPS),
+                                 warmup=small.get("pre_steps", PRE_STEPS))
+        _retime(out, name, times)
+        echo(f"  {name} before/after timed side by side in {time.perf_counter() - t0:,.1f} s")
     return recs
 
 
