@@ -16,14 +16,7 @@ _spec.loader.exec_module(count_examples)
 
 #: Names without Examples yet, each with the reason. An entry that gains its Examples
 #: must leave this list (the second test says so).
-_REWRITTEN = ("ranks.py was being rewritten for multi-rank traces while the Examples were "
-              "written (1 December 2026); its Examples come with that work")
-PENDING = {
-    **{f"kitlib/readers/ranks.py::{n}": _REWRITTEN for n in (
-        "RankTraces", "RankTraces.label", "RankTraces.ranks", "RankTraces.world_size",
-        "RankTraces.backend", "RankTraces.table", "RankTraces.ops", "RankTraces.gpu",
-        "RankTraces.steps")},
-}
+PENDING: dict = {}
 
 
 def _names():

@@ -812,7 +812,17 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
 
 def step_thread(trace) -> int | None:
     """The thread that drives the rank's steps: the one its ``ProfilerStep#N`` ranges are
-    on (without steps, the thread with the most operators; None without operators)."""
+    on (without steps, the thread with the most operators; None without operators).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.collectives import step_thread
+    >>> tr = trace_from_json(tiny_rank_docs()[0])
+    >>> tr.steps["tid"].tolist(), step_thread(tr)
+    ([1, 1], 1)
+    """
     if len(trace.steps):
         return int(trace.steps["tid"].mode().iloc[0])
     o = trace.ops
@@ -846,6 +856,27 @@ def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
     tuple
         ``(source, starts, ends)``: ``"GPU kernels"`` or ``"host operators, step's
         thread"``, and the intervals in ns on the trace's own clock (not merged).
+
+    Examples
+    --------
+    A GPU run: the compute kernels, the NCCL ones left out.
+
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> from kitlib.analyses.collectives import compute_intervals
+    >>> compute_intervals(trace_from_json(tiny_rank_docs()[0]))
+    ('GPU kernels', array([ 1000000,  4000000, 11000000]), array([ 3000000,  5000000, 13000000]))
+
+    A CPU run (Gloo): the step's thread's operators but the collective's enqueue; the
+    ``gloo:`` operator runs on Gloo's own thread.
+
+    >>> def op(name, ts, dur, tid, cat="cpu_op"):
+    ...     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+    >>> cpu = trace_from_json({"traceEvents": [
+    ...     op("ProfilerStep#1", 0, 100, 1, "user_annotation"), op("aten::mm", 10, 20, 1),
+    ...     op("c10d::allreduce_", 40, 5, 1), op("gloo:all_reduce", 42, 30, 2), op("aten::add", 80, 10, 1)]})
+    >>> compute_intervals(cpu)
+    ("host operators, step's thread", array([10000, 80000]), array([30000, 90000]))
     """
     k = trace.kernels
     kern = k[k["kind"] == "kernel"] if len(k) else k
