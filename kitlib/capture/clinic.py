@@ -7,6 +7,8 @@ under ``torchrun`` for the two-rank case)::
 
     DIR/clinic.json            the cases' neutral names, symptoms and folders (what a lesson shows)
     DIR/baseline/              a healthy run of the same workload, for comparison
+    DIR/baseline_deep/         a healthy run of the deep narrow model (the cases on it compare with
+                               this one; clinic.json's ``baselines`` says which is whose)
     DIR/case_a/before/         the job as it was: trace.json.gz, key_averages.json, step_times.json
     DIR/case_a/after/          the same job with the fix applied
     ...
@@ -139,7 +141,7 @@ class ClinicCase:
 #: The many-operator job of the optimiser and profiling-overhead cases on the CPU: the
 #: deep narrow CNN (102 parameter tensors, ~25 layers) on 32 px crops, batch 8, where the
 #: per-operator costs dominate; on a GPU those cases keep ResNet-50 (161 tensors).
-DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 2}
+DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 8}
 DEEP_CUDA = {"model": "resnet50", "image_size": 224, "batch_size": 64}
 
 #: The straggler's delay per step on rank 1, in ms (an unlabelled ``time.sleep``).
@@ -334,6 +336,11 @@ def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> 
     base = base_settings(device, smallest)
     out = Path(out)
     recs = [Recording("baseline", dict(base), "shapes")]
+    deep = DEEP_CPU if device == "cpu" else DEEP_CUDA
+    if any(c.before.get("model") == deep["model"] or c.settings("before", device).get("model") == deep["model"]
+           for c in cases_for(device, letters)) and deep["model"] != base.get("model"):
+        # the deep-model cases get a healthy run of their own model to compare with
+        recs.append(Recording("baseline_deep", {**base, **deep}, "shapes"))
     for c in cases_for(device, letters):
         for side in ("before", "after"):
             s = {**base, **c.settings(side, device)}
@@ -575,6 +582,15 @@ def _rank_main(job_json: str, out: str) -> int:
     return 0
 
 
+def _baselines(device: str, letters=None) -> dict:
+    """The healthy run to compare each case with: ``baseline_deep`` for the cases on the
+    deep narrow model (when it differs from the base model), else ``baseline``."""
+    deep = DEEP_CPU if device == "cpu" else DEEP_CUDA
+    base_model = (CPU_BASE if device == "cpu" else CUDA_BASE)["model"]
+    return {c.name: "baseline_deep" if c.settings("before", device).get("model", base_model) == deep["model"]
+            and deep["model"] != base_model else "baseline" for c in cases_for(device, letters)}
+
+
 def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
     """``clinic.json``: what a lesson may show, and nothing that names a cause.
 
@@ -588,6 +604,7 @@ def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
     """
     return {"format": FORMAT, "device": device, "settings": "smallest" if smallest else "full",
             "baseline": "baseline",
+            "baselines": _baselines(device, letters),
             "cases": {c.name: {"symptom": c.symptom, "before": f"{c.name}/before", "after": f"{c.name}/after",
                                "ranks": c.ranks} for c in cases_for(device, letters)}}
 
