@@ -211,6 +211,12 @@ def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 60, tries: i
         return nbformat.read(out, as_version=4)
 
 
+#: The recording scripts beside the test data (tests/data/*/record.py) are run by hand from
+#: their folder, never imported by ``--doctest-modules``: importing one recorded a profile
+#: into the working directory.
+collect_ignore_glob = ["data/*"]
+
+
 #: Lessons run side by side (each in its own kernel, a process of its own): two on a machine
 #: with two cores or more.
 LESSON_WORKERS = min(2, os.cpu_count() or 1)
@@ -294,6 +300,19 @@ def lesson_on_live_capture(_lesson_runs):
     capture (LIVE_BUNDLE, as profiler_5step in a KITLIB_REPLAY_DIR of its own) instead of the
     reference recording, with the Agg backend. Runs start two at a time (see _lesson_runs)."""
     return lambda number: _lesson_runs(number, "live")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (the README's command runs the suite in two processes with
+    ``--dist loadgroup``), every test that runs a lesson goes to one process, as the group
+    ``lessons``: each lesson then runs once in the whole suite (see _lesson_runs), not once in
+    each process that asks for it. The other tests go in groups by file, so that a file's
+    costly fixtures (a torchrun, a CPU recording) are made once. Without xdist the marker does
+    nothing."""
+    for item in items:
+        lessons = set(_LESSON_FIXTURES) & set(getattr(item, "fixturenames", ()))
+        item.add_marker(pytest.mark.xdist_group("lessons" if lessons else item.path.name))
 
 
 def pytest_sessionstart(session):
