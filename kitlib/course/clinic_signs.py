@@ -38,6 +38,13 @@ def index(device: str = "cpu") -> dict:
     return json.loads((clinic_folder(device) / "clinic.json").read_text())
 
 
+def healthy_name(letter: str, device: str = "cpu") -> str:
+    """The folder of case ``letter``'s healthy run: ``clinic.json``'s ``baselines`` map
+    (``baseline_deep`` for the cases on the deep model), else its ``baseline``."""
+    idx = index(device)
+    return (idx.get("baselines") or {}).get(f"case_{letter}", idx["baseline"])
+
+
 def open_bundle(folder):
     """A clinic bundle: a :class:`~kitlib.readers.bundle.Capture`, or
     :class:`~kitlib.readers.ranks.RankTraces` for a two-rank folder (``rank0/``, ``rank1/``)."""
@@ -217,7 +224,7 @@ CAUSES = {c.id: c for c in [
           "remove, or spread over the ranks, the slow rank's extra work", "step_start_gap_ms",
           "ms from a step's start to its data_load (the slowest rank)",
           "if one rank did extra work each step, that rank's steps would open with a gap before data_load and "
-          "the other rank would wait in the all-reduce",
+          "the other rank would wait for it at the next collective",
           "Look at each rank's steps: what happens before data_load?", 20),
     Cause("sync_every_step", "a host–device sync every step (loss.item())", "read the loss every N steps",
           "syncs_per_step", "cudaStreamSynchronize-type calls per step",
@@ -280,7 +287,9 @@ def not_this(cause: Cause, case: dict, healthy: dict, look: str = "") -> str:
     base = fmt(healthy[cause.figure], cause.unit)
     extra = ""
     if cause.id == "slow_transform":
-        extra = f", with {fmt(case['ops_in_data_load_per_step'], 'operators per step')} inside it"
+        ops = case["ops_in_data_load_per_step"]        # hundreds: another case's evidence, not this sign's figure
+        extra = (", with hundreds of operators per step inside it" if ops >= 100 else
+                 f", with {fmt(ops, 'operators per step')} inside it")
     if cause.id == "straggler_rank" and case["ranks"] < 2:
         return f"{cause.would}. This job ran as {case['ranks']} rank: there is no other rank to wait. {look}".strip()
     if cause.id in ("sync_every_step", "pageable_blocking_copies", "allocator_churn") and case["syncs_per_step"] == 0 \
@@ -298,8 +307,8 @@ def sign_table(recs: dict) -> pd.DataFrame:
     return pd.DataFrame(rows).T
 
 
-__all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "clinic_folder", "fix_of_text",
-           "index", "not_this", "open_bundle", "sign_table", "signs", "step_times", "trace_signs", "traces"]
+__all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "clinic_folder", "complaint_check",
+           "fix_of_text", "healthy_name", "index", "reader_counts", "not_this", "open_bundle", "sign_table", "signs", "step_times", "trace_signs", "traces"]
 
 
 # --------------------------------------------------------------------------- the fix, measured
@@ -309,18 +318,19 @@ def fix_series(letter: str, device: str = "cpu") -> dict:
 
     Uninstrumented step times (rank 0's for two ranks); per image where the fix changes
     the batch (the images per step read from each side's convolution Input Dims); for a
-    case whose two sides differ only in what the profiler recorded, the profiled active
-    steps of each side (the last ``steps`` of ``step_ms_profiled``: the uninstrumented
-    steps of both sides run the same job).
+    case whose two sides differ only in what the profiler recorded, what the team measured
+    against what the fix measures: the heavy profile's active steps before (the last
+    ``steps`` of ``step_ms_profiled``) and the job's uninstrumented steps after (the fix
+    is to time the job without the profiler).
     """
     folder = clinic_folder(device) / f"case_{letter}"
     recs = {side: open_bundle(folder / side) for side in ("before", "after")}
     s = {side: signs(r) for side, r in recs.items()}
     st = {side: step_times(r) for side, r in recs.items()}
     if s["before"]["attribution_events_per_step"] > 0 and s["after"]["attribution_events_per_step"] == 0:
-        n = min(s["before"]["steps"], s["after"]["steps"])     # the schedule's active steps, the last ones
-        return {"before": st["before"]["step_ms_profiled"][-n:], "after": st["after"]["step_ms_profiled"][-n:],
-                "measured": "profiled active steps", "unit": "ms"}
+        n = s["before"]["steps"]                               # the schedule's active steps, the last ones
+        return {"before": st["before"]["step_ms_profiled"][-n:], "after": list(st["after"]["step_ms_uninstrumented"]),
+                "measured": "heavy profile's active steps → uninstrumented steps", "unit": "ms"}
     b, a = (st[x]["step_ms_uninstrumented"] for x in ("before", "after"))
     ib, ia = s["before"]["images_per_step"], s["after"]["images_per_step"]
     if ib != ia:
@@ -378,3 +388,75 @@ def plot_fixes(letters, device: str = "cpu", ax=None):
                  "profiled steps where only the profiler changed)", fontsize=10)
     ax.legend(loc="upper right")
     return ax
+
+
+# --------------------------------------------------------------------------- the complaint, checked
+def complaint_check(letter: str, device: str = "cpu") -> str:
+    """Whether case ``letter``'s complaint shows in its *before* step times, as sentences.
+
+    Lesson 10's comparison (:func:`kitlib.analyses.compare.compare`) of the case's
+    uninstrumented steps (rank 0's for two ranks) against its healthy run's
+    (:func:`healthy_name`), which was timed at another moment on the same machine; for a
+    case whose complaint is the profiled steps against the team's own timing, the
+    profiled active steps against the uninstrumented steps of the same *before* bundle.
+    Nothing here names a cause.
+    """
+    from ..analyses.compare import compare
+    folder = clinic_folder(device)
+    rec = open_bundle(folder / f"case_{letter}" / "before")
+    st = step_times(rec)
+    u = st["step_ms_uninstrumented"]
+    s = signs(rec)
+    if s["attribution_events_per_step"] > 0:        # the complaint compares the profiled steps with the timing loop
+        prof = st["step_ms_profiled"][-s["steps"]:]
+        c = compare(u, prof)
+        seen = "the complaint shows" if c.verdict == "slower" else "the complaint does not show beyond the noise"
+        return (f"this bundle's own two timings: uninstrumented median {c.before_median_ms:,.1f} ms ({c.n_before} "
+                f"steps), profiled active steps median {c.after_median_ms:,.1f} ms ({c.n_after} steps), "
+                f"{c.after_median_ms / c.before_median_ms:.1f} times as long; interval of the difference "
+                f"[{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: {seen}.")
+    name = healthy_name(letter, device)
+    hu = step_times(open_bundle(folder / name))["step_ms_uninstrumented"]
+    c = compare(hu, u)
+    who = "rank 0's steps" if s["ranks"] > 1 else "this job's steps"
+    out = (f"uninstrumented step times: {who} median {c.after_median_ms:,.1f} ms ({c.n_after} steps), the healthy "
+           f"run {name}/ {c.before_median_ms:,.1f} ms ({c.n_before} steps, timed at another moment); interval of "
+           f"the difference [{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: ")
+    if c.verdict == "slower":
+        return out + "slower beyond the noise: the complaint shows in the step times."
+    if c.verdict == "faster":
+        return out + ("faster per step beyond the noise: a complaint about time per step does not show here; "
+                      "one about images per second depends on how many images a step carries.")
+    return out + ("no difference beyond the noise: on this machine the complaint is not visible in the step "
+                  "times; the recording can still show its cause.")
+
+
+# --------------------------------------------------------------------------- the reader, checked
+def reader_counts(letters, names, device: str = "cpu"):
+    """Each *before* recording's calls of ``names``, counted three ways: every ``cpu_op``
+    event of the trace, kitlib's events once the profiler's fold is applied
+    (``trace.host_events`` without the rows marked ``merged``: an operator whose parent has
+    its name and no other child is folded into that parent, ``EventList._remove_dup_nodes``)
+    and the profiler's ``key_averages`` count.
+
+    Returns
+    -------
+    (DataFrame, str or None)
+        One row per case, ``"events / kitlib / profiler"`` per name; and one folded event
+        with its enclosing events (``"aten::div_ inside aten::div_ inside aten::mean ..."``).
+    """
+    from ..model.tree import ancestors
+    rows, example = {}, None
+    for x in letters:
+        cap = open_bundle(clinic_folder(device) / f"case_{x}" / "before")
+        prof = {r["key"]: r["count"] for r in cap.key_averages()["by_name"]}
+        events = cap.trace.ops[cap.trace.ops["kind"] == "op"]["name"].value_counts()
+        tree = cap.trace.host_events
+        kept = tree[(tree["kind"] == "op") & ~tree["merged"]]["name"].value_counts()
+        rows[f"case_{x}"] = {n: f"{int(events.get(n, 0))} / {int(kept.get(n, 0))} / {int(prof.get(n, 0))}"
+                             for n in names}
+        folded = tree[tree["merged"] & (tree["kind"] == "op")]
+        if example is None and len(folded):
+            i = int(folded.index[0])
+            example = " inside ".join(tree.loc[[i] + list(ancestors(tree, i))[:3], "name"])
+    return pd.DataFrame(rows).T, example

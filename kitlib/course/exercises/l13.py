@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import statistics
 
+import numpy as np
+
 from ...capture.clinic import CASES
 from .. import clinic_signs as cs
 from . import Exercises, Question
@@ -73,21 +75,107 @@ def _route_norm(s) -> str:
     return str(s).strip().lower()
 
 
+#: The kit's labelled ranges of a step, in the order a step runs them.
+LABELS = ("data_load", "h2d", "forward", "backward", "optimizer")
+
+
+def per_label(tr, name: str) -> dict:
+    """How many ``name`` operators of trace ``tr`` start and end inside each labelled range
+    (:data:`LABELS`), and outside them all (``"outside the labels"``); zero counts left out."""
+    ops = tr.ops
+    cpu = ops[(ops["kind"] == "op") & (ops["name"] == name)]
+    ann = ops[ops["kind"] == "annotation"]
+    left = np.ones(len(cpu), dtype=bool)
+    out = {}
+    for lab in LABELS:
+        m = cs._inside(cpu, ann[ann["name"] == lab]) & left
+        if m.sum():
+            out[lab] = int(m.sum())
+        left &= ~m
+    if left.sum():
+        out["outside the labels"] = int(left.sum())
+    return out
+
+
+def _said(counts: dict) -> str:
+    return ", ".join(f"{v} in {k}" if k != "outside the labels" else f"{v} {k}" for k, v in counts.items())
+
+
+def collective_ms(tr) -> dict:
+    """Per ``gloo:`` collective of one rank's trace: the time (ms) covered by its ranges in
+    each profiled step (their union: the Gloo threads overlap), and the labelled range
+    (:data:`LABELS`) that holds most of them."""
+    ops = tr.ops
+    steps = ops[ops["kind"] == "step"].sort_values("start_ns")
+    ann = ops[ops["kind"] == "annotation"]
+    out = {}
+    for name, g in ops[ops["name"].str.startswith("gloo:")].groupby("name"):
+        per = []
+        for a, b in zip(steps["start_ns"], steps["end_ns"]):
+            iv = sorted((max(s, a), min(e, b)) for s, e in zip(g["start_ns"], g["end_ns"]) if s < b and e > a)
+            total, end = 0, None
+            for s0, e0 in iv:
+                if end is None or s0 > end:
+                    total += e0 - s0
+                    end = e0
+                elif e0 > end:
+                    total += e0 - end
+                    end = e0
+            per.append(total / 1e6)
+        where = {lab: int(cs._inside(g, ann[ann["name"] == lab]).sum()) for lab in LABELS}
+        out[name] = {"ms": per, "in": max(where, key=where.get) if any(where.values()) else "no labelled range"}
+    return out
+
+
+def _waits(w: dict, where: bool = False) -> str:
+    """``collective_ms`` as words, the longest first: ``gloo:broadcast (in forward) 41.0–51.0 ms``."""
+    order = sorted(w.items(), key=lambda kv: -max(kv[1]["ms"]))
+    return ", ".join(f"{k}{' (in ' + v['in'] + ')' if where else ''} {min(v['ms']):,.1f}–{max(v['ms']):,.1f} ms"
+                     for k, v in order)
+
+
+def optimizer_ops(tr) -> dict:
+    """The operators inside the optimizer ranges of ``tr``: ``all`` (count), ``called``
+    (those the optimizer called itself, not nested in another operator) by name, ``tensors``
+    (the ``aten::mul_`` calls there per step: one per parameter tensor in the per-tensor loop)
+    and ``steps``."""
+    ev = tr.host_events
+    ops = tr.ops
+    opt = ops[(ops["kind"] == "annotation") & (ops["name"] == "optimizer")]
+    n = int((ops["kind"] == "step").sum())
+    inside = ev[(ev["kind"] == "op") & cs._inside(ev, opt)]
+    parent_kind = ev["kind"].to_numpy()[inside["parent"].clip(lower=0).to_numpy()]
+    called = inside[(inside["parent"] < 0) | (parent_kind != "op")]
+    return {"all": len(inside), "called": called["name"].value_counts().to_dict(), "steps": n,
+            "tensors": int((inside["name"] == "aten::mul_").sum()) // n}
+
+
+def python_in_steps(tr) -> int:
+    """The Python-stack events (``cat`` ``python_function``) that start and end inside a
+    ProfilerStep range of ``tr``."""
+    ops = tr.ops
+    return int(cs._inside(ops[ops["kind"] == "python"], ops[ops["kind"] == "step"]).sum())
+
+
 #: What the evidence question asks per cause: prompt, unit, where, and the function of
 #: the signs and the raw figures that gives the answer.
-def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, rec) -> Question:
+def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, rec, hrec, hname: str) -> Question:
     key = f"case_{letter}_evidence"
     neighbour = lambda fig: [(v, f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
                              if v.get(fig) is not None and v[fig] != s[fig]][:1]
     n = s["steps"]
     if cause_id == "channels_first_input":
         ka = sum(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
+        ka_h = sum(r["count"] for r in hrec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
         return Question(key, f"case_{letter}: how many aten::contiguous calls per profiled step run inside the "
                              "forward range?", s["contiguous_in_forward_per_step"],
                         f"{s['contiguous_in_forward_per_step'] * n:g} calls in {n} steps, inside forward: the input's "
                         "conversion to the model's layout in the first convolution (with aten::clone and aten::copy_ "
-                        f"under it). key_averages counts {ka} in all (the others sit in h2d, as in the healthy run, "
-                        f"which has {healthy['contiguous_in_forward_per_step']:g} inside forward).", kind="compute",
+                        f"under it). key_averages counts {ka} in all, over every range: "
+                        f"{_said(per_label(rec.trace, 'aten::contiguous'))}. The healthy run ({hname}/) has {ka_h}: "
+                        f"{_said(per_label(hrec.trace, 'aten::contiguous'))}, "
+                        + (f"{healthy['contiguous_in_forward_per_step'] * n:g} inside forward." if
+                           healthy["contiguous_in_forward_per_step"] else "none inside forward."), kind="compute",
                         where="the trace's aten::contiguous events, kept when they start and end inside a forward range",
                         traps=[(ka / n, "that counts every aten::contiguous of a step (key_averages); the question "
                                         "asks for those inside forward."),
@@ -97,11 +185,13 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
         per = {r: cs.trace_signs(t)["step_start_gap_ms"] for r, t in zip(sorted(rec.traces), cs.traces(rec))}
         slow = max(per, key=per.get)
         fast = min(per, key=per.get)
+        waits, waits_slow = (collective_ms(rec.traces[r]) for r in (fast, slow))
         return Question(key, f"case_{letter}: on the rank whose steps open latest, the median time (ms) from a "
                              "ProfilerStep's start to its data_load's start?", round(per[slow], 3),
                         f"rank {slow}: {per[slow]:,.2f} ms per step (median of {n}) before data_load even starts, "
                         f"with nothing labelled in it; rank {fast}: {per[fast]:,.3f} ms, the healthy run "
-                        f"{healthy['step_start_gap_ms']:,.3f} ms. Rank {fast} then waits for it in the all-reduce.",
+                        f"{healthy['step_start_gap_ms']:,.3f} ms. Rank {fast} waits for it at the collectives, "
+                        f"per step: {_waits(waits, True)}; rank {slow}: {_waits(waits_slow)}.",
                         kind="compute", unit="ms", where="each rank's ProfilerStep#N and data_load events (ts, µs)",
                         traps=[(round(per[fast], 3), f"that is rank {fast}'s: the other rank's steps open later."),
                                (round(healthy["step_start_gap_ms"], 3), "that is the healthy run's figure."),
@@ -120,26 +210,36 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
                         traps=[(v * n, f"that is all {n} steps together; per step."),
                                (healthy["ops_in_data_load_per_step"], "that is the healthy run's figure.")])
     if cause_id == "profiler_overhead":
-        py = sum(1 for k in rec.trace.ops["kind"] if k == "python") / n
-        return Question(key, f"case_{letter}: how many Python-stack events (cat python_function) does the trace "
-                             "hold per profiled step?", round(py, 1),
-                        f"{py * n:,.0f} in {n} steps, {py:,.1f} per step, and {len(rec.trace.memory):,} memory "
+        allpy = sum(1 for k in rec.trace.ops["kind"] if k == "python")
+        py = python_in_steps(rec.trace) / n
+        return Question(key, f"case_{letter}: how many Python-stack events (cat python_function) start and end "
+                             "inside a ProfilerStep range, per profiled step (their count over the ProfilerStep "
+                             "count)?", round(py, 1),
+                        f"{py * n:,.0f} inside the {n} steps, {py:,.1f} per step ({allpy:,} in the whole trace: "
+                        f"{allpy - py * n:,.0f} fall outside the steps), and {len(rec.trace.memory):,} memory "
                         "records besides: the recording ran with Python stacks and memory on. The healthy run's "
-                        "trace has none of either.", kind="compute",
-                        where="the trace's events by cat (python_function), over the ProfilerStep count",
+                        f"trace ({hname}/) has none of either.", kind="compute",
+                        where="the trace's events by cat (python_function) inside the ProfilerStep#N ranges, over "
+                              "the ProfilerStep count",
                         traps=[(py * n, f"that is all {n} steps together; per step."),
+                               (round(allpy / n, 1), "that counts the whole trace, the events outside the steps too; "
+                                                     "the question asks for those inside a ProfilerStep range."),
                                (round(s["attribution_events_per_step"], 1), "that adds the memory records; the "
                                                                             "question asks for the Python events."),
                                (0, "count the events by their cat, not by name.")])
     if cause_id == "optimizer_per_tensor":
         v = s["ops_in_optimizer_per_step"]
-        tensors = sum(1 for r in rec.key_averages()["by_name"] if r["key"] == "aten::mul_" and r["count"]) and \
-            next(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::mul_") // n
+        o = optimizer_ops(rec.trace)
+        t = o["tensors"]
+        called = sum(o["called"].values()) / n
+        names = ", ".join(f"{k} × {c // (n * t)}" if c // (n * t) > 1 else k for k, c in o["called"].items())
         return Question(key, f"case_{letter}: how many operators (cpu_op events) per profiled step run inside the "
                              "optimizer range?", v,
-                        f"{v * n:,.0f} in {n} steps: about {v / tensors:.0f} per parameter tensor ({tensors} tensors: "
-                        "one aten::mul_ each per step), the optimizer's loop over its parameters. The healthy run "
-                        f"has {healthy['ops_in_optimizer_per_step']:g} per step there.", kind="compute", tolerance=0.02,
+                        f"{v * n:,.0f} in {n} steps: {v / t:g} per parameter tensor ({t} tensors: one aten::mul_ "
+                        f"each per step), the optimizer's loop over its parameters; {called / t:g} of them the loop "
+                        f"calls itself ({names}), the other {(v - called) / t:g} run beneath those. The healthy run "
+                        f"({hname}/) has {healthy['ops_in_optimizer_per_step']:g} per step there.", kind="compute",
+                        tolerance=0.02,
                         tolerance_why="within 2 %: an operator at a range's very edge counts in or out by the "
                                       "containment rule",
                         where="the trace's cpu_op events that start and end inside an optimizer range, per step",
@@ -186,8 +286,22 @@ def _signs_of(rec) -> dict:
     return cs.signs(rec)
 
 
-def case_questions(letter: str, rec, healthy: dict, others: dict) -> list:
-    """The four questions of case ``letter`` (its *before* bundle ``rec``)."""
+#: The mechanism a right cause's feedback states, where the answer key's sentence
+#: (:data:`kitlib.capture.clinic.CASES`) says more than the recording shows; no figure of
+#: the evidence question in it.
+MECHANISM = {
+    "straggler_rank": "rank 1 does unlabelled extra host work at the start of every step, so rank 0 waits for it "
+                      "at the step's collectives",
+    "tiny_batches": "the batches hold a handful of images: the step is a few hundred short operators whose fixed "
+                    "per-call cost outweighs the arithmetic (on a GPU: launch-bound, idle between short kernels)",
+    "optimizer_per_tensor": "SGD runs its per-parameter loop (foreach and fused off): several small operators per "
+                            "parameter tensor every step, where the fused optimizer makes one call",
+}
+
+
+def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hname: str = "baseline") -> list:
+    """The four questions of case ``letter`` (its *before* bundle ``rec``; ``healthy`` the
+    signs of its healthy run ``hrec``, the folder ``hname``)."""
     cause = cs.CAUSES[CASES[letter].cause_id]
     s = _signs_of(rec)
     ok_routes = ROUTES[cause.id][0]
@@ -197,13 +311,13 @@ def case_questions(letter: str, rec, healthy: dict, others: dict) -> list:
                    accept=lambda g, ok=ok_routes: _route_norm(g) in {_route_norm(r) for r in ok},
                    traps=_route_traps(cause.id, ok_routes))]
     wrong = [(c.text, cs.not_this(c, s, healthy, cause.look)) for c in cs.CAUSES.values() if c.id != cause.id]
+    mech = MECHANISM.get(cause.id, CASES[letter].cause)
     qs.append(Question(f"case_{letter}_cause", f"case_{letter}: what is slowing this job down?", cause.text,
-                       f"{CASES[letter].cause}. Its sign, {cause.unit}: {cs.fmt(s[cause.figure])} here, "
-                       f"{cs.fmt(healthy[cause.figure])} in the healthy run.",
+                       f"The cause: {mech}. The next question asks for the figure that shows it.",
                        kind="transfer", choices=cs.CAUSE_CHOICES, traps=wrong,
                        normalise=lambda g: (cs.cause_of_text(g).id if cs.cause_of_text(g) else str(g).strip().lower()),
                        offered=lambda g: cs.cause_of_text(g) is not None))
-    qs.append(_evidence(letter, cause.id, s, healthy, others, rec))
+    qs.append(_evidence(letter, cause.id, s, healthy, others, rec, hrec, hname))
     wrong_fix = [(c.fix, f"that fixes '{c.text}', which this recording does not show ({c.unit}: "
                          f"{cs.fmt(s[c.figure])}). Fix what your evidence showed.")
                  for c in cs.CAUSES.values() if c.id != cause.id]
@@ -237,13 +351,16 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
     folder = cs.clinic_folder()
     idx = cs.index()
     letters = list(letters or [c.removeprefix("case_") for c in idx["cases"]])
-    healthy = cs.signs(cs.open_bundle(folder / idx["baseline"]))
+    hnames = {x: cs.healthy_name(x) for x in letters}
+    hrecs = {n: cs.open_bundle(folder / n) for n in sorted(set(hnames.values()))}
+    hsig = {n: cs.signs(r) for n, r in hrecs.items()}
     recs = {x: cs.open_bundle(folder / idx["cases"][f"case_{x}"]["before"]) for x in letters}
     sig = {x: cs.signs(r) for x, r in recs.items()}
     qs = []
     for x in letters:
         others = {f"case_{y}": sig[y] for y in letters if y != x}
-        qs += case_questions(x, recs[x], healthy, others)
+        n = hnames[x]
+        qs += case_questions(x, recs[x], hsig[n], others, hrecs[n], n)
 
     by_cause = {CASES[x].cause_id: x for x in letters}
     g = by_cause.get("tiny_batches")
@@ -301,4 +418,58 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
                                               "its batches, so this job does not have that cause."),
         kind="transfer", where="the trace's GPU memcpy events: each name says the memory kinds (Pageable or Pinned)",
         traps=[(not pageable, "read the copies' names: each says which memory it copied from.")]))
-    return Exercises("Lesson 13 — your turn", qs)
+    return Clinic("Lesson 13 — your turn", qs)
+
+
+class Clinic(Exercises):
+    """Lesson 13's questions, listed only as the lesson reaches them.
+
+    ``show()`` (and the markdown view) lists a case's route, cause and fix once
+    :meth:`reach` has opened the case, and its evidence question once its cause question
+    has been checked: the evidence prompt names the figure, which points at the cause. The
+    questions about the fixes appear once ``reach("fixes")`` has run, the transfer once
+    ``reach("transfer")`` has. ``questions`` holds them all (the answer key, ``check``)."""
+
+    def __init__(self, title, questions):
+        super().__init__(title, questions)
+        self.reached: set = set()
+        self.asked: set = set()
+
+    def reach(self, part: str) -> None:
+        """Open ``part`` (``"case_a"`` or ``"a"``, ``"fixes"``, ``"transfer"``) to :meth:`show`."""
+        self.reached.add(part if part in ("fixes", "transfer") or part.startswith("case_") else f"case_{part}")
+
+    def _part(self, key: str) -> str:
+        if key.startswith("case_") and key[6:7] == "_":
+            return key[:6]
+        return "transfer" if key.startswith("transfer") else "fixes"
+
+    def listed(self) -> list:
+        """The questions reached so far, in the lesson's order."""
+        out = []
+        for q in self.questions:
+            part = self._part(q.key)
+            if part not in self.reached:
+                continue
+            if q.key.endswith("_evidence") and f"{part}_cause" not in self.asked:
+                continue
+            out.append(q)
+        return out
+
+    def check(self, key: str, answer):
+        self.asked.add(key)
+        return super().check(key, answer)
+
+    def show(self) -> str:
+        """The questions reached so far (see the class), one line each, with their choices."""
+        qs = self.listed()
+        lines = [f"{self.title}:"]
+        for q in qs:
+            lines.append(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
+        hidden = len(self.questions) - len(qs)
+        if hidden:
+            lines.append(f"  ({hidden} more as the lesson reaches them)")
+        return "\n".join(lines)
+
+    def _repr_markdown_(self):
+        return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.listed()])
