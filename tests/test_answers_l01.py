@@ -162,8 +162,11 @@ def test_the_startup_lines_lesson01_explains_are_what_this_torch_prints_on_a_cpu
         pytest.skip("the lines quoted are those of a machine without a GPU")
     code = ("from kitlib.course import first_profile; import sys; "
             f"first_profile.record_small_profile({str(tmp_path)!r})")
+    # as a learner's shell has it: without the log levels the kit's CLI sets in its own process
+    # (a test that ran the CLI in this process earlier leaves them in os.environ)
+    env = {k: v for k, v in os.environ.items() if k not in ("KINETO_LOG_LEVEL", "TORCH_CPP_LOG_LEVEL")}
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
-                         env={**os.environ, "OMP_NUM_THREADS": "1"}, cwd=str(ROOT))
+                         env={**env, "OMP_NUM_THREADS": "1"}, cwd=str(ROOT))
     assert out.returncode == 0, out.stderr[-2000:]
     lines = [ln for ln in (out.stdout + out.stderr).splitlines() if ln.strip()]
     # the C++ log lines (glog's "[W…", Kineto's "USDT:" and "ERROR:"): each one is explained
