@@ -215,6 +215,7 @@ def test_the_entry_is_written_after_the_tables_return_whole_and_as_they_were(cac
     the trace meanwhile does not reach the entry."""
     import threading
 
+    trace_cache.wait()                  # an earlier test's write in the background: not this one's
     src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
     fresh = kitlib.load_trace(src)

@@ -425,11 +425,17 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         if gc_was_on:
             gc.enable()
     tr.meta["json_bytes"] = n_bytes
-    if key is not None:
-        bar.set_postfix_str("writing the cache")
-        trace_cache.store(key, tr)
-    bar.update(1)
-    bar.close()
+    returned = None
+    try:
+        if key is not None:
+            import threading
+            returned = threading.Event()    # the entry is written once this load has returned
+            trace_cache.store(key, tr, after=returned)
+        bar.update(1)
+        bar.close()
+    finally:
+        if returned is not None:
+            returned.set()
     return tr
 
 
