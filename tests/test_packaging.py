@@ -65,3 +65,13 @@ def test_ci_installs_what_the_browser_test_needs():
     ci = (ROOT / ".ci" / "run").read_text()
     assert "apt-get install" in ci and "chromium" in ci and "fonts-noto-color-emoji" in ci
     assert "playwright install" not in ci
+
+
+def test_the_readme_runs_the_suite_in_two_processes_and_xdist_is_a_test_extra():
+    """README, developer notes and CI give one test command: two processes, the lessons in one
+    group (tests/conftest.py's pytest_collection_modifyitems), so pytest-xdist is a test extra."""
+    command = 'python -m pip install -e ".[test]" && python -m pytest -n 2 --dist loadgroup'
+    for f in ("README.md", "docs/DEVELOPING.md", ".ci/run"):
+        assert command in (ROOT / f).read_text(), f
+    test = _pyproject()["project"]["optional-dependencies"]["test"]
+    assert any(re.split(r"[<>=!~ ;]", d)[0] == "pytest-xdist" for d in test)
