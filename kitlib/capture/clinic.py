@@ -158,16 +158,17 @@ CASES: dict = {c.letter: c for c in [
         "convert the input too: x.contiguous(memory_format=torch.channels_last) after the copy",
         "A colleague's run of the same model and batch takes markedly less time per step.",
         "torch.profiler trace / key_averages by name: aten::contiguous (with aten::clone and a slow "
-        "aten::copy_) inside the forward range, 2 calls per step; the healthy run has none there "
-        "(its one conversion is in h2d). On a GPU: layout-conversion kernels (nchwToNhwc) per step.",
+        "aten::copy_) inside the forward range, once per step, and its gradient's once in backward; the "
+        "healthy run has none in either (its conversion is in h2d). On a GPU: layout-conversion kernels (nchwToNhwc) per step.",
         before={"input_channels_last": False}, after={}),
     ClinicCase(
         "b", "straggler_rank", f"rank 1 does {STRAGGLER_MS:g} ms of unlabelled extra host work at the start "
-        "of every step, so rank 0 waits for it in every gradient all-reduce",
+        "of every step, so rank 0 waits for it at its next collective (the gloo broadcast that opens "
+        "forward, then the gradient all-reduces)",
         "remove (or move off the step, or spread over all ranks) rank 1's extra work",
         "Two-rank data-parallel training takes longer per step than one rank did on half the data.",
-        "the two rank traces (kitlib.load_traces, lesson 12): rank 0 waits in the gloo all-reduce about "
-        f"{STRAGGLER_MS:g} ms per step and rank 1 arrives last at almost every collective "
+        "the two rank traces (kitlib.load_traces, lesson 12): rank 0 waits in gloo's collectives about "
+        f"{STRAGGLER_MS:g} ms per step, mostly in the broadcast inside forward, and rank 1 arrives last at almost every collective "
         "(collectives.straggler_summary); rank 1's steps open with an unlabelled gap before data_load",
         before={"straggler_rank": 1, "straggler_ms": STRAGGLER_MS, "straggler_label": False}, after={},
         ranks=True),
@@ -176,7 +177,7 @@ CASES: dict = {c.letter: c for c in [
         "transformed in the training process, inside data_load, while the model waits",
         "num_workers > 0 (2 on this CPU, 8 on the course GPU), persistent_workers=True",
         "Steps take about twice as long as the team expected from the model's size.",
-        "torch.profiler trace: the data_load range's share of the step (about half), with the transform's "
+        "torch.profiler trace: the data_load range's share of the step (most of it), with the transform's "
         "operators (aten::div_, aten::sub_, aten::to from ToTensor/Normalize) inside it and "
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__; the healthy run's data_load is a "
         "short wait with no operators",
@@ -194,12 +195,12 @@ CASES: dict = {c.letter: c for c in [
         before={"recipe": HEAVY, "active_steps": 5, **DEEP_CPU}, after={"active_steps": 5, **DEEP_CPU},
         cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
     ClinicCase(
-        "e", "optimizer_per_tensor", "SGD runs its per-parameter loop (foreach and fused off): about 4 "
-        "small operators per parameter tensor (102 tensors) every step",
+        "e", "optimizer_per_tensor", "SGD runs its per-parameter loop (foreach and fused off): 8 small "
+        "operators per parameter tensor (102 tensors) every step, 4 called by the loop and 4 beneath them",
         "torch.optim.SGD(..., fused=True) (on a GPU foreach=True, PyTorch's default there, or fused=True)",
         "A deep but narrow model spends more time per step than its arithmetic explains.",
         "key_averages by name / the optimizer range in the trace: several hundred aten::add_/mul_ calls "
-        "per step inside optimizer (4 per parameter tensor) and the optimizer's share of the step; "
+        "per step inside optimizer (816: 8 per parameter tensor) and the optimizer's share of the step; "
         "with the fix: one aten::_fused_sgd_ call",
         before={**DEEP_CPU, "fused": None, "foreach": False}, after=DEEP_CPU,
         cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
