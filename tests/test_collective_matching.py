@@ -68,15 +68,20 @@ PAPER = {0: ([(7, 1500, 5000), (8, 6000, 7000)], [(1000, 3000)]),
          1: ([(6, 200, 600), (7, 4000, 5000), (8, 20000, 21000)], [(1000, 4000)])}
 
 
-@pytest.fixture(scope="module")
-def paper(tmp_path_factory):
-    d = tmp_path_factory.mktemp("paper")
+def paper_ranks(folder):
+    """The pair on paper (:data:`PAPER`) written into ``folder`` as two gzipped rank traces
+    and read back with ``load_traces``."""
     files = []
     for r, (calls, compute) in PAPER.items():
-        f = d / f"rank{r}.json.gz"
+        f = folder / f"rank{r}.json.gz"
         f.write_bytes(gzip.compress(json.dumps(_doc(r, calls, compute)).encode()))
         files.append(f)
     return load_traces(files)
+
+
+@pytest.fixture(scope="module")
+def paper(tmp_path_factory):
+    return paper_ranks(tmp_path_factory.mktemp("paper"))
 
 
 def test_the_reader_keeps_record_param_comms_identity(paper):

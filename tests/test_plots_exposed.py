@@ -20,7 +20,7 @@ from conftest import merged_length  # noqa: E402
 from kitlib.analyses import collectives as coll  # noqa: E402
 from kitlib.plots.ranks import COLOURS, EXPOSED_LABELS, plot_exposed_communication, plot_rank_timeline  # noqa: E402
 from kitlib.readers.ranks import load_traces  # noqa: E402
-from test_collective_matching import PAPER, _doc  # noqa: E402
+from test_collective_matching import paper_ranks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -47,13 +47,7 @@ def _drawn(ax) -> dict:
 
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory):
-    d = tmp_path_factory.mktemp("paper_plot")
-    files = []
-    for r, (calls, compute) in PAPER.items():
-        f = d / f"rank{r}.json.gz"
-        f.write_bytes(gzip.compress(json.dumps(_doc(r, calls, compute)).encode()))
-        files.append(f)
-    return load_traces(files)
+    return paper_ranks(tmp_path_factory.mktemp("paper_plot"))
 
 
 def test_bucket_picture_of_the_pair_worked_out_on_paper(paper):
