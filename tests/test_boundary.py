@@ -19,6 +19,8 @@ Thread (pid 1, tid 1), times in µs (the trace's unit; ×1000 for ns)::
       backward      [500, 1000)      (forward ends as backward starts)
         aten::zero_ [500, 500)       zero-length, at mm's and forward's end
     memory: +1024 B at 500 (a label boundary), -1024 B at 1000 (the step boundary)
+    GPU (device 0, stream 7): mm_kernel [420, 450) (corr 1), relu_kernel [1020, 1050) (corr 2,
+    launched at 1000: the gap before it crosses the step boundary)
 """
 from __future__ import annotations
 
@@ -223,3 +225,91 @@ def test_the_window_function_against_its_definition(closed):
         cnt = count_in(s, e, t, closed=closed)
         assert cnt.tolist() == [sum(1 for x in t.tolist() if (a <= x if lo_in else a < x) and (x <= b if hi_in else x < b))
                                 for a, b in zip(s.tolist(), e.tolist())]
+
+
+def test_gpu_idle_cuts_at_the_step_boundary_and_counts_each_launch_once(trace):
+    """The gap [450, 1020) µs before relu_kernel (launched at 1000, after mm_kernel ended:
+    host wait) is cut at step 1's end: 550 µs in step 1, 20 µs in step 2, the part that
+    starts at the boundary in step 2. The launch at exactly 1000 is in step 2's queue and
+    blocked launches, never in step 1's."""
+    from kitlib.analyses import gpu_idle as G
+    g = G.stream_gaps(trace)
+    assert g[["step", "start_ns", "end_ns", "category"]].values.tolist() == [
+        [1, 450 * US, 1000 * US, "host_wait"], [2, 1000 * US, 1020 * US, "host_wait"]]
+    b = G.idle_breakdown(trace)
+    assert b[["step", "busy_ns", "host_wait_ns", "no_work_ns"]].values.tolist() == [
+        [1, 30 * US, 550 * US, 420 * US], [2, 30 * US, 20 * US, 950 * US], [3, 0, 0, 1000 * US]]
+    q = G.queue_summary(trace)
+    # launched, unfinished: [400, 450) in step 1; from 1000 (the boundary) to 1050 in step 2
+    assert q[["step", "queue_length_max", "queue_empty_ns"]].values.tolist() == [
+        [1, 1, 950 * US], [2, 1, 950 * US], [3, 0, 1000 * US]]
+    full = G.queue_summary(trace, max_queue_length=0)      # every launch "blocked": where is each counted?
+    assert full["blocked_launches"].tolist() == [1, 1, 0]
+    assert full["blocked_host_ns"].tolist() == [10 * US, 10 * US, 0]
+
+
+def test_collectives_pieces_follow_the_same_rule():
+    """collectives' pieces (exposed communication): a time at one interval's end and the
+    next one's start is in the next one only, and a touching pair of sets splits time
+    into pieces that are each in exactly one set."""
+    from kitlib.analyses.collectives import _inside, _segments
+    merged = (np.array([0, 30]), np.array([10, 40]))
+    assert _inside(merged, np.array([-1, 0, 9, 10, 29, 30, 39, 40])).tolist() == [
+        False, True, True, False, False, True, True, False]
+    comm, compute = (np.array([0]), np.array([10])), (np.array([10]), np.array([20]))
+    left, length, (in_comm, in_compute) = _segments(comm, compute)
+    assert left.tolist() == [0, 10] and length.tolist() == [10, 10]
+    assert in_comm.tolist() == [True, False] and in_compute.tolist() == [False, True]
+
+
+# --------------------------------------------------------------------------- one window function
+#: Every ``searchsorted`` (or ``bisect``/``digitize``) left in kitlib/analyses, by module and
+#: function, and why it is not a "which interval holds this time" lookup (those go through
+#: kitlib.model.window: innermost, containing, count_in, bounds_in). A new call anywhere
+#: else fails the test below: use the window function, or add the call here with its reason.
+INTERVAL_ARITHMETIC = {
+    ("intervals.py", "idle_gaps_in_windows"):
+        "the merged busy periods that overlap a window (end > w0, start < w1): an overlap, "
+        "cut to the window to measure the gaps between them",
+    ("intervals.py", "_covered_before"):
+        "prefix sums of sorted starts and ends: the covered length before each time, not a membership",
+    ("intervals.py", "per_window"):
+        "how many intervals overlap each window (start < w1 and end > w0): an overlap count",
+}
+SEARCH_CALLS = {"searchsorted", "digitize", "bisect", "bisect_left", "bisect_right", "insort"}
+
+
+def _search_calls():
+    import ast
+    from pathlib import Path
+    found = {}
+    for path in sorted((Path(__file__).resolve().parent.parent / "kitlib" / "analyses").glob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+
+        def walk(node, where):
+            for child in ast.iter_child_nodes(node):
+                if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+                    walk(child, child.name if where == "<module>" else f"{where}.{child.name}")
+                    continue
+                if isinstance(child, ast.Call):
+                    f = child.func
+                    name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+                    if name in SEARCH_CALLS:
+                        found.setdefault((path.name, where), []).append(child.lineno)
+                if isinstance(child, (ast.Import, ast.ImportFrom)) and any(
+                        a.name.split(".")[0] == "bisect" for a in child.names) or (
+                        isinstance(child, ast.ImportFrom) and child.module == "bisect"):
+                    found.setdefault((path.name, where), []).append(child.lineno)
+                walk(child, where)
+        walk(tree, "<module>")
+    return found
+
+
+def test_every_analysis_asks_the_window_function_which_interval_holds_a_time():
+    found = _search_calls()
+    unlisted = {k: v for k, v in found.items() if k not in INTERVAL_ARITHMETIC}
+    assert not unlisted, ("binary searches outside kitlib.model.window (module, function: lines); "
+                          f"use containing/innermost/count_in/bounds_in, or list the call in "
+                          f"INTERVAL_ARITHMETIC with its reason: {unlisted}")
+    stale = set(INTERVAL_ARITHMETIC) - set(found)
+    assert not stale, f"INTERVAL_ARITHMETIC lists functions that no longer search: {stale}"

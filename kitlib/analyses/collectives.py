@@ -792,12 +792,10 @@ def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
-    """Whether each point lies in a merged set of half-open intervals."""
+    """Whether each point lies in a merged set of half-open intervals ``[start, end)``
+    (kitlib.model.window)."""
     s, e = merged
-    if not len(s):
-        return np.zeros(len(points), dtype=bool)
-    i = np.searchsorted(s, points, side="right") - 1
-    return (i >= 0) & (points < e[np.maximum(i, 0)])
+    return containing(s, e, points, closed="left") >= 0
 
 
 def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:

@@ -84,7 +84,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model import NsysReport, Trace
-from ..model.window import containing
+from ..model.window import bounds_in, containing, count_in
 from .collectives import COMM_KERNEL_PATTERN
 
 __all__ = ["GpuIdleError", "KERNEL_WAIT_MAX_NS", "MAX_QUEUE_LENGTH", "CATEGORIES", "EVENT_COLUMNS",
@@ -299,9 +299,10 @@ def _split(start: np.ndarray, end: np.ndarray, w0: np.ndarray, w1: np.ndarray):
     window position or -1). Linear in parts: each bound cuts at most the intervals it
     falls in."""
     bounds = np.unique(np.concatenate([w0, w1]).astype(np.int64))
-    k0 = np.searchsorted(bounds, start, "right")
-    k1 = np.searchsorted(bounds, end, "left")
-    cuts = np.maximum(k1 - k0, 0)
+    # the bounds strictly inside (start, end) cut it: bounds[k0:k1] (a bound at either end
+    # cuts nothing), by the window function with its rule named
+    k0, k1 = bounds_in(start, end, bounds, closed="neither")
+    cuts = k1 - k0
     pieces = cuts + 1
     row = np.repeat(np.arange(len(start)), pieces)
     first = np.repeat(np.cumsum(pieces) - pieces, pieces)
@@ -463,7 +464,7 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     start = ev["start_ns"].to_numpy(dtype=np.int64)
     end = ev["end_ns"].to_numpy(dtype=np.int64)
     rows = []
-    from .intervals import _merge
+    from .intervals import _merge, per_window
     merged = {}
     for g, (dev, stream) in enumerate(uniq):
         sel = gid == g
@@ -473,14 +474,16 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
             rows.append({"device": dev, "stream": stream, "window_ns": int(me.max() - ms.min()) if len(ms) else 0,
                          "busy_ns": int((me - ms).sum())})
     else:
+        # each stream's busy time inside each step's [start, end): the kit's interval
+        # arithmetic (intervals.per_window), all steps at once
+        win = st[["start_ns", "end_ns"]].reset_index(drop=True)
+        busy = {key: per_window(pd.DataFrame({"start_ns": ms, "end_ns": me}), win)["busy_ns"].to_numpy()
+                for key, (ms, me) in merged.items()}
         for k in range(len(st)):
             a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
-            for (dev, stream), (ms, me) in merged.items():
-                # the merged busy periods that reach into [a, b): one binary search each side
-                lo, hi = np.searchsorted(me, a, "right"), np.searchsorted(ms, b, "left")
-                busy = int(np.clip(np.minimum(me[lo:hi], b) - np.maximum(ms[lo:hi], a), 0, None).sum())
+            for dev, stream in merged:
                 rows.append({"step": int(st["step"].iloc[k]), "device": dev, "stream": stream,
-                             "window_ns": b - a, "busy_ns": busy})
+                             "window_ns": b - a, "busy_ns": int(busy[(dev, stream)][k])})
     out = pd.DataFrame(rows)
     idx = pd.MultiIndex.from_frame(out[keys])
     for c in CATEGORIES:
@@ -581,11 +584,13 @@ def _window_stats(T, V, a, b, pred):
     if not len(T) or b <= a:
         z = b - a if pred(0) else 0
         return max(z, 0), 0, 0
-    # clip the function to [a, b)
-    i0 = np.searchsorted(T, a, "right") - 1
-    i1 = np.searchsorted(T, b, "left")           # change points < b are T[:i1]
-    pts = np.r_[a, T[max(i0 + 1, 0):i1]]
-    vals = np.r_[V[i0] if i0 >= 0 else 0, V[max(i0 + 1, 0):i1]]
+    # clip the function to [a, b): the change points strictly inside (a, b) are T[lo:hi]
+    # (kitlib.model.window.bounds_in); the value at a is the one set by the last change
+    # at or before a, T[lo - 1]
+    (lo,), (hi,) = bounds_in([a], [b], T, closed="neither")
+    i0 = lo - 1
+    pts = np.r_[a, T[lo:hi]]
+    vals = np.r_[V[i0] if i0 >= 0 else 0, V[lo:hi]]
     dt = np.diff(np.r_[pts, b])
     return int(dt[pred(vals)].sum()), int((vals * dt).sum()), int(vals.max())
 
@@ -649,20 +654,23 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         # the queue a launch met: the length at its start once every change at that
         # instant is applied (an event ending then has left it), less the launches made
         # at that instant (its own included)
-        i = np.searchsorted(T, ls, "right") - 1
+        # (V[i] holds on [T[i], T[i+1]), the last value from T[-1] on, 0 before T[0])
+        i = (containing(T, np.r_[T[1:], np.iinfo(np.int64).max], ls, closed="left") if len(T)
+             else np.full(len(ls), -1))
         at = np.where(i >= 0, V[np.maximum(i, 0)] if len(V) else 0, 0)
-        ls_sorted = np.sort(ls)
-        same = np.searchsorted(ls_sorted, ls, "right") - np.searchsorted(ls_sorted, ls, "left")
+        same = count_in(ls, ls, ls, closed="both")          # launches at that very instant
         before = at - same
         full = before >= max_queue_length
         any_full |= bool((V >= max_queue_length).any())
         n_full = np.r_[0, np.cumsum(full)]                 # blocked launches and host time
         t_full = np.r_[0, np.cumsum(np.where(full, ld, 0))]   # before each position
+        # the launches of each step: ls[lo:hi] start in its [start, end) (ls is sorted)
+        los, his = bounds_in(st["start_ns"], st["end_ns"], ls, closed="left")
         for k in range(len(st)):
             a, b = int(st["start_ns"].iloc[k]), int(st["end_ns"].iloc[k])
             empty, integral, vmax = _window_stats(T, V, a, b, lambda x: x == 0)
             at_full = _window_stats(T, V, a, b, lambda x: x >= max_queue_length)[0]
-            lo, hi = np.searchsorted(ls, a, "left"), np.searchsorted(ls, b, "left")   # launches in [a, b)
+            lo, hi = los[k], his[k]
             rows.append({"step": int(st["step"].iloc[k]), "device": int(dev), "stream": int(stream),
                          "window_ns": b - a, "queue_length_mean": integral / (b - a) if b > a else float("nan"),
                          "queue_length_max": vmax, "queue_empty_ns": empty, "queue_full_ns": at_full,

@@ -26,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
+from ..model.window import containing
 
 
 def _thread_ids(report, name: str) -> list:
@@ -225,6 +226,9 @@ def wakes_after_pinning(waits: pd.DataFrame, allocs: pd.DataFrame) -> pd.DataFra
     if len(big) == 0:
         return pd.DataFrame(columns=["woke_in_window_ns", "pinning_cycle", "since_cycle_start_ns"])
     woke = woke[woke > big[0]]
-    cycle = np.searchsorted(big, woke, side="right")
+    # cycle k runs from the k-th large allocation's start to the next one's, [start, end)
+    # (kitlib.model.window; the last runs on): a wake-up at a later allocation's very
+    # start is in the cycle that allocation opens
+    cycle = containing(big, np.r_[big[1:], np.iinfo(np.int64).max], woke, closed="left") + 1
     return pd.DataFrame({"woke_in_window_ns": woke, "pinning_cycle": cycle,
                          "since_cycle_start_ns": woke - big[cycle - 1]})
