@@ -195,7 +195,13 @@ def build_parser() -> argparse.ArgumentParser:
             "and their symptoms; the causes are in the answer key (python -m kitlib answers --clinic).",
             "--device cpu records the cases a CPU can show (small_cnn, 64 px; a few minutes); --device cuda "
             "records all of them with ResNet-50."))
-    c.add_argument("--out", required=True, metavar="DIR", help="a new or empty folder")
+    where = c.add_mutually_exclusive_group(required=True)
+    where.add_argument("--out", metavar="DIR", help="a new or empty folder")
+    where.add_argument("--retime", metavar="DIR",
+                       help="a clinic already recorded: time each case's two jobs again side by side "
+                            "(ABBA blocks) and replace only their uninstrumented step times")
+    c.add_argument("--steps", type=int, default=None, metavar="N",
+                   help="with --retime: steps timed per side (default: as record-clinic, 200)")
     c.add_argument("--device", choices=["cpu", "cuda"], default="cpu", help="where to train (default: cpu)")
     c.add_argument("--cases", nargs="+", metavar="X",
                    help="only these cases, e.g. --cases a c or case_a (default: every case the device shows)")
@@ -516,7 +522,19 @@ def _record_clinic(args) -> int:
     if args.device == "cpu":            # the profiler's known CPU messages (see CPU_NOTE)
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
-    from .clinic import record_clinic
+    from .clinic import INTERLEAVED_STEPS, record_clinic, retime_clinic
+    if args.retime:
+        if args.smallest or args.dry_run:
+            raise KitError("record-clinic --retime times a recorded clinic again: --smallest and --dry-run "
+                           "belong to a new recording (--out)")
+        steps = args.steps if args.steps is not None else INTERLEAVED_STEPS
+        if steps < 5:
+            raise KitError(f"record-clinic --steps {steps}: at least 5 steps a side (lesson 10's interval)")
+        retime_clinic(args.retime, device=args.device, letters=args.cases, steps=steps)
+        return 0
+    if args.steps is not None:
+        raise KitError("record-clinic --steps goes with --retime (a new recording times "
+                       f"{INTERLEAVED_STEPS} steps a side)")
     record_clinic(args.out, device=args.device, letters=args.cases, smallest=args.smallest,
                   dry_run=args.dry_run)
     return 0

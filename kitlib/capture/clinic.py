@@ -144,6 +144,12 @@ class ClinicCase:
 DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 8}
 DEEP_CUDA = {"model": "resnet50", "image_size": 224, "batch_size": 64}
 
+#: The layout case on the CPU: the deep narrow CNN on 64 px crops, batch 16, where each
+#: block's activations (16 x 16 x 16 x 16 floats, 256 KiB) are large enough that copying
+#: them between layouts twice per block costs a third of the step (measured with
+#: ``time_interleaved`` on 2 December: 65 ms before, 42 ms after, 40 steps a side).
+DEEP_LAYOUT_CPU = {"model": "deep_cnn", "image_size": 64, "batch_size": 16}
+
 #: The straggler's delay per step on rank 1, in ms (an unlabelled ``time.sleep``).
 STRAGGLER_MS = 40.0
 
@@ -153,14 +159,17 @@ HEAVY = "heavy"
 #: The cases, by letter (the letters' order is not the causes' order in issue 30).
 CASES: dict = {c.letter: c for c in [
     ClinicCase(
-        "a", "channels_first_input", "the model is channels_last but the batches are fed channels-first: "
-        "every step converts the input (and its gradient) between layouts inside the convolutions",
-        "convert the input too: x.contiguous(memory_format=torch.channels_last) after the copy",
-        "A colleague's run of the same model and batch takes markedly less time per step.",
-        "torch.profiler trace / key_averages by name: aten::contiguous (with aten::clone and a slow "
-        "aten::copy_) inside the forward range, once per step, and its gradient's once in backward; the "
-        "healthy run has none in either (its conversion is in h2d). On a GPU: layout-conversion kernels (nchwToNhwc) per step.",
-        before={"input_channels_last": False}, after={}),
+        "a", "channels_first_blocks", "every block of the channels-last model ends with x.contiguous() (written "
+        "'to be safe before a view'): contiguous() means channels-first, so each block hands the next a "
+        "channels-first copy that the next convolution converts back, in forward and again in backward",
+        "drop the call, or keep the layout: x.contiguous(memory_format=torch.channels_last)",
+        "Since a colleague tidied up the model's code, each step takes markedly longer; the layers and "
+        "their sizes are the same.",
+        "torch.profiler trace / key_averages by name: aten::contiguous (each with aten::clone and aten::copy_ "
+        "under it) about twice per block inside the forward range, every step, and more in backward; the "
+        "healthy run has none inside forward. On a GPU: layout-conversion kernels around every block.",
+        before={**DEEP_LAYOUT_CPU, "contiguous_blocks": True}, after=DEEP_LAYOUT_CPU,
+        cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
     ClinicCase(
         "b", "straggler_rank", f"rank 1 does {STRAGGLER_MS:g} ms of unlabelled extra host work at the start "
         "of every step, so rank 0 waits for it at its next collective (the gloo broadcast that opens "
@@ -337,11 +346,11 @@ def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> 
     base = base_settings(device, smallest)
     out = Path(out)
     recs = [Recording("baseline", dict(base), "shapes")]
-    deep = DEEP_CPU if device == "cpu" else DEEP_CUDA
-    if any(c.before.get("model") == deep["model"] or c.settings("before", device).get("model") == deep["model"]
-           for c in cases_for(device, letters)) and deep["model"] != base.get("model"):
-        # the deep-model cases get a healthy run of their own model to compare with
-        recs.append(Recording("baseline_deep", {**base, **deep}, "shapes"))
+    # each other job shape a case's fix runs gets a healthy run of its own to compare with
+    shapes = _healthy_shapes(device, letters)
+    for name in dict.fromkeys(shapes.values()):
+        if name != "baseline":
+            recs.append(Recording(name, {**base, **_shape(name, shapes, device, letters)}, "shapes"))
     for c in cases_for(device, letters):
         for side in ("before", "after"):
             s = {**base, **c.settings(side, device)}
@@ -474,10 +483,11 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
 #: The interleaved re-timing of a case's two sides (:func:`time_interleaved`): blocks of
 #: ``BLOCK_STEPS`` steps, alternating before/after in ABBA order, until each side has
 #: ``INTERLEAVED_STEPS`` (the smallest settings: one block of ``timing_steps`` a side).
-#: 60 a side: the smallest fixes save 10-20 % of a step, and on a shared 2-core machine
-#: 30 steps a side sometimes could not tell that from the noise.
+#: 200 a side: the smallest fixes save 5-15 % of a step, whose interquartile range on a
+#: 2-core machine with two loader workers is up to 70 % of its median; at 60 a side the
+#: 95 % interval of two of them (cases a and e, 2 December) still held 0.
 BLOCK_STEPS = 10
-INTERLEAVED_STEPS = 60
+INTERLEAVED_STEPS = 200
 
 
 def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int = INTERLEAVED_STEPS,
@@ -583,13 +593,43 @@ def _rank_main(job_json: str, out: str) -> int:
     return 0
 
 
+#: The settings that make a job's shape: a healthy run to compare a case with runs the
+#: same model on the same images and batch as the case's fixed job.
+SHAPE_KEYS = ("model", "image_size", "batch_size")
+
+
+def _job_shape(settings: dict, device: str) -> tuple:
+    base = base_settings(device)
+    return tuple({**base, **settings}[k] for k in SHAPE_KEYS)
+
+
+def _healthy_shapes(device: str, letters=None) -> dict:
+    """Per case, the folder of its healthy run: the run of the base job with the model,
+    image size and batch of the case's *after* job. ``baseline`` when those are the
+    base's, ``baseline_deep`` for the deep narrow model's usual shape (:data:`DEEP_CPU`,
+    :data:`DEEP_CUDA`), else ``baseline_<model>_<size>px_b<batch>``. The *after* job,
+    not the *before*: where the batch is the cause (tiny batches), the healthy run has
+    the fixed batch."""
+    base = _job_shape({}, device)
+    deep = _job_shape(DEEP_CPU if device == "cpu" else DEEP_CUDA, device)
+    out = {}
+    for c in cases_for(device, letters):
+        shape = _job_shape({k: v for k, v in c.settings("after", device).items() if k in SHAPE_KEYS}, device)
+        out[c.name] = ("baseline" if shape == base else "baseline_deep" if shape == deep
+                       else "baseline_{}_{}px_b{}".format(*shape).replace("_cnn_", "_"))
+    return out
+
+
+def _shape(name: str, shapes: dict, device: str, letters=None) -> dict:
+    """The model, image size and batch of the healthy run ``name`` of :func:`_healthy_shapes`."""
+    c = next(c for c in cases_for(device, letters) if shapes[c.name] == name)
+    return dict(zip(SHAPE_KEYS, _job_shape({k: v for k, v in c.settings("after", device).items()
+                                            if k in SHAPE_KEYS}, device)))
+
+
 def _baselines(device: str, letters=None) -> dict:
-    """The healthy run to compare each case with: ``baseline_deep`` for the cases on the
-    deep narrow model (when it differs from the base model), else ``baseline``."""
-    deep = DEEP_CPU if device == "cpu" else DEEP_CUDA
-    base_model = (CPU_BASE if device == "cpu" else CUDA_BASE)["model"]
-    return {c.name: "baseline_deep" if c.settings("before", device).get("model", base_model) == deep["model"]
-            and deep["model"] != base_model else "baseline" for c in cases_for(device, letters)}
+    """The healthy run to compare each case with (:func:`_healthy_shapes`)."""
+    return _healthy_shapes(device, letters)
 
 
 def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
@@ -660,6 +700,14 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
         echo(f"  {r.folder} done in {time.perf_counter() - t0:,.1f} s")
     # each case's two jobs timed again side by side (time_interleaved): the uninstrumented
     # steps of a bundle recorded minutes apart from its pair carry the machine's drift
+    _interleave_pairs(recs, out, device, smallest, None, echo)
+    return recs
+
+
+def _interleave_pairs(recs: list, out: Path, device: str, smallest: bool, steps: int | None, echo) -> None:
+    """Time each case's two jobs of ``recs`` side by side and write the times into both
+    bundles (:func:`time_interleaved`, :func:`_retime`); cases whose jobs are the same
+    (only the profiler's recipe differs) and the two-rank case are left as recorded."""
     pairs = {}
     for r in recs:
         if r.case and not r.command:
@@ -670,12 +718,70 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
             continue                  # the same job on both sides (only the profiler's recipe differs)
         t0 = time.perf_counter()
         times = time_interleaved(sides["before"], sides["after"], device,
-                                 steps=small.get("timing_steps", INTERLEAVED_STEPS),
+                                 steps=steps or small.get("timing_steps", INTERLEAVED_STEPS),
                                  block=small.get("timing_steps", BLOCK_STEPS),
                                  warmup=small.get("pre_steps", PRE_STEPS))
         _retime(out, name, times)
         echo(f"  {name} before/after timed side by side in {time.perf_counter() - t0:,.1f} s")
-    return recs
+
+
+def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERLEAVED_STEPS,
+                  echo=print) -> list:
+    """Time the cases of a recorded clinic again, side by side, without recording them again.
+
+    Each case's two jobs (from :data:`CASES`, not from the public manifests, which no
+    longer name the cause) are timed in ABBA blocks (:func:`time_interleaved`), and the
+    times replace ``step_ms_uninstrumented`` in both bundles, with their sha256 in the
+    manifests. The traces, ``key_averages`` and profiled step times stay as recorded. Use
+    it when a machine was busy while the set was recorded, or to time more steps.
+
+    Parameters
+    ----------
+    folder : path
+        A folder written by :func:`record_clinic` (it holds ``clinic.json``).
+    device : str
+        The device the set was recorded on (``clinic.json``'s ``device``).
+    letters : iterable of str, optional
+        Only these cases.
+    steps : int
+        Steps timed per side.
+
+    Returns
+    -------
+    list of str
+        The cases re-timed.
+
+    Raises
+    ------
+    KitError
+        ``folder`` holds no ``clinic.json``, or one of another device; a case asked for
+        is missing from it.
+
+    Examples
+    --------
+    >>> from kitlib.capture.clinic import retime_clinic
+    >>> retime_clinic("/no/such/folder")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitError: /no/such/folder/clinic.json: not found; retime a folder written by record-clinic
+    """
+    out = Path(folder)
+    index_path = out / "clinic.json"
+    if not index_path.is_file():
+        raise KitError(f"{index_path}: not found; retime a folder written by record-clinic")
+    index = json.loads(index_path.read_text())
+    if index.get("device", "cpu") != device:
+        raise KitError(f"{index_path}: recorded on {index.get('device')!r}, not {device!r}")
+    recs = [r for r in plan(device, letters, False, out) if r.case]
+    missing = sorted({r.case for r in recs} - set(index.get("cases", {})))
+    if missing:
+        raise KitError(f"{index_path}: no {', '.join(missing)} in this clinic; cases: "
+                       + ", ".join(index.get("cases", {})))
+    import torch
+    if device == "cpu":
+        torch.set_num_threads(1)
+    _interleave_pairs(recs, out, device, False, steps, echo)
+    return sorted({r.case for r in recs})
 
 
 # --------------------------------------------------------------------------- answers

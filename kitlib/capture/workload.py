@@ -72,7 +72,7 @@ MODELS = {"resnet50": f"torchvision resnet50(weights=None, num_classes={NUM_CLAS
                        f"BatchNorm-ReLU, global average pool, Linear(32,{NUM_CLASSES})",
           "deep_cnn": f"deep narrow CNN: Conv2d(3,16,3,stride 4)-BatchNorm-ReLU, then 24 x [Conv2d(16,16,3,"
                       f"padding 1)-BatchNorm-ReLU], global average pool, Linear(16,{NUM_CLASSES}): 102 small "
-                      f"parameter tensors, for the optimiser's per-tensor cost on a CPU"}
+                      f"parameter tensors"}
 
 #: Blocks of ``deep_cnn`` after its first convolution (see :data:`MODELS`).
 DEEP_CNN_BLOCKS = 24
@@ -167,6 +167,14 @@ class WorkloadConfig:
         Convert the input batch to ``channels_last`` on the device; ``None`` = as
         :attr:`channels_last`. ``False`` with a ``channels_last`` model feeds it
         channels-first batches, which each convolution converts.
+    contiguous_blocks : bool
+        Every block of the model ends with ``x.contiguous()`` (each ``Conv-BN-ReLU`` of
+        ``deep_cnn``, each bottleneck of ``resnet50``, each conv layer of ``small_cnn``),
+        as a custom block written "to be safe before a view" may. ``contiguous()``
+        means the channels-first layout, so on a ``channels_last`` model each block
+        hands the next one a channels-first copy, and the next convolution copies it
+        back (PyTorch's channels-last tutorial: "Performance Gains" and "Converting
+        existing models" warn of such calls). ``False``: no such call (the reference).
     non_blocking : bool
         ``.to(device, non_blocking=...)`` for the batch (the reference: ``True``).
     foreach, fused : bool or None
@@ -207,6 +215,7 @@ class WorkloadConfig:
     synthetic_px: int = 512
     pre_resize_px: int | None = None
     input_channels_last: bool | None = None
+    contiguous_blocks: bool = False
     non_blocking: bool = True
     foreach: bool | None = None
     fused: bool | None = None
@@ -959,6 +968,28 @@ def make_loader(dataset, config: WorkloadConfig, device=None, sampler=None):
     return torch.utils.data.DataLoader(dataset, generator=g, **kw)
 
 
+def _end_blocks_with_contiguous(model, kind: str) -> None:
+    """Make every block of ``model`` end with ``x.contiguous()`` (see
+    :attr:`WorkloadConfig.contiguous_blocks`): after each ReLU that closes a
+    ``Conv-BN-ReLU`` block of the CNNs, after each bottleneck of ResNet-50."""
+    import torch
+
+    class Contiguous(torch.nn.Module):
+        """``x.contiguous()``: the default, channels-first layout."""
+
+        def forward(self, x):
+            return x.contiguous()
+
+    if kind in ("small_cnn", "deep_cnn"):
+        for i in reversed([i for i, m in enumerate(model) if isinstance(m, torch.nn.ReLU)]):
+            model.insert(i + 1, Contiguous())
+    else:
+        for name in ("layer1", "layer2", "layer3", "layer4"):
+            layer = getattr(model, name)
+            for i in range(len(layer)):
+                layer[i] = torch.nn.Sequential(layer[i], Contiguous())
+
+
 def make_model(config: WorkloadConfig, device):
     """ResNet-50 and its optimiser, on ``device``.
 
@@ -989,6 +1020,8 @@ def make_model(config: WorkloadConfig, device):
                               nn.Linear(16, NUM_CLASSES)).to(device)
     else:
         model = torchvision.models.resnet50(weights=None, num_classes=NUM_CLASSES).to(device)
+    if config.contiguous_blocks:
+        _end_blocks_with_contiguous(model, config.model)
     if config.channels_last:
         model = model.to(memory_format=torch.channels_last)
     model.train()

@@ -196,11 +196,11 @@ CAUSES = {c.id: c for c in [
           "if the workers could not keep up, the training process would wait in data_load for most of each "
           "step, with no operators of its own in there",
           "Look at how much of each step goes to data_load, and at what runs inside it.", 0.65),
-    Cause("channels_first_input", "a memory-layout mismatch: channels-first input to a channels-last model",
-          "convert the input to channels_last too", "contiguous_in_forward_per_step",
+    Cause("channels_first_blocks", "a memory-layout mismatch: channels-first tensors inside a channels-last model",
+          "keep every tensor channels_last (no plain .contiguous() between blocks)", "contiguous_in_forward_per_step",
           "aten::contiguous calls inside forward per step",
-          "if the input's layout did not match the model's, forward would convert it every step: "
-          "aten::contiguous calls inside the forward range",
+          "if tensors changed layout between the model's blocks, forward would copy them back and forth every "
+          "step: aten::contiguous calls inside the forward range, block after block",
           "Look for work inside forward that the healthy run does not do there.", 0.5),
     Cause("profiler_overhead", "the profiler's own overhead (stacks and memory recorded)",
           "time steps without the profiler; profile with the lightest recipe that answers the question",

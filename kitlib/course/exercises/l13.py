@@ -43,7 +43,7 @@ assert all(r.split(":")[0] in TOOLS for r in ROUTE_CHOICES)
 #: Per cause: the routes that show its evidence in the clinic's recordings, and what each
 #: wrong route misses (besides :func:`_route_traps`' general ones).
 ROUTES = {
-    "channels_first_input": ((R_RANGES, R_NAME), {}),
+    "channels_first_blocks": ((R_RANGES, R_NAME), {}),
     "straggler_rank": ((R_RANKS,), {R_RANGES: "one rank's own trace shows its steps, not that the other rank waits "
                                               "for it: put both ranks on one time axis (lesson 12)."}),
     "loader_in_main_process": ((R_RANGES,), {R_NAME: "the table by name lists operators, not where they ran; the "
@@ -164,14 +164,15 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
     neighbour = lambda fig: [(v, f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
                              if v.get(fig) is not None and v[fig] != s[fig]][:1]
     n = s["steps"]
-    if cause_id == "channels_first_input":
+    if cause_id == "channels_first_blocks":
         ka = sum(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
         ka_h = sum(r["count"] for r in hrec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
         return Question(key, f"case_{letter}: how many aten::contiguous calls per profiled step run inside the "
                              "forward range?", s["contiguous_in_forward_per_step"],
-                        f"{s['contiguous_in_forward_per_step'] * n:g} calls in {n} steps, inside forward: the input's "
-                        "conversion to the model's layout in the first convolution (with aten::clone and aten::copy_ "
-                        f"under it). key_averages counts {ka} in all, over every range: "
+                        f"{s['contiguous_in_forward_per_step'] * n:g} calls in {n} steps, inside forward: tensors "
+                        "copied between layouts block after block (each with aten::clone and aten::copy_ under it; "
+                        "the stacks or the blocks' order say which call makes them). key_averages counts "
+                        f"{ka} in all, over every range: "
                         f"{_said(per_label(rec.trace, 'aten::contiguous'))}. The healthy run ({hname}/) has {ka_h}: "
                         f"{_said(per_label(hrec.trace, 'aten::contiguous'))}, "
                         + (f"{healthy['contiguous_in_forward_per_step'] * n:g} inside forward." if
@@ -389,7 +390,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
             traps=[(round(-d, 2), "the sign is reversed: after minus before."),
                    (round(statistics.fmean(f["after"]) - statistics.fmean(f["before"]), 2),
                     "that is the difference of the means; the question asks for medians.")]))
-    a_ = by_cause.get("channels_first_input")
+    a_ = by_cause.get("channels_first_blocks")
     if a_:
         f = cs.fix_series(a_)
         c = compare(f["before"], f["after"])
@@ -403,7 +404,9 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
             where="compare(before, after): whether the interval of the difference includes 0",
             traps=[("faster", f"the medians moved by {c.difference_ms:+,.2f} ms, but is the interval "
                               f"[{c.ci_low_ms:,.2f}, {c.ci_high_ms:,.2f}] ms clear of 0?")]
-            if c.verdict != "faster" else []))
+            if c.verdict != "faster" else
+            [("no difference beyond the noise", f"the interval of the difference is [{c.ci_low_ms:,.2f}, "
+                                                f"{c.ci_high_ms:,.2f}] ms: does it hold 0?")]))
 
     ref = reference if reference is not None else open_capture("profiler_5step")
     copies = ref.trace.gpu
