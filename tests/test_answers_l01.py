@@ -21,10 +21,19 @@ ROOT = Path(__file__).resolve().parent.parent
 LESSON = next((ROOT / "lessons").glob("01_*.ipynb"))
 
 
+#: The module's CPU runs, made once per process (tools/exercise_mutants.py --kill runs the
+#: tests again in children forked from a process that ran them: a child then rebuilds only the
+#: questions, from the same files, instead of profiling the model again).
+_RUNS: dict = {}
+
+
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     from kitlib.course import first_profile
-    return first_profile.record_small_profile(tmp_path_factory.mktemp("l01"))
+    rec = _RUNS.get("recording")
+    if rec is None or not all(Path(rec[k]).exists() for k in ("trace", "memory_timeline")):
+        rec = _RUNS["recording"] = first_profile.record_small_profile(tmp_path_factory.mktemp("l01"))
+    return rec
 
 
 @pytest.fixture(scope="module")
@@ -79,14 +88,22 @@ def test_steps_in_trace_from_the_raw_json_and_the_schedule(ex, raw):
     assert not any(q.judge_silently(x) for x in (2, 4, 5))
 
 
+def _conv_calls_other_schedule(tmp_path, steps_run: int, sch: dict) -> int:
+    """aten::conv2d calls in the trace of the other schedule's run (made once per process)."""
+    key = ("conv_calls", steps_run, tuple(sorted(sch.items())))
+    if key not in _RUNS:
+        import torch
+        from kitlib.course.first_profile import small_model
+        model, _, _, _ = small_model()
+        x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 10, (2,))
+        ev, _ = _profile(tmp_path, model, x, y, steps_run, sch)
+        _RUNS[key] = sum(e.get("name") == "aten::conv2d" for e in ev)
+    return _RUNS[key]
+
+
 def test_conv_calls_if_settled_by_running_the_other_schedule(ex, raw, tmp_path):
-    import torch
     from kitlib.course.exercises import l01
-    from kitlib.course.first_profile import small_model
-    model, _, _, _ = small_model()
-    x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 10, (2,))
-    ev, _ = _profile(tmp_path, model, x, y, l01.OTHER_STEPS_RUN, l01.OTHER_SCHEDULE)
-    n = sum(e.get("name") == "aten::conv2d" for e in ev)
+    n = _conv_calls_other_schedule(tmp_path, l01.OTHER_STEPS_RUN, l01.OTHER_SCHEDULE)
     per_step = sum(e.get("name") == "aten::conv2d" for e in raw) // 3
     q = ex["conv_calls_if"]
     assert q.kind == "transfer" and q.answer == n == 2 * per_step == 2
@@ -94,14 +111,23 @@ def test_conv_calls_if_settled_by_running_the_other_schedule(ex, raw, tmp_path):
     assert "every step the loop ran" in q.judge(8).message
 
 
+def _conv_groups_bigger_model(tmp_path) -> list:
+    """The aten::conv2d rows of key_averages(group_by_input_shape=True) for the model with a
+    second convolution (its input shapes), run once per process."""
+    if "conv_groups" not in _RUNS:
+        import torch.nn as nn
+        from kitlib.course.first_profile import small_model
+        model, _, x, y = small_model()
+        layers = list(model)
+        two = nn.Sequential(*layers[:3], nn.Conv2d(16, 16, 3, padding=1), *layers[3:])
+        _, prof = _profile(tmp_path, two, x[:4], y[:4], 1, None)
+        _RUNS["conv_groups"] = [e.input_shapes for e in prof.key_averages(group_by_input_shape=True)
+                                if e.key == "aten::conv2d"]
+    return _RUNS["conv_groups"]
+
+
 def test_conv_shape_groups_settled_by_running_the_bigger_model(ex, tmp_path):
-    import torch.nn as nn
-    from kitlib.course.first_profile import small_model
-    model, _, x, y = small_model()
-    layers = list(model)
-    two = nn.Sequential(*layers[:3], nn.Conv2d(16, 16, 3, padding=1), *layers[3:])
-    _, prof = _profile(tmp_path, two, x[:4], y[:4], 1, None)
-    groups = [e for e in prof.key_averages(group_by_input_shape=True) if e.key == "aten::conv2d"]
+    groups = _conv_groups_bigger_model(tmp_path)
     # the batch differs (4, not 32): what makes the groups is the channels, not the batch
     q = ex["conv_shape_groups"]
     assert q.kind == "transfer" and q.answer == len(groups) == 2

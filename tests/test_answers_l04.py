@@ -4,6 +4,7 @@ manifest of profiler_5step, and the recording script's order of steps
 (data/reference/how_captured/capture.py: 3 warm-up steps, the timed steps, one batch for the
 fixed-batch timing, then the profiled steps, all from one loader). Each key is checked, and
 the near misses a learner makes are rejected."""
+import functools
 import json
 import math
 import re
@@ -97,21 +98,26 @@ def test_refork_step_if_larger(ex):
     assert "recorded case" in q.judge(0).message and "fixed-batch" in q.judge(want + 1).message.lower()
 
 
-def test_public_loader_share():
-    """The transfer on the public V100 trace (num_workers=0): per ProfilerStep#N, the
-    DataLoader's __next__ annotation over the step, median in %; from the raw JSON here."""
+@functools.cache
+def _public_steps_and_loads() -> tuple:
+    """The public V100 trace's ProfilerStep#N spans and DataLoader __next__ spans, (ts, dur)
+    in time order, from its raw JSON; and per step its load's share of the step. Read once per
+    process (the file is large: tools/exercise_mutants.py --kill reruns these tests in children
+    forked from a process that ran them)."""
     import gzip
-    import kitlib
-    from kitlib.course import exercises
-    ex = exercises.lesson04({"cold": kitlib.open_capture("cold_start_8step"),
-                             "timing": kitlib.open_capture("profiler_5step")})
-    doc = json.loads(gzip.decompress((PUBLIC / "kineto_2021-06_resnet50_v100.json.gz").read_bytes()))
-    ev = doc["traceEvents"]
+    ev = json.loads(gzip.decompress((PUBLIC / "kineto_2021-06_resnet50_v100.json.gz").read_bytes()))["traceEvents"]
     steps = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
     loads = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X"
                    and e["name"] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
-    assert len(steps) == len(loads) == 6
     shares = [d / sd for (t, d), (s, sd) in zip(loads, steps) if s <= t < s + sd]
+    return tuple(steps), tuple(loads), tuple(shares)
+
+
+def test_public_loader_share(ex):
+    """The transfer on the public V100 trace (num_workers=0): per ProfilerStep#N, the
+    DataLoader's __next__ annotation over the step, median in %; from the raw JSON here."""
+    steps, loads, shares = _public_steps_and_loads()
+    assert len(steps) == len(loads) == 6
     assert len(shares) == 6
     med = statistics.median(shares) * 100
     q = ex["public_loader_share"]
@@ -134,12 +140,7 @@ def test_public_loader_share_traps_say_mean_or_first_step(ex):
     """The mean of the steps' shares and the first step alone, computed from the public raw
     JSON, each meet their own feedback (l04 mutation survivors #67, #68: the mean trap divided
     by 100 instead of multiplied passed)."""
-    import gzip
-    ev = json.loads(gzip.decompress((PUBLIC / "kineto_2021-06_resnet50_v100.json.gz").read_bytes()))["traceEvents"]
-    steps = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e["name"].startswith("ProfilerStep#"))
-    loads = sorted((e["ts"], e["dur"]) for e in ev if e.get("ph") == "X"
-                   and e["name"] == "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
-    shares = [d / sd for (t, d), (s, sd) in zip(loads, steps) if s <= t < s + sd]
+    _, _, shares = _public_steps_and_loads()
     q = ex["public_loader_share"]
     assert "mean of the steps' shares" in q.judge(statistics.mean(shares) * 100).message
     assert "first step alone" in q.judge(shares[0] * 100).message

@@ -251,7 +251,7 @@ def _busy_figures():
     return ms, before, a, len(steps)
 
 
-def test_three_busy_times_each_named_and_explained(executed_lesson, ex):
+def test_three_busy_times_each_named_and_explained(executed_lesson):
     """The learner met three "busy ms per step": 41.628 (rates table), 42.6 (the busy-share
     verdict), 42.5 (step_measures). Each is pinned here from the raw JSON, the lesson prints them
     side by side with what each counts, the rates row's label says it counts only GPU events
@@ -280,15 +280,23 @@ def test_three_busy_times_each_named_and_explained(executed_lesson, ex):
     rates_html = next(o["data"]["text/html"] for c in lesson.nb.cells if c.cell_type == "code"
                       and "matched_rates(trace, counts)" in c.source for o in c.outputs if "text/html" in o.get("data", {}))
     assert "GPU busy time of the kernels, copies and memsets with a launch in the trace (whole trace)" in rates_html
-    # the verdict names its busy time and the rates row's
+    # the prose says why they differ
+    md = " ".join(c.source for c in lesson.nb.cells if c.cell_type == "markdown")
+    assert "launched before the profiler began recording" in md and "`step_measures`" in md
+
+
+def test_gpu_busy_share_verdict_names_its_busy_time_and_the_rates_rows(ex):
+    """The busy-share verdict's explanation names the busy time it divides (the window's,
+    42.6 ms a step) and the rates table's (41.6), both from the raw JSON. Split from
+    test_three_busy_times_each_named_and_explained, which reads the executed notebook: this
+    half sees the question builder (tools/exercise_mutants.py --kill runs it without the
+    notebook)."""
+    ms, _, _, n = _busy_figures()
     why = ex["gpu_busy_share"].explain
     assert f"of {ms['window'] / n:.1f} ms busy a step (that busy time ÷ 5 steps: every GPU event from the first " \
            "step's start to the last step's end" in why
     assert f"the rates table's whole-step row divides by {ms['launched'] / n:.1f} ms, the busy time of the GPU " \
            "events with a launch in the trace" in why
-    # the prose says why they differ
-    md = " ".join(c.source for c in lesson.nb.cells if c.cell_type == "markdown")
-    assert "launched before the profiler began recording" in md and "`step_measures`" in md
 
 
 def test_the_ncu_table_shows_the_grid_the_text_names(executed_lesson):
