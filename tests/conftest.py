@@ -276,7 +276,15 @@ def _lesson_runs(tmp_path_factory, request):
 def _lessons_start_early(request):
     """Start the lesson runs the session will need (see _lesson_runs) with its first test,
     not with the first test that needs one: the suite then spends its time waiting on
-    neither. Nothing starts where no selected test runs a lesson."""
+    neither. Nothing starts where no selected test runs a lesson.
+
+    Not under pytest-xdist: there every process collects every test, so each would start
+    every lesson run, and all but one process would run all fourteen lessons for nothing
+    (until 2 December 2026 each lesson ran twice in the README's two-process command). The
+    tests that run a lesson are all in one xdist group (pytest_collection_modifyitems), the
+    largest, which xdist hands out first; its first test starts every run (_lesson_runs)."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        return
     if _lesson_runs_asked(request.session.items):
         request.getfixturevalue("_lesson_runs")
 
