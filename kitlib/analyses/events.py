@@ -38,9 +38,12 @@ def _key_name(name: str) -> str:
 
 
 def _key_names(names: np.ndarray) -> np.ndarray:
-    """:func:`_key_name` for a whole column at once."""
-    step = pd.Series(names, dtype=object).str.startswith("ProfilerStep#", na=False).to_numpy()
-    return np.where(step, "ProfilerStep*", names).astype(object)
+    """:func:`_key_name` for a whole column at once (each distinct name tested once)."""
+    codes, uniques = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
+    step = np.array([isinstance(u, str) and u.startswith("ProfilerStep#") for u in uniques], dtype=bool)
+    if not step.any():
+        return np.asarray(names, dtype=object)
+    return np.where(step[codes], "ProfilerStep*", names).astype(object)
 
 
 def shapes_key(input_dims, lists: str = "profiler") -> str:
@@ -76,17 +79,33 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
     return str(dims)
 
 
-def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> list:
-    """:func:`shapes_key` of a column, each distinct object once (a trace read from the
-    cache shares one list between the rows with equal shapes)."""
-    by_id: dict = {}
-    out = []
-    for d in dims:
-        k = by_id.get(id(d))
-        if k is None:
-            k = by_id[id(d)] = shapes_key(d, lists)
-        out.append(k)
+def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
+    """:func:`shapes_key` of a column (an object array), each distinct object once."""
+    return _shapes_key_columns(dims, (lists,))[0]
+
+
+def _shapes_key_columns(dims: np.ndarray, lists: tuple = ("profiler", "nested")) -> tuple:
+    """:func:`shapes_key` of a column for each way in ``lists`` (object arrays), each
+    distinct object worked out once: the reader shares one list between the rows with
+    equal shapes, so a column of 100,000 operators holds a few hundred."""
+    dims = np.asarray(dims, dtype=object)
+    out = tuple(np.full(len(dims), "[]", dtype=object) for _ in lists)   # no shapes: "[]"
+    at = np.flatnonzero(pd.notna(dims))
+    if len(at):
+        codes, _ = pd.factorize(np.fromiter(map(id, dims[at]), dtype=np.uint64, count=len(at)))
+        _, first = np.unique(codes, return_index=True)
+        keys = [_keys_of(dims[at[j]], lists) for j in first.tolist()]
+        for w, col in enumerate(out):
+            col[at] = np.array([k[w] for k in keys], dtype=object)[codes]
     return out
+
+
+def _keys_of(d, lists: tuple) -> tuple:
+    dims = list(d)
+    if not any(isinstance(a, (list, tuple)) and any(isinstance(x, (list, tuple)) for x in a) for a in dims):
+        k = str(dims)                                 # no tensor list: both ways write the same
+        return tuple(k for _ in lists)
+    return tuple(shapes_key(dims, w) for w in lists)
 
 
 def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames: bool = False) -> pd.DataFrame:
@@ -164,10 +183,44 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
     if is_la.any():
         ext[is_la] = L["external_id"].to_numpy(dtype=object)[rows[is_la]]
 
-    # own GPU events: chain rows whose operator is this host event (ops rows only)
-    pos_of_op = np.full(len(ops) + 1, -1, dtype=np.int64)
-    pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
+    own, n_own = _own_gpu_ns(trace, tree, c)
+    merged = tree["merged"].to_numpy()
+    par = tree["profiler_parent"].to_numpy()
+    total = _subtree_totals(own, par, merged)
+    dur = tree["dur_ns"].to_numpy()
+    self_host = dur - tree["children_ns"].to_numpy()
+
+    keep = ~merged & (python_frames | (tree["kind"].to_numpy() != "python"))
+    new_pos = np.cumsum(keep) - 1
+    up = _nearest_kept(par, keep)[keep]          # parent among kept rows, in the profiler's tree
+    names = tree["name"].to_numpy()
+    shapes, nested = _shapes_key_columns(dims[keep], ("profiler", "nested"))
+    ev = pd.DataFrame({
+        "name": names[keep], "key": _key_names(names[keep]), "kind": tree["kind"].to_numpy()[keep],
+        "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
+        "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
+        "dur_ns": dur[keep], "external_id": ext[keep],
+        "input_shapes": shapes, "input_dims_nested": nested,
+        "sequence_number": seq[keep], "fwd_thread_id": fwd[keep],
+        "source": src[keep], "row": rows[keep],
+        "parent": np.where(up >= 0, new_pos[np.maximum(up, 0)], -1),
+        "host_self_ns": self_host[keep], "device_self_ns": own[keep], "device_total_ns": total[keep],
+        "n_gpu_events": n_own[keep]})
+    return ev[EVENT_COLUMNS]
+
+
+def _own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
+    """The GPU time (int64 ns) and count of GPU events each event of ``tree``
+    (``trace.host_events``) launched itself: the chain's rows whose operator it is,
+    less :func:`~kitlib.analyses.chain.impossible_gpu_events`. The profiler lifts a
+    folded (``merged``) child's GPU time into its nearest unfolded ancestor, in place of
+    that ancestor's own (the last such child's, in start order); the counts stay."""
     from .chain import impossible_gpu_events
+    n = len(tree)
+    src, rows = tree["source"].to_numpy(), tree["row"].to_numpy()
+    is_ops = src == "ops"
+    pos_of_op = np.full(len(trace.ops) + 1, -1, dtype=np.int64)
+    pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
     bad = impossible_gpu_events(trace, c)
     c_op = c[(c["op_row"] >= 0) & ~c["gpu_row"].isin(bad["gpu_row"])]   # damaged rows are not work
     pos = pos_of_op[c_op["op_row"].to_numpy(dtype=np.int64)] if len(c_op) else np.zeros(0, dtype=np.int64)
@@ -176,48 +229,47 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
     n_own = np.zeros(n, dtype=np.int64)
     np.add.at(own, pos[ok], c_op["gpu_dur_ns"].to_numpy()[ok].astype(np.int64))
     np.add.at(n_own, pos[ok], 1)
-
     merged = tree["merged"].to_numpy()
-    par = tree["profiler_parent"].to_numpy()
-    # the profiler lifts a folded child's kernels up into its parent (replacing the parent's)
-    for i in np.flatnonzero(merged):
-        p = par[i]
-        while p >= 0 and merged[p]:
-            p = par[p]
-        if p >= 0:
-            own[p] = own[i]
-    # device totals: own plus the children's totals, deepest first
-    depth = tree["depth"].to_numpy()
-    total = own.copy()
-    for i in np.argsort(-depth, kind="stable"):
-        if not merged[i] and par[i] >= 0:
-            total[par[i]] += total[i]
-    dur = tree["dur_ns"].to_numpy()
-    self_host = dur - tree["children_ns"].to_numpy()
+    folded = np.flatnonzero(merged)
+    if len(folded):
+        par = tree["profiler_parent"].to_numpy()
+        into = _nearest_kept(par, ~merged)[folded]
+        has = into >= 0
+        folded, into = folded[has], into[has]
+        # several folded children of one ancestor: the last one's, as a loop over them would leave it
+        _, last = np.unique(into[::-1], return_index=True)
+        last = len(into) - 1 - last
+        own[into[last]] = own[folded[last]]
+    return own, n_own
 
-    keep = ~merged & (python_frames | (tree["kind"].to_numpy() != "python"))
-    # parent among kept rows: nearest kept ancestor in the profiler's tree
-    new_pos = np.cumsum(keep) - 1
+
+def _nearest_kept(par: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """For every event, its nearest ancestor (following ``par``, -1 at the top) that
+    ``keep`` marks, or -1 where none is; one step up the tree per round, for all events
+    at once."""
     up = par.copy()
-    for i in np.flatnonzero(keep):
-        p = up[i]
-        while p >= 0 and not keep[p]:
-            p = par[p]
-        up[i] = p
-    names = tree["name"].to_numpy()
-    ev = pd.DataFrame({
-        "name": names[keep], "key": _key_names(names[keep]), "kind": tree["kind"].to_numpy()[keep],
-        "device_type": "CPU", "pid": tree["pid"].to_numpy()[keep], "tid": tree["tid"].to_numpy()[keep],
-        "start_ns": tree["start_ns"].to_numpy()[keep], "end_ns": tree["end_ns"].to_numpy()[keep],
-        "dur_ns": dur[keep], "external_id": ext[keep],
-        "input_shapes": _shapes_keys(dims[keep]),
-        "input_dims_nested": _shapes_keys(dims[keep], lists="nested"),
-        "sequence_number": seq[keep], "fwd_thread_id": fwd[keep],
-        "source": src[keep], "row": rows[keep],
-        "parent": np.where(up[keep] >= 0, new_pos[np.maximum(up[keep], 0)], -1),
-        "host_self_ns": self_host[keep], "device_self_ns": own[keep], "device_total_ns": total[keep],
-        "n_gpu_events": n_own[keep]})
-    return ev[EVENT_COLUMNS]
+    todo = np.flatnonzero(up >= 0)
+    todo = todo[~keep[up[todo]]]
+    while len(todo):
+        up[todo] = par[up[todo]]
+        todo = todo[up[todo] >= 0]
+        todo = todo[~keep[up[todo]]]
+    return up
+
+
+def _subtree_totals(own: np.ndarray, par: np.ndarray, merged: np.ndarray) -> np.ndarray:
+    """``own`` plus the ``own`` of every unfolded event below, in the profiler's tree
+    (``par``): each unfolded event's value added to its ancestors, one level up per
+    round, for all events at once. A folded event passes nothing up to its parent (in
+    the profiler's tree none is a parent: its children became its parent's)."""
+    total = own.copy()
+    at = np.flatnonzero(~merged & (par >= 0))
+    val, up = own[at], par[at]
+    while len(up):
+        np.add.at(total, up, val)
+        go = ~merged[up] & (par[up] >= 0)
+        up, val = par[up[go]], val[go]
+    return total
 
 
 def gpu_events(trace: Trace) -> pd.DataFrame:
