@@ -83,8 +83,10 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
 
 
 def _linkable_ops(trace: Trace) -> pd.DataFrame:
-    """CPU events a launch can belong to: operators and annotations (not Python frames)."""
-    return trace.ops[trace.ops["kind"] != "python"]
+    """CPU events a launch can belong to: operators and annotations (not Python frames),
+    with the columns a link reads (a copy of the whole table cost more than the links)."""
+    ops = trace.ops
+    return ops[["external_id", "start_ns", "end_ns", "pid", "tid"]][(ops["kind"] != "python").to_numpy()]
 
 
 def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
@@ -217,8 +219,8 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
             # a copy of its correlation, as Kineto wrote before 2024) time nesting decides
             ok = cand >= 0
             if ok.any():
-                o = ops.loc[cand[ok]]
-                Lk = L.iloc[np.flatnonzero(ok)]
+                o = ops[["start_ns", "end_ns", "pid", "tid"]].loc[cand[ok]]
+                Lk = L[["start_ns", "pid", "tid"]].iloc[np.flatnonzero(ok)]
                 # inside: [start, end), the kit's one rule (kitlib.model.window)
                 inside = ((Lk["start_ns"].to_numpy() >= o["start_ns"].to_numpy())
                           & (Lk["start_ns"].to_numpy() < o["end_ns"].to_numpy())
@@ -250,9 +252,10 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
     link = np.where(launch_row < 0, no_launch,
                     np.where(op_row >= 0, np.where(fb, "time_nesting", method), "no_operator"))
 
-    G = gpu.loc[g["gpu_row"].to_numpy()]
-    Lr = L.reindex(np.where(launch_row >= 0, launch_row, -1))
-    Or = ops.reindex(np.where(op_row >= 0, op_row, -1))
+    # only the columns the table shows are taken row by row
+    G = gpu[["name", "start_ns", "dur_ns", "kind", "device", "stream", "correlation"]].loc[g["gpu_row"].to_numpy()]
+    Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].reindex(np.where(launch_row >= 0, launch_row, -1))
+    Or = ops[["name", "start_ns", "dur_ns"]].reindex(np.where(op_row >= 0, op_row, -1))
     out = pd.DataFrame({
         "op_name": Or["name"].to_numpy(),
         "op_start_ns": pd.array(Or["start_ns"].to_numpy(), dtype="Int64"),

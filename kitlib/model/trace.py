@@ -249,14 +249,17 @@ def _tree_now(trace: Trace):
         if ops is None or la is None:
             return tree
         py = bool(trace.meta.get("python_frames_are_children"))
-        sel = ops if py else ops[ops["kind"] != "python"]
-        sel = sel[~sel["name"].isin(FILTERED_NAMES)]
+        # the rows of ops the tree should hold, by label (masks: no copy of the whole table)
+        sel = ~ops["name"].isin(FILTERED_NAMES).to_numpy()
+        if not py:
+            sel &= (ops["kind"] != "python").to_numpy()
+        sel = ops.index[sel]
         n_la = int((~la["name"].isin(FILTERED_NAMES)).sum())
         if tree is not None:
             src = tree["source"].to_numpy()
             rows = tree["row"].to_numpy()[src == "ops"]
             if len(rows) == len(sel) and int((src == "launches").sum()) == n_la \
-                    and bool(sel.index.isin(rows).all()):
+                    and bool(sel.isin(rows).all()):
                 return tree
         return build_host_tree(ops, la, py, int(trace.meta.get("time_resolution_ns") or 1))
     return trace.derived("host_events", ("ops", "launches", "host_events"), check)
