@@ -82,8 +82,8 @@ def shapes_recorded(trace: Trace) -> bool:
     False
     """
     ops = trace.ops
-    ops = ops[ops["kind"] == "op"]
-    return bool(len(ops)) and bool(ops["input_dims"].notna().any())
+    op = (ops["kind"] == "op").to_numpy()
+    return bool(op.any()) and bool(ops["input_dims"][op].notna().any())
 
 
 def _device_work(source) -> pd.DataFrame:
@@ -222,7 +222,8 @@ def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
     own, _ = _own_gpu_ns(trace, tree, chain(trace))
     # op_events' rows are the tree's events that are not folded into a parent
     op = (tree["kind"].to_numpy() == "op") & ~tree["merged"].to_numpy()
-    names = tree["name"].array[op]              # the tree's own strings, not converted and back
+    # the tree's own strings, not converted and back (none: an empty object column, as op_events')
+    names = tree["name"].array[op] if op.any() else np.zeros(0, dtype=object)
     if shapes:
         dims = trace.ops["input_dims"].to_numpy(dtype=object)[tree["row"].to_numpy()[op]]
         keys = _shapes_keys(dims)
