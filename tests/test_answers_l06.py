@@ -7,6 +7,7 @@ row, another column's share, the share kept for the share removed, the events fo
 the outer frame for the inner one)."""
 from __future__ import annotations
 
+import functools
 import gzip
 import re
 import zlib
@@ -103,12 +104,47 @@ def test_backward_python_frames(ex, raw):
         assert not q.judge_silently(near), near
 
 
-def test_top_site_share_from_frames_sequence_numbers_and_launches(ex, raw):
+@functools.cache
+def _sites() -> tuple:
+    """fixed_batch's call sites worked out from its raw JSON, once per process (the forked
+    children of tools/exercise_mutants.py --kill find them made): the host events (operators,
+    launches, annotations) each with its site, ``_top_share`` by the tracer's links and by
+    time nesting alone."""
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
     ops, stacks, in_time = _stacks(raw)
-    share = _top_share(raw, ops, {id(o): _user_frame(stacks[id(o)]) for o in ops})
+    site = {id(o): _user_frame(stacks[id(o)]) for o in ops}
+    linked = _top_share(raw, ops, site)             # fills in the backward operators' sites
+    by_time = _top_share(raw, ops, {id(o): _user_frame(in_time[id(o)]) for o in ops})
+    # every host event the by-call-site table counts: the operators, the CUDA runtime and
+    # driver calls (each has its operator's site, by external id), the annotations (none)
+    ext = {(o["tid"], o["args"].get("External id")): o for o in ops}
+    host = [(o, site[id(o)]) for o in ops]
+    for e in raw:
+        if e.get("cat") in ("cuda_runtime", "cuda_driver"):
+            o = ext.get((e["tid"], e["args"].get("External id")))
+            host.append((e, site[id(o)] if o is not None else "(none)"))
+        elif e.get("cat") == "user_annotation":
+            host.append((e, "(none)"))
+    # host self time: the interval less its direct children's, nested per thread
+    host.sort(key=lambda p: (p[0]["tid"], p[0]["ts"], -p[0]["dur"]))
+    self_us, stack = {}, []
+    for e, _ in host:
+        while stack and (stack[-1]["tid"] != e["tid"] or e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]):
+            stack.pop()
+        if stack:
+            self_us[id(stack[-1])] = self_us.get(id(stack[-1]), stack[-1]["dur"]) - e["dur"]
+        self_us.setdefault(id(e), e["dur"])
+        stack.append(e)
+    top = linked[0]
+    ops_share = 100 * sum(s == top for _, s in host) / len(host)
+    host_share = 100 * sum(self_us[id(e)] for e, s in host if s == top) / sum(self_us[id(e)] for e, _ in host)
+    return linked, by_time, ops_share, host_share
+
+
+def test_top_site_share_from_frames_sequence_numbers_and_launches(ex):
+    share, by_time, _, _ = _sites()
     # by time nesting alone, Bottleneck_0's later calls stay inside resnet.py(143): the
     # tracer's links skip that frame for them (lesson 06 shows it); kitlib follows the links
-    by_time = _top_share(raw, ops, {id(o): _user_frame(in_time[id(o)]) for o in ops})
     assert share[0] == by_time[0] == "torchvision/models/resnet.py(143): forward"
     assert round(share[1], 1) == 77.9 and round(by_time[1], 1) == 83.8
     top, share, second, total, per_site = share
@@ -163,6 +199,31 @@ def _top_share(raw, ops, site):
     return top, share, second, total, per_site
 
 
+def test_top_site_share_answer_explanation_and_traps(ex):
+    """What a learner reads in top_site_share, from the raw JSON: the answer to one decimal,
+    as the by-call-site table's share (l06 mutant #24: two decimals); the explanation's
+    "X ms of Y ms = Z %" (#25, #27: a figure ×1e6 instead of ÷); the two traps, the top site's
+    share of the host events (the table's ops column, 69.2 %) and of host self time (35.4 %),
+    each with its own feedback (#29-#36: a trap's value changed, its feedback lost)."""
+    (top, share, _, total, per_site), _, ops_share, host_share = _sites()
+    assert (round(ops_share, 1), round(host_share, 1)) == (69.2, 35.4)
+    q = ex["top_site_share"]
+    assert q.answer == round(share, 1) == 77.9
+    assert f"{top}: {per_site[top] / 1e3:,.1f} ms of {total / 1e3:,.1f} ms = {share:.1f} %" in q.explain
+    assert [t for t, _ in q.traps] == [round(ops_share, 1), round(host_share, 1)]
+    assert "share of the operators (column ops)" in q.judge(round(ops_share, 1)).message
+    assert "share of host self time" in q.judge(round(host_share, 1)).message
+
+
+def test_hot_kernel_module_conv2d_meets_its_trap(ex):
+    """The longest kernel is MaxPool2d's (test_hot_kernel_module_from_the_raw_chain), so the
+    likeliest wrong guess, Conv2d, is told why (l06 mutant #22: the trap kept only when the
+    answer is Conv2d)."""
+    q = ex["hot_kernel_module"]
+    assert q.answer != "Conv2d"
+    assert "the convolutions take the most device time in total" in q.judge("Conv2d").message.lower()
+
+
 def test_excerpt_callsite_is_the_public_traces_own_events(ex):
     from kitlib.course.exercises import l06
     doc = orjson.loads(gzip.decompress((PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz").read_bytes()))
@@ -189,19 +250,41 @@ def test_stacks_share_is_a_third_not_the_largest_part(ex):
     """The corrected sentence of lesson 06: the Python frames are 31 % of the events and
     34 % of the compressed bytes of profiler_5step's trace (zlib level 6 on compact JSON, as
     the lesson's size table measures it); the events no option adds make 47 %."""
-    doc = orjson.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
-    ev = doc["traceEvents"]
-    kept = [e for e in ev if e.get("cat") != "python_function"]
-    gz_all = len(zlib.compress(orjson.dumps(doc), 6))
-    gz_kept = len(zlib.compress(orjson.dumps(dict(doc, traceEvents=kept)), 6))
+    n_ev, n_frames, gz_all, gz_kept = _gzip_sizes()
     share = 100 * (1 - gz_kept / gz_all)
-    assert (len(ev), len(ev) - len(kept)) == (73507, 22977)
-    assert round(100 * (len(ev) - len(kept)) / len(ev)) == 31 and round(share) == 34
+    assert (n_ev, n_frames) == (73507, 22977)
+    assert round(100 * n_frames / n_ev) == 31 and round(share) == 34
     q = ex["stacks_share"]
     assert abs(q.answer - share) < 0.06 and q.judge_silently(round(share, 1))
     assert q.unit == "%"
-    for near in (100 - share, 100 * (len(ev) - len(kept)) / len(ev), share * 1.05, share / 100):
+    for near in (100 - share, 100 * n_frames / n_ev, share * 1.05, share / 100):
         assert not q.judge_silently(near), near
+
+
+@functools.cache
+def _gzip_sizes() -> tuple:
+    """profiler_5step's raw trace: (events, python_function events, zlib level-6 bytes of the
+    compact JSON, the same without the python_function events); made once per process."""
+    doc = orjson.loads(gzip.decompress((REF / "profiler_5step" / "trace.json.gz").read_bytes()))
+    ev = doc["traceEvents"]
+    kept = [e for e in ev if e.get("cat") != "python_function"]
+    return (len(ev), len(ev) - len(kept), len(zlib.compress(orjson.dumps(doc), 6)),
+            len(zlib.compress(orjson.dumps(dict(doc, traceEvents=kept)), 6)))
+
+
+def test_stacks_share_answer_explanation_and_traps(ex):
+    """What a learner reads in stacks_share, from the raw trace: the answer to one decimal
+    (l06 mutant #40: two); the explanation's "1 − 0.66x = 33.x % of the gzip bytes (31.3 % of
+    the events)" (#41-#46); the two traps, what remains without the frames and the frames'
+    share of the events, at one decimal each with its own feedback (#47-#54)."""
+    n_ev, n_frames, gz_all, gz_kept = _gzip_sizes()
+    b, e = 1 - gz_kept / gz_all, n_frames / n_ev
+    q = ex["stacks_share"]
+    assert q.answer == round(100 * b, 1)
+    assert f"1 − {1 - b:.3f} = {100 * b:.1f} % of the gzip bytes ({100 * e:.1f} % of the events)" in q.explain
+    assert [t for t, _ in q.traps] == [round(100 * (1 - b), 1), round(100 * e, 1)]
+    assert "what remains without the frames" in q.judge(round(100 * (1 - b), 1)).message
+    assert "share of the events" in q.judge(round(100 * e, 1)).message
 
 
 def test_parent_links_and_time_nesting_disagree_mostly_inside_layer1(raw):
