@@ -224,44 +224,75 @@ def run_mutant(name: str, text: str, build, probes: dict, timeout: float):
 class _OnlyExerciseTests:
     """A pytest plugin that keeps the tests that can see the module: those that use a
     fixture named ``ex`` or whose code names ``exercises`` or ``lNN`` (the others, the
-    lesson's sentences pinned to the raw files, cannot catch a mutant of it)."""
+    lesson's sentences pinned to the raw files, cannot catch a mutant of it), less those that
+    read an executed notebook and not ``ex`` (``executed_lesson``, ``lesson_on_live_capture``:
+    the notebook runs in a kernel of its own, which imports the unmutated module, and it
+    cost 15-20 s a child, each child being a new pytest session)."""
 
     def __init__(self, n: str):
         self.n = n
 
     def pytest_collection_modifyitems(self, config, items):
         import inspect
+        for mod in {id(it.module): it.module for it in items if getattr(it, "module", None)}.values():
+            _rebind(mod, f"kitlib.course.exercises.l{self.n}")
         keep, drop = [], []
         for it in items:
             try:
                 code = inspect.getsource(it.function)
             except (OSError, TypeError, AttributeError):
                 code = ""
-            uses = "ex" in getattr(it, "fixturenames", ()) or "exercises" in code or f"l{self.n}" in code
+            names = set(getattr(it, "fixturenames", ()))
+            uses = "ex" in names or (("exercises" in code or f"l{self.n}" in code)
+                                     and not names & {"executed_lesson", "lesson_on_live_capture"})
             (keep if uses else drop).append(it)
         if drop:
             config.hook.pytest_deselected(items=drop)
         items[:] = keep
 
 
-def _pytest(tests: list, n: str) -> int:
+def _pytest(tests: list, n: str, *extra: str) -> int:
     import pytest
-    return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *tests],
+    return int(pytest.main(["-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", *extra, *tests],
                            plugins=[_OnlyExerciseTests(n)]))
 
 
-def _keep_raw_events():
-    """tests/conftest.py's raw trace reader with a cache that is never cleared: the parent
-    reads each raw file once, every forked child finds it parsed."""
-    import conftest
-    orig, kept = conftest.raw_trace_events.__wrapped__, {}
+#: the children's pytest ``--basetemp`` (each child empties it): without it each child's
+#: session makes a numbered folder under pytest-of-<user> and deletes all but the newest
+#: three, the parent's included, where a module's once-made files lie (lesson 01's CPU run)
+_CHILD_TMP: list = []
 
-    def raw_trace_events(path):
-        if str(path) not in kept:
-            kept[str(path)] = orig(path)
-        return kept[str(path)]
-    raw_trace_events.cache_clear = lambda: None
-    conftest.raw_trace_events = raw_trace_events
+
+_KEPT: dict = {}
+
+
+def _kept_raw_trace_events(path):
+    """tests/conftest.py's raw trace reader with a cache that is never cleared: the parent
+    reads each raw file once, every forked child finds it parsed (the conftest's own cache is
+    emptied when each module ends, and pytest imports the conftest afresh each session)."""
+    if str(path) not in _KEPT:
+        import gzip
+        import orjson
+        _KEPT[str(path)] = orjson.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
+    return _KEPT[str(path)]
+
+
+def _rebind(mod, name: str):
+    """In a test module (kept from the parent's run: pytest imports a test module once per
+    process): the raw reader made :func:`_kept_raw_trace_events`, and a name bound to the
+    exercise module ``name`` or to one of its functions (``from kitlib.course.exercises
+    import l13``) bound to the one installed now, the mutant in a child."""
+    if getattr(mod, "raw_trace_events", None) is not None:
+        mod.raw_trace_events = _kept_raw_trace_events
+    now = sys.modules.get(name)
+    if now is None:
+        return
+    for k, v in list(vars(mod).items()):
+        if isinstance(v, types.ModuleType) and v.__name__ == name and v is not now:
+            setattr(mod, k, now)
+        elif callable(v) and getattr(v, "__module__", None) == name and hasattr(now, getattr(v, "__name__", "")) \
+                and getattr(now, v.__name__) is not v:
+            setattr(mod, k, getattr(now, v.__name__))
 
 
 def run_tests(name: str, text: str | None, tests: list, timeout: float, n: str = "") -> str:
@@ -276,7 +307,7 @@ def run_tests(name: str, text: str | None, tests: list, timeout: float, n: str =
             os.dup2(devnull, 2)
             if text is not None:
                 _install(name, text)
-            rc = _pytest(tests, n)
+            rc = _pytest(tests, n, *(f"--basetemp={d}" for d in _CHILD_TMP[:1]))
         except BaseException:  # noqa: BLE001
             rc = 4
         os._exit(min(rc, 255))
@@ -295,10 +326,11 @@ def run_tests(name: str, text: str | None, tests: list, timeout: float, n: str =
 def kill(lessons: list, results: dict, out: Path, timeout: float, subtle: bool = False, select=None):
     """Run each ``changed`` mutant of ``lessons`` against tests/test_answers_lNN.py (the
     lesson's recordings opened first, so each child finds them parsed)."""
+    import tempfile
     b = builders()
     os.chdir(ROOT)
     sys.path.insert(0, str(ROOT / "tests"))
-    _keep_raw_events()
+    _CHILD_TMP[:] = [str(Path(tempfile.mkdtemp(prefix="exmut_kill_")) / "child")]
     for n in lessons:
         n = f"{int(n):02d}"
         if n not in results:
@@ -316,6 +348,12 @@ def kill(lessons: list, results: dict, out: Path, timeout: float, subtle: bool =
         rc = _pytest(tests, n)
         if rc != 0:
             raise SystemExit(f"lesson {n}: {tests[0]} fails without a mutant (pytest exit {rc})")
+        # what the parent holds now (recordings, raw events, the tests' cached expectations)
+        # is left out of every child's garbage collections: pytest collects five times at the
+        # end of a session, which on this heap cost 2.7 s a child and copied its pages
+        import gc
+        gc.collect()
+        gc.freeze()
         todo = [r for r in rows if r["status"] == "changed" and not (subtle and (
             "answer" in r["fields"] or r["fields"] == ["message"]))
             and (select is None or r["index"] in select)]
