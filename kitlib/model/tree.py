@@ -8,6 +8,8 @@ starting exactly where another ends is its sibling, never its child.
 """
 from __future__ import annotations
 
+import heapq
+
 import numpy as np
 import pandas as pd
 
@@ -87,13 +89,8 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
     # no tolerance at any resolution: the profiler's rule on the trace's own numbers
-    parent_l = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist()).tolist()
-    depth_l = [0] * n
-    for i, p in enumerate(parent_l):       # parents come first in start order
-        if p >= 0:
-            depth_l[i] = depth_l[p] + 1
-    parent = np.asarray(parent_l, dtype=np.int64)
-    depth = np.asarray(depth_l, dtype=np.int64)
+    parent = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist())
+    depth = _depths(parent)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
     # direct children's host time (inside the parent by the rule; cut to it all the same)
     live = ~merged & (prof_parent >= 0)
@@ -161,33 +158,68 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
     return np.asarray(parent_l, dtype=np.int64)
 
 
+def _depths(parent: np.ndarray) -> np.ndarray:
+    """How many ancestors each event has, from the position of each one's parent (-1
+    at the top): every event's distance to its farthest known ancestor, doubled each
+    round (pointer jumping), so as many rounds as the log of the deepest nesting."""
+    parent = np.asarray(parent, dtype=np.int64)
+    depth = (parent >= 0).astype(np.int64)       # the distance from each event to up[event]
+    up = parent.copy()
+    live = np.flatnonzero(up >= 0)
+    while live.size:
+        # both right-hand sides are read before either is written: one round for all at once
+        depth[live] += depth[up[live]]
+        up[live] = up[up[live]]
+        live = live[up[live] >= 0]
+    return depth
+
+
 def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
     """``_remove_dup_nodes``: an event whose parent has its name and no other child is
     folded into that parent, repeatedly. Returns ``merged`` and the parent of every
-    event once the merged ones are gone (merged events keep their own parent)."""
+    event once the merged ones are gone (merged events keep their own parent).
+
+    The profiler repeats a pass over all events in list order until nothing changes.
+    A fold changes only the folded event's children (they get its parent, and that
+    parent's count of children becomes theirs), and children come after their parent
+    in the list, so the same folds happen visiting only the candidates (an event with
+    its parent's name, the parent's only child) and, after each fold, the children
+    that moved, in list order."""
     n = len(names)
-    par = parent.tolist()                  # Python lists: the loop indexes them per event
+    par_a = np.asarray(parent, dtype=np.int64)
+    has = par_a >= 0
+    n_children_a = np.bincount(par_a[has], minlength=n) if n else np.zeros(0, dtype=np.int64)
+    up = np.maximum(par_a, 0)
+    cand = np.flatnonzero(has & (n_children_a[up] == 1) & (np.asarray(names)[up] == np.asarray(names))) \
+        if n else np.zeros(0, dtype=np.int64)
+    if not cand.size:
+        return np.zeros(n, dtype=bool), par_a.copy()
+    by_parent = np.argsort(par_a, kind="stable")           # each event's children, in list order
+    sp = par_a[by_parent]
+    taken = {}                                              # the children an event took over by a fold
+
+    def kids_of(i):
+        if i in taken:
+            return taken.pop(i)
+        return by_parent[np.searchsorted(sp, i, "left"):np.searchsorted(sp, i, "right")].tolist()
+
+    par = par_a.tolist()
     names = list(names)
     merged = [False] * n
-    n_children = np.bincount(parent[parent >= 0], minlength=n).tolist() if n else []
-    children: dict = {}
-    for i, p in enumerate(par):
-        if p >= 0:
-            children.setdefault(p, []).append(i)
-    changed = True
-    while changed:
-        changed = False
-        for i in range(n):                 # one pass in list order, as the profiler's loop
-            p = par[i]
-            if merged[i] or p < 0 or names[p] != names[i] or n_children[p] != 1:
-                continue
-            kids = children.pop(i, [])
-            for k in kids:
-                par[k] = p
-            children[p] = kids
-            n_children[p] = len(kids)
-            merged[i] = True
-            changed = True
+    n_children = n_children_a.tolist()
+    heap = cand.tolist()                                    # ascending: already a heap
+    while heap:
+        i = heapq.heappop(heap)
+        p = par[i]
+        if merged[i] or p < 0 or names[p] != names[i] or n_children[p] != 1:
+            continue
+        kids = kids_of(i)
+        for k in kids:
+            par[k] = p
+            heapq.heappush(heap, k)                         # now a child of p: a candidate
+        taken[p] = kids
+        n_children[p] = len(kids)
+        merged[i] = True
     return np.asarray(merged, dtype=bool), np.asarray(par, dtype=np.int64)
 
 

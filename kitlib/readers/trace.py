@@ -33,9 +33,10 @@ from __future__ import annotations
 import gc
 import math
 import re
-from collections import Counter
+from collections import Counter, deque
 from contextvars import ContextVar
 from decimal import ROUND_HALF_EVEN, Context, Decimal
+from itertools import chain, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any
@@ -48,11 +49,12 @@ from .files import gunzip_if_gz, parse_json, read_file_bytes
 from ..errors import TraceFormatError
 from ..phases import STEP_RANGE
 
-# Category (lower-cased) -> (table, kind)
+# Category (lower-cased) -> (table, kind). Python frames go to the ops table too, but are
+# sorted into a list of their own ("python"): they carry only the tracer's two ids.
 _CATEGORIES = {
     "cpu_op": ("ops", "op"), "operator": ("ops", "op"),
     "user_annotation": ("ops", "annotation"),
-    "python_function": ("ops", "python"),
+    "python_function": ("python", "python"),
     "cuda_runtime": ("launches", "runtime"), "runtime": ("launches", "runtime"),
     "cuda_driver": ("launches", "driver"),
     "kernel": ("gpu", "kernel"),
@@ -66,7 +68,7 @@ _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 from ..model.schema import (FILTERED_NAMES, HOST_EVENT_COLUMNS, OPS_COLUMNS, LAUNCH_COLUMNS,  # noqa: E402,F401
                             GPU_COLUMNS, MEMORY_COLUMNS, OTHER_COLUMNS, STEP_COLUMNS, STEP_PATTERNS, COMM_ARGS)
 from ..model.trace import Trace  # noqa: E402,F401
-from ..model.tree import build_host_tree, _fold_same_name_children  # noqa: E402,F401
+from ..model.tree import build_host_tree, _depths, _fold_same_name_children  # noqa: E402,F401
 
 
 def _ns(values) -> np.ndarray:
@@ -171,8 +173,8 @@ _LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete I
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
 _TABLE_ARGS = {
     "ops": ("External id", "external id", "Input Dims", "Input type", "Input Strides", "Concrete Inputs",
-            "Sequence number", "Fwd thread id", "Call stack", "Python id", "Python parent id",
-            *COMM_ARGS),
+            "Sequence number", "Fwd thread id", "Call stack", *COMM_ARGS),
+    "python": ("Python id", "Python parent id"),                 # the ops table's Python frames
     "launches": ("correlation", "External id", "external id", "cbid"),
     "gpu": ("device", "stream", "correlation", "External id", "external id", "grid", "block", "bytes"),
     "memory": ("Bytes", "Addr", "Total Allocated", "Total Reserved", "Device Type", "Device Id"),
@@ -186,11 +188,12 @@ def _attr(key: str) -> str:
 
 def _args_decoder(table: str):
     """A msgspec decoder of one table's ``args``: a struct with only the keys the
-    table reads (None where absent, as ``dict.get`` gives), or None for ``null``."""
+    table reads (None where absent, as ``dict.get`` gives), or None for ``null``;
+    and the struct's type."""
     fields = [(_attr(k), msgspec.Raw if k in _LIST_ARGS else Any,
                msgspec.field(default=_RAW_NULL if k in _LIST_ARGS else None, name=k)) for k in _TABLE_ARGS[table]]
     struct = msgspec.defstruct(f"_{table}_args", fields, gc=False)
-    return msgspec.json.Decoder(struct | None), struct()
+    return msgspec.json.Decoder(struct | None), struct
 
 
 _ARGS_DECODERS = {t: _args_decoder(t) for t in _TABLE_ARGS}
@@ -530,10 +533,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     if not isinstance(events, list):
         raise TraceFormatError(path, "'traceEvents' is not a list")
 
-    buckets = {"ops": [], "launches": [], "gpu": [], "memory": [], "other": []}
+    buckets = {"ops": [], "python": [], "launches": [], "gpu": [], "memory": [], "other": []}
     begin_end: list = []
     bad_meta = uncategorised = 0
-    kinds = {"ops": [], "launches": [], "gpu": []}
+    kinds = {"ops": [], "python": [], "launches": [], "gpu": []}
     process_names, thread_names = {}, {}
     # One pass over the events; this loop is most of load_trace's own time, so it only
     # sorts events into lists (the tables are built column by column afterwards).
@@ -598,30 +601,27 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     cat_counts = {str(k): v for k, v in cat_counts.items()}
     legacy = any(c in cat_counts for c in ("Operator", "Runtime", "Kernel", "Memcpy", "Memset"))
 
-    n_known = sum(len(buckets[t]) for t in ("ops", "launches", "gpu", "memory"))
+    n_known = sum(len(buckets[t]) for t in ("ops", "python", "launches", "gpu", "memory"))
     if n_known == 0:
         found = ", ".join(f"{k} ({v})" for k, v in sorted(cat_counts.items(), key=lambda kv: -kv[1])[:6])
         raise TraceFormatError(path, "no torch.profiler events (operators, CUDA launches, kernels or "
                                      f"memory instants) in {len(events)} events; categories found: "
                                      f"{found or 'none'}. Is this a torch.profiler trace?")
 
-    if uncategorised and not (buckets["ops"] or buckets["launches"] or buckets["gpu"]):
+    if uncategorised and not (buckets["ops"] or buckets["python"] or buckets["launches"] or buckets["gpu"]):
         raise TraceFormatError(path, f"none of its {uncategorised} complete events (ph 'X') has a torch.profiler "
                                      "category ('cat': cpu_op, cuda_runtime, kernel, …): nothing to analyse. "
                                      "Was the 'cat' field stripped?")
     # the Python-frame rule reads the frames' raw args: before they are dropped below
-    py_frames = [e for e, k in zip(buckets["ops"], kinds["ops"]) if k == "python"]
-    release = python_frames_release(py_frames, torch_version, top)
-    rule = python_frames_rule(py_frames, torch_version, top)
-    del py_frames
+    release = python_frames_release(buckets["python"], torch_version, top)
+    rule = python_frames_rule(buckets["python"], torch_version, top)
     try:
         pre = {t: _args(buckets[t], t) for t in _TABLE_ARGS}
         if events and type(events[0]) is _Event:
             # every table's raw args are decoded: drop the texts, so that the JSON they
-            # point into is freed before the tables are built (memory)
-            for e in events:
-                e.args = _RAW_NULL
-        ops = _ops_table(buckets["ops"], kinds["ops"], pre.pop("ops"))
+            # point into is freed before the tables are built (memory); at C speed
+            deque(map(setattr, events, repeat("args"), repeat(_RAW_NULL)), maxlen=0)
+        ops = _ops_table(buckets["ops"], kinds["ops"], pre.pop("ops"), buckets["python"], pre.pop("python"))
         launches = _launch_table(buckets["launches"], kinds["launches"], pre.pop("launches"))
         gpu = _gpu_table(buckets["gpu"], kinds["gpu"], pre.pop("gpu"))
         memory = _memory_table(buckets["memory"], pre.pop("memory"))
@@ -658,9 +658,10 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     meta["python_frames_are_children"], meta["python_frames_rule"] = rule
     meta["python_frames_release"] = release[0]
     meta["python_frames_are_rows"] = bool(release[0]) and PYTHON_FRAME_RULES[release[0]]["rows"]
-    timed = ops[ops["kind"] != "python"]
-    meta["time_resolution_ns"] = 1000 if len(timed) and bool(((timed["start_ns"] % 1000) == 0).all()
-                                                          and ((timed["dur_ns"] % 1000) == 0).all()) else 1
+    timed = (ops["kind"] != "python").to_numpy(dtype=bool)
+    t_start, t_dur = ops["start_ns"].to_numpy()[timed], ops["dur_ns"].to_numpy()[timed]
+    meta["time_resolution_ns"] = 1000 if len(t_start) and bool(((t_start % 1000) == 0).all()
+                                                             and ((t_dur % 1000) == 0).all()) else 1
     if isinstance(doc, _TraceDoc):
         # The tables now hold all that is used: free the decoded events (and with them
         # the JSON text their raw args point into) before the event tree is built.
@@ -735,7 +736,8 @@ def _args(evs, table: str) -> list:
     msgspec-decoded events get structs holding only the keys ``table`` reads
     (:data:`_TABLE_ARGS`); dict events their dicts."""
     if evs and type(evs[0]) is _Event:
-        decoder, empty = _ARGS_DECODERS[table]
+        decoder, struct = _ARGS_DECODERS[table]
+        empty = struct()                                 # one per call: its list fields are set below
         try:
             out = list(map(decoder.decode, map(attrgetter("args"), evs)))
         except msgspec.ValidationError:                 # an 'args' that is not a JSON object
@@ -751,9 +753,8 @@ def _args(evs, table: str) -> list:
                 texts = list(map(bytes, map(attrgetter(f), out)))
                 decoded = {t: msgspec.json.decode(t) for t in set(texts)}
                 decoded[b"null"] = None
-                for a, t in zip(out, texts):
-                    if a is not empty:
-                        setattr(a, f, decoded[t])
+                # every struct's raw text replaced by its decoded value, at C speed
+                deque(map(setattr, out, repeat(f), map(decoded.__getitem__, texts)), maxlen=0)
         return out
     return [e.get("args") or _NO_ARGS for e in evs]
 
@@ -784,6 +785,23 @@ _PLAIN_ID_TYPES = {int, type(None)}
 _LIST_TYPES = {list, type(None)}
 
 
+def _int64_ids(values: list):
+    """``pd.array(values, dtype="Int64")`` of a list of ints and Nones, built from its
+    values and mask at C speed (pandas infers each element's type first): a column
+    that is all None, as most id columns of one kind of event are, costs nothing.
+    Raises OverflowError for an int outside int64, as pandas does."""
+    n = len(values)
+    missing = values.count(None)
+    if missing == n:
+        return pd.arrays.IntegerArray(np.zeros(n, dtype=np.int64), np.ones(n, dtype=bool))
+    if missing == 0:
+        return pd.arrays.IntegerArray(np.fromiter(values, dtype=np.int64, count=n), np.zeros(n, dtype=bool))
+    a = np.array(values, dtype=object)
+    mask = a == None                                    # noqa: E711 (elementwise)
+    a[mask] = 0
+    return pd.arrays.IntegerArray(a.astype(np.int64), mask)
+
+
 def _ids(values, evs=None, key: str = "id") -> pd.Series:
     """Integer ids with missing values (pandas ``Int64``).
 
@@ -794,7 +812,7 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
     """
     if set(map(type, values)) <= _PLAIN_ID_TYPES:      # the usual case, checked at C speed
         try:
-            return pd.Series(pd.array(values, dtype="Int64"))
+            return pd.Series(_int64_ids(values))
         except (TypeError, ValueError, OverflowError):
             pass
     out = []
@@ -941,23 +959,21 @@ def _int_ids(values: list):
     return [v if type(v) is int else _as_int(v) for v in values]
 
 
-def _ops_table(evs, kinds, args) -> pd.DataFrame:
-    if not evs:
+def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
+    """The ops table from the operators, annotations and steps (``revs``, their
+    ``kinds`` and :func:`_args`), and the Python frames (``py``, ``py_args``)."""
+    if not revs and not py:
         return _empty(OPS_COLUMNS)
     # Python events (most of a with_stack trace) carry only the tracer's ids: read
     # those alone, and the operator fields from the rest. Each column is built once
     # for both groups and put in time order before the table is made (no copies).
-    py = [e for e, k in zip(evs, kinds) if k == "python"]
-    py_args = [a for a, k in zip(args, kinds) if k == "python"]
-    rest = [(e, k) for e, k in zip(evs, kinds) if k != "python"]
-    rest_args = [a for a, k in zip(args, kinds) if k != "python"]
-    del args
     parts = []
-    if rest:
-        revs = [e for e, _ in rest]
+    if revs:
         d = _base_frame(revs)
-        d["kind"] = ["step" if k in ("annotation", "op") and isinstance(n, str) and _STEP_RE.match(n) else k
-                     for (_, k), n in zip(rest, d["name"])]
+        names = d["name"].to_numpy().tolist()           # text, checked by _base_frame
+        is_step = {n: _STEP_RE.match(n) is not None for n in set(names)}
+        d["kind"] = ["step" if k in ("annotation", "op") and is_step[n] else k for k, n in zip(kinds, names)]
+        del names
         A = rest_args
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
         d["input_dims"] = _list_arg(revs, "Input Dims", A)
@@ -980,9 +996,9 @@ def _ops_table(evs, kinds, args) -> pd.DataFrame:
         n = len(d["start_ns"])
         for c in OPS_COLUMNS:
             if c not in d and c not in ("parent", "depth"):
-                d[c] = pd.array([None] * n, dtype="Int64") if c in _INT_ID_COLS else [None] * n
+                d[c] = _int64_ids([None] * n) if c in _INT_ID_COLS else [None] * n
     cols = {c: _concat([d[c] for d in parts]) for c in parts[0]}
-    del parts, d, A, rest, py, rest_args, py_args   # memory: each column is now held once, in cols
+    del parts, d, A, revs, py, rest_args, py_args   # memory: each column is now held once, in cols
     n = len(cols["start_ns"])
     cols["parent"] = np.full(n, -1, dtype=np.int64)   # set from the one event tree (build_host_tree)
     cols["depth"] = np.zeros(n, dtype=np.int64)
@@ -996,9 +1012,13 @@ def _comm_args(evs, args) -> list:
     """Per event, the collective's identity that PyTorch writes on ``record_param_comms``
     (:data:`COMM_ARGS`: process group, sequence number, element counts): a dict of the
     keys present, None for an event that has none of them (every non-collective op)."""
-    cols = [_arg(evs, k, args=args) for k in COMM_ARGS]
-    return [None if all(v is None for v in vals) else {k: v for k, v in zip(COMM_ARGS, vals) if v is not None}
-            for vals in zip(*cols)]
+    n = len(evs)
+    cols = [(k, c) for k in COMM_ARGS if (c := _arg(evs, k, args=args)).count(None) != n]
+    out = [None] * n
+    if cols:                                         # only the events with a key of them, in key order
+        for i in sorted({i for _, c in cols for i, v in enumerate(c) if v is not None}):
+            out[i] = {k: c[i] for k, c in cols if c[i] is not None}
+    return out
 
 
 def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFrame:
@@ -1022,7 +1042,7 @@ def _concat(parts: list):
         return np.concatenate(parts)
     if all(isinstance(p, pd.api.extensions.ExtensionArray) for p in parts):
         return type(parts[0])._concat_same_type(parts)
-    return [x for p in parts for x in (p.tolist() if isinstance(p, np.ndarray) else p)]
+    return list(chain.from_iterable(p.tolist() if isinstance(p, np.ndarray) else p for p in parts))
 
 
 def _take(values, order: np.ndarray):
@@ -1186,26 +1206,39 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
     n = len(ops)
     parent = np.full(n, -1, dtype=np.int64)
     is_op = (tree["source"] == "ops").to_numpy()
-    is_op_l = is_op.tolist()
-    rows = tree["row"].tolist()
-    tpar = tree["parent"].tolist()
-    # nearest ancestor that is an ops row (launches are leaves, but be safe)
-    for i in np.flatnonzero(is_op).tolist():
-        p = tpar[i]
-        while p >= 0 and not is_op_l[p]:
-            p = tpar[p]
-        if p >= 0:
-            parent[rows[i]] = rows[p]
+    rows = tree["row"].to_numpy(dtype=np.int64)
+    tpar = tree["parent"].to_numpy(dtype=np.int64)
+    # nearest ancestor that is an ops row (launches are leaves, but be safe): all the
+    # tree's ops at once, each climbing while its ancestor is not an ops row
+    at = np.flatnonzero(is_op)
+    p = tpar[at]
+    climb = np.flatnonzero((p >= 0) & ~is_op[np.maximum(p, 0)])
+    while climb.size:
+        p[climb] = tpar[p[climb]]
+        climb = climb[(p[climb] >= 0) & ~is_op[np.maximum(p[climb], 0)]]
+    found = p >= 0
+    parent[rows[at[found]]] = rows[p[found]]
     is_py = (ops["kind"] == "python").to_numpy()
     if is_py.any() and not python_children:
         py_rows = np.flatnonzero(is_py)
-        ids = ops["python_id"].iloc[py_rows].tolist()
-        pids = ops["python_parent_id"].iloc[py_rows].tolist()
-        if any(x is not pd.NA and x is not None for x in pids):
-            pid_of = {a: r for a, r in zip(ids, py_rows.tolist()) if a is not pd.NA and a is not None}
-            for r, q in zip(py_rows.tolist(), pids):
-                if q is not pd.NA and q is not None and q in pid_of:
-                    parent[r] = pid_of[q]
+        ids = ops["python_id"].array[py_rows]
+        pids = ops["python_parent_id"].array[py_rows]
+        if (~pids.isna()).any():
+            # the frame of each parent id (the last one, where an id repeats): ids sorted
+            # (stable), the last of each run kept, each parent id found by binary search
+            known = ~ids.isna()
+            kid = ids.to_numpy(dtype=np.int64, na_value=0)[known]
+            krow = py_rows[known]
+            o = np.argsort(kid, kind="stable")
+            kid, krow = kid[o], krow[o]
+            last = np.r_[kid[1:] != kid[:-1], True] if len(kid) else np.zeros(0, dtype=bool)
+            kid, krow = kid[last], krow[last]
+            asked = ~pids.isna()
+            q = pids.to_numpy(dtype=np.int64, na_value=0)[asked]
+            if len(kid):
+                at = np.minimum(np.searchsorted(kid, q), len(kid) - 1)
+                hit = kid[at] == q
+                parent[py_rows[asked][hit]] = krow[at[hit]]
         else:
             # no tracer tree in the file: the frames nest among themselves by time
             t = build_host_tree(ops.iloc[py_rows].assign(kind="op"), _empty(LAUNCH_COLUMNS))
@@ -1214,11 +1247,7 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
             for i in range(len(t)):
                 if tp[i] >= 0:
                     parent[trows[i]] = trows[tp[i]]
-    depth_l = [0] * n
-    for r, p in enumerate(parent.tolist()):  # rows are in start order: parents come first
-        if p >= 0:
-            depth_l[r] = depth_l[p] + 1
-    return parent, np.asarray(depth_l, dtype=np.int64)
+    return parent, _depths(parent)
 
 
 def _launch_table(evs, kinds, A) -> pd.DataFrame:
