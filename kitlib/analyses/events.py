@@ -222,12 +222,13 @@ def _own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
     pos_of_op = np.full(len(trace.ops) + 1, -1, dtype=np.int64)
     pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
     bad = impossible_gpu_events(trace, c)
-    c_op = c[(c["op_row"] >= 0) & ~c["gpu_row"].isin(bad["gpu_row"])]   # damaged rows are not work
-    pos = pos_of_op[c_op["op_row"].to_numpy(dtype=np.int64)] if len(c_op) else np.zeros(0, dtype=np.int64)
+    op_row, gpu_row = c["op_row"].to_numpy(dtype=np.int64), c["gpu_row"].to_numpy()
+    use = (op_row >= 0) & ~np.isin(gpu_row, bad["gpu_row"].to_numpy())   # damaged rows are not work
+    pos = pos_of_op[op_row[use]]
     ok = pos >= 0
     own = np.zeros(n, dtype=np.int64)
     n_own = np.zeros(n, dtype=np.int64)
-    np.add.at(own, pos[ok], c_op["gpu_dur_ns"].to_numpy()[ok].astype(np.int64))
+    np.add.at(own, pos[ok], c["gpu_dur_ns"].to_numpy()[use][ok].astype(np.int64))
     np.add.at(n_own, pos[ok], 1)
     merged = tree["merged"].to_numpy()
     folded = np.flatnonzero(merged)
