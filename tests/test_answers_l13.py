@@ -242,6 +242,9 @@ def test_the_scorecard_counts_per_case(ex):
     assert card.loc["case_a"].tolist() == [4, 4, 4, 0]
     assert card.loc["case_h"].tolist() == [4, 0, 1, 1]
     assert "the fixes, measured" in card.index
+    # the transfer question has its own row (a learner's trial found it counted among the fixes)
+    fixes = [q.key for q in fresh.questions if not q.key.startswith(("case_", "transfer"))]
+    assert card.loc["transfer", "questions"] == 1 and card.loc["the fixes, measured", "questions"] == len(fixes) == 2
 
 
 # --------------------------------------------------------------------------- the lesson's sentences
@@ -284,8 +287,17 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     fresh.reach("a")
     shown = fresh.show()
     assert "case_a_cause" in shown and "case_a_evidence" not in shown and "case_g" not in shown
-    fresh.check("case_a_cause", None)
+    fresh.check("case_a_cause", None)                 # the form shown, nothing tried yet
+    assert "case_a_evidence" not in fresh.show()
+    early = fresh.check("case_a_evidence", None)
+    prompt = fresh["case_a_evidence"].prompt
+    assert early.correct is None and "name a cause first" in str(early) and prompt not in str(early)
+    early = fresh.check("case_a_evidence", 49)           # an answer is not judged before a cause
+    assert early.correct is None and fresh["case_a_evidence"].wrong_tries == 0
+    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)       # a cause tried (wrong)
+    fresh["case_a_cause"].wrong_tries = 0
     assert "case_a_evidence" in fresh.show() and "case_g" not in fresh.show()
+    assert prompt in str(fresh.check("case_a_evidence", None))
     assert "case_g" not in fresh._repr_markdown_()
     fresh.reach("fixes")
     assert "tiny_batch_per_step" in fresh.show() and "transfer_pageable" not in fresh.show()

@@ -4,6 +4,7 @@ the recordings hold: each case's two series of step times, read here from the ra
 series code, each relative to its own *before* median, with the two medians marked."""
 import gzip
 import json
+import re
 import statistics
 from pathlib import Path
 
@@ -84,3 +85,22 @@ def test_the_medians_are_marked_and_the_axis_says_what_it_shows(drawn):
     assert drawn.get_yscale() == "log" and "median before" in drawn.get_ylabel()
     assert [t.get_text() for t in drawn.get_xticklabels()] == [f"case_{x}" for x in LETTERS]
     assert [t.get_text() for t in drawn.get_legend().get_texts()] == ["before", "after"]
+
+
+def test_the_ratio_axis_reads_as_plain_ratios_and_the_legend_covers_no_dot(drawn):
+    """A learner's trial (2 December): the log axis read 4×10⁰ and 6×10⁻¹, and the legend sat
+    on case_h's dots. Each tick is now a ratio written out (0.5×), the ticks cover every dot,
+    and the legend sits beside the axes."""
+    fig = drawn.figure
+    fig.canvas.draw()
+    labels = [t.get_text() for t in drawn.get_yticklabels() if t.get_text()]
+    assert labels and all(re.fullmatch(r"\d+(\.\d+)?×", t) for t in labels), labels
+    ticks = [float(t[:-1]) for t in labels]
+    assert ticks == sorted(ticks) and 1.0 in ticks
+    ys = np.concatenate([c.get_offsets()[:, 1] for c in drawn.collections if c.get_offsets().shape[0] > 2])
+    lo, hi = drawn.get_ylim()
+    assert lo <= ys.min() and ys.max() <= hi
+    legend = drawn.get_legend().get_window_extent()
+    axes = drawn.get_window_extent()
+    assert legend.x0 >= axes.x1                            # beside the axes, so over no dot
+    assert "heavy profile's active steps (before)" in drawn.get_title()

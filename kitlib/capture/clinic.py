@@ -399,7 +399,9 @@ def torchrun_command(settings: dict, recipe: str, out, device: str = "cpu", smal
 
 # --------------------------------------------------------------------------- manifests
 #: The workload keys a shipped manifest keeps: they describe the job, not its cause.
-PUBLIC_WORKLOAD = ("model", "batch_size", "image_size", "device_resolved", "dataset", "dataset_kind",
+#: Not the batch: the tiny-batch case's cause would be one field away; the trace's Input
+#: Dims say it, as the case's evidence does.
+PUBLIC_WORKLOAD = ("model", "image_size", "device_resolved", "dataset", "dataset_kind",
                    "dataset_images", "labels", "loss", "torch_num_threads", "seed")
 #: The recipe keys a shipped manifest keeps.
 PUBLIC_RECIPE = ("kind", "schedule", "activities", "pre_steps", "timing_steps", "use_schedule")
@@ -431,9 +433,22 @@ def public_manifest(manifest: dict, name: str) -> dict:
 
 
 def _publish(folder: Path, name: str) -> None:
+    """Make a recorded bundle public: its manifest through :func:`public_manifest`, and
+    ``key_averages.json`` without its ``batch_size`` (its sha256 follows in the manifest)."""
     from ..readers.bundle import MANIFEST
+    from ..readers.files import sha256_of
     p = folder / MANIFEST
-    p.write_text(json.dumps(public_manifest(json.loads(p.read_text()), name), indent=1) + "\n")
+    m = public_manifest(json.loads(p.read_text()), name)
+    ka_path = folder / "key_averages.json"
+    if ka_path.is_file():
+        ka = json.loads(ka_path.read_text())
+        if "batch_size" in ka:
+            del ka["batch_size"]
+            ka_path.write_text(json.dumps(ka) + "\n")
+        entry = (m.get("files") or {}).get("key_averages.json")
+        if entry is not None:
+            entry["sha256"], entry["bytes"] = sha256_of(ka_path), ka_path.stat().st_size
+    p.write_text(json.dumps(m, indent=1) + "\n")
 
 
 # --------------------------------------------------------------------------- recording

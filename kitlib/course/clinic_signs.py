@@ -380,13 +380,20 @@ def plot_fixes(letters, device: str = "cpu", ax=None):
             ax.scatter(pos + rng.uniform(-0.07, 0.07, len(v)), v, s=9, color=colour, alpha=0.6,
                        label=side if i == 0 else None)
             ax.hlines(np.median(v), pos - 0.13, pos + 0.13, color="black", lw=2)
+    from matplotlib.ticker import FixedLocator, FuncFormatter, NullLocator
     ax.set_xticks(range(len(letters)), [f"case_{x}" for x in letters])
     ax.set_yscale("log")
+    lo, hi = ax.get_ylim()
+    ticks = [t for t in (0.1, 0.2, 0.5, 1, 2, 5, 10) if lo <= t <= hi]
+    ax.yaxis.set_major_locator(FixedLocator(ticks))
+    ax.yaxis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}×"))   # 0.5×, not 5×10⁻¹
+    ax.yaxis.set_minor_locator(NullLocator())
     ax.axhline(1, color="0.6", lw=0.8, ls=":")
     ax.set_ylabel("step time / median before (log scale)")
-    ax.set_title("each fix, measured: uninstrumented steps (per image where the batch changed; "
-                 "profiled steps where only the profiler changed)", fontsize=10)
-    ax.legend(loc="upper right")
+    ax.set_title("each fix, measured: uninstrumented steps, per image where the batch changed; for the "
+                 "profiler case,\nthe heavy profile's active steps (before) against the job's uninstrumented "
+                 "steps (after)", fontsize=10)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0)   # beside the dots, not on them
     return ax
 
 

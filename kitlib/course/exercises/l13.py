@@ -24,7 +24,7 @@ import numpy as np
 
 from ...capture.clinic import CASES
 from .. import clinic_signs as cs
-from . import Exercises, Question
+from . import Exercises, Question, Verdict
 from .l10 import VERDICTS, _verdict_norm
 from .l11 import TOOLS
 
@@ -331,8 +331,11 @@ def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hna
 
 
 def group(key: str) -> str:
-    """The scorecard's group of a question: its case (``case_a``), or ``the fixes``."""
-    return key[:6] if key.startswith("case_") and key[6:7] == "_" else "the fixes, measured"
+    """The scorecard's group of a question: its case (``case_a``), ``the fixes, measured``,
+    or ``transfer`` (applying a case's sign to a recording outside the clinic)."""
+    if key.startswith("case_") and key[6:7] == "_":
+        return key[:6]
+    return "transfer" if key.startswith("transfer") else "the fixes, measured"
 
 
 def questions(capture=None, letters=None, reference=None) -> Exercises:
@@ -415,7 +418,8 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
     shown = ", ".join(f"{k} × {v}" for k, v in copies.items())
     qs.append(Question(
         "transfer_pageable", f"Transfer: a GPU set would add the pageable-copy case. Apply its sign to the kit's "
-                             f"GPU recording {ref.name}: does it copy batches from pageable memory? (yes/no)",
+                             f"GPU recording {ref.name} (kitlib.open_capture(\"{ref.name}\")): does it copy "
+                             "batches from pageable memory? (yes/no)",
         pageable, f"its copies: {shown}. " + ("Pageable copies are there." if pageable else
                                               "Every host-to-device copy comes from pinned memory: the loader pins "
                                               "its batches, so this job does not have that cause."),
@@ -428,10 +432,12 @@ class Clinic(Exercises):
     """Lesson 13's questions, listed only as the lesson reaches them.
 
     ``show()`` (and the markdown view) lists a case's route, cause and fix once
-    :meth:`reach` has opened the case, and its evidence question once its cause question
-    has been checked: the evidence prompt names the figure, which points at the cause. The
-    questions about the fixes appear once ``reach("fixes")`` has run, the transfer once
-    ``reach("transfer")`` has. ``questions`` holds them all (the answer key, ``check``)."""
+    :meth:`reach` has opened the case, and its evidence question once a cause has been
+    tried (checked with an answer, not ``None``): the evidence prompt names the figure,
+    which points at the cause. Until then ``check`` of the evidence question says so and
+    neither shows its prompt nor judges an answer. The questions about the fixes appear
+    once ``reach("fixes")`` has run, the transfer once ``reach("transfer")`` has.
+    ``questions`` holds them all (the answer key)."""
 
     def __init__(self, title, questions):
         super().__init__(title, questions)
@@ -460,7 +466,16 @@ class Clinic(Exercises):
         return out
 
     def check(self, key: str, answer):
-        self.asked.add(key)
+        """As :meth:`Exercises.check`; an evidence question before its case's cause has been
+        tried gets a note to name a cause first (see the class)."""
+        part = self._part(key)
+        if key.endswith("_evidence") and f"{part}_cause" not in self.asked:
+            self[key]                                        # an unknown key still raises
+            return Verdict(key, None, f"name a cause first ({part}_cause above), then run this cell again: "
+                                      "this question names the figure to compute, and the figure points at "
+                                      "the cause.")
+        if answer is not None:
+            self.asked.add(key)
         return super().check(key, answer)
 
     def show(self) -> str:
