@@ -88,8 +88,9 @@ def test_steps_in_trace_from_the_raw_json_and_the_schedule(ex, raw):
     assert not any(q.judge_silently(x) for x in (2, 4, 5))
 
 
-def _conv_calls_other_schedule(tmp_path, steps_run: int, sch: dict) -> int:
-    """aten::conv2d calls in the trace of the other schedule's run (made once per process)."""
+def _other_schedule_run(tmp_path, steps_run: int, sch: dict) -> tuple:
+    """(aten::conv2d calls, ProfilerStep#N events) in the trace of the other schedule's run
+    (made once per process)."""
     key = ("conv_calls", steps_run, tuple(sorted(sch.items())))
     if key not in _RUNS:
         import torch
@@ -97,8 +98,32 @@ def _conv_calls_other_schedule(tmp_path, steps_run: int, sch: dict) -> int:
         model, _, _, _ = small_model()
         x, y = torch.randn(2, 3, 8, 8), torch.randint(0, 10, (2,))
         ev, _ = _profile(tmp_path, model, x, y, steps_run, sch)
-        _RUNS[key] = sum(e.get("name") == "aten::conv2d" for e in ev)
+        _RUNS[key] = (sum(e.get("name") == "aten::conv2d" for e in ev),
+                      sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in ev))
     return _RUNS[key]
+
+
+def _conv_calls_other_schedule(tmp_path, steps_run: int, sch: dict) -> int:
+    return _other_schedule_run(tmp_path, steps_run, sch)[0]
+
+
+def test_conv_calls_if_explained_from_both_runs(ex, raw, tmp_path):
+    """conv_calls_if's answer is a count, and its explanation's figures are the two runs'
+    (l01 mutants #12, #31, #32: the calls per step or the answer computed with / instead of
+    // or *, which shows "2.0"); the two traps a learner can meet each give their feedback.
+    The third, the warm-up step counted, has the value of the second here (3 calls in 3
+    steps): a learner answering 3 meets "your own run's count" (mutant #35 changes only the
+    third's value)."""
+    from kitlib.course.exercises import l01
+    n, other = _other_schedule_run(tmp_path, l01.OTHER_STEPS_RUN, l01.OTHER_SCHEDULE)
+    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
+    calls = sum(e.get("name") == "aten::conv2d" for e in raw)
+    q = ex["conv_calls_if"]
+    assert type(q.answer) is int and q.answer == n
+    assert q.explain.startswith(f"{n}: that schedule records {other} steps")
+    assert f"calls aten::conv2d {calls // steps} time(s) per step (your trace: {calls} calls in {steps} steps)" in q.explain
+    assert "counts every step the loop ran" in q.judge(l01.OTHER_STEPS_RUN * calls // steps).message
+    assert "your own run's count" in q.judge(calls).message
 
 
 def test_conv_calls_if_settled_by_running_the_other_schedule(ex, raw, tmp_path):
@@ -134,6 +159,24 @@ def test_conv_shape_groups_settled_by_running_the_bigger_model(ex, tmp_path):
     assert not q.judge_silently(1) and "not their input shapes" in q.judge(1).message
 
 
+def test_conv_shape_groups_explained_from_the_input_dims(ex, raw):
+    """conv_shape_groups' explanation names the first convolution's Input Dims as the raw JSON
+    has them, and the second's (batch, the first's output channels, same size; weights
+    c_out × c_out × 3 × 3) (l01 mutants #23, #25-#27, #36-#39: another index, a 3 made 4);
+    the "one name" trap names the channels, and the calls trap (2 per step × the recorded
+    steps) gets its feedback (#42, #43)."""
+    conv = next(e for e in raw if e.get("name") == "aten::conv2d")
+    dims = conv["args"]["Input Dims"]
+    (n, _, h, w), c_out = dims[0], dims[1][0]
+    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
+    q = ex["conv_shape_groups"]
+    assert f"your convolution's inputs are {dims[0]} with weights {dims[1]}; the second one would take " \
+           f"{[n, c_out, h, w]} with weights {[c_out, c_out, 3, 3]}." in q.explain
+    assert f"nn.Conv2d({c_out}, {c_out}, 3, padding=1)" in q.prompt
+    assert f"the second one's input has {c_out} channels" in q.judge(1).message
+    assert "counts distinct shapes, not calls" in q.judge(2 * steps).message
+
+
 def test_top_self_op_from_the_raw_json(ex, raw):
     """Self time: an operator's duration minus its direct children's (cpu_op and labels nested
     in it on the same thread), summed per name, from the raw events."""
@@ -154,6 +197,12 @@ def test_top_self_op_from_the_raw_json(ex, raw):
     ranked = sorted(per_name, key=per_name.get, reverse=True)
     q = ex["top_self_op"]
     assert q.kind == "compute"
+    # the answer is the operator with the most self time, its figure and calls as the raw
+    # events give them (l01 mutants #30: the second row's name; #44, #45: its time ×1e6 or the
+    # second row's)
+    calls = sum(e.get("cat") == "cpu_op" and e["name"] == q.answer for e in xs)
+    assert q.explain.startswith(f"{q.answer}: {per_name[q.answer] / 1e3:,.2f} ms of self time over {calls} calls")
+    assert per_name[q.answer] == per_name[ranked[0]]
     if per_name[ranked[0]] > 1.05 * per_name[ranked[1]]:
         assert q.answer == ranked[0] and not q.judge_silently(ranked[1])
     else:                       # a near tie on a busy machine: either of the two is what the tables show
