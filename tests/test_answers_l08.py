@@ -338,3 +338,73 @@ def test_achieved_vs_peak_labels_leave_the_bars_their_width():
     assert "dense TF32" in ax.get_title()
     assert ax.get_position().width > 0.55
     plt.close(ax.figure)
+
+
+def test_with_flops_share_and_bwd_fwd_ratio_explained_from_the_files(ex, rows, counter):
+    """The figures a learner reads in two explanations, from key_averages' flops column and
+    FlopCounterMode's JSON: "1.046 of 3.109 TFLOP = 33.7%" (l08 mutants #54, #56: a figure
+    ×1e12 instead of ÷) and "aten.convolution_backward 2.062 TFLOP ÷ aten.convolution 1.046
+    TFLOP = 1.97" (#60, #62, #64)."""
+    per_step = sum(r["flops"] or 0 for r in rows["by_name"]) / 5
+    total = counter["total"]
+    assert f"about a third: {per_step / 1e12:.3f} of {total / 1e12:.3f} TFLOP = {per_step / total:.1%}." \
+        in ex["with_flops_share"].explain
+    bwd, fwd = counter["by_op"]["aten.convolution_backward"], counter["by_op"]["aten.convolution"]
+    assert f"aten.convolution_backward {bwd / 1e12:.3f} TFLOP ÷ aten.convolution {fwd / 1e12:.3f} TFLOP = " \
+           f"{bwd / fwd:.2f}:" in ex["bwd_fwd_ratio"].explain
+
+
+def test_other_conv_gflop_worked_from_the_raw_args(ex):
+    """other_conv_gflop's worked example, every figure from the raw event's Input Dims and
+    Concrete Inputs: H_out's formula and value, the product and the GFLOP (l08 mutants #74-#96:
+    a sign, an index, // for /, ×1e9 for ÷ in the explanation)."""
+    e = next(e for e in _convs("fixed_batch") if e["args"]["Concrete Inputs"][3] == "[2, 2]"
+             and e["args"]["Input Dims"][1][2:] == [1, 1])
+    (n, c_in, h, _), (c_out, _, kh, kw) = e["args"]["Input Dims"][:2]
+    stride, pad, dil = (json.loads(v) for v in e["args"]["Concrete Inputs"][3:6])
+    groups = int(e["args"]["Concrete Inputs"][6])
+    flops, (ho, _) = _conv_flops(e)
+    assert f"H_out = W_out = ({h} + 2·{pad[0]} − {dil[0]}·({kh} − 1) − 1) // {stride[0]} + 1 = {ho}; " \
+           f"2 · {n} · H_out · W_out · {kh} · {kw} · {c_in} · {c_out} / {groups} = {flops:,} FLOPs = " \
+           f"{flops / 1e9:.2f} GFLOP" in ex["other_conv_gflop"].explain
+
+
+def test_conv_tflops_5step_mixed_pair_trap(ex, counter):
+    """The whole step's FLOPs (FlopCounterMode) over profiler_5step's forward convolutions'
+    CUDA time (its printed table) meets its own feedback (l08 mutants #103-#106: that trap's
+    value ×1e12 or ÷ 1000 instead, never met)."""
+    mixed = counter["total"] / (_printed_5step("aten::cudnn_convolution", "CUDA total") / 5 * 1e-3) / 1e12
+    assert "the whole step's FLOPs over the forward convolutions' time" in ex["conv_tflops_5step"].judge(mixed).message
+
+
+def test_gpu_busy_share_explained_from_the_raw_json(ex):
+    """"busy 212.9 ms of 223.9 ms = 95%": the GPU events' union inside the profiled steps and
+    the steps' span, from the raw JSON (l08 mutants #109, #111: a figure ×1e6 instead of ÷)."""
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    steps = [e for e in raw if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#")]
+    a, b = min(s["ts"] for s in steps), max(s["ts"] + s["dur"] for s in steps)
+    busy = merged_length([(max(e["ts"], a), min(e["ts"] + e["dur"], b)) for e in raw
+                          if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] < b and e["ts"] + e["dur"] > a])
+    assert f"over three quarters: busy {busy / 1e3:.1f} ms of {(b - a) / 1e3:.1f} ms = {busy / (b - a):.0%}." \
+        in ex["gpu_busy_share"].explain
+
+
+def test_stem_intensity_explained_and_its_traps(ex):
+    """stem_intensity's explanation (FLOPs ÷ bytes = FLOP/byte, and the roofline's cap at the
+    H200's 4.8 TB/s) and its two traps, the output left out and elements for bytes, at the
+    values worked out from the raw Input Dims, each with its own feedback (l08 mutants #40-#51,
+    #117-#123: an element count or a byte factor changed, the trap never met; #116: the cap
+    ÷ instead of ×). The old check matched "output" anywhere in the message, which the
+    question's own hint says too."""
+    stem = _convs("fixed_batch")[0]
+    (n, c, h, w), (k, _, kh, kw) = stem["args"]["Input Dims"][:2]
+    flops, (ho, wo) = _conv_flops(stem)
+    elements = n * c * h * w + k * c * kh * kw + n * k * ho * wo
+    ai = flops / (4 * elements)
+    no_output = flops / (4 * (n * c * h * w + k * c * kh * kw))
+    q = ex["stem_intensity"]
+    assert f"{flops:,} FLOPs ÷ {4 * elements:,} bytes = {ai:.1f} FLOP/byte" in q.explain
+    assert f"the roofline caps it at {ai * H200_TB_PER_S:.0f} TFLOP/s" in q.explain
+    assert [t for t, _ in q.traps] == pytest.approx([no_output, flops / elements], rel=1e-9)
+    assert "the output is written to memory too" in q.judge(no_output).message.lower()
+    assert "those are elements, not bytes" in q.judge(flops / elements).message.lower()
