@@ -159,10 +159,22 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
 
 
 def _depths(parent: np.ndarray) -> np.ndarray:
-    """How many ancestors each event has, from the position of each one's parent (-1
-    at the top): every event's distance to its farthest known ancestor, doubled each
-    round (pointer jumping), so as many rounds as the log of the deepest nesting."""
+    """Each event's depth, from the position of its parent (-1 at the top), in list
+    order: ``depth[i] = depth[parent[i]] + 1``.
+
+    Where every parent comes before its children (a tree built in start order), that
+    is the number of ancestors, found for all events at once: each one's distance to
+    its farthest known ancestor, doubled each round (pointer jumping), so as many rounds
+    as the log of the deepest nesting. Otherwise (Python frames nested by ids that a
+    damaged trace can point anywhere, even in a loop) the same rule in one pass, each
+    event reading its parent's depth as far as it is known."""
     parent = np.asarray(parent, dtype=np.int64)
+    if not (parent < np.arange(len(parent))).all():
+        depth_l = [0] * len(parent)
+        for i, p in enumerate(parent.tolist()):
+            if p >= 0:
+                depth_l[i] = depth_l[p] + 1
+        return np.asarray(depth_l, dtype=np.int64)
     depth = (parent >= 0).astype(np.int64)       # the distance from each event to up[event]
     up = parent.copy()
     live = np.flatnonzero(up >= 0)

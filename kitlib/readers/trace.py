@@ -929,14 +929,20 @@ def _times(evs, with_dur=True):
 def _base_frame(evs, with_dur=True):
     start, dur = _times(evs, with_dur)
     names = _col(evs, "name", "")
-    if set(map(type, names)) != {str}:
+    name_col = _text(names)                             # the usual case: every name is text
+    if name_col is None:
         for e, n in zip(evs, names):
             if not isinstance(n, str):
                 raise _BadEvent(e, f"has a 'name' that is a {type(n).__name__}, not text")
-    pids, tids = _col(evs, "pid"), _col(evs, "tid")
-    for col, key in ((pids, "pid"), (tids, "tid")):
-        if set(map(type, col)) == {int} and -2**63 <= min(col) and max(col) < 2**63:
-            continue                                    # the usual case, checked at C speed
+        name_col = pd.array(names, dtype=object)
+    ids = {}
+    for col, key in ((_col(evs, "pid"), "pid"), (_col(evs, "tid"), "tid")):
+        if set(map(type, col)) == {int}:                # the usual case, checked at C speed
+            try:
+                ids[key] = np.fromiter(col, dtype=np.int64, count=len(col))
+                continue
+            except OverflowError:                       # one beyond int64: named below
+                pass
         for e, v in zip(evs, col):
             if type(v) is int:
                 if not -2**63 <= v < 2**63:
@@ -944,11 +950,28 @@ def _base_frame(evs, with_dur=True):
             elif v is None or not _hashable_id(v):
                 raise _BadEvent(e, f"has no '{key}'" if v is None else
                                 f"has a '{key}' that is a {type(v).__name__}, not a number or text")
+        ids[key] = _int_ids(col)
     return {
-        "name": pd.array(names, dtype=object),
-        "pid": _int_ids(pids), "tid": _int_ids(tids),
+        "name": name_col,
+        "pid": ids["pid"], "tid": ids["tid"],
         "start_ns": start, "dur_ns": dur, "end_ns": start + dur,
     }
+
+
+def _text(values: list):
+    """A column of text (pandas' ``str`` dtype, as pandas makes it from a list of
+    ``str``) built by pyarrow from the list at C speed; None unless every value is a
+    ``str`` (the caller then names the event or lets pandas decide, as before)."""
+    import pyarrow as pa
+    if not values:                                      # empty: pandas' own dtype for it
+        return None
+    try:
+        arr = pa.array(values, type=pa.large_string())
+    except (pa.ArrowException, TypeError, ValueError, UnicodeError):
+        return None
+    if arr.null_count:
+        return None
+    return pd.array(arr, dtype="str")
 
 
 def _int_ids(values: list):
@@ -970,7 +993,7 @@ def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
     parts = []
     if revs:
         d = _base_frame(revs)
-        names = d["name"].to_numpy().tolist()           # text, checked by _base_frame
+        names = _col(revs, "name", "")                  # text, checked by _base_frame
         is_step = {n: _STEP_RE.match(n) is not None for n in set(names)}
         d["kind"] = ["step" if k in ("annotation", "op") and is_step[n] else k for k, n in zip(kinds, names)]
         del names
@@ -1029,7 +1052,13 @@ def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFram
     out = {}
     for c in columns:
         v = _take(_concat([d.pop(c)]), order)
-        out[c] = pd.array(v, dtype=object) if c in objects else v
+        if c in objects:
+            v = pd.array(v, dtype=object)
+        elif not len(order) and isinstance(v, pd.arrays.ArrowStringArray):
+            v = pd.array(np.zeros(0, dtype=object), dtype=object)   # no row left: as pandas gives it
+        elif isinstance(v, list) and (t := _text(v)) is not None:   # text (kind, api): as pandas would
+            v = t
+        out[c] = v
     return pd.DataFrame(out, copy=False)
 
 
@@ -1307,10 +1336,19 @@ def _other_table(evs) -> pd.DataFrame:
         if not set(map(type, vals)) <= {int, float}:
             vals = [v if isinstance(v, (int, float)) else 0 for v in vals]
         return vals
+    def column(key, default=None):      # what pandas makes of the list, at C speed where it is plain
+        vals = _col(evs, key, default)
+        if set(map(type, vals)) == {int}:
+            try:
+                return np.fromiter(vals, dtype=np.int64, count=len(vals))
+            except OverflowError:
+                return vals
+        text = _text(vals)
+        return vals if text is None else text
     start = _ns_exact(evs, "ts", numbers("ts"))
     dur = np.rint(np.asarray(numbers("dur"), dtype=np.float64) * 1000).astype(np.int64)
-    return pd.DataFrame({"name": _col(evs, "name", ""), "cat": _col(evs, "cat"), "ph": _col(evs, "ph"),
-                         "pid": _col(evs, "pid"), "tid": _col(evs, "tid"),
+    return pd.DataFrame({"name": column("name", ""), "cat": column("cat"), "ph": column("ph"),
+                         "pid": column("pid"), "tid": column("tid"),
                          "start_ns": start, "dur_ns": dur})[OTHER_COLUMNS]
 
 
