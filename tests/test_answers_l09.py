@@ -3,6 +3,7 @@
 its manifest, and SQL on the public CloverLeaf export of the transfer questions. Each key is
 checked, and the near misses a learner makes are rejected."""
 import csv
+import functools
 import json
 import statistics
 from pathlib import Path
@@ -182,14 +183,21 @@ def _verdict(empty_share, busy_share):
             "GPU-bound" if empty_share <= 0.05 and busy_share >= 0.90 else "mixed")
 
 
-def test_queue_verdict(ex):
-    """The last step of nsys_8step, from the export's tables: never an empty queue, the GPU busy
-    97 % of it: GPU-bound."""
+@functools.cache
+def _last_step_queue() -> tuple:
+    """(empty, busy, start, end) in ns of nsys_8step's last torch_step, from the export's
+    tables (once per process: tools/exercise_mutants.py --kill's children find it made)."""
     launch_of = dict((c, s) for s, c in sql_rows(DB, "SELECT start, correlationId FROM CUPTI_ACTIVITY_KIND_RUNTIME"))
     gpu = [r for t in ("KERNEL", "MEMCPY", "MEMSET")
            for r in sql_rows(DB, f"SELECT start, end, correlationId FROM CUPTI_ACTIVITY_KIND_{t}")]
     a, b = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")[-1]
-    empty, busy = _queue_empty_and_busy(launch_of, gpu, a, b)
+    return (*_queue_empty_and_busy(launch_of, gpu, a, b), a, b)
+
+
+def test_queue_verdict(ex):
+    """The last step of nsys_8step, from the export's tables: never an empty queue, the GPU busy
+    97 % of it: GPU-bound."""
+    empty, busy, a, b = _last_step_queue()
     assert empty == 0 and 0.97 < busy / (b - a) < 0.98
     q = ex["queue_verdict"]
     assert q.kind == "predict" and q.answer == _verdict(empty / (b - a), busy / (b - a)) == "GPU-bound"
@@ -199,9 +207,10 @@ def test_queue_verdict(ex):
     assert "gaps in the kernel row" in q.judge("CPU-bound").message
 
 
-def test_public_queue_empty_share(ex):
-    """ProfilerStep#7 of the public V100 trace (PyTorch 1.9: categories Runtime, Kernel, Memcpy,
-    Memset; whole µs), from its raw JSON."""
+@functools.cache
+def _public_step_queue() -> tuple:
+    """(empty, busy, start, end) in ns of the public V100 trace's asked step, from its raw
+    JSON, once per process."""
     import gzip
     import orjson
     from kitlib.course.exercises import l09
@@ -213,7 +222,13 @@ def test_public_queue_empty_share(ex):
            if e.get("ph") == "X" and e.get("cat") in ("Kernel", "Memcpy", "Memset")]
     (st,) = [e for e in events if e.get("name") == f"ProfilerStep#{l09.PUBLIC_TRACE_STEP}"]
     a, b = us(st["ts"]), us(st["ts"]) + us(st["dur"])
-    empty, busy = _queue_empty_and_busy(launch_of, gpu, a, b)
+    return (*_queue_empty_and_busy(launch_of, gpu, a, b), a, b)
+
+
+def test_public_queue_empty_share(ex):
+    """ProfilerStep#7 of the public V100 trace (PyTorch 1.9: categories Runtime, Kernel, Memcpy,
+    Memset; whole µs), from its raw JSON."""
+    empty, busy, a, b = _public_step_queue()
     q = ex["public_queue_empty_share"]
     assert q.kind == "transfer" and q.answer == pytest.approx(empty / (b - a), rel=1e-12)
     assert round(q.answer, 3) == 0.418 and _verdict(empty / (b - a), busy / (b - a)) == "CPU-bound"
@@ -285,3 +300,94 @@ def test_queue_section_sentences():
         if reach is not None and s > reach and any(a <= reach < b for a, b in steps[3:]):
             assert launch_of[c] <= reach and s - reach < 30_000
         reach = e if reach is None else max(reach, e)
+
+
+def test_queue_verdict_explained_for_the_last_step(ex):
+    """queue_verdict names the last step and gives its figures, from the export's tables
+    (l09 mutants #17: the step before the last, same verdict, other figures; #18: the
+    GPU-bound step without its sentence on what would make it shorter)."""
+    empty, busy, a, b = _last_step_queue()
+    n = len(sql_rows(DB, "SELECT start FROM NVTX_EVENTS WHERE text = 'torch_step'"))
+    q = ex["queue_verdict"]
+    assert f"from the timeline of step {n - 1} above" in q.prompt
+    assert q.explain.startswith(f"GPU-bound: queue empty {100 * empty / (b - a):.1f} % of the step "
+                                f"({empty / 1e6:.3f} of {(b - a) / 1e6:.3f} ms), GPU busy {100 * busy / (b - a):.1f} %")
+    assert "a faster host would not make this step shorter; shorter or fewer kernels would." in q.explain
+
+
+def test_public_queue_empty_share_traps_from_the_raw_json(ex):
+    """The busy share and 1 − the answer, from the public trace's raw JSON, each meet their
+    own feedback (l09 mutants #27, #28: the "1 minus" trap computed as 1 + or 2 −)."""
+    empty, busy, a, b = _public_step_queue()
+    q = ex["public_queue_empty_share"]
+    assert "1 minus the answer" in q.judge(1 - empty / (b - a)).message
+    assert "share of the step the GPU was busy" in q.judge(busy / (b - a)).message
+
+
+def test_syncs_in_steps_explained_from_the_export(ex):
+    """The waiting calls outside the steps, counted by SQL: all, before step 0 (of them the
+    stream synchronisations) and after the last step (l09 mutants #34: the stream
+    synchronisations miscounted; #62: the prompt's list of calls cut short)."""
+    steps = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")
+    calls = [(n.split("_v")[0], t) for n, t in sql_rows(DB, "SELECT s.value, r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                                           "JOIN StringIds s ON s.id = r.nameId")]
+    names = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
+    waiting = [(n, t) for n, t in calls if n in names]
+    before = [n for n, t in waiting if t < steps[0][0]]
+    after = sum(t >= steps[-1][1] for _, t in waiting)
+    q = ex["syncs_in_steps"]
+    assert f"({', '.join(names[:-1])} or a plain cudaMemcpy)" in q.prompt
+    assert f"The {len(waiting)} waiting calls are outside the steps: {len(before)} before step 0 " \
+           f"({before.count('cudaStreamSynchronize')} stream synchronisations" in q.explain
+    assert f"and {after} after the last step" in q.explain
+
+
+def test_pin_alloc_share_explained_and_its_traps(ex):
+    """pin_alloc_share's figures and its two traps (the part outside the calls; the calls over
+    the range plus the calls), at the values the export gives, each with its feedback (l09
+    mutants #40-#44: a trap's value changed, never met)."""
+    s0, e0 = _first_data_load()
+    durs = [d for (d,) in sql_rows(DB, "SELECT r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                                       "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
+                                       "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)]
+    share = sum(durs) / (e0 - s0)
+    q = ex["pin_alloc_share"]
+    assert q.explain.startswith(f"{len(durs)} calls, {sum(durs) / 1e6:,.1f} ms of {(e0 - s0) / 1e6:,.1f} ms = {share:.1%}")
+    assert [t for t, _ in q.traps] == pytest.approx([1 - share, sum(durs) / (e0 - s0 + sum(durs))], rel=1e-12)
+    assert "outside* cudaHostAlloc" in q.judge(1 - share).message
+    assert "divide by the range's length alone" in q.judge(sum(durs) / (e0 - s0 + sum(durs))).message.lower()
+
+
+def test_batches_before_batch0_explained(ex):
+    """"it woke 8 times ... 7 batches were pinned before batch 0", the wake-ups counted by SQL
+    as in test_batches_before_batch0 (l09 mutants #49, #50: the second figure miscounted)."""
+    s0, e0 = _first_data_load()
+    (first_alloc,), = sql_rows(DB, "SELECT MIN(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+                                   "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
+                                   "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)
+    (main,), = sql_rows(DB, "SELECT globalTid FROM NVTX_EVENTS WHERE text = 'data_load' LIMIT 1")
+    (woke,), = sql_rows(DB, "SELECT COUNT(*) FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId "
+                            "WHERE s.value = 'sem_clockwait' AND o.globalTid = ? AND o.end > ? AND o.end <= ?",
+                        main, first_alloc, e0)
+    q = ex["batches_before_batch0"]
+    assert q.explain.startswith(f"it woke {woke} times after the pin thread began")
+    assert f"{woke - 1} batches were pinned before batch 0" in q.explain
+
+
+def test_h2d_pinned_gbps_share_of_the_link_trap(ex):
+    """The rate as a share of the 64 GB/s link (the figure the question's trap takes as the PCIe
+    Gen5 x16 link's one-way peak) meets its feedback (l09 mutants #56-#59: that trap's value
+    ÷ or × or 65 or 101, never met)."""
+    (b, ns), = sql_rows(DB, "SELECT SUM(bytes), SUM(end - start) FROM CUPTI_ACTIVITY_KIND_MEMCPY "
+                            "WHERE copyKind = 1 AND srcKind = 1")
+    assert "share of the link's peak" in ex["h2d_pinned_gbps"].judge(b / ns / 64 * 100).message
+
+
+def test_public_sync_ms_explained_and_the_mean_trap(ex):
+    """"301.7 ms in 1,312 calls" from SQL on the public export, and the mean per call meets its
+    feedback (l09 mutant #5: the calls counted for another function)."""
+    (ns, n), = sql_rows(CLOVER, "SELECT SUM(r.end - r.start), COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME r "
+                                "JOIN StringIds s ON s.id = r.nameId WHERE s.value LIKE 'cudaDeviceSynchronize%'")
+    q = ex["public_sync_ms"]
+    assert q.explain.startswith(f"{ns / 1e6:,.1f} ms in {n:,} calls")
+    assert "mean per call" in q.judge(ns / n / 1e6).message
