@@ -253,3 +253,21 @@ def test_the_reference_trace_on_the_epoch_clock_reads_the_same_to_the_ns(tmp_pat
     for col in ("parent", "depth"):
         assert (a.ops[col] == b.ops[col]).all(), col
     assert (a.host_events["children_ns"] == b.host_events["children_ns"]).all()
+
+
+def test_python_parent_ids_in_a_loop_still_load(tmp_path, monkeypatch):
+    """A damaged trace whose Python frames name each other as parents (f's parent is g,
+    g's is f) loads on both paths: parents by id, depths by the one pass over the rows
+    (depth = the parent's depth as far as it is known, + 1), never a walk up the loop."""
+    monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
+
+    def frame(name, ts, dur, pid, parent):
+        return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"Python id": pid, "Python parent id": parent}}
+    doc = {"traceEvents": [frame("f", 0, 100, 1, 2), frame("g", 10, 20, 2, 1), frame("h", 12, 5, 3, 2),
+                           {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 13, "dur": 1}]}
+    path = tmp_path / "loop.json"
+    path.write_bytes(orjson.dumps(doc))
+    for tr in (T.load_trace(path), T.trace_from_json(doc)):
+        assert tr.ops[["name", "parent", "depth"]].values.tolist() == [
+            ["f", 1, 1], ["g", 0, 2], ["h", 1, 3], ["aten::mm", -1, 0]]

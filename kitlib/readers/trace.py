@@ -1051,13 +1051,17 @@ def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFram
     Python objects whatever pandas would infer."""
     out = {}
     for c in columns:
-        v = _take(_concat([d.pop(c)]), order)
-        if c in objects:
-            v = pd.array(v, dtype=object)
-        elif not len(order) and isinstance(v, pd.arrays.ArrowStringArray):
+        v = _concat([d.pop(c)])
+        if isinstance(v, list) and c in objects:         # one object array, then in order: C speed
+            v = pd.arrays.NumpyExtensionArray(np.fromiter(v, dtype=object, count=len(v)).take(order))
+        elif isinstance(v, list) and len(order) and (t := _text(v)) is not None:   # text (kind, api)
+            v = t.take(order)
+        else:
+            v = _take(v, order)
+            if c in objects:
+                v = pd.array(v, dtype=object)
+        if not len(order) and isinstance(v, pd.arrays.ArrowStringArray):
             v = pd.array(np.zeros(0, dtype=object), dtype=object)   # no row left: as pandas gives it
-        elif isinstance(v, list) and (t := _text(v)) is not None:   # text (kind, api): as pandas would
-            v = t
         out[c] = v
     return pd.DataFrame(out, copy=False)
 
