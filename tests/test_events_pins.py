@@ -156,3 +156,27 @@ def test_every_event_of_a_step_hangs_under_that_step_from_raw_json():
         up = parent[top]
         top = np.where(up >= 0, up, top)
     assert (top == want).all()
+
+
+def test_op_events_of_a_learners_filtered_trace():
+    """A learner's edit, ``dataclasses.replace(trace, ops=ops[ops.name != "aten::empty"])``:
+    the kept rows keep the reader's row labels, which are no longer positions. op_events
+    read them as positions and failed (IndexError). Now every kept event keeps its name,
+    times, ids and shapes, and its GPU time; only host self time grows, by the removed
+    children's time."""
+    import dataclasses
+    import kitlib
+    from kitlib.analyses.events import op_events
+    tr = kitlib.open_capture("profiler_5step").trace
+    ops = tr.ops
+    gone = ops["name"] == "aten::empty"
+    assert gone.sum() > 0
+    whole = op_events(tr)
+    whole = whole[whole["name"] != "aten::empty"].reset_index(drop=True)
+    cut = op_events(dataclasses.replace(tr, ops=ops[~gone])).reset_index(drop=True)
+    assert len(cut) == len(whole)
+    for col in ("name", "kind", "start_ns", "end_ns", "source", "row", "external_id", "input_shapes",
+                "sequence_number", "device_self_ns", "device_total_ns", "n_gpu_events"):
+        assert cut[col].astype(object).fillna(-1).tolist() == whole[col].astype(object).fillna(-1).tolist(), col
+    grew = cut["host_self_ns"].to_numpy() - whole["host_self_ns"].to_numpy()
+    assert (grew >= 0).all() and grew.sum() == ops.loc[gone, "dur_ns"].sum()

@@ -175,13 +175,13 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
     seq = np.full(n, pd.NA, dtype=object)
     fwd = np.full(n, pd.NA, dtype=object)
     if is_ops.any():
-        r = rows[is_ops]
+        r = _positions(ops, rows[is_ops])          # tree rows are labels (ops may have been filtered)
         ext[is_ops] = ops["external_id"].to_numpy(dtype=object)[r]
         dims[is_ops] = ops["input_dims"].to_numpy(dtype=object)[r]
         seq[is_ops] = ops["sequence_number"].to_numpy(dtype=object)[r]
         fwd[is_ops] = ops["fwd_thread_id"].to_numpy(dtype=object)[r]
     if is_la.any():
-        ext[is_la] = L["external_id"].to_numpy(dtype=object)[rows[is_la]]
+        ext[is_la] = L["external_id"].to_numpy(dtype=object)[_positions(L, rows[is_la])]
 
     own, n_own = _own_gpu_ns(trace, tree, c)
     merged = tree["merged"].to_numpy()
@@ -209,6 +209,14 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
     return ev[EVENT_COLUMNS]
 
 
+def _positions(table: pd.DataFrame, labels: np.ndarray) -> np.ndarray:
+    """Positions in ``table`` of its row ``labels`` (the labels themselves when its index is
+    0, 1, 2, ... as a reader makes it; a learner's filtered table keeps the reader's labels)."""
+    if table.index.equals(pd.RangeIndex(len(table))):
+        return labels.astype(np.int64)
+    return table.index.get_indexer(labels)
+
+
 def _own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
     """The GPU time (int64 ns) and count of GPU events each event of ``tree``
     (``trace.host_events``) launched itself: the chain's rows whose operator it is,
@@ -219,7 +227,8 @@ def _own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
     n = len(tree)
     src, rows = tree["source"].to_numpy(), tree["row"].to_numpy()
     is_ops = src == "ops"
-    pos_of_op = np.full(len(trace.ops) + 1, -1, dtype=np.int64)
+    labels = trace.ops.index
+    pos_of_op = np.full((int(labels.max()) + 2) if len(labels) else 1, -1, dtype=np.int64)   # by row label
     pos_of_op[rows[is_ops]] = np.flatnonzero(is_ops)
     bad = impossible_gpu_events(trace, c)
     op_row, gpu_row = c["op_row"].to_numpy(dtype=np.int64), c["gpu_row"].to_numpy()
