@@ -121,3 +121,45 @@ def test_the_timer_row_says_what_a_synchronisation_costs():
     from kitlib.course.exercises import l11
     cost = l11.tool_table().loc["timer", "cost"]
     assert "run-ahead" in cost and "none beyond" not in cost
+
+
+def test_every_routes_answer_and_each_wrong_tools_feedback(ex):
+    """Each route's answer as the key shows it (l11 mutant #39: a route's first tool shown for
+    a "both" route), and the feedback of every wrong tool, written out here from the routes'
+    accepted sets (l11 mutants #13, #16, #17: a both-route's traps given to single-tool
+    routes and the other way round, "directly" dropped or added)."""
+    timeline = ("torch.profiler", "nsight systems")
+    for key, want in ACCEPTED.items():
+        q = ex[key]
+        assert q.answer == want, key
+        for tool in TOOLS + ["both"]:
+            if tool == want:
+                continue
+            msg = q.judge(tool).message.lower()
+            if want == "both":
+                expect = "does answer it, and so does the other timeline tool" if tool in timeline \
+                    else f"{tool} does not answer this one: ask what it records"
+            elif tool == "both":
+                expect = f"only {want} answers this one" if want in timeline \
+                    else f"neither timeline tool answers this one: {want} does"
+            else:
+                expect = f"{tool} does not answer this one directly: ask what it records"
+            assert expect in msg, (key, tool, msg)
+
+
+def test_question_order_and_the_yes_no_traps(ex):
+    """The "both, differently" follow-up comes right after its route (l11 mutant #42: moved one
+    further); the wrong yes/no answers of the prediction and the two transfers meet their
+    feedback (#38, #49, #52: a trap set on the right answer); the kernel's-name choice meets
+    its own (#45); the explanation says what TRACE_AFTER_FORK_BEFORE_EXEC is in the export
+    (#36)."""
+    keys = [q.key for q in ex.questions]
+    assert keys[:3] == ["ncu_holds_conv", "op_of_kernel", "op_of_kernel_how"]
+    assert "a name filter matches names, not work" in ex["ncu_holds_conv"].judge("yes").message.lower()
+    assert "look for the table context switches would fill" in ex["nsys8_context_switches"].judge("yes").message.lower()
+    assert "the processes are listed (processes)" in ex["nsys8_worker_calls"].judge("yes").message.lower()
+    assert "says which library code ran, not which operator" in ex["op_of_kernel_how"].judge("the kernel's name").message.lower()
+    con = sqlite3.connect(REF / "nsys_8step" / "report.sqlite")
+    fork = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE"))["TRACE_AFTER_FORK_BEFORE_EXEC"]
+    con.close()
+    assert f"TRACE_AFTER_FORK_BEFORE_EXEC is {fork}." in ex["nsys8_worker_calls"].explain
