@@ -211,6 +211,7 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     junk = shutil.ignore_patterns("__pycache__", "*.egg-info", "*.pyc")
     shutil.copytree(ROOT / "kitlib", src / "kitlib", ignore=junk)
     shutil.copytree(REF, src / "data" / "reference", ignore=junk)
+    shutil.copytree(ROOT / "data" / "clinic", src / "data" / "clinic", ignore=junk)
     for f in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / f, src / f)
     had_build = (ROOT / "build").exists()
@@ -223,6 +224,8 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     names = set(zipfile.ZipFile(wheel).namelist())
     want = {p.relative_to(ROOT).as_posix() for p in (ROOT / "kitlib").rglob("*.py")}
     want |= {"kitlib/reference_data/" + p.relative_to(REF).as_posix() for p in REF.rglob("*") if p.is_file()}
+    clinic = ROOT / "data" / "clinic"
+    want |= {"kitlib/clinic_data/" + p.relative_to(clinic).as_posix() for p in clinic.rglob("*") if p.is_file()}
     assert want <= names, sorted(want - names)[:5]
     shipped, want_py = ({n for n in x if n.endswith(".py")} for x in (names, want))
     assert shipped == want_py, sorted(shipped ^ want_py)[:5]      # and no module deleted since
@@ -231,7 +234,9 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     env["PYTHONPATH"] = str(tmp_path / "site")
     probe = ("import kitlib; c = kitlib.open_capture('profiler_5step'); c.file('trace.json.gz'); "
              "print(kitlib.__file__); print(c.path); print(c.label); "
-             "from kitlib.course import ranks; print(sorted(p.name for p in ranks.public_nccl_dir().glob('*.gz')))")
+             "from kitlib.course import ranks; print(sorted(p.name for p in ranks.public_nccl_dir().glob('*.gz'))); "
+             "from kitlib.course import clinic_signs as cs; print(cs.clinic_folder()); "
+             "print(cs.open_bundle(cs.clinic_folder() / 'case_b' / 'before').traces[1].path)")
     out = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, env=env, capture_output=True,
                          text=True, timeout=60, check=True).stdout.splitlines()
     assert out[0] == str(tmp_path / "site" / "kitlib" / "__init__.py")
@@ -239,6 +244,9 @@ def test_a_non_editable_install_ships_the_recordings(tmp_path):
     assert out[2] == "profiler_5step: kit's H200 reference, 2026-11-29"
     # lesson 12's public NCCL pair ships beside the recordings
     assert out[3] == str(["hta_2024-03_nccl_sampled_rank0.json.gz", "hta_2024-03_nccl_sampled_rank1.json.gz"])
+    # lesson 13's clinic too, the two-rank case's rank folders included
+    assert out[4] == str(tmp_path / "site" / "kitlib" / "clinic_data" / "cpu")
+    assert out[5].startswith(str(tmp_path / "site" / "kitlib" / "clinic_data" / "cpu" / "case_b" / "before"))
 
 
 def test_without_the_recordings_the_error_says_what_to_do(tmp_path, monkeypatch):

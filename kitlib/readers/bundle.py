@@ -889,8 +889,11 @@ def reference_dir() -> Path:
 
 
 def clinic_dir() -> Path:
-    """The folder of the kit's clinic recordings (lesson 13: ``data/clinic`` beside the
-    reference recordings; :mod:`kitlib.capture.clinic` records them).
+    """The folder of the kit's clinic recordings (lesson 13; :mod:`kitlib.capture.clinic`
+    records them): ``clinic`` beside ``$KITLIB_REFERENCE`` when that is set; else
+    ``data/clinic`` of the checkout kitlib runs from; else, for an installed
+    (non-editable) kitlib, the copy shipped inside the package (``kitlib/clinic_data``,
+    see ``pyproject.toml``).
 
     Examples
     --------
@@ -898,7 +901,13 @@ def clinic_dir() -> Path:
     >>> (clinic_dir() / "cpu" / "clinic.json").is_file()
     True
     """
-    return reference_dir().parent / "clinic"
+    if setting("KITLIB_REFERENCE"):
+        return reference_dir().parent / "clinic"
+    here = Path(__file__).resolve().parents[1]                       # kitlib/
+    checkout = here.parent / "data" / "clinic"
+    if checkout.is_dir():
+        return checkout
+    return here / "clinic_data"
 
 
 def list_references() -> list[str]:
