@@ -7,6 +7,7 @@ rejects the near misses a learner makes. The corrected sentences of issue 26 are
 too (the first profiled step, the floor of p, the bootstrap's few values, the fix)."""
 from __future__ import annotations
 
+import functools
 import gzip
 import itertools
 import json
@@ -264,6 +265,7 @@ def test_the_idle_time_shrinks_from_step_2_to_step_6():
 
 # ---- the trace diff (issue 28): profiler_5step -> fixed_batch, and the Nsight pair ----------
 
+@functools.cache
 def _raw_kernels_by_launch(run, contains=None):
     """``{(kind, name): [count, device_ns, in_file]}`` over the GPU events launched inside a
     ProfilerStep (the launch's start in ``[start, end)``), from the raw JSON; ``in_file`` counts
@@ -308,6 +310,7 @@ def test_maxpool_change_us_by_hand_from_the_raw_rows(ex):
     assert "no launch" in q.judge((all_after - b_ns) / 1000).message
 
 
+@functools.cache
 def _nsys_removed(db_before, db_after):
     """Device time (ns) of the (kind, name) keys launched in the steps both exports hold in
     ``db_before`` but never in those steps of ``db_after``; kernels, copies and sets, from SQL."""
@@ -381,3 +384,179 @@ def test_the_lessons_sentences_on_the_trace_diff():
     assert f"{share['Memset (Device)']:.1%}" == "9.4%"
     soft = next(k for k in above if "softmax" in k[1])
     assert round(a[soft][1] / 5 / 1000, 1) == 1.6 and round(b[soft][1] / 5 / 1000, 1) == 1.5
+
+
+# What a learner reads besides the verdicts: each explanation's figures and each trap's
+# feedback, from the same raw files (exercise mutants of l10 that changed only those survived
+# the tests above; each test names the mutants it kills). The helpers above are cached
+# (functools.cache): tools/exercise_mutants.py --kill runs these tests again in children
+# forked from a process that ran them.
+
+def test_verdict_words_a_learner_types_for_no_difference(ex):
+    """"no difference" and "within the noise" both mean the third verdict (l10 mutant #1: the
+    normaliser's ``or`` made ``and``, which refused both)."""
+    q = ex["same_batches_verdict"]
+    assert q.judge_silently("no difference") and q.judge_silently("within the noise")
+
+
+def test_first_step_cause_explained_from_the_script(ex):
+    """The batches drawn before the profiled loop, the epoch's length and the batch of which
+    epoch, from capture.py and step_times.json; the two wrong causes each get their feedback
+    (l10 mutants #20: the epoch as a float; #21: a trap for another cause)."""
+    warm, per, workers = _positions()
+    timed = len(TIMES["step_ms_uninstrumented"])
+    before = warm + timed + 1
+    q = ex["first_step_cause"]
+    assert q.explain.startswith(f"capture.py drew {before} batches from the loader before the profiled loop "
+                                f"({warm} warm-up, {timed} timed, 1 for the fixed batch), and an epoch has {per}: "
+                                f"the profiled loop's first step took batch {before % per} of epoch {before // per}. "
+                                f"With persistent_workers=False a new epoch forks the loader's {workers} workers")
+    assert "the clock stops before p.step()" in q.judge("the profiler starting up").message.lower()
+    assert "it was warm" in q.judge("the GPU warming up").message.lower()
+
+
+def test_same_batches_difference_explained_and_its_traps(ex):
+    """The answer to 4 decimals, the two medians in the explanation, and the three traps (sign,
+    means, the unlike comparison) at 2 decimals with their feedback, from step_times.json (l10
+    mutants #24, #26: a trap's difference as a sum; #27: 5 decimals; #28, #29: 3)."""
+    u, p = _same_batches()
+    diff = statistics.median(p) - statistics.median(u)
+    rows = _by_batch_raw()
+    steady = [r[0] for b, r in rows.items() if r[0] is not None and b > 8]
+    active = [r[2] for r in rows.values() if r[1] == "active"]
+    mean_diff = statistics.fmean(p) - statistics.fmean(u)
+    unlike = statistics.median(active) - statistics.median(steady)
+    q = ex["same_batches_difference_ms"]
+    assert q.answer == round(diff, 4)
+    assert q.explain.startswith(f"profiled median {statistics.median(p):,.2f} ms − uninstrumented median "
+                                f"{statistics.median(u):,.2f} ms = {diff:+,.2f} ms, over batches 3–6")
+    assert [t for t, _ in q.traps] == [round(-diff, 2), round(mean_diff, 2), round(unlike, 2)]
+    assert "the sign is reversed" in q.judge(-diff).message.lower()
+    assert "difference of the means" in q.judge(round(mean_diff, 2)).message.lower()
+    assert "compares the steady uninstrumented steps with the active profiled steps" in q.judge(unlike).message.lower()
+
+
+def test_min_p_explained_and_its_traps(ex):
+    """"2 of the C(9, 4) = 126 ... p ≥ 0.0159" by enumeration, and the traps (one-sided, 4
+    against 4, the 0.05 threshold) with their feedback (l10 mutants #33-#38)."""
+    p = _smallest_two_sided_p(4, 5)
+    q = ex["min_p_4_vs_5"]
+    assert q.explain.startswith(f"2 of the C(9, 4) = {comb(9, 4)} equally likely ways of placing the ranks are as "
+                                f"extreme as 'all above' or 'all below': p ≥ {p:.4f}.")
+    assert [t for t, _ in q.traps] == pytest.approx([p / 2, _smallest_two_sided_p(4, 4), 0.05], rel=1e-12)
+    assert "one-sided" in q.judge(p / 2).message.lower()
+    assert "that is 4 against 4; the profiled side has 5" in q.judge(_smallest_two_sided_p(4, 4)).message.lower()
+    assert "usual threshold" in q.judge(0.05).message.lower()
+
+
+def _last_step_figures():
+    """ProfilerStep#6 of profiler_5step from the raw JSON: wall, GPU busy (the GPU events its
+    launches made), and its data_load annotations' time, in ns."""
+    wall, busy = _step_idle("ProfilerStep#6")
+    ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    s = next(e for e in ev if e.get("name") == "ProfilerStep#6")
+    dl = sum(round(e["dur"] * 1000) for e in ev if e.get("name") == "data_load" and e.get("ph") == "X"
+             and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
+    return wall, busy, dl
+
+
+def test_gpu_idle_over_tenth_explained_and_its_misconception(ex):
+    """"idle 9.03 ms of 52.00 ms (17%), with data_load only 0.20 ms", and the misconception's
+    figures (the fixed-batch median of step_times.json, the step's GPU work), from the raw
+    files (l10 mutants #41: the misconception without its figures; #46-#54: ×1e6 for ÷)."""
+    wall, busy, dl = _last_step_figures()
+    idle = wall - busy
+    q = ex["gpu_idle_over_tenth"]
+    assert q.explain.startswith(f"idle {idle / 1e6:,.2f} ms of {wall / 1e6:,.2f} ms ({idle / wall:.0%}), with "
+                                f"data_load only {dl / 1e6:,.2f} ms")
+    fixed = statistics.median(TIMES["step_ms_fixed_batch"])
+    assert f"a step takes {fixed:,.2f} ms, no longer than the gpu's work ({busy / 1e6:,.2f} ms in step 6)" \
+        in q.judge("no").message.lower()
+
+
+def test_idle_share_explained_and_its_traps(ex):
+    """The answer to 4 decimals, "idle X ms / wall Y ms = Z", and the traps (none, the busy
+    share, idle over busy) at 3 decimals with their feedback, from the raw JSON (l10 mutants
+    #56: 5 decimals; #57, #59: ×1e6; #61-#66: a trap changed)."""
+    wall, busy, _ = _last_step_figures()
+    share = (wall - busy) / wall
+    q = ex["idle_share"]
+    assert q.answer == round(share, 4)
+    assert q.explain == f"idle {(wall - busy) / 1e6:,.2f} ms / wall {wall / 1e6:,.2f} ms = {share:.3f}."
+    assert [t for t, _ in q.traps] == [0, round(1 - share, 3), round((wall - busy) / busy, 3)]
+    assert "that is the busy share" in q.judge(round(1 - share, 3)).message.lower()
+    assert "divides by the busy time" in q.judge(round((wall - busy) / busy, 3)).message.lower()
+
+
+def test_fix_difference_explained_and_its_traps(ex):
+    """"median A ms after − B ms before = D ms", the answer to 2 decimals, and the four traps
+    (sign, means, the straggler's sleep from the manifest, rank 1) with their feedback, from
+    the runs' step_times.json and manifest (l10 mutants #7: rank 1's trap gone; #69-#74)."""
+    before, after = _fix(0)
+    b1, a1 = _fix(1)
+    d = statistics.median(after) - statistics.median(before)
+    sleep = json.loads((REF / "ranks_straggler" / "manifest.json").read_text())["workload"]["straggler_ms"]
+    q = ex["fix_difference_ms"]
+    assert q.answer == round(d, 2)
+    assert q.explain == f"median {statistics.median(after):,.1f} ms after − {statistics.median(before):,.1f} ms " \
+                        f"before = {d:+,.1f} ms."
+    rank1 = statistics.median(a1) - statistics.median(b1)
+    assert [t for t, _ in q.traps] == [round(-d, 1), round(statistics.fmean(after) - statistics.fmean(before), 1),
+                                       -sleep, round(rank1, 1)]
+    assert "the sign is reversed" in q.judge(-d).message.lower()
+    assert "difference of the means" in q.judge(statistics.fmean(after) - statistics.fmean(before)).message.lower()
+    assert "other rank's step times" in q.judge(rank1).message.lower()
+
+
+def test_fix_rank_test_can_decide_explained(ex):
+    """"its smallest p is 2 / C(6, 3) = 0.1", by enumeration, and "yes" meets its feedback (l10
+    mutants #76-#78)."""
+    before, after = _fix(0)
+    p = _smallest_two_sided_p(len(before), len(after))
+    q = ex["fix_rank_test_can_decide"]
+    assert q.explain.startswith(f"its smallest p is 2 / C({len(before) + len(after)}, {len(before)}) = {p:.2g}:")
+    assert f"with {len(before)} and {len(after)} values the most extreme one has p = {p:.2g}" in q.judge("yes").message.lower()
+
+
+def test_maxpool_change_explained_and_its_traps(ex):
+    """The worked count (the five kernels before, six in the file after, five with a launch),
+    and the traps (all six, the sign, per call) at 3 decimals with their feedback, from the raw
+    JSON (l10 mutants #81-#99)."""
+    (nb, b_ns, _), = _raw_kernels_by_launch("profiler_5step", "max_pool_backward").values()
+    (na, a_ns, a_file), = _raw_kernels_by_launch("fixed_batch", "max_pool_backward").values()
+    ev = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    all_after = sum(round(e["dur"] * 1000) for e in ev if e.get("cat") == "kernel" and "max_pool_backward" in e["name"])
+    change = (a_ns - b_ns) / 1000
+    q = ex["maxpool_change_us"]
+    assert q.explain == (f"before: the five kernels' dur add up to {b_ns / 1000:,.3f} µs. After: the file holds "
+                         f"{a_file} such kernels, but only {na} have a launch in the trace; the other was launched by "
+                         "the warm-up step, before the profiler's window opened, and belongs to no recorded step. "
+                         f"Those {na} add up to {a_ns / 1000:,.3f} µs: {change:+,.3f} µs.")
+    per_call = a_ns / na / 1000 - b_ns / nb / 1000
+    assert [t for t, _ in q.traps] == pytest.approx([round((all_after - b_ns) / 1000, 3), round(-change, 3),
+                                                     round(per_call, 3)], abs=1e-9)
+    assert "the sign is reversed" in q.judge(-change).message.lower()
+    assert "change per call" in q.judge(per_call).message.lower()
+
+
+def test_nsys_removed_explained_and_its_traps(ex):
+    """"compares steps 3, 4 ... 2.918 ms in 2 steps, 1.46 ms a step, as in the torch.profiler
+    pair (1.46 ms a step)", and the traps (one step, the copies alone, the torch.profiler pair)
+    at 4 decimals with their feedback, from SQL on both exports and the raw JSON (l10 mutants
+    #100-#113)."""
+    common, removed = _nsys_removed(REF / "nsys_8step" / "report.sqlite", REF / "nsys_emit_nvtx" / "report.sqlite")
+    total = sum(removed.values()) / 1e6
+    copies = sum(v for k, v in removed.items() if k[0] == "memcpy") / 1e6
+    h200 = {k: v for k, v in _raw_kernels_by_launch("profiler_5step").items() if v[0]}
+    h200_after = {k for k, v in _raw_kernels_by_launch("fixed_batch").items() if v[0]}
+    h200_ms = sum(v[1] for k, v in h200.items() if k not in h200_after) / 1e6
+    n = len(common)
+    q = ex["nsys_removed_ms"]
+    assert q.answer == round(total, 4)
+    assert f"compares steps {', '.join(map(str, common))} (the torch_step ranges both hold)" in q.explain
+    assert f"{total:,.3f} ms in {n} steps, {total / n:,.2f} ms a step, as in the torch.profiler pair " \
+           f"({h200_ms / 5:,.2f} ms a step)" in q.explain
+    assert [t for t, _ in q.traps] == [round(total / n, 4), round(copies, 4), round(h200_ms, 4)]
+    assert "that is one step's" in q.judge(total / n).message.lower()
+    assert "the copies alone" in q.judge(copies).message.lower()
+    assert "torch.profiler pair's" in q.judge(h200_ms).message.lower()
