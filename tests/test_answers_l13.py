@@ -11,6 +11,7 @@ the step times.
 """
 from __future__ import annotations
 
+import functools
 import json
 import re
 import statistics
@@ -31,8 +32,11 @@ def ex():
     return l13.questions()
 
 
+@functools.cache
 def _raw(name: str) -> list:
-    """raw_figures of each trace of a bundle (one per rank)."""
+    """raw_figures of each trace of a bundle (one per rank); worked out once per process
+    (tools/exercise_mutants.py --kill reruns these tests in children forked from a process
+    that ran them). Callers only read them."""
     return [raw_figures(t) for t in traces_of(SHIPPED / name)]
 
 
@@ -223,11 +227,17 @@ def test_the_per_image_and_profiled_series():
     assert f["after"] == _steps(f"case_{d}/after")["step_ms_uninstrumented"]    # tests/test_clinic.py's _series
 
 
-def test_the_transfer_reads_the_copy_names():
+@functools.cache
+def _memcpy_names() -> frozenset:
+    """The Memcpy event names of profiler_5step's raw trace, read once per process."""
     import gzip
     from kitlib.readers.bundle import reference_dir
     doc = json.loads(gzip.decompress((reference_dir() / "profiler_5step" / "trace.json.gz").read_bytes()))
-    names = {e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Memcpy")}
+    return frozenset(e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Memcpy"))
+
+
+def test_the_transfer_reads_the_copy_names():
+    names = _memcpy_names()
     ex = l13.questions(letters=["a"])
     assert ex["transfer_pageable"].answer == any("Pageable" in n for n in names) and names
 
