@@ -255,3 +255,30 @@ def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesso
     rows = shown_table(nb, 'rest["unlabelled_ms"] = ')
     body = [r for r in rows if r and r[0].isdigit()]
     assert [[int(r[0]), *map(float, r[1:])] for r in body] == rest
+
+
+def test_explanations_give_the_raw_figures(ex, raw):
+    """What a learner reads after answering, from the raw JSON: forward_mostly_api's "19.79 ms of
+    137.38 ms (14%)" (l00 mutants #13, #15: a figure ×1e6); longest_phase's step-table line,
+    each phase's name and ms (#19: the names cut one letter short); gpu_idle_ms's answer to
+    3 decimals (#24: 4); cold_first_phase's line of the first step (#41) and its trap, forward's
+    name and ms (#45-#47: another phase's name or ms)."""
+    fw = [e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
+    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    inside = sum(_ns(c["dur"]) for f in fw for c in api
+                 if c["tid"] == f["tid"] and _ns(f["ts"]) <= _ns(c["ts"]) < _ns(f["ts"]) + _ns(f["dur"]))
+    label = sum(_ns(f["dur"]) for f in fw)
+    assert f"over the recorded steps, {inside / 1e6:,.2f} ms of {label / 1e6:,.2f} ms ({inside / label:.0%}) is " \
+           "inside CUDA API calls" in ex["forward_mostly_api"].explain
+    step = _steps(raw)[1]
+    ph = _phases(raw, step)
+    assert ex["longest_phase"].explain == "read it off the step table: " + ", ".join(
+        f"{p} {ph[p] / 1e6:.3f} ms" for p in PHASES if p in ph) + "."
+    assert ex["gpu_idle_ms"].answer == round(_idle_ms(raw, step)[0], 3)
+    ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
+    cold = _phases(ev, _steps(ev, "torch_step#")[0])
+    ranked = sorted(cold, key=cold.get, reverse=True)
+    q = ex["cold_first_phase"]
+    assert q.explain.startswith(f"{ranked[0]}: in that first step " + ", ".join(
+        f"{p} {cold[p] / 1e6:,.1f} ms" for p in ranked) + ".")
+    assert f"{ranked[1]} was long too in that step ({cold[ranked[1]] / 1e6:,.0f} ms" in q.judge(ranked[1]).message.lower()
