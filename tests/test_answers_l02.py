@@ -4,6 +4,7 @@ step of ``profiler_5step``, its CUDA calls and GPU events joined by hand on the 
 the transfer question's excerpt of ``fixed_batch``, checked event by event against the file."""
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
@@ -241,3 +242,30 @@ def test_chain_beside_the_source_texts_whole(executed_lesson, chain):
         ["which launch / of how many", f"{i + 1} of {len(launches)}",
          f"{B300['conv_launch_index']} of {B300['conv_launch_count']}"]]
     assert (B300["conv_op_us"], B300["conv_launch_us"], B300["conv_kernel_us"]) == (120.501, 9.329, 549.827)
+
+
+def test_the_explanations_give_the_raw_figures(ex, chain):
+    """What a learner reads after answering, from the raw JSON: kernel_after_op's gap between
+    the operator's end and its longest kernel's start (l02 mutant #20: a sum); the others
+    launches' numbers and kernel durations in longest_kernel_launch's (#54: the longest one
+    listed instead); the transfer's launch call and External id, and its trap's time from the
+    launch to the kernel (#32: another event named as the launch; #44: a sum)."""
+    op, _, launches, kernels = chain
+    longest = max(kernels, key=lambda k: k["dur"])
+    gap = (_ns(longest["ts"]) - _ns(op["ts"]) - _ns(op["dur"])) / 1e3
+    assert ex["kernel_after_op"].explain.startswith(f"yes: it starts {gap:,.1f} µs after the operator's host "
+                                                    "interval ends.")
+    n = [k["dur"] for k in kernels].index(longest["dur"]) + 1
+    head, others = ex["longest_kernel_launch"].explain.split("; the others: ")
+    assert head == f"launch #{n}: its kernel ran {longest['dur']:.3f} µs on the GPU"
+    listed = [(int(i), float(d)) for i, d in re.findall(r"#(\d+) .*? ([\d.]+) µs", others)]
+    assert listed == [(i + 1, k["dur"]) for i, k in enumerate(kernels) if i + 1 != n]
+    from kitlib.course.exercises import l02
+    events, corr = l02.transfer_excerpt()
+    kernel = next(e for e in events if e.get("cat") in GPU and e["args"].get("correlation") == corr)
+    launch = next(e for e in events if e.get("cat") == "cuda_runtime" and e["args"].get("correlation") == corr)
+    q = ex["kernel_operator_transfer"]
+    assert f"the GPU event's correlation {corr} is also on a {launch['name']} call, whose External id " \
+           f"{launch['args']['External id']} is the operator's (aten::add_)" in q.explain
+    assert f"when the kernel started ({kernel['ts'] - launch['ts']:,.1f} µs after its launch)" \
+        in q.judge("aten::cudnn_convolution").message
