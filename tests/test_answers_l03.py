@@ -300,3 +300,27 @@ def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_
     assert (f"{s:,.3f}", f"{s - (q['dur'] - l_['dur']):,.3f}") == ("2,648.260", "2,645.062")
     for figure in ("2,648.260 µs", "2,645.062 µs", "2.645 ms", "3.26 µs", "245 calls", "14.963 µs", "11.765 µs", "3.198 µs", "step 2", "`pt_data_pin`"):
         assert figure in lesson, figure
+
+
+def test_the_explanations_give_the_raw_figures(ex, raw):
+    """What a learner reads after answering, from the raw JSON: busy_or_sum's figures and the
+    streams its kernels ran on, with the sentence that says why the sum is larger (l03 mutant
+    #30: that sentence dropped); forward_gpu_work_ms's idle time inside the spans (#37: span +
+    busy); the NCCL excerpt's collective stream (#43: the second event's stream)."""
+    gpu = _launched_in(raw, 2)
+    union, total = _union_us(gpu), sum(e["dur"] for e in gpu)
+    streams = {e["args"]["stream"] for e in gpu if e.get("cat") == "kernel"}
+    assert ex["busy_or_sum"].explain == (
+        f"busy {union / 1e3:,.3f} ms, summed {total / 1e3:,.3f} ms: the union counts an overlap once; a sum can only "
+        f"be equal or larger (here on {len(streams)} stream(s): some kernels start before the previous one has ended).")
+    spans = [e for e in raw if e.get("cat") == "gpu_user_annotation" and e["name"] == "forward"]
+    everything = [e for e in raw if e.get("cat") in GPU_CATS]
+    busy = sum(merged_length([(max(s["ts"], e["ts"]), min(s["ts"] + s["dur"], e["ts"] + e["dur"])) for e in everything
+                              if e["ts"] < s["ts"] + s["dur"] and e["ts"] + e["dur"] > s["ts"]]) for s in spans) / 1e3
+    span_ms = sum(s["dur"] for s in spans) / 1e3
+    assert f"so it also holds {span_ms - busy:,.3f} ms of idle time between kernels" in ex["forward_gpu_work_ms"].explain
+    from kitlib.course.raw_views import nccl_excerpt
+    shown = nccl_excerpt()
+    coll = max(shown, key=lambda e: e["dur"])
+    assert coll["name"].startswith("ncclKernel") or "nccl" in coll["name"].lower()
+    assert f"The collective on stream {coll['args']['stream']} covers" in ex["excerpt_busy_us"].explain
