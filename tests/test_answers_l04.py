@@ -146,3 +146,22 @@ def test_public_loader_share_traps_say_mean_or_first_step(ex):
     assert "first step alone" in q.judge(shares[0] * 100).message
     assert sorted(t for t, _ in q.traps) == pytest.approx(sorted([statistics.mean(shares) * 100, shares[0] * 100]),
                                                           rel=1e-9)
+
+
+def test_the_explanations_give_the_raw_figures(ex):
+    """What a learner reads after answering: first_load_ratio's "1,523.362 ms / 0.1364 ms =
+    11,164" from the raw data_load annotations (l04 mutants #36-#38: a figure ×1e6 or ÷1000001);
+    refork_step_if_larger's worked count, from step_times.json, the manifest and capture.py's
+    order of steps (#49-#58: the loader's position or the epoch miscounted)."""
+    d = _data_load_us()
+    ratio = d[0] / statistics.median(d[1:])
+    assert ex["first_load_ratio"].explain.startswith(
+        f"{d[0] / 1e3:,.3f} ms / {statistics.median(d[1:]) / 1e3:,.4f} ms = {ratio:,.0f}.")
+    t, images, batch = _timing()
+    before = 3 + len(t["step_ms_uninstrumented"]) + 1                    # warm-up, timed, the fixed batch
+    per_new = 2560 // batch
+    want = next(i for i in range(7) if (before + i) % per_new == 0)
+    assert ex["refork_step_if_larger"].explain.startswith(
+        f"2,560 / {batch} = {per_new} batches an epoch; the profiled series starts at batch {before} of the loader, "
+        f"so batch {before + want} (profiled step {want}) begins epoch {(before + want) // per_new}. In the recording "
+        f"({images // batch} an epoch) it was profiled step 0")
