@@ -447,3 +447,35 @@ def test_clock_offset_still_within_1_ms_meets_its_trap(ex):
     trap set on the other wrong choice)."""
     msg = ex["clock_offset"].judge("still within 1 ms").message.lower()
     assert "the calls still end together in real time, but the clocks that stamp them now differ" in msg
+
+
+def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
+    """The robust estimate's figures as a learner reads them, from the raw JSON: straggler_part's
+    three medians (l12 mutants #172-#176: another part's figure); outside_ops_excess_ms's
+    per-step list, median, both swings and the operators' median (#159-#162, #180-#184), and its
+    four traps at 1 decimal with their feedback (#164-#168, #186, #187: a trap's value
+    changed). The parts as in test_straggler_part_and_outside_ops_excess_from_the_raw_events."""
+    raw = _budget_raw("ranks_straggler")
+    steps = sorted({s for _, s in raw})
+    d = {k: [raw[1, s][i] - raw[0, s][i] for s in steps] for k, i in
+         (("step", 0), ("ops", 1), ("blocked", 2), ("outside", 3), ("in_coll", 4))}
+    m = {k: statistics.median(v) for k, v in d.items()}
+    assert ex["straggler_part"].explain.startswith(
+        f"rank 1 against rank 0, median per step: {m['ops']:+,.0f} ms in operators, {m['outside']:+,.0f} ms between "
+        f"operators, {m['blocked']:+,.0f} ms blocked in a collective.")
+    swing = (max(d["ops"]) - min(d["ops"])) / 2
+    q = ex["outside_ops_excess_ms"]
+    assert q.explain == (
+        f"per step {', '.join(f'{x:,.1f}' for x in d['outside'])} ms, median {m['outside']:,.1f} ms. It stands clear "
+        f"of its own swing (±{(max(d['outside']) - min(d['outside'])) / 2:,.0f} ms); the operators' difference "
+        f"({m['ops']:+,.0f} ms, ±{swing:,.0f} ms) does not, so it is left out.")
+    all_coll = statistics.median(a - b for a, b in zip(d["step"], d["in_coll"]))
+    runs = (statistics.median(v[0] for v in raw.values())
+            - statistics.median(v[0] for v in _budget_raw("ranks_balanced").values()))
+    compute = statistics.median(a + b for a, b in zip(d["ops"], d["outside"]))
+    mean = statistics.mean(d["outside"])
+    assert [t for t, _ in q.traps] == [round(all_coll, 1), round(runs, 1), round(mean, 1), round(compute, 1)]
+    assert "subtracts all the time inside collectives" in q.judge(all_coll).message
+    assert "compares this run's steps with the balanced run's" in q.judge(runs).message
+    assert "mean over the steps" in q.judge(mean).message
+    assert "whole compute difference" in q.judge(compute).message
