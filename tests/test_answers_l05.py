@@ -178,3 +178,39 @@ def test_the_autograd_threads_sums_run_in_a_convolution_backward_wrapper_outside
     wrapper = "autograd::engine::evaluate_function: ConvolutionBackward0"
     assert len(adds) == 80
     assert all(inside(e, wrapper) and not inside(e, "ConvolutionBackward0") for e in adds)
+
+
+def test_the_explanations_and_answers_give_the_raw_figures(ex, raw, rows):
+    """What a learner reads besides the verdicts, from the raw JSON and the profiler's own rows:
+    conv_shapes' convolutions a step (l05 mutant #22: / for //, "53.0"); first_conv_filters'
+    weight and input read out (#25-#30: another index); top_shape_ms to 3 decimals and
+    add_call_ratio to 1 (#33, #36); add_autograd_per_step a whole count (#44-#47: 16.0) and
+    its "80 of 160 ... = 16 per step" (#50); grad_layout's two reference strides and its
+    sentence on the contiguous gradient (#67-#77)."""
+    convs = _ops(raw, "aten::cudnn_convolution")
+    steps = len({e["name"] for e in raw if e.get("name", "").startswith("ProfilerStep#")})
+    assert f"ResNet-50 runs {len(convs) // steps} convolutions a step." in ex["conv_shapes"].prompt
+    x, w = convs[0]["args"]["Input Dims"][:2]
+    assert ex["first_conv_filters"].explain == (
+        f"the weight's shape is {w}: {w[0]} filters, each {w[1]} channels × {w[2]}×{w[3]}; the input {x} is "
+        f"{x[0]} images of {x[1]} channels, {x[2]}×{x[3]} pixels.")
+    top = _by_total(rows, "aten::cudnn_convolution")[0]
+    assert ex["top_shape_ms"].answer == round(top["device_time_total_us"] / 1e3, 3)
+    add = _by_total(rows, "aten::add_")
+    frequent = max(add, key=lambda r: r["count"])
+    ratio = (add[0]["device_time_total_us"] / add[0]["count"]) / (frequent["device_time_total_us"] / frequent["count"])
+    assert ex["add_call_ratio"].answer == round(ratio, 1)
+    bw_tids = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
+    tensor = [e for e in _ops(raw, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
+    on_autograd = sum(e["tid"] in bw_tids for e in tensor)
+    q = ex["add_autograd_per_step"]
+    assert type(q.answer) is int and q.answer == on_autograd // steps
+    assert q.explain.startswith(f"{on_autograd} of {len(tensor)} tensor calls over {steps} steps = "
+                                f"{on_autograd / steps:g} per step")
+    tb = [e for e in _ops(raw, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
+    first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)
+    n, c, h, wd = first["args"]["Input Dims"][0]
+    assert ex["grad_layout"].explain.startswith(
+        f"strides {first['args']['Input Strides'][0]}: channels-last would be {[h * wd * c, 1, wd * c, c]} (C's "
+        f"stride 1), contiguous NCHW {[c * h * wd, h * wd, wd, 1]} (W's stride 1). So even in a channels-last model, "
+        "some gradients arrive NCHW-contiguous")
