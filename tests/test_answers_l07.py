@@ -376,3 +376,40 @@ def test_the_explorer_prose_says_where_the_step_menu_works(executed_lesson):
     assert "opens on the step of the peak printed above" in md and "stays on that step" in md and "step=4" in md
     shown = [o["data"]["text/plain"] for o in nb.cells[i].outputs if "text/plain" in o.get("data", {})]
     assert shown == [f"memory held at the step's peak, by the operator that allocated it (step: {first})"]
+
+
+def test_excerpt_self_mib_explained_and_its_traps(ex):
+    """What a learner reads in excerpt_self_mib, from the raw JSON: the self bytes, the memory
+    events in the call's interval, how many lie inside its children, the names of the children
+    that hold a memory event (the excerpt leaves out the others, aten::view) and their totals, and the own-free sentence (l07 mutants #8-#14, #26); the traps, zero and the total,
+    with their feedback (#28, #29: the zero trap moved to 1.0, the total's ×)."""
+    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+    op = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_batch_norm"][1]
+    a, b = op["ts"], op["ts"] + op["dur"]
+    mem = _inside(_cuda_mem(raw), a, b)
+    kids = [k for k in raw if k is not op and k.get("ph") == "X" and k.get("cat") == "cpu_op" and k["tid"] == op["tid"]
+            and a <= k["ts"] and k["ts"] + k["dur"] <= b]
+    in_kids = [m for m in mem if any(k["ts"] <= m["ts"] <= k["ts"] + k["dur"] for k in kids)]
+    total = sum(m["args"]["Bytes"] for m in mem)
+    self_b = total - sum(m["args"]["Bytes"] for m in in_kids)
+    q = ex["excerpt_self_mib"]
+    assert q.explain == (
+        f"{self_b / MIB:.2f} MiB ({self_b:,} bytes). Its interval holds {len(mem)} memory events adding up to "
+        f"{total:,} bytes (its total, 'CUDA Mem'); {len(in_kids)} of them lie inside its children "
+        f"({', '.join(sorted({k['name'] for k in kids if any(k['ts'] <= m['ts'] <= k['ts'] + k['dur'] for m in mem)}))}), "
+        f"whose totals ({total - self_b:,} bytes) are taken away. "
+        "What is left is negative: a free the operator did itself, of memory one of its children allocated. "
+        "That is how an operator gets a negative Self CUDA Mem.")
+    assert [t for t, _ in q.traps] == [total / MIB, -self_b / MIB, 0.0]
+    assert "not zero: one memory event lies inside the operator" in q.judge(0).message.lower()
+    assert "that is its total (the profiler's 'cuda mem')" in q.judge(total / MIB).message.lower()
+
+
+def test_fixed_batch_difference_and_the_higher_trap(ex):
+    """fixed_batch_conv_gib's explanation gives the two recordings' difference in bytes, each
+    rebuilt by hand from its raw JSON (l07 mutant #31: a sum); "higher", the other wrong
+    prediction of self_mem_vs_peak, meets its own feedback (#38: that trap moved to the answer)."""
+    fixed = _self_by_hand(raw_trace_events(REF / "fixed_batch" / "trace.json.gz"), "aten::cudnn_convolution")
+    five = _self_by_hand(raw_trace_events(REF / "profiler_5step" / "trace.json.gz"), "aten::cudnn_convolution")
+    assert f"({five - fixed:+,} bytes in profiler_5step)" in ex["fixed_batch_conv_gib"].explain
+    assert "the curve of allocated memory below says otherwise" in ex["self_mem_vs_peak"].judge("higher").message.lower()
