@@ -214,3 +214,24 @@ def test_the_explanations_and_answers_give_the_raw_figures(ex, raw, rows):
         f"strides {first['args']['Input Strides'][0]}: channels-last would be {[h * wd * c, 1, wd * c, c]} (C's "
         f"stride 1), contiguous NCHW {[c * h * wd, h * wd, wd, 1]} (W's stride 1). So even in a channels-last model, "
         "some gradients arrive NCHW-contiguous")
+
+
+def test_shapes_explanations_from_the_measurement(ex, raw, cost):
+    """The record_shapes measurement as a learner reads it, from the measurement's JSON: the
+    allocator peak's "not held longer" sentence and the two RSS medians (l05 mutants #92-#94:
+    the sentence for the other outcome); shapes_rss_mib to 1 decimal with its medians (#95-#97);
+    the grad_layout trap names the tensor's own channel stride (#77)."""
+    def growth(on):
+        return [(r["peak_rss_kib"]["recording"] - r["peak_rss_kib"]["before_profiler"]) / 1024
+                for r in cost["runs"] if r["record_shapes"] is on]
+    on, off = statistics.median(growth(True)), statistics.median(growth(False))
+    assert "the tensors the step allocates were not held longer and no copies were added" \
+        in ex["shapes_allocator_peak"].explain
+    assert f"{off:,.0f} MiB without shapes, {on:,.0f} MiB with (medians)" in ex["shapes_allocator_peak"].explain
+    q = ex["shapes_rss_mib"]
+    assert q.answer == round(on - off, 1)
+    assert q.explain.startswith(f"medians {on:,.1f} − {off:,.1f} MiB = {on - off:,.1f} MiB.")
+    tb = [e for e in _ops(raw, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
+    first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)
+    assert f"this tensor's channel stride is {first['args']['Input Strides'][0][1]}, not 1" \
+        in ex["grad_layout"].judge("channels_last").message
