@@ -231,6 +231,11 @@ def test_nccl_exposed_share_from_the_raw_kernels(ex):
     assert q.answer == round(share, 3) == 0.882 and q.judge_silently(share)
     misses = {"hidden": 1 - share, "5 % off": share * 1.05, "percent": share * 100}
     assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    # the hidden share, to 3 decimals as the table gives it, meets its feedback (l12 mutants
+    # #131-#133). Unrounded (0.11809...) it does not: a trap is matched within the answer's
+    # relative tolerance (0.057 % of 0.882), and the trap's own value is rounded to 3 decimals
+    assert q.traps[0][0] == round(1 - share, 3)
+    assert "that is the hidden share" in q.judge(round(1 - share, 3)).message.lower()
 
 
 def test_gloo_exposed_wait_share_from_the_raw_events(ex):
@@ -257,6 +262,13 @@ def test_gloo_exposed_wait_share_from_the_raw_events(ex):
     assert round(share, 3) == 0.979       # 0.965 when compute was aten:: operators on any thread
     misses = {"transfer": 1 - share, "5 % off": share * 1.05, "percent": share * 100}
     assert not [k for k, v in misses.items() if q.judge_silently(v)]
+    # the answer to 3 decimals, and its two traps (the exposed share of all the calls' time,
+    # the transfer's share) with their feedback (l12 mutants #143-#148)
+    assert q.answer == round(share, 3)
+    exposed_share = outside(C) / merged_length(C)
+    assert [t for t, _ in q.traps] == [round(exposed_share, 3), round(1 - share, 3)]
+    assert "exposed share of all its communication" in q.judge(round(exposed_share, 3)).message
+    assert "transfer's share of the exposed time" in q.judge(round(1 - share, 3)).message
 
 
 @functools.cache
@@ -454,7 +466,8 @@ def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
     three medians (l12 mutants #172-#176: another part's figure); outside_ops_excess_ms's
     per-step list, median, both swings and the operators' median (#159-#162, #180-#184), and its
     four traps at 1 decimal with their feedback (#164-#168, #186, #187: a trap's value
-    changed). The parts as in test_straggler_part_and_outside_ops_excess_from_the_raw_events."""
+    changed); straggler_part's two traps name the operators' median and swing and where rank 0
+    spends the delay (#175, #176, #178). The parts as in test_straggler_part_and_outside_ops_excess_from_the_raw_events."""
     raw = _budget_raw("ranks_straggler")
     steps = sorted({s for _, s in raw})
     d = {k: [raw[1, s][i] - raw[0, s][i] for s in steps] for k, i in
@@ -465,6 +478,11 @@ def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
         f"operators, {m['blocked']:+,.0f} ms blocked in a collective.")
     swing = (max(d["ops"]) - min(d["ops"])) / 2
     q = ex["outside_ops_excess_ms"]
+    part = ex["straggler_part"]
+    assert f"the operators differ by {m['ops']:+,.0f} ms (median), and swing by ±{swing:,.0f} ms" \
+        in part.judge("operators").message.lower()
+    assert "blocked in a collective is where rank 0 spends the delay: it waits for rank 1" \
+        in part.judge("blocked in a collective").message.lower()
     assert q.explain == (
         f"per step {', '.join(f'{x:,.1f}' for x in d['outside'])} ms, median {m['outside']:,.1f} ms. It stands clear "
         f"of its own swing (±{(max(d['outside']) - min(d['outside'])) / 2:,.0f} ms); the operators' difference "
