@@ -385,3 +385,49 @@ def test_the_complaints_against_their_own_healthy_runs():
     st = _steps("case_d/before")
     prof, un = statistics.median(st["step_ms_profiled"][-5:]), statistics.median(st["step_ms_uninstrumented"])
     assert f"{prof / un:.1f} times as long" in cs.complaint_check("d")
+
+
+def test_the_fix_questions_explained_and_their_traps(ex):
+    """What a learner reads in the fix questions, from the cases' step_times.json: the
+    medians and the difference to 2 decimals, the sign and the means as traps with their
+    feedback (l13 exercise mutants #150-#152); the layout fix's verdict with the sentence for a
+    verdict that is not "faster", and its trap (#155, #156); the transfer's wrong yes/no meets
+    its feedback (#160)."""
+    from kitlib.analyses.compare import compare
+    h, a = (_letter(k) for k in ("slow_transform", "channels_first_blocks"))
+    b, af = (_steps(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    d = statistics.median(af) - statistics.median(b)
+    mean = statistics.fmean(af) - statistics.fmean(b)
+    q = ex["fix_difference_ms"]
+    assert q.answer == round(d, 2)
+    assert q.explain.startswith(f"{statistics.median(af):,.2f} − {statistics.median(b):,.2f} = {d:+,.2f} ms, over "
+                                f"{len(b)} and {len(af)} steps")
+    assert [t for t, _ in q.traps] == [round(-d, 2), round(mean, 2)]
+    assert "the sign is reversed" in q.judge(round(-d, 2)).message.lower()
+    assert "difference of the means" in q.judge(round(mean, 2)).message
+    b, af = (_steps(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    c = compare(b, af)
+    lay = ex["layout_fix_verdict"]
+    if c.verdict != "faster":
+        assert "what these timings cannot show is by how much it helps" in lay.explain
+        assert f"the medians moved by {c.difference_ms:+,.2f} ms" in lay.judge("faster").message.lower()
+    else:
+        assert "does it hold 0?" in lay.judge("no difference beyond the noise").message
+    pageable = ex["transfer_pageable"]
+    wrong = "no" if pageable.answer else "yes"
+    assert "read the copies' names" in pageable.judge(wrong).message.lower()
+
+
+def test_a_wrong_fix_names_the_cause_it_would_fix(ex):
+    """Each case's fix question: every other cause's fix is told which cause it fixes, one that
+    the recording does not show (l13 exercise mutant #132: the traps built from the case's own
+    cause instead)."""
+    for x in LETTERS:
+        true = cs.CAUSES[CASES[x].cause_id]
+        q = ex[f"case_{x}_fix"]
+        for c in cs.CAUSES.values():
+            if c.id == true.id:
+                continue
+            msg = q.judge(c.fix).message
+            q.wrong_tries = 0
+            assert f"that fixes '{c.text}', which this recording does not show".lower() in msg.lower(), (x, c.id, msg)
