@@ -431,3 +431,21 @@ def test_a_wrong_fix_names_the_cause_it_would_fix(ex):
             msg = q.judge(c.fix).message
             q.wrong_tries = 0
             assert f"that fixes '{c.text}', which this recording does not show".lower() in msg.lower(), (x, c.id, msg)
+
+
+def test_count_evidence_explanations_give_the_answer_times_the_steps(ex):
+    """A count-per-step evidence question's explanation opens with the count over the profiled
+    steps ("147 calls in 3 steps", "13,640 inside the 5 steps"): that count is the answer
+    (pinned from the raw trace above) times the steps, as raw_figures counts them (l13
+    exercise mutants #70, #79, #106: that count ÷ instead of ×)."""
+    seen = 0
+    for x in LETTERS:
+        q = ex[f"case_{x}_evidence"]
+        m = re.match(r"([\d,]+)(?: calls)? (?:in|inside the) (\d+) steps", q.explain)
+        if not m:
+            continue
+        n, steps = int(m.group(1).replace(",", "")), int(m.group(2))
+        assert steps == max(f["steps"] for f in _raw(f"case_{x}/before")), x
+        assert n == round(q.answer * steps), (x, q.explain[:80])
+        seen += 1
+    assert seen >= 4
