@@ -247,16 +247,15 @@ def _series(x, side):
     return ms
 
 
-#: Cases whose shipped recordings do not show the fix faster beyond the noise. Each case's
-#: two jobs were timed side by side (record-clinic's interleaved ABBA blocks, 60 steps a
-#: side) on the shared 2-core machine, 2 December 00:15: b, c, d, f, g (per image) and h are
-#: faster beyond the noise; these are not. a: one layout conversion of a 16x3x64x64 input a
-#: step: -1.40 ms, interval [-3.54, +0.23]; e: the fused optimiser on the deep model, +0.40 ms,
-#: interval [-0.18, +1.10] (in isolation its step is 1.8 ms per-tensor against 0.3 ms fused,
-#: measured alone; in the profiled steps the optimizer range shrinks by about 2 ms, yet the
-#: uninstrumented steps do not). They need a quieter machine (or a GPU, where a is larger) and
-#: a look at what else the fused path costs on a CPU.
-NOT_RESOLVED = {"e"}
+#: Cases whose shipped recordings do not show the fix faster beyond the noise: none. Each
+#: case's two jobs are timed side by side (record-clinic's interleaved ABBA blocks). At 60
+#: steps a side (2 December 00:15) a and e were not: a's first form (channels-first input)
+#: only moved its conversion from forward to h2d, so it was re-planted (every block ends
+#: with x.contiguous(): 92.1 -> 64.5 ms, interval [-35.0, -15.6], 200 steps a side); e (the
+#: fused optimiser on the deep model, about 1.3 ms of a 12-26 ms step) re-timed at 200 steps
+#: a side (record-clinic --retime, 03:20, load 1-1.6): -1.52 ms, interval [-2.49, -0.29].
+#: Under a load of 5-8 the same re-timing gave no difference (+0.03 ms, [-1.99, +2.29]).
+NOT_RESOLVED: set = set()
 
 
 @pytest.mark.parametrize("x", [pytest.param(x, marks=pytest.mark.xfail(
