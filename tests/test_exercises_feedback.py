@@ -32,6 +32,24 @@ def test_a_trap_answer_gets_its_own_feedback_first():
     assert q.judge(2000).correct
 
 
+def test_a_trap_kept_rounded_catches_the_same_slip_typed_more_precisely():
+    """Lesson 12's nccl_exposed_share (answer 0.882, hidden-share trap 0.118): a learner who
+    typed the hidden share as 0.1181 was told "too low", because the trap matched only within
+    the answer's tolerance (0.06 %). A trap now matches at the precision the learner is asked
+    for (three significant figures: 0.1175-0.1185), or the answer's tolerance where wider; a
+    number outside that still gets the direction."""
+    q = Question("share", "Exposed share? (0-1)", 0.882, "explained",
+                 traps=[(0.118, "that is the hidden share")])
+    for typed in (0.118, 0.1181, 0.11814, 0.1184):
+        assert "hidden share" in q.judge(typed).message, typed
+    far = q.judge(0.1190)
+    assert "Too low" in far.message and "hidden share" not in far.message
+    assert q.judge(0.8821).correct and not q.judge(0.884).correct
+    whole = Question("n", "How many?", 816, "explained", traps=[(102, "that counts parameter tensors")])
+    assert "parameter tensors" in whole.judge(102).message
+    assert "parameter tensors" not in whole.judge(103).message          # a whole trap stays exact
+
+
 def test_lesson01_feedback_says_host_and_device_need_not_overlap():
     from kitlib.course.exercises import l02
     from kitlib.readers.bundle import open_capture

@@ -284,7 +284,11 @@ class Question:
             if not ok:
                 self._record(given)
                 for trap, feedback in self.traps:
-                    if _is_number(trap) and abs(g - trap) <= max(abs(trap) * self.tolerance, 1e-12):
+                    # a trap matches at the precision the learner is asked for (three significant
+                    # figures), or at the answer's tolerance where that is wider: a trap kept
+                    # rounded (0.118) still catches the same slip typed more precisely (0.1181)
+                    if _is_number(trap) and abs(g - trap) <= max(
+                            abs(trap) * max(self.tolerance or 0, default_tolerance(trap)), 1e-12):
                         return self._wrong(given, feedback)
                 kind = _UNIT_KIND.get(self.unit or "")
                 for factor in _UNIT_FACTORS.get(kind, ()):
