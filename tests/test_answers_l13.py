@@ -450,3 +450,134 @@ def test_count_evidence_explanations_give_the_answer_times_the_steps(ex):
         assert n == round(q.answer * steps), (x, q.explain[:80])
         seen += 1
     assert seen >= 4
+
+
+# --------------------------------------------------------------------------- the evidence traps, from raw data
+def _says(q, typed, words: str) -> None:
+    """``typed`` is judged wrong with the feedback naming ``words``; the question is left untried."""
+    r = q.judge(typed)
+    q.wrong_tries = 0
+    assert not r.correct and words.lower() in r.message.lower(), (q.key, typed, r.message)
+
+
+def test_every_count_evidence_trap_answers_its_own_slip(ex, raw):
+    """Each count question's traps, typed as a learner who slipped would work them out from the
+    raw recordings, get their own feedback: the total over the steps ("all N steps together"),
+    case a's key_averages count over the steps ("every aten::contiguous"), case d's whole-trace
+    Python count, a zero ("by their cat", "look again"). Without them the learner is told only
+    "too high"/"too low" (l13 exercise mutants #51, #57, #58: case a's key_averages trap ×
+    or from the other rows, the steps' total ÷; #72, #82, #103, #107: c's, d's, e's, f's
+    total ÷ the steps; #86, #108: the zero trap moved to 1)."""
+    a = _letter("channels_first_blocks")
+    ka = _ka_count(f"case_{a}/before", "aten::contiguous")                                        # 297
+    qa = ex[f"case_{a}_evidence"]
+    _says(qa, ka / raw[a]["steps"], "every aten::contiguous")                                     # 99
+    _says(qa, raw[a]["contiguous_in_forward"] * raw[a]["steps"], f"all {raw[a]['steps']} steps together")
+    for cause, fig in (("loader_in_main_process", "ops_in_data_load"), ("optimizer_per_tensor", "ops_in_optimizer")):
+        x = _letter(cause)
+        _says(ex[f"case_{x}_evidence"], raw[x][fig] * raw[x]["steps"], f"all {raw[x]['steps']} steps together")
+    d = _letter("profiler_overhead")
+    evs = raw_events(SHIPPED / f"case_{d}" / "before" / "trace.json.gz")
+    steps = [e for e in evs if e["name"].startswith("ProfilerStep#")]
+    py = [e for e in evs if e.get("cat") == "python_function"]
+    inside = sum(any(s["ts"] <= e["ts"] and e["ts"] + e["dur"] <= s["ts"] + s["dur"] for s in steps) for e in py)
+    qd = ex[f"case_{d}_evidence"]
+    _says(qd, inside, f"all {len(steps)} steps together")                                         # 13,640
+    _says(qd, 0, "by their cat")
+    msg = qd.explain
+    assert f"({len(py):,} in the whole trace: {len(py) - inside:,} fall outside the steps)" in msg   # 13,826: 186
+    f = _letter("anomaly_detection")
+    isnan = _ka_count(f"case_{f}/before", "aten::isnan")                                          # 66
+    _says(ex[f"case_{f}_evidence"], isnan, f"all {raw[f]['steps']} steps together")
+    _says(ex[f"case_{f}_evidence"], 0, "look again")
+
+
+def test_case_a_evidence_gives_the_healthy_runs_key_averages_count(ex):
+    """The healthy run's aten::contiguous count in case a's explanation is its key_averages row
+    (78), and the case's own (297): a learner comparing the two is told the real counts (l13
+    exercise mutant #52: the healthy count summed over every other row)."""
+    a = _letter("channels_first_blocks")
+    msg = ex[f"case_{a}_evidence"].explain
+    assert f"key_averages counts {_ka_count(f'case_{a}/before', 'aten::contiguous')} in all" in msg
+    assert f"({_healthy(a)}/) has {_ka_count(_healthy(a), 'aten::contiguous')}: " in msg
+
+
+def test_case_b_evidence_traps_and_the_slow_ranks_waits(ex):
+    """Case b's traps from each rank's raw gaps and the healthy run's: the fast rank's gap and
+    the healthy run's (to the three decimals the explanation prints), and the slow gap in µs
+    each get their own feedback; the slow rank's waits are listed without the labelled range
+    (l13 exercise mutants #63, #64: the traps rounded to 4 decimals; #65, #66: the µs trap
+    ÷ or ×1001; #27: the slow rank's waits printed with their ranges)."""
+    b = _letter("straggler_rank")
+    gaps = [f["step_start_gap_ms"] for f in _raw(f"case_{b}/before")]
+    fast, slow = min(gaps), max(gaps)
+    h = _raw(_healthy(b))[0]["step_start_gap_ms"]
+    q = ex[f"case_{b}_evidence"]
+    _says(q, float(f"{fast:.3f}"), f"that is rank {gaps.index(fast)}'s")                         # 0.065
+    _says(q, float(f"{h:.3f}"), "healthy run's figure")                                           # 0.041
+    for typed in (slow * 1e3, float(f"{slow * 1e3:.1f}")):
+        _says(q, typed, "in µs")
+    tail = q.explain.split(f"rank {gaps.index(slow)}: ")[-1]
+    assert tail.startswith("gloo:") and "(in " not in tail, tail
+
+
+def test_case_e_evidence_names_the_loops_calls_from_the_raw_events(ex):
+    """Case e's per-tensor split from the raw events: the operators inside the optimizer ranges
+    whose parent is not an operator (the loop's own calls) per tensor and by name, with
+    "× k" where a name runs k times per tensor, and the rest beneath them (l13 exercise mutants
+    #33, #39: the loop's calls or their parents read from the wrong events; #89, #91–#94: the
+    "× k" multiplicity; #99, #100: the ones beneath miscounted)."""
+    e = _letter("optimizer_per_tensor")
+    evs = [x for x in raw_events(SHIPPED / f"case_{e}" / "before" / "trace.json.gz") if x.get("dur") is not None]
+    opt = [x for x in evs if x.get("cat") == "user_annotation" and x["name"] == "optimizer"]
+    steps = sum(1 for x in evs if x["name"].startswith("ProfilerStep#"))
+    ops = [x for x in evs if x.get("cat") == "cpu_op"
+           and any(r["ts"] <= x["ts"] and x["ts"] + x["dur"] <= r["ts"] + r["dur"] for r in opt)]
+
+    def nested(x):
+        return any(p is not x and p.get("tid") == x.get("tid") and p["ts"] <= x["ts"]
+                   and x["ts"] + x["dur"] <= p["ts"] + p["dur"] and (p["dur"], -p["ts"]) > (x["dur"], -x["ts"])
+                   for p in ops)
+    top = [x for x in ops if not nested(x)]
+    tensors = sum(1 for x in ops if x["name"] == "aten::mul_") // steps                             # 102
+    per = {}
+    for x in top:
+        per[x["name"]] = per.get(x["name"], 0) + 1
+    msg = ex[f"case_{e}_evidence"].explain
+    names = ", ".join(f"{k} × {c // (steps * tensors)}" if c // (steps * tensors) > 1 else k
+                      for k, c in sorted(per.items(), key=lambda kv: -kv[1]))
+    shown = re.search(r"calls itself \(([^)]*)\)", msg).group(1)
+    assert sorted(shown.split(", ")) == sorted(names.split(", ")), (shown, names)
+    own = len(top) / steps / tensors                                                                 # 4
+    assert f"{own:g} of them the loop calls itself" in msg
+    assert f"the other {len(ops) / steps / tensors - own:g} run beneath those" in msg
+
+
+def test_time_per_image_and_share_traps_from_the_step_times_and_trace(ex, raw):
+    """Case g's traps from step_times.json and the convolutions' batch: the median per step (as
+    printed, 2 decimals), the healthy run's per image, the median over the healthy batch; case
+    h's from the raw trace: the healthy run's share and the share outside data_load, each
+    typed to four decimals, get their own feedback (l13 exercise mutants #112, #113, #115, #120,
+    #123: a trap rounded to one more decimal; #114: × the healthy batch; #121, #122: 1 + or 2 −
+    the share)."""
+    g = _letter("tiny_batches")
+    med = statistics.median(_steps(f"case_{g}/before")["step_ms_uninstrumented"])
+    hmed = statistics.median(_steps(_healthy(g))["step_ms_uninstrumented"])
+    hb = raw_figures(SHIPPED / _healthy(g) / "trace.json.gz")["batch"]                             # 16
+    q = ex[f"case_{g}_evidence"]
+    _says(q, float(f"{med:.2f}"), "that is per step")
+    _says(q, float(f"{hmed / hb:.4f}"), "healthy run's figure")
+    _says(q, float(f"{med / hb:.4f}"), f"healthy batch ({hb})")
+    h = _letter("slow_transform")
+    qh = ex[f"case_{h}_evidence"]
+    _says(qh, float(f"{raw['healthy_of'][h]['data_load_share']:.4f}"), "healthy run's figure")
+    _says(qh, float(f"{1 - raw[h]['data_load_share']:.4f}"), "outside data_load")
+
+
+def test_a_wrong_route_gets_its_own_reason(ex):
+    """Every case ran on a CPU with torch.profiler only: Nsight Compute is a wrong route for
+    each, and its feedback says there is no kernel to replay; the right routes get no trap
+    (l13 exercise mutant #2: the route traps built for the right routes instead of the wrong)."""
+    for x in LETTERS:
+        q = ex[f"case_{x}_route"]
+        _says(q, l13.R_NCU, "no kernel to replay")
