@@ -174,6 +174,18 @@ def test_new_segments(ex):
     assert q.answer == 0 and q.judge_silently(0) and not q.judge_silently(1) and not q.judge_silently(144)
 
 
+def test_new_segments_explained_from_the_snapshot(ex):
+    """The explanation's figures from the raw snapshot: the 2,883 tensor allocations (its
+    'alloc' rows) all served from the segments' total_size, 13.35 GB (l07 exercise mutant #41:
+    the allocations counted as every row that is not an 'alloc', telling the learner a wrong
+    number of allocations the cache served)."""
+    snap = pickle.loads((REF / "profiler_5step" / "memory_snapshot.pickle").read_bytes())
+    actions = [t["action"] for trace in snap["device_traces"] for t in trace]
+    reserved = sum(s["total_size"] for s in snap["segments"])
+    assert ex["new_segments"].explain.startswith(
+        f"0: {actions.count('alloc'):,} tensor allocations were all served from the {reserved / 1e9:.2f} GB ")
+
+
 def test_the_two_h200_recordings_differ_by_20_mib():
     """Lesson 07: 'The recording with the data loader differs by 20 MiB over 265 calls', from
     the raw JSON of both recordings."""
