@@ -497,3 +497,35 @@ def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
     assert "compares this run's steps with the balanced run's" in q.judge(runs).message
     assert "mean over the steps" in q.judge(mean).message
     assert "whole compute difference" in q.judge(compute).message
+
+
+def test_clock_offset_explained_with_the_moved_ends(ex):
+    """The explanation's range is the verified calls' end differences from the raw kernels with
+    rank 1's clock 5 ms ahead, |Δend + 5|: 4.81 to 5.33 ms (l12 exercise mutant #106: rank 0's
+    clock moved instead, |Δend − 5|: 4.67 to 5.19 ms, not the figures of the shift the prompt names)."""
+    c0, c1 = _nccl_calls(0), _nccl_calls(1)
+    moved = [abs((b[4] - a[4]) / 1e3 + 5.0) for a in c0 for b in c1 if a[:2] == b[:2] and abs(b[4] - a[4]) <= 1000]
+    assert len(moved) == 4
+    assert f"the verified calls end {min(moved):,.2f} to {max(moved):,.2f} ms apart" in ex["clock_offset"].explain
+
+
+def test_nccl_exposed_share_other_rank_trap_from_its_raw_kernels(ex):
+    """Rank 1's exposed share in the same step (ProfilerStep#551), worked out from its raw
+    kernels as rank 0's is above (0.799), typed to 3 decimals, is told "that is the other
+    rank's share" (l12 exercise mutants #128, #129: the trap taken from rank 0 itself or from
+    rank 1's next step; #134: exposed × communication. #135, the trap at 4 decimals, 0.7995,
+    still meets 0.799 and is equivalent at the precision asked)."""
+    doc = json.loads(gzip.decompress((NCCL / "hta_2024-03_nccl_sampled_rank1.json.gz").read_bytes()))
+    ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
+    s = next(e for e in ev if e["name"] == "ProfilerStep#551")
+    k = [e for e in ev if e.get("cat") == "kernel"]
+    comm = [(e["ts"], e["ts"] + e["dur"]) for e in k if e["name"].startswith("ncclKernel_")
+            and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+    comp = [(e["ts"], e["ts"] + e["dur"]) for e in k if not e["name"].startswith("ncclKernel_")]
+    c = merged_length(comm)
+    share = (c - (c + merged_length(comp) - merged_length(comm + comp))) / c
+    q = ex["nccl_exposed_share"]
+    assert "step 551" in q.prompt
+    r = q.judge(round(share, 3))
+    q.wrong_tries = 0
+    assert not r.correct and "that is the other rank's share" in r.message.lower(), r.message
