@@ -161,8 +161,8 @@ def python_in_steps(tr) -> int:
 #: the signs and the raw figures that gives the answer.
 def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, rec, hrec, hname: str) -> Question:
     key = f"case_{letter}_evidence"
-    neighbour = lambda fig: [(v, f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
-                             if v.get(fig) is not None and v[fig] != s[fig]][:1]
+    neighbour = lambda fig: [(v[fig], f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
+                             if v.get(fig) is not None and v[fig] != s[fig] and v[fig] != healthy.get(fig)][:1]
     n = s["steps"]
     if cause_id == "channels_first_blocks":
         ka = sum(r["count"] for r in rec.key_averages()["by_name"] if r["key"] == "aten::contiguous")
@@ -194,8 +194,8 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
                         f"{healthy['step_start_gap_ms']:,.3f} ms. Rank {fast} waits for it at the collectives, "
                         f"per step: {_waits(waits, True)}; rank {slow}: {_waits(waits_slow)}.",
                         kind="compute", unit="ms", where="each rank's ProfilerStep#N and data_load events (ts, µs)",
-                        traps=[(round(per[fast], 3), f"that is rank {fast}'s: the other rank's steps open later."),
-                               (round(healthy["step_start_gap_ms"], 3), "that is the healthy run's figure."),
+                        traps=[(float(f"{per[fast]:.3g}"), f"that is rank {fast}'s: the other rank's steps open later."),
+                               (float(f"{healthy['step_start_gap_ms']:.3g}"), "that is the healthy run's figure."),
                                (round(per[slow] * 1e3, 1), "that is in µs (the trace's unit); the question asks ms.")])
     if cause_id == "loader_in_main_process":
         v = s["ops_in_data_load_per_step"]
