@@ -273,8 +273,9 @@ def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_
     calls = [e for e in raw if e.get("name") == "aten::clamp_min_"]
     assert len(calls) == 245
     pin = next(e["tid"] for e in raw if e.get("ph") == "M" and e.get("args", {}).get("name") == "thread 583 (pt_data_pin)")
-    queries = [(c, q) for c in calls for q in raw if q.get("tid") == pin and q.get("cat") == "cuda_runtime"
-               and c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
+    pin_calls = [q for q in raw if q.get("tid") == pin and q.get("cat") == "cuda_runtime"]   # once, not per call
+    queries = [(c, q) for c in calls for q in pin_calls
+               if c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
     assert len(queries) == 1
     c, q = queries[0]
     launch = [e for e in raw if e.get("tid") == c["tid"] and e.get("cat") == "cuda_runtime"
