@@ -347,10 +347,9 @@ def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> 
     out = Path(out)
     recs = [Recording("baseline", dict(base), "shapes")]
     # each other job shape a case's fix runs gets a healthy run of its own to compare with
-    shapes = _healthy_shapes(device, letters)
-    for name in dict.fromkeys(shapes.values()):
+    for name, shape in _healthy_runs(device, letters)[1].items():
         if name != "baseline":
-            recs.append(Recording(name, {**base, **_shape(name, shapes, device, letters)}, "shapes"))
+            recs.append(Recording(name, {**base, **shape}, "shapes"))
     for c in cases_for(device, letters):
         for side in ("before", "after"):
             s = {**base, **c.settings(side, device)}
@@ -618,33 +617,29 @@ def _job_shape(settings: dict, device: str) -> tuple:
     return tuple({**base, **settings}[k] for k in SHAPE_KEYS)
 
 
-def _healthy_shapes(device: str, letters=None) -> dict:
-    """Per case, the folder of its healthy run: the run of the base job with the model,
-    image size and batch of the case's *after* job. ``baseline`` when those are the
-    base's, ``baseline_deep`` for the deep narrow model's usual shape (:data:`DEEP_CPU`,
-    :data:`DEEP_CUDA`), else ``baseline_<model>_<size>px_b<batch>``. The *after* job,
-    not the *before*: where the batch is the cause (tiny batches), the healthy run has
-    the fixed batch."""
+def _healthy_runs(device: str, letters=None) -> tuple:
+    """The healthy runs to compare the cases with: ``(by_case, shapes)``, per case the
+    folder of its healthy run, and per folder its model, image size and batch. A case's
+    healthy run is the base job with the shape of the case's *after* job: ``baseline``
+    when that is the base's, ``baseline_deep`` for the deep narrow model's usual shape
+    (:data:`DEEP_CPU`, :data:`DEEP_CUDA`), else ``baseline_<model>_<size>px_b<batch>``.
+    The *after* job, not the *before*: where the batch is the cause (tiny batches), the
+    healthy run has the fixed batch."""
     base = _job_shape({}, device)
     deep = _job_shape(DEEP_CPU if device == "cpu" else DEEP_CUDA, device)
-    out = {}
+    by_case, shapes = {}, {}
     for c in cases_for(device, letters):
         shape = _job_shape({k: v for k, v in c.settings("after", device).items() if k in SHAPE_KEYS}, device)
-        out[c.name] = ("baseline" if shape == base else "baseline_deep" if shape == deep
-                       else "baseline_{}_{}px_b{}".format(*shape).replace("_cnn_", "_"))
-    return out
-
-
-def _shape(name: str, shapes: dict, device: str, letters=None) -> dict:
-    """The model, image size and batch of the healthy run ``name`` of :func:`_healthy_shapes`."""
-    c = next(c for c in cases_for(device, letters) if shapes[c.name] == name)
-    return dict(zip(SHAPE_KEYS, _job_shape({k: v for k, v in c.settings("after", device).items()
-                                            if k in SHAPE_KEYS}, device)))
+        name = ("baseline" if shape == base else "baseline_deep" if shape == deep
+                else "baseline_{}_{}px_b{}".format(*shape).replace("_cnn_", "_"))
+        by_case[c.name] = name
+        shapes.setdefault(name, dict(zip(SHAPE_KEYS, shape)))
+    return by_case, shapes
 
 
 def _baselines(device: str, letters=None) -> dict:
-    """The healthy run to compare each case with (:func:`_healthy_shapes`)."""
-    return _healthy_shapes(device, letters)
+    """The healthy run to compare each case with (:func:`_healthy_runs`)."""
+    return _healthy_runs(device, letters)[0]
 
 
 def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
