@@ -79,7 +79,10 @@ def test_the_hand_rebuild_equals_the_printed_table():
     assert f"{by_hand / GIB:.2f}" == "26.56"
 
 
-def test_excerpt_self_mib(ex):
+def _excerpt_call():
+    """The excerpt's call (the second aten::cudnn_batch_norm of profiler_5step's raw JSON),
+    the CUDA memory events in its interval, its children on its thread, and the memory
+    events that lie inside those children."""
     raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     op = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_batch_norm"][1]
     a, b = op["ts"], op["ts"] + op["dur"]
@@ -87,6 +90,11 @@ def test_excerpt_self_mib(ex):
     kids = [k for k in raw if k is not op and k.get("ph") == "X" and k.get("cat") == "cpu_op" and k["tid"] == op["tid"]
             and a <= k["ts"] and k["ts"] + k["dur"] <= b]
     in_kids = [m for m in mem if any(k["ts"] <= m["ts"] <= k["ts"] + k["dur"] for k in kids)]
+    return op, mem, kids, in_kids
+
+
+def test_excerpt_self_mib(ex):
+    op, mem, kids, in_kids = _excerpt_call()
     own = [m for m in mem if m not in in_kids]
     assert [m["args"]["Bytes"] for m in mem] == [102760448, 512, 512, 3237888, -3237888]
     assert [m["args"]["Bytes"] for m in own] == [-3237888]          # a free of what a child allocated
@@ -395,13 +403,7 @@ def test_excerpt_self_mib_explained_and_its_traps(ex):
     events in the call's interval, how many lie inside its children, the names of the children
     that hold a memory event (the excerpt leaves out the others, aten::view) and their totals, and the own-free sentence (l07 mutants #8-#14, #26); the traps, zero and the total,
     with their feedback (#28, #29: the zero trap moved to 1.0, the total's ×)."""
-    raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
-    op = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e["name"] == "aten::cudnn_batch_norm"][1]
-    a, b = op["ts"], op["ts"] + op["dur"]
-    mem = _inside(_cuda_mem(raw), a, b)
-    kids = [k for k in raw if k is not op and k.get("ph") == "X" and k.get("cat") == "cpu_op" and k["tid"] == op["tid"]
-            and a <= k["ts"] and k["ts"] + k["dur"] <= b]
-    in_kids = [m for m in mem if any(k["ts"] <= m["ts"] <= k["ts"] + k["dur"] for k in kids)]
+    op, mem, kids, in_kids = _excerpt_call()
     total = sum(m["args"]["Bytes"] for m in mem)
     self_b = total - sum(m["args"]["Bytes"] for m in in_kids)
     q = ex["excerpt_self_mib"]

@@ -57,11 +57,18 @@ def _pin_tid():
     return g
 
 
-def test_pin_alloc_share(ex):
+def _pin_allocs():
+    """The first data_load range (ns) and the durations (ns) of the pin-memory thread's
+    cudaHostAlloc calls that start inside it, from the SQLite export."""
     s0, e0 = _first_data_load()
     durs = [d for (d,) in sql_rows(DB, "SELECT r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
                                        "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
                                        "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)]
+    return s0, e0, durs
+
+
+def test_pin_alloc_share(ex):
+    s0, e0, durs = _pin_allocs()
     share = sum(durs) / (e0 - s0)
     q = ex["pin_alloc_share"]
     assert q.kind == "compute" and len(durs) == 17 and q.answer == pytest.approx(share, rel=1e-12)
@@ -346,10 +353,7 @@ def test_pin_alloc_share_explained_and_its_traps(ex):
     """pin_alloc_share's figures and its two traps (the part outside the calls; the calls over
     the range plus the calls), at the values the export gives, each with its feedback (l09
     mutants #40-#44: a trap's value changed, never met)."""
-    s0, e0 = _first_data_load()
-    durs = [d for (d,) in sql_rows(DB, "SELECT r.end - r.start FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
-                                       "ON s.id = r.nameId WHERE s.value LIKE 'cudaHostAlloc%' AND r.globalTid = ? "
-                                       "AND r.start >= ? AND r.start < ?", _pin_tid(), s0, e0)]
+    s0, e0, durs = _pin_allocs()
     share = sum(durs) / (e0 - s0)
     q = ex["pin_alloc_share"]
     assert q.explain.startswith(f"{len(durs)} calls, {sum(durs) / 1e6:,.1f} ms of {(e0 - s0) / 1e6:,.1f} ms = {share:.1%}")

@@ -99,11 +99,10 @@ def test_straggler_rank_and_late_ms(ex):
     assert "manifest" in q.judge(500).message
 
 
-def test_fast_rank_wait_share_and_what_to_fix(ex):
-    """Rank 0's waiting, estimated as the kit does: at each call inside a step that rank 0
-    started first, the time until rank 1 started it (at most the call's duration); the union
-    of those waits over the union of rank 0's call intervals inside steps."""
-    sc = _steps_and_calls("ranks_straggler")
+def _rank0_waits_and_spans(sc):
+    """Rank 0's waits as the kit estimates them (at each call inside a step that rank 0
+    started first, the time until rank 1 started it, at most the call's duration) and its
+    calls' intervals, both as (start, end) in µs from :func:`_steps_and_calls`."""
     waits, spans = [], []
     for key, (t0, d0, step) in sc[0][1].items():
         if step is None:
@@ -111,6 +110,15 @@ def test_fast_rank_wait_share_and_what_to_fix(ex):
         t1 = sc[1][1][key][0]
         waits.append((t0, t0 + min(max(t1 - t0, 0.0), d0)))
         spans.append((t0, t0 + d0))
+    return waits, spans
+
+
+def test_fast_rank_wait_share_and_what_to_fix(ex):
+    """Rank 0's waiting, estimated as the kit does: at each call inside a step that rank 0
+    started first, the time until rank 1 started it (at most the call's duration); the union
+    of those waits over the union of rank 0's call intervals inside steps."""
+    sc = _steps_and_calls("ranks_straggler")
+    waits, spans = _rank0_waits_and_spans(sc)
     share = merged_length(waits) / merged_length(spans)      # unions: two Gloo threads run calls at once
     q = ex["fast_rank_wait_share"]
     assert q.answer == round(share, 2) == 0.82 and q.judge_silently(round(share, 3))
@@ -435,13 +443,7 @@ def test_fast_rank_wait_share_explained_and_its_traps(ex):
     union, over the 3 steps) and the two traps (the transfer's share; waiting over the median
     step), at 2 decimals from the raw JSON, each with its feedback (l12 mutants #82-#86)."""
     sc = _steps_and_calls("ranks_straggler")
-    waits, spans = [], []
-    for key, (t0, d0, step) in sc[0][1].items():
-        if step is None:
-            continue
-        t1 = sc[1][1][key][0]
-        waits.append((t0, t0 + min(max(t1 - t0, 0.0), d0)))
-        spans.append((t0, t0 + d0))
+    waits, spans = _rank0_waits_and_spans(sc)
     n = len(sc[0][0])
     wait_ms, coll_ms = merged_length(waits) / n / 1e3, merged_length(spans) / n / 1e3
     share = wait_ms / coll_ms
