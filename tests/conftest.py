@@ -65,6 +65,22 @@ def merged_length(spans):
     return total + (0 if cur is None else cur[1] - cur[0])
 
 
+def raw_self_us(events) -> dict:
+    """Host self time (µs) of raw Chrome-trace events, keyed by ``id(event)``: each event's
+    ``dur`` less its direct children's on the same thread (an event is a child when it starts
+    before its parent ends), written without kitlib to check its self times. ``events`` in
+    (tid, ts, -dur) order."""
+    self_us, stack = {}, []
+    for e in events:
+        while stack and (stack[-1]["tid"] != e["tid"] or e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]):
+            stack.pop()
+        if stack:
+            self_us[id(stack[-1])] = self_us.get(id(stack[-1]), stack[-1]["dur"]) - e["dur"]
+        self_us.setdefault(id(e), e["dur"])
+        stack.append(e)
+    return self_us
+
+
 @pytest.fixture(scope="session")
 def ref_trace():
     """Load a reference trace once per test session: ref_trace('profiler_5step')."""

@@ -17,6 +17,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import raw_self_us
+
 ROOT = Path(__file__).resolve().parent.parent
 LESSON = next((ROOT / "lessons").glob("01_*.ipynb"))
 
@@ -182,14 +184,7 @@ def test_top_self_op_from_the_raw_json(ex, raw):
     in it on the same thread), summed per name, from the raw events."""
     xs = sorted((e for e in raw if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
                 key=lambda e: (e["tid"], e["ts"], -e["dur"]))
-    self_us, stack = {}, []
-    for e in xs:
-        while stack and (stack[-1]["tid"] != e["tid"] or e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]):
-            stack.pop()
-        if stack:
-            self_us[id(stack[-1])] = self_us.get(id(stack[-1]), stack[-1]["dur"]) - e["dur"]
-        self_us.setdefault(id(e), e["dur"])
-        stack.append(e)
+    self_us = raw_self_us(xs)
     per_name = {}
     for e in xs:
         if e.get("cat") == "cpu_op":

@@ -15,7 +15,7 @@ import zlib
 import orjson
 import pytest
 
-from conftest import PUBLIC, REF, raw_trace_events
+from conftest import PUBLIC, REF, raw_self_us, raw_trace_events
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SOURCE = re.compile(r"^\S+\(\d+\): ")
@@ -127,14 +127,7 @@ def _sites() -> tuple:
             host.append((e, "(none)"))
     # host self time: the interval less its direct children's, nested per thread
     host.sort(key=lambda p: (p[0]["tid"], p[0]["ts"], -p[0]["dur"]))
-    self_us, stack = {}, []
-    for e, _ in host:
-        while stack and (stack[-1]["tid"] != e["tid"] or e["ts"] >= stack[-1]["ts"] + stack[-1]["dur"]):
-            stack.pop()
-        if stack:
-            self_us[id(stack[-1])] = self_us.get(id(stack[-1]), stack[-1]["dur"]) - e["dur"]
-        self_us.setdefault(id(e), e["dur"])
-        stack.append(e)
+    self_us = raw_self_us([e for e, _ in host])
     top = linked[0]
     ops_share = 100 * sum(s == top for _, s in host) / len(host)
     host_share = 100 * sum(self_us[id(e)] for e, s in host if s == top) / sum(self_us[id(e)] for e, _ in host)
