@@ -11,6 +11,9 @@ import orjson
 import pytest
 
 os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
+# No IRI syntax checks in the test processes (see tests/run_notebook.py): nbformat's import
+# of jsonschema then takes 0.05 s, not 1.5 s, in each pytest process.
+sys.modules.setdefault("rfc3987_syntax", None)
 # One intra-op thread for torch in the test process and everything it starts (CLI runs,
 # Jupyter kernels, JupyterLab). The suite's models are tiny (batch 2-4, 32-64 px), so a
 # second thread gains nothing on a quiet machine; on a shared two-core machine, though, a
@@ -331,12 +334,14 @@ def pytest_collection_modifyitems(config, items):
     """Under pytest-xdist (the README's command runs the suite in two processes with
     ``--dist loadgroup``), every test that runs a lesson goes to one process, as the group
     ``lessons``: each lesson then runs once in the whole suite (see _lesson_runs), not once in
-    each process that asks for it. The other tests go in groups by file, so that a file's
-    costly fixtures (a torchrun, a CPU recording) are made once. Without xdist the marker does
-    nothing."""
+    each process that asks for it. The rest of such a test's file goes with it, so that the
+    file's module fixtures (every lesson's questions built, a raw trace parsed: 11 s of CPU in
+    tests/test_questions_teach.py) are made once, not once in each process. The other tests go
+    in groups by file, for the same reason (a torchrun, a CPU recording). Without xdist the
+    marker does nothing."""
+    with_lessons = {item.path for item in items if set(_LESSON_FIXTURES) & set(getattr(item, "fixturenames", ()))}
     for item in items:
-        lessons = set(_LESSON_FIXTURES) & set(getattr(item, "fixturenames", ()))
-        item.add_marker(pytest.mark.xdist_group("lessons" if lessons else item.path.name))
+        item.add_marker(pytest.mark.xdist_group("lessons" if item.path in with_lessons else item.path.name))
 
 
 def pytest_sessionstart(session):
