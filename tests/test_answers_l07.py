@@ -35,17 +35,32 @@ def _inside(mem, a, b):
 
 def _self_by_hand(raw, name):
     """Self CUDA Mem of operator ``name`` over all its calls: memory events inside each call
-    (any thread) minus those inside its direct children on its thread (the profiler's rule)."""
-    mem = _cuda_mem(raw)
-    ops = [e for e in raw if e.get("ph") == "X" and e.get("cat") == "cpu_op"]
+    (any thread) minus those inside its direct children on its thread (the profiler's rule).
+    Candidates are found by binary search on start times (each thread's operators and the
+    memory events sorted once); which of them count is decided by the rule above."""
+    from bisect import bisect_left, bisect_right
+    mem = sorted(_cuda_mem(raw), key=lambda m: m["ts"])
+    mem_ts = [m["ts"] for m in mem]
+
+    def inside(a, b):
+        return mem[bisect_left(mem_ts, a):bisect_right(mem_ts, b)]
+    by_tid = {}
+    for e in raw:
+        if e.get("ph") == "X" and e.get("cat") == "cpu_op":
+            by_tid.setdefault(e["tid"], []).append(e)
+    starts = {}
+    for tid, ops in by_tid.items():
+        ops.sort(key=lambda e: e["ts"])
+        starts[tid] = [e["ts"] for e in ops]
     total = 0
-    for op in (e for e in ops if e["name"] == name):
+    for op in (e for ops in by_tid.values() for e in ops if e["name"] == name):
         a, b = op["ts"], op["ts"] + op["dur"]
-        kids = [k for k in ops if k is not op and k["tid"] == op["tid"] and a <= k["ts"] and k["ts"] + k["dur"] <= b]
+        ops, ts = by_tid[op["tid"]], starts[op["tid"]]
+        kids = [k for k in ops[bisect_left(ts, a):bisect_right(ts, b)] if k is not op and k["ts"] + k["dur"] <= b]
         direct = [k for k in kids if not any(p is not k and p["ts"] <= k["ts"] and k["ts"] + k["dur"] <= p["ts"] + p["dur"]
                                              for p in kids)]
-        total += sum(m["args"]["Bytes"] for m in _inside(mem, a, b))
-        total -= sum(m["args"]["Bytes"] for k in direct for m in _inside(mem, k["ts"], k["ts"] + k["dur"]))
+        total += sum(m["args"]["Bytes"] for m in inside(a, b))
+        total -= sum(m["args"]["Bytes"] for k in direct for m in inside(k["ts"], k["ts"] + k["dur"]))
     return total
 
 
