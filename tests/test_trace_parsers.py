@@ -49,15 +49,18 @@ def test_fast_and_dict_paths_give_the_same_tables(path, monkeypatch):
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
     raw = _raw(path)
     doc = T._decode_trace(raw)
+    obj = orjson.loads(raw)
+    ordinary = isinstance(obj, dict) and "traceEvents" in obj
     try:
-        by_dict = T.trace_from_json(orjson.loads(raw), path)
+        by_dict = T.trace_from_json(obj, path)
     except TraceFormatError as err:                      # a bugcase the kit refuses: same refusal
         with pytest.raises(TraceFormatError) as fast:
             T.load_trace(path)
         assert str(fast.value) == str(err)
         return
+    del obj, raw
     fast = T.load_trace(path)
-    if isinstance(orjson.loads(raw), dict) and "traceEvents" in orjson.loads(raw):
+    if ordinary:
         assert doc is not None, "an ordinary trace must take the msgspec path"
     for name in ("ops", "launches", "gpu", "memory", "other", "host_events"):
         pd.testing.assert_frame_equal(getattr(fast, name), getattr(by_dict, name), check_exact=True, obj=name)
