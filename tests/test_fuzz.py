@@ -290,10 +290,26 @@ def _public_slice(name: str, n: int = 4000) -> dict:
     return doc
 
 
-TRACE_SOURCES = {"reference": _trace_slice(),
-                 "torch-2.6": _public_slice("tracelens_torch2.6_h100_bert_small.json.gz"),
-                 "pytorch-1.9": _public_slice("kineto_2021-06_resnet50_v100.json.gz")}
-TRACE_RAW = TRACE_SOURCES["reference"]
+class _Sliced(dict):
+    """Source name -> trace document, each read from its file when first asked for (not at
+    import: every pytest process imports this module to collect it, and the three reads
+    take about 1.5 s)."""
+
+    def __init__(self, makers: dict):
+        super().__init__()
+        self.makers = makers
+
+    def __iter__(self):
+        return iter(self.makers)
+
+    def __missing__(self, name):
+        self[name] = self.makers[name]()
+        return self[name]
+
+
+TRACE_SOURCES = _Sliced({"reference": _trace_slice,
+                         "torch-2.6": lambda: _public_slice("tracelens_torch2.6_h100_bert_small.json.gz"),
+                         "pytorch-1.9": lambda: _public_slice("kineto_2021-06_resnet50_v100.json.gz")})
 _TRACE_CATS = {"cpu_op": "ops", "user_annotation": "ops", "python_function": "ops", "cuda_runtime": "launches",
                "cuda_driver": "launches", "kernel": "gpu", "gpu_memcpy": "gpu", "gpu_user_annotation": "gpu",
                "cpu_instant_event": "memory", None: None}
