@@ -330,13 +330,14 @@ def traced_processes(report) -> pd.DataFrame:
     1  pt_data_worker          8          0              0
     """
     th = report.threads
+    # rows per pid, counted once per table (a process name's rows are the sum over its pids)
+    per_pid = {col: table["pid"].value_counts().to_dict() for col, table in
+               (("osrt_rows", report.osrt), ("cuda_api_rows", report.launches), ("nvtx_ranges", report.nvtx))}
     rows = []
     for name, g in th.groupby("process", dropna=False):
         pids = set(g["pid"])
         rows.append({"process": name, "processes": len(pids), "threads": len(g),
-                     "osrt_rows": int(report.osrt["pid"].isin(pids).sum()),
-                     "cuda_api_rows": int(report.launches["pid"].isin(pids).sum()),
-                     "nvtx_ranges": int(report.nvtx["pid"].isin(pids).sum())})
+                     **{col: int(sum(counts.get(pid, 0) for pid in pids)) for col, counts in per_pid.items()}})
     cols = ["process", "processes", "threads", "osrt_rows", "cuda_api_rows", "nvtx_ranges"]
     return pd.DataFrame(rows, columns=cols).sort_values(["osrt_rows", "processes"], ascending=False) \
         .reset_index(drop=True)
