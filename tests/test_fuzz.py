@@ -25,7 +25,6 @@ that must give a result or a KitError); then add it to ``TARGETS``.
 """
 from __future__ import annotations
 
-import copy
 import pickle
 import shutil
 import sqlite3
@@ -241,7 +240,7 @@ def _snapshot_apply(raw, mutation):
 
 
 def snapshot_damage(mutation, folder: Path) -> Path:
-    raw = _snapshot_apply(copy.deepcopy(SNAP_RAW), mutation)
+    raw = _snapshot_apply(pickle.loads(pickle.dumps(SNAP_RAW, protocol=4)), mutation)   # a deep copy, at C speed
     p = folder / "memory_snapshot.pickle"
     p.write_bytes(pickle.dumps(raw, protocol=4))
     return p
@@ -340,7 +339,7 @@ def _pick(events, rows):
 def trace_damage(mutation, folder: Path, source: str = "reference") -> Path:
     import orjson
     cat, kind, field, rows, value = mutation
-    doc = copy.deepcopy(TRACE_SOURCES[source])
+    doc = orjson.loads(orjson.dumps(TRACE_SOURCES[source]))   # a deep copy (JSON in, JSON out), 20x deepcopy's speed
     if cat == "top":
         if kind == "drop key":
             doc.pop(field, None)
