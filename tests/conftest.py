@@ -337,9 +337,13 @@ def pytest_collection_modifyitems(config, items):
     each process that asks for it. The rest of such a test's file goes with it, so that the
     file's module fixtures (every lesson's questions built, a raw trace parsed: 11 s of CPU in
     tests/test_questions_teach.py) are made once, not once in each process. The other tests go
-    in groups by file, for the same reason (a torchrun, a CPU recording). Without xdist the
-    marker does nothing."""
+    in groups by file, for the same reason (a torchrun, a CPU recording). The browser test
+    (tests/test_browser.py) joins the lessons' group too: xdist hands out the largest groups
+    first, so as a group of its own it ran last, its half minute of waiting on JupyterLab
+    and Chromium beside an idle process; in the lessons' group it runs early, while the
+    lesson runs keep both cores busy. Without xdist the marker does nothing."""
     with_lessons = {item.path for item in items if set(_LESSON_FIXTURES) & set(getattr(item, "fixturenames", ()))}
+    with_lessons |= {item.path for item in items if item.path.name == "test_browser.py"}
     for item in items:
         item.add_marker(pytest.mark.xdist_group("lessons" if item.path in with_lessons else item.path.name))
 
