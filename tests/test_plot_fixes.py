@@ -2,6 +2,7 @@
 the recordings hold: each case's two series of step times, read here from the raw
 ``step_times.json`` and convolution ``Input Dims`` of the shipped clinic, without the kit's
 series code, each relative to its own *before* median, with the two medians marked."""
+import functools
 import gzip
 import json
 import re
@@ -24,25 +25,29 @@ def _bundle(x, side):
     return (path / "rank0") if (path / "rank0").is_dir() else path
 
 
-def _images(x, side) -> int:
-    doc = json.loads(gzip.decompress((_bundle(x, side) / "trace.json.gz").read_bytes()))
+def _trace(x, side) -> dict:
+    return json.loads(gzip.decompress((_bundle(x, side) / "trace.json.gz").read_bytes()))
+
+
+def _images(doc) -> int:
     conv = min((e for e in doc["traceEvents"] if e.get("name") == "aten::convolution"), key=lambda e: e["ts"])
     return conv["args"]["Input Dims"][0][0]
 
 
+# cached: both drawing tests compare against the same series, read and parsed once per case
+@functools.lru_cache(maxsize=None)
 def _raw_series(x) -> dict:
     """before/after as the lesson measures a fix, from the raw files: the heavy profile's
     active steps against the uninstrumented ones where only the profiler changed (the case
     whose before trace holds Python-stack events and whose after trace none), per image
     where the batch changed, else the uninstrumented steps (rank 0 for two ranks)."""
     st = {s: json.loads((_bundle(x, s) / "step_times.json").read_text()) for s in ("before", "after")}
-    stacks = {s: any(e.get("cat") == "python_function" for e in json.loads(gzip.decompress(
-        (_bundle(x, s) / "trace.json.gz").read_bytes()))["traceEvents"]) for s in ("before", "after")}
+    docs = {s: _trace(x, s) for s in ("before", "after")}          # each trace parsed once
+    stacks = {s: any(e.get("cat") == "python_function" for e in docs[s]["traceEvents"]) for s in ("before", "after")}
     if stacks["before"] and not stacks["after"]:
-        doc = json.loads(gzip.decompress((_bundle(x, "before") / "trace.json.gz").read_bytes()))
-        n = sum(e.get("name", "").startswith("ProfilerStep#") for e in doc["traceEvents"])
+        n = sum(e.get("name", "").startswith("ProfilerStep#") for e in docs["before"]["traceEvents"])
         return {"before": st["before"]["step_ms_profiled"][-n:], "after": st["after"]["step_ms_uninstrumented"]}
-    ib, ia = _images(x, "before"), _images(x, "after")
+    ib, ia = _images(docs["before"]), _images(docs["after"])
     return {s: [v / (ib if s == "before" else ia) for v in st[s]["step_ms_uninstrumented"]]
             for s in ("before", "after")}
 
