@@ -373,31 +373,34 @@ def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) ->
     ranks = list(traces.ranks)
     rows = []
     first = calls.groupby("call", sort=False)["start_ns"].min().sort_values(kind="stable")
+    rows_of = calls.groupby("call", sort=False).indices        # each call's row positions, in row order
+    col = {c: calls[c].to_numpy() for c in ("rank", "end_ns", "measured_on", "name", "identity")}
     for call in first.index:
-        g = calls[calls["call"] == call]
-        have = tuple(sorted(int(r) for r in g["rank"].unique()))
+        i = rows_of[call]
+        rank, end = col["rank"][i], col["end_ns"][i]
+        uniq, count = np.unique(rank, return_counts=True)      # the ranks that have it, sorted
+        have = tuple(int(r) for r in uniq)
         missing = tuple(r for r in ranks if r not in have)
-        ends = g.sort_values("end_ns", kind="stable")
-        spread = int(ends["end_ns"].iloc[-1] - ends["end_ns"].iloc[0])
-        where = set(g["measured_on"])
+        order = np.argsort(end, kind="stable")                  # by end: first and last to finish
+        spread = int(end[order[-1]] - end[order[0]])
+        where = set(col["measured_on"][i])
         tol = min((END_TOLERANCE_NS.get(w) for w in where if w in END_TOLERANCE_NS), default=None)
-        dup = g.groupby("rank").size()
         if missing:
             reason = (f"not found on rank{'s' if len(missing) > 1 else ''} {', '.join(map(str, missing))}: "
                       "that rank's trace lacks it (subsampled or cut) or issued a different call")
-        elif (dup > 1).any():
-            reason = (f"{int(dup.max())} rows with this identity on rank {int(dup.idxmax())}: "
+        elif (count > 1).any():
+            reason = (f"{int(count.max())} rows with this identity on rank {int(uniq[count.argmax()])}: "
                       "the identity does not name one call")
         elif tol is None or "host enqueue" in where:
             reason = ("only the host enqueue was recorded: its end is not the collective's end, so the "
                       "match cannot be checked")
         elif spread > tol:
-            reason = (f"ends {spread / 1e6:,.1f} ms later on rank {int(ends['rank'].iloc[-1])} than on rank "
-                      f"{int(ends['rank'].iloc[0])}, more than the {tol / 1e6:g} ms one call allows: "
+            reason = (f"ends {spread / 1e6:,.1f} ms later on rank {int(rank[order[-1]])} than on rank "
+                      f"{int(rank[order[0]])}, more than the {tol / 1e6:g} ms one call allows: "
                       "not the same call")
         else:
             reason = ""
-        rows.append({"call": call, "name": g["name"].iloc[0], "identity": g["identity"].iloc[0], "ranks": have,
+        rows.append({"call": call, "name": col["name"][i[0]], "identity": col["identity"][i[0]], "ranks": have,
                      "missing": missing, "end_spread_ns": spread, "verified": reason == "", "reason": reason})
     out = pd.DataFrame(rows, columns=MATCH_COLUMNS)
     out["verified"] = out["verified"].astype(bool)
@@ -666,7 +669,11 @@ def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     0     1          1     2000000      1
     1     2          1     1000000      1
     """
-    tab = straggler_table(traces, calls)
+    return _by_step(straggler_table(traces, calls))
+
+
+def _by_step(tab: pd.DataFrame) -> pd.DataFrame:
+    """:func:`straggler_by_step` from a :func:`straggler_table`."""
     tab = tab[tab["step"] >= 0]
     if not len(tab):
         return pd.DataFrame(columns=["step", "call", "name", "last_rank", "late_by_ns", "calls"])
@@ -702,12 +709,12 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     >>> s["rank"], s["steps_last"], s["steps"], round(s["late_by_ms_median"], 1)
     (1, 3, 3, 525.6)
     """
-    by_step = straggler_by_step(traces, calls)
+    tab = straggler_table(traces, calls)
+    by_step = _by_step(tab)
     if not len(by_step):
         raise KitError(f"no collective matched on all ranks {traces.ranks} inside a step")
     counts = by_step["last_rank"].value_counts()
     rank = int(counts.index[0])
-    tab = straggler_table(traces, calls)
     tab = tab[tab["step"] >= 0]
     return {"rank": rank, "steps_last": int(counts.iloc[0]), "steps": int(len(by_step)),
             "late_by_ms_median": float(by_step["late_by_ns"].median()) / 1e6,

@@ -46,7 +46,7 @@ def _builders():
     def l12():
         runs = ranks.recordings(live=False)          # the recordings in use, never a live torchrun
         slow, nccl = runs["straggler"], runs["nccl"]
-        ex = exercises.lesson12(slow, nccl, injected_ms=ranks.straggler_delay(slow)["ms"])
+        ex = exercises.lesson12(slow, nccl, injected_ms=ranks.straggler_delay(slow)["ms"], balanced=runs["balanced"])
         return ex, [slow.label, nccl.label]
 
     return {

@@ -110,20 +110,22 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
         The same job without the straggler (default: the recording in use for
         ``ranks_balanced``): the prediction's baseline and the raw excerpt's source.
     """
-    from ...analyses.collectives import (collective_matches, comm_overlap, exposed_communication, rank_summary,
-                                         straggler_by_step, straggler_summary)
+    from ...analyses.collectives import (collective_matches, collectives, comm_overlap, exposed_communication,
+                                         rank_summary, straggler_by_step, straggler_summary)
     from ..rawranks import collective_excerpt, nccl_call_excerpt
     if balanced is None:
         from ..ranks import recordings
         balanced = recordings(live=False)["balanced"]
-    s = straggler_summary(straggler)
-    by_step = straggler_by_step(straggler)
+    calls = collectives(straggler)               # once per run, handed to every table below
+    calls_b = collectives(balanced)
+    s = straggler_summary(straggler, calls)
+    by_step = straggler_by_step(straggler, calls)
     slow = s["rank"]
-    summ = rank_summary(straggler)
+    summ = rank_summary(straggler, calls)
     fast = next(r for r in summ.index if r != slow)
     row = summ.loc[fast]
     share = float(row["wait_share"])
-    before = rank_summary(balanced)
+    before = rank_summary(balanced, calls_b)
     grew = float(summ.loc[fast, "step_ms"] - before.loc[fast, "step_ms"]) if fast in before.index else 0.0
     delay = injected_ms or 0.0
     grows = GROW_CHOICES[1] if delay and grew >= delay / 2 else GROW_CHOICES[0]
@@ -219,7 +221,8 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                                   (round(gap["enqueue_gap_ms"], 3), "that compares the host operators' ts (the "
                                                                     "enqueue), not the kernels' ends.")]))
         from ..ranks import clock_shifted
-        ok = collective_matches(nccl).query("verified")["call"]
+        calls_n = collectives(nccl)
+        ok = collective_matches(nccl, calls_n).query("verified")["call"]
         moved = collective_matches(clock_shifted(nccl, nccl.ranks[-1], CLOCK_SHIFT_MS))
         spread = moved[moved["call"].isin(set(ok))]["end_spread_ns"] / 1e6
         outcome = (CLOCK_CHOICES[0] if len(spread) and (abs(spread - CLOCK_SHIFT_MS) < 1).all() else
@@ -235,7 +238,7 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                            kind="predict", choices=CLOCK_CHOICES,
                            traps=[(CLOCK_CHOICES[1], "the calls still end together in real time, but the clocks "
                                                      "that stamp them now differ by the shift.")]))
-        ex_n = exposed_communication(nccl)
+        ex_n = exposed_communication(nccl, calls_n)
         r0 = ex_n["rank"].min()
         row = ex_n[ex_n["rank"] == r0].iloc[0]
         share_n = float(row["exposed_ms"] / row["comm_ms"])
@@ -252,7 +255,7 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                                                           "exposed one."),
                                   (round(float(other["exposed_ms"] / other["comm_ms"]), 3),
                                    "that is the other rank's share.")]))
-    ex_g = exposed_communication(straggler)
+    ex_g = exposed_communication(straggler, calls)
     steps = sorted(set(ex_g["step"]))
     step = steps[len(steps) // 2]
     g = ex_g[(ex_g["rank"] == fast) & (ex_g["step"] == step)].iloc[0]
@@ -268,15 +271,15 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
                        traps=[(round(float(g["exposed_ms"] / g["comm_ms"]), 3), "that is the exposed share of all "
                                                                                "its communication."),
                               (round(1 - share_g, 3), "that is the transfer's share of the exposed time.")]))
-    qs += _budget_questions(straggler, balanced, slow, fast)
+    qs += _budget_questions(straggler, balanced, slow, fast, calls, calls_b)
     return Exercises("Lesson 12 — your turn", qs)
 
 
-def _budget_questions(straggler, balanced, slow: int, fast: int) -> list:
+def _budget_questions(straggler, balanced, slow: int, fast: int, calls=None, calls_b=None) -> list:
     """The robust estimate's two questions (:func:`kitlib.analyses.stragglers.step_budget`):
     which part of the slow rank's step holds its delay, and how much it is per step."""
     from ...analyses.stragglers import step_budget
-    b = step_budget(straggler)
+    b = step_budget(straggler, calls)
     full = b.groupby("step")["rank"].transform("nunique") == b["rank"].nunique()
     wide = b[full].pivot(index="step", columns="rank").astype("float64") / 1e6
 
@@ -291,7 +294,7 @@ def _budget_questions(straggler, balanced, slow: int, fast: int) -> list:
     swing = float(ops.max() - ops.min()) / 2
     out = parts[PART_CHOICES[1]]
     all_coll = excess("step_ns") - excess("in_collectives_ns")
-    runs = float(b["step_ns"].median() - step_budget(balanced)["step_ns"].median()) / 1e6
+    runs = float(b["step_ns"].median() - step_budget(balanced, calls_b)["step_ns"].median()) / 1e6
     compute = float((excess("step_ns") - excess("exposed_ns")).median())
     q_part = Question(
         "straggler_part", f"Predict: rank {slow}'s steps hold a delay that rank {fast}'s do not. Split every step "
