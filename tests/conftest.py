@@ -44,6 +44,26 @@ def _free_raw_trace_events():
     raw_trace_events.cache_clear()
 
 
+_PER_RAW: dict = {}
+
+
+def per_raw(raw, key: str, make):
+    """``make(raw)``, worked out once for this list of raw events (``raw_trace_events``'
+    lists, which callers only read) and kept while that list is the one asked about: an index
+    of the trace (events by name, by thread) that a test would otherwise rebuild with a scan
+    of every event on each call. ``key`` names what ``make`` builds."""
+    kept = _PER_RAW.get((id(raw), key))
+    if kept is None or kept[0] is not raw:
+        kept = _PER_RAW[id(raw), key] = (raw, make(raw))
+    return kept[1]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _free_per_raw():
+    yield
+    _PER_RAW.clear()
+
+
 def sql_rows(db, sql, *args) -> list:
     """The rows of one query on an SQLite file opened read-only: the tests' own reading of
     an Nsight Systems export, without kitlib."""

@@ -11,7 +11,7 @@ from pathlib import Path
 import nbformat
 import pytest
 
-from conftest import merged_length, raw_trace_events
+from conftest import merged_length, per_raw, raw_trace_events
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -37,8 +37,8 @@ def raw():
 
 
 def _steps(ev, prefix="ProfilerStep#"):
-    return sorted((e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix)),
-                  key=lambda e: e["ts"])
+    return per_raw(ev, f"steps {prefix}", lambda ev: sorted(
+        (e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix)), key=lambda e: e["ts"]))
 
 
 def _phases(ev, step) -> dict:
@@ -55,7 +55,8 @@ def _phases(ev, step) -> dict:
 def _idle_ms(ev, step) -> float:
     """Wall minus the union of the GPU events inside the step's host interval, in ms."""
     a, b = _ns(step["ts"]), _ns(step["ts"]) + _ns(step["dur"])
-    spans = [(max(a, _ns(e["ts"])), min(b, _ns(e["ts"]) + _ns(e["dur"]))) for e in ev if e.get("cat") in GPU]
+    gpu = per_raw(ev, "gpu events", lambda ev: [e for e in ev if e.get("cat") in GPU])
+    spans = [(max(a, _ns(e["ts"])), min(b, _ns(e["ts"]) + _ns(e["dur"]))) for e in gpu]
     busy = merged_length([s for s in spans if s[1] > s[0]])
     return (b - a - busy) / 1e6, busy / 1e6
 

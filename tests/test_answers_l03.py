@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import REF, merged_length, raw_trace_events
+from conftest import REF, merged_length, per_raw, raw_trace_events
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -226,19 +226,13 @@ def test_four_measures_notes_are_shown_whole(executed_lesson, raw):
 def _self_and_total_us(raw, name):
     """An operator's summed self and total host time from the raw JSON: total = its events'
     durations; self = total minus its direct children (operators and CUDA API calls on its thread)."""
-    return _host_times(raw).get(name, (0.0, 0.0))
-
-
-_HOST_TIMES: dict = {}
+    return per_raw(raw, "host_self_total", _host_times).get(name, (0.0, 0.0))
 
 
 def _host_times(raw) -> dict:
     """``{name: (self, total)}`` host µs for every name, one walk of each thread's operators
     and CUDA API calls (an event's direct children are those that start before it ends and
-    sit on top of it in the stack); kept for the ``raw`` list it was computed from."""
-    kept = _HOST_TIMES.get(id(raw))
-    if kept is not None and kept[0] is raw:
-        return kept[1]
+    sit on top of it in the stack)."""
     by_tid: dict = {}
     for e in raw:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver"):
@@ -256,8 +250,6 @@ def _host_times(raw) -> dict:
             s_, t_ = out.get(e["name"], (0.0, 0.0))
             out[e["name"]] = (s_ + e["dur"], t_ + e["dur"])
             stack.append(e)
-    _HOST_TIMES.clear()
-    _HOST_TIMES[id(raw)] = (raw, out)
     return out
 
 

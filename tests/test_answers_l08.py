@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import REF, merged_length, raw_trace_events
+from conftest import REF, merged_length, per_raw, raw_trace_events
 
 H200_TF32_TFLOPS, H200_TB_PER_S = 494.5, 4.8        # dense TF32 (989 "with sparsity" ÷ 2); HBM3e, datasheet
 
@@ -46,8 +46,8 @@ def _conv_flops(e):
 
 
 def _convs(bundle):
-    return [e for e in raw_trace_events(REF / bundle / "trace.json.gz")
-            if e.get("ph") == "X" and e.get("name") == "aten::conv2d"]
+    return per_raw(raw_trace_events(REF / bundle / "trace.json.gz"), "conv2d",
+                   lambda raw: [e for e in raw if e.get("ph") == "X" and e.get("name") == "aten::conv2d"])
 
 
 def test_every_question_is_pinned(ex):

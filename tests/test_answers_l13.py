@@ -16,6 +16,7 @@ import json
 import re
 import statistics
 
+import numpy as np
 import pytest
 
 from test_clinic import SHIPPED, raw_events, raw_figures, traces_of
@@ -538,11 +539,16 @@ def test_case_e_evidence_names_the_loops_calls_from_the_raw_events(ex):
     ops = [x for x in evs if x.get("cat") == "cpu_op"
            and any(r["ts"] <= x["ts"] and x["ts"] + x["dur"] <= r["ts"] + r["dur"] for r in opt)]
 
-    def nested(x):
-        return any(p is not x and p.get("tid") == x.get("tid") and p["ts"] <= x["ts"]
-                   and x["ts"] + x["dur"] <= p["ts"] + p["dur"] and (p["dur"], -p["ts"]) > (x["dur"], -x["ts"])
-                   for p in ops)
-    top = [x for x in ops if not nested(x)]
+    # x is nested when another operator on its thread contains it and is larger: (dur, -ts) greater
+    # (each x against every operator, as numpy arrays: the same comparisons, 2,448 x 2,448)
+    tid = np.array([str(x.get("tid")) for x in ops])
+    ts, dur = np.array([x["ts"] for x in ops], dtype=float), np.array([x["dur"] for x in ops], dtype=float)
+    end = ts + dur
+
+    def nested(i):
+        return bool(np.any((tid == tid[i]) & (ts <= ts[i]) & (end[i] <= end)
+                           & ((dur > dur[i]) | ((dur == dur[i]) & (ts < ts[i])))))
+    top = [x for i, x in enumerate(ops) if not nested(i)]
     tensors = sum(1 for x in ops if x["name"] == "aten::mul_") // steps                             # 102
     per = {}
     for x in top:
