@@ -29,7 +29,12 @@ KEEP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 def _events(path: Path) -> dict:
     raw = Path(path).read_bytes()
     try:
-        return json.loads(gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw)
+        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
+        try:                        # orjson: the same values as json's, several times faster
+            import orjson
+            return orjson.loads(raw)
+        except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints)
+            return json.loads(raw)
     except (OSError, ValueError) as e:
         raise KitError(f"{path}: not a readable trace ({e})") from None
 

@@ -42,7 +42,12 @@ def loader_shares(path) -> list:
     Read from the raw JSON (gzip + json), as the learner does."""
     import gzip
     import json
-    doc = json.loads(gzip.decompress(open(path, "rb").read()))
+    raw = gzip.decompress(open(path, "rb").read())
+    try:                            # orjson: the same values as json's, several times faster
+        import orjson
+        doc = orjson.loads(raw)
+    except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints): as before
+        doc = json.loads(raw)
     ev = doc["traceEvents"] if isinstance(doc, dict) else doc
     steps = sorted((e["ts"], e["dur"]) for e in ev
                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
