@@ -926,6 +926,13 @@ def test_ncu_bars_are_the_csvs_percentages(scale):
 NSYS = REF / "nsys_8step" / "report.sqlite"
 
 
+def _nsys_report():
+    """``load_nsys(NSYS)``, read once for the module (as ``Capture.nsys`` reads a capture's
+    report once): the timeline tests and the text-size test draw on the same report."""
+    from kitlib.readers.nsys import load_nsys
+    return memo("nsys_report", lambda: load_nsys(NSYS))
+
+
 def _sql_timeline():
     """Everything plot_timeline can draw, read here from Nsight's SQLite export: NVTX push/pop
     ranges, CUDA runtime calls, OS runtime calls, kernels, copies and sets, each as (pid, tid
@@ -1017,8 +1024,7 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
     sets of each step, and the legend's "GPU idle" is their colour."""
     from kitlib.analyses import steps as S
     from kitlib.plots.timeline import plot_timeline
-    from kitlib.readers.nsys import load_nsys
-    rep = load_nsys(NSYS)
+    rep = _nsys_report()
     names, nvtx, *_ = _sql_timeline()
     steps = sorted((r for r in nvtx if r[2] == "torch_step"), key=lambda r: r[3])
     main = steps[0][1]
@@ -1166,16 +1172,25 @@ def _sql_kernel_sums(rule):
     return out
 
 
+def _aligned():
+    """cold_start_8step aligned with nsys_8step by thread and by time, computed once for the
+    module (both scales of the test below and the text-size test draw the same pair)."""
+    from kitlib.analyses.align import align
+
+    def make():
+        prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
+        return align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time")
+    return memo("align", make)
+
+
 def test_attribution_bars_are_medians_of_the_sqlite_kernel_sums(scale):
     """Lesson 09: per phase, two bars, the kernel time credited to it under Nsight's
     thread rule and under the time rule, each the median over the warm steps (step > 0)
     of the sums the test reads from the SQLite export, in the x label's unit (ms); each
     legend entry has the colour of its own rule's bars (``backward`` shows which is which:
     0.7 µs by thread, 26 ms by time); phases top to bottom in the order they run."""
-    from kitlib.analyses.align import align
     from kitlib.plots.system import plot_attribution
-    prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
-    by_thread, by_time = align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time")
+    by_thread, by_time = _aligned()
     fig = plot_attribution(by_thread, by_time)
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
@@ -1255,12 +1270,18 @@ def _raw_rank_run(folder):
     """Per rank of a two-rank Gloo run, from each rank's raw JSON (times: the trace's µs in
     ns plus its baseTimeNanoseconds, i.e. ns since the Unix epoch): its ProfilerStep
     intervals, its injected ``straggler_delay`` ranges, and its ``gloo:*`` ranges (the
-    collectives as Gloo's worker thread ran them)."""
+    collectives as Gloo's worker thread ran them). Read once per folder for the module
+    (both scales compare with the same figures); each file decompressed and parsed once."""
+    return memo(("raw_rank_run", folder), lambda: _read_raw_rank_run(folder))
+
+
+def _read_raw_rank_run(folder):
+    import orjson
     out = {}
     for rank_dir in sorted((REF / folder).glob("rank*")):
-        path = rank_dir / "trace.json.gz"
-        base = int(json.loads(gzip.decompress(path.read_bytes())).get("baseTimeNanoseconds", 0))
-        ev = raw_trace_events(path)
+        doc = orjson.loads(gzip.decompress((rank_dir / "trace.json.gz").read_bytes()))   # as raw_trace_events
+        base = int(doc.get("baseTimeNanoseconds", 0))
+        ev = doc["traceEvents"]
         iv = lambda e: (ns(e["ts"]) + base, ns(e["ts"]) + base + ns(e["dur"]))  # noqa: E731
         r = int(rank_dir.name[4:])
         out[r] = {"steps": {int(e["name"].split("#")[1]): iv(e) for e in raw_steps(ev)},
@@ -1396,7 +1417,6 @@ def _pictures(tmp_path) -> dict:
     """Each of the plot functions, drawn as its lesson draws it: {name: () -> Figure}."""
     from kitlib.analyses import flops, four_measures, grouping, memory
     from kitlib.analyses import steps as S
-    from kitlib.analyses.align import align
     from kitlib.analyses.callsites import callsites, group_by_callsite
     from kitlib.analyses.chain import first_op
     from kitlib.analyses.flop_rates import matched_rates
@@ -1405,12 +1425,11 @@ def _pictures(tmp_path) -> dict:
     from kitlib.plots import flops as PF, grouping as PG, memory as PM, ranks as PR, routes as PRo, system as PS
     from kitlib.plots import timeline as PT
     from kitlib.readers.ncu import load_ncu_csv
-    from kitlib.readers.nsys import load_nsys
     tr, ftr = p5().trace, fixed().trace
     fig = lambda a: a.figure if hasattr(a, "figure") else a  # noqa: E731
 
     def timeline():
-        rep = load_nsys(NSYS)
+        rep = _nsys_report()
         st = S.steps_of(rep)
         return PT.plot_timeline(rep, int(st["start_ns"].iloc[0]), int(st["end_ns"].iloc[1]),
                                 gaps=S.step_gaps(rep, min_gap_ns=50_000_000), osrt_threads=[int(st["tid"].iloc[0])])
@@ -1420,9 +1439,7 @@ def _pictures(tmp_path) -> dict:
         return fig(PM.plot_memory_over_time(tl, tr.steps, memory.memory_peak(tl)))
 
     def attribution():
-        prof, nsys = kitlib.open_capture("cold_start_8step"), kitlib.open_capture("nsys_8step")
-        pair = memo("align", lambda: (align(prof, nsys, attribution="thread"), align(prof, nsys, attribution="time")))
-        return PS.plot_attribution(*pair)
+        return PS.plot_attribution(*_aligned())
 
     def achieved():
         rates = memo("rates", lambda: matched_rates(ftr, step_flop_counts(fixed())))
@@ -1462,8 +1479,9 @@ def _plot_functions() -> set:
 
 def _text_sizes(fig) -> list:
     """(text, size in px) of every visible, non-empty text of a drawn figure: titles, axis
-    labels, tick labels, legend texts, annotations."""
-    fig.canvas.draw()
+    labels, tick labels, legend texts, annotations. The figure is laid out and its ticks
+    and texts placed as by a draw, without rasterising it: nothing here reads pixels."""
+    fig.draw_without_rendering()
     out = []
     for t in fig.findobj(matplotlib.text.Text):
         if t.get_visible() and t.get_text().strip() and t.get_figure() is not None:
