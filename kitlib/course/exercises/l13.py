@@ -300,11 +300,13 @@ MECHANISM = {
 }
 
 
-def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hname: str = "baseline") -> list:
-    """The four questions of case ``letter`` (its *before* bundle ``rec``; ``healthy`` the
-    signs of its healthy run ``hrec``, the folder ``hname``)."""
+def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hname: str = "baseline",
+                   signs: dict | None = None) -> list:
+    """The four questions of case ``letter`` (its *before* bundle ``rec``, whose signs are
+    ``signs`` when already computed; ``healthy`` the signs of its healthy run ``hrec``, the
+    folder ``hname``)."""
     cause = cs.CAUSES[CASES[letter].cause_id]
-    s = _signs_of(rec)
+    s = _signs_of(rec) if signs is None else signs
     ok_routes = ROUTES[cause.id][0]
     qs = [Question(f"case_{letter}_route", f"case_{letter}: which tool and view showed you what is wrong?",
                    ok_routes[0], f"{' or '.join(ok_routes)}. " + cause.look.replace("Look", "There you look", 1),
@@ -364,7 +366,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
     for x in letters:
         others = {f"case_{y}": sig[y] for y in letters if y != x}
         n = hnames[x]
-        qs += case_questions(x, recs[x], hsig[n], others, hrecs[n], n)
+        qs += case_questions(x, recs[x], hsig[n], others, hrecs[n], n, signs=sig[x])
 
     by_cause = {CASES[x].cause_id: x for x in letters}
     g = by_cause.get("tiny_batches")
