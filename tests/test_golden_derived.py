@@ -734,8 +734,17 @@ def test_step_time_stats_from_the_raw_step_times():
         coldstart.step_time_stats({"y": ["fast"]})
 
 
-@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
-def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
+@pytest.fixture(scope="module", params=["profiler_5step", "fixed_batch"])
+def decimal_doc(request):
+    """``(name, path, doc)``: a reference trace parsed with exact decimals (``parse_float=Decimal``,
+    so µs × 1000 is the exact ns), once per recording for the three tests below (pytest runs
+    all of one recording's tests, then the other's; each parse takes about a second)."""
+    from decimal import Decimal
+    path = REF / request.param / "trace.json.gz"
+    return request.param, path, json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+
+
+def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(decimal_doc):
     """op_events' rows of CUDA runtime/driver calls (source "launches") keep the External id
     the raw JSON gives each call (none: <NA>), matched by name and start (ts in µs × 1000),
     and every call the raw JSON holds is a row, each once."""
@@ -745,8 +754,7 @@ def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
 
     import kitlib
     from kitlib.analyses.events import op_events
-    path = REF / name / "trace.json.gz"
-    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    name, path, doc = decimal_doc
     want = collections.Counter((e["name"], int(Decimal(e["ts"]) * 1000), e.get("args", {}).get("External id"))
                                for e in doc["traceEvents"]
                                if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver"))
@@ -759,8 +767,7 @@ def test_op_events_carry_each_runtime_calls_external_id_from_raw_json(name):
     assert sum(1 for k in want if k[2] is not None) > 1000      # most launches carry one
 
 
-@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
-def test_op_events_operator_ids_from_raw_json(name):
+def test_op_events_operator_ids_from_raw_json(decimal_doc):
     """Each operator row of op_events (source "ops") carries the raw JSON's External id,
     Sequence number and Fwd thread id of its event (matched by name and start, ts µs ×
     1000), as Python ints, <NA> where the raw event has none."""
@@ -770,8 +777,7 @@ def test_op_events_operator_ids_from_raw_json(name):
 
     import kitlib
     from kitlib.analyses.events import op_events
-    path = REF / name / "trace.json.gz"
-    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    name, path, doc = decimal_doc
     raw = collections.Counter(
         (e["name"], int(Decimal(e["ts"]) * 1000)) + tuple(e.get("args", {}).get(k) for k in
                                                           ("External id", "Sequence number", "Fwd thread id"))
@@ -788,8 +794,7 @@ def test_op_events_operator_ids_from_raw_json(name):
     assert (ops["sequence_number"].notna().sum(), ops["fwd_thread_id"].notna().sum()) > (1000, 1000)
 
 
-@pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
-def test_gpu_events_whole_table_from_raw_json(name):
+def test_gpu_events_whole_table_from_raw_json(decimal_doc):
     """gpu_events: one row per GPU event of the raw JSON (kernel, gpu_memcpy, gpu_memset,
     gpu_user_annotation), its name as key, start/end/duration in ns (ts, dur µs × 1000),
     and the constant columns key_averages gives device rows."""
@@ -797,8 +802,7 @@ def test_gpu_events_whole_table_from_raw_json(name):
 
     import kitlib
     from kitlib.analyses.events import gpu_events
-    path = REF / name / "trace.json.gz"
-    doc = json.loads(gzip.decompress(path.read_bytes()), parse_float=Decimal)
+    name, path, doc = decimal_doc
     kinds = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset", "gpu_user_annotation": "gpu_annotation"}
     want = collections.Counter(
         (e["name"], kinds[e["cat"]], int(Decimal(e["ts"]) * 1000), int(Decimal(e["ts"]) * 1000) + int(Decimal(e["dur"]) * 1000))
