@@ -218,6 +218,12 @@ def raw_steps(ev) -> list:
                   key=lambda e: e["ts"])
 
 
+def p5_steps() -> list:
+    """``raw_steps`` of profiler_5step's raw JSON, found once for the module (several tests
+    read them; each search walks every event of the trace)."""
+    return memo("p5_raw_steps", lambda: raw_steps(raw("profiler_5step")))
+
+
 def raw_launches(ev) -> dict:
     return {e["args"]["correlation"]: e for e in ev
             if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
@@ -268,7 +274,7 @@ def test_step_times_points_and_medians_from_step_times_json(scale):
     # the unit cross-checked on the trace: the profiled steps' median in ms is the ProfilerStep#N durations' (µs / 1000)
     in_view(ax, [x for ln in points for x in ln.get_xdata()], [y for ln in points for y in ln.get_ydata()])
     assert ax.get_title() == "step wall time, repeated (ms)" and ax.get_yscale() == "log"
-    prof = statistics.median(e["dur"] / 1e3 for e in raw_steps(raw("profiler_5step")))
+    prof = statistics.median(e["dur"] / 1e3 for e in p5_steps())
     assert 0.5 < prof / statistics.median(series["step_ms_profiled_all_attribution"]) < 2
 
 
@@ -368,7 +374,7 @@ def test_memory_over_time_lines_steps_and_peak_from_raw_json(scale):
         assert rgba(h.get_color()) == rgba(by_label[label].get_color())
     assert rgba(by_label[res_label].get_color()) != rgba(by_label[all_label].get_color())
     # a dashed line at each step's start (ms since the first memory event), each named
-    steps = raw_steps(ev)
+    steps = p5_steps()
     vlines = [ln for ln in ax.lines if ln.get_linestyle() == "--"]
     close([ln.get_xdata()[0] for ln in vlines], [(ns(s["ts"]) - t0) / 1e6 for s in steps])
     step_texts = [t for t in texts(ax) if t.get_text().strip().startswith("step ")]
@@ -481,7 +487,7 @@ def _raw_chain(name="aten::cudnn_convolution"):
     driver calls on its thread inside its interval that made a GPU event) and their GPU
     events by correlation id, from the raw JSON: (op, [(launch, gpu event)])."""
     ev = raw("profiler_5step")
-    s = raw_steps(ev)[0]
+    s = p5_steps()[0]
     t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
     op = min((e for e in ev if e.get("cat") == "cpu_op" and e["name"] == name and t0 <= ns(e["ts"]) <= t1),
              key=lambda e: e["ts"])
@@ -585,7 +591,7 @@ def test_step_timeline_rows_from_raw_json(scale):
     since the step started, one collection per kind whose legend entry has its colour;
     the step's own bar; and each phase label's ranges on its own row."""
     ev = raw("profiler_5step")
-    s = raw_steps(ev)[1]
+    s = p5_steps()[1]
     t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
     launch = raw_launches(ev)
     gpu = [e for e in ev if e.get("cat") in GPU_CATS and e["args"].get("correlation") in launch
@@ -646,7 +652,7 @@ def test_four_measures_bars_from_raw_json(scale):
     from kitlib.analyses import four_measures
     from kitlib.plots.timeline import plot_four_measures
     ev = raw("profiler_5step")
-    s = raw_steps(ev)[0]
+    s = p5_steps()[0]
     t0, t1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
     ops = [e for e in ev if e.get("cat") == "cpu_op" and e.get("ph") == "X" and t0 <= ns(e["ts"]) < t1]
     launch = raw_launches(ev)
@@ -1045,19 +1051,20 @@ def test_timeline_lanes_and_gaps_from_the_sqlite_export(scale, lesson):
     assert ax.get_xlabel() == ("time since the window started (ms)" if lesson == "04" else "time since step 2 started (ms)")
     rows = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
     drawn = {}
-    for c in ax.collections:
-        for x, w, y, h in spans(c):
+    boxes = [(sp, face(c) if sp else None) for c in ax.collections for sp in [spans(c)]]   # read once per collection
+    for sp, _ in boxes:
+        for x, w, y, h in sp:
             drawn.setdefault(rows[round(y + h / 2, 6)], []).append((x, w))
     assert set(drawn) == set(lanes)
     least = (w1 - w0) / unit / 2000
     for lane, want in lanes.items():
         close(sorted(drawn[lane]), sorted(((s - origin) / unit, max((e - s) / unit, least)) for s, e in want))
     kinds = {}
-    for c in ax.collections:
-        for _, _, y, h in spans(c):
+    for sp, fc in boxes:
+        for _, _, y, h in sp:
             lane = rows[round(y + h / 2, 6)]
             kinds.setdefault(lane.split()[-1] if lane.startswith("GPU") else lane.split(" · ")[0].split(",")[0],
-                             set()).add(face(c))
+                             set()).add(fc)
     assert all(len(v) == 1 for v in kinds.values()) and len({next(iter(v)) for v in kinds.values()}) == len(kinds)
     assert rgba("gray") not in {next(iter(v)) for v in kinds.values()}      # no lane of a kind without its colour
     top_down = [t.get_text() for t in sorted(ax.get_yticklabels(), key=lambda t: -t.get_position()[1])]
@@ -1101,12 +1108,12 @@ def test_timeline_of_a_profiler_trace_from_raw_json(scale, origin):
     same step gives it (its legend for kernels, copies and sets; its label rows)."""
     from kitlib.plots.timeline import plot_timeline
     ev = raw("profiler_5step")
-    s = raw_steps(ev)[1]
+    s = p5_steps()[1]
     w0, w1 = ns(s["ts"]), ns(s["ts"]) + ns(s["dur"])
     if origin == "window":
         fig, t0 = plot_timeline(p5().trace, w0, w1), w0
     else:
-        t0 = ns(raw_steps(ev)[0]["ts"])
+        t0 = ns(p5_steps()[0]["ts"])
         fig = plot_timeline(p5().trace, w0, w1, origin_ns=t0, origin_label="step 2 started")
     ax = fig.axes[0]
     kind, unit = unit_of(ax.get_xlabel())
@@ -1115,9 +1122,11 @@ def test_timeline_of_a_profiler_trace_from_raw_json(scale, origin):
     rows = {round(y, 6): lab.get_text() for y, lab in zip(ax.get_yticks(), ax.get_yticklabels())}
     drawn, colour = {}, {}
     for c in ax.collections:
-        for x, w, y, h in spans(c):
+        sp = spans(c)
+        fc = face(c) if sp else None          # one colour per collection: read once, not per rectangle
+        for x, w, y, h in sp:
             drawn.setdefault(rows[round(y + h / 2, 6)], []).append((x, w))
-            colour.setdefault(rows[round(y + h / 2, 6)], set()).add(face(c))
+            colour.setdefault(rows[round(y + h / 2, 6)], set()).add(fc)
     other = plots.plot_step_timeline(p5().trace, int(s["name"].split("#")[1])).axes[0]
     entries = legend_entries(other)
     rows2 = {round(y, 6): lab.get_text() for y, lab in zip(other.get_yticks(), other.get_yticklabels())}
