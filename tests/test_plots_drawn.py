@@ -437,7 +437,8 @@ CATEGORY_INDEX = ["parameter", "optimizer_state", "input", "temporary", "activat
 def _memory_categories_figure(tmp_path):
     from kitlib.plots.memory import plot_memory_categories
     from kitlib.readers.memory_timeline import load_memory_timeline
-    data = _coalesced_memory_timeline(REF / "fixed_batch" / "memory_timeline.raw.json.gz")
+    # coalesced once for the module: both scales and the text-size test draw the same rows
+    data = memo("coalesced_memory", lambda: _coalesced_memory_timeline(REF / "fixed_batch" / "memory_timeline.raw.json.gz"))
     f = tmp_path / "memory_timeline.json"
     f.write_text(json.dumps(data))
     return data, plot_memory_categories(load_memory_timeline(f))
@@ -788,7 +789,12 @@ def _raw_covered():
     fixed_batch: each kernel, copy or set by its correlation id to the runtime call that
     launched it, then the host events (cpu_op, labels other than ProfilerStep#N) enclosing
     that call on its thread; counted when one of them is an operator ``with_flops``
-    estimates (COUNTED, as PyTorch's ``computeFlops`` list). {name: (events, ns, counted)}."""
+    estimates (COUNTED, as PyTorch's ``computeFlops`` list). {name: (events, ns, counted)}.
+    Worked out once for the module (both scales compare with the same rows)."""
+    return memo("raw_covered", _work_out_raw_covered)
+
+
+def _work_out_raw_covered():
     ev = raw("fixed_batch")
     host = {}
     for e in ev:
