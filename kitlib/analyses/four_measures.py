@@ -288,6 +288,10 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
                        "label projected onto the GPU")
     c = chain(trace) if chain_df is None else chain_df
     ann = trace.ops[trace.ops["kind"].isin(["annotation", "step"])]
+    # the chain's columns as plain arrays, once; a row missing any of them is never counted
+    known = (c["launch_tid"].notna() & c["launch_start_ns"].notna() & c["stream"].notna()).to_numpy(bool)
+    tid, start, stream = (c[k].fillna(0).to_numpy("int64") for k in ("launch_tid", "launch_start_ns", "stream"))
+    gpu = c[["gpu_start_ns", "gpu_dur_ns"]]
     rows = []
     for g in ga.itertuples():
         host = ann[ann["external_id"] == g.external_id]
@@ -295,13 +299,13 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
             continue
         h = host.iloc[0]
         # launched inside the label, [start, end) (kitlib.model.window), and not inside a nested one
-        on = (c["launch_tid"] == h["tid"]) & (c["launch_start_ns"] >= h["start_ns"]) \
-            & (c["launch_start_ns"] < h["end_ns"]) & (c["stream"] == g.stream)
+        on = known & (tid == h["tid"]) & (start >= h["start_ns"]) & (start < h["end_ns"]) \
+            & (stream == g.stream if pd.notna(g.stream) else False)
         nested = ann[(ann["tid"] == h["tid"]) & (ann["start_ns"] >= h["start_ns"]) & (ann["end_ns"] <= h["end_ns"])
                      & (ann.index != host.index[0])]
         for n in nested.itertuples():
-            on &= ~((c["launch_start_ns"] >= n.start_ns) & (c["launch_start_ns"] < n.end_ns))
-        ev = c[on]
+            on &= ~((start >= n.start_ns) & (start < n.end_ns))
+        ev = gpu[on]
         w = pd.DataFrame({"start_ns": ev["gpu_start_ns"].astype("int64"), "dur_ns": ev["gpu_dur_ns"].astype("int64")})
         first, last = (int(w["start_ns"].min()), int((w["start_ns"] + w["dur_ns"]).max())) if len(w) else (0, 0)
         b = busy_ns(w)
