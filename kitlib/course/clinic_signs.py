@@ -312,9 +312,10 @@ __all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "
 
 
 # --------------------------------------------------------------------------- the fix, measured
-def fix_series(letter: str, device: str = "cpu") -> dict:
+def fix_series(letter: str, device: str = "cpu", known: dict | None = None) -> dict:
     """The two series lesson 10's comparison takes for case ``letter``: ``before``,
-    ``after`` (lists), ``measured`` (what they are) and ``unit``.
+    ``after`` (lists), ``measured`` (what they are) and ``unit``. ``known``: the
+    :func:`signs` of a side already worked out (``{"before": ...}``), not read again.
 
     Uninstrumented step times (rank 0's for two ranks); per image where the fix changes
     the batch (the images per step read from each side's convolution Input Dims); for a
@@ -325,7 +326,7 @@ def fix_series(letter: str, device: str = "cpu") -> dict:
     """
     folder = clinic_folder(device) / f"case_{letter}"
     recs = {side: open_bundle(folder / side) for side in ("before", "after")}
-    s = {side: signs(r) for side, r in recs.items()}
+    s = {side: (known or {}).get(side) or signs(r) for side, r in recs.items()}
     st = {side: step_times(r) for side, r in recs.items()}
     if s["before"]["attribution_events_per_step"] > 0 and s["after"]["attribution_events_per_step"] == 0:
         n = s["before"]["steps"]                               # the schedule's active steps, the last ones

@@ -369,6 +369,11 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         qs += case_questions(x, recs[x], hsig[n], others, hrecs[n], n, signs=sig[x])
 
     by_cause = {CASES[x].cause_id: x for x in letters}
+
+    def fix_of(x):      # cs.fix_series; its before side is recs[x] when clinic.json puts it in the usual folder
+        same = idx["cases"][f"case_{x}"]["before"] == f"case_{x}/before"
+        return cs.fix_series(x, known={"before": sig[x]} if same else None)
+
     g = by_cause.get("tiny_batches")
     if g:
         st = {side: cs.step_times(cs.open_bundle(folder / f"case_{g}" / side)) for side in ("before", "after")}
@@ -384,7 +389,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
             traps=[("faster", "per image it is; but each step now carries more images.")]))
     h = by_cause.get("slow_transform")
     if h:
-        f = cs.fix_series(h)
+        f = fix_of(h)
         d = statistics.median(f["after"]) - statistics.median(f["before"])
         qs.append(Question(
             "fix_difference_ms", f"case_{h}'s fix: median uninstrumented step after minus median before, in ms "
@@ -397,7 +402,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
                     "that is the difference of the means; the question asks for medians.")]))
     a_ = by_cause.get("channels_first_blocks")
     if a_:
-        f = cs.fix_series(a_)
+        f = fix_of(a_)
         c = compare(f["before"], f["after"])
         qs.append(Question(
             "layout_fix_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
