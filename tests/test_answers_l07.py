@@ -13,7 +13,7 @@ import re
 
 import pytest
 
-from conftest import REF, raw_trace_events
+from conftest import REF, per_raw, raw_trace_events
 
 MIB, GIB = 2 ** 20, 2 ** 30
 
@@ -33,25 +33,29 @@ def _inside(mem, a, b):
     return [m for m in mem if a <= m["ts"] <= b]
 
 
-def _self_by_hand(raw, name):
-    """Self CUDA Mem of operator ``name`` over all its calls: memory events inside each call
-    (any thread) minus those inside its direct children on its thread (the profiler's rule).
-    Candidates are found by binary search on start times (each thread's operators and the
-    memory events sorted once); which of them count is decided by the rule above."""
-    from bisect import bisect_left, bisect_right
+def _op_and_memory_index(raw):
+    """The CUDA memory records by start time, with their starts; each thread's operators by
+    start time, with their starts (built once per raw trace through ``per_raw``)."""
     mem = sorted(_cuda_mem(raw), key=lambda m: m["ts"])
-    mem_ts = [m["ts"] for m in mem]
-
-    def inside(a, b):
-        return mem[bisect_left(mem_ts, a):bisect_right(mem_ts, b)]
     by_tid = {}
     for e in raw:
         if e.get("ph") == "X" and e.get("cat") == "cpu_op":
             by_tid.setdefault(e["tid"], []).append(e)
-    starts = {}
-    for tid, ops in by_tid.items():
+    for ops in by_tid.values():
         ops.sort(key=lambda e: e["ts"])
-        starts[tid] = [e["ts"] for e in ops]
+    return mem, [m["ts"] for m in mem], by_tid, {tid: [e["ts"] for e in ops] for tid, ops in by_tid.items()}
+
+
+def _self_by_hand(raw, name):
+    """Self CUDA Mem of operator ``name`` over all its calls: memory events inside each call
+    (any thread) minus those inside its direct children on its thread (the profiler's rule).
+    Candidates are found by binary search on start times (:func:`_op_and_memory_index`);
+    which of them count is decided by the rule above."""
+    from bisect import bisect_left, bisect_right
+    mem, mem_ts, by_tid, starts = per_raw(raw, "l07 ops and memory", _op_and_memory_index)
+
+    def inside(a, b):
+        return mem[bisect_left(mem_ts, a):bisect_right(mem_ts, b)]
     total = 0
     for op in (e for ops in by_tid.values() for e in ops if e["name"] == name):
         a, b = op["ts"], op["ts"] + op["dur"]
