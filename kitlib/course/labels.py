@@ -127,7 +127,9 @@ def print_table(table, **to_string) -> None:
     counterpart of the note under a displayed table."""
     text = table if isinstance(table, str) else table.to_string(**to_string)
     note = sources_note()
-    print(text + (f"\n[{note}]" if note else ""))
+    # one write, not print's two (text, then the newline): a Jupyter kernel sends what is
+    # written every 0.2 s, and under load the newline went out as an output of its own
+    sys.stdout.write(text + (f"\n[{note}]" if note else "") + "\n")
 
 
 def stamp_figure(fig, note: str | None = None):
