@@ -301,9 +301,8 @@ def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_
     lesson = "\n".join(cell.source for cell in executed_lesson("03").nb.cells if cell.cell_type == "markdown")
     # the counter-example the markdown names: a CUDA API call of that thread inside a convolution_backward
     # call, under no deeper event of it, and convolution_backward agrees with the table (off holds only clamp_min_)
-    inner = [(c, q) for c in raw if c.get("name") == "aten::convolution_backward" for q in raw
-             if q.get("tid") == pin and q.get("cat") == "cuda_runtime"
-             and c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
+    inner = [(c, q) for c in raw if c.get("name") == "aten::convolution_backward" for q in pin_calls
+             if c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
     assert [api["name"] for _, api in inner] == ["cudaPointerGetAttributes"]
     conv, api = inner[0]
     assert not [e for e in raw if e.get("tid") == conv["tid"] and e is not conv and e.get("cat") in ("cpu_op", "cuda_runtime")
