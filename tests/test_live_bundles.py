@@ -1,6 +1,7 @@
 """Bundles the kit itself recorded live on an H200 (tests/data/live-h200-2026-11-30):
 the live code paths (key_averages.json written by the kit, the kit's own Nsight capture)
 read back with the same analyses as the reference recordings."""
+import functools
 from pathlib import Path
 
 import pytest
@@ -49,10 +50,12 @@ def test_key_averages_written_by_the_kit(live):
     assert table.loc[table["name"] == "forward", "self_cuda_pct"].iloc[0] > 50  # the annotation row
 
 
+@functools.lru_cache(maxsize=1)
 def _independent_answers():
     """Answers to the live bundle's exercises worked out here from the files the profiler
     and FlopCounterMode wrote (raw trace JSON, ``key_averages.json``, the manifest,
-    ``flop_counter_one_step.json``), without kitlib."""
+    ``flop_counter_one_step.json``), without kitlib. Worked out once per process (the
+    trace's JSON took 1 s to parse, for each of eight tests); callers only read it."""
     import gzip
     import json
     d = LIVE / "profiler_full"
