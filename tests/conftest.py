@@ -28,20 +28,16 @@ REF = ROOT / "data" / "reference"
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
 
 
-@functools.lru_cache(maxsize=2)
+@functools.lru_cache(maxsize=3)
 def raw_trace_events(path) -> list:
     """A torch.profiler trace's ``traceEvents`` as the profiler wrote them (gzip + orjson,
     which gives json's floats, faster; no kitlib): the raw side of the tests that rebuild a
-    figure without kitlib. Read once while a module needs it: the last two files are kept,
-    and :func:`_free_raw_trace_events` lets them go when each module ends (the suite runs in
-    one process, and one parsed 35 MB trace is 100-150 MB). Callers only read the events."""
+    figure without kitlib. Read once per process while it is among the last three files asked
+    for (one parsed 35 MB trace is 100-150 MB). Kept across modules: 23 test files read the
+    same few recordings, and parsing them again in each module was about 45 s of the README
+    command's CPU (py-spy, 2 December 2026). Callers only read the events (the tests that
+    change an event copy it first)."""
     return orjson.loads(gzip.decompress(Path(path).read_bytes()))["traceEvents"]
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _free_raw_trace_events():
-    yield
-    raw_trace_events.cache_clear()
 
 
 _PER_RAW: dict = {}
@@ -102,6 +98,30 @@ def raw_self_us(events) -> dict:
         self_us.setdefault(id(e), e["dur"])
         stack.append(e)
     return self_us
+
+
+@pytest.fixture(scope="session")
+def built_lessons():
+    """``{lesson: (Exercises, recordings used)}``: every lesson's questions from the answer
+    key's builders (``kitlib.course.cli._builders``), on the kit's recordings (without
+    ``KITLIB_REPLAY_DIR``), built once per process. tests/test_questions_teach.py and the
+    answer key of tests/test_classroom.py each built all of them (9-15 s of CPU each); their
+    files share a process (pytest_collection_modifyitems). "Recordings used" is what
+    ``python -m kitlib answers`` prints under each lesson (the recordings opened while the
+    lesson's questions were built). Tests read the questions or judge answers to them."""
+    from kitlib.course.cli import _builders
+    from kitlib.readers.bundle import OPEN_LOG
+    mp = pytest.MonkeyPatch()
+    mp.delenv("KITLIB_REPLAY_DIR", raising=False)
+    out = {}
+    try:
+        for n, make in _builders().items():
+            start = len(OPEN_LOG)
+            ex = make()
+            out[n] = ex if isinstance(ex, tuple) else (ex, OPEN_LOG[start:])
+    finally:
+        mp.undo()
+    return out
 
 
 @pytest.fixture(scope="session")
@@ -357,12 +377,15 @@ def pytest_collection_modifyitems(config, items):
     each process that asks for it. The rest of such a test's file goes with it, so that the
     file's module fixtures (every lesson's questions built, a raw trace parsed: 11 s of CPU in
     tests/test_questions_teach.py) are made once, not once in each process. The other tests go
-    in groups by file, for the same reason (a torchrun, a CPU recording). The browser test
+    in groups by file, for the same reason (a torchrun, a CPU recording). The files that read
+    every lesson's questions (the session fixture ``built_lessons``) join the lessons' group
+    too, so that the questions are built once. The browser test
     (tests/test_browser.py) joins the lessons' group too: xdist hands out the largest groups
     first, so as a group of its own it ran last, its half minute of waiting on JupyterLab
     and Chromium beside an idle process; in the lessons' group it runs early, while the
     lesson runs keep both cores busy. Without xdist the marker does nothing."""
-    with_lessons = {item.path for item in items if set(_LESSON_FIXTURES) & set(getattr(item, "fixturenames", ()))}
+    shared = {*_LESSON_FIXTURES, "built_lessons"}
+    with_lessons = {item.path for item in items if shared & set(getattr(item, "fixturenames", ()))}
     with_lessons |= {item.path for item in items if item.path.name == "test_browser.py"}
     for item in items:
         item.add_marker(pytest.mark.xdist_group("lessons" if item.path in with_lessons else item.path.name))

@@ -325,16 +325,15 @@ def given_away(nb, key: dict) -> list:
 
 
 @pytest.fixture(scope="module")
-def kit_key():
-    """The whole answer key from the kit's recordings (no KITLIB_REPLAY_DIR), parsed."""
-    import os
-    from kitlib.course.cli import answer_key
-    own = os.environ.pop("KITLIB_REPLAY_DIR", None)
-    try:
-        text = answer_key()
-    finally:
-        if own is not None:
-            os.environ["KITLIB_REPLAY_DIR"] = own
+def kit_key(built_lessons):
+    """The whole answer key from the kit's recordings (no KITLIB_REPLAY_DIR), parsed:
+    ``answer_key`` as ``python -m kitlib answers`` runs it, on the questions the session
+    has built once (``built_lessons``: the same builders, each lesson with the recordings
+    it opened)."""
+    from unittest import mock
+    from kitlib.course import cli
+    with mock.patch.object(cli, "_builders", lambda: {n: (lambda n=n: built_lessons[n]) for n in built_lessons}):
+        text = cli.answer_key()
     return text, parse_key(text)
 
 
