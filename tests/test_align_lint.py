@@ -392,12 +392,10 @@ def test_compare_series_and_settings_present_tables():
 
 
 # ---- align.py helpers: survivors of the 1 December mutation run
-# Each expected value below is read off the tools' own files by code in this section (gzip,
-# json and sqlite3 only: the raw Chrome-trace JSON, Nsight's SQLite export), or worked on paper
-# for a tiny hand-built table.
+# Each expected value below is read off the tools' own files by code in this section (the
+# conftest's raw_trace_events, gzip and orjson only, and sqlite3: the raw Chrome-trace JSON,
+# Nsight's SQLite export), or worked on paper for a tiny hand-built table.
 import collections
-import gzip
-import json
 
 from kitlib.readers.trace import load_trace
 
@@ -410,9 +408,8 @@ def _sqlite(name):
 
 
 def _raw_trace_events(path):
-    with gzip.open(path, "rt") as f:
-        doc = json.load(f)
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
+    from conftest import raw_trace_events          # read once per process (only read here)
+    return raw_trace_events(path)
 
 
 def _ns(us):

@@ -231,10 +231,10 @@ def test_the_per_image_and_profiled_series():
 @functools.cache
 def _memcpy_names() -> frozenset:
     """The Memcpy event names of profiler_5step's raw trace, read once per process."""
-    import gzip
+    from conftest import raw_trace_events
     from kitlib.readers.bundle import reference_dir
-    doc = json.loads(gzip.decompress((reference_dir() / "profiler_5step" / "trace.json.gz").read_bytes()))
-    return frozenset(e["name"] for e in doc["traceEvents"] if str(e.get("name", "")).startswith("Memcpy"))
+    events = raw_trace_events(reference_dir() / "profiler_5step" / "trace.json.gz")
+    return frozenset(e["name"] for e in events if str(e.get("name", "")).startswith("Memcpy"))
 
 
 def test_the_transfer_reads_the_copy_names():
