@@ -17,6 +17,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import orjson
 import pytest
 
 from kitlib.capture import clinic
@@ -46,9 +47,10 @@ _RAW = {}
 
 
 def raw_events(path: Path) -> list:
-    """The complete ('X') events of a torch.profiler trace, read with json alone."""
+    """The complete ('X') events of a torch.profiler trace, read with gzip and orjson alone
+    (json's floats, faster)."""
     if path not in _RAW:
-        doc = json.loads(gzip.open(path).read())
+        doc = orjson.loads(gzip.decompress(path.read_bytes()))
         _RAW[path] = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
     return _RAW[path]
 
