@@ -25,13 +25,14 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 if "torch" in sys.modules:                          # imported before this file (a plugin)
     sys.modules["torch"].set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
 
-# The cyclic garbage collector less often in the test processes: with Python's default
-# thresholds (700, 10, 10) a pytest process of the README's command spent about 15 % of its
-# CPU in collections, most of it in some twenty full ones, each walking every object the
-# tests keep (parsed traces, tables: millions of objects). Collections of the youngest
-# generation every 10,000 allocations, of the older ones every 50 of the one below, took a
-# fifth of that time on the same tests (gc callbacks, three test files in two processes,
-# 2 December 2026). Garbage without cycles is freed as before, at once.
+# The cyclic garbage collector less often in the test processes. With Python's default
+# thresholds (700, 10, 10) each pytest process of the README's command spent 71-83 s in
+# collections, 64-76 s of it in some seventy full ones, each walking every object the tests
+# keep (parsed traces, tables: millions of objects). With youngest-generation collections
+# every 10,000 allocations and the older ones every 50 of the one below, about 10 s, one or
+# two full collections; with that day's other cuts the suite ran in 301 s against 395 s back
+# to back (gc callbacks, fresh clones, 2 December 2026). Garbage without cycles is freed as
+# before, at once.
 gc.set_threshold(10_000, 50, 50)
 
 ROOT = Path(__file__).resolve().parent.parent
