@@ -23,8 +23,9 @@ tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, `
   after ``load_trace`` has returned its tables, into a temporary folder renamed into
   place (whole or not at all); :func:`load` and :func:`clear` wait for this process's
   own pending writes, and :func:`wait` for all of them.
-- **Off**: set ``KITLIB_TRACE_CACHE=0`` (the tests do, except where they test the
-  cache). **Clear**: :func:`clear`.
+- **Off**: set ``KITLIB_TRACE_CACHE=0`` (a few tests do, to parse afresh; the rest of
+  the suite uses the checkout's ``.cache/``, as a learner's session would).
+  **Clear**: :func:`clear`.
 
 Columns holding Python objects (input shapes, argument lists, grid/block tuples) are
 stored as Arrow *dictionary* columns: each distinct value once, as JSON text, and one
