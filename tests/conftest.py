@@ -119,21 +119,15 @@ def built_lessons():
     ``KITLIB_REPLAY_DIR``), built once per process. tests/test_questions_teach.py and the
     answer key of tests/test_classroom.py each built all of them (9-15 s of CPU each); their
     files share a process (pytest_collection_modifyitems). "Recordings used" is what
-    ``python -m kitlib answers`` prints under each lesson (the recordings opened while the
-    lesson's questions were built). Tests read the questions or judge answers to them."""
-    from kitlib.course.cli import _builders
-    from kitlib.readers.bundle import OPEN_LOG
+    ``python -m kitlib answers`` prints under each lesson (``cli._build``, as the answer key
+    builds them). Tests read the questions or judge answers to them."""
+    from kitlib.course.cli import _build, _builders
     mp = pytest.MonkeyPatch()
     mp.delenv("KITLIB_REPLAY_DIR", raising=False)
-    out = {}
     try:
-        for n, make in _builders().items():
-            start = len(OPEN_LOG)
-            ex = make()
-            out[n] = ex if isinstance(ex, tuple) else (ex, OPEN_LOG[start:])
+        return {n: _build(make) for n, make in _builders().items()}
     finally:
         mp.undo()
-    return out
 
 
 @pytest.fixture(scope="session")

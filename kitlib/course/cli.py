@@ -93,6 +93,15 @@ LESSON01_LINE = ("Computed from each learner's own CPU run, recorded in the less
                  "in the learner's notebook.")
 
 
+def _build(make) -> tuple:
+    """``(exercises, recordings used)`` from one of :func:`_builders`' builders: the labels of
+    the recordings opened while the questions were built, unless the builder names them."""
+    from ..readers.bundle import OPEN_LOG
+    start = len(OPEN_LOG)
+    ex = make()
+    return ex if isinstance(ex, tuple) else (ex, OPEN_LOG[start:])
+
+
 def answer_key(lessons=None) -> str:
     """The answer key, as Markdown: per lesson, each question's key, prompt, answer and
     explanation, under the labels of the recordings it was computed from.
@@ -113,7 +122,6 @@ def answer_key(lessons=None) -> str:
     KitError
         An unknown lesson number.
     """
-    from ..readers.bundle import OPEN_LOG
     builders = _builders()
     wanted = list(lessons) if lessons else sorted(["01", *builders])
     out = ["# Answer key", "",
@@ -125,9 +133,7 @@ def answer_key(lessons=None) -> str:
             continue
         if n not in builders:
             raise KitError(f"no exercises for lesson {n!r}; lessons: 01, {', '.join(builders)}")
-        start = len(OPEN_LOG)
-        ex = builders[n]()
-        ex, used = ex if isinstance(ex, tuple) else (ex, OPEN_LOG[start:])
+        ex, used = _build(builders[n])
         out += [f"## Lesson {n}: {ex.title}", ""]
         if used:
             out += ["data: " + "; ".join(dict.fromkeys(used)), ""]
