@@ -33,7 +33,8 @@ if "torch" in sys.modules:                          # imported before this file 
 # two full collections; with that day's other cuts the suite ran in 301 s against 395 s back
 # to back (gc callbacks, fresh clones, 2 December 2026). Garbage without cycles is freed as
 # before, at once.
-gc.set_threshold(10_000, 50, 50)
+GC_THRESHOLDS = (10_000, 50, 50)
+gc.set_threshold(*GC_THRESHOLDS)
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -301,16 +302,18 @@ def _lesson_runs(tmp_path_factory, request):
     # gc.set_threshold above): collections took 0.5-2 s of a lesson's 7.5-9.5 s of CPU with
     # the default thresholds, 0.07-0.34 s with these (lessons 06, 09, 10, 12, 2 December
     # 2026). What a lesson computes and prints is the same either way.
-    fewer_collections = "import gc\ngc.set_threshold(10_000, 50, 50)\n"
-    ipython_dir = tmp_path_factory.mktemp("ipython")
-    startup = ipython_dir / "profile_default" / "startup"
-    startup.mkdir(parents=True)
-    (startup / "00-display.py").write_text(
-        "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n")
-    (startup / "01-gc.py").write_text(fewer_collections)
-    live_ipython_dir = tmp_path_factory.mktemp("ipython_live")      # the defaults, but for the collections
-    (live_ipython_dir / "profile_default" / "startup").mkdir(parents=True)
-    (live_ipython_dir / "profile_default" / "startup" / "01-gc.py").write_text(fewer_collections)
+    def ipython_dir_with(name: str, startup_files: dict) -> Path:
+        folder = tmp_path_factory.mktemp(name)
+        startup = folder / "profile_default" / "startup"
+        startup.mkdir(parents=True)
+        for file, text in startup_files.items():
+            (startup / file).write_text(text)
+        return folder
+    fewer_collections = {"01-gc.py": f"import gc\ngc.set_threshold(*{GC_THRESHOLDS})\n"}
+    ipython_dir = ipython_dir_with("ipython", {"00-display.py": (
+        "import pandas as pd\npd.set_option('display.width', 200)\npd.set_option('display.max_columns', 30)\n"),
+        **fewer_collections})
+    live_ipython_dir = ipython_dir_with("ipython_live", fewer_collections)   # the defaults, but for the collections
     # the environment as the session set it up (not as a test running meanwhile patches it)
     session_env = dict(os.environ)
 

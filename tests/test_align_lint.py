@@ -21,7 +21,7 @@ from kitlib.readers.nsys import load_nsys, nvtx_gpu_projection
 from kitlib.capture import nsys_recipes as nc
 from kitlib.analyses.steps import labelled_ranges
 
-from conftest import REF
+from conftest import REF, raw_trace_events
 
 
 @pytest.fixture(scope="module")
@@ -407,11 +407,6 @@ def _sqlite(name):
     return sqlite3.connect(f"file:{REF / name / 'report.sqlite'}?mode=ro", uri=True)
 
 
-def _raw_trace_events(path):
-    from conftest import raw_trace_events          # read once per process (only read here)
-    return raw_trace_events(path)
-
-
 def _ns(us):
     """A Chrome-trace time (µs, ns in the decimals) in integer ns."""
     return round(us * 1000)
@@ -457,7 +452,7 @@ def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
     gpu_memset event beside the cuda_runtime or cuda_driver event of its correlation (the launch:
     its ts and ts + dur), times in ns. The trace's first launch (correlation 12829) queues a
     kernel: it is the first row. GPU events whose launch is not in the trace are left out."""
-    raw = _raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
     launch = {}
     for e in raw:
         if e.get("ph") == "X" and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]:
@@ -487,7 +482,7 @@ def test_gpu_work_of_a_cpu_only_trace_is_empty_with_numeric_threads():
     memset event, so gpu_work is empty, with the documented columns and pid/tid numbers as on
     any other recording (what launch_threads groups by)."""
     path = REF / "ranks_balanced" / "rank0" / "trace.json.gz"
-    raw = _raw_trace_events(path)
+    raw = raw_trace_events(path)
     assert not [e for e in raw if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
     w = gpu_work(load_trace(path))
     assert w.empty and w.columns.tolist() == _WORK_DOC_COLUMNS
@@ -528,7 +523,7 @@ def test_launch_threads_of_a_trace_from_its_raw_json():
     their launch by correlation): autograd's thread 536 launches 2,360 kernels (3,186 GPU
     operations) and carries no user_annotation; the main thread 449 launches 1,963 (2,934) and
     carries the 72 user_annotation ranges (8 steps: ProfilerStep#N and its phases)."""
-    raw = _raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
+    raw = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
     launch = {e["args"]["correlation"]: e for e in raw if e.get("ph") == "X"
               and e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
     kernels, gpu_ops = collections.Counter(), collections.Counter()
