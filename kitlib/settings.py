@@ -44,7 +44,7 @@ SETTINGS: dict = {s.name: s for s in [
             "lessons run live (a CUDA GPU here) or replay recordings: auto, live or replay",
             "kitlib.course"),
     Setting("KITLIB_REPLAY_DIR", None,
-            "a folder of your own recordings (python -m kitlib course-set): lessons replay "
+            "a folder of your own recordings (python -m kitlib record-course): lessons replay "
             "those before the kit's", "kitlib.readers.bundle, kitlib.capture.cli"),
     Setting("KITLIB_REFERENCE", None,
             "the folder of the kit's reference recordings (default: data/reference of the "

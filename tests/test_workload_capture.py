@@ -235,6 +235,31 @@ def test_bad_command_line_values(capsys):
     assert "no such capture folder" in capsys.readouterr().err
 
 
+def test_a_mistyped_option_gets_a_did_you_mean(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli.main(["profile", "--batchsize", "3"])
+    assert e.value.code == 2
+    assert "--batchsize: did you mean --batch-size?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):
+        cli.main(["summary", "profiler_5step", "--topp", "3"])
+    assert "--topp: did you mean --top?" in capsys.readouterr().err
+    with pytest.raises(SystemExit):             # nothing close: no guess
+        cli.main(["profile", "--zzzzzz"])
+    assert "did you mean" not in capsys.readouterr().err
+
+
+def test_summary_of_a_file_that_is_neither_bundle_nor_trace(tmp_path, capsys):
+    readme = Path(__file__).resolve().parents[1] / "README.md"
+    assert cli.main(["summary", str(readme)]) == 2
+    err = capsys.readouterr().err
+    assert "README.md: not a capture bundle" in err and "invalid JSON" not in err
+
+
+def test_profile_ends_pointing_to_the_lessons(cli_run):
+    _, text, _ = cli_run
+    assert text.rstrip().endswith("jupyter lab workspace/ (start with 00)")
+
+
 # --------------------------------------------------------------------------- data
 def test_synthetic_dataset_is_101_folders_of_jpegs(synthetic_root):
     classes = sorted(p.name for p in synthetic_root.iterdir() if p.is_dir())
@@ -393,3 +418,16 @@ def test_memory_recipe_summary_shows_memory_only():
     assert f"{top['self_device_memory_usage_bytes'] / 2**20:,.2f}" in text.splitlines()[3]
     # a light capture: nothing beyond the names
     assert _recorded_tables(ka, {}, True, "over 5 steps", 3) == []
+
+
+def test_every_command_the_kit_names_exists():
+    """Each ``python -m kitlib NAME`` written in kitlib, the README, docs/ and the lessons is a
+    command of the parser (``kitlib info`` once named a ``course-set`` that never existed)."""
+    import re
+    from kitlib.course.cli import build_parser
+    sub = next(a for a in build_parser()._actions if a.__class__.__name__ == "_SubParsersAction")
+    root = Path(__file__).resolve().parents[1]
+    files = [*root.glob("kitlib/**/*.py"), root / "README.md", *root.glob("docs/*.md"), *root.glob("lessons/*.ipynb")]
+    named = {m for f in files for m in re.findall(r"python -m kitlib ([a-z][a-z-]*)", f.read_text())}
+    assert {"profile", "answers", "record-course"} <= named
+    assert named <= set(sub.choices), named - set(sub.choices)

@@ -37,6 +37,31 @@ examples:
 """
 
 
+NEXT_STEPS = ("\nnext: open the trace in https://ui.perfetto.dev, then the lessons: "
+              "python -m kitlib workspace && jupyter lab workspace/ (start with 00)")
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a "did you mean" for a mistyped option (``--batchsize`` → ``--batch-size``):
+    the option strings of every command are the candidates (difflib's close matches)."""
+
+    def error(self, message):
+        import difflib
+        if message.startswith("unrecognized arguments:"):
+            known = {o for a in self._actions for o in a.option_strings}
+            for a in self._actions:
+                if isinstance(a, argparse._SubParsersAction):
+                    known |= {o for sp in a.choices.values() for b in sp._actions for o in b.option_strings}
+            hints = []
+            for word in message.split(":", 1)[1].split():
+                if word.startswith("--"):
+                    close = difflib.get_close_matches(word.split("=")[0], sorted(known), n=1, cutoff=0.75)
+                    hints += [f"{word}: did you mean {close[0]}?"] if close else []
+            if hints:
+                message += " (" + "; ".join(hints) + ")"
+        super().error(message)
+
+
 def _positive_int(text: str) -> int:
     try:
         v = int(text)
@@ -65,7 +90,7 @@ def build_parser() -> argparse.ArgumentParser:
     """The argument parser of ``python -m kitlib`` (subcommands ``profile``, ``info``,
     ``summary``); every option is documented in its ``--help``."""
     from .recipes import RECIPE_STEPS_NOTE, RECIPES
-    top = argparse.ArgumentParser(
+    top = _Parser(
         prog="python -m kitlib",
         description="Profile ResNet-50 training with torch.profiler and read the captures the "
                     "course's lessons use.",
@@ -297,6 +322,7 @@ def _profile(args) -> int:
         cap = capture(cfg, rec, args.out, progress=not args.no_progress)
     print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
     print(summarize(cap, top=args.top))
+    print(NEXT_STEPS)
     return 0
 
 

@@ -11,7 +11,7 @@ import statistics
 from pathlib import Path
 
 from ..readers.bundle import Capture, open_capture
-from ..errors import KitError
+from ..errors import BundleError, KitError
 from .workload import LABELS
 from ..units import bytes_to_gib, bytes_to_mib, ns_to_ms, ns_to_us, us_to_ms
 
@@ -186,6 +186,11 @@ def summarize(capture, top: int = 10) -> str:
     if not isinstance(capture, Capture):
         p = Path(capture)
         if p.is_file() and p.name != "manifest.json":     # a trace file on its own, not a bundle
+            with open(p, "rb") as f:
+                head = f.read(64).lstrip()
+            if not head.startswith((b"\x1f\x8b", b"{", b"[")):     # neither gzip nor JSON
+                raise BundleError(p, "not a capture bundle (a folder with manifest.json) nor a "
+                                     "torch.profiler trace (a .json or .json.gz file)")
             return summarize_trace(p, top)
     cap = capture if isinstance(capture, Capture) else open_capture(capture)
     m = cap.manifest
