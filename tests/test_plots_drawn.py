@@ -1562,3 +1562,30 @@ def test_every_picture_text_is_at_least_9_px_and_follows_the_scale(tmp_path):
     finally:
         plots.set_scale(1.0)
         plt.close("all")
+
+
+def test_a_long_data_note_wraps_to_the_figure_and_many_recordings_are_said_once():
+    """Lesson 13's note named 16 recordings on one line: with bbox_inches="tight" the PNG grew to
+    3,889 px wide and the plot was shown at 0.22×. The note now names them once and wraps to the
+    figure's width, so the saved PNG is no wider than the figure."""
+    import io
+
+    from PIL import Image
+
+    from kitlib.course import labels
+    kinds = [f"case_{c}_{w}: kit's CPU clinic case, 2026-12-02" for c in "abcdefgh" for w in ("before", "after")]
+    assert labels._grouped(kinds) == ["16 recordings (case_a_before … case_h_after): kit's CPU clinic case, 2026-12-02"]
+    assert labels._grouped(kinds[:3] + ["x: yours"]) == kinds[:3] + ["x: yours"]
+    long_note = "data: " + "; ".join(kinds)       # what any note longer than its figure would be
+    widths = {}
+    for note in (None, long_note):
+        fig, ax = plt.subplots(figsize=(6, 3), dpi=100)
+        ax.plot([0, 1], [0, 1])
+        if note:
+            labels.stamp_figure(fig, note)
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight")
+        plt.close(fig)
+        widths[bool(note)] = Image.open(buf).size[0]
+    print("PNG width without note / with a 1,000-character note:", widths)
+    assert widths[True] <= 6 * 100           # no wider than the 6-inch figure at 100 dpi

@@ -118,7 +118,28 @@ def sources_note() -> str | None:
     (:func:`cell_sources`), else every recording opened so far; ``None`` when none was
     opened."""
     labels = cell_sources() or opened_labels()
-    return "data: " + "; ".join(labels) if labels else None
+    return "data: " + "; ".join(_grouped(labels)) if labels else None
+
+
+def _grouped(labels, at_most: int = 3) -> list[str]:
+    """Labels in order, except that more than ``at_most`` recordings of one kind and date
+    (the part after ``name: ``) are said once: ``"16 recordings (case_a_before … case_h_after):
+    kit's CPU clinic case, 2026-12-02"`` (tests/test_plots_drawn.py).
+    """
+    kinds: dict[str, list[str]] = {}
+    for lab in labels:
+        name, sep, kind = lab.partition(": ")
+        kinds.setdefault(kind if sep else lab, []).append(name)
+    out, said = [], set()
+    for lab in labels:
+        name, sep, kind = lab.partition(": ")
+        names = kinds.get(kind if sep else lab, [])
+        if not sep or len(names) <= at_most:
+            out.append(lab)
+        elif kind not in said:
+            said.add(kind)
+            out.append(f"{len(names)} recordings ({names[0]} … {names[-1]}): {kind}")
+    return out
 
 
 def print_table(table, **to_string) -> None:
@@ -148,7 +169,12 @@ def stamp_figure(fig, note: str | None = None):
     note = note if note is not None else sources_note()
     if note and not getattr(fig, _STAMPED, None):
         from ..plots import font
-        fig.text(0.995, -0.005, note, ha="right", va="top", fontsize=font(7.5), color="0.4")
+        import textwrap
+        size = font(7.5)
+        # a note wider than the figure would widen the saved PNG (bbox_inches="tight") and
+        # shrink the plot on screen: wrap it to the figure's width (about 0.55 em a character)
+        chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * size)))
+        fig.text(0.995, -0.005, textwrap.fill(note, chars), ha="right", va="top", fontsize=size, color="0.4")
         setattr(fig, _STAMPED, note)
     return fig
 
