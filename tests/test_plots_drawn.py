@@ -1575,7 +1575,7 @@ def test_a_long_data_note_wraps_to_the_figure_and_many_recordings_are_said_once(
     from kitlib.course import labels
     kinds = [f"case_{c}_{w}: kit's CPU clinic case, 2026-12-02" for c in "abcdefgh" for w in ("before", "after")]
     assert labels._grouped(kinds) == ["16 recordings (case_a_before … case_h_after): kit's CPU clinic case, 2026-12-02"]
-    assert labels._grouped(kinds[:3] + ["x: yours"]) == kinds[:3] + ["x: yours"]
+    assert labels._grouped(kinds[:8] + ["x: yours"]) == kinds[:8] + ["x: yours"]     # eight are each named
     long_note = "data: " + "; ".join(kinds)       # what any note longer than its figure would be
     widths = {}
     for note in (None, long_note):

@@ -292,3 +292,24 @@ def test_the_chain_pictures_launch_numbers_do_not_overlap(p5, scale):
         assert len({round(b.y0) for b in boxes}) > 2, "some labels stacked (the case this test is about)"
     finally:
         matplotlib.pyplot.close(fig)
+
+
+def test_an_explorers_note_names_what_it_draws_after_its_control_is_used():
+    """A redraw from a control runs outside any cell: its note used to fall back to every
+    recording opened so far in the kernel (lessons 00, 04, 09). It keeps the note of the cell
+    that made the explorer, the one recording it draws."""
+    from types import SimpleNamespace
+
+    from kitlib.course import labels
+    cap = open_capture("profiler_5step")
+    ns = {"cap": cap, "explorers": explorers}
+    labels._pre_run_cell(SimpleNamespace(raw_cell="e = explorers.timeline_explorer(cap.trace)"))
+    labels._CELL["ns"] = ns
+    e = explorers.timeline_explorer(cap.trace)
+    labels._post_run_cell()
+    other = open_capture("cold_start_8step")       # another recording opened later in the kernel
+    assert other.label in labels.sources_note()     # outside a cell: everything opened
+    e.controls["step"].value = e.controls["step"].options[-1]
+    assert e.note == f"data: {cap.label}"
+    assert f"data: {cap.label}</div>" in e.static_html() and other.label not in e.static_html()
+    assert other.label in labels.sources_note()     # the fixed note held only while it drew

@@ -69,6 +69,10 @@ class Explorer(widgets.VBox):
         self.title, self.controls, self._render = title, controls, render
         self.table, self.figure_png, self.message = None, None, ""
         self.table_out, self.figure_out = widgets.Output(), widgets.Output()
+        from .labels import sources_note
+        # the recordings of the cell that made the explorer: a redraw from a control runs
+        # outside any cell, and its note must still name what it draws
+        self.note = sources_note()
         for w in controls.values():
             w.observe(lambda _change: self.refresh(), names="value")
         head = widgets.HTML(f"<b>{html.escape(title)}</b>")
@@ -83,6 +87,11 @@ class Explorer(widgets.VBox):
 
     def refresh(self):
         """Draw the table and the picture for the controls' current values."""
+        from .labels import fixed_note
+        with fixed_note(self.note):
+            self._refresh()
+
+    def _refresh(self):
         import matplotlib.pyplot as plt
         try:
             table, fig = self._render(**self.values())
@@ -118,8 +127,9 @@ class Explorer(widgets.VBox):
         if self.figure_png:
             parts.append(f'<img alt="{html.escape(self.title)}" style="max-width: 100%" '
                          f'src="data:image/png;base64,{base64.b64encode(self.figure_png).decode()}"/>')
-        from .labels import note_html
-        parts.append(note_html())          # which recordings, as under any table
+        from .labels import fixed_note, note_html
+        with fixed_note(self.note):
+            parts.append(note_html())      # which recordings, as under any table
         return f'<div class="{EXPLORER_CLASS}-static">' + "\n".join(parts) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs):

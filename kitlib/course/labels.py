@@ -23,6 +23,7 @@ IPython (a script, ``tools/run_lesson.py``) the note names every recording opene
 from __future__ import annotations
 
 import ast
+import contextlib
 import html
 import sys
 from pathlib import PurePath
@@ -117,11 +118,29 @@ def sources_note() -> str | None:
     """``"data: <label>; <label>"``: the recordings the running cell draws on
     (:func:`cell_sources`), else every recording opened so far; ``None`` when none was
     opened."""
+    if _FIXED_NOTE:
+        return _FIXED_NOTE[-1]
     labels = cell_sources() or opened_labels()
     return "data: " + "; ".join(_grouped(labels)) if labels else None
 
 
-def _grouped(labels, at_most: int = 3) -> list[str]:
+#: Notes fixed by :func:`fixed_note` (innermost last).
+_FIXED_NOTE: list = []
+
+
+@contextlib.contextmanager
+def fixed_note(note: str | None):
+    """Within the block, :func:`sources_note` is ``note``: an explorer redrawn by a widget,
+    outside any cell, keeps the note of the cell that made it (the recording it draws), not
+    every recording opened so far in the kernel."""
+    _FIXED_NOTE.append(note)
+    try:
+        yield
+    finally:
+        _FIXED_NOTE.pop()
+
+
+def _grouped(labels, at_most: int = 8) -> list[str]:
     """Labels in order, except that more than ``at_most`` recordings of one kind and date
     (the part after ``name: ``) are said once: ``"16 recordings (case_a_before … case_h_after):
     kit's CPU clinic case, 2026-12-02"`` (tests/test_plots_drawn.py).
