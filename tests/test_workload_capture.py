@@ -10,6 +10,7 @@ import contextlib
 import gzip
 import io
 import json
+import os
 import time
 from pathlib import Path
 
@@ -431,3 +432,34 @@ def test_every_command_the_kit_names_exists():
     named = {m for f in files for m in re.findall(r"python -m kitlib ([a-z][a-z-]*)", f.read_text())}
     assert {"profile", "answers", "record-course"} <= named
     assert named <= set(sub.choices), named - set(sub.choices)
+
+
+def test_a_torchvision_built_for_another_torch_is_one_line_naming_both(tmp_path):
+    """A torchvision that does not belong with the installed torch fails inside its own import
+    (``operator torchvision::nms does not exist``); ``info`` and ``profile`` ended in a 30-line
+    traceback. Here a stand-in torchvision, first on the path, fails the same way."""
+    import subprocess
+    import sys
+    fake = tmp_path / "site"
+    (fake / "torchvision").mkdir(parents=True)
+    (fake / "torchvision" / "__init__.py").write_text(
+        'raise RuntimeError("operator torchvision::nms does not exist")\n')
+    (fake / "torchvision" / "version.py").write_text("__version__ = '0.24.1+cu128'\n")
+    (fake / "torchvision-0.24.1.dist-info").mkdir()
+    (fake / "torchvision-0.24.1.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchvision\nVersion: 0.24.1\nRequires-Dist: numpy\nRequires-Dist: torch==2.9.1\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(fake), str(REFERENCE.parents[1])])}
+    for argv in (["info"], ["profile", "--device", "cpu", "--model", "small_cnn", "--steps", "1",
+                            "--out", str(tmp_path / "run"), "--no-progress"]):
+        r = subprocess.run([sys.executable, "-m", "kitlib", *argv], capture_output=True, text=True, env=env,
+                           timeout=300)
+        print(argv[0], r.returncode, r.stderr)
+        assert r.returncode == 2 and "Traceback" not in r.stderr, r.stderr
+        line = r.stderr.strip().splitlines()[-1]
+        assert line.startswith("kitlib: error: torchvision 0.24.1+cu128 does not load beside torch "
+                               f"{torch.__version__} (it was built for torch 2.9.1): operator torchvision::nms "
+                               "does not exist."), line
+        major, minor = torch.__version__.split("+")[0].split(".")[:2]
+        assert line.endswith(f"python -m pip install torch=={torch.__version__.split('+')[0]} "
+                             f"'torchvision==0.{int(minor) + 15}.*'"), line
+        assert not (tmp_path / "run").exists()

@@ -618,7 +618,8 @@ def transform(image_size: int = 224, pre_resize_px: int | None = None):
         ``Normalize(IMAGENET_MEAN, IMAGENET_STD)``: a float32 tensor ``[3, image_size,
         image_size]``.
     """
-    import torchvision.transforms as T
+    from ..readers.bundle import import_torchvision
+    T = import_torchvision().transforms
     first = [T.Resize(pre_resize_px)] if pre_resize_px else []
     return T.Compose([*first, T.RandomResizedCrop(image_size), T.RandomHorizontalFlip(), T.ToTensor(),
                       T.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
@@ -718,7 +719,8 @@ def download_food101(root, progress: bool = True) -> Path:
     -----
     Calls ``torchvision.datasets.Food101(root, download=True)`` (torchvision docs).
     """
-    import torchvision
+    from ..readers.bundle import import_torchvision
+    torchvision = import_torchvision()
     root = Path(root).expanduser()
     root.mkdir(parents=True, exist_ok=True)
     torchvision.datasets.Food101(str(root), split="train", download=True)
@@ -896,7 +898,8 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
     KitFileError
         ``data_root``/``KITLIB_FOOD101`` is set but holds no Food-101.
     """
-    import torchvision
+    from ..readers.bundle import import_torchvision
+    torchvision = import_torchvision()
     tf = transform(config.image_size, config.pre_resize_px)
     food = find_food101(config.data_root)
     if food is not None:
@@ -1004,7 +1007,8 @@ def make_model(config: WorkloadConfig, device):
         the config.
     """
     import torch
-    import torchvision
+    from ..readers.bundle import import_torchvision
+    torchvision = import_torchvision()
     torch.manual_seed(config.seed)
     if config.model == "small_cnn":
         nn = torch.nn

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import value as setting
-from ..errors import BundleError
+from ..errors import BundleError, KitError
 from .files import read_json_file, sha256_of
 
 FORMAT = "kitlib-bundle/1"
@@ -102,11 +102,59 @@ def software_provenance(import_torch: bool = True) -> dict:
     except ImportError:
         pass
     try:
-        import torchvision
-        info["torchvision"] = torchvision.__version__
+        info["torchvision"] = import_torchvision().__version__
     except ImportError:
         pass
     return info
+
+
+def import_torchvision():
+    """``import torchvision``, with a one-line :class:`~kitlib.errors.KitError` when it does
+    not belong with the installed torch.
+
+    A torchvision built for another torch fails inside its own import with
+    ``RuntimeError: operator torchvision::nms does not exist`` (or an undefined symbol in
+    its C++ extension): pip installs the pair separately, e.g. torch from PyTorch's CPU index
+    and torchvision from PyPI. The error names both versions, the torch that torchvision
+    was built for (its package metadata, ``Requires-Dist: torch==…``) and the fix.
+
+    Raises
+    ------
+    ImportError
+        torchvision is not installed.
+    KitError
+        It is installed but does not load beside this torch.
+    """
+    try:
+        import torchvision
+        return torchvision
+    except ImportError as e:
+        if getattr(e, "name", None) == "torchvision" or "No module named 'torchvision'" in str(e):
+            raise
+        cause = e
+    except (RuntimeError, OSError, AttributeError) as e:
+        cause = e
+    from importlib import metadata
+    try:
+        import torch
+        torch_v = torch.__version__
+    except Exception:
+        torch_v = _version_file("torch").get("__version__") or "?"
+    tv = _version_file("torchvision").get("__version__") or "?"
+    try:
+        wants = next((r.split(";")[0].replace(" ", "") for r in metadata.requires("torchvision") or ()
+                      if r.replace(" ", "").startswith("torch==")), "")
+    except metadata.PackageNotFoundError:
+        wants = ""
+    built = f" (it was built for {wants.replace('==', ' ')})" if wants else ""
+    first = str(cause).strip().splitlines()[0] if str(cause).strip() else type(cause).__name__
+    base = torch_v.split("+")[0]
+    parts = base.split(".")
+    # PyTorch's compatibility table: torch 2.N is paired with torchvision 0.(N+15)
+    pair = f"'torchvision==0.{int(parts[1]) + 15}.*'" if len(parts) > 1 and parts[0] == "2" and parts[1].isdigit() \
+        else "the torchvision of its release"
+    raise KitError(f"torchvision {tv} does not load beside torch {torch_v}{built}: {first}. Install the pair "
+                   f"together, from the same index: python -m pip install torch=={base} {pair}") from None
 
 
 def _version_file(package: str) -> dict:
