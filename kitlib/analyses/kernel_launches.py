@@ -24,7 +24,8 @@ step <NA>.
 The kernel breakdown (Holistic Trace Analysis' ``get_gpu_kernel_breakdown``) needs no launch:
 :func:`kernel_types` splits each rank's GPU events into HTA's three types, and
 :func:`top_kernels` lists each rank's longest kernels of each type by name, the rest as one
-``others`` row. Pure functions: no I/O, printing or plotting. Used in lesson 09.
+``others`` row (no lesson uses it yet). Pure functions: no I/O, printing or plotting. The
+launch statistics are used in lesson 09.
 """
 from __future__ import annotations
 
