@@ -24,7 +24,8 @@ _FACE = {
     **{name: "kitlib.analyses.gpu_idle" for name in (
         "device_events", "stream_gaps", "idle_breakdown", "queue_length", "queue_summary",
         "stream_concurrency", "temporal_breakdown", "step_verdicts", "GpuIdleError")},
-    **{name: "kitlib.analyses.kernel_launches" for name in ("launch_stats", "launch_summary")},
+    **{name: "kitlib.analyses.kernel_launches" for name in ("launch_stats", "launch_summary",
+                                                               "kernel_types", "top_kernels")},
     **{name: "kitlib.analyses.transfers" for name in ("copies", "copy_summary")},
 }
 

@@ -19,7 +19,13 @@ the chain operator → launch → GPU event of :func:`kitlib.analyses.chain.chai
 
 Per step: the step whose host interval ``[start_ns, end_ns)`` contains the launch's
 start (the kit's half-open rule, :mod:`kitlib.model.window`); a launch outside every step has
-step <NA>. Pure functions: no I/O, printing or plotting. Used in lesson 09.
+step <NA>.
+
+The kernel breakdown (Holistic Trace Analysis' ``get_gpu_kernel_breakdown``) needs no launch:
+:func:`kernel_types` splits each rank's GPU events into HTA's three types, and
+:func:`top_kernels` lists each rank's longest kernels of each type by name, the rest as one
+``others`` row (no lesson uses it yet). Pure functions: no I/O, printing or plotting. The
+launch statistics are used in lesson 09.
 """
 from __future__ import annotations
 
@@ -28,9 +34,12 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model.window import containing
+from .collectives import COMM_KERNEL_PATTERN
 from .gpu_idle import GpuIdleError, _events, _need_launches, _path
+from .intervals import busy_ns
 
-__all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "launch_stats", "launch_summary"]
+__all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "KERNEL_TYPES", "TOP_KERNELS", "launch_stats", "launch_summary",
+           "kernel_type", "kernel_types", "top_kernels"]
 
 #: Kernels shorter than this (ns) are *short*: 5 µs, less than a launch call's own cost on the
 #: host (the median ``cudaLaunchKernel`` of ``profiler_5step`` took 8.2 µs under the profiler):
@@ -38,6 +47,10 @@ __all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "launch_stats", "launch_summary"
 SHORT_KERNEL_NS = 5_000
 #: A launch call longer than this many times the median of its API's calls is an outlier.
 OUTLIER_FACTOR = 10
+#: HTA's kernel types, in its order (``hta/utils/utils.py``, ``KernelType``).
+KERNEL_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION")
+#: Kernels named per rank and type by :func:`top_kernels` (HTA's ``num_kernels`` default).
+TOP_KERNELS = 10
 
 
 def _step_of(source, starts: np.ndarray, steps=None) -> pd.array:
@@ -185,3 +198,170 @@ def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_
     out = out[cols]
     out.attrs.update(ls.attrs)
     return out
+
+
+# --------------------------------------------------------------------------- kernel breakdown
+def _rank_traces(source) -> dict:
+    """``{rank: Trace}``: a RankTraces' traces, or one Trace under its ``distributedInfo``
+    rank (0 without one)."""
+    if hasattr(source, "traces"):
+        return dict(source.traces)
+    if not hasattr(source, "kernels"):
+        raise GpuIdleError(f"expected a kitlib Trace (load_trace) or RankTraces (load_traces), "
+                           f"got {type(source).__name__}")
+    return {int((source.meta.get("distributedInfo") or {}).get("rank", 0)): source}
+
+
+def _gpu_events(trace) -> pd.DataFrame:
+    k = trace.kernels
+    if k.empty:
+        raise GpuIdleError(f"{_path(trace)}: no GPU events (no kernel, copy or set): a CPU-only "
+                           "recording has no kernel breakdown")
+    return k.assign(kernel_type=kernel_type(k))
+
+
+def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
+    """HTA's type of each GPU event: ``COMMUNICATION`` (an NCCL kernel: the name matches
+    :data:`kitlib.analyses.collectives.COMM_KERNEL_PATTERN`), ``MEMORY`` (a copy or a set:
+    ``kind`` ``memcpy``/``memset``), ``COMPUTATION`` (every other kernel).
+
+    HTA (``hta/utils/utils.py``, ``get_kernel_type``) decides by the name alone, by a rule
+    its releases have changed: ``ncclKernel`` in the name is communication and ``Memcpy`` or
+    ``Memset`` in it memory (2022); later a name starting with ``nccl`` or holding ``gloo:``
+    is communication; the newest matches ``^nccl.*Kernel`` and ``^(Memcpy|Memset|dma)`` and
+    adds a fourth type, OTHER (names with ``Sync``…). The kit reads the event's category for
+    memory, and the NCCL names of :data:`~kitlib.analyses.collectives.COMM_KERNEL_PATTERN`
+    (``ncclDevKernel_`` since NCCL 2.19, which the 2022 rule calls computation). On the public
+    traces of ``tests/test_kernel_breakdown.py`` every rule gives the kit's types.
+
+    Parameters
+    ----------
+    kernels : DataFrame
+        ``trace.kernels`` rows (``kind``, ``name``).
+
+    Returns
+    -------
+    ndarray of str, one per row.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.kernel_launches import kernel_type
+    >>> kernel_type(pd.DataFrame({"kind": ["kernel", "kernel", "memset", "kernel"],
+    ...                           "name": ["ncclKernel_AllReduce", "ncclDevKernel_AllGather",
+    ...                                    "Memset (Device)", "relu_kernel"]}))
+    array(['COMMUNICATION', 'COMMUNICATION', 'MEMORY', 'COMPUTATION'], dtype='<U13')
+    """
+    comm = kernels["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True).to_numpy()
+    memory = kernels["kind"].isin(["memcpy", "memset"]).to_numpy()
+    return np.where(memory, "MEMORY", np.where(comm, "COMMUNICATION", "COMPUTATION"))
+
+
+def kernel_types(source) -> pd.DataFrame:
+    """Each rank's GPU time split into HTA's kernel types (:func:`kernel_type`).
+
+    Parameters
+    ----------
+    source : Trace or RankTraces
+
+    Returns
+    -------
+    DataFrame, one row per rank and type (all three, in :data:`KERNEL_TYPES` order)
+        ``rank``; ``kernel_type``; ``events`` (GPU events of that type); ``sum_ns`` (their
+        durations added up, int64 ns); ``busy_ns`` (time at least one of them ran, overlap
+        counted once, int64 ns); ``share`` (``sum_ns`` ÷ the rank's ``sum_ns`` over the
+        three types, 0-1).
+
+    Raises
+    ------
+    GpuIdleError
+        A rank has no GPU events, or ``source`` is neither a Trace nor a RankTraces.
+
+    Notes
+    -----
+    HTA's kernel-type table (``BreakdownAnalysis._get_gpu_kernel_type_time``) adds the ranks
+    together and gives time where types overlap its own row (``COMPUTATION overlapping
+    COMMUNICATION``); ``busy_ns`` counts that time in both types, and ``sum_ns`` counts every
+    event whole. HTA leaves MEMORY out unless asked (``include_memory_kernels=True``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.kernel_launches import kernel_types
+    >>> kernel_types(tiny_trace())
+       rank    kernel_type  events  sum_ns  busy_ns  share
+    0     0  COMMUNICATION       0       0        0    0.0
+    1     0         MEMORY       0       0        0    0.0
+    2     0    COMPUTATION       1     400      400    1.0
+    """
+    rows = []
+    for rank, trace in _rank_traces(source).items():
+        k = _gpu_events(trace)
+        total = int(k["dur_ns"].sum())
+        for t in KERNEL_TYPES:
+            sub = k[k["kernel_type"] == t]
+            rows.append({"rank": rank, "kernel_type": t, "events": len(sub), "sum_ns": int(sub["dur_ns"].sum()),
+                         "busy_ns": busy_ns(sub[["start_ns", "dur_ns"]]),
+                         "share": int(sub["dur_ns"].sum()) / total if total else 0.0})
+    return pd.DataFrame(rows).astype({"rank": "int64", "events": "int64", "sum_ns": "int64", "busy_ns": "int64"})
+
+
+def top_kernels(source, top: int = TOP_KERNELS) -> pd.DataFrame:
+    """Each rank's longest GPU events of each type, by name: the ``top`` names with the most
+    time, the rest added up in one row named ``others`` (HTA's per-rank kernel table). Names
+    with equal time are ranked by name.
+
+    Parameters
+    ----------
+    source : Trace or RankTraces
+    top : int
+        Names kept per rank and type (HTA's ``num_kernels``, default 10).
+
+    Returns
+    -------
+    DataFrame, by rank, :data:`KERNEL_TYPES` order, then most time first (``others`` last)
+        ``rank``, ``kernel_type``, ``name``; ``calls``; ``sum_ns``, ``mean_ns`` (rounded down),
+        ``min_ns``, ``max_ns`` (durations of the name's events, int64 ns; for ``others``, of
+        all the folded events); ``share`` (``sum_ns`` ÷ the type's time on that rank, 0-1).
+
+    Raises
+    ------
+    GpuIdleError
+        A rank has no GPU events, ``top`` is below 1, or ``source`` is neither a Trace nor a
+        RankTraces.
+
+    Notes
+    -----
+    HTA (``BreakdownAnalysis._aggr_gpu_kernel_time``) folds more: past ``num_kernels`` names
+    it also moves into ``others`` every name whose running total passes the 0.8 quantile of
+    the running totals (``duration_ratio``), and then its kept rows' min, max and mean are
+    their sum. The kit keeps the ``top`` names and their own statistics.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.kernel_launches import top_kernels
+    >>> top_kernels(tiny_trace())[["rank", "kernel_type", "name", "calls", "sum_ns", "share"]]
+       rank  kernel_type         name  calls  sum_ns  share
+    0     0  COMPUTATION  relu_kernel      1     400    1.0
+    """
+    if top < 1:
+        raise GpuIdleError(f"top must be 1 or more, got {top}")
+    parts = []
+    for rank, trace in _rank_traces(source).items():
+        k = _gpu_events(trace)
+        for t in KERNEL_TYPES:
+            sub = k[k["kernel_type"] == t]
+            if sub.empty:
+                continue
+            by_sum = sub.groupby("name")["dur_ns"].sum().sort_values(ascending=False, kind="stable")
+            name = sub["name"].where(sub["name"].isin(by_sum.index[:top]), "others")
+            g = sub.groupby(name)["dur_ns"].agg(calls="size", sum_ns="sum", min_ns="min", max_ns="max")
+            g["others"] = g.index == "others"
+            g = g.sort_values(["others", "sum_ns"], ascending=[True, False], kind="stable")
+            parts.append(g.drop(columns="others").reset_index(names="name").assign(rank=rank, kernel_type=t))
+    out = pd.concat(parts, ignore_index=True)
+    out["mean_ns"] = out["sum_ns"] // out["calls"]
+    out["share"] = out["sum_ns"] / out.groupby(["rank", "kernel_type"])["sum_ns"].transform("sum")
+    cols = ["rank", "kernel_type", "name", "calls", "sum_ns", "mean_ns", "min_ns", "max_ns", "share"]
+    return out[cols].astype({c: "int64" for c in cols[3:8]} | {"rank": "int64"})
