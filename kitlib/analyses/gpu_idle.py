@@ -245,7 +245,8 @@ def _nsys_events(rep: NsysReport) -> pd.DataFrame:
     ev = pd.concat(parts, ignore_index=True)
     lau = rep.launches
     lau = lau[lau["correlation"].notna()].drop_duplicates(["pid", "correlation"])
-    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].rename(columns={
+    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].astype(
+        {"start_ns": "Int64", "dur_ns": "Int64"}).rename(columns={  # exact where the join misses
         "name": "launch_name", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns", "tid": "launch_tid"})
     ev = ev.join(lau, on=["pid", "correlation"])
     ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
@@ -369,7 +370,9 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     end = ev["end_ns"].to_numpy(dtype=np.int64)
     order = np.lexsort((end, start, gid))
     d, s, gid, start, end = d[order], s[order], gid[order], start[order], end[order]
-    lst = ev["launch_start_ns"].to_numpy(dtype="float64", na_value=np.nan)[order]
+    # integer ns: a float64 cannot hold a time since the epoch (1.7e18 ns) to the ns
+    known = ev["launch_start_ns"].notna().to_numpy()[order]
+    lst = ev["launch_start_ns"].to_numpy(dtype=np.int64, na_value=0)[order]
     reach = pd.Series(end).groupby(gid).cummax().to_numpy()
     has_prev = np.r_[False, gid[1:] == gid[:-1]]
     prev_end = np.r_[np.int64(0), reach[:-1]]
@@ -377,7 +380,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     idx = np.flatnonzero(has_prev & (gap > 0))
     g0, g1, glen = prev_end[idx], start[idx], gap[idx]
     L = lst[idx]
-    cat = np.where(np.isnan(L), "no_launch",
+    cat = np.where(~known[idx], "no_launch",
                    np.where(L > g0, "host_wait", np.where(glen < kernel_wait_max_ns, "kernel_wait", "other")))
     if steps is None:
         from .steps import steps_of
@@ -400,7 +403,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
         "category": cat[row],
         "next_kind": ev["kind"].to_numpy()[src], "next_name": ev["name"].to_numpy()[src],
         "next_launch_name": ev["launch_name"].to_numpy()[src],
-        "next_launch_start_ns": ev["launch_start_ns"].to_numpy()[src],
+        "next_launch_start_ns": ev["launch_start_ns"].array[src],   # Int64: exact
         "prev_end_ns": g0[row]})
     out.loc[win < 0, "step"] = pd.NA
     out = out[out["dur_ns"] > 0].reset_index(drop=True)
