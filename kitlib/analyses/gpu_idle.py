@@ -105,7 +105,7 @@ CATEGORIES = ("host_wait", "kernel_wait", "other", "no_launch")
 
 #: Columns of :func:`device_events`.
 EVENT_COLUMNS = ["kind", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "bytes",
-                 "copy_kind", "src_memory", "dst_memory", "correlation", "launch_name",
+                 "bandwidth_gb_per_s", "copy_kind", "src_memory", "dst_memory", "correlation", "launch_name",
                  "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid", "op_name", "link"]
 
 #: Verdict thresholds (shares of a step's wall time), see :func:`step_verdicts`.
@@ -164,7 +164,9 @@ def device_events(source) -> pd.DataFrame:
         :data:`EVENT_COLUMNS`, one row per GPU event, sorted by ``device, stream,
         start_ns, end_ns``: ``kind`` (``kernel``/``memcpy``/``memset``), ``name``,
         ``device``, ``stream``, ``start_ns, end_ns, dur_ns`` (int64 ns), ``bytes``
-        (copies and sets; <NA> for kernels), ``copy_kind`` (``HtoD``, ``DtoH``,
+        (copies and sets; <NA> for kernels), ``bandwidth_gb_per_s`` (the profiler's own
+        ``memory bandwidth (GB/s)`` of a copy or set: bytes ÷ its exact ns; NaN where
+        the trace has none, Nsight exports included), ``copy_kind`` (``HtoD``, ``DtoH``,
         ``DtoD``, ``HtoH``, ``PtoP``; copies only), ``src_memory``/``dst_memory``
         (``Pinned``, ``Pageable``, ``Device``… where the trace says), ``correlation``,
         the launch: ``launch_name`` (the CUDA API call), ``launch_start_ns``,
@@ -211,6 +213,8 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
     c = chain(trace)
     k = trace.kernels
     b = k["bytes"].reindex(c["gpu_row"].to_numpy()).to_numpy() if len(c) else np.array([], dtype=object)
+    bw = (k["bandwidth_gb_per_s"].reindex(c["gpu_row"].to_numpy()).to_numpy(dtype=np.float64, na_value=np.nan)
+          if len(c) and "bandwidth_gb_per_s" in k.columns else np.full(len(c), np.nan))
     names = c["gpu_name"].astype(object).to_numpy()
     parts = [(_COPY_NAME.match(n) if isinstance(n, str) and kind == "memcpy" else None)
              for n, kind in zip(names, c["gpu_kind"].to_numpy())]
@@ -218,7 +222,7 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
         "kind": c["gpu_kind"].to_numpy(), "name": names,
         "device": c["device"].to_numpy(), "stream": c["stream"].to_numpy(),
         "start_ns": c["gpu_start_ns"].to_numpy(), "dur_ns": c["gpu_dur_ns"].to_numpy(),
-        "bytes": b,
+        "bytes": b, "bandwidth_gb_per_s": bw,
         "copy_kind": [m.group(1) if m else None for m in parts],
         "src_memory": [m.group(2) if m else None for m in parts],
         "dst_memory": [m.group(3) if m else None for m in parts],
@@ -235,7 +239,7 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
 def _nsys_events(rep: NsysReport) -> pd.DataFrame:
     cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream"]
     kern = rep.kernels[cols].assign(kind="kernel", bytes=pd.NA, copy_kind=None, src_memory=None,
-                                    dst_memory=None)
+                                    dst_memory=None)   # Nsight gives no bandwidth of its own: bytes ÷ exact ns
     cop = rep.copies
     cop = cop[cols + ["bytes"]].assign(kind="memcpy", copy_kind=cop["copy_kind"].map(
         lambda s: _NSYS_COPY_KIND.get(s, s) if isinstance(s, str) else None).to_numpy(),
@@ -250,6 +254,7 @@ def _nsys_events(rep: NsysReport) -> pd.DataFrame:
         "name": "launch_name", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns", "tid": "launch_tid"})
     ev = ev.join(lau, on=["pid", "correlation"])
     ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
+    ev["bandwidth_gb_per_s"] = np.nan
     ev["op_name"] = None
     ev["link"] = np.where(ev["launch_start_ns"].notna(), "correlation", "no_launch")
     return _finish(ev)
