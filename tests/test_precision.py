@@ -160,7 +160,8 @@ def test_chain_times_exact_when_a_launch_is_missing():
     assert off == [0] * len(off)
     ops = tr.ops
     has = c["op_row"] >= 0
-    exact_op = {(e["name"], _ns(e["ts"])) for e in evs if e.get("ph") == "X" and e.get("cat") in ("Operator", "cpu_op", "user_annotation")}
+    exact_op = {(e["name"], _ns(e["ts"])) for e in evs
+                if e.get("ph") == "X" and e.get("cat") in ("Operator", "cpu_op", "user_annotation")}
     got_op = set(zip(c.loc[has, "op_name"], c.loc[has, "op_start_ns"].astype(int)))
     print(f"{len(got_op):,} distinct operators in the chain, {len(got_op - exact_op)} not at an exact start")
     assert got_op and got_op <= exact_op
