@@ -253,16 +253,21 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
                     np.where(op_row >= 0, np.where(fb, "time_nesting", method), "no_operator"))
 
     # only the columns the table shows are taken row by row
+    # the times as Int64 before reindexing, and kept as Int64 arrays (not through numpy,
+    # which gives float64 where a value is missing): a float64's spacing at 1.7e18 ns
+    # (times since the epoch) is 256 ns
     G = gpu[["name", "start_ns", "dur_ns", "kind", "device", "stream", "correlation"]].loc[g["gpu_row"].to_numpy()]
-    Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].reindex(np.where(launch_row >= 0, launch_row, -1))
-    Or = ops[["name", "start_ns", "dur_ns"]].reindex(np.where(op_row >= 0, op_row, -1))
+    ints = {"start_ns": "Int64", "dur_ns": "Int64"}
+    Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].astype(ints).reindex(
+        np.where(launch_row >= 0, launch_row, -1))
+    Or = ops[["name", "start_ns", "dur_ns"]].astype(ints).reindex(np.where(op_row >= 0, op_row, -1))
     out = pd.DataFrame({
         "op_name": Or["name"].to_numpy(),
-        "op_start_ns": pd.array(Or["start_ns"].to_numpy(), dtype="Int64"),
-        "op_dur_ns": pd.array(Or["dur_ns"].to_numpy(), dtype="Int64"),
+        "op_start_ns": Or["start_ns"].array,
+        "op_dur_ns": Or["dur_ns"].array,
         "launch_name": Lr["name"].to_numpy(),
-        "launch_start_ns": pd.array(Lr["start_ns"].to_numpy(), dtype="Int64"),
-        "launch_dur_ns": pd.array(Lr["dur_ns"].to_numpy(), dtype="Int64"),
+        "launch_start_ns": Lr["start_ns"].array,
+        "launch_dur_ns": Lr["dur_ns"].array,
         "gpu_name": G["name"].to_numpy(),
         "gpu_start_ns": G["start_ns"].to_numpy(),
         "gpu_dur_ns": G["dur_ns"].to_numpy(),
@@ -271,7 +276,7 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
         "device": G["device"].to_numpy(),
         "stream": G["stream"].to_numpy(),
         "correlation": G["correlation"].to_numpy(),
-        "external_id": pd.array(Lr["external_id"].to_numpy(), dtype="Int64"),
+        "external_id": Lr["external_id"].array,
         "op_row": op_row,
         "launch_row": np.where(launch_row >= 0, launch_labels[np.maximum(launch_row, 0)] if len(L) else -1, -1),
         "gpu_row": g["gpu_row"].to_numpy(),
@@ -317,7 +322,7 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
     c = chain(trace) if chain_df is None else chain_df
     reason = pd.Series(pd.NA, index=k.index, dtype=object)
     if len(c):
-        early = c[c["launch_start_ns"].notna() & (c["gpu_start_ns"] < c["launch_start_ns"].astype("float64"))]
+        early = c[(c["gpu_start_ns"] < c["launch_start_ns"]).fillna(False).to_numpy(dtype=bool)]
         reason.loc[early["gpu_row"].to_numpy()] = "before_launch"
     if trace.meta.get("time_resolution_ns", 1) == 1:
         reason[(k["kind"] == "kernel") & (k["dur_ns"] == 0)] = "zero_duration"

@@ -105,7 +105,7 @@ CATEGORIES = ("host_wait", "kernel_wait", "other", "no_launch")
 
 #: Columns of :func:`device_events`.
 EVENT_COLUMNS = ["kind", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "bytes",
-                 "copy_kind", "src_memory", "dst_memory", "correlation", "launch_name",
+                 "bandwidth_gb_per_s", "copy_kind", "src_memory", "dst_memory", "correlation", "launch_name",
                  "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid", "op_name", "link"]
 
 #: Verdict thresholds (shares of a step's wall time), see :func:`step_verdicts`.
@@ -164,7 +164,9 @@ def device_events(source) -> pd.DataFrame:
         :data:`EVENT_COLUMNS`, one row per GPU event, sorted by ``device, stream,
         start_ns, end_ns``: ``kind`` (``kernel``/``memcpy``/``memset``), ``name``,
         ``device``, ``stream``, ``start_ns, end_ns, dur_ns`` (int64 ns), ``bytes``
-        (copies and sets; <NA> for kernels), ``copy_kind`` (``HtoD``, ``DtoH``,
+        (copies and sets; <NA> for kernels), ``bandwidth_gb_per_s`` (the profiler's own
+        ``memory bandwidth (GB/s)`` of a copy or set: bytes ÷ its exact ns; NaN where
+        the trace has none, Nsight exports included), ``copy_kind`` (``HtoD``, ``DtoH``,
         ``DtoD``, ``HtoH``, ``PtoP``; copies only), ``src_memory``/``dst_memory``
         (``Pinned``, ``Pageable``, ``Device``… where the trace says), ``correlation``,
         the launch: ``launch_name`` (the CUDA API call), ``launch_start_ns``,
@@ -211,6 +213,8 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
     c = chain(trace)
     k = trace.kernels
     b = k["bytes"].reindex(c["gpu_row"].to_numpy()).to_numpy() if len(c) else np.array([], dtype=object)
+    bw = (k["bandwidth_gb_per_s"].reindex(c["gpu_row"].to_numpy()).to_numpy(dtype=np.float64, na_value=np.nan)
+          if len(c) and "bandwidth_gb_per_s" in k.columns else np.full(len(c), np.nan))
     names = c["gpu_name"].astype(object).to_numpy()
     parts = [(_COPY_NAME.match(n) if isinstance(n, str) and kind == "memcpy" else None)
              for n, kind in zip(names, c["gpu_kind"].to_numpy())]
@@ -218,7 +222,7 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
         "kind": c["gpu_kind"].to_numpy(), "name": names,
         "device": c["device"].to_numpy(), "stream": c["stream"].to_numpy(),
         "start_ns": c["gpu_start_ns"].to_numpy(), "dur_ns": c["gpu_dur_ns"].to_numpy(),
-        "bytes": b,
+        "bytes": b, "bandwidth_gb_per_s": bw,
         "copy_kind": [m.group(1) if m else None for m in parts],
         "src_memory": [m.group(2) if m else None for m in parts],
         "dst_memory": [m.group(3) if m else None for m in parts],
@@ -235,7 +239,7 @@ def _trace_events(trace: Trace) -> pd.DataFrame:
 def _nsys_events(rep: NsysReport) -> pd.DataFrame:
     cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream"]
     kern = rep.kernels[cols].assign(kind="kernel", bytes=pd.NA, copy_kind=None, src_memory=None,
-                                    dst_memory=None)
+                                    dst_memory=None)   # Nsight gives no bandwidth of its own: bytes ÷ exact ns
     cop = rep.copies
     cop = cop[cols + ["bytes"]].assign(kind="memcpy", copy_kind=cop["copy_kind"].map(
         lambda s: _NSYS_COPY_KIND.get(s, s) if isinstance(s, str) else None).to_numpy(),
@@ -245,10 +249,12 @@ def _nsys_events(rep: NsysReport) -> pd.DataFrame:
     ev = pd.concat(parts, ignore_index=True)
     lau = rep.launches
     lau = lau[lau["correlation"].notna()].drop_duplicates(["pid", "correlation"])
-    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].rename(columns={
+    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].astype(
+        {"start_ns": "Int64", "dur_ns": "Int64"}).rename(columns={  # exact where the join misses
         "name": "launch_name", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns", "tid": "launch_tid"})
     ev = ev.join(lau, on=["pid", "correlation"])
     ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
+    ev["bandwidth_gb_per_s"] = np.nan
     ev["op_name"] = None
     ev["link"] = np.where(ev["launch_start_ns"].notna(), "correlation", "no_launch")
     return _finish(ev)
@@ -369,7 +375,9 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     end = ev["end_ns"].to_numpy(dtype=np.int64)
     order = np.lexsort((end, start, gid))
     d, s, gid, start, end = d[order], s[order], gid[order], start[order], end[order]
-    lst = ev["launch_start_ns"].to_numpy(dtype="float64", na_value=np.nan)[order]
+    # integer ns: a float64 cannot hold a time since the epoch (1.7e18 ns) to the ns
+    known = ev["launch_start_ns"].notna().to_numpy()[order]
+    lst = ev["launch_start_ns"].to_numpy(dtype=np.int64, na_value=0)[order]
     reach = pd.Series(end).groupby(gid).cummax().to_numpy()
     has_prev = np.r_[False, gid[1:] == gid[:-1]]
     prev_end = np.r_[np.int64(0), reach[:-1]]
@@ -377,7 +385,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     idx = np.flatnonzero(has_prev & (gap > 0))
     g0, g1, glen = prev_end[idx], start[idx], gap[idx]
     L = lst[idx]
-    cat = np.where(np.isnan(L), "no_launch",
+    cat = np.where(~known[idx], "no_launch",
                    np.where(L > g0, "host_wait", np.where(glen < kernel_wait_max_ns, "kernel_wait", "other")))
     if steps is None:
         from .steps import steps_of
@@ -400,7 +408,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
         "category": cat[row],
         "next_kind": ev["kind"].to_numpy()[src], "next_name": ev["name"].to_numpy()[src],
         "next_launch_name": ev["launch_name"].to_numpy()[src],
-        "next_launch_start_ns": ev["launch_start_ns"].to_numpy()[src],
+        "next_launch_start_ns": ev["launch_start_ns"].array[src],   # Int64: exact
         "prev_end_ns": g0[row]})
     out.loc[win < 0, "step"] = pd.NA
     out = out[out["dur_ns"] > 0].reset_index(drop=True)

@@ -26,6 +26,16 @@ Sources for :data:`LINKS`
   PCIe Gen6 to the host. NVIDIA's pages name PCIe Gen6 without a per-GPU figure; the kit
   takes PCI-SIG's: 64 GT/s × 16 lanes ÷ 8 bits = 128 GB/s per direction, nominal.
 
+- NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: "Interconnect: NVIDIA NVLink 900GB/s,
+  PCIe Gen5 128GB/s" (per direction 450 and 64 GB/s), "GPU memory bandwidth 3.35TB/s".
+- NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: "Interconnect: NVIDIA NVLink
+  600GB/s, PCIe Gen4 64GB/s" (per direction 300 and 32 GB/s), "GPU memory bandwidth
+  2,039GB/s" (the 40GB A100: 1,555GB/s; the kit knows the A100 by name only, and takes the
+  80GB SXM's figure, as :data:`kitlib.analyses.flops.PEAK_TFLOPS` does).
+- NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2: "Interconnect Bandwidth: NVLink
+  300 GB/s, PCIe 32 GB/s" (both directions; per direction 150 and 16 GB/s; PCIe Gen3 x16),
+  "Memory Bandwidth 900 GB/s".
+
 A ``DtoD`` copy inside one device reads and writes HBM, so it moves each byte twice: its
 peak is half the memory bandwidth. Pure functions: no I/O, printing or plotting. Used in
 lesson 09.
@@ -49,6 +59,12 @@ LINKS = {
              "PtoP": ("NVLink 4", 450.0), "DtoD": ("HBM3e, read + write", 2400.0)},
     "B300": {"HtoD": ("PCIe Gen6 x16", 128.0), "DtoH": ("PCIe Gen6 x16", 128.0),
              "PtoP": ("NVLink 5", 900.0), "DtoD": ("HBM3e, read + write", 4000.0)},
+    "H100": {"HtoD": ("PCIe Gen5 x16", 64.0), "DtoH": ("PCIe Gen5 x16", 64.0),
+             "PtoP": ("NVLink 4", 450.0), "DtoD": ("HBM3, read + write", 1675.0)},
+    "A100": {"HtoD": ("PCIe Gen4 x16", 32.0), "DtoH": ("PCIe Gen4 x16", 32.0),
+             "PtoP": ("NVLink 3", 300.0), "DtoD": ("HBM2e, read + write", 1019.5)},
+    "V100": {"HtoD": ("PCIe Gen3 x16", 16.0), "DtoH": ("PCIe Gen3 x16", 16.0),
+             "PtoP": ("NVLink 2", 150.0), "DtoD": ("HBM2, read + write", 450.0)},
 }
 
 
@@ -103,8 +119,9 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     ----------
     source : Trace or NsysReport
     device : str, optional
-        The GPU whose datasheet peaks apply (a key of :data:`LINKS`, ``"H200"`` or
-        ``"B300"``); default read from the recording (:func:`device_name`).
+        The GPU whose datasheet peaks apply (a key of :data:`LINKS`: ``"H200"``,
+        ``"B300"``, ``"H100"``, ``"A100"``, ``"V100"``); default read from the recording
+        (:func:`device_name`).
     events, steps : DataFrame, optional
         A :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
 
@@ -115,7 +132,9 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
         ``copy_kind`` (``HtoD``…), ``host_memory`` (``Pinned``/``Pageable`` for a copy
         to or from the host, where the trace says; None otherwise), ``src_memory``,
         ``dst_memory``, ``device``, ``stream``, ``start_ns``, ``dur_ns``, ``bytes``
-        (Int64), ``gb_per_s`` (bytes ÷ ns, float; NaN for a 0-ns copy or unknown bytes),
+        (Int64), ``gb_per_s`` (the trace's own ``memory bandwidth (GB/s)`` where it has
+        one: Kineto's bytes ÷ the copy's exact ns, which a whole-µs trace's ``dur_ns``
+        no longer holds; else bytes ÷ ``dur_ns``; NaN for a 0-ns copy or unknown bytes),
         ``link``, ``peak_gb_per_s`` (nominal, per direction; NaN for an unknown device),
         ``share_of_peak`` (0-1), ``kernel_overlap_ns`` (time during which a kernel ran on
         the same device, any stream). ``.attrs["device"]`` names the datasheet used.
@@ -157,8 +176,12 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
                     np.where(ck == "DtoH", cp["dst_memory"].to_numpy(dtype=object), None))
     b = cp["bytes"].to_numpy(dtype="float64", na_value=np.nan)
     d = cp["dur_ns"].to_numpy(dtype="float64")
+    own = cp["bandwidth_gb_per_s"].to_numpy(dtype="float64", na_value=np.nan) \
+        if "bandwidth_gb_per_s" in cp.columns else np.full(len(cp), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        gbps = np.where(d > 0, b / d, np.nan)
+        # the profiler's own figure (bytes ÷ the exact ns) where the trace has it: a
+        # whole-µs trace's dur_ns is truncated, and bytes ÷ it reads 6-16 % high
+        gbps = np.where(~np.isnan(own), own, np.where(d > 0, b / d, np.nan))
     link = [links.get(k, (None, np.nan))[0] if isinstance(k, str) else None for k in ck]
     peak = np.array([links.get(k, (None, np.nan))[1] if isinstance(k, str) else np.nan for k in ck], dtype="float64")
     when = cp["launch_start_ns"].fillna(cp["start_ns"]).to_numpy(dtype=np.int64)
@@ -172,7 +195,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     out.attrs["device"] = (f"{name}: datasheet peaks of the {key}" if key else
                            f"{name or 'unknown GPU'}: no datasheet peak in kitlib.analyses.transfers.LINKS "
-                           "(pass device='H200' or 'B300' to compare with one)")
+                           f"(pass device= one of {', '.join(LINKS)} to compare with one)")
     return out
 
 
@@ -190,7 +213,9 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     -------
     DataFrame, one row per group
         ``copies``, ``bytes``, ``dur_ns`` (summed), ``gb_per_s`` (summed bytes ÷ summed
-        ns: the group's achieved bandwidth), ``gb_per_s_max`` (the fastest copy),
+        time of the copies with known bytes, each copy's time being bytes ÷ its
+        ``gb_per_s``: its exact ns where the trace gives its own bandwidth, ``dur_ns``
+        otherwise: the group's achieved bandwidth), ``gb_per_s_max`` (the fastest copy),
         ``link``, ``peak_gb_per_s``, ``share_of_peak``, ``kernel_overlap_ns`` (summed) and
         ``kernel_overlap_share`` (÷ ``dur_ns``).
 
@@ -215,6 +240,12 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     if bad:
         raise GpuIdleError(f"{_path(source)}: cannot group copies by {bad}; columns: {list(cp.columns)}")
     cp["bytes_f"] = cp["bytes"].astype("float64")
+    # each copy's time as its GB/s gives it (bytes ÷ GB/s = the profiler's exact ns,
+    # where the trace has its own figure; dur_ns otherwise)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        gb = cp["gb_per_s"].to_numpy(dtype="float64")
+        cp["time_f"] = np.where(gb > 0, cp["bytes_f"].to_numpy() / gb, cp["dur_ns"].to_numpy(dtype="float64"))
+    cp.loc[cp["bytes_f"].isna(), "time_f"] = np.nan
     g = cp.groupby(by, dropna=False, sort=True)
     out = pd.DataFrame({
         "copies": g.size(),
@@ -225,9 +256,11 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
         "peak_gb_per_s": g["peak_gb_per_s"].first(),
         "kernel_overlap_ns": g["kernel_overlap_ns"].sum().astype("int64"),
         "bytes_f": g["bytes_f"].sum(min_count=1),
+        "time_f": g["time_f"].sum(min_count=1),
     }).reset_index()
     with np.errstate(divide="ignore", invalid="ignore"):
-        out["gb_per_s"] = np.where(out["dur_ns"] > 0, out.pop("bytes_f") / out["dur_ns"], np.nan)
+        t = out.pop("time_f")
+        out["gb_per_s"] = np.where(t > 0, out.pop("bytes_f") / t, np.nan)
         out["share_of_peak"] = out["gb_per_s"] / out["peak_gb_per_s"]
         out["kernel_overlap_share"] = np.where(out["dur_ns"] > 0, out["kernel_overlap_ns"] / out["dur_ns"], np.nan)
     cols = by + ["copies", "bytes", "dur_ns", "gb_per_s", "gb_per_s_max", "link", "peak_gb_per_s",

@@ -70,7 +70,7 @@ def tiny_trace() -> Trace:
                   op("aten::add", "op", 400, 400, None)], OPS_COLUMNS, ints=(
                       "pid", "tid", "start_ns", "dur_ns", "end_ns", "parent", "depth"))
     launches = _table([["cudaLaunchKernel", 1, 1, 150, 100, 250, "runtime", 7, 1, 211]], LAUNCH_COLUMNS)
-    gpu = _table([["relu_kernel", 0, 7, 300, 400, 700, "kernel", 0, 7, 7, 1, (1, 1, 1), (128, 1, 1), None]],
+    gpu = _table([["relu_kernel", 0, 7, 300, 400, 700, "kernel", 0, 7, 7, 1, (1, 1, 1), (128, 1, 1), None, np.nan]],
                  GPU_COLUMNS)
     memory = _table([], MEMORY_COLUMNS)
     other = _table([], OTHER_COLUMNS)

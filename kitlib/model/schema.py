@@ -30,9 +30,11 @@ COMM_ARGS = ("Collective name", "Process Group Name", "Seq", "In msg nelems", "O
 #: ``Trace.launches``: CUDA runtime and driver API calls.
 LAUNCH_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "api", "correlation",
                   "external_id", "cbid"]
-#: ``Trace.gpu``: kernels, copies, sets and GPU-side annotations.
+#: ``Trace.gpu``: kernels, copies, sets and GPU-side annotations. ``bandwidth_gb_per_s``:
+#: a copy's or set's own ``args["memory bandwidth (GB/s)"]`` (Kineto: bytes ÷ the exact
+#: CUPTI ns, even where the trace writes whole µs), NaN where absent.
 GPU_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "device", "stream",
-               "correlation", "external_id", "grid", "block", "bytes"]
+               "correlation", "external_id", "grid", "block", "bytes", "bandwidth_gb_per_s"]
 #: ``Trace.memory``: allocator instants.
 MEMORY_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "bytes", "addr", "total_allocated",
                   "total_reserved", "device_type", "device_id"]

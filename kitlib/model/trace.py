@@ -45,7 +45,9 @@ class Trace:
         GPU events: ``name, pid, tid, start_ns, dur_ns, end_ns``, ``kind`` (``kernel``,
         ``memcpy``, ``memset``, ``gpu_annotation`` — the last is a ``record_function``
         range projected onto a stream, not work), ``device``, ``stream``,
-        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``.
+        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``,
+        ``bandwidth_gb_per_s`` (a copy's or set's own ``memory bandwidth (GB/s)``
+        arg, NaN where absent).
     memory : DataFrame
         Allocator instants (``profile_memory``): ``bytes`` (negative = a free),
         ``addr``, ``total_allocated`` and ``total_reserved`` (bytes, after the event),

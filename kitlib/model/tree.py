@@ -42,14 +42,14 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     python_children : bool
         Whether Python frames are events of the tree.
     resolution_ns : int
-        The trace's time resolution (1000 for whole-µs traces, PyTorch 1.9). It does
-        not change the rule: the profiler of that format held the very whole µs the
-        trace holds (``KinetoEvent.start_us()``/``duration_us()``, whole µs, as
-        ``_parse_kineto_results`` read them into ``FunctionEvent`` times) and nested
-        them by the same strict rule, so an event that ends even 1 µs after another
-        is not its child there either: that event's self time keeps the overlap, and
-        the one outlasting it is a child of the event that does hold it (the
-        grandparent, say).
+        The trace's time resolution (1000 for whole-µs traces, PyTorch < 2.0 or so).
+        Such a trace writes ``ts`` and ``dur`` each truncated to the µs, so a child
+        that ended inside its parent can be written ending 1 µs after it (the
+        mis-nesting PyTorch fixed inside its profiler in pytorch/pytorch PR #129554).
+        On those traces, and only there, a child may outlast its parent by up to one
+        resolution step (1 µs) and still nest; the overrun is not clamped away: the
+        child keeps its times, and its parent's ``children_ns`` counts only the part
+        inside the parent, so no self time is negative.
 
     Returns
     -------
@@ -88,8 +88,9 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
     n = len(ev)
     start, end = ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy()
-    # no tolerance at any resolution: the profiler's rule on the trace's own numbers
-    parent = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist())
+    # a whole-µs trace's truncation overrun (ts and dur truncated separately): 1 µs
+    tol = int(resolution_ns) if resolution_ns >= 1000 else 0
+    parent = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist(), tolerance=tol)
     depth = _depths(parent)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
     # direct children's host time (inside the parent by the rule; cut to it all the same)

@@ -176,7 +176,8 @@ _TABLE_ARGS = {
             "Sequence number", "Fwd thread id", "Call stack", *COMM_ARGS),
     "python": ("Python id", "Python parent id"),                 # the ops table's Python frames
     "launches": ("correlation", "External id", "external id", "cbid"),
-    "gpu": ("device", "stream", "correlation", "External id", "external id", "grid", "block", "bytes"),
+    "gpu": ("device", "stream", "correlation", "External id", "external id", "grid", "block", "bytes",
+            "memory bandwidth (GB/s)"),
     "memory": ("Bytes", "Addr", "Total Allocated", "Total Reserved", "Device Type", "Device Id"),
 }
 
@@ -836,6 +837,15 @@ def _ids(values, evs=None, key: str = "id") -> pd.Series:
     return pd.Series(pd.array(out, dtype="Int64"))
 
 
+def _floats(evs, values, key: str) -> np.ndarray:
+    """A numeric field (float64, NaN where absent); anything else than a number is
+    refused with the event named."""
+    for e, v in zip(evs, values):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, (int, float))):
+            raise _BadEvent(e, f"'{key}' = {str(v)[:40]!r} is a {type(v).__name__}, not a number")
+    return np.array([np.nan if v is None else float(v) for v in values], dtype=np.float64)
+
+
 def _lists(evs, values, key: str) -> list:
     """Per-argument fields (``Input Dims`` …) must be JSON lists (or absent)."""
     if set(map(type, values)) <= _LIST_TYPES:           # the usual case, checked at C speed
@@ -1310,6 +1320,7 @@ def _gpu_table(evs, kinds, A) -> pd.DataFrame:
     d["grid"] = [tuple(g) if isinstance(g, list) else None for g in _arg(evs, "grid", args=A)]
     d["block"] = [tuple(b) if isinstance(b, list) else None for b in _arg(evs, "block", args=A)]
     d["bytes"] = _ids(_arg(evs, "bytes", args=A), evs, "bytes")
+    d["bandwidth_gb_per_s"] = _floats(evs, _arg(evs, "memory bandwidth (GB/s)", args=A), "memory bandwidth (GB/s)")
     # GPU-side annotations carry no device id; the process id is the device in Kineto.
     pids = d["pid"].tolist() if isinstance(d["pid"], np.ndarray) else d["pid"]
     d["device"] = d["device"].fillna(pd.Series(pd.array([p if isinstance(p, int) else None for p in pids],
