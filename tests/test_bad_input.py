@@ -172,3 +172,35 @@ def test_wrong_answers_get_a_hint_before_the_answer():
     unit = exercises.lesson02(open_capture("profiler_5step")).check("queue_delay_us", 0.84461)
     assert "factor of 0.001" in unit.message
     assert "844.61" in ex.reveal("queue_delay_us").message
+
+
+# -- issue 41: lesson 13 read a clinic case's step_times.json past the manifest ------------
+@pytest.mark.parametrize("damage", ["times x3", "truncated", "missing"])
+@pytest.mark.parametrize("case,rel", [("case_g/before", "step_times.json"),           # one process
+                                      ("case_b/before", "rank0/step_times.json")])   # two ranks
+def test_clinic_step_times_are_checked_against_the_manifest(tmp_path, case, rel, damage):
+    import statistics
+
+    from kitlib.course import clinic_signs as cs
+    src = cs.clinic_folder() / case
+    sound = json.loads((src / rel).read_text())
+    if case == "case_g/before":      # the graded figure: the raw file's median over 2 images a step
+        raw = statistics.median(sound["step_ms_uninstrumented"]) / 2
+        kit = cs.signs(cs.open_bundle(src))["ms_per_image"]
+        print(f"case g ms per image: kitlib {kit:.4f}, from the raw step_times.json {raw:.4f}")
+        assert kit == pytest.approx(raw) and round(raw, 4) == 1.9958
+    bundle = tmp_path / "b"
+    shutil.copytree(src, bundle)
+    f = bundle / rel
+    if damage == "times x3":         # gave 5.9875 ms per image with no word before
+        f.write_text(json.dumps({k: [3 * v for v in vals] for k, vals in sound.items()}))
+    elif damage == "truncated":      # a bare JSONDecodeError before
+        f.write_bytes(f.read_bytes()[:40])
+    else:                            # a bare FileNotFoundError before
+        f.unlink()
+    with pytest.raises(BundleError) as info:
+        cs.signs(cs.open_bundle(bundle))
+    msg = str(info.value)
+    print(msg)
+    assert str(f) in msg
+    assert ("missing from the folder" if damage == "missing" else "sha256 differs from manifest.json") in msg
