@@ -204,3 +204,52 @@ def test_clinic_step_times_are_checked_against_the_manifest(tmp_path, case, rel,
     print(msg)
     assert str(f) in msg
     assert ("missing from the folder" if damage == "missing" else "sha256 differs from manifest.json") in msg
+
+
+# -- issue 41: an incomplete rank set loaded without a word -----------------------------------
+def _world(path):
+    return json.loads(gzip.decompress(path.read_bytes()))["distributedInfo"]["world_size"]
+
+
+def test_one_rank_of_two_is_refused_naming_the_missing_rank(tmp_path):
+    from kitlib.readers.ranks import load_traces
+    src = REF / "ranks_balanced"
+    assert _world(src / "rank0" / "trace.json.gz") == 2               # the raw trace's own world size
+    (tmp_path / "rank0").mkdir()
+    shutil.copy(src / "rank0" / "trace.json.gz", tmp_path / "rank0" / "trace.json.gz")
+    for given in (tmp_path, [tmp_path / "rank0" / "trace.json.gz"]):   # a folder, or the file alone
+        with pytest.raises(KitFileError) as info:
+            load_traces(given)
+        msg = str(info.value)
+        print(msg)
+        assert msg.startswith(str(tmp_path)) and "holds rank(s) 0 of a run of world size 2" in msg
+        assert "rank(s) 1 missing" in msg and "partial=True" in msg
+
+
+def test_a_rank_behind_a_symlinked_folder_is_named_not_left_out(tmp_path):
+    """rglob does not go into a symlinked folder: rank1 reached through one was left out, and
+    straggler_summary then named rank 0 "last in 2 of 2 steps"."""
+    from kitlib.readers.ranks import load_traces
+    src = REF / "ranks_balanced"
+    run = tmp_path / "run"
+    (run / "rank0").mkdir(parents=True)
+    shutil.copy(src / "rank0" / "trace.json.gz", run / "rank0" / "trace.json.gz")
+    (run / "rank1").symlink_to(src / "rank1", target_is_directory=True)
+    with pytest.raises(KitFileError) as info:
+        load_traces(run)
+    msg = str(info.value)
+    print(msg)
+    assert msg.startswith(f"{run}: holds rank(s) 0 of a run of world size 2")
+    assert "rank(s) 1 missing; the symlinked folder(s) rank1 were not searched" in msg
+
+
+def test_a_partial_rank_set_loads_when_asked_and_has_no_straggler(tmp_path):
+    from kitlib.analyses.collectives import straggler_summary
+    from kitlib.errors import KitError
+    from kitlib.readers.ranks import load_traces
+    one = load_traces([REF / "ranks_straggler" / "rank0" / "trace.json.gz"], partial=True)
+    assert one.ranks == [0] and one.world_size == 2
+    with pytest.raises(KitError, match=r"only rank\(s\) \[0\] of world size 2: a straggler is the rank the others"):
+        straggler_summary(one)
+    both = straggler_summary(load_traces(REF / "ranks_straggler"))    # the whole run: rank 1 (test_distributed)
+    assert both["rank"] == 1

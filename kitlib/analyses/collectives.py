@@ -699,7 +699,8 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     Raises
     ------
     KitError
-        No collective matched on every rank inside a step.
+        Fewer than two ranks (one rank alone is "last" at every step); no collective
+        matched on every rank inside a step.
 
     Examples
     --------
@@ -709,6 +710,10 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     >>> s["rank"], s["steps_last"], s["steps"], round(s["late_by_ms_median"], 1)
     (1, 3, 3, 525.6)
     """
+    if len(traces.ranks) < 2:
+        raise KitError(f"{traces.source or traces.info['path'].iloc[0]}: only rank(s) {traces.ranks} of world size "
+                       f"{traces.world_size}: a straggler is the rank the others wait for, so it needs two ranks "
+                       "or more")
     tab = straggler_table(traces, calls)
     by_step = _by_step(tab)
     if not len(by_step):
