@@ -253,3 +253,56 @@ def test_a_partial_rank_set_loads_when_asked_and_has_no_straggler(tmp_path):
         straggler_summary(one)
     both = straggler_summary(load_traces(REF / "ranks_straggler"))    # the whole run: rank 1 (test_distributed)
     assert both["rank"] == 1
+
+
+# -- issue 41: answers computed with numpy/pandas, True for a number, NaN ---------------------
+def test_every_yes_no_and_number_question_judges_numpy_bools_true_and_nan(built_lessons):
+    """Every lesson's questions (the answer key's builders): a right yes/no computed with
+    numpy or pandas (``np.True_``) is right; ``True`` is not a number (it was judged right
+    where the answer is 1); NaN or infinity is refused, not "too low" and not kept as a
+    prediction, and neither counts as a try."""
+    import copy
+    import math
+
+    import numpy as np
+    import pandas as pd
+
+    from kitlib.course.exercises import _is_number
+    yes_no = numbers = 0
+    for n, (ex, _) in built_lessons.items():
+        for q0 in ex.questions:
+            if isinstance(q0.answer, bool):
+                yes_no += 1
+                for given in (np.bool_(q0.answer), pd.Series([q0.answer]).iloc[0], pd.Series([q0.answer]).any()
+                              if q0.answer else pd.Series([q0.answer]).all()):
+                    q = copy.deepcopy(q0)
+                    assert q.judge(given).correct is True, (n, q.key, type(given))
+                q = copy.deepcopy(q0)
+                assert q.judge(np.bool_(not q0.answer)).correct is False, (n, q.key)
+            elif _is_number(q0.answer):
+                numbers += 1
+                for given, words in ((True, "that is a yes/no, not a number"),
+                                     (np.True_, "that is a yes/no, not a number"),
+                                     (False, "that is a yes/no, not a number"),
+                                     (float("nan"), "not a finite number"), (np.nan, "not a finite number"),
+                                     ("nan", "not a finite number"), (np.float64("inf"), "not a finite number"),
+                                     (pd.Series([np.nan]).mean(), "not a finite number")):
+                    q = copy.deepcopy(q0)
+                    v = q.judge(given)
+                    assert v.correct is False and v.message.startswith("expected a number") and words in v.message, \
+                        (n, q.key, given, v.message)
+                    assert q.wrong_tries == 0 and q.prediction is ... and q.solved_after is None, (n, q.key, given)
+                q = copy.deepcopy(q0)
+                assert q.judge(np.float64(q0.answer)).correct is True, (n, q.key)
+                assert not math.isnan(float(q0.answer))
+    print(f"{yes_no} yes/no questions, {numbers} number questions in {len(built_lessons)} lessons")
+    assert yes_no >= 9 and numbers > 0
+
+
+def test_true_is_not_the_number_one():
+    from kitlib.course.exercises import Question
+    q = Question("n", "How many?", 1, "one", kind="compute")
+    v = q.judge(True)
+    print(v.message)
+    assert v.correct is False and "expected a number, got True: that is a yes/no, not a number" in v.message
+    assert q.judge(1).correct is True
