@@ -12,6 +12,7 @@ import hashlib
 import io
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -27,6 +28,8 @@ from kitlib.capture.recipes import LOCK_NAME, claim_out
 from kitlib.capture.workload import (NUM_CLASSES, Workload, WorkloadConfig, make_dataset,
                                      make_loader, synthetic_dataset)
 from kitlib.errors import KitFileError
+
+from conftest import REF
 
 TINY = ["--device", "cpu", "--batch-size", "2", "--image-size", "32", "--synthetic-images",
         str(NUM_CLASSES), "--workers", "1", "--pre-steps", "0", "--timing-steps", "0",
@@ -291,3 +294,30 @@ def test_cpu_texts_do_not_mislead(capsys):
     with pytest.raises(nsys_recipes.NsysNotFound) as info:
         nsys_recipes.find_nsys("/nonexistent/nsys", locations=())
     assert "on the command line pass --nsys /path/to/nsys" in str(info.value)
+
+
+# --------------------------------------------------------------------------- issue 41: provenance, not place
+def test_a_run_written_into_the_kits_reference_folder_is_not_called_a_kit_reference(env, tmp_path, monkeypatch):
+    """``profile --out data/reference/x`` made ``kitlib info`` (and every table's label) call the
+    learner's run "kit's CPU reference": the kit's folder now labels by the manifest's origin."""
+    from kitlib.readers.bundle import find_recording, open_capture
+    ref = tmp_path / "reference"
+    ref.mkdir()
+    shutil.copytree(REF / "ranks_balanced", ref / "ranks_balanced")    # a shipped one, origin 'recorded'
+    monkeypatch.setenv("KITLIB_REFERENCE", str(ref))
+    monkeypatch.delenv("KITLIB_REPLAY_DIR", raising=False)
+    rc, _, err = _main(["profile", "--recipe", "light", "--steps", "1", "--out", str(ref / "x"), *TINY])
+    assert rc == 0, err
+    manifest = json.loads((ref / "x" / "manifest.json").read_text())
+    assert manifest["origin"] == "live" and manifest["provenance"]["gpu"] is None
+    assert find_recording("x") == (ref / "x", "kit")                    # found where the kit looks
+    mine, shipped = open_capture("x"), open_capture("ranks_balanced")
+    print(mine.label, "|", shipped.label)
+    assert mine.whose == "live capture (CPU) in the kit's reference folder, not a kit reference"
+    assert "kit's CPU reference" not in mine.label
+    assert shipped.whose == "kit's CPU reference"                       # the kit's own: unchanged
+    rc, info, _ = _main(["info"])
+    line = next(ln for ln in info.splitlines() if ln.strip().startswith("x "))
+    print(line)
+    assert rc == 0 and "live capture (CPU) in the kit's reference folder, not a kit reference" in line
+    assert "kit's CPU reference" in next(ln for ln in info.splitlines() if ln.strip().startswith("ranks_balanced "))

@@ -106,3 +106,22 @@ def test_answers_out_writes_the_key(tmp_path, monkeypatch):
     monkeypatch.setattr(course_cli, "answer_key", lambda lessons=None: "# Answer key")
     rc, out, _ = _main(course_cli.main, ["answers", "--out", str(tmp_path / "key.md")])
     assert rc == 0 and (tmp_path / "key.md").read_text() == "# Answer key\n" and "written to" in out
+
+
+@pytest.mark.parametrize("existing", ["notebook", "link to a notebook"])
+def test_answers_out_never_replaces_an_existing_file(existing, tmp_path, monkeypatch):
+    """Issue 41: ``answers --out`` replaced a learner's lesson 13 notebook with the key."""
+    worked = []
+    monkeypatch.setattr(course_cli, "answer_key", lambda lessons=None: worked.append(1) or "# Answer key")
+    nb = tmp_path / "13_clinic.ipynb"
+    mine = '{"cells": [{"source": "my work"}]}'
+    nb.write_text(mine)
+    out = nb
+    if existing == "link to a notebook":
+        out = tmp_path / "key.md"
+        out.symlink_to(nb)
+    rc, printed, err = _main(course_cli.main, ["answers", "--lesson", "11", "--out", str(out)])
+    assert rc == 2 and worked == [] and printed == ""
+    assert err.startswith(f"kitlib: error: {out}: already exists; answers --out never replaces a file")
+    assert "Traceback" not in err
+    assert nb.read_text() == mine                                   # the learner's work is kept

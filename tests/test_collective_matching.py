@@ -175,7 +175,7 @@ def test_public_pair_tolerance_from_the_raw_kernels():
     one call by name, size and order end within 0.332 ms on the two ranks; pairing by the
     order of each name alone (the kit's old rule) gives six pairs ending 63 to 254 ms
     apart."""
-    calls = coll.collectives(load_traces(NCCL))
+    calls = coll.collectives(load_traces(NCCL, partial=True))
     ends = {r: calls[calls["rank"] == r] for r in (0, 1)}
     by_order = []
     for name in sorted(set(calls["name"])):
@@ -197,7 +197,7 @@ def test_public_pair_reports_its_unmatched_calls_and_takes_no_lateness_from_them
     message size differs between the ranks (uneven splits: 419,430,400 and 339,738,624
     elements in nccl:all_to_all's Input Dims), so its identity cannot match it: it is
     reported as missing on each rank, not guessed."""
-    rt = load_traces(NCCL)
+    rt = load_traces(NCCL, partial=True)
     m = coll.collective_matches(rt)
     bad = m[~m["verified"]]
     assert len(m) == 13 and len(bad) == 9
@@ -222,7 +222,7 @@ def test_public_pair_reports_its_unmatched_calls_and_takes_no_lateness_from_them
 def test_public_pair_exposed_communication_from_the_raw_kernels():
     """Per rank and step: the NCCL kernels starting in the step (C) against every other
     kernel (P): exposed = |C| - |C ∩ P|, in µs from the raw JSON; and the split adds up."""
-    e = coll.exposed_communication(load_traces(NCCL)).set_index(["rank", "step"])
+    e = coll.exposed_communication(load_traces(NCCL, partial=True)).set_index(["rank", "step"])
     for r in (0, 1):
         steps, comm, comp = _raw_kernels(r)
         for a, b, n in steps:
@@ -313,7 +313,7 @@ def test_public_pair_enqueue_and_kernel_start_tell_different_stories():
             for e1, s1, x1 in per.get(1, []):
                 if abs(x1 - x0) <= 1000:                   # same name and size, ends within 1 ms: one call
                     want.append((s0, round((e1 - e0) / 1e3, 3), round((s1 - s0) / 1e3, 3)))
-    t = coll.enqueue_and_start(load_traces(NCCL))
+    t = coll.enqueue_and_start(load_traces(NCCL, partial=True))
     assert t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist() == [[a, b] for _, a, b in sorted(want)]
     assert (t["enqueue_late_ms"] < 0).all() and (t["start_late_ms"] > 0).all()
     with pytest.raises(Exception, match="no NCCL kernels"):

@@ -127,7 +127,7 @@ def _raw(r):
 
 
 def test_public_nccl_pair_loads_with_ranks_and_collectives():
-    rt = load_traces(NCCL)
+    rt = load_traces(NCCL, partial=True)
     assert rt.ranks == [0, 1] and rt.world_size == 128 and rt.backend == "nccl"
     calls = coll.collectives(rt)
     for r in (0, 1):
@@ -157,7 +157,7 @@ def test_collective_ops_from_raw_json(folder, rows):
     relative times, the public NCCL pair absolute ones), sorted by rank and start."""
     import re
     from decimal import Decimal
-    rt = load_traces(folder)
+    rt = load_traces(folder, partial=folder == NCCL)
     want = []
     for r, t in rt.traces.items():
         doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
@@ -183,7 +183,7 @@ def _raw_collectives(folder):
     import re
     from decimal import Decimal
     out = []
-    for r, t in load_traces(folder).traces.items():
+    for r, t in load_traces(folder, partial=folder == NCCL).traces.items():
         doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
         base = int(doc.get("baseTimeNanoseconds") or 0)
 
@@ -240,7 +240,7 @@ def test_collectives_whole_table_from_raw_json(folder, rows):
     """Lesson 12's table of collective calls, every column, against the raw JSON: the
     public NCCL pair (device rows, named after their nccl: operator) and the kit's two
     Gloo runs (host rows of gloo:* operators on Gloo's threads)."""
-    got = coll.collectives(load_traces(folder))
+    got = coll.collectives(load_traces(folder, partial=folder == NCCL))
     assert got.columns.tolist() == coll.COLLECTIVE_COLUMNS == ["rank", "call", "name", "k", "measured_on", "step",
                                                                "tid", "start_ns", "end_ns", "dur_ns", "size",
                                                                "identity"]
@@ -257,7 +257,7 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     rank waits min(max(last - start, 0), dur) and transfers the rest; per call, late_by =
     last start minus the next-latest, spread = last minus earliest; calls in order of the
     last arrival. The public pair keeps 4 of its 13 calls (8 of 20 rows), the Gloo runs all."""
-    rt = load_traces(folder)
+    rt = load_traces(folder, partial=folder == NCCL)
     rows = _raw_collectives(folder)
     ok = _verified(rows)
     left_out = sum(row[1] not in ok for row in rows)
@@ -298,7 +298,7 @@ def test_straggler_by_step_summary_and_rank_summary_derived(folder):
     rank most often last, the median of those delays, its share of the calls; per rank the
     median step, and unions (not sums) of its calls, waits and transfers per step."""
     import statistics
-    rt = load_traces(folder)
+    rt = load_traces(folder, partial=folder == NCCL)
     tab = coll.straggler_table(rt)
     tab = tab[tab["step"] >= 0]
     want = []
@@ -358,7 +358,7 @@ def test_rank_step_times_from_raw_json(folder):
     own duration."""
     from decimal import Decimal
     want = []
-    rt = load_traces(folder)
+    rt = load_traces(folder, partial=folder == NCCL)
     for r, t in rt.traces.items():
         doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
         base = int(doc.get("baseTimeNanoseconds") or 0)
@@ -399,7 +399,7 @@ def test_collectives_of_a_run_that_recorded_only_the_calling_thread():
 def test_comm_overlap_whole_table_from_raw_json():
     """Lesson 12's overlap table on the public NCCL pair, every column recomputed from the
     raw JSON (µs unions of the NCCL kernels and of the other kernels, ms in the table)."""
-    ov = coll.comm_overlap(load_traces(NCCL))
+    ov = coll.comm_overlap(load_traces(NCCL, partial=True))
     assert ov.index.name == "rank" and ov.index.tolist() == [0, 1]
     assert ov.columns.tolist() == ["comm_kernels", "comm_ms", "compute_ms", "hidden_ms", "hidden_fraction"]
     for r in (0, 1):
@@ -482,7 +482,7 @@ def test_straggler_options_need_torchrun(monkeypatch, capsys):
 # --------------------------------------------------------------------------- lesson 12's pieces
 def test_lesson12_exercises_judge_answers_from_the_recordings():
     from kitlib.course.exercises import l12
-    ex = l12.questions(load_traces("ranks_straggler"), load_traces(NCCL), injected_ms=500.0)
+    ex = l12.questions(load_traces("ranks_straggler"), load_traces(NCCL, partial=True), injected_ms=500.0)
     assert ex.check("straggler_rank", 1).correct
     v = ex.check("straggler_rank", 0)
     assert not v.correct and "is the one that waits" in v.message
@@ -585,7 +585,7 @@ def test_a_run_without_an_injected_delay_is_read_against_the_rank_waited_for():
             in said.split("straggler: the machine drifted: ")[1]
     assert [round(change["ranks_straggler", r][2] * 100) for r in (0, 1)] == [30, 26]
     assert "the runs', not the machines'" not in ranks.runs_compared(bal, slow)
-    assert ranks.runs_compared(bal, load_traces(NCCL)) == (
+    assert ranks.runs_compared(bal, load_traces(NCCL, partial=True)) == (
         "recorded apart (vm on 2026-11-30; host unknown on 2023-04-28): a difference between the two runs may be the "
         "machines' or the day's, not only the straggler's; no uninstrumented step times to compare; within each "
         "run, balanced: " + ranks._drift_within(bal))

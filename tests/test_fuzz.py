@@ -12,7 +12,9 @@ the first 4,000 events of two public traces (torch 2.6 and PyTorch 1.9 formats)
 top-level keys damaged), the Nsight Systems export ``data/reference/nsys_8step/report.sqlite``
 (dropped tables and columns, NULLs, wrong types, huge values, deleted rows) and the
 memory snapshot ``data/reference/profiler_5step/memory_snapshot.pickle`` (dropped
-keys, wrong types, removed elements; flipped and cut bytes). Runs are seeded
+keys, wrong types, removed elements; flipped and cut bytes); and, beside the readers,
+the answers a learner's cell may hand an exercise (Python and numpy booleans, numbers,
+NaN, infinities, texts; issue 41). Runs are seeded
 (``derandomize=True``) and bounded (``max_examples``); the module takes about 15 s.
 
 Adding a target (the torch.profiler trace, say): write a ``Target`` with ``load_sound``
@@ -25,6 +27,7 @@ that must give a result or a KitError); then add it to ``TARGETS``.
 """
 from __future__ import annotations
 
+import math
 import pickle
 import shutil
 import sqlite3
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -484,3 +488,28 @@ def test_the_fuzz_reaches_both_outcomes(sound):
     snap = SNAPSHOT_TARGET.load(snapshot_damage(
         (("device_traces", 0, 5), "drop key", 2, None), Path(tempfile.mkdtemp())))   # compile_context
     assert snap is not None and len(snap.blocks) == len(sound("snapshot").blocks)
+
+
+# --------------------------------------------------------------------------- answers (issue 41)
+ANSWER_VALUES = st.one_of(st.booleans(), st.booleans().map(np.bool_), st.integers(-3, 3),
+                          st.floats(allow_nan=True, allow_infinity=True), st.sampled_from(["nan", "inf", "-inf", "1", "yes"]),
+                          st.floats(allow_nan=True, allow_infinity=True).map(np.float64))
+
+
+@settings(FUZZ, max_examples=150)
+@given(given_=ANSWER_VALUES)
+def test_a_number_question_is_right_only_for_a_finite_number_and_keeps_only_numbers(given_):
+    """A number question whose answer is 1 (where ``True`` once counted as right): a verdict
+    for any value, right only for a finite number equal to 1 (never a yes/no), and a
+    prediction kept only for a finite number."""
+    from kitlib.course.exercises import Question, _plain
+    q = Question("n", "How many?", 1, "one", kind="predict")
+    v = q.judge(given_)
+    plain = _plain(given_)
+    try:
+        number = None if isinstance(plain, bool) else float(plain)
+    except (TypeError, ValueError):
+        number = None
+    finite = number is not None and math.isfinite(number)
+    assert v.correct is (finite and number == 1), (given_, v.message)
+    assert (q.prediction is not ...) is finite, (given_, q.prediction)

@@ -35,13 +35,16 @@ SHIFT = {"ANALYSIS_DETAILS": ("startTime", "stopTime"), "PROFILER_OVERHEAD": ("s
          "OSRT_API": ("start", "end")}
 
 
-def _derive(dest, rank=None, shift_ns=0, utc_plus_ns=0, drop_start_time=False):
+def _derive(dest, rank=None, shift_ns=0, utc_plus_ns=0, drop_start_time=False, world=None):
     shutil.copy(SRC, dest)
     con = sqlite3.connect(dest)
     with con:
         if rank is not None:
             con.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
                         (f'RANK="{rank}"',))
+        if world is not None:
+            con.execute("INSERT INTO META_DATA_CAPTURE (name, value) VALUES ('PROCESS_0:ENVIRONMENT_VARIABLE', ?)",
+                        (f'WORLD_SIZE="{world}"',))
         for table, cols in SHIFT.items():
             if shift_ns:
                 con.execute(f'UPDATE "{table}" SET ' + ", ".join(f'"{c}" = "{c}" - {shift_ns}' for c in cols))
@@ -118,6 +121,27 @@ def test_what_the_reader_refuses(tmp_path):
     empty.mkdir()
     with pytest.raises(KitFileError, match="holds no Nsight"):
         load_nsys_ranks(empty)
+
+
+def test_a_missing_rank_of_the_recorded_world_size_is_named(tmp_path):
+    """Issue 41: one export of a two-rank run loaded alone as the whole run."""
+    one = tmp_path / "one"
+    one.mkdir()
+    _derive(one / "report_0.sqlite", rank=0, world=2)
+    con = sqlite3.connect(one / "report_0.sqlite")         # the environment as the export holds it
+    env = [v for (v,) in con.execute("SELECT value FROM META_DATA_CAPTURE WHERE name LIKE '%ENVIRONMENT_VARIABLE'")]
+    con.close()
+    assert 'WORLD_SIZE="2"' in env and 'RANK="0"' in env
+    with pytest.raises(KitFileError) as info:
+        load_nsys_ranks(one)
+    print(info.value)
+    assert str(info.value).startswith(f"{one}: holds the export(s) of rank(s) 0 of a run of WORLD_SIZE 2: "
+                                      "rank(s) 1 missing")
+    assert load_nsys_ranks(one, partial=True).ranks == [0]
+    _derive(one / "report_1.sqlite", rank=1, world=2, shift_ns=D, utc_plus_ns=D)
+    assert load_nsys_ranks(one).ranks == [0, 1]
+    with pytest.raises(KitFileError, match="different WORLD_SIZE values"):
+        load_nsys_ranks([one / "report_0.sqlite", _derive(tmp_path / "w.sqlite", rank=1, world=4)])
 
 
 def test_the_torchrun_recipe_command_lines():

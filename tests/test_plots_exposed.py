@@ -102,7 +102,7 @@ def _raw_exposed(path: Path, step: int, gpu: bool) -> float:
 def test_bucket_picture_of_the_recordings_draws_the_raw_exposure(run, step):
     """The black bars of each rank add up to its exposed communication worked out from the
     raw JSON; the outlines are its calls in the step; every bar lies inside the view."""
-    rt = load_traces(NCCL if run == "public" else run)
+    rt = load_traces(NCCL if run == "public" else run, partial=run == "public")
     ax = plot_exposed_communication(rt)
     got = _drawn(ax)
     calls = coll.collectives(rt)
@@ -127,7 +127,7 @@ def test_rank_timeline_draws_unmatched_calls_whole_and_waits_only_for_verified_o
     calls, 3.302 + 0.084 + 22.328 + 1.292 = 27.006 ms, and none on rank 1 (it was later at
     each). Before matching by identity, rank 0's first all-to-all was drawn 100 % waiting
     for a call rank 1 started after it had ended."""
-    rt = load_traces(NCCL)
+    rt = load_traces(NCCL, partial=True)
     ax = plot_rank_timeline(rt)
     ticks = {y: t.get_text() for y, t in zip(ax.get_yticks(), ax.get_yticklabels())}
     widths = {}

@@ -275,3 +275,69 @@ def test_a_writer_that_never_finished_leaves_nothing_for_long(cache):
     trace_cache.wait()
     names = sorted(p.name for p in cache.iterdir())
     assert not old.exists() and fresh.exists() and len(names) == 2      # the new entry and the busy writer's
+
+
+# -- issue 41: an entry must belong to the file it is read for ---------------------------------
+def _two_traces(tmp_path):
+    """Two small traces of different content and size, with the op names each holds."""
+    import json
+    out = {}
+    for name, ops in (("a", ["aten::mm", "aten::add"]), ("b", ["aten::conv2d"])):
+        ev = [{"ph": "X", "cat": "cpu_op", "name": n, "pid": 1, "tid": 1, "ts": 1.0 + 3 * i, "dur": 2.0}
+              for i, n in enumerate(ops)]
+        p = tmp_path / f"{name}.json"
+        p.write_text(json.dumps({"traceEvents": ev}))
+        out[name] = (p, ops)
+    return out
+
+
+def _entry_of(path):
+    return trace_cache.folder() / trace_cache.key_for(path.read_bytes())
+
+
+def test_an_entry_copied_over_another_traces_entry_is_not_trusted(cache, tmp_path):
+    t = _two_traces(tmp_path)
+    (a, a_ops), (b, b_ops) = t["a"], t["b"]
+    assert kitlib.load_trace(a).ops["name"].tolist() == a_ops
+    assert kitlib.load_trace(b).ops["name"].tolist() == b_ops
+    trace_cache.wait()
+    ea, eb = _entry_of(a), _entry_of(b)
+    shutil.rmtree(ea)
+    shutil.copytree(eb, ea)                          # B's entry in A's folder
+    got = kitlib.load_trace(a).ops["name"].tolist()
+    print("A's ops from the raw JSON", a_ops, "kitlib after the copy", got)
+    assert got == a_ops                              # A's tables, parsed again: not B's
+    trace_cache.wait()
+    assert kitlib.load_trace(a).ops["name"].tolist() == a_ops     # and on every later load
+
+
+def test_an_edited_hash_memo_does_not_lead_to_another_traces_tables(cache, tmp_path, monkeypatch):
+    import json
+    t = _two_traces(tmp_path)
+    (a, a_ops), (b, b_ops) = t["a"], t["b"]
+    monkeypatch.setattr(trace_cache, "RACY_NS", 0)  # the memo is trusted without reading the file
+    kitlib.load_trace(a), kitlib.load_trace(b)
+    trace_cache.wait()
+    memo = trace_cache._memo(a)
+    m = json.loads(memo.read_text())
+    m["sha256"] = trace_cache.content_hash(b.read_bytes())        # A's memo now names B's content
+    memo.write_text(json.dumps(m))
+    assert trace_cache.remembered_hash(a, a.stat()) == m["sha256"]
+    assert kitlib.load_trace(a).ops["name"].tolist() == a_ops
+    assert kitlib.load_trace(b).ops["name"].tolist() == b_ops    # B's sound entry is kept for B
+    assert _entry_of(b).is_dir()
+
+
+def test_an_edited_dtype_in_an_entry_is_not_trusted(cache, tmp_path):
+    import json
+    a, a_ops = _two_traces(tmp_path)["a"]
+    fresh = kitlib.load_trace(a)
+    trace_cache.wait()
+    f = _entry_of(a) / "entry.json"
+    entry = json.loads(f.read_text())
+    assert entry["tables"]["ops"]["dtypes"]["start_ns"] == "int64"
+    entry["tables"]["ops"]["dtypes"]["start_ns"] = "float64"
+    f.write_text(json.dumps(entry))
+    again = kitlib.load_trace(a)
+    assert str(again.ops["start_ns"].dtype) == "int64"
+    _same(fresh, again)

@@ -363,7 +363,7 @@ def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) ->
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import collective_matches
-    >>> m = collective_matches(load_traces("public-traces"))
+    >>> m = collective_matches(load_traces("public-traces", partial=True))
     >>> int(m["verified"].sum()), len(m)      # a subsampled pair: 4 of 13 calls can be matched
     (4, 13)
     >>> print(m.loc[m["call"] == "nccl:all_reduce [[26258430]]#0", "reason"].item())
@@ -425,7 +425,7 @@ def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import match_summary
-    >>> s = match_summary(load_traces("public-traces"))
+    >>> s = match_summary(load_traces("public-traces", partial=True))
     >>> s["calls"], s["verified"], s["missing"], s["ends_apart"], round(s["max_end_spread_ms"], 3)
     (13, 4, 6, 3, 0.332)
     """
@@ -473,7 +473,7 @@ def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> p
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import collective_waits
-    >>> w = collective_waits(load_traces("public-traces"))
+    >>> w = collective_waits(load_traces("public-traces", partial=True))
     >>> len(w), w.attrs["unmatched"]          # 4 verified calls on 2 ranks; 12 rows left out
     (8, 12)
     """
@@ -699,7 +699,8 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     Raises
     ------
     KitError
-        No collective matched on every rank inside a step.
+        Fewer than two ranks (one rank alone is "last" at every step); no collective
+        matched on every rank inside a step.
 
     Examples
     --------
@@ -709,6 +710,10 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     >>> s["rank"], s["steps_last"], s["steps"], round(s["late_by_ms_median"], 1)
     (1, 3, 3, 525.6)
     """
+    if len(traces.ranks) < 2:
+        raise KitError(f"{traces.source or traces.info['path'].iloc[0]}: only rank(s) {traces.ranks} of world size "
+                       f"{traces.world_size}: a straggler is the rank the others wait for, so it needs two ranks "
+                       "or more")
     tab = straggler_table(traces, calls)
     by_step = _by_step(tab)
     if not len(by_step):
@@ -745,7 +750,7 @@ def enqueue_and_start(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import enqueue_and_start
-    >>> t = enqueue_and_start(load_traces("public-traces"))
+    >>> t = enqueue_and_start(load_traces("public-traces", partial=True))
     >>> t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist()
     [[-0.041, 3.302], [-9.617, 0.084], [-9.187, 22.328], [-7.896, 1.292]]
     """
@@ -947,7 +952,7 @@ def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) 
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import communication_pieces
-    >>> p = communication_pieces(load_traces("public-traces"))
+    >>> p = communication_pieces(load_traces("public-traces", partial=True))
     >>> sorted(set(p["part"]))
     ['compute', 'transfer', 'unmatched', 'wait']
     """
@@ -1017,7 +1022,7 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.analyses.collectives import exposed_communication
-    >>> e = exposed_communication(load_traces("public-traces"))
+    >>> e = exposed_communication(load_traces("public-traces", partial=True))
     >>> e[["rank", "step", "comm_ms", "exposed_ms", "exposed_wait_ms", "exposed_unmatched_ms"]].round(1)
        rank  step  comm_ms  exposed_ms  exposed_wait_ms  exposed_unmatched_ms
     0     0   551    195.3       172.3              1.9                 123.1

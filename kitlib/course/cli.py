@@ -18,7 +18,7 @@ import sys
 from pathlib import Path
 
 from ..capture import cli as capture_cli
-from ..errors import KitError
+from ..errors import KitError, KitFileError
 from ..paths import repo_root
 
 COMMANDS = ("answers", "workspace")
@@ -212,16 +212,23 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _answer_file(out) -> Path:
-    """``answers --out FILE`` checked before the key is worked out: a file (new, or one to
-    replace) in a folder that exists.
+    """``answers --out FILE`` checked before the key is worked out: a new file in a folder
+    that exists. An existing file is never replaced (it may be a learner's notebook; the
+    key once replaced a lesson 13 notebook, issue 41), as ``profile --out`` never writes
+    into a folder that holds anything.
 
     Raises
     ------
     KitError
         ``FILE`` is a folder, or its folder is missing or not a folder (the message
         names ``--out``).
+    KitFileError
+        ``FILE`` exists (a file, or a link to one, even a broken link).
     """
     path = Path(out)
+    if path.is_file() or path.is_symlink():
+        raise KitFileError(path, "already exists; answers --out never replaces a file (it may be your "
+                                 "work): give a new file name, or move this one away first")
     if path.is_dir():
         raise KitError(f"--out {out}: is a folder; give the answer key's file name, e.g. {path / 'answers.md'}")
     if not path.parent.is_dir():
@@ -241,7 +248,11 @@ def run(args) -> int:
             text = answer_key(args.lesson)
         if path is not None:
             try:
-                path.write_text(text + "\n")
+                with open(path, "x") as f:      # "x": a file made since the check is not replaced either
+                    f.write(text + "\n")
+            except FileExistsError:
+                raise KitFileError(path, "already exists; answers --out never replaces a file: give a "
+                                         "new file name") from None
             except OSError as e:
                 raise KitError(f"--out {args.out}: cannot write the answer key ({e.strerror or e})") from None
             print(f"answer key written to {args.out}")

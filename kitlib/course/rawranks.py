@@ -129,7 +129,7 @@ def nccl_call_excerpt(runs, calls: int = 3) -> dict:
     --------
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.course.rawranks import nccl_call_excerpt
-    >>> raw = nccl_call_excerpt(load_traces("public-traces"), calls=1)
+    >>> raw = nccl_call_excerpt(load_traces("public-traces", partial=True), calls=1)
     >>> [(e["cat"], e["name"][:22]) for e in raw["events"][:3]]
     [('user_annotation', 'nccl:all_to_all'), ('cuda_runtime', 'cudaLaunchKernel'), ('kernel', 'ncclKernel_SendRecv_RI')]
     """

@@ -568,9 +568,14 @@ class Capture:
     @property
     def whose(self) -> str:
         """Whose recording this is, in a few words: ``"kit's H200 reference"`` (a
-        recording shipped with the kit; the GPU named from the manifest), ``"your own
-        recording"`` (from ``$KITLIB_REPLAY_DIR``), ``"live capture"`` (``origin ==
-        "live"``, made by kitlib on this or another machine) or ``"recording"``.
+        recording shipped with the kit: found in the kit's reference folder *and*
+        ``origin == "recorded"``, which the kit's maintainers set on each one; the GPU
+        named from the manifest), ``"your own recording"`` (from ``$KITLIB_REPLAY_DIR``),
+        ``"live capture"`` (``origin == "live"``, made by kitlib on this or another
+        machine) or ``"recording"``. A run written into the kit's reference folder
+        (``profile --out data/reference/x``) is a ``"live capture (CPU) in the kit's
+        reference folder, not a kit reference"``: labelled by what it is, not by where it
+        lies (issue 41: it was listed as the kit's CPU reference).
 
         Examples
         --------
@@ -580,7 +585,10 @@ class Capture:
         """
         gpu = _short_gpu(self.provenance.get("gpu"))
         if self.found_in == "kit":
-            return f"kit's {gpu} reference"
+            if self.origin == "recorded":
+                return f"kit's {gpu} reference"
+            what = "live capture" if self.origin == "live" else "recording"
+            return f"{what} ({gpu}) in the kit's reference folder, not a kit reference"
         if self.found_in == "clinic":
             return f"kit's {gpu} clinic case"
         if self.found_in == "own":

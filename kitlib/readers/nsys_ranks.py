@@ -157,22 +157,22 @@ class NsysRanks:
 
 
 def _capture_facts(path: Path) -> dict:
-    """``RANK`` from the launched process's environment, the host's name and the
-    session's UTC start, read from the export's metadata tables."""
+    """``RANK`` and ``WORLD_SIZE`` from the launched process's environment, the host's
+    name and the session's UTC start, read from the export's metadata tables."""
     uri = path.resolve().as_uri() + "?mode=ro&immutable=1"
     con = sqlite3.connect(uri, uri=True)
     try:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        facts = {"rank": None, "host": None, "utc_ns": None}
+        facts = {"rank": None, "world_size": None, "host": None, "utc_ns": None}
         if "META_DATA_CAPTURE" in tables:
             for name, value in con.execute("SELECT name, value FROM META_DATA_CAPTURE"):
                 name, value = str(name), str(value)
                 if name == "DEVICE_DISPLAY_NAME":
                     facts["host"] = value
                 elif name.endswith(":ENVIRONMENT_VARIABLE"):
-                    m = re.fullmatch(r'RANK="?(-?\d+)"?', value.strip())
+                    m = re.fullmatch(r'(RANK|WORLD_SIZE)="?(-?\d+)"?', value.strip())
                     if m:
-                        facts["rank"] = int(m.group(1))
+                        facts["rank" if m.group(1) == "RANK" else "world_size"] = int(m.group(2))
         if "TARGET_INFO_SESSION_START_TIME" in tables:
             row = con.execute("SELECT utcEpochNs FROM TARGET_INFO_SESSION_START_TIME").fetchone()
             if row and row[0] is not None:
@@ -182,7 +182,7 @@ def _capture_facts(path: Path) -> dict:
         con.close()
 
 
-def load_nsys_ranks(sources) -> NsysRanks:
+def load_nsys_ranks(sources, partial: bool = False) -> NsysRanks:
     """Read several Nsight Systems SQLite exports as the ranks of one run.
 
     Parameters
@@ -190,6 +190,10 @@ def load_nsys_ranks(sources) -> NsysRanks:
     sources : list of paths, or a folder
         The exports (``nsys export --type sqlite`` of each rank's report), or a
         folder whose ``*.sqlite`` files are read.
+    partial : bool
+        ``True``: the exports are a sample of a larger run's ranks. Default ``False``:
+        where the exports' environment records ``WORLD_SIZE`` (torchrun sets it), every
+        rank of it must be there.
 
     Returns
     -------
@@ -204,7 +208,9 @@ def load_nsys_ranks(sources) -> NsysRanks:
         its recorded environment (``RANK``) nor at the end of its file name; two
         exports of one rank (both named); an export without
         ``TARGET_INFO_SESSION_START_TIME`` (it cannot be placed on the others'
-        clock); exports whose sessions do not overlap in time (not one run).
+        clock); exports whose sessions do not overlap in time (not one run), or whose
+        ``WORLD_SIZE`` differ; without ``partial``, ranks of the recorded ``WORLD_SIZE``
+        missing (named).
 
     Examples
     --------
@@ -226,7 +232,7 @@ def load_nsys_ranks(sources) -> NsysRanks:
         files = [Path(p) for p in sources]
         if not files:
             raise KitFileError("<no files>", "load_nsys_ranks was given an empty list of exports")
-    reports, rows = {}, []
+    reports, rows, worlds = {}, [], {}
     for p in files:
         rep = load_nsys(p)                      # names the file if it is no export
         facts = _capture_facts(p)
@@ -248,6 +254,7 @@ def load_nsys_ranks(sources) -> NsysRanks:
             raise KitFileError(p, "has no TARGET_INFO_SESSION_START_TIME (the UTC time its session started): "
                                   "it cannot be placed on the other ranks' clock")
         reports[rank] = rep
+        worlds[rank] = facts["world_size"]
         m = rep.meta
         rows.append({"rank": rank, "path": str(p), "rank_from": how, "session_start_utc_ns": facts["utc_ns"],
                      "host": facts["host"], "_lo": facts["utc_ns"] + int(m.get("session_start_ns") or 0),
@@ -258,6 +265,20 @@ def load_nsys_ranks(sources) -> NsysRanks:
         raise KitFileError(late["path"], f"started recording after {early['path']} had stopped (UTC session "
                                          "times): the ranks of one run record at the same time, so these "
                                          "come from different runs")
+    worlds = {w for w in worlds.values() if w is not None}
+    if len(worlds) > 1:
+        raise KitFileError(info["path"].iloc[0], f"these exports record different WORLD_SIZE values "
+                                                 f"({', '.join(map(str, sorted(worlds)))}): not the ranks of one run")
+    if worlds and not partial:
+        world = worlds.pop()
+        missing = sorted(set(range(world)) - {int(r) for r in info["rank"]})
+        if missing:
+            where = folder if isinstance(sources, (str, Path)) else info["path"].iloc[0]
+            raise KitFileError(where, f"holds the export(s) of rank(s) {', '.join(map(str, info['rank']))} of a run "
+                                      f"of WORLD_SIZE {world}: rank(s) {', '.join(map(str, missing[:8]))}"
+                                      f"{f' and {len(missing) - 8} more' if len(missing) > 8 else ''} missing. "
+                                      "Export every rank's report, or, for a sample of a larger run's ranks, "
+                                      "load_nsys_ranks(..., partial=True)")
     info["offset_ns"] = info["session_start_utc_ns"] - int(info["session_start_utc_ns"].min())
     info = info[INFO_COLUMNS].astype({"rank": "int64", "session_start_utc_ns": "int64", "offset_ns": "int64"})
     return NsysRanks(reports={int(r): reports[int(r)] for r in info["rank"]}, info=info)

@@ -295,7 +295,8 @@ def _trace_files(folder: Path) -> tuple[list, dict, dict]:
     return files, {}, {}
 
 
-def load_traces(source, *, progress: bool | None = None, workers: int | None = None) -> RankTraces:
+def load_traces(source, *, progress: bool | None = None, workers: int | None = None,
+                partial: bool = False) -> RankTraces:
     """Read the traces of one distributed run: one torch.profiler trace per rank.
 
     Parameters
@@ -324,6 +325,10 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
         worker holds the trace it parses and, briefly, the one it is still writing),
         and the next ``load_traces`` of these files reads them all from the cache
         here, with no pool.
+    partial : bool
+        ``True``: the traces are a sample of a larger run's ranks (as HTA's public
+        pair, ranks 0 and 1 of 128) and load without the others. Default ``False``:
+        every rank of the traces' world size must be there.
 
     Returns
     -------
@@ -340,7 +345,10 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
         named); traces of different runs: different ``world_size``, ``backend`` or
         process groups (``pg_config``), a rank outside ``0..world_size-1``, or
         recordings that do not overlap in time (ranks of one run record together;
-        on different hosts their clocks would have to differ by the whole gap).
+        on different hosts their clocks would have to differ by the whole gap);
+        without ``partial``, ranks of the world size missing (named, with the
+        symlinked sub-folders the folder search did not follow): one rank of two
+        once loaded alone and was named the straggler of every step.
     ValueError
         ``workers`` is not a whole number of 1 or more.
 
@@ -400,6 +408,8 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
                      "_pg": repr(d.get("pg_config"))})
     info = pd.DataFrame(rows)
     _check_one_run(info, folder)
+    if not partial:
+        _check_all_ranks(info, folder, dist)
     order = info.sort_values("rank", kind="stable")
     out = RankTraces(traces={int(r["rank"]): traces[i] for i, r in order.iterrows()},
                      info=order.drop(columns="_pg").reset_index(drop=True)[INFO_COLUMNS],
@@ -599,6 +609,29 @@ def _check_one_run(info: pd.DataFrame, folder) -> None:
                                              f"{early['path']} stopped ({_when(early['last_ns'])}), "
                                              f"{(lo - hi) / 1e9:,.1f} s apart ({where}): the ranks of one "
                                              "run record at the same time, so these come from different runs")
+
+
+def _check_all_ranks(info: pd.DataFrame, folder, dist) -> None:
+    """Refuse a rank set with ranks of its world size missing (see :func:`load_traces`)."""
+    world = info["world_size"].iloc[0]
+    if world is None or pd.isna(world):
+        return
+    have = sorted(int(r) for r in info["rank"])
+    missing = sorted(set(range(int(world))) - set(have))
+    if not missing:
+        return
+    where = folder if folder is not None else info["path"].iloc[0]
+    names = ", ".join(map(str, missing[:8])) + (f" and {len(missing) - 8} more" if len(missing) > 8 else "")
+    links = []
+    if folder is not None and not dist:           # rglob does not go into a symlinked folder
+        links = sorted(str(p.relative_to(folder)) for p in folder.rglob("*") if p.is_symlink() and p.is_dir())
+    why = (f"; the symlinked folder(s) {', '.join(links)} were not searched: give the real folder, or copy "
+           "the traces in" if links else "")
+    raise KitFileError(where, f"holds rank(s) {', '.join(map(str, have))} of a run of world size {int(world)} "
+                              f"(its traces' distributedInfo): rank(s) {names} missing{why}. Each rank is "
+                              "judged against the others (a straggler is the one they wait for), so load every "
+                              "rank's trace; to study a sample of a larger run's ranks, "
+                              "load_traces(..., partial=True)")
 
 
 def _when(ns) -> str:

@@ -370,7 +370,7 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         known = trace_cache.remembered_hash(path, st) if st is not None else None
         if known is not None:                         # an unchanged file: not even read again
             key = trace_cache.key_for(None, torch_version, content=known)
-            hit = trace_cache.load(key, path)
+            hit = trace_cache.load(key, path, source_bytes=st.st_size)
             if hit is not None:
                 tables, meta = hit
                 return Trace(path=path, meta=meta, **tables)
@@ -380,11 +380,12 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         if st is not None:
             trace_cache.remember_hash(path, st, content)
         key = trace_cache.key_for(None, torch_version, content=content)
-        hit = trace_cache.load(key, path)
+        hit = trace_cache.load(key, path, source_bytes=len(disk))
         if hit is not None:
             tables, meta = hit
             return Trace(path=path, meta=meta, **tables)
     raw = gunzip_if_gz(disk, path)
+    source_bytes = len(disk)
     del disk
     if raw.startswith(b"SQLite format 3\x00"):
         raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
@@ -434,7 +435,7 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         if key is not None:
             import threading
             returned = threading.Event()    # the entry is written once this load has returned
-            trace_cache.store(key, tr, after=returned)
+            trace_cache.store(key, tr, after=returned, source_bytes=source_bytes)
         bar.update(1)
         bar.close()
     finally:

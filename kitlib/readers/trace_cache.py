@@ -15,8 +15,13 @@ tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, `
   modification time) changes its change time, and it is hashed again. A hash taken
   within two seconds of the file's last change is not trusted (:data:`RACY_NS`).
 - **Never trusted**: each entry lists a CRC-32 of every file it holds (to find
-  damage) and the row count of every table; an entry that is incomplete, damaged,
-  from another format or fails to read is deleted and the trace parsed again.
+  damage), the row count of every table, and a CRC-32 of its own listing (an edited
+  dtype); it names its own key and the size of the file it was parsed from, so an
+  entry copied over another's folder, or reached through an edited hash memo that
+  points at another trace's entry, does not match the file being read (issue 41: a
+  copied entry made ``load_trace(A)`` return B's tables). An entry that is
+  incomplete, damaged, from another format, for another key or file size, or fails
+  to read is deleted and the trace parsed again.
 - **Where**: ``<cache>/traces/`` (``KITLIB_CACHE``, else the checkout's ``.cache/``,
   else ``~/.cache/kitlib``; :func:`kitlib.paths.cache_dir`).
 - **Off the critical path**: :func:`store` writes an entry in a background thread
@@ -320,7 +325,7 @@ def _undictionary(column, tuples: bool) -> np.ndarray:
     return table[arr.indices.to_numpy(zero_copy_only=False)]
 
 
-def store(key: str, trace, after: threading.Event | None = None) -> None:
+def store(key: str, trace, after: threading.Event | None = None, source_bytes: int | None = None) -> None:
     """Write a loaded trace's tables under ``key``, off the caller's critical path.
 
     The tables are taken as they are now (a shallow copy of each under pandas' copy on
@@ -331,6 +336,9 @@ def store(key: str, trace, after: threading.Event | None = None) -> None:
     pending write of this process first; :func:`wait` waits for all of them, and the
     interpreter waits for them at exit. Failures are silent: the cache is an
     optimisation, never a reason for a load to fail.
+
+    ``source_bytes``: the size of the file on disk the trace was read from, kept in the
+    entry for :func:`load` to check.
 
     ``after``: an event the caller sets as it returns (``load_trace`` does, just before it
     hands back the trace); the thread starts writing only then (or after 5 s). Turning
@@ -363,7 +371,7 @@ def store(key: str, trace, after: threading.Event | None = None) -> None:
     with _pending_lock:
         if key in _pending and _pending[key].is_alive():
             return
-        t = threading.Thread(target=_write_after, args=(after, folder(), key, frames, meta),  # the folder of now
+        t = threading.Thread(target=_write_after, args=(after, folder(), key, frames, meta, source_bytes),  # the folder of now
                              name=f"kitlib-trace-cache-{key[:12]}")
         _pending[key] = t
     t.start()
@@ -437,14 +445,20 @@ def _sweep(where: Path) -> None:
             pass
 
 
-def _write_after(after, where: Path, key: str, frames: dict, meta: bytes) -> None:
+def _write_after(after, where: Path, key: str, frames: dict, meta: bytes, source_bytes=None) -> None:
     """:func:`_write`, once ``after`` is set (at once without one; at most 5 s later)."""
     if after is not None:
         after.wait(5.0)
-    _write(where, key, frames, meta)
+    _write(where, key, frames, meta, source_bytes)
 
 
-def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
+def _entry_crc(entry: dict) -> int:
+    """A CRC-32 of an entry's listing, every field but this one, keys sorted."""
+    import orjson
+    return _crc(orjson.dumps({k: v for k, v in entry.items() if k != "entry_crc32"}, option=orjson.OPT_SORT_KEYS))
+
+
+def _write(where: Path, key: str, frames: dict, meta: bytes, source_bytes: int | None = None) -> None:
     """Write one entry into ``where`` (:func:`store`'s thread): tables into a temporary
     folder, renamed into place whole."""
     try:
@@ -461,7 +475,7 @@ def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
         where.mkdir(parents=True, exist_ok=True)
         _sweep(where)
         tmp = Path(tempfile.mkdtemp(prefix=f".{key[:12]}-", dir=where))
-        entry = {"format": FORMAT, "tables": {}}
+        entry = {"format": FORMAT, "key": key, "source_bytes": source_bytes, "tables": {}}
         for name in TABLES:
             df = frames[name]
             out, dtypes, encoded = {}, {}, []
@@ -481,6 +495,7 @@ def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
                                      "encoded": encoded, "crc32": _crc(f.read_bytes())}
         (tmp / "meta.json").write_bytes(meta)
         entry["meta_crc32"] = _crc(meta)
+        entry["entry_crc32"] = _entry_crc(entry)
         (tmp / _MANIFEST).write_bytes(orjson.dumps(entry))
         os.replace(tmp, dest)          # the entry appears whole or not at all
         tmp = None
@@ -491,11 +506,13 @@ def _write(where: Path, key: str, frames: dict, meta: bytes) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
 
 
-def load(key: str, path):
+def load(key: str, path, source_bytes: int | None = None):
     """The cached tables of ``key``: ``(tables, meta)`` — a dict of DataFrames named as
     :data:`TABLES` and the trace's ``meta`` dict, from which ``load_trace`` builds the
     :class:`~kitlib.readers.trace.Trace` (this module never imports the reader) — or
-    None (absent, incomplete, damaged or unreadable: a bad entry is deleted).
+    None (absent, incomplete, damaged or unreadable, written for another key, or, given
+    ``source_bytes`` (the size of the file ``path`` now), for a file of another size; a
+    bad entry is deleted, a sound one of another file kept).
 
     Examples
     --------
@@ -527,6 +544,10 @@ def load(key: str, path):
         meta_bytes = (dest / "meta.json").read_bytes()
         if entry.get("format") != FORMAT or _crc(meta_bytes) != entry["meta_crc32"]:
             raise ValueError("stale or damaged entry")
+        if entry.get("key") != key or _entry_crc(entry) != entry["entry_crc32"]:
+            raise ValueError("an entry of another trace, or an edited one")
+        if source_bytes is not None and entry.get("source_bytes") not in (None, source_bytes):
+            return None                # a sound entry, of another file (an edited hash memo led here): kept
         tables = {}
         for name in TABLES:
             spec = entry["tables"][name]

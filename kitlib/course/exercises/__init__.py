@@ -275,10 +275,18 @@ class Question:
                 return Verdict(self.key, False, f"answer yes or no (True or False), not {given!r}. {self.prompt}")
             ok = b == self.answer
         elif _is_number(self.answer):
+            # neither a yes/no (True would be 1.0) nor NaN/infinity (nan was "too low" and kept
+            # as a prediction) is a number here: refused, not counted as a try, not kept
+            if isinstance(_plain(given), bool):
+                return Verdict(self.key, False, f"expected a number, got {_plain(given)!r}: that is a yes/no, "
+                                                f"not a number. {self.prompt}")
             try:
                 g = float(given)
             except (TypeError, ValueError):
                 return Verdict(self.key, False, f"expected a number, got {given!r}. {self.prompt}")
+            if not math.isfinite(g):
+                return Verdict(self.key, False, f"expected a number, got {_plain(given)!r}: not a finite number "
+                                                f"(NaN or infinity: check the cell that computed it). {self.prompt}")
             tol = abs(self.answer) * self.tolerance if self.tolerance else 0
             ok = abs(g - self.answer) <= max(tol, 1e-12)
             if not ok:
@@ -384,7 +392,9 @@ _NO = {"no", "n", "false", "0"}
 
 
 def _as_bool(x):
-    """True/False for a yes/no answer; None when it is neither (so a typo is not a "no")."""
+    """True/False for a yes/no answer (numpy's and pandas' ``np.True_`` too); None when it
+    is neither (so a typo is not a "no")."""
+    x = _plain(x)
     if isinstance(x, bool):
         return x
     if isinstance(x, (int, float)) and x in (0, 1):

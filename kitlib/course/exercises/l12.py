@@ -76,7 +76,7 @@ def excerpt_end_gap(excerpt: dict, name: str = "nccl:all_to_all") -> dict:
     >>> from kitlib.readers.ranks import load_traces
     >>> from kitlib.course.rawranks import nccl_call_excerpt
     >>> from kitlib.course.exercises.l12 import excerpt_end_gap
-    >>> {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(load_traces("public-traces"))).items()}
+    >>> {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(load_traces("public-traces", partial=True))).items()}
     {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}
     """
     ranks = excerpt["ranks"]
