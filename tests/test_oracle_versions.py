@@ -319,3 +319,31 @@ def test_memory_edges_rule_by_release():
         assert _trace(version, "nostack").meta["memory_edges_float_us"] is False
     assert _trace("2.9", "nostack").meta["memory_edges_float_us"] is True
     assert kitlib.open_capture("fixed_batch").trace.meta["memory_edges_float_us"] is False
+
+
+def test_float_microsecond_edges_on_a_hand_made_trace():
+    """One operator from 5,670,962,797,000,000 to …001,626 ns and a 64-byte record 50 ns after
+    its end, base time 1,790,857,026,000,000,000 ns. Worked by hand as torch ≤ 2.10 does:
+    (…001,626 + base) / 1000 * 1000 in float64 is …001,728 + base (steps of 256 ns), so the
+    record lies inside the operator; torch ≥ 2.11 (exact ns) leaves it to the ``[memory]`` row.
+    The same events with a top-level ``host_name`` (≥ 2.12) are read by the exact rule."""
+    from kitlib.analyses import memory as M
+    from kitlib.readers.trace import trace_from_json
+    base = 1_790_857_026_000_000_000
+    end = 5_670_962_797_001_626
+    assert int((end + base) / 1000 * 1000) - base == end + 102
+    op = {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 5670962797000.000,
+          "dur": 1.626, "args": {"External id": 1}}
+    mem = {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": 5670962797001.676,
+           "s": "t", "args": {"Bytes": 64, "Total Allocated": 64, "Device Type": 0, "Device Id": -1}}
+    got = {}
+    for top in ({}, {"host_name": "vm"}):
+        tr = trace_from_json({"traceEvents": [op, mem], "baseTimeNanoseconds": base, **top})
+        assert tr.memory["start_ns"].tolist() == [end + 50]
+        rows = G.group_ops(tr).set_index("name")
+        got[bool(top)] = (int(rows.loc["aten::empty", "cpu_memory_bytes"]),
+                          int(rows.loc["[memory]", "cpu_memory_bytes"]) if "[memory]" in rows.index else 0,
+                          len(M.records_inside_no_event(tr)))
+        print(f"host_name {bool(top)}: float µs edges {tr.meta['memory_edges_float_us']}, "
+              f"aten::empty {got[bool(top)][0]} B, [memory] {got[bool(top)][1]} B")
+    assert got == {False: (64, 0, 0), True: (0, 64, 1)}

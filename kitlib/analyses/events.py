@@ -334,10 +334,13 @@ def _python_frames(trace: Trace):
     rows = py.index.tolist()
     caller = {}                                             # frame row -> its caller's row, by the tracer's ids
     if "python_parent_id" in py.columns and py["python_parent_id"].notna().any():
-        by_id = {(p, i): r for r, p, i in zip(rows, py["pid"].tolist(), py["python_id"].tolist()) if i is not pd.NA}
-        for r, p, i in zip(rows, py["pid"].tolist(), py["python_parent_id"].tolist()):
-            c = by_id.get((p, i)) if i is not pd.NA else None
-            if c is not None and c != r:
+        key = list(zip(py["pid"].tolist(), py["tid"].tolist()))
+        by_id = {(k, i): r for r, k, i in zip(rows, key, py["python_id"].tolist()) if i is not pd.NA}
+        start, end = dict(zip(rows, py["start_ns"].tolist())), dict(zip(rows, py["end_ns"].tolist()))
+        for r, k, i in zip(rows, key, py["python_parent_id"].tolist()):
+            c = by_id.get((k, i)) if i is not pd.NA else None
+            # the caller on the same thread, open when the frame began (an id reused elsewhere is not it)
+            if c is not None and c != r and start[c] <= start[r] <= end[c]:
                 caller[r] = c
 
     def up(r):
