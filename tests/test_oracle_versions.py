@@ -10,6 +10,11 @@ three ways (``kitlib.readers.trace.PYTHON_FRAME_RULES``): ≤ 2.11 keeps them ou
 leaves them out of the rows unless ``include_python_functions=True``. The traces are read
 bare (no torch version given), so the rule is the one read from the trace itself.
 
+Issue 41 added ``torch-2.13/lstm_loader`` (an LSTM fed by a DataLoader) and
+``torch-2.5/convnet`` (a small ResNet-like net, torch 2.5.1), each with the profiler's rows by
+name, by input shape and by stack (``group_by_stack_n=5``): the Python frames' by-stack rows of
+2.13 and the float-µs memory edges of torch ≤ 2.10 (``kitlib.readers.trace.memory_edges_rule``).
+
 Every figure compared is printed, the profiler's beside kitlib's (``pytest -s`` shows them).
 """
 from __future__ import annotations
