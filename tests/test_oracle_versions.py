@@ -294,7 +294,8 @@ def test_issue_41_torch_2_5_memory_edges_in_float_microseconds():
     end_ns / 1000 * 1000`` with the ns since the epoch, where a float64 steps by 256 ns:
     kitlib reads that rule off the trace (no ``host_name``) and reproduces it; the same file
     read as torch 2.11 (exact ns) gives what kitlib gave before (8 name rows off, up to 448 B
-    a row on this recording; 3,840 B and 16,384 B on others)."""
+    a row on this recording; the issue's ResNet-18 recording had 3,840 B, another run of this
+    workload 16,384 B)."""
     tr = _trace("2.5", "convnet")
     assert tr.meta["memory_edges_float_us"] is True and "host_name" in tr.meta["memory_edges_rule"]
     rows = _rows("2.5", "convnet")

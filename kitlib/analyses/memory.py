@@ -174,8 +174,8 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     included, on any thread (``MemRecordsAcc.in_interval`` in
     ``torch/autograd/profiler_util.py``), compared in the trace's integer ns. torch
     ≤ 2.10 compared them with edges that went through float µs since the epoch, so a
-    record within about 128 ns of an edge can land on the other side (up to 16,384 B
-    a row on a 2.5.1 recording, issue 41); on such traces (``trace.meta
+    record within about 128 ns of an edge can land on the other side (issue 41: 448 B a
+    row on ``tests/data/oracle_versions/torch-2.5/convnet``, 16,384 B on another run of it); on such traces (``trace.meta
     ["memory_edges_float_us"]``, :func:`kitlib.readers.trace.memory_edges_rule`) the
     same edges are worked out here.
 
@@ -224,7 +224,7 @@ def _record_edges(trace: Trace, events: pd.DataFrame) -> tuple:
     #171788). Those ns are since the epoch (the trace's times + ``baseTimeNanoseconds``),
     about 1.8e18, where a float64 is a multiple of 256 ns: the edges move by up to about
     128 ns, and a record that close to an event's edge lands on the other side (issue 41:
-    up to 16,384 B a row on a torch 2.5.1 recording). Worked out as Python does it
+    up to 448 B a row on ``tests/data/oracle_versions/torch-2.5/convnet``). Worked out as Python does it
     (``int / int`` rounded once, then ``* 1000``), one event at a time."""
     s = events["start_ns"].to_numpy(np.int64)
     e = events["end_ns"].to_numpy(np.int64)
