@@ -314,7 +314,12 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
 
 def _python_frames(trace: Trace):
     """Python rows of ``trace.ops`` and, for each, the tuple of frame names from it up
-    to the root (innermost first), following the trace's tree (``Trace.ops.parent``)."""
+    to the root (innermost first). A frame's caller is the frame its ``Python parent id``
+    names (the tracer's own link, as the profiler's stacks follow it); where that frame is
+    not in the trace, the innermost Python frame around it in the trace's tree
+    (``Trace.ops.parent``). The tree alone misplaces frames that begin inside a frame
+    which a ``ProfilerStep#N`` range overlaps (issue 41: the step begins inside
+    ``record_function.__enter__``, so the frames after it nested in the step, not in ``__enter__``)."""
     ops = trace.ops
     is_py_col = (ops["kind"] == "python").to_numpy()
     py = ops[is_py_col]
@@ -326,12 +331,37 @@ def _python_frames(trace: Trace):
         names = ops["name"].tolist()
         parent = ops["parent"].tolist()
         is_py = is_py_col.tolist()
+    rows = py.index.tolist()
+    caller = {}                                             # frame row -> its caller's row, by the tracer's ids
+    if "python_parent_id" in py.columns and py["python_parent_id"].notna().any():
+        key = list(zip(py["pid"].tolist(), py["tid"].tolist()))
+        by_id = {(k, i): r for r, k, i in zip(rows, key, py["python_id"].tolist()) if i is not pd.NA}
+        start, end = dict(zip(rows, py["start_ns"].tolist())), dict(zip(rows, py["end_ns"].tolist()))
+        for r, k, i in zip(rows, key, py["python_parent_id"].tolist()):
+            c = by_id.get((k, i)) if i is not pd.NA else None
+            # the caller on the same thread, open when the frame began (an id reused elsewhere is not it)
+            if c is not None and c != r and start[c] <= start[r] <= end[c]:
+                caller[r] = c
+
+    def up(r):
+        p = caller.get(r, -1)
+        if p < 0:
+            p = parent[r]
+            while p >= 0 and not is_py[p]:            # only Python frames make a Python stack
+                p = parent[p]
+        return p
+
     memo: dict[int, tuple] = {}
-    for r in py.index.tolist():  # start order: a parent precedes its children
-        p = parent[r]
-        while p >= 0 and not is_py[p]:        # only Python frames make a Python stack
-            p = parent[p]
-        memo[r] = (names[r],) + memo.get(p, ()) if p >= 0 else (names[r],)
+    for r in rows:               # start order: a caller usually precedes its callees
+        chain, seen = [], set()
+        while r >= 0 and r not in memo and r not in seen:
+            chain.append(r)
+            seen.add(r)
+            r = up(r)
+        base = memo.get(r, ()) if r >= 0 else ()
+        for c in reversed(chain):
+            base = (names[c],) + base
+            memo[c] = base
     return py, memo
 
 
@@ -431,6 +461,12 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
     _, memo = _python_frames(trace)
     enc = enclosing_python(trace, ev)
     stacks = [memo.get(r, ()) if r >= 0 else () for r in enc]
+    # a Python frame's own stack is the frames around it, not itself: the profiler (2.12–2.13,
+    # whose frames are rows) keys "nn.Module: LSTM_0" by its callers, as the frame's
+    # "Call stack" in a verbose trace reads (issue 41)
+    if "kind" in ev.columns:
+        for i in np.flatnonzero((ev["kind"] == "python").to_numpy() & (ev["source"] == "ops").to_numpy()):
+            stacks[i] = memo.get(ev["row"].iat[i], ())[1:]
     # torch >= 2.12 writes each operator's stack itself ("Call stack", innermost first):
     # that is the profiler's own stack, so it wins over the rebuilt one
     cs = trace.ops["call_stack"]

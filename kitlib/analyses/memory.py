@@ -37,6 +37,7 @@ its GB are GiB. :func:`format_memory` reproduces it.
 """
 from __future__ import annotations
 
+import math
 import re
 
 import numpy as np
@@ -171,10 +172,12 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     -----
     A record belongs to every event whose ``[start, end]`` holds its time, both ends
     included, on any thread (``MemRecordsAcc.in_interval`` in
-    ``torch/autograd/profiler_util.py``), compared here in the trace's integer ns.
-    torch 2.5 compared times after a round trip through float µs, so on its traces
-    a record that falls exactly on an event's edge can land on the other side; such
-    differences are a few records at most and are not reproduced.
+    ``torch/autograd/profiler_util.py``), compared in the trace's integer ns. torch
+    ≤ 2.10 compared them with edges that went through float µs since the epoch, so a
+    record within about 128 ns of an edge can land on the other side (issue 41: 448 B a
+    row on ``tests/data/oracle_versions/torch-2.5/convnet``, 16,384 B on another run of it); on such traces (``trace.meta
+    ["memory_edges_float_us"]``, :func:`kitlib.readers.trace.memory_edges_rule`) the
+    same edges are worked out here.
 
     Examples
     --------
@@ -192,7 +195,7 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     b = m["bytes"].to_numpy(dtype=np.int64)
     # the profiler's own rule for memory records, both ends included (in_interval):
     # named here, the one place kitlib does not use [start, end)
-    lo, hi = bounds_in(ev["start_ns"].to_numpy(), ev["end_ns"].to_numpy(), t, closed="both")
+    lo, hi = bounds_in(*_record_edges(trace, ev), t, closed="both")
     csum = lambda v: np.concatenate([[0], np.cumsum(v)])  # noqa: E731
     alloc, free = csum(np.where(b > 0, b, 0)), csum(np.where(b < 0, -b, 0))
     ev["n_memory_events"] = hi - lo
@@ -211,12 +214,39 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     return ev
 
 
-def _inside_no_event(events: pd.DataFrame, t: np.ndarray) -> np.ndarray:
+def _record_edges(trace: Trace, events: pd.DataFrame) -> tuple:
+    """The ``[start, end]`` (ns, both ends included) that the recording's profiler held
+    each event's memory records to: the event's own ns, or, where ``trace.meta
+    ["memory_edges_float_us"]`` says it (torch ≤ 2.10,
+    :func:`kitlib.readers.trace.memory_edges_rule`), the edges it got from
+    ``in_interval(start_ns / 1000, end_ns / 1000)`` then ``× 1000`` in
+    ``MemRecordsAcc.in_interval`` (``torch/autograd/profiler_util.py``, until pytorch PR
+    #171788). Those ns are since the epoch (the trace's times + ``baseTimeNanoseconds``),
+    about 1.8e18, where a float64 is a multiple of 256 ns: the edges move by up to about
+    128 ns, and a record that close to an event's edge lands on the other side (issue 41:
+    up to 448 B a row on ``tests/data/oracle_versions/torch-2.5/convnet``). Worked out as Python does it
+    (``int / int`` rounded once, then ``* 1000``), one event at a time."""
+    s = events["start_ns"].to_numpy(np.int64)
+    e = events["end_ns"].to_numpy(np.int64)
+    base = int(trace.meta.get("base_time_ns") or 0)
+    if not trace.meta.get("memory_edges_float_us") or not base or not len(s):
+        return s, e          # without baseTimeNanoseconds the profiler's epoch ns are unknown
+    # t >= x / 1000 * 1000  <=>  t >= ceil(...), exactly, in integers (t is an integer)
+    lo = np.array([math.ceil((x + base) / 1000 * 1000) - base for x in s.tolist()], dtype=np.int64)
+    hi = np.array([math.floor((x + base) / 1000 * 1000) - base for x in e.tolist()], dtype=np.int64)
+    return lo, hi
+
+
+def _inside_no_event(events: pd.DataFrame, t: np.ndarray, trace: Trace | None = None) -> np.ndarray:
     """Which of the sorted record times ``t`` fall inside none of ``events``' ``[start,
-    end]`` (both ends included, as :func:`memory_by_event` counts them)."""
+    end]`` (both ends included, as :func:`memory_by_event` counts them, by the edges of
+    :func:`_record_edges` when ``trace`` is given)."""
     covered = np.zeros(len(t), dtype=bool)
     if len(t) and len(events):
-        s_, e_ = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
+        if trace is not None:
+            s_, e_ = _record_edges(trace, events)
+        else:
+            s_, e_ = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
         delta = np.zeros(len(t) + 1, dtype=np.int64)
         lo, hi = bounds_in(s_, e_, t, closed="both")
         np.add.at(delta, lo, 1)
@@ -261,7 +291,7 @@ def records_inside_no_event(trace: Trace, events: pd.DataFrame | None = None) ->
     if m.empty:
         return m
     ev = profiler_events(trace) if events is None else events
-    return m[_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64))]
+    return m[_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64), trace)]
 
 
 def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -302,7 +332,7 @@ def memory_by_operator(trace: Trace, device="cuda", by_event: pd.DataFrame | Non
     # allocator records inside no event at all become rows of their own, "[memory]"
     # (``_parse_kineto_results``: ``_create_function_event_for_memory_events``)
     m = _memory_of(trace, device)
-    covered = ~_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64))
+    covered = ~_inside_no_event(ev, m["start_ns"].to_numpy(dtype=np.int64), trace)
     ev = ev[~ev["merged"] & (ev["kind"] != "python")]
     cols = ["alloc_bytes", "free_bytes", "total_bytes", "self_alloc_bytes", "self_free_bytes", "self_bytes"]
     g = ev.groupby("key", sort=False)

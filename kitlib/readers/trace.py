@@ -659,6 +659,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     }
     meta["python_frames_are_children"], meta["python_frames_rule"] = rule
     meta["python_frames_release"] = release[0]
+    meta["memory_edges_float_us"], meta["memory_edges_rule"] = memory_edges_rule(torch_version, top)
     meta["python_frames_are_rows"] = bool(release[0]) and PYTHON_FRAME_RULES[release[0]]["rows"]
     timed = (ops["kind"] != "python").to_numpy(dtype=bool)
     t_start, t_dur = ops["start_ns"].to_numpy()[timed], ops["dur_ns"].to_numpy()[timed]
@@ -1198,6 +1199,56 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
                              "and it has a top-level 'host_name' (torch ≥ 2.12)")
     return "≤ 2.11", ("inferred from the trace: its Python frames carry no 'CallFrom' and it has no top-level "
                       "'host_name' (torch ≤ 2.11; 'Python thread' only says verbose=True)")
+
+
+def memory_edges_rule(torch_version: str | None = None, top: dict | None = None) -> tuple[bool, str]:
+    """Whether the profiler that wrote a trace held memory records to its events' edges
+    after a round trip through float µs (``True``) or in exact ns (``False``).
+
+    ``key_averages()``'s memory columns sum the allocator records whose time lies in each
+    event, both ends included (``MemRecordsAcc.in_interval``, ``torch/autograd/
+    profiler_util.py``). Up to torch 2.10 the edges were passed as ``start_ns / 1000``
+    and multiplied back by 1000; those ns are since the epoch, where a float64 steps by
+    256 ns, so records near an edge can land on the other side
+    (:func:`kitlib.analyses.memory.memory_by_event`). From 2.11 (pytorch PR #171788) the
+    ns themselves are passed: read in the 2.10.0 and 2.11.0 wheels' ``profiler.py``.
+    Measured: the torch 2.5.1 and 2.9.1 recordings of ``tests/data/oracle_versions``
+    match the profiler's memory columns to the byte with the float edges, the 2.12.0,
+    2.13.0 and 2.14.1 ones with exact ns.
+
+    Decided from ``torch_version`` where known; else from the trace's top-level
+    ``host_name`` (written from 2.12 on, :func:`python_frames_release`): with it, exact
+    ns; without it, float edges, which is right for ≤ 2.10 and not for a bare 2.11
+    trace (nothing in a trace tells 2.11 from 2.10; on the three 2.11 recordings of the
+    repository, read bare, the two rules put every record in the same events).
+
+    Returns
+    -------
+    (bool, str)
+        The rule, and a sentence saying how it was decided.
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace import memory_edges_rule
+    >>> memory_edges_rule("2.10.0")[0], memory_edges_rule("2.11.0")[0], memory_edges_rule(top={"host_name": "vm"})[0]
+    (True, False, False)
+    """
+    if torch_version:
+        try:
+            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
+        except ValueError:
+            major = minor = None
+        if major is not None:
+            old = (major, minor) < (2, 11)
+            return old, f"torch {torch_version} (from the bundle's manifest): " + (
+                "memory records held to float-µs event edges (torch ≤ 2.10)" if old else
+                "memory records held to the events' exact ns (torch ≥ 2.11)")
+    if top and "host_name" in top:
+        return False, ("inferred from the trace: a top-level 'host_name' (torch ≥ 2.12), whose profiler "
+                       "holds memory records to the events' exact ns")
+    return True, ("inferred from the trace: no top-level 'host_name' (torch ≤ 2.11): memory records held "
+                  "to float-µs event edges, as torch ≤ 2.10 does (2.11 uses exact ns, and its traces "
+                  "cannot be told from 2.10's)")
 
 
 def python_frames_rule(python_events: list, torch_version: str | None = None,
