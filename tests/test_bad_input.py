@@ -213,11 +213,12 @@ from kitlib.errors import KitError
 from kitlib.readers.bundle import open_capture
 from kitlib.readers.files import read_json_file
 from kitlib.readers.nsys import load_nsys
+from kitlib.readers.profiler_table import read_profiler_table
 from kitlib.readers.snapshot import load_memory_snapshot
 from kitlib.readers.trace import load_trace
 folder, fifo = Path(sys.argv[1]), Path(sys.argv[2])
 readers = {"load_trace": load_trace, "load_memory_snapshot": load_memory_snapshot, "load_nsys": load_nsys,
-           "read_json_file": read_json_file}
+           "read_json_file": read_json_file, "read_profiler_table": read_profiler_table}
 out = {}
 for name, read in readers.items():
     for what, path in (("fifo", fifo), ("/dev/zero", "/dev/zero")):
@@ -265,7 +266,8 @@ def not_a_file(tmp_path_factory):
     return d, fifo, json.loads(r.stdout.strip().splitlines()[-1])
 
 
-@pytest.mark.parametrize("reader", ["load_trace", "load_memory_snapshot", "load_nsys", "read_json_file"])
+@pytest.mark.parametrize("reader", ["load_trace", "load_memory_snapshot", "load_nsys", "read_json_file",
+                                    "read_profiler_table"])
 @pytest.mark.parametrize("what,kind", [("fifo", "a named pipe (FIFO)"), ("/dev/zero", "a character device")])
 def test_what_is_not_a_regular_file_is_refused_unopened(not_a_file, reader, what, kind):
     d, fifo, said = not_a_file
