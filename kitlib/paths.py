@@ -1,13 +1,15 @@
 """Where the kit keeps what it makes: the checkout's folders, or the user's cache.
 
-A base module (it imports only :mod:`kitlib.settings`): the readers' trace cache, the workload's generated
-dataset and the capture runs all ask here, so the rule is written once.
+A base module (it imports only :mod:`kitlib.settings` and :mod:`kitlib.errors`): the readers'
+trace cache, the workload's generated dataset and the capture runs all ask here, so the rule is
+written once.
 """
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
+from .errors import KitError
 from .settings import value as setting
 
 
@@ -42,3 +44,52 @@ def cache_dir() -> Path:
         ``~/.cache/kitlib``. The folder is not created here.
     """
     return checkout_folder("KITLIB_CACHE", ".cache", Path.home() / ".cache" / "kitlib")
+
+
+def make_folder(path, option: str, empty: bool = False) -> Path:
+    """Create the folder a command writes into (and its parents), or take the one there.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The folder.
+    option : str
+        The command and option that named it (``"workspace --dest"``), for the message.
+    empty : bool
+        The folder must be new or empty.
+
+    Returns
+    -------
+    pathlib.Path
+
+    Raises
+    ------
+    KitError
+        ``OPTION PATH: is a file, not a folder``; ``... not empty``; or it cannot be
+        created (a file where a parent folder should be, no permission), in one line.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> from pathlib import Path
+    >>> from kitlib.paths import make_folder
+    >>> f = Path(tempfile.mkdtemp()) / "notes.txt"
+    >>> _ = f.write_text("mine")
+    >>> make_folder(f, "workspace --dest")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitError: workspace --dest .../notes.txt: is a file, not a folder; give a folder
+    """
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise KitError(f"{option} {path}: is a file, not a folder; give a folder")
+    if empty and path.is_dir() and any(path.iterdir()):
+        raise KitError(f"{option} {path}: not empty; give a new or empty folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        block = next((a for a in path.parents if a.exists()), None)
+        why = (f"{block} is a file, not a folder" if block is not None and not block.is_dir()
+               else e.strerror or str(e))
+        raise KitError(f"{option} {path}: cannot create the folder ({why})") from None
+    return path

@@ -2,12 +2,18 @@
 import copy
 import gzip
 import json
+import re
 import shutil
+from pathlib import Path
 
 import pytest
 
 from kitlib import open_capture
 from kitlib.errors import BundleError, KitFileError, TraceFormatError
+from kitlib.readers import files
+from kitlib.readers.files import sha256_of
+from kitlib.readers.ranks import load_traces
+from kitlib.readers.snapshot import load_memory_snapshot
 from kitlib.readers.trace import load_trace
 
 from conftest import REF
@@ -148,6 +154,172 @@ def test_manifest_files_are_checked(tmp_path, files, words):
     (tmp_path / "manifest.json").write_text(json.dumps(m))
     with pytest.raises(BundleError, match=words):
         open_capture(tmp_path)
+
+
+# -- hostile files (issue 41): nothing read from outside a bundle, nothing waited on for ever,
+# nothing inflated until the memory is full; each refusal a kitlib error naming the file
+
+def _bundle_of(folder, files: dict):
+    """A bundle folder whose manifest (cold_start_8step's, with ``files``) lists ``files``."""
+    folder.mkdir(exist_ok=True)
+    m = json.loads((REF / "cold_start_8step" / "manifest.json").read_text())
+    m["files"] = files
+    (folder / "manifest.json").write_text(json.dumps(m))
+    return folder
+
+
+def test_a_link_out_of_the_bundle_is_refused_and_one_inside_is_followed(tmp_path):
+    """A ``step_times.json`` linked to a file outside the bundle was read as the bundle's,
+    even with the manifest's sha256 checked (a hostile manifest lists the target's sha256,
+    or none). Now refused by name, the link's target named; a link inside the folder is read."""
+    outside = tmp_path / "elsewhere" / "system_file.json"
+    outside.parent.mkdir()
+    outside.write_text('{"step_ms_uninstrumented": [12.5, 13.0]}')
+    b = _bundle_of(tmp_path / "bundle", {"step_times.json": {"sha256": sha256_of(outside)}})
+    (b / "step_times.json").symlink_to(outside)
+    assert sha256_of(b / "step_times.json") == sha256_of(outside)     # the sha256 alone lets it through
+    with pytest.raises(BundleError) as info:
+        open_capture(b).step_times()
+    msg = str(info.value)
+    print(msg)
+    assert msg.startswith(f"{b / 'step_times.json'}: is a link to {outside.resolve()}, outside the bundle folder")
+    # a system file, with no sha256 in the manifest to catch it: refused before it is read
+    b2 = _bundle_of(tmp_path / "bundle2", {"step_times.json": {}})
+    (b2 / "step_times.json").symlink_to("/etc/passwd")
+    with pytest.raises(BundleError, match="is a link to /etc/passwd, outside the bundle folder"):
+        open_capture(b2).read_json("step_times.json")
+    # the manifest itself linked out of the folder
+    b3 = tmp_path / "bundle3"
+    b3.mkdir()
+    (b3 / "manifest.json").symlink_to(b / "manifest.json")
+    with pytest.raises(BundleError, match="manifest.json: is a link to .*outside the bundle folder"):
+        open_capture(b3)
+    # a link that stays inside the folder is followed, and the file read as written
+    (b / "step_times.json").unlink()
+    (b / "data").mkdir()
+    shutil.copy(outside, b / "data" / "st.json")
+    (b / "step_times.json").symlink_to(Path("data") / "st.json")
+    assert open_capture(b).step_times() == {"step_ms_uninstrumented": [12.5, 13.0]}
+
+
+#: Each reader given a path that is no regular file, in a child process (a reader that
+#: opened a named pipe would wait for a writer for ever; one that read /dev/zero would fill
+#: the memory): its address space capped at 2 GiB, the whole run at 60 s.
+_NOT_A_FILE = r"""
+import json, os, resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (2 << 30, 2 << 30))
+from pathlib import Path
+from kitlib.errors import KitError
+from kitlib.readers.bundle import open_capture
+from kitlib.readers.files import read_json_file
+from kitlib.readers.nsys import load_nsys
+from kitlib.readers.profiler_table import read_profiler_table
+from kitlib.readers.snapshot import load_memory_snapshot
+from kitlib.readers.trace import load_trace
+folder, fifo = Path(sys.argv[1]), Path(sys.argv[2])
+readers = {"load_trace": load_trace, "load_memory_snapshot": load_memory_snapshot, "load_nsys": load_nsys,
+           "read_json_file": read_json_file, "read_profiler_table": read_profiler_table}
+out = {}
+for name, read in readers.items():
+    for what, path in (("fifo", fifo), ("/dev/zero", "/dev/zero")):
+        try:
+            read(path)
+            out[f"{name} {what}"] = "loaded"
+        except KitError as e:
+            out[f"{name} {what}"] = f"{type(e).__name__}: {e}"
+        except BaseException as e:
+            out[f"{name} {what}"] = f"bare {type(e).__name__}: {e}"
+for what in ("manifest", "step_times"):
+    try:
+        cap = open_capture(folder / what)
+        cap.step_times()
+        out[f"bundle {what}"] = "loaded"
+    except KitError as e:
+        out[f"bundle {what}"] = f"{type(e).__name__}: {e}"
+    except BaseException as e:
+        out[f"bundle {what}"] = f"bare {type(e).__name__}: {e}"
+print(json.dumps(out))
+"""
+
+
+@pytest.fixture(scope="module")
+def not_a_file(tmp_path_factory):
+    """What each reader said of a named pipe and of /dev/zero (one child process for all)."""
+    import os
+    import subprocess
+    import sys
+    d = tmp_path_factory.mktemp("not_a_file")
+    fifo = d / "trace.json"
+    os.mkfifo(fifo)
+    _bundle_of(d / "manifest", {})
+    os.mkfifo(d / "manifest" / "manifest.json.pipe")
+    (d / "manifest" / "manifest.json").unlink()
+    os.rename(d / "manifest" / "manifest.json.pipe", d / "manifest" / "manifest.json")
+    _bundle_of(d / "step_times", {"step_times.json": {}})
+    os.mkfifo(d / "step_times" / "step_times.json")
+    try:
+        r = subprocess.run([sys.executable, "-c", _NOT_A_FILE, str(d), str(fifo)], capture_output=True,
+                           text=True, timeout=60)
+    except subprocess.TimeoutExpired:
+        pytest.fail("a reader still waited after 60 s: it opened a named pipe or read /dev/zero")
+    assert r.returncode == 0, r.stderr[-3000:]
+    return d, fifo, json.loads(r.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.parametrize("reader", ["load_trace", "load_memory_snapshot", "load_nsys", "read_json_file",
+                                    "read_profiler_table"])
+@pytest.mark.parametrize("what,kind", [("fifo", "a named pipe (FIFO)"), ("/dev/zero", "a character device")])
+def test_what_is_not_a_regular_file_is_refused_unopened(not_a_file, reader, what, kind):
+    d, fifo, said = not_a_file
+    path = fifo if what == "fifo" else "/dev/zero"
+    print(said[f"{reader} {what}"])
+    assert said[f"{reader} {what}"] == f"KitFileError: {path}: is {kind}, not a regular file: kitlib reads " \
+                                       "recordings from files only"
+
+
+@pytest.mark.parametrize("which", ["manifest", "step_times"])
+def test_a_named_pipe_in_a_bundle_is_refused_unopened(not_a_file, which):
+    d, _, said = not_a_file
+    name = "manifest.json" if which == "manifest" else "step_times.json"
+    print(said[f"bundle {which}"])
+    assert said[f"bundle {which}"].endswith(f"{d / which / name}: is a named pipe (FIFO), not a regular "
+                                            "file: kitlib reads recordings from files only")
+
+
+@pytest.mark.parametrize("read", [load_trace, load_memory_snapshot])
+def test_a_gzip_bomb_is_refused_as_too_large_with_the_figures(tmp_path, monkeypatch, read):
+    """Zeros streamed through gzip (about 1000:1): 50 MB in a 49 KB file, against a limit
+    lowered to 10 MB (the kit's is MAX_GUNZIPPED_BYTES, 2 GiB). The message says it is too
+    large to inflate (not "corrupt gzip: " with an empty reason, the MemoryError it was),
+    with the limit and how much was inflated from how many compressed bytes."""
+    inflated = 50_000_000
+    p = tmp_path / "bomb.json.gz"
+    with gzip.open(p, "wb", compresslevel=9) as f:
+        for _ in range(inflated // 1_000_000):
+            f.write(bytes(1_000_000))
+    size = p.stat().st_size
+    monkeypatch.setattr(files, "MAX_GUNZIPPED_BYTES", 10_000_000)
+    with pytest.raises(KitFileError) as info:
+        read(p)
+    msg = str(info.value)
+    stopped, read_from, of = (int(x.replace(",", "")) for x in re.search(
+        r"kitlib stopped at ([\d,]+) bytes, inflated from ([\d,]+) of its ([\d,]+) compressed", msg).groups())
+    print(msg, f"\nindependent: {size:,} compressed bytes inflate to {inflated:,} (gzip.open)")
+    assert msg.startswith(f"{p}: too large to inflate: it holds more than 10,000,000 bytes, the limit")
+    assert of == size and read_from <= size and 10_000_000 < stopped <= inflated
+    assert "a gzip bomb" in msg
+
+
+def test_a_rank_trace_named_by_a_list_is_a_kit_error(tmp_path):
+    """A manifest whose rank entry's ``trace`` is a list raised a bare TypeError (unhashable)."""
+    m = json.loads((REF / "ranks_straggler" / "manifest.json").read_text())
+    m["distributed"]["ranks"][0]["trace"] = ["rank0/trace.json.gz", "x"]
+    (tmp_path / "manifest.json").write_text(json.dumps(m))
+    with pytest.raises(KitFileError) as info:
+        load_traces(tmp_path)
+    print(info.value)
+    assert str(info.value) == (f"{tmp_path / 'manifest.json'}: 'distributed.ranks' entry of rank 0 names its "
+                               "trace by ['rank0/trace.json.gz', 'x'], a list, not a file name")
 
 
 def test_yes_no_answers_are_not_guessed():

@@ -87,6 +87,44 @@ def test_the_cpu_note_still_comes_first_once_the_folder_is_accepted(tmp_path, mo
     assert out.index("two messages of the profiler's own") < out.index("kitlib profile: ResNet-50 on cpu")
 
 
+@pytest.mark.parametrize("argv", [["workspace", "--dest"], ["record-course", "--device", "cpu", "--out"],
+                                  ["record-clinic", "--out"]], ids=lambda a: a[0])
+@pytest.mark.parametrize("where", ["a file", "below a file"])
+def test_a_file_where_a_folder_goes_is_refused_in_one_line(tmp_path, argv, where):
+    """Issue 41: ``workspace --dest``, ``record-course --out`` and ``record-clinic --out``
+    naming a file (or a folder below one) ended in a FileExistsError or NotADirectoryError
+    traceback. Refused in one line naming the option and the path; the file left as it was."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine")
+    path = blocker if where == "a file" else blocker / "sub"
+    rc, _, err = _main(course_cli.main, [*argv, str(path)])
+    print(err)
+    want = ("is a file, not a folder; give a folder" if where == "a file"
+            else f"cannot create the folder ({blocker} is a file, not a folder)")
+    option = f"{argv[0]} {argv[-1]}"
+    assert rc == 2 and err == f"kitlib: error: {option} {path}: {want}\n"
+    assert blocker.read_text() == "mine"
+
+
+_DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize("text,words", [
+    ('{"device": "cpu",', "invalid JSON at line 1, column 18 (byte 17) (the file ends there: it looks cut off)"),
+    (_DEEP, "invalid JSON at line 1, column 1026 (byte 1025): the values nest deeper than 1024 levels"),
+    ('[{"device": "cpu"}]', "not a clinic index: record-clinic writes a JSON object"),
+    ('{"device": "cpu", "cases": ["case_a"]}', "not a clinic index"),
+], ids=["cut off", "100,000 deep", "a list", "cases a list"])
+def test_retime_refuses_a_bad_clinic_index_in_one_line(tmp_path, text, words):
+    """Issue 41: ``record-clinic --retime`` on a malformed or 100,000-deep ``clinic.json``
+    ended in a JSONDecodeError, RecursionError or AttributeError traceback."""
+    (tmp_path / "clinic.json").write_text(text)
+    rc, _, err = _main(course_cli.main, ["record-clinic", "--retime", str(tmp_path)])
+    print(err[:300])
+    assert rc == 2 and err.startswith(f"kitlib: error: {tmp_path / 'clinic.json'}: {words}")
+    assert err.count("\n") == 1 and "Traceback" not in err
+
+
 @pytest.mark.parametrize("case", ["folder", "missing parent", "file as parent"])
 def test_answers_out_is_refused_in_words_before_the_key_is_worked_out(case, tmp_path, monkeypatch):
     worked = []

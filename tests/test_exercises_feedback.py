@@ -104,3 +104,44 @@ def test_lesson09_questions_follow_the_pinning_story():
     ex = l09.questions(open_capture("nsys_8step"))
     assert round(ex["pin_alloc_share"].answer, 3) == 0.324 and ex["batches_before_batch0"].answer == 7
     assert "counts batch 0 itself" in ex.check("batches_before_batch0", 8).message
+
+
+def test_a_number_beyond_a_float_is_judged_on_every_question_never_raised():
+    """Issue 41: ``ex.check(key, 10**400)`` raised OverflowError on every numeric question
+    (``float(10**400)``), a 5,000-digit int raised ValueError on every question (Python
+    writes no int of more than 4,300 digits), and lesson 04's order question raised on
+    ``nan``/``inf``. A huge int is a number: too high or too low, shown in three significant
+    figures; on a choice question it is no choice (not a try); nothing raises."""
+    import math
+
+    from kitlib.course.cli import _build, _builders
+    from kitlib.course.exercises import _is_number
+    hostile = (10**400, -10**400, 10**5000, "1e400", math.inf, -math.inf, math.nan)
+    numeric = judged = 0
+    for lesson, make in _builders().items():
+        ex, _ = _build(make)
+        for q in ex.questions:
+            for given in hostile:
+                v = ex.check(q.key, given)              # raises nothing
+                judged += 1
+                assert isinstance(v.message, str) and v.message
+            if _is_number(q.answer):
+                numeric += 1
+                high, low = ex.check(q.key, 10**400), ex.check(q.key, -10**400)
+                assert high.correct is False and "(1.00e+400)" in high.message, (lesson, q.key, high.message)
+                assert "Too high" in high.message or "too high" in high.message, (lesson, q.key)
+                assert low.correct is False and "(-1.00e+400)" in low.message and "oo low" in low.message
+            elif q.choices:
+                v = ex.check(q.key, 10**5000)
+                assert v.correct is None and v.message.startswith("1.00e+5000 is not one of the choices")
+    print(f"{judged} hostile answers judged; {numeric} numeric questions")
+    assert numeric >= 42
+
+
+def test_lesson04_order_question_takes_nan_and_inf_as_no_choice():
+    from kitlib.course.cli import _build, _builders
+    ex, _ = _build(_builders()["04"])
+    for given in (float("nan"), float("inf"), -float("inf"), "inf", 10**400):
+        v = ex.check("first_load_order", given)
+        assert v.correct is None and "is not one of the choices (10, 100, 1000, 10000, 100000)" in v.message
+    assert ex.check("first_load_order", "1e4").correct           # the answer, written as a power of ten

@@ -12,7 +12,10 @@ the first 4,000 events of two public traces (torch 2.6 and PyTorch 1.9 formats)
 top-level keys damaged), the Nsight Systems export ``data/reference/nsys_8step/report.sqlite``
 (dropped tables and columns, NULLs, wrong types, huge values, deleted rows) and the
 memory snapshot ``data/reference/profiler_5step/memory_snapshot.pickle`` (dropped
-keys, wrong types, removed elements; flipped and cut bytes); and, beside the readers,
+keys, wrong types, removed elements; flipped and cut bytes); gzip streams of random
+bytes and runs of zeros against a random inflation limit (issue 41: a gzip bomb must be
+refused as too large, with the figures; the other hostile files of issue 41, links out of
+a bundle, named pipes, /dev/zero, are in ``test_bad_input.py``); and, beside the readers,
 the answers a learner's cell may hand an exercise (Python and numpy booleans, numbers,
 NaN, infinities, texts; issue 41). Runs are seeded
 (``derandomize=True``) and bounded (``max_examples``); the module takes about 15 s.
@@ -27,8 +30,10 @@ that must give a result or a KitError); then add it to ``TARGETS``.
 """
 from __future__ import annotations
 
+import gzip
 import math
 import pickle
+import re
 import shutil
 import sqlite3
 import tempfile
@@ -42,7 +47,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kitlib.errors import KitDataWarning, KitError
+from kitlib.errors import KitDataWarning, KitError, KitFileError
+from kitlib.readers.files import gunzip_if_gz
 from kitlib.readers.nsys import SOURCE_TABLES, STATS_REPORTS, load_nsys, nsys_stats
 from kitlib.readers.snapshot import load_memory_snapshot, load_plain_pickle
 
@@ -513,3 +519,54 @@ def test_a_number_question_is_right_only_for_a_finite_number_and_keeps_only_numb
     finite = number is not None and math.isfinite(number)
     assert v.correct is (finite and number == 1), (given_, v.message)
     assert (q.prediction is not ...) is finite, (given_, q.prediction)
+
+
+# -- gzip within a limit (issue 41): a "gzip bomb" (5.2 MB of gzip inflating to 5 GiB) was
+# refused as "corrupt gzip: " with an empty reason (a MemoryError). Property: a stream of
+# one or more members, of random bytes and runs of zeros, inflates to what gzip.decompress
+# gives when it fits the limit; above the limit it is refused as too large, with the limit
+# and the bytes inflated; cut short, or with a byte flipped, it is a KitFileError.
+
+@st.composite
+def gzip_case(draw):
+    members = draw(st.lists(st.tuples(st.binary(max_size=200), st.integers(0, 300_000)), min_size=1, max_size=3))
+    bodies = [head + bytes(zeros) for head, zeros in members]
+    data = b"".join(gzip.compress(b, compresslevel=draw(st.integers(1, 9))) for b in bodies)
+    return data, b"".join(bodies), draw(st.integers(1, 400_000)), draw(st.integers(0, 3))
+
+
+def _gunzip_outcome(data, body, limit, damage) -> str:
+    if damage == 1:
+        data = data[:max(2, len(data) // 2)]               # cut short
+    elif damage == 2 and len(data) > 20:
+        data = data[:12] + bytes([data[12] ^ 0xFF]) + data[13:]     # a flipped byte in the deflate data
+    try:
+        got = gunzip_if_gz(data, "case.json.gz", limit_bytes=limit)
+    except KitFileError as e:
+        msg = str(e)
+        assert msg.startswith("case.json.gz: ") and msg != "case.json.gz: corrupt gzip: "
+        if "too large to inflate" not in msg:
+            assert damage in (1, 2) or not body, msg        # only damage, or nothing inside, is refused else
+            return "damaged"
+        assert f"more than {limit:,} bytes, the limit" in msg
+        stopped = int(re.search(r"stopped at ([\d,]+) bytes", msg).group(1).replace(",", ""))
+        assert stopped > limit
+        if damage != 2:                                     # what was inflated is the data's own start
+            assert len(body) >= stopped
+        return "too large"
+    assert got == gzip.decompress(data) and len(got) <= limit
+    if damage in (0, 3):
+        assert got == body
+    return "inflated"
+
+
+def test_gzip_inflates_within_its_limit_or_says_how_far_it_got():
+    seen = []
+
+    @settings(FUZZ, max_examples=40)
+    @given(case=gzip_case())
+    def run(case):
+        seen.append(_gunzip_outcome(*case))
+    run()
+    print({k: seen.count(k) for k in set(seen)})
+    assert set(seen) == {"too large", "damaged", "inflated"}      # the property met each outcome

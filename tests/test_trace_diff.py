@@ -244,6 +244,30 @@ def test_different_kinds_and_bad_arguments(pair):
         diff_summary(pair[0].ops)
 
 
+def test_names_too_large_to_diff_are_refused_with_the_figures(tmp_path, pair, monkeypatch):
+    """Issue 41: an operator diff of a trace whose names total 200 MB ran out of memory (the
+    grouping, join and sort took about six times the names again). Now a recording whose
+    distinct names and shape keys total more than MAX_NAME_CHARS is refused, the trace and
+    the figures named. Here the cap is lowered to 1,000,000 characters and the before trace
+    gets 2,000 operators with distinct names of 1,011 characters each."""
+    from kitlib.analyses import trace_diff as td
+    doc = _before_json()
+    for i in range(2000):
+        doc["traceEvents"].append(_x("cpu_op", f"aten::op_{i:05d}_" + "x" * 1000, 1200 + 0.3 * i, 0.1))
+    before = _load(tmp_path, "long_names.json", doc)
+    names = {e["name"] for e in doc["traceEvents"] if e["cat"] == "cpu_op"}
+    chars = sum(len(n) for n in names)
+    assert td.trace_diff(before, pair[1], "operators").attrs["steps"] == [2, 3]   # below the kit's cap
+    monkeypatch.setattr(td, "MAX_NAME_CHARS", 1_000_000)
+    with pytest.raises(KitError) as info:
+        td.trace_diff(before, pair[1], "operators")
+    msg = str(info.value)
+    print(msg, f"\nindependent: {len(names):,} distinct cpu_op names, {chars:,} characters (the JSON)")
+    assert msg.startswith(f"{before.path}: its operators' {len(names):,} distinct names ({chars:,} characters)")
+    assert "more than trace_diff compares (MAX_NAME_CHARS = 1,000,000" in msg
+    assert len(td.trace_diff(*pair, "operators")) == 5            # small traces pass the lowered cap
+
+
 # ---- the H200 pair, from the raw JSON --------------------------------------------------
 
 GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}

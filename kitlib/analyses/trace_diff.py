@@ -59,6 +59,15 @@ DIFF_COLUMNS = ["step", "kind", "name", "input_shapes", "before_count", "after_c
 
 EVENT_COLUMNS = ["step", "kind", "name", "input_shapes", "device_ns", "start_ns"]
 
+#: The most characters the distinct names and input-shape keys of one recording's rows may
+#: total (64 Mi) for a diff: grouping, joining and sorting the two sides took about six
+#: times the names' size again in memory (40 MB of distinct operator names: 250 MB more at
+#: the peak), so a trace whose names total 200 MB ran the machine out of memory. The kit's
+#: recordings hold 1,907 characters of operator names (85 names) and 15,912 of kernel
+#: names (66) in ``profiler_5step``. Raise it (``kitlib.analyses.trace_diff.MAX_NAME_CHARS
+#: = ...``) to diff a recording above it anyway.
+MAX_NAME_CHARS = 64 << 20
+
 WHAT = ("kernels", "operators")
 
 
@@ -159,7 +168,8 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     ------
     KitError
         ``source`` is neither a Trace nor an NsysReport; it holds no steps; it is a
-        CPU-only recording; operators asked of an Nsight export.
+        CPU-only recording; operators asked of an Nsight export; distinct names and
+        input-shape keys totalling more than :data:`MAX_NAME_CHARS` characters.
 
     Examples
     --------
@@ -199,8 +209,26 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     step = pd.array(np.where(pos >= 0, numbers[np.maximum(pos, 0)], 0), dtype="Int64")
     step[pos < 0] = pd.NA
     out.insert(0, "step", step)
+    _check_name_sizes(source, out, what)
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)
     return out.astype({"device_ns": "int64", "start_ns": "int64"})[EVENT_COLUMNS]
+
+
+def _check_name_sizes(source, events: pd.DataFrame, what: str) -> None:
+    """Refuse a recording whose distinct names and shape keys total more than
+    :data:`MAX_NAME_CHARS` characters, before the diff's grouping fills the memory."""
+    counts = {}
+    for col in ("name", "input_shapes"):
+        distinct = events[col].drop_duplicates()
+        counts[col] = (len(distinct), int(distinct.astype(str).str.len().sum()) if len(distinct) else 0)
+    total = sum(chars for _, chars in counts.values())
+    if total > MAX_NAME_CHARS:
+        (n_names, c_names), (n_keys, c_keys) = counts["name"], counts["input_shapes"]
+        raise KitError(f"{source.path}: its {what}' {n_names:,} distinct names ({c_names:,} characters) and "
+                       f"{n_keys:,} distinct input-shape keys ({c_keys:,} characters) total {total:,} characters, more "
+                       f"than trace_diff compares (MAX_NAME_CHARS = {MAX_NAME_CHARS:,}: the diff would take "
+                       "about six times that in memory); set kitlib.analyses.trace_diff.MAX_NAME_CHARS "
+                       "higher to diff it anyway")
 
 
 def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
@@ -281,7 +309,8 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
         kinds (a trace against an Nsight export: their kernels are named alike but
         their steps and clocks are not the same thing); either holds no steps, or
         they share no step number; either is CPU-only (no device time to compare);
-        operators asked of Nsight exports; a negative tolerance.
+        operators asked of Nsight exports; a negative tolerance; either's distinct names
+        and input-shape keys total more than :data:`MAX_NAME_CHARS` characters.
 
     Examples
     --------

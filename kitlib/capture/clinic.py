@@ -55,7 +55,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..errors import KitError
+from ..errors import KitError, KitFileError
+from ..paths import make_folder
 
 #: The format of ``clinic.json``.
 FORMAT = "kitlib-clinic/1"
@@ -685,7 +686,7 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
     Raises
     ------
     KitError
-        ``out`` is not empty; ``cuda`` without a GPU; a recording failed.
+        ``out`` is a file, or not empty; ``cuda`` without a GPU; a recording failed.
     """
     out = Path(out)
     recs = plan(device, letters, smallest, out)
@@ -698,9 +699,7 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
     if device == "cuda" and not torch.cuda.is_available():
         raise KitError("record-clinic --device cuda: torch sees no CUDA GPU here (record the CPU set with "
                        "--device cpu)")
-    if out.exists() and any(out.iterdir()):
-        raise KitError(f"{out}: not empty; record-clinic writes a new folder")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "record-clinic --out", empty=True)       # a file, a folder in use: refused in words
     if device == "cpu":
         torch.set_num_threads(1)
     (out / "clinic.json").write_text(json.dumps(clinic_index(device, letters, smallest), indent=1) + "\n")
@@ -764,8 +763,9 @@ def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERL
     Raises
     ------
     KitError
-        ``folder`` holds no ``clinic.json``, or one of another device; a case asked for
-        is missing from it.
+        ``folder`` holds no ``clinic.json``, one that is not a clinic index (invalid JSON,
+        nested too deep, not an object: :class:`~kitlib.errors.KitFileError`), or one of
+        another device; a case asked for is missing from it.
 
     Examples
     --------
@@ -779,7 +779,11 @@ def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERL
     index_path = out / "clinic.json"
     if not index_path.is_file():
         raise KitError(f"{index_path}: not found; retime a folder written by record-clinic")
-    index = json.loads(index_path.read_text())
+    from ..readers.files import read_json_file
+    index = read_json_file(index_path)             # invalid or too deep JSON: a KitFileError, in words
+    if not isinstance(index, dict) or not isinstance(index.get("cases", {}), dict):
+        raise KitFileError(index_path, "not a clinic index: record-clinic writes a JSON object whose "
+                                       "'cases' maps each case to its bundles")
     if index.get("device", "cpu") != device:
         raise KitError(f"{index_path}: recorded on {index.get('device')!r}, not {device!r}")
     recs = [r for r in plan(device, letters, False, out) if r.case]

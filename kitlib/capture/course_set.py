@@ -38,6 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import KitError
+from ..paths import make_folder
 
 #: The ``ncu`` options of the reference ``ncu`` recording (its manifest's command).
 NCU_OPTIONS = ["--clock-control", "none", "-k", "regex:conv", "--launch-count", "3",
@@ -173,8 +174,8 @@ def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool 
     KitError
         ``device="cuda"`` without a GPU or without the free memory the reference batch
         needs (:func:`kitlib.capture.gpu_memory.live_memory_plan`: a smaller batch would make
-        recordings that differ from the references they stand in for), or ``out`` holds
-        files already.
+        recordings that differ from the references they stand in for), or ``out`` is a
+        file or holds files already.
     """
     out = Path(out)
     steps = plan(out, device, nsys, ncu)
@@ -193,9 +194,7 @@ def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool 
             raise KitError(f"record-course records the reference workload (batch 128), and {mem['message']} "
                            "Free the GPU (nvidia-smi lists what holds it) or record on a larger one; until then "
                            "students replay the kit's recordings")
-    if out.exists() and any(out.iterdir()):
-        raise KitError(f"{out}: not empty; record-course writes a new folder of bundles")
-    out.mkdir(parents=True, exist_ok=True)
+    make_folder(out, "record-course --out", empty=True)       # a file, a folder in use: refused in words
     for s in steps:
         if not s.runs:
             continue

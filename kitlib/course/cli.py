@@ -19,7 +19,7 @@ from pathlib import Path
 
 from ..capture import cli as capture_cli
 from ..errors import KitError, KitFileError
-from ..paths import repo_root
+from ..paths import make_folder, repo_root
 
 COMMANDS = ("answers", "workspace")
 
@@ -174,17 +174,24 @@ def make_workspace(dest=None, source=None) -> dict:
     dict
         ``dest`` (Path), ``added`` (lessons copied now) and ``kept`` (lessons already in
         the workspace, left as they are: they hold the student's answers).
+
+    Raises
+    ------
+    KitError
+        ``dest`` is a file, or it or a lesson in it cannot be written (one line, naming it).
     """
     src = Path(source) if source else lessons_dir()
-    dest = Path(dest) if dest else src.parent / "workspace"
-    dest.mkdir(parents=True, exist_ok=True)
+    dest = make_folder(Path(dest) if dest else src.parent / "workspace", "workspace --dest")
     added, kept = [], []
     for nb in sorted(src.glob("[0-9][0-9]_*.ipynb")):
         target = dest / nb.name
         if target.exists():
             kept.append(nb.name)
         else:
-            shutil.copy2(nb, target)
+            try:
+                shutil.copy2(nb, target)
+            except OSError as e:
+                raise KitError(f"workspace --dest {dest}: cannot write {nb.name} ({e.strerror or e})") from None
             added.append(nb.name)
     return {"dest": dest, "added": added, "kept": kept}
 

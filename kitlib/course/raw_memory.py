@@ -21,7 +21,6 @@ standard library only, so a learner can check each step by hand, and
 """
 from __future__ import annotations
 
-import gzip
 import json
 from functools import lru_cache
 from pathlib import Path
@@ -29,15 +28,14 @@ from pathlib import Path
 import pandas as pd
 
 from ..errors import KitError
+from ..readers.files import read_bytes_maybe_gz
 
 __all__ = ["raw_trace_events", "memory_events", "call_excerpt", "self_and_total"]
 
 
 @lru_cache(maxsize=2)
 def _events_of(path: str, mtime_ns: int) -> tuple:
-    opener = gzip.open if path.endswith(".gz") else open
-    with opener(path, "rb") as f:
-        return tuple(json.loads(f.read())["traceEvents"])
+    return tuple(json.loads(read_bytes_maybe_gz(path))["traceEvents"])     # bounded gunzip
 
 
 def raw_trace_events(capture) -> list:

@@ -14,11 +14,11 @@ worker threads), as the kit's two-rank recordings hold it (``data/reference/rank
 """
 from __future__ import annotations
 
-import gzip
 import json
 from pathlib import Path
 
 from ..errors import KitError
+from ..readers.files import read_bytes_maybe_gz
 
 __all__ = ["collective_excerpt", "nccl_call_excerpt", "KEEP"]
 
@@ -27,15 +27,14 @@ KEEP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 
 
 def _events(path: Path) -> dict:
-    raw = Path(path).read_bytes()
+    raw = read_bytes_maybe_gz(path)           # a FIFO, a device, a gzip bomb: a KitFileError
     try:
-        raw = gzip.decompress(raw) if raw[:2] == b"\x1f\x8b" else raw
         try:                        # orjson: the same values as json's, several times faster
             import orjson
             return orjson.loads(raw)
         except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints)
             return json.loads(raw)
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:     # json recurses on deep nesting
         raise KitError(f"{path}: not a readable trace ({e})") from None
 
 

@@ -37,8 +37,8 @@ from pathlib import Path
 from typing import Any
 
 from ..settings import value as setting
-from ..errors import BundleError, KitError
-from .files import read_json_file, sha256_of
+from ..errors import BundleError, KitError, KitFileError
+from .files import check_regular_file, read_json_file, sha256_of
 
 FORMAT = "kitlib-bundle/1"
 MANIFEST = "manifest.json"
@@ -429,8 +429,10 @@ class Capture:
         Raises
         ------
         BundleError
-            If the manifest does not list the file, the file is missing, or its
-            sha256 differs from the manifest's (the file was changed or half-copied).
+            If the manifest does not list the file, the file is missing, is a link that
+            leads out of the bundle folder (links inside it are followed), is not a
+            regular file (a folder, a named pipe, a device), or its sha256 differs from
+            the manifest's (the file was changed or half-copied).
 
         Examples
         --------
@@ -445,8 +447,13 @@ class Capture:
             raise BundleError(self.path, f"this {self.kind} bundle has no file {fname!r} "
                                          f"(it has: {', '.join(entries) or 'none'})")
         p = self.path / fname
-        if not p.is_file():
+        _own_file(self.path, p)
+        if not p.exists():
             raise BundleError(p, "listed in manifest.json but missing from the folder")
+        try:
+            check_regular_file(p)                  # a FIFO would block the read, a device never end
+        except KitFileError as e:
+            raise BundleError(p, e.problem) from None
         want = entries[fname].get("sha256")
         if want and sha256_of(p) != want:
             raise BundleError(p, "sha256 differs from manifest.json: the file was changed "
@@ -757,9 +764,10 @@ def open_capture(path) -> Capture:
         known = ", ".join(list_references()) or "none"
         raise BundleError(p, f"no such capture folder (reference captures: {known})")
     m = p / MANIFEST
-    if not m.is_file():
+    if not m.exists():
         raise BundleError(p, "not a capture bundle: it has no manifest.json")
-    manifest = read_json_file(m)
+    _own_file(p, m)
+    manifest = read_json_file(m)                  # a folder, a FIFO, a device: refused by name
     if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
         raise BundleError(m, f"not a kitlib bundle manifest (expected format {FORMAT!r})")
     files = manifest.get("files", {})
@@ -819,6 +827,22 @@ def _found_in_by_place(p: Path) -> str:
         if folder and _inside(p, folder):
             return where
     return "path"
+
+
+def _own_file(folder, path) -> None:
+    """Refuse a bundle's file that is a link leading out of the bundle's folder (a
+    ``step_times.json`` linked to a system file would otherwise be read as the bundle's);
+    links that stay inside it, and a bundle folder that is itself a link, are fine.
+
+    Raises
+    ------
+    BundleError
+        ``path: is a link to TARGET, outside the bundle folder ...``.
+    """
+    real, home = os.path.realpath(path), os.path.realpath(folder)
+    if not _inside(real, home):
+        raise BundleError(path, f"is a link to {real}, outside the bundle folder {home}: kitlib reads "
+                                "only a bundle's own files (copy the file into the bundle instead)")
 
 
 def _inside(path, folder) -> bool:

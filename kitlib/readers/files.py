@@ -7,9 +7,12 @@ read files through these, so each damaged file gets the same clear error
 """
 from __future__ import annotations
 
-import gzip
 import hashlib
 import json
+import os
+import re
+import stat
+import zlib
 from pathlib import Path
 
 from ..errors import KitFileError
@@ -261,23 +264,84 @@ def read_file_bytes(path) -> bytes:
     >>> import shutil; shutil.rmtree(d)
     """
     path = Path(path)
-    if not path.exists():
-        raise KitFileError(path, "no such file")
-    if path.is_dir():
-        raise KitFileError(path, "is a folder, not a file")
+    check_regular_file(path)
     data = path.read_bytes()
     if not data:
         raise KitFileError(path, "the file is empty (0 bytes); was the capture interrupted?")
     return data
 
 
-def gunzip_if_gz(data: bytes, path) -> bytes:
-    """``data`` gunzipped when it starts with the gzip magic number, else as it is.
+_KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character device"),
+          (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"))
+
+
+def check_regular_file(path) -> os.stat_result:
+    """Refuse, before opening it, what is not a regular file (links followed): a folder, a
+    named pipe (reading one waits for a writer, for ever), a device (``/dev/zero`` never
+    ends), a socket.
+
+    Returns
+    -------
+    os.stat_result
+        The file's stat.
 
     Raises
     ------
     KitFileError
-        A truncated or corrupt gzip stream, or one that holds no data (named ``path``).
+        ``no such file``, ``is a folder, not a file`` or ``is a named pipe (FIFO), not a
+        regular file ...`` (the kind named).
+
+    Examples
+    --------
+    >>> from kitlib.readers.files import check_regular_file
+    >>> check_regular_file("/dev/zero")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitFileError: /dev/zero: is a character device, not a regular file: kitlib reads recordings from files only
+    """
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        raise KitFileError(path, "no such file") from None
+    except OSError as e:
+        raise KitFileError(path, f"cannot be read ({e.strerror or e})") from None
+    if stat.S_ISDIR(st.st_mode):
+        raise KitFileError(path, "is a folder, not a file")
+    if not stat.S_ISREG(st.st_mode):
+        kind = next((name for test, name in _KINDS if test(st.st_mode)), "not a file")
+        raise KitFileError(path, f"is {kind}, not a regular file: kitlib reads recordings from files only")
+    return st
+
+
+#: The most bytes :func:`gunzip_if_gz` inflates a gzip file to (2 GiB): kitlib parses a
+#: trace's whole JSON text in memory, several times its size in objects, so a larger one
+#: could not be loaded anyway, and a "gzip bomb" (zeros compress about 1000:1, 5 MB to
+#: 5 GB) is refused before it fills the memory.
+MAX_GUNZIPPED_BYTES = 2 << 30
+
+_CHUNK_IN = 1 << 16                       # at most ~66 MiB out per step (deflate's ratio is ~1032:1)
+_ZEROS = re.compile(rb"\x00*")
+
+
+def gunzip_if_gz(data: bytes, path, limit_bytes: int | None = None) -> bytes:
+    """``data`` gunzipped when it starts with the gzip magic number, else as it is.
+
+    Parameters
+    ----------
+    data : bytes
+        The file's bytes.
+    path : str or os.PathLike
+        The file, named in errors.
+    limit_bytes : int, optional
+        The most bytes it may inflate to; default :data:`MAX_GUNZIPPED_BYTES`. Inflating
+        stops a step (at most ~66 MiB) after the limit is passed.
+
+    Raises
+    ------
+    KitFileError
+        A truncated or corrupt gzip stream, one that holds no data, or one that inflates
+        to more than ``limit_bytes`` (``too large to inflate``, with the limit and what
+        was inflated from how many compressed bytes) (named ``path``).
 
     Examples
     --------
@@ -285,16 +349,44 @@ def gunzip_if_gz(data: bytes, path) -> bytes:
     >>> from kitlib.readers.files import gunzip_if_gz
     >>> gunzip_if_gz(gzip.compress(b"abc"), "x.gz"), gunzip_if_gz(b"abc", "x")
     (b'abc', b'abc')
+    >>> try:
+    ...     gunzip_if_gz(gzip.compress(bytes(10**6)), "zeros.gz", limit_bytes=10**5)
+    ... except Exception as e:
+    ...     print(str(e)[:105])
+    zeros.gz: too large to inflate: it holds more than 100,000 bytes, the limit (kitlib stopped at 1,000,000
     """
     if data[:2] != b"\x1f\x8b":
         return data
+    limit = MAX_GUNZIPPED_BYTES if limit_bytes is None else limit_bytes
+    view, n, pos, total, parts = memoryview(data), len(data), 0, 0, []
     try:
-        data = gzip.decompress(data)
-    except EOFError:
-        raise KitFileError(path, "truncated gzip: the compressed stream ends early "
-                                 "(the file was cut off while being written or copied)") from None
-    except (OSError, gzip.BadGzipFile, Exception) as e:  # zlib.error and friends
+        while pos < n:                    # one gzip member after another, as gzip.decompress
+            if data[pos:pos + 2] != b"\x1f\x8b":
+                raise KitFileError(path, f"corrupt gzip: bytes {pos:,}-{n:,} after the gzip stream are "
+                                         f"not gzip (they start with {data[pos:pos + 8]!r})")
+            member = zlib.decompressobj(zlib.MAX_WBITS | 16)      # checks the header, CRC and length
+            while not member.eof and pos < n:
+                piece = member.decompress(view[pos:pos + _CHUNK_IN])
+                pos = min(pos + _CHUNK_IN, n)
+                total += len(piece)
+                if total > limit:
+                    raise KitFileError(
+                        path, f"too large to inflate: it holds more than {limit:,} bytes, the limit (kitlib "
+                              f"stopped at {total:,} bytes, inflated from {pos:,} of its {n:,} compressed "
+                              f"bytes: {total / pos:,.0f}:1, where traces compress about 10:1); a gzip "
+                              "bomb, or a trace too large to load")
+                parts.append(piece)
+            if not member.eof:
+                raise KitFileError(path, "truncated gzip: the compressed stream ends early "
+                                         "(the file was cut off while being written or copied)")
+            pos -= len(member.unused_data)
+            pos = _ZEROS.match(data, pos).end()                   # zero padding after a member
+        out = b"".join(parts)
+    except zlib.error as e:
         raise KitFileError(path, f"corrupt gzip: {e}") from None
-    if not data:
+    except MemoryError:
+        raise KitFileError(path, f"not enough memory to inflate it ({total:,} bytes inflated from the "
+                                 f"first {pos:,} of its {n:,} compressed bytes)") from None
+    if not out:
         raise KitFileError(path, "the gzip file holds no data")
-    return data
+    return out

@@ -54,6 +54,7 @@ from ..errors import KitDataWarning, KitFileError, NsysFormatError
 from ..phases import STEP_RANGE
 from ..model.nsys import NsysReport, _defect_frame, _launch_index  # noqa: F401  (NsysReport's home is the model)
 from ..model.tree import nesting
+from .files import check_regular_file
 from ..model.schema import DEFECT_COLUMNS, NSYS_COLUMNS, STEP_COLUMNS  # noqa: F401
 
 __all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
@@ -225,11 +226,9 @@ def _resolve(path) -> Path:
 
 def _check_sqlite_file(path: Path) -> None:
     """Clear errors for files SQLite would refuse with a terse message."""
-    if not path.exists():
-        raise KitFileError(path, "no such file")
     if path.is_dir():
         raise KitFileError(path, "is a folder, not an Nsight Systems SQLite export")
-    size = path.stat().st_size
+    size = check_regular_file(path).st_size        # a FIFO or a device: refused, never opened
     if size == 0:
         raise NsysFormatError(path, "the file is empty (0 bytes); was the export interrupted?")
     with open(path, "rb") as f:

@@ -19,6 +19,7 @@ import pandas as pd
 
 from ..errors import KitError, KitFileError
 from ..units import NS_PER_MS, NS_PER_S, NS_PER_US
+from .files import check_regular_file
 
 __all__ = ["read_profiler_table", "profiler_table"]
 
@@ -101,8 +102,9 @@ def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
     2  aten::cudnn_batch_norm_backward    265      36122000
     """
     p = Path(path)
-    if not p.is_file():
+    if not p.exists():
         raise KitFileError(p, "no such file (expected a key_averages().table() text file)")
+    check_regular_file(p)                 # a folder, a FIFO, a device: refused, never opened
     try:
         lines = p.read_text(encoding="utf-8").splitlines()
     except UnicodeDecodeError:

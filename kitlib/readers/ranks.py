@@ -285,6 +285,10 @@ def _trace_files(folder: Path) -> tuple[list, dict, dict]:
         for entry in dist["ranks"]:
             if not isinstance(entry, dict) or "trace" not in entry:
                 raise KitFileError(m, f"'distributed.ranks' entry {str(entry)[:80]!r} names no trace")
+            if not isinstance(entry["trace"], str):
+                raise KitFileError(m, f"'distributed.ranks' entry of rank {entry.get('rank')!r} names its trace "
+                                      f"by {str(entry['trace'])[:80]}, a {type(entry['trace']).__name__}, "
+                                      "not a file name")
             p = cap.file(entry["trace"])              # checked against its sha256
             files.append(p)
             hosts[p] = entry.get("host")

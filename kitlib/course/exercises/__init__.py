@@ -266,6 +266,15 @@ class Question:
         if given is None or given is ...:
             return Verdict(self.key, None, "replace `None` with your answer and run the cell again. "
                                             f"Question: {self.prompt}{self.choices_text()}")
+        if _beyond_float(given) and not _is_number(self.answer):
+            # text, choices and yes/no compare what is written, and Python will not write
+            # an int of more than 4300 digits (str() raises): such a number answers none
+            if self.choices:
+                return Verdict(self.key, None, f"{_shown(given, self.answer)} is not one of the choices "
+                                               f"({', '.join(map(str, self.choices))}); this does not "
+                                               "count as a try.")
+            return Verdict(self.key, False, f"{_shown(given, self.answer)} is not an answer to this "
+                                            f"question. {self.prompt}")
         if not self.is_offered(given):
             return Verdict(self.key, None, f"{given!r} is not one of the choices "
                                            f"({', '.join(map(str, self.choices))}); this does not count as a try.")
@@ -282,6 +291,8 @@ class Question:
                                                 f"not a number. {self.prompt}")
             try:
                 g = float(given)
+            except OverflowError:       # an int beyond a float's range (10**400): judged as ±inf,
+                g = math.inf if given > 0 else -math.inf   # farther from any answer than any float
             except (TypeError, ValueError):
                 return Verdict(self.key, False, f"expected a number, got {given!r}. {self.prompt}")
             if not math.isfinite(g):
@@ -369,12 +380,28 @@ def _plain(v):
     return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
 
 
+def _beyond_float(x) -> bool:
+    """An int (not a yes/no) too large for a float (``10**400``): ``float()`` raises on it,
+    and from 4300 digits ``str()`` does too."""
+    return isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 1024
+
+
 def _shown(given, answer) -> str:
-    """The learner's answer as they would write it: ``yes``/``no`` for a yes/no question."""
+    """The learner's answer as they would write it: ``yes``/``no`` for a yes/no question;
+    an int beyond a float's range in three significant figures (``1.00e+400``).
+
+    Examples
+    --------
+    >>> _shown(10**400, 3.5), _shown(-10**5000, 3.5), _shown(1, True)
+    ('1.00e+400', '-1.00e+5000', 'yes')
+    """
     if isinstance(answer, bool):
         b = _as_bool(given)
         if b is not None:
             return "yes" if b else "no"
+    if _beyond_float(given):
+        import decimal
+        return format(decimal.Decimal(given), ".3g")
     return repr(_plain(given))
 
 
@@ -438,7 +465,10 @@ class Exercises:
         """
         q = self[key]
         v = q.judge(answer)
-        v.question, v.exercises, v.given = q, self, answer
+        # the answer form writes what was given in its box: an int beyond a float's range as
+        # the verdict shows it (Python writes no int of more than 4300 digits)
+        v.question, v.exercises = q, self
+        v.given = _shown(answer, None) if _beyond_float(answer) else answer
         return v
 
     def reveal(self, key: str) -> Verdict:

@@ -67,7 +67,7 @@ def _norm_order(s) -> str:
         v = float(t)
     except ValueError:
         return t
-    return str(int(v)) if v == int(v) else t
+    return str(int(v)) if math.isfinite(v) and v == int(v) else t     # nan, inf: as written
 
 
 def refork_step(images: int, batch: int, uninstrumented: int, drop_last: bool = True) -> int | None:
