@@ -289,13 +289,14 @@ class Question:
             if isinstance(_plain(given), bool):
                 return Verdict(self.key, False, f"expected a number, got {_plain(given)!r}: that is a yes/no, "
                                                 f"not a number. {self.prompt}")
+            huge = False
             try:
                 g = float(given)
-            except OverflowError:       # an int beyond a float's range (10**400): judged as ±inf,
-                g = math.inf if given > 0 else -math.inf   # farther from any answer than any float
+            except OverflowError:       # an int beyond a float's range (10**400): a number, judged
+                g, huge = (math.inf if given > 0 else -math.inf), True   # as farther than any float
             except (TypeError, ValueError):
-                return Verdict(self.key, False, f"expected a number, got {given!r}. {self.prompt}")
-            if not math.isfinite(g):
+                return Verdict(self.key, False, f"expected a number, got {_shown(given, self.answer)}. {self.prompt}")
+            if not math.isfinite(g) and not huge:
                 return Verdict(self.key, False, f"expected a number, got {_plain(given)!r}: not a finite number "
                                                 f"(NaN or infinity: check the cell that computed it). {self.prompt}")
             tol = abs(self.answer) * self.tolerance if self.tolerance else 0
