@@ -149,14 +149,19 @@ def test_public_loader_share_traps_say_mean_or_first_step(ex):
 
 
 def test_the_explanations_give_the_raw_figures(ex):
-    """What a learner reads after answering: first_load_ratio's "1,523.362 ms / 0.1364 ms =
-    11,164" from the raw data_load annotations (l04 mutants #36-#38: a figure ×1e6 or ÷1000001);
+    """What a learner reads after answering: first_load_ratio's "1,523.362 ms / 0.13645 ms =
+    11,164" from the raw data_load annotations (l04 mutants #36-#38: a figure ×1e6 or ÷1000001),
+    the divisor with enough decimals that the printed division gives the printed ratio (with
+    four, 1,523.362 / 0.1364 = 11,168: issue 40);
     refork_step_if_larger's worked count, from step_times.json, the manifest and capture.py's
     order of steps (#49-#58: the loader's position or the epoch miscounted)."""
     d = _data_load_us()
     ratio = d[0] / statistics.median(d[1:])
     assert ex["first_load_ratio"].explain.startswith(
-        f"{d[0] / 1e3:,.3f} ms / {statistics.median(d[1:]) / 1e3:,.4f} ms = {ratio:,.0f}.")
+        f"{d[0] / 1e3:,.3f} ms / {statistics.median(d[1:]) / 1e3:,.5f} ms = {ratio:,.0f}.")
+    num, den, printed = re.match(r"([\d,.]+) ms / ([\d,.]+) ms = ([\d,]+)\.", ex["first_load_ratio"].explain).groups()
+    print("printed:", num, "/", den, "=", printed, "| the division as printed:", float(num.replace(",", "")) / float(den))
+    assert f"{float(num.replace(',', '')) / float(den):,.0f}" == printed == "11,164"
     t, images, batch = _timing()
     before = 3 + len(t["step_ms_uninstrumented"]) + 1                    # warm-up, timed, the fixed batch
     per_new = 2560 // batch

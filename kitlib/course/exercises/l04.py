@@ -55,6 +55,20 @@ def loader_shares(path) -> list:
     return [sum(d for t, d in loads if s <= t < s + dur) / dur for s, dur in steps]
 
 
+def _divisor_text(num_ms: float, den_ms: float, ratio: float) -> str:
+    """``den_ms`` printed with the fewest decimals (4 to 6: ms to the ns) for which the numerator
+    as printed (3 decimals) divided by it gives ``ratio`` as printed (rounded to the unit).
+
+    >>> _divisor_text(1523.361537, 0.13645, 1523.361537 / 0.13645)   # 0.1364 would give 11,168
+    '0.13645'
+    """
+    for decimals in range(4, 7):
+        text = f"{den_ms:,.{decimals}f}"
+        if f"{round(num_ms, 3) / float(text.replace(',', '')):,.0f}" == f"{ratio:,.0f}":
+            return text
+    return text
+
+
 def _order(x: float) -> str:
     """The power of ten nearest to ``x`` (on a log scale), as one of :data:`ORDERS`."""
     return str(10 ** min(max(round(math.log10(x)), 1), 5))
@@ -130,7 +144,8 @@ def questions(capture_or_captures) -> Exercises:
         Question("first_load_ratio",
                  "From the data_load table: the first step's range divided by the median of the seven later "
                  "ones?", float(ratio),
-                 f"{first / 1e6:,.3f} ms / {np.median(later) / 1e6:,.4f} ms = {ratio:,.0f}. The median, not the "
+                 f"{first / 1e6:,.3f} ms / {_divisor_text(first / 1e6, np.median(later) / 1e6, ratio)} ms = "
+                 f"{ratio:,.0f}. The median, not the "
                  "mean, so that one odd later step does not set the yardstick.",
                  kind="compute", where="the data_load table: step 0's dur_ms over the median of steps 1–7's",
                  traps=[(float(first / later.mean()), "that divides by the mean of the later steps; the question "
