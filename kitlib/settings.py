@@ -52,6 +52,10 @@ SETTINGS: dict = {s.name: s for s in [
     Setting("KITLIB_CACHE", None,
             "where generated data goes (the trace cache, the synthetic dataset); default: "
             "the checkout's .cache/, else ~/.cache/kitlib", "kitlib.paths"),
+    Setting("KITLIB_SHARED_CACHE", None,
+            "a read-only trace cache built once for every learner (python -m kitlib cache "
+            "--build DIR; the course image sets it): consulted before KITLIB_CACHE, never "
+            "written", "kitlib.readers.trace_cache"),
     Setting("KITLIB_RUNS", None,
             "where live captures are written; default: the checkout's runs/, else "
             "~/kitlib-runs", "kitlib.paths"),

@@ -9,6 +9,10 @@ info, summary, record-course) and the course's own two:
     Copy the lessons into a git-ignored workspace (``<checkout>/workspace``), where
     students write their answers; pulling course updates then never conflicts with
     them. Files already there are kept.
+``python -m kitlib cache --build DIR [NAME ...]``
+    Parse every shipped recording (or the named ones) into a trace cache at ``DIR``, to
+    be made read-only and shared by a class (``KITLIB_SHARED_CACHE=DIR``; the course
+    image, ``deploy/Dockerfile``, does this once at build time).
 """
 from __future__ import annotations
 
@@ -21,7 +25,7 @@ from ..capture import cli as capture_cli
 from ..errors import KitError, KitFileError
 from ..paths import make_folder, repo_root
 
-COMMANDS = ("answers", "workspace")
+COMMANDS = ("answers", "workspace", "cache")
 
 
 #: How each lesson builds its exercises from recordings, as the lesson's "your turn"
@@ -196,11 +200,139 @@ def make_workspace(dest=None, source=None) -> dict:
     return {"dest": dest, "added": added, "kept": kept}
 
 
+def shipped_recordings() -> dict:
+    """The recordings shipped with the kit, by name: each folder of
+    :func:`~kitlib.readers.bundle.reference_dir` (those ``python -m kitlib info`` lists, and
+    the public traces of lessons 09 and 12), then each of the clinic's
+    (:func:`~kitlib.readers.bundle.clinic_dir`) as ``clinic/<device>/<case>``. Values are
+    the folders (Path).
+
+    Examples
+    --------
+    >>> from kitlib.course.cli import shipped_recordings
+    >>> r = shipped_recordings()
+    >>> "profiler_5step" in r, "clinic/cpu/case_b" in r, r["public-traces"].name
+    (True, True, 'public-traces')
+    """
+    from ..readers.bundle import clinic_dir, reference_dir
+    out = {}
+    ref, clinic = reference_dir(), clinic_dir()
+    if ref.is_dir():
+        out.update({d.name: d for d in sorted(ref.iterdir()) if d.is_dir() and not d.name.startswith(".")})
+    if clinic.is_dir():
+        for dev in sorted(d for d in clinic.iterdir() if d.is_dir()):
+            out.update({f"clinic/{dev.name}/{d.name}": d for d in sorted(dev.iterdir()) if d.is_dir()})
+    return out
+
+
+def _read_recording(folder: Path) -> int:
+    """Load every torch.profiler trace of one recording as the lessons do, so that each
+    is cached under the key the lessons will ask for (a bundle's trace with its
+    manifest's torch version; rank folders and public traces without one). Returns how
+    many traces were read. Nsight Systems databases and other files are read as they are
+    by the lessons: nothing to cache."""
+    from ..readers.bundle import MANIFEST, open_capture
+    from ..readers.ranks import load_traces
+    from ..readers.trace import load_trace
+    n = 0
+    for d in [folder, *sorted(x for x in folder.rglob("*") if x.is_dir())]:
+        if d.name.startswith("rank") and (d.parent / "rank0").is_dir():
+            continue                                   # read with its run, below
+        if (d / "rank0").is_dir():
+            n += len(load_traces(d, progress=False).traces)
+        elif (d / MANIFEST).is_file():
+            name = next((f for f in ("trace.json.gz", "trace.json") if (d / f).is_file()), None)
+            if name:                                   # as Capture.trace reads it (never its in-memory copy)
+                cap = open_capture(d)
+                load_trace(cap.file(name), torch_version=cap.provenance.get("torch"), progress=False)
+                n += 1
+        else:                                          # the public traces: plain files, no manifest
+            for f in sorted(d.glob("*.json.gz")):
+                load_trace(f, progress=False)
+                n += 1
+    return n
+
+
+def build_cache(dest, names=None, out=print) -> dict:
+    """Parse the shipped recordings into a trace cache at ``dest``, to be shared read-only
+    (``KITLIB_SHARED_CACHE``): :func:`kitlib.readers.trace.load_trace` then reads them
+    there, and no learner parses a shipped recording again.
+
+    Parameters
+    ----------
+    dest : path
+        The cache folder (created; ``traces/`` and ``trace-hashes/`` are written in it,
+        as in ``KITLIB_CACHE``). Entries already there are kept.
+    names : iterable of str, optional
+        Recordings of :func:`shipped_recordings` (default: all of them).
+    out : callable
+        Called with one progress line per recording and the summary line.
+
+    Returns
+    -------
+    dict
+        ``recordings`` (count), ``traces`` (traces read), ``parsed`` (of them, parsed now;
+        the rest were in ``dest`` already), ``entries`` (cache entries in ``dest``),
+        ``bytes`` (size of everything in ``dest``) and ``seconds`` (wall time of the build).
+
+    Raises
+    ------
+    KitError
+        An unknown name; ``KITLIB_TRACE_CACHE`` is off; or an entry was not written (a
+        full disk, a folder that is not writable): the cache would be incomplete.
+    """
+    import os
+    import time
+    from unittest import mock
+    from ..readers import trace_cache
+    if not trace_cache.enabled():
+        raise KitError("KITLIB_TRACE_CACHE is off: nothing would be cached; unset it to build the cache")
+    known = shipped_recordings()
+    names = list(names) if names else list(known)
+    bad = [n for n in names if n not in known]
+    if bad:
+        raise KitError(f"no shipped recording named {', '.join(bad)}; recordings: {', '.join(known)}")
+    dest = Path(dest).expanduser().resolve()
+    dest.mkdir(parents=True, exist_ok=True)
+    t0 = time.perf_counter()
+    n_traces = 0
+    parsed0 = trace_cache.hits["parsed"]
+    # write into dest as the learner's own cache would be written; never read another shared one
+    with mock.patch.dict(os.environ, {"KITLIB_CACHE": str(dest), "KITLIB_SHARED_CACHE": ""}):
+        for i, name in enumerate(names, 1):
+            t = time.perf_counter()
+            n = _read_recording(known[name])
+            trace_cache.wait()
+            n_traces += n
+            what = f"{n} trace{'s' * (n != 1)}" if n else "no torch.profiler trace (nothing to parse)"
+            out(f"[{i}/{len(names)}] {name}: {what}, {time.perf_counter() - t:.1f} s")
+    parsed = trace_cache.hits["parsed"] - parsed0
+    # every trace read back from dest alone, with an empty cache of the learner's beside it
+    import tempfile
+    with tempfile.TemporaryDirectory() as own, \
+            mock.patch.dict(os.environ, {"KITLIB_CACHE": own, "KITLIB_SHARED_CACHE": str(dest)}):
+        before = trace_cache.hits["parsed"]
+        for name in names:
+            _read_recording(known[name])
+        missing = trace_cache.hits["parsed"] - before
+    if missing:
+        raise KitError(f"{dest}: {missing} of {n_traces} traces were not cached (is the folder writable, "
+                       "the disk full?)")
+    files = [f for f in dest.rglob("*") if f.is_file()]
+    entries = sum(1 for d in (dest / "traces").iterdir() if d.is_dir() and not d.name.startswith(".")) \
+        if (dest / "traces").is_dir() else 0
+    r = {"recordings": len(names), "traces": n_traces, "parsed": parsed, "entries": entries,
+         "bytes": sum(f.stat().st_size for f in files), "seconds": time.perf_counter() - t0}
+    out(f"{dest}: {r['recordings']} recordings, {r['traces']} traces ({r['parsed']} parsed now), "
+        f"{r['entries']} entries, {r['bytes'] / 1e6:.1f} MB, {r['seconds']:.1f} s")
+    return r
+
+
 def build_parser() -> argparse.ArgumentParser:
     """``python -m kitlib``'s parser: the capture layer's commands plus ``answers`` and ``workspace``."""
     top = capture_cli.build_parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
-    sub.metavar = "{profile,info,summary,record-course,record-clinic,answers,workspace}"
+    sub.metavar = "{profile,info,summary,record-course,record-clinic,answers,workspace,cache}"
     a = sub.add_parser("answers", help="the exercises' answer key, from the recordings in use (instructors)",
                        description="Print the answer key of every lesson's exercises, computed from the "
                                    "recordings the lessons would replay here (KITLIB_REPLAY_DIR, else the "
@@ -215,6 +347,13 @@ def build_parser() -> argparse.ArgumentParser:
                                    "with your answers. Lessons already in the workspace are kept; delete "
                                    "one to get the course's new version.")
     w.add_argument("--dest", metavar="DIR", help="the workspace folder (default <checkout>/workspace)")
+    c = sub.add_parser("cache", help="build the trace cache of every shipped recording, to share read-only",
+                       description="Parse every recording shipped with the kit (python -m kitlib info's, the "
+                                   "public traces and the clinic's cases) into a trace cache at DIR. Make it "
+                                   "read-only and set KITLIB_SHARED_CACHE=DIR for every learner: their "
+                                   "kernels then read the tables there and never parse a shipped recording.")
+    c.add_argument("--build", metavar="DIR", required=True, help="the folder to build the cache in")
+    c.add_argument("names", nargs="*", metavar="NAME", help="only these recordings (default: all)")
     return top
 
 
@@ -245,7 +384,10 @@ def _answer_file(out) -> Path:
 
 
 def run(args) -> int:
-    """Run ``answers`` or ``workspace`` from parsed arguments."""
+    """Run ``answers``, ``workspace`` or ``cache`` from parsed arguments."""
+    if args.command == "cache":
+        build_cache(args.build, args.names)
+        return 0
     if args.command == "answers":
         path = _answer_file(args.out) if args.out else None
         if args.clinic:

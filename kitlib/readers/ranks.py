@@ -529,16 +529,26 @@ def _parse_in_worker(path: str):
 
 
 def _cached(path: Path) -> bool:
-    """Whether ``path``'s tables are in the trace cache (without reading the file)."""
+    """Whether ``path``'s tables are in the trace cache: the shared one
+    (``KITLIB_SHARED_CACHE``), whose hash memos rarely match the file here (an image's
+    layers change its device and times), by the file's hash; the learner's own without
+    reading the file."""
     from . import trace_cache
     try:
         st = path.stat()
     except OSError:
         return False
-    known = trace_cache.remembered_hash(path, st)
-    if known is None:
-        return False
-    return (trace_cache.folder() / trace_cache.key_for(None, None, content=known) / "entry.json").is_file()
+    for root in trace_cache.roots():
+        known = trace_cache.remembered_hash(path, st, root)
+        if known is None and root is not None:
+            try:
+                known = trace_cache.content_hash(path.read_bytes())
+            except OSError:
+                return False
+        base = trace_cache.folder() if root is None else root / "traces"
+        if known is not None and (base / trace_cache.key_for(None, None, content=known) / "entry.json").is_file():
+            return True
+    return False
 
 
 def _read_all(files: list, progress, workers) -> list:

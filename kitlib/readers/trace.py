@@ -337,7 +337,9 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     A loaded trace is kept in a columnar cache (:mod:`kitlib.readers.trace_cache`),
     keyed by the file's content and the kit's version, so the next load of the same
     file, in any process, reads Arrow tables instead of parsing JSON again. Set
-    ``KITLIB_TRACE_CACHE=0`` to turn it off.
+    ``KITLIB_TRACE_CACHE=0`` to turn it off. A read-only cache shared by a class
+    (``KITLIB_SHARED_CACHE``, built by ``python -m kitlib cache --build DIR``) is read
+    first, and never written.
     TraceFormatError
         Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
         are not objects, or no event of any torch.profiler category).
@@ -362,28 +364,35 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     from . import trace_cache
     key = st = None
     use_cache = trace_cache.enabled()
+    # the shared, read-only cache (KITLIB_SHARED_CACHE) first, then the learner's own (None)
+    roots = trace_cache.roots() if use_cache else []
     if use_cache:
         try:
             st = path.stat()
         except OSError:
             st = None                                 # read_file_bytes names the problem
-        known = trace_cache.remembered_hash(path, st) if st is not None else None
-        if known is not None:                         # an unchanged file: not even read again
-            key = trace_cache.key_for(None, torch_version, content=known)
-            hit = trace_cache.load(key, path, source_bytes=st.st_size)
-            if hit is not None:
-                tables, meta = hit
-                return Trace(path=path, meta=meta, **tables)
+        for root in roots:
+            known = trace_cache.remembered_hash(path, st, root) if st is not None else None
+            if known is not None:                     # an unchanged file: not even read again
+                key = trace_cache.key_for(None, torch_version, content=known)
+                hit = trace_cache.load(key, path, source_bytes=st.st_size, root=root)
+                if hit is not None:
+                    trace_cache.hits["own" if root is None else "shared"] += 1
+                    tables, meta = hit
+                    return Trace(path=path, meta=meta, **tables)
     disk = read_file_bytes(path)                      # read once: hashed for the cache, then parsed
     if use_cache:
         content = trace_cache.content_hash(disk)
-        if st is not None:
-            trace_cache.remember_hash(path, st, content)
         key = trace_cache.key_for(None, torch_version, content=content)
-        hit = trace_cache.load(key, path, source_bytes=len(disk))
-        if hit is not None:
-            tables, meta = hit
-            return Trace(path=path, meta=meta, **tables)
+        for root in roots:
+            if root is None and st is not None:       # only the learner's own cache is written
+                trace_cache.remember_hash(path, st, content)
+            hit = trace_cache.load(key, path, source_bytes=len(disk), root=root)
+            if hit is not None:
+                trace_cache.hits["own" if root is None else "shared"] += 1
+                tables, meta = hit
+                return Trace(path=path, meta=meta, **tables)
+    trace_cache.hits["parsed"] += 1
     raw = gunzip_if_gz(disk, path)
     source_bytes = len(disk)
     del disk
