@@ -22,9 +22,10 @@ KIT_HUB_CULL_EVERY [300]        s between the culler's checks
 KIT_HUB_ACTIVITY_INTERVAL [300] s between activity reports (server -> hub, proxy -> hub)
 KIT_HUB_MODE [auto]             KITLIB_MODE of the learners' kernels: replay, live, or auto
                                 (live where `nvidia-smi -L` lists a GPU, else replay)
-KIT_HUB_PYTHON [this python]    the interpreter every learner runs (the kit installed in it, readable
-                                by all users: e.g. /opt/kit/venv/bin/python)
-KIT_HUB_CHECKOUT [this repo]    the course checkout whose lessons/ are copied into each home
+KIT_HUB_PYTHON [this python]    the interpreter every learner runs, readable by all users, with the
+                                kit installed editable from the course checkout (e.g.
+                                /opt/kit/bin/python, pip install -e /opt/course): the lessons copied
+                                into each home are that checkout's lessons/
 KIT_HUB_CGROUP [kithub]         parent cgroup of the learners' cgroups
 KIT_HUB_API_TOKEN []            when set, a service "class-admin" with this token may manage users
                                 and servers through the REST API (scripts, tests)
@@ -55,7 +56,6 @@ def _env(name, default):
 STATE = Path(_env("KIT_HUB_STATE_DIR", "/srv/kithub"))
 STATE.mkdir(parents=True, exist_ok=True)
 PYTHON = _env("KIT_HUB_PYTHON", sys.executable)
-CHECKOUT = Path(_env("KIT_HUB_CHECKOUT", str(Path(__file__).resolve().parents[2])))
 CGROUP = _env("KIT_HUB_CGROUP", "kithub")
 IDLE_TIMEOUT_S = int(_env("KIT_HUB_IDLE_TIMEOUT", "3600"))
 CULL_EVERY_S = int(_env("KIT_HUB_CULL_EVERY", "300"))
