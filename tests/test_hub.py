@@ -49,6 +49,7 @@ CGROUP = "kithubtest"
 MEM_LIMIT_BYTES = 1536 * 2**20
 LESSON = "02_which_operation_asked_for_this_kernel.ipynb"
 MODES_FILE = Path("/var/tmp/kithub-test-modes.json")   # folders opened for the learners, to restore
+PIDS_FILE = Path("/var/tmp/kithub-test-pids.json")     # the hub and proxy this test started
 CG_MEM = Path("/sys/fs/cgroup/memory") / CGROUP     # cgroup v1 (this VM), as the config makes them
 CG_CPU = Path("/sys/fs/cgroup/cpu") / CGROUP
 CG_V2 = Path("/sys/fs/cgroup") / CGROUP             # cgroup v2 (unified hierarchy at /sys/fs/cgroup)
@@ -105,9 +106,29 @@ def _kill(pids):
             pass
 
 
+def _started(pid):
+    """Note a hub or proxy process the test started, for the cleanup of a crashed run."""
+    pids = json.loads(PIDS_FILE.read_text()) if PIDS_FILE.is_file() else []
+    PIDS_FILE.write_text(json.dumps(pids + [pid]))
+
+
 def _clean_leftovers():
-    """Remove what this test (or an earlier, crashed run of it) made: the learners' processes
-    (by pid), accounts and homes, the group, the cgroups, and folder modes it opened."""
+    """Remove what this test (or an earlier, crashed run of it) made: its hub and proxy (by
+    pid, when the pid still runs jupyterhub or configurable-http-proxy), the learners'
+    processes (by pid), accounts and homes, the group, the cgroups, and folder modes it opened."""
+    if PIDS_FILE.is_file():
+        for pid in json.loads(PIDS_FILE.read_text()):
+            try:
+                cmd = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"jupyterhub" in cmd or b"configurable-http-proxy" in cmd:
+                os.kill(pid, signal.SIGTERM)          # the hub stops its culler service
+                t0 = time.monotonic()
+                while Path(f"/proc/{pid}").exists() and time.monotonic() - t0 < 15:
+                    time.sleep(0.2)
+                _kill([pid])
+        PIDS_FILE.unlink(missing_ok=True)
     for pw in pwd.getpwall():
         if pw.pw_name.startswith(PREFIX):
             _kill(_uid_pids(pw.pw_uid))
@@ -128,7 +149,7 @@ def _clean_leftovers():
     if MODES_FILE.is_file():
         for path, mode in json.loads(MODES_FILE.read_text()).items():
             os.chmod(path, mode)
-        MODES_FILE.unlink()
+        MODES_FILE.unlink(missing_ok=True)
 
 
 def _open_for_learners(paths):
@@ -164,6 +185,7 @@ class Hub:
         self.log_path = log.name
         self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
                                      cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
+        _started(self.proc.pid)
         t0 = time.monotonic()
         while time.monotonic() - t0 < 90:
             assert self.proc.poll() is None, f"the hub exited ({self.proc.returncode}):\n{self.log()}"
@@ -347,6 +369,7 @@ def hub_class(tmp_path):
          "--default-target", f"http://127.0.0.1:{ports['hub']}",
          "--error-target", f"http://127.0.0.1:{ports['hub']}/hub/error"],
         env=dict(os.environ, CONFIGPROXY_AUTH_TOKEN=proxy_token), stdout=proxy_log, stderr=subprocess.STDOUT)
+    _started(proxy.pid)
     hub = Hub(state, ports, admin_token, env_extra)
     hub.proxy = proxy
     try:
