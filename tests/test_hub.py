@@ -471,7 +471,9 @@ def test_a_class_of_three_on_one_hub(hub_class):
             assert _normal(mine) == _normal(ref), f"{l.name}, code cell {i}: differs from {a.name}'s run"
     assert any("launch" in t for t in a.outputs) and sum(bool(t.strip()) for t in a.outputs) > 10
     mode, _, _ = a.execute("import os; print(os.environ['KITLIB_MODE'])")
-    assert mode.strip() == ("live" if shutil.which("nvidia-smi") else "replay")
+    smi = shutil.which("nvidia-smi")
+    gpu = smi and "GPU" in subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
+    assert mode.strip() == ("live" if gpu else "replay")
 
     # (b) nothing one learner writes reaches another
     secret = f"{a.name}'s answer {uuid.uuid4().hex}"
@@ -565,3 +567,32 @@ def test_a_class_of_three_on_one_hub(hub_class):
     again = a.get(f"/api/contents/lessons/{LESSON}").json()["content"]
     assert "".join(again["cells"][0]["source"]).startswith("MY ANSWER: 7 launches"), "the respawn overwrote the answer"
     print(f"whole class test: {time.monotonic() - t_all:.0f} s")
+
+
+@pytest.mark.parametrize("smi_says, mode", [("GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)", "live"),
+                                            ("No devices were found", "replay"), (None, "replay")])
+def test_the_config_runs_live_only_where_nvidia_smi_lists_a_gpu(tmp_path, monkeypatch, smi_says, mode):
+    """KIT_HUB_MODE=auto: live where ``nvidia-smi -L`` lists a GPU, replay where it lists
+    none or is missing (a stand-in nvidia-smi on PATH); settings read from the environment."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("jupyterhub")
+    from traitlets.config.loader import PyFileConfigLoader
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    if smi_says is not None:
+        (bin_dir / "nvidia-smi").write_text(f"#!/bin/sh\necho '{smi_says}'\n")
+        (bin_dir / "nvidia-smi").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{bin_dir}:/usr/bin:/bin")
+    for k, v in {"KIT_HUB_STATE_DIR": str(tmp_path / "state"), "KIT_HUB_MODE": "auto",
+                 "KIT_HUB_MEM_LIMIT": "1610612736", "KIT_HUB_CPU_LIMIT": "2", "KIT_HUB_IDLE_TIMEOUT": "900",
+                 "KIT_HUB_PORT": "8123"}.items():
+        monkeypatch.setenv(k, v)
+    cfg = PyFileConfigLoader(CONFIG.name, path=str(CONFIG.parent)).load_config()
+    env = cfg.Spawner.environment
+    print(f"nvidia-smi -L says {smi_says!r}: KITLIB_MODE={env['KITLIB_MODE']}")
+    assert env["KITLIB_MODE"] == mode and env["OMP_NUM_THREADS"] == "2"
+    assert cfg.Spawner.mem_limit == 1610612736 and cfg.Spawner.cpu_limit == 2.0
+    assert cfg.JupyterHub.bind_url == "http://0.0.0.0:8123" and cfg.JupyterHub.cleanup_servers is False
+    culler = next(s for s in cfg.JupyterHub.services if s["name"] == "idle-culler")
+    assert "--timeout=900" in culler["command"]
+    assert not any(s["name"] == "class-admin" for s in cfg.JupyterHub.services)   # no token, no admin service
