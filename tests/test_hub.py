@@ -407,6 +407,7 @@ def test_a_class_of_three_on_one_hub(hub_class):
     hub = hub_class
     t_all = time.monotonic()
     print(f"\nhub up in {hub.start():.1f} s")
+    assert hub.state.stat().st_mode & 0o777 == 0o700      # the hub's database: root's only
     r = hub.api("POST", "/users", json={"usernames": LEARNERS})
     assert r.status_code == 201, r.text
     learners = []

@@ -55,6 +55,7 @@ def _env(name, default):
 
 STATE = Path(_env("KIT_HUB_STATE_DIR", "/srv/kithub"))
 STATE.mkdir(parents=True, exist_ok=True)
+STATE.chmod(0o700)        # the database (users, token hashes) is for root only, not for learners
 PYTHON = _env("KIT_HUB_PYTHON", sys.executable)
 CGROUP = _env("KIT_HUB_CGROUP", "kithub")
 IDLE_TIMEOUT_S = int(_env("KIT_HUB_IDLE_TIMEOUT", "3600"))
