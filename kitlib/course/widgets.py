@@ -26,12 +26,14 @@ import ipywidgets as widgets
 from ..settings import is_set
 from ..settings import value as setting
 
-__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "ReadableTable", "verdict_html"]
+__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "prediction_bundle", "presentation", "readable",
+           "ReadableTable", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
 VERDICT_CLASS = "kitlib-verdict"
 PENDING_CLASS = "kitlib-pending"
+PREDICTED_CLASS = "kitlib-predicted"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
@@ -183,6 +185,26 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
         bundle["text/plain"] = f"{bundle['text/plain']}\n({FORM_GONE_HINT})"
     if "text/markdown" in bundle:
         bundle["text/markdown"] = f"{bundle['text/markdown']}\n\n*{FORM_GONE_HINT}*"
+    return bundle
+
+
+def prediction_bundle(verdict, text_bundle: dict) -> dict:
+    """The MIME bundle of :meth:`~kitlib.course.exercises.Exercises.predicted`'s verdict: in a
+    kernel, a line (ipywidgets HTML) that every later check of the question redraws with
+    ``verdict.follow()``, so the comparison appears there as soon as the learner predicts
+    in the form above, beside ``text_bundle``; ``text_bundle`` alone elsewhere.
+    """
+    if not in_kernel():
+        return text_bundle
+    try:
+        line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%"))
+        line.add_class(PREDICTED_CLASS)
+        bundle = dict(line._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return text_bundle
+    verdict.exercises._followers.setdefault(verdict.key, []).append(
+        lambda: setattr(line, "value", verdict_html(verdict.follow())))
+    bundle.update(text_bundle)
     return bundle
 
 
