@@ -199,6 +199,7 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
     try:
         line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%"))
         line.add_class(PREDICTED_CLASS)
+        line.add_class(f"{PREDICTED_CLASS}-{verdict.key}")
         bundle = dict(line._repr_mimebundle_() or {})
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
         return text_bundle
