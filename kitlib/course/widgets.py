@@ -197,7 +197,8 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
     if not in_kernel():
         return text_bundle
     try:
-        line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%"))
+        # no side margin: the widgets' default 2 px each side would take it past the cell's width
+        line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%", margin="2px 0"))
         line.add_class(PREDICTED_CLASS)
         line.add_class(f"{PREDICTED_CLASS}-{verdict.key}")
         bundle = dict(line._repr_mimebundle_() or {})
