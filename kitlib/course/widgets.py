@@ -163,15 +163,43 @@ class AnswerForm(widgets.VBox):
 FORM_GONE_HINT = "The answer form of this question needs the lesson's kernel: re-run the cell to get the form back."
 
 
+#: What JupyterLab shows under a form or explorer whose widget is gone. Its widget renderer
+#: (jupyterlab_widgets 3) picks the widget view of an output over its text whenever the
+#: notebook is trusted (a learner's own saved lesson is), and once the kernel that held the
+#: widget has stopped it writes "Error displaying widget: model not found" into the output
+#: and marks it ``jupyter-widgets``, with no element inside (a drawn widget has one): this
+#: rule adds the hint after that text. A ``<style>`` in a saved HTML output applies to the
+#: whole page, so :func:`answer_form_bundle` shows it (invisible) in each cell with a form.
+WIDGET_GONE_CSS = ("<style>.jp-OutputArea-output.jupyter-widgets:not(:has(*))::after {content: "
+                   "\"This needs the lesson's kernel: re-run the cell to get it back.\"; "
+                   "display: block; color: #555555;}</style>")
+#: The execution count of the last cell given :data:`WIDGET_GONE_CSS`.
+_GONE_STYLED = {"cell": None}
+
+
+def _style_for_lost_widgets():
+    """Show :data:`WIDGET_GONE_CSS` once in the cell now running (no text: ``text/plain`` is
+    empty, so a front end without HTML shows nothing)."""
+    from IPython import get_ipython
+    from IPython.display import display
+    ip = get_ipython()
+    if ip is None:        # not IPython (a test that plays the kernel): display would print
+        return
+    if _GONE_STYLED["cell"] != ip.execution_count:
+        display({"text/html": WIDGET_GONE_CSS, "text/plain": ""}, raw=True)
+        _GONE_STYLED["cell"] = ip.execution_count
+
+
 def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     """The MIME bundle of a verdict: its answer form beside ``text_bundle`` in a kernel,
     ``text_bundle`` alone elsewhere (or where ipywidgets cannot build the form).
 
     Front ends choose: JupyterLab draws the form (``application/vnd.jupyter.widget-view+json``),
-    one without the widget front end falls back to the text, which then ends with
-    :data:`FORM_GONE_HINT`. (JupyterLab itself, on a trusted notebook whose kernel has
-    stopped, shows its own "Error displaying widget: model not found" instead of the text:
-    its widget renderer does not fall back.)
+    one without the widget front end (or an untrusted notebook) falls back to the text, which
+    then ends with :data:`FORM_GONE_HINT`. JupyterLab itself, on a trusted notebook whose
+    kernel has stopped, shows "Error displaying widget: model not found" instead of the text
+    (its widget renderer does not fall back): the style shown beside the form
+    (:data:`WIDGET_GONE_CSS`) adds the hint under that line.
     """
     if not in_kernel():
         return text_bundle
@@ -180,6 +208,10 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
         bundle = dict(form._repr_mimebundle_() or {})
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
         return text_bundle
+    try:
+        _style_for_lost_widgets()
+    except Exception:     # not an IPython kernel after all: the hint in the text stays
+        pass
     bundle.update(text_bundle)
     if "text/plain" in bundle:
         bundle["text/plain"] = f"{bundle['text/plain']}\n({FORM_GONE_HINT})"
