@@ -3,9 +3,10 @@
 An answer form is an ipywidgets view: once the kernel that drew it has stopped, the saved
 output cannot draw it again. JupyterLab's own widget renderer then says "Error displaying
 widget: model not found" (that text is JupyterLab's, and it does not fall back to the
-output's text); every view that shows the text instead (a notebook that is not trusted,
-a static export, a front end without widgets) reads the verdict and how to get the form
-back: re-run the cell.
+output's text), and a style saved beside each form adds the hint under it (issue 40; seen
+in a browser by tests/test_browser.py); every view that shows the text instead (a notebook
+that is not trusted, a static export, a front end without widgets) reads the verdict and
+how to get the form back: re-run the cell.
 """
 from __future__ import annotations
 
@@ -44,3 +45,8 @@ def test_the_saved_output_of_a_check_cell_holds_the_hint(tmp_path):
     (out,) = [o for o in nb.cells[0].outputs if WIDGET_VIEW in o.get("data", {})]
     assert out["data"]["text/plain"].endswith(f"({widgets.FORM_GONE_HINT})")
     assert "re-run the cell to get the form back" in out["data"]["text/markdown"]
+    # and, before the form, the style that adds the hint to JupyterLab's "model not found"
+    # (tests/test_browser.py reopens such a notebook), with no text for other front ends
+    (style,) = [o for o in nb.cells[0].outputs if "text/html" in o.get("data", {})]
+    assert style["data"] == {"text/html": widgets.WIDGET_GONE_CSS, "text/plain": ""}
+    assert nb.cells[0].outputs.index(style) < nb.cells[0].outputs.index(out)

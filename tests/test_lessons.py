@@ -69,6 +69,16 @@ def test_lesson_runs_in_replay_mode(path, executed_lesson):
     assert "mode: replay" in text or "recorded" in text
     # the exercises ran unanswered: each asks for an answer instead of judging
     assert "replace `None`" in "\n".join(str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+    # Run All gives no prediction away (issue 40): every ex.predicted(...) says the prediction is still open
+    predicted = [c for c in run.nb.cells if c.cell_type == "code" and "ex.predicted(" in c.source]
+    shown = "\n".join(str(o.get("data", {}).get("text/plain", "")) for c in predicted for o in c.outputs)
+    assert shown.count("your prediction is still open") == sum(c.source.count("ex.predicted(") for c in predicted)
+    assert "the recording says" not in shown and "you predicted" not in shown
+    # each as the line (a widget) that the question's form redraws once the learner predicts
+    state = run.nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+    lines = [state.get(o["data"][WIDGET_VIEW]["model_id"], {}).get("state", {}).get("_dom_classes", [])
+             for c in predicted for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
+    assert len(lines) == shown.count("your prediction is still open") and all("kitlib-predicted" in k for k in lines)
     # and drew its pictures, each once
     assert figure_count(run.nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
 

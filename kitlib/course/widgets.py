@@ -26,12 +26,14 @@ import ipywidgets as widgets
 from ..settings import is_set
 from ..settings import value as setting
 
-__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "presentation", "readable", "ReadableTable", "verdict_html"]
+__all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "prediction_bundle", "presentation", "readable",
+           "ReadableTable", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
 VERDICT_CLASS = "kitlib-verdict"
 PENDING_CLASS = "kitlib-pending"
+PREDICTED_CLASS = "kitlib-predicted"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
@@ -161,15 +163,43 @@ class AnswerForm(widgets.VBox):
 FORM_GONE_HINT = "The answer form of this question needs the lesson's kernel: re-run the cell to get the form back."
 
 
+#: What JupyterLab shows under a form or explorer whose widget is gone. Its widget renderer
+#: (jupyterlab_widgets 3) picks the widget view of an output over its text whenever the
+#: notebook is trusted (a learner's own saved lesson is), and once the kernel that held the
+#: widget has stopped it writes "Error displaying widget: model not found" into the output
+#: and marks it ``jupyter-widgets``, with no element inside (a drawn widget has one): this
+#: rule adds the hint after that text. A ``<style>`` in a saved HTML output applies to the
+#: whole page, so :func:`answer_form_bundle` shows it (invisible) in each cell with a form.
+WIDGET_GONE_CSS = ("<style>.jp-OutputArea-output.jupyter-widgets:not(:has(*))::after {content: "
+                   "\"This needs the lesson's kernel: re-run the cell to get it back.\"; "
+                   "display: block; color: #555555;}</style>")
+#: The execution count of the last cell given :data:`WIDGET_GONE_CSS`.
+_GONE_STYLED = {"cell": None}
+
+
+def _style_for_lost_widgets():
+    """Show :data:`WIDGET_GONE_CSS` once in the cell now running (no text: ``text/plain`` is
+    empty, so a front end without HTML shows nothing)."""
+    from IPython import get_ipython
+    from IPython.display import display
+    ip = get_ipython()
+    if ip is None:        # not IPython (a test that plays the kernel): display would print
+        return
+    if _GONE_STYLED["cell"] != ip.execution_count:
+        display({"text/html": WIDGET_GONE_CSS, "text/plain": ""}, raw=True)
+        _GONE_STYLED["cell"] = ip.execution_count
+
+
 def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     """The MIME bundle of a verdict: its answer form beside ``text_bundle`` in a kernel,
     ``text_bundle`` alone elsewhere (or where ipywidgets cannot build the form).
 
     Front ends choose: JupyterLab draws the form (``application/vnd.jupyter.widget-view+json``),
-    one without the widget front end falls back to the text, which then ends with
-    :data:`FORM_GONE_HINT`. (JupyterLab itself, on a trusted notebook whose kernel has
-    stopped, shows its own "Error displaying widget: model not found" instead of the text:
-    its widget renderer does not fall back.)
+    one without the widget front end (or an untrusted notebook) falls back to the text, which
+    then ends with :data:`FORM_GONE_HINT`. JupyterLab itself, on a trusted notebook whose
+    kernel has stopped, shows "Error displaying widget: model not found" instead of the text
+    (its widget renderer does not fall back): the style shown beside the form
+    (:data:`WIDGET_GONE_CSS`) adds the hint under that line.
     """
     if not in_kernel():
         return text_bundle
@@ -178,11 +208,37 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
         bundle = dict(form._repr_mimebundle_() or {})
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
         return text_bundle
+    try:
+        _style_for_lost_widgets()
+    except Exception:     # not an IPython kernel after all: the hint in the text stays
+        pass
     bundle.update(text_bundle)
     if "text/plain" in bundle:
         bundle["text/plain"] = f"{bundle['text/plain']}\n({FORM_GONE_HINT})"
     if "text/markdown" in bundle:
         bundle["text/markdown"] = f"{bundle['text/markdown']}\n\n*{FORM_GONE_HINT}*"
+    return bundle
+
+
+def prediction_bundle(verdict, text_bundle: dict) -> dict:
+    """The MIME bundle of :meth:`~kitlib.course.exercises.Exercises.predicted`'s verdict: in a
+    kernel, a line (ipywidgets HTML) that every later check of the question redraws with
+    ``verdict.follow()``, so the comparison appears there as soon as the learner predicts
+    in the form above, beside ``text_bundle``; ``text_bundle`` alone elsewhere.
+    """
+    if not in_kernel():
+        return text_bundle
+    try:
+        # no side margin: the widgets' default 2 px each side would take it past the cell's width
+        line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%", margin="2px 0"))
+        line.add_class(PREDICTED_CLASS)
+        line.add_class(f"{PREDICTED_CLASS}-{verdict.key}")
+        bundle = dict(line._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return text_bundle
+    verdict.exercises._followers.setdefault(verdict.key, []).append(
+        lambda: setattr(line, "value", verdict_html(verdict.follow())))
+    bundle.update(text_bundle)
     return bundle
 
 

@@ -142,6 +142,9 @@ class Verdict:
     question: Any = field(default=None, repr=False, compare=False)
     exercises: Any = field(default=None, repr=False, compare=False)
     given: Any = field(default=None, repr=False, compare=False)
+    #: For :meth:`Exercises.predicted`: makes this verdict again, so that its line in a
+    #: notebook follows the question (:func:`kitlib.course.widgets.prediction_bundle`).
+    follow: Any = field(default=None, repr=False, compare=False)
 
     def __str__(self):
         mark = {True: "✓", False: "✗", None: "…"}[self.correct]
@@ -156,6 +159,9 @@ class Verdict:
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The answer form where a widget front end may exist, with the text beside it."""
         bundle = {"text/plain": str(self), "text/markdown": self._repr_markdown_()}
+        if self.follow is not None:
+            from ..widgets import prediction_bundle
+            return prediction_bundle(self, bundle)
         if self.question is not None:
             from ..widgets import answer_form_bundle
             bundle = answer_form_bundle(self, bundle)
@@ -318,7 +324,7 @@ class Question:
                                 else f"{factor:g}")
                         return self._wrong(given, f"your number is off by a factor of {what}: check the "
                                                   f"unit the question asks for ({self.unit}).")
-                return self._wrong(given, "too high" if g > self.answer else "too low")
+                return self._wrong(given, self._direction(g))
         else:
             norm = self.normalise or (lambda s: str(s).strip().lower())
             ok = self.accept(given) if self.accept is not None else norm(given) == norm(self.answer)
@@ -338,6 +344,16 @@ class Question:
                 self.solved_after = self.wrong_tries
             return Verdict(self.key, True, f"right. {self.explain}")
         return self._wrong(given)
+
+    def _direction(self, g: float) -> str:
+        """Which way a wrong number is off: "too high", "too low", or, for a float answer
+        rounded to two significant figures (0.15 for 0.149), that it is right that far and to
+        give more. What counts as right is not changed. (One figure is not singled out: 800
+        for 844.61 is as likely a low guess as a rounding.)"""
+        a = float(_plain(self.answer))
+        if isinstance(_plain(self.answer), float) and a and math.isclose(g, float(f"{a:.2g}"), rel_tol=1e-9):
+            return f"right to 2 significant figures: {'give 3' if self.precision_text() else 'give more'}"
+        return "too high" if g > a else "too low"
 
     def judge_silently(self, given) -> bool:
         """Whether ``given`` is right, without counting a try or recording a prediction."""
@@ -406,6 +422,27 @@ def _shown(given, answer) -> str:
     return repr(_plain(given))
 
 
+def _answer_shown(answer) -> str:
+    """A question's answer as Reveal and ``predicted`` show it: ``yes``/``no``; a float with
+    more than six significant digits (a computed ``11164.247248076219``) to four, or whole
+    from 1000 up (``11164``), as the explanations round it; any other answer as written.
+
+    Examples
+    --------
+    >>> _answer_shown(11164.247248076219), _answer_shown(0.32387271348941254), _answer_shown(844.61)
+    ('11164', '0.3239', '844.61')
+    """
+    answer = _plain(answer)
+    if isinstance(answer, bool):
+        return "yes" if answer else "no"
+    text = repr(answer)
+    if not isinstance(answer, float) or not math.isfinite(answer) or not answer or \
+            len(text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")) <= 6:
+        return text
+    decimals = max(0, 3 - math.floor(math.log10(abs(answer))))
+    return f"{answer:.{decimals}f}"
+
+
 def _sentence(hint: str) -> str:
     """``hint`` as a sentence: capitalised and ending with a full stop (``""`` stays empty)."""
     hint = str(hint).strip()
@@ -439,6 +476,8 @@ class Exercises:
 
     title: str
     questions: list[Question] = field(default_factory=list)
+    #: Per key, what refreshes the lines of :meth:`predicted` on the page after a check.
+    _followers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __getitem__(self, key) -> Question:
         for q in self.questions:
@@ -470,17 +509,26 @@ class Exercises:
         # the verdict shows it (Python writes no int of more than 4300 digits)
         v.question, v.exercises = q, self
         v.given = _shown(answer, None) if _beyond_float(answer) else answer
+        for follow in self._followers.get(key, ()):      # the lines of `predicted` shown for this key
+            follow()
         return v
 
     def reveal(self, key: str) -> Verdict:
-        """The answer to question ``key`` and why, without an attempt."""
+        """The answer to question ``key`` and why, without an attempt (marked right when the
+        question was already answered right: a form keeps its ✅). The answer is rounded as
+        the explanation rounds it (:func:`_answer_shown`)."""
         q = self[key]
-        shown = ("yes" if q.answer else "no") if isinstance(q.answer, bool) else repr(_plain(q.answer))
-        return Verdict(key, None, f"the answer is {shown}: {q.explain}")
+        return Verdict(key, True if q.solved_after is not None else None,
+                       f"the answer is {_answer_shown(q.answer)}: {q.explain}")
 
     def predicted(self, key: str) -> Verdict:
         """A ``predict`` question's first answer beside what the recording shows, for the cell
         after the outcome.
+
+        While no prediction has been made (a lesson run with Run All), it says so and how to
+        make one, without the answer: running the cell again after predicting shows the
+        comparison, and in JupyterLab the line updates by itself once the question is
+        answered (in its form or with ``ex.check``).
 
         Raises
         ------
@@ -492,13 +540,17 @@ class Exercises:
         q = self[key]
         if q.kind != "predict":
             raise ValueError(f"{key!r} is a {q.kind} question, not a prediction")
-        result = _shown(q.answer, q.answer)
+        follow = lambda: self.predicted(key)     # noqa: E731
         if q.prediction is ...:
-            return Verdict(key, None, f"you made no prediction; the recording says {result}. "
-                                      f"Predicting first is the point: try it on the next question.")
+            return Verdict(key, None, f"your prediction is still open: make it in the question's form above "
+                                      f"(or with ex.check({key!r}, answer)), then run this cell again to see it "
+                                      f"beside the recording. ex.reveal({key!r}) gives the answer without one.",
+                           exercises=self, follow=follow)
         ok = q.judge_silently(q.prediction)
-        return Verdict(key, ok, f"you predicted {_shown(q.prediction, q.answer)}; the recording says {result}. "
-                                + ("Your model of it held." if ok else f"What you missed: {q.explain}"))
+        return Verdict(key, ok, f"you predicted {_shown(q.prediction, q.answer)}; the recording says "
+                                f"{_answer_shown(q.answer)}. "
+                                + ("Your model of it held." if ok else f"What you missed: {q.explain}"),
+                       exercises=self, follow=follow)
 
     def scorecard(self, group=None):
         """How each question went so far: one row per question, or per group of questions.
