@@ -7,8 +7,15 @@ except ImportError:  # Python 3.10
 from pathlib import Path
 
 import yaml
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parent.parent
+#: the tested versions (tools/freeze_constraints.sh), installed by .ci/run's first environment
+CONSTRAINTS = "constraints/tested-versions.txt"
+#: the platform the constraints were frozen on (their header says so): markers are read for it
+CONSTRAINTS_ENV = {"python_version": "3.11", "sys_platform": "linux", "platform_system": "Linux"}
 
 
 def _pyproject():
@@ -51,11 +58,53 @@ def test_required_dependencies_are_listed():
 
 
 def test_ci_runs_the_readme_test_command():
+    """.ci/run installs the kit as the README's test command does, in two fresh environments
+    (with the tested versions, and with the newest ones), and runs its pytest command in each."""
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
     blocks = re.findall(r"```(?:bash|sh)?\n(.*?)```", readme, flags=re.S)
     test_cmd = next(b.strip() for b in blocks if "pytest" in b)
-    assert test_cmd in ci
+    install, run = test_cmd.split(" && ")
+    assert install == 'python -m pip install -e ".[test]"'
+    assert run in ci
+    assert 'suite_in_fresh_venv tested -c "$CONSTRAINTS" -e ".[test]"' in ci
+    assert 'suite_in_fresh_venv newest --upgrade -e ".[test]"' in ci
+    assert f"CONSTRAINTS={CONSTRAINTS}\n" in ci and '"$PY" -m venv' in ci
+
+
+def _pins() -> dict:
+    """The constraints file's pins, {canonical name: Version}; each line one exact pin."""
+    pins = {}
+    for line in (ROOT / CONSTRAINTS).read_text().splitlines():
+        if line.strip() and not line.startswith("#"):
+            req = Requirement(line)
+            (spec,) = req.specifier
+            assert spec.operator == "==" and not req.marker, line
+            name = canonicalize_name(req.name)
+            assert name not in pins, f"{name} pinned twice"
+            pins[name] = Version(spec.version)
+    return pins
+
+
+def test_constraints_pin_every_dependency_within_pyproject_bounds():
+    """Every dependency of pyproject.toml and of its test extras is pinned in the constraints
+    file, to a version its bound allows; kitlib itself is not pinned, and torch/torchvision carry
+    no local label (PyPI's CUDA build and PyTorch's +cpu build of the version both satisfy it)."""
+    text = (ROOT / CONSTRAINTS).read_text()
+    assert "CPython 3.11 on Linux x86-64" in text and "tools/freeze_constraints.sh" in text
+    project = _pyproject()["project"]
+    pins = _pins()
+    for dep in project["dependencies"] + project["optional-dependencies"]["test"]:
+        req = Requirement(dep)
+        if req.marker is not None and not req.marker.evaluate(CONSTRAINTS_ENV):
+            print(f"{dep}: not installed on the constraints' platform")
+            continue
+        name = canonicalize_name(req.name)
+        assert name in pins, f"{dep} (pyproject.toml) is not pinned in {CONSTRAINTS}: run tools/freeze_constraints.sh"
+        print(f"{dep}: pinned {pins[name]}")
+        assert req.specifier.contains(pins[name], prereleases=True), f"{CONSTRAINTS} pins {name}=={pins[name]}, outside {dep}"
+    assert "kitlib" not in pins
+    assert pins["torch"].local is None and pins["torchvision"].local is None
 
 
 def test_ci_installs_what_the_browser_test_needs():
@@ -71,7 +120,8 @@ def test_the_readme_runs_the_suite_in_two_processes_and_xdist_is_a_test_extra():
     """README, developer notes and CI give one test command: two processes, the lessons in one
     group (tests/conftest.py's pytest_collection_modifyitems), so pytest-xdist is a test extra."""
     command = 'python -m pip install -e ".[test]" && python -m pytest -n 2 --dist loadgroup'
-    for f in ("README.md", "docs/DEVELOPING.md", ".ci/run"):
+    for f in ("README.md", "docs/DEVELOPING.md"):
         assert command in (ROOT / f).read_text(), f
+    assert command.split(" && ")[1] in (ROOT / ".ci" / "run").read_text()      # in each fresh environment
     test = _pyproject()["project"]["optional-dependencies"]["test"]
     assert any(re.split(r"[<>=!~ ;]", d)[0] == "pytest-xdist" for d in test)

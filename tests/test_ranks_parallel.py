@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import gzip
 import json
+import time
 
 import pandas as pd
 import pytest
 
 from kitlib.errors import KitFileError
 from kitlib.readers import ranks as R
+from kitlib.readers import trace as trace_mod
+from kitlib.readers import trace_cache
 from kitlib.readers.bundle import reference_dir
 
 
@@ -48,17 +51,40 @@ def test_workers_give_the_serial_result_cache_off(three_ranks, monkeypatch):
     pd.testing.assert_frame_equal(parallel.traces[2].ops, parallel.traces[0].ops)
 
 
+def _older_than_racy(files):
+    """Wait until every file last changed at least trace_cache.RACY_NS ago: a hash taken
+    sooner is not trusted ("racy", see remembered_hash), and a file so young is hashed
+    again at every load. The fixture's files are that young when this test runs first
+    (alone, or first on its xdist worker); after the module's first test they are not,
+    and this waits for nothing."""
+    newest = max(p.stat().st_ctime_ns for p in files)
+    left = newest + trace_cache.RACY_NS - time.time_ns()
+    if left > 0:
+        time.sleep(left / 1e9 + 0.01)
+
+
 def test_workers_fill_the_cache_and_the_caller_reads_it(three_ranks, tmp_path, monkeypatch):
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "1")
     monkeypatch.setenv("KITLIB_CACHE", str(tmp_path / "cache"))
     files = sorted(three_ranks.glob("*.json.gz"))
+    _older_than_racy(files)
     assert not any(R._cached(p) for p in files)
     parallel = R.load_traces(three_ranks, workers=2, progress=False)
     assert all(R._cached(p) for p in files)                  # written by the workers
     entries = [e for e in (tmp_path / "cache" / "traces").iterdir() if not e.name.startswith(".")]
     assert len(entries) == 3
+    # this process reads the workers' entries without reading a trace file again (read here,
+    # workers=1, so that a file read would show in this process's list)
+    reads = []
+    real = trace_mod.read_file_bytes
+    monkeypatch.setattr(trace_mod, "read_file_bytes", lambda p: reads.append(p) or real(p))
+    from_cache = R.load_traces(three_ranks, workers=1, progress=False)
+    print("trace files read by this process, from the cache:", len(reads))
+    assert reads == []
+    _same(from_cache, parallel)
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
     _same(R.load_traces(three_ranks, workers=1, progress=False), parallel)
+    assert len(reads) == 3                                   # the cache off: each file parsed here
 
 
 def test_bad_workers_and_a_bad_file_among_many(three_ranks, tmp_path, monkeypatch):
