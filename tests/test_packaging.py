@@ -67,8 +67,9 @@ def test_ci_runs_the_readme_test_command():
     install, run = test_cmd.split(" && ")
     assert install == 'python -m pip install -e ".[test]"'
     assert run in ci
-    assert 'suite_in_fresh_venv tested -c "$CONSTRAINTS" -e ".[test]"' in ci
-    assert 'suite_in_fresh_venv newest --upgrade -e ".[test]"' in ci
+    assert 'suite_in_fresh_venv tested -c "$CONSTRAINTS" -e ".[test,hub]"' in ci
+    assert 'suite_in_fresh_venv newest --upgrade -e ".[test,hub]"' in ci
+    assert "npm install -g --no-fund --no-audit configurable-http-proxy@5" in ci   # tests/test_hub.py
     assert f"CONSTRAINTS={CONSTRAINTS}\n" in ci and '"$PY" -m venv' in ci
 
 
@@ -94,7 +95,8 @@ def test_constraints_pin_every_dependency_within_pyproject_bounds():
     assert "CPython 3.11 on Linux x86-64" in text and "tools/freeze_constraints.sh" in text
     project = _pyproject()["project"]
     pins = _pins()
-    for dep in project["dependencies"] + project["optional-dependencies"]["test"]:
+    extras = project["optional-dependencies"]
+    for dep in project["dependencies"] + extras["test"] + extras["hub"]:
         req = Requirement(dep)
         if req.marker is not None and not req.marker.evaluate(CONSTRAINTS_ENV):
             print(f"{dep}: not installed on the constraints' platform")
