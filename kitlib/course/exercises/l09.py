@@ -213,9 +213,10 @@ def questions(capture, emit=None, public=None, public_trace=None) -> Exercises:
                  traps=[(c, t) for c, t in [
                      (BACKWARD_CHOICES[0][1], f"not none: the main thread itself launches {seed_text_short} inside "
                                               "each backward range, and that one is credited."),
-                     (BACKWARD_CHOICES[2][1], f"hundreds are launched during each range ({bw_all_per:,.0f} on average), but "
-                                              "from the autograd thread (pt_autograd_0), which has no range: "
-                                              "the projection follows the range's own thread.")] if c != bw_bucket]),
+                     (BACKWARD_CHOICES[2][1], f"hundreds are launched during each range ({bw_all_per:,.0f} on "
+                                              "average), but from the autograd thread (pt_autograd_0), which has no "
+                                              "range: the projection follows the range's own thread.")]
+                     if c != bw_bucket]),
     ]
     dl = data_load_ranges(rep)
     first = dl.iloc[0]
