@@ -502,7 +502,8 @@ def test_gpu_idle_over_tenth_explained_with_profiler_5steps_step(ex):
     assert (f"profiler_5step's step 6, under the same attribution with the loader, idles {idle / 1e6:,.2f} ms of "
             f"{wall / 1e6:,.2f} ms ({idle / wall:.0%}), with data_load only {dl / 1e6:,.2f} ms") in q.explain
     idles = [w - b for w, b in (_step_idle(f"ProfilerStep#{n}") for n in range(2, 7))]
-    assert f"idle {min(idles) / 1e6:,.1f}–{max(idles) / 1e6:,.1f} ms (lesson 00's table)" in q.judge("yes").message
+    assert (f"idle {min(idles) / 1e6:,.1f}–{max(idles) / 1e6:,.1f} ms (wall_ms minus device_busy_ms in lesson 00's "
+            "table)") in q.judge("yes").message
 
 
 def test_idle_share_explained_and_its_traps(ex):

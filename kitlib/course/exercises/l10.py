@@ -142,8 +142,9 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
            if not f_yes and share > 0.1 else ""),
         kind="predict",
         traps=[(not f_yes, f"the steps of profiler_5step idle {sm['idle_ns'].min() / 1e6:,.1f}–"
-                           f"{sm['idle_ns'].max() / 1e6:,.1f} ms (lesson 00's table), but that recording also ran the "
-                           "loader; the question is whether the profiler alone leaves the GPU waiting.")]
+                           f"{sm['idle_ns'].max() / 1e6:,.1f} ms (wall_ms minus device_busy_ms in lesson 00's "
+                           "table), but that recording also ran the loader; the question is whether the "
+                           "profiler alone leaves the GPU waiting.")]
         if not f_yes and share > 0.1 else []))
     qs.append(Question(
         "idle_share", f"In {tcap.name}'s step {int(last['step'])}, what fraction of the step's wall time was the "
