@@ -53,7 +53,7 @@ def _convs(bundle):
 def test_every_question_is_pinned(ex):
     assert [q.key for q in ex.questions] == ["with_flops_share", "bwd_fwd_ratio", "other_conv_gflop",
                                              "conv_tflops_5step", "gpu_busy_share", "stem_intensity"]
-    assert [q.kind for q in ex.questions] == ["predict", "compute", "transfer", "transfer", "predict", "compute"]
+    assert [q.kind for q in ex.questions] == ["predict", "compute", "transfer", "compute", "predict", "compute"]
 
 
 def test_the_formula_on_the_raw_shapes_is_the_profilers_count(rows):

@@ -87,7 +87,7 @@ def questions(capture) -> Exercises:
                  f"({int(conv['self_bytes'] - fconv['self_bytes']):+,} bytes in {capture.name}); the B300 source's "
                  f"figure, {B300['cudnn_conv_self_cuda_mem_gb']:.2f} GB (GiB, as printed), is this one to two decimals: "
                  "the convolutions' outputs are set by the shapes, which are the same on both machines.",
-                 kind="transfer", unit="GiB", tolerance=0.0051 / max(round(f_gib, 2), 1e-9),
+                 kind="compute", unit="GiB", tolerance=0.0051 / max(round(f_gib, 2), 1e-9),
                  tolerance_why="the profiler prints two decimals, and the two H200 recordings differ in the second",
                  where="the [memory] events of fixed_batch's trace inside its aten::cudnn_convolution calls",
                  traps=[(float(round(gib(conv["self_bytes"]), 2)),

@@ -125,7 +125,7 @@ def questions(capture) -> Exercises:
                  f"= {o_rate:.1f} TFLOP/s, beside {mine:.1f} here: same arithmetic, nearly the same kernel time. "
                  "The pair is FLOPs and the device time of the kernels that did them, not the step's wall time "
                  "and not the operators' CPU time.",
-                 kind="transfer", unit="TFLOP/s",
+                 kind="compute", unit="TFLOP/s",
                  where="aten::cudnn_convolution's CUDA total (5 steps) in profiler_5step's printed table, and the "
                        "with_flops FLOPs per step",
                  traps=[(mine, "that is this lesson's recording (fixed_batch); the question is about profiler_5step."),

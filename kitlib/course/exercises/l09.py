@@ -24,6 +24,40 @@ PUBLIC_TRACE_STEP = 7
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
+#: How many GPU operations Nsight's thread-based projection credits to one backward range
+#: (upper bounds, with the choice each names).
+BACKWARD_CHOICES = [(0.5, "none"), (20, "one or a few"), (float("inf"), "hundreds")]
+
+
+def _bucket(x: float, choices) -> str:
+    return next(label for bound, label in choices if x < bound)
+
+
+def _ops_launched_in(rep, ranges) -> int:
+    """GPU operations (kernels, copies, memsets) whose launch, on any thread, starts inside one of ``ranges``."""
+    from ...analyses.align import gpu_work
+    w = gpu_work(rep)
+    n = 0
+    for s, e in zip(ranges["start_ns"], ranges["start_ns"] + ranges["dur_ns"]):
+        n += int(((w["launch_start_ns"] >= s) & (w["launch_start_ns"] < e)).sum())
+    return n
+
+
+def _main_thread_kernels(rep, ranges) -> list:
+    """The kernels launched inside ``ranges`` by each range's own thread: their short name, with the
+    functor of an elementwise kernel where the full name has one (``vectorized_elementwise_kernel
+    (FillFunctor)``)."""
+    import re
+    out = []
+    for s, e, tid in zip(ranges["start_ns"], ranges["start_ns"] + ranges["dur_ns"], ranges["tid"]):
+        la = rep.launches
+        corr = la.loc[(la["tid"] == tid) & (la["start_ns"] >= s) & (la["start_ns"] < e), "correlation"]
+        for _, k in rep.kernels[rep.kernels["correlation"].isin(corr)].iterrows():
+            f = re.search(r"(\w+Functor)", str(k["name"]))
+            out.append(f"{k['short_name']} ({f.group(1)})" if f else str(k["short_name"]))
+    return out
+
+
 def public_export_path():
     """The public export's path among the kit's recordings (``data/reference/public-other``, shipped
     with the package as the lesson 12 pair is)."""
@@ -140,24 +174,49 @@ def questions(capture, emit=None, public=None, public_trace=None) -> Exercises:
     before = sync[sync["start_ns"] < steps["start_ns"].min()]
     n_stream = int((before["name"] == "cudaStreamSynchronize").sum())
     after = int((sync["start_ns"] >= steps["end_ns"].max()).sum())
+    bw_per = float(bwd["gpu_ops"].sum()) / max(len(bwd), 1)
+    bw_bucket = _bucket(bw_per, BACKWARD_CHOICES)
+    bw_all_per = _ops_launched_in(rep, bwd) / max(len(bwd), 1)
+    seeds = _main_thread_kernels(rep, bwd)
+    seed_text_short = (f"one kernel a step ({seeds[0]})" if len(set(seeds)) == 1 and len(seeds) == len(bwd)
+                       else f"{len(seeds)} kernel(s) in all")
+    seed_text = (f"What it does credit is {seed_text_short}: the gradient seed of loss.backward(), a tensor of "
+                 "ones the main thread fills before handing the graph to autograd."
+                 if seeds and all("Fill" in k for k in seeds) else
+                 f"What it does credit: {seed_text_short}, launched by the main thread inside the range.")
     qs = [
-        Question("streams_with_kernels", "Predict, before the picture: on how many CUDA streams did this "
-                                         "training loop's kernels run?", len(streams),
-                 f"{len(streams)} (stream {', '.join(map(str, streams))}): PyTorch queues every kernel of this "
-                 f"loop on the current stream, the default one; the report names {len(all_streams)} streams in all "
+        Question("streams_one_for_all", "Predict, before the picture: lesson 03 found every kernel of this loop on "
+                                        "one stream. Nsight also records the copies and the memory sets. Do all of "
+                                        "this report's GPU operations (kernels, copies, memory sets) run on that one "
+                                        "stream? (yes/no)", len(all_streams) == len(streams) == 1,
+                 f"{'yes' if len(all_streams) == 1 else 'no'}: the kernels run on {len(streams)} stream(s) "
+                 f"({', '.join(map(str, streams))}), the default one, on which PyTorch queues every kernel of this "
+                 f"loop; the report names {len(all_streams)} streams in all ({', '.join(map(str, all_streams))}) "
                  "because a few memory sets ran on others. On one stream the kernels run in the order they were "
                  "queued: apart from short hand-overs between some kernels, none runs beside another, so a faster "
-                 "step needs shorter kernels or fewer gaps, not more overlap.", kind="predict", where="the streams table (streamId per GPU table)",
-                 traps=[(len(all_streams), "that counts every stream the report names, memory sets included; "
-                                           "the question asks about kernels.")]),
+                 "step needs shorter kernels or fewer gaps, not more overlap.", kind="predict",
+                 where="the streams table (streamId per GPU table)",
+                 traps=[(True, f"the kernels do share one stream, but the memory sets do not all: "
+                               f"{len(all_streams) - len(streams)} other stream(s) carry a few of them.")]
+                 if len(all_streams) > len(streams) else []),
         Question("backward_gpu_ops", "Predict: Nsight's NVTX GPU projection matches launches to ranges by "
-                                     f"thread. How many GPU operations does it credit to all {len(bwd)} backward "
-                                     "ranges together?",
-                 int(bwd["gpu_ops"].sum()),
-                 f"{int(bwd['gpu_ops'].sum())} operations projecting to {ns_to_ms(bwd['proj_dur_ns'].sum()):,.3f} ms "
-                 "in total, although the backward pass is the longest part of the step's GPU work: the range's "
-                 "own thread only calls loss.backward() and waits; autograd launches from its own thread.",
-                 kind="predict", where="nvtx_gpu_proj_sum: the :backward row's Total GPU Ops"),
+                                     f"thread. How many GPU operations does it credit to each of the {len(bwd)} "
+                                     f"backward ranges? ('{BACKWARD_CHOICES[0][1]}', '{BACKWARD_CHOICES[1][1]}' or "
+                                     f"'{BACKWARD_CHOICES[2][1]}')", bw_bucket,
+                 f"{bw_bucket}: {int(bwd['gpu_ops'].sum())} operations for the {len(bwd)} ranges together "
+                 f"({bw_per:g} a range), projecting to {ns_to_ms(bwd['proj_dur_ns'].sum()):,.3f} ms in total, "
+                 f"although {bw_all_per:,.0f} GPU operations a range, on average, are launched inside its interval "
+                 f"(on any thread). The range's own thread only calls loss.backward() and waits; "
+                 f"autograd launches from its own thread, pt_autograd_0. {seed_text}",
+                 kind="predict", choices=[c for _, c in BACKWARD_CHOICES],
+                 where="nvtx_gpu_proj_sum: the :backward row's Total GPU Ops, divided by its Range Instances",
+                 traps=[(c, t) for c, t in [
+                     (BACKWARD_CHOICES[0][1], f"not none: the main thread itself launches {seed_text_short} inside "
+                                              "each backward range, and that one is credited."),
+                     (BACKWARD_CHOICES[2][1], f"hundreds are launched during each range ({bw_all_per:,.0f} on "
+                                              "average), but from the autograd thread (pt_autograd_0), which has no "
+                                              "range: the projection follows the range's own thread.")]
+                     if c != bw_bucket]),
     ]
     dl = data_load_ranges(rep)
     first = dl.iloc[0]

@@ -56,14 +56,14 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
     first = series["step_ms_profiled_all_attribution"][0]
     qs = [Question(
         "first_step_cause", "The profiled series starts with one step more than ten times longer than the "
-                            "others. Predict why, before reading how the numbers were made.", cause,
+                            "others. Lessons 00 and 04 met this step: which cause did they find?", cause,
         f"capture.py drew {before} batches from the loader before the profiled loop ({step_series.WARMUP_BATCHES} "
         f"warm-up, {len(series['step_ms_uninstrumented'])} timed, {step_series.FIXED_BATCHES} for the fixed batch), "
         f"and an epoch has {per}: the profiled loop's first step took batch {before % per} of epoch {before // per}. "
         f"With persistent_workers=False a new epoch forks the loader's {capture.workload['num_workers']} workers "
         f"again and waits for their first batch: that is the {first:,.1f} ms step. The profiler records nothing in "
         "its wait step, and its start-up runs inside p.step(), after the clock has stopped.",
-        kind="predict", choices=CAUSES,
+        kind="recall", choices=CAUSES,
         traps=[(CAUSES[0], "the clock stops before p.step(), where the profiler starts up; in its wait step it "
                            "records nothing."),
                (CAUSES[2], "the GPU had just run the 20 timed steps before this one: it was warm.")])]
@@ -119,21 +119,36 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
     sm = step_measures(tcap.trace)
     last = sm.iloc[-1]
     share = float(last["idle_ns"] / last["wall_ns"])
-    fixed = statistics.median(series["step_ms_fixed_batch"]) if "step_ms_fixed_batch" in series else None
-    unprof = misconception(
-        "profiled_is_unprofiled", False if share > 0.1 else True,
-        f"without the profiler (and the loader) a step takes {fixed:,.2f} ms, no longer than the GPU's work "
-        f"({last['device_busy_ns'] / 1e6:,.2f} ms in step {int(last['step'])}): the GPU has no time to wait. "
-        "Under full attribution the host falls behind and the GPU waits for launches." if fixed else "")
+    from ...readers.bundle import open_capture
+    fsm = step_measures(open_capture("fixed_batch").trace)
+    flast = fsm.iloc[-1]
+    f_share = float(flast["idle_ns"] / flast["wall_ns"])
+    f_yes = f_share > 0.1
     qs.append(Question(
-        "gpu_idle_over_tenth", f"Predict, before the step table: in the last active profiled step "
-                               f"(step {int(last['step'])}), does the GPU sit idle for more than a tenth of the "
-                               "step's wall time? (yes/no)", share > 0.1,
-        f"idle {last['idle_ns'] / 1e6:,.2f} ms of {last['wall_ns'] / 1e6:,.2f} ms ({share:.0%}), with "
-        f"data_load only {last['data_load_ns'] / 1e6:,.2f} ms: the GPU waited for the host's launches, not for "
-        "data.", kind="predict", traps=[unprof]))
+        "gpu_idle_over_tenth", "Predict, before the step tables: fixed_batch ran the same steps under the same "
+                               "profiler settings (shapes, memory, stacks, FLOPs) and schedule, without the "
+                               f"loader: one batch kept on the GPU. In its last active step (step "
+                               f"{int(flast['step'])}), does the GPU sit idle for more than a tenth of the step's "
+                               "wall time? (yes/no)", f_yes,
+        f"{'yes' if f_yes else 'no'}: fixed_batch's step {int(flast['step'])} idles "
+        f"{flast['idle_ns'] / 1e6:,.2f} ms of {flast['wall_ns'] / 1e6:,.2f} ms ({f_share:.0%}), while "
+        f"profiler_5step's step {int(last['step'])}, under the same attribution with the loader, idles "
+        f"{last['idle_ns'] / 1e6:,.2f} ms of {last['wall_ns'] / 1e6:,.2f} ms ({share:.0%}), with data_load only "
+        f"{last['data_load_ns'] / 1e6:,.2f} ms. "
+        + ("The profiler's recording alone did not make the host fall behind the GPU here. What else differs in "
+           "profiler_5step is the loader: eight worker processes and a pin-memory thread share the CPU with the main "
+           "thread, and each step adds the batch's copy and layout conversion. That the loader holds the host back "
+           "is a hypothesis: a trace of profiler_5step's steady steps, after the loader's first round, would test it."
+           if not f_yes and share > 0.1 else ""),
+        kind="predict",
+        traps=[(not f_yes, f"the steps of profiler_5step idle {sm['idle_ns'].min() / 1e6:,.1f}–"
+                           f"{sm['idle_ns'].max() / 1e6:,.1f} ms (wall_ms minus device_busy_ms in lesson 00's "
+                           "table), but that recording also ran the loader; the question is whether the "
+                           "profiler alone leaves the GPU waiting.")]
+        if not f_yes and share > 0.1 else []))
     qs.append(Question(
-        "idle_share", f"In step {int(last['step'])}, what fraction of the step's wall time was the GPU idle? (0–1)",
+        "idle_share", f"In {tcap.name}'s step {int(last['step'])}, what fraction of the step's wall time was the "
+                      "GPU idle? (0–1)",
         round(share, 4),
         f"idle {last['idle_ns'] / 1e6:,.2f} ms / wall {last['wall_ns'] / 1e6:,.2f} ms = {share:.3f}.",
         kind="compute", where="the step table, columns idle_ms and wall_ms",
@@ -160,7 +175,7 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
         "fix_difference_ms", f"A fix, before and after (lesson 12's CPU runs, rank 0, the {len(a)} active steps "
                              "of each): median step after minus median step before, in ms?", round(d, 2),
         f"median {statistics.median(a):,.1f} ms after − {statistics.median(b):,.1f} ms before = {d:+,.1f} ms.",
-        kind="transfer", unit="ms", where="the two step_times.json files, the last three step_ms_profiled "
+        kind="compute", unit="ms", where="the two step_times.json files, the last three step_ms_profiled "
                                           "values of each (the schedule's active steps)", traps=traps))
     p_floor = step_series.min_p_value(len(b), len(a))
     qs.append(Question(

@@ -7,9 +7,11 @@ differently) the answer is "both", and naming one of them is not enough: the
 explanation says what each records. No single answer is right for more than three of
 the questions.
 
-The other questions are computed from recordings: whether the ``ncu`` reference holds a
-convolution's own kernel (a prediction, from its CSV), and what the ``nsys_8step``
-report can answer given the collectors it ran (transfers, from its SQLite export).
+The other questions are computed from recordings: how many of a step's convolution kernels a
+name filter on ``conv`` selects (a prediction, from ``profiler_5step``'s trace, after the
+``ncu`` reference's filter caught none), whether the public CloverLeaf export recorded context
+switches (a transfer, from its SQLite) and whether ``nsys_8step`` traced the loader's workers
+(from the table the lesson prints).
 """
 from __future__ import annotations
 
@@ -193,6 +195,33 @@ def tool_table() -> pd.DataFrame:
 CONV_KERNEL = re.compile(r"fprop|dgrad|wgrad|implicit_?gemm|ImplicitGemmConvolution|winograd|fft|conv2d_",
                          re.IGNORECASE)
 
+#: Shares of a step's convolution kernels whose name matches 'conv' a learner can predict (upper bounds).
+CONV_SHARE_CHOICES = [(1e-9, "none"), (0.2, "a few"), (0.7, "about half"), (1.01, "most")]
+#: The operators whose kernels are the convolutions' (forward, and both gradients in backward).
+CONV_OPS = ("aten::cudnn_convolution", "aten::convolution_backward")
+
+
+def conv_kernels_named_conv(trace) -> dict:
+    """The kernels the convolution operators (:data:`CONV_OPS`) launched, and those among them whose
+    name contains ``conv`` (what ``ncu -k regex:conv`` selects), over a trace's recorded steps.
+
+    Returns
+    -------
+    dict
+        ``kernels`` and ``named_conv`` (counts over the trace), ``steps``, ``share``
+        (named_conv / kernels), ``names`` (``{short name: count}`` of those named ``conv``).
+    """
+    from ...analyses.chain import chain
+    ch = chain(trace)
+    k = ch[(ch["gpu_kind"] == "kernel") & ch["op_name"].isin(CONV_OPS)]
+    hit = k[k["gpu_name"].str.contains("conv", regex=False)]
+    short = hit["gpu_name"].map(lambda n: re.sub(r"[<(].*", "", str(n)).replace("void ", "").split("::")[-1]
+                                if not str(n).startswith("_Z") else
+                                next(iter(re.findall(r"\d+(ImplicitGemmConvolution)", str(n))), str(n)[:40]))
+    return {"kernels": len(k), "named_conv": len(hit), "steps": max(len(trace.steps), 1),
+            "share": len(hit) / len(k) if len(k) else 0.0, "names": short.value_counts().to_dict()}
+
+
 #: How Nsight Systems ties a kernel to its operator (the "both, differently" follow-up).
 HOW_CHOICES = ["the external id", "the NVTX range open on the launching thread",
                "the kernel's name", "the stream the kernel ran on"]
@@ -213,7 +242,9 @@ def report_collectors(sqlite_path=None) -> dict:
     Returns
     -------
     dict
-        ``context_switches`` (the export has a ``SCHED_EVENTS`` table), ``fork_before_exec``
+        ``context_switches`` (the export has a ``SCHED_EVENTS`` table), ``sched_events`` (its
+        rows), ``ctxsw`` (the capture setting ``LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE``, or
+        None), ``fork_before_exec``
         (its ``META_DATA_CAPTURE`` setting ``TRACE_AFTER_FORK_BEFORE_EXEC``), ``workers``
         (processes named ``pt_data_worker``), ``traced_pids`` (processes with OS-runtime or
         CUDA API rows), ``workers_traced`` (any worker among them).
@@ -225,18 +256,20 @@ def report_collectors(sqlite_path=None) -> dict:
         tables = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
         meta = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE").fetchall())
         workers = {pid for pid, name in con.execute("SELECT pid, name FROM PROCESSES") if name == "pt_data_worker"}
+        sched = con.execute("SELECT COUNT(*) FROM SCHED_EVENTS").fetchone()[0] if "SCHED_EVENTS" in tables else 0
         traced = set()
         for t in ("OSRT_API", "CUPTI_ACTIVITY_KIND_RUNTIME"):
             if t in tables:
                 traced |= {r[0] for r in con.execute(f"SELECT DISTINCT (globalTid >> 24) & 16777215 FROM {t}")}
     finally:
         con.close()
-    return {"context_switches": "SCHED_EVENTS" in tables,
+    return {"context_switches": "SCHED_EVENTS" in tables, "sched_events": sched,
+            "ctxsw": meta.get("LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE"),
             "fork_before_exec": meta.get("TRACE_AFTER_FORK_BEFORE_EXEC") == "true",
             "workers": sorted(workers), "traced_pids": sorted(traced), "workers_traced": bool(workers & traced)}
 
 
-def questions(capture=None, ncu_csv=None, nsys_sqlite=None) -> Exercises:
+def questions(capture=None, ncu_csv=None, nsys_sqlite=None, public_path=None) -> Exercises:
     """Questions of lesson 11.
 
     Parameters
@@ -245,22 +278,38 @@ def questions(capture=None, ncu_csv=None, nsys_sqlite=None) -> Exercises:
         Accepted for symmetry with the other lessons.
     ncu_csv, nsys_sqlite : path, optional
         The ``ncu`` reference CSV and the ``nsys_8step`` SQLite export (default: the
-        reference recordings), for the prediction and the two transfers.
+        reference recordings).
+    public_path : path, optional
+        The public Nsight export of the transfer question (default: lesson 09's,
+        :func:`kitlib.course.exercises.l09.public_export_path`); left out when absent.
     """
     names = ncu_kernel_names(ncu_csv)
     holds_conv = any(CONV_KERNEL.search(n) for n in names)
     shown = ", ".join(dict.fromkeys(re.sub(r"\(.*", "", n).replace("void ", "") for n in names))
+    from ...readers.bundle import open_capture
+    c = conv_kernels_named_conv(open_capture("profiler_5step").trace)
+    bucket = next(label for bound, label in CONV_SHARE_CHOICES if c["share"] < bound)
+    per = lambda n: f"{n / c['steps']:g}"  # noqa: E731
+    named = ", ".join(f"{name} ({per(n)} a step)" for name, n in c["names"].items())
     qs = [Question(
-        "ncu_holds_conv", f"The ncu recording measured the first {len(names)} kernels whose name matches 'conv' "
-                          "(-k regex:conv --launch-count 3) in one training step. Predict: is one of them the "
-                          "convolution's own kernel (the implicit-GEMM or other kernel that computes it)? (yes/no)",
-        holds_conv, f"the kernels measured are {shown}: " + (
-            "a convolution's own kernel is among them." if holds_conv else
-            "cuDNN's layout conversions, whose name matches 'conv'. The convolution's own kernel was never "
-            "measured: forward convolutions run kernels such as sm90_xmma_fprop_implicit_gemm_…, whose names do "
-            "not contain 'conv' at all. Write a kernel filter from the names the timeline shows."),
-        kind="predict", traps=[(not holds_conv, "a name filter matches names, not work: read the names "
-                                                "the filter caught.")])]
+        "conv_kernels_named_conv", f"The ncu recording's filter, -k regex:conv, caught {len(names)} launches of "
+                                   f"{shown}: {'a convolution' if holds_conv else 'no convolution'} (lesson 08). "
+                                   "Predict: of the kernels the convolution operators (aten::cudnn_convolution "
+                                   "forward, aten::convolution_backward) launch in a training step, how many have "
+                                   "'conv' in their name? ("
+                                   + ", ".join(f"'{label}'" for _, label in CONV_SHARE_CHOICES[:-1])
+                                   + f" or '{CONV_SHARE_CHOICES[-1][1]}')", bucket,
+        f"{bucket}: {per(c['named_conv'])} of {per(c['kernels'])} a step ({c['share']:.1%}) in profiler_5step: "
+        f"{named}. The kernels that compute a convolution are named after their algorithm "
+        "(sm90_xmma_fprop_implicit_gemm_…, …dgrad…, …wgrad…, cutlass and GEMM kernels): a name filter "
+        "matches names, not work. Write a kernel filter from the names the timeline shows.",
+        kind="predict", choices=[label for _, label in CONV_SHARE_CHOICES],
+        where="profiler_5step's kernels launched by the two convolution operators, by name",
+        traps=[(t, m) for t, m in [
+            ("none", f"some do: {named}; the ncu recording stopped after the first {len(names)} matches."),
+            ("about half", f"fewer: {per(c['named_conv'])} of {per(c['kernels'])} a step."),
+            ("most", "the kernels that compute a convolution are named after their algorithm (xmma_fprop, dgrad, "
+                     "wgrad, gemm), not 'conv'.")] if t != bucket])]
     for key, q, tools, view, why in ROUTES:
         both = frozenset(tools) == frozenset(BOTH)
         answer = "both" if both else tools[0]
@@ -279,22 +328,33 @@ def questions(capture=None, ncu_csv=None, nsys_sqlite=None) -> Exercises:
                (HOW_CHOICES[2], "a kernel's name says which library code ran, not which operator asked for it."),
                (HOW_CHOICES[3], "many operators' kernels share one stream.")]))
     rep = report_collectors(nsys_sqlite)
+    from .l09 import public_export_path
+    pub_path = public_path if public_path is not None else public_export_path()
+    if pub_path is not None and __import__("pathlib").Path(pub_path).exists():
+        pub = report_collectors(pub_path)
+        qs.append(Question(
+            "public_context_switches", "Transfer, to a report the lesson has not opened: the public CloverLeaf "
+                                       "export of lesson 09 (l09.public_export_path()). From its own capture "
+                                       "settings and tables, can it say when its threads were descheduled? "
+                                       "(yes/no)", pub["context_switches"],
+            ("yes: " if pub["context_switches"] else "no: ") + "its export has "
+            + (f"a SCHED_EVENTS table ({pub['sched_events']:,} rows), and its META_DATA_CAPTURE has "
+               f"LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE = {pub['ctxsw']}: it was recorded with context switches "
+               "on" if pub["context_switches"] else "no SCHED_EVENTS table: it was recorded without context switches")
+            + (", unlike nsys_8step (--cpuctxsw=none, no such table)." if not rep["context_switches"] else "."),
+            kind="transfer", where="the export's tables (sqlite_master) and META_DATA_CAPTURE",
+            traps=[(not pub["context_switches"],
+                    "that is nsys_8step's answer; read this export's own tables: look for SCHED_EVENTS and the "
+                    "capture setting COLLECT_CPU_CTXSW_TRACE." if pub["context_switches"] else
+                    "look for the table context switches would fill (SCHED_EVENTS) among the export's tables.")]))
     qs.append(Question(
-        "nsys8_context_switches", "Transfer: from its own capture settings and tables, can the nsys_8step report "
-                                  "say whether the main thread was descheduled during the first data_load? (yes/no)",
-        rep["context_switches"], "its export has " + ("a" if rep["context_switches"] else "no") +
-        " SCHED_EVENTS table: it was recorded with --cpuctxsw=none, so it holds no scheduling data. The same "
-        "command with --cpuctxsw=process-tree would.", kind="transfer",
-        traps=[(not rep["context_switches"], "look for the table context switches would fill (SCHED_EVENTS) "
-                                             "among the export's tables.")]))
-    qs.append(Question(
-        "nsys8_worker_calls", "Transfer: does the nsys_8step report hold the OS-runtime or CUDA calls of the "
-                              "DataLoader's worker processes? (yes/no)", rep["workers_traced"],
+        "nsys8_worker_calls", "From the table above: does the nsys_8step report hold the OS-runtime or CUDA "
+                              "calls of the DataLoader's worker processes? (yes/no)", rep["workers_traced"],
         f"the export lists {len(rep['workers'])} pt_data_worker processes, but only process(es) "
         f"{', '.join(map(str, rep['traced_pids']))} have OS-runtime or CUDA rows: the workers are forked without "
         "exec, and TRACE_AFTER_FORK_BEFORE_EXEC is "
         + ("true" if rep["fork_before_exec"] else "false") + ". nsys profile --trace-fork-before-exec=true "
-        "would trace them; torch.profiler records only the process it runs in.", kind="transfer",
+        "would trace them; torch.profiler records only the process it runs in.", kind="compute",
         traps=[(not rep["workers_traced"], "the processes are listed (PROCESSES), but are any of their calls "
                                            "there? Compare the pids with rows in OSRT_API.")]))
     return Exercises("Lesson 11 — your turn", qs)

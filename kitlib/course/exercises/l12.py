@@ -129,14 +129,14 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
     grew = float(summ.loc[fast, "step_ms"] - before.loc[fast, "step_ms"]) if fast in before.index else 0.0
     delay = injected_ms or 0.0
     grows = GROW_CHOICES[1] if delay and grew >= delay / 2 else GROW_CHOICES[0]
-    qs = [Question("both_ranks_slower", f"Predict: in the straggler run, rank {slow} sleeps "
+    qs = [Question("both_ranks_slower", f"Recall lesson 10's fix: in the straggler run, rank {slow} sleeps "
                                         f"{delay:,.0f} ms at the start of every step. Whose steps grow, against "
                                         f"the same job without the sleep: '{GROW_CHOICES[0]}' or "
                                         f"'{GROW_CHOICES[1]}'?", grows,
                    f"rank {fast}, which does not sleep, went from {before.loc[fast, 'step_ms']:,.0f} ms to "
                    f"{summ.loc[fast, 'step_ms']:,.0f} ms per step (median): a collective finishes only when every "
                    f"rank has joined it, so rank {fast} spends the sleep waiting inside one.",
-                   kind="predict", choices=GROW_CHOICES,
+                   kind="recall", choices=GROW_CHOICES,
                    traps=[(GROW_CHOICES[0], f"rank {fast} does not sleep, but it cannot finish a collective before "
                                             f"rank {slow} joins it.")]),
           Question("straggler_rank", "In the straggler recording, which rank did the others wait for? (a rank "
@@ -260,14 +260,14 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
     step = steps[len(steps) // 2]
     g = ex_g[(ex_g["rank"] == fast) & (ex_g["step"] == step)].iloc[0]
     share_g = float(g["exposed_wait_ms"] / g["exposed_ms"]) if g["exposed_ms"] else 0.0
-    qs.append(Question("gloo_exposed_wait_share", f"Transfer to the CPU run: in the kit's Gloo straggler run, step "
+    qs.append(Question("gloo_exposed_wait_share", f"From the Gloo exposed table: in the kit's Gloo straggler run, step "
                                                    f"{step}, rank {fast}: what share of its exposed communication "
                                                    f"was waiting for rank {slow}? (0–1)", round(share_g, 3),
                        f"{g['exposed_wait_ms']:,.1f} ms waiting of {g['exposed_ms']:,.1f} ms exposed = "
                        f"{share_g:.1%}. On a CPU there are no kernels: 'beside compute' means the step's own thread "
                        "ran an operator while Gloo's worker thread ran the collective, which on two shared cores "
                        "may not have been at the same instant.",
-                       kind="transfer", where="the Gloo exposed table: exposed_wait_ms and exposed_ms",
+                       kind="compute", where="the Gloo exposed table: exposed_wait_ms and exposed_ms",
                        traps=[(round(float(g["exposed_ms"] / g["comm_ms"]), 3), "that is the exposed share of all "
                                                                                "its communication."),
                               (round(1 - share_g, 3), "that is the transfer's share of the exposed time.")]))
