@@ -25,7 +25,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,10 +36,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from hub_support import CONFIG, PIDS_FILE, Hub, free_port as _free_port, started as _started
 
 pytestmark = [pytest.mark.xdist_group("hub")]
 
-CONFIG = ROOT / "deploy" / "hub" / "jupyterhub_config.py"
 ADD_LEARNERS = ROOT / "deploy" / "hub" / "add_learners.sh"
 PREFIX = "kitlearner"
 LEARNERS = [f"{PREFIX}{i}" for i in (1, 2, 3)]
@@ -49,7 +48,6 @@ CGROUP = "kithubtest"
 MEM_LIMIT_BYTES = 1536 * 2**20
 LESSON = "02_which_operation_asked_for_this_kernel.ipynb"
 MODES_FILE = Path("/var/tmp/kithub-test-modes.json")   # folders opened for the learners, to restore
-PIDS_FILE = Path("/var/tmp/kithub-test-pids.json")     # the hub and proxy this test started
 CG_MEM = Path("/sys/fs/cgroup/memory") / CGROUP     # cgroup v1 (this VM), as the config makes them
 CG_CPU = Path("/sys/fs/cgroup/cpu") / CGROUP
 CG_V2 = Path("/sys/fs/cgroup") / CGROUP             # cgroup v2 (unified hierarchy at /sys/fs/cgroup)
@@ -80,12 +78,6 @@ def _missing():
     return why
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _uid_pids(uid):
     pids = []
     for d in Path("/proc").iterdir():
@@ -104,12 +96,6 @@ def _kill(pids):
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-
-
-def _started(pid):
-    """Note a hub or proxy process the test started, for the cleanup of a crashed run."""
-    pids = json.loads(PIDS_FILE.read_text()) if PIDS_FILE.is_file() else []
-    PIDS_FILE.write_text(json.dumps(pids + [pid]))
 
 
 def _clean_leftovers():
@@ -166,67 +152,6 @@ def _open_for_learners(paths):
         os.chmod(d, mode | 0o001)
     if changed:
         print(f"opened for the learners (o+x, restored at the end): {sorted(changed)}")
-
-
-class Hub:
-    """The hub process and the REST calls the test makes through the proxy."""
-
-    def __init__(self, state, ports, token, env_extra):
-        self.state, self.ports, self.token, self.env_extra = state, ports, token, env_extra
-        self.url = f"http://127.0.0.1:{ports['public']}"
-        self.proc = None
-        self.starts = 0
-
-    def start(self, **settings):
-        import requests
-        self.starts += 1
-        env = {**os.environ, **self.env_extra, **settings}
-        log = open(self.state / f"hub-{self.starts}.log", "w")
-        self.log_path = log.name
-        self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
-                                     cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
-        _started(self.proc.pid)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 90:
-            assert self.proc.poll() is None, f"the hub exited ({self.proc.returncode}):\n{self.log()}"
-            try:
-                if requests.get(f"{self.url}/hub/api/", timeout=5).status_code == 200:
-                    return time.monotonic() - t0
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"the hub did not answer in 90 s:\n{self.log()}")
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def log(self, tail=6000):
-        return Path(self.log_path).read_text()[-tail:]
-
-    def api(self, method, path, token=None, **kw):
-        import requests
-        return requests.request(method, f"{self.url}/hub/api{path}", timeout=30,
-                                headers={"Authorization": f"token {token or self.token}"}, **kw)
-
-    def server_state(self, name):
-        r = self.api("GET", f"/users/{name}")
-        assert r.status_code == 200, r.text
-        return r.json()["servers"].get("")
-
-    def wait_ready(self, name, limit_s=120):
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit_s:
-            s = self.server_state(name)
-            if s and s.get("ready"):
-                return time.monotonic() - t0
-            time.sleep(0.5)
-        raise AssertionError(f"{name}'s server not ready in {limit_s} s:\n{self.log()}")
 
 
 class Learner:
