@@ -149,6 +149,8 @@ def test_access_rules_and_what_each_one_sees(class_hub, monkeypatch):
     for name in (ana, ben):
         got = _answer(hub, monkeypatch, name, [(ls, k, a) for ls, k, a, _ in PLAN[name]])
         assert got == [ok for *_, ok in PLAN[name]], (name, got)
+    store = hub.state / "state" / "classview.sqlite"
+    assert oct(store.stat().st_mode & 0o777) == "0o600" and oct(store.parent.stat().st_mode & 0o777) == "0o700"
     # no token, or one the hub never issued: 401, on every learner endpoint and the export
     forged = uuid.uuid4().hex
     import requests
@@ -228,13 +230,14 @@ def test_the_instructors_page_in_chromium(class_hub, monkeypatch, tmp_path):
             page.fill("input[name=password]", "any")
             page.click("[type=submit]")
             page.wait_for_selector("text=Per question")
-            row = page.locator("tr", has_text="launch_count").inner_text()
+            per_q = page.locator("h2:has-text('Per question') + table tr")
+            row = per_q.filter(has_text="launch_count").inner_text()
             print("the page's launch_count row:", row.replace("\t", " | "))
             cells = row.split("\t")
             assert cells[:5] == ["02", "launch_count", "3", "2/3 (67 %)", "3"], cells
             assert "1 ×1" in cells[5] and "5 ×1" in cells[5]
             assert "one operator = one kernel [one_op_one_kernel] ×1" in cells[6]
-            ben = page.locator("tr", has_text="cv-ben").first.inner_text()
+            ben = page.locator("h2:has-text('Per learner') + table tr", has_text="cv-ben").inner_text()
             assert "device_time_us (2 wrong)" in ben, ben
             clinic = [r.split("\t") for r in page.locator("h2:has-text('Clinic') + table tr").all_inner_texts()]
             print("clinic table:", clinic)
@@ -243,7 +246,7 @@ def test_the_instructors_page_in_chromium(class_hub, monkeypatch, tmp_path):
             # a later answer shows up without the instructor reloading (meta refresh, 2 s here)
             _answer(hub, monkeypatch, "cv-cy", [("02", "kernel_after_op", False)])
             page.wait_for_selector("tr:has-text('kernel_after_op')", timeout=15_000)
-            assert page.locator("tr", has_text="kernel_after_op").inner_text().split("\t")[2:4] == ["1", "0/1 (0 %)"]
+            assert per_q.filter(has_text="kernel_after_op").inner_text().split("\t")[2:4] == ["1", "0/1 (0 %)"]
             page.screenshot(path=str(tmp_path / "classview.png"), full_page=True)
         finally:
             browser.close()
@@ -333,3 +336,24 @@ def test_the_config_wires_the_class_view(tmp_path, monkeypatch):
         assert roles["user"]["scopes"] == ["self", "access:services!service=classview"]
         assert roles["classview"]["scopes"] == ["read:users", "read:groups"]
         assert cfg.JupyterHub.load_groups == {"instructors": {"users": ["tara", "tom"]}}
+
+
+def test_old_attempts_are_deleted_and_first_tries_counted(tmp_path):
+    """The store keeps KIT_CLASSVIEW_KEEP_DAYS days (the purge at start and every hour); the
+    export's wrong_tries count the wrong tries before the first right one only."""
+    if not os.environ.get("CI"):
+        pytest.importorskip("jupyterhub")
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("classview_service", CONFIG.parent / "classview" / "classview.py")
+    cv = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(cv)
+    db = cv.connect(str(tmp_path / "cv.sqlite"))
+    now = time.time()
+    for learner, correct, age_days in (("ana", 0, 31), ("ana", 0, 1), ("ana", 1, 1), ("ana", 0, 0)):
+        db.execute("INSERT INTO attempts (learner, lesson, question, correct, first_try, answer, time_s) "
+                   "VALUES (?, '02', 'launch_count', ?, 0, 'x', ?)", (learner, correct, now - age_days * 86400))
+    assert cv.purge(db, keep_days=30) == 1
+    rows = list(csv.DictReader(io.StringIO(cv.export_csv(cv.rows(db)))))
+    print(rows)
+    assert len(rows) == 1 and (rows[0]["attempts"], rows[0]["wrong_tries"], rows[0]["right"],
+                               rows[0]["right_first_try"]) == ("3", "1", "1", "0")

@@ -10,7 +10,8 @@ own cgroup whose memory limit kills a process that goes over it); (c) another le
 or none, is refused by a learner's server, files and kernels; (e) a hub restart (the hub
 process only; the proxy and the servers keep running) loses nothing: files, the server, the
 kernel with its variables, an open websocket; (d) the idle culler stops every idle server and
-the files and answers survive it (a respawn keeps the learner's edited lesson).
+the files and answers survive it (a respawn keeps the learner's edited lesson); with the class
+view on, a learner's kernel sends lesson 02's checked answers to it with its own token.
 Printed: per learner, seconds to the lesson's first output and to its last cell, and peak
 memory (the cgroup's memory.max_usage_in_bytes beside the sum of the processes' VmHWM).
 
@@ -237,6 +238,14 @@ class Learner:
             first = first or t
         self.first_output_s, self.last_cell_s = first - t0, time.monotonic() - t0
 
+    def classview(self):
+        """This learner's attempts as the class view keeps them (asked with their own token)."""
+        import requests
+        r = requests.get(f"{self.hub.url}/services/classview/api/learners/{self.name}", timeout=30,
+                         headers={"Authorization": f"token {self.token}"})
+        assert r.status_code == 200, r.text
+        return r.json()["attempts"]
+
     def cgroup_pids(self):
         procs = _cg(self.name, "cgroup.procs", "cgroup.procs")
         return [int(x) for x in procs.read_text().split()] if procs.is_file() else []
@@ -275,7 +284,7 @@ def hub_class(tmp_path):
     _clean_leftovers()
     state = tmp_path / "hubstate"
     state.mkdir()
-    ports = {k: _free_port() for k in ("public", "hub", "proxy_api")}
+    ports = {k: _free_port() for k in ("public", "hub", "proxy_api", "classview")}
     proxy_token, admin_token = uuid.uuid4().hex, uuid.uuid4().hex
     env_extra = {
         "KIT_HUB_IP": "127.0.0.1", "KIT_HUB_PORT": str(ports["public"]), "KIT_HUB_HUB_PORT": str(ports["hub"]),
@@ -285,6 +294,7 @@ def hub_class(tmp_path):
         "KIT_HUB_CGROUP": CGROUP, "KIT_HUB_API_TOKEN": admin_token, "KIT_HUB_PYTHON": sys.executable,
         "KIT_HUB_ACTIVITY_INTERVAL": "5",
         "KIT_HUB_IDLE_TIMEOUT": "600", "KIT_HUB_CULL_EVERY": "60",
+        "KIT_HUB_CLASS_VIEW": "1", "KIT_HUB_CLASS_VIEW_PORT": str(ports["classview"]),
         "PYTHONPATH": str(ROOT),         # the learners' kernels import this checkout's kitlib
     }
     proxy_log = open(tmp_path / "proxy.log", "w")
@@ -337,7 +347,8 @@ def test_a_class_of_three_on_one_hub(hub_class):
     assert r.status_code == 201, r.text
     learners = []
     for name in LEARNERS:
-        r = hub.api("POST", f"/users/{name}/tokens", json={"scopes": [f"access:servers!user={name}"],
+        r = hub.api("POST", f"/users/{name}/tokens", json={"scopes": [f"access:servers!user={name}",
+                                                                       "access:services!service=classview"],
                                                             "note": "test_hub", "expires_in": 3600})
         assert r.status_code == 201, r.text
         learners.append(Learner(hub, name, r.json()["token"]))
@@ -400,6 +411,19 @@ def test_a_class_of_three_on_one_hub(hub_class):
     smi = shutil.which("nvidia-smi")
     gpu = smi and "GPU" in subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
     assert mode.strip() == ("live" if gpu else "replay")
+
+    # the class view (its access rules: tests/test_classview.py): lesson 02's own `ex` in a
+    # learner's kernel sends each judged answer with the server's token the kernel inherited
+    text, err, _ = a.execute("import os; print(bool(os.environ.get('JUPYTERHUB_API_TOKEN')), "
+                             "os.environ.get('KITLIB_CLASS_VIEW_URL'))")
+    assert err is None and text.split() == ["True", f"http://127.0.0.1:{hub.ports['classview']}/services/classview/"]
+    before = a.classview()
+    text, err, _ = a.execute("print(ex.check('launch_count', 1).correct, ex.check('launch_count', 3).correct)")
+    assert err is None and text.split() == ["False", "True"], (text, err)
+    sent = [(x["learner"], x["lesson"], x["question"], x["correct"], x["trap"]) for x in a.classview()[len(before):]]
+    print(f"{a.name}'s kernel sent to the class view: {sent}")
+    assert sent == [(a.name, "02", "launch_count", 0, "one_op_one_kernel"), (a.name, "02", "launch_count", 1, None)]
+    assert {x["learner"] for x in b.classview()} <= {b.name}
 
     # (b) nothing one learner writes reaches another
     secret = f"{a.name}'s answer {uuid.uuid4().hex}"
