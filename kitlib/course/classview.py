@@ -49,7 +49,9 @@ def trap_hit(question, verdict):
     if verdict.correct is not False:
         return None, None
     for i, (_, feedback) in enumerate(question.traps, start=1):
-        if feedback and _sentence(feedback) in verdict.message:
+        # the verdict quotes the feedback as a sentence (a predict question's message is tidied
+        # of double spaces after it: its first 60 characters are enough to tell the traps apart)
+        if feedback and _sentence(feedback)[:60] in verdict.message:
             key = getattr(feedback, "key", "")
             if key:
                 return key, MISCONCEPTIONS[key][0]
