@@ -48,10 +48,11 @@ def trap_hit(question, verdict):
     from .exercises import MISCONCEPTIONS, _sentence
     if verdict.correct is not False:
         return None, None
+    def tidy(text):       # as a predict question's verdict tidies its message (spaces, ". .")
+        return " ".join(str(text).split()).replace(". .", ".")
+    message = tidy(verdict.message)
     for i, (_, feedback) in enumerate(question.traps, start=1):
-        # the verdict quotes the feedback as a sentence (a predict question's message is tidied
-        # of double spaces after it: its first 60 characters are enough to tell the traps apart)
-        if feedback and _sentence(feedback)[:60] in verdict.message:
+        if feedback and tidy(_sentence(feedback)) in message:     # the verdict quotes it as a sentence
             key = getattr(feedback, "key", "")
             if key:
                 return key, MISCONCEPTIONS[key][0]
