@@ -10,7 +10,8 @@ own cgroup whose memory limit kills a process that goes over it); (c) another le
 or none, is refused by a learner's server, files and kernels; (e) a hub restart (the hub
 process only; the proxy and the servers keep running) loses nothing: files, the server, the
 kernel with its variables, an open websocket; (d) the idle culler stops every idle server and
-the files and answers survive it (a respawn keeps the learner's edited lesson).
+the files and answers survive it (a respawn keeps the learner's edited lesson); with the class
+view on, a learner's kernel sends lesson 02's checked answers to it with its own token.
 Printed: per learner, seconds to the lesson's first output and to its last cell, and peak
 memory (the cgroup's memory.max_usage_in_bytes beside the sum of the processes' VmHWM).
 
@@ -25,7 +26,6 @@ import pwd
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -37,10 +37,10 @@ from pathlib import Path
 import pytest
 
 from conftest import ROOT
+from hub_support import CONFIG, PIDS_FILE, Hub, free_port as _free_port, started as _started
 
 pytestmark = [pytest.mark.xdist_group("hub")]
 
-CONFIG = ROOT / "deploy" / "hub" / "jupyterhub_config.py"
 ADD_LEARNERS = ROOT / "deploy" / "hub" / "add_learners.sh"
 PREFIX = "kitlearner"
 LEARNERS = [f"{PREFIX}{i}" for i in (1, 2, 3)]
@@ -49,7 +49,6 @@ CGROUP = "kithubtest"
 MEM_LIMIT_BYTES = 1536 * 2**20
 LESSON = "02_which_operation_asked_for_this_kernel.ipynb"
 MODES_FILE = Path("/var/tmp/kithub-test-modes.json")   # folders opened for the learners, to restore
-PIDS_FILE = Path("/var/tmp/kithub-test-pids.json")     # the hub and proxy this test started
 CG_MEM = Path("/sys/fs/cgroup/memory") / CGROUP     # cgroup v1 (this VM), as the config makes them
 CG_CPU = Path("/sys/fs/cgroup/cpu") / CGROUP
 CG_V2 = Path("/sys/fs/cgroup") / CGROUP             # cgroup v2 (unified hierarchy at /sys/fs/cgroup)
@@ -80,12 +79,6 @@ def _missing():
     return why
 
 
-def _free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def _uid_pids(uid):
     pids = []
     for d in Path("/proc").iterdir():
@@ -104,12 +97,6 @@ def _kill(pids):
             os.kill(pid, signal.SIGKILL)
         except OSError:
             pass
-
-
-def _started(pid):
-    """Note a hub or proxy process the test started, for the cleanup of a crashed run."""
-    pids = json.loads(PIDS_FILE.read_text()) if PIDS_FILE.is_file() else []
-    PIDS_FILE.write_text(json.dumps(pids + [pid]))
 
 
 def _clean_leftovers():
@@ -166,67 +153,6 @@ def _open_for_learners(paths):
         os.chmod(d, mode | 0o001)
     if changed:
         print(f"opened for the learners (o+x, restored at the end): {sorted(changed)}")
-
-
-class Hub:
-    """The hub process and the REST calls the test makes through the proxy."""
-
-    def __init__(self, state, ports, token, env_extra):
-        self.state, self.ports, self.token, self.env_extra = state, ports, token, env_extra
-        self.url = f"http://127.0.0.1:{ports['public']}"
-        self.proc = None
-        self.starts = 0
-
-    def start(self, **settings):
-        import requests
-        self.starts += 1
-        env = {**os.environ, **self.env_extra, **settings}
-        log = open(self.state / f"hub-{self.starts}.log", "w")
-        self.log_path = log.name
-        self.proc = subprocess.Popen([sys.executable, "-m", "jupyterhub", "-f", str(CONFIG)],
-                                     cwd=self.state, env=env, stdout=log, stderr=subprocess.STDOUT)
-        _started(self.proc.pid)
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < 90:
-            assert self.proc.poll() is None, f"the hub exited ({self.proc.returncode}):\n{self.log()}"
-            try:
-                if requests.get(f"{self.url}/hub/api/", timeout=5).status_code == 200:
-                    return time.monotonic() - t0
-            except requests.RequestException:
-                pass
-            time.sleep(0.5)
-        raise AssertionError(f"the hub did not answer in 90 s:\n{self.log()}")
-
-    def stop(self):
-        if self.proc and self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(timeout=10)
-
-    def log(self, tail=6000):
-        return Path(self.log_path).read_text()[-tail:]
-
-    def api(self, method, path, token=None, **kw):
-        import requests
-        return requests.request(method, f"{self.url}/hub/api{path}", timeout=30,
-                                headers={"Authorization": f"token {token or self.token}"}, **kw)
-
-    def server_state(self, name):
-        r = self.api("GET", f"/users/{name}")
-        assert r.status_code == 200, r.text
-        return r.json()["servers"].get("")
-
-    def wait_ready(self, name, limit_s=120):
-        t0 = time.monotonic()
-        while time.monotonic() - t0 < limit_s:
-            s = self.server_state(name)
-            if s and s.get("ready"):
-                return time.monotonic() - t0
-            time.sleep(0.5)
-        raise AssertionError(f"{name}'s server not ready in {limit_s} s:\n{self.log()}")
 
 
 class Learner:
@@ -312,6 +238,14 @@ class Learner:
             first = first or t
         self.first_output_s, self.last_cell_s = first - t0, time.monotonic() - t0
 
+    def classview(self):
+        """This learner's attempts as the class view keeps them (asked with their own token)."""
+        import requests
+        r = requests.get(f"{self.hub.url}/services/classview/api/learners/{self.name}", timeout=30,
+                         headers={"Authorization": f"token {self.token}"})
+        assert r.status_code == 200, r.text
+        return r.json()["attempts"]
+
     def cgroup_pids(self):
         procs = _cg(self.name, "cgroup.procs", "cgroup.procs")
         return [int(x) for x in procs.read_text().split()] if procs.is_file() else []
@@ -350,7 +284,7 @@ def hub_class(tmp_path):
     _clean_leftovers()
     state = tmp_path / "hubstate"
     state.mkdir()
-    ports = {k: _free_port() for k in ("public", "hub", "proxy_api")}
+    ports = {k: _free_port() for k in ("public", "hub", "proxy_api", "classview")}
     proxy_token, admin_token = uuid.uuid4().hex, uuid.uuid4().hex
     env_extra = {
         "KIT_HUB_IP": "127.0.0.1", "KIT_HUB_PORT": str(ports["public"]), "KIT_HUB_HUB_PORT": str(ports["hub"]),
@@ -360,6 +294,7 @@ def hub_class(tmp_path):
         "KIT_HUB_CGROUP": CGROUP, "KIT_HUB_API_TOKEN": admin_token, "KIT_HUB_PYTHON": sys.executable,
         "KIT_HUB_ACTIVITY_INTERVAL": "5",
         "KIT_HUB_IDLE_TIMEOUT": "600", "KIT_HUB_CULL_EVERY": "60",
+        "KIT_HUB_CLASS_VIEW": "1", "KIT_HUB_CLASS_VIEW_PORT": str(ports["classview"]),
         "PYTHONPATH": str(ROOT),         # the learners' kernels import this checkout's kitlib
     }
     proxy_log = open(tmp_path / "proxy.log", "w")
@@ -412,7 +347,8 @@ def test_a_class_of_three_on_one_hub(hub_class):
     assert r.status_code == 201, r.text
     learners = []
     for name in LEARNERS:
-        r = hub.api("POST", f"/users/{name}/tokens", json={"scopes": [f"access:servers!user={name}"],
+        r = hub.api("POST", f"/users/{name}/tokens", json={"scopes": [f"access:servers!user={name}",
+                                                                       "access:services!service=classview"],
                                                             "note": "test_hub", "expires_in": 3600})
         assert r.status_code == 201, r.text
         learners.append(Learner(hub, name, r.json()["token"]))
@@ -475,6 +411,19 @@ def test_a_class_of_three_on_one_hub(hub_class):
     smi = shutil.which("nvidia-smi")
     gpu = smi and "GPU" in subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30).stdout
     assert mode.strip() == ("live" if gpu else "replay")
+
+    # the class view (its access rules: tests/test_classview.py): lesson 02's own `ex` in a
+    # learner's kernel sends each judged answer with the server's token the kernel inherited
+    text, err, _ = a.execute("import os; print(bool(os.environ.get('JUPYTERHUB_API_TOKEN')), "
+                             "os.environ.get('KITLIB_CLASS_VIEW_URL'))")
+    assert err is None and text.split() == ["True", f"http://127.0.0.1:{hub.ports['classview']}/services/classview/"]
+    before = a.classview()
+    text, err, _ = a.execute("print(ex.check('launch_count', 1).correct, ex.check('launch_count', 3).correct)")
+    assert err is None and text.split() == ["False", "True"], (text, err)
+    sent = [(x["learner"], x["lesson"], x["question"], x["correct"], x["trap"]) for x in a.classview()[len(before):]]
+    print(f"{a.name}'s kernel sent to the class view: {sent}")
+    assert sent == [(a.name, "02", "launch_count", 0, "one_op_one_kernel"), (a.name, "02", "launch_count", 1, None)]
+    assert {x["learner"] for x in b.classview()} <= {b.name}
 
     # (b) nothing one learner writes reaches another
     secret = f"{a.name}'s answer {uuid.uuid4().hex}"

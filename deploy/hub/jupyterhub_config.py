@@ -29,6 +29,13 @@ KIT_HUB_PYTHON [this python]    the interpreter every learner runs, readable by 
 KIT_HUB_CGROUP [kithub]         parent cgroup of the learners' cgroups
 KIT_HUB_API_TOKEN []            when set, a service "class-admin" with this token may manage users
                                 and servers through the REST API (scripts, tests)
+KIT_HUB_CLASS_VIEW [0]          1: the instructor's live view of the class (deploy/hub/classview/):
+                                learners' kernels send each judged answer to it, over loopback
+KIT_HUB_CLASS_VIEW_PORT [8082]  its port (127.0.0.1 only; browsers reach it at /services/classview/)
+KIT_HUB_CLASS_VIEW_KEEP_DAYS [30] days an attempt is kept in STATE_DIR/classview.sqlite
+KIT_HUB_CLASS_VIEW_REFRESH_S [15] s between reloads of the instructor's page
+KIT_HUB_INSTRUCTORS []          comma-separated user names put in the hub group "instructors" (who,
+                                besides the admins, may open the class view's page)
 CONFIGPROXY_AUTH_TOKEN          the proxy API's token (required with KIT_HUB_EXTERNAL_PROXY=1)
 
 Learners are created by the instructor's script (deploy/hub/add_learners.sh: useradd with a home
@@ -212,6 +219,31 @@ if _env("KIT_HUB_API_TOKEN", ""):
     c.JupyterHub.services.append({"name": "class-admin", "api_token": os.environ["KIT_HUB_API_TOKEN"]})
     c.JupyterHub.load_roles.append({
         "name": "class-admin",
-        "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users", "access:servers"],
+        "scopes": ["admin:users", "admin:servers", "tokens", "list:users", "read:users", "access:servers",
+                   "access:services"],
         "services": ["class-admin"],
     })
+
+# ---- the instructor's live view of the class (docs/TEACHING_A_CLASS.md) ------------------------
+if _env("KIT_HUB_CLASS_VIEW", "0") == "1":
+    _cv_url = f"http://127.0.0.1:{int(_env('KIT_HUB_CLASS_VIEW_PORT', '8082'))}"
+    c.JupyterHub.services.append({
+        "name": "classview", "url": _cv_url, "display": True, "oauth_no_confirm": True,
+        "command": [sys.executable, str(Path(__file__).resolve().parent / "classview" / "classview.py")],
+        "environment": {"KIT_CLASSVIEW_DB": str(STATE / "classview.sqlite"),
+                        "KIT_CLASSVIEW_KEEP_DAYS": _env("KIT_HUB_CLASS_VIEW_KEEP_DAYS", "30"),
+                        "KIT_CLASSVIEW_REFRESH_S": _env("KIT_HUB_CLASS_VIEW_REFRESH_S", "15"),
+                        "KIT_CLASSVIEW_INSTRUCTORS_GROUP": "instructors"},
+    })
+    # the service asks the hub whether someone is an admin or in the group "instructors"
+    c.JupyterHub.load_roles.append({"name": "classview", "scopes": ["read:users", "read:groups"],
+                                    "services": ["classview"]})
+    # every user may use the service (each sees only their own record: the service checks that)
+    c.JupyterHub.load_roles.append({"name": "user", "scopes": ["self", "access:services!service=classview"]})
+    # ... and so may the token of their server, which its kernels inherit (JUPYTERHUB_API_TOKEN)
+    c.Spawner.server_token_scopes = ["users:activity!user", "access:servers!server",
+                                     "access:services!service=classview"]
+    c.Spawner.environment["KITLIB_CLASS_VIEW_URL"] = f"{_cv_url}/services/classview/"
+    _instructors = [u.strip() for u in _env("KIT_HUB_INSTRUCTORS", "").split(",") if u.strip()]
+    if _instructors:
+        c.JupyterHub.load_groups = {"instructors": {"users": _instructors}}
