@@ -1192,14 +1192,10 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     """
     if not python_events:
         return "", "no Python frames in the trace: the rule does not apply"
-    if torch_version:
-        try:
-            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
-        except ValueError:
-            major = minor = None
-        if major is not None:
-            rel = "≤ 2.11" if (major, minor) < (2, 12) else "2.12–2.13" if (major, minor) < (2, 14) else "≥ 2.14"
-            return rel, f"torch {torch_version} (from the bundle's manifest)"
+    major, minor = _release(torch_version)
+    if major is not None:
+        rel = "≤ 2.11" if (major, minor) < (2, 12) else "2.12–2.13" if (major, minor) < (2, 14) else "≥ 2.14"
+        return rel, f"torch {torch_version} (from the bundle's manifest)"
     head_args = [e.get("args") for e in python_events[: min(len(python_events), 200)]]
     if any(isinstance(a, dict) and "CallFrom" in a for a in head_args):
         return "≥ 2.14", "inferred from the trace: its Python frames carry 'CallFrom' (written from torch 2.14)"
@@ -1208,6 +1204,16 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
                              "and it has a top-level 'host_name' (torch ≥ 2.12)")
     return "≤ 2.11", ("inferred from the trace: its Python frames carry no 'CallFrom' and it has no top-level "
                       "'host_name' (torch ≤ 2.11; 'Python thread' only says verbose=True)")
+
+
+def _release(torch_version) -> tuple:
+    """``(major, minor)`` of a torch version such as ``"2.13.0+cpu"``; ``(None, None)`` when
+    none is given or it does not parse."""
+    try:
+        major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
+        return (major, minor) if torch_version else (None, None)
+    except ValueError:
+        return None, None
 
 
 def memory_edges_rule(torch_version: str | None = None, top: dict | None = None) -> tuple[bool, str]:
@@ -1242,16 +1248,12 @@ def memory_edges_rule(torch_version: str | None = None, top: dict | None = None)
     >>> memory_edges_rule("2.10.0")[0], memory_edges_rule("2.11.0")[0], memory_edges_rule(top={"host_name": "vm"})[0]
     (True, False, False)
     """
-    if torch_version:
-        try:
-            major, minor = (int(x) for x in str(torch_version).split("+")[0].split(".")[:2])
-        except ValueError:
-            major = minor = None
-        if major is not None:
-            old = (major, minor) < (2, 11)
-            return old, f"torch {torch_version} (from the bundle's manifest): " + (
-                "memory records held to float-µs event edges (torch ≤ 2.10)" if old else
-                "memory records held to the events' exact ns (torch ≥ 2.11)")
+    major, minor = _release(torch_version)
+    if major is not None:
+        old = (major, minor) < (2, 11)
+        return old, f"torch {torch_version} (from the bundle's manifest): " + (
+            "memory records held to float-µs event edges (torch ≤ 2.10)" if old else
+            "memory records held to the events' exact ns (torch ≥ 2.11)")
     if top and "host_name" in top:
         return False, ("inferred from the trace: a top-level 'host_name' (torch ≥ 2.12), whose profiler "
                        "holds memory records to the events' exact ns")
