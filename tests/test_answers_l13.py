@@ -652,6 +652,10 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     mine, healthy = (raw_job_ops(SHIPPED / n / "trace.json.gz") for n in (f"case_{x}/before", _healthy(x)))
     assert mine == healthy and f"the same {len(healthy)} operator names with the same counts outside data_load" in q.explain
     assert "and the same input shapes" in q.explain and "not interleaved" in q.explain
+    text = cs.complaint_check(x)
+    print(text)
+    assert f"here {load / p['cpu_count']:.2f} per core, in the healthy run not recorded" in text
+    assert "slower beyond the noise" in text and "not timed interleaved" in text
     # naming the busy machine for a case whose code shows its cause is wrong, whatever the load
     k = _letter("loss_kept_as_tensor")
     assert not cs.CAUSES["busy_machine"].shows(cs.signs(cs.open_bundle(SHIPPED / f"case_{k}" / "before")))

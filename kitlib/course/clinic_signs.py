@@ -169,7 +169,9 @@ def signs(rec) -> dict:
     (that median over the batch), ``first_step_over_median`` (the first uninstrumented
     step over the median: the cold-start sign) and, from ``step_times.json``'s
     ``process`` (:func:`process_signs`; ``None`` in bundles recorded without it),
-    ``rss_growth_bytes_per_step``, ``load_per_core`` and ``cpu_over_wall``."""
+    ``rss_growth_bytes_per_step``, ``load_per_core`` and ``cpu_over_wall``: the last two of
+    the interleaved blocks (``process_interleaved``) where the uninstrumented steps were
+    re-timed so, since they are what those steps ran beside."""
     per = [trace_signs(t) for t in traces(rec)]
     out = {k: max(p[k] for p in per) if per[0][k] is not None else None for k in per[0]}
     out["memory_net_bytes_each_step"] = per[0]["memory_net_bytes_each_step"]
@@ -180,6 +182,9 @@ def signs(rec) -> dict:
     out.update(ranks=len(per), median_step_ms=float(med),
                ms_per_image=float(med / out["images_per_step"]) if out["images_per_step"] else float("nan"),
                first_step_over_median=float(u[0] / med), **process_signs(st.get("process")))
+    if st.get("process_interleaved"):       # the load and CPU share of the blocks the steps above come from
+        inter = process_signs(st["process_interleaved"])
+        out.update(load_per_core=inter["load_per_core"], cpu_over_wall=inter["cpu_over_wall"])
     return out
 
 
@@ -303,7 +308,7 @@ CAUSES = {c.id: c for c in [
           "bytes of RSS per step",
           "if every step's graph were kept alive, the process's resident memory (step_times.json's process "
           "entry) would grow by about the same amount every step, whatever the profiler's memory records say",
-          "Look at the process's memory after each timed step, beside the step times.", 50e3),
+          "Look at the process's memory after each timed step, beside the step times.", 70e3),
     Cause("busy_machine", "nothing in the code: other processes shared the machine while this run was timed",
           "no code change: time the runs interleaved (ABBA), on a quiet machine", "load_per_core",
           "load average per core",
@@ -514,7 +519,9 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     (:func:`healthy_name`), which was timed at another moment on the same machine; for a
     case whose complaint is the profiled steps against the team's own timing, the
     profiled active steps against the uninstrumented steps of the same *before* bundle.
-    Nothing here names a cause.
+    Where the bundles recorded what the process and the machine did (``step_times.json``'s
+    ``process``, :func:`process_signs`), the machine's load per core of both runs and this
+    where this run's RSS per step is recorded. Nothing here names a cause.
     """
     from ..analyses.compare import compare
     folder = clinic_folder(device)
@@ -531,19 +538,30 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
                 f"{c.after_median_ms / c.before_median_ms:.1f} times as long; interval of the difference "
                 f"[{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: {seen}.")
     name = healthy_name(letter, device)
-    hu = step_times(open_bundle(folder / name))["step_ms_uninstrumented"]
+    hst = step_times(open_bundle(folder / name))
+    hu = hst["step_ms_uninstrumented"]
     c = compare(hu, u)
+    hload = process_signs(hst.get("process"))["load_per_core"]
+    beside = ""
+    if s["load_per_core"] is not None or hload is not None:     # what the process and the machine did
+        fmt_load = lambda v: "not recorded" if v is None else f"{v:.2f} per core"  # noqa: E731
+        beside = (f" The machine's load around the timed steps: here {fmt_load(s['load_per_core'])}, in the "
+                  f"healthy run {fmt_load(hload)} (the two were not timed interleaved).")
+    rss = (st.get("process") or {}).get("rss_bytes_after_step") or []
+    if len(rss) > 1:
+        beside += (" The process's resident memory (RSS) after each of its timed steps is recorded beside them "
+                   "(step_times.json's process entry).")
     who = "rank 0's steps" if s["ranks"] > 1 else "this job's steps"
     out = (f"uninstrumented step times: {who} median {c.after_median_ms:,.1f} ms ({c.n_after} steps), the healthy "
            f"run {name}/ {c.before_median_ms:,.1f} ms ({c.n_before} steps, timed at another moment); interval of "
            f"the difference [{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: ")
     if c.verdict == "slower":
-        return out + "slower beyond the noise: the complaint shows in the step times."
+        return out + "slower beyond the noise: the complaint shows in the step times." + beside
     if c.verdict == "faster":
         return out + ("faster per step beyond the noise: a complaint about time per step does not show here; "
-                      "one about images per second depends on how many images a step carries.")
+                      "one about images per second depends on how many images a step carries.") + beside
     return out + ("no difference beyond the noise: on this machine the complaint is not visible in the step "
-                  "times; the recording can still show its cause.")
+                  "times; the recording can still show its cause.") + beside
 
 
 # --------------------------------------------------------------------------- the reader, checked
