@@ -634,7 +634,7 @@ def test_the_memory_case_evidence_from_the_raw_step_times(ex):
     assert f"to {', '.join(f'{v:+,}' for v in nets)} bytes (median {net:+,.0f})" in q.explain, q.explain
     assert f"{records:,.0f} per profiled step" in q.explain
     assert ex[f"case_{k}_route"].judge_silently(l13.R_PROCESS)
-    _says(ex[f"case_{k}_route"], l13.R_EVENTS, "net to about zero")
+    _says(ex[f"case_{k}_route"], l13.R_EVENTS, "net to zero in every step after the first")
 
 
 def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
@@ -650,7 +650,8 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     _says(q, load, "divide by the cores")
     from test_clinic import raw_job_ops
     mine, healthy = (raw_job_ops(SHIPPED / n / "trace.json.gz") for n in (f"case_{x}/before", _healthy(x)))
-    assert mine == healthy and f"the same {len(healthy)} operator names with the same counts outside data_load" in q.explain
+    assert mine == healthy
+    assert f"the same {len(healthy)} operator names with the same counts outside data_load" in q.explain
     assert "and the same input shapes" in q.explain and "not interleaved" in q.explain
     text = cs.complaint_check(x)
     print(text)

@@ -16,7 +16,12 @@ under ``torchrun`` for the two-rank case)::
 Each bundle holds a torch.profiler trace of 3 active steps (``record_shapes`` on, the
 recipe ``shapes``), the profiler's ``key_averages()`` rows and at least 5 uninstrumented
 step times (``step_times.json`` ``step_ms_uninstrumented``, timed before the profiler
-starts, as lesson 10 measures).
+starts, as lesson 10 measures), with what the process and the machine did meanwhile
+(``process``: RSS after each step, load average, CPU and wall time,
+:func:`kitlib.capture.workload.time_steps`). Two cases are not in the trace: memory kept
+outside the tensors the profiler records (``case_k``, seen in the RSS) and a busy machine
+(``case_l``: the same job twice, the first recorded beside busy loops, :func:`_busy`, and
+not timed interleaved).
 
 What a learner must not read off the folders
 -------------------------------------------

@@ -61,8 +61,8 @@ ROUTES = {
     "slow_transform": ((R_RANGES,), {R_NAME: "the table by name sums operators; the time the training process spent "
                                              "waiting holds none. The trace's ranges show it."}),
     "loss_kept_as_tensor": ((R_PROCESS,), {R_EVENTS: "the trace's memory records are the tensors the profiler sees: "
-                                                     "here they net to about zero per step. What grows is outside them: "
-                                                     "ask the OS (the process's RSS)."}),
+                                                     "here they net to zero in every step after the first. What "
+                                                     "grows is outside them: ask the OS (the process's RSS)."}),
     "busy_machine": ((R_PROCESS,), {R_TIMER: "step times say this run is slower, not why: what did the machine do "
                                              "beside it?",
                                     R_NAME: "the table by name has the healthy run's operators and counts: that rules "
@@ -310,20 +310,21 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
         rss = cs.step_times(rec)["process"]["rss_bytes_after_step"]
         mem = rec.trace.memory
         net, per = s["memory_net_bytes_per_step"], s["memory_records_per_step"]
-        each = ", ".join(f"{v:+,}" for v in s["memory_net_bytes_each_step"])
+        each = ", ".join(f"{b:+,}" for b in s["memory_net_bytes_each_step"])
         hv = healthy.get("rss_growth_bytes_per_step")
         return Question(key, f"case_{letter}: by how many kB (1,000 bytes) does the training process's resident memory "
                              "(RSS) grow per timed step? (after the last step minus after the first, over the steps "
                              "between)", round(v / 1e3, 1),
-                        f"{rss[0] / 1e6:,.1f} MB after the first of {len(rss)} timed steps, {rss[-1] / 1e6:,.1f} MB after "
-                        f"the last: {v / 1e3:,.0f} kB per step, every step. The trace's {len(mem):,} [memory] records "
+                        f"{rss[0] / 1e6:,.1f} MB after the first of {len(rss)} timed steps, "
+                        f"{rss[-1] / 1e6:,.1f} MB after the last: {v / 1e3:,.0f} kB per step, every step. The trace's {len(mem):,} [memory] records "
                         f"({per:,.0f} per profiled step) net, step by step, to {each} bytes (median {net:+,.0f}): "
                         "the first active step leaves its live tensors to the next (the profiler counts from zero), "
                         "then every step frees what it allocates; the fixed job's records are the same. What stays "
                         "lies outside the tensors the profiler sees: each step's autograd graph, "
                         "kept alive by the running total's history. The healthy run's RSS "
                         + (f"grows {hv / 1e3:,.0f} kB per step." if hv is not None else
-                           f"was not recorded ({hname}/ is an older recording); the fixed job's is in case_{letter}/after."),
+                           f"was not recorded ({hname}/ is an older recording); the fixed job's is in "
+                           f"case_{letter}/after."),
                         kind="compute", unit="kB", tolerance=0.02,
                         tolerance_why="within 2 %: RSS moves by whole pages (4 kB)",
                         where="step_times.json: process.rss_bytes_after_step, (last − first) / (steps − 1)",
@@ -337,14 +338,15 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
         load = statistics.fmean(p["loadavg_1min"])
         mine, theirs = job_ops(rec.trace), job_ops(hrec.trace)
         differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
-        shapes = lambda r: {(x["key"], str(x.get("input_shapes"))) for x in r.key_averages().get("by_input_shape", [])}  # noqa: E731
-        same_shapes = shapes(rec) == shapes(hrec)
+        shapes = [{(x["key"], str(x.get("input_shapes"))) for x in r.key_averages().get("by_input_shape", [])}
+                  for r in (rec, hrec)]
+        same_shapes = shapes[0] == shapes[1]
         return Question(key, f"case_{letter}: the machine's 1-minute load average per core around this run's timed "
                              "steps? (the mean of the load averages recorded before and after them, over the cores)",
                         round(v, 2),
                         f"load average {load:,.2f} on {p['cpu_count']} cores: {v:,.2f} per core, more processes wanting "
-                        f"a core than there were cores; the training process ran on a core {p['process_cpu_s'] / p['wall_s']:.0%} "
-                        f"of the timed steps' wall time. The code is the healthy run's ({hname}/): "
+                        "a core than there were cores; the training process ran on a core "
+                        f"{p['process_cpu_s'] / p['wall_s']:.0%} of the timed steps' wall time. The code is the healthy run's ({hname}/): "
                         + (f"the same {len(mine)} operator names with the same counts outside data_load (inside "
                            "it, the loader's few aten::empty and aten::set_ calls vary with the batches that arrive "
                            "while the profiler records)" if not differ else
