@@ -408,6 +408,11 @@ def test_record_clinic_command_smallest(tmp_path):
     st = json.loads((out / "case_c" / "before" / "step_times.json").read_text())
     assert len(st["step_ms_uninstrumented"]) == clinic.SMALLEST["timing_steps"]
     assert "num_workers" not in (out / "case_c" / "before" / "manifest.json").read_text()
+    # each file says how its uninstrumented steps were timed, read through the manifest's sha256
+    from kitlib.readers.bundle import open_capture
+    assert open_capture(out / "baseline").step_times()["uninstrumented_order"].startswith("one run: 5 steps in a row")
+    assert open_capture(out / "case_c" / "after").step_times()["uninstrumented_order"].startswith("interleaved")
+    assert len(open_capture(out / "baseline").step_times()["process"]["rss_bytes_after_step"]) == 5
 
 
 # --------------------------------------------------------------------------- the memory and busy-machine cases

@@ -544,6 +544,10 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
         cfg.steps = recipe.active            # the CPU defaults' steps=3 would replace the recipe's
         with _busy(rec.busy, 0 if smallest else BUSY_WARM_S, 0 if smallest else BUSY_SETTLE_S):
             capture(cfg, recipe, target, progress=False)
+        # said in the file: a pair re-timed side by side gets the interleaved order instead (_retime)
+        _update_step_times(target, {"uninstrumented_order": f"one run: {recipe.timing_steps} steps in a row after "
+                                                            f"{recipe.pre_steps} untimed steps, not interleaved "
+                                                            "with another job"})
     _publish(target, name)
     return target
 
@@ -646,24 +650,28 @@ def _blocks(steps: int, block: int) -> list:
 def _retime(out: Path, case_name: str, times: dict) -> None:
     """Write the interleaved times into both bundles' ``step_times.json`` (and their sha256
     into the manifests), keeping the profiled steps as recorded."""
+    for side in ("before", "after"):
+        up = {"step_ms_uninstrumented": times[side], "uninstrumented_order": times["order"]}
+        if "process" in times:          # the load during the interleaved blocks (the RSS stays the recording's)
+            up["process_interleaved"] = {k: v for k, v in times["process"][side].items()
+                                         if k != "rss_bytes_after_step"}
+        _update_step_times(out / case_name / side, up)
+
+
+def _update_step_times(folder: Path, updates: dict) -> None:
+    """Set ``updates``' keys in a bundle's ``step_times.json`` and its sha256 and size in the
+    manifest."""
     from ..readers.bundle import MANIFEST
     from ..readers.files import sha256_of
-    for side in ("before", "after"):
-        folder = out / case_name / side
-        st_path = folder / "step_times.json"
-        st = json.loads(st_path.read_text())
-        st["step_ms_uninstrumented"] = times[side]
-        st["uninstrumented_order"] = times["order"]
-        if "process" in times:          # the load during the interleaved blocks (the RSS stays the recording's)
-            p = dict(times["process"][side])
-            p.pop("rss_bytes_after_step", None)
-            st["process_interleaved"] = p
-        st_path.write_text(json.dumps(st, indent=1) + "\n")
-        m_path = folder / MANIFEST
-        m = json.loads(m_path.read_text())
-        entry = m["files"]["step_times.json"]
-        entry["sha256"], entry["bytes"] = sha256_of(st_path), st_path.stat().st_size
-        m_path.write_text(json.dumps(m, indent=1) + "\n")
+    st_path = folder / "step_times.json"
+    st = json.loads(st_path.read_text())
+    st.update(updates)
+    st_path.write_text(json.dumps(st, indent=1) + "\n")
+    m_path = folder / MANIFEST
+    m = json.loads(m_path.read_text())
+    entry = m["files"]["step_times.json"]
+    entry["sha256"], entry["bytes"] = sha256_of(st_path), st_path.stat().st_size
+    m_path.write_text(json.dumps(m, indent=1) + "\n")
 
 
 def _rank_main(job_json: str, out: str) -> int:

@@ -430,8 +430,9 @@ LOAD_RATIO = 1.2
 
 def timing_conditions(letter: str, device: str = "cpu") -> dict:
     """How case ``letter``'s two series were timed: ``interleaved`` (both sides'
-    ``step_times.json`` say ``uninstrumented_order`` "interleaved": ABBA blocks in the same
-    minutes, :func:`kitlib.capture.clinic.time_interleaved`), the machine's load per core
+    ``step_times.json`` say ``uninstrumented_order`` "interleaved ...": ABBA blocks in the same
+    minutes, :func:`kitlib.capture.clinic.time_interleaved`; "one run ..." or no such key: timed
+    as recorded, one job after the other), the machine's load per core
     during each side (``load_per_core_before``/``_after``, :func:`process_signs` of the
     interleaved blocks' ``process_interleaved`` or else of the recording's ``process``;
     ``None`` where not recorded) and ``trust``: whether lesson 10's verdict on them can be
@@ -440,7 +441,7 @@ def timing_conditions(letter: str, device: str = "cpu") -> dict:
     have changed between the runs)."""
     folder = clinic_folder(device) / f"case_{letter}"
     st = {side: step_times(open_bundle(folder / side)) for side in ("before", "after")}
-    inter = all("interleaved" in str(v.get("uninstrumented_order", "")) for v in st.values())
+    inter = all(str(v.get("uninstrumented_order", "")).startswith("interleaved") for v in st.values())
     load = {side: process_signs(v.get("process_interleaved") if inter else v.get("process"))["load_per_core"]
             for side, v in st.items()}
     b, a = load["before"], load["after"]
