@@ -353,17 +353,25 @@ def fmt(v, unit: str = "") -> str:
     return f"{v:,.3g} {unit}".strip() if abs(v) < 100 else f"{v:,.0f} {unit}".strip()
 
 
+#: The signs read from ``step_times.json``'s ``process`` entry (:func:`process_signs`).
+PROCESS_FIGURES = ("rss_growth_bytes_per_step", "load_per_core", "cpu_over_wall")
+
+
 def not_this(cause: Cause, case: dict, healthy: dict, look: str = "") -> str:
     """The feedback for naming ``cause`` where the signs ``case`` do not show it: what its
     figure would be, what it is here and in the healthy run, and ``look`` (where to look
     instead)."""
-    here = fmt(case[cause.figure], cause.unit)
-    base = fmt(healthy[cause.figure], cause.unit)
+    unrecorded = "not recorded (step_times.json has no process entry: an older recording)"
+    here, base = (unrecorded if v.get(cause.figure) is None and cause.figure in PROCESS_FIGURES
+                  else fmt(v[cause.figure], cause.unit) for v in (case, healthy))
     extra = ""
     if cause.id == "slow_transform":
         ops = case["ops_in_data_load_per_step"]        # hundreds: another case's evidence, not this sign's figure
         extra = (", with hundreds of operators per step inside it" if ops >= 100 else
                  f", with {fmt(ops, 'operators per step')} inside it")
+    if cause.id == "busy_machine" and (case[cause.figure] or 0) >= cause.threshold:
+        extra = (" (the machine was busy, as on most days here; but this recording holds another cause's sign, "
+                 "which a busy machine does not leave)")
     if cause.id == "straggler_rank" and case["ranks"] < 2:
         return f"{cause.would}. This job ran as {case['ranks']} rank: there is no other rank to wait. {look}".strip()
     if cause.id in ("sync_every_step", "pageable_blocking_copies", "allocator_churn") and case["syncs_per_step"] == 0 \
