@@ -78,7 +78,7 @@ def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
     assert {"tiny_batch_per_step", "fix_difference_ms", "layout_fix_verdict", "transfer_pageable"} <= set(keys)
     kinds = {q.kind for q in ex.questions}
     assert {"predict", "transfer", "compute", "recall"} <= kinds
-    assert len(l13.ROUTE_CHOICES) == 8 and len(cs.CAUSE_CHOICES) == 12 and len(cs.FIX_CHOICES) == 12
+    assert len(l13.ROUTE_CHOICES) == 9 and len(cs.CAUSE_CHOICES) == 14 and len(cs.FIX_CHOICES) == 14
 
 
 # --------------------------------------------------------------------------- the evidence, from raw rows
@@ -183,8 +183,9 @@ def test_a_wrong_cause_names_its_own_figure_in_this_recording(ex):
             if c.id == "straggler_rank" and s["ranks"] < 2:
                 assert f"as {s['ranks']} rank" in msg, msg
             else:
-                assert f"Here it is {cs.fmt(s[c.figure], c.unit)}" in msg, (x, c.id, msg)
-                assert f"in the healthy run {cs.fmt(healthy[c.figure], c.unit)}" in msg
+                said = lambda v: "not recorded" if v is None and c.figure in cs.PROCESS_FIGURES else cs.fmt(v, c.unit)  # noqa: E731
+                assert f"Here it is {said(s[c.figure])}" in msg, (x, c.id, msg)
+                assert f"in the healthy run {said(healthy[c.figure])}" in msg
             assert true.look in msg and true.text not in msg
     ex["case_a_cause"].solved_after = None
 
@@ -612,3 +613,56 @@ def test_the_neighbour_trap_holds_the_other_cases_figure(ex, raw):
             assert feedback.lower() in q.judge(value).message.lower()
             q.wrong_tries = 0
     assert seen == 2
+
+
+# --------------------------------------------------------------------------- memory outside the profiler, a busy machine
+def test_the_memory_case_evidence_from_the_raw_step_times(ex):
+    """Case k's evidence is the RSS growth per timed step, from the raw step_times.json (in kB);
+    its traps: the total over the steps, the figure in bytes, and what the profiler's memory
+    records net per step (from the raw trace: about zero)."""
+    from test_clinic import _raw_memory_net
+    k = _letter("loss_kept_as_tensor")
+    rss = _steps(f"case_{k}/before")["process"]["rss_bytes_after_step"]
+    per_kb = (rss[-1] - rss[0]) / (len(rss) - 1) / 1e3
+    nets, records = _raw_memory_net(SHIPPED / f"case_{k}" / "before" / "trace.json.gz")
+    net = statistics.median(nets)
+    q = ex[f"case_{k}_evidence"]
+    print(f"kitlib {q.answer} kB per step; raw {per_kb:.2f} kB over {len(rss)} steps; memory records net {net:+,.0f} B")
+    assert q.answer == pytest.approx(per_kb, abs=0.05) and q.judge_silently(per_kb)
+    _says(q, (rss[-1] - rss[0]) / 1e3, f"all {len(rss)} steps together")
+    _says(q, per_kb * 1e3, "in bytes")
+    _says(q, net / 1e3, "profiler's memory records")
+    assert f"to {', '.join(f'{v:+,}' for v in nets)} bytes (median {net:+,.0f})" in q.explain, q.explain
+    assert f"{records:,.0f} per profiled step" in q.explain
+    assert ex[f"case_{k}_route"].judge_silently(l13.R_PROCESS)
+    _says(ex[f"case_{k}_route"], l13.R_EVENTS, "net to zero in every step after the first")
+
+
+def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
+    """Case l's evidence is the load average per core around its timed steps, from the raw
+    step_times.json; its explanation says the operators and counts outside data_load are the
+    healthy run's (from both raw traces) and that the runs were not interleaved."""
+    x = _letter("busy_machine")
+    p = _steps(f"case_{x}/before")["process"]
+    load = statistics.fmean(p["loadavg_1min"])
+    q = ex[f"case_{x}_evidence"]
+    print(f"kitlib {q.answer} per core; raw {load:.3f} / {p['cpu_count']} cores")
+    assert q.answer == pytest.approx(load / p["cpu_count"], abs=0.005) and q.judge_silently(load / p["cpu_count"])
+    _says(q, load, "divide by the cores")
+    from test_clinic import raw_job_ops
+    mine, healthy = (raw_job_ops(SHIPPED / n / "trace.json.gz") for n in (f"case_{x}/before", _healthy(x)))
+    assert mine == healthy
+    assert f"the same {len(healthy)} operator names with the same counts outside data_load" in q.explain
+    assert "and the same input shapes" in q.explain and "not interleaved" in q.explain
+    text = cs.complaint_check(x)
+    print(text)
+    assert f"here {load / p['cpu_count']:.2f} per core, in the healthy run not recorded" in text
+    assert "slower beyond the noise" in text and "not timed interleaved" in text
+    # naming the busy machine for a case whose code shows its cause is wrong, whatever the load
+    k = _letter("loss_kept_as_tensor")
+    assert not cs.CAUSES["busy_machine"].shows(cs.signs(cs.open_bundle(SHIPPED / f"case_{k}" / "before")))
+    kp = _steps(f"case_{k}/before")["process_interleaved"]
+    k_load = statistics.fmean(kp["loadavg_1min"]) / kp["cpu_count"]         # 3.80: busy, but the code shows a cause
+    msg = ex[f"case_{k}_cause"].judge(cs.CAUSES["busy_machine"].text).message
+    ex[f"case_{k}_cause"].wrong_tries = 0
+    assert f"Here it is {k_load:.2g} load average per core" in msg and "holds another cause's sign" in msg, msg

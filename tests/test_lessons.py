@@ -190,11 +190,11 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 
 
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
-#: four of its questions in one loop), except lesson 13's eight evidence questions, whose
+#: four of its questions in one loop), except lesson 13's ten evidence questions, whose
 #: cells say "name a cause first" until a cause has been tried (run in order with no
 #: answers, none has). tests/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
-         "12": 13, "13": 28}
+         "12": 13, "13": 34}
 #: Lesson 13's evidence cells: a note instead of a form until the case's cause is tried.
 LOCKED = re.compile(r'ex\.check\("case_\w_evidence"')
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -173,7 +173,7 @@ def active_step_times(capture, series: dict | None = None) -> dict:
         series = capture.step_times()
     sched = (capture.recipe or {}).get("schedule") if capture is not None else None
     return {k: active_steps(v, sched) if k.startswith("step_ms_profile") else list(v)
-            for k, v in series.items()}
+            for k, v in series.items() if isinstance(v, list)}   # not ``process`` (a dict) nor a note
 
 
 def labelled_ranges(source) -> pd.DataFrame:

@@ -16,7 +16,12 @@ under ``torchrun`` for the two-rank case)::
 Each bundle holds a torch.profiler trace of 3 active steps (``record_shapes`` on, the
 recipe ``shapes``), the profiler's ``key_averages()`` rows and at least 5 uninstrumented
 step times (``step_times.json`` ``step_ms_uninstrumented``, timed before the profiler
-starts, as lesson 10 measures).
+starts, as lesson 10 measures), with what the process and the machine did meanwhile
+(``process``: RSS after each step, load average, CPU and wall time,
+:func:`kitlib.capture.workload.time_steps`). Two cases are not in the trace: memory kept
+outside the tensors the profiler records (``case_k``, seen in the RSS) and a busy machine
+(``case_l``: the same job twice, the first recorded beside busy loops, :func:`_busy`, and
+not timed interleaved).
 
 What a learner must not read off the folders
 -------------------------------------------
@@ -45,6 +50,7 @@ step times noisy (the manifest's ``torch_num_threads`` says so).
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import os
@@ -102,7 +108,10 @@ class ClinicCase:
         of the device (:data:`CPU_BASE` / :data:`CUDA_BASE`); the key ``recipe``, when
         present, names a different recipe, and ``active_steps`` another number of
         profiled steps (the profiling-overhead case: 5, so that its instrumented step
-        times number 5 on each side).
+        times number 5 on each side); ``timing_steps`` another number of
+        uninstrumented steps (the memory case: 200, so that the RSS series is long enough
+        to grow beyond the allocator's reuse of freed memory); ``busy_procs`` busy loops
+        run beside the job while it is recorded (the busy-machine case, :func:`_busy`).
     cpu : bool
         The cause shows on a CPU (so the CPU set records it); else GPU only, and
         ``cpu_note`` says why.
@@ -156,6 +165,15 @@ STRAGGLER_MS = 40.0
 
 #: The heavy profiler recipe of the profiling-overhead case: shapes, stacks and memory.
 HEAVY = "heavy"
+#: The memory case's recipe, both sides: shapes and torch.profiler's memory records.
+MEMORY = "shapes_memory"
+
+#: The busy-machine case: busy loops (``python -c "while True: pass"``) the recorder runs
+#: beside its *before* job, started ``BUSY_WARM_S`` s before it so that the 1-minute load
+#: average has risen, and stopped ``BUSY_SETTLE_S`` s before the next recording so that
+#: it has fallen again (the 1-minute average decays with a time constant of a minute).
+BUSY_WARM_S = 60
+BUSY_SETTLE_S = 150
 
 #: The cases, by letter (the letters' order is not the causes' order in issue 30).
 CASES: dict = {c.letter: c for c in [
@@ -259,6 +277,31 @@ CASES: dict = {c.letter: c for c in [
         "run's, and the host blocked in cudaMemcpyAsync for the copy's duration",
         before={"pin_memory": False, "non_blocking": False}, after={}, cpu=False,
         cpu_note="on a CPU there is no host-to-device copy"),
+    ClinicCase(
+        "k", "loss_kept_as_tensor", "the loop keeps a running loss as a tensor (total += loss, not "
+        "loss.item()): the total carries the autograd history of every step's loss, so every step's graph "
+        "stays alive and the process's memory grows every step; the tensors torch.profiler records are freed "
+        "as usual, so its memory records net to zero in every step after the first active one",
+        "accumulate a number: total += loss.item() (or loss.detach())",
+        "The job's memory grows step after step until the machine stops it after some hours; the "
+        "profiler's memory view shows no tensor left allocated at the end of a step.",
+        "step_times.json's process.rss_bytes_after_step: the process's RSS grows by about 100 kB every "
+        "timed step (last minus first over the steps between), the fixed job's by little; the trace's "
+        "[memory] records (profile_memory on, both sides) net to 0 bytes in every active step after the "
+        "first, as the fixed job's do",
+        before={**DEEP_CPU, "keep_loss_tensor": True, "recipe": MEMORY, "timing_steps": 200},
+        after={**DEEP_CPU, "recipe": MEMORY, "timing_steps": 200}, cuda_before=DEEP_CUDA, cuda_after=DEEP_CUDA),
+    ClinicCase(
+        "l", "busy_machine", "nothing in the job: the same job, code and settings as the healthy run, timed "
+        "while other processes (busy loops started beside it by the recorder) shared the machine's cores; "
+        "the same operators, counts per step and shapes, only slower",
+        "no code change: time both runs interleaved (ABBA blocks) on the same machine, at a known, quiet load",
+        "Timed a quarter of an hour after an earlier run on the team's shared machine, this run's steps are "
+        "markedly slower; the team is sure a code change did it.",
+        "key_averages by name and by input shape: the same operators, counts per step and shapes as the "
+        "healthy run; step_times.json's process: the 1-minute load average around the timed steps well "
+        "above the cores, and the process's CPU time a fraction of the wall time",
+        before={"busy_procs": 4}, after={}),
 ]}
 
 
@@ -299,6 +342,8 @@ class Recording:
     side: str | None = None
     command: list | None = None
     active: int | None = None
+    timing: int | None = None
+    busy: int = 0
 
 
 def base_settings(device: str = "cpu", smallest: bool = False) -> dict:
@@ -356,9 +401,11 @@ def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> 
             s = {**base, **c.settings(side, device)}
             recipe = s.pop("recipe", "shapes")
             active = s.pop("active_steps", None)
+            timing, busy = s.pop("timing_steps", None), s.pop("busy_procs", 0)
             folder = f"{c.name}/{side}"
             cmd = torchrun_command(s, recipe, out / folder, device, smallest) if c.ranks else None
-            recs.append(Recording(folder, s, recipe, c.name, side, cmd, active))
+            recs.append(Recording(folder, s, recipe, c.name, side, cmd, active,
+                                  None if smallest else timing, busy))
     return recs
 
 
@@ -367,6 +414,9 @@ def _recipe(name: str, smallest: bool):
     if name == HEAVY:
         rec = Recipe(HEAVY, record_shapes=True, profile_memory=True, with_stack=True,
                      description="wait=1 warmup=1 active=N with shapes, Python stacks and memory")
+    elif name == MEMORY:
+        rec = Recipe(MEMORY, record_shapes=True, profile_memory=True,
+                     description="wait=1 warmup=1 active=N with shapes and memory records")
     else:
         rec = get_recipe(name)
     small = SMALLEST if smallest else {}
@@ -488,11 +538,36 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
         recipe = _recipe(rec.recipe, smallest)
         if rec.active:
             recipe = recipe.replace(active=rec.active)
+        if rec.timing:
+            recipe = recipe.replace(timing_steps=rec.timing)
         cfg = _config(rec.settings, device)
         cfg.steps = recipe.active            # the CPU defaults' steps=3 would replace the recipe's
-        capture(cfg, recipe, target, progress=False)
+        with _busy(rec.busy, 0 if smallest else BUSY_WARM_S, 0 if smallest else BUSY_SETTLE_S):
+            capture(cfg, recipe, target, progress=False)
+        # said in the file: a pair re-timed side by side gets the interleaved order instead (_retime)
+        _update_step_times(target, {"uninstrumented_order": f"one run: {recipe.timing_steps} steps in a row after "
+                                                            f"{recipe.pre_steps} untimed steps, not interleaved "
+                                                            "with another job"})
     _publish(target, name)
     return target
+
+
+@contextlib.contextmanager
+def _busy(procs: int, warm_s: float, settle_s: float):
+    """``procs`` busy loops beside the block (the busy-machine case): started ``warm_s``
+    before it, killed after it, then ``settle_s`` of waiting (see :data:`BUSY_WARM_S`)."""
+    if not procs:
+        yield
+        return
+    loops = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(procs)]
+    try:
+        time.sleep(warm_s)
+        yield
+    finally:
+        for p in loops:
+            p.kill()
+            p.wait()
+    time.sleep(settle_s)
 
 
 #: The interleaved re-timing of a case's two sides (:func:`time_interleaved`): blocks of
@@ -535,8 +610,11 @@ def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int 
     Returns
     -------
     dict
-        ``{"before": [ms, ...], "after": [ms, ...], "order": "ABBA blocks of N"}``, wall
-        clock per step (``perf_counter_ns``, :func:`kitlib.capture.workload.time_steps`).
+        ``{"before": [ms, ...], "after": [ms, ...], "order": "ABBA blocks of N", "process":
+        {"before": {...}, "after": {...}}}``, wall clock per step (``perf_counter_ns``,
+        :func:`kitlib.capture.workload.time_steps`), and per side what the process and the
+        machine did in its blocks (``time_steps``' ``process``: the load average before and
+        after each block, CPU and wall seconds summed).
 
     Examples
     --------
@@ -546,12 +624,12 @@ def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int 
     """
     from .workload import build_workload, time_steps
     configs = {"before": before, "after": after}
-    out = {"before": [], "after": []}
+    out = {"before": [], "after": [], "process": {"before": {}, "after": {}}}
     for side, n in _blocks(steps, block):
         # one job alive at a time: an idle job's loader workers would take the cores from the
         # timed one while they fill their prefetch queue
         with build_workload(_config(configs[side], device), progress=False) as wl:
-            out[side] += time_steps(wl, n, warmup=warmup)
+            out[side] += time_steps(wl, n, warmup=warmup, process=out["process"][side])
     out["order"] = (f"interleaved with the other side: ABBA blocks of {block} steps, each block a fresh "
                     f"job after {warmup} untimed steps")
     return out
@@ -572,20 +650,28 @@ def _blocks(steps: int, block: int) -> list:
 def _retime(out: Path, case_name: str, times: dict) -> None:
     """Write the interleaved times into both bundles' ``step_times.json`` (and their sha256
     into the manifests), keeping the profiled steps as recorded."""
+    for side in ("before", "after"):
+        up = {"step_ms_uninstrumented": times[side], "uninstrumented_order": times["order"]}
+        if "process" in times:          # the load during the interleaved blocks (the RSS stays the recording's)
+            up["process_interleaved"] = {k: v for k, v in times["process"][side].items()
+                                         if k != "rss_bytes_after_step"}
+        _update_step_times(out / case_name / side, up)
+
+
+def _update_step_times(folder: Path, updates: dict) -> None:
+    """Set ``updates``' keys in a bundle's ``step_times.json`` and its sha256 and size in the
+    manifest."""
     from ..readers.bundle import MANIFEST
     from ..readers.files import sha256_of
-    for side in ("before", "after"):
-        folder = out / case_name / side
-        st_path = folder / "step_times.json"
-        st = json.loads(st_path.read_text())
-        st["step_ms_uninstrumented"] = times[side]
-        st["uninstrumented_order"] = times["order"]
-        st_path.write_text(json.dumps(st, indent=1) + "\n")
-        m_path = folder / MANIFEST
-        m = json.loads(m_path.read_text())
-        entry = m["files"]["step_times.json"]
-        entry["sha256"], entry["bytes"] = sha256_of(st_path), st_path.stat().st_size
-        m_path.write_text(json.dumps(m, indent=1) + "\n")
+    st_path = folder / "step_times.json"
+    st = json.loads(st_path.read_text())
+    st.update(updates)
+    st_path.write_text(json.dumps(st, indent=1) + "\n")
+    m_path = folder / MANIFEST
+    m = json.loads(m_path.read_text())
+    entry = m["files"]["step_times.json"]
+    entry["sha256"], entry["bytes"] = sha256_of(st_path), st_path.stat().st_size
+    m_path.write_text(json.dumps(m, indent=1) + "\n")
 
 
 def _rank_main(job_json: str, out: str) -> int:
@@ -716,7 +802,8 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
 def _interleave_pairs(recs: list, out: Path, device: str, smallest: bool, steps: int | None, echo) -> None:
     """Time each case's two jobs of ``recs`` side by side and write the times into both
     bundles (:func:`time_interleaved`, :func:`_retime`); cases whose jobs are the same
-    (only the profiler's recipe differs) and the two-rank case are left as recorded."""
+    (only the profiler's recipe or the machine's load differs) and the two-rank case are
+    left as recorded: their two sides were timed one after the other, not interleaved."""
     pairs = {}
     for r in recs:
         if r.case and not r.command:

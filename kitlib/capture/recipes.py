@@ -18,7 +18,9 @@ writes a bundle (:mod:`kitlib.readers.bundle`) that lessons open with
     cpu_memory_usage_bytes, self_cpu_memory_usage_bytes, device_memory_usage_bytes,
     self_device_memory_usage_bytes`` (times in µs, memory in bytes).
 ``step_times.json``
-    ``{"step_ms_profiled": [...], "step_ms_uninstrumented": [...]}`` (ms, wall clock).
+    ``{"step_ms_profiled": [...], "step_ms_uninstrumented": [...]}`` (ms, wall clock), and
+    ``process``: the process's RSS after each uninstrumented step and the machine's load
+    around them (:func:`kitlib.capture.workload.time_steps`).
 
 Sources: PyTorch docs, "torch.profiler" (``profile``, ``schedule``,
 ``record_function``, ``export_chrome_trace``, ``key_averages``) and "CUDA
@@ -578,7 +580,9 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
             step_times = {}
             if rec.timing_steps or rec.kind == "timing":
                 n = rec.active if rec.kind == "timing" else rec.timing_steps
-                step_times["step_ms_uninstrumented"] = time_steps(wl, n, progress=progress)
+                proc = {}
+                step_times["step_ms_uninstrumented"] = time_steps(wl, n, progress=progress, process=proc)
+                step_times["process"] = proc
             files = {}
             steps_info = {"pre_steps": rec.pre_steps,
                           "uninstrumented_steps": len(step_times.get("step_ms_uninstrumented", []))}
@@ -623,7 +627,10 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
                 what.append("step_ms_profiled = every step under the profiler, in schedule order "
                             "(see manifest steps.schedule_actions)")
             if "step_ms_uninstrumented" in step_times:
-                what.append("step_ms_uninstrumented = steps with no profiler running")
+                what.append("step_ms_uninstrumented = steps with no profiler running; process = during those "
+                            "steps, the process's RSS after each (rss_bytes_after_step, /proc/self/statm), the "
+                            "machine's 1-minute load average before and after them, the process's CPU time and "
+                            "the wall time in s (workload.time_steps)")
             clock = ("perf_counter_ns + cuda.synchronize" if device.type == "cuda" else
                      "perf_counter_ns; on the CPU nothing to synchronize")
             files["step_times.json"] = (f"wall-clock step times in ms ({clock}): " + "; ".join(what))

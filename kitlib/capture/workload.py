@@ -187,6 +187,12 @@ class WorkloadConfig:
         Run forward and backward under ``torch.autograd.set_detect_anomaly(True)`` (a
         debugging switch left on: every backward node's outputs are checked for NaN,
         ``aten::isnan``/``aten::any``/``aten::item``, PyTorch docs "Anomaly detection").
+    keep_loss_tensor : bool
+        Add every step's loss to a running total kept as a tensor (``total += loss``
+        instead of ``total += loss.item()``, :meth:`Workload.step`): the total's autograd
+        history keeps every step's graph alive, so the process's memory grows step after
+        step (PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
+        "Don't accumulate history across your training loop").
     """
 
     batch_size: int = 128
@@ -221,6 +227,7 @@ class WorkloadConfig:
     fused: bool | None = None
     sync_every_step: bool = False
     detect_anomaly: bool = False
+    keep_loss_tensor: bool = False
 
     @classmethod
     def for_device(cls, device: str = "auto", **overrides) -> "WorkloadConfig":
@@ -1067,6 +1074,7 @@ class Workload:
     data: dict
     rank: int | None = None
     _batches: object = field(default=None, repr=False)
+    _running_loss: object = field(default=None, repr=False)
 
     def step(self, annotate: bool = True, step_label: str | None = None, marks: list | None = None):
         """Run one :func:`train_step` (see there for ``step_label`` and ``marks``);
@@ -1086,12 +1094,15 @@ class Workload:
         if self.rank is not None and self.rank == c.straggler_rank and c.straggler_ms:
             with phase("straggler_delay", annotate and c.straggler_label):
                 time.sleep(c.straggler_ms / 1e3)
-        return train_step(self.model, self.optimizer, self._batches, self.device,
+        loss = train_step(self.model, self.optimizer, self._batches, self.device,
                           data_load_covers_h2d=c.data_load_covers_h2d,
                           channels_last=c.channels_last if c.input_channels_last is None else c.input_channels_last,
                           annotate=annotate, step_label=step_label, marks=marks,
                           non_blocking=c.non_blocking, sync_every_step=c.sync_every_step,
                           detect_anomaly=c.detect_anomaly)
+        if c.keep_loss_tensor:           # total += loss: the total's history holds every step's graph
+            self._running_loss = loss if self._running_loss is None else self._running_loss + loss
+        return loss
 
     def sync(self) -> None:
         """Wait for the device (see :func:`synchronize`)."""
@@ -1126,6 +1137,7 @@ class Workload:
                         w.terminate()
             self._batches.close()
             self._batches = None
+        self._running_loss = None
 
     def __enter__(self):
         return self
@@ -1283,8 +1295,40 @@ def _build_ddp_workload(config: WorkloadConfig, progress: bool) -> Workload:
                     rank=rank)
 
 
+def rss_bytes() -> int | None:
+    """The process's resident set size now, in bytes: the second field of
+    ``/proc/self/statm`` (pages, proc(5)) times the page size; ``None`` where there is no
+    ``/proc`` (not Linux). It counts every allocation of the process, the C++ ones that
+    torch.profiler's memory records and ``tracemalloc`` do not see included."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def trim_heap() -> None:
+    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim(0)``; nothing
+    elsewhere), so that the RSS measured next follows what the process keeps: memory a
+    finished job freed would otherwise be reused without the RSS moving."""
+    try:
+        import ctypes
+        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    except (OSError, AttributeError):
+        pass
+
+
+def load_1min() -> float | None:
+    """The machine's 1-minute load average (``os.getloadavg()[0]``: processes running or
+    waiting for a core, averaged over about a minute); ``None`` where the OS has none."""
+    try:
+        return round(os.getloadavg()[0], 2)
+    except (OSError, AttributeError):
+        return None
+
+
 def time_steps(workload: Workload, steps: int = 10, *, warmup: int = 0, annotate: bool = True,
-               progress: bool = False) -> list:
+               progress: bool = False, process: dict | None = None) -> list:
     """Wall-clock time of training steps with no profiler running.
 
     Each step is timed as ``perf_counter_ns()`` before :meth:`Workload.step`, then
@@ -1304,6 +1348,15 @@ def time_steps(workload: Workload, steps: int = 10, *, warmup: int = 0, annotate
         next to nothing while no profiler or Nsight Systems is attached.
     progress : bool
         Show a progress bar.
+    process : dict, optional
+        Filled with what the process and the machine did during the timed steps (a
+        series of calls adds to it): ``rss_bytes_after_step`` (:func:`rss_bytes` after
+        each step), ``loadavg_1min`` (:func:`load_1min` before and after the steps),
+        ``process_cpu_s`` (``time.process_time()``: this process's CPU time, all its
+        threads, not the loader workers') and ``wall_s`` (``perf_counter``), and
+        ``cpu_count`` (``os.cpu_count()``). CPU time well below the wall time with a
+        load above the cores means the process waited for a core. The heap's free pages
+        are handed back to the OS first (:func:`trim_heap`).
 
     Returns
     -------
@@ -1314,10 +1367,21 @@ def time_steps(workload: Workload, steps: int = 10, *, warmup: int = 0, annotate
     for _ in range(warmup):
         workload.step(annotate=annotate)
     workload.sync()
-    out = []
+    out, rss = [], []
+    if process is not None:
+        trim_heap()
+    load0, cpu0, wall0 = load_1min(), time.process_time(), time.perf_counter()
     for _ in tqdm(range(steps), desc="timing", unit="step", disable=not progress, leave=False):
         t0 = time.perf_counter_ns()
         workload.step(annotate=annotate)
         workload.sync()
         out.append(ns_to_ms(time.perf_counter_ns() - t0))
+        if process is not None:
+            rss.append(rss_bytes())
+    if process is not None:
+        process.setdefault("rss_bytes_after_step", []).extend(rss)
+        process.setdefault("loadavg_1min", []).extend([load0, load_1min()])
+        process["process_cpu_s"] = round(process.get("process_cpu_s", 0) + time.process_time() - cpu0, 4)
+        process["wall_s"] = round(process.get("wall_s", 0) + time.perf_counter() - wall0, 4)
+        process["cpu_count"] = os.cpu_count()
     return out

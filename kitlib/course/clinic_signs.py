@@ -1,6 +1,6 @@
 """The clinic's signs (lesson 13): small measures that say whether a recording shows a cause.
 
-Each cause a learner may name in the clinic (:data:`CAUSES`: the eight planted on the CPU,
+Each cause a learner may name in the clinic (:data:`CAUSES`: the ten planted on the CPU,
 the two that show only on a GPU, and two plausible ones planted nowhere) has a *sign*: one
 figure computed from any recording, and a rule saying when that figure shows the cause.
 The exercises of lesson 13 use them for feedback: a learner who names the wrong cause is
@@ -108,7 +108,12 @@ def trace_signs(tr) -> dict:
         ``steps``, ``data_load_share``, ``ops_in_data_load_per_step``,
         ``contiguous_in_forward_per_step``, ``ops_in_optimizer_per_step``,
         ``isnan_per_step``, ``attribution_events_per_step`` (Python-stack events and
-        memory records), ``images_per_step`` (the first ``aten::convolution``'s first
+        memory records), ``python_events_per_step``, ``memory_records_per_step``,
+        ``memory_net_bytes_each_step`` (per step, the ``Bytes`` of the ``[memory]`` records
+        inside it summed: allocations minus frees; the first active step's include the
+        tensors it leaves to the next, the profiler counting from zero) and
+        ``memory_net_bytes_per_step`` (their median; ``None`` each without memory records),
+        ``images_per_step`` (the first ``aten::convolution``'s first
         input dimension), ``step_start_gap_ms`` (median time from a step's start to its
         ``data_load``), ``syncs_per_step``, ``pageable_copies_per_step``,
         ``cuda_allocs_per_step``.
@@ -131,6 +136,12 @@ def trace_signs(tr) -> dict:
     calls = tr.launches["name"] if len(tr.launches) else pd.Series([], dtype=str)
     copies = tr.gpu["name"] if len(tr.gpu) else pd.Series([], dtype=str)
     python = int((ops["kind"] == "python").sum())
+    mem = tr.memory
+    nets, records = [], 0
+    for a, b in zip(steps["start_ns"], steps["end_ns"]):
+        m = (mem["start_ns"] >= a) & (mem["start_ns"] <= b)
+        nets.append(int(mem.loc[m, "bytes"].sum()))
+        records += int(m.sum())
     return {
         "steps": n,
         "data_load_share": float(dl["dur_ns"].sum() / steps["dur_ns"].sum()),
@@ -140,6 +151,10 @@ def trace_signs(tr) -> dict:
         "ops_in_optimizer_per_step": float(_inside(cpu, rng["optimizer"]).sum() / n),
         "isnan_per_step": float((cpu["name"] == "aten::isnan").sum() / n),
         "attribution_events_per_step": float((python + len(tr.memory)) / n),
+        "python_events_per_step": float(python / n),
+        "memory_records_per_step": float(records / n),
+        "memory_net_bytes_per_step": float(statistics.median(nets)) if len(mem) else None,
+        "memory_net_bytes_each_step": nets if len(mem) else None,
         "images_per_step": images,
         "step_start_gap_ms": float(statistics.median(gaps) / 1e6) if gaps else float("nan"),
         "syncs_per_step": float(calls.isin(SYNC_CALLS).sum() / n),
@@ -151,17 +166,49 @@ def trace_signs(tr) -> dict:
 def signs(rec) -> dict:
     """Every sign of a bundle (:func:`trace_signs`, the largest over ranks), with
     ``ranks`` (how many), ``median_step_ms`` (uninstrumented), ``ms_per_image``
-    (that median over the batch) and ``first_step_over_median`` (the first uninstrumented
-    step over the median: the cold-start sign)."""
+    (that median over the batch), ``first_step_over_median`` (the first uninstrumented
+    step over the median: the cold-start sign) and, from ``step_times.json``'s
+    ``process`` (:func:`process_signs`; ``None`` in bundles recorded without it),
+    ``rss_growth_bytes_per_step``, ``load_per_core`` and ``cpu_over_wall``: the last two of
+    the interleaved blocks (``process_interleaved``) where the uninstrumented steps were
+    re-timed so, since they are what those steps ran beside."""
     per = [trace_signs(t) for t in traces(rec)]
     out = {k: max(p[k] for p in per) if per[0][k] is not None else None for k in per[0]}
+    out["memory_net_bytes_each_step"] = per[0]["memory_net_bytes_each_step"]
     out["images_per_step"] = per[0]["images_per_step"]
-    u = step_times(rec)["step_ms_uninstrumented"]
+    st = step_times(rec)
+    u = st["step_ms_uninstrumented"]
     med = statistics.median(u)
     out.update(ranks=len(per), median_step_ms=float(med),
                ms_per_image=float(med / out["images_per_step"]) if out["images_per_step"] else float("nan"),
-               first_step_over_median=float(u[0] / med))
+               first_step_over_median=float(u[0] / med), **process_signs(st.get("process")))
+    if st.get("process_interleaved"):       # the load and CPU share of the blocks the steps above come from
+        inter = process_signs(st["process_interleaved"])
+        out.update(load_per_core=inter["load_per_core"], cpu_over_wall=inter["cpu_over_wall"])
     return out
+
+
+def process_signs(p: dict | None) -> dict:
+    """What the process and the machine did during a bundle's uninstrumented steps, from
+    ``step_times.json``'s ``process`` (:func:`kitlib.capture.workload.time_steps`).
+
+    Returns
+    -------
+    dict
+        ``rss_growth_bytes_per_step``: the process's RSS after the last timed step minus
+        after the first, over the steps between (bytes per step; the OS's view of the
+        process's memory, every allocation included); ``load_per_core``: the 1-minute
+        load average before and after the steps, their mean, over ``cpu_count`` (above 1:
+        more processes wanted a core than there were cores); ``cpu_over_wall``: the
+        process's CPU time over the wall time of the steps. ``None`` each where not
+        recorded.
+    """
+    p = p or {}
+    rss = [v for v in p.get("rss_bytes_after_step") or [] if v is not None]
+    load = [v for v in p.get("loadavg_1min") or [] if v is not None]
+    return {"rss_growth_bytes_per_step": float((rss[-1] - rss[0]) / (len(rss) - 1)) if len(rss) >= 2 else None,
+            "load_per_core": float(statistics.fmean(load) / p["cpu_count"]) if load and p.get("cpu_count") else None,
+            "cpu_over_wall": float(p["process_cpu_s"] / p["wall_s"]) if p.get("wall_s") else None}
 
 
 @dataclass(frozen=True)
@@ -192,6 +239,9 @@ class Cause:
             return v is not None and v <= self.threshold
         if self.id == "straggler_rank":
             return s["ranks"] >= 2 and v >= self.threshold
+        if self.id == "busy_machine":      # the diagnosis left when the code shows no cause: a loaded machine
+            return (v is not None and v >= self.threshold
+                    and not any(c.shows(s) for c in CAUSES.values() if c.id != self.id))
         return v is not None and v >= self.threshold
 
 
@@ -214,8 +264,8 @@ CAUSES = {c.id: c for c in [
           "Look for work inside forward that the healthy run does not do there.", 0.5),
     Cause("profiler_overhead", "the profiler's own overhead (stacks and memory recorded)",
           "time steps without the profiler; profile with the lightest recipe that answers the question",
-          "attribution_events_per_step", "Python-stack events and memory records per step",
-          "if heavy attribution had been on, the trace would hold Python-stack events and memory records",
+          "python_events_per_step", "Python-stack events per step",
+          "if heavy attribution had been on, the trace would hold Python-stack events (with memory records)",
           "Look at which kinds of events the trace holds besides operators and labels.", 1),
     Cause("optimizer_per_tensor", "the optimizer's per-parameter loop (neither foreach nor fused)",
           "a fused (or foreach) optimizer", "ops_in_optimizer_per_step", "operators inside optimizer per step",
@@ -253,6 +303,20 @@ CAUSES = {c.id: c for c in [
           "first timed step over the median",
           "if start-up costs were inside the timed steps, the first ones would take several times the median "
           "and the rest would run at the healthy pace", "", 3),
+    Cause("loss_kept_as_tensor", "memory kept alive from step to step (a running loss kept as a tensor)",
+          "accumulate a number (total += loss.item()), not the loss tensor", "rss_growth_bytes_per_step",
+          "bytes of RSS per step",
+          "if every step's graph were kept alive, the process's resident memory (step_times.json's process "
+          "entry) would grow by about the same amount every step, whatever the profiler's memory records say",
+          "Look at the process's memory after each timed step, beside the step times.", 70e3),
+    Cause("busy_machine", "nothing in the code: other processes shared the machine while this run was timed",
+          "no code change: time the runs interleaved (ABBA), on a quiet machine", "load_per_core",
+          "load average per core",
+          "if the machine had been busy, the load average per core around the timed steps (step_times.json's "
+          "process entry) would be above 1, and the operators, their counts and shapes would be the healthy "
+          "run's: no other cause's sign",
+          "Look at the machine's load beside the step times, and compare the operators, counts and shapes with "
+          "the healthy run's.", 1.0),
 ]}
 
 #: The cause list and the fix list, as the questions offer them.
@@ -289,17 +353,25 @@ def fmt(v, unit: str = "") -> str:
     return f"{v:,.3g} {unit}".strip() if abs(v) < 100 else f"{v:,.0f} {unit}".strip()
 
 
+#: The signs read from ``step_times.json``'s ``process`` entry (:func:`process_signs`).
+PROCESS_FIGURES = ("rss_growth_bytes_per_step", "load_per_core", "cpu_over_wall")
+
+
 def not_this(cause: Cause, case: dict, healthy: dict, look: str = "") -> str:
     """The feedback for naming ``cause`` where the signs ``case`` do not show it: what its
     figure would be, what it is here and in the healthy run, and ``look`` (where to look
     instead)."""
-    here = fmt(case[cause.figure], cause.unit)
-    base = fmt(healthy[cause.figure], cause.unit)
+    unrecorded = "not recorded (step_times.json has no process entry: an older recording)"
+    here, base = (unrecorded if v.get(cause.figure) is None and cause.figure in PROCESS_FIGURES
+                  else fmt(v[cause.figure], cause.unit) for v in (case, healthy))
     extra = ""
     if cause.id == "slow_transform":
         ops = case["ops_in_data_load_per_step"]        # hundreds: another case's evidence, not this sign's figure
         extra = (", with hundreds of operators per step inside it" if ops >= 100 else
                  f", with {fmt(ops, 'operators per step')} inside it")
+    if cause.id == "busy_machine" and (case[cause.figure] or 0) >= cause.threshold:
+        extra = (" (the machine was busy, as on most days here; but this recording holds another cause's sign, "
+                 "which a busy machine does not leave)")
     if cause.id == "straggler_rank" and case["ranks"] < 2:
         return f"{cause.would}. This job ran as {case['ranks']} rank: there is no other rank to wait. {look}".strip()
     if cause.id in ("sync_every_step", "pageable_blocking_copies", "allocator_churn") and case["syncs_per_step"] == 0 \
@@ -318,7 +390,7 @@ def sign_table(recs: dict) -> pd.DataFrame:
 
 
 __all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "clinic_folder", "complaint_check",
-           "fix_of_text", "healthy_name", "index", "reader_counts", "not_this", "open_bundle", "sign_table", "signs", "step_times", "trace_signs", "traces"]
+           "fix_of_text", "healthy_name", "index", "process_signs", "reader_counts", "not_this", "open_bundle", "sign_table", "signs", "step_times", "timing_conditions", "trace_signs", "traces"]
 
 
 # --------------------------------------------------------------------------- the fix, measured
@@ -338,7 +410,7 @@ def fix_series(letter: str, device: str = "cpu", known: dict | None = None) -> d
     recs = {side: open_bundle(folder / side) for side in ("before", "after")}
     s = {side: (known or {}).get(side) or signs(r) for side, r in recs.items()}
     st = {side: step_times(r) for side, r in recs.items()}
-    if s["before"]["attribution_events_per_step"] > 0 and s["after"]["attribution_events_per_step"] == 0:
+    if s["before"]["python_events_per_step"] > 0 and s["after"]["python_events_per_step"] == 0:
         n = s["before"]["steps"]                               # the schedule's active steps, the last ones
         return {"before": st["before"]["step_ms_profiled"][-n:], "after": list(st["after"]["step_ms_uninstrumented"]),
                 "measured": "heavy profile's active steps → uninstrumented steps", "unit": "ms"}
@@ -359,10 +431,48 @@ def same_position(letter: str, device: str = "cpu") -> bool:
     return all(rec[0].get(k) == rec[1].get(k) for k in keys)
 
 
+#: Two runs not timed interleaved whose machine loads (per core) differ by more than this
+#: factor: the load, not the code, can explain their difference.
+LOAD_RATIO = 1.2
+
+
+def timing_conditions(letter: str, device: str = "cpu") -> dict:
+    """How case ``letter``'s two series were timed: ``interleaved`` (both sides'
+    ``step_times.json`` say ``uninstrumented_order`` "interleaved ...": ABBA blocks in the same
+    minutes, :func:`kitlib.capture.clinic.time_interleaved`; "one run ..." or no such key: timed
+    as recorded, one job after the other), the machine's load per core
+    during each side (``load_per_core_before``/``_after``, :func:`process_signs` of the
+    interleaved blocks' ``process_interleaved`` or else of the recording's ``process``;
+    ``None`` where not recorded) and ``trust``: whether lesson 10's verdict on them can be
+    trusted, in words. Interleaved: yes. Not interleaved: no where the loads differ by more
+    than :data:`LOAD_RATIO` (the busier side named), doubtful otherwise (the machine may
+    have changed between the runs)."""
+    folder = clinic_folder(device) / f"case_{letter}"
+    st = {side: step_times(open_bundle(folder / side)) for side in ("before", "after")}
+    inter = all(str(v.get("uninstrumented_order", "")).startswith("interleaved") for v in st.values())
+    load = {side: process_signs(v.get("process_interleaved") if inter else v.get("process"))["load_per_core"]
+            for side, v in st.items()}
+    b, a = load["before"], load["after"]
+    if inter:
+        trust = "yes: interleaved (ABBA blocks), the machine's load fell on both sides alike"
+    elif b is None or a is None:
+        trust = ("doubtful: not interleaved, load not recorded; only a difference far beyond the machine's own "
+                 "swings between runs can be trusted")
+    elif max(a, b) > LOAD_RATIO * min(a, b):
+        trust = (f"no: not interleaved, and the machine was busier during the {'before' if b > a else 'after'} run "
+                 f"(load {b:.2f} vs {a:.2f} per core): the difference can be the machine's")
+    else:
+        trust = f"doubtful: not interleaved (load {b:.2f} vs {a:.2f} per core)"
+    return {"interleaved": inter, "load_per_core_before": b, "load_per_core_after": a, "trust": trust}
+
+
 def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
     """Lesson 10's comparison of each case's fix (:func:`kitlib.analyses.compare.compare`):
     one row per case, medians, the difference after − before, its 95 % bootstrap interval
-    and the verdict, in the series' unit (``unit``)."""
+    and the verdict, in the series' unit (``unit``); then how the two series were timed
+    (:func:`timing_conditions`: ``interleaved``, the load per core of each side, and
+    ``trust``, whether the verdict can be trusted: an interval clear of 0 says the two
+    series differ, not that the code made the difference)."""
     from ..analyses.compare import compare
     rows = []
     for x in letters:
@@ -371,7 +481,8 @@ def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
         rows.append({"case": f"case_{x}", "measured": f["measured"], "unit": f["unit"], "n_before": c.n_before,
                      "n_after": c.n_after, "before_median": c.before_median_ms, "after_median": c.after_median_ms,
                      "difference": c.difference_ms, "ci_low": c.ci_low_ms, "ci_high": c.ci_high_ms,
-                     "same_position": same_position(x, device), "verdict": c.verdict})
+                     "same_position": same_position(x, device), "verdict": c.verdict,
+                     **timing_conditions(x, device)})
     return pd.DataFrame(rows).set_index("case")
 
 
@@ -417,7 +528,9 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     (:func:`healthy_name`), which was timed at another moment on the same machine; for a
     case whose complaint is the profiled steps against the team's own timing, the
     profiled active steps against the uninstrumented steps of the same *before* bundle.
-    Nothing here names a cause.
+    Where the bundles recorded what the process and the machine did (``step_times.json``'s
+    ``process``, :func:`process_signs`), the machine's load per core of both runs and this
+    where this run's RSS per step is recorded. Nothing here names a cause.
     """
     from ..analyses.compare import compare
     folder = clinic_folder(device)
@@ -425,7 +538,7 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     st = step_times(rec)
     u = st["step_ms_uninstrumented"]
     s = signs(rec)
-    if s["attribution_events_per_step"] > 0:        # the complaint compares the profiled steps with the timing loop
+    if s["python_events_per_step"] > 0:        # the complaint compares the profiled steps with the timing loop
         prof = st["step_ms_profiled"][-s["steps"]:]
         c = compare(u, prof)
         seen = "the complaint shows" if c.verdict == "slower" else "the complaint does not show beyond the noise"
@@ -434,19 +547,30 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
                 f"{c.after_median_ms / c.before_median_ms:.1f} times as long; interval of the difference "
                 f"[{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: {seen}.")
     name = healthy_name(letter, device)
-    hu = step_times(open_bundle(folder / name))["step_ms_uninstrumented"]
+    hst = step_times(open_bundle(folder / name))
+    hu = hst["step_ms_uninstrumented"]
     c = compare(hu, u)
+    hload = process_signs(hst.get("process"))["load_per_core"]
+    beside = ""
+    if s["load_per_core"] is not None or hload is not None:     # what the process and the machine did
+        fmt_load = lambda v: "not recorded" if v is None else f"{v:.2f} per core"  # noqa: E731
+        beside = (f" The machine's load around the timed steps: here {fmt_load(s['load_per_core'])}, in the "
+                  f"healthy run {fmt_load(hload)} (the two were not timed interleaved).")
+    rss = (st.get("process") or {}).get("rss_bytes_after_step") or []
+    if len(rss) > 1:
+        beside += (" The process's resident memory (RSS) after each of its timed steps is recorded beside them "
+                   "(step_times.json's process entry).")
     who = "rank 0's steps" if s["ranks"] > 1 else "this job's steps"
     out = (f"uninstrumented step times: {who} median {c.after_median_ms:,.1f} ms ({c.n_after} steps), the healthy "
            f"run {name}/ {c.before_median_ms:,.1f} ms ({c.n_before} steps, timed at another moment); interval of "
            f"the difference [{c.ci_low_ms:+,.2f}, {c.ci_high_ms:+,.2f}] ms: ")
     if c.verdict == "slower":
-        return out + "slower beyond the noise: the complaint shows in the step times."
+        return out + "slower beyond the noise: the complaint shows in the step times." + beside
     if c.verdict == "faster":
         return out + ("faster per step beyond the noise: a complaint about time per step does not show here; "
-                      "one about images per second depends on how many images a step carries.")
+                      "one about images per second depends on how many images a step carries.") + beside
     return out + ("no difference beyond the noise: on this machine the complaint is not visible in the step "
-                  "times; the recording can still show its cause.")
+                  "times; the recording can still show its cause.") + beside
 
 
 # --------------------------------------------------------------------------- the reader, checked

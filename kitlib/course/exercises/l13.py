@@ -12,6 +12,11 @@ Feedback on a wrong cause is computed from that case's recording: the named caus
 here and in the healthy run, and where to look instead (a view, not the answer). The
 causes themselves come from the answer key (:data:`kitlib.capture.clinic.CASES`).
 
+Two cases are read beside the trace rather than in it (route :data:`R_PROCESS`): memory
+that grows outside the profiler's records (the process's RSS per step, from
+``step_times.json``'s ``process`` entry) and a run timed on a busier machine (its load
+average per core; its code, operators, counts and shapes are the healthy run's).
+
 After the diagnosis: a prediction (the tiny-batch fix per step), lesson 10's comparison
 of a fix (the slow-transform case's median difference, the channels-first case's
 verdict), and a transfer (the pageable-copy sign on the kit's H200 reference).
@@ -35,9 +40,10 @@ R_RANGES = "torch.profiler: the trace's labelled ranges and what runs inside the
 R_EVENTS = "torch.profiler: the kinds of events the trace holds (stacks, memory records)"
 R_RANKS = "torch.profiler: one trace per rank on one time axis"
 R_TIMER = "timer: repeated uninstrumented step times"
+R_PROCESS = "timer: the process's memory (RSS) and the machine's load, recorded beside the step times"
 R_NSYS = "nsight systems: threads, OS calls and GPU streams on one timeline"
 R_NCU = "nsight compute: one kernel's sections"
-ROUTE_CHOICES = [R_NAME, R_SHAPE, R_RANGES, R_EVENTS, R_RANKS, R_TIMER, R_NSYS, R_NCU]
+ROUTE_CHOICES = [R_NAME, R_SHAPE, R_RANGES, R_EVENTS, R_RANKS, R_TIMER, R_PROCESS, R_NSYS, R_NCU]
 assert all(r.split(":")[0] in TOOLS for r in ROUTE_CHOICES)
 
 #: Per cause: the routes that show its evidence in the clinic's recordings, and what each
@@ -54,6 +60,13 @@ ROUTES = {
     "tiny_batches": ((R_SHAPE, R_TIMER), {}),
     "slow_transform": ((R_RANGES,), {R_NAME: "the table by name sums operators; the time the training process spent "
                                              "waiting holds none. The trace's ranges show it."}),
+    "loss_kept_as_tensor": ((R_PROCESS,), {R_EVENTS: "the trace's memory records are the tensors the profiler sees: "
+                                                     "here they net to zero in every step after the first. What "
+                                                     "grows is outside them: ask the OS (the process's RSS)."}),
+    "busy_machine": ((R_PROCESS,), {R_TIMER: "step times say this run is slower, not why: what did the machine do "
+                                             "beside it?",
+                                    R_NAME: "the table by name has the healthy run's operators and counts: that rules "
+                                            "the code out; the slowness comes from outside the job."}),
 }
 
 
@@ -67,6 +80,8 @@ def _route_traps(cause_id: str, ok) -> list:
                R_RANKS: "this job ran as one process: there is one trace.",
                R_EVENTS: "this trace holds operators and labels only; look at what they show.",
                R_NAME: "the names alone do not show it here; look at where and when they ran.",
+               R_PROCESS: "the cause of this job's slowness is in what its trace shows, not in the process's memory "
+                          "or the machine's load.",
                R_RANGES: "that view does show where work ran; here it is not where the difference lies."}
     return [(r, own.get(r, general[r])) for r in ROUTE_CHOICES if r not in ok]
 
@@ -148,6 +163,16 @@ def optimizer_ops(tr) -> dict:
     called = inside[(inside["parent"] < 0) | (parent_kind != "op")]
     return {"all": len(inside), "called": called["name"].value_counts().to_dict(), "steps": n,
             "tensors": int((inside["name"] == "aten::mul_").sum()) // n}
+
+
+def job_ops(tr) -> dict:
+    """The job's own operators of trace ``tr``: per name, the ``cpu_op`` events that do not
+    start and end inside a ``data_load`` range (where the loader's bookkeeping, a few
+    ``aten::empty``/``aten::set_`` per batch received, varies with timing)."""
+    ops = tr.ops
+    cpu = ops[ops["kind"] == "op"]
+    dl = ops[(ops["kind"] == "annotation") & (ops["name"] == "data_load")]
+    return cpu[~cs._inside(cpu, dl)]["name"].value_counts().to_dict()
 
 
 def python_in_steps(tr) -> int:
@@ -280,6 +305,61 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
                         traps=[(round(healthy["data_load_share"], 4), "that is the healthy run's figure."),
                                (round(1 - v, 4), "that is the share outside data_load.")]
                         + neighbour("data_load_share"))
+    if cause_id == "loss_kept_as_tensor":
+        v = s["rss_growth_bytes_per_step"]
+        rss = cs.step_times(rec)["process"]["rss_bytes_after_step"]
+        mem = rec.trace.memory
+        net, per = s["memory_net_bytes_per_step"], s["memory_records_per_step"]
+        each = ", ".join(f"{b:+,}" for b in s["memory_net_bytes_each_step"])
+        hv = healthy.get("rss_growth_bytes_per_step")
+        return Question(key, f"case_{letter}: by how many kB (1,000 bytes) does the training process's resident memory "
+                             "(RSS) grow per timed step? (after the last step minus after the first, over the steps "
+                             "between)", round(v / 1e3, 1),
+                        f"{rss[0] / 1e6:,.1f} MB after the first of {len(rss)} timed steps, "
+                        f"{rss[-1] / 1e6:,.1f} MB after the last: {v / 1e3:,.0f} kB per step, every step. The trace's {len(mem):,} [memory] records "
+                        f"({per:,.0f} per profiled step) net, step by step, to {each} bytes (median {net:+,.0f}): "
+                        "the first active step leaves its live tensors to the next (the profiler counts from zero), "
+                        "then every step frees what it allocates; the fixed job's records are the same. What stays "
+                        "lies outside the tensors the profiler sees: each step's autograd graph, "
+                        "kept alive by the running total's history. The healthy run's RSS "
+                        + (f"grows {hv / 1e3:,.0f} kB per step." if hv is not None else
+                           f"was not recorded ({hname}/ is an older recording); the fixed job's is in "
+                           f"case_{letter}/after."),
+                        kind="compute", unit="kB", tolerance=0.02,
+                        tolerance_why="within 2 %: RSS moves by whole pages (4 kB)",
+                        where="step_times.json: process.rss_bytes_after_step, (last − first) / (steps − 1)",
+                        traps=[(round((rss[-1] - rss[0]) / 1e3, 1), f"that is all {len(rss)} steps together; per step."),
+                               (round(v, 1), "that is in bytes; the question asks kB (1,000 bytes)."),
+                               (round(net / 1e3, 1), "that is what the profiler's memory records net per step: the "
+                                                     "tensors it sees; the question asks the process's RSS.")])
+    if cause_id == "busy_machine":
+        p = cs.step_times(rec)["process"]
+        v = s["load_per_core"]
+        load = statistics.fmean(p["loadavg_1min"])
+        mine, theirs = job_ops(rec.trace), job_ops(hrec.trace)
+        differ = sorted(k for k in set(mine) | set(theirs) if mine.get(k) != theirs.get(k))
+        shapes = [{(x["key"], str(x.get("input_shapes"))) for x in r.key_averages().get("by_input_shape", [])}
+                  for r in (rec, hrec)]
+        same_shapes = shapes[0] == shapes[1]
+        return Question(key, f"case_{letter}: the machine's 1-minute load average per core around this run's timed "
+                             "steps? (the mean of the load averages recorded before and after them, over the cores)",
+                        round(v, 2),
+                        f"load average {load:,.2f} on {p['cpu_count']} cores: {v:,.2f} per core, more processes wanting "
+                        "a core than there were cores; the training process ran on a core "
+                        f"{p['process_cpu_s'] / p['wall_s']:.0%} of the timed steps' wall time. The code is the healthy run's ({hname}/): "
+                        + (f"the same {len(mine)} operator names with the same counts outside data_load (inside "
+                           "it, the loader's few aten::empty and aten::set_ calls vary with the batches that arrive "
+                           "while the profiler records)" if not differ else
+                           f"{len(differ)} operator names whose counts outside data_load differ "
+                           f"({', '.join(differ[:4])})")
+                        + (" and the same input shapes" if same_shapes else ", other input shapes")
+                        + "; only the times differ. Timed at another moment than the healthy run, not interleaved "
+                          "with it, the difference is the machine's.",
+                        kind="compute", unit="per core", tolerance=0.02, tolerance_why="within 2 %: a rounded mean",
+                        where="step_times.json: process.loadavg_1min (mean) over process.cpu_count",
+                        traps=[(round(load, 2), "that is the load average itself; per core: divide by the cores."),
+                               (round(p["process_cpu_s"] / p["wall_s"], 2),
+                                "that is the process's CPU time over the wall time; the question asks the load.")])
     raise KeyError(cause_id)
 
 
@@ -297,6 +377,10 @@ MECHANISM = {
                     "per-call cost outweighs the arithmetic (on a GPU: launch-bound, idle between short kernels)",
     "optimizer_per_tensor": "SGD runs its per-parameter loop (foreach and fused off): several small operators per "
                             "parameter tensor every step, where the fused optimizer makes one call",
+    "loss_kept_as_tensor": "the loop adds each step's loss to a running total kept as a tensor, whose autograd history "
+                           "keeps every step's graph alive, outside the tensors the profiler records",
+    "busy_machine": "nothing in the job: the code, operators, counts and shapes are the healthy run's; other "
+                    "processes shared the machine's cores while this run was timed",
 }
 
 
