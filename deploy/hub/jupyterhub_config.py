@@ -27,6 +27,8 @@ KIT_HUB_PYTHON [this python]    the interpreter every learner runs, readable by 
                                 /opt/kit/bin/python, pip install -e /opt/course): the lessons copied
                                 into each home are that checkout's lessons/
 KIT_HUB_CGROUP [kithub]         parent cgroup of the learners' cgroups
+KIT_HUB_SHARED_CACHE []         a read-only trace cache of the shipped recordings, built once with
+                                `python -m kitlib cache --build DIR` (KITLIB_SHARED_CACHE of the kernels)
 KIT_HUB_API_TOKEN []            when set, a service "class-admin" with this token may manage users
                                 and servers through the REST API (scripts, tests)
 KIT_HUB_CLASS_VIEW [0]          1: the instructor's live view of the class (deploy/hub/classview/):
@@ -121,6 +123,10 @@ c.Spawner.environment = {
     "OMP_NUM_THREADS": _THREADS,
     "MKL_NUM_THREADS": _THREADS,
 }
+# a trace cache of the shipped recordings built once (python -m kitlib cache --build DIR) and
+# read-only: no learner's kernel parses a shipped recording again
+if _env("KIT_HUB_SHARED_CACHE", ""):
+    c.Spawner.environment["KITLIB_SHARED_CACHE"] = _env("KIT_HUB_SHARED_CACHE", "")
 # Before the server starts, as the learner: copy the lessons into ~/lessons with the kit's own
 # `python -m kitlib workspace` (a lesson already there is kept: it holds the learner's answers),
 # then run the single-user server with the same interpreter. nbgitpuller would also merge the
