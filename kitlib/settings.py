@@ -76,6 +76,14 @@ SETTINGS: dict = {s.name: s for s in [
     Setting("KITLIB_LIBDW", None,
             "a folder put on LD_LIBRARY_PATH for nsys (its libdw), when the system's is "
             "missing", "kitlib.capture.nsys_recipes"),
+    Setting("KITLIB_CLASS_VIEW_URL", None,
+            "the instructor's class view on this hub (set by the hub's config, "
+            "deploy/hub/): each judged answer goes there with the learner's hub token",
+            "kitlib.course.classview"),
+    Setting("KITLIB_CLASS_VIEW", "on",
+            "off: this kernel sends nothing to the class view", "kitlib.course.classview"),
+    Setting("KITLIB_CLASS_VIEW_TIMEOUT_S", "2",
+            "s a send to the class view may take before it is given up", "kitlib.course.classview"),
 ]}
 
 

@@ -280,8 +280,8 @@ def test_nothing_is_sent_outside_a_hub(monkeypatch):
     # a question's own trap is named by its place; found in a predict verdict too (tidied spaces)
     pex = Exercises("Lesson 01 — your prediction", [Question("p", "Guess?", 3, "three", kind="predict",
                                                              traps=[(4, "off by one"), (5, "you counted  the   syncs")])])
-    assert classview.trap_hit(pex["p"], pex.check("p", 5)) == ("p.trap2", "you counted  the   syncs")
-    assert classview.trap_hit(pex["p"], pex.check("p", 3)) == (None, None)
+    assert pex["p"].trap_hit(pex.check("p", 5)) == ("p.trap2", "you counted  the   syncs")
+    assert pex["p"].trap_hit(pex.check("p", 3)) == (None, None)
 
 
 def test_a_failed_send_costs_its_timeout_and_one_log_line(monkeypatch, capfd):

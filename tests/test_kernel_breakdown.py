@@ -112,7 +112,7 @@ def check(kt, tk, rank, path, top):
 
 @pytest.mark.parametrize("top", [3, 10])
 def test_nccl_pair_two_ranks(top):
-    traces = load_traces(NCCL)
+    traces = load_traces(NCCL, partial=True)   # two ranks of a run of 128
     kt, tk = kernel_types(traces), top_kernels(traces, top=top)
     assert sorted(kt["rank"].unique()) == [0, 1]
     for rank in (0, 1):
@@ -137,7 +137,7 @@ def test_busy_is_the_union():
     """busy_ns counts overlap once: on rank 0 of the NCCL pair the communication kernels
     ran beside compute, so the three types' busy times add up to more than the union of all
     GPU events (worked out from the raw JSON: sort the intervals, merge)."""
-    traces = load_traces(NCCL)
+    traces = load_traces(NCCL, partial=True)   # two ranks of a run of 128
     kt = kernel_types(traces)
     raw = [e for e in raw_trace_events(NCCL / "hta_2024-03_nccl_sampled_rank0.json.gz")
            if e.get("ph") == "X" and isinstance(e.get("args"), dict) and "stream" in e["args"]]

@@ -7,7 +7,7 @@ the choices) goes to the class view, with the learner's own hub token, only wher
 * the class has the view on: the hub's config sets ``KITLIB_CLASS_VIEW_URL`` (a loopback
   address of the hub's own machine: nothing leaves the hub), and
 * the learner has not switched it off (``KITLIB_CLASS_VIEW=off``, e.g. ``%env
-  KITLIB_CLASS_VIEW=off`` in a cell, or :func:`switch`).
+  KITLIB_CLASS_VIEW=off`` in a cell).
 
 Anywhere else nothing is sent and nothing changes. A failed send (service down, slow, refused)
 never disturbs the learner: it waits at most ``KITLIB_CLASS_VIEW_TIMEOUT_S`` (default 2 s), and
@@ -22,52 +22,29 @@ import re
 import sys
 import urllib.request
 
+from ..settings import is_off, value
+
 _warned = False
-
-
-def switch(on: bool) -> None:
-    """Switch the class view on or off for this kernel (``KITLIB_CLASS_VIEW``)."""
-    os.environ["KITLIB_CLASS_VIEW"] = "on" if on else "off"
 
 
 def target():
     """``(url of the attempts endpoint, token)`` where an attempt is to be sent, else None."""
-    url = os.environ.get("KITLIB_CLASS_VIEW_URL", "").strip()
+    url = value("KITLIB_CLASS_VIEW_URL") or ""
     token = os.environ.get("JUPYTERHUB_API_TOKEN", "").strip()
-    if not url or not token or os.environ.get("KITLIB_CLASS_VIEW", "on").strip().lower() in ("0", "off", "no"):
+    if not url or not token or is_off("KITLIB_CLASS_VIEW"):
         return None
     return url.rstrip("/") + "/api/attempts", token
-
-
-def trap_hit(question, verdict):
-    """``(trap id, trap text)`` of the trap whose feedback the wrong ``verdict`` gave, else
-    ``(None, None)``. The id: a classic misconception's key (``one_op_one_kernel``), or, for a
-    question's own trap, ``<question key>.trap<n>`` (n counts from 1 in the question's
-    ``traps``: stable while the lesson's code keeps its order); the text: the misconception's
-    title, or the trap's feedback (first 160 characters)."""
-    from .exercises import MISCONCEPTIONS, _sentence
-    if verdict.correct is not False:
-        return None, None
-    def tidy(text):       # as a predict question's verdict tidies its message (spaces, ". .")
-        return " ".join(str(text).split()).replace(". .", ".")
-    message = tidy(verdict.message)
-    for i, (_, feedback) in enumerate(question.traps, start=1):
-        if feedback and tidy(_sentence(feedback)) in message:     # the verdict quotes it as a sentence
-            key = getattr(feedback, "key", "")
-            if key:
-                return key, MISCONCEPTIONS[key][0]
-            return f"{question.key}.trap{i}", str(feedback)[:160]
-    return None, None
 
 
 def attempt(exercises, question, verdict) -> dict:
     """The record sent for one judged answer: ``lesson`` (``"02"``, from the exercises' title
     "Lesson 02 — …"), ``question`` (key), ``correct`` (bool), ``answer`` (as the verdict shows
-    it, 200 characters at most), ``trap`` and ``trap_text`` (see :func:`trap_hit`). The time
+    it, 200 characters at most), ``trap`` and ``trap_text`` (the misconception the wrong
+    answer fell into: :meth:`kitlib.course.exercises.Question.trap_hit`). The time
     is the service's, on arrival; the learner is not in it: the service takes the name from the
     token."""
     m = re.match(r"\s*lesson\s+(\d+)", exercises.title or "", re.I)
-    trap, text = trap_hit(question, verdict)
+    trap, text = question.trap_hit(verdict)
     given = verdict.given if verdict.given is not None else ""
     return {"lesson": m.group(1) if m else (exercises.title or "")[:40], "question": question.key,
             "correct": bool(verdict.correct), "answer": str(given)[:200], "trap": trap, "trap_text": text}
@@ -85,7 +62,7 @@ def send(exercises, question, verdict) -> bool:
         body = json.dumps(attempt(exercises, question, verdict)).encode()
         req = urllib.request.Request(url, data=body, method="POST", headers={
             "Authorization": f"token {token}", "Content-Type": "application/json"})
-        timeout_s = float(os.environ.get("KITLIB_CLASS_VIEW_TIMEOUT_S", "2"))
+        timeout_s = float(value("KITLIB_CLASS_VIEW_TIMEOUT_S"))
         with urllib.request.urlopen(req, timeout=timeout_s) as r:
             return 200 <= r.status < 300
     except Exception as e:   # noqa: BLE001 (whatever goes wrong, the learner's check goes on)

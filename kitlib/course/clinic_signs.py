@@ -529,8 +529,9 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     case whose complaint is the profiled steps against the team's own timing, the
     profiled active steps against the uninstrumented steps of the same *before* bundle.
     Where the bundles recorded what the process and the machine did (``step_times.json``'s
-    ``process``, :func:`process_signs`), the machine's load per core of both runs and this
-    where this run's RSS per step is recorded. Nothing here names a cause.
+    ``process``, :func:`process_signs`), whether the machine's load of both runs is recorded,
+    and where this run's RSS per step is. Nothing here names a cause or gives a figure that an
+    evidence question asks for.
     """
     from ..analyses.compare import compare
     folder = clinic_folder(device)
@@ -553,9 +554,11 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     hload = process_signs(hst.get("process"))["load_per_core"]
     beside = ""
     if s["load_per_core"] is not None or hload is not None:     # what the process and the machine did
-        fmt_load = lambda v: "not recorded" if v is None else f"{v:.2f} per core"  # noqa: E731
-        beside = (f" The machine's load around the timed steps: here {fmt_load(s['load_per_core'])}, in the "
-                  f"healthy run {fmt_load(hload)} (the two were not timed interleaved).")
+        # where, not what: the load is evidence a question asks the learner to read
+        said = lambda v: "not recorded" if v is None else "recorded"  # noqa: E731
+        beside = (f" The machine's load around the timed steps is {said(s['load_per_core'])} for this run and "
+                  f"{said(hload)} for the healthy run (step_times.json's process entry; the two were not "
+                  "timed interleaved).")
     rss = (st.get("process") or {}).get("rss_bytes_after_step") or []
     if len(rss) > 1:
         beside += (" The process's resident memory (RSS) after each of its timed steps is recorded beside them "

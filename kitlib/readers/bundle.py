@@ -124,6 +124,12 @@ def import_torchvision():
         torchvision is not installed.
     KitError
         It is installed but does not load beside this torch.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import import_torchvision
+    >>> import_torchvision().__name__
+    'torchvision'
     """
     try:
         import torchvision

@@ -136,7 +136,14 @@ def shared_dir() -> Path | None:
 
 def roots() -> list:
     """The cache folders ``load_trace`` reads, in order: :func:`shared_dir` when it is set
-    and exists, then ``None`` (the learner's own, :func:`kitlib.paths.cache_dir`)."""
+    and exists, then ``None`` (the learner's own, :func:`kitlib.paths.cache_dir`).
+
+    Examples
+    --------
+    >>> from kitlib.readers.trace_cache import roots
+    >>> roots()[-1] is None          # the learner's own cache is always read last
+    True
+    """
     shared = shared_dir()
     return ([shared] if shared is not None and shared.is_dir() else []) + [None]
 

@@ -355,6 +355,27 @@ class Question:
             return f"right to 2 significant figures: {'give 3' if self.precision_text() else 'give more'}"
         return "too high" if g > a else "too low"
 
+    def trap_hit(self, verdict):
+        """``(trap id, trap text)`` of the trap whose feedback the wrong ``verdict`` gave, else
+        ``(None, None)`` (for the instructor's class view, :mod:`kitlib.course.classview`). The
+        id: a classic misconception's key (``one_op_one_kernel``), or, for the question's own
+        trap, ``<question key>.trap<n>`` (n counts from 1 in ``traps``: stable while the
+        lesson's code keeps its order); the text: the misconception's title, or the trap's
+        feedback (first 160 characters)."""
+        if verdict.correct is not False:
+            return None, None
+
+        def tidy(text):       # as a predict question's verdict tidies its message (spaces, ". .")
+            return " ".join(str(text).split()).replace(". .", ".")
+        message = tidy(verdict.message)
+        for i, (_, feedback) in enumerate(self.traps, start=1):
+            if feedback and tidy(_sentence(feedback)) in message:     # the verdict quotes it as a sentence
+                key = getattr(feedback, "key", "")
+                if key:
+                    return key, MISCONCEPTIONS[key][0]
+                return f"{self.key}.trap{i}", str(feedback)[:160]
+        return None, None
+
     def judge_silently(self, given) -> bool:
         """Whether ``given`` is right, without counting a try or recording a prediction."""
         tries, prediction, solved = self.wrong_tries, self.prediction, self.solved_after
