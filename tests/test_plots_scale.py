@@ -32,7 +32,7 @@ def test_scale_multiplies_fonts_and_heights_not_widths(ref_trace, scale_back):
 
 def test_scale_from_the_environment_and_bad_values(monkeypatch, scale_back):
     monkeypatch.setenv("KITLIB_PLOT_SCALE", "2")
-    assert plots.set_scale() == 2.0 and plots.fig_size(10, 3) == (10, 6)
+    assert plots.set_scale() == 2.0 and plots.fig_size(8, 3) == (8, 6)
     for bad in ("0", "-1", "big"):
         monkeypatch.setenv("KITLIB_PLOT_SCALE", bad)
         with pytest.raises(KitError, match="positive number"):
@@ -46,3 +46,30 @@ def test_lesson11_route_map_draws_a_dot_per_answering_tool(scale_back):
     fig = plot_routes(routes, list(l11.TOOLS))
     big = [ln for ln in fig.axes[0].lines if ln.get_marker() == "o"]
     assert len(big) == int(routes[list(l11.TOOLS)].to_numpy().sum())
+
+
+@pytest.mark.parametrize("scale", [1.0, 1.5])
+def test_pictures_fit_a_laptops_notebook_at_1x_with_text_of_9px(ref_trace, scale_back, scale):
+    """JupyterLab at 1280 x 800 with its file browser open gives an output 848 px wide
+    (measured by tests/test_browser.py) and shrinks a wider PNG: the step timeline was
+    drawn 12 inches wide, 1,19x px at 100 dpi, so shown at 0.71x with 7 px lane labels
+    (issue 40). Every kitlib figure is now at most MAX_WIDTH_IN wide, also on a projector
+    setting (text grows, width does not), so it shows at 1x, its smallest text >= 9 px."""
+    import io
+    from PIL import Image
+    from kitlib.plots.timeline import plot_timeline
+    trace = ref_trace("profiler_5step")
+    step = trace.steps.iloc[1]
+    plots.set_scale(scale)
+    assert plots.fig_size(12, 3)[0] == plots.MAX_WIDTH_IN == 8.2
+    # smallest text each writes: the step label and legend at 8 pt; the range names at 7 pt
+    for fig, points in ((plots.plot_step_timeline(trace, int(step["step"])), 8),
+                        (plot_timeline(trace, int(step["start_ns"]), int(step["end_ns"])), 7)):
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png", bbox_inches="tight", metadata=plots.png_metadata(fig))
+        png = Image.open(io.BytesIO(buf.getvalue()))
+        text_px = float(png.text[plots.SMALLEST_TEXT_KEY])
+        print(f"scale {scale}: PNG {png.width} px wide (the cell: 848 px), smallest text {text_px} px")
+        assert png.width <= 848
+        # points x 100 dpi / 72 px, times the scale: 7 pt is 9.72 px at 1x
+        assert text_px == pytest.approx(points * scale * 100 / 72, abs=0.01) and text_px >= 9

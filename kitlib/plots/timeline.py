@@ -141,8 +141,8 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
         ax.set_xlabel(f"time since {origin_label} (ms)")
     else:
         ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
-    if gaps is not None and len(gaps):
-        ax.legend(loc="upper right", fontsize=font(8))
+    if gaps is not None and len(gaps):       # beside the lanes, never over a bar (issue 40)
+        ax.legend(loc="upper left", bbox_to_anchor=(1.005, 1.0), borderaxespad=0, fontsize=font(8))
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)
