@@ -93,7 +93,7 @@ class AnswerForm(widgets.VBox):
         self.question, self.exercises = question, exercises
         self.verdicts = []
         prompt = widgets.HTML(f"<b>{html.escape(question.key)}</b>: {html.escape(question.prompt)}",
-                              layout=widgets.Layout(width="100%"))
+                              layout=widgets.Layout(width="auto"))
         start = None if given is None or given is ... else given
         if question.choices:
             options = [str(c) for c in question.choices]
@@ -103,7 +103,7 @@ class AnswerForm(widgets.VBox):
             longest = max((len(o) for o in options), default=0)
             self.answer_box = widgets.Dropdown(options=options, value=value, description="answer",
                                                layout=widgets.Layout(width=f"{8 + 0.55 * longest:.1f}em",
-                                                                     min_width="22em", max_width="100%"))
+                                                                     min_width="22em", max_width="calc(100% - 4px)"))
         elif _is_yes_no(question):
             value = {True: "yes", False: "no"}.get(start if isinstance(start, bool) else None)
             self.answer_box = widgets.ToggleButtons(options=["yes", "no"], value=value, description="answer")
@@ -121,14 +121,16 @@ class AnswerForm(widgets.VBox):
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
-        self.feedback = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.feedback = widgets.HTML(layout=widgets.Layout(width="auto"))
         if verdict is not None:
             self._show(verdict)
         buttons = widgets.HBox([self.answer_box, self.check_button, self.reveal_button],
                                layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
-        super().__init__([prompt, buttons,
-                          self.feedback], layout=widgets.Layout(border="1px solid #ddd", padding="6px",
-                                                                margin="4px 0", width="100%"))
+        # widths auto, not 100%: 100% plus a widget's 2 px margins made the prompt 4 px wider
+        # than the form, which then scrolled sideways (tests/test_browser.py); the drop-down
+        # at most its row less those margins
+        super().__init__([prompt, buttons, self.feedback],
+                         layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
         self.add_class(FORM_CLASS)
         self.add_class(f"{FORM_CLASS}-{question.key}")
 
