@@ -73,3 +73,36 @@ def test_pictures_fit_a_laptops_notebook_at_1x_with_text_of_9px(ref_trace, scale
         assert png.width <= 848
         # points x 100 dpi / 72 px, times the scale: 7 pt is 9.72 px at 1x
         assert text_px == pytest.approx(points * scale * 100 / 72, abs=0.01) and text_px >= 9
+
+
+def _png_width(fig) -> int:
+    import io
+    from PIL import Image
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", bbox_inches="tight")      # as the inline backend saves it
+    return Image.open(io.BytesIO(buf.getvalue())).width
+
+
+def test_fit_width_narrows_a_picture_whose_text_runs_past_the_cell(ref_trace, scale_back):
+    """Lesson 05's shapes picture drew its notes past its bars and, at the projector's scale,
+    a title wider than the figure: cropped tight, its PNG was 855 px (1.0) and 992 px (1.5)
+    wide. fit_width puts the title on more lines and narrows the axes: <= 840 px, text sizes
+    as drawn. A legend wider than the cell cannot be helped by narrowing: left as drawn."""
+    from kitlib.analyses.grouping import shape_table
+    from kitlib.plots.grouping import plot_shapes
+    trace = ref_trace("fixed_batch")
+    for scale in (1.0, 1.5):
+        plots.set_scale(scale)
+        fig = plot_shapes(shape_table(trace, "aten::cudnn_convolution"), "aten::cudnn_convolution")
+        before, text_px = _png_width(fig), plots.smallest_text_px(fig)
+        plots.fit_width(fig)
+        after = _png_width(fig)
+        print(f"scale {scale}: {before} px -> {after} px, smallest text {text_px:.2f} px")
+        assert before > 840 >= after and plots.smallest_text_px(fig) == text_px
+    plots.set_scale(1.0)
+    fig, ax = plt.subplots(figsize=plots.fig_size(8, 3))
+    ax.plot([0, 1], label="a legend entry far wider than any notebook cell " * 3)
+    ax.legend(loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    fig.tight_layout()
+    plots.fit_width(fig)
+    assert fig.get_figwidth() == 8 and _png_width(fig) > 840
