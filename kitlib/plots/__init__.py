@@ -126,44 +126,55 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
 
     Text drawn outside the axes (a note beside a bar, a legend beside the lanes, a long
     title) widens the cropped picture past the figure; at a projector's scale more so. The
-    text keeps its size; the axes get narrower (laid out again with ``tight_layout`` where
-    the figure has no layout engine of its own); a title wider than the cell is first put on
-    more lines. Where narrowing does not help (a legend wider than the cell), the figure is
-    left as drawn. Called on every picture a notebook shows
-    (kitlib.course.labels) and on the explorers'.
+    text keeps its size: a title wider than the cell goes on more lines, a legend in fewer
+    columns, and the axes get narrower (laid out again with ``tight_layout`` where the figure
+    has no layout engine of its own), the figure's own texts (the source note under it)
+    re-wrapped to the new width. Where narrowing does not help (a legend of one column
+    wider than the cell), the figure is left as drawn. Called on every picture a notebook
+    shows (kitlib.course.labels) and on the explorers'.
 
     Returns
     -------
     matplotlib.figure.Figure
         ``fig``, narrowed where it had to be.
     """
+    import textwrap
     import warnings
-
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    def rewrap(t, room_px):        # text on more lines, each at most room_px wide
+        text, width_px = t.get_text(), t.get_window_extent().width
+        if not text or width_px <= room_px:
+            return False
+        words = " ".join(text.split())
+        chars = max(20, int(max(len(ln) for ln in text.splitlines()) * room_px / width_px * 0.95))
+        t.set_text(textwrap.fill(words, chars) if t in fig.texts else
+                   "\n".join(textwrap.fill(ln, chars) for ln in text.splitlines()))
+        return True
+
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    titles += [fig._suptitle] if fig._suptitle is not None else []
 
     def resize(width_in):
         fig.set_figwidth(width_in)
+        fig.draw_without_rendering()
+        for t in titles + fig.texts:      # titles and notes no wider than the new figure
+            rewrap(t, width_in * fig.dpi * 0.98)
         # laid out once (fig.tight_layout() leaves a place-holder engine) or never: lay out again;
         # a figure with a layout engine of its own (constrained) lays itself out when drawn
         if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")    # "not compatible with tight_layout": as drawn
                 fig.tight_layout()
-    import textwrap
     pad_in = plt.rcParams["savefig.pad_inches"]   # the margin a "tight" save adds on each side
-    # a title wider than the cell (a long one, or any at a projector's scale): on more lines
-    fig.draw_without_rendering()
     room_px = max_px - 2 * pad_in * fig.dpi
-    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
-    titles += [fig._suptitle] if fig._suptitle is not None else []
-    wrapped = False
-    for t in titles:
-        text, width_px = t.get_text(), t.get_window_extent().width
-        if text and width_px > room_px:
-            chars = max(20, int(max(len(ln) for ln in text.splitlines()) * room_px / width_px * 0.95))
-            t.set_text("\n".join(textwrap.fill(ln, chars) for ln in text.splitlines()))
-            wrapped = True
-    if wrapped:
+    fig.draw_without_rendering()
+    changed = any([rewrap(t, room_px) for t in titles])
+    for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
+        while legend is not None and legend._ncols > 1 and legend.get_window_extent().width > room_px:
+            legend.set_ncols(legend._ncols - 1)
+            changed = True
+    if changed:
         resize(fig.get_figwidth())
     first = fig.get_figwidth()
     for _ in range(4):
@@ -177,8 +188,8 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
             break
         resize(target)
         if fig.get_tightbbox().width + 2 * pad_in > width_in - excess / 2:
-            # text of a fixed width wider than the cell (a legend, a title): narrowing would
-            # only squeeze the plot; left as drawn (the notebook shows it shrunk)
+            # text of a fixed width wider than the cell: narrowing would only squeeze the
+            # plot; left as drawn (the notebook shows it shrunk)
             resize(first)
             break
     return fig
