@@ -126,11 +126,11 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
 
     Text drawn outside the axes (a note beside a bar, a legend beside the lanes, a long
     title) widens the cropped picture past the figure; at a projector's scale more so. The
-    text keeps its size: a title wider than the cell goes on more lines, a legend in fewer
-    columns, and the axes get narrower (laid out again with ``tight_layout`` where the figure
+    text keeps its size: a title (or x label) wider than the cell goes on more lines, and the
+    axes get narrower (laid out again with ``tight_layout`` where the figure
     has no layout engine of its own), the figure's own texts (the source note under it)
-    re-wrapped to the new width. Where narrowing does not help (a legend of one column
-    wider than the cell), the figure is left as drawn. Called on every picture a notebook
+    re-wrapped to the new width. Where narrowing does not help (a legend wider than the
+    cell), the figure is left as drawn. Called on every picture a notebook
     shows (kitlib.course.labels) and on the explorers'.
 
     Returns
@@ -152,7 +152,7 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
                    "\n".join(textwrap.fill(ln, chars) for ln in text.splitlines()))
         return True
 
-    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title)]
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label)]
     titles += [fig._suptitle] if fig._suptitle is not None else []
 
     def resize(width_in):
@@ -170,10 +170,6 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
     room_px = max_px - 2 * pad_in * fig.dpi
     fig.draw_without_rendering()
     changed = any([rewrap(t, room_px) for t in titles])
-    for legend in [ax.get_legend() for ax in fig.axes] + list(fig.legends):
-        while legend is not None and legend._ncols > 1 and legend.get_window_extent().width > room_px:
-            legend.set_ncols(legend._ncols - 1)
-            changed = True
     if changed:
         resize(fig.get_figwidth())
     first = fig.get_figwidth()
