@@ -23,6 +23,10 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 #: JupyterLab's window as a laptop shows it (CSS pixels).
 VIEWPORT = {"width": 1280, "height": 800}
 REPO = Path(__file__).resolve().parent.parent
+#: The PNG text chunk with the size of a picture's smallest text (kitlib.plots.SMALLEST_TEXT_KEY).
+SMALLEST_TEXT_KEY = "kitlib smallest text px"
+#: The smallest text a learner should have to read, as shown (CSS pixels).
+MIN_TEXT_PX = 9
 
 
 def why_no_browser() -> str | None:
@@ -206,7 +210,9 @@ def screenshot_notebook(page, path: Path, max_height: int = 8000) -> list:
     return shots
 
 
-#: JavaScript measuring what a learner sees: pictures drawn, and outputs wider than their cell.
+#: JavaScript measuring what a learner sees: pictures drawn, their scale and smallest text
+#: as shown, outputs wider than their cell or scrolling sideways, code lines wider than
+#: their editor, and the file browser's width (JupyterLab's default: open).
 MEASURE_JS = """() => {
   const outs = [...document.querySelectorAll('.jp-OutputArea-output')];
   const cut = [];
@@ -219,16 +225,70 @@ MEASURE_JS = """() => {
     if (o.scrollWidth > o.clientWidth + 2 && !o.querySelector('table, img'))
       cut.push({kind: 'output', text: o.innerText.slice(0, 80), over_px: o.scrollWidth - o.clientWidth});
   }
+  // every picture: its scale on screen (shown width / PNG width) and its smallest text as
+  // shown, from the size the kit writes into the PNG (kitlib.plots.SMALLEST_TEXT_KEY)
+  const pngText = (src, key) => {
+    if (!src || !src.startsWith('data:image/png;base64,')) return null;
+    const b = atob(src.slice(22));
+    const u32 = (i) => ((b.charCodeAt(i) << 24) | (b.charCodeAt(i + 1) << 16) | (b.charCodeAt(i + 2) << 8) | b.charCodeAt(i + 3)) >>> 0;
+    for (let i = 8; i + 8 <= b.length;) {
+      const len = u32(i), type = b.slice(i + 4, i + 8);
+      if (type === 'tEXt') {
+        const d = b.slice(i + 8, i + 8 + len), z = d.indexOf('\0');
+        if (d.slice(0, z) === key) return parseFloat(d.slice(z + 1));
+      }
+      i += 12 + len;
+    }
+    return null;
+  };
+  const cellOf = (e) => [...document.querySelectorAll('.jp-Notebook .jp-Cell')].indexOf(e.closest('.jp-Cell'));
+  const pictures = [...document.querySelectorAll('.jp-OutputArea-output img')].map(img => {
+    const shown = img.getBoundingClientRect().width, text = pngText(img.getAttribute('src'), '%s');
+    return {cell: cellOf(img), png_px: img.naturalWidth, shown_px: Math.round(shown),
+            scale: +(shown / img.naturalWidth).toFixed(3), text_px: text,
+            shown_text_px: text === null ? null : +(text * shown / img.naturalWidth).toFixed(2)};
+  });
+  // anything in an output that scrolls sideways (a table in its scrolling box, a long line)
+  const scrolls = [...document.querySelectorAll('.jp-OutputArea-output, .jp-OutputArea-output *')]
+    .filter(e => e.scrollWidth > e.clientWidth + 2 && e.clientWidth > 0
+                 && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+    .map(e => ({cell: cellOf(e), tag: e.tagName, text: e.innerText.slice(0, 80), over_px: e.scrollWidth - e.clientWidth}));
+  // code lines wider than their editor (the learner scrolls sideways to read them)
+  const wide_code = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea .cm-scroller')]
+    .filter(e => e.scrollWidth > e.clientWidth + 2).map(e => cellOf(e));
+  // drop-downs of the answer forms narrower than a choice (the chosen one would show cut)
+  const ctx = document.createElement('canvas').getContext('2d');
+  const cut_choices = [...document.querySelectorAll('.kitlib-answer-form select')].flatMap(s => {
+    const st = getComputedStyle(s);
+    ctx.font = `${st.fontSize} ${st.fontFamily}`;
+    const room = s.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight) - 16;   // the arrow
+    return [...s.options].filter(o => ctx.measureText(o.text).width > room)
+      .map(o => ({cell: cellOf(s), choice: o.text, room_px: Math.round(room)}));
+  });
+  // characters of a code line an editor shows whole (its width over the monospace advance)
+  const line = document.querySelector('.jp-CodeCell .cm-line');
+  let code_chars = null;
+  if (line) {
+    const st = getComputedStyle(line);
+    ctx.font = `${st.fontSize} ${st.fontFamily}`;
+    const room = line.clientWidth - parseFloat(st.paddingLeft) - parseFloat(st.paddingRight);
+    code_chars = Math.floor(room / (ctx.measureText('x'.repeat(100)).width / 100));
+  }
+  const side = document.querySelector('#filebrowser');
+  const anOutput = document.querySelector('.jp-OutputArea-output');
   const cells = [...document.querySelectorAll('.jp-CodeCell')];
   const byCell = cells.map(c => c.querySelectorAll('.jp-RenderedImage img').length);
   const cut_text = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
     .map(e => e.innerText.trim()).filter(t => t.endsWith('...'));
-  return {figures: document.querySelectorAll('.jp-OutputArea .jp-RenderedImage img').length, cut_text: cut_text,
+  return {pictures: pictures, scrolls: scrolls, wide_code: wide_code, cut_choices: cut_choices, code_chars: code_chars,
+          file_browser_px: side ? side.getBoundingClientRect().width : 0,
+          output_px: anOutput ? anOutput.clientWidth : 0,
+          figures: document.querySelectorAll('.jp-OutputArea .jp-RenderedImage img').length, cut_text: cut_text,
           figures_by_cell: byCell, cut: cut,
           errors: document.querySelectorAll('.jp-OutputArea-output[data-mime-type="application/vnd.jupyter.stderr"] .jp-RenderedText, .jp-OutputArea-output .ansi-red-fg').length,
           forms: document.querySelectorAll('.kitlib-answer-form').length,
           explorers: document.querySelectorAll('.kitlib-explorer').length};
-}"""
+}""" % SMALLEST_TEXT_KEY
 
 
 def error_outputs(nb: dict) -> list:

@@ -2,8 +2,10 @@
 by Playwright, every cell run, then what a learner sees is checked: no error, every picture
 drawn once, an answer form per question, an answer form that turns a wrong answer into a
 hint and a right one into a confirmation, an explorer whose table follows its selection,
-and no table or picture wider than its cell at a laptop's width (1280 × 800). Screenshots
-of each whole lesson go under the test's tmp_path.
+and no table or picture wider than its cell at a laptop's width (1280 × 800, the file browser
+open): every picture shown at 1x with no text under 9 px, no output or code line scrolling
+sideways, no drop-down narrower than its choices. Screenshots of each whole lesson go under
+the test's tmp_path.
 
 Needs /usr/bin/chromium (`apt-get install -y chromium`, which .ci/run does) and the
 playwright package (the `test` extra); Playwright's own browser download is never used.
@@ -18,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from browser import (Lab, MEASURE_JS, REQUIRE_ENV, browser_required, error_outputs, launch_browser, run_all_cells,
+from browser import (Lab, MEASURE_JS, MIN_TEXT_PX, REQUIRE_ENV, browser_required, error_outputs, launch_browser, run_all_cells,
                      save, screenshot_notebook, why_no_browser)
 from test_lessons import EXPECTED_FIGURES, FORMS, LESSONS
 
@@ -174,7 +176,19 @@ def test_lesson_in_the_browser(lab, page, tmp_path, path):
     seen = page.evaluate(MEASURE_JS)
     shots = screenshot_notebook(page, tmp_path / f"{path.stem}.png")
     print(f"lesson {n}: {time.monotonic() - t0:.1f} s; screenshots: {', '.join(str(s) for s in shots)}")
+    pics = seen["pictures"]
+    print(f"lesson {n}: file browser {seen['file_browser_px']:.0f} px, output {seen['output_px']} px; pictures "
+          f"(scale, smallest text px as shown): {[(p['scale'], p['shown_text_px']) for p in pics]}; code cells "
+          f"scrolling sideways: {seen['wide_code']} (an editor shows {seen['code_chars']} characters of a line)")
+    assert seen["file_browser_px"] > 0, "JupyterLab's default layout has the file browser open: measure with it"
     assert seen["errors"] == 0, seen
+    # what a learner reads: every picture at 1x (not shrunk to its cell), no text under 9 px
+    assert [p for p in pics if p["scale"] < 0.99] == [], f"pictures shrunk to fit their cell: {pics}"
+    assert [p for p in pics if p["text_px"] is None] == [], f"pictures without their text size: {pics}"
+    assert [p for p in pics if p["shown_text_px"] < MIN_TEXT_PX] == [], f"text under {MIN_TEXT_PX} px: {pics}"
+    assert seen["scrolls"] == [], f"outputs scrolling sideways: {seen['scrolls']}"
+    assert seen["wide_code"] == [], f"code cells (by index) whose lines scroll sideways: {seen['wide_code']}"
+    assert seen["cut_choices"] == [], f"drop-downs narrower than a choice: {seen['cut_choices']}"
     assert seen["figures"] == EXPECTED_FIGURES[n] + EXPLORERS.get(n, 0), seen
     assert seen["cut"] == [], f"wider than its cell at {page.viewport_size}: {seen['cut']}"
     cut_text = set(seen["cut_text"]) - (_tool_cut_names() if n == "03" else set())

@@ -14,6 +14,10 @@ EXPECTED_FIGURES = {"00": 2, "01": 1, "02": 2, "03": 1, "04": 1, "05": 3, "06": 
                     "10": 1, "11": 1, "12": 4, "13": 1}
 
 
+#: The longest code line a lesson holds (characters): what a code cell shows whole in
+#: JupyterLab at 1280 x 800 with the file browser open (tests/test_browser.py measures it).
+CODE_LINE_CHARS = 95
+
 #: The note under what lesson 12 shows of the public NCCL pair (not a kit recording).
 PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
@@ -21,6 +25,45 @@ PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 def figure_count(nb) -> int:
     """PNG pictures among the outputs of an executed notebook."""
     return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
+
+
+def logical_lines(source: str) -> int:
+    """Lines of logic in a code cell: Python's logical lines (a statement wrapped over several
+    lines inside brackets counts once; comments and blank lines do not count), IPython's
+    ``%magic`` and ``!shell`` lines counted as one each."""
+    import io
+    import tokenize
+    from IPython.core.inputtransformer2 import TransformerManager
+    code = TransformerManager().transform_cell(source)
+    return sum(t.type == tokenize.NEWLINE for t in tokenize.generate_tokens(io.StringIO(code).readline))
+
+
+def test_logical_lines_count_statements_not_wrapped_lines():
+    wrapped = 'x = f(1,\n      2)   # one statement\n\n# a comment\nprint(x)\n%time y = 1\n'
+    assert logical_lines(wrapped) == 3 and len(wrapped.splitlines()) == 6
+
+
+#: The width of a notebook's output in JupyterLab at 1280 x 800 with the file browser open
+#: (CSS px, measured by tests/test_browser.py): a wider picture is shown shrunk.
+OUTPUT_PX = 848
+
+
+def picture_sizes(nb) -> list:
+    """``(width_px, smallest_text_px)`` of each PNG among an executed notebook's outputs: the
+    PNG's own width and the size of its smallest text that kitlib writes into it
+    (``kitlib.plots.SMALLEST_TEXT_KEY``; None where absent)."""
+    import base64
+    import io
+    from PIL import Image
+    from kitlib.plots import SMALLEST_TEXT_KEY
+    out = []
+    for c in nb.cells:
+        for o in c.get("outputs", []) if c.cell_type == "code" else []:
+            if "image/png" in o.get("data", {}):
+                png = Image.open(io.BytesIO(base64.b64decode(o["data"]["image/png"])))
+                text = png.text.get(SMALLEST_TEXT_KEY)
+                out.append((png.width, None if text is None else float(text)))
+    return out
 
 
 def test_every_lesson_has_an_expected_figure_count():
@@ -40,7 +83,14 @@ def test_lesson_is_stored_clean_and_has_exercises(path):
     assert sum("ex.check(" in c.source for c in code) >= 2, "each lesson has at least two exercises"
     md = "\n".join(c.source for c in nb.cells if c.cell_type == "markdown")
     assert md.lstrip().startswith("# ") and "## Takeaways" in md and "## Go further" in md
-    assert all(len(c.source.splitlines()) <= 15 for c in code), "logic over ~15 lines belongs in kitlib"
+    # logic over ~15 lines belongs in kitlib: lines of logic (a statement wrapped to fit the
+    # cell's width is one), and no cell taller than 22 lines on screen
+    assert all(logical_lines(c.source) <= 15 for c in code), "logic over ~15 lines belongs in kitlib"
+    assert all(len(c.source.splitlines()) <= 22 for c in code), "a cell over 22 lines belongs in kitlib"
+    # a code cell in JupyterLab at 1280 x 800 with the file browser open shows about 100
+    # characters of a line (13 px monospace); longer lines scrolled sideways (issue 40)
+    wide = [line for c in code for line in c.source.splitlines() if len(line) > CODE_LINE_CHARS]
+    assert not wide, f"code lines over {CODE_LINE_CHARS} characters: {wide}"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
@@ -81,6 +131,10 @@ def test_lesson_runs_in_replay_mode(path, executed_lesson):
     assert len(lines) == shown.count("your prediction is still open") and all("kitlib-predicted" in k for k in lines)
     # and drew its pictures, each once
     assert figure_count(run.nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
+    # each shown at 1x where learners work, its smallest text 9 px or more (issue 40)
+    sizes = picture_sizes(run.nb)
+    print(f"lesson {path.name[:2]}: pictures (PNG px wide, smallest text px): {sizes}")
+    assert all(w <= OUTPUT_PX and text is not None and text >= 9 for w, text in sizes), sizes
 
 
 @pytest.mark.parametrize("path", [p for p in LESSONS if p.name[:2] in ("00", "02", "03")], ids=lambda p: p.stem)

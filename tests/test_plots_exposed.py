@@ -69,7 +69,7 @@ def test_bucket_picture_of_the_pair_worked_out_on_paper(paper):
         ("rank 1 communication", "unmatched"): [(0.0, 0.4), (19.8, 1.0)],
         ("rank 1 communication", "outline"): [(0.0, 0.4), (3.8, 1.0), (19.8, 1.0)],
         ("rank 1 exposed", "exposed"): [(0.0, 0.4), (3.8, 1.0), (19.8, 1.0)]}
-    assert ax.get_title() == ("step 1: rank 0 exposed 3.0 of 4.5 ms of communication; "
+    assert ax.get_title() == ("step 1: rank 0 exposed 3.0 of 4.5 ms of communication;\n"
                               "rank 1 exposed 2.4 of 2.4 ms of communication")
     assert ax.get_xlim() == pytest.approx((0, 20.8))
     legend = [t.get_text() for t in ax.get_legend().get_texts()]
@@ -172,5 +172,8 @@ def test_bucket_picture_text_is_at_least_9_px_and_follows_the_scale():
     finally:
         plots.set_scale(1.0)
     assert one and min(px for _, px in one) >= 9
-    assert [t for t, _ in one] == [t for t, _ in big]
+    # the time axis' numbers excepted: matplotlib places fewer of them when larger text meets
+    # the same width (kitlib.plots.MAX_WIDTH_IN)
+    one, big = ([(t, px) for t, px in x if not t.replace(",", "").isdigit()] for x in (one, big))
+    assert [t for t, _ in one] == [t for t, _ in big] and len(one) >= 8
     assert [px for _, px in big] == pytest.approx([1.5 * px for _, px in one])

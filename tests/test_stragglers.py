@@ -196,6 +196,6 @@ def test_the_picture_draws_the_budget(paper):
     # each bar's parts add up to its step
     ends = [p.get_x() + p.get_width() for p in bars[2 * len(b):]]
     assert ends == pytest.approx((order["step_ns"] / 1e6).tolist())
-    assert ax.get_title() == ("rank 1: 0.33 ms more per step outside operators than the others (median, ±0.025); "
+    assert ax.get_title() == ("rank 1: 0.33 ms more per step outside operators than the others (median, ±0.025);\n"
                               "operators alone ±0.025 ms")
     assert ax.get_xlabel() == "time in the step (ms)"

@@ -490,8 +490,9 @@ def plot_fixes(letters, device: str = "cpu", ax=None):
     """Each case's two series (:func:`fix_series`) as dots, before and after, each case on
     its own scale (relative to its *before* median), with the median marked."""
     import matplotlib.pyplot as plt
+    from ..plots import fig_size
     if ax is None:
-        _, ax = plt.subplots(figsize=(11, 4))
+        _, ax = plt.subplots(figsize=fig_size(11, 4))
     rng = np.random.default_rng(0)
     for i, x in enumerate(letters):
         f = fix_series(x, device)

@@ -104,7 +104,9 @@ class Explorer(widgets.VBox):
             # drawn once, as the inline backend draws a figure (its own dpi, cropped to
             # what is drawn), and that one PNG shown both live and in the static view
             buf = io.BytesIO()
-            fig.savefig(buf, format="png", bbox_inches="tight")
+            from ..plots import fit_width, png_metadata
+            fit_width(fig)
+            fig.savefig(buf, format="png", bbox_inches="tight", metadata=png_metadata(fig))
             self.figure_png = buf.getvalue()
         if in_kernel():
             from IPython.display import HTML, Image, display

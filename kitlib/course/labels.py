@@ -241,6 +241,30 @@ def _figure_formatter(ip) -> None:
     fmt = ip.display_formatter.formatters["text/plain"]
     if fmt.deferred_printers.get(("matplotlib.figure", "Figure")) is not _figure_text:
         fmt.for_type_by_name("matplotlib.figure", "Figure", _figure_text)
+    figure = getattr(sys.modules.get("matplotlib.figure"), "Figure", None)
+    png = ip.display_formatter.formatters["image/png"]
+    try:
+        drawn = png.lookup_by_type(figure) if figure is not None else None
+    except KeyError:       # the inline backend has not set up its PNGs (yet)
+        drawn = None
+    if drawn is not None and not getattr(drawn, "_kitlib_png", False):
+        png.for_type(figure, _with_text_size(drawn))
+
+
+def _with_text_size(drawn):
+    """The inline backend's PNG printer of figures, narrowing each figure to a laptop
+    notebook's width (:func:`kitlib.plots.fit_width`) and writing into its PNG the size of its
+    smallest text (:func:`kitlib.plots.png_metadata`: what tests/browser.py reads to tell
+    the size a learner sees); the PNG as before where the printer takes no metadata."""
+    def png(fig):
+        from ..plots import fit_width, png_metadata
+        fit_width(fig)              # shown at 1x in a laptop's notebook, text as drawn
+        try:
+            return drawn(fig, metadata=png_metadata(fig))
+        except TypeError:
+            return drawn(fig)
+    png._kitlib_png = True
+    return png
 
 
 def _stamp_before_flush(ip) -> None:

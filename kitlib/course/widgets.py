@@ -20,6 +20,7 @@ tables and the pictures together, for a projector.
 from __future__ import annotations
 
 import html
+import re
 
 import ipywidgets as widgets
 
@@ -94,13 +95,17 @@ class AnswerForm(widgets.VBox):
         self.question, self.exercises = question, exercises
         self.verdicts = []
         prompt = widgets.HTML(f"<b>{html.escape(question.key)}</b>: {html.escape(question.prompt)}",
-                              layout=widgets.Layout(width="100%"))
+                              layout=widgets.Layout(width="auto"))
         start = None if given is None or given is ... else given
         if question.choices:
             options = [str(c) for c in question.choices]
             value = str(start) if start is not None and str(start) in options else None
+            # as wide as its longest choice (about 0.55 em a character, beside the 'answer'
+            # label and the arrow), so a chosen option shows whole; at most the form's width
+            longest = max((len(o) for o in options), default=0)
             self.answer_box = widgets.Dropdown(options=options, value=value, description="answer",
-                                               layout=widgets.Layout(width="auto", min_width="22em"))
+                                               layout=widgets.Layout(width=f"{8 + 0.55 * longest:.1f}em",
+                                                                     min_width="22em", max_width="calc(100% - 4px)"))
         elif _is_yes_no(question):
             value = {True: "yes", False: "no"}.get(start if isinstance(start, bool) else None)
             self.answer_box = widgets.ToggleButtons(options=["yes", "no"], value=value, description="answer")
@@ -118,12 +123,16 @@ class AnswerForm(widgets.VBox):
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
-        self.feedback = widgets.HTML(layout=widgets.Layout(width="100%"))
+        self.feedback = widgets.HTML(layout=widgets.Layout(width="auto"))
         if verdict is not None:
             self._show(verdict)
-        super().__init__([prompt, widgets.HBox([self.answer_box, self.check_button, self.reveal_button]),
-                          self.feedback], layout=widgets.Layout(border="1px solid #ddd", padding="6px",
-                                                                margin="4px 0", width="100%"))
+        buttons = widgets.HBox([self.answer_box, self.check_button, self.reveal_button],
+                               layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
+        # widths auto, not 100%: 100% plus a widget's 2 px margins made the prompt 4 px wider
+        # than the form, which then scrolled sideways (tests/test_browser.py); the drop-down
+        # at most its row less those margins
+        super().__init__([prompt, buttons, self.feedback],
+                         layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
         self.add_class(FORM_CLASS)
         self.add_class(f"{FORM_CLASS}-{question.key}")
 
@@ -322,7 +331,9 @@ def readable(table, max_width_em: float = 28):
     headers wrapped instead of widening the table past the cell.
 
     Numbers never wrap (a number broken over two lines reads as two); text wraps at
-    spaces, and inside a long word (a kernel name) only past ``max_width_em``; headers
+    spaces, a long name (a kernel's, a file's) after ``_``, ``::``, ``/``, ``.`` or ``,``
+    (:func:`_breakable`), and never mid-word unless one piece is wider than
+    ``max_width_em``; headers
     break after underscores (``launch_at_ | us``). A text column keeps at least the width
     of its longest entry or 6 em, whichever is less, so a table too wide for its cell
     shows as wider than the cell (the browser test catches it) rather than as columns a
@@ -343,7 +354,11 @@ def readable(table, max_width_em: float = 28):
     """
     import math
     import pandas as pd
-    cell = [("white-space", "normal"), ("overflow-wrap", "anywhere"), ("max-width", f"{max_width_em}em"),
+    # break-word, not anywhere: "anywhere" lets the table squeeze a column below its longest
+    # word, and Chromium then broke words mid-way ("cudaLaunchKer|nel", issue 40); long
+    # names get break points of their own (_breakable)
+    cell = [("white-space", "normal"), ("overflow-wrap", "break-word"), ("word-break", "normal"),
+            ("max-width", f"{max_width_em}em"),
             ("text-align", "left"), ("vertical-align", "top"), ("padding", "0.4em 0.35em")]
 
     def number(v):     # as the DataFrame prints it: no padding zeros (0.5, not 0.500000)
@@ -364,7 +379,7 @@ def readable(table, max_width_em: float = 28):
     text = [c for c in table.columns if c not in floats]
     head = [p for p in cell if p[0] != "overflow-wrap"] + [("overflow-wrap", "normal")]
     def shown(v):      # text escaped ("<NA>", "a<b" as written); a number in a text column as pandas prints it
-        return html.escape(str(number(v)), quote=False)
+        return _breakable(html.escape(str(number(v)), quote=False))
     columns = []       # per column (by position: td.colN outranks the table's td rule)
     for j, c in enumerate(table.columns):
         if c in numbers:
@@ -379,6 +394,24 @@ def readable(table, max_width_em: float = 28):
     if isinstance(table.index, pd.RangeIndex) and table.index.name is None:
         styler = styler.hide(axis="index")       # 0, 1, 2, … says nothing a learner needs: its width goes to the data
     return ReadableTable(styler)
+
+
+#: Where a long name may break in a table: after ``_``, ``::``, ``/``, ``.`` or ``,`` and
+#: before ``(`` or ``<`` (escaped), as a kernel or file name reads best broken.
+_BREAK_AFTER = re.compile(r"(::|[_/.,](?=\w))")
+_BREAK_BEFORE = re.compile(r"(?<=\w)(\(|&lt;)")
+
+
+def _breakable(text: str, longer_than: int = 16) -> str:
+    """``text`` (HTML-escaped) with ``<wbr>`` break points inside each word longer than
+    ``longer_than`` characters (:data:`_BREAK_AFTER`, :data:`_BREAK_BEFORE`), so that a
+    table column can be narrower than a long kernel name without breaking a word mid-way;
+    shorter words and prose are left as they are (the text a reader copies is unchanged)."""
+    def word(w):
+        if len(w) <= longer_than:
+            return w
+        return _BREAK_BEFORE.sub(r"<wbr>\1", _BREAK_AFTER.sub(r"\1<wbr>", w))
+    return " ".join(word(w) for w in text.split(" "))
 
 
 class ReadableTable:

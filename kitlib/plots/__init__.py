@@ -68,9 +68,133 @@ def set_scale(scale: float | None = None) -> float:
     return SCALE
 
 
+#: The widest a kitlib figure is drawn (inches; 820 px at matplotlib's 100 dpi, which the
+#: inline backend keeps): JupyterLab at a laptop's 1280 x 800 with its file browser open
+#: gives an output 848 px wide, and shrinks a wider picture (a 12 inch one to 0.71x, its 7 pt
+#: lane labels to 7 px). At 1x the smallest text, 7 pt, is 9.7 px (tests/test_browser.py).
+MAX_WIDTH_IN = 8.2
+
+
 def fig_size(width_in: float, height_in: float) -> tuple[float, float]:
-    """A figure size in inches at the current :data:`SCALE`: the width as given, the height scaled."""
-    return (width_in, height_in * SCALE)
+    """A figure size in inches at the current :data:`SCALE`: the width as given but at most
+    :data:`MAX_WIDTH_IN` (so the notebook shows it at 1x), the height scaled."""
+    return (min(width_in, MAX_WIDTH_IN), height_in * SCALE)
+
+
+#: The PNG text chunk in which a notebook picture carries :func:`smallest_text_px` (written
+#: by kitlib.course.labels' PNG formatter and the explorers; read by tests/browser.py).
+SMALLEST_TEXT_KEY = "kitlib smallest text px"
+
+
+def smallest_text_px(fig, dpi: float | None = None) -> float | None:
+    """The font size of the smallest text ``fig`` draws, in pixels of a picture saved at
+    ``dpi`` (default the figure's own, which the inline backend uses).
+
+    Every visible, non-empty matplotlib Text counts (titles, tick and axis labels, legends,
+    notes, labels on bars), found by walking the figure's artists after a layout pass
+    (``draw_without_rendering``, so tick labels are the ones drawn). Shown at a scale s
+    (displayed width / PNG width), the text is ``s`` times this tall on screen.
+
+    Returns
+    -------
+    float or None
+        Pixels (points x dpi / 72); None when the figure draws no text.
+    """
+    from matplotlib.axes import Axes
+    from matplotlib.axis import Axis
+    from matplotlib.text import Text
+    fig.draw_without_rendering()
+    sizes, todo = [], [fig]
+    while todo:
+        a = todo.pop()
+        if not a.get_visible() or (isinstance(a, Axis) and not a.axes.axison):
+            continue
+        if isinstance(a, Text) and a.get_text().strip():
+            sizes.append(a.get_fontsize())
+        todo.extend(a.get_children())
+    return min(sizes) * (dpi or fig.dpi) / 72 if sizes else None
+
+
+#: The widest picture a notebook shows at 1x (px): JupyterLab's output is 848 px wide at
+#: 1280 x 800 with the file browser open; a little room kept.
+MAX_PNG_PX = 840
+
+
+def fit_width(fig, max_px: int = MAX_PNG_PX):
+    """Narrow ``fig`` until its picture, cropped to what it draws (``bbox_inches="tight"``, as
+    the inline backend and the explorers save it), is at most ``max_px`` wide at its dpi.
+
+    Text drawn outside the axes (a note beside a bar, a legend beside the lanes, a long
+    title) widens the cropped picture past the figure; at a projector's scale more so. The
+    text keeps its size: a title (or x label) wider than the cell goes on more lines, and the
+    axes get narrower (laid out again with ``tight_layout`` where the figure
+    has no layout engine of its own), the figure's own texts (the source note under it)
+    re-wrapped to the new width. Where narrowing does not help (a legend wider than the
+    cell), the figure is left as drawn. Called on every picture a notebook
+    shows (kitlib.course.labels) and on the explorers'.
+
+    Returns
+    -------
+    matplotlib.figure.Figure
+        ``fig``, narrowed where it had to be.
+    """
+    import textwrap
+    import warnings
+    from matplotlib.layout_engine import PlaceHolderLayoutEngine
+
+    def rewrap(t, room_px):        # text on more lines, each at most room_px wide
+        text, width_px = t.get_text(), t.get_window_extent().width
+        if not text or width_px <= room_px:
+            return False
+        words = " ".join(text.split())
+        chars = max(20, int(max(len(ln) for ln in text.splitlines()) * room_px / width_px * 0.95))
+        t.set_text(textwrap.fill(words, chars) if t in fig.texts else
+                   "\n".join(textwrap.fill(ln, chars) for ln in text.splitlines()))
+        return True
+
+    titles = [t for ax in fig.axes for t in (ax.title, ax._left_title, ax._right_title, ax.xaxis.label)]
+    titles += [fig._suptitle] if fig._suptitle is not None else []
+
+    def resize(width_in):
+        fig.set_figwidth(width_in)
+        fig.draw_without_rendering()
+        for t in titles + fig.texts:      # titles and notes no wider than the new figure
+            rewrap(t, width_in * fig.dpi * 0.98)
+        # laid out once (fig.tight_layout() leaves a place-holder engine) or never: lay out again;
+        # a figure with a layout engine of its own (constrained) lays itself out when drawn
+        if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")    # "not compatible with tight_layout": as drawn
+                fig.tight_layout()
+    pad_in = plt.rcParams["savefig.pad_inches"]   # the margin a "tight" save adds on each side
+    room_px = max_px - 2 * pad_in * fig.dpi
+    fig.draw_without_rendering()
+    changed = any([rewrap(t, room_px) for t in titles])
+    if changed:
+        resize(fig.get_figwidth())
+    first = fig.get_figwidth()
+    for _ in range(4):
+        width_in = fig.get_tightbbox().width + 2 * pad_in
+        excess = width_in - max_px / fig.dpi
+        if excess <= 0:
+            break
+        target = fig.get_figwidth() - excess - 0.05
+        if target < first / 2:        # the plot would be squeezed to less than half: as drawn
+            resize(first)
+            break
+        resize(target)
+        if fig.get_tightbbox().width + 2 * pad_in > width_in - excess / 2:
+            # text of a fixed width wider than the cell: narrowing would only squeeze the
+            # plot; left as drawn (the notebook shows it shrunk)
+            resize(first)
+            break
+    return fig
+
+
+def png_metadata(fig) -> dict:
+    """``savefig(..., metadata=...)`` for a PNG of ``fig``: :data:`SMALLEST_TEXT_KEY`."""
+    px = smallest_text_px(fig)
+    return {} if px is None else {SMALLEST_TEXT_KEY: f"{px:.2f}"}
 
 
 def font(points: float) -> float:

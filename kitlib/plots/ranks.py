@@ -95,7 +95,7 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
               "transfer": "collective: transfer (estimate)", "delay": "injected delay",
               "unmatched": "collective without a verified match (not split)"}
     ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in keys], [labels[k] for k in keys],
-              loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=min(len(keys), 3 if len(keys) > 4 else 4),
+              loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2,    # two columns: the figure's width
               fontsize="small", frameon=False)
     on = set(w["measured_on"]) | set(lone["measured_on"]) or {"?"}
     ax.set_title(title or f"{len(ranks)} ranks, {traces.backend}: collectives measured on {', '.join(sorted(on))}")
@@ -199,7 +199,7 @@ def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=N
     ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in EXPOSED_LABELS],
               list(EXPOSED_LABELS.values()), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
               fontsize="small", frameon=False)
-    ax.set_title(title or f"step {step}: " + "; ".join(
+    ax.set_title(title or f"step {step}: " + ";\n".join(       # a line per rank: the figure's width
         f"rank {r} exposed {t.loc[r, 'exposed_ms']:,.1f} of {t.loc[r, 'comm_ms']:,.1f} ms of communication"
         for r in ranks))
     ax.figure.tight_layout()

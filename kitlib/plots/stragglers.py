@@ -67,7 +67,7 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
         e = straggler_estimate(budget=b)
         where = "outside operators" if e["delay_from"] == "outside operators" else "in compute"
         title = (f"rank {e['rank']}: {_ms(e['delay_ms'])} ms more per step {where} than the others (median, "
-                 f"±{_ms(e['swing_ms'])}{'' if e['clear'] else ': not clear'}); operators alone "
+                 f"±{_ms(e['swing_ms'])}{'' if e['clear'] else ': not clear'});\noperators alone "
                  f"±{_ms(e['noise_ms'])} ms")
     if title:
         ax.set_title(title)

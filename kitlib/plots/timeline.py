@@ -9,6 +9,7 @@ thread, CUDA API calls per thread, and copies and kernels per GPU stream;
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
+from matplotlib.transforms import ScaledTranslation
 import numpy as np
 import pandas as pd
 
@@ -142,7 +143,11 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     else:
         ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
     if gaps is not None and len(gaps):
-        ax.legend(loc="upper right", fontsize=font(8))
+        # under the x axis' label, at the right: never over a bar (issue 40), and no room
+        # taken from the lanes' width (tick labels and the axis label: about 3 lines of 10 pt)
+        below = ax.transAxes + ScaledTranslation(0, -font(10) * 3.0 / 72, fig.dpi_scale_trans)
+        ax.legend(loc="upper right", bbox_to_anchor=(1.0, 0.0), bbox_transform=below, borderaxespad=0,
+                  fontsize=font(8), frameon=False)
     ax.grid(axis="x", alpha=0.3)
     if title:
         ax.set_title(title)

@@ -507,10 +507,15 @@ class Exercises:
         raise KeyError(f"no exercise {key!r}; the keys are: {', '.join(q.key for q in self.questions)}")
 
     def show(self) -> str:
-        """The questions as text, one line each, with their choices (listed once)."""
+        """The questions as text, one entry each (``  - key [kind]: prompt``) with their
+        choices (listed once), wrapped at spaces to 95 characters, as a notebook's output
+        shows a line whole at a laptop's width (JupyterLab breaks a longer one mid-word)."""
+        import textwrap
         lines = [f"{self.title}:"]
         for q in self.questions:
-            lines.append(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
+            lines += textwrap.wrap(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}"
+                                   f"{q.choices_text()}", 95, subsequent_indent="      ",
+                                   break_long_words=False, break_on_hyphens=False)
         return "\n".join(lines)
 
     def check(self, key: str, answer) -> Verdict:
