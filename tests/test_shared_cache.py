@@ -185,9 +185,9 @@ def test_the_full_build_caches_every_shipped_trace(tmp_path, learner, capsys):
     files = [p for d in (reference_dir(), clinic_dir()) for p in d.rglob("*.json.gz")
              if p.name == "trace.json.gz" or p.parent.name.startswith("public-")]
     print(f"trace files in the package: {len(files)}")
-    assert len(files) == 31
+    assert len(files) == 35          # 31 before the clinic's cases k and l (6 December)
     n = len(cli.shipped_recordings())
-    assert n == len([d for d in reference_dir().iterdir() if d.is_dir()]) + 11       # 11 clinic folders
+    assert n == len([d for d in reference_dir().iterdir() if d.is_dir()]) + 13       # 13 clinic folders (cases a-h, k, l, their healthy runs)
     assert f": {n} recordings, {len(files)} traces ({len(files)} parsed now), {len(files)} entries, " in lines[-1]
     assert len(lines) == n + 1                        # a line per recording, then the summary
 
