@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import gzip
 import json
+import mmap
 import os
 import statistics
 import subprocess
@@ -511,7 +512,12 @@ def test_time_steps_records_the_process_beside_the_steps():
         kept: list = []
 
         def step(self, annotate=True):
-            self.kept.append(b"x" * 2_000_000)
+            # fresh pages of its own (an anonymous map), written: the C heap could hand a 2 MB
+            # bytes object pages an earlier test freed, and RSS would grow less (1.86 MB once)
+            m = mmap.mmap(-1, 2_000_000)
+            for page in range(0, 2_000_000, mmap.PAGESIZE):     # one byte a page: each resident
+                m[page] = 120
+            self.kept.append(m)
 
         def sync(self):
             pass
@@ -526,4 +532,6 @@ def test_time_steps_records_the_process_beside_the_steps():
     assert len(p["loadavg_1min"]) == 4 and p["cpu_count"] == os.cpu_count()
     assert 0 < p["process_cpu_s"] <= p["wall_s"] * 2 + 0.1
     assert p["loadavg_1min"][0] == pytest.approx(os.getloadavg()[0], abs=5)
+    for m in Keeper.kept:
+        m.close()
     del Keeper.kept[:]

@@ -339,3 +339,14 @@ def test_an_explorers_note_names_what_it_draws_after_its_control_is_used():
     assert e.note == f"data: {cap.label}"
     assert f"data: {cap.label}</div>" in e.static_html() and other.label not in e.static_html()
     assert other.label in labels.sources_note()     # the fixed note held only while it drew
+
+
+def test_a_header_word_longer_than_the_column_widens_it_rather_than_spilling():
+    """Lesson 10's by-batch table: "uninstrumented" (14 letters) in a 7 em column ran into its
+    neighbours' headers ("uninstrumentedninstrumentedprofiled_"). The column is made at least
+    as wide as the header's longest word; a header whose words fit gets no rule."""
+    import re
+    t = pd.DataFrame({"uninstrumented_epoch": [1], "uninstrumented_ms": [2.5], "profiled_epoch": [3]})
+    html = readable(t, max_width_em=7).styler.to_html()
+    widths = dict(re.findall(r"th\.col(\d) \{\s*min-width: ([\d.]+)em;", html))
+    assert widths == {"0": "8.4", "1": "8.4"}

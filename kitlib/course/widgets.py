@@ -388,6 +388,11 @@ def readable(table, max_width_em: float = 28):
             longest = max((len(str(number(v))) for v in table.iloc[:, j]), default=0)
             props = [("min-width", f"{min(longest * 0.55, 6, max_width_em):.1f}em")]
         columns.append({"selector": f"td.col{j}", "props": props})
+        # a header's longest word never spills into the next header ("uninstrumented" in a 7 em
+        # column ran into its neighbours, issue 40): the column is at least that wide
+        word = max((len(w) for w in re.split(r"[_\s]+", str(c))), default=0)
+        if word * 0.6 > max_width_em:
+            columns.append({"selector": f"th.col{j}", "props": [("min-width", f"{word * 0.6:.1f}em")]})
     styler = (table.style.format(number, subset=floats, na_rep="NaN").format(shown, subset=text)
               .format_index(header, axis=1).format_index(header, axis=0)
               .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}] + columns))
