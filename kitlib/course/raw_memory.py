@@ -21,26 +21,26 @@ standard library only, so a learner can check each step by hand, and
 """
 from __future__ import annotations
 
-import json
 from functools import lru_cache
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import KitError
-from ..readers.files import read_bytes_maybe_gz
+from ..readers.files import read_trace_events
 
 __all__ = ["raw_trace_events", "memory_events", "call_excerpt", "self_and_total"]
 
 
 @lru_cache(maxsize=2)
 def _events_of(path: str, mtime_ns: int) -> tuple:
-    return tuple(json.loads(read_bytes_maybe_gz(path))["traceEvents"])     # bounded gunzip
+    return tuple(read_trace_events(path))
 
 
 def raw_trace_events(capture) -> list:
     """The ``traceEvents`` of a capture's trace, as ``prof.export_chrome_trace`` wrote them
-    (``json`` on the gzipped file; kept for the last two files read).
+    (:func:`kitlib.readers.files.read_trace_events`, the values ``json`` gives; kept for
+    the last two files read).
 
     Raises
     ------

@@ -43,12 +43,11 @@ def trace_events(capture) -> list:
     Raises
     ------
     KitFileError
-        The trace file is damaged (see :func:`kitlib.readers.files.read_json_file`).
+        The trace file is damaged (see :func:`kitlib.readers.files.read_trace_events`).
     """
-    from ..readers.files import read_json_file
+    from ..readers.files import read_trace_events
     name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
-    doc = read_json_file(capture.file(name))
-    return doc["traceEvents"] if isinstance(doc, dict) else doc
+    return read_trace_events(capture.file(name))
 
 
 def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:

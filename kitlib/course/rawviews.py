@@ -27,9 +27,9 @@ Examples
 """
 from __future__ import annotations
 
-import gzip
 import json
-from pathlib import Path
+
+from ..readers.files import read_trace_events
 
 #: Categories of the events that ran on a GPU (their ``tid`` is the stream).
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
@@ -38,21 +38,15 @@ LINK_ARGS = ("External id", "correlation")
 
 
 def load_events(path) -> list:
-    """The ``traceEvents`` of a Chrome trace file (``.json`` or ``.json.gz``), as written.
+    """The ``traceEvents`` of a Chrome trace file (``.json`` or ``.json.gz``), as written
+    (:func:`kitlib.readers.files.read_trace_events`).
 
     Raises
     ------
-    OSError, ValueError
-        The file cannot be read or is not JSON.
+    KitFileError
+        The file cannot be read, is not JSON, or has no ``traceEvents`` list.
     """
-    data = Path(path).read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    try:
-        import orjson            # the same floats as json's, several times faster
-        return orjson.loads(data)["traceEvents"]
-    except ImportError:
-        return json.loads(data)["traceEvents"]
+    return read_trace_events(path)
 
 
 def trimmed(event: dict, args=LINK_ARGS, name_width: int | None = None) -> dict:
