@@ -40,15 +40,8 @@ def loader_shares(path) -> list:
     """Per ``ProfilerStep#N`` of a raw trace (in step order): the share of the step's
     duration spent in the DataLoader's ``__next__`` annotation(s) that start inside it.
     Read from the raw JSON (gzip + json), as the learner does."""
-    import gzip
-    import json
-    raw = gzip.decompress(open(path, "rb").read())
-    try:                            # orjson: the same values as json's, several times faster
-        import orjson
-        doc = orjson.loads(raw)
-    except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints): as before
-        doc = json.loads(raw)
-    ev = doc["traceEvents"] if isinstance(doc, dict) else doc
+    from ...readers.files import read_trace_events
+    ev = read_trace_events(path)    # the values json gives, as the learner's json.loads
     steps = sorted((e["ts"], e["dur"]) for e in ev
                    if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
     loads = [(e["ts"], e["dur"]) for e in ev if e.get("ph") == "X" and e.get("name") == LOADER_EVENT]
