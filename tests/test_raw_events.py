@@ -79,3 +79,18 @@ def test_bad_files_name_the_file_and_the_reason(tmp_path, raw, words):
 def test_not_a_regular_file(tmp_path):
     with pytest.raises(KitFileError, match="is a folder"):
         read_trace_events(tmp_path)
+
+
+def test_only_the_categories_asked_for_in_file_order():
+    path = ROOT / "data" / "reference" / "profiler_5step" / "trace.json.gz"
+    every = read_trace_events(path)
+    cats = ("kernel", "cuda_runtime", None)
+    assert read_trace_events(path, cats=cats) == [e for e in every if e.get("cat") in cats]
+    assert len([e for e in every if e.get("cat") in cats]) == 2705 + 8588 + 68   # kernels, launches, metadata
+
+
+def test_categories_on_what_only_json_reads(tmp_path):
+    p = tmp_path / "nan.json"
+    p.write_bytes(b'{"traceEvents": [{"cat": "kernel", "ts": NaN}, {"cat": "cpu_op", "ts": 1}]}')
+    (ev,) = read_trace_events(p, cats=["kernel"])
+    assert ev["cat"] == "kernel" and ev["ts"] != ev["ts"]

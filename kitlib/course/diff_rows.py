@@ -43,7 +43,8 @@ def kernel_rows(capture, contains: str) -> dict:
     KitError
         No kernel's name contains ``contains`` (named with the capture's folder).
     """
-    ev = trace_events(capture)
+    # the categories these rows come from (ProfilerStep#N is a user_annotation since torch 1.10)
+    ev = trace_events(capture, cats=("kernel", *LAUNCH_CATS, "user_annotation", None))
     kernels = [e for e in ev if e.get("cat") == "kernel" and contains in str(e.get("name", ""))]
     if not kernels:
         raise KitError(f"{capture.path}: no kernel whose name contains {contains!r}")

@@ -26,13 +26,16 @@ import re
 TIME_COLUMNS = ("Name", "Self CPU", "CPU total", "Self CUDA", "CUDA total", "# of Calls")
 
 
-def trace_events(capture) -> list:
+def trace_events(capture, cats=None) -> list:
     """The ``traceEvents`` of ``capture``'s trace file, exactly as the profiler wrote them.
 
     Parameters
     ----------
     capture : kitlib.readers.bundle.Capture
         A torch.profiler bundle (its ``trace.json`` or ``trace.json.gz``).
+    cats : collection of str, optional
+        Only the events of these categories (see
+        :func:`kitlib.readers.files.read_trace_events`); default all.
 
     Returns
     -------
@@ -47,7 +50,7 @@ def trace_events(capture) -> list:
     """
     from ..readers.files import read_trace_events
     name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
-    return read_trace_events(capture.file(name))
+    return read_trace_events(capture.file(name), cats=cats)
 
 
 def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:

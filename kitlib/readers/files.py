@@ -145,9 +145,19 @@ def _line_col(raw: bytes, byte: int):
     return line, byte - (raw.rfind(b"\n", 0, byte) + 1) + 1
 
 
-def read_trace_events(path) -> list:
+def read_trace_events(path, cats=None) -> list:
     """The ``traceEvents`` list of a Chrome trace file (``.json`` or ``.json.gz``), as written:
     one dict per event, the values Python's ``json`` module gives.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+        The trace file.
+    cats : collection of str, optional
+        Only the events whose ``cat`` is one of these, in file order (``None`` in ``cats``
+        keeps events without a ``cat``, such as ``ProfilerStep#N`` in old traces). The
+        others are never turned into dicts: a handful of categories of a 20 MiB trace
+        cost a few MiB, all of its 73,507 events about 70 MiB.
 
     The one raw reader of the lessons' hand-work. It decodes with msgspec straight into
     Python objects and skips the file's other top-level fields, so a trace's events cost
@@ -177,7 +187,13 @@ def read_trace_events(path) -> list:
     path = Path(path)
     raw = read_bytes_maybe_gz(path)
     try:
-        doc = _msgspec.json.decode(raw, type=_EventsOnly).traceEvents
+        if cats is None:
+            doc = _msgspec.json.decode(raw, type=_EventsOnly).traceEvents
+        else:                  # each event's bytes, its cat read first: only the kept become dicts
+            wanted = set(cats)
+            heads = _msgspec.json.decode(raw, type=_RawEvents).traceEvents
+            doc = [_msgspec.json.decode(e) for e in heads
+                   if _msgspec.json.decode(e, type=_Cat).cat in wanted]
     except Exception:          # msgspec missing, or what only json reads, or an error: json says which
         try:
             doc = json.loads(raw)
@@ -185,6 +201,8 @@ def read_trace_events(path) -> list:
             raise json_error(path, raw, e) from None
         if isinstance(doc, dict):
             doc = doc.get("traceEvents")
+        if cats is not None and isinstance(doc, list):
+            doc = [e for e in doc if isinstance(e, dict) and e.get("cat") in set(cats)]
     if not isinstance(doc, list):
         raise KitFileError(path, "not a Chrome trace: it has no traceEvents list")
     return doc
@@ -194,6 +212,14 @@ if _msgspec is not None:
     class _EventsOnly(_msgspec.Struct):
         """A trace's top-level object, only its events decoded."""
         traceEvents: list
+
+    class _RawEvents(_msgspec.Struct):
+        """A trace's top-level object, each event left as its JSON bytes."""
+        traceEvents: list[_msgspec.Raw]
+
+    class _Cat(_msgspec.Struct):
+        """An event's category alone (``None`` where it has none)."""
+        cat: object = None
 
 
 def json_error(path, raw: bytes, err: BaseException | None = None) -> KitFileError:
