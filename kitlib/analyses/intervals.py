@@ -12,6 +12,9 @@ durations. To look at one stream alone, filter the rows first
 (``gpu[gpu.stream == 7]``) or group
 (``{s: busy_ns(g) for s, g in gpu.groupby("stream")}``).
 
+:func:`union_arrays` and :func:`covered_before` do the same work on two arrays of
+starts and ends, unchecked, for the analyses that already hold them.
+
 Pure functions: no I/O, no printing; the input is never modified.
 """
 from __future__ import annotations
