@@ -271,7 +271,7 @@ INTERVAL_ARITHMETIC = {
     ("intervals.py", "idle_gaps_in_windows"):
         "the merged busy periods that overlap a window (end > w0, start < w1): an overlap, "
         "cut to the window to measure the gaps between them",
-    ("intervals.py", "_covered_before"):
+    ("intervals.py", "covered_before"):
         "prefix sums of sorted starts and ends: the covered length before each time, not a membership",
     ("intervals.py", "per_window"):
         "how many intervals overlap each window (start < w1 and end > w0): an overlap count",

@@ -374,7 +374,7 @@ def test_steps_of_a_trace_without_steps_says_what_it_looked_for(tmp_path):
 
 
 def test_a_source_that_is_not_a_recording_is_refused_in_words():
-    """The message, worked from ``_check_source``'s text: what was expected and the type given."""
+    """The message, worked from ``check_source``'s text: what was expected and the type given."""
     from kitlib.analyses.steps import device_work, labelled_ranges, steps_of
     for fn in (steps_of, labelled_ranges, device_work):
         with pytest.raises(KitError) as e:

@@ -274,3 +274,166 @@ def test_the_public_face_is_lazy_but_complete(loaded_by_layer):
     assert kitlib.Trace is kitlib.readers.trace.Trace
     with pytest.raises(AttributeError):
         kitlib.no_such_name
+
+
+# -- private names stay in their module (issue 39) ------------------------------------------
+#: A private name (one leading underscore, not a dunder) is its module's own: no other kitlib
+#: module imports it (``from kitlib.x import _y``, ``from .x import _y``), reads it off the
+#: module (``x._y``, ``kitlib.x._y``, ``import kitlib.x as m; m._y``) or calls a private
+#: method or attribute that another kitlib module defines (``cap._first_of(...)`` where only
+#: kitlib.readers.bundle defines ``_first_of``; a name the module defines too is not seen
+#: this way). A private *module* (``kitlib/model/_values.py``)
+#: belongs to its package: its siblings may import it, modules outside may not. A helper that
+#: two modules share gets a public name where it belongs.
+#:
+#: The only exceptions, ``(importing module, module of the name, name)``: files other workers
+#: were editing when the rule came in (issue 39). Each is a leftover to fix there, after which
+#: its line goes; :func:`test_the_private_allow_list_is_not_stale` fails on a line no longer needed.
+PRIVATE_ALLOWED = {
+    # lesson 13's exercises reuse lesson 10's verdict normaliser
+    ("kitlib.course.exercises.l13", "kitlib.course.exercises.l10", "_verdict_norm"),
+    # lesson 13's exercises test which operators lie in the clinic's ranges
+    ("kitlib.course.exercises.l13", "kitlib.course.clinic_signs", "_inside"),
+    # the verdict widget registers its followers on the exercise set
+    ("kitlib.course.widgets", "kitlib.course.exercises", "_followers"),
+}
+
+
+def _private(name: str) -> bool:
+    """One leading underscore; not a dunder, nor a protocol name such as ``_repr_html_``."""
+    return name.startswith("_") and not name.startswith("__") and not name.endswith("_")
+
+
+def _is_module(name: str) -> bool:
+    f = KIT.parent / name.replace(".", "/")
+    return f.with_suffix(".py").is_file() or (f / "__init__.py").is_file()
+
+
+def _is_package(module: str) -> bool:
+    return (KIT.parent / module.replace(".", "/") / "__init__.py").is_file()
+
+
+def _private_module_outsider(importer: str, target: str) -> bool:
+    """Whether ``target`` has a private component (``kitlib.model._values``) whose package
+    ``importer`` is not in."""
+    parts = target.split(".")
+    for i, p in enumerate(parts):
+        if _private(p):
+            package = ".".join(parts[:i])
+            return not (importer == package or importer.startswith(package + "."))
+    return False
+
+
+def _defined_private(tree: ast.AST) -> set[str]:
+    """The private names a module defines: at module level, in its classes, and as
+    attributes it sets on ``self``/``cls``."""
+    out = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            out.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            out.add(node.id)
+        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
+                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+            out.add(node.attr)
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            out.add(node.target.id)
+    return {n for n in out if _private(n)}
+
+
+def private_uses(sources: dict[str, str]) -> list[tuple[str, str, str, int]]:
+    """Every private name used across modules, as ``(module, module of the name, name,
+    line)``. ``sources`` maps a module's name (``kitlib.analyses.steps``) to its text."""
+    trees = {m: ast.parse(text) for m, text in sources.items()}
+    defined = {m: _defined_private(t) for m, t in trees.items()}
+    found = []
+    for me, tree in trees.items():
+        package = me if _is_package(me) else me.rpartition(".")[0]
+        bound = {}                                           # local name -> kitlib module
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] != "kitlib":
+                        continue
+                    if _private_module_outsider(me, a.name):
+                        found.append((me, a.name, a.name.rpartition(".")[2], node.lineno))
+                    bound[a.asname or "kitlib"] = a.name if a.asname else "kitlib"
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    base = package.split(".")
+                    base = base[:len(base) - (node.level - 1)]
+                    target = ".".join(base + ([node.module] if node.module else []))
+                elif node.module and node.module.split(".")[0] == "kitlib":
+                    target = node.module
+                else:
+                    continue
+                for a in node.names:
+                    sub = f"{target}.{a.name}"
+                    if _private_module_outsider(me, sub if _is_module(sub) or sub in sources else target):
+                        found.append((me, target, a.name, node.lineno))
+                    elif _private(a.name) and not _is_module(sub) and sub not in sources and target != me:
+                        found.append((me, target, a.name, node.lineno))
+                    if _is_module(sub) or sub in sources:
+                        bound[a.asname or a.name] = sub
+        others = set().union(*(d for m, d in defined.items() if m != me)) - defined[me]
+        for node in ast.walk(tree):
+            if not (isinstance(node, ast.Attribute) and _private(node.attr)):
+                continue
+            chain, v = [], node.value
+            while isinstance(v, ast.Attribute):
+                chain.append(v.attr)
+                v = v.value
+            if isinstance(v, ast.Name) and v.id in bound:
+                target = ".".join([bound[v.id]] + chain[::-1])
+                if target != me:
+                    found.append((me, target, node.attr, node.lineno))
+            elif isinstance(v, ast.Name) and v.id in ("self", "cls"):
+                continue
+            elif node.attr in others:                       # obj._y, _y defined only elsewhere in kitlib
+                home = sorted(m for m, d in defined.items() if m != me and node.attr in d)
+                found.append((me, " or ".join(home), node.attr, node.lineno))
+    return found
+
+
+def kit_sources() -> dict[str, str]:
+    return {module_name(p): p.read_text() for p in sorted(KIT.rglob("*.py"))}
+
+
+def test_no_private_name_is_used_across_modules():
+    bad = [u for u in private_uses(kit_sources()) if u[:3] not in PRIVATE_ALLOWED]
+    assert not bad, ("private names used outside their module (give the helper a public name where "
+                     "it belongs, with a docstring):\n"
+                     + "\n".join(f"{m}:{line} uses {name} of {home}" for m, home, name, line in bad))
+
+
+def test_the_private_allow_list_is_not_stale():
+    used = {u[:3] for u in private_uses(kit_sources())}
+    stale = sorted(PRIVATE_ALLOWED - used)
+    assert not stale, f"these allowed private uses are gone: remove them from PRIVATE_ALLOWED: {stale}"
+
+
+def test_the_private_checker_finds_each_form():
+    src = {
+        "kitlib.analyses.a": "def _helper():\n    pass\nclass C:\n    def _m(self):\n        self._x = 1\n",
+        "kitlib.analyses.b": ("from .a import _helper, C\n"
+                              "from kitlib.analyses import a\n"
+                              "import kitlib.analyses.a as m\n"
+                              "import kitlib\n"
+                              "a._helper(); m._helper(); kitlib.analyses.a._helper()\n"
+                              "def f(c):\n    return c._m(), c._x, c.__len__(), c._repr_html_(), c._own\n"
+                              "class D:\n    def _own(self):\n        return self._m\n"),
+        "kitlib.model.nsys": "from ._values import kept\nfrom . import _values\n",
+        "kitlib.readers.ranks": "from ..model._values import kept\nfrom ..model import _values\n",
+        "kitlib.model._values": "def kept():\n    pass\n",
+    }
+    got = sorted((m, home, name) for m, home, name, _ in private_uses(src))
+    assert got == sorted([
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_helper"),     # from .a import _helper
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_helper"),     # a._helper
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_helper"),     # m._helper
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_helper"),     # kitlib.analyses.a._helper
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_m"),          # c._m(): a method of another module
+        ("kitlib.analyses.b", "kitlib.analyses.a", "_x"),          # c._x: set on self elsewhere
+        ("kitlib.readers.ranks", "kitlib.model._values", "kept"),  # a private module, from outside
+        ("kitlib.readers.ranks", "kitlib.model", "_values"),
+    ]), got

@@ -557,7 +557,7 @@ PLOT_BUGS = [
  ("attribution_cost median at mean", "grouping.py", "[np.median(v)] * 2", "[np.mean(v)] * 2", "attribution_cost"),
  ("chain µs as ms", "__init__.py", "us = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0)", "us = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0) / 1000", "chain"),
  ("chain arrow to wrong gpu", "__init__.py", "ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs, y_g + h / 2)", "ax.add_patch(FancyArrowPatch((ls + ld / 2, y_l - h / 2), (gs + gd, y_g + h / 2)", "chain"),
- ("step_timeline kind colour swapped", "__init__.py", "color=_COLORS.get(kind, \"gray\"), label=kind)", "color=_COLORS.get(kind, \"gray\"), label={'kernel': 'memset', 'memset': 'kernel'}.get(kind, kind))", "step_timeline"),
+ ("step_timeline kind colour swapped", "__init__.py", "color=COLORS.get(kind, \"gray\"), label=kind)", "color=COLORS.get(kind, \"gray\"), label={'kernel': 'memset', 'memset': 'kernel'}.get(kind, kind))", "step_timeline"),
  ("step_timeline x in µs", "__init__.py", "ms = lambda ns: ns_to_ms(np.asarray(ns, dtype=\"float64\") - t0)", "ms = lambda ns: ns_to_us(np.asarray(ns, dtype=\"float64\") - t0)", "step_timeline"),
  ("step_times series swapped", "__init__.py", "for i, (lab, vals) in enumerate(series.items()):", "for i, (lab, vals) in enumerate(list(series.items())[::-1]):", "step_times"),
  ("device_time_counted not reversed", "flops.py", "top = covered.head(n).iloc[::-1]", "top = covered.head(n)", "device_time_counted"),

@@ -36,7 +36,8 @@ from ..errors import KitError, KitFileError
 from ..phases import DATA_LOAD, FORWARD
 from ..units import ms_to_ns
 from .intervals import clip
-from .steps import _check_source, _is_nsys, labelled_ranges, steps_of
+from ..model import NsysReport
+from .steps import check_source, labelled_ranges, steps_of
 
 __all__ = ["read_wallclock", "data_load_ranges", "batch_copies", "gap_activity", "traced_processes",
            "cold_start_figures", "step_time_stats", "epoch_positions", "loader_epoch_length",
@@ -144,7 +145,7 @@ def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
 
 def _h2d_copies(source) -> pd.DataFrame:
     """Host-to-device copies with their launch: ``start_ns, end_ns, dur_ns, bytes, launch_start_ns, launch_tid``."""
-    if _is_nsys(source):
+    if isinstance(source, NsysReport):
         ev = source.gpu_events()
         ev = ev[ev["kind"] == "memcpy"]
         kinds = source.copies.set_index(["pid", "correlation"])["copy_kind"]
@@ -208,7 +209,7 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
     1     1       2      77070336                   1336030
     2     2       2      77070336                   1326331
     """
-    _check_source(source)
+    check_source(source)
     dl = data_load_ranges(source, label)
     steps = steps_of(source).set_index("step")
     lab = labelled_ranges(source)
@@ -283,7 +284,6 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     1  python3  OS runtime             fork      8
     2  python3    CUDA API  cudaMemcpyAsync      2
     """
-    from ..model import NsysReport
     if not isinstance(report, NsysReport):
         raise KitError(f"gap_activity needs an NsysReport (load_nsys), got {type(report).__name__}")
     if end_ns < start_ns:

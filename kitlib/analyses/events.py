@@ -79,8 +79,32 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
     return str(dims)
 
 
-def _shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
-    """:func:`shapes_key` of a column (an object array), each distinct object once."""
+def shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
+    """:func:`shapes_key` of a whole column, each distinct object worked out once.
+
+    Parameters
+    ----------
+    dims : array of object
+        One ``Input Dims`` list (or None/NaN: no shapes) per row, e.g. ``trace.ops["input_dims"]``.
+    lists : {"profiler", "nested"}
+        As :func:`shapes_key`.
+
+    Returns
+    -------
+    ndarray of object
+        One key string per row (``"[]"`` where there are no shapes).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kitlib.analyses.events import shapes_keys
+    >>> dims = np.empty(3, dtype=object)
+    >>> dims[:] = [[[2, 3], [3, 4]], None, [[[4, 8], [4, 8]], [2]]]
+    >>> shapes_keys(dims).tolist()
+    ['[[2, 3], [3, 4]]', '[]', '[[], [2]]']
+    >>> shapes_keys(dims, "nested").tolist()[2]
+    '[[[4, 8], [4, 8]], [2]]'
+    """
     return _shapes_key_columns(dims, (lists,))[0]
 
 
@@ -183,7 +207,7 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
     if is_la.any():
         ext[is_la] = L["external_id"].to_numpy(dtype=object)[_positions(L, rows[is_la])]
 
-    own, n_own = _own_gpu_ns(trace, tree, c)
+    own, n_own = own_gpu_ns(trace, tree, c)
     merged = tree["merged"].to_numpy()
     par = tree["profiler_parent"].to_numpy()
     total = _subtree_totals(own, par, merged)
@@ -217,12 +241,37 @@ def _positions(table: pd.DataFrame, labels: np.ndarray) -> np.ndarray:
     return table.index.get_indexer(labels)
 
 
-def _own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
-    """The GPU time (int64 ns) and count of GPU events each event of ``tree``
-    (``trace.host_events``) launched itself: the chain's rows whose operator it is,
-    less :func:`~kitlib.analyses.chain.impossible_gpu_events`. The profiler lifts a
-    folded (``merged``) child's GPU time into its nearest unfolded ancestor, in place of
-    that ancestor's own (the last such child's, in start order); the counts stay."""
+def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
+    """The GPU time and count of GPU events each event of ``tree`` (``trace.host_events``)
+    launched itself: the chain's rows whose operator it is, less
+    :func:`~kitlib.analyses.chain.impossible_gpu_events`. The profiler lifts a folded
+    (``merged``) child's GPU time into its nearest unfolded ancestor, in place of that
+    ancestor's own (the last such child's, in start order); the counts stay.
+
+    Parameters
+    ----------
+    trace : Trace
+    tree : DataFrame
+        ``trace.host_events``.
+    c : DataFrame
+        ``kitlib.analyses.chain.chain(trace)``.
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        Per row of ``tree``: the GPU time (int64 ns; the profiler's "Self CUDA") and the
+        number of GPU events (int64).
+
+    Examples
+    --------
+    >>> from kitlib.analyses.chain import chain
+    >>> from kitlib.analyses.events import own_gpu_ns
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> ns, n = own_gpu_ns(tr, tr.host_events, chain(tr))
+    >>> tr.host_events["name"].tolist(), ns.tolist(), n.tolist()
+    (['ProfilerStep#1', 'aten::relu', 'cudaLaunchKernel', 'aten::add'], [0, 400, 0, 0], [0, 1, 0, 0])
+    """
     from .chain import impossible_gpu_events
     n = len(tree)
     src, rows = tree["source"].to_numpy(), tree["row"].to_numpy()

@@ -89,7 +89,8 @@ from .collectives import COMM_KERNEL_PATTERN
 
 __all__ = ["GpuIdleError", "KERNEL_WAIT_MAX_NS", "MAX_QUEUE_LENGTH", "CATEGORIES", "EVENT_COLUMNS",
            "device_events", "stream_gaps", "idle_breakdown", "queue_length", "queue_summary",
-           "stream_concurrency", "temporal_breakdown", "step_verdicts"]
+           "stream_concurrency", "temporal_breakdown", "step_verdicts", "source_name", "checked_events",
+           "require_launches"]
 
 #: Gaps shorter than this (ns) between two queued GPU events on a stream are *kernel wait*
 #: (HTA's ``consecutive_kernel_delay`` as its code applies it: 30 µs; see the module docstring).
@@ -141,7 +142,17 @@ class GpuIdleError(KitError, ValueError):
 
 
 # --------------------------------------------------------------------------- the events
-def _path(source) -> str:
+def source_name(source) -> str:
+    """How a message names a recording: its file (``str(source.path)``), or ``"<table>"``
+    for anything without a ``path`` (a learner's table). Never raises.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.gpu_idle import source_name
+    >>> from kitlib.model.examples import tiny_trace
+    >>> source_name(tiny_trace()), source_name(None)
+    ('tiny.json', '<table>')
+    """
     return str(getattr(source, "path", "<table>"))
 
 
@@ -260,20 +271,76 @@ def _nsys_events(rep: NsysReport) -> pd.DataFrame:
     return _finish(ev)
 
 
-def _events(source, events) -> pd.DataFrame:
+def checked_events(source, events=None) -> pd.DataFrame:
+    """The GPU events an analysis works on: ``events`` when given (a :func:`device_events`
+    table, perhaps filtered), else ``device_events(source)``; the same table, checked.
+
+    Returns
+    -------
+    DataFrame
+        The :func:`device_events` table (times in integer ns), not copied.
+
+    Raises
+    ------
+    GpuIdleError
+        The table lacks one of ``device``, ``stream``, ``start_ns``, ``end_ns``, or it is
+        empty (a CPU-only recording), named with the recording's file.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.gpu_idle import GpuIdleError, checked_events
+    >>> from kitlib.model.examples import tiny_trace
+    >>> checked_events(tiny_trace())[["kind", "name", "start_ns", "end_ns"]]
+         kind         name  start_ns  end_ns
+    0  kernel  relu_kernel       300     700
+    >>> try:
+    ...     checked_events(tiny_trace(), events=pd.DataFrame({"start_ns": []}))
+    ... except GpuIdleError as e:
+    ...     print(e)
+    tiny.json: the events table lacks ['device', 'stream', 'end_ns']; use device_events()
+    """
     ev = device_events(source) if events is None else events
     missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
     if missing:
-        raise GpuIdleError(f"{_path(source)}: the events table lacks {missing}; use device_events()")
+        raise GpuIdleError(f"{source_name(source)}: the events table lacks {missing}; use device_events()")
     if ev.empty:
-        raise GpuIdleError(f"{_path(source)}: no GPU events (no kernel, copy or set): a CPU-only "
+        raise GpuIdleError(f"{source_name(source)}: no GPU events (no kernel, copy or set): a CPU-only "
                            "recording, or one without CUDA activity, cannot tell when the GPU was idle")
     return ev
 
 
-def _need_launches(ev: pd.DataFrame, source) -> None:
+def require_launches(ev: pd.DataFrame, source) -> None:
+    """Refuse a table of GPU events none of which has its launch in the recording (an
+    analysis of queueing or launch overhead needs them); returns None otherwise.
+
+    Parameters
+    ----------
+    ev : DataFrame
+        A :func:`device_events` table (column ``launch_start_ns``).
+    source : Trace or NsysReport
+        The recording, to name in the message.
+
+    Raises
+    ------
+    GpuIdleError
+        No row has a ``launch_start_ns``: the message says how to record the CUDA API calls.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.gpu_idle import GpuIdleError, device_events, require_launches
+    >>> from kitlib.model.examples import tiny_trace
+    >>> tr = tiny_trace()
+    >>> ev = device_events(tr)
+    >>> require_launches(ev, tr)
+    >>> try:
+    ...     require_launches(ev.assign(launch_start_ns=float("nan")), tr)
+    ... except GpuIdleError as e:
+    ...     print(str(e)[:60])
+    tiny.json: none of its 1 GPU events has its launch (CUDA run
+    """
     if ev["launch_start_ns"].notna().sum() == 0:
-        raise GpuIdleError(f"{_path(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
+        raise GpuIdleError(f"{source_name(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
                            "runtime/driver call) in the recording, so whether work was queued cannot be "
                            "told: no host wait, no launch queue (record CUDA API calls: torch.profiler's "
                            "CUDA activity, or nsys -t cuda)")
@@ -368,8 +435,8 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
        start_ns  end_ns  dur_ns   category
     0      5000   10000    5000  host_wait
     """
-    ev = _events(source, events)
-    _need_launches(ev, source)
+    ev = checked_events(source, events)
+    require_launches(ev, source)
     d, s, gid, _ = _streams(ev)
     start = ev["start_ns"].to_numpy(dtype=np.int64)
     end = ev["end_ns"].to_numpy(dtype=np.int64)
@@ -461,7 +528,7 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     """
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
-    ev = _events(source, events)
+    ev = checked_events(source, events)
     st = _steps(source, steps) if by == "step" else _NO_STEPS
     gaps = stream_gaps(source, kernel_wait_max_ns, events=ev, steps=st)   # by recording: gaps whole
     d, s, gid, uniq = _streams(ev)
@@ -472,11 +539,11 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     start = ev["start_ns"].to_numpy(dtype=np.int64)
     end = ev["end_ns"].to_numpy(dtype=np.int64)
     rows = []
-    from .intervals import _merge, per_window
+    from .intervals import per_window, union_arrays
     merged = {}
     for g, (dev, stream) in enumerate(uniq):
         sel = gid == g
-        merged[(dev, stream)] = _merge(start[sel], end[sel])
+        merged[(dev, stream)] = union_arrays(start[sel], end[sel])
     if by == "recording":
         for (dev, stream), (ms, me) in merged.items():
             rows.append({"device": dev, "stream": stream, "window_ns": int(me.max() - ms.min()) if len(ms) else 0,
@@ -571,8 +638,8 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
     """
     if until not in ("end", "start"):
         raise ValueError(f"until must be 'end' or 'start', not {until!r}")
-    ev = _events(source, events)
-    _need_launches(ev, source)
+    ev = checked_events(source, events)
+    require_launches(ev, source)
     t, v, g, uniq, left = _queue_changes(ev, until)
     keep = np.r_[True, (g[1:] != g[:-1]) | (v[1:] != v[:-1])] if len(t) else np.zeros(0, bool)
     dev = np.array([u[0] for u in uniq], dtype=np.int64)
@@ -644,7 +711,7 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
        step  window_ns  queue_length_mean  queue_length_max  queue_empty_ns
     0     1       1000               0.55                 1             450
     """
-    ev = _events(source, events)
+    ev = checked_events(source, events)
     q = queue_length(source, until=until, events=ev)
     st = _steps(source, steps)
     d, s, gid, uniq = _streams(ev)
@@ -698,14 +765,14 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
 # --------------------------------------------------------------------------- concurrency
 def _busy_count(ev: pd.DataFrame, dev: int):
     """Step function of the number of busy streams on one device."""
-    from .intervals import _merge
+    from .intervals import union_arrays
     sub = ev[ev["device"].fillna(-1) == dev]
     d, s, gid, uniq = _streams(sub)
     start = sub["start_ns"].to_numpy(np.int64)
     end = sub["end_ns"].to_numpy(np.int64)
     ts, ds = [], []
     for g in range(len(uniq)):
-        ms, me = _merge(start[gid == g], end[gid == g])
+        ms, me = union_arrays(start[gid == g], end[gid == g])
         ts += [ms, me]
         ds += [np.ones(len(ms), np.int64), -np.ones(len(me), np.int64)]
     t = np.concatenate(ts) if ts else np.zeros(0, np.int64)
@@ -756,7 +823,7 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
     """
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
-    ev = _events(source, events)
+    ev = checked_events(source, events)
     st = _steps(source, steps) if by == "step" else None
     rows = []
     lone = []
@@ -811,15 +878,15 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
        device  span_ns  idle_ns  compute_ns  non_compute_ns
     0       0      400        0         400               0
     """
-    from .intervals import _merge
-    ev = _events(source, events)
+    from .intervals import union_arrays
+    ev = checked_events(source, events)
     rows = []
     for dev, sub in ev.groupby(ev["device"].fillna(-1).astype("int64"), sort=True):
         s, e = sub["start_ns"].to_numpy(np.int64), sub["end_ns"].to_numpy(np.int64)
         span = int(e.max() - s.min())
-        ms, me = _merge(s, e)
+        ms, me = union_arrays(s, e)
         comp = (sub["kind"] == "kernel") & ~sub["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)
-        cs, ce = _merge(s[comp.to_numpy()], e[comp.to_numpy()])
+        cs, ce = union_arrays(s[comp.to_numpy()], e[comp.to_numpy()])
         idle = span - int((me - ms).sum())
         compute = int((ce - cs).sum())
         rows.append({"device": int(dev), "span_ns": span, "idle_ns": idle, "compute_ns": compute,
@@ -832,7 +899,7 @@ def _host_wait_idle(ev: pd.DataFrame, gaps: pd.DataFrame, st: pd.DataFrame) -> p
     """Per (step, device): time in the step when the device ran nothing *and* one of its
     streams was in a host-wait gap: |A ∩ B| = |A| + |B| - |A ∪ B| for the union A of the
     host-wait parts and the device's idle periods B."""
-    from .intervals import _merge, idle_gaps_in_windows
+    from .intervals import idle_gaps_in_windows, union_arrays
     hw = gaps[(gaps["category"] == "host_wait") & gaps["step"].notna()]
     out = {}
     steps = st["step"].to_numpy(dtype=np.int64)
@@ -842,9 +909,9 @@ def _host_wait_idle(ev: pd.DataFrame, gaps: pd.DataFrame, st: pd.DataFrame) -> p
         a_dev = hw[hw["device"] == dev]
         for step, a in a_dev.groupby("step"):
             b = idle[idle["step"] == step]
-            ms, me = _merge(a["start_ns"].to_numpy(np.int64), a["end_ns"].to_numpy(np.int64))
+            ms, me = union_arrays(a["start_ns"].to_numpy(np.int64), a["end_ns"].to_numpy(np.int64))
             la, lb = int((me - ms).sum()), int(b["dur_ns"].sum())
-            us, ue = _merge(np.r_[ms, b["start_ns"].to_numpy(np.int64)], np.r_[me, b["end_ns"].to_numpy(np.int64)])
+            us, ue = union_arrays(np.r_[ms, b["start_ns"].to_numpy(np.int64)], np.r_[me, b["end_ns"].to_numpy(np.int64)])
             out[(int(step), int(dev))] = la + lb - int((ue - us).sum())
     return pd.Series(out, dtype="int64")
 
@@ -898,8 +965,8 @@ def step_verdicts(source, events=None, steps=None,
     >>> print(v["evidence"].iloc[0])
     queue empty 45.0 % of the step (0.000 of 0.001 ms), GPU busy 40.0 %, host wait 0.0 %, mean queue 0.6, max 1
     """
-    ev = _events(source, events)
-    _need_launches(ev, source)
+    ev = checked_events(source, events)
+    require_launches(ev, source)
     st = _steps(source, steps)
     allq = ev.assign(stream=0)                       # one queue for the whole device
     qs = queue_summary(source, events=allq, steps=st)

@@ -546,7 +546,7 @@ def capture_cost(captures: dict) -> pd.DataFrame:
             series = st.get("step_ms_profiled") or st.get("step_ms_profiled_all_attribution") or []
             active = active_steps(series, rec.get("schedule"))
             med = float(np.median(active)) if len(active) else np.nan
-        size = cap.manifest["files"][cap._first_of("trace.json.gz", "trace.json")]["bytes"]
+        size = cap.manifest["files"][cap.first_of("trace.json.gz", "trace.json")]["bytes"]
         rows[label] = {"options": ", ".join(opts) or "none", "steps": n_steps, "median_step_ms": med,
                        "trace_gzip_bytes": size, "bytes_per_step": size / n,
                        "events_per_step": tr.meta.get("n_events", 0) / n}

@@ -12,6 +12,9 @@ durations. To look at one stream alone, filter the rows first
 (``gpu[gpu.stream == 7]``) or group
 (``{s: busy_ns(g) for s, g in gpu.groupby("stream")}``).
 
+:func:`union_arrays` and :func:`covered_before` do the same work on two arrays of
+starts and ends, unchecked, for the analyses that already hold them.
+
 Pure functions: no I/O, no printing; the input is never modified.
 """
 from __future__ import annotations
@@ -21,7 +24,7 @@ import pandas as pd
 
 from ..errors import KitError
 
-__all__ = ["IntervalError", "clip", "union", "busy_ns", "idle_gaps", "per_window"]
+__all__ = ["IntervalError", "clip", "union", "union_arrays", "covered_before", "busy_ns", "idle_gaps", "per_window"]
 
 _SPAN_COLUMNS = ["start_ns", "end_ns", "dur_ns"]
 
@@ -105,8 +108,26 @@ def _spans(start, end) -> pd.DataFrame:
     return pd.DataFrame({"start_ns": start, "end_ns": end, "dur_ns": end - start})
 
 
-def _merge(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Union of [start, end) intervals as sorted, disjoint, non-touching arrays."""
+def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of the intervals ``[start, end)`` given as two arrays (:func:`union` for
+    arrays, unchecked).
+
+    Returns
+    -------
+    (ndarray, ndarray)
+        The starts and ends of the union, sorted, disjoint and not touching (intervals
+        that touch are merged; zero-length ones cover no time and are dropped), in the
+        input's unit and dtype (kitlib's: integer ns). The input is not checked: give
+        equal-length numeric arrays with ``end >= start`` (:func:`union` checks a table).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kitlib.analyses.intervals import union_arrays
+    >>> s, e = union_arrays(np.array([10, 0, 5, 30]), np.array([20, 5, 8, 30]))
+    >>> s.tolist(), e.tolist()
+    ([0, 10], [8, 20])
+    """
     keep = end > start                      # zero-length intervals cover no time
     start, end = start[keep], end[keep]
     if start.size == 0:
@@ -207,7 +228,7 @@ def union(df: pd.DataFrame) -> pd.DataFrame:
     0         0     150     150
     1       200     300     100
     """
-    return _spans(*_merge(*_bounds(df)))
+    return _spans(*union_arrays(*_bounds(df)))
 
 
 def busy_ns(df: pd.DataFrame, window=None) -> int:
@@ -239,7 +260,7 @@ def busy_ns(df: pd.DataFrame, window=None) -> int:
     >>> busy_ns(df), int(df["dur_ns"].sum())       # overlap counted once, not twice
     (250, 300)
     """
-    s, e = _merge(*_bounds(df))
+    s, e = union_arrays(*_bounds(df))
     if window is not None:
         w0, w1 = _window(window)
         s, e = np.maximum(s, w0), np.minimum(e, w1)
@@ -285,7 +306,7 @@ def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFram
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
-    s, e = _merge(*_bounds(df))
+    s, e = union_arrays(*_bounds(df))
     if window is None:
         gs, ge = e[:-1], s[1:]
     else:
@@ -340,7 +361,7 @@ def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: in
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
-    s, e = _merge(*_bounds(df))
+    s, e = union_arrays(*_bounds(df))
     w_start = _int_array(windows, "start_ns", "windows")
     w_end = _int_array(windows, "end_ns", "windows")
     parts_w, parts_s, parts_e = [], [], []
@@ -360,12 +381,27 @@ def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: in
     return out
 
 
-def _covered_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For each time in ``t``: summed length of the intervals' parts before it.
+def covered_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """For each time in ``t``: the summed length of the intervals' ``[start, end)`` parts
+    before it (overlap counted as often as it occurs; give :func:`union_arrays`' output to
+    count it once).
 
     For one interval, the part before ``t`` is ``(t - start) - (t - end)`` for
     the terms that are positive; with sorted starts and ends and their prefix
     sums this is two ``searchsorted`` calls, whatever the number of windows.
+
+    Returns
+    -------
+    ndarray
+        One length per time of ``t``, in the input's unit (kitlib's: integer ns). The
+        input is not checked.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kitlib.analyses.intervals import covered_before
+    >>> covered_before(np.array([0, 10]), np.array([5, 20]), np.array([3, 12, 100])).tolist()
+    [3, 7, 15]
     """
     ss, se = np.sort(start), np.sort(end)
     cs = np.concatenate([[0], np.cumsum(ss)])
@@ -430,9 +466,9 @@ def per_window(df: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     both = np.concatenate([s, w0])
     origin = both.min() if both.size else 0
     s, e, w0, w1 = s - origin, e - origin, w0 - origin, w1 - origin
-    us, ue = _merge(s, e)
-    busy = _covered_before(us, ue, w1) - _covered_before(us, ue, w0)
-    summed = _covered_before(s, e, w1) - _covered_before(s, e, w0)
+    us, ue = union_arrays(s, e)
+    busy = covered_before(us, ue, w1) - covered_before(us, ue, w0)
+    summed = covered_before(s, e, w1) - covered_before(s, e, w0)
     pos = e > s
     sp, ep = np.sort(s[pos]), np.sort(e[pos])
     zero = np.sort(s[~pos])

@@ -32,11 +32,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..errors import KitError
-from ..model.window import containing
 from .collectives import COMM_KERNEL_PATTERN
-from .gpu_idle import GpuIdleError, _events, _need_launches, _path
+from .gpu_idle import GpuIdleError, checked_events, require_launches, source_name
 from .intervals import busy_ns
+from .steps import step_at
 
 __all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "KERNEL_TYPES", "TOP_KERNELS", "launch_stats", "launch_summary",
            "kernel_type", "kernel_types", "top_kernels"]
@@ -51,20 +50,6 @@ OUTLIER_FACTOR = 10
 KERNEL_TYPES = ("COMMUNICATION", "MEMORY", "COMPUTATION")
 #: Kernels named per rank and type by :func:`top_kernels` (HTA's ``num_kernels`` default).
 TOP_KERNELS = 10
-
-
-def _step_of(source, starts: np.ndarray, steps=None) -> pd.array:
-    if steps is None:
-        from .steps import steps_of
-        try:
-            steps = steps_of(source)
-        except KitError:
-            return pd.array([pd.NA] * len(starts), dtype="Int64")
-    pos = containing(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), starts, closed="left")
-    vals = steps["step"].to_numpy(dtype=np.int64)
-    out = pd.array(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else 0, 0), dtype="Int64")
-    out[pos < 0] = pd.NA
-    return out
 
 
 def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor: float = OUTLIER_FACTOR,
@@ -106,8 +91,8 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
           op_name  launch_dur_ns  queue_delay_ns  outlier  short_kernel
     0  aten::relu            100             150    False          True
     """
-    ev = _events(source, events)
-    _need_launches(ev, source)
+    ev = checked_events(source, events)
+    require_launches(ev, source)
     known = ev["launch_start_ns"].notna()
     e = ev[known].copy()
     e["launch_start_ns"] = e["launch_start_ns"].astype("int64")
@@ -117,7 +102,7 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
     e["api_median_launch_ns"] = med.to_numpy(dtype="float64")
     e["outlier"] = e["launch_dur_ns"].to_numpy() > outlier_factor * e["api_median_launch_ns"].to_numpy()
     e["short_kernel"] = (e["kind"] == "kernel").to_numpy() & (e["dur_ns"].to_numpy() < short_kernel_ns)
-    e["step"] = _step_of(source, e["launch_start_ns"].to_numpy(), steps)
+    e["step"] = step_at(source, e["launch_start_ns"].to_numpy(), steps)
     cols = ["step", "op_name", "link", "launch_name", "kind", "name", "device", "stream", "launch_start_ns",
             "launch_dur_ns", "start_ns", "dur_ns", "queue_delay_ns", "api_median_launch_ns", "outlier",
             "short_kernel"]
@@ -169,7 +154,7 @@ def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_
     by = list(by)
     bad = [c for c in by if c not in ls.columns]
     if bad:
-        raise GpuIdleError(f"{_path(source)}: cannot group launches by {bad}; columns: {list(ls.columns)}")
+        raise GpuIdleError(f"{source_name(source)}: cannot group launches by {bad}; columns: {list(ls.columns)}")
     ls["is_kernel"] = ls["kind"] == "kernel"
     g = ls.groupby(by, dropna=False, sort=False)
 
@@ -215,7 +200,7 @@ def _rank_traces(source) -> dict:
 def _gpu_events(trace) -> pd.DataFrame:
     k = trace.kernels
     if k.empty:
-        raise GpuIdleError(f"{_path(trace)}: no GPU events (no kernel, copy or set): a CPU-only "
+        raise GpuIdleError(f"{source_name(trace)}: no GPU events (no kernel, copy or set): a CPU-only "
                            "recording has no kernel breakdown")
     return k.assign(kernel_type=kernel_type(k))
 

@@ -25,7 +25,7 @@ from ..phases import LABELS, STEP_RANGE
 from ..model import NsysReport
 from ..model import Trace
 from ..readers.trace import analysis_progress
-from ..model.window import bounds_in, count_in, innermost
+from ..model.window import bounds_in, containing, count_in, innermost
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
@@ -35,7 +35,35 @@ def _is_nsys(source) -> bool:
     return isinstance(source, NsysReport)
 
 
-def _check_source(source, what="source"):
+def check_source(source, what: str = "source") -> None:
+    """Refuse anything but a recording: returns None when ``source`` is a kitlib
+    :class:`~kitlib.model.Trace` or :class:`~kitlib.model.NsysReport`.
+
+    Parameters
+    ----------
+    source : object
+        What an analysis was given.
+    what : str, default "source"
+        How the message names it.
+
+    Raises
+    ------
+    KitError
+        ``"<what>: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got
+        <type>"``.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.steps import check_source
+    >>> from kitlib.errors import KitError
+    >>> from kitlib.model.examples import tiny_trace
+    >>> check_source(tiny_trace())
+    >>> try:
+    ...     check_source({"traceEvents": []}, what="before")
+    ... except KitError as e:
+    ...     print(e)
+    before: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got dict
+    """
     if not isinstance(source, (Trace, NsysReport)):
         raise KitError(f"{what}: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
                        f"got {type(source).__name__}")
@@ -65,7 +93,7 @@ def steps_of(source) -> pd.DataFrame:
        step            name  start_ns  end_ns
     0     1  ProfilerStep#1         0    1000
     """
-    _check_source(source)
+    check_source(source)
     st = source.steps
     if st.empty:
         hint = ""
@@ -77,6 +105,46 @@ def steps_of(source) -> pd.DataFrame:
         raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
                        f"annotations and '{STEP_RANGE}' NVTX ranges){hint}")
     return st
+
+
+def step_at(source, times_ns, steps=None) -> pd.array:
+    """The step containing each time: the ``step`` of the row of ``steps`` (default
+    :func:`steps_of`) whose ``[start_ns, end_ns)`` holds it (steps do not overlap;
+    :func:`kitlib.model.window.containing`).
+
+    Parameters
+    ----------
+    source : Trace or NsysReport
+        The recording, whose steps are used when ``steps`` is None.
+    times_ns : array of int
+        Times in integer ns on the recording's clock.
+    steps : DataFrame, optional
+        A step table (``step``, ``start_ns``, ``end_ns``) to use instead.
+
+    Returns
+    -------
+    pandas IntegerArray (Int64)
+        One step number per time; <NA> outside every step, and everywhere when the
+        recording has no steps (``steps_of`` refuses it: no error is raised).
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kitlib.analyses.steps import step_at
+    >>> from kitlib.model.examples import tiny_trace
+    >>> step_at(tiny_trace(), np.array([10, 999, 1000])).tolist()
+    [1, 1, <NA>]
+    """
+    if steps is None:
+        try:
+            steps = steps_of(source)
+        except KitError:
+            return pd.array([pd.NA] * len(times_ns), dtype="Int64")
+    pos = containing(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), times_ns, closed="left")
+    vals = steps["step"].to_numpy(dtype=np.int64)
+    out = pd.array(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else 0, 0), dtype="Int64")
+    out[pos < 0] = pd.NA
+    return out
 
 
 def active_steps(values, schedule: dict | None):
@@ -189,7 +257,7 @@ def labelled_ranges(source) -> pd.DataFrame:
                  name  start_ns  end_ns
     0  ProfilerStep#1         0    1000
     """
-    _check_source(source)
+    check_source(source)
     if _is_nsys(source):
         r = source.nvtx[source.nvtx["end_ns"].notna()]
     else:
@@ -217,7 +285,7 @@ def device_work(source) -> pd.DataFrame:
          kind         name  start_ns  end_ns
     0  kernel  relu_kernel       300     700
     """
-    _check_source(source)
+    check_source(source)
     cols = ["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]
     if _is_nsys(source):
         parts = [source.kernels.assign(kind="kernel", bytes=pd.NA),

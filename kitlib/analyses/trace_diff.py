@@ -242,19 +242,19 @@ def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
     host and device totals, both shape keys of every event): at 734,476 events that
     table took most of an operator diff's time."""
     from .chain import chain
-    from .events import _own_gpu_ns, _shapes_keys
+    from .events import own_gpu_ns, shapes_keys
     tree = trace.host_events
     if tree is None or not len(tree):
         return pd.DataFrame({"kind": [], "name": [], "input_shapes": [], "device_ns": np.zeros(0, np.int64),
                              "start_ns": np.zeros(0, np.int64)})
-    own, _ = _own_gpu_ns(trace, tree, chain(trace))
+    own, _ = own_gpu_ns(trace, tree, chain(trace))
     # op_events' rows are the tree's events that are not folded into a parent
     op = (tree["kind"].to_numpy() == "op") & ~tree["merged"].to_numpy()
     # the tree's own strings, not converted and back (none: an empty object column, as op_events')
     names = tree["name"].array[op] if op.any() else np.zeros(0, dtype=object)
     if shapes:
         dims = trace.ops["input_dims"].to_numpy(dtype=object)[tree["row"].to_numpy()[op]]
-        keys = _shapes_keys(dims)
+        keys = shapes_keys(dims)
     else:
         keys = ""
     return pd.DataFrame({"kind": "op", "name": names, "input_shapes": keys, "device_ns": own[op],

@@ -46,8 +46,8 @@ import numpy as np
 import pandas as pd
 
 from ..model import NsysReport, Trace
-from .gpu_idle import GpuIdleError, _events, _path
-from .kernel_launches import _step_of
+from .gpu_idle import GpuIdleError, checked_events, source_name
+from .steps import step_at
 
 __all__ = ["LINKS", "copies", "copy_summary", "device_name"]
 
@@ -100,15 +100,15 @@ def _links_for(name: str | None) -> tuple[str | None, dict]:
 
 def _overlap_with(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray) -> np.ndarray:
     """For each [s, e): its time covered by the union of the [ks, ke) intervals."""
-    from .intervals import _covered_before, _merge
+    from .intervals import covered_before, union_arrays
     if not len(s):
         return np.zeros(0, np.int64)
     both = np.concatenate([s, ks]) if len(ks) else s
     origin = both.min()
-    us, ue = _merge(ks - origin, ke - origin)
+    us, ue = union_arrays(ks - origin, ke - origin)
     if not len(us):
         return np.zeros(len(s), np.int64)
-    return (_covered_before(us, ue, e - origin) - _covered_before(us, ue, s - origin)).astype(np.int64)
+    return (covered_before(us, ue, e - origin) - covered_before(us, ue, s - origin)).astype(np.int64)
 
 
 def copies(source, device: str | None = None, events=None, steps=None) -> pd.DataFrame:
@@ -155,11 +155,11 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
       copy_kind host_memory   bytes  dur_ns  gb_per_s  peak_gb_per_s
     0      HtoD      Pinned  100000    2000      50.0           64.0
     """
-    ev = _events(source, events)
+    ev = checked_events(source, events)
     cp = ev[ev["kind"] == "memcpy"]
     if cp.empty:
         kinds = ", ".join(f"{n:,} {k}" for k, n in ev["kind"].value_counts().items())
-        raise GpuIdleError(f"{_path(source)}: no copies (memcpy) among its GPU events ({kinds}): "
+        raise GpuIdleError(f"{source_name(source)}: no copies (memcpy) among its GPU events ({kinds}): "
                            "nothing to measure a transfer on")
     name = device if device is not None else device_name(source)
     key, links = _links_for(name)
@@ -186,7 +186,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     peak = np.array([links.get(k, (None, np.nan))[1] if isinstance(k, str) else np.nan for k in ck], dtype="float64")
     when = cp["launch_start_ns"].fillna(cp["start_ns"]).to_numpy(dtype=np.int64)
     out = pd.DataFrame({
-        "step": _step_of(source, when, steps), "copy_kind": ck, "host_memory": host,
+        "step": step_at(source, when, steps), "copy_kind": ck, "host_memory": host,
         "src_memory": cp["src_memory"].to_numpy(dtype=object), "dst_memory": cp["dst_memory"].to_numpy(dtype=object),
         "device": cp["device"].to_numpy(), "stream": cp["stream"].to_numpy(),
         "start_ns": cp["start_ns"].to_numpy(np.int64), "dur_ns": cp["dur_ns"].to_numpy(np.int64),
@@ -238,7 +238,7 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     by = list(by)
     bad = [c for c in by if c not in cp.columns]
     if bad:
-        raise GpuIdleError(f"{_path(source)}: cannot group copies by {bad}; columns: {list(cp.columns)}")
+        raise GpuIdleError(f"{source_name(source)}: cannot group copies by {bad}; columns: {list(cp.columns)}")
     cp["bytes_f"] = cp["bytes"].astype("float64")
     # each copy's time as its GB/s gives it (bytes ÷ GB/s = the profiler's exact ns,
     # where the trace has its own figure; dur_ns otherwise)

@@ -34,7 +34,7 @@ from pathlib import Path
 
 from ..errors import KitError
 from ..readers.bundle import Capture, open_capture, software_provenance, write_bundle
-from .recipes import _activities, _run_profiler, _step_loop, claim_out, get_recipe
+from .recipes import claim_out, get_recipe, profiler_activities, run_profiler, step_loop
 from .workload import WorkloadConfig, build_workload, init_distributed, time_steps, torchrun_env
 
 #: The manifest ``kind`` of a multi-rank bundle.
@@ -113,11 +113,11 @@ def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=
         show = progress and rank == 0
         with build_workload(config, progress=show) as wl:
             if rec.pre_steps:
-                _step_loop(wl, rec.pre_steps, "warm-up", show)
+                step_loop(wl, rec.pre_steps, "warm-up", show)
             step_times = {}
             if rec.timing_steps:
                 step_times["step_ms_uninstrumented"] = time_steps(wl, rec.timing_steps, progress=show)
-            _, traces, profiled_ms, _, _, _ = _run_profiler(wl, rec, device, mine, show)
+            _, traces, profiled_ms, _, _, _ = run_profiler(wl, rec, device, mine, show)
             if profiled_ms:
                 step_times["step_ms_profiled"] = profiled_ms
             desc = wl.describe()
@@ -153,7 +153,7 @@ def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=
                 + (" + cuda.synchronize" if backend == "nccl" else "") + "): step_ms_uninstrumented "
                 "(no profiler), step_ms_profiled (every step under the profiler's schedule)")
         rd = rec.to_dict()
-        rd["activities"] = [a.name for a in _activities(device)]
+        rd["activities"] = [a.name for a in profiler_activities(device)]
         hosts = sorted({e["host"] for e in everyone})
         desc["device_resolved"] = f"{backend}: " + ", ".join(e["device"] for e in everyone)
         desc["straggler"] = ({"rank": config.straggler_rank, "ms": config.straggler_ms,
@@ -249,8 +249,8 @@ def torchrun_plan(import_torch: bool = True) -> dict:
         except Exception:
             gpus = 0
     else:
-        from ..readers.bundle import _nvidia_smi_query
-        gpus = len(_nvidia_smi_query("name"))
+        from ..readers.bundle import nvidia_smi_query
+        gpus = len(nvidia_smi_query("name"))
     if gpus >= 2:
         return {"gpus": gpus, "nproc": gpus, "device": "cuda", "backend": "nccl",
                 "why": f"{gpus} GPUs: one rank per GPU, NCCL between them"}

@@ -367,7 +367,10 @@ def claim_out(out_dir, recipe_name, _default: bool = False) -> OutFolder:
     return claim
 
 
-def _activities(device):
+def profiler_activities(device) -> list:
+    """The ``torch.profiler.ProfilerActivity`` list to record on ``device`` (a
+    ``torch.device``): CPU, plus CUDA on a CUDA device. Imports torch; never raises
+    otherwise."""
     from torch.profiler import ProfilerActivity
     acts = [ProfilerActivity.CPU]
     if device.type == "cuda":
@@ -443,12 +446,15 @@ def key_average_rows(averages) -> list:
     return rows
 
 
-def _step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=None, *,
-               marks=None, label: str | None = None, sync_each: bool = True) -> list:
-    """Run ``n`` steps. With ``sync_each`` each is timed to the end of its device work
-    (ms, returned); ``on_step`` (e.g. ``prof.step``) is called after each, outside the
-    timed interval; ``label`` + index names each step's range; ``marks`` collects
-    wall-clock stamps (see :func:`kitlib.capture.workload.train_step`)."""
+def step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=None, *,
+              marks=None, label: str | None = None, sync_each: bool = True) -> list:
+    """Run ``n`` steps of ``workload`` (a progress bar titled ``desc`` when ``progress``).
+
+    Returns the list of step times in ms, each timed to the end of its device work, with
+    ``sync_each``; an empty list without it. ``on_step`` (e.g. ``prof.step``) is called
+    after each step, outside the timed interval; ``label`` + index names each step's
+    range; ``marks`` collects wall-clock stamps (see
+    :func:`kitlib.capture.workload.train_step`). What a step raises is not caught."""
     from tqdm.auto import tqdm
     times = []
     for i in tqdm(range(n), desc=desc, unit="step", disable=not progress or n == 0, leave=False):
@@ -462,9 +468,14 @@ def _step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=No
     return times
 
 
-def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
-    """The profiled part of :func:`capture`: returns ``(prof, trace file names, step ms,
-    wall-clock marks or None, recording start ns or None, end ns or None)``."""
+def run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
+    """The profiled part of :func:`capture` (also each rank's, in
+    :mod:`kitlib.capture.distributed`): runs ``rec``'s profiled steps of ``wl`` under
+    ``torch.profiler``, writing the traces into ``out``.
+
+    Returns ``(prof, trace file names, step ms, wall-clock marks or None, recording start
+    ns or None, end ns or None)``. What a step raises is raised, and no trace is written
+    after it."""
     from torch.profiler import profile, schedule
     traces, stopped = [], []
 
@@ -475,7 +486,7 @@ def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
         prof.export_chrome_trace(str(out / name))
         traces.append(name)
 
-    options = dict(activities=_activities(device), record_shapes=rec.record_shapes,
+    options = dict(activities=profiler_activities(device), record_shapes=rec.record_shapes,
                    profile_memory=rec.profile_memory, with_stack=rec.with_stack,
                    with_flops=rec.with_flops, experimental_config=_experimental_config(rec))
     marks = [] if rec.wallclock else None
@@ -489,16 +500,16 @@ def _run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
                                            repeat=rec.repeat),
                          on_trace_ready=on_ready, **options) as prof:
                 try:
-                    times = _step_loop(wl, rec.profiled_steps, f"profiling ({rec.name})", progress,
-                                       prof.step, marks=marks)
+                    times = step_loop(wl, rec.profiled_steps, f"profiling ({rec.name})", progress,
+                                      prof.step, marks=marks)
                 except BaseException:
                     stopped.append(True)
                     raise
         else:
             t_rec = time.perf_counter_ns()
             with profile(**options) as prof:
-                _step_loop(wl, rec.active, f"profiling ({rec.name})", progress, marks=marks,
-                           label=rec.step_label, sync_each=False)
+                step_loop(wl, rec.active, f"profiling ({rec.name})", progress, marks=marks,
+                          label=rec.step_label, sync_each=False)
                 wl.sync()
             t_end = time.perf_counter_ns()
             on_ready(prof)
@@ -576,7 +587,7 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
     try:
         with build_workload(config, progress=progress) as wl:
             if rec.pre_steps:
-                _step_loop(wl, rec.pre_steps, "warm-up", progress)
+                step_loop(wl, rec.pre_steps, "warm-up", progress)
             step_times = {}
             if rec.timing_steps or rec.kind == "timing":
                 n = rec.active if rec.kind == "timing" else rec.timing_steps
@@ -588,7 +599,7 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
                           "uninstrumented_steps": len(step_times.get("step_ms_uninstrumented", []))}
             ka = None
             if rec.kind == "torch_profiler":
-                prof, traces, profiled_ms, marks, t_rec, t_end = _run_profiler(wl, rec, device, out, progress)
+                prof, traces, profiled_ms, marks, t_rec, t_end = run_profiler(wl, rec, device, out, progress)
                 if profiled_ms:
                     step_times["step_ms_profiled"] = profiled_ms
                 if not traces:
@@ -636,7 +647,7 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
             files["step_times.json"] = (f"wall-clock step times in ms ({clock}): " + "; ".join(what))
         rd = rec.to_dict()
         if rec.kind == "torch_profiler":
-            rd["activities"] = [a.name for a in _activities(device)]
+            rd["activities"] = [a.name for a in profiler_activities(device)]
         write_bundle(out, kind=rec.kind, name=out.name, files=files, recipe=rd,
                      workload=workload_desc, provenance=software_provenance(), origin="live",
                      notes=notes, extra={"steps": steps_info,
@@ -705,11 +716,11 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
     t_start = time.perf_counter()
     try:
         with build_workload(config, progress=progress) as wl:
-            _step_loop(wl, pre_steps, "warm-up", progress)
+            step_loop(wl, pre_steps, "warm-up", progress)
             torch.cuda.reset_peak_memory_stats(device)
             torch.cuda.memory._record_memory_history(max_entries=max_entries)
             try:
-                times = _step_loop(wl, steps, "memory history", progress)
+                times = step_loop(wl, steps, "memory history", progress)
                 torch.cuda.synchronize(device)
                 torch.cuda.memory._dump_snapshot(str(out / "memory_snapshot.pickle"))
             finally:

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..readers.bundle import (_OPENED, OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
-                              reference_dir, software_provenance)
+from ..readers.bundle import (OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
+                              reference_dir, relabel_opened, software_provenance)
 from ..errors import KitError
 from ..settings import value as setting
 # the memory check before a live run (the same figures for python -m kitlib profile)
@@ -371,7 +371,7 @@ def replay_capture(reference: str) -> Capture:
     path, where = find_recording(reference)
     cap = open_capture(path)
     cap.found_in = where
-    _OPENED[str(cap.path)] = OPEN_LOG[-1] = cap.label
+    relabel_opened(cap)
     return cap
 
 

@@ -30,4 +30,4 @@ from .schema import (STEP_COLUMNS, STEP_PATTERNS, OPS_COLUMNS, LAUNCH_COLUMNS, G
 from .trace import Trace  # noqa: F401
 from .nsys import NsysReport  # noqa: F401
 from .window import containing, innermost  # noqa: F401
-from ._values import handed_out  # noqa: F401
+from ._values import handed_out, kept  # noqa: F401

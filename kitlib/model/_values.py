@@ -60,7 +60,9 @@ def read_only_tables(*names: str):
 
 
 def kept(value, name: str):
-    """The table the value keeps (not a copy): for code in ``kitlib.model`` that only reads."""
+    """The table the value keeps (not a copy; None when it keeps none of that name): for
+    kitlib code that only reads (the model's values; :class:`kitlib.readers.ranks.RankTraces`
+    keys its memo by the tables' identity). Exported as ``kitlib.model.kept``."""
     return value.__dict__.get("_t_" + name)
 
 

@@ -12,13 +12,39 @@ from ._values import kept, read_only_tables
 from .schema import DEFECT_COLUMNS, STEP_COLUMNS
 
 
-def _defect_frame(rows) -> pd.DataFrame:
+def defect_table(rows) -> pd.DataFrame:
+    """The :attr:`NsysReport.defects` table built from ``rows`` (tuples or lists in the
+    order of :data:`~kitlib.model.schema.DEFECT_COLUMNS`; ``rows`` and ``first_rowid``
+    as int64). Raises what :class:`pandas.DataFrame` raises for rows of the wrong length.
+
+    Examples
+    --------
+    >>> from kitlib.model.nsys import defect_table
+    >>> defect_table([("nvtx", "NVTX_EVENTS", "end", "missing", 3, 17)])
+      table       source column  problem  rows  first_rowid
+    0  nvtx  NVTX_EVENTS    end  missing     3           17
+    >>> len(defect_table([]))
+    0
+    """
     return pd.DataFrame(rows, columns=DEFECT_COLUMNS).astype({"rows": "int64",
                                                                "first_rowid": "int64"})
 
 
-def _launch_index(launches: pd.DataFrame) -> pd.DataFrame:
-    """Launches indexed by ``(pid, correlation)``, one per key."""
+def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
+    """The launches (CUDA API calls, :attr:`NsysReport.launches`) indexed by ``(pid,
+    correlation)``, the key a GPU event names its launch by: rows without a correlation
+    id are left out, and of several rows with one key the first is kept.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.model.nsys import launches_by_correlation
+    >>> launches = pd.DataFrame({"pid": [1, 1, 1], "correlation": [7, 7, None], "tid": [2, 3, 4]})
+    >>> launches_by_correlation(launches)
+                     tid
+    pid correlation     
+    1   7.0            2
+    """
     lau = launches[launches["correlation"].notna()]
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
@@ -132,7 +158,7 @@ class NsysReport:
     gpus: pd.DataFrame
     missing: list = field(default_factory=list)
     meta: dict = field(default_factory=dict)
-    defects: pd.DataFrame = field(default_factory=lambda: _defect_frame([]))
+    defects: pd.DataFrame = field(default_factory=lambda: defect_table([]))
 
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
@@ -234,7 +260,7 @@ class NsysReport:
                  self.copies[cols].assign(kind="memcpy"), self.sets[cols].assign(kind="memset")]
         ev = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
         ev = ev[["kind"] + cols].astype({"bytes": "Int64"})
-        lau = _launch_index(self.launches)[["name", "start_ns", "dur_ns"]].rename(columns={
+        lau = launches_by_correlation(self.launches)[["name", "start_ns", "dur_ns"]].rename(columns={
             "name": "launch", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns"})
         ev = ev.join(lau, on=["pid", "correlation"])
         ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]

@@ -91,7 +91,7 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     # a whole-µs trace's truncation overrun (ts and dur truncated separately): 1 µs
     tol = int(resolution_ns) if resolution_ns >= 1000 else 0
     parent = nesting(ev["pid"].tolist(), ev["tid"].tolist(), start.tolist(), end.tolist(), tolerance=tol)
-    depth = _depths(parent)
+    depth = depths(parent)
     merged, prof_parent = _fold_same_name_children(ev["name"].to_numpy(), parent)
     # direct children's host time (inside the parent by the rule; cut to it all the same)
     live = ~merged & (prof_parent >= 0)
@@ -159,16 +159,26 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
     return np.asarray(parent_l, dtype=np.int64)
 
 
-def _depths(parent: np.ndarray) -> np.ndarray:
-    """Each event's depth, from the position of its parent (-1 at the top), in list
-    order: ``depth[i] = depth[parent[i]] + 1``.
+def depths(parent: np.ndarray) -> np.ndarray:
+    """Each event's depth (int64 array; 0 at the top), from the position of its parent
+    (-1 at the top), in list order: ``depth[i] = depth[parent[i]] + 1``.
 
     Where every parent comes before its children (a tree built in start order), that
     is the number of ancestors, found for all events at once: each one's distance to
     its farthest known ancestor, doubled each round (pointer jumping), so as many rounds
     as the log of the deepest nesting. Otherwise (Python frames nested by ids that a
     damaged trace can point anywhere, even in a loop) the same rule in one pass, each
-    event reading its parent's depth as far as it is known."""
+    event reading its parent's depth as far as it is known.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from kitlib.model.tree import depths
+    >>> depths(np.array([-1, 0, 1, 0])).tolist()
+    [0, 1, 2, 1]
+    >>> depths(np.array([2, -1, 1])).tolist()        # a parent after its child: one pass
+    [1, 0, 1]
+    """
     parent = np.asarray(parent, dtype=np.int64)
     if not (parent < np.arange(len(parent))).all():
         depth_l = [0] * len(parent)

@@ -209,7 +209,9 @@ def new_axes(ax=None, size=(10, 3.6)):
     return ax
 
 
-_COLORS = {"op": "#4C72B0", "launch": "#DD8452", "kernel": "#55A868", "memcpy": "#C44E52",
+#: One colour per kind of event in every kitlib picture (hex strings, by kind: ``op``, ``launch``,
+#: ``kernel``, ``memcpy``, ``memset``, ``annotation``, ``step``); :mod:`kitlib.plots.timeline` takes its own from these.
+COLORS = {"op": "#4C72B0", "launch": "#DD8452", "kernel": "#55A868", "memcpy": "#C44E52",
            "memset": "#8172B3", "annotation": "#937860", "step": "#BBBBBB"}
 
 
@@ -278,15 +280,15 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
         fig = ax.figure
     y_op, y_l, y_g = 2.6, 1, 0      # room above the launches for stacked labels
     h = 0.5
-    ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=_COLORS["op"])
+    ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=COLORS["op"])
     ax.text(0, y_op + h / 2 + 0.05, f"{op['name']}  {ns_to_us(op['dur_ns']):,.3f} µs (host)", fontsize=font(9), va="bottom")
     ends = [ns_to_us(op["dur_ns"])]
     for _, r in rows.iterrows():
         ls, ld = us(r["launch_start_ns"]), ns_to_us(r["launch_dur_ns"])
         gs, gd = us(r["gpu_start_ns"]), ns_to_us(r["gpu_dur_ns"])
         ends.append(gs + gd)
-        ax.broken_barh([(ls, ld)], (y_l - h / 2, h), color=_COLORS["launch"])
-        ax.broken_barh([(gs, gd)], (y_g - h / 2, h), color=_COLORS.get(r["gpu_kind"], _COLORS["kernel"]),
+        ax.broken_barh([(ls, ld)], (y_l - h / 2, h), color=COLORS["launch"])
+        ax.broken_barh([(gs, gd)], (y_g - h / 2, h), color=COLORS.get(r["gpu_kind"], COLORS["kernel"]),
                        edgecolor="black", linewidth=0.3)
         ax.add_patch(FancyArrowPatch((ls, y_op - h / 2), (ls, y_l + h / 2), arrowstyle="-|>", mutation_scale=9,
                                      color="gray"))
@@ -360,11 +362,11 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
     for stream, grp in sorted(g.groupby("stream"), key=lambda kv: kv[0]):
         for kind, kg in grp.groupby("kind"):
             ax.broken_barh(list(zip(ms(kg["start_ns"]), ns_to_ms(kg["dur_ns"]))), (y - 0.35, 0.7),
-                           color=_COLORS.get(kind, "gray"), label=kind)
+                           color=COLORS.get(kind, "gray"), label=kind)
         yt.append(y)
         yl.append(f"GPU stream {stream}")
         y += 1
-    ax.broken_barh([(0, ns_to_ms(t1 - t0))], (y - 0.35, 0.7), color=_COLORS["step"])
+    ax.broken_barh([(0, ns_to_ms(t1 - t0))], (y - 0.35, 0.7), color=COLORS["step"])
     ax.text(0, y, f"ProfilerStep#{step}", va="center", fontsize=font(8))
     yt.append(y)
     yl.append("step (host)")
@@ -373,7 +375,7 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
         a = ann[ann["name"] == lab]
         if a.empty:
             continue
-        ax.broken_barh(list(zip(ms(a["start_ns"]), ns_to_ms(a["dur_ns"]))), (y - 0.35, 0.7), color=_COLORS["annotation"])
+        ax.broken_barh(list(zip(ms(a["start_ns"]), ns_to_ms(a["dur_ns"]))), (y - 0.35, 0.7), color=COLORS["annotation"])
         yt.append(y)
         yl.append(f"{lab} (host)")
         y += 1

@@ -14,13 +14,14 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.intervals import clip
-from ..analyses.steps import _check_source, _is_nsys, device_work, labelled_ranges, steps_of
-from . import _COLORS as _KIT_COLORS, fig_size, font
+from ..model import NsysReport
+from ..analyses.steps import check_source, device_work, labelled_ranges, steps_of
+from . import COLORS as _KIT_COLORS, fig_size, font
 from ..units import ns_to_ms
 
 __all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
 
-#: One colour per kind of event in every kitlib picture: the step timeline's (``plots._COLORS``);
+#: One colour per kind of event in every kitlib picture: the step timeline's (``plots.COLORS``);
 #: labels and memsets had each other's colours here.
 _COLORS = {"range": _KIT_COLORS["annotation"], "CUDA API": _KIT_COLORS["launch"], "memcpy": _KIT_COLORS["memcpy"],
            "kernel": _KIT_COLORS["kernel"], "memset": _KIT_COLORS["memset"], "OS runtime": "#64B5CD"}
@@ -44,7 +45,7 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
         top to bottom: labels by level, CUDA API, OS runtime in ``osrt_threads`` order, GPU streams), ``kind`` (``range``, ``CUDA API``, ``OS runtime``,
         ``memcpy``, ``kernel``, ``memset``), ``name``, ``start_ns``, ``dur_ns``.
     """
-    _check_source(source)
+    check_source(source)
     main = int(steps_of(source)["tid"].iloc[0])
     parts = []
     lab = labelled_ranges(source)
@@ -55,7 +56,7 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
         lab = lab.assign(depth=depth)
         for d, g in lab.groupby("depth"):
             parts.append(g.assign(lane=f"labels, level {d} (host)", order=d, kind="range"))
-    if _is_nsys(source):
+    if isinstance(source, NsysReport):
         names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
         api = source.launches
         tname = lambda p, t: names.get((p, t), "?")  # noqa: E731

@@ -202,7 +202,7 @@ def _installed_software() -> dict:
                 info["cudnn"] = major * 10000 + minor * 100 + patch if major >= 9 else major * 1000 + minor * 100 + patch
             except (metadata.PackageNotFoundError, ValueError):
                 pass
-    gpus = _nvidia_smi_query("name,memory.total,compute_cap,driver_version")
+    gpus = nvidia_smi_query("name,memory.total,compute_cap,driver_version")
     if gpus:
         name, mem_mib, cc, driver = gpus[0]
         info.update(gpu=name, gpu_count=len(gpus), compute_capability=cc, driver=driver)
@@ -213,8 +213,19 @@ def _installed_software() -> dict:
     return info
 
 
-def _nvidia_smi_query(fields: str) -> list:
-    """``nvidia-smi --query-gpu=FIELDS`` as one list of strings per GPU ([] without it)."""
+def nvidia_smi_query(fields: str) -> list:
+    """``nvidia-smi --query-gpu=FIELDS --format=csv,noheader,nounits``: one list of strings
+    per GPU, one string per field, as nvidia-smi prints them (its units: MiB, MHz...).
+
+    ``[]`` where nvidia-smi is not on the path, fails or takes over 20 s: never raises.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import nvidia_smi_query
+    >>> gpus = nvidia_smi_query("name,memory.total")
+    >>> isinstance(gpus, list) and all(len(g) == 2 for g in gpus)
+    True
+    """
     import shutil
     import subprocess
     if not shutil.which("nvidia-smi"):
@@ -503,7 +514,7 @@ class Capture:
         if "trace" not in self._own:
             if "trace" not in self._cache:
                 from .trace import load_trace
-                self._cache["trace"] = load_trace(self.file(self._first_of("trace.json.gz", "trace.json")),
+                self._cache["trace"] = load_trace(self.file(self.first_of("trace.json.gz", "trace.json")),
                                                   torch_version=self.provenance.get("torch"))
             self._own["trace"] = self._cache["trace"].copy()
         return self._own["trace"]
@@ -569,9 +580,30 @@ class Capture:
         >>> row["count"], row["self_device_time_total_us"] > 0
         (17, True)
         """
-        return self.read_json(self._first_of("key_averages.json", "key_averages.json.gz"))
+        return self.read_json(self.first_of("key_averages.json", "key_averages.json.gz"))
 
-    def _first_of(self, *names):
+    def first_of(self, *names: str) -> str:
+        """The first of ``names`` that the manifest lists (the name itself, a file of the
+        bundle folder), e.g. the trace whether it was written gzipped or not.
+
+        Raises
+        ------
+        BundleError
+            The bundle has none of them: the message lists the files it has.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> from kitlib.errors import BundleError
+        >>> c = open_capture("profiler_5step")
+        >>> c.first_of("trace.json", "trace.json.gz")
+        'trace.json.gz'
+        >>> try:
+        ...     c.first_of("report.sqlite")
+        ... except BundleError as e:
+        ...     print(e.problem.split(" (")[0])
+        this torch_profiler bundle has none of report.sqlite
+        """
         for n in names:
             if self.has(n):
                 return n
@@ -877,6 +909,27 @@ def opened_labels() -> list[str]:
     True
     """
     return list(dict.fromkeys(_OPENED.values()))
+
+
+def relabel_opened(cap: Capture) -> str:
+    """Record ``cap.label`` afresh, after its caller changed what the label is made of
+    (``cap.found_in``): as the label of its folder among the recordings opened
+    (:func:`opened_labels`, :func:`label_for`) and as the last entry of :data:`OPEN_LOG`
+    (the one its :func:`open_capture` call added). Returns the label.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import OPEN_LOG, label_for, open_capture, relabel_opened
+    >>> c = open_capture("profiler_5step")
+    >>> c.found_in = "own"
+    >>> relabel_opened(c)
+    'profiler_5step: your own recording (H200), 2026-11-29'
+    >>> label_for(c.path) == OPEN_LOG[-1] == c.label
+    True
+    >>> c.found_in = "kit"; _ = relabel_opened(c)
+    """
+    _OPENED[str(cap.path)] = OPEN_LOG[-1] = cap.label
+    return cap.label
 
 
 #: Folders of public traces the kit ships without a manifest (by their name in the kit's

@@ -52,7 +52,7 @@ import pandas as pd
 
 from ..errors import KitDataWarning, KitFileError, NsysFormatError
 from ..phases import STEP_RANGE
-from ..model.nsys import NsysReport, _defect_frame, _launch_index  # noqa: F401  (NsysReport's home is the model)
+from ..model.nsys import NsysReport, defect_table, launches_by_correlation  # noqa: F401  (NsysReport's home is the model)
 from ..model.tree import nesting
 from .files import check_regular_file
 from ..model.schema import DEFECT_COLUMNS, NSYS_COLUMNS, STEP_COLUMNS  # noqa: F401
@@ -532,14 +532,14 @@ def _read_report(path: Path, con) -> NsysReport:
     except _SchemaProblem as e:
         raise NsysFormatError(path, str(e)) from None
     # A GPU operation records only its process; the thread is its launch's.
-    launch_tid = _launch_index(t["launches"])["tid"]
+    launch_tid = launches_by_correlation(t["launches"])["tid"]
     for attr in ("kernels", "copies", "sets"):
         df = t[attr]
         if len(df):
             key = pd.MultiIndex.from_arrays([df["pid"], df["correlation"]])
             df["tid"] = pd.array(launch_tid.reindex(key).to_numpy(), dtype="Int64")
     missing = sorted({s for s in SOURCE_TABLES.values() if s not in tables})
-    defects = _defect_frame(ctx.defects)
+    defects = defect_table(ctx.defects)
     if len(defects):
         lines = "; ".join(f"{d.source}.{d.column}: {d.rows} {d.problem}"
                           for d in defects.itertuples())
@@ -826,7 +826,7 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     # Each launch's GPU work: its first start and last end.
     work = pd.concat(ops).groupby(["pid", "correlation"]).agg(
         gpu_start=("start_ns", "min"), gpu_end=("end_ns", "max"))
-    launches = _launch_index(report.launches).join(work, how="inner").reset_index()
+    launches = launches_by_correlation(report.launches).join(work, how="inner").reset_index()
     closed = ranges["end_ns"].dropna()            # an open range runs to the last event
     open_end = int(max(closed.max(), launches["end_ns"].max()) if len(closed)
                    else launches["end_ns"].max())

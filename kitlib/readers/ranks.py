@@ -33,7 +33,7 @@ import pandas as pd
 
 from ..errors import KitFileError
 from .bundle import MANIFEST, folder_label, label_for, note_source, open_capture, reference_dir
-from ..model._values import handed_out, kept
+from ..model import handed_out, kept
 from .trace import Trace, load_trace
 
 #: Columns of :attr:`RankTraces.info`.

@@ -68,7 +68,7 @@ _STEP_RE = re.compile(r"^ProfilerStep#\d+$")
 from ..model.schema import (FILTERED_NAMES, HOST_EVENT_COLUMNS, OPS_COLUMNS, LAUNCH_COLUMNS,  # noqa: E402,F401
                             GPU_COLUMNS, MEMORY_COLUMNS, OTHER_COLUMNS, STEP_COLUMNS, STEP_PATTERNS, COMM_ARGS)
 from ..model.trace import Trace  # noqa: E402,F401
-from ..model.tree import build_host_tree, _depths, _fold_same_name_children  # noqa: E402,F401
+from ..model.tree import build_host_tree, depths  # noqa: E402
 
 
 def _ns(values) -> np.ndarray:
@@ -1355,7 +1355,7 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
             for i in range(len(t)):
                 if tp[i] >= 0:
                     parent[trows[i]] = trows[tp[i]]
-    return parent, _depths(parent)
+    return parent, depths(parent)
 
 
 def _launch_table(evs, kinds, A) -> pd.DataFrame:
