@@ -246,9 +246,9 @@ def _class_pins() -> dict:
 def test_pip_install_then_the_cache_build_from_the_installed_package(tmp_path):
     """The Dockerfile's two steps for real, in a throwaway venv: ``pip install .`` (of a
     copy of the checkout: the kit and its recordings) then the cache build, which finds the
-    recordings inside the installed package. The venv sees the system's torch
-    (``--system-site-packages``), so nothing is downloaded; the system's editable kitlib is
-    hidden by the venv's own."""
+    recordings inside the installed package. The venv sees this environment's packages (a
+    ``.pth`` line), so nothing but the build backend is downloaded; this environment's
+    editable kitlib is hidden by the venv's own."""
     import subprocess
     import sys
     src = tmp_path / "src"
@@ -258,15 +258,21 @@ def test_pip_install_then_the_cache_build_from_the_installed_package(tmp_path):
     shutil.copytree(ROOT / "data" / "clinic", src / "data" / "clinic", ignore=junk)
     for f in ("pyproject.toml", "README.md"):
         shutil.copy2(ROOT / f, src / f)
-    # without pip of its own: the venv's bundled setuptools (65, no bdist_wheel) would hide the
-    # system's; the system's pip, run by the venv's python, installs into the venv
-    subprocess.run([sys.executable, "-m", "venv", "--without-pip", "--system-site-packages", str(tmp_path / "venv")],
-                   check=True, timeout=120)
+    # a venv of its own that sees this environment's packages (pip, pandas, torch...) through a
+    # .pth line, after its own site-packages: the kit installed there wins, and the editable
+    # install's .pth is not processed (a path added by a .pth line is not a site dir). The build
+    # backend (setuptools>=68, pyproject.toml) comes from the index in pip's isolated build
+    # environment, as in the Dockerfile (a fresh machine's Python may have setuptools 65).
+    import sysconfig
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(tmp_path / "venv")], check=True, timeout=120)
+    site = next((tmp_path / "venv" / "lib").glob("python3*/site-packages"))
+    here = dict.fromkeys([sysconfig.get_paths()["purelib"], sysconfig.get_paths()["platlib"]])
+    (site / "zz_parent_env.pth").write_text("".join(f"{p}\n" for p in here))
     py = str(tmp_path / "venv" / "bin" / "python")
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONPATH", "KITLIB_REFERENCE", "KITLIB_REPLAY_DIR", "KITLIB_SHARED_CACHE")}
     env.update(KITLIB_CACHE=str(tmp_path / "never"), KITLIB_PROGRESS="0", PIP_DISABLE_PIP_VERSION_CHECK="1")
-    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "--no-build-isolation", "."], cwd=src, env=env,
+    subprocess.run([py, "-m", "pip", "install", "-q", "--no-deps", "."], cwd=src, env=env,
                    check=True, timeout=300, capture_output=True)
     shutil.rmtree(src)                                # nothing left to read but the installed package
     out = subprocess.run([py, "-c", "import kitlib; print(kitlib.__file__)"], cwd=tmp_path, env=env,
