@@ -31,7 +31,7 @@ from ..readers.files import read_trace_events
 __all__ = ["raw_trace_events", "memory_events", "call_excerpt", "self_and_total"]
 
 
-def raw_trace_events(capture) -> list:
+def raw_trace_events(capture, cats=None) -> list:
     """The ``traceEvents`` of a capture's trace, as ``prof.export_chrome_trace`` wrote them
     (:func:`kitlib.readers.files.read_trace_events`, the values ``json`` gives). Read afresh
     each time: a copy kept for speed held about 70 MiB of a learner's kernel per trace.
@@ -42,7 +42,7 @@ def raw_trace_events(capture) -> list:
         The capture has no trace file.
     """
     name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
-    return read_trace_events(Path(capture.file(name)))
+    return read_trace_events(Path(capture.file(name)), cats=cats)
 
 
 def memory_events(events, device_type: int | None = 1) -> pd.DataFrame:
