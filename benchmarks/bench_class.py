@@ -1,7 +1,7 @@
 """How many learners does one machine hold? A whole class on the real hub. Printed, never asserted.
 
     sudo python benchmarks/bench_class.py [--learners 10 20 40] [--lessons 02 13] [--stagger-s 30]
-                                          [--mem-limit 1536M] [--json FILE]
+                                          [--mem-limit 1536M] [--no-shared-cache] [--json FILE]
 
 For each class size: the hub of ``deploy/hub/jupyterhub_config.py`` and configurable-http-proxy
 on 127.0.0.1, that many learners (system users made by ``deploy/hub/add_learners.sh``), each
@@ -16,6 +16,11 @@ to the lesson's first output and to its last cell; the peak memory of the lesson
 ``memory.max_usage_in_bytes``). For the machine: the median and the worst of each, the
 errors, and the load. Issue 38's targets: 20 learners all finish with no error; a replay
 kernel peaks at 400 MiB or less.
+
+As the image and ``docs/TEACHING_A_CLASS.md`` deploy it, the kernels read a trace cache of the
+shipped recordings built once, read-only (``KIT_HUB_SHARED_CACHE``; built here into the run's
+temporary folder with ``python -m kitlib cache --build``, its time printed);
+``--no-shared-cache`` makes each learner parse the recordings into a cache of their own.
 
 Needs root, jupyterhub, jupyterhub-idle-culler and configurable-http-proxy (``.ci/run``
 installs them). Uses its own users (``kitbench*``), group and cgroups, and removes them at
@@ -100,7 +105,19 @@ def _run_learner(hub, learner, lessons, arrive_s, rows, errors):
         errors.append(f"{learner.name}: {type(e).__name__}: {str(e)[:300]}")
 
 
-def run_class(n: int, lessons, stagger_s: float, mem_limit: str, tmp: Path) -> dict:
+def build_shared_cache(tmp: Path) -> Path:
+    """The read-only cache every learner's kernel reads (``python -m kitlib cache --build``)."""
+    dest = tmp / "shared-cache"
+    t0 = time.monotonic()
+    subprocess.run([sys.executable, "-m", "kitlib", "cache", "--build", str(dest)], check=True, timeout=1800,
+                   env=dict(os.environ, PYTHONPATH=str(ROOT), KITLIB_PROGRESS="0"), stdout=subprocess.DEVNULL)
+    for d in (tmp, *dest.rglob("*")):
+        d.chmod(d.stat().st_mode | 0o555 if d.is_dir() else d.stat().st_mode | 0o444)
+    print(f"shared trace cache built in {time.monotonic() - t0:.0f} s: {dest}", flush=True)
+    return dest
+
+
+def run_class(n: int, lessons, stagger_s: float, mem_limit: str, tmp: Path, shared_cache: Path | None = None) -> dict:
     """One class of ``n`` learners; returns the rows, the errors and the machine's figures."""
     th._clean_leftovers()
     state = tmp / f"hub{n}"
@@ -115,6 +132,8 @@ def run_class(n: int, lessons, stagger_s: float, mem_limit: str, tmp: Path) -> d
         "KIT_HUB_CGROUP": th.CGROUP, "KIT_HUB_API_TOKEN": admin_token, "KIT_HUB_PYTHON": sys.executable,
         "KIT_HUB_IDLE_TIMEOUT": "3600", "PYTHONPATH": str(ROOT),
     }
+    if shared_cache:
+        env_extra["KIT_HUB_SHARED_CACHE"] = str(shared_cache)
     proxy = subprocess.Popen(
         ["configurable-http-proxy", "--ip", "127.0.0.1", "--port", str(ports["public"]), "--api-ip", "127.0.0.1",
          "--api-port", str(ports["proxy_api"]), "--default-target", f"http://127.0.0.1:{ports['hub']}"],
@@ -151,13 +170,14 @@ def run_class(n: int, lessons, stagger_s: float, mem_limit: str, tmp: Path) -> d
         th._clean_leftovers()
     return {"learners": n, "lessons": list(lessons), "rows": rows, "errors": errors, "wall_s": wall,
             "load_before": load_before, "load_after": os.getloadavg(), "cpus": os.cpu_count(),
-            "mem_limit": mem_limit}
+            "mem_limit": mem_limit, "shared_cache": bool(shared_cache)}
 
 
 def _summary(result: dict) -> str:
     rows, lines = result["rows"], []
     lines.append(f"== {result['learners']} learners, lessons {' '.join(result['lessons'])}: {result['wall_s']:.0f} s "
-                 f"in all, {len(result['errors'])} errors, load {result['load_before'][0]:.1f} -> "
+                 f"in all, {'shared trace cache' if result.get('shared_cache') else 'no shared cache'}, "
+                 f"{len(result['errors'])} errors, load {result['load_before'][0]:.1f} -> "
                  f"{result['load_after'][0]:.1f} on {result['cpus']} CPUs")
     for r in sorted(rows, key=lambda r: (r["lesson"], r["learner"])):
         lines.append(f"  {r['learner']:<12} lesson {r['lesson']}: ready {r['ready_s']:6.1f} s, first output "
@@ -181,6 +201,8 @@ def main():
     ap.add_argument("--lessons", nargs="+", default=["02", "13"])
     ap.add_argument("--stagger-s", type=float, default=30.0)
     ap.add_argument("--mem-limit", default="1536M", help="each learner's memory limit (KIT_HUB_MEM_LIMIT)")
+    ap.add_argument("--no-shared-cache", action="store_true",
+                    help="each learner parses the recordings (no KIT_HUB_SHARED_CACHE)")
     ap.add_argument("--json", help="also write every figure to this file")
     args = ap.parse_args()
     why = th._missing()
@@ -189,8 +211,9 @@ def main():
     import tempfile
     results = []
     with tempfile.TemporaryDirectory(prefix="kitbench-") as tmp:
+        shared = None if args.no_shared_cache else build_shared_cache(Path(tmp))
         for n in args.learners:
-            results.append(run_class(n, args.lessons, args.stagger_s, args.mem_limit, Path(tmp)))
+            results.append(run_class(n, args.lessons, args.stagger_s, args.mem_limit, Path(tmp), shared))
             print(_summary(results[-1]), flush=True)
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1))
