@@ -234,6 +234,12 @@ class Question:
     #: The wrong tries before the first right answer (None until one is right); see
     #: :meth:`Exercises.scorecard`.
     solved_after: int | None = None
+    #: Whether :meth:`Exercises.reveal` has shown the answer (opens :meth:`Exercises.outcome`).
+    revealed: bool = False
+
+    def outcome_open(self) -> bool:
+        """Whether a ``predict`` question's outcome may be shown: predicted, or revealed."""
+        return self.prediction is not ... or self.revealed
 
     def __post_init__(self):
         if self.kind is not None and self.kind not in KINDS:
@@ -464,6 +470,24 @@ def _answer_shown(answer) -> str:
     return f"{answer:.{decimals}f}"
 
 
+def _show_outcome(show, draw: bool = False):
+    """Run ``show()``; display what it returns (unless None, or a figure, which pyplot
+    shows). With ``draw``, outside a cell's run (a form's button), display the figures
+    ``show`` opened too, as the cell's end would, and close them."""
+    import sys
+    plt = sys.modules.get("matplotlib.pyplot")
+    before = set(plt.get_fignums()) if plt is not None else set()
+    result = show()
+    from IPython.display import display
+    if result is not None and type(result).__name__ != "Figure":
+        display(result)
+    plt = sys.modules.get("matplotlib.pyplot")
+    if draw and plt is not None:
+        for n in sorted(set(plt.get_fignums()) - before):
+            display(plt.figure(n))
+            plt.close(n)
+
+
 def _sentence(hint: str) -> str:
     """``hint`` as a sentence: capitalised and ending with a full stop (``""`` stays empty)."""
     hint = str(hint).strip()
@@ -546,8 +570,12 @@ class Exercises:
         question was already answered right: a form keeps its ✅). The answer is rounded as
         the explanation rounds it (:func:`_answer_shown`)."""
         q = self[key]
-        return Verdict(key, True if q.solved_after is not None else None,
-                       f"the answer is {_answer_shown(q.answer)}: {q.explain}")
+        q.revealed = True
+        v = Verdict(key, True if q.solved_after is not None else None,
+                    f"the answer is {_answer_shown(q.answer)}: {q.explain}")
+        for follow in self._followers.get(key, ()):      # an outcome held back for this key opens
+            follow()
+        return v
 
     def predicted(self, key: str) -> Verdict:
         """A ``predict`` question's first answer beside what the recording shows, for the cell
@@ -579,6 +607,44 @@ class Exercises:
                                 f"{_answer_shown(q.answer)}. "
                                 + ("Your model of it held." if ok else f"What you missed: {q.explain}"),
                        exercises=self, follow=follow)
+
+    def outcome(self, key: str, show):
+        """Show what answers a ``predict`` question (a table, a print, a figure) only once the
+        learner has made the prediction, in the question's form or with ``ex.check``, or has
+        called ``ex.reveal(key)``: for the cells between the question and :meth:`predicted`.
+
+        ``show()`` shows the outcome: what it prints, displays or draws is shown, and what it
+        returns, unless None, is displayed as a cell's last value would be. While the
+        prediction is open (a lesson run with Run All) the cell shows one line instead,
+        saying how to make it, and nothing of the answer. In JupyterLab that line gives way
+        to the outcome, in place, as soon as the question is answered or revealed (the
+        follow-up that updates :meth:`predicted`'s line); running the cell again then
+        shows the outcome directly. Outside a widget front end (a script, nbclient) the line
+        is printed, and the outcome shown once a prediction exists.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        KeyError
+            Unknown key.
+        ValueError
+            ``key`` is not a ``predict`` question.
+        """
+        q = self[key]
+        if q.kind != "predict":
+            raise ValueError(f"{key!r} is a {q.kind} question, not a prediction")
+        if q.outcome_open():
+            _show_outcome(show)
+            return None
+        line = Verdict(key, None, f"the outcome is held back until you predict: answer the question above in "
+                                  f"its form (or with ex.check({key!r}, answer)), or call ex.reveal({key!r}); "
+                                  f"it then shows here.", exercises=self)
+        from ..widgets import show_outcome_later
+        show_outcome_later(line, q.outcome_open, lambda: _show_outcome(show, draw=True))
+        return None
 
     def scorecard(self, group=None):
         """How each question went so far: one row per question, or per group of questions.
