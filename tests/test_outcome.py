@@ -77,3 +77,15 @@ def test_reveal_opens_a_held_back_outcome(monkeypatch):
     ex.outcome("order", lambda: runs.append("shown"))
     ex.reveal("order")
     assert runs == ["shown"]
+
+
+def test_an_outcome_of_two_predictions_opens_once_both_are_made(capsys):
+    ex = Exercises("t", [Question("a", "Predict a", "yes", "a", kind="predict"),
+                         Question("b", "Predict b", "sum", "b", kind="predict")])
+    ex.check("a", "yes")
+    ex.outcome(("a", "b"), _show)
+    said = capsys.readouterr().out
+    assert "1523" not in said and "ex.check('b', answer)" in said
+    ex.check("b", "busy")
+    ex.outcome(("a", "b"), _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"

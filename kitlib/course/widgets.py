@@ -252,12 +252,13 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
     return bundle
 
 
-def show_outcome_later(line, is_open, show):
+def show_outcome_later(line, keys, is_open, show):
     """Display the line of :meth:`~kitlib.course.exercises.Exercises.outcome` whose
     prediction is still open, and have ``show()`` replace it once ``is_open()``.
 
     In a kernel the line sits in an output widget (classes :data:`OUTCOME_CLASS` and
-    ``kitlib-outcome-KEY``) that every later check or reveal of the question looks at
+    ``kitlib-outcome-KEY`` for each of ``keys``) that every later check or reveal of those
+    questions looks at
     (``exercises._followers``, as :func:`prediction_bundle`'s lines): the first that finds
     it open clears it and runs ``show()`` inside it, so what ``show`` prints, displays or
     draws appears there. Elsewhere (or where ipywidgets cannot build the widget) the line
@@ -271,7 +272,8 @@ def show_outcome_later(line, is_open, show):
     try:
         out = widgets.Output(layout=widgets.Layout(width="100%"))
         out.add_class(OUTCOME_CLASS)
-        out.add_class(f"{OUTCOME_CLASS}-{line.key}")
+        for key in keys:
+            out.add_class(f"{OUTCOME_CLASS}-{key}")
         out.outputs = ({"output_type": "display_data", "metadata": {},
                         "data": {"text/html": verdict_html(line), "text/plain": str(line)}},)
         bundle = dict(out._repr_mimebundle_() or {})
@@ -287,7 +289,8 @@ def show_outcome_later(line, is_open, show):
         out.clear_output()
         with out:
             show()
-    line.exercises._followers.setdefault(line.key, []).append(follow)
+    for key in keys:
+        line.exercises._followers.setdefault(key, []).append(follow)
     bundle.update(text)
     display(bundle, raw=True)
 

@@ -608,19 +608,21 @@ class Exercises:
                                 + ("Your model of it held." if ok else f"What you missed: {q.explain}"),
                        exercises=self, follow=follow)
 
-    def outcome(self, key: str, show):
+    def outcome(self, key, show):
         """Show what answers a ``predict`` question (a table, a print, a figure) only once the
         learner has made the prediction, in the question's form or with ``ex.check``, or has
         called ``ex.reveal(key)``: for the cells between the question and :meth:`predicted`.
 
-        ``show()`` shows the outcome: what it prints, displays or draws is shown, and what it
-        returns, unless None, is displayed as a cell's last value would be. While the
-        prediction is open (a lesson run with Run All) the cell shows one line instead,
-        saying how to make it, and nothing of the answer. In JupyterLab that line gives way
-        to the outcome, in place, as soon as the question is answered or revealed (the
-        follow-up that updates :meth:`predicted`'s line); running the cell again then
-        shows the outcome directly. Outside a widget front end (a script, nbclient) the line
-        is printed, and the outcome shown once a prediction exists.
+        ``key`` is a question's key, or a tuple of keys where one outcome answers several
+        predictions (it opens once each is predicted or revealed). ``show()`` shows the
+        outcome: what it prints, displays or draws is shown, and what it returns, unless
+        None, is displayed as a cell's last value would be. While a prediction is open (a
+        lesson run with Run All) the cell shows one line instead, saying how to make it, and
+        nothing of the answer. In JupyterLab that line gives way to the outcome, in place,
+        as soon as the question is answered or revealed (the follow-up that updates
+        :meth:`predicted`'s line); running the cell again then shows the outcome directly.
+        Outside a widget front end (a script, nbclient) the line is printed, and the
+        outcome shown once the predictions exist.
 
         Returns
         -------
@@ -633,17 +635,21 @@ class Exercises:
         ValueError
             ``key`` is not a ``predict`` question.
         """
-        q = self[key]
-        if q.kind != "predict":
-            raise ValueError(f"{key!r} is a {q.kind} question, not a prediction")
-        if q.outcome_open():
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        questions = [self[k] for k in keys]
+        for q in questions:
+            if q.kind != "predict":
+                raise ValueError(f"{q.key!r} is a {q.kind} question, not a prediction")
+        is_open = lambda: all(q.outcome_open() for q in questions)     # noqa: E731
+        if is_open():
             _show_outcome(show)
             return None
-        line = Verdict(key, None, f"the outcome is held back until you predict: answer the question above in "
-                                  f"its form (or with ex.check({key!r}, answer)), or call ex.reveal({key!r}); "
-                                  f"it then shows here.", exercises=self)
+        k = next(q.key for q in questions if not q.outcome_open())
+        line = Verdict(k, None, f"the outcome is held back until you predict: answer the question above in "
+                                f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); "
+                                f"it then shows here.", exercises=self)
         from ..widgets import show_outcome_later
-        show_outcome_later(line, q.outcome_open, lambda: _show_outcome(show, draw=True))
+        show_outcome_later(line, keys, is_open, lambda: _show_outcome(show, draw=True))
         return None
 
     def scorecard(self, group=None):
