@@ -471,19 +471,25 @@ def _answer_shown(answer) -> str:
 
 
 def _show_outcome(show, draw: bool = False):
-    """Run ``show()``; display what it returns (unless None, or a figure, which pyplot
-    shows). With ``draw``, outside a cell's run (a form's button), display the figures
+    """Run ``show()``; display what it returns (unless None, or matplotlib's figure or axes,
+    which pyplot shows). With ``draw``, outside a cell's run (a form's button), display the figures
     ``show`` opened too, as the cell's end would, and close them."""
     import sys
     plt = sys.modules.get("matplotlib.pyplot")
     before = set(plt.get_fignums()) if plt is not None else set()
     result = show()
     from IPython.display import display
-    if result is not None and type(result).__name__ != "Figure":
+    if result is not None and not type(result).__module__.startswith("matplotlib"):
         display(result)
     plt = sys.modules.get("matplotlib.pyplot")
     if draw and plt is not None:
+        from IPython import get_ipython
+        from .. import labels
+        ip = get_ipython()
+        if ip is not None:        # as before the inline backend shows a cell's figures:
+            labels._figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
         for n in sorted(set(plt.get_fignums()) - before):
+            labels.stamp_figure(plt.figure(n))    # and the note under it
             display(plt.figure(n))
             plt.close(n)
 
@@ -649,7 +655,13 @@ class Exercises:
                                 f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); "
                                 f"it then shows here.", exercises=self)
         from ..widgets import show_outcome_later
-        show_outcome_later(line, keys, is_open, lambda: _show_outcome(show, draw=True))
+        from .. import labels
+        note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
+
+        def later():
+            with labels.fixed_note(note):
+                _show_outcome(show, draw=True)
+        show_outcome_later(line, keys, is_open, later)
         return None
 
     def scorecard(self, group=None):
