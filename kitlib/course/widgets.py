@@ -270,7 +270,8 @@ def show_outcome_later(line, keys, is_open, show):
         print(line)
         return
     try:
-        out = widgets.Output(layout=widgets.Layout(width="100%"))
+        # no side margin (as the lines of prediction_bundle): 2 px each side took it past the cell
+        out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
         out.add_class(OUTCOME_CLASS)
         for key in keys:
             out.add_class(f"{OUTCOME_CLASS}-{key}")
