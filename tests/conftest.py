@@ -170,15 +170,39 @@ def own_recordings(folder: Path) -> Path:
     return folder
 
 
+#: Appended to each lesson the tests run (issue 40): once every cell has run with no
+#: answer, reveal every prediction, so that each outcome held back by ``ex.outcome`` shows in
+#: its output widget, as it would for a learner who answers. Every ``Exercises`` the kernel
+#: holds (a lesson builds ``ex`` again under "Your turn", after its outcomes).
+REVEAL_PREDICTIONS = ("import gc as _gc\nfrom kitlib.course.exercises import Exercises as _Ex\n"
+                      "for _e in [o for o in _gc.get_objects() if isinstance(o, _Ex)]:\n"
+                      "    for _q in [q for q in _e.questions if q.kind == 'predict']:\n"
+                      "        _e.reveal(_q.key)\n")
+WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+
+
 class ExecutedLesson:
-    """A lesson notebook run once under Jupyter (nbclient, inline backend, replay mode):
-    ``nb`` (the executed notebook) and ``text`` (every stream and text/plain output, in
-    order, one per line)."""
+    """A lesson notebook run once under Jupyter (nbclient, inline backend, replay mode), with
+    :data:`REVEAL_PREDICTIONS` as its last cell. ``run_all``: the executed notebook as Run
+    All left it with no answer (each outcome of ``ex.outcome`` a line saying it is held
+    back); ``held_back``: per outcome's output widget (model id), what it showed once the
+    predictions were revealed; ``nb``: ``run_all`` with those outputs in place of their
+    widgets, what a learner who answers sees; ``text``: every stream and text/plain output
+    of ``nb``, in order, one per line."""
 
     def __init__(self, nb, own: bool):
-        self.nb, self.own = nb, own
+        import copy
+        self.run_all, self.own = nb, own
+        state = nb.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}).get("state", {})
+        self.held_back = {m: s["state"].get("outputs", []) for m, s in state.items()
+                          if "kitlib-outcome" in s.get("state", {}).get("_dom_classes", [])}
+        self.nb = copy.deepcopy(nb)
+        for cell in self.nb.cells:
+            if cell.cell_type == "code":
+                cell.outputs = [x for o in cell.outputs for x in self.held_back.get(
+                    o.get("data", {}).get(WIDGET_VIEW, {}).get("model_id"), [o])]
         parts = []
-        for cell in nb.cells:
+        for cell in self.nb.cells:
             for o in cell.get("outputs", []) if cell.cell_type == "code" else []:
                 if o.get("output_type") == "stream":
                     parts.append(o.get("text", ""))
@@ -331,7 +355,12 @@ def _lesson_runs(tmp_path_factory, request):
             own = int(number) % 2 == 1
             if own:
                 env["KITLIB_REPLAY_DIR"] = str(own_recordings(cwd / "own"))
-        return ExecutedLesson(run_notebook(path, cwd, env), own)
+        import nbformat
+        nb = nbformat.read(path, as_version=4)
+        nb.cells.append(nbformat.v4.new_code_cell(REVEAL_PREDICTIONS))
+        revealing = cwd / path.name
+        nbformat.write(nb, revealing)
+        return ExecutedLesson(run_notebook(revealing, cwd, env), own)
 
     pool = ThreadPoolExecutor(max_workers=LESSON_WORKERS, thread_name_prefix="lesson")
     runs = {}

@@ -22,7 +22,7 @@ import pytest
 
 from browser import (Lab, MEASURE_JS, MIN_TEXT_PX, REQUIRE_ENV, browser_required, error_outputs, launch_browser, run_all_cells,
                      save, screenshot_notebook, why_no_browser)
-from test_lessons import EXPECTED_FIGURES, FORMS, LESSONS
+from test_lessons import EXPECTED_FIGURES, FORMS, HELD_BACK_FIGURES, LESSONS
 
 #: Lessons opened by default: 02 (the answer form's hint and confirmation, the chain
 #: explorer, and one of the four lessons whose width issue 13's "done when" names). About
@@ -189,13 +189,51 @@ def test_lesson_in_the_browser(lab, page, tmp_path, path):
     assert seen["scrolls"] == [], f"outputs scrolling sideways: {seen['scrolls']}"
     assert seen["wide_code"] == [], f"code cells (by index) whose lines scroll sideways: {seen['wide_code']}"
     assert seen["cut_choices"] == [], f"drop-downs narrower than a choice: {seen['cut_choices']}"
-    assert seen["figures"] == EXPECTED_FIGURES[n] + EXPLORERS.get(n, 0), seen
+    # Run All without answers: the pictures held back until their prediction is made are not drawn
+    assert seen["figures"] == EXPECTED_FIGURES[n] + EXPLORERS.get(n, 0) - HELD_BACK_FIGURES.get(n, 0), seen
     assert seen["cut"] == [], f"wider than its cell at {page.viewport_size}: {seen['cut']}"
     cut_text = set(seen["cut_text"]) - (_tool_cut_names() if n == "03" else set())
     assert not cut_text, f"text cut with '...': {sorted(cut_text)}"
     assert (seen["forms"], seen["explorers"]) == (FORMS[n], EXPLORERS.get(n, 0)), seen
+    held = page.evaluate(_HELD_BACK_JS)
+    assert all("held back until you predict" in h["text"] and not h["shows"] for h in held), held
     if n in CLICKS:
         CLICKS[n](page, tmp_path, path.stem)
+    if held:
+        _predict_and_see_the_outcome(page, held[0]["keys"])
+
+
+#: Each output of ``ex.outcome`` on the page: its questions, its text, whether it shows a
+#: table, a picture or printed lines.
+_HELD_BACK_JS = """() => [...document.querySelectorAll('.kitlib-outcome')].map(o => ({
+  keys: [...o.classList].filter(c => c.startsWith('kitlib-outcome-')).map(c => c.slice(15)),
+  text: o.innerText.slice(0, 300), shows: !!o.querySelector('table, img, pre')}))"""
+
+
+def _predict_and_see_the_outcome(page, keys):
+    """Issue 40: answer the questions of the first outcome held back, each in its form (any
+    answer: a prediction need not be right), and the outcome shows in place, no cell re-run."""
+    for key in keys:
+        form = _form(page, key)
+        form.scroll_into_view_if_needed()
+        if form.locator(".kitlib-verdict[data-correct='true'], .kitlib-verdict[data-correct='false']").count():
+            continue                  # answered already (lesson 02's clicks)
+        if form.locator("select").count():
+            choice = form.locator("select option").nth(1).get_attribute("value")
+            form.locator("select").select_option(choice)
+        elif form.locator("button:has-text('yes')").count():
+            choice = "yes"
+            form.locator("button:has-text('yes')").first.click()
+        else:
+            choice = "1"
+            form.locator("input").fill(choice)
+        form.locator(f".kitlib-pending[data-given='{choice}']").wait_for(timeout=20_000)
+        form.locator("button:has-text('Check')").click()
+        form.locator(".kitlib-verdict").wait_for(timeout=20_000)
+    selector = ".kitlib-outcome-" + keys[0]
+    page.wait_for_function("(s) => { const o = document.querySelector(s); return o && "
+                           "!o.innerText.includes('held back') && o.querySelector('table, img, pre'); }",
+                           arg=selector, timeout=30_000)
 
 
 #: The outputs of the open notebook: classes, text, and what CSS adds after the text.

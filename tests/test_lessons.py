@@ -22,6 +22,11 @@ CODE_LINE_CHARS = 95
 PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
 
+#: Of those, the pictures a lesson holds back until their prediction is made (``ex.outcome``):
+#: after Run All without answers the lesson shows the others (tests/test_browser.py too).
+HELD_BACK_FIGURES = {"02": 2, "03": 1, "07": 1, "09": 2}
+
+
 def figure_count(nb) -> int:
     """PNG pictures among the outputs of an executed notebook."""
     return sum("image/png" in o.get("data", {}) for c in nb.cells if c.cell_type == "code" for o in c.outputs)
@@ -129,8 +134,11 @@ def test_lesson_runs_in_replay_mode(path, executed_lesson):
     lines = [state.get(o["data"][WIDGET_VIEW]["model_id"], {}).get("state", {}).get("_dom_classes", [])
              for c in predicted for o in c.outputs if WIDGET_VIEW in o.get("data", {})]
     assert len(lines) == shown.count("your prediction is still open") and all("kitlib-predicted" in k for k in lines)
-    # and drew its pictures, each once
-    assert figure_count(run.nb) == EXPECTED_FIGURES[path.name[:2]], "a lesson's pictures are part of it"
+    # and drew its pictures, each once: those held back until a prediction is made (ex.outcome)
+    # show once the predictions are revealed (the last cell the tests add)
+    n = path.name[:2]
+    assert (figure_count(run.run_all), figure_count(run.nb)) == (EXPECTED_FIGURES[n] - HELD_BACK_FIGURES.get(n, 0),
+                                                              EXPECTED_FIGURES[n]), "a lesson's pictures are part of it"
     # each shown at 1x where learners work, its smallest text 9 px or more (issue 40)
     sizes = picture_sizes(run.nb)
     print(f"lesson {path.name[:2]}: pictures (PNG px wide, smallest text px): {sizes}")
@@ -314,3 +322,85 @@ def test_each_explorer_opens_on_the_view_its_lesson_describes(executed_lesson):
         shown = [o["data"].get("text/plain") for c in nb.cells if c.cell_type == "code" for o in c.get("outputs", [])
                  if "application/vnd.jupyter.widget-view+json" in o.get("data", {}) and "explorers." in c.source]
         assert shown == [view], (n, shown)
+
+
+#: Per prediction, what in an output states its answer where the answer as shown cannot be
+#: searched for (a yes/no, a single digit, a choice no output words), or states it as well:
+#: the line or column that gives it. Each must show once the prediction is revealed (in the
+#: outcome held back until then), so that a renamed column fails here instead of passing.
+TELLS = {"forward_mostly_api": ["cuda_api_share"], "launch_count": ["cudaLaunchKernelExC"],
+         "kernel_after_op": ["gpu_at_us"], "total_sum_exceeds_wall": ["host_ops_total_sum"],
+         "busy_or_sum": ["gpu_sum"], "first_load_order": ["1523.3615"],
+         "shapes_allocator_peak": ["peak_allocated_MB"], "hot_kernel_module": ["max_pool2d"],
+         "backward_python_frames": ["python_frames"], "self_mem_vs_peak": ["peak allocated"],
+         "peak_phase": ["peak allocated"], "with_flops_share": ["with_flops per step"],
+         "gpu_busy_share": ["GPU busy"], "streams_one_for_all": ["streamId"],
+         "backward_gpu_ops": ["Total GPU Ops"], "syncs_in_steps": ["host time in waiting calls"],
+         "same_batches_verdict": ["like with like:"], "gpu_idle_over_tenth": ["idle_ms"],
+         "conv_kernels_named_conv": ["with 'conv' in their name"],
+         "clock_offset": ["end spreads with rank 1's clock"], "straggler_part": ["outside_ops_ns"]}
+
+
+def answer_as_shown(answer) -> list:
+    """The forms in which a lesson or the kit shows ``answer``: a word or phrase as written,
+    a whole number with and without a thousands separator, a fraction as ``ex.reveal``
+    rounds it and to two decimals or three significant figures. Left out where a search
+    would find it everywhere: a yes/no and a single character."""
+    from kitlib.course.exercises import _answer_shown, _plain
+    answer = _plain(answer)
+    if isinstance(answer, bool):
+        return []
+    if isinstance(answer, str):
+        forms = {answer} | ({f"{int(answer):,}"} if answer.isdigit() else set())
+    elif isinstance(answer, int):
+        forms = {str(answer), f"{answer:,}"}
+    else:
+        forms = {_answer_shown(answer), f"{answer:.2f}", f"{answer:,.2f}", f"{answer:.3g}"}
+    return sorted(f for f in forms if len(f) >= 2)
+
+
+def shows(text: str, form: str) -> bool:
+    """Whether ``text`` holds ``form`` as a word or a number of its own (not ``23`` in
+    ``230`` or ``2.23``, not ``sum`` in ``gpu_sum``), case aside."""
+    return re.search(rf"(?<![\w.,-]){re.escape(form)}(?![\w-]|[.,]\d)", text, re.I) is not None
+
+
+def _shown_text(outputs) -> str:
+    return "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in outputs)
+
+
+def test_the_answer_search_finds_words_and_numbers_of_their_own():
+    assert answer_as_shown("10000") == ["10,000", "10000"] and answer_as_shown(0.8912) == ["0.89", "0.891", "0.8912"]
+    assert answer_as_shown(False) == [] and answer_as_shown(3) == [] and answer_as_shown(23) == ["23"]
+    assert shows("23 shape groups", "23") and not shows("230 calls, 2.23 ms", "23")
+    assert shows("phase backward, after", "backward") and not shows("gpu_sum  busy_or_sum", "sum")
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_run_all_without_answers_shows_no_prediction_answer(path, executed_lesson, built_lessons):
+    """Issue 40: run top to bottom with no answer, a lesson shows no prediction's answer
+    before it is predicted: from the question's cell to its ``ex.predicted`` cell, no output
+    (other questions' forms aside) holds the answer as shown, nor its tell (TELLS), and the
+    markdown right after it (the takeaway) does not state the answer. Once the predictions
+    are revealed (the cell the tests add), every outcome held back shows, tells included."""
+    n = path.name[:2]
+    if n not in built_lessons:
+        pytest.skip("no questions built for this lesson (lesson 01: the learner's own run)")
+    run = executed_lesson(n)
+    cells = run.run_all.cells[:-1]                  # the revealing cell the tests add left out
+    found, missing = [], []
+    for q in (q for q in built_lessons[n][0].questions if q.kind == "predict"):
+        ask = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.check("{q.key}"' in c.source)
+        done = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.predicted("{q.key}")' in c.source)
+        region = [i for i in range(ask + 1, done + 1) if cells[i].cell_type == "code" and "ex.check(" not in cells[i].source]
+        text = _shown_text(o for i in region for o in cells[i].outputs)
+        # the takeaway: the markdown right after the ex.predicted cell, up to the next code cell
+        after = next((i for i in range(done + 1, len(cells)) if cells[i].cell_type == "code"), len(cells))
+        md = "\n".join(cells[i].source for i in range(done + 1, after))
+        found += [(q.key, f) for f in answer_as_shown(q.answer) if shows(text, f) or shows(md, f)]
+        found += [(q.key, t) for t in TELLS.get(q.key, []) if shows(text, t)]
+        opened = _shown_text(o for i in region for o in run.nb.cells[i].outputs)
+        missing += [(q.key, t) for t in TELLS.get(q.key, []) if t not in opened]
+    assert not found, f"answers shown before their prediction (key, as shown): {found}"
+    assert not missing, f"tells not shown once revealed (renamed?): {missing}"
+    assert all("held back until you predict" not in _shown_text(outs) for outs in run.held_back.values())

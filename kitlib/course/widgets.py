@@ -28,13 +28,14 @@ from ..settings import is_set
 from ..settings import value as setting
 
 __all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "prediction_bundle", "presentation", "readable",
-           "ReadableTable", "verdict_html"]
+           "ReadableTable", "show_outcome_later", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
 VERDICT_CLASS = "kitlib-verdict"
 PENDING_CLASS = "kitlib-pending"
 PREDICTED_CLASS = "kitlib-predicted"
+OUTCOME_CLASS = "kitlib-outcome"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
@@ -249,6 +250,50 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
         lambda: setattr(line, "value", verdict_html(verdict.follow())))
     bundle.update(text_bundle)
     return bundle
+
+
+def show_outcome_later(line, keys, is_open, show):
+    """Display the line of :meth:`~kitlib.course.exercises.Exercises.outcome` whose
+    prediction is still open, and have ``show()`` replace it once ``is_open()``.
+
+    In a kernel the line sits in an output widget (classes :data:`OUTCOME_CLASS` and
+    ``kitlib-outcome-KEY`` for each of ``keys``) that every later check or reveal of those
+    questions looks at
+    (``exercises._followers``, as :func:`prediction_bundle`'s lines): the first that finds
+    it open clears it and runs ``show()`` inside it, so what ``show`` prints, displays or
+    draws appears there. Elsewhere (or where ipywidgets cannot build the widget) the line
+    is printed, and nothing follows.
+    """
+    from IPython.display import display
+    text = {"text/plain": str(line), "text/markdown": line._repr_markdown_()}
+    if not in_kernel():
+        print(line)
+        return
+    try:
+        # no side margin (as the lines of prediction_bundle): 2 px each side took it past the cell
+        out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
+        out.add_class(OUTCOME_CLASS)
+        for key in keys:
+            out.add_class(f"{OUTCOME_CLASS}-{key}")
+        out.outputs = ({"output_type": "display_data", "metadata": {},
+                        "data": {"text/html": verdict_html(line), "text/plain": str(line)}},)
+        bundle = dict(out._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        display(text, raw=True)
+        return
+    shown = []
+
+    def follow():
+        if shown or not is_open():
+            return
+        shown.append(True)
+        out.clear_output()
+        with out:
+            show()
+    for key in keys:
+        line.exercises._followers.setdefault(key, []).append(follow)
+    bundle.update(text)
+    display(bundle, raw=True)
 
 
 #: The presentation setting now in force (see :func:`presentation`); ``shown``: whether a

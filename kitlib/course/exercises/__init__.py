@@ -234,6 +234,12 @@ class Question:
     #: The wrong tries before the first right answer (None until one is right); see
     #: :meth:`Exercises.scorecard`.
     solved_after: int | None = None
+    #: Whether :meth:`Exercises.reveal` has shown the answer (opens :meth:`Exercises.outcome`).
+    revealed: bool = False
+
+    def outcome_open(self) -> bool:
+        """Whether a ``predict`` question's outcome may be shown: predicted, or revealed."""
+        return self.prediction is not ... or self.revealed
 
     def __post_init__(self):
         if self.kind is not None and self.kind not in KINDS:
@@ -464,6 +470,30 @@ def _answer_shown(answer) -> str:
     return f"{answer:.{decimals}f}"
 
 
+def _show_outcome(show, draw: bool = False):
+    """Run ``show()``; display what it returns (unless None, or matplotlib's figure or axes,
+    which pyplot shows). With ``draw``, outside a cell's run (a form's button), display the figures
+    ``show`` opened too, as the cell's end would, and close them."""
+    import sys
+    plt = sys.modules.get("matplotlib.pyplot")
+    before = set(plt.get_fignums()) if plt is not None else set()
+    result = show()
+    from IPython.display import display
+    if result is not None and not type(result).__module__.startswith("matplotlib"):
+        display(result)
+    plt = sys.modules.get("matplotlib.pyplot")
+    if draw and plt is not None:
+        from IPython import get_ipython
+        from .. import labels
+        ip = get_ipython()
+        if ip is not None:        # as before the inline backend shows a cell's figures:
+            labels._figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
+        for n in sorted(set(plt.get_fignums()) - before):
+            labels.stamp_figure(plt.figure(n))    # and the note under it
+            display(plt.figure(n))
+            plt.close(n)
+
+
 def _sentence(hint: str) -> str:
     """``hint`` as a sentence: capitalised and ending with a full stop (``""`` stays empty)."""
     hint = str(hint).strip()
@@ -546,8 +576,12 @@ class Exercises:
         question was already answered right: a form keeps its ✅). The answer is rounded as
         the explanation rounds it (:func:`_answer_shown`)."""
         q = self[key]
-        return Verdict(key, True if q.solved_after is not None else None,
-                       f"the answer is {_answer_shown(q.answer)}: {q.explain}")
+        q.revealed = True
+        v = Verdict(key, True if q.solved_after is not None else None,
+                    f"the answer is {_answer_shown(q.answer)}: {q.explain}")
+        for follow in self._followers.get(key, ()):      # an outcome held back for this key opens
+            follow()
+        return v
 
     def predicted(self, key: str) -> Verdict:
         """A ``predict`` question's first answer beside what the recording shows, for the cell
@@ -579,6 +613,56 @@ class Exercises:
                                 f"{_answer_shown(q.answer)}. "
                                 + ("Your model of it held." if ok else f"What you missed: {q.explain}"),
                        exercises=self, follow=follow)
+
+    def outcome(self, key, show):
+        """Show what answers a ``predict`` question (a table, a print, a figure) only once the
+        learner has made the prediction, in the question's form or with ``ex.check``, or has
+        called ``ex.reveal(key)``: for the cells between the question and :meth:`predicted`.
+
+        ``key`` is a question's key, or a tuple of keys where one outcome answers several
+        predictions (it opens once each is predicted or revealed). ``show()`` shows the
+        outcome: what it prints, displays or draws is shown, and what it returns, unless
+        None, is displayed as a cell's last value would be. While a prediction is open (a
+        lesson run with Run All) the cell shows one line instead, saying how to make it, and
+        nothing of the answer. In JupyterLab that line gives way to the outcome, in place,
+        as soon as the question is answered or revealed (the follow-up that updates
+        :meth:`predicted`'s line); running the cell again then shows the outcome directly.
+        Outside a widget front end (a script, nbclient) the line is printed, and the
+        outcome shown once the predictions exist.
+
+        Returns
+        -------
+        None
+
+        Raises
+        ------
+        KeyError
+            Unknown key.
+        ValueError
+            ``key`` is not a ``predict`` question.
+        """
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        questions = [self[k] for k in keys]
+        for q in questions:
+            if q.kind != "predict":
+                raise ValueError(f"{q.key!r} is a {q.kind} question, not a prediction")
+        is_open = lambda: all(q.outcome_open() for q in questions)     # noqa: E731
+        if is_open():
+            _show_outcome(show)
+            return None
+        k = next(q.key for q in questions if not q.outcome_open())
+        line = Verdict(k, None, f"the outcome is held back until you predict: answer the question above in "
+                                f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); "
+                                f"it then shows here.", exercises=self)
+        from ..widgets import show_outcome_later
+        from .. import labels
+        note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
+
+        def later():
+            with labels.fixed_note(note):
+                _show_outcome(show, draw=True)
+        show_outcome_later(line, keys, is_open, later)
+        return None
 
     def scorecard(self, group=None):
         """How each question went so far: one row per question, or per group of questions.

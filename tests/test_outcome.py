@@ -1,0 +1,91 @@
+"""``ex.outcome(key, show)`` (issue 40): what answers a prediction stays hidden until the
+learner has predicted (form or ``ex.check``) or revealed it, whatever order cells run in."""
+import pytest
+
+from kitlib.course import widgets
+from kitlib.course.exercises import Exercises, Question
+
+ANSWER_ROWS = "step  dur_ms\n0  1523.3615"
+
+
+def _ex():
+    return Exercises("t", [Question("order", "Predict: how many times longer?", "10000", "the cold start",
+                                    kind="predict", choices=["10", "10000"]),
+                           Question("ratio", "Compute the ratio", 11164.2, "step 0 / median", kind="compute")])
+
+
+def _show():
+    print(ANSWER_ROWS)
+
+
+def test_no_answer_before_a_prediction_then_the_outcome_after_check(capsys):
+    ex = _ex()
+    assert ex.outcome("order", _show) is None
+    said = capsys.readouterr().out
+    assert "1523" not in said and "10000" not in said
+    assert "held back until you predict" in said and "ex.check('order', answer)" in said and "ex.reveal('order')" in said
+    ex.check("order", "10")                 # a wrong prediction opens it too
+    ex.outcome("order", _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
+
+
+def test_the_outcome_after_reveal(capsys):
+    ex = _ex()
+    ex.reveal("order")
+    ex.outcome("order", lambda: ANSWER_ROWS)    # a returned value is displayed
+    assert "1523.3615" in capsys.readouterr().out
+
+
+def test_outcome_rejects_an_unknown_key_and_a_question_that_is_not_a_prediction():
+    ex = _ex()
+    with pytest.raises(KeyError):
+        ex.outcome("nope", _show)
+    with pytest.raises(ValueError, match="not a prediction"):
+        ex.outcome("ratio", _show)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_in_a_kernel_the_held_back_line_gives_way_to_the_outcome_in_place(monkeypatch):
+    """In a kernel the line is an output widget; the first check (or reveal) runs ``show``
+    inside it, once, and never before a prediction."""
+    import ipywidgets
+    shown, runs = [], []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    ex = _ex()
+    ex.outcome("order", lambda: runs.append("shown"))
+    (bundle,) = shown
+    assert "application/vnd.jupyter.widget-view+json" in bundle and "1523" not in str(bundle)
+    assert "held back" in bundle["text/plain"]
+    out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert isinstance(out, ipywidgets.Output) and "kitlib-outcome-order" in out._dom_classes
+    assert "held back" in out.outputs[0]["data"]["text/html"]
+    ex.check("ratio", 1)                    # another question: nothing opens
+    assert runs == []
+    ex.check("order", "10000")
+    assert runs == ["shown"]
+    ex.check("order", "10")                 # shown once
+    ex.reveal("order")
+    assert runs == ["shown"]
+
+
+def test_reveal_opens_a_held_back_outcome(monkeypatch):
+    runs = []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
+    ex = _ex()
+    ex.outcome("order", lambda: runs.append("shown"))
+    ex.reveal("order")
+    assert runs == ["shown"]
+
+
+def test_an_outcome_of_two_predictions_opens_once_both_are_made(capsys):
+    ex = Exercises("t", [Question("a", "Predict a", "yes", "a", kind="predict"),
+                         Question("b", "Predict b", "sum", "b", kind="predict")])
+    ex.check("a", "yes")
+    ex.outcome(("a", "b"), _show)
+    said = capsys.readouterr().out
+    assert "1523" not in said and "ex.check('b', answer)" in said
+    ex.check("b", "busy")
+    ex.outcome(("a", "b"), _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
