@@ -248,3 +248,31 @@ def test_the_later_answer_check_catches_the_old_lesson10_feedback():
     text = Question("k", "Which module?", "MaxPool2d", "x", kind="transfer")
     assert states_answer("the MaxPool2d layer", text)
     assert not states_answer("the 3 launches", Question("c", "How many?", 3, "x", kind="compute"))
+
+
+def test_numbers_in_feedback_are_numbers_and_text_is_quoted():
+    """Issue 40: lesson 04's prediction said "the recording says '10000'": a choice that is a
+    number was echoed as quoted text, and numbers had no thousands separators where the
+    explanations have them (11,164). A number, given or expected, shows as a number with
+    separators (a choice typed as text too); other text stays quoted; a number typed with
+    separators, as the kit writes it, is read as that number."""
+    from kitlib.course.exercises import Exercises, _answer_shown, _shown
+    assert _shown(10000, "100") == _shown("10000", "100") == _answer_shown("10000") == "10,000"
+    assert _shown(-2449.6, 1.0) == "-2,449.6" and _shown(0.1181, 0.5) == "0.1181"
+    assert _answer_shown(11164.247248076219) == "11,164" and _answer_shown(28_493_742_080) == "28,493,742,080"
+    assert _shown("slower", "faster") == "'slower'" and _answer_shown("forward") == "'forward'"
+    assert _shown("1e4", "10") == "'1e4'" and _shown(True, 3) == "True" and _shown(1, True) == "yes"
+    order = Question("order", "Nearest power of ten?", "10000", "x", kind="predict",
+                     choices=["10", "100", "1000", "10000", "100000"])
+    ex = Exercises("t", [order, Question("n", "How many µs?", 1523.4, "x", kind="compute", unit="µs")])
+    assert ex.check("order", "1000").correct is False
+    shown = ex.predicted("order").message
+    assert shown.startswith("you predicted 1,000; the recording says 10,000.") and "'" not in shown[:45]
+    assert ex.check("order", 20).message.startswith("20 is not one of the choices")
+    assert ex.check("order", "fast").message.startswith("'fast' is not one of the choices")
+    assert "not quite (1,523,400). Your number is off by a factor of 1000" in ex.check("n", 1523400).message
+    assert "not quite (2,000). Too high." in ex.check("n", 2000).message
+    assert "not quite ('lots')" not in ex.check("n", "lots").message     # text: "expected a number"
+    assert "expected a number, got 'lots'" in ex.check("n", "lots").message
+    assert ex.check("n", "1,523").correct and ex.reveal("n").message.startswith("the answer is 1,523.4: ")
+    assert not ex["n"].judge_silently("1,52") and not ex["n"].judge_silently("15,23")   # no grouping: text
