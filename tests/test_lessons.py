@@ -249,6 +249,36 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 #: answers, none has). tests/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
          "12": 13, "13": 34}
+def _notes(cell) -> list:
+    """The ``data: ...`` notes of an executed cell's outputs: under figures and printed or
+    displayed tables (text), and under the kit's own HTML tables (widgets.readable)."""
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+    notes = re.findall(r"^\[data: (.*)\]$", text, re.M)
+    notes += [html.unescape(n) for o in cell.outputs if "[data: " not in str(o.get("data", {}).get("text/plain", ""))
+              for n in re.findall(r'<div style="font-size:smaller;color:#666">data: (.*?)</div>',
+                                  str(o.get("data", {}).get("text/html", "")))]
+    return notes
+
+
+def test_lesson10_figure_note_names_exactly_the_recordings_drawn(executed_lesson):
+    """Issue 40: the note under lesson 10's figure (every series of step times, one marker a
+    step) named every recording the lesson had opened (fixed_batch, the Nsight exports, the
+    two-rank runs its questions read), though the figure draws profiler_5step's
+    step_times.json alone (its three series: ``times = ref.step_times()``). A note names
+    what the figure or table shows: the figure's, and the table of the same series', name
+    profiler_5step and nothing else."""
+    from kitlib.readers.bundle import open_capture
+    nb = executed_lesson("10").nb
+    drawn = [open_capture("profiler_5step").label]
+    figures = [c for c in nb.cells if c.cell_type == "code"
+               and any("image/png" in o.get("data", {}) for o in c.outputs)]
+    assert len(figures) == 1 and "plot_step_times(times" in figures[0].source
+    assert _notes(figures[0]) == ["; ".join(drawn)], _notes(figures[0])
+    table = next(c for c in nb.cells if c.cell_type == "code" and "step_time_stats(times)" in c.source
+                 and c.source.lstrip().startswith("readable("))
+    assert _notes(table) == ["; ".join(drawn)], _notes(table)
+
+
 #: Lesson 13's evidence cells: a note instead of a form until the case's cause is tried.
 LOCKED = re.compile(r'ex\.check\("case_\w_evidence"')
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
