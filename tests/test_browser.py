@@ -187,6 +187,7 @@ def test_lesson_in_the_browser(lab, page, tmp_path, path):
     assert [p for p in pics if p["text_px"] is None] == [], f"pictures without their text size: {pics}"
     assert [p for p in pics if p["shown_text_px"] < MIN_TEXT_PX] == [], f"text under {MIN_TEXT_PX} px: {pics}"
     assert seen["scrolls"] == [], f"outputs scrolling sideways: {seen['scrolls']}"
+    assert seen["md_wide"] == [], f"markdown wider than its cell or scrolling sideways: {seen['md_wide']}"
     assert seen["wide_code"] == [], f"code cells (by index) whose lines scroll sideways: {seen['wide_code']}"
     assert seen["cut_choices"] == [], f"drop-downs narrower than a choice: {seen['cut_choices']}"
     assert seen["figures"] == EXPECTED_FIGURES[n] + EXPLORERS.get(n, 0), seen

@@ -260,6 +260,28 @@ def _notes(cell) -> list:
     return notes
 
 
+#: The characters of a printed line a notebook's output shows whole in JupyterLab at 1280 x 800
+#: with the file browser open (848 px of 13 px monospace, about 108; a few kept in hand, as
+#: for code lines): a longer line of a table wraps, and its columns no longer line up.
+PRINTED_TABLE_CHARS = 95
+
+
+def test_lesson07_printed_tables_fit_a_laptop_output(executed_lesson):
+    """Issue 40: in lesson 07 the profiler's own table (its Name column padded to 55
+    characters, 98 in all) and fixed_batch's key_averages() rows (108) wrapped their lines at
+    1280 x 800 with the file browser open. Every table the lesson prints fits
+    PRINTED_TABLE_CHARS, and the profiler's table keeps its four columns."""
+    nb = executed_lesson("07").nb
+    wide = []
+    for i, c in enumerate(nb.cells):
+        lines = "".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream").split("\n")
+        wide += [(i, len(ln), ln[:60]) for a, b in printed_tables(lines) for ln in lines[a:b + 1]
+                 if len(ln) > PRINTED_TABLE_CHARS]
+    assert not wide, wide
+    text = executed_lesson("07").text
+    assert re.search(r"\n\s+Name\s+CUDA Mem\s+Self CUDA Mem\s+# of Calls\n", text)
+
+
 def test_lesson10_figure_note_names_exactly_the_recordings_drawn(executed_lesson):
     """Issue 40: the note under lesson 10's figure (every series of step times, one marker a
     step) named every recording the lesson had opened (fixed_batch, the Nsight exports, the
