@@ -253,6 +253,19 @@ MEASURE_JS = """() => {
     .filter(e => e.scrollWidth > e.clientWidth + 2 && e.clientWidth > 0
                  && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
     .map(e => ({cell: cellOf(e), tag: e.tagName, text: e.innerText.slice(0, 80), over_px: e.scrollWidth - e.clientWidth}));
+  // markdown cells (issue 40: lesson 07's table of four memory questions scrolled sideways):
+  // anything in one that scrolls sideways, or a table or picture wider than the cell's text
+  const md_wide = [...document.querySelectorAll('.jp-MarkdownCell .jp-RenderedMarkdown')].flatMap(m => {
+    const box = m.getBoundingClientRect();
+    const over = [...m.querySelectorAll('*')]
+      .filter(e => e.scrollWidth > e.clientWidth + 2 && e.clientWidth > 0
+                   && ['auto', 'scroll'].includes(getComputedStyle(e).overflowX))
+      .map(e => ({cell: cellOf(e), tag: e.tagName, text: e.innerText.slice(0, 80), over_px: e.scrollWidth - e.clientWidth}));
+    const wide = [...m.querySelectorAll('table, img, pre')].filter(e => e.getBoundingClientRect().right > box.right + 2)
+      .map(e => ({cell: cellOf(e), tag: e.tagName, text: e.innerText.slice(0, 80),
+                  over_px: Math.round(e.getBoundingClientRect().right - box.right)}));
+    return over.concat(wide);
+  });
   // code lines wider than their editor (the learner scrolls sideways to read them)
   const wide_code = [...document.querySelectorAll('.jp-CodeCell .jp-InputArea .cm-scroller')]
     .filter(e => e.scrollWidth > e.clientWidth + 2).map(e => cellOf(e));
@@ -280,7 +293,7 @@ MEASURE_JS = """() => {
   const byCell = cells.map(c => c.querySelectorAll('.jp-RenderedImage img').length);
   const cut_text = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
     .map(e => e.innerText.trim()).filter(t => t.endsWith('...'));
-  return {pictures: pictures, scrolls: scrolls, wide_code: wide_code, cut_choices: cut_choices, code_chars: code_chars,
+  return {pictures: pictures, scrolls: scrolls, md_wide: md_wide, wide_code: wide_code, cut_choices: cut_choices, code_chars: code_chars,
           file_browser_px: side ? side.getBoundingClientRect().width : 0,
           output_px: anOutput ? anOutput.clientWidth : 0,
           figures: document.querySelectorAll('.jp-OutputArea .jp-RenderedImage img').length, cut_text: cut_text,

@@ -224,7 +224,7 @@ def test_lesson08_busy_ridge_and_the_other_recordings_row(lesson):
     # ridge point: the kit's dense TF32 peak (989 "with sparsity" ÷ 2) over the datasheet's 4.8 TB/s
     _has(text, r"ridge point: 494\.5 TFLOP/s ÷ 4\.8 TB/s = 103 FLOP per byte\n")
     # profiler_5step's own printed row (key_averages_tables.txt): CUDA total 25.515 ms over 265 calls
-    _has(text, r"\n\s+aten::cudnn_convolution\s+25\.515ms\s+25\.515ms\s+265\n")
+    _has(text, r"\n\s*aten::cudnn_convolution\s+25\.515ms\s+25\.515ms\s+265\n")
     # the SM clock of the three ncu kernels, from the CSV (1,969,713,117.96 Hz ...): boost, not base
     _has(text, r"SM clock while each kernel ran \(MHz\): \{0: 1970, 1: 1968, 2: 1970\}")
 

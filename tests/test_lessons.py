@@ -257,6 +257,58 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 #: answers, none has). tests/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
          "12": 13, "13": 34}
+def _notes(cell) -> list:
+    """The ``data: ...`` notes of an executed cell's outputs: under figures and printed or
+    displayed tables (text), and under the kit's own HTML tables (widgets.readable)."""
+    text = "\n".join(str(o.get("text", "")) + str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+    notes = re.findall(r"^\[data: (.*)\]$", text, re.M)
+    notes += [html.unescape(n) for o in cell.outputs if "[data: " not in str(o.get("data", {}).get("text/plain", ""))
+              for n in re.findall(r'<div style="font-size:smaller;color:#666">data: (.*?)</div>',
+                                  str(o.get("data", {}).get("text/html", "")))]
+    return notes
+
+
+#: The characters of a printed line a notebook's output shows whole in JupyterLab at 1280 x 800
+#: with the file browser open (848 px of 13 px monospace, about 108; a few kept in hand, as
+#: for code lines): a longer line of a table wraps, and its columns no longer line up.
+PRINTED_TABLE_CHARS = 95
+
+
+def test_lesson07_printed_tables_fit_a_laptop_output(executed_lesson):
+    """Issue 40: in lesson 07 the profiler's own table (its Name column padded to 55
+    characters, 98 in all) and fixed_batch's key_averages() rows (108) wrapped their lines at
+    1280 x 800 with the file browser open. Every table the lesson prints fits
+    PRINTED_TABLE_CHARS, and the profiler's table keeps its four columns."""
+    nb = executed_lesson("07").nb
+    wide = []
+    for i, c in enumerate(nb.cells):
+        lines = "".join(o.get("text", "") for o in c.get("outputs", []) if o.get("output_type") == "stream").split("\n")
+        wide += [(i, len(ln), ln[:60]) for a, b in printed_tables(lines) for ln in lines[a:b + 1]
+                 if len(ln) > PRINTED_TABLE_CHARS]
+    assert not wide, wide
+    text = executed_lesson("07").text
+    assert re.search(r"\n\s+Name\s+CUDA Mem\s+Self CUDA Mem\s+# of Calls\n", text)
+
+
+def test_lesson10_figure_note_names_exactly_the_recordings_drawn(executed_lesson):
+    """Issue 40: the note under lesson 10's figure (every series of step times, one marker a
+    step) named every recording the lesson had opened (fixed_batch, the Nsight exports, the
+    two-rank runs its questions read), though the figure draws profiler_5step's
+    step_times.json alone (its three series: ``times = ref.step_times()``). A note names
+    what the figure or table shows: the figure's, and the table of the same series', name
+    profiler_5step and nothing else."""
+    from kitlib.readers.bundle import open_capture
+    nb = executed_lesson("10").nb
+    drawn = [open_capture("profiler_5step").label]
+    figures = [c for c in nb.cells if c.cell_type == "code"
+               and any("image/png" in o.get("data", {}) for o in c.outputs)]
+    assert len(figures) == 1 and "plot_step_times(times" in figures[0].source
+    assert _notes(figures[0]) == ["; ".join(drawn)], _notes(figures[0])
+    table = next(c for c in nb.cells if c.cell_type == "code" and "step_time_stats(times)" in c.source
+                 and c.source.lstrip().startswith("readable("))
+    assert _notes(table) == ["; ".join(drawn)], _notes(table)
+
+
 #: Lesson 13's evidence cells: a note instead of a form until the case's cause is tried.
 LOCKED = re.compile(r'ex\.check\("case_\w_evidence"')
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"

@@ -350,3 +350,21 @@ def test_a_header_word_longer_than_the_column_widens_it_rather_than_spilling():
     html = readable(t, max_width_em=7).styler.to_html()
     widths = dict(re.findall(r"th\.col(\d) \{\s*min-width: ([\d.]+)em;", html))
     assert widths == {"0": "8.4", "1": "8.4"}
+
+
+def test_a_drop_down_grows_at_a_projector_scale_only_as_far_as_its_longest_choice_fits():
+    """Issue 40: at KITLIB_PLOT_SCALE=1.5 lesson 13's drop-downs cut their longest choices (95
+    characters in 696 px). A form with choices carries a style that keeps its drop-down's
+    text no larger than the size at which its longest choice fits the widest drop-down (at a
+    laptop's 13 px every choice of the kit fits; tests/test_browser.py measures both)."""
+    from kitlib.course import widgets
+    from kitlib.course.exercises import Exercises, Question
+    long = ["nothing in the code: other processes shared the machine while this run was timed", "x"]
+    ex = Exercises("t", [Question("k", "Which?", "x", "e", kind="recall", choices=long),
+                         Question("n", "How many?", 3, "e", kind="compute")])
+    styles = [c.value for c in ex.form("k").children if "<style>" in getattr(c, "value", "")]
+    fit = widgets.CHOICE_ROOM_PX / (len(long[0]) * widgets.CHOICE_EM_PER_CHAR)
+    assert styles == [widgets.choice_fit_css("k", len(long[0]))]
+    assert f".kitlib-answer-form.kitlib-answer-form-k .widget-dropdown > select" in styles[0]
+    assert f"min(var(--jp-widgets-font-size), {fit:.1f}px)" in styles[0] and 13 < fit < 13 * 1.5
+    assert not [c for c in ex.form("n").children if "<style>" in getattr(c, "value", "")]

@@ -43,9 +43,10 @@ _DERIVED: dict = {}
 
 def labels_of(obj, depth: int = 1) -> list[str]:
     """The labels of the recordings ``obj`` is or holds: a Capture, RankTraces, Trace, a
-    path inside an opened recording, or (``depth`` levels down) a dict, list or tuple of
+    path inside an opened recording, a bundle's step times (:class:`StepTimes
+    <kitlib.readers.bundle.StepTimes>`), or (``depth`` levels down) a dict, list or tuple of
     them. ``[]`` for anything else."""
-    from ..readers.bundle import Capture
+    from ..readers.bundle import Capture, StepTimes
     from ..readers.ranks import RankTraces
     from ..readers.trace import Trace
     if isinstance(obj, Capture):
@@ -55,8 +56,8 @@ def labels_of(obj, depth: int = 1) -> list[str]:
     if isinstance(obj, Trace):
         lab = label_for(obj.path)
         return [lab] if lab else []
-    if isinstance(obj, PurePath):
-        lab = label_for(obj)
+    if isinstance(obj, (PurePath, StepTimes)):
+        lab = label_for(obj if isinstance(obj, PurePath) else obj.path)    # step times: their file's
         return [lab] if lab else []
     if depth > 0 and isinstance(obj, (dict, list, tuple)) and len(obj) <= 64:
         items = obj.values() if isinstance(obj, dict) else obj

@@ -58,7 +58,10 @@ def printed_tables(path) -> list[list[str]]:
 
 def _cut(table: list[str], columns: list[str], rows: int | None, names=None) -> str:
     """``table``'s lines with only the Name column and ``columns`` (as printed), the
-    first ``rows`` rows (or the rows whose name is in ``names``)."""
+    first ``rows`` rows (or the rows whose name is in ``names``). The Name column is as
+    wide as the longest name kept (the profiler pads it to 55 characters; as with
+    ``max_name_column_width``, the table then fits a notebook's output at a laptop's width,
+    where a line of more than 95 characters wraps)."""
     rule = table[0]
     spans = [m.span() for m in re.finditer(r"-+", rule)]
     heads = re.split(r"\s{2,}", table[1].strip())   # a header can be wider than its rule: split on gaps
@@ -70,6 +73,9 @@ def _cut(table: list[str], columns: list[str], rows: int | None, names=None) -> 
     if names is not None:
         body = [ln for ln in body if ln[spans[0][0]:spans[0][1]].strip() in names]
     body = body[:rows] if rows is not None else body
+    # names are right-aligned in their column: keep as many characters as the longest one
+    longest = max([len(heads[0])] + [len(ln[spans[0][0]:spans[0][1]].strip()) for ln in body])
+    spans[0] = (max(spans[0][0], spans[0][1] - longest), spans[0][1])
 
     def cut(line):
         return "  ".join(line[spans[k][0]:spans[k][1]] for k in keep).rstrip()

@@ -129,10 +129,15 @@ class AnswerForm(widgets.VBox):
             self._show(verdict)
         buttons = widgets.HBox([self.answer_box, self.check_button, self.reveal_button],
                                layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
+        extra = []
+        if question.choices:
+            # at a projector's scale (presentation) a long choice no longer fits the drop-down at
+            # its widest (the cell's width): its text grows only as far as the longest choice fits
+            extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))]
         # widths auto, not 100%: 100% plus a widget's 2 px margins made the prompt 4 px wider
         # than the form, which then scrolled sideways (tests/test_browser.py); the drop-down
         # at most its row less those margins
-        super().__init__([prompt, buttons, self.feedback],
+        super().__init__([prompt, buttons, self.feedback] + extra,
                          layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
         self.add_class(FORM_CLASS)
         self.add_class(f"{FORM_CLASS}-{question.key}")
@@ -318,6 +323,28 @@ def presentation_css(scale: float) -> str:
             f"--jp-widgets-font-size: calc(var(--jp-ui-font-size1) * {s}); "
             f"--jp-widgets-inline-height: calc(28px * {s});}}"
             "</style>")
+
+
+#: Room for a choice's text in a drop-down as wide as an answer form can be in JupyterLab at
+#: 1280 x 800 with the file browser open (px; tests/browser.py measured 696) and the average
+#: width of a character of JupyterLab's UI font, in em (a little over, to be safe).
+CHOICE_ROOM_PX, CHOICE_EM_PER_CHAR = 690, 0.55
+
+
+def choice_fit_css(key: str, longest: int) -> str:
+    """The ``<style>`` that keeps question ``key``'s drop-down text no larger than the size at
+    which its longest choice (``longest`` characters) fits :data:`CHOICE_ROOM_PX`: on a
+    laptop (13 px) every choice of the kit fits and nothing changes; at a projector's scale
+    the text grows by the scale, or only as far as that choice still shows whole.
+
+    Examples
+    --------
+    >>> "font-size: min(var(--jp-widgets-font-size), 13.2px)" in choice_fit_css("case_a_fix", 95)
+    True
+    """
+    fit = CHOICE_ROOM_PX / (max(longest, 1) * CHOICE_EM_PER_CHAR)
+    return (f"<style>.{FORM_CLASS}.{FORM_CLASS}-{key} .widget-dropdown > select "
+            f"{{font-size: min(var(--jp-widgets-font-size), {fit:.1f}px);}}</style>")
 
 
 def presentation(scale: float | None = None) -> float:

@@ -162,10 +162,14 @@ def fit_width(fig, max_px: int = MAX_PNG_PX):
             rewrap(t, width_in * fig.dpi * 0.98)
         # laid out once (fig.tight_layout() leaves a place-holder engine) or never: lay out again;
         # a figure with a layout engine of its own (constrained) lays itself out when drawn
-        if fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine):
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")    # "not compatible with tight_layout": as drawn
-                fig.tight_layout()
+        relayout = fig.get_layout_engine() is None or isinstance(fig.get_layout_engine(), PlaceHolderLayoutEngine)
+        for _ in range(2 if relayout else 1):
+            if relayout:
+                with warnings.catch_warnings():
+                    warnings.simplefilter("ignore")    # "not compatible with tight_layout": as drawn
+                    fig.tight_layout()
+            for ax in fig.axes:                        # legends under an x label now wrapped
+                place_below_xaxis(ax)
     pad_in = plt.rcParams["savefig.pad_inches"]   # the margin a "tight" save adds on each side
     room_px = max_px - 2 * pad_in * fig.dpi
     fig.draw_without_rendering()
@@ -200,6 +204,54 @@ def png_metadata(fig) -> dict:
 def font(points: float) -> float:
     """A font size in points at the current :data:`SCALE`."""
     return points * SCALE
+
+
+def legend_within(ax, *args, ncol: int = 2, below: bool = False, **kw):
+    """``ax.legend(*args, ncol=ncol, **kw)``, with fewer columns where ``ncol`` of them would
+    be wider than the figure; with ``below``, centred under the x axis's tick labels and
+    label, whatever their height.
+
+    A legend below the axes in several columns fits a laptop's figure; at a projector's
+    scale (:func:`set_scale`) its text is larger, and a legend wider than the figure defeats
+    the layout (``tight_layout`` gives up) and :func:`fit_width` (it cannot narrow a legend):
+    the notebook then shows the picture shrunk. matplotlib lays a legend out once, when it
+    is made, so it is made again with one column fewer until it fits (one column at least).
+    A legend placed ``below`` keeps its distance from the axes in points, not as a share of
+    the axes' height, so it clears the x label at any scale; :func:`fit_width` places it again
+    when it wraps the label onto more lines.
+
+    Returns
+    -------
+    matplotlib.legend.Legend
+    """
+    fig = ax.figure
+    room = fig.get_figwidth() * fig.dpi * 0.98
+    if below:
+        kw.update(loc="upper center", bbox_to_anchor=(0.5, 0), bbox_transform=ax.transAxes)
+    for n in range(max(int(ncol), 1), 0, -1):
+        legend = ax.legend(*args, ncol=n, **kw)
+        if n == 1 or legend.get_window_extent().width <= room:
+            break
+        legend.remove()
+    if below:
+        legend._kitlib_below = True
+        place_below_xaxis(ax)
+    return legend
+
+
+def place_below_xaxis(ax) -> None:
+    """Put ``ax``'s legend made by :func:`legend_within` with ``below`` just under its x
+    axis's tick labels and label (as now drawn); any other legend is left alone."""
+    from matplotlib.transforms import ScaledTranslation
+    legend = ax.get_legend()
+    if legend is None or not getattr(legend, "_kitlib_below", False):
+        return
+    fig = ax.figure
+    fig.draw_without_rendering()
+    axis = ax.xaxis.get_tightbbox()
+    gap_in = (ax.get_window_extent().y0 - (axis.y0 if axis is not None else ax.get_window_extent().y0)) / fig.dpi
+    gap_in += 4 / 72                    # 4 points of air
+    legend.set_bbox_to_anchor((0.5, 0), transform=ax.transAxes + ScaledTranslation(0, -gap_in, fig.dpi_scale_trans))
 
 
 def new_axes(ax=None, size=(10, 3.6)):

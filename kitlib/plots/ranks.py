@@ -13,7 +13,7 @@ import pandas as pd
 from ..analyses.collectives import (collective_matches, collective_waits, collectives, communication_pieces,
                                     exposed_communication, rank_step_times)
 from ..readers.ranks import RankTraces
-from . import fig_size
+from . import fig_size, legend_within
 
 #: Colours of the picture's parts.
 COLOURS = {"step": "#d9d9d9", "wait": "#d62728", "transfer": "#1f77b4", "delay": "#ff7f0e",
@@ -94,9 +94,8 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
     labels = {"step": "step (host)", "wait": "collective: waiting for the last rank (estimate)",
               "transfer": "collective: transfer (estimate)", "delay": "injected delay",
               "unmatched": "collective without a verified match (not split)"}
-    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in keys], [labels[k] for k in keys],
-              loc="upper center", bbox_to_anchor=(0.5, -0.28), ncol=2,    # two columns: the figure's width
-              fontsize="small", frameon=False)
+    legend_within(ax, [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in keys], [labels[k] for k in keys],
+                  ncol=2, below=True, fontsize="small", frameon=False)    # two columns: the figure's width
     on = set(w["measured_on"]) | set(lone["measured_on"]) or {"?"}
     ax.set_title(title or f"{len(ranks)} ranks, {traces.backend}: collectives measured on {', '.join(sorted(on))}")
     ax.figure.tight_layout()
@@ -196,9 +195,8 @@ def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=N
     ax.set_ylim(-0.4, 3 * len(ranks) - 0.4)
     ax.set_xlim(0, (end - origin) / 1e6)
     ax.set_xlabel(f"time in step {step} (ms since its first piece drawn, each rank's own clock)")
-    ax.legend([plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in EXPOSED_LABELS],
-              list(EXPOSED_LABELS.values()), loc="upper center", bbox_to_anchor=(0.5, -0.22), ncol=2,
-              fontsize="small", frameon=False)
+    legend_within(ax, [plt.Rectangle((0, 0), 1, 1, color=COLOURS[k]) for k in EXPOSED_LABELS],
+                  list(EXPOSED_LABELS.values()), ncol=2, below=True, fontsize="small", frameon=False)
     ax.set_title(title or f"step {step}: " + ";\n".join(       # a line per rank: the figure's width
         f"rank {r} exposed {t.loc[r, 'exposed_ms']:,.1f} of {t.loc[r, 'comm_ms']:,.1f} ms of communication"
         for r in ranks))

@@ -11,7 +11,7 @@ import pandas as pd
 
 from ..analyses.stragglers import step_budget, straggler_estimate
 from ..readers.ranks import RankTraces
-from . import new_axes
+from . import legend_within, new_axes
 
 #: Colours of the three parts of a step.
 COLOURS = {"ops_ns": "#2ca02c", "outside_ops_ns": "#ff7f0e", "exposed_ns": "#d62728"}
@@ -71,8 +71,7 @@ def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | No
                  f"±{_ms(e['noise_ms'])} ms")
     if title:
         ax.set_title(title)
-    ax.legend(loc="upper center", bbox_to_anchor=(0.5, -0.14 - 1.2 / max(len(b), 1) / 4), ncol=3,
-              fontsize="small", frameon=False)     # below the axis: never over a bar
+    legend_within(ax, ncol=3, below=True, fontsize="small", frameon=False)     # below the axis: never over a bar
     return ax
 
 

@@ -312,6 +312,14 @@ def write_bundle(folder, *, kind: str, name: str, files: dict, recipe: dict | No
     return out
 
 
+class StepTimes(dict):
+    """A bundle's ``step_times.json`` (:meth:`Capture.step_times`): a dict that keeps the
+    file it was read from (``path``), so that the note under a table or figure made from it
+    names its recording (:func:`kitlib.course.labels.labels_of`), not every one opened."""
+
+    path: Path | None = None
+
+
 @dataclass
 class Capture:
     """A capture bundle opened for reading (see :func:`open_capture`).
@@ -564,7 +572,9 @@ class Capture:
         >>> {k: len(v) for k, v in open_capture("profiler_5step").step_times().items()}
         {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 7}
         """
-        return self.read_json("step_times.json")
+        times = StepTimes(self.read_json("step_times.json"))
+        times.path = self.path / "step_times.json"
+        return times
 
     def key_averages(self) -> dict:
         """The profiler's own ``key_averages()`` rows (``by_name``, ``by_input_shape``,

@@ -13,6 +13,7 @@ Example
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -288,7 +289,7 @@ class Question:
             return Verdict(self.key, False, f"{_shown(given, self.answer)} is not an answer to this "
                                             f"question. {self.prompt}")
         if not self.is_offered(given):
-            return Verdict(self.key, None, f"{given!r} is not one of the choices "
+            return Verdict(self.key, None, f"{_shown(given, self.answer)} is not one of the choices "
                                            f"({', '.join(map(str, self.choices))}); this does not count as a try.")
         if isinstance(self.answer, bool):
             b = _as_bool(given)
@@ -302,8 +303,11 @@ class Question:
                 return Verdict(self.key, False, f"expected a number, got {_plain(given)!r}: that is a yes/no, "
                                                 f"not a number. {self.prompt}")
             huge = False
+            # a number typed with thousands separators, as the kit writes figures ("11,164")
+            typed = given.strip().replace(",", "") if isinstance(given, str) and \
+                _NUMBER_TEXT.fullmatch(given.strip()) else given
             try:
-                g = float(given)
+                g = float(typed)
             except OverflowError:       # an int beyond a float's range (10**400): a number, judged
                 g, huge = (math.inf if given > 0 else -math.inf), True   # as farther than any float
             except (TypeError, ValueError):
@@ -432,12 +436,16 @@ def _beyond_float(x) -> bool:
 
 def _shown(given, answer) -> str:
     """The learner's answer as they would write it: ``yes``/``no`` for a yes/no question;
-    an int beyond a float's range in three significant figures (``1.00e+400``).
+    a number as a number, with thousands separators as the kit writes figures (``1,000``,
+    also for a choice typed as text, ``"1000"``); an int beyond a float's range in three
+    significant figures (``1.00e+400``); other text quoted.
 
     Examples
     --------
     >>> _shown(10**400, 3.5), _shown(-10**5000, 3.5), _shown(1, True)
     ('1.00e+400', '-1.00e+5000', 'yes')
+    >>> _shown(10000, "100"), _shown("1000", "100"), _shown(-2449.6, 3.5), _shown("slower", "faster")
+    ('10,000', '1,000', '-2,449.6', "'slower'")
     """
     if isinstance(answer, bool):
         b = _as_bool(given)
@@ -446,28 +454,59 @@ def _shown(given, answer) -> str:
     if _beyond_float(given):
         import decimal
         return format(decimal.Decimal(given), ".3g")
-    return repr(_plain(given))
+    given = _plain(given)
+    if _is_number(given):
+        return _number_text(given)
+    if isinstance(given, str) and _NUMBER_TEXT.fullmatch(given.strip()):
+        return _grouped(given.strip())
+    return repr(given)
+
+
+#: Text that is a plain number, written with or without thousands separators (``10000``,
+#: ``-1,523.4``): shown and judged as the number it is.
+_NUMBER_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
+
+
+def _grouped(text: str) -> str:
+    """A plain decimal number's text (``-1523.40``, ``10000``) with thousands separators in
+    its whole part, its digits otherwise as written (``-1,523.40``, ``10,000``)."""
+    text = text.replace(",", "").lstrip("+")
+    sign, text = ("-", text[1:]) if text.startswith("-") else ("", text)
+    whole, dot, frac = text.partition(".")
+    return f"{sign}{int(whole):,}{dot}{frac}"
+
+
+def _number_text(v) -> str:
+    """A number as the kit writes figures: its shortest exact form (``repr``) with thousands
+    separators (``11,164``, ``844.61``, ``1e-05``, ``nan`` as written)."""
+    text = repr(_plain(v))
+    return _grouped(text) if _NUMBER_TEXT.fullmatch(text) else text
 
 
 def _answer_shown(answer) -> str:
     """A question's answer as Reveal and ``predicted`` show it: ``yes``/``no``; a float with
     more than six significant digits (a computed ``11164.247248076219``) to four, or whole
-    from 1000 up (``11164``), as the explanations round it; any other answer as written.
+    from 1000 up (``11,164``), as the explanations round it; a number (or a choice that is a
+    number, ``"10000"``) with thousands separators; other text quoted.
 
     Examples
     --------
     >>> _answer_shown(11164.247248076219), _answer_shown(0.32387271348941254), _answer_shown(844.61)
-    ('11164', '0.3239', '844.61')
+    ('11,164', '0.3239', '844.61')
+    >>> _answer_shown("10000"), _answer_shown(28_493_742_080), _answer_shown("forward")
+    ('10,000', '28,493,742,080', "'forward'")
     """
     answer = _plain(answer)
     if isinstance(answer, bool):
         return "yes" if answer else "no"
+    if isinstance(answer, str):
+        return _grouped(answer.strip()) if _NUMBER_TEXT.fullmatch(answer.strip()) else repr(answer)
     text = repr(answer)
     if not isinstance(answer, float) or not math.isfinite(answer) or not answer or \
             len(text.split("e")[0].lstrip("-").replace(".", "").lstrip("0")) <= 6:
-        return text
+        return _number_text(answer) if _is_number(answer) else text
     decimals = max(0, 3 - math.floor(math.log10(abs(answer))))
-    return f"{answer:.{decimals}f}"
+    return _grouped(f"{answer:.{decimals}f}")
 
 
 def _show_outcome(show, draw: bool = False):

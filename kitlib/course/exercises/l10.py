@@ -132,9 +132,9 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
                                "wall time? (yes/no)", f_yes,
         f"{'yes' if f_yes else 'no'}: fixed_batch's step {int(flast['step'])} idles "
         f"{flast['idle_ns'] / 1e6:,.2f} ms of {flast['wall_ns'] / 1e6:,.2f} ms ({f_share:.0%}), while "
-        f"profiler_5step's step {int(last['step'])}, under the same attribution with the loader, idles "
-        f"{last['idle_ns'] / 1e6:,.2f} ms of {last['wall_ns'] / 1e6:,.2f} ms ({share:.0%}), with data_load only "
-        f"{last['data_load_ns'] / 1e6:,.2f} ms. "
+        f"profiler_5step's step {int(last['step'])}, under the same attribution with the loader, idles for "
+        f"{'more' if share > 0.1 else 'no more'} than a tenth of its wall time (how much, you work out from its "
+        f"row of the table), with data_load only {last['data_load_ns'] / 1e6:,.2f} ms. "
         + ("The profiler's recording alone did not make the host fall behind the GPU here. What else differs in "
            "profiler_5step is the loader: eight worker processes and a pin-memory thread share the CPU with the main "
            "thread, and each step adds the batch's copy and layout conversion. That the loader holds the host back "

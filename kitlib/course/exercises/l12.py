@@ -302,9 +302,11 @@ def _budget_questions(straggler, balanced, slow: int, fast: int, calls=None, cal
                           f"(median over the steps): '{PART_CHOICES[0]}', '{PART_CHOICES[1]}' or "
                           f"'{PART_CHOICES[2]}'?", where,
         f"rank {slow} against rank {fast}, median per step: {med[PART_CHOICES[0]]:+,.0f} ms in operators, "
-        f"{med[PART_CHOICES[1]]:+,.0f} ms between operators, {med[PART_CHOICES[2]]:+,.0f} ms blocked in a "
-        "collective. A time.sleep is no operator: the profiler records nothing on the thread while it sleeps, and "
-        "the other rank spends the same time blocked in the next collective.",
+        f"{med[PART_CHOICES[2]]:+,.0f} ms blocked in a collective, and "
+        f"{'the most' if where == PART_CHOICES[1] else 'more' if med[PART_CHOICES[1]] > 0 else 'less'} "
+        "between operators (how much, you work out from the "
+        "step-budget table). A time.sleep is no operator: the profiler records nothing on the thread while it "
+        "sleeps, and the other rank spends the same time blocked in the next collective.",
         kind="predict", choices=PART_CHOICES,
         traps=[(c, t) for c, t in [
             (PART_CHOICES[0], f"the operators differ by {med[PART_CHOICES[0]]:+,.0f} ms (median), and swing by "
