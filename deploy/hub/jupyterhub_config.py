@@ -18,6 +18,7 @@ KIT_HUB_GROUP [kitlearners]     the system group whose members may log in (deplo
 KIT_HUB_MEM_LIMIT [2G]          memory per learner, all their processes together (server, kernels)
 KIT_HUB_CPU_LIMIT [1.0]         CPU cores per learner (CFS quota), all their processes together
 KIT_HUB_IDLE_TIMEOUT [3600]     s without activity before the culler stops a learner's server
+KIT_HUB_START_TIMEOUT [600]     s the hub waits for a learner's server to start and answer
 KIT_HUB_CULL_EVERY [300]        s between the culler's checks
 KIT_HUB_ACTIVITY_INTERVAL [300] s between activity reports (server -> hub, proxy -> hub)
 KIT_HUB_MODE [auto]             KITLIB_MODE of the learners' kernels: replay, live, or auto
@@ -96,8 +97,12 @@ c.Spawner.mem_limit = int(_mem) if _mem.isdigit() else _mem  # enforced by the c
 c.Spawner.cpu_limit = float(_env("KIT_HUB_CPU_LIMIT", "1.0"))
 c.Spawner.notebook_dir = "~"
 c.Spawner.default_url = "/lab/tree/lessons"
-c.Spawner.start_timeout = 120
-c.Spawner.http_timeout = 120
+# A room arriving at once starts every server together: with 20 learners in 30 s on two cores
+# (benchmarks/bench_class.py, 6 December) two servers took 106 s to answer and the hub gave up
+# on them at 120 s. A slow start is better than a failed one: the learner sees the hub's
+# progress page meanwhile.
+c.Spawner.start_timeout = int(_env("KIT_HUB_START_TIMEOUT", "600"))
+c.Spawner.http_timeout = int(_env("KIT_HUB_START_TIMEOUT", "600"))
 
 
 def _kit_mode():
