@@ -235,8 +235,10 @@ def _figure_text(fig, p, cycle):
     p.text(repr(fig) + (f"\n[{note}]" if isinstance(note, str) else ""))
 
 
-def _figure_formatter(ip) -> None:
-    """(Re)register the figures' text output: matplotlib's inline backend drops every
+def register_figure_formatter(ip) -> None:
+    """(Re)register, in IPython shell ``ip``, the kit's figure output (its PNG, narrowed, with
+    its text size noted, and the figures' text output): returns None, raises nothing. Needed
+    because matplotlib's inline backend drops every
     formatter of figures when it sets up its own (the first ``import matplotlib.pyplot``
     under it), so this is checked before each cell and before figures are shown."""
     fmt = ip.display_formatter.formatters["text/plain"]
@@ -285,7 +287,7 @@ def _stamp_before_flush(ip) -> None:
 def _pre_run_cell(info=None, ip=None):
     global _CELL
     if ip is not None:
-        _figure_formatter(ip)
+        register_figure_formatter(ip)
     code = getattr(info, "raw_cell", "") or ""
     try:
         code = ip.transform_cell(code) if ip is not None else code
@@ -340,14 +342,14 @@ def install(ip=None) -> bool:
     for typ in (pd.DataFrame, pd.Series):
         fmt["text/html"].for_type(typ, _table_html)
         fmt["text/plain"].for_type(typ, _table_text)
-    _figure_formatter(ip)
+    register_figure_formatter(ip)
 
     def kitlib_pre_run_cell(info=None):
         _pre_run_cell(info, ip)
         _stamp_before_flush(ip)
 
     def kitlib_post_execute():
-        _figure_formatter(ip)
+        register_figure_formatter(ip)
         _stamp_open_figures()
 
     ip.events.register("pre_run_cell", kitlib_pre_run_cell)

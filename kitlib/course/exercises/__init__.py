@@ -526,7 +526,7 @@ def _show_outcome(show, draw: bool = False):
         from .. import labels
         ip = get_ipython()
         if ip is not None:        # as before the inline backend shows a cell's figures:
-            labels._figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
+            labels.register_figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
         for n in sorted(set(plt.get_fignums()) - before):
             labels.stamp_figure(plt.figure(n))    # and the note under it
             display(plt.figure(n))
