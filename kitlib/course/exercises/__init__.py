@@ -527,10 +527,14 @@ def _show_outcome(show, draw: bool = False):
         ip = get_ipython()
         if ip is not None:        # as before the inline backend shows a cell's figures:
             labels.register_figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
-        for n in sorted(set(plt.get_fignums()) - before):
-            labels.stamp_figure(plt.figure(n))    # and the note under it
-            display(plt.figure(n))
-            plt.close(n)
+        # each new figure leaves pyplot first, so that nothing else shows it meanwhile (a learner
+        # once saw a blank one: the inline backend's own flush may run on another thread)
+        figures = [plt.figure(n) for n in sorted(set(plt.get_fignums()) - before)]
+        for fig in figures:
+            plt.close(fig)
+        for fig in figures:
+            labels.stamp_figure(fig)    # and the note under it
+            display(fig)
 
 
 def _sentence(hint: str) -> str:
