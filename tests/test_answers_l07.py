@@ -402,7 +402,7 @@ def test_the_hand_rebuild_runs_on_fixed_batch_and_the_check_survives_it():
 
 def test_the_explorer_prose_says_where_the_step_menu_works(executed_lesson):
     """The memory explorer's menu works only with widgets; elsewhere its output stays on the step
-    it opens on, the step of the peak printed above it (from the raw JSON: the step holding the
+    it opens on, the step that holds the window's peak (from the raw JSON: the step holding the
     first CUDA [memory] event at the largest Total Allocated), and its heading says which."""
     raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
     mem = _cuda_mem(raw)
@@ -414,7 +414,7 @@ def test_the_explorer_prose_says_where_the_step_menu_works(executed_lesson):
     i = next(k for k, c in enumerate(nb.cells) if c.cell_type == "code" and "explorers.memory_explorer" in c.source)
     md = nb.cells[i - 1].source
     assert md.startswith("**Explore.**") and "JupyterLab" in md and "ipywidgets" in md
-    assert "opens on the step of the peak printed above" in md and "stays on that step" in md and "step=4" in md
+    assert "opens on the step that holds the window's peak" in md and "stays on that step" in md and "step=4" in md
     shown = [o["data"]["text/plain"] for o in nb.cells[i].outputs if "text/plain" in o.get("data", {})]
     assert shown == [f"memory held at the step's peak, by the operator that allocated it (step: {first})"]
 

@@ -407,7 +407,7 @@ class Question:
         shown = _shown(given, self.answer)
         where = f" Read it from {self.where}." if self.where else ""
         if self.kind == "predict":
-            return Verdict(self.key, False, f"not what the recording shows ({shown}). {_sentence(hint)}{where} "
+            return Verdict(self.key, False, f"your prediction, {shown}, is not what the recording shows. {_sentence(hint)}{where} "
                                             f"{self.explain}".replace("  ", " ").replace(". .", "."))
         if self.wrong_tries < 2:
             return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint) or 'Look again.'}{where} "
