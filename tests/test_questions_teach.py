@@ -67,12 +67,12 @@ def test_the_default_tolerance_accepts_three_significant_figures_and_nothing_loo
 def test_a_prediction_is_kept_and_its_explanation_opens_at_the_first_wrong_try():
     ex = exercises.Exercises("t", [Question("p", "Will it overlap? (yes/no)", True, "it does", kind="predict")])
     v = ex.check("p", "no")
-    assert v.correct is False and "it does" in v.message and "(no)" in v.message and "False" not in v.message
+    assert v.correct is False and "it does" in v.message and "your prediction, no," in v.message and "False" not in v.message
     assert ex.check("p", "yes").correct                       # a second try is right ...
     shown = ex.predicted("p")
     assert shown.correct is False and "you predicted no" in shown.message and "says yes" in shown.message
     trapped = Question("q", "How many?", 3, "x", kind="predict", traps=[misconception("one_op_one_kernel", 1)])
-    assert "(1). A classic misconception" in trapped.judge(1).message      # a sentence, capitalised
+    assert "is not what the recording shows. A classic misconception" in trapped.judge(1).message      # a sentence, capitalised
     fresh = exercises.Exercises("t", [Question("p", "?", 3, "x", kind="predict")])
     assert "still open" in fresh.predicted("p").message and "3" not in str(fresh.predicted("p"))
     with pytest.raises(ValueError):
