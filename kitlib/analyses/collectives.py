@@ -76,7 +76,7 @@ import pandas as pd
 from ..errors import KitError
 from ..readers.ranks import RankTraces
 from .chain import chain
-from .intervals import busy_ns
+from .intervals import busy_ns, union_arrays
 from ..model.window import containing
 
 #: Host operators of a collective (``record_param_comms``, ``c10d::*``, ``nccl:*``, ``gloo:*``).
@@ -790,17 +790,9 @@ EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_m
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals ``[start, end)`` as sorted, disjoint ``(starts, ends)``."""
-    s, e = np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64")
-    keep = e > s
-    s, e = s[keep], e[keep]
-    if not len(s):
-        return s, e
-    o = np.argsort(s, kind="stable")
-    s, e = s[o], np.maximum.accumulate(e[o])
-    new = np.r_[True, s[1:] > e[:-1]]
-    grp = np.cumsum(new) - 1
-    return s[new], np.maximum.reduceat(e, np.flatnonzero(new)) if len(grp) else e
+    """The union of intervals ``[start, end)`` as sorted, disjoint ``(starts, ends)``, in int64
+    ns (:func:`kitlib.analyses.intervals.union_arrays` on the values cast)."""
+    return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
 
 
 def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
