@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import re
+import threading
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -509,27 +510,44 @@ def _answer_shown(answer) -> str:
     return _grouped(f"{answer:.{decimals}f}")
 
 
+#: One held-back outcome drawn at a time: a form's button may run on a thread of its own
+#: (ipykernel 7), and pyplot's current figure is shared by all of them.
+_DRAWING = threading.RLock()
+
+
+def _figures_now(plt) -> dict:
+    """pyplot's open figures by number, read without creating any (``plt.figure(n)`` makes a
+    new, empty figure where ``n`` was closed meanwhile)."""
+    from matplotlib._pylab_helpers import Gcf
+    return {n: m.canvas.figure for n, m in list(Gcf.figs.items())} if plt is not None else {}
+
+
 def _show_outcome(show, draw: bool = False):
     """Run ``show()``; display what it returns (unless None, or matplotlib's figure or axes,
     which pyplot shows). With ``draw``, outside a cell's run (a form's button), display the figures
     ``show`` opened too, as the cell's end would, and close them."""
     import sys
-    plt = sys.modules.get("matplotlib.pyplot")
-    before = set(plt.get_fignums()) if plt is not None else set()
-    result = show()
-    from IPython.display import display
-    if result is not None and not type(result).__module__.startswith("matplotlib"):
-        display(result)
-    plt = sys.modules.get("matplotlib.pyplot")
-    if draw and plt is not None:
+    with _DRAWING:
+        plt = sys.modules.get("matplotlib.pyplot")
+        before = set(_figures_now(plt))
+        result = show()
+        from IPython.display import display
+        if result is not None and not type(result).__module__.startswith("matplotlib"):
+            display(result)
+        plt = sys.modules.get("matplotlib.pyplot")
+        if not (draw and plt is not None):
+            return
         from IPython import get_ipython
         from .. import labels
         ip = get_ipython()
         if ip is not None:        # as before the inline backend shows a cell's figures:
             labels.register_figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
-        # each new figure leaves pyplot first, so that nothing else shows it meanwhile (a learner
-        # once saw a blank one: the inline backend's own flush may run on another thread)
-        figures = [plt.figure(n) for n in sorted(set(plt.get_fignums()) - before)]
+        # the figures show() drew, each leaving pyplot before it is shown, so that nothing else
+        # shows or closes it meanwhile (new learners saw blank ones after a form's answer)
+        figures = [f for n, f in sorted(_figures_now(plt).items()) if n not in before]
+        drawn = getattr(result, "figure", result)          # a figure or axes returned
+        if type(drawn).__name__ == "Figure" and all(f is not drawn for f in figures):
+            figures.append(drawn)
         for fig in figures:
             plt.close(fig)
         for fig in figures:
