@@ -271,6 +271,8 @@ def test_lesson_at_the_projector_scale(projector_lab, page, tmp_path, path):
     save(page)
     assert error_outputs(projector_lab.notebook(path.name)) == []
     assert ran_all, "a cell did not run"
+    for held in page.evaluate(_HELD_BACK_JS):     # outcomes held back: opened, so that their
+        _predict_and_see_the_outcome(page, held["keys"])   # pictures are measured too
     seen = page.evaluate(MEASURE_JS)
     screenshot_notebook(page, tmp_path / f"{path.stem}-projector.png")
     pics = seen["pictures"]
