@@ -184,82 +184,86 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     return _chain(trace, method)
 
 
+def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd.DataFrame:
+    """Lesson 02's two joins, for every GPU event at once: the launch with the same
+    correlation id, then the operator with the launch's external id.
+
+    An operator counts only if the launch lies inside it, ``[start_ns, end_ns)``, on the
+    same process and thread: an external id that names some other event is not evidence.
+    Where a correlation id or an external id appears twice, the first row is the one.
+
+    Parameters
+    ----------
+    gpu, launches, ops : DataFrame
+        ``Trace.kernels``, ``Trace.launches`` and ``Trace.ops`` (or any rows of them).
+
+    Returns
+    -------
+    DataFrame
+        One row per row of ``gpu``, in its order: ``gpu_row, launch_row, op_row``, the row
+        labels of the GPU event, its launch and its operator (int64; -1 where none).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.chain import join_ids
+    >>> tr = tiny_trace()
+    >>> join_ids(tr.kernels, tr.launches, tr.ops)
+       gpu_row  launch_row  op_row
+    0        0           0       1
+    """
+    g = pd.DataFrame({"gpu_row": gpu.index.to_numpy(), "correlation": gpu["correlation"].to_numpy()})
+    lk = launches[["correlation", "external_id", "start_ns", "pid", "tid"]].dropna(subset=["correlation"])
+    lk = lk[~lk["correlation"].duplicated()].rename_axis("launch_row").reset_index()
+    op = ops[["external_id", "start_ns", "end_ns", "pid", "tid"]].dropna(subset=["external_id"])
+    op = op[~op["external_id"].duplicated()].rename_axis("op_row").reset_index()
+    # 1. GPU event -> launch: the same correlation id
+    m = g.merge(lk, on="correlation", how="left")
+    # 2. launch -> operator: the same external id
+    m = m.merge(op, on="external_id", how="left", suffixes=("", "_op"))
+    inside = ((m["start_ns"] >= m["start_ns_op"]) & (m["start_ns"] < m["end_ns"])
+              & (m["pid"] == m["pid_op"]) & (m["tid"] == m["tid_op"])).fillna(False).astype(bool)
+    return pd.DataFrame({
+        "gpu_row": m["gpu_row"].to_numpy(),
+        "launch_row": m["launch_row"].fillna(-1).astype(np.int64).to_numpy(),
+        "op_row": m["op_row"].where(inside).fillna(-1).astype(np.int64).to_numpy(),
+    })
+
+
 def _chain(trace: Trace, method: str) -> pd.DataFrame:
-    """:func:`chain`, worked out (no memo)."""
-    gpu = trace.kernels
-    L = trace.launches
-    ops = trace.ops
-    launch_labels = L.index.to_numpy()  # launches are addressed by position below
-    if not _is_range(L.index):
-        L = L.reset_index(drop=True)
+    """:func:`chain`, worked out (no memo): :func:`join_ids`, then the fallback to time
+    nesting, the link of each row and the columns."""
+    gpu, L, ops = trace.kernels, trace.launches, trace.ops
     if method == "auto":
         method = "external_id" if external_ids_trustworthy(trace)[0] else "time_nesting"
-
-    g = pd.DataFrame({"gpu_row": gpu.index.to_numpy(), "correlation": gpu["correlation"].to_numpy()})
-    lk = pd.DataFrame({"launch_row": L.index.to_numpy(), "correlation": L["correlation"].to_numpy()})
-    lk = lk.dropna(subset=["correlation"]).drop_duplicates("correlation")
-    g = g.merge(lk, on="correlation", how="left")
-    launch_row = g["launch_row"].fillna(-1).astype(np.int64).to_numpy()
-
-    # launch -> operator row
-    op_of_launch = np.full(len(L), -1, dtype=np.int64)
-    fell_back = np.zeros(len(L), dtype=bool)
-    if len(L):
-        if method == "external_id":
-            lops = _linkable_ops(trace)
-            by_ext = pd.Series(lops.index.to_numpy(), index=lops["external_id"].to_numpy())
-            by_ext = by_ext[~by_ext.index.isna()]
-            by_ext = by_ext[~by_ext.index.duplicated()]
-            ext = L["external_id"]
-            hit = (ext.notna() & ext.isin(by_ext.index)).to_numpy()
-            cand = np.full(len(L), -1, dtype=np.int64)
-            cand[hit] = by_ext.loc[ext[hit].to_numpy()].to_numpy()
-            # an external id is evidence only when the launch lies inside the operator
-            # it names, on that operator's thread; otherwise (a stray launch whose id is
-            # a copy of its correlation, as Kineto wrote before 2024) time nesting decides
-            ok = cand >= 0
-            if ok.any():
-                o = ops[["start_ns", "end_ns", "pid", "tid"]].loc[cand[ok]]
-                Lk = L[["start_ns", "pid", "tid"]].iloc[np.flatnonzero(ok)]
-                # inside: [start, end), the kit's one rule (kitlib.model.window)
-                inside = ((Lk["start_ns"].to_numpy() >= o["start_ns"].to_numpy())
-                          & (Lk["start_ns"].to_numpy() < o["end_ns"].to_numpy())
-                          & (Lk["pid"].to_numpy() == o["pid"].to_numpy())
-                          & (Lk["tid"].to_numpy() == o["tid"].to_numpy()))
-                bad = np.flatnonzero(ok)[~inside]
-                cand[bad] = -1
-            op_of_launch[:] = cand
-            redo = np.flatnonzero(cand < 0)
-            if len(redo):
-                sub = L.iloc[redo]
-                for (pid, tid), grp in sub.groupby(["pid", "tid"], sort=False):
-                    found = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
-                    op_of_launch[grp.index.to_numpy()] = found
-                    fell_back[grp.index.to_numpy()] = found >= 0
-        else:
-            for (pid, tid), grp in L.groupby(["pid", "tid"], sort=False):
-                op_of_launch[grp.index.to_numpy()] = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
-
-    op_row = np.where(launch_row >= 0, op_of_launch[np.maximum(launch_row, 0)], -1) if len(L) else \
-        np.full(len(launch_row), -1, dtype=np.int64)
+    lops = _linkable_ops(trace)
+    j = join_ids(gpu, L, lops if method == "external_id" else lops.iloc[:0])
+    launch_row, op_row = j["launch_row"].to_numpy(), j["op_row"].to_numpy().copy()
+    launch_pos = L.index.get_indexer(launch_row)  # -1 where no launch
+    # time nesting, for every launch whose external id names no operator containing it (all
+    # of them where the trace's ids cannot be trusted: a 2022 build copied the correlation id)
+    fell_back = np.zeros(len(j), dtype=bool)
+    redo = np.flatnonzero((launch_pos >= 0) & (op_row < 0))
+    if len(redo):
+        sub = L[["start_ns", "pid", "tid"]].iloc[launch_pos[redo]].set_axis(redo)
+        for (pid, tid), grp in sub.groupby(["pid", "tid"], sort=False):
+            found = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
+            op_row[grp.index.to_numpy()] = found
+            fell_back[grp.index.to_numpy()] = found >= 0
     # A GPU event with no launch: CUPTI's correlation ids only grow, so one older than
     # every recorded launch was launched before the profiler's window opened.
-    corr = g["correlation"].to_numpy(dtype="float64", na_value=np.nan)
+    corr = gpu["correlation"].to_numpy(dtype="float64", na_value=np.nan)
     oldest = float(L["correlation"].min()) if L["correlation"].notna().any() else np.inf
     no_launch = np.where(corr < oldest, "launched_before_recording", "no_launch")
-    fb = np.where(launch_row >= 0, fell_back[np.maximum(launch_row, 0)], False) if len(L) else \
-        np.zeros(len(launch_row), dtype=bool)
-    link = np.where(launch_row < 0, no_launch,
-                    np.where(op_row >= 0, np.where(fb, "time_nesting", method), "no_operator"))
-
+    link = np.where(launch_pos < 0, no_launch,
+                    np.where(op_row >= 0, np.where(fell_back, "time_nesting", method), "no_operator"))
     # only the columns the table shows are taken row by row
     # the times as Int64 before reindexing, and kept as Int64 arrays (not through numpy,
     # which gives float64 where a value is missing): a float64's spacing at 1.7e18 ns
     # (times since the epoch) is 256 ns
-    G = gpu[["name", "start_ns", "dur_ns", "kind", "device", "stream", "correlation"]].loc[g["gpu_row"].to_numpy()]
+    G = gpu[["name", "start_ns", "dur_ns", "kind", "device", "stream", "correlation"]]
     ints = {"start_ns": "Int64", "dur_ns": "Int64"}
-    Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].astype(ints).reindex(
-        np.where(launch_row >= 0, launch_row, -1))
+    Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].astype(ints).reset_index(drop=True).reindex(launch_pos)
     Or = ops[["name", "start_ns", "dur_ns"]].astype(ints).reindex(np.where(op_row >= 0, op_row, -1))
     out = pd.DataFrame({
         "op_name": Or["name"].to_numpy(),
@@ -278,8 +282,8 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
         "correlation": G["correlation"].to_numpy(),
         "external_id": Lr["external_id"].array,
         "op_row": op_row,
-        "launch_row": np.where(launch_row >= 0, launch_labels[np.maximum(launch_row, 0)] if len(L) else -1, -1),
-        "gpu_row": g["gpu_row"].to_numpy(),
+        "launch_row": np.where(launch_pos >= 0, launch_row, -1),
+        "gpu_row": j["gpu_row"].to_numpy(),
         "launch_tid": Lr["tid"].to_numpy(),
     })
     return out.sort_values("gpu_start_ns", kind="stable").reset_index(drop=True)[CHAIN_COLUMNS]
@@ -331,10 +335,6 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
     return pd.DataFrame({"gpu_row": bad.index.to_numpy(), "name": bad["name"].to_numpy(),
                          "kind": bad["kind"].to_numpy(), "start_ns": bad["start_ns"].to_numpy(),
                          "dur_ns": bad["dur_ns"].to_numpy(), "reason": reason[reason.notna()].to_numpy()})
-
-
-def _is_range(index) -> bool:
-    return bool(len(index) == 0 or (index[0] == 0 and index[-1] == len(index) - 1 and index.is_monotonic_increasing))
 
 
 def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:

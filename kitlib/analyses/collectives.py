@@ -369,8 +369,41 @@ def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) ->
     >>> print(m.loc[m["call"] == "nccl:all_reduce [[26258430]]#0", "reason"].item())
     ends 612.9 ms later on rank 0 than on rank 1, more than the 1 ms one call allows: not the same call
     """
-    calls = collectives(traces) if calls is None else calls
-    ranks = list(traces.ranks)
+    return match_calls(collectives(traces) if calls is None else calls, list(traces.ranks))
+
+
+def match_calls(calls: pd.DataFrame, ranks: list) -> pd.DataFrame:
+    """Lesson 12's collective match: one call on every rank, or not, and why.
+
+    A call key (its name and identity, as :func:`collectives` writes it) is one collective
+    when every rank has it once and its ends agree within :data:`END_TOLERANCE_NS`: a
+    blocking collective finishes on every rank together.
+
+    Parameters
+    ----------
+    calls : DataFrame
+        :func:`collectives`' table: ``call, rank, name, identity, start_ns, end_ns,
+        measured_on``.
+    ranks : list of int
+        Every rank of the job (a rank without the call is named as missing).
+
+    Returns
+    -------
+    DataFrame
+        As :func:`collective_matches`.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.collectives import match_calls
+    >>> calls = pd.DataFrame({"call": ["ar#0", "ar#0", "ar#1"], "rank": [0, 1, 0], "name": "nccl:all_reduce",
+    ...                       "identity": "", "start_ns": [0, 5, 90], "end_ns": [50, 51, 120],
+    ...                       "measured_on": "device"})
+    >>> match_calls(calls, [0, 1])[["call", "ranks", "missing", "end_spread_ns", "verified"]]
+       call   ranks missing  end_spread_ns  verified
+    0  ar#0  (0, 1)      ()              1      True
+    1  ar#1    (0,)    (1,)              0     False
+    """
     rows = []
     first = calls.groupby("call", sort=False)["start_ns"].min().sort_values(kind="stable")
     rows_of = calls.groupby("call", sort=False).indices        # each call's row positions, in row order

@@ -389,6 +389,61 @@ def _split(start: np.ndarray, end: np.ndarray, w0: np.ndarray, w1: np.ndarray):
     return row, ps.astype(np.int64), pe.astype(np.int64), win
 
 
+def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS) -> pd.DataFrame:
+    """Lesson 04's idle categories: every gap between GPU events on one stream, and why.
+
+    A gap runs from the end of everything before it on its stream to the start of the next
+    GPU event. Its category asks when that event was launched:
+
+    * ``host_wait``: after the gap began: the GPU had nothing queued, it waited for the host;
+    * ``kernel_wait``: before, and the gap is shorter than ``kernel_wait_max_ns``: the
+      event was queued, the gap is the GPU's own time between two queued kernels;
+    * ``other``: before, and the gap is that long or longer (a synchronisation, a wait on
+      another stream);
+    * ``no_launch``: the trace holds no launch for it.
+
+    Parameters
+    ----------
+    stream : array
+        One value per GPU event naming its stream (device and stream together).
+    start_ns, end_ns : array of int
+        The GPU events' times, ns.
+    launch_start_ns : array of int, <NA> where unknown
+        When each event's launch began on the host, ns on the same clock.
+
+    Returns
+    -------
+    DataFrame, one row per gap, in stream then time order
+        ``next`` (position in the inputs of the event after the gap), ``prev_end_ns`` and
+        ``end_ns`` (where the gap starts and ends, ns), ``gap_ns``, ``category``.
+        Sources: HTA's idle time breakdown (``get_idle_time_breakdown``); docs/ARCHITECTURE.md.
+
+    Examples
+    --------
+    >>> from kitlib.analyses.gpu_idle import classify_gaps
+    >>> classify_gaps([7, 7, 7], [0, 50, 80], [40, 60, 90], [0, 45, 10])
+       next  prev_end_ns  end_ns  gap_ns     category
+    0     1           40      50      10    host_wait
+    1     2           60      80      20  kernel_wait
+    """
+    stream = np.asarray(stream)
+    start, end = np.asarray(start_ns, dtype=np.int64), np.asarray(end_ns, dtype=np.int64)
+    launch = pd.array(launch_start_ns, dtype="Int64")
+    order = np.lexsort((end, start, stream))
+    st, b, e = stream[order], start[order], end[order]
+    # integer ns throughout: a float64 cannot hold a time since the epoch (1.7e18 ns) to the ns
+    reach = pd.Series(e).groupby(st).cummax().to_numpy()   # the end of everything so far, per stream
+    prev_end = np.r_[np.int64(0), reach[:-1]]
+    has_prev = np.r_[False, st[1:] == st[:-1]]
+    at = np.flatnonzero(has_prev & (b > prev_end))
+    nxt, g0, g1 = order[at], prev_end[at], b[at]
+    known = ~np.asarray(launch.isna())[nxt]
+    la = launch.to_numpy(dtype=np.int64, na_value=0)[nxt]
+    cat = np.where(~known, "no_launch",
+                   np.where(la > g0, "host_wait", np.where(g1 - g0 < kernel_wait_max_ns, "kernel_wait", "other")))
+    return pd.DataFrame({"next": nxt, "prev_end_ns": g0, "end_ns": g1, "gap_ns": g1 - g0, "category": cat})
+
+
 def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=None, steps=None) -> pd.DataFrame:
     """Every gap between GPU events on one stream, classified, cut at step boundaries.
 
@@ -438,22 +493,10 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     ev = checked_events(source, events)
     require_launches(ev, source)
     d, s, gid, _ = _streams(ev)
-    start = ev["start_ns"].to_numpy(dtype=np.int64)
-    end = ev["end_ns"].to_numpy(dtype=np.int64)
-    order = np.lexsort((end, start, gid))
-    d, s, gid, start, end = d[order], s[order], gid[order], start[order], end[order]
-    # integer ns: a float64 cannot hold a time since the epoch (1.7e18 ns) to the ns
-    known = ev["launch_start_ns"].notna().to_numpy()[order]
-    lst = ev["launch_start_ns"].to_numpy(dtype=np.int64, na_value=0)[order]
-    reach = pd.Series(end).groupby(gid).cummax().to_numpy()
-    has_prev = np.r_[False, gid[1:] == gid[:-1]]
-    prev_end = np.r_[np.int64(0), reach[:-1]]
-    gap = np.where(has_prev, start - prev_end, 0)
-    idx = np.flatnonzero(has_prev & (gap > 0))
-    g0, g1, glen = prev_end[idx], start[idx], gap[idx]
-    L = lst[idx]
-    cat = np.where(~known[idx], "no_launch",
-                   np.where(L > g0, "host_wait", np.where(glen < kernel_wait_max_ns, "kernel_wait", "other")))
+    gaps = classify_gaps(gid, ev["start_ns"], ev["end_ns"], ev["launch_start_ns"], kernel_wait_max_ns)
+    nxt = gaps["next"].to_numpy()
+    g0, g1, glen = (gaps[c].to_numpy() for c in ("prev_end_ns", "end_ns", "gap_ns"))
+    cat = gaps["category"].to_numpy(dtype=str)
     if steps is None:
         from .steps import steps_of
         try:
@@ -465,10 +508,10 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     w0 = st["start_ns"].to_numpy(dtype=np.int64)
     w1 = st["end_ns"].to_numpy(dtype=np.int64)
     row, ps, pe, win = _split(g0, g1, w0, w1)
-    src = order[idx][row]
+    src = nxt[row]
     step_vals = st["step"].to_numpy(dtype=np.int64)
     out = pd.DataFrame({
-        "gap": row.astype(np.int64), "device": d[idx][row], "stream": s[idx][row],
+        "gap": row.astype(np.int64), "device": d[nxt][row], "stream": s[nxt][row],
         "step": pd.array(np.where(win >= 0, step_vals[np.maximum(win, 0)] if len(step_vals) else 0, 0),
                          dtype="Int64"),
         "start_ns": ps, "end_ns": pe, "dur_ns": pe - ps, "gap_ns": glen[row],
@@ -480,7 +523,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     out.loc[win < 0, "step"] = pd.NA
     out = out[out["dur_ns"] > 0].reset_index(drop=True)
     out.attrs["kernel_wait_max_ns"] = int(kernel_wait_max_ns)
-    out.attrs["note"] = (f"{len(idx):,} gaps between {len(ev):,} GPU events on {len(np.unique(gid))} stream(s); "
+    out.attrs["note"] = (f"{len(gaps):,} gaps between {len(ev):,} GPU events on {len(np.unique(gid))} stream(s); "
                          f"kernel wait: a queued gap < {kernel_wait_max_ns:,} ns")
     return out
 

@@ -116,6 +116,48 @@ def _memory_rows(trace: Trace) -> pd.DataFrame:
                          "device_memory_bytes": cuda, "self_device_memory_bytes": cuda, "flops": zeros})
 
 
+def average_by_key(events: pd.DataFrame, keys: list[str], extra: list[str] = ()) -> pd.DataFrame:
+    """What ``key_averages`` does with the events: one row per key, with the number of
+    events and the sums of their times.
+
+    Parameters
+    ----------
+    events : DataFrame
+        One row per event: the ``keys`` columns and ``host_total_ns`` (the event's
+        interval; 0 for a GPU event), ``host_self_ns``, ``device_total_ns``,
+        ``device_self_ns`` (int ns), and the ``extra`` columns to sum (bytes, FLOPs).
+    keys : list of str
+        ``["name", "device_type"]``, plus ``"input_shapes"`` or ``"stack"``.
+
+    Returns
+    -------
+    DataFrame
+        The keys, ``count``, the four sums (int64 ns), the ``extra`` sums (int64) and
+        ``host_per_call_ns``, ``device_per_call_ns`` (total ÷ count, float ns), sorted by
+        ``device_self_ns`` then ``host_self_ns``, largest first (ties keep the order the
+        keys first appear in). Sources: torch/autograd/profiler_util.py, ``EventList.key_averages``.
+
+    Examples
+    --------
+    >>> import pandas as pd
+    >>> from kitlib.analyses.grouping import average_by_key
+    >>> ev = pd.DataFrame({"name": ["aten::relu", "aten::relu", "aten::add"], "device_type": "CPU",
+    ...                    "host_total_ns": [300, 100, 50], "host_self_ns": [200, 100, 50],
+    ...                    "device_total_ns": [40, 40, 0], "device_self_ns": [40, 40, 0]})
+    >>> average_by_key(ev, ["name", "device_type"])[["name", "count", "host_self_ns", "host_per_call_ns"]]
+             name  count  host_self_ns  host_per_call_ns
+    0  aten::relu      2           300             200.0
+    1   aten::add      1            50              50.0
+    """
+    sums = ["host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns", *extra]
+    out = events.groupby(keys, sort=False, dropna=False).agg(
+        count=(keys[0], "size"), **{c: (c, "sum") for c in sums}).reset_index()
+    out[sums] = out[sums].astype(np.int64)
+    out["host_per_call_ns"] = out["host_total_ns"] / out["count"]
+    out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
+    return out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
+
+
 def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.DataFrame | None = None,
               events: pd.DataFrame | None = None, include_gpu: bool = True,
               include_python_functions: bool | None = None) -> pd.DataFrame:
@@ -235,15 +277,7 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     extra = [c for c in _EXTRA_COLUMNS if c in allev.columns]
     for c in extra:
         allev[c] = allev[c].fillna(0).astype(np.int64)
-    out = allev.groupby(keys, sort=False, dropna=False).agg(
-        count=("dur_ns", "size"), host_total_ns=("host_total_ns", "sum"), host_self_ns=("host_self_ns", "sum"),
-        device_total_ns=("device_total_ns", "sum"), device_self_ns=("device_self_ns", "sum"),
-        **{c: (c, "sum") for c in extra}).reset_index()
-    for c in ("host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns", *extra):
-        out[c] = out[c].astype(np.int64)
-    out["host_per_call_ns"] = out["host_total_ns"] / out["count"]
-    out["device_per_call_ns"] = out["device_total_ns"] / out["count"]
-    out = out.sort_values(["device_self_ns", "host_self_ns"], ascending=False, kind="stable").reset_index(drop=True)
+    out = average_by_key(allev, keys, extra)
     out.attrs["python_frames_rule"] = trace.meta.get("python_frames_rule", "")
     bar.update(1)
     bar.close()
