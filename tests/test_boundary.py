@@ -180,11 +180,11 @@ def test_lint_counts_each_operator_in_one_step(trace):
 
 
 def test_nsys_ranges_nest_by_the_same_rule():
-    from kitlib.readers.nsys import _nesting
+    from kitlib.model.nsys import range_nesting
     r = pd.DataFrame({"pid": [1] * 4, "tid": [1] * 4, "range_id": [10, 11, 12, 13],
                       "start_ns": [0, 100, 500, 500], "end_ns": [1000, 500, 1000, 500]})
     r["end_ns"] = r["end_ns"].astype("Int64")
-    depth, parent = _nesting(r.sort_values(["start_ns", "end_ns"], ascending=[True, False]))
+    depth, parent = range_nesting(r.sort_values(["start_ns", "end_ns"], ascending=[True, False]))
     # the zero-length range at 500 starts where [100, 500) ends: inside [500, 1000), not [100, 500)
     assert parent.tolist() == [-1, 10, 10, 12] and depth.tolist() == [0, 1, 1, 2]
 

@@ -21,7 +21,7 @@ import pytest
 KIT = Path(__file__).resolve().parent.parent / "kitlib"
 
 RANK = {"base": 0, "model": 1, "readers": 2, "analyses": 3, "capture": 4, "plots": 4, "course": 5}
-BASE = {"errors", "units", "phases", "paths", "settings"}
+BASE = {"errors", "units", "phases", "paths", "settings", "progress"}
 PUBLIC_FACE = {"kitlib", "kitlib.__main__"}
 
 
@@ -91,6 +91,9 @@ def layering_violations(graph: dict[str, set[str]]) -> list[str]:
                 bad.append(f"{mod} ({mine}) imports {dep} ({theirs})")
             if mine == "readers" and dep in FOLDER_READERS and mod not in FOLDER_READERS:
                 bad.append(f"{mod}: a format reader imports a folder reader ({dep})")
+            if mine == "analyses" and theirs == "readers":
+                bad.append(f"{mod} (analyses) imports {dep} (readers): an analysis takes the model's values "
+                           "(Trace, NsysReport, RankTraces), never a reader")
     return bad
 
 
@@ -177,6 +180,9 @@ def test_the_checker_finds_a_loop_and_an_upward_import():
     assert not layering_violations({"kitlib.readers.ranks": {"kitlib.readers.bundle", "kitlib.readers.trace"}})
     assert layering_violations({"kitlib.readers.nsys": {"kitlib.readers.ranks"}}) == [
         "kitlib.readers.nsys: a format reader imports a folder reader (kitlib.readers.ranks)"]
+    assert layering_violations({"kitlib.analyses.collectives": {"kitlib.readers.ranks", "kitlib.model.ranks"}}) == [
+        "kitlib.analyses.collectives (analyses) imports kitlib.readers.ranks (readers): an analysis takes the "
+        "model's values (Trace, NsysReport, RankTraces), never a reader"]
 
 
 def test_relative_imports_are_resolved():

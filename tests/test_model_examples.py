@@ -61,3 +61,20 @@ def test_tiny_rank_folder_is_stable_and_loads(tmp_path, monkeypatch):
     assert (a / "rank0.json").stat().st_mtime_ns == before["rank0.json"]     # unchanged: left alone
     t = load_traces(a)
     assert t.ranks == [0, 1] and t.backend == "nccl" and t.world_size == 2
+
+
+def test_rank_traces_carry_the_label_of_their_recording(tmp_path, monkeypatch):
+    """RankTraces lives in the model; load_traces gives it the label lessons print under a
+    figure: a folder without a manifest is named as trace files, a list of files is no
+    recording of its own (None), and a kit bundle keeps the label it was opened with."""
+    from kitlib.model import RankTraces
+    from kitlib.model.examples import tiny_rank_folder
+    from kitlib.readers.bundle import label_for
+    from kitlib.readers.ranks import load_traces
+    monkeypatch.setenv("KITLIB_CACHE", str(tmp_path))
+    folder = tiny_rank_folder()
+    t = load_traces(folder)
+    assert isinstance(t, RankTraces)
+    assert t.label == f"{folder.name}: trace files (no kit manifest)" == label_for(folder)
+    assert load_traces(sorted(folder.glob("*.json"))).label is None
+    assert "label" not in repr(t)                      # the repr names ranks, world size, backend

@@ -118,15 +118,15 @@ def test_large_work_shows_a_progress_bar_unless_turned_off(monkeypatch, capsys):
     """A bar for loads of PROGRESS_MIN_BYTES of JSON and analyses of PROGRESS_MIN_EVENTS
     events (both seconds of work); forced on here for a small trace, and
     KITLIB_PROGRESS=0 (what the tests set) hides it even when asked for."""
+    from kitlib import progress
     from kitlib.analyses import grouping
-    from kitlib.readers import trace as trace_module
 
     src = PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz"
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
     monkeypatch.setenv("KITLIB_PROGRESS", "1")
     tr = kitlib.load_trace(src, progress=True)
     assert "loading tracelens_torch2.6_h100_bert_small.json.gz" in capsys.readouterr().err
-    monkeypatch.setattr(trace_module, "PROGRESS_MIN_EVENTS", 1)
+    monkeypatch.setattr(progress, "PROGRESS_MIN_EVENTS", 1)
     grouping.group_ops(tr)
     assert "group_ops (" in capsys.readouterr().err
     monkeypatch.setenv("KITLIB_PROGRESS", "0")

@@ -13,7 +13,7 @@ in a PyTorch training step:
     A GPU operation belongs to a range when the CUDA API call that launched it
     started and ended inside the range *on the range's own thread* (Nsight
     Systems documentation of ``nvtx_gpu_proj_trace`` / ``nvtx_gpu_proj_sum``;
-    :func:`kitlib.readers.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
+    :func:`kitlib.model.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
     Autograd runs the backward pass on its own thread (``pt_autograd_0``), which
     has no NVTX range, so the ``backward`` range is credited with almost nothing.
 ``"time"``
@@ -210,7 +210,7 @@ def _label_rows(source, step_rows: pd.DataFrame, labels) -> dict:
 
 def _credit(source, ranges: dict, attribution: str) -> dict:
     """{key: (host_ns, gpu_ops, kernels, kernel_sum_ns, proj_dur_ns)} for the ranges of each key."""
-    from ..readers.nsys import NsysReport, nvtx_gpu_projection
+    from ..model.nsys import NsysReport, nvtx_gpu_projection
     allr = pd.concat([r.assign(_key=[key] * len(r)) for key, r in ranges.items() if len(r)], ignore_index=True)
     p = project(allr, gpu_work(source), attribution)
     if attribution == "thread" and isinstance(source, NsysReport):
@@ -246,7 +246,7 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     attribution : {"time", "thread"}
         How GPU work is credited to a range (see :data:`ATTRIBUTIONS`), applied to
         both tools alike. ``"thread"`` on the Nsight side is Nsight's own NVTX GPU
-        projection (:func:`kitlib.readers.nsys.nvtx_gpu_projection`).
+        projection (:func:`kitlib.model.nsys.nvtx_gpu_projection`).
     labels : sequence of str, optional
         Phase labels; default :data:`kitlib.analyses.steps.PHASES` that occur in either tool.
 

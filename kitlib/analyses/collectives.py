@@ -74,7 +74,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from ..readers.ranks import RankTraces
+from ..model.ranks import RankTraces
 from .chain import chain
 from .intervals import busy_ns, union_arrays
 from ..model.window import containing

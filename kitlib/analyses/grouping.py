@@ -51,7 +51,7 @@ from .events import gpu_events, op_events, op_stacks
 from .steps import active_steps
 from ..errors import KitError
 from ..model import Trace
-from ..readers.trace import analysis_progress
+from ..progress import analysis_progress
 
 GROUP_COLUMNS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns",
                  "host_per_call_ns", "device_per_call_ns"]
@@ -192,7 +192,7 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
     (:func:`kitlib.readers.trace.python_frames_rule`), repeated in the result's
     ``.attrs["python_frames_rule"]``. On a trace of
-    :data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or more (seconds of work)
+    :data:`~kitlib.progress.PROGRESS_MIN_EVENTS` events or more (seconds of work)
     a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Returns

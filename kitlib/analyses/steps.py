@@ -24,7 +24,7 @@ from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..model import NsysReport
 from ..model import Trace
-from ..readers.trace import analysis_progress
+from ..progress import analysis_progress
 from ..model.window import bounds_in, containing, count_in, innermost
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
@@ -447,7 +447,7 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         runs after its host interval has ended counts in the next window. On a
         recording with no GPU activity at all the device columns are <NA> (and
         ``gpu_launched`` 0), with a note in ``.attrs["note"]``: no device, no idle time.
-        On a large trace (:data:`~kitlib.readers.trace.PROGRESS_MIN_EVENTS` events or
+        On a large trace (:data:`~kitlib.progress.PROGRESS_MIN_EVENTS` events or
         more) a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
 
     Raises

@@ -53,7 +53,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from ..readers.ranks import RankTraces
+from ..model.ranks import RankTraces
 from .collectives import collectives, compute_intervals
 from .intervals import busy_ns
 

@@ -29,5 +29,6 @@ from .schema import (STEP_COLUMNS, STEP_PATTERNS, OPS_COLUMNS, LAUNCH_COLUMNS, G
                      NSYS_COLUMNS, DEFECT_COLUMNS)
 from .trace import Trace  # noqa: F401
 from .nsys import NsysReport  # noqa: F401
+from .ranks import RankTraces  # noqa: F401
 from .window import containing, innermost  # noqa: F401
 from ._values import handed_out, kept  # noqa: F401

@@ -10,6 +10,7 @@ import pandas as pd
 from ..phases import STEP_RANGE
 from ._values import kept, read_only_tables
 from .schema import DEFECT_COLUMNS, STEP_COLUMNS
+from .tree import nesting
 
 
 def defect_table(rows) -> pd.DataFrame:
@@ -288,3 +289,114 @@ class NsysReport:
             f"threads {len(self.threads)}",
             f"  absent tables: {', '.join(self.missing) or 'none'}",
             f"  defects read around: {int(self.defects['rows'].sum()) if len(self.defects) else 'none'}"])
+
+
+def range_nesting(ranges: pd.DataFrame) -> tuple:
+    """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1)
+    of each range among the ranges of its own thread.
+
+    The kit's one rule (:func:`kitlib.model.tree.nesting`): a range is inside another
+    when it starts before that one ends (half-open ``[start, end)``) and ends no later,
+    on the same thread; a range never closed counts as endless. ``ranges`` must be
+    sorted by start, outer ranges first.
+    """
+    ends = ranges["end_ns"].astype("float64").fillna(np.inf).to_numpy()
+    starts = ranges["start_ns"].astype("float64").to_numpy()
+    pos = nesting(ranges["pid"].tolist(), ranges["tid"].tolist(), starts.tolist(), ends.tolist())
+    depth = np.zeros(len(ranges), dtype=np.int64)
+    for i, p in enumerate(pos.tolist()):          # parents come first
+        if p >= 0:
+            depth[i] = depth[p] + 1
+    rid = ranges["range_id"].to_numpy()
+    parent = np.where(pos >= 0, rid[np.maximum(pos, 0)] if len(rid) else -1, -1).astype(np.int64)
+    return depth, parent
+
+
+# --------------------------------------------------------------------------- NVTX projection
+def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
+    """Project each NVTX range onto the GPU, as Nsight Systems does.
+
+    A GPU operation (kernel, memcpy, memset) belongs to an NVTX range when the
+    CUDA API call that launched it starts and ends inside the range *on the
+    range's own thread*; it then belongs to every enclosing range too. The
+    projected range runs from the first such operation's GPU start to the last
+    one's GPU end. A range that launched nothing has no projection, and a
+    start/end range closed on another thread is skipped. (Nsight Systems
+    documentation of the ``nvtx_gpu_proj_trace`` and ``nvtx_gpu_proj_sum``
+    reports; reproduces ``nsys stats`` 2025.3 on the reference recordings.)
+
+    This is why, in a PyTorch training step, the ``backward`` range projects to
+    almost nothing: autograd launches the backward kernels from its own thread.
+
+    Parameters
+    ----------
+    report : NsysReport
+
+    Returns
+    -------
+    DataFrame
+        One row per range with a projection, by range start: ``range``
+        (``"domain:name"``, the name ``nsys stats`` prints), ``name``,
+        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``,
+        ``dur_ns`` (the range on the CPU), ``proj_start_ns``, ``proj_end_ns``,
+        ``proj_dur_ns`` (its projection on the GPU), ``gpu_ops`` (launches whose
+        GPU work it encloses), ``level`` (nesting level among the ranges of its
+        thread, 0 = outermost) and ``children`` (ranges directly inside it that
+        have a projection themselves).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> from kitlib.model.nsys import nvtx_gpu_projection
+    >>> proj = nvtx_gpu_projection(open_capture("nsys_8step").nsys)
+    >>> proj[["range", "proj_dur_ns", "gpu_ops", "level"]].head(3)
+             range  proj_dur_ns  gpu_ops  level
+    0  :torch_step   1250895505      505      0
+    1   :data_load     64596519        3      1
+    2     :forward    776532333      333      1
+    """
+    cols = ["range", "name", "domain", "style", "pid", "tid", "range_id", "start_ns", "dur_ns",
+            "proj_start_ns", "proj_end_ns", "proj_dur_ns", "gpu_ops", "level", "children"]
+    ranges = report.nvtx[report.nvtx["end_tid"].isna()]
+    ops = [d[["pid", "correlation", "start_ns", "end_ns"]]
+           for d in (report.kernels, report.copies, report.sets) if len(d)]
+    if not ops or ranges.empty or report.launches.empty:
+        return pd.DataFrame(columns=cols)
+    # Each launch's GPU work: its first start and last end.
+    work = pd.concat(ops).groupby(["pid", "correlation"]).agg(
+        gpu_start=("start_ns", "min"), gpu_end=("end_ns", "max"))
+    launches = launches_by_correlation(report.launches).join(work, how="inner").reset_index()
+    closed = ranges["end_ns"].dropna()            # an open range runs to the last event
+    open_end = int(max(closed.max(), launches["end_ns"].max()) if len(closed)
+                   else launches["end_ns"].max())
+
+    found = []                                   # (row label, proj start, proj end, launches)
+    for thread, rr in ranges.groupby(["pid", "tid"], sort=False):
+        ll = launches[(launches["pid"] == thread[0]) & (launches["tid"] == thread[1])]
+        if ll.empty:
+            continue
+        ll = ll.sort_values("start_ns")
+        ls, le = ll["start_ns"].to_numpy(), ll["end_ns"].to_numpy()
+        gs, ge = ll["gpu_start"].to_numpy(), ll["gpu_end"].to_numpy()
+        rs = rr["start_ns"].to_numpy()
+        re_ = rr["end_ns"].fillna(open_end).to_numpy(dtype=np.int64)
+        first = np.searchsorted(ls, rs, side="left")    # launches starting inside the range
+        last = np.searchsorted(ls, re_, side="right")
+        for label, a, b, end in zip(rr.index, first, last, re_):
+            inside = np.flatnonzero(le[a:b] <= end) + a  # ... and ending inside it
+            if len(inside):
+                found.append((label, gs[inside].min(), ge[inside].max(), len(inside)))
+    if not found:
+        return pd.DataFrame(columns=cols)
+
+    labels, ps, pe, n = zip(*found)
+    p = ranges.loc[list(labels)].copy()
+    p["proj_start_ns"], p["proj_end_ns"] = np.array(ps, np.int64), np.array(pe, np.int64)
+    p["proj_dur_ns"] = p["proj_end_ns"] - p["proj_start_ns"]
+    p["gpu_ops"] = np.array(n, np.int64)
+    p["range"] = p["domain"] + ":" + p["name"]
+    level, parent = range_nesting(ranges)
+    p["level"] = pd.Series(level, index=ranges.index).loc[p.index]
+    parent = pd.Series(parent, index=ranges["range_id"]).loc[p["range_id"]]
+    p["children"] = p["range_id"].map(parent.value_counts()).fillna(0).astype("int64")
+    return p.sort_values(["start_ns", "range_id"])[cols].reset_index(drop=True)

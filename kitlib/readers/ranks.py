@@ -26,249 +26,19 @@ from __future__ import annotations
 
 import datetime as _dt
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
 from ..errors import KitFileError
 from .bundle import MANIFEST, folder_label, label_for, note_source, open_capture, reference_dir
-from ..model import handed_out, kept
-from .trace import Trace, load_trace
-
-#: Columns of :attr:`RankTraces.info`.
-INFO_COLUMNS = ["rank", "world_size", "backend", "host", "path", "first_ns", "last_ns"]
+from .trace import load_trace
+from ..model.ranks import INFO_COLUMNS, RankTraces  # noqa: F401  (their home is the model)
 
 #: Files a kit bundle holds beside its traces: never read as traces.
 _SIDE_FILES = {"manifest.json", "step_times.json", "key_averages.json", "wallclock.json",
                "workload.json"}
-
-
-@dataclass
-class RankTraces:
-    """The traces of one distributed run (see :func:`load_traces`).
-
-    Attributes
-    ----------
-    traces : dict of int -> Trace
-        Each rank's :class:`kitlib.readers.trace.Trace`, by rank, in rank order.
-    info : DataFrame
-        One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and
-        ``backend`` (from ``distributedInfo``), ``host`` (from the kit's manifest;
-        ``None`` for loose trace files), ``path``, ``first_ns``/``last_ns`` (the
-        first event's start and the last event's end, ns since the Unix epoch on
-        that host's clock).
-    source : pathlib.Path or None
-        The folder the traces came from (``None`` for a list of files).
-    manifest : dict
-        The ``distributed`` entry of a kit bundle's manifest (``{}`` otherwise).
-
-    Examples
-    --------
-    Two ranks of an NCCL run (:func:`kitlib.model.examples.tiny_rank_docs`):
-
-    >>> from kitlib.model.examples import tiny_rank_folder
-    >>> from kitlib.readers.ranks import load_traces
-    >>> traces = load_traces(tiny_rank_folder())
-    >>> traces
-    RankTraces(ranks [0, 1] of world size 2, backend nccl)
-    >>> traces.info[["rank", "world_size", "backend", "host", "first_ns", "last_ns"]]
-       rank  world_size backend  host  first_ns   last_ns
-    0     0           2    nccl  None         0  20000000
-    1     1           2    nccl  None         0  20000000
-    >>> len(traces.traces[1].kernels), traces.manifest
-    (4, {})
-    """
-
-    traces: dict
-    info: pd.DataFrame
-    source: Path | None = None
-    manifest: dict = field(default_factory=dict)
-    _cache: dict = field(default_factory=dict, repr=False, compare=False)   # keyed: never stale
-
-    def __repr__(self):
-        return (f"RankTraces(ranks {self.ranks} of world size {self.world_size}, backend "
-                f"{self.backend})")
-
-    @property
-    def label(self) -> str | None:
-        """Which recording these traces are, for the note under a lesson's tables and
-        figures: the kit bundle's :attr:`kitlib.readers.bundle.Capture.label`, a folder
-        of public traces' own (:data:`kitlib.readers.bundle.PUBLIC_LABELS`), or ``None``
-        for a list of files.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.label
-        'tiny-ranks-...: trace files (no kit manifest)'
-        >>> load_traces(sorted(tiny_rank_folder().glob("*.json"))).label is None
-        True
-        """
-        return label_for(self.source)
-
-    @property
-    def ranks(self) -> list:
-        """The ranks present, ascending.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.ranks
-        [0, 1]
-        """
-        return sorted(self.traces)
-
-    @property
-    def world_size(self) -> int | None:
-        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.world_size
-        2
-        """
-        v = self.info["world_size"].iloc[0]
-        return None if pd.isna(v) else int(v)
-
-    @property
-    def backend(self) -> str | None:
-        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.backend
-        'nccl'
-        """
-        return self.info["backend"].iloc[0]
-
-    def table(self, name: str) -> pd.DataFrame:
-        """One of the :class:`Trace` tables of every rank, stacked, with a ``rank``
-        column first.
-
-        Parameters
-        ----------
-        name : str
-            ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or
-            ``steps`` (columns as in :class:`kitlib.readers.trace.Trace`).
-
-        Returns
-        -------
-        DataFrame
-            The rows of all ranks, rank by rank; ``rank`` is int64; index 0..n-1.
-            Each rank's own row labels are kept in a column ``row`` (``parent`` in
-            ``ops`` refers to them, per rank).
-
-        Raises
-        ------
-        KeyError
-            Not a table name.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.table("kernels")[["rank", "row", "stream", "start_ns", "dur_ns"]]
-           rank  row  stream  start_ns   dur_ns
-        0     0    0       7   1000000  2000000
-        1     0    1      20   3100000  2900000
-        2     0    2       7   4000000  1000000
-        3     0    3       7  11000000  2000000
-        4     0    4      20  13100000  1900000
-        5     1    0       7   1000000  4000000
-        6     1    1      20   5100000   900000
-        7     1    2       7  11000000  3000000
-        8     1    3      20  14100000   900000
-        >>> traces.table("stacks")
-        Traceback (most recent call last):
-            ...
-        KeyError: "no table 'stacks'; the tables are: ops, launches, gpu, kernels, memory, other, steps"
-        """
-        allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
-        if name not in allowed:
-            raise KeyError(f"no table {name!r}; the tables are: {', '.join(allowed)}")
-        # worked out once per set of tables the ranks' traces keep now (a trace given other
-        # tables, or another trace for a rank, misses the memo: it cannot go stale)
-        src = {"kernels": "gpu", "steps": "ops"}.get(name, name)
-        deps = tuple((r, kept(self.traces[r], src)) for r in self.ranks)
-        hit = self._cache.get(name)
-        if hit is None or len(hit[0]) != len(deps) \
-                or any(a[0] != b[0] or a[1] is None or a[1] is not b[1] for a, b in zip(hit[0], deps)):
-            parts = []
-            for r in self.ranks:
-                df = getattr(self.traces[r], name)
-                parts.append(df.rename_axis("row").reset_index().assign(rank=r))
-            out = pd.concat(parts, ignore_index=True)
-            out["rank"] = out["rank"].astype("int64")
-            hit = self._cache[name] = (deps, out[["rank"] + [c for c in out.columns if c != "rank"]])
-        return handed_out(hit[1])
-
-    @property
-    def ops(self) -> pd.DataFrame:
-        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> ops = traces.ops
-        >>> ops.loc[ops["rank"] == 1, ["rank", "row", "name", "start_ns", "parent"]].head(4)
-            rank  row                name  start_ns  parent
-        9      1    0      ProfilerStep#1         0      -1
-        10     1    1            aten::mm    920000       0
-        11     1    2  record_param_comms   4980000       0
-        12     1    3     nccl:all_reduce   4990000       2
-        """
-        return self.table("ops")
-
-    @property
-    def gpu(self) -> pd.DataFrame:
-        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.gpu.groupby(["rank", "stream"]).size()
-        rank  stream
-        0     7         3
-              20        2
-        1     7         2
-              20        2
-        dtype: int64
-        """
-        return self.table("gpu")
-
-    @property
-    def steps(self) -> pd.DataFrame:
-        """Every rank's steps (``ProfilerStep#N``) with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.steps[["rank", "step", "name", "start_ns", "dur_ns"]]
-           rank  step            name  start_ns    dur_ns
-        0     0     1  ProfilerStep#1         0  10000000
-        1     0     2  ProfilerStep#2  10000000  10000000
-        2     1     1  ProfilerStep#1         0  10000000
-        3     1     2  ProfilerStep#2  10000000  10000000
-        """
-        return self.table("steps")
 
 
 def _trace_files(folder: Path) -> tuple[list, dict, dict]:
@@ -420,6 +190,7 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
                      source=folder, manifest=dist)
     if folder is not None and not dist:   # no kit bundle (a bundle was labelled when opened)
         note_source(folder, folder_label(folder))
+    out.label = label_for(folder)
     return out
 
 
@@ -563,7 +334,7 @@ def _read_all(files: list, progress, workers) -> list:
         return [load_trace(p, progress=progress) for p in files]
     import concurrent.futures as cf
     import multiprocessing as mp
-    from .trace import progress_bar
+    from ..progress import progress_bar
     show = len(files) >= PROGRESS_MIN_FILES if progress is None else bool(progress)
     bar = progress_bar(f"reading {len(files)} rank traces ({n} worker processes)", len(files), show)
     got = {}

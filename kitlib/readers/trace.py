@@ -48,6 +48,7 @@ import pandas as pd
 from .files import gunzip_if_gz, parse_json, read_file_bytes
 from ..errors import TraceFormatError
 from ..phases import STEP_RANGE
+from ..progress import progress_bar
 
 # Category (lower-cased) -> (table, kind). Python frames go to the ops table too, but are
 # sorted into a list of their own ("python"): they carry only the tracer's two ids.
@@ -455,49 +456,6 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
 
 #: JSON larger than this takes a few seconds to load here: show a progress bar.
 PROGRESS_MIN_BYTES = 100_000_000
-
-#: Host and GPU events from which an analysis of the trace takes a few seconds here
-#: (``group_ops`` on the reference trace replicated 10 times): show a progress bar.
-PROGRESS_MIN_EVENTS = 600_000
-
-
-def progress_bar(desc: str, total: int, show: bool):
-    """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
-    ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
-    object, so the caller updates it either way.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import progress_bar
-    >>> bar = progress_bar("reading", total=3, show=False)
-    >>> bar.update(3); bar.disable          # a bar object either way: the caller updates it
-    True
-    >>> bar.close()
-    """
-    from tqdm.auto import tqdm
-    from ..settings import is_off
-    if is_off("KITLIB_PROGRESS"):
-        show = False
-    return tqdm(total=total, desc=desc, unit="stage", disable=not show, leave=False)
-
-
-def analysis_progress(trace: "Trace", desc: str, stages: int, progress: bool | None = None):
-    """:func:`progress_bar` for an analysis of ``trace``: shown by default when the
-    trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events or more.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers.trace import analysis_progress
-    >>> bar = analysis_progress(tiny_trace(), "chain", stages=2)
-    >>> bar.disable                          # 4 events: below PROGRESS_MIN_EVENTS, no bar shown
-    True
-    >>> bar.close()
-    """
-    n = (len(trace.host_events) if trace.host_events is not None else len(trace.ops)) + len(trace.gpu)
-    show = n >= PROGRESS_MIN_EVENTS if progress is None else bool(progress)
-    return progress_bar(f"{desc} ({n:,} events)", stages, show)
-
 
 def _progress(path: Path, n_bytes: int, progress: bool | None):
     """A bar over the three stages of a load (parse, tables, cache), shown for large
