@@ -94,33 +94,19 @@ def gpu_work(source) -> pd.DataFrame:
          kind  tid  correlation  launch_end_ns  start_ns  end_ns
     0  kernel    1            7            250       300     700
     """
-    from ..model import NsysReport
-    if isinstance(source, NsysReport):
-        ev = source.gpu_events()
-        ev = ev[ev["launch"].notna()]
-        out = pd.DataFrame({"kind": ev["kind"], "pid": ev["pid"], "tid": ev["tid"],
-                            "correlation": ev["correlation"],
-                            "launch_start_ns": ev["launch_start_ns"],
-                            "launch_end_ns": ev["launch_start_ns"] + ev["launch_dur_ns"],
-                            "start_ns": ev["start_ns"], "end_ns": ev["end_ns"], "dur_ns": ev["dur_ns"]})
-    elif isinstance(source, Trace):
-        from .chain import chain
-        c = chain(source)
-        c = c[c["launch_row"] >= 0]
-        pid = source.launches.loc[c["launch_row"], "pid"].to_numpy()
-        out = pd.DataFrame({"kind": c["gpu_kind"].to_numpy(), "pid": pid, "tid": c["launch_tid"].to_numpy(),
-                            "correlation": c["correlation"].to_numpy(),
-                            "launch_start_ns": c["launch_start_ns"].to_numpy(),
-                            "launch_end_ns": (c["launch_start_ns"] + c["launch_dur_ns"]).to_numpy(),
-                            "start_ns": c["gpu_start_ns"].to_numpy(),
-                            "end_ns": (c["gpu_start_ns"] + c["gpu_dur_ns"]).to_numpy(),
-                            "dur_ns": c["gpu_dur_ns"].to_numpy()})
-    else:
+    if not hasattr(source, "gpu_events"):
         raise KitError(f"gpu_work: expected a Trace or NsysReport, got {type(source).__name__}")
+    ev = source.gpu_events()
+    ev = ev[ev["launch"].notna()]
+    out = pd.DataFrame({"kind": ev["kind"], "pid": ev["pid"], "tid": ev["tid"],
+                        "correlation": ev["correlation"],
+                        "launch_start_ns": ev["launch_start_ns"],
+                        "launch_end_ns": ev["launch_start_ns"] + ev["launch_dur_ns"],
+                        "start_ns": ev["start_ns"], "end_ns": ev["end_ns"], "dur_ns": ev["dur_ns"]})
     ints = ["launch_start_ns", "launch_end_ns", "start_ns", "end_ns", "dur_ns"]
     out = out.dropna(subset=ints + ["tid"])
     out = out.astype({c: "int64" for c in ints})
-    out["pid"] = pd.to_numeric(out["pid"], errors="coerce")
+    out["pid"] = out["pid"].astype("int64")        # every row has its launch, so its process
     out["tid"] = pd.to_numeric(out["tid"], errors="coerce")
     return out[_WORK_COLUMNS].sort_values("launch_start_ns", kind="stable").reset_index(drop=True)
 
@@ -427,18 +413,13 @@ def launch_threads(source) -> pd.DataFrame:
     0  pt_autograd_0     2360      0.543779                0
     1        python3     1980      0.456221               40
     """
-    from ..model import NsysReport
     w = gpu_work(source)
     g = w.groupby(["pid", "tid"]).agg(kernels=("kind", lambda s: int((s == "kernel").sum())),
                                       gpu_ops=("kind", "size")).reset_index()
     lab = labelled_ranges(source).groupby("tid").size()
     g["labelled_ranges"] = g["tid"].map(lab).fillna(0).astype("int64")
-    if isinstance(source, NsysReport):
-        names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
-        g["thread"] = [names.get((p, t), "") for p, t in zip(g["pid"], g["tid"])]
-    else:
-        tn = source.meta.get("thread_names") or {}         # keyed by (pid, tid), as load_trace reads them
-        g["thread"] = [str(tn.get((p, t), "")) if isinstance(tn, dict) else "" for p, t in zip(g["pid"], g["tid"])]
+    names = source.thread_names()
+    g["thread"] = [names.get((p, t), "") for p, t in zip(g["pid"], g["tid"])]
     g["kernel_share"] = g["kernels"] / max(int(g["kernels"].sum()), 1)
     return g[["pid", "tid", "thread", "kernels", "gpu_ops", "kernel_share", "labelled_ranges"]] \
         .sort_values("kernels", ascending=False).reset_index(drop=True)

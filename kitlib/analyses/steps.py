@@ -24,6 +24,7 @@ from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
 from ..model import NsysReport
 from ..model import Trace
+from ..model.sources import check_source  # noqa: F401  (its home is the model)
 from ..progress import analysis_progress
 from ..model.window import bounds_in, containing, count_in, innermost
 
@@ -33,40 +34,6 @@ PHASES = LABELS
 
 def _is_nsys(source) -> bool:
     return isinstance(source, NsysReport)
-
-
-def check_source(source, what: str = "source") -> None:
-    """Refuse anything but a recording: returns None when ``source`` is a kitlib
-    :class:`~kitlib.model.Trace` or :class:`~kitlib.model.NsysReport`.
-
-    Parameters
-    ----------
-    source : object
-        What an analysis was given.
-    what : str, default "source"
-        How the message names it.
-
-    Raises
-    ------
-    KitError
-        ``"<what>: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got
-        <type>"``.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.steps import check_source
-    >>> from kitlib.errors import KitError
-    >>> from kitlib.model.examples import tiny_trace
-    >>> check_source(tiny_trace())
-    >>> try:
-    ...     check_source({"traceEvents": []}, what="before")
-    ... except KitError as e:
-    ...     print(e)
-    before: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got dict
-    """
-    if not isinstance(source, (Trace, NsysReport)):
-        raise KitError(f"{what}: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
-                       f"got {type(source).__name__}")
 
 
 def steps_of(source) -> pd.DataFrame:
@@ -286,14 +253,7 @@ def device_work(source) -> pd.DataFrame:
     0  kernel  relu_kernel       300     700
     """
     check_source(source)
-    cols = ["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]
-    if _is_nsys(source):
-        parts = [source.kernels.assign(kind="kernel", bytes=pd.NA),
-                 source.copies.assign(kind="memcpy"), source.sets.assign(kind="memset")]
-        g = pd.concat([p[cols] for p in parts], ignore_index=True)
-    else:
-        g = source.kernels[cols].reset_index(drop=True)
-    g = g.astype({"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
+    g = source.gpu_events()[["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]]
     return g.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
@@ -521,9 +481,4 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
 def _launch_starts(source) -> np.ndarray:
     """Sorted start times (ns) of the CUDA API calls that launched GPU work (kernels,
     copies, sets); work whose launch was not recorded is left out."""
-    if _is_nsys(source):
-        starts = source.gpu_events()["launch_start_ns"]
-    else:
-        from .chain import chain
-        starts = chain(source)["launch_start_ns"]
-    return np.sort(starts.dropna().to_numpy(dtype=np.int64))
+    return np.sort(source.gpu_events()["launch_start_ns"].dropna().to_numpy(dtype=np.int64))

@@ -39,6 +39,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model import NsysReport, Trace
+from ..model.sources import check_source
 from ..model.window import containing
 from .steps import steps_of
 
@@ -72,12 +73,8 @@ WHAT = ("kernels", "operators")
 
 
 def _kind_of(source) -> str:
-    if isinstance(source, Trace):
-        return "torch.profiler trace"
-    if isinstance(source, NsysReport):
-        return "Nsight Systems export"
-    raise KitError(f"trace_diff: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
-                   f"got {type(source).__name__}")
+    check_source(source, "trace_diff")
+    return source.FORMAT
 
 
 def shapes_recorded(trace: Trace) -> bool:
@@ -97,31 +94,14 @@ def shapes_recorded(trace: Trace) -> bool:
 
 def _device_work(source) -> pd.DataFrame:
     """Kernels, copies and sets with the start of their launching call (<NA> if none)."""
-    if isinstance(source, NsysReport):
-        g = source.gpu_events()
-        return pd.DataFrame({"kind": g["kind"].to_numpy(dtype=object), "name": g["name"].to_numpy(dtype=object),
-                             "dur_ns": g["dur_ns"].to_numpy(dtype=np.int64),
-                             "start_ns": g["start_ns"].to_numpy(dtype=np.int64),
-                             "launch_start_ns": g["launch_start_ns"].astype("Int64").to_numpy()})
-    # the launch of each GPU event by its correlation id (CUPTI's link), as kitlib.analyses.chain
-    # finds it; only the launch's start is needed here, not the operator, so no full chain
-    k, la = source.kernels, source.launches
-    la = la[la["correlation"].notna()].drop_duplicates("correlation")
-    start = pd.Series(la["start_ns"].to_numpy(dtype=np.int64), index=la["correlation"].to_numpy(dtype=np.int64))
-    corr = k["correlation"]
-    launched = pd.array([pd.NA] * len(k), dtype="Int64")
-    has = corr.notna().to_numpy()
-    if has.any():
-        launched[has] = start.reindex(corr[has].to_numpy(dtype=np.int64)).astype("Int64").to_numpy()
-    return pd.DataFrame({"kind": k["kind"].to_numpy(dtype=object), "name": k["name"].to_numpy(dtype=object),
-                         "dur_ns": k["dur_ns"].to_numpy(dtype=np.int64),
-                         "start_ns": k["start_ns"].to_numpy(dtype=np.int64),
-                         "launch_start_ns": np.asarray(launched)})
+    g = source.gpu_events()
+    return pd.DataFrame({"kind": g["kind"].to_numpy(dtype=object), "name": g["name"].to_numpy(dtype=object),
+                         "dur_ns": g["dur_ns"].to_numpy(dtype=np.int64),
+                         "start_ns": g["start_ns"].to_numpy(dtype=np.int64),
+                         "launch_start_ns": g["launch_start_ns"].astype("Int64").to_numpy()})
 
 
 def _has_device_work(source) -> bool:
-    if isinstance(source, NsysReport):
-        return bool(len(source.kernels) or len(source.copies) or len(source.sets))
     return source.has_gpu
 
 

@@ -45,7 +45,6 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from ..model import NsysReport, Trace
 from .gpu_idle import GpuIdleError, checked_events, source_name
 from .steps import step_at
 
@@ -81,13 +80,7 @@ def device_name(source) -> str | None:
     >>> device_name(tiny_trace()) is None
     True
     """
-    if isinstance(source, NsysReport):
-        names = source.gpus["name"].dropna().tolist()
-    elif isinstance(source, Trace):
-        names = [d.get("name") for d in (source.meta.get("devices") or []) if isinstance(d, dict)]
-    else:
-        names = []
-    names = [n for n in names if n]
+    names = source.device_names() if hasattr(source, "device_names") else []
     return names[0] if names else None
 
 

@@ -183,6 +183,45 @@ class NsysReport:
         new.__dict__["missing"] = list(self.missing)
         return new
 
+    #: What this value was read from, as a sentence names it.
+    FORMAT = "Nsight Systems export"
+
+    @property
+    def has_gpu(self) -> bool:
+        """Whether the export holds any GPU work (kernel, copy or set).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.has_gpu
+        True
+        """
+        return bool(len(self.kernels) or len(self.copies) or len(self.sets))
+
+    def device_names(self) -> list:
+        """The names of the GPUs in the export's ``TARGET_INFO_GPU`` table, in its order.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.device_names()
+        ['NVIDIA H200']
+        """
+        return [n for n in self.gpus["name"].dropna().tolist() if n]
+
+    def thread_names(self) -> dict:
+        """``{(pid, tid): name}`` of the threads the export names (its first name per thread).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> names = open_capture("nsys_8step").nsys.thread_names()
+        >>> len(names), "pt_autograd_0" in names.values()
+        (289, True)
+        """
+        t = self.threads.drop_duplicates(["pid", "tid"])
+        return {(p, tid): n for p, tid, n in zip(t["pid"], t["tid"], t["name"])}
+
     @property
     def version(self) -> str:
         """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``.

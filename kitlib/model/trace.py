@@ -214,6 +214,61 @@ class Trace:
         g = kept(self, "gpu")
         return handed_out(g[g["kind"] != "gpu_annotation"])
 
+    #: What this value was read from, as a sentence names it.
+    FORMAT = "torch.profiler trace"
+
+    def gpu_events(self) -> pd.DataFrame:
+        """Every GPU operation (kernel, copy, set) with the CUDA call that launched it: the
+        table :meth:`kitlib.model.NsysReport.gpu_events` gives for an Nsight Systems export,
+        so an analysis reads either recording one way.
+
+        The launch is the one with the operation's correlation id (CUPTI's link; the first
+        where an id repeats). A trace is one process, so the correlation id alone is the key.
+
+        Returns
+        -------
+        DataFrame
+            ``kind`` (kernel, memcpy, memset), ``name``, ``pid``, ``tid`` (the launching
+            process and thread, Int64; <NA> without a launch), ``start_ns``, ``dur_ns``,
+            ``end_ns``, ``correlation``, ``device``, ``stream``, ``bytes`` (Int64),
+            ``launch`` (the call's name), ``launch_start_ns``, ``launch_dur_ns``,
+            ``launch_to_start_ns`` (Int64 ns; <NA> without a launch). Sorted by start,
+            then kind.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().gpu_events()[["kind", "name", "tid", "launch", "launch_to_start_ns"]]
+             kind         name  tid            launch  launch_to_start_ns
+        0  kernel  relu_kernel    1  cudaLaunchKernel                 150
+        """
+        return handed_out(self.derived("gpu_events", ("gpu", "launches"), lambda: _gpu_events(
+            kept(self, "gpu"), kept(self, "launches"))))
+
+    def device_names(self) -> list:
+        """The names of the GPUs the profiler saw (``deviceProperties``), in its order.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().device_names()
+        []
+        """
+        names = [d.get("name") for d in (self.meta.get("devices") or []) if isinstance(d, dict)]
+        return [n for n in names if n]
+
+    def thread_names(self) -> dict:
+        """``{(pid, tid): name}`` of the threads the trace names (its ``thread_name`` rows).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().thread_names()
+        {}
+        """
+        tn = self.meta.get("thread_names") or {}
+        return {k: str(v) for k, v in tn.items()} if isinstance(tn, dict) else {}
+
     @property
     def has_gpu(self) -> bool:
         """Whether the trace holds any GPU work (kernel, copy or set).
@@ -226,6 +281,26 @@ class Trace:
         """
         g = kept(self, "gpu")
         return bool((g["kind"] != "gpu_annotation").any())
+
+
+def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
+    g = gpu[gpu["kind"] != "gpu_annotation"]
+    la = launches[launches["correlation"].notna()].drop_duplicates("correlation")
+    la = la.set_index("correlation")[["pid", "tid", "name", "start_ns", "dur_ns"]].astype(
+        {"pid": "Int64", "tid": "Int64", "start_ns": "Int64", "dur_ns": "Int64"}).rename(
+        columns={"name": "launch", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns"})
+    ev = pd.DataFrame({"kind": g["kind"].to_numpy(), "name": g["name"].to_numpy(dtype=object),
+                       "start_ns": g["start_ns"].to_numpy(dtype="int64"),
+                       "dur_ns": g["dur_ns"].to_numpy(dtype="int64"),
+                       "correlation": g["correlation"].astype("Int64").array,
+                       "device": g["device"].array, "stream": g["stream"].array,
+                       "bytes": g["bytes"].astype("Int64").array})
+    ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
+    ev = ev.join(la, on="correlation")
+    ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]
+    cols = ["kind", "name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream",
+            "bytes", "launch", "launch_start_ns", "launch_dur_ns", "launch_to_start_ns"]
+    return ev[cols].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
 
 def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
