@@ -28,8 +28,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but stay reada
 
 
 def sha256_of(path) -> str:
-    """Return the hex sha256 of a file, read in 1 MiB chunks.
-    """
+    """Return the hex sha256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):

@@ -465,14 +465,6 @@ def progress_bar(desc: str, total: int, show: bool):
     """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
     ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
     object, so the caller updates it either way.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import progress_bar
-    >>> bar = progress_bar("reading", total=3, show=False)
-    >>> bar.update(3); bar.disable          # a bar object either way: the caller updates it
-    True
-    >>> bar.close()
     """
     from tqdm.auto import tqdm
     from ..settings import is_off
@@ -484,15 +476,6 @@ def progress_bar(desc: str, total: int, show: bool):
 def analysis_progress(trace: "Trace", desc: str, stages: int, progress: bool | None = None):
     """:func:`progress_bar` for an analysis of ``trace``: shown by default when the
     trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events or more.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers.trace import analysis_progress
-    >>> bar = analysis_progress(tiny_trace(), "chain", stages=2)
-    >>> bar.disable                          # 4 events: below PROGRESS_MIN_EVENTS, no bar shown
-    True
-    >>> bar.close()
     """
     n = (len(trace.host_events) if trace.host_events is not None else len(trace.ops)) + len(trace.gpu)
     show = n >= PROGRESS_MIN_EVENTS if progress is None else bool(progress)
@@ -1176,19 +1159,6 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     (str, str)
         A key of :data:`PYTHON_FRAME_RULES`, or ``""`` when the trace has no Python
         frames; and a sentence saying how it was decided.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import python_frames_release
-    >>> frame = {"args": {"Python id": 2, "Python parent id": 1, "Python thread": 0}}
-    >>> python_frames_release([frame])[0]          # verbose=True wrote 'Python thread'
-    '≤ 2.11'
-    >>> python_frames_release([frame], top={"host_name": "vm"})[0]
-    '2.12–2.13'
-    >>> python_frames_release([{"args": {**frame["args"], "CallFrom": "a.py:3"}}])[0]
-    '≥ 2.14'
-    >>> python_frames_release([frame], torch_version="2.13.0+cpu")[0]
-    '2.12–2.13'
     """
     if not python_events:
         return "", "no Python frames in the trace: the rule does not apply"
@@ -1241,12 +1211,6 @@ def memory_edges_rule(torch_version: str | None = None, top: dict | None = None)
     -------
     (bool, str)
         The rule, and a sentence saying how it was decided.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import memory_edges_rule
-    >>> memory_edges_rule("2.10.0")[0], memory_edges_rule("2.11.0")[0], memory_edges_rule(top={"host_name": "vm"})[0]
-    (True, False, False)
     """
     major, minor = _release(torch_version)
     if major is not None:
@@ -1288,12 +1252,6 @@ def python_frames_rule(python_events: list, torch_version: str | None = None,
     (bool, str)
         The rule, and a sentence saying how it was decided (from ``torch_version`` when
         given, else inferred from the trace, see :func:`python_frames_release`).
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import python_frames_rule
-    >>> python_frames_rule([])
-    (False, 'no Python frames in the trace: the rule does not apply')
     """
     rel, how = python_frames_release(python_events, torch_version, top)
     if not rel:

@@ -81,14 +81,12 @@ hits: collections.Counter = collections.Counter()
 
 
 def enabled() -> bool:
-    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no).
-    """
+    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
     return not is_off("KITLIB_TRACE_CACHE")
 
 
 def folder() -> Path:
-    """The cache's folder (not created here).
-    """
+    """The cache's folder (not created here)."""
     return cache_dir() / "traces"
 
 
@@ -123,8 +121,7 @@ def _reader_fingerprint() -> str:
 
 
 def content_hash(data: bytes) -> str:
-    """The sha256 of a trace file's bytes as they are on disk (hex).
-    """
+    """The sha256 of a trace file's bytes as they are on disk (hex)."""
     return hashlib.sha256(data).hexdigest()
 
 
@@ -196,8 +193,7 @@ def remember_hash(path, st: os.stat_result, content: str) -> None:
 
 
 def clear() -> int:
-    """Delete every cached trace. Returns how many entries were removed.
-    """
+    """Delete every cached trace. Returns how many entries were removed."""
     wait()                             # a write under way would otherwise land after
     shutil.rmtree(_hashes(), ignore_errors=True)
     d = folder()
@@ -330,8 +326,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def wait(key: str | None = None) -> None:
-    """Wait until this process's background write of ``key`` (every key: None) is done.
-    """
+    """Wait until this process's background write of ``key`` (every key: None) is done."""
     with _pending_lock:
         threads = [t for k, t in _pending.items() if key is None or k == key]
     for t in threads:
