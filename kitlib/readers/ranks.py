@@ -62,22 +62,6 @@ class RankTraces:
         The folder the traces came from (``None`` for a list of files).
     manifest : dict
         The ``distributed`` entry of a kit bundle's manifest (``{}`` otherwise).
-
-    Examples
-    --------
-    Two ranks of an NCCL run (:func:`kitlib.model.examples.tiny_rank_docs`):
-
-    >>> from kitlib.model.examples import tiny_rank_folder
-    >>> from kitlib.readers.ranks import load_traces
-    >>> traces = load_traces(tiny_rank_folder())
-    >>> traces
-    RankTraces(ranks [0, 1] of world size 2, backend nccl)
-    >>> traces.info[["rank", "world_size", "backend", "host", "first_ns", "last_ns"]]
-       rank  world_size backend  host  first_ns   last_ns
-    0     0           2    nccl  None         0  20000000
-    1     1           2    nccl  None         0  20000000
-    >>> len(traces.traces[1].kernels), traces.manifest
-    (4, {})
     """
 
     traces: dict
@@ -96,60 +80,23 @@ class RankTraces:
         figures: the kit bundle's :attr:`kitlib.readers.bundle.Capture.label`, a folder
         of public traces' own (:data:`kitlib.readers.bundle.PUBLIC_LABELS`), or ``None``
         for a list of files.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.label
-        'tiny-ranks-...: trace files (no kit manifest)'
-        >>> load_traces(sorted(tiny_rank_folder().glob("*.json"))).label is None
-        True
         """
         return label_for(self.source)
 
     @property
     def ranks(self) -> list:
-        """The ranks present, ascending.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.ranks
-        [0, 1]
-        """
+        """The ranks present, ascending."""
         return sorted(self.traces)
 
     @property
     def world_size(self) -> int | None:
-        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.world_size
-        2
-        """
+        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent)."""
         v = self.info["world_size"].iloc[0]
         return None if pd.isna(v) else int(v)
 
     @property
     def backend(self) -> str | None:
-        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.backend
-        'nccl'
-        """
+        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent)."""
         return self.info["backend"].iloc[0]
 
     def table(self, name: str) -> pd.DataFrame:
@@ -173,27 +120,6 @@ class RankTraces:
         ------
         KeyError
             Not a table name.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.table("kernels")[["rank", "row", "stream", "start_ns", "dur_ns"]]
-           rank  row  stream  start_ns   dur_ns
-        0     0    0       7   1000000  2000000
-        1     0    1      20   3100000  2900000
-        2     0    2       7   4000000  1000000
-        3     0    3       7  11000000  2000000
-        4     0    4      20  13100000  1900000
-        5     1    0       7   1000000  4000000
-        6     1    1      20   5100000   900000
-        7     1    2       7  11000000  3000000
-        8     1    3      20  14100000   900000
-        >>> traces.table("stacks")
-        Traceback (most recent call last):
-            ...
-        KeyError: "no table 'stacks'; the tables are: ops, launches, gpu, kernels, memory, other, steps"
         """
         allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
         if name not in allowed:
@@ -216,58 +142,17 @@ class RankTraces:
 
     @property
     def ops(self) -> pd.DataFrame:
-        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> ops = traces.ops
-        >>> ops.loc[ops["rank"] == 1, ["rank", "row", "name", "start_ns", "parent"]].head(4)
-            rank  row                name  start_ns  parent
-        9      1    0      ProfilerStep#1         0      -1
-        10     1    1            aten::mm    920000       0
-        11     1    2  record_param_comms   4980000       0
-        12     1    3     nccl:all_reduce   4990000       2
-        """
+        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`)."""
         return self.table("ops")
 
     @property
     def gpu(self) -> pd.DataFrame:
-        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.gpu.groupby(["rank", "stream"]).size()
-        rank  stream
-        0     7         3
-              20        2
-        1     7         2
-              20        2
-        dtype: int64
-        """
+        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`)."""
         return self.table("gpu")
 
     @property
     def steps(self) -> pd.DataFrame:
-        """Every rank's steps (``ProfilerStep#N``) with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.steps[["rank", "step", "name", "start_ns", "dur_ns"]]
-           rank  step            name  start_ns    dur_ns
-        0     0     1  ProfilerStep#1         0  10000000
-        1     0     2  ProfilerStep#2  10000000  10000000
-        2     1     1  ProfilerStep#1         0  10000000
-        3     1     2  ProfilerStep#2  10000000  10000000
-        """
+        """Every rank's steps (``ProfilerStep#N``) with a ``rank`` column (see :meth:`table`)."""
         return self.table("steps")
 
 
@@ -446,17 +331,6 @@ def wall_step_times(traces: RankTraces) -> pd.DataFrame:
     KitFileError
         A rank's ``step_times.json`` is not an object of lists of numbers (names
         the file).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces, wall_step_times
-    >>> w = wall_step_times(load_traces("ranks_straggler"))
-    >>> print(w[w["series"] == "step_ms_uninstrumented"].round(1).to_string(index=False))
-     rank                 series  i  step_ms
-        0 step_ms_uninstrumented  0   1925.1
-        0 step_ms_uninstrumented  1   1843.4
-        1 step_ms_uninstrumented  0   1954.4
-        1 step_ms_uninstrumented  1   1880.8
     """
     cols = ["rank", "series", "i", "step_ms"]
     if traces.source is None or not traces.manifest:
@@ -493,12 +367,6 @@ def default_workers(n_files: int) -> int:
     """Worker processes :func:`load_traces` starts for ``n_files`` traces to parse: one
     per CPU core the process may use, at most one per trace, and none (1: read here)
     below :data:`PARALLEL_MIN_FILES`.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import default_workers
-    >>> default_workers(1), default_workers(2), default_workers(0)
-    (1, 1, 1)
     """
     if n_files < PARALLEL_MIN_FILES:
         return 1
