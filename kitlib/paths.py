@@ -67,18 +67,6 @@ def make_folder(path, option: str, empty: bool = False) -> Path:
     KitError
         ``OPTION PATH: is a file, not a folder``; ``... not empty``; or it cannot be
         created (a file where a parent folder should be, no permission), in one line.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.paths import make_folder
-    >>> f = Path(tempfile.mkdtemp()) / "notes.txt"
-    >>> _ = f.write_text("mine")
-    >>> make_folder(f, "workspace --dest")
-    Traceback (most recent call last):
-    ...
-    kitlib.errors.KitError: workspace --dest .../notes.txt: is a file, not a folder; give a folder
     """
     path = Path(path)
     if path.exists() and not path.is_dir():

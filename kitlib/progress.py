@@ -15,16 +15,7 @@ PROGRESS_MIN_EVENTS = 600_000
 def progress_bar(desc: str, total: int, show: bool):
     """A tqdm bar (terminal or Jupyter) of ``total`` stages, shown when ``show`` and
     ``KITLIB_PROGRESS`` is not 0/off/false/no (the tests set it to 0); always a bar
-    object, so the caller updates it either way.
-
-    Examples
-    --------
-    >>> from kitlib.progress import progress_bar
-    >>> bar = progress_bar("reading", total=3, show=False)
-    >>> bar.update(3); bar.disable          # a bar object either way: the caller updates it
-    True
-    >>> bar.close()
-    """
+    object, so the caller updates it either way."""
     from tqdm.auto import tqdm
     if is_off("KITLIB_PROGRESS"):
         show = False
@@ -32,18 +23,9 @@ def progress_bar(desc: str, total: int, show: bool):
 
 
 def analysis_progress(trace, desc: str, stages: int, progress: bool | None = None):
-    """:func:`progress_bar` for an analysis of ``trace`` (a :class:`kitlib.model.Trace`): shown by default when the
-    trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events or more.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.progress import analysis_progress
-    >>> bar = analysis_progress(tiny_trace(), "chain", stages=2)
-    >>> bar.disable                          # 4 events: below PROGRESS_MIN_EVENTS, no bar shown
-    True
-    >>> bar.close()
-    """
+    """:func:`progress_bar` for an analysis of ``trace`` (a :class:`kitlib.model.Trace`):
+    shown by default when the trace holds :data:`PROGRESS_MIN_EVENTS` host and GPU events
+    or more."""
     n = (len(trace.host_events) if trace.host_events is not None else len(trace.ops)) + len(trace.gpu)
     show = n >= PROGRESS_MIN_EVENTS if progress is None else bool(progress)
     return progress_bar(f"{desc} ({n:,} events)", stages, show)

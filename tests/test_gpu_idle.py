@@ -656,7 +656,7 @@ def test_nsight_export_breakdown_concurrency_copies():
 
 @pytest.mark.parametrize("name,median_ns", [("profiler_5step", 1440), ("fixed_batch", 1568)])
 def test_why_30_us(name, median_ns, raw):
-    """The module docstring's claim: on the H200 recordings every gap between two queued
+    """docs/SOURCES.md#gpu-idle-threshold's claim: on the H200 recordings every gap between two queued
     GPU events is under 14 µs and none under 30 ns (raw JSON, no kitlib)."""
     gpu, _ = raw(name)
     queued, reach = [], None

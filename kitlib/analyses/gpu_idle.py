@@ -18,21 +18,11 @@ correlation)`` join of an Nsight Systems export):
 - **no_launch**: the next GPU event's launch is not in the trace (it was made before the
   profiler's window opened, or the trace lost it), so nothing can be said about the gap.
 
-The threshold, and why the kit keeps 30 µs
--------------------------------------------
-Holistic Trace Analysis (HTA 0.5.0, ``hta/trace_analysis.py``,
-``TraceAnalysis.get_idle_time_breakdown``) documents its ``consecutive_kernel_delay``
-as "Default = 30 nanoseconds", but compares it (``BreakdownAnalysis._analyze_idle_time_for_stream``:
-``idle_interval < consecutive_kernel_delay``) with times that its parser has turned into
-whole **microseconds** (``ts``/``dur`` as Kineto writes them, rounded by
-``round_down_time_stamps``). So HTA's default is in effect 30 µs. The kit keeps **30 µs**
-(``KERNEL_WAIT_MAX_NS = 30_000`` ns), for two reasons: it is the value HTA users have been
-reading, so the two tools' figures can be set side by side; and on the kit's H200
-recordings (``profiler_5step``, ``fixed_batch``) every gap between two *queued* GPU events on
-the stream is shorter than 14 µs (medians 1.4 and 1.6 µs), and none is shorter than 30 ns:
-with 30 ns nothing would ever be kernel wait. The rule is
-strict: a gap of exactly ``kernel_wait_max_ns`` is *other*, as in HTA. Pass another value
-(in ns) to any function here.
+The threshold
+-------------
+``KERNEL_WAIT_MAX_NS`` = 30 µs, HTA's default in effect, strict: a gap of exactly
+``kernel_wait_max_ns`` is *other*, as in HTA. Pass another value (in ns) to any function
+here. Why 30 µs, not the 30 ns HTA documents: docs/SOURCES.md#gpu-idle-threshold
 
 Boundary rules (the kit's half-open rule, :mod:`kitlib.model.window`)
 --------------------------------------------------------------------
@@ -52,15 +42,8 @@ Boundary rules (the kit's half-open rule, :mod:`kitlib.model.window`)
 
 Against Holistic Trace Analysis
 -------------------------------
-``tests/test_gpu_idle.py`` compares these figures with HTA 0.5.0's on eight traces (its figures
-in ``tests/data/hta/hta_figures.json``, made by ``tools/hta_figures.py``). Once HTA's own cuts
-are applied to kitlib's tables (it drops the last ``ProfilerStep`` and so every GPU event
-without a launch, rounds starts up and ends down to whole µs, and counts its queue only for
-the five launch calls it knows, until each event *starts*), the launch queue agrees exactly
-and the idle breakdown agrees exactly on every stream whose events do not overlap. Where they
-overlap (programmatic dependent launch on Hopper), HTA measures each gap from the previous
-row's end and adds the overlaps as negative kernel wait: 1,139 µs less than kitlib on
-``profiler_5step``.
+With HTA's own cuts applied, the same figures as HTA 0.5.0 on eight traces, except where
+events overlap on a stream: docs/SOURCES.md#gpu-idle-hta
 
 What a trace cannot tell
 ------------------------

@@ -210,14 +210,8 @@ def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
     :data:`kitlib.analyses.collectives.COMM_KERNEL_PATTERN`), ``MEMORY`` (a copy or a set:
     ``kind`` ``memcpy``/``memset``), ``COMPUTATION`` (every other kernel).
 
-    HTA (``hta/utils/utils.py``, ``get_kernel_type``) decides by the name alone, by a rule
-    its releases have changed: ``ncclKernel`` in the name is communication and ``Memcpy`` or
-    ``Memset`` in it memory (2022); later a name starting with ``nccl`` or holding ``gloo:``
-    is communication; the newest matches ``^nccl.*Kernel`` and ``^(Memcpy|Memset|dma)`` and
-    adds a fourth type, OTHER (names with ``Sync``…). The kit reads the event's category for
-    memory, and the NCCL names of :data:`~kitlib.analyses.collectives.COMM_KERNEL_PATTERN`
-    (``ncclDevKernel_`` since NCCL 2.19, which the 2022 rule calls computation). On the public
-    traces of ``tests/test_kernel_breakdown.py`` every rule gives the kit's types.
+    HTA decides by the name alone, by a rule its releases have changed; on the public traces
+    every one of its rules gives these types. Sources: docs/SOURCES.md#kernel-type
 
     Parameters
     ----------

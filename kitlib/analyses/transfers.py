@@ -16,25 +16,8 @@ own packet overhead alone keeps it below the nominal figure: the pinned host-to-
 of the H200 recordings average 55.2 GB/s in ``profiler_5step`` and 55.3 GB/s in ``nsys_8step``,
 86 % of 64).
 
-Sources for :data:`LINKS`
--------------------------
-- NVIDIA H200 Tensor Core GPU datasheet / product page (nvidia.com/en-us/data-center/h200):
-  "Interconnect: NVIDIA NVLink 900GB/s, PCIe Gen5 128GB/s" (both directions together; per
-  direction 450 and 64 GB/s), "GPU memory bandwidth 4.8TB/s".
-- NVIDIA HGX B300 / DGX B300 (nvidia.com/en-us/data-center/hgx, /dgx-b300): fifth-generation
-  NVLink, "1.8TB/s" GPU-to-GPU per GPU (900 GB/s per direction), HBM3e "8TB/s" per GPU, and
-  PCIe Gen6 to the host. NVIDIA's pages name PCIe Gen6 without a per-GPU figure; the kit
-  takes PCI-SIG's: 64 GT/s × 16 lanes ÷ 8 bits = 128 GB/s per direction, nominal.
-
-- NVIDIA H100 Tensor Core GPU datasheet, H100 SXM: "Interconnect: NVIDIA NVLink 900GB/s,
-  PCIe Gen5 128GB/s" (per direction 450 and 64 GB/s), "GPU memory bandwidth 3.35TB/s".
-- NVIDIA A100 Tensor Core GPU datasheet, A100 80GB SXM: "Interconnect: NVIDIA NVLink
-  600GB/s, PCIe Gen4 64GB/s" (per direction 300 and 32 GB/s), "GPU memory bandwidth
-  2,039GB/s" (the 40GB A100: 1,555GB/s; the kit knows the A100 by name only, and takes the
-  80GB SXM's figure, as :data:`kitlib.analyses.flops.PEAK_TFLOPS` does).
-- NVIDIA V100 Tensor Core GPU datasheet, V100 SXM2: "Interconnect Bandwidth: NVLink
-  300 GB/s, PCIe 32 GB/s" (both directions; per direction 150 and 16 GB/s; PCIe Gen3 x16),
-  "Memory Bandwidth 900 GB/s".
+The figures of :data:`LINKS` are NVIDIA's datasheets' (H200, B300, H100, A100, V100; PCIe Gen6
+from PCI-SIG), each quoted: docs/SOURCES.md#transfers-links
 
 A ``DtoD`` copy inside one device reads and writes HBM, so it moves each byte twice: its
 peak is half the memory bandwidth. Pure functions: no I/O, printing or plotting. Used in

@@ -378,14 +378,6 @@ def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> 
     ------
     KitError
         As :func:`cases_for`; a device other than cpu or cuda.
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import plan
-    >>> [r.folder for r in plan("cpu", ["c"])]
-    ['baseline', 'case_c/before', 'case_c/after']
-    >>> plan("cuda", ["i"])[1].settings["sync_every_step"]
-    True
     """
     if device not in ("cpu", "cuda"):
         raise KitError(f"record-clinic: device must be cpu or cuda, not {device!r}")
@@ -430,13 +422,6 @@ def torchrun_command(settings: dict, recipe: str, out, device: str = "cpu", smal
     JSON OUT`` (``torchrun`` itself, run with this Python). NCCL where ``device`` is
     ``cuda`` and two GPUs are seen, else Gloo on the CPU
     (:func:`kitlib.capture.distributed.torchrun_plan`).
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import torchrun_command
-    >>> cmd = torchrun_command({"model": "small_cnn"}, "shapes", "/tmp/x", "cpu")
-    >>> cmd[1:5], cmd[6:9]
-    (['-m', 'torch.distributed.run', '--standalone', '--nproc_per_node=2'], ['kitlib.capture.clinic', '--ranks', '{"settings": {"model": "small_cnn", "device": "cpu"}, "recipe": "shapes", "smallest": false}'])
     """
     dev = "cpu"
     if device == "cuda":
@@ -464,15 +449,6 @@ def public_manifest(manifest: dict, name: str) -> dict:
 
     The model's description stays (the optimiser case's deep model is visible there);
     ``straggler``, workers, layout, optimiser, transform and profiler options go.
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import public_manifest
-    >>> m = {"name": "x", "workload": {"model": "m", "num_workers": 0}, "recipe": {"with_stack": True,
-    ...      "kind": "torch_profiler"}, "notes": "n", "files": {}}
-    >>> p = public_manifest(m, "case_c_before")
-    >>> p["workload"], p["recipe"], p["name"]
-    ({'model': 'm'}, {'kind': 'torch_profiler'}, 'case_c_before')
     """
     m = dict(manifest)
     m["name"] = name
@@ -615,12 +591,6 @@ def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int 
         :func:`kitlib.capture.workload.time_steps`), and per side what the process and the
         machine did in its blocks (``time_steps``' ``process``: the load average before and
         after each block, CPU and wall seconds summed).
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import _blocks
-    >>> _blocks(12, 5)               # (side, steps) in the order they are timed
-    [('before', 5), ('after', 5), ('after', 5), ('before', 5), ('before', 2), ('after', 2)]
     """
     from .workload import build_workload, time_steps
     configs = {"before": before, "after": after}
@@ -853,14 +823,6 @@ def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERL
         ``folder`` holds no ``clinic.json``, one that is not a clinic index (invalid JSON,
         nested too deep, not an object: :class:`~kitlib.errors.KitFileError`), or one of
         another device; a case asked for is missing from it.
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import retime_clinic
-    >>> retime_clinic("/no/such/folder")
-    Traceback (most recent call last):
-    ...
-    kitlib.errors.KitError: /no/such/folder/clinic.json: not found; retime a folder written by record-clinic
     """
     out = Path(folder)
     index_path = out / "clinic.json"
@@ -889,12 +851,6 @@ def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERL
 def answer_key(device: str = "cpu") -> str:
     """The clinic's answer key, as Markdown, for instructors: per case its cause, fix,
     evidence, and the settings of both runs over the base workload.
-
-    Examples
-    --------
-    >>> from kitlib.capture.clinic import answer_key
-    >>> "case_c: loader_in_main_process" in answer_key()
-    True
     """
     base = base_settings(device)
     lines = ["# Clinic answer key", "", f"Base workload ({device}): "

@@ -301,15 +301,6 @@ def torchrun_profile_command(recipe="nsys_8step", nproc: int = 2, output_prefix=
     ------
     KitError
         ``nproc`` is not a whole number of 1 or more; an unknown recipe.
-
-    Examples
-    --------
-    >>> from kitlib.capture.nsys_recipes import torchrun_profile_command
-    >>> cmd = torchrun_profile_command("nsys_8step", 2, "out/report", python="python", device="cpu")
-    >>> print(" ".join(cmd[:8]))
-    python -m torch.distributed.run --standalone --nproc_per_node=2 --no-python nsys profile
-    >>> cmd[cmd.index("-o") + 1]
-    'out/report_%q{RANK}'
     """
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")
@@ -323,12 +314,6 @@ def torchrun_export_commands(nproc: int, output_prefix="report", nsys: str = "ns
     """The ``nsys export --type sqlite`` command of each rank's report written by
     :func:`torchrun_profile_command` (a list of command lists, rank 0 first):
     ``<prefix>_<r>.nsys-rep`` → ``<prefix>_<r>.sqlite``.
-
-    Examples
-    --------
-    >>> from kitlib.capture.nsys_recipes import torchrun_export_commands
-    >>> [c[-2:] for c in torchrun_export_commands(2, "r")]
-    [['r_0.sqlite', 'r_0.nsys-rep'], ['r_1.sqlite', 'r_1.nsys-rep']]
     """
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")

@@ -111,10 +111,8 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
     progress : bool
         Progress bars while capturing.
     free_bytes : int, optional
-        Free GPU memory in bytes, for the check before a live capture (default: what
-        ``torch.cuda.mem_get_info`` says; give a figure to see what a smaller GPU
-        would do). See :func:`live_memory_plan`; every live path of the lessons makes
-        the same check (:func:`_memory_checked`).
+        Free GPU memory to plan for, in bytes (default: the GPU's). What a live path does
+        with it, every live path alike: :func:`_memory_checked`.
     **workload_options
         Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device` for a live capture
         (the reference settings on a GPU by default).
@@ -210,13 +208,9 @@ def measured(experiment: str, reuse_minutes: float = 60, free_bytes: int | None 
     reuse_minutes : float
         0 always measures afresh.
     free_bytes : int, optional
-        Free GPU memory to plan for (default: the GPU's). Before measuring, the memory
-        check of every live path (:func:`_memory_checked`) for the workload the
-        experiment runs (:meth:`WorkloadConfig.for_device`'s, batch 128 on a GPU): too
-        little memory, and the experiment runs a smaller batch (with a warning; the
-        batch is kept in the bundle and compared on reuse); not even
-        :data:`MIN_LIVE_BATCH` fits, and the recorded step times of ``profiler_5step``
-        are returned instead (with a warning).
+        As :func:`lesson_capture` (:func:`_memory_checked`, for the experiment's workload;
+        a smaller batch is kept in the bundle and compared on reuse). Where nothing fits,
+        the recorded step times of ``profiler_5step`` are returned instead.
     **kwargs
         The experiment's arguments (JSON values: they are compared on reuse).
 
@@ -498,17 +492,11 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
         Live recipe; default the one named like ``reference`` (``emit_nvtx`` for
         ``nsys_emit_nvtx``).
     reuse_minutes : float
-        In live mode, reuse this GPU's newest ``runs/lesson_<reference>_*`` capture of
-        the same recipe, batch and image size when younger than this (0: always
-        capture afresh).
+        As :func:`lesson_capture` (the same recipe, batch and image size).
     free_bytes : int, optional
-        Free GPU memory to plan for (default: the GPU's). Before a live capture, the
-        memory check of every live path (:func:`_memory_checked`) for the workload
-        ``nsys`` will run (its ``run-workload`` defaults, batch 128 on a GPU, or the
-        ``--batch-size``/``--image-size`` given in ``workload_args``): too little
-        memory, and the capture runs a smaller batch (``--batch-size``, with a
-        warning); not even :data:`MIN_LIVE_BATCH` fits, and the recording is used
-        (with a warning).
+        As :func:`lesson_capture` (:func:`_memory_checked`, for the workload ``nsys`` runs,
+        ``--batch-size``/``--image-size`` of ``workload_args`` included). Where nothing
+        fits, the recording is used.
     **kw
         Passed to :func:`kitlib.capture.nsys_recipes.capture_nsys`.
 

@@ -206,13 +206,6 @@ def shipped_recordings() -> dict:
     the public traces of lessons 09 and 12), then each of the clinic's
     (:func:`~kitlib.readers.bundle.clinic_dir`) as ``clinic/<device>/<case>``. Values are
     the folders (Path).
-
-    Examples
-    --------
-    >>> from kitlib.course.cli import shipped_recordings
-    >>> r = shipped_recordings()
-    >>> "profiler_5step" in r, "clinic/cpu/case_b" in r, r["public-traces"].name
-    (True, True, 'public-traces')
     """
     from ..readers.bundle import clinic_dir, reference_dir
     out = {}

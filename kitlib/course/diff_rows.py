@@ -58,19 +58,6 @@ def rows_text(rows: dict, name_chars: int = 40) -> str:
     """:func:`kernel_rows` as JSON lines, one event a line: the steps (name, ts, dur), the
     kernels and the launches (name, ts, dur, ``args.correlation``), names cut to
     ``name_chars``.
-
-    Examples
-    --------
-    >>> rows = {"steps": [{"ph": "X", "name": "ProfilerStep#1", "ts": 0.0, "dur": 9.0}],
-    ...         "kernels": [{"name": "k", "ts": 2.0, "dur": 1.5, "args": {"correlation": 7}}],
-    ...         "launches": [{"name": "cudaLaunchKernel", "ts": 1.0, "dur": 0.5, "args": {"correlation": 7}}]}
-    >>> print(rows_text(rows))
-    # steps
-    {"name":"ProfilerStep#1","ts":0.0,"dur":9.0}
-    # kernels
-    {"name":"k","ts":2.0,"dur":1.5,"args":{"correlation":7}}
-    # launches
-    {"name":"cudaLaunchKernel","ts":1.0,"dur":0.5,"args":{"correlation":7}}
     """
     keys = ["name", "ts", "dur", "args"]
     out = []
@@ -85,13 +72,6 @@ def short_name(name: str, width: int = 48) -> str:
     """A kernel name short enough for a table: ``void`` and ``(anonymous namespace)::``
     dropped, template arguments written ``<…>``, a C++ signature's parameters cut; names
     that are not C++ signatures (``Memcpy HtoD (Pinned -> Device)``) kept.
-
-    Examples
-    --------
-    >>> short_name("void at::native::(anonymous namespace)::max_pool_backward_nhwc<float, float>(int, float*)")
-    'at::native::max_pool_backward_nhwc<…>'
-    >>> short_name("Memcpy HtoD (Pinned -> Device)")
-    'Memcpy HtoD (Pinned -> Device)'
     """
     if not isinstance(name, str):
         return str(name)

@@ -151,15 +151,6 @@ def clock_shifted(traces: RankTraces, rank: int, ms: float) -> RankTraces:
     """A copy of ``traces`` in which ``rank``'s clock reads ``ms`` later than it did (its
     ``base_time_ns`` moved): what two hosts whose clocks differ would record. Nothing else
     changes; the files are not touched.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import match_summary
-    >>> from kitlib.course.ranks import clock_shifted
-    >>> s = match_summary(clock_shifted(load_traces("public-traces", partial=True), 1, 5.0))
-    >>> s["verified"], s["ends_apart"]        # every call now ends 5 ms apart: none passes the check
-    (0, 7)
     """
     import dataclasses
     if rank not in traces.traces:
@@ -178,13 +169,6 @@ def uninstrumented_step_ms(traces: RankTraces) -> float | None:
     ------
     KitError
         A ``step_times.json`` that is not the kit's (the message names it).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.ranks import uninstrumented_step_ms
-    >>> round(uninstrumented_step_ms(load_traces("ranks_balanced")), 1)
-    1506.0
     """
     import json
     vals = []
@@ -202,13 +186,6 @@ def uninstrumented_compared(a: RankTraces, b: RankTraces, names=("balanced", "st
     """One line: each run's uninstrumented step (:func:`uninstrumented_step_ms`) and their
     difference, or why there is none to compare (a run recorded with ``--timing-steps 0``,
     or loose traces).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.ranks import uninstrumented_compared
-    >>> print(uninstrumented_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))
-    timed without the profiler (the sleep included): balanced 1,506 ms, straggler 1,903 ms per step (+397 ms)
     """
     ua, ub = uninstrumented_step_ms(a), uninstrumented_step_ms(b)
     if ua is None or ub is None:
@@ -236,15 +213,6 @@ def drift_within(rt: RankTraces) -> str:
     :func:`~kitlib.analyses.stragglers.drift_note` of its profiled steps against its own
     uninstrumented ones, or why that cannot be told (a run recorded with
     ``--timing-steps 0``, loose traces, or collectives on the GPU).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.ranks import drift_within
-    >>> drift_within(load_traces("ranks_balanced"))
-    'no drift seen: on every rank the profiled steps are within 4 % of the uninstrumented ones'
-    >>> drift_within(load_traces("public-traces", partial=True))[:60]
-    'no steps timed without the profiler in this run (recorded wi'
     """
     return _drift_within(rt) or ("no steps timed without the profiler in this run (recorded with --timing-steps 0, "
                                  "loose traces, or an NCCL run): whether the machine drifted cannot be told here")
@@ -261,18 +229,6 @@ def runs_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler"))
     changes between runs and within one, so a difference between the runs is not only
     the straggler's until their uninstrumented steps say how much the machine itself
     moved. ``names`` name the two runs in the drift part.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.ranks import runs_compared
-    >>> print(runs_compared(load_traces("ranks_balanced"), load_traces("ranks_straggler")))  # doctest: +NORMALIZE_WHITESPACE
-    both runs recorded on vm on 2026-11-30: the same machine and day, not the same conditions (a shared host's
-    load changes between runs and within one); uninstrumented steps (median over ranks, step_times.json) 1,506 ms
-    and 1,903 ms; within each run, balanced: no drift seen: on every rank the profiled steps are within 4 % of the
-    uninstrumented ones; straggler: the machine drifted: rank 0 stepped in 1,884 ms without the profiler and
-    2,450 ms with it (+30 %); rank 1 stepped in 1,918 ms without the profiler and 2,418 ms with it (+26 %), far
-    more than the profiler costs: compare ranks within a step, not this run with another
     """
     def where(rt):
         hosts = sorted({str(h) for h in rt.info["host"] if h is not None and not pd.isna(h)})

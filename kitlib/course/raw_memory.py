@@ -121,15 +121,6 @@ def self_and_total(excerpt) -> tuple[int, int]:
     """``(self, total)`` bytes of the excerpt's first event, by the profiler's rule: total =
     the ``Bytes`` of the memory events in its interval (ends included); self = total minus
     the totals of its direct children (operators in it, not inside another of them).
-
-    Examples
-    --------
-    >>> ex = [{"ph": "X", "name": "op", "ts": 0.0, "dur": 10.0},
-    ...       {"ph": "X", "name": "child", "ts": 1.0, "dur": 2.0},
-    ...       {"ph": "i", "name": "[memory]", "ts": 2.0, "args": {"Bytes": 100}},
-    ...       {"ph": "i", "name": "[memory]", "ts": 10.0, "args": {"Bytes": -100}}]
-    >>> self_and_total(ex)
-    (-100, 0)
     """
     op, rest = excerpt[0], excerpt[1:]
     mem = [e for e in rest if e.get("ph") == "i"]

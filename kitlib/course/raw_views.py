@@ -11,11 +11,6 @@ material for display; it computes nothing a lesson asks about.
   cut to some columns and rows;
 - :func:`nccl_excerpt`: ten GPU events of a public two-stream trace (lesson 03's transfer
   question).
-
-Examples
---------
->>> print(as_json_lines([{"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0}]))
-{"ph":"X","cat":"kernel","name":"k","ts":1.5,"dur":2.0}
 """
 from __future__ import annotations
 
@@ -66,12 +61,6 @@ def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
     name_chars : int, optional
         Cut a longer ``name`` to this many characters, the last one ``…`` (C++ kernel
         names run to thousands of characters); default whole.
-
-    Examples
-    --------
-    >>> e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.0, "dur": 2.0, "args": {"stream": 7, "grid": [1]}}
-    >>> print(as_json_lines([e], keys=["cat", "ts", "dur", "args"], args=["stream"]))
-    {"cat":"kernel","ts":1.0,"dur":2.0,"args":{"stream":7}}
     """
     out = []
     for e in events:

@@ -123,14 +123,6 @@ def nccl_call_excerpt(runs, calls: int = 3) -> dict:
     KitError
         A trace has no ``distributedInfo`` rank, or no NCCL kernel launched inside an
         ``nccl:*`` operator (a Gloo run: use :func:`collective_excerpt`).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.rawranks import nccl_call_excerpt
-    >>> raw = nccl_call_excerpt(load_traces("public-traces", partial=True), calls=1)
-    >>> [(e["cat"], e["name"][:22]) for e in raw["events"][:3]]
-    [('user_annotation', 'nccl:all_to_all'), ('cuda_runtime', 'cudaLaunchKernel'), ('kernel', 'ncclKernel_SendRecv_RI')]
     """
     out, pids, bases = [], {}, {}
     for path in runs.info["path"]:

@@ -15,15 +15,6 @@ one dict per event. The fields a lesson reads by hand:
 
 Nothing here joins or interprets: the functions pick events, trim them for printing and
 lay them out as a table, so that the learner does the join.
-
-Examples
---------
->>> evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1,
-...         "args": {"External id": 7, "Input Dims": [[2, 2], [2, 2]]}}]
->>> trimmed(evs[0])
-{'ph': 'X', 'cat': 'cpu_op', 'name': 'aten::mm', 'pid': 1, 'tid': 1, 'ts': 1.0, 'dur': 5.0, 'args': {'External id': 7}}
->>> events_frame(evs)[["cat", "name", "external_id"]].to_dict("records")
-[{'cat': 'cpu_op', 'name': 'aten::mm', 'external_id': 7}]
 """
 from __future__ import annotations
 

@@ -160,11 +160,6 @@ def min_p_value(n_before: int, n_after: int) -> float:
     difference" each of the ``C(n_before + n_after, n_before)`` ways of choosing which
     ranks belong to ``before`` is equally likely. The most extreme outcome (every
     ``after`` value above every ``before`` value, or every one below) is 2 of them.
-
-    Examples
-    --------
-    >>> round(min_p_value(4, 5), 4), min_p_value(3, 3)
-    (0.0159, 0.1)
     """
     if n_before < 1 or n_after < 1:
         raise KitError(f"min_p_value needs at least one value a side, not {n_before} and {n_after}")

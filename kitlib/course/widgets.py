@@ -336,11 +336,6 @@ def choice_fit_css(key: str, longest: int) -> str:
     which its longest choice (``longest`` characters) fits :data:`CHOICE_ROOM_PX`: on a
     laptop (13 px) every choice of the kit fits and nothing changes; at a projector's scale
     the text grows by the scale, or only as far as that choice still shows whole.
-
-    Examples
-    --------
-    >>> "font-size: min(var(--jp-widgets-font-size), 13.2px)" in choice_fit_css("case_a_fix", 95)
-    True
     """
     fit = CHOICE_ROOM_PX / (max(longest, 1) * CHOICE_EM_PER_CHAR)
     return (f"<style>.{FORM_CLASS}.{FORM_CLASS}-{key} .widget-dropdown > select "

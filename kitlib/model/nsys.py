@@ -338,6 +338,18 @@ def range_nesting(ranges: pd.DataFrame) -> tuple:
     when it starts before that one ends (half-open ``[start, end)``) and ends no later,
     on the same thread; a range never closed counts as endless. ``ranges`` must be
     sorted by start, outer ranges first.
+
+    Examples
+    --------
+    A range inside another, and one never closed (endless, so inside none):
+
+    >>> import pandas as pd
+    >>> from kitlib.model.nsys import range_nesting
+    >>> r = pd.DataFrame({"pid": 1, "tid": 5, "start_ns": [0, 10, 50], "end_ns": [100, 40, None],
+    ...                   "range_id": [7, 8, 9]})
+    >>> depth, parent = range_nesting(r)
+    >>> depth.tolist(), parent.tolist()
+    ([0, 1, 0], [-1, 7, -1])
     """
     ends = ranges["end_ns"].astype("float64").fillna(np.inf).to_numpy()
     starts = ranges["start_ns"].astype("float64").to_numpy()

@@ -139,15 +139,6 @@ def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=N
     KitError
         As :func:`~kitlib.analyses.collectives.collectives`; or no step with a collective
         on every rank, or ``step`` has none (the message lists the steps there are).
-
-    Examples
-    --------
-    >>> import matplotlib
-    >>> matplotlib.use("Agg")
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.plots.ranks import plot_exposed_communication
-    >>> print(plot_exposed_communication(load_traces("public-traces", partial=True)).get_title())
-    step 551: rank 0 exposed 172.3 of 195.3 ms of communication; rank 1 exposed 134.3 of 168.0 ms of communication
     """
     from ..errors import KitError
     calls = collectives(traces)

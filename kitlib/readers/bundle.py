@@ -65,13 +65,6 @@ def software_provenance(import_torch: bool = True) -> dict:
         cudnn, gpu, gpu_count, gpu_memory_bytes, compute_capability, driver`` when
         known (``None`` otherwise). The driver version comes from ``nvidia-smi`` when
         it is on the PATH. Without torch, ``probe`` says where the facts came from.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import software_provenance
-    >>> info = software_provenance(import_torch=False)
-    >>> {"python", "os", "cpu_count", "date", "torch", "gpu"} <= set(info)
-    True
     """
     info: dict[str, Any] = {
         "python": platform.python_version(),
@@ -124,12 +117,6 @@ def import_torchvision():
         torchvision is not installed.
     KitError
         It is installed but does not load beside this torch.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import import_torchvision
-    >>> import_torchvision().__name__
-    'torchvision'
     """
     try:
         import torchvision
@@ -218,13 +205,6 @@ def nvidia_smi_query(fields: str) -> list:
     per GPU, one string per field, as nvidia-smi prints them (its units: MiB, MHz...).
 
     ``[]`` where nvidia-smi is not on the path, fails or takes over 20 s: never raises.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import nvidia_smi_query
-    >>> gpus = nvidia_smi_query("name,memory.total")
-    >>> isinstance(gpus, list) and all(len(g) == 2 for g in gpus)
-    True
     """
     import shutil
     import subprocess
@@ -276,20 +256,6 @@ def write_bundle(folder, *, kind: str, name: str, files: dict, recipe: dict | No
     ------
     BundleError
         If a listed file is not in ``folder``.
-
-    Examples
-    --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.bundle import open_capture, write_bundle
-    >>> folder = Path(tempfile.mkdtemp())
-    >>> _ = (folder / "step_times.json").write_text(json.dumps({"step_ms_uninstrumented": [51.0, 50.0]}))
-    >>> manifest = write_bundle(folder, kind="timing", name="my_timing", origin="live",
-    ...                         files={"step_times.json": "step wall times, ms"},
-    ...                         provenance={"gpu": None})   # default: software_provenance(), which imports torch
-    >>> manifest.name, open_capture(folder).step_times()
-    ('manifest.json', {'step_ms_uninstrumented': [51.0, 50.0]})
-    >>> import shutil; shutil.rmtree(folder)
     """
     folder = Path(folder)
     entries = {}
@@ -316,13 +282,6 @@ class StepTimes(dict):
     """A bundle's ``step_times.json`` (:meth:`Capture.step_times`): a dict that keeps the
     file it was read from (``path``), so that the note under a table or figure made from it
     names its recording (:func:`kitlib.course.labels.labels_of`), not every one opened.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> times = open_capture("profiler_5step").step_times()
-    >>> times.path.name, isinstance(times, dict), len(times["step_ms_uninstrumented"]) > 0
-    ('step_times.json', True, True)
     """
 
     path: Path | None = None
@@ -338,13 +297,6 @@ class Capture:
         The bundle folder.
     manifest : dict
         The parsed ``manifest.json``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> c = open_capture("profiler_5step")
-    >>> c.path.name, c.manifest["format"], c.found_in
-    ('profiler_5step', 'kitlib-bundle/1', 'kit')
     """
 
     path: Path
@@ -361,99 +313,46 @@ class Capture:
     @property
     def name(self) -> str:
         """The capture's name (``manifest["name"]``, else the folder's name).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").name
-        'profiler_5step'
         """
         return self.manifest.get("name", self.path.name)
 
     @property
     def kind(self) -> str:
         """What tool wrote it: ``"torch_profiler"``, ``"nsys"``, ``"timing"``, … (``"?"`` if unsaid).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").kind, open_capture("nsys_8step").kind
-        ('torch_profiler', 'nsys')
         """
         return self.manifest.get("kind", "?")
 
     @property
     def origin(self) -> str:
         """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").origin
-        'recorded'
         """
         return self.manifest.get("origin", "?")
 
     @property
     def provenance(self) -> dict:
         """What the capture ran on (``manifest["provenance"]``: GPU, driver, versions, date; see :func:`software_provenance`).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> p = open_capture("profiler_5step").provenance
-        >>> p["gpu"], p["torch"]
-        ('NVIDIA H200', '2.11.0+cu130')
         """
         return self.manifest.get("provenance", {})
 
     @property
     def recipe(self) -> dict:
         """How the profiler was set up (``manifest["recipe"]``: schedule, record_shapes, …); ``{}`` if unsaid.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").recipe["schedule"]
-        {'wait': 1, 'warmup': 1, 'active': 5}
         """
         return self.manifest.get("recipe", {})
 
     @property
     def workload(self) -> dict:
         """What ran (``manifest["workload"]``: model, batch size, loader settings, …); ``{}`` if unsaid.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> w = open_capture("profiler_5step").workload
-        >>> w["batch_size"], w["num_workers"], w["labels"]
-        (128, 8, ['data_load', 'h2d', 'forward', 'backward', 'optimizer'])
         """
         return self.manifest.get("workload", {})
 
     @property
     def files(self) -> list[str]:
-        """The file names the manifest lists, in its order.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").files
-        ['trace.json.gz', 'key_averages_tables.txt', 'step_times.json', 'memory_snapshot.pickle']
-        """
+        """The file names the manifest lists, in its order."""
         return list(self.manifest.get("files", {}))
 
     def has(self, fname: str) -> bool:
-        """Whether the manifest lists ``fname``.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> c = open_capture("profiler_5step")
-        >>> c.has("trace.json.gz"), c.has("report.sqlite")
-        (True, False)
-        """
+        """Whether the manifest lists ``fname``."""
         return fname in self.manifest.get("files", {})
 
     def file(self, fname: str) -> Path:
@@ -466,12 +365,6 @@ class Capture:
             leads out of the bundle folder (links inside it are followed), is not a
             regular file (a folder, a named pipe, a device), or its sha256 differs from
             the manifest's (the file was changed or half-copied).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").file("step_times.json").name
-        'step_times.json'
         """
         if fname in self._cache.get("checked", set()):
             return self.path / fname
@@ -495,14 +388,7 @@ class Capture:
         return p
 
     def read_json(self, fname: str):
-        """Parse one of the bundle's JSON files (``.json`` or ``.json.gz``).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> sorted(open_capture("profiler_5step").read_json("step_times.json"))
-        ['step_ms_fixed_batch', 'step_ms_profiled_all_attribution', 'step_ms_uninstrumented']
-        """
+        """Parse one of the bundle's JSON files (``.json`` or ``.json.gz``)."""
         return read_json_file(self.file(fname))
 
     # -- the usual contents --------------------------------------------------
@@ -515,17 +401,6 @@ class Capture:
         the read-only tables: no time, no memory), so what one lesson cell does to its
         trace (``trace.ops = ...``, an edit to ``trace.meta``) never shows up in a trace
         another ``open_capture`` call hands out.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> a, b = open_capture("profiler_5step").trace, open_capture("profiler_5step").trace
-        >>> a is b, len(a.ops) == len(b.ops)
-        (False, True)
-        >>> a.steps[["step", "name"]].head(2)
-           step            name
-        0     2  ProfilerStep#2
-        1     3  ProfilerStep#3
         """
         if "trace" not in self._own:
             if "trace" not in self._cache:
@@ -539,13 +414,6 @@ class Capture:
     def nsys(self):
         """The bundle's Nsight Systems export as a :class:`kitlib.model.NsysReport` (loaded
         once; each Capture has a report of its own, as :attr:`trace`).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> report = open_capture("nsys_8step").nsys
-        >>> report.version, len(report.kernels)
-        ('2025.3.2.0', 4340)
         """
         if "nsys" not in self._own:
             if "nsys" not in self._cache:
@@ -558,13 +426,6 @@ class Capture:
     def memory_snapshot(self):
         """The bundle's ``memory_snapshot.pickle`` as a
         :class:`kitlib.readers.snapshot.MemorySnapshot` (loaded once).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> snap = open_capture("profiler_5step").memory_snapshot
-        >>> type(snap).__name__
-        'MemorySnapshot'
         """
         if "memory_snapshot" not in self._cache:
             from .snapshot import load_memory_snapshot
@@ -572,14 +433,7 @@ class Capture:
         return self._cache["memory_snapshot"]
 
     def step_times(self) -> dict:
-        """``step_times.json``: ``{series name: [step wall time in ms, ...]}``.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> {k: len(v) for k, v in open_capture("profiler_5step").step_times().items()}
-        {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 7}
-        """
+        """``step_times.json``: ``{series name: [step wall time in ms, ...]}``."""
         times = StepTimes(self.read_json("step_times.json"))
         times.path = self.path / "step_times.json"
         return times
@@ -587,16 +441,6 @@ class Capture:
     def key_averages(self) -> dict:
         """The profiler's own ``key_averages()`` rows (``by_name``, ``by_input_shape``,
         ``by_stack_5``; times in µs, memory in bytes, ``flops``).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> ka = open_capture("fixed_batch").key_averages()
-        >>> sorted(ka)
-        ['batch_size', 'by_input_shape', 'by_name', 'by_stack_5', 'steps', 'torch']
-        >>> row = ka["by_name"][0]
-        >>> row["count"], row["self_device_time_total_us"] > 0
-        (17, True)
         """
         return self.read_json(self.first_of("key_averages.json", "key_averages.json.gz"))
 
@@ -608,19 +452,6 @@ class Capture:
         ------
         BundleError
             The bundle has none of them: the message lists the files it has.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> from kitlib.errors import BundleError
-        >>> c = open_capture("profiler_5step")
-        >>> c.first_of("trace.json", "trace.json.gz")
-        'trace.json.gz'
-        >>> try:
-        ...     c.first_of("report.sqlite")
-        ... except BundleError as e:
-        ...     print(e.problem.split(" (")[0])
-        this torch_profiler bundle has none of report.sqlite
         """
         for n in names:
             if self.has(n):
@@ -639,12 +470,6 @@ class Capture:
         (``profile --out data/reference/x``) is a ``"live capture (CPU) in the kit's
         reference folder, not a kit reference"``: labelled by what it is, not by where it
         lies (issue 41: it was listed as the kit's CPU reference).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").whose
-        "kit's H200 reference"
         """
         gpu = _short_gpu(self.provenance.get("gpu"))
         if self.found_in == "kit":
@@ -665,29 +490,12 @@ class Capture:
         """A short label for the tables and figures made from this capture: its name,
         whose recording it is (:attr:`whose`) and the date it was recorded, e.g.
         ``"profiler_5step: kit's H200 reference, 2026-11-29"``.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").label
-        "profiler_5step: kit's H200 reference, 2026-11-29"
         """
         date = str(self.provenance.get("date") or self.manifest.get("created") or "")[:10]
         return f"{self.name}: {self.whose}" + (f", {date}" if date else "")
 
     def describe(self) -> str:
-        """A few lines on what this capture is and where it came from.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> print(open_capture("profiler_5step").describe())
-        profiler_5step (torch_profiler, recorded): kit's H200 reference
-          device:   NVIDIA H200, driver 580.159.04
-          software: torch 2.11.0+cu130, torchvision 0.26.0+cu130, CUDA 13.0, cuDNN 91900, Python 3.12.3
-          recorded: 2026-11-29 on Linux 6.18 (Firecracker VM), 16 CPUs
-          files:    trace.json.gz, key_averages_tables.txt, step_times.json, memory_snapshot.pickle
-        """
+        """A few lines on what this capture is and where it came from."""
         p = self.provenance
         gpu = p.get("gpu") or "no GPU (CPU)"
         lines = [f"{self.name} ({self.kind}, {self.origin}): {self.whose}",
@@ -714,12 +522,6 @@ REPLAY_DIR_ENV = "KITLIB_REPLAY_DIR"
 def is_recording_name(path) -> bool:
     """Whether ``path`` is a bare name (``"profiler_5step"``, no folder separator, not
     absolute) rather than a path.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import is_recording_name
-    >>> is_recording_name("profiler_5step"), is_recording_name("runs/profiler_5step")
-    (True, False)
     """
     text = os.fspath(path)
     return bool(text) and "/" not in text and os.sep not in text and (os.altsep or "/") not in text \
@@ -750,13 +552,6 @@ def find_recording(name: str) -> tuple[Path, str]:
     BundleError
         Neither place holds a bundle (a folder with ``manifest.json``) of that name;
         the message names both places and the known recordings.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import find_recording
-    >>> folder, where = find_recording("profiler_5step")
-    >>> folder.name, where
-    ('profiler_5step', 'kit')
     """
     own = setting(REPLAY_DIR_ENV)
     if own and (Path(own).expanduser() / name / MANIFEST).is_file():
@@ -918,13 +713,6 @@ OPEN_LOG: list = []
 def opened_labels() -> list[str]:
     """The :attr:`Capture.label` of every bundle opened in this process so far, in
     the order first opened (what a lesson's tables and figures may draw on).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture, opened_labels
-    >>> c = open_capture("profiler_5step")
-    >>> c.label in opened_labels()
-    True
     """
     return list(dict.fromkeys(_OPENED.values()))
 
@@ -934,17 +722,6 @@ def relabel_opened(cap: Capture) -> str:
     (``cap.found_in``): as the label of its folder among the recordings opened
     (:func:`opened_labels`, :func:`label_for`) and as the last entry of :data:`OPEN_LOG`
     (the one its :func:`open_capture` call added). Returns the label.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import OPEN_LOG, label_for, open_capture, relabel_opened
-    >>> c = open_capture("profiler_5step")
-    >>> c.found_in = "own"
-    >>> relabel_opened(c)
-    'profiler_5step: your own recording (H200), 2026-11-29'
-    >>> label_for(c.path) == OPEN_LOG[-1] == c.label
-    True
-    >>> c.found_in = "kit"; _ = relabel_opened(c)
     """
     _OPENED[str(cap.path)] = OPEN_LOG[-1] = cap.label
     return cap.label
@@ -960,17 +737,6 @@ def note_source(path, label: str) -> str:
     traces, a lesson's own CPU run) among the recordings opened, under ``label``, as
     :func:`open_capture` does for a bundle; :func:`label_for` then names it for any
     file inside. Returns ``label``.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from kitlib.readers.bundle import label_for, note_source
-    >>> folder = tempfile.mkdtemp()
-    >>> note_source(folder, "my CPU run")
-    'my CPU run'
-    >>> label_for(folder + "/trace.json")
-    'my CPU run'
-    >>> import os; os.rmdir(folder)
     """
     _OPENED[os.path.abspath(path)] = label
     OPEN_LOG.append(label)
@@ -981,15 +747,6 @@ def label_for(path) -> str | None:
     """The label of the opened recording ``path`` belongs to (the bundle folder or a
     folder given to :func:`note_source`, ``path`` itself or a folder above it), or
     ``None`` when it belongs to none opened in this process.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import label_for, open_capture
-    >>> c = open_capture("profiler_5step")
-    >>> label_for(c.path / "trace.json.gz")
-    "profiler_5step: kit's H200 reference, 2026-11-29"
-    >>> label_for("/nowhere/trace.json") is None
-    True
     """
     if path is None:
         return None
@@ -1005,14 +762,6 @@ def folder_label(folder) -> str:
     """The label of a folder of traces without a kit manifest: its :data:`PUBLIC_LABELS`
     entry when it is one of the kit's public folders, else ``"<name>: trace files (no kit
     manifest)"``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import folder_label, reference_dir
-    >>> folder_label(reference_dir() / "public-traces")
-    "public NCCL pair (HTA's sampled A100 run)"
-    >>> folder_label("/tmp/my_traces")
-    'my_traces: trace files (no kit manifest)'
     """
     folder = Path(folder)
     if folder.name in PUBLIC_LABELS and _inside(folder, reference_dir()):
@@ -1028,12 +777,6 @@ def reference_dir() -> Path:
     package (``kitlib/reference_data``, put there by the wheel build: see
     ``pyproject.toml``). The folder may not exist (:func:`find_recording` then says what
     to do).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> (reference_dir() / "profiler_5step" / "manifest.json").is_file()
-    True
     """
     env = setting("KITLIB_REFERENCE")
     if env:
@@ -1051,12 +794,6 @@ def clinic_dir() -> Path:
     ``data/clinic`` of the checkout kitlib runs from; else, for an installed
     (non-editable) kitlib, the copy shipped inside the package (``kitlib/clinic_data``,
     see ``pyproject.toml``).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import clinic_dir
-    >>> (clinic_dir() / "cpu" / "clinic.json").is_file()
-    True
     """
     if setting("KITLIB_REFERENCE"):
         return reference_dir().parent / "clinic"
@@ -1068,13 +805,6 @@ def clinic_dir() -> Path:
 
 
 def list_references() -> list[str]:
-    """Names of the recorded captures shipped with the kit.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import list_references
-    >>> "profiler_5step" in list_references()
-    True
-    """
+    """Names of the recorded captures shipped with the kit."""
     d = reference_dir()
     return sorted(x.name for x in d.iterdir() if (x / MANIFEST).is_file()) if d.exists() else []

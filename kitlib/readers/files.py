@@ -28,19 +28,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency, but stay reada
 
 
 def sha256_of(path) -> str:
-    """Return the hex sha256 of a file, read in 1 MiB chunks.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.files import sha256_of
-    >>> p = Path(tempfile.mkdtemp()) / "a.txt"
-    >>> _ = p.write_bytes(b"abc")
-    >>> sha256_of(p)[:16]
-    'ba7816bf8f01cfea'
-    >>> p.unlink(); p.parent.rmdir()
-    """
+    """Return the hex sha256 of a file, read in 1 MiB chunks."""
     h = hashlib.sha256()
     with open(path, "rb") as f:
         for chunk in iter(lambda: f.read(1 << 20), b""):
@@ -56,23 +44,6 @@ def read_json_file(path):
     KitFileError
         Missing, empty, truncated gzip, or invalid JSON (with the line, column and
         byte offset where parsing stopped, and why: see :func:`parse_json`).
-
-    Examples
-    --------
-    >>> import gzip, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.files import read_json_file
-    >>> p = Path(tempfile.mkdtemp()) / "doc.json.gz"
-    >>> _ = p.write_bytes(gzip.compress(b'{"traceEvents": [], "schemaVersion": 1}'))
-    >>> read_json_file(p)
-    {'traceEvents': [], 'schemaVersion': 1}
-    >>> _ = p.write_bytes(b'{"traceEvents": [')
-    >>> try:
-    ...     read_json_file(p)
-    ... except Exception as e:
-    ...     print(type(e).__name__)
-    KitFileError
-    >>> p.unlink(); p.parent.rmdir()
     """
     path = Path(path)
     return parse_json(read_bytes_maybe_gz(path), path)
@@ -103,16 +74,6 @@ def parse_json(raw: bytes, path):
     KitFileError
         ``path: invalid JSON at line L, column C (byte N): reason`` (see
         :func:`json_error`), or ``path: not UTF-8 text at line L, column C (byte N)``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.files import parse_json
-    >>> parse_json(b'{"a": 1}', "x.json")
-    {'a': 1}
-    >>> parse_json(b'{"a": }', "x.json")
-    Traceback (most recent call last):
-    ...
-    kitlib.errors.KitFileError: x.json: invalid JSON at line 1, column 7 (byte 6): Expecting value
     """
     if _msgspec is not None:
         try:       # straight into Python objects: no whole-document tree first (about 55 MiB on a 20 MiB trace)
@@ -172,17 +133,6 @@ def read_trace_events(path, cats=None) -> list:
         The file is missing, not a regular file, empty, a truncated, corrupt or too large
         gzip, invalid JSON (where and why, see :func:`json_error`), or JSON without a
         ``traceEvents`` list (named ``path``).
-
-    Examples
-    --------
-    >>> import gzip, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.files import read_trace_events
-    >>> p = Path(tempfile.mkdtemp()) / "t.json.gz"
-    >>> _ = p.write_bytes(gzip.compress(b'{"traceEvents": [{"ph": "X", "ts": 1.5}], "x": [1]}'))
-    >>> read_trace_events(p)
-    [{'ph': 'X', 'ts': 1.5}]
-    >>> p.unlink(); p.parent.rmdir()
     """
     path = Path(path)
     raw = read_bytes_maybe_gz(path)
@@ -250,12 +200,6 @@ def json_error(path, raw: bytes, err: BaseException | None = None) -> KitFileErr
     messages, "Expecting ',' delimiter") is asked only when orjson's error is
     an ordinary syntax error, and a ``RecursionError`` from it falls back to
     orjson's position.
-
-    Examples
-    --------
-    >>> from kitlib.readers.files import json_error
-    >>> print(json_error("doc.json", b'{"a": 1, "b": }'))
-    doc.json: invalid JSON at line 1, column 15 (byte 14): Expecting value
     """
     try:
         raw.decode("utf-8")
@@ -309,18 +253,6 @@ def read_bytes_maybe_gz(path) -> bytes:
     ------
     KitFileError
         The file is missing, is a folder, is empty, or is a truncated/corrupt gzip.
-
-    Examples
-    --------
-    >>> import gzip, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.files import read_bytes_maybe_gz
-    >>> d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.gz").write_bytes(gzip.compress(b"hello"))
-    >>> _ = (d / "b.txt").write_bytes(b"hello")
-    >>> read_bytes_maybe_gz(d / "a.gz"), read_bytes_maybe_gz(d / "b.txt")
-    (b'hello', b'hello')
-    >>> import shutil; shutil.rmtree(d)
     """
     path = Path(path)
     return gunzip_if_gz(read_file_bytes(path), path)
@@ -333,23 +265,6 @@ def read_file_bytes(path) -> bytes:
     ------
     KitFileError
         The file is missing, is a folder, or is empty.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.files import read_file_bytes
-    >>> d = Path(tempfile.mkdtemp())
-    >>> _ = (d / "a.json").write_bytes(b"{}")
-    >>> read_file_bytes(d / "a.json")
-    b'{}'
-    >>> _ = (d / "empty.json").write_bytes(b"")
-    >>> try:
-    ...     read_file_bytes(d / "empty.json")
-    ... except Exception as e:
-    ...     print(type(e).__name__, "empty" in str(e))
-    KitFileError True
-    >>> import shutil; shutil.rmtree(d)
     """
     path = Path(path)
     check_regular_file(path)
@@ -378,14 +293,6 @@ def check_regular_file(path) -> os.stat_result:
     KitFileError
         ``no such file``, ``is a folder, not a file`` or ``is a named pipe (FIFO), not a
         regular file ...`` (the kind named).
-
-    Examples
-    --------
-    >>> from kitlib.readers.files import check_regular_file
-    >>> check_regular_file("/dev/zero")
-    Traceback (most recent call last):
-    ...
-    kitlib.errors.KitFileError: /dev/zero: is a character device, not a regular file: kitlib reads recordings from files only
     """
     try:
         st = os.stat(path)
@@ -430,18 +337,6 @@ def gunzip_if_gz(data: bytes, path, limit_bytes: int | None = None) -> bytes:
         A truncated or corrupt gzip stream, one that holds no data, or one that inflates
         to more than ``limit_bytes`` (``too large to inflate``, with the limit and what
         was inflated from how many compressed bytes) (named ``path``).
-
-    Examples
-    --------
-    >>> import gzip
-    >>> from kitlib.readers.files import gunzip_if_gz
-    >>> gunzip_if_gz(gzip.compress(b"abc"), "x.gz"), gunzip_if_gz(b"abc", "x")
-    (b'abc', b'abc')
-    >>> try:
-    ...     gunzip_if_gz(gzip.compress(bytes(10**6)), "zeros.gz", limit_bytes=10**5)
-    ... except Exception as e:
-    ...     print(str(e)[:105])
-    zeros.gz: too large to inflate: it holds more than 100,000 bytes, the limit (kitlib stopped at 1,000,000
     """
     if data[:2] != b"\x1f\x8b":
         return data

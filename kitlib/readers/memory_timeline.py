@@ -46,21 +46,6 @@ def load_memory_timeline(path) -> pd.DataFrame:
     ------
     KitFileError
         Not JSON, or not ``[times, sizes]`` with one list of 9 integers per time.
-
-    Examples
-    --------
-    >>> import json, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.memory_timeline import load_memory_timeline
-    >>> p = Path(tempfile.mkdtemp()) / "timeline.json"
-    >>> times = [1000, 1002]
-    >>> sizes = [[0, 4096, 0, 0, 0, 0, 0, 0, 0], [0, 4096, 0, 1024, 0, 512, 0, 0, 0]]
-    >>> _ = p.write_text(json.dumps([times, sizes]))
-    >>> load_memory_timeline(p)[["time_ns", "parameter_bytes", "input_bytes", "activation_bytes", "total_bytes"]]
-       time_ns  parameter_bytes  input_bytes  activation_bytes  total_bytes
-    0  1000000             4096            0                 0         4096
-    1  1002000             4096         1024               512         5632
-    >>> p.unlink(); p.parent.rmdir()
     """
     data = read_json_file(path)
     ok = (isinstance(data, list) and len(data) == 2 and all(isinstance(x, list) for x in data)

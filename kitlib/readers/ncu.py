@@ -35,22 +35,7 @@ _REQUIRED = ("ID", "Kernel Name", "Section Name", "Metric Name", "Metric Unit", 
 
 
 class NcuFormatError(KitFileError):
-    """The file is not an Nsight Compute ``--csv --page details`` report.
-
-    Examples
-    --------
-    >>> import tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.ncu import NcuFormatError, load_ncu_csv
-    >>> p = Path(tempfile.mkdtemp()) / "not_ncu.csv"
-    >>> _ = p.write_text("a,b")
-    >>> try:
-    ...     load_ncu_csv(p)
-    ... except NcuFormatError as e:
-    ...     print(type(e).__name__)
-    NcuFormatError
-    >>> p.unlink(); p.parent.rmdir()
-    """
+    """The file is not an Nsight Compute ``--csv --page details`` report."""
 
 
 def _rows(path: Path) -> list[dict]:
@@ -107,17 +92,6 @@ def load_ncu_csv(path) -> pd.DataFrame:
         Not an ncu details CSV (no ``"ID"`` header row, missing columns, no metric rows).
     KitFileError
         Missing, empty or truncated file.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> from kitlib.readers.ncu import load_ncu_csv
-    >>> tidy = load_ncu_csv(reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv")
-    >>> tidy[["kernel_id", "metric", "unit", "value"]].head(3)
-       kernel_id          metric   unit         value
-    0          0  DRAM Frequency     hz  3.198738e+09
-    1          0    SM Frequency     hz  1.969713e+09
-    2          0  Elapsed Cycles  cycle  1.008920e+05
     """
     path = Path(path)
     rows = [r for r in _rows(path) if (r.get("Metric Name") or "").strip()]
@@ -146,17 +120,6 @@ def load_ncu_rules(path) -> pd.DataFrame:
     DataFrame
         ``kernel_id, section, rule, rule_type`` (``OPT``, ``WRN``, ``INF`` …),
         ``description``, ``estimated_speedup_type``, ``estimated_speedup`` (float, %).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> from kitlib.readers.ncu import load_ncu_rules
-    >>> rules = load_ncu_rules(reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv")
-    >>> rules[["kernel_id", "section", "rule", "rule_type", "estimated_speedup"]].head(3)
-       kernel_id       section               rule rule_type  estimated_speedup
-    0          0  SpeedOfLight      SOLBottleneck       OPT                NaN
-    1          0     Occupancy  AchievedOccupancy       OPT              14.33
-    2          1  SpeedOfLight      SOLBottleneck       OPT                NaN
     """
     path = Path(path)
     rows = [r for r in _rows(path) if (r.get("Rule Name") or "").strip()]
@@ -186,17 +149,6 @@ def ncu_wide(tidy: pd.DataFrame, metrics=None) -> pd.DataFrame:
     -------
     DataFrame
         Index ``(section, metric, unit)``; columns ``kernel <id>``; numeric values.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> from kitlib.readers.ncu import load_ncu_csv, ncu_wide
-    >>> tidy = load_ncu_csv(reference_dir() / "ncu" / "conv_kernels_speed_of_light.csv")
-    >>> ncu_wide(tidy, metrics=["Duration", "Memory Throughput"]).iloc[:, :2]
-                                                          kernel 0  kernel 1
-    section                       metric            unit
-    GPU Speed Of Light Throughput Duration          ns    51136.00   4192.00
-                                  Memory Throughput %        54.83      6.09
     """
     w = tidy.pivot_table(index=["section", "metric", "unit"], columns="kernel_id", values="value",
                          aggfunc="first", sort=False)

@@ -113,12 +113,6 @@ def decode_global_tid(global_tid):
     Layout from the Nsight Systems SQLite schema reference; it reproduces
     ``PROCESSES.pid`` for every process of the reference recording, and the
     main thread of a process has ``tid == pid``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.nsys import decode_global_tid
-    >>> decode_global_tid(281475161620536)          # (pid, tid)
-    (11, 360504)
     """
     if isinstance(global_tid, pd.Series):
         g = global_tid.astype("Int64")
@@ -915,16 +909,6 @@ def nsys_stats(report, name: str, rounded: bool = True) -> pd.DataFrame:
     statistical reports shipped with Nsight Systems. Checked number for number
     against the CSVs ``nsys stats`` 2025.3 wrote for ``data/reference/nsys_8step``
     and ``data/reference/nsys_emit_nvtx`` (tests/test_nsys.py).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.readers.nsys import nsys_stats
-    >>> nvtx = nsys_stats(open_capture("nsys_8step").nsys, "nvtx_sum")
-    >>> nvtx[["Range", "Instances", "Total Time (ns)"]].head(2)
-             Range  Instances  Total Time (ns)
-    0  :torch_step          8       2936885659
-    1   :data_load          8       1472239145
     """
     if name not in STATS_REPORTS:
         raise ValueError(f"unknown nsys stats report {name!r}; known: {', '.join(STATS_REPORTS)}")

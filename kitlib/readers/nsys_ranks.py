@@ -63,14 +63,6 @@ class NsysRanks:
         ``session_start_utc_ns`` (``TARGET_INFO_SESSION_START_TIME.utcEpochNs``),
         ``offset_ns`` (what :meth:`table` adds to that rank's times), ``host``
         (``META_DATA_CAPTURE`` ``DEVICE_DISPLAY_NAME``, or ``None``).
-
-    Examples
-    --------
-    >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> nr = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
-    >>> nr
-    NsysRanks(ranks [0], 1 host(s))
     """
 
     reports: dict
@@ -82,16 +74,7 @@ class NsysRanks:
 
     @property
     def ranks(self) -> list:
-        """The ranks present, ascending.
-
-        Examples
-        --------
-        >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
-        >>> from kitlib.readers.bundle import reference_dir
-        >>> nr = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
-        >>> nr.ranks
-        [0]
-        """
+        """The ranks present, ascending."""
         return sorted(self.reports)
 
     def table(self, name: str) -> pd.DataFrame:
@@ -113,14 +96,6 @@ class NsysRanks:
         ------
         KeyError
             Not one of :data:`TABLES`.
-
-        Examples
-        --------
-        >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
-        >>> from kitlib.readers.bundle import reference_dir
-        >>> nr = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
-        >>> nr.table("kernels")[["rank", "short_name", "start_ns"]].shape
-        (4340, 3)
         """
         if name not in TABLES:
             raise KeyError(f"no table {name!r}; the tables are: {', '.join(TABLES)}")
@@ -140,16 +115,6 @@ class NsysRanks:
         """:func:`kitlib.readers.nsys.nsys_stats` of every rank, stacked: the report's own
         columns (with their units) after a ``rank`` column, each rank's rows in the
         report's order. Durations need no clock, so they are each rank's own.
-
-        Examples
-        --------
-        >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
-        >>> from kitlib.readers.bundle import reference_dir
-        >>> nr = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
-        >>> nr.stats("nvtx_sum")[["rank", "Range"]].head(2)
-           rank        Range
-        0     0  :torch_step
-        1     0   :data_load
         """
         parts = [nsys_stats(self.reports[r], name, rounded=rounded).assign(rank=r) for r in self.ranks]
         out = pd.concat(parts, ignore_index=True)
@@ -211,15 +176,6 @@ def load_nsys_ranks(sources, partial: bool = False) -> NsysRanks:
         clock); exports whose sessions do not overlap in time (not one run), or whose
         ``WORLD_SIZE`` differ; without ``partial``, ranks of the recorded ``WORLD_SIZE``
         missing (named).
-
-    Examples
-    --------
-    >>> from kitlib.readers.nsys_ranks import load_nsys_ranks
-    >>> from kitlib.readers.bundle import reference_dir
-    >>> one = load_nsys_ranks([reference_dir() / "nsys_8step" / "report.sqlite"])
-    >>> one.info[["rank", "rank_from", "offset_ns", "host"]]
-       rank                 rank_from  offset_ns host
-    0     0  only export: taken as 0          0   vm
     """
     if isinstance(sources, (str, Path)):
         folder = Path(sources)

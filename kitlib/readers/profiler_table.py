@@ -87,19 +87,6 @@ def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
         The file is missing, or holds no such table (or fewer than ``which + 1``).
     KitError
         A cell cannot be read as its column's value.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.readers.profiler_table import read_profiler_table
-    >>> table, totals = read_profiler_table(open_capture("profiler_5step").file("key_averages_tables.txt"))
-    >>> totals
-    {'self_cpu_total_ns': 397327000, 'self_cuda_total_ns': 216559000}
-    >>> table[["name", "calls", "self_cuda_ns"]].head(3)
-                                  name  calls  self_cuda_ns
-    0                          forward      5     130924000
-    1       aten::convolution_backward    265      63804000
-    2  aten::cudnn_batch_norm_backward    265      36122000
     """
     p = Path(path)
     if not p.exists():
@@ -173,18 +160,6 @@ def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
     ------
     KitError
         The capture holds neither file.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.readers.profiler_table import profiler_table
-    >>> table, totals = profiler_table(open_capture("profiler_5step"))
-    >>> totals
-    {'self_cpu_total_ns': 397327000, 'self_cuda_total_ns': 216559000}
-    >>> table[["name", "self_cpu_ns"]].head(2)
-                             name  self_cpu_ns
-    0                     forward            0
-    1  aten::convolution_backward     17830000
     """
     if capture.has("key_averages_tables.txt"):
         return read_profiler_table(capture.file("key_averages_tables.txt"))

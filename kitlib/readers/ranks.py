@@ -217,17 +217,6 @@ def wall_step_times(traces: RankTraces) -> pd.DataFrame:
     KitFileError
         A rank's ``step_times.json`` is not an object of lists of numbers (names
         the file).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces, wall_step_times
-    >>> w = wall_step_times(load_traces("ranks_straggler"))
-    >>> print(w[w["series"] == "step_ms_uninstrumented"].round(1).to_string(index=False))
-     rank                 series  i  step_ms
-        0 step_ms_uninstrumented  0   1925.1
-        0 step_ms_uninstrumented  1   1843.4
-        1 step_ms_uninstrumented  0   1954.4
-        1 step_ms_uninstrumented  1   1880.8
     """
     cols = ["rank", "series", "i", "step_ms"]
     if traces.source is None or not traces.manifest:
@@ -264,12 +253,6 @@ def default_workers(n_files: int) -> int:
     """Worker processes :func:`load_traces` starts for ``n_files`` traces to parse: one
     per CPU core the process may use, at most one per trace, and none (1: read here)
     below :data:`PARALLEL_MIN_FILES`.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import default_workers
-    >>> default_workers(1), default_workers(2), default_workers(0)
-    (1, 1, 1)
     """
     if n_files < PARALLEL_MIN_FILES:
         return 1

@@ -101,23 +101,6 @@ def load_plain_pickle(path):
         or a persistent object. Nothing from the file is built or run.
     KitFileError
         Missing, empty or truncated file, truncated gzip, or not a pickle at all.
-
-    Examples
-    --------
-    >>> import pickle, tempfile
-    >>> from pathlib import Path
-    >>> from kitlib.readers.snapshot import UnsafePickleError, load_plain_pickle
-    >>> p = Path(tempfile.mkdtemp()) / "plain.pickle"
-    >>> _ = p.write_bytes(pickle.dumps({"segments": [], "sizes": (1, 2)}))
-    >>> load_plain_pickle(p)
-    {'segments': [], 'sizes': (1, 2)}
-    >>> _ = p.write_bytes(pickle.dumps(Path("x")))
-    >>> try:
-    ...     load_plain_pickle(p)
-    ... except UnsafePickleError as e:
-    ...     print(type(e).__name__)
-    UnsafePickleError
-    >>> p.unlink(); p.parent.rmdir()
     """
     path = Path(path)
     data = read_bytes_maybe_gz(path)
@@ -184,15 +167,6 @@ def python_stack(frames, memo: dict | None = None) -> tuple[str, ...]:
         Shared by calls over the frames of one snapshot while it is alive: each frame
         dict (a snapshot's pickle shares a few hundred of them between hundreds of
         thousands of stack entries) is then formatted once, keyed by its identity.
-
-    Examples
-    --------
-    >>> from kitlib.readers.snapshot import python_stack
-    >>> frames = [{"name": "malloc", "filename": "CUDACachingAllocator.cpp", "line": 0},
-    ...           {"name": "conv2d", "filename": "/usr/lib/python3/site-packages/torch/nn/functional.py", "line": 10},
-    ...           {"name": "forward", "filename": "/home/me/model.py", "line": 5}]
-    >>> python_stack(frames)
-    ('torch/nn/functional.py:10:conv2d', '/home/me/model.py:5:forward')
     """
     frames = frames or []
     if memo is None:
@@ -217,14 +191,7 @@ _UNSEEN = object()
 
 
 def top_frame(frames, memo: dict | None = None) -> str | None:
-    """The innermost entry of :func:`python_stack`, or ``None`` when it is empty.
-
-    Examples
-    --------
-    >>> from kitlib.readers.snapshot import top_frame
-    >>> top_frame([{"name": "forward", "filename": "/home/me/model.py", "line": 5}]), top_frame([])
-    ('/home/me/model.py:5:forward', None)
-    """
+    """The innermost entry of :func:`python_stack`, or ``None`` when it is empty."""
     stack = python_stack(frames, memo)
     return stack[0] if stack else None
 
@@ -295,13 +262,6 @@ class MemorySnapshot:
         As recorded (empty for PyTorch versions that did not record it).
     raw : dict
         The unpickled snapshot, for anything the tables leave out.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> snap = open_capture("profiler_5step").memory_snapshot
-    >>> len(snap.segments), len(snap.blocks), len(snap.events)
-    (144, 763, 8649)
     """
 
     path: Path
@@ -315,24 +275,12 @@ class MemorySnapshot:
     def reserved_bytes(self, device: int | None = None) -> int:
         """Memory the allocator holds from CUDA at the snapshot (sum of segment
         ``total_size``), in bytes; ``torch.cuda.memory_reserved()`` at that moment.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").memory_snapshot.reserved_bytes()
-        13352566784
         """
         return int(self._of(self.segments, device).total_size_bytes.sum())
 
     def allocated_bytes(self, device: int | None = None) -> int:
         """Memory in use by tensors at the snapshot (sum of segment ``allocated_size``,
         rounded block sizes), in bytes; ``torch.cuda.memory_allocated()`` at that moment.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").memory_snapshot.allocated_bytes(device=0)
-        437928448
         """
         return int(self._of(self.segments, device).allocated_size_bytes.sum())
 
@@ -340,12 +288,6 @@ class MemorySnapshot:
         """What the live tensors asked for at the snapshot (sum of the requested
         sizes of ``active_allocated`` blocks), in bytes: the unit of the history's
         ``allocated_bytes``, whose last value equals this.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").memory_snapshot.requested_bytes()
-        430021480
         """
         b = self._of(self.blocks, device)
         return int(b.loc[b.state == "active_allocated", "requested_size_bytes"].sum())
@@ -365,16 +307,6 @@ class MemorySnapshot:
         KitFileError
             The snapshot has no history (recorded without
             ``torch.cuda.memory._record_memory_history()``).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").memory_snapshot.peak()[["action", "top_frame", "annotations", "allocated_bytes"]]
-        action                              alloc
-        top_frame          autograd:ReluBackward0
-        annotations                      backward
-        allocated_bytes               11434331248
-        Name: 884, dtype: object
         """
         ev = self._of(self.events, device)
         if ev.empty:
@@ -406,15 +338,6 @@ class MemorySnapshot:
         ------
         KitFileError
             The snapshot has no history.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("profiler_5step").memory_snapshot.largest_live_at_peak(3)[["size_bytes", "top_frame", "share_of_peak"]]
-           size_bytes                                   top_frame  share_of_peak
-        0   411041792  torch/nn/modules/conv.py:548:_conv_forward       0.035948
-        1   411041792      torch/nn/functional.py:2846:batch_norm       0.035948
-        2   411041792  torch/nn/modules/conv.py:548:_conv_forward       0.035948
         """
         p = self.peak(device)
         a = self.allocations[self.allocations.device == p.device]
@@ -435,13 +358,6 @@ class MemorySnapshot:
         gradients, optimizer state…), its peak ``allocated_bytes`` (bytes, event
         index, µs after the first event, the allocation's top frame and the
         ``record_function`` ranges open at that moment).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> s = open_capture("profiler_5step").memory_snapshot.summary()
-        >>> s["segments"], s["peak_allocated_bytes"], s["peak_top_frame"]
-        (144, 11434331248, 'autograd:ReluBackward0')
         """
         s = {"file": str(self.path),
              "devices": sorted(set(self.segments.device) | set(self.events.device)),
@@ -490,15 +406,6 @@ def load_memory_snapshot(path) -> MemorySnapshot:
     KitFileError
         Missing, empty, truncated or corrupt file, or a pickle that is not a
         memory snapshot (no ``segments``).
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.readers.snapshot import load_memory_snapshot
-    >>> snap = load_memory_snapshot(open_capture("profiler_5step").file("memory_snapshot.pickle"))
-    >>> s = snap.summary()
-    >>> s["segments"], s["peak_allocated_bytes"], s["peak_top_frame"], s["peak_annotations"]
-    (144, 11434331248, 'autograd:ReluBackward0', 'backward')
     """
     path = Path(path)
     raw = load_plain_pickle(path)

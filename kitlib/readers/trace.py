@@ -1086,39 +1086,9 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
                           top: dict | None = None) -> tuple[str, str]:
     """Which of :data:`PYTHON_FRAME_RULES` the profiler that wrote a trace followed.
 
-    What tells the releases apart was found by recording one workload with torch 2.9.1,
-    2.12.0, 2.13.0 and 2.14.1, each with ``with_stack=True`` with and without
-    ``_ExperimentalConfig(verbose=True)`` and with ``with_stack=False``
-    (``tests/data/oracle_versions``, ``tools/record_oracle_version.py``), beside the
-    profiler's own ``prof.events()`` and ``key_averages()``:
-
-    - torch ≤ 2.11 never hands the Python frames to Python: in 2.9.1 ``prof.events()``
-      holds 0 of the trace's 2,025 frames, and ``FunctionEvent`` has no
-      ``is_python_function`` (``torch/autograd/profiler.py``, ``_parse_kineto_results``).
-      2.12.0 and 2.13.0 pass them on (``is_python_function=kineto_event.is_python_function()``,
-      ``python_id``, ``python_parent_id``: 1,155 of 1,155 and 1,230 of 1,230 frames in
-      ``events()``), so they are children in ``EventList._build_tree``, and
-      ``key_averages()`` averages every event, frames included (129 and 133 frame rows). 2.14.1 adds
-      ``key_averages(include_python_functions=False)``, which skips
-      ``evt.is_python_function`` (``torch/autograd/profiler_util.py``, ``key_averages``):
-      still children, no longer rows.
-    - ``Python thread`` (and ``Call stack``) on frames tell no release: the profiler
-      writes them with ``_ExperimentalConfig(verbose=True)`` only, in every release
-      recorded (``AddGenericMetadata``, ``torch/csrc/autograd/profiler_kineto.cpp``:
-      ``if (config->experimental_config.verbose) … addMetadata("Python thread", …)``);
-      the 2.11 reference recording ``live-h200-2026-11-30/profiler_full`` has them too.
-    - ``CallFrom`` on every Python frame, verbose or not, is new in 2.14
-      (``libkineto::GenericMetadataFields::kCallFrom`` is in 2.14.1's
-      ``libtorch_cpu.so`` and in neither 2.9.1's nor 2.13.0's).
-    - A top-level ``host_name`` key is new in 2.12: the 2.12.0, 2.13.0 and 2.14.1 traces
-      have it (the string is in 2.13.0's ``libtorch_cpu.so``, not in 2.9.1's), the
-      2.9.1 ones, the 2.11.0 bundles (``data/reference/fixed_batch``, ``profiler_5step``,
-      ``tests/data/live-h200-2026-11-30/profiler_full``) and the public 2.6 trace do not.
-
-    So: frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but ``host_name`` → 2.12–2.13;
-    neither → ≤ 2.11. A tool that rewrites a trace may drop ``host_name`` (a 2.12–2.13
-    trace is then read as ≤ 2.11) or add one; a torch version, where known (a bundle's
-    manifest), decides instead of the trace.
+    Frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but a top-level ``host_name`` → 2.12–2.13;
+    neither → ≤ 2.11; a torch version, where known (a bundle's manifest), decides instead.
+    Sources: docs/SOURCES.md#python-frames-release
 
     Parameters
     ----------
@@ -1134,19 +1104,6 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
     (str, str)
         A key of :data:`PYTHON_FRAME_RULES`, or ``""`` when the trace has no Python
         frames; and a sentence saying how it was decided.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import python_frames_release
-    >>> frame = {"args": {"Python id": 2, "Python parent id": 1, "Python thread": 0}}
-    >>> python_frames_release([frame])[0]          # verbose=True wrote 'Python thread'
-    '≤ 2.11'
-    >>> python_frames_release([frame], top={"host_name": "vm"})[0]
-    '2.12–2.13'
-    >>> python_frames_release([{"args": {**frame["args"], "CallFrom": "a.py:3"}}])[0]
-    '≥ 2.14'
-    >>> python_frames_release([frame], torch_version="2.13.0+cpu")[0]
-    '2.12–2.13'
     """
     if not python_events:
         return "", "no Python frames in the trace: the rule does not apply"
@@ -1178,16 +1135,9 @@ def memory_edges_rule(torch_version: str | None = None, top: dict | None = None)
     """Whether the profiler that wrote a trace held memory records to its events' edges
     after a round trip through float µs (``True``) or in exact ns (``False``).
 
-    ``key_averages()``'s memory columns sum the allocator records whose time lies in each
-    event, both ends included (``MemRecordsAcc.in_interval``, ``torch/autograd/
-    profiler_util.py``). Up to torch 2.10 the edges were passed as ``start_ns / 1000``
-    and multiplied back by 1000; those ns are since the epoch, where a float64 steps by
-    256 ns, so records near an edge can land on the other side
-    (:func:`kitlib.analyses.memory.memory_by_event`). From 2.11 (pytorch PR #171788) the
-    ns themselves are passed: read in the 2.10.0 and 2.11.0 wheels' ``profiler.py``.
-    Measured: the torch 2.5.1 and 2.9.1 recordings of ``tests/data/oracle_versions``
-    match the profiler's memory columns to the byte with the float edges, the 2.12.0,
-    2.13.0 and 2.14.1 ones with exact ns.
+    Up to torch 2.10 the profiler compared each record's time with an event's edges after a round
+    trip through float µs; from 2.11 with the exact ns (both ends included).
+    Sources: docs/SOURCES.md#memory-edges-rule
 
     Decided from ``torch_version`` where known; else from the trace's top-level
     ``host_name`` (written from 2.12 on, :func:`python_frames_release`): with it, exact
@@ -1199,12 +1149,6 @@ def memory_edges_rule(torch_version: str | None = None, top: dict | None = None)
     -------
     (bool, str)
         The rule, and a sentence saying how it was decided.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import memory_edges_rule
-    >>> memory_edges_rule("2.10.0")[0], memory_edges_rule("2.11.0")[0], memory_edges_rule(top={"host_name": "vm"})[0]
-    (True, False, False)
     """
     major, minor = _release(torch_version)
     if major is not None:
@@ -1246,12 +1190,6 @@ def python_frames_rule(python_events: list, torch_version: str | None = None,
     (bool, str)
         The rule, and a sentence saying how it was decided (from ``torch_version`` when
         given, else inferred from the trace, see :func:`python_frames_release`).
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import python_frames_rule
-    >>> python_frames_rule([])
-    (False, 'no Python frames in the trace: the rule does not apply')
     """
     rel, how = python_frames_release(python_events, torch_version, top)
     if not rel:

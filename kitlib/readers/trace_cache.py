@@ -81,35 +81,12 @@ hits: collections.Counter = collections.Counter()
 
 
 def enabled() -> bool:
-    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no).
-
-    Examples
-    --------
-    >>> import os
-    >>> from unittest.mock import patch
-    >>> from kitlib.readers import trace_cache
-    >>> with patch.dict(os.environ, {"KITLIB_TRACE_CACHE": "0"}):
-    ...     print(trace_cache.enabled())
-    False
-    """
+    """Whether ``load_trace`` uses the cache (``KITLIB_TRACE_CACHE`` not 0/off/false/no)."""
     return not is_off("KITLIB_TRACE_CACHE")
 
 
 def folder() -> Path:
-    """The cache's folder (not created here).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from pathlib import Path
-    >>> from unittest.mock import patch
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = tempfile.mkdtemp()
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
-    ...     print(trace_cache.folder() == Path(tmp) / "traces")
-    True
-    >>> os.rmdir(tmp)
-    """
+    """The cache's folder (not created here)."""
     return cache_dir() / "traces"
 
 
@@ -117,18 +94,6 @@ def shared_dir() -> Path | None:
     """The shared, read-only cache folder (``KITLIB_SHARED_CACHE``: it holds
     ``traces/`` and ``trace-hashes/`` as :func:`kitlib.paths.cache_dir` does), or None
     when the setting is unset.
-
-    Examples
-    --------
-    >>> import os
-    >>> from unittest.mock import patch
-    >>> from kitlib.readers import trace_cache
-    >>> with patch.dict(os.environ, {"KITLIB_SHARED_CACHE": "/opt/kitlib/cache"}):
-    ...     print(trace_cache.shared_dir())
-    /opt/kitlib/cache
-    >>> with patch.dict(os.environ, {"KITLIB_SHARED_CACHE": ""}):
-    ...     print(trace_cache.shared_dir())
-    None
     """
     v = setting("KITLIB_SHARED_CACHE")
     return Path(v).expanduser() if v else None
@@ -137,12 +102,6 @@ def shared_dir() -> Path | None:
 def roots() -> list:
     """The cache folders ``load_trace`` reads, in order: :func:`shared_dir` when it is set
     and exists, then ``None`` (the learner's own, :func:`kitlib.paths.cache_dir`).
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace_cache import roots
-    >>> roots()[-1] is None          # the learner's own cache is always read last
-    True
     """
     shared = shared_dir()
     return ([shared] if shared is not None and shared.is_dir() else []) + [None]
@@ -162,30 +121,13 @@ def _reader_fingerprint() -> str:
 
 
 def content_hash(data: bytes) -> str:
-    """The sha256 of a trace file's bytes as they are on disk (hex).
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace_cache import content_hash
-    >>> content_hash(b"abc")[:16]
-    'ba7816bf8f01cfea'
-    """
+    """The sha256 of a trace file's bytes as they are on disk (hex)."""
     return hashlib.sha256(data).hexdigest()
 
 
 def key_for(data: bytes | None, torch_version: str | None = None, content: str | None = None) -> str:
     """The cache key of a trace file, from its bytes as they are on disk (or their
     :func:`content_hash`, ``content``).
-
-    Examples
-    --------
-    >>> from kitlib.readers import trace_cache
-    >>> a = trace_cache.key_for(b'{"traceEvents": []}', torch_version="2.11.0")
-    >>> b = trace_cache.key_for(b'{"traceEvents": []}', torch_version="2.12.0")
-    >>> len(a), a == b
-    (64, False)
-    >>> a == trace_cache.key_for(None, "2.11.0", content=trace_cache.content_hash(b'{"traceEvents": []}'))
-    True
     """
     h = hashlib.sha256((content or content_hash(data)).encode())
     h.update(f"|{torch_version}|{FORMAT}|{_reader_fingerprint()}".encode())
@@ -199,17 +141,6 @@ def _hashes(root: Path | None = None) -> Path:
 def stat_signature(st: os.stat_result) -> list:
     """What says a file is unchanged without reading it: device, inode, size, and
     modification and change times (ns), as git's index keeps them.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from kitlib.readers import trace_cache
-    >>> fd, name = tempfile.mkstemp(); os.close(fd)
-    >>> st = os.stat(name)
-    >>> sig = trace_cache.stat_signature(st)
-    >>> len(sig), sig[2]
-    (5, 0)
-    >>> os.remove(name)
     """
     return [st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
 
@@ -234,26 +165,6 @@ def remembered_hash(path, st: os.stat_result, root: Path | None = None) -> str |
     changed at least :data:`RACY_NS` before it was remembered; else None. ``root``: the
     cache folder whose memos are read (default :func:`kitlib.paths.cache_dir`; the
     shared one, :func:`shared_dir`, is only read).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from pathlib import Path
-    >>> from unittest.mock import patch
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = Path(tempfile.mkdtemp()); p = tmp / "trace.json"
-    >>> _ = p.write_text("{}")
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": str(tmp)}):
-    ...     trace_cache.remember_hash(p, p.stat(), "abc")
-    ...     print(trace_cache.remembered_hash(p, p.stat()))       # changed < RACY_NS ago: not trusted
-    ...     with patch.object(trace_cache, "RACY_NS", 0):
-    ...         print(trace_cache.remembered_hash(p, p.stat()))
-    ...     _ = p.write_text("{ }")                                 # any change: hashed again
-    ...     print(trace_cache.remembered_hash(p, p.stat()))
-    None
-    abc
-    None
-    >>> import shutil; shutil.rmtree(tmp)
     """
     try:
         import orjson
@@ -268,20 +179,6 @@ def remembered_hash(path, st: os.stat_result, root: Path | None = None) -> str |
 def remember_hash(path, st: os.stat_result, content: str) -> None:
     """Remember ``content`` (the file's hash) with ``st``, taken before the file was read
     (a change while it was read then shows as a newer change time). Failures are silent.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from pathlib import Path
-    >>> from unittest.mock import patch
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = Path(tempfile.mkdtemp()); p = tmp / "trace.json"
-    >>> _ = p.write_text("{}")
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": str(tmp)}), patch.object(trace_cache, "RACY_NS", 0):
-    ...     trace_cache.remember_hash(p, p.stat(), trace_cache.content_hash(b"{}"))
-    ...     print(trace_cache.remembered_hash(p, p.stat())[:16])
-    44136fa355b3678a
-    >>> import shutil; shutil.rmtree(tmp)
     """
     try:
         import orjson
@@ -296,21 +193,7 @@ def remember_hash(path, st: os.stat_result, content: str) -> None:
 
 
 def clear() -> int:
-    """Delete every cached trace. Returns how many entries were removed.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest.mock import patch
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = tempfile.mkdtemp()
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
-    ...     trace_cache.store("k1", tiny_trace())
-    ...     print(trace_cache.clear(), trace_cache.clear())
-    1 0
-    >>> import shutil; shutil.rmtree(tmp)
-    """
+    """Delete every cached trace. Returns how many entries were removed."""
     wait()                             # a write under way would otherwise land after
     shutil.rmtree(_hashes(), ignore_errors=True)
     d = folder()
@@ -400,20 +283,6 @@ def store(key: str, trace, after: threading.Event | None = None, source_bytes: i
     large trace, and a thread that began at once made ``load_trace`` itself wait for it:
     the first open of the reference trace ×10, gzipped, took 1.07× ``orjson.loads`` of the
     file against 0.99× with the cache off (2 December, a quiet machine).
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest.mock import patch
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = tempfile.mkdtemp()
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
-    ...     trace_cache.store("k1", tiny_trace())      # returns at once; a thread writes
-    ...     trace_cache.wait("k1")
-    ...     print(sorted(p.name for p in (trace_cache.folder() / "k1").iterdir())[:3])
-    ['entry.json', 'gpu.arrow', 'host_events.arrow']
-    >>> import shutil; shutil.rmtree(tmp)
     """
     try:
         import orjson
@@ -457,22 +326,7 @@ if hasattr(os, "register_at_fork"):
 
 
 def wait(key: str | None = None) -> None:
-    """Wait until this process's background write of ``key`` (every key: None) is done.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest.mock import patch
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = tempfile.mkdtemp()
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
-    ...     trace_cache.store("k1", tiny_trace())
-    ...     trace_cache.wait()                        # every pending write of this process
-    ...     print((trace_cache.folder() / "k1" / "entry.json").is_file())
-    True
-    >>> import shutil; shutil.rmtree(tmp)
-    """
+    """Wait until this process's background write of ``key`` (every key: None) is done."""
     with _pending_lock:
         threads = [t for k, t in _pending.items() if key is None or k == key]
     for t in threads:
@@ -571,22 +425,6 @@ def load(key: str, path, source_bytes: int | None = None, root: Path | None = No
     ``root``: the cache folder to read (default :func:`kitlib.paths.cache_dir`). Given
     one (the shared cache, :func:`shared_dir`), the entry is only read: a bad one is
     passed over, never deleted, and nothing is written there.
-
-    Examples
-    --------
-    >>> import os, tempfile
-    >>> from unittest.mock import patch
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.readers import trace_cache
-    >>> tmp = tempfile.mkdtemp()
-    >>> with patch.dict(os.environ, {"KITLIB_CACHE": tmp}):
-    ...     print(trace_cache.load("k1", "tiny.json"))            # nothing stored yet
-    ...     trace_cache.store("k1", tiny_trace())
-    ...     tables, meta = trace_cache.load("k1", "tiny.json")
-    ...     print(sorted(tables), tables["ops"]["name"].tolist(), meta["format"])
-    None
-    ['gpu', 'host_events', 'launches', 'memory', 'ops', 'other'] ['ProfilerStep#1', 'aten::relu', 'aten::add'] kineto
-    >>> import shutil; shutil.rmtree(tmp)
     """
     wait(key)                          # this process's own write of it, if one is under way
     dest = (folder() if root is None else root / "traces") / key
