@@ -145,21 +145,9 @@ def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
 
 def _h2d_copies(source) -> pd.DataFrame:
     """Host-to-device copies with their launch: ``start_ns, end_ns, dur_ns, bytes, launch_start_ns, launch_tid``."""
-    if isinstance(source, NsysReport):
-        ev = source.gpu_events()
-        ev = ev[ev["kind"] == "memcpy"]
-        kinds = source.copies.set_index(["pid", "correlation"])["copy_kind"]
-        ev = ev[ev.set_index(["pid", "correlation"]).index.map(kinds) == "Host-to-Device"]
-        launch_tid = ev["tid"]
-    else:
-        from .chain import chain
-        c = chain(source)
-        ev = c[(c["gpu_kind"] == "memcpy") & c["gpu_name"].str.contains("HtoD")]
-        ev = pd.DataFrame({"start_ns": ev["gpu_start_ns"], "dur_ns": ev["gpu_dur_ns"],
-                           "bytes": source.gpu.loc[ev["gpu_row"].to_numpy(), "bytes"].to_numpy(),
-                           "launch_start_ns": ev["launch_start_ns"]})
-        ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
-        launch_tid = c.loc[ev.index, "launch_tid"]
+    ev = source.gpu_events()
+    ev = ev[ev["copy_kind"] == "HtoD"]
+    launch_tid = ev["tid"]
     out = pd.DataFrame({"start_ns": ev["start_ns"].astype("int64"), "end_ns": ev["end_ns"].astype("int64"),
                         "dur_ns": ev["dur_ns"].astype("int64"), "bytes": ev["bytes"].astype("Int64"),
                         "launch_start_ns": ev["launch_start_ns"].astype("Int64"),

@@ -60,8 +60,6 @@ Used in lesson 09 ("Is the GPU waiting for the CPU?").
 """
 from __future__ import annotations
 
-import re
-
 import numpy as np
 import pandas as pd
 
@@ -97,9 +95,6 @@ CPU_BOUND_EMPTY_SHARE = 0.20
 GPU_BOUND_EMPTY_SHARE = 0.05
 GPU_BOUND_BUSY_SHARE = 0.90
 
-_COPY_NAME = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
-_NSYS_COPY_KIND = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
-                   "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
 
 
 _NO_STEPS = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.Series([], dtype="int64"),
@@ -183,10 +178,11 @@ def device_events(source) -> pd.DataFrame:
     0  kernel       7       300     700              150
     """
     _check_source(source)
-    if isinstance(source, Trace):
+    if isinstance(source, Trace):     # a profiler trace names the operator behind each launch (chain)
+        from .chain import chain
         return source.derived("gpu_idle.device_events", ("ops", "launches", "gpu"),
-                              lambda: _trace_events(source)).copy()
-    return _nsys_events(source)
+                              lambda: _events(source, chain(source))).copy()
+    return _events(source, None)
 
 
 def _finish(ev: pd.DataFrame) -> pd.DataFrame:
@@ -202,55 +198,23 @@ def _finish(ev: pd.DataFrame) -> pd.DataFrame:
     return ev.iloc[np.lexsort(key)].reset_index(drop=True)
 
 
-def _trace_events(trace: Trace) -> pd.DataFrame:
-    from .chain import chain
-    c = chain(trace)
-    k = trace.kernels
-    b = k["bytes"].reindex(c["gpu_row"].to_numpy()).to_numpy() if len(c) else np.array([], dtype=object)
-    bw = (k["bandwidth_gb_per_s"].reindex(c["gpu_row"].to_numpy()).to_numpy(dtype=np.float64, na_value=np.nan)
-          if len(c) and "bandwidth_gb_per_s" in k.columns else np.full(len(c), np.nan))
-    names = c["gpu_name"].astype(object).to_numpy()
-    parts = [(_COPY_NAME.match(n) if isinstance(n, str) and kind == "memcpy" else None)
-             for n, kind in zip(names, c["gpu_kind"].to_numpy())]
-    ev = pd.DataFrame({
-        "kind": c["gpu_kind"].to_numpy(), "name": names,
-        "device": c["device"].to_numpy(), "stream": c["stream"].to_numpy(),
-        "start_ns": c["gpu_start_ns"].to_numpy(), "dur_ns": c["gpu_dur_ns"].to_numpy(),
-        "bytes": b, "bandwidth_gb_per_s": bw,
-        "copy_kind": [m.group(1) if m else None for m in parts],
-        "src_memory": [m.group(2) if m else None for m in parts],
-        "dst_memory": [m.group(3) if m else None for m in parts],
-        "correlation": c["correlation"].to_numpy(),
-        "launch_name": c["launch_name"].to_numpy(),
-        "launch_start_ns": c["launch_start_ns"], "launch_dur_ns": c["launch_dur_ns"],
-        "launch_tid": c["launch_tid"].to_numpy(),
-        "op_name": c["op_name"].to_numpy(), "link": c["link"].to_numpy()})
-    ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
+def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
+    """:func:`device_events` from the recording's ``gpu_events()``; ``op_name`` and ``link``
+    from ``chain_df`` where given (a profiler trace), else none and the correlation join's."""
+    g = source.gpu_events()
+    ev = pd.DataFrame({c: g[c].to_numpy(dtype=object) if c == "name" else g[c]
+                       for c in ("kind", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "bytes",
+                                 "bandwidth_gb_per_s", "copy_kind", "src_memory", "dst_memory",
+                                 "correlation", "launch_start_ns", "launch_dur_ns")})
+    ev["launch_name"], ev["launch_tid"] = g["launch"], g["tid"]
     ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
-    return _finish(ev)
-
-
-def _nsys_events(rep: NsysReport) -> pd.DataFrame:
-    cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream"]
-    kern = rep.kernels[cols].assign(kind="kernel", bytes=pd.NA, copy_kind=None, src_memory=None,
-                                    dst_memory=None)   # Nsight gives no bandwidth of its own: bytes ÷ exact ns
-    cop = rep.copies
-    cop = cop[cols + ["bytes"]].assign(kind="memcpy", copy_kind=cop["copy_kind"].map(
-        lambda s: _NSYS_COPY_KIND.get(s, s) if isinstance(s, str) else None).to_numpy(),
-        src_memory=cop["src_kind"].to_numpy(), dst_memory=cop["dst_kind"].to_numpy())
-    sets = rep.sets[cols + ["bytes"]].assign(kind="memset", copy_kind=None, src_memory=None, dst_memory=None)
-    parts = [p for p in (kern, cop, sets) if len(p)] or [kern]
-    ev = pd.concat(parts, ignore_index=True)
-    lau = rep.launches
-    lau = lau[lau["correlation"].notna()].drop_duplicates(["pid", "correlation"])
-    lau = lau.set_index(["pid", "correlation"])[["name", "start_ns", "dur_ns", "tid"]].astype(
-        {"start_ns": "Int64", "dur_ns": "Int64"}).rename(columns={  # exact where the join misses
-        "name": "launch_name", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns", "tid": "launch_tid"})
-    ev = ev.join(lau, on=["pid", "correlation"])
-    ev["launch_end_ns"] = ev["launch_start_ns"] + ev["launch_dur_ns"]
-    ev["bandwidth_gb_per_s"] = np.nan
-    ev["op_name"] = None
-    ev["link"] = np.where(ev["launch_start_ns"].notna(), "correlation", "no_launch")
+    if chain_df is None:
+        ev["op_name"] = None
+        ev["link"] = np.where(ev["launch_start_ns"].notna(), "correlation", "no_launch")
+    else:                               # every GPU event of one launch has its operator and link
+        by = chain_df.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")
+        ev["op_name"] = ev["correlation"].map(by["op_name"]).to_numpy(dtype=object)
+        ev["link"] = ev["correlation"].map(by["link"]).fillna("no_launch").to_numpy(dtype=object)
     return _finish(ev)
 
 

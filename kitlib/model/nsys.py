@@ -31,6 +31,12 @@ def defect_table(rows) -> pd.DataFrame:
                                                                "first_rowid": "int64"})
 
 
+#: Nsight's names of a copy's direction (``ENUM_CUDA_MEMCPY_OPER``) -> the short names Kineto
+#: writes in a copy's name (``Memcpy HtoD (Pinned -> Device)``), which the kit uses for both.
+COPY_KINDS = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
+              "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
+
+
 def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
     """The launches (CUDA API calls, :attr:`NsysReport.launches`) indexed by ``(pid,
     correlation)``, the key a GPU event names its launch by: rows without a correlation
@@ -283,7 +289,11 @@ class NsysReport:
             launch: ``launch`` (API name without version suffix; <NA> when the
             launch was not recorded), ``launch_start_ns``, ``launch_dur_ns``,
             and ``launch_to_start_ns`` (GPU start minus API call start: how long
-            the operation waited after it was submitted).
+            the operation waited after it was submitted); for a copy, ``copy_kind``
+            (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``: :data:`COPY_KINDS`),
+            ``src_memory`` and ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…;
+            None elsewhere); ``bandwidth_gb_per_s`` (NaN: Nsight records none of its
+            own). The columns of :meth:`kitlib.model.Trace.gpu_events`.
 
         Examples
         --------
@@ -296,15 +306,23 @@ class NsysReport:
         """
         cols = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device",
                 "stream", "bytes"]
-        parts = [self.kernels.assign(bytes=pd.NA)[cols].assign(kind="kernel"),
-                 self.copies[cols].assign(kind="memcpy"), self.sets[cols].assign(kind="memset")]
+        none = {"copy_kind": None, "src_memory": None, "dst_memory": None}
+        cop = self.copies
+        cop = cop[cols].assign(kind="memcpy", copy_kind=cop["copy_kind"].map(
+            lambda s: COPY_KINDS.get(s, s) if isinstance(s, str) else None).to_numpy(dtype=object),
+            src_memory=cop["src_kind"].to_numpy(dtype=object), dst_memory=cop["dst_kind"].to_numpy(dtype=object))
+        parts = [self.kernels.assign(bytes=pd.NA)[cols].assign(kind="kernel", **none), cop,
+                 self.sets[cols].assign(kind="memset", **none)]
         ev = pd.concat([p for p in parts if len(p)] or parts[:1], ignore_index=True)
-        ev = ev[["kind"] + cols].astype({"bytes": "Int64"})
+        ev = ev[["kind"] + cols + list(none)].astype({"bytes": "Int64"})
         lau = launches_by_correlation(self.launches)[["name", "start_ns", "dur_ns"]].rename(columns={
             "name": "launch", "start_ns": "launch_start_ns", "dur_ns": "launch_dur_ns"})
         ev = ev.join(lau, on=["pid", "correlation"])
         ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]
-        return ev.sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
+        ev["bandwidth_gb_per_s"] = np.nan
+        order = ["kind"] + cols + ["launch", "launch_start_ns", "launch_dur_ns", "launch_to_start_ns"] + \
+            list(none) + ["bandwidth_gb_per_s"]
+        return ev[order].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
     def describe(self) -> str:
         """A few lines on what the export holds.

@@ -2,9 +2,11 @@
 from __future__ import annotations
 
 import copy as _copy
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from ._values import derived, handed_out, kept, read_only_tables
@@ -232,8 +234,11 @@ class Trace:
             process and thread, Int64; <NA> without a launch), ``start_ns``, ``dur_ns``,
             ``end_ns``, ``correlation``, ``device``, ``stream``, ``bytes`` (Int64),
             ``launch`` (the call's name), ``launch_start_ns``, ``launch_dur_ns``,
-            ``launch_to_start_ns`` (Int64 ns; <NA> without a launch). Sorted by start,
-            then kind.
+            ``launch_to_start_ns`` (Int64 ns; <NA> without a launch); for a copy,
+            ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``), ``src_memory``
+            and ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…; None elsewhere);
+            ``bandwidth_gb_per_s`` (the profiler's own ``memory bandwidth (GB/s)``; NaN
+            where it wrote none). Sorted by start, then kind.
 
         Examples
         --------
@@ -283,6 +288,10 @@ class Trace:
         return bool((g["kind"] != "gpu_annotation").any())
 
 
+#: A copy's name as Kineto writes it: direction, then (source -> destination) memory.
+COPY_NAME = re.compile(r"^Memcpy (\w+)(?: \((\w+) -> (\w+)\))?")
+
+
 def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
     g = gpu[gpu["kind"] != "gpu_annotation"]
     la = launches[launches["correlation"].notna()].drop_duplicates("correlation")
@@ -298,8 +307,16 @@ def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
     ev["end_ns"] = ev["start_ns"] + ev["dur_ns"]
     ev = ev.join(la, on="correlation")
     ev["launch_to_start_ns"] = ev["start_ns"] - ev["launch_start_ns"]
+    # a copy's direction and memories, as Kineto names it: "Memcpy HtoD (Pinned -> Device)"
+    parts = [COPY_NAME.match(n) if k == "memcpy" and isinstance(n, str) else None
+             for n, k in zip(ev["name"], ev["kind"])]
+    for i, c in enumerate(("copy_kind", "src_memory", "dst_memory"), start=1):
+        ev[c] = pd.array([m.group(i) if m else None for m in parts], dtype=object)
+    ev["bandwidth_gb_per_s"] = (g["bandwidth_gb_per_s"].to_numpy(dtype="float64", na_value=np.nan)
+                                if "bandwidth_gb_per_s" in g.columns else np.nan)
     cols = ["kind", "name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "correlation", "device", "stream",
-            "bytes", "launch", "launch_start_ns", "launch_dur_ns", "launch_to_start_ns"]
+            "bytes", "launch", "launch_start_ns", "launch_dur_ns", "launch_to_start_ns",
+            "copy_kind", "src_memory", "dst_memory", "bandwidth_gb_per_s"]
     return ev[cols].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
 
