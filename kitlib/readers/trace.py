@@ -363,50 +363,54 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     """
     path = Path(path)
     from . import trace_cache
-    key = st = None
-    use_cache = trace_cache.enabled()
-    # the shared, read-only cache (KITLIB_SHARED_CACHE) first, then the learner's own (None)
-    roots = trace_cache.roots() if use_cache else []
-    if use_cache:
-        try:
-            st = path.stat()
-        except OSError:
-            st = None                                 # read_file_bytes names the problem
-        for root in roots:
-            known = trace_cache.remembered_hash(path, st, root) if st is not None else None
-            if known is not None:                     # an unchanged file: not even read again
-                key = trace_cache.key_for(None, torch_version, content=known)
-                hit = trace_cache.load(key, path, source_bytes=st.st_size, root=root)
-                if hit is not None:
-                    trace_cache.hits["own" if root is None else "shared"] += 1
-                    tables, meta = hit
-                    return Trace(path=path, meta=meta, **tables)
-    disk = read_file_bytes(path)                      # read once: hashed for the cache, then parsed
-    if use_cache:
-        content = trace_cache.content_hash(disk)
-        key = trace_cache.key_for(None, torch_version, content=content)
-        for root in roots:
-            if root is None and st is not None:       # only the learner's own cache is written
-                trace_cache.remember_hash(path, st, content)
-            hit = trace_cache.load(key, path, source_bytes=len(disk), root=root)
-            if hit is not None:
-                trace_cache.hits["own" if root is None else "shared"] += 1
-                tables, meta = hit
-                return Trace(path=path, meta=meta, **tables)
-    trace_cache.hits["parsed"] += 1
-    raw = gunzip_if_gz(disk, path)
+    # The plain path is three steps: read the file, parse its JSON, build the tables
+    # (trace_from_json(parse_json(raw, path), path)). The rest is speed, for traces ten and
+    # fifty times the course's: a cache of tables already built, and a faster parser.
+    hit, key, disk = trace_cache.lookup(path, torch_version, read_file_bytes)  # speed: loaded before
+    if hit is not None:
+        return hit
+    if disk is None:
+        disk = read_file_bytes(path)
+    raw = json_bytes(disk, path)
     source_bytes = len(disk)
     del disk
+    bar = _progress(path, len(raw), progress)
+    tr = _parse_and_build(raw, path, torch_version, bar)     # speed: msgspec, times exact to the ns
+    bar.set_postfix_str("writing the cache")
+    trace_cache.store_after_return(key, tr, source_bytes)     # speed: for the next load
+    bar.update(1)
+    bar.close()
+    return tr
+
+
+def json_bytes(disk: bytes, path) -> bytes:
+    """A trace file's bytes, gunzipped where they are gzip; an SQLite database (an Nsight
+    Systems export) or a Python pickle (a memory snapshot) refused with the reader to use.
+
+    Raises
+    ------
+    KitFileError
+        A truncated or damaged gzip.
+    TraceFormatError
+        An SQLite database or a pickle.
+    """
+    raw = gunzip_if_gz(disk, path)
     if raw.startswith(b"SQLite format 3\x00"):
         raise TraceFormatError(path, "an SQLite database, not a JSON trace: for an Nsight Systems export "
                                      "use kitlib.load_nsys")
     if raw[:1] == b"\x80" and raw[1:2] in (b"\x02", b"\x03", b"\x04", b"\x05"):
         raise TraceFormatError(path, "a Python pickle, not a JSON trace: for a memory snapshot use "
                                      "kitlib.load_memory_snapshot")
+    return raw
+
+
+def _parse_and_build(raw: bytes, path: Path, torch_version, bar) -> Trace:
+    """:func:`trace_from_json` of ``raw``, fast: msgspec decodes the usual trace (falling back
+    to :func:`~kitlib.readers.files.parse_json`, which also names what is wrong), float times
+    past a float64's precision are read again exactly, and the garbage collector rests."""
     # Parsing makes millions of small objects; Python's cyclic garbage collector would
     # walk them again and again while the tables are built, though none of them can
     # form a cycle. Pause it for the load (a third of the time on large traces).
-    bar = _progress(path, len(raw), progress)
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -440,19 +444,7 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
         if gc_was_on:
             gc.enable()
     tr.meta["json_bytes"] = n_bytes
-    returned = None
-    try:
-        if key is not None:
-            import threading
-            returned = threading.Event()    # the entry is written once this load has returned
-            trace_cache.store(key, tr, after=returned, source_bytes=source_bytes)
-        bar.update(1)
-        bar.close()
-    finally:
-        if returned is not None:
-            returned.set()
     return tr
-
 
 #: JSON larger than this takes a few seconds to load here: show a progress bar.
 PROGRESS_MIN_BYTES = 100_000_000

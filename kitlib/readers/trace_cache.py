@@ -262,6 +262,61 @@ def _undictionary(column, tuples: bool) -> np.ndarray:
     return table[arr.indices.to_numpy(zero_copy_only=False)]
 
 
+def lookup(path: Path, torch_version: str | None, read) -> tuple:
+    """A trace built before from the same file's content: ``(trace, key, disk)``.
+
+    The shared, read-only cache (``KITLIB_SHARED_CACHE``) is asked first, then the
+    learner's own. A file whose stat is remembered unchanged is not even read; otherwise
+    its bytes are read (``read(path)``) and hashed. ``trace`` is None on a miss; ``key`` is where
+    :func:`store_after_return` writes the tables (None with the cache off); ``disk`` is the
+    file's bytes where they were read (None where not: the caller reads them). A miss
+    counts in ``hits["parsed"]``.
+    """
+    from ..model.trace import Trace
+    if not enabled():
+        hits["parsed"] += 1
+        return None, None, None
+    tops = roots()                      # the shared cache first, then the learner's own (None)
+    try:
+        st = path.stat()
+    except OSError:
+        st = None                       # read_file_bytes names the problem
+    for root in tops:
+        known = remembered_hash(path, st, root) if st is not None else None
+        if known is not None:           # an unchanged file: not even read again
+            key = key_for(None, torch_version, content=known)
+            hit = load(key, path, source_bytes=st.st_size, root=root)
+            if hit is not None:
+                hits["own" if root is None else "shared"] += 1
+                tables, meta = hit
+                return Trace(path=path, meta=meta, **tables), key, None
+    disk = read(path)                   # read once: hashed for the cache, then parsed
+    content = content_hash(disk)
+    key = key_for(None, torch_version, content=content)
+    for root in tops:
+        if root is None and st is not None:   # only the learner's own cache is written
+            remember_hash(path, st, content)
+        hit = load(key, path, source_bytes=len(disk), root=root)
+        if hit is not None:
+            hits["own" if root is None else "shared"] += 1
+            tables, meta = hit
+            return Trace(path=path, meta=meta, **tables), key, disk
+    hits["parsed"] += 1
+    return None, key, disk
+
+
+def store_after_return(key: str | None, trace, source_bytes: int) -> None:
+    """:func:`store` ``trace`` under ``key`` (nothing when None), the write starting once
+    the caller has gone on (see ``after`` in :func:`store`)."""
+    if key is None:
+        return
+    returned = threading.Event()
+    try:
+        store(key, trace, after=returned, source_bytes=source_bytes)
+    finally:
+        returned.set()
+
+
 def store(key: str, trace, after: threading.Event | None = None, source_bytes: int | None = None) -> None:
     """Write a loaded trace's tables under ``key``, off the caller's critical path.
 
