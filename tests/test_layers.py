@@ -296,10 +296,6 @@ def test_the_public_face_is_lazy_but_complete(loaded_by_layer):
 #: were editing when the rule came in (issue 39). Each is a leftover to fix there, after which
 #: its line goes; :func:`test_the_private_allow_list_is_not_stale` fails on a line no longer needed.
 PRIVATE_ALLOWED = {
-    # lesson 13's exercises reuse lesson 10's verdict normaliser
-    ("kitlib.course.exercises.l13", "kitlib.course.exercises.l10", "_verdict_norm"),
-    # lesson 13's exercises test which operators lie in the clinic's ranges
-    ("kitlib.course.exercises.l13", "kitlib.course.clinic_signs", "_inside"),
     # the verdict widget registers its followers on the exercise set
     ("kitlib.course.widgets", "kitlib.course.exercises", "_followers"),
 }

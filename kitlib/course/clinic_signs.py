@@ -79,8 +79,10 @@ def step_times(rec) -> dict:
     return rec.step_times()
 
 
-def _inside(ops: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
-    """Which of ``ops`` start and end within one of ``ranges`` (non-overlapping, one thread)."""
+def ops_inside(ops: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
+    """Which of ``ops`` start and end within one of ``ranges`` (non-overlapping ranges of
+    one thread; both tables with ``start_ns``, ``end_ns``): a bool array, one per op, True
+    when ``range.start_ns <= op.start_ns`` and ``op.end_ns <= range.end_ns``."""
     if ranges.empty or ops.empty:
         return np.zeros(len(ops), dtype=bool)
     r = ranges.sort_values("start_ns")
@@ -145,10 +147,10 @@ def trace_signs(tr) -> dict:
     return {
         "steps": n,
         "data_load_share": float(dl["dur_ns"].sum() / steps["dur_ns"].sum()),
-        "ops_in_data_load_per_step": float(_inside(cpu, dl).sum() / n),
-        "contiguous_in_forward_per_step": float(_inside(cpu[cpu["name"] == "aten::contiguous"],
+        "ops_in_data_load_per_step": float(ops_inside(cpu, dl).sum() / n),
+        "contiguous_in_forward_per_step": float(ops_inside(cpu[cpu["name"] == "aten::contiguous"],
                                                         rng["forward"]).sum() / n),
-        "ops_in_optimizer_per_step": float(_inside(cpu, rng["optimizer"]).sum() / n),
+        "ops_in_optimizer_per_step": float(ops_inside(cpu, rng["optimizer"]).sum() / n),
         "isnan_per_step": float((cpu["name"] == "aten::isnan").sum() / n),
         "attribution_events_per_step": float((python + len(tr.memory)) / n),
         "python_events_per_step": float(python / n),

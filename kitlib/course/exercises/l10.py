@@ -17,7 +17,7 @@ VERDICTS = ["slower", "faster", "no difference beyond the noise"]
 CAUSES = ["the profiler starting up", "the loader starting new workers", "the GPU warming up"]
 
 
-def _verdict_norm(s):
+def verdict_norm(s):
     s = str(s).strip().lower()
     return "no difference beyond the noise" if s.startswith("no") or "noise" in s else s
 
@@ -98,7 +98,7 @@ def questions(capture, series: dict | None = None, trace_capture=None, num_worke
         c_same.verdict, c_same.text + " The profiler does cost host time (the trace shows it below), but four "
                                       "steps a side in the loader's warm-up round, each side scattered over more "
                                       "than 10 ms, cannot show it.",
-        kind="predict", normalise=_verdict_norm, choices=VERDICTS,
+        kind="predict", normalise=verdict_norm, choices=VERDICTS,
         traps=[("slower", "the profiler does add host work, but is it visible above this spread? Four steps a "
                           "side, in the loader's warm-up round, scatter by more than 10 ms.")]))
 

@@ -30,7 +30,7 @@ import numpy as np
 from ...capture.clinic import CASES
 from .. import clinic_signs as cs
 from . import Exercises, Question, Verdict
-from .l10 import VERDICTS, _verdict_norm
+from .l10 import VERDICTS, verdict_norm
 from .l11 import TOOLS
 
 #: The routes a learner picks from: a tool of lesson 11 (:data:`~kitlib.course.exercises.l11.TOOLS`) and a view.
@@ -103,7 +103,7 @@ def per_label(tr, name: str) -> dict:
     left = np.ones(len(cpu), dtype=bool)
     out = {}
     for lab in LABELS:
-        m = cs._inside(cpu, ann[ann["name"] == lab]) & left
+        m = cs.ops_inside(cpu, ann[ann["name"] == lab]) & left
         if m.sum():
             out[lab] = int(m.sum())
         left &= ~m
@@ -137,7 +137,7 @@ def collective_ms(tr) -> dict:
                     total += e0 - end
                     end = e0
             per.append(total / 1e6)
-        where = {lab: int(cs._inside(g, ann[ann["name"] == lab]).sum()) for lab in LABELS}
+        where = {lab: int(cs.ops_inside(g, ann[ann["name"] == lab]).sum()) for lab in LABELS}
         out[name] = {"ms": per, "in": max(where, key=where.get) if any(where.values()) else "no labelled range"}
     return out
 
@@ -158,7 +158,7 @@ def optimizer_ops(tr) -> dict:
     ops = tr.ops
     opt = ops[(ops["kind"] == "annotation") & (ops["name"] == "optimizer")]
     n = int((ops["kind"] == "step").sum())
-    inside = ev[(ev["kind"] == "op") & cs._inside(ev, opt)]
+    inside = ev[(ev["kind"] == "op") & cs.ops_inside(ev, opt)]
     parent_kind = ev["kind"].to_numpy()[inside["parent"].clip(lower=0).to_numpy()]
     called = inside[(inside["parent"] < 0) | (parent_kind != "op")]
     return {"all": len(inside), "called": called["name"].value_counts().to_dict(), "steps": n,
@@ -172,14 +172,14 @@ def job_ops(tr) -> dict:
     ops = tr.ops
     cpu = ops[ops["kind"] == "op"]
     dl = ops[(ops["kind"] == "annotation") & (ops["name"] == "data_load")]
-    return cpu[~cs._inside(cpu, dl)]["name"].value_counts().to_dict()
+    return cpu[~cs.ops_inside(cpu, dl)]["name"].value_counts().to_dict()
 
 
 def python_in_steps(tr) -> int:
     """The Python-stack events (``cat`` ``python_function``) that start and end inside a
     ProfilerStep range of ``tr``."""
     ops = tr.ops
-    return int(cs._inside(ops[ops["kind"] == "python"], ops[ops["kind"] == "step"]).sum())
+    return int(cs.ops_inside(ops[ops["kind"] == "python"], ops[ops["kind"] == "step"]).sum())
 
 
 #: What the evidence question asks per cause: prompt, unit, where, and the function of
@@ -475,7 +475,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
                                    "difference beyond the noise'?", c.verdict,
             c.text + " A step of the fixed job carries more images, so it can take longer and still be the faster "
                      "job: compare per image when the batch changes.",
-            kind="predict", normalise=_verdict_norm, choices=VERDICTS,
+            kind="predict", normalise=verdict_norm, choices=VERDICTS,
             traps=[("faster", "per image it is; but each step now carries more images.")]))
     h = by_cause.get("slow_transform")
     if h:
@@ -500,7 +500,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
             c.text + (" The cause is in the recording, and the fix removes it (the after trace has no aten::contiguous "
                       "inside forward); what these timings cannot show is by how much it helps: on a machine this "
                       "noisy, measure more steps, or on a quiet machine." if c.verdict != "faster" else ""),
-            kind="compute", normalise=_verdict_norm, choices=VERDICTS,
+            kind="compute", normalise=verdict_norm, choices=VERDICTS,
             where="compare(before, after): whether the interval of the difference includes 0",
             traps=[("faster", f"the medians moved by {c.difference_ms:+,.2f} ms, but is the interval "
                               f"[{c.ci_low_ms:,.2f}, {c.ci_high_ms:,.2f}] ms clear of 0?")]
