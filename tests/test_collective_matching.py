@@ -12,6 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from kitlib.analyses import collectives as coll
@@ -305,6 +306,11 @@ def test_one_definition_of_exposed_communication(folder):
     assert e["comm_ms"].tolist() == (one["comm_ns"] / 1e6).tolist()
     assert e["exposed_ms"].tolist() == (one["exposed_ns"] / 1e6).tolist()
     assert e["hidden_ms"].tolist() == ((one["comm_ns"] - one["exposed_ns"]) / 1e6).tolist()
+    p = coll.communication_pieces(rt)               # the bucket picture's black lane is the same time
+    p = p[(p["part"] != "compute") & ~p["beside_compute"]]
+    drawn = (p["end_ns"] - p["start_ns"]).groupby([p["rank"], p["step"]]).sum()
+    assert drawn.reindex(pd.MultiIndex.from_frame(one[["rank", "step"]]), fill_value=0).tolist() \
+        == one["exposed_ns"].tolist()
     if folder == NCCL:
         return
     b = step_budget(rt).merge(one, on=["rank", "step"], how="left", suffixes=("", "_one")).fillna(0)
