@@ -937,20 +937,14 @@ def exposed_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd
     step's collectives during which the rank computed nothing.
 
     For rank ``r`` and step ``n``, on ``r``'s own clock (ns since the epoch), every interval
-    half-open ``[start, end)``:
-
-    - ``C``: the union of ``r``'s collective calls (:func:`collectives`: the NCCL kernel, or
-      Gloo's ``gloo:*`` operator) that *start* in ``ProfilerStep#n`` (its ``step`` column,
-      :func:`kitlib.model.window.containing`), each call whole, even where it runs past the
-      step's end; a call that starts in no step is in no row;
-    - ``P``: the rank's compute, :func:`compute_intervals` (GPU: every kernel but NCCL's; CPU:
-      the step's thread's operators but the collectives');
-    - ``comm_ns = |C|`` and ``exposed_ns = |C \ P|``, in ns. A call that only touches compute at
-      one instant is not hidden there; a zero-length call adds nothing.
-
-    :func:`exposed_communication` splits this ``exposed_ns`` into waiting and transfer, and
-    :func:`kitlib.analyses.stragglers.step_budget` subtracts it from the step: both read it
-    here.
+    half-open ``[start, end)``: ``C`` is the union of ``r``'s collective calls
+    (:func:`collectives`: the NCCL kernel, or Gloo's ``gloo:*`` operator) that *start* in
+    ``ProfilerStep#n`` (its ``step`` column), each whole, even past the step's end (a call
+    that starts in no step is in no row); ``P`` is the rank's compute
+    (:func:`compute_intervals`); ``comm_ns = |C|``, ``exposed_ns = |C \ P|``. A call that
+    touches compute at one instant only is not hidden there. :func:`exposed_communication`
+    splits this ``exposed_ns`` into waiting and transfer;
+    :func:`kitlib.analyses.stragglers.step_budget` subtracts it from the step.
 
     Returns
     -------
