@@ -12,6 +12,7 @@ import json
 import statistics
 from pathlib import Path
 
+import pandas as pd
 import pytest
 
 from kitlib.analyses import collectives as coll
@@ -287,6 +288,34 @@ def test_gloo_exposed_communication_against_host_operators():
     both = e.merge(b, on=["rank", "step"])
     assert len(both) == len(e) == 6
     assert (both["exposed_ms"] - both["exposed_ns"] / 1e6).abs().max() < 1e-6
+
+
+@pytest.mark.parametrize("folder", [REF / "ranks_balanced", REF / "ranks_straggler", NCCL,
+                                    ROOT / "data" / "clinic" / "cpu" / "case_b" / "before",
+                                    ROOT / "data" / "clinic" / "cpu" / "case_b" / "after"])
+def test_one_definition_of_exposed_communication(folder):
+    """exposed_communication's comm, hidden and exposed time and step_budget's
+    in_collectives_ns and exposed_ns are exposed_by_step's, to the ns, on every multi-rank
+    recording the kit ships (step_budget refuses the GPU pair; 0 in a step without a call)."""
+    rt = load_traces(folder, partial=folder == NCCL)
+    one = coll.exposed_by_step(rt)
+    assert one.columns.tolist() == coll.EXPOSED_NS_COLUMNS and (one.dtypes == "int64").all()
+    assert (one["exposed_ns"] <= one["comm_ns"]).all() and len(one)
+    e = coll.exposed_communication(rt)
+    assert e[["rank", "step", "calls"]].equals(one[["rank", "step", "calls"]])
+    assert e["comm_ms"].tolist() == (one["comm_ns"] / 1e6).tolist()
+    assert e["exposed_ms"].tolist() == (one["exposed_ns"] / 1e6).tolist()
+    assert e["hidden_ms"].tolist() == ((one["comm_ns"] - one["exposed_ns"]) / 1e6).tolist()
+    p = coll.communication_pieces(rt)               # the bucket picture's black lane is the same time
+    p = p[(p["part"] != "compute") & ~p["beside_compute"]]
+    drawn = (p["end_ns"] - p["start_ns"]).groupby([p["rank"], p["step"]]).sum()
+    assert drawn.reindex(pd.MultiIndex.from_frame(one[["rank", "step"]]), fill_value=0).tolist() \
+        == one["exposed_ns"].tolist()
+    if folder == NCCL:
+        return
+    b = step_budget(rt).merge(one, on=["rank", "step"], how="left", suffixes=("", "_one")).fillna(0)
+    assert b["exposed_ns"].tolist() == b["exposed_ns_one"].astype("int64").tolist()
+    assert b["in_collectives_ns"].tolist() == b["comm_ns"].astype("int64").tolist()
 
 
 def test_public_pair_enqueue_and_kernel_start_tell_different_stories():

@@ -29,6 +29,7 @@ from __future__ import annotations
 import gzip
 import json
 import statistics
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -38,6 +39,8 @@ from kitlib.readers.bundle import reference_dir
 from kitlib.readers.ranks import load_traces, wall_step_times
 from kitlib.analyses import stragglers as S
 from kitlib.analyses.collectives import collectives
+
+from conftest import merged_length
 
 US = 1000
 BASE = 1_700_000_000_000_000_000
@@ -199,3 +202,37 @@ def test_the_picture_draws_the_budget(paper):
     assert ax.get_title() == ("rank 1: 0.33 ms more per step outside operators than the others (median, ±0.025);\n"
                               "operators alone ±0.025 ms")
     assert ax.get_xlabel() == "time in the step (ms)"
+
+
+CASE_B = Path(__file__).resolve().parent.parent / "data" / "clinic" / "cpu" / "case_b"
+
+
+def test_a_call_that_outlasts_its_step_counts_whole_in_the_step_it_starts_in():
+    """The clinic's case_b (before), rank 0: a gloo:all_reduce starts in ProfilerStep#2 and
+    ends 0.527 ms after it. From the raw JSON (exact ns: ``ts`` read as decimals): per step,
+    C = the gloo:* calls that start in it, whole; P = the step thread's cpu_ops but the
+    collectives'; exposed = |C| - |C ∩ P|, as collectives.exposed_by_step defines it for
+    exposed_communication and step_budget alike. Until 6 December 2026 (issue 39)
+    step_budget clipped every call to the step's window instead: 45,687,895 ns in step 2
+    and 57,333,071 in step 3, against exposed_communication's 46,215,172 and 56,878,502."""
+    import decimal
+    folder = CASE_B / "before"
+    doc = json.loads(gzip.decompress((folder / "rank0" / "trace.json.gz").read_bytes()),
+                     parse_float=decimal.Decimal)
+    ev = [(e["name"], e.get("cat"), e["tid"], int(e["ts"] * 1000), int((e["ts"] + e["dur"]) * 1000))
+          for e in doc["traceEvents"] if e.get("ph") == "X"]
+    steps = [(int(n.split("#")[1]), a, b, tid) for n, _, tid, a, b in ev if n.startswith("ProfilerStep#")]
+    main = {tid for *_, tid in steps}
+    gloo = [(a, b) for n, _, _, a, b in ev if n.startswith("gloo:")]
+    comp = [(a, b) for n, cat, tid, a, b in ev if cat == "cpu_op" and tid in main
+            and not n.startswith(("record_param_comms", "c10d::", "nccl:", "gloo:"))]
+    over = [(a, b, e) for a, b in gloo for _, s, e, _ in steps if s <= a < e < b]
+    assert len(main) == 1 and [(round((b - e) / 1e6, 3)) for a, b, e in over] == [0.527]
+    budget = S.step_budget(load_traces(folder)).set_index(["rank", "step"])
+    want = {}
+    for n, s, e, _ in steps:
+        c = [(a, b) for a, b in gloo if s <= a < e]
+        want[n] = merged_length(c + comp) - merged_length(comp)          # |C| - |C ∩ P|
+        assert budget.loc[(0, n), "exposed_ns"] == want[n]
+        assert budget.loc[(0, n), "in_collectives_ns"] == merged_length(c)
+    assert (want[2], want[3]) == (46_215_172, 56_878_502)

@@ -928,6 +928,59 @@ def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
 HOST_COMPUTE = "host operators, step's thread"
 
 
+#: Columns of :func:`exposed_by_step`.
+EXPOSED_NS_COLUMNS = ["rank", "step", "calls", "comm_ns", "exposed_ns"]
+
+
+def exposed_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
+    r"""Exposed communication, the kit's one definition: per rank and step, the time in the
+    step's collectives during which the rank computed nothing.
+
+    For rank ``r`` and step ``n``, on ``r``'s own clock (ns since the epoch), every interval
+    half-open ``[start, end)``: ``C`` is the union of ``r``'s collective calls
+    (:func:`collectives`: the NCCL kernel, or Gloo's ``gloo:*`` operator) that *start* in
+    ``ProfilerStep#n`` (its ``step`` column), each whole, even past the step's end (a call
+    that starts in no step is in no row); ``P`` is the rank's compute
+    (:func:`compute_intervals`); ``comm_ns = |C|``, ``exposed_ns = |C \ P|``. A call that
+    touches compute at one instant only is not hidden there. :func:`exposed_communication`
+    splits this ``exposed_ns`` into waiting and transfer;
+    :func:`kitlib.analyses.stragglers.step_budget` subtracts it from the step.
+
+    Returns
+    -------
+    DataFrame
+        :data:`EXPOSED_NS_COLUMNS`, int64, one row per rank and step with a call (rank and
+        step order): ``calls`` (how many start in the step), ``comm_ns``, ``exposed_ns``.
+
+    Examples
+    --------
+    Rank 0's step 1: its all-reduce [3.1, 6.0) ms beside compute [1, 3) and [4, 5) ms; exposed
+    [3.1, 4) and [5, 6): 1.9 of 2.9 ms (:func:`kitlib.model.examples.tiny_rank_docs`).
+
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> from kitlib.analyses.collectives import exposed_by_step
+    >>> exposed_by_step(load_traces(tiny_rank_folder()))
+       rank  step  calls  comm_ns  exposed_ns
+    0     0     1      1  2900000     1900000
+    1     0     2      1  1900000     1900000
+    2     1     1      1   900000      900000
+    3     1     2      1   900000      900000
+    """
+    calls = collectives(traces) if calls is None else calls
+    rows = []
+    for r, t in traces.traces.items():
+        mine = calls[(calls["rank"] == r) & (calls["step"] >= 0)]
+        if not len(mine):
+            continue
+        _, ps, pe = compute_intervals(t)
+        P = _merged(ps + _epoch(t), pe + _epoch(t))
+        for step, g in mine.groupby("step", sort=True):
+            _, length, (c, p) = _segments(_merged(g["start_ns"], g["end_ns"]), P)
+            rows.append([r, step, len(g), length[c].sum(), length[c & ~p].sum()])
+    return pd.DataFrame(rows, columns=EXPOSED_NS_COLUMNS).astype("int64")
+
+
 #: Columns of :func:`communication_pieces`.
 PIECE_COLUMNS = ["rank", "step", "start_ns", "end_ns", "part", "beside_compute"]
 #: The parts of :func:`communication_pieces`: a verified call's waiting and transfer, a call
@@ -1004,14 +1057,11 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
     (*exposed*: the step is held up by it), split into waiting and transfer before any
     of it is called hidden.
 
-    Sets, per rank and step, of time on the rank's own clock: ``C`` the union of the
-    step's collective calls (:func:`collectives`, by the step they start in), ``P`` the
-    rank's compute (:func:`compute_intervals`: GPU, every kernel that is not an NCCL
-    kernel; a CPU run, every operator on the step's own thread but the collectives'),
-    ``V`` the calls verified on
-    every rank (:func:`collective_matches`), ``W`` their waiting parts
-    (:func:`collective_waits`: before the last rank arrived). Then ``exposed = |C \ P|``,
-    split exactly into ``|W \ P|`` (waiting for a peer), ``|(V \ W) \ P|`` (transfer)
+    ``C``, ``P``, ``comm = |C|`` and ``exposed = |C \ P|`` are :func:`exposed_by_step`'s (the
+    one definition: the calls that start in the step, whole, less the rank's compute);
+    ``V`` is the part of ``C`` in calls verified on every rank (:func:`collective_matches`),
+    ``W`` their waiting parts (:func:`collective_waits`: before the last rank arrived).
+    ``exposed`` is split exactly into ``|W \ P|`` (waiting for a peer), ``|(V \ W) \ P|`` (transfer)
     and ``|(C \ V) \ P|`` (calls without a verified match: cannot be split); the hidden
     part ``|C ∩ P|`` likewise into waiting and transfer (an NCCL kernel that spins
     waiting for a late peer while compute runs is not communication hidden: it moved no
@@ -1056,15 +1106,17 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
     3     1   552    211.0       169.2              0.0                 107.0
     """
     calls = collectives(traces) if calls is None else calls
+    core = exposed_by_step(traces, calls).set_index(["rank", "step"])   # the one definition
     rows = []
     for r, step, g, C, P, V, W, src, ps, pe, _ in _step_sets(traces, calls):
         _, ln, (c, p, v, wt) = _segments(C, P, V, W)
         ms = lambda mask: float(ln[mask].sum()) / 1e6       # noqa: E731
+        comm, exposed = (int(x) for x in core.loc[(r, step), ["comm_ns", "exposed_ns"]])
         end = int(g["end_ns"].max())
         before = ps < end
         last_compute = int(np.minimum(pe, end)[before].max()) if before.any() else int(g["start_ns"].min())
-        rows.append({"rank": r, "step": int(step), "compute_from": src, "calls": len(g),
-                     "comm_ms": ms(c), "hidden_ms": ms(c & p), "exposed_ms": ms(c & ~p),
+        rows.append({"rank": r, "step": int(step), "compute_from": src, "calls": len(g), "comm_ms": comm / 1e6,
+                     "hidden_ms": (comm - exposed) / 1e6, "exposed_ms": exposed / 1e6,
                      "exposed_wait_ms": ms(wt & ~p), "exposed_transfer_ms": ms(v & ~wt & ~p),
                      "exposed_unmatched_ms": ms(c & ~v & ~p), "hidden_wait_ms": ms(wt & p),
                      "hidden_transfer_ms": ms(v & ~wt & p), "tail_ms": max(end - last_compute, 0) / 1e6})
@@ -1133,6 +1185,6 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
 
 
 __all__ = ["COMM_OP_PATTERN", "COMM_KERNEL_PATTERN", "COLLECTIVE_COLUMNS", "END_TOLERANCE_NS", "IDENTITIES",
-           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "HOST_COMPUTE", "step_thread", "compute_intervals", "PIECE_COLUMNS", "PARTS", "communication_pieces", "enqueue_and_start", "collective_ops", "comm_kernels", "collectives",
-           "collective_matches", "match_summary", "exposed_communication", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
+           "MATCH_COLUMNS", "EXPOSED_COLUMNS", "EXPOSED_NS_COLUMNS", "HOST_COMPUTE", "step_thread", "compute_intervals", "PIECE_COLUMNS", "PARTS", "communication_pieces", "enqueue_and_start", "collective_ops", "comm_kernels", "collectives",
+           "collective_matches", "match_summary", "exposed_by_step", "exposed_communication", "collective_waits", "straggler_table", "straggler_by_step", "straggler_summary", "rank_step_times",
            "rank_summary", "comm_overlap"]

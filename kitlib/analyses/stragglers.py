@@ -9,7 +9,8 @@ every rank's every step into
 
 - ``exposed_ns``: time in collectives while the rank's main thread runs no
   operator — the rank was stuck in communication with nothing else to do (waiting
-  for a late peer, or a transfer nothing hides);
+  for a late peer, or a transfer nothing hides): the kit's one definition,
+  :func:`kitlib.analyses.collectives.exposed_by_step`;
 - ``compute_ns = step_ns - exposed_ns``: everything else, itself split into
   ``ops_ns`` (the main thread's operators, the work the profiler sees) and
   ``outside_ops_ns`` (time between operators: Python, data loading outside
@@ -49,12 +50,11 @@ at the start of every step inside a ``straggler_delay`` range).
 """
 from __future__ import annotations
 
-import numpy as np
 import pandas as pd
 
 from ..errors import KitError
 from ..model.ranks import RankTraces
-from .collectives import collectives, compute_intervals
+from .collectives import collectives, compute_intervals, exposed_by_step
 from .intervals import busy_ns
 
 #: Columns of :func:`step_budget`.
@@ -82,19 +82,22 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
     -------
     DataFrame
         :data:`BUDGET_COLUMNS`, one row per rank and ``ProfilerStep``, all in ns
-        (exact: unions of the profiler's own intervals inside the step's half-open
-        window ``[start, end)``): ``step_ns`` (the ``ProfilerStep#N`` interval);
-        ``in_collectives_ns`` (union of the rank's collectives, any thread);
-        ``exposed_ns`` (the part of that union during which the step's thread runs
-        no operator: outside the rank's compute as
-        :func:`kitlib.analyses.collectives.compute_intervals` defines it, the same
-        set :func:`~kitlib.analyses.collectives.exposed_communication` uses, so
-        ``exposed_ns`` is its ``exposed_ms`` cut to the step's window);
-        ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of that compute:
-        the thread's operators, collective operators left out);
-        ``outside_ops_ns = compute_ns - ops_ns`` (on that thread, neither an
-        operator nor blocked in a collective: Python, sleeps, loading outside
-        operators).
+        (exact: unions of the profiler's own intervals): ``step_ns`` (the
+        ``ProfilerStep#N`` interval); ``in_collectives_ns`` and ``exposed_ns``, the
+        ``comm_ns`` and ``exposed_ns`` of
+        :func:`kitlib.analyses.collectives.exposed_by_step`, the one definition (the
+        union of the collectives that start in the step, whole, any thread, and the
+        part of it during which the step's thread runs no operator; 0 in a step
+        without one), which :func:`~kitlib.analyses.collectives.exposed_communication`
+        splits too; ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of the
+        rank's compute, :func:`~kitlib.analyses.collectives.compute_intervals`, inside
+        the step's half-open window ``[start, end)``: the thread's operators,
+        collective operators left out); ``outside_ops_ns = compute_ns - ops_ns`` (on
+        that thread, neither an operator nor blocked in a collective: Python, sleeps,
+        loading outside operators). A call that outlasts its step counts whole in the
+        step it starts in: that step's ``outside_ops_ns`` is short by the overrun, the
+        next step's long by it (``data/clinic/cpu/case_b``: a ``gloo:all_reduce``
+        0.53 ms past rank 0's step 2).
 
     Raises
     ------
@@ -119,6 +122,7 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
         raise KitError(f"ranks {traces.ranks}: the collectives were measured on the GPU (NCCL kernels); the "
                        "step budget splits the host thread's time, which does not block in an NCCL "
                        "collective — read the GPU's exposed communication instead")
+    exposed_of = exposed_by_step(traces, calls).set_index(["rank", "step"])   # the one definition
     rows = []
     for r in traces.ranks:
         t = traces.traces[r]
@@ -126,17 +130,13 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
         if not len(steps):
             raise KitError(f"rank {r} ({traces.info.set_index('rank').loc[r, 'path']}) has no steps "
                            "(ProfilerStep#N): it was recorded without a profiler schedule and prof.step()")
-        base = int(t.meta.get("base_time_ns") or 0)
-        c = calls[calls["rank"] == r]
-        comm = pd.DataFrame({"start_ns": c["start_ns"].to_numpy("int64") - base,
-                             "dur_ns": c["dur_ns"].to_numpy("int64")})
         _, ps, pe = compute_intervals(t)            # the one definition of compute (collectives.py)
         mine = pd.DataFrame({"start_ns": ps, "dur_ns": pe - ps})
         for _, s in steps.iterrows():
-            w = (int(s["start_ns"]), int(s["start_ns"]) + int(s["dur_ns"]))
-            in_coll = busy_ns(comm, w)
-            ops_ns = busy_ns(mine, w)
-            exposed = busy_ns(pd.concat([comm, mine], ignore_index=True), w) - ops_ns
+            key = (int(r), int(s["step"]))
+            in_coll, exposed = (int(x) for x in exposed_of.loc[key, ["comm_ns", "exposed_ns"]]) \
+                if key in exposed_of.index else (0, 0)
+            ops_ns = busy_ns(mine, (int(s["start_ns"]), int(s["start_ns"]) + int(s["dur_ns"])))
             step_ns = int(s["dur_ns"])
             rows.append({"rank": int(r), "step": int(s["step"]), "step_ns": step_ns, "in_collectives_ns": in_coll,
                          "exposed_ns": exposed, "compute_ns": step_ns - exposed, "ops_ns": ops_ns,
