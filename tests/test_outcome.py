@@ -102,6 +102,7 @@ def test_a_lesson_built_again_in_its_kernel_keeps_what_the_learner_did(monkeypat
     on another capture) shares nothing."""
     from kitlib.course import exercises as E
     monkeypatch.setattr(E, "_BUILT", {})
+    monkeypatch.setattr(E, "_LATEST", {})
     monkeypatch.setattr(widgets, "in_kernel", lambda: True)
     monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
     monkeypatch.setattr(E, "_shares_state", lambda: False)     # a plain process: no sharing
@@ -115,7 +116,7 @@ def test_a_lesson_built_again_in_its_kernel_keeps_what_the_learner_did(monkeypat
     said = again.predicted("order").message
     assert "still open" not in said and "you predicted 10" in said and again["order"].wrong_tries == 1
     # built again before predicting: the prediction made on the new ex opens what the old one holds back
-    E._BUILT.clear()                                           # another kernel
+    E._BUILT.clear(), E._LATEST.clear()                        # another kernel
     runs = []
     above = _ex()
     above.outcome("order", lambda: runs.append("shown"))
@@ -130,3 +131,10 @@ def test_a_lesson_built_again_in_its_kernel_keeps_what_the_learner_did(monkeypat
     # the same key with another answer is another question: nothing is shared
     other = Exercises("t", [Question("order", "Predict", "100", "x", kind="predict", choices=["10", "100"])])
     assert other["order"].prediction is ... and "still open" in other.predicted("order").message
+    # lesson 01 builds its prediction alone, then its questions from the learner's run: one lesson
+    # (and what was done outlives an ex that nothing refers to any more)
+    E._BUILT.clear(), E._LATEST.clear()
+    asked = lambda: [Question("steps_in_trace", "Predict: how many steps?", 3, "x", kind="predict")]  # noqa: E731
+    Exercises("Lesson 01 — your prediction", asked()).check("steps_in_trace", 5)
+    assert Exercises("Lesson 01 — your turn", asked())["steps_in_trace"].prediction == 5
+    assert Exercises("Lesson 02 — your turn", asked())["steps_in_trace"].prediction is ...

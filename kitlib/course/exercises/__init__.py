@@ -586,9 +586,12 @@ def _as_bool(x):
 #: again in the same kernel (:meth:`Exercises._siblings`).
 _STATE_FIELDS = ("prediction", "wrong_tries", "solved_after", "revealed")
 
-#: The exercises built in this kernel, per title (weak references, oldest first): a lesson
-#: builds ``ex`` again in its "Your turn" cell, after the predictions and outcomes above it.
+#: The exercises built in this kernel, per lesson (:func:`_lesson_of`; weak references, oldest
+#: first): a lesson builds ``ex`` again in its "Your turn" cell, below its predictions.
 _BUILT: dict = {}
+#: The latest of them per lesson, kept alive: what the learner did outlives an ``ex`` that
+#: nothing refers to any more (a form, a held-back outcome or the name ``ex`` keeps the others).
+_LATEST: dict = {}
 
 
 def _shares_state() -> bool:
@@ -602,6 +605,14 @@ def _shares_state() -> bool:
         return False
     ip = get_ipython()
     return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def _lesson_of(title: str) -> str:
+    """The lesson a set of exercises belongs to, from its title ("Lesson 01 — your turn" and
+    "Lesson 01 — your prediction" are lesson 01's, as the class view reads it); the title
+    itself where it names no lesson."""
+    m = re.match(r"\s*lesson\s+(\d+)", title or "", re.I)
+    return f"lesson {m.group(1)}" if m else (title or "")
 
 
 def _same_question(a: "Question", b: "Question") -> bool:
@@ -619,7 +630,7 @@ def _same_question(a: "Question", b: "Question") -> bool:
 class Exercises:
     """A lesson's questions. ``show()`` lists them; ``check(key, answer)`` judges one.
 
-    In a Jupyter kernel, exercises built again under the same title (a lesson's "Your turn"
+    In a Jupyter kernel, exercises built again for the same lesson (a lesson's "Your turn"
     cell builds ``ex`` again, below its predictions) take over what the learner already did
     with each question (its prediction, tries and reveal), and from then on the two sets keep
     in step: a check or reveal on either updates both, and opens the lines and outcomes that
@@ -635,24 +646,26 @@ class Exercises:
         if not _shares_state():
             return
         import weakref
-        built = [r for r in _BUILT.get(self.title, []) if r() is not None]
-        if built:
-            earlier = built[-1]()           # the latest: all of them are kept in step
+        lesson = _lesson_of(self.title)
+        earlier = _LATEST.get(lesson)       # the latest: all of them are kept in step
+        if earlier is not None:
             for q in self.questions:
                 old = next((o for o in earlier.questions if _same_question(o, q)), None)
                 if old is not None:
                     for name in _STATE_FIELDS:
                         setattr(q, name, getattr(old, name))
-        _BUILT[self.title] = built + [weakref.ref(self)]
+        built = [r for r in _BUILT.get(lesson, []) if r() is not None]
+        _BUILT[lesson] = built + [weakref.ref(self)]
+        _LATEST[lesson] = self
 
     def _siblings(self, key: str) -> list:
-        """The other exercises of this title built in this kernel that hold question ``key``
+        """The other exercises of this lesson built in this kernel that hold question ``key``
         (the same question: :func:`_same_question`), as ``(exercises, question)``."""
         if not _shares_state():
             return []
         q = self[key]
         found = []
-        for ref in _BUILT.get(self.title, []):
+        for ref in _BUILT.get(_lesson_of(self.title), []):      # the latest among them (_LATEST)
             other = ref()
             if other is None or other is self:
                 continue
