@@ -504,6 +504,7 @@ LATER_TELLS = {
                        r"had the loop printed"],
     "queue_verdict": [r"queue still runs dry", r"on it never does", r"\bhost_wait_ms\b"],
     "gpu_idle_over_tenth": [r"what differs is the loader"],
+    "clock_offset": [r"every figure also carries"],
 }
 
 #: Per prediction, text after its question that holds a form of its answer without giving it
