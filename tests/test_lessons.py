@@ -24,7 +24,7 @@ PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
 #: Of those, the pictures a lesson holds back until their prediction is made (``ex.outcome``):
 #: after Run All without answers the lesson shows the others (tests/test_browser.py too).
-HELD_BACK_FIGURES = {"02": 2, "03": 1, "07": 1, "09": 2, "12": 1}
+HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "09": 2, "12": 1}
 
 
 def figure_count(nb) -> int:
@@ -390,7 +390,17 @@ TELLS = {"forward_mostly_api": ["cuda_api_share"], "launch_count": ["cudaLaunchK
          "backward_gpu_ops": ["Total GPU Ops"], "syncs_in_steps": ["host time in waiting calls"],
          "same_batches_verdict": ["like with like:"], "gpu_idle_over_tenth": ["idle_ms"],
          "conv_kernels_named_conv": ["with 'conv' in their name"],
-         "clock_offset": ["end spreads with rank 1's clock"], "straggler_part": ["outside_ops_ns"]}
+         "clock_offset": ["end spreads with rank 1's clock"], "straggler_part": ["outside_ops_ns"],
+         "steps_in_trace": ["ProfilerStep#4", "# of Calls"]}
+
+
+def lesson_questions(n: str, built_lessons) -> list:
+    """Lesson ``n``'s questions as the answer key builds them; lesson 01's prediction alone,
+    built as its cell builds it (the lesson's other questions come from the learner's own run)."""
+    if n == "01":
+        from kitlib.course.exercises import lesson01
+        return lesson01(schedule=dict(wait=1, warmup=1, active=3), steps_run=5).questions
+    return built_lessons[n][0].questions
 
 
 def answer_as_shown(answer) -> list:
@@ -436,12 +446,10 @@ def test_run_all_without_answers_shows_no_prediction_answer(path, executed_lesso
     markdown right after it (the takeaway) does not state the answer. Once the predictions
     are revealed (the cell the tests add), every outcome held back shows, tells included."""
     n = path.name[:2]
-    if n not in built_lessons:
-        pytest.skip("no questions built for this lesson (lesson 01: the learner's own run)")
     run = executed_lesson(n)
     cells = run.run_all.cells[:-1]                  # the revealing cell the tests add left out
     found, missing = [], []
-    for q in (q for q in built_lessons[n][0].questions if q.kind == "predict"):
+    for q in (q for q in lesson_questions(n, built_lessons) if q.kind == "predict"):
         ask = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.check("{q.key}"' in c.source)
         done = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.predicted("{q.key}")' in c.source)
         region = [i for i in range(ask + 1, done + 1) if cells[i].cell_type == "code" and "ex.check(" not in cells[i].source]
@@ -456,3 +464,134 @@ def test_run_all_without_answers_shows_no_prediction_answer(path, executed_lesso
     assert not found, f"answers shown before their prediction (key, as shown): {found}"
     assert not missing, f"tells not shown once revealed (renamed?): {missing}"
     assert all("held back until you predict" not in _shown_text(outs) for outs in run.held_back.values())
+
+
+
+#: Predictions whose choice, as written, is searched for in later cells: the choices that no
+#: sentence of a lesson uses in another sense ("sum", "lower", "backward", "slower", "a few"
+#: are everywhere; their later giveaways are in LATER_TELLS).
+DISTINCTIVE = {"first_load_order": ("10,000", "10000"), "hot_kernel_module": ("MaxPool2d",),
+               "with_flops_share": ("about a third",), "gpu_busy_share": ("over three quarters",),
+               "backward_gpu_ops": ("one or a few",), "queue_verdict": ("GPU-bound",),
+               "same_batches_verdict": ("no difference beyond the noise",),
+               "clock_offset": ("all about 5 ms apart",), "straggler_part": ("between operators",)}
+
+#: Per prediction, what (regular expressions, case aside) in a markdown cell or an output further
+#: down states its answer where the answer itself cannot be searched for (a yes/no, a one-digit
+#: count, a common word), or gives it away (the figures it is read from, a sentence that says
+#: it): each found in a lesson by a new learner's Run All (issue 40), or a column or line that
+#: prints the figures.
+LATER_TELLS = {
+    "launch_count": [r"\b3 of 3\b", r"\bthree launches\b", r"made \*\*several\*\* launches", r"\blaunch #\d"],
+    "kernel_after_op": [r"starts? after (its|the operator's) host interval", r"need not overlap at all"],
+    "total_sum_exceeds_wall": [r"counts? the same (nanoseconds|work) again"],
+    "busy_or_sum": [r"\bunion \(device busy\)", r"\bgpu_sum_ms\b", r"device busy \(union\), whole trace",
+                    r"\d+ kernels start before the previous", r"yet some start early", r"even on one stream",
+                    r"exceed their union", r"every overlapping kernel"],
+    "first_load_order": [r"thousands of times", r"\b1,?523\.\d", r"\brange_end_ms\b"],
+    "conv_shapes": [r"couple of dozen"],
+    "shapes_allocator_peak": [r"did not raise the allocator's peak"],
+    "forward_mostly_api": [r"host time is not mostly launches"],
+    "steps_in_trace": [r"\bthree recorded steps\b"],
+    "backward_python_frames": [r"without Python frames"],
+    "self_mem_vs_peak": [r"\bpeak: trace \d", r"history peak \d", r"\bpeak_allocated_bytes\b"],
+    "peak_phase": [r"ReluBackward0", r"threshold_backward"],
+    "with_flops_share": [r"\btflop_per_step\b"],
+    "gpu_busy_share": [r"busy (almost )?all the time"],
+    "streams_one_for_all": [r"on streams \[\d+, \d+"],
+    "backward_gpu_ops": [r"projects almost nothing"],
+    "syncs_in_steps": [r"has none inside its steps", r"no synchronising call inside a step",
+                       r"had the loop printed"],
+    "queue_verdict": [r"queue still runs dry", r"on it never does", r"\bhost_wait_ms\b"],
+    "gpu_idle_over_tenth": [r"what differs is the loader"],
+    "clock_offset": [r"every figure also carries"],
+}
+
+#: Per prediction, text after its question that holds a form of its answer without giving it
+#: (regular expressions), removed before the search, each with why.
+LATER_UNRELATED = {
+    "launch_count": {
+        r'"name": "cudaLaunchKernelExC"': "lesson 02's transfer excerpt: six raw events of another recording "
+                                          "(fixed_batch), two operators with one launch each; it says nothing of "
+                                          "how many launches the studied operator made",
+    },
+    "hot_kernel_module": {
+        r"e\.g\. Conv2d, BatchNorm2d, ReLU, MaxPool2d": "the question's own prompt, which names four candidates, "
+                                                       "printed again by ex.show() under Your turn",
+    },
+    "queue_verdict": {
+        r"GPU-bound: queue empty <= \d+% and GPU busy >= \d+%": "the kit's rule, printed above the verdicts: it "
+                                                               "names all three verdicts, not step 7's",
+    },
+    "backward_python_frames": {
+        r"without Python frames \(with_stack\)": "lesson 06's trace-size table: the trace written again without "
+                                                  "the with_stack option's records, a row of sizes in bytes",
+    },
+    "straggler_part": {
+        r"The step's time between operators is what": "lesson 12's definition of the part, in the by-hand "
+                                                      "recipe; it names no part as the answer",
+    },
+}
+
+
+def _later_text(cell) -> str:
+    """What a cell says to a learner after Run All with no answer: a markdown cell's text, a
+    code cell's outputs as shown (an outcome held back by ``ex.outcome`` is its one line)."""
+    return cell.source if cell.cell_type == "markdown" else _shown_text(cell.get("outputs", []))
+
+
+def later_giveaways(cells, questions) -> list:
+    """``(key, cell, form)`` for each predict question among ``questions`` whose answer a later
+    cell of ``cells`` (a lesson run with Run All and no answer) states: a markdown cell or an
+    output after the question's own cell holds the answer as shown (:func:`answer_as_shown`; a
+    choice only where DISTINCTIVE lists it), a phrase of LATER_TELLS, or, in an output, its tell
+    (TELLS); text of LATER_UNRELATED aside."""
+    found = []
+    for q in (q for q in questions if q.kind == "predict"):
+        ask = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.check("{q.key}"' in c.source)
+        forms = [f for f in answer_as_shown(q.answer) if not q.choices or f in DISTINCTIVE.get(q.key, ())]
+        for i in range(ask + 1, len(cells)):
+            text = _later_text(cells[i])
+            for pattern in LATER_UNRELATED.get(q.key, {}):
+                text = re.sub(pattern, " ", text)
+            said = [f for f in forms if shows(text, f)]
+            said += [t for t in LATER_TELLS.get(q.key, []) if re.search(t, text, re.I)]
+            said += [t for t in TELLS.get(q.key, []) if cells[i].cell_type == "code" and shows(text, t)]
+            found += [(q.key, i, f) for f in said]
+    return found
+
+
+def test_the_later_search_finds_a_giveaway_and_leaves_the_unrelated():
+    """later_giveaways() flags an answer in a later markdown cell or output, and not one before
+    the question, nor the allowed text, nor a choice that is a common word."""
+    from types import SimpleNamespace as NS
+    import nbformat
+    md, code = nbformat.v4.new_markdown_cell, nbformat.v4.new_code_cell
+    def ran(source, text):
+        c = code(source)
+        c.outputs = [nbformat.v4.new_output("stream", text=text)]
+        return c
+    q = [NS(key="conv_shapes", kind="predict", answer=23, choices=None),
+         NS(key="busy_or_sum", kind="predict", answer="sum", choices=["busy", "sum", "equal"])]
+    cells = [md("23 shapes, before"), code('ex.check("conv_shapes", None)'), code('ex.check("busy_or_sum", None)'),
+             md("the sum and the union"), ran("print(x)", "265 calls in 23 shape groups"),
+             md("a couple of dozen groups"), ran("print(y)", "device_busy_ms gpu_sum_ms")]
+    assert later_giveaways(cells, q) == [("conv_shapes", 4, "23"), ("conv_shapes", 5, "couple of dozen"),
+                                         ("busy_or_sum", 6, r"\bgpu_sum_ms\b")]
+    q = [NS(key="queue_verdict", kind="predict", answer="GPU-bound", choices=["CPU-bound", "GPU-bound", "mixed"])]
+    cells = [code('ex.check("queue_verdict", None)'),
+             ran("print(rule)", "CPU-bound: queue empty >= 20% of the step; GPU-bound: queue empty <= 5% and "
+                                "GPU busy >= 90%; mixed otherwise"), md("step 7 was GPU-bound")]
+    assert later_giveaways(cells, q) == [("queue_verdict", 2, "GPU-bound")]
+
+
+@pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
+def test_no_later_cell_gives_an_open_prediction_away(path, executed_lesson, built_lessons):
+    """Issue 40: after Run All with no answer, a learner who scrolls past a predict question
+    reads no cell further down that states its answer (later_giveaways): not in a section
+    after the outcome, not in the takeaways, not in a table or a line printed without
+    ``ex.outcome``. Prose points back ("the number you predicted above") instead."""
+    n = path.name[:2]
+    cells = executed_lesson(n).run_all.cells[:-1]      # the revealing cell the tests add left out
+    found = later_giveaways(cells, lesson_questions(n, built_lessons))
+    assert not found, f"open predictions' answers in later cells (key, cell, as shown): {found}"

@@ -89,3 +89,52 @@ def test_an_outcome_of_two_predictions_opens_once_both_are_made(capsys):
     ex.check("b", "busy")
     ex.outcome(("a", "b"), _show)
     assert capsys.readouterr().out == ANSWER_ROWS + "\n"
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_a_lesson_built_again_in_its_kernel_keeps_what_the_learner_did(monkeypatch):
+    """A lesson's "Your turn" cell builds ``ex`` again, below its predictions (lessons 02, 03,
+    05). In a kernel the questions built again take over the predictions made above, so a
+    "beside" cell run again shows the prediction instead of saying it is still open; and from
+    then on the two sets keep in step both ways: a check on the new ``ex`` opens the outcome
+    held back above and the old ``ex``'s line. Elsewhere (a script, the tests, the answer key)
+    each set of questions stays its own, and a question with another answer (a lesson built
+    on another capture) shares nothing."""
+    from kitlib.course import exercises as E
+    monkeypatch.setattr(E, "_BUILT", {})
+    monkeypatch.setattr(E, "_LATEST", {})
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: None)
+    monkeypatch.setattr(E, "_shares_state", lambda: False)     # a plain process: no sharing
+    first = _ex()
+    first.check("order", "10")
+    assert "still open" in _ex().predicted("order").message
+    monkeypatch.setattr(E, "_shares_state", lambda: True)      # a kernel
+    first = _ex()
+    first.check("order", "10")                                 # predicted in the form above
+    again = _ex()                                              # "Your turn" builds ex again
+    said = again.predicted("order").message
+    assert "still open" not in said and "you predicted 10" in said and again["order"].wrong_tries == 1
+    # built again before predicting: the prediction made on the new ex opens what the old one holds back
+    E._BUILT.clear(), E._LATEST.clear()                        # another kernel
+    runs = []
+    above = _ex()
+    above.outcome("order", lambda: runs.append("shown"))
+    line = above.predicted("order")
+    below = _ex()
+    assert runs == [] and "still open" in below.predicted("order").message
+    below.check("order", "10000")
+    assert runs == ["shown"] and above["order"].prediction == "10000" and above["order"].solved_after == 0
+    assert "you predicted 10,000" in line.follow().message and "still open" not in line.follow().message
+    below.reveal("order")
+    assert above["order"].revealed and runs == ["shown"]
+    # the same key with another answer is another question: nothing is shared
+    other = Exercises("t", [Question("order", "Predict", "100", "x", kind="predict", choices=["10", "100"])])
+    assert other["order"].prediction is ... and "still open" in other.predicted("order").message
+    # lesson 01 builds its prediction alone, then its questions from the learner's run: one lesson
+    # (and what was done outlives an ex that nothing refers to any more)
+    E._BUILT.clear(), E._LATEST.clear()
+    asked = lambda: [Question("steps_in_trace", "Predict: how many steps?", 3, "x", kind="predict")]  # noqa: E731
+    Exercises("Lesson 01 — your prediction", asked()).check("steps_in_trace", 5)
+    assert Exercises("Lesson 01 — your turn", asked())["steps_in_trace"].prediction == 5
+    assert Exercises("Lesson 02 — your turn", asked())["steps_in_trace"].prediction is ...

@@ -582,14 +582,109 @@ def _as_bool(x):
     return None
 
 
+#: What a learner did with a question: kept in step between the questions of one lesson built
+#: again in the same kernel (:meth:`Exercises._siblings`).
+_STATE_FIELDS = ("prediction", "wrong_tries", "solved_after", "revealed")
+
+#: The exercises built in this kernel, per lesson (:func:`_lesson_of`; weak references, oldest
+#: first): a lesson builds ``ex`` again in its "Your turn" cell, below its predictions.
+_BUILT: dict = {}
+#: The latest of them per lesson, kept alive: what the learner did outlives an ``ex`` that
+#: nothing refers to any more (a form, a held-back outcome or the name ``ex`` keeps the others).
+_LATEST: dict = {}
+
+
+def _shares_state() -> bool:
+    """Whether a lesson's questions built again share what the learner did with them: in a
+    Jupyter kernel, where one learner works through one lesson at a time; not in a plain
+    process (a script, the tests, the answer key), which may build the same lesson's
+    questions for several learners, each set on its own."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
+
+
+def _lesson_of(title: str) -> str:
+    """The lesson a set of exercises belongs to, from its title ("Lesson 01 — your turn" and
+    "Lesson 01 — your prediction" are lesson 01's, as the class view reads it); the title
+    itself where it names no lesson."""
+    m = re.match(r"\s*lesson\s+(\d+)", title or "", re.I)
+    return f"lesson {m.group(1)}" if m else (title or "")
+
+
+def _same_question(a: "Question", b: "Question") -> bool:
+    """Whether ``a`` and ``b`` are the same question: key, kind and answer (a lesson built on
+    another capture asks the same key with another answer)."""
+    if (a.key, a.kind) != (b.key, b.kind):
+        return False
+    try:
+        return bool(_plain(a.answer) == _plain(b.answer))
+    except Exception:          # an answer that does not compare: not known to be the same
+        return False
+
+
 @dataclass
 class Exercises:
-    """A lesson's questions. ``show()`` lists them; ``check(key, answer)`` judges one."""
+    """A lesson's questions. ``show()`` lists them; ``check(key, answer)`` judges one.
+
+    In a Jupyter kernel, exercises built again for the same lesson (a lesson's "Your turn"
+    cell builds ``ex`` again, below its predictions) take over what the learner already did
+    with each question (its prediction, tries and reveal), and from then on the two sets keep
+    in step: a check or reveal on either updates both, and opens the lines and outcomes that
+    either one's cells hold back (:meth:`predicted`, :meth:`outcome`).
+    """
 
     title: str
     questions: list[Question] = field(default_factory=list)
     #: Per key, what refreshes the lines of :meth:`predicted` on the page after a check.
     _followers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        if not _shares_state():
+            return
+        import weakref
+        lesson = _lesson_of(self.title)
+        earlier = _LATEST.get(lesson)       # the latest: all of them are kept in step
+        if earlier is not None:
+            for q in self.questions:
+                old = next((o for o in earlier.questions if _same_question(o, q)), None)
+                if old is not None:
+                    for name in _STATE_FIELDS:
+                        setattr(q, name, getattr(old, name))
+        built = [r for r in _BUILT.get(lesson, []) if r() is not None]
+        _BUILT[lesson] = built + [weakref.ref(self)]
+        _LATEST[lesson] = self
+
+    def _siblings(self, key: str) -> list:
+        """The other exercises of this lesson built in this kernel that hold question ``key``
+        (the same question: :func:`_same_question`), as ``(exercises, question)``."""
+        if not _shares_state():
+            return []
+        q = self[key]
+        found = []
+        for ref in _BUILT.get(_lesson_of(self.title), []):      # the latest among them (_LATEST)
+            other = ref()
+            if other is None or other is self:
+                continue
+            same = next((o for o in other.questions if _same_question(o, q)), None)
+            if same is not None:
+                found.append((other, same))
+        return found
+
+    def _after_change(self, key: str):
+        """Bring question ``key``'s copies in step with it, then redraw what follows it in
+        every one of them (the lines of :meth:`predicted`, the outcomes held back)."""
+        q = self[key]
+        siblings = self._siblings(key)
+        for _, other in siblings:
+            for name in _STATE_FIELDS:
+                setattr(other, name, getattr(q, name))
+        for ex in [self] + [e for e, _ in siblings]:
+            for follow in list(ex._followers.get(key, ())):
+                follow()
 
     def __getitem__(self, key) -> Question:
         for q in self.questions:
@@ -626,8 +721,7 @@ class Exercises:
         # the verdict shows it (Python writes no int of more than 4300 digits)
         v.question, v.exercises = q, self
         v.given = _shown(answer, None) if _beyond_float(answer) else answer
-        for follow in self._followers.get(key, ()):      # the lines of `predicted` shown for this key
-            follow()
+        self._after_change(key)      # the lines of `predicted` and the outcomes shown for this key
         from .. import classview
         classview.send(self, q, v)      # to the instructor's class view, under a hub that has it on
         return v
@@ -640,8 +734,7 @@ class Exercises:
         q.revealed = True
         v = Verdict(key, True if q.solved_after is not None else None,
                     f"the answer is {_answer_shown(q.answer)}: {q.explain}")
-        for follow in self._followers.get(key, ()):      # an outcome held back for this key opens
-            follow()
+        self._after_change(key)      # an outcome held back for this key opens
         return v
 
     def predicted(self, key: str) -> Verdict:

@@ -124,7 +124,8 @@ def questions(capture, excerpt: tuple | None = None) -> Exercises:
                  "time. Report host and device time separately.", kind="recall",
                  where="the Perfetto-style picture: the operator's slice on the thread track, its kernels on the "
                        "stream track"),
-        Question("queue_delay_us", f"How many µs after launch #{len(ls)} began did its kernel start on the GPU?",
+        Question("queue_delay_us", "How many µs after the operator's last launch began did that launch's "
+                                   "kernel start on the GPU?",
                  round(delay_us, 3),
                  f"gpu start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
                  "behind earlier work. A launch returning is not the kernel running.", kind="compute", unit="µs",

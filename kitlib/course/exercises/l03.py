@@ -92,8 +92,8 @@ def questions(capture) -> Exercises:
                  kind="compute", unit="ms", where="the per-span table's busy_ms column (add the spans)",
                  traps=[(round(span_ms, 3), "that is the spans' length, idle time included; the question asks for "
                                             "the time the kernels kept the GPU busy.")]),
-        Question("gpu_overlap_ms", "Over the whole trace, by how many ms does the summed duration of the GPU events "
-                                   "(kernels, copies, memsets) exceed their union?",
+        Question("gpu_overlap_ms", "Over the whole trace: the summed duration of the GPU events (kernels, "
+                                   "copies, memsets) minus their union, in ms?",
                  round(w_sum_ms - w_busy_ms, 3),
                  f"summed {w_sum_ms:,.3f} ms − union {w_busy_ms:,.3f} ms = {w_sum_ms - w_busy_ms:,.3f} ms: the time during which GPU events overlapped, which a sum "
                  "counts twice.", kind="compute", unit="ms",
