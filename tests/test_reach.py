@@ -21,7 +21,7 @@ reach_tool = importlib.util.module_from_spec(spec)
 sys.modules["reach_tool"] = reach_tool
 spec.loader.exec_module(reach_tool)
 
-READ_IT = re.compile(r"Read it:\s*`(kitlib/[\w/]+\.py)::(\w+)`")
+READ_IT = re.compile(r"Read it:\*?\s*`(kitlib/[\w/]+\.py)::(\w+)`")
 MAX_LINES, MAX_MODULES = 80, 2
 CONCEPTS = {  # the list: each must be named by some lesson
     "the chain's correlation and external-id joins": "kitlib/analyses/chain.py::join_ids",
