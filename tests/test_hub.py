@@ -418,8 +418,11 @@ def test_a_class_of_three_on_one_hub(hub_class):
                              "os.environ.get('KITLIB_CLASS_VIEW_URL'))")
     assert err is None and text.split() == ["True", f"http://127.0.0.1:{hub.ports['classview']}/services/classview/"]
     before = a.classview()
-    text, err, _ = a.execute("print(ex.check('launch_count', 1).correct, ex.check('launch_count', 3).correct)")
-    assert err is None and text.split() == ["False", "True"], (text, err)
+    # (the first check also opens lesson 02's held-back outcome: outside a widget front end it
+    # is shown in this cell's output too, before the line printed here)
+    text, err, _ = a.execute("print('judged:', ex.check('launch_count', 1).correct, "
+                             "ex.check('launch_count', 3).correct)")
+    assert err is None and text.split("judged:")[-1].split() == ["False", "True"], (text, err)
     sent = [(x["learner"], x["lesson"], x["question"], x["correct"], x["trap"]) for x in a.classview()[len(before):]]
     print(f"{a.name}'s kernel sent to the class view: {sent}")
     assert sent == [(a.name, "02", "launch_count", 0, "one_op_one_kernel"), (a.name, "02", "launch_count", 1, None)]
