@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .chain import innermost_containing
+from ..model.window import label_at
 from ..model import Trace
 
 #: Stack frames the profiler drops (``torch.autograd.profiler_util._filter_stack_entry``).
@@ -451,7 +451,8 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
             continue
         # the innermost frame open when the event began (an operator is nested in it;
         # a record_function range begins inside its __enter__ frame)
-        out[grp["_pos"].to_numpy()] = innermost_containing(p, grp["start_ns"].to_numpy())
+        # (-1, not <NA>, where none: this function's documented contract, read by op_stacks)
+        out[grp["_pos"].to_numpy()] = label_at(grp["start_ns"].to_numpy(), p).to_numpy(np.int64, na_value=-1)
     return out
 
 

@@ -42,7 +42,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model import Trace
-from ..model.window import containing
+from ..model.window import step_of
 from ..units import ns_to_ms
 
 __all__ = ["profiler_flops", "flops_by_event", "flops_by_operator", "compare_flops_with_key_averages",
@@ -187,15 +187,10 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
         except (TypeError, ValueError, IndexError, AttributeError):
             raise KitError(f"{trace.path}: {n}: its Input Dims {str(d)[:60]!r} (Concrete Inputs {str(c)[:40]!r}) "
                            "cannot be read as tensor shapes") from None
-    st = trace.steps
     t = sel["start_ns"].to_numpy()
-    s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-    i = containing(s, e, t, closed="left")          # the step an operator starts in, [start, end)
-    ok = i >= 0
-    steps = st["step"].to_numpy()
     return pd.DataFrame({"row": sel.index, "name": sel["name"].to_numpy(), "start_ns": t,
                          "dur_ns": sel["dur_ns"].to_numpy(),
-                         "step": pd.array([steps[k] if o else pd.NA for k, o in zip(i, ok)], dtype="Int64"),
+                         "step": step_of(t, trace.steps),          # the step an operator starts in
                          "input_dims": sel["input_dims"].to_numpy(),
                          "flops": np.asarray(fl, dtype=np.int64)})
 
