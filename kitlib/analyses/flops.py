@@ -42,6 +42,7 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model import Trace
+from ..model.tree import ancestors
 from ..model.window import step_of
 from ..units import ns_to_ms
 
@@ -290,23 +291,15 @@ def device_time_covered(trace: Trace, chain_df: pd.DataFrame | None = None) -> p
     c = chain(trace) if chain_df is None else chain_df
     c = c[c["gpu_kind"] != "gpu_annotation"] if "gpu_kind" in c.columns else c
     ops = trace.ops
-    parent = ops["parent"].to_numpy()
-    names = ops["name"].to_numpy()
+    parent, names = ops["parent"].to_numpy(), ops["name"].to_numpy()
     counted_set = set(COUNTED)
     cache: dict = {}
 
     def walk(r):
-        if r in cache:
-            return cache[r]
-        top, counted, k = None, False, r
-        while k >= 0:
-            n = names[k]
-            if n in counted_set:
-                counted = True
-            if isinstance(n, str) and n.startswith("aten::"):
-                top = n
-            k = parent[k]
-        cache[r] = (top or (names[r] if r >= 0 else "(no operator)"), counted)
+        if r not in cache:
+            up = [names[k] for k in [r] + ancestors(parent, r)]        # the operator, then its callers
+            aten = [n for n in up if isinstance(n, str) and n.startswith("aten::")]
+            cache[r] = (aten[-1] if aten else names[r], any(n in counted_set for n in up))
         return cache[r]
 
     rows = c["op_row"].fillna(-1).astype(int).to_numpy()
