@@ -135,6 +135,23 @@ def test_step_of_on_paper():
     assert step_of([0, 5], steps.iloc[:0]).tolist() == [pd.NA, pd.NA]
 
 
+def test_nearest_ancestor_is_the_walk_up_the_parent_links():
+    """nearest_ancestor, for all events at once, gives what walking each event's
+    ancestors (tree.ancestors) and stopping at the first marked one gives, with and
+    without the event itself; on a random forest of 2,000 events, parents first."""
+    import numpy as np
+    from kitlib.model.tree import ancestors, nearest_ancestor
+    rng = np.random.default_rng(1)
+    n = 2000
+    parent = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], dtype=np.int64)
+    where = rng.random(n) < 0.2
+    for self_too in (False, True):
+        want = [next((a for a in ([i] if self_too else []) + ancestors(parent, i) if where[a]), -1)
+                for i in range(n)]
+        assert nearest_ancestor(parent, where, include_self=self_too).tolist() == want
+    assert nearest_ancestor(np.array([], dtype=np.int64), np.array([], dtype=bool)).tolist() == []
+
+
 def test_the_event_tree_follows_the_ops_the_trace_has_now():
     """A trace made from another with fewer operators carries the old tree along in
     ``dataclasses.replace``; the tree it hands out is the one of its own tables."""
