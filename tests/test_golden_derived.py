@@ -237,7 +237,7 @@ def _brute_innermost(raw):
 
 
 def test_operator_of_each_launch_at_equal_start_times(hta2022):
-    """Catches: equal start times ordered shortest first in ``chain.innermost_containing``
+    """Catches: equal start times ordered shortest first in ``model.window.label_at``
     (the enclosing operator would be chosen instead of the innermost one)."""
     from kitlib.analyses.chain import chain, innermost_op_at
     tr, raw = hta2022
@@ -903,28 +903,29 @@ def test_step_time_stats_outliers_and_dtypes_on_paper():
 
 
 def test_containing_labels_on_paper():
-    """``memory._containing``, which gives each allocator record of ``memory_timeline`` its
-    step and phase: the label of the latest-starting interval, if that interval still holds
-    the time (half-open [start, end): kitlib.model.window), else the default. Intervals given
-    out of order: first [0, 5), second [10, 20), inner [12, 15) (inside second, starting
+    """``model.window.label_at``, which gives each allocator record of ``memory_timeline``
+    its phase (and ``step_of`` its step): the row of the latest-starting range, if that range
+    still holds the time (half-open [start, end): kitlib.model.window), else <NA>. Ranges
+    given out of order: first [0, 5), second [10, 20), inner [12, 15) (inside second, starting
     later), last [30, 40). Worked on paper: -1 before all; 0 first's start, 5 its end (in
     none); 7 in the gap after first; 10 second's start; 12 inner; 15 inner's end (second
-    again); 25 in no interval; 30 last's start, 40 its end (in none).
-    Without intervals (a trace with no phase labels) every time gets the default."""
-    from kitlib.analyses import memory as M
+    again); 25 in no range; 30 last's start, 40 its end (in none).
+    Without ranges (a trace with no phase labels) every time gets <NA>."""
+    import pandas as pd
+    from kitlib.model.window import label_at
+
+    def names(starts, ends, labels, times):
+        r = pd.DataFrame({"start_ns": starts, "end_ns": ends, "name": labels}, index=range(10, 10 + len(starts)))
+        at = label_at(times, r)
+        assert str(at.dtype) == "Int64"
+        return [r.at[k, "name"] if k is not pd.NA else "-" for k in at]
+
     t = np.array([-1, 0, 5, 7, 10, 12, 15, 25, 30, 40, 41], dtype=np.int64)
-    got = M._containing(np.array([30, 10, 0, 12]), np.array([40, 20, 5, 15]),
-                        np.array(["last", "second", "first", "inner"]), t, default="-")
-    assert got.dtype == object
-    assert got.tolist() == ["-", "first", "-", "-", "second", "inner", "second", "-", "last", "-", "-"]
-    assert M._containing(np.array([0]), np.array([5]), np.array([7]), t).tolist() == \
-        [None, 7] + [None] * 9                      # default None; integer labels (steps) kept
-    empty = np.array([], dtype=np.int64)
-    assert M._containing(empty, empty, np.array([], dtype=object), t, default="-").tolist() == ["-"] * len(t)
+    assert names([30, 10, 0, 12], [40, 20, 5, 15], ["last", "second", "first", "inner"], t) == \
+        ["-", "first", "-", "-", "second", "inner", "second", "-", "last", "-", "-"]
+    assert names([], [], [], t) == ["-"] * len(t)
     # after inner ends (16, 18), second still holds the time: second, as memory_timeline's
     # docstring says ("open at that moment"); 21 is past both
-    assert M._containing(np.array([10, 12]), np.array([20, 15]), np.array(["second", "inner"]),
-                         np.array([11, 13, 16, 18, 20, 21]), default="-").tolist() == \
+    assert names([10, 12], [20, 15], ["second", "inner"], [11, 13, 16, 18, 20, 21]) == \
         ["second", "inner", "second", "second", "-", "-"]
-    assert M._containing(np.array([0, 10]), np.array([25, 20]), np.array(["outer", "inner"]),
-                         np.array([22])).tolist() == ["outer"]
+    assert names([0, 10], [25, 20], ["outer", "inner"], [22]) == ["outer"]

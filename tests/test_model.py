@@ -110,6 +110,48 @@ def test_hand_built_traces_still_work():
         kitlib.model.window.containing([0], [1], [0], closed="both ends")
 
 
+def test_label_at_on_paper():
+    """The rule as documented, worked by hand: a range contains a time when
+    start_ns <= t < end_ns (half-open, kitlib.model.window); the innermost is the one that
+    started last, and of two starting together the shorter; none containing it gives <NA>.
+    Ranges (row label: [start, end]): 10: [0, 100], 11: [50, 60], 12: [50, 55], 13: [60, 70]."""
+    from kitlib.model.window import label_at
+    ev = pd.DataFrame({"start_ns": [0, 50, 50, 60], "end_ns": [100, 60, 55, 70]}, index=[10, 11, 12, 13])
+    ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
+    times = [150, 0, 50, 55, 56, 60, 70, 71, 100, 101, -5]
+    want = [pd.NA, 10, 12, 11, 11, 13, 10, 10, pd.NA, pd.NA, pd.NA]
+    got = label_at(times, ev)
+    assert got.tolist() == want and str(got.dtype) == "Int64"
+    assert label_at(times, ev.iloc[:0]).tolist() == [pd.NA] * len(times)
+
+
+def test_step_of_on_paper():
+    """Steps 3 and 4 back to back, listed out of order, and an empty step table: a time at
+    one step's end is in the next one; outside every step, and with no steps, <NA>."""
+    from kitlib.model.window import step_of
+    steps = pd.DataFrame({"step": [4, 3], "start_ns": [10, 0], "end_ns": [20, 10]})
+    got = step_of([-1, 0, 9, 10, 19, 20], steps)
+    assert got.tolist() == [pd.NA, 3, 3, 4, 4, pd.NA] and str(got.dtype) == "Int64"
+    assert step_of([0, 5], steps.iloc[:0]).tolist() == [pd.NA, pd.NA]
+
+
+def test_nearest_ancestor_is_the_walk_up_the_parent_links():
+    """nearest_ancestor, for all events at once, gives what walking each event's
+    ancestors (tree.ancestors) and stopping at the first marked one gives, with and
+    without the event itself; on a random forest of 2,000 events, parents first."""
+    import numpy as np
+    from kitlib.model.tree import ancestors, nearest_ancestor
+    rng = np.random.default_rng(1)
+    n = 2000
+    parent = np.array([-1] + [int(rng.integers(-1, i)) for i in range(1, n)], dtype=np.int64)
+    where = rng.random(n) < 0.2
+    for self_too in (False, True):
+        want = [next((a for a in ([i] if self_too else []) + ancestors(parent, i) if where[a]), -1)
+                for i in range(n)]
+        assert nearest_ancestor(parent, where, include_self=self_too).tolist() == want
+    assert nearest_ancestor(np.array([], dtype=np.int64), np.array([], dtype=bool)).tolist() == []
+
+
 def test_the_event_tree_follows_the_ops_the_trace_has_now():
     """A trace made from another with fewer operators carries the old tree along in
     ``dataclasses.replace``; the tree it hands out is the one of its own tables."""

@@ -148,24 +148,25 @@ def test_steps_of_bad_source():
 
 
 def test_innermost_range_search_is_the_containing_range_that_starts_last(trace):
-    """host_context's search (blocks of ranges, not a scan of the whole table per time)
-    gives, for every time, what the definition gives: of the ranges containing it, the
-    one that starts last in start order (longest first)."""
+    """host_context's search (model.window.label_at: blocks of ranges, not a scan of the
+    whole table per time) gives, for every time, what the definition gives: of the ranges
+    containing it, the one that starts last in start order (longest first)."""
     import numpy as np
-    from kitlib.analyses.steps import _innermost
+    import pandas as pd
+    from kitlib.model.window import label_at
     ops = trace.ops[(trace.ops["kind"] != "python") & (trace.ops["tid"] == trace.steps["tid"].iloc[0])]
     r = ops.sort_values(["start_ns", "dur_ns"], ascending=[True, False])
     s, e = r["start_ns"].to_numpy(), r["end_ns"].to_numpy()
     rng = np.random.default_rng(0)
     times = np.concatenate([rng.integers(s.min() - 1000, e.max() + 1000, 400), s[::997], e[::991]])
-    got = _innermost(ops, times)
-    for t, row in zip(times, got):
+    got = label_at(times, ops)
+    for t, label in zip(times, got):
         k = np.flatnonzero((s <= t) & (e > t))
         if k.size:
-            assert row is not None and row["label"] == r.index[k[-1]] and row["name"] == r["name"].iat[k[-1]]
+            assert label is not pd.NA and label == r.index[k[-1]]
         else:
-            assert row is None
-    assert sum(x is not None for x in got) > 300
+            assert label is pd.NA
+    assert (~got.isna()).sum() > 300
 
 
 # -- step_measures: the shape of its table, the CPU-only branch, options and boundaries ----

@@ -186,23 +186,6 @@ def test_chain_is_worked_out_once_until_a_table_is_replaced(monkeypatch):
     assert str(info.value) == "method must be 'auto', 'external_id' or 'time_nesting', not 'correlation'"
 
 
-def test_innermost_containing_on_paper():
-    """The rule as documented, worked by hand: an event contains a time when
-    start_ns <= t < end_ns (half-open, kitlib.model.window); the innermost is the one that
-    started last, and of two starting together the shorter; no containing event gives -1.
-    Events (row label: [start, end]): 10: [0, 100], 11: [50, 60], 12: [50, 55], 13: [60, 70]."""
-    import numpy as np
-    import pandas as pd
-    from kitlib.analyses.chain import innermost_containing
-    ev = pd.DataFrame({"start_ns": [0, 50, 50, 60], "end_ns": [100, 60, 55, 70]}, index=[10, 11, 12, 13])
-    ev["dur_ns"] = ev["end_ns"] - ev["start_ns"]
-    times = [150, 0, 50, 55, 56, 60, 70, 71, 100, 101, -5]
-    want = [-1, 10, 12, 11, 11, 13, 10, 10, -1, -1, -1]
-    got = innermost_containing(ev, times)
-    assert got.tolist() == want and got.dtype == np.int64
-    assert innermost_containing(ev.iloc[:0], times).tolist() == [-1] * len(times)
-
-
 def test_first_op_and_launches_of_rules(ref_trace, tmp_path):
     """first_op: the earliest operator of that name, in the whole trace or inside one step
     (start_ns in [step start, step end): half-open, kitlib.model.window), with errors that name what is

@@ -26,7 +26,7 @@ import numpy as np
 import pandas as pd
 
 from ..model import Trace, handed_out
-from ..model.window import containing, innermost
+from ..model.window import containing, label_at
 from ..units import ns_to_us
 
 #: The values of ``chain(...)["link"]`` and what each means.
@@ -108,26 +108,8 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
     """
     ops = _linkable_ops(trace)
     ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
-    return innermost_containing(ops, times_ns)
-
-
-def innermost_containing(events: pd.DataFrame, times_ns) -> np.ndarray:
-    """For each time, the row label of the innermost event (of ``events``, all on one
-    thread, so properly nested) that contains it, under the kit's one boundary rule,
-    half-open ``[start_ns, end_ns)`` (:func:`kitlib.model.window.innermost`); -1 where none.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.analyses.chain import innermost_containing
-    >>> ev = pd.DataFrame({"start_ns": [0, 20], "end_ns": [100, 60]}, index=[7, 8])
-    >>> innermost_containing(ev, [0, 20, 60, 100]).tolist()
-    [7, 8, 7, -1]
-    """
-    pos = innermost(events["start_ns"].to_numpy(), events["end_ns"].to_numpy(), times_ns, closed="left")
-    if not len(events):
-        return pos
-    return np.where(pos >= 0, events.index.to_numpy()[np.maximum(pos, 0)], -1).astype(np.int64)
+    # -1, not <NA>: chain's op_row column is int64 with -1 for "no operator"
+    return label_at(times_ns, ops).to_numpy(dtype=np.int64, na_value=-1)
 
 
 def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:

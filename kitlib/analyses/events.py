@@ -19,7 +19,8 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from .chain import innermost_containing
+from ..model.tree import nearest_ancestor
+from ..model.window import label_at
 from ..model import Trace
 
 #: Stack frames the profiler drops (``torch.autograd.profiler_util._filter_stack_entry``).
@@ -216,7 +217,7 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
 
     keep = ~merged & (python_frames | (tree["kind"].to_numpy() != "python"))
     new_pos = np.cumsum(keep) - 1
-    up = _nearest_kept(par, keep)[keep]          # parent among kept rows, in the profiler's tree
+    up = nearest_ancestor(par, keep)[keep]          # parent among kept rows, in the profiler's tree
     names = tree["name"].to_numpy()
     shapes, nested = _shapes_key_columns(dims[keep], ("profiler", "nested"))
     ev = pd.DataFrame({
@@ -292,7 +293,7 @@ def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
     folded = np.flatnonzero(merged)
     if len(folded):
         par = tree["profiler_parent"].to_numpy()
-        into = _nearest_kept(par, ~merged)[folded]
+        into = nearest_ancestor(par, ~merged)[folded]
         has = into >= 0
         folded, into = folded[has], into[has]
         # several folded children of one ancestor: the last one's, as a loop over them would leave it
@@ -300,20 +301,6 @@ def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
         last = len(into) - 1 - last
         own[into[last]] = own[folded[last]]
     return own, n_own
-
-
-def _nearest_kept(par: np.ndarray, keep: np.ndarray) -> np.ndarray:
-    """For every event, its nearest ancestor (following ``par``, -1 at the top) that
-    ``keep`` marks, or -1 where none is; one step up the tree per round, for all events
-    at once."""
-    up = par.copy()
-    todo = np.flatnonzero(up >= 0)
-    todo = todo[~keep[up[todo]]]
-    while len(todo):
-        up[todo] = par[up[todo]]
-        todo = todo[up[todo] >= 0]
-        todo = todo[~keep[up[todo]]]
-    return up
 
 
 def _subtree_totals(own: np.ndarray, par: np.ndarray, merged: np.ndarray) -> np.ndarray:
@@ -451,7 +438,8 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
             continue
         # the innermost frame open when the event began (an operator is nested in it;
         # a record_function range begins inside its __enter__ frame)
-        out[grp["_pos"].to_numpy()] = innermost_containing(p, grp["start_ns"].to_numpy())
+        # (-1, not <NA>, where none: this function's documented contract, read by op_stacks)
+        out[grp["_pos"].to_numpy()] = label_at(grp["start_ns"].to_numpy(), p).to_numpy(np.int64, na_value=-1)
     return out
 
 
@@ -538,14 +526,8 @@ def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = 
 
 def _inherit_backward(ev: pd.DataFrame, stacks: list) -> list:
     node = _backward_nodes(ev)
-    parent = ev["parent"].to_numpy()
     # nearest enclosing autograd node (the event itself included)
-    bw = np.full(len(ev), -1, dtype=np.int64)
-    for i in range(len(ev)):  # parents come first in start order
-        if node[i]:
-            bw[i] = i
-        elif parent[i] >= 0:
-            bw[i] = bw[parent[i]]
+    bw = nearest_ancestor(ev["parent"].to_numpy(), node, include_self=True)
     seq = ev["sequence_number"].to_numpy(dtype=object)
     fwd: dict = {}
     for i in range(len(ev)):

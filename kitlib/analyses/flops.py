@@ -42,7 +42,8 @@ import pandas as pd
 
 from ..errors import KitError
 from ..model import Trace
-from ..model.window import containing
+from ..model.tree import ancestors
+from ..model.window import step_of
 from ..units import ns_to_ms
 
 __all__ = ["profiler_flops", "flops_by_event", "flops_by_operator", "compare_flops_with_key_averages",
@@ -187,15 +188,10 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
         except (TypeError, ValueError, IndexError, AttributeError):
             raise KitError(f"{trace.path}: {n}: its Input Dims {str(d)[:60]!r} (Concrete Inputs {str(c)[:40]!r}) "
                            "cannot be read as tensor shapes") from None
-    st = trace.steps
     t = sel["start_ns"].to_numpy()
-    s, e = st["start_ns"].to_numpy(), st["end_ns"].to_numpy()
-    i = containing(s, e, t, closed="left")          # the step an operator starts in, [start, end)
-    ok = i >= 0
-    steps = st["step"].to_numpy()
     return pd.DataFrame({"row": sel.index, "name": sel["name"].to_numpy(), "start_ns": t,
                          "dur_ns": sel["dur_ns"].to_numpy(),
-                         "step": pd.array([steps[k] if o else pd.NA for k, o in zip(i, ok)], dtype="Int64"),
+                         "step": step_of(t, trace.steps),          # the step an operator starts in
                          "input_dims": sel["input_dims"].to_numpy(),
                          "flops": np.asarray(fl, dtype=np.int64)})
 
@@ -295,23 +291,15 @@ def device_time_covered(trace: Trace, chain_df: pd.DataFrame | None = None) -> p
     c = chain(trace) if chain_df is None else chain_df
     c = c[c["gpu_kind"] != "gpu_annotation"] if "gpu_kind" in c.columns else c
     ops = trace.ops
-    parent = ops["parent"].to_numpy()
-    names = ops["name"].to_numpy()
+    parent, names = ops["parent"].to_numpy(), ops["name"].to_numpy()
     counted_set = set(COUNTED)
     cache: dict = {}
 
     def walk(r):
-        if r in cache:
-            return cache[r]
-        top, counted, k = None, False, r
-        while k >= 0:
-            n = names[k]
-            if n in counted_set:
-                counted = True
-            if isinstance(n, str) and n.startswith("aten::"):
-                top = n
-            k = parent[k]
-        cache[r] = (top or (names[r] if r >= 0 else "(no operator)"), counted)
+        if r not in cache:
+            up = [names[k] for k in [r] + ancestors(parent, r)]        # the operator, then its callers
+            aten = [n for n in up if isinstance(n, str) and n.startswith("aten::")]
+            cache[r] = (aten[-1] if aten else names[r], any(n in counted_set for n in up))
         return cache[r]
 
     rows = c["op_row"].fillna(-1).astype(int).to_numpy()

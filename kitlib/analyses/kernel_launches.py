@@ -35,7 +35,7 @@ import pandas as pd
 from .collectives import COMM_KERNEL_PATTERN
 from .gpu_idle import GpuIdleError, checked_events, require_launches, source_name
 from .intervals import busy_ns
-from .steps import step_at
+from ..model.window import step_of
 
 __all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "KERNEL_TYPES", "TOP_KERNELS", "launch_stats", "launch_summary",
            "kernel_type", "kernel_types", "top_kernels"]
@@ -102,7 +102,7 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
     e["api_median_launch_ns"] = med.to_numpy(dtype="float64")
     e["outlier"] = e["launch_dur_ns"].to_numpy() > outlier_factor * e["api_median_launch_ns"].to_numpy()
     e["short_kernel"] = (e["kind"] == "kernel").to_numpy() & (e["dur_ns"].to_numpy() < short_kernel_ns)
-    e["step"] = step_at(source, e["launch_start_ns"].to_numpy(), steps)
+    e["step"] = step_of(e["launch_start_ns"].to_numpy(), source.steps if steps is None else steps)
     cols = ["step", "op_name", "link", "launch_name", "kind", "name", "device", "stream", "launch_start_ns",
             "launch_dur_ns", "start_ns", "dur_ns", "queue_delay_ns", "api_median_launch_ns", "outlier",
             "short_kernel"]

@@ -67,6 +67,7 @@ import pandas as pd
 from ..errors import KitError
 from .intervals import per_window
 from ..model import Trace
+from ..model.tree import ancestors
 from ..model.window import count_in
 
 __all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
@@ -423,10 +424,8 @@ def _option_findings(trace: Trace, opts: dict) -> list:
             pos_of = dict(zip(tree["row"].to_numpy()[is_op].tolist(), np.flatnonzero(is_op).tolist()))
             par, names = tree["parent"].to_numpy(), tree["name"].to_numpy()
             for r in fl.loc[fl["flops"] > 0, "row"].to_numpy():
-                p = par[pos_of[r]] if r in pos_of else -1
-                while p >= 0 and not (isinstance(names[p], str) and "Backward" in names[p]):
-                    p = par[p]
-                bw_counted += p >= 0
+                bw_counted += r in pos_of and any(isinstance(names[a], str) and "Backward" in names[a]
+                                                  for a in ancestors(par, pos_of[r]))
         if conv_b:
             out.append(Finding("backward_flops_absent", "info",
                                "with_flops has formulas for a few operators only (conv2d, mm, addmm, bmm, "

@@ -46,7 +46,7 @@ import pandas as pd
 from ..errors import KitError
 from ..units import bytes_to_gib
 from ..model import Trace
-from ..model.window import bounds_in, innermost
+from ..model.window import bounds_in, label_at, step_of
 from ..phases import FORWARD, LABELS
 
 __all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "records_inside_no_event",
@@ -507,17 +507,6 @@ def parse_memory_table(text: str) -> pd.DataFrame:
     return pd.DataFrame(out)
 
 
-def _containing(starts, ends, labels, t, default=None):
-    """For each time in ``t``: the label of the innermost interval containing it (the
-    latest starting that still holds it, half-open ``[start, end)``:
-    :func:`kitlib.model.window.innermost`), else ``default``."""
-    pos = innermost(starts, ends, t, closed="left")
-    out = np.full(len(pos), default, dtype=object)
-    hit = pos >= 0
-    out[hit] = np.asarray(labels, dtype=object)[pos[hit]]
-    return out
-
-
 def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
     """Live (allocated) and reserved memory after every allocator event.
 
@@ -561,11 +550,13 @@ def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
                         "allocated_bytes": m["total_allocated"].to_numpy(dtype=np.int64),
                         "reserved_bytes": m["total_reserved"].to_numpy(dtype=np.int64),
                         "device_id": m["device_id"].to_numpy()})
-    st = trace.steps
-    step = _containing(st["start_ns"].to_numpy(), st["end_ns"].to_numpy(), st["step"].to_numpy(), t)
-    out["step"] = pd.array([s if s is not None else pd.NA for s in step], dtype="Int64")
+    out["step"] = step_of(t, trace.steps)
     ph = trace.ops[trace.ops["name"].isin(list(phases)) & (trace.ops["kind"] == "annotation")]
-    out["phase"] = _containing(ph["start_ns"].to_numpy(), ph["end_ns"].to_numpy(), ph["name"].to_numpy(), t)
+    at = label_at(t, ph)                                     # the phase open latest, on any thread
+    phase = np.full(len(t), None, dtype=object)              # None outside every phase
+    hit = ~at.isna()
+    phase[hit] = ph["name"].loc[at[hit].to_numpy(np.int64)].to_numpy(dtype=object)
+    out["phase"] = phase
     op = np.full(len(m), None, dtype=object)
     op_names = trace.ops["name"].to_numpy(dtype=object)
     for (pid, tid), idx in (m.groupby(["pid", "tid"]).groups.items() if len(op_names) else ()):

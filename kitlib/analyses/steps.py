@@ -26,7 +26,7 @@ from ..model import NsysReport
 from ..model import Trace
 from ..model.sources import check_source  # noqa: F401  (its home is the model)
 from ..progress import analysis_progress
-from ..model.window import bounds_in, containing, count_in, innermost
+from ..model.window import bounds_in, count_in, label_at
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
@@ -72,46 +72,6 @@ def steps_of(source) -> pd.DataFrame:
         raise KitError(f"{source.path}: no steps found (looked for ProfilerStep#N, {STEP_RANGE}#N "
                        f"annotations and '{STEP_RANGE}' NVTX ranges){hint}")
     return st
-
-
-def step_at(source, times_ns, steps=None) -> pd.array:
-    """The step containing each time: the ``step`` of the row of ``steps`` (default
-    :func:`steps_of`) whose ``[start_ns, end_ns)`` holds it (steps do not overlap;
-    :func:`kitlib.model.window.containing`).
-
-    Parameters
-    ----------
-    source : Trace or NsysReport
-        The recording, whose steps are used when ``steps`` is None.
-    times_ns : array of int
-        Times in integer ns on the recording's clock.
-    steps : DataFrame, optional
-        A step table (``step``, ``start_ns``, ``end_ns``) to use instead.
-
-    Returns
-    -------
-    pandas IntegerArray (Int64)
-        One step number per time; <NA> outside every step, and everywhere when the
-        recording has no steps (``steps_of`` refuses it: no error is raised).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kitlib.analyses.steps import step_at
-    >>> from kitlib.model.examples import tiny_trace
-    >>> step_at(tiny_trace(), np.array([10, 999, 1000])).tolist()
-    [1, 1, <NA>]
-    """
-    if steps is None:
-        try:
-            steps = steps_of(source)
-        except KitError:
-            return pd.array([pd.NA] * len(times_ns), dtype="Int64")
-    pos = containing(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), times_ns, closed="left")
-    vals = steps["step"].to_numpy(dtype=np.int64)
-    out = pd.array(np.where(pos >= 0, vals[np.maximum(pos, 0)] if len(vals) else 0, 0), dtype="Int64")
-    out[pos < 0] = pd.NA
-    return out
 
 
 def active_steps(values, schedule: dict | None):
@@ -257,17 +217,6 @@ def device_work(source) -> pd.DataFrame:
     return g.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
-def _innermost(ranges: pd.DataFrame, times) -> list:
-    """For each time, the innermost range containing it (half-open ``[start, end)``,
-    :func:`kitlib.model.window.innermost`), or None: a dict of its ``name`` (and ``kind``
-    where the table has one) and its row ``label``."""
-    pos = innermost(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy(), list(times), closed="left")
-    cols = {c: ranges[c].to_numpy(dtype=object) for c in ("name", "kind") if c in ranges.columns}
-    labels = ranges.index.to_numpy()
-    return [dict({c: v[k] for c, v in cols.items()}, label=labels[k]) if k >= 0 else None
-            for k in pos.tolist()]
-
-
 def host_context(source, times_ns, tid=None) -> pd.DataFrame:
     """What the host's main thread was inside at given times.
 
@@ -302,21 +251,27 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
     steps = steps_of(source)
     tid = int(steps["tid"].iloc[0]) if tid is None else tid
     times = [int(t) for t in times_ns]
+
+    def inside(ranges, column="name"):
+        """``column`` of the innermost of ``ranges`` holding each time, None where none does."""
+        at = label_at(times, ranges)
+        out = np.full(len(times), None, dtype=object)
+        hit = ~at.isna()
+        out[hit] = ranges[column].loc[at[hit].to_numpy(np.int64)].to_numpy(dtype=object)
+        return out
+
     lab = labelled_ranges(source)
-    lab = lab[lab["tid"] == tid]
-    labels = _innermost(lab, times)
+    labels = inside(lab[lab["tid"] == tid])
     if _is_nsys(source):
-        osrt = source.osrt[source.osrt["tid"] == tid]
-        api = source.launches[source.launches["tid"] == tid]
-        o_in, a_in = _innermost(osrt, times), _innermost(api, times)
-        events = [(o["name"], "OS runtime") if o is not None else (a["name"], "CUDA API") if a is not None
-                  else (lb["name"], "NVTX") if lb is not None else ("", "") for o, a, lb in zip(o_in, a_in, labels)]
+        o_in = inside(source.osrt[source.osrt["tid"] == tid])
+        a_in = inside(source.launches[source.launches["tid"] == tid])
+        events = [(o, "OS runtime") if o is not None else (a, "CUDA API") if a is not None
+                  else (lb, "NVTX") if lb is not None else ("", "") for o, a, lb in zip(o_in, a_in, labels)]
     else:
         ops = source.ops[(source.ops["kind"] != "python") & (source.ops["tid"] == tid)]
-        ev = _innermost(ops, times)
-        events = [(e["name"], e["kind"]) if e is not None else ("", "") for e in ev]
+        events = [(n, k) if n is not None else ("", "") for n, k in zip(inside(ops), inside(ops, "kind"))]
     return pd.DataFrame({"time_ns": np.asarray(times, dtype=np.int64),
-                         "host_label": [lb["name"] if lb is not None else "" for lb in labels],
+                         "host_label": [lb if lb is not None else "" for lb in labels],
                          "host_event": [e[0] for e in events], "host_event_kind": [e[1] for e in events]})
 
 

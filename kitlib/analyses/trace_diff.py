@@ -40,7 +40,7 @@ import pandas as pd
 from ..errors import KitError
 from ..model import NsysReport, Trace
 from ..model.sources import check_source
-from ..model.window import containing
+from ..model.window import step_of
 from .steps import steps_of
 
 __all__ = ["CHANGES", "DIFF_COLUMNS", "diff_events", "trace_diff", "diff_summary", "shapes_recorded"]
@@ -173,21 +173,17 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     steps = steps_of(source)
     if not _has_device_work(source):
         raise _cpu_only_error(source, what)
-    s0, s1 = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
-    numbers = steps["step"].to_numpy(dtype=np.int64)
     if what == "kernels":
         w = _device_work(source)
         launched = w["launch_start_ns"].to_numpy()
         has = ~pd.isna(launched)
-        pos = np.full(len(w), -1, dtype=np.int64)
-        pos[has] = containing(s0, s1, launched[has].astype(np.int64), closed="left")
+        step = step_of(np.where(has, launched, 0).astype(np.int64), steps)
+        step[~has] = pd.NA                                  # no launch recorded: no step
         out = pd.DataFrame({"kind": w["kind"], "name": w["name"], "input_shapes": "",
                             "device_ns": w["dur_ns"], "start_ns": w["start_ns"]})
     else:
         out = _operators(source, shapes)
-        pos = containing(s0, s1, out["start_ns"].to_numpy(dtype=np.int64), closed="left")
-    step = pd.array(np.where(pos >= 0, numbers[np.maximum(pos, 0)], 0), dtype="Int64")
-    step[pos < 0] = pd.NA
+        step = step_of(out["start_ns"].to_numpy(dtype=np.int64), steps)
     out.insert(0, "step", step)
     _check_name_sizes(source, out, what)
     out = out.sort_values("start_ns", kind="stable").reset_index(drop=True)

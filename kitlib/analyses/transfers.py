@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from .gpu_idle import GpuIdleError, checked_events, source_name
-from .steps import step_at
+from ..model.window import step_of
 
 __all__ = ["LINKS", "copies", "copy_summary", "device_name"]
 
@@ -162,7 +162,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     peak = np.array([links.get(k, (None, np.nan))[1] if isinstance(k, str) else np.nan for k in ck], dtype="float64")
     when = cp["launch_start_ns"].fillna(cp["start_ns"]).to_numpy(dtype=np.int64)
     out = pd.DataFrame({
-        "step": step_at(source, when, steps), "copy_kind": ck, "host_memory": host,
+        "step": step_of(when, source.steps if steps is None else steps), "copy_kind": ck, "host_memory": host,
         "src_memory": cp["src_memory"].to_numpy(dtype=object), "dst_memory": cp["dst_memory"].to_numpy(dtype=object),
         "device": cp["device"].to_numpy(), "stream": cp["stream"].to_numpy(),
         "start_ns": cp["start_ns"].to_numpy(np.int64), "dur_ns": cp["dur_ns"].to_numpy(np.int64),

@@ -2,7 +2,7 @@
 
 :func:`build_host_tree` decides parent and child for every host event of a trace (a
 readers' decoder calls it once; the result is ``Trace.host_events``); :func:`ancestors`,
-:func:`descendants` and :func:`innermost_at` walk it. The rule at a boundary is the
+:func:`descendants`, :func:`nearest_ancestor` and :func:`innermost_at` walk it. The rule at a boundary is the
 kit's one rule, half-open ``[start, end)`` (:mod:`kitlib.model.window`): an event
 starting exactly where another ends is its sibling, never its child.
 """
@@ -248,9 +248,11 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
 
 
 # --------------------------------------------------------------------------- walkers
-def ancestors(tree: pd.DataFrame, i: int) -> list:
+def ancestors(tree, i: int) -> list:
     """Positions of the events enclosing event ``i`` of ``tree`` (``Trace.host_events``),
-    innermost first.
+    innermost first. ``tree`` may also be its ``parent`` column as an array (the position
+    of each event's parent, -1 at the top), which a caller walking from many events
+    takes once.
 
     Examples
     --------
@@ -259,10 +261,10 @@ def ancestors(tree: pd.DataFrame, i: int) -> list:
     >>> t = tiny_trace().host_events
     >>> list(t["name"])
     ['ProfilerStep#1', 'aten::relu', 'cudaLaunchKernel', 'aten::add']
-    >>> ancestors(t, 2)
-    [1, 0]
+    >>> ancestors(t, 2), ancestors(t["parent"].to_numpy(), 3)
+    ([1, 0], [0])
     """
-    par = tree["parent"].to_numpy()
+    par = tree["parent"].to_numpy() if isinstance(tree, pd.DataFrame) else tree
     out, p = [], int(par[i])
     while p >= 0:
         out.append(p)
@@ -290,6 +292,52 @@ def descendants(tree: pd.DataFrame, i: int) -> list:
             inside.add(k)
             out.append(k)
     return out
+
+
+def nearest_ancestor(parent, where, include_self: bool = False) -> np.ndarray:
+    """For every event, its nearest ancestor that ``where`` marks, -1 where none is: the
+    walk up the parent links, for all events at once (one level per round).
+
+    Parameters
+    ----------
+    parent : array-like of int, length n
+        The position of each event's parent, -1 at the top (``Trace.host_events``'
+        ``parent`` or ``profiler_parent``, ``op_events``' ``parent``).
+    where : array-like of bool, length n
+        The events the walk stops at.
+    include_self : bool
+        Whether an event that ``where`` marks is its own answer.
+
+    Returns
+    -------
+    ndarray of int64, length n
+        Positions; -1 where no ancestor (or the event itself, with ``include_self``) is marked.
+
+    Examples
+    --------
+    The nearest enclosing operator (kind ``op``) of each event:
+
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.model.tree import nearest_ancestor
+    >>> t = tiny_trace().host_events
+    >>> list(zip(t["name"], t["kind"]))
+    [('ProfilerStep#1', 'step'), ('aten::relu', 'op'), ('cudaLaunchKernel', 'runtime'), ('aten::add', 'op')]
+    >>> is_op = (t["kind"] == "op").to_numpy()
+    >>> nearest_ancestor(t["parent"], is_op).tolist()
+    [-1, -1, 1, -1]
+    >>> nearest_ancestor(t["parent"], is_op, include_self=True).tolist()
+    [-1, 1, 1, 3]
+    """
+    parent = np.asarray(parent, dtype=np.int64)
+    where = np.asarray(where, dtype=bool)
+    up = np.arange(len(parent), dtype=np.int64) if include_self else parent.copy()
+    todo = np.flatnonzero(up >= 0)
+    todo = todo[~where[up[todo]]]
+    while len(todo):
+        up[todo] = parent[up[todo]]
+        todo = todo[up[todo] >= 0]
+        todo = todo[~where[up[todo]]]
+    return up
 
 
 def innermost_at(tree: pd.DataFrame, pid, tid, t_ns, closed: str = "left") -> np.ndarray:

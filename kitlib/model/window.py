@@ -23,8 +23,11 @@ different rule says so where it calls. There is one such caller in kitlib:
 end) counts an allocator record at either end of an operator in that operator, and the
 "CUDA Mem" column kitlib rebuilds must match the profiler's.
 
-Both functions take plain arrays (any order) and return, for each time, the
-*position* (0…n-1 in the arrays given) of the chosen interval, or -1.
+:func:`innermost` and :func:`containing` take plain arrays (any order) and return, for
+each time, the *position* (0…n-1 in the arrays given) of the chosen interval, or -1.
+The analyses ask their questions of tables, through two functions that answer in
+``Int64``, ``<NA>`` where no interval holds the time: :func:`step_of` (which step) and
+:func:`label_at` (which row of a table of ranges: a label, an operator, a frame).
 
 Examples
 --------
@@ -39,6 +42,7 @@ array([2])
 from __future__ import annotations
 
 import numpy as np
+import pandas as pd
 
 CLOSED = ("left", "right", "both", "neither")
 
@@ -231,3 +235,82 @@ def bounds_in(start_ns, end_ns, sorted_t_ns, closed: str = "left"):
     lo = np.searchsorted(t, s, side="left" if closed in ("left", "both") else "right")
     hi = np.searchsorted(t, e, side="right" if closed in ("right", "both") else "left")
     return lo, np.maximum(hi, lo)
+
+
+def _int64_at(pos: np.ndarray, values) -> pd.arrays.IntegerArray:
+    """``values[pos]`` as ``Int64``, ``<NA>`` where ``pos`` is -1."""
+    values = np.asarray(values, dtype=np.int64)
+    hit = pos >= 0
+    out = np.zeros(len(pos), dtype=np.int64)
+    out[hit] = values[pos[hit]]
+    return pd.arrays.IntegerArray(out, ~hit)
+
+
+def step_of(times_ns, steps: pd.DataFrame, closed: str = "left") -> pd.arrays.IntegerArray:
+    """For each time, the number of the step that holds it, ``<NA>`` outside every step.
+
+    Parameters
+    ----------
+    times_ns : array-like of int, length m
+        Times (ns) on the recording's clock, any order.
+    steps : DataFrame
+        A step table (``Trace.steps``, ``NsysReport.steps``): ``step`` (the N, int),
+        ``start_ns``, ``end_ns`` (ns); steps do not overlap. An empty table puts every
+        time outside.
+    closed : {"left", "right", "both", "neither"}
+        ``"left"``, kitlib's rule, is ``[start_ns, end_ns)``: a time at one step's end
+        and the next one's start is in the next step only (see the module's docstring).
+
+    Returns
+    -------
+    pandas IntegerArray (Int64), length m
+
+    Examples
+    --------
+    Steps 1 and 2 back to back, [0, 10) and [10, 20):
+
+    >>> import pandas as pd
+    >>> from kitlib.model.window import step_of
+    >>> steps = pd.DataFrame({"step": [1, 2], "start_ns": [0, 10], "end_ns": [10, 20]})
+    >>> step_of([0, 9, 10, 20], steps).tolist()
+    [1, 1, 2, <NA>]
+    """
+    pos = containing(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), times_ns, closed=closed)
+    return _int64_at(pos, steps["step"].to_numpy(dtype=np.int64))
+
+
+def label_at(times_ns, ranges: pd.DataFrame, closed: str = "left") -> pd.arrays.IntegerArray:
+    """For each time, the row label of the innermost range that holds it, ``<NA>`` where
+    none does: which ``record_function`` label, which operator, which Python frame.
+
+    The innermost is the one :func:`innermost` picks: of the ranges holding the time,
+    the one that starts last (ties: the one that ends first); on the ranges of one
+    thread, which nest, the innermost one.
+
+    Parameters
+    ----------
+    times_ns : array-like of int, length m
+        Times (ns), any order.
+    ranges : DataFrame
+        ``start_ns``, ``end_ns`` (ns), with an integer index (a reader's row labels,
+        as ``Trace.ops`` has: ``ranges.loc[label]`` is the range).
+    closed : {"left", "right", "both", "neither"}
+        ``"left"``, kitlib's rule, is ``[start_ns, end_ns)``.
+
+    Returns
+    -------
+    pandas IntegerArray (Int64), length m
+        Labels from ``ranges.index``.
+
+    Examples
+    --------
+    A parent [0, 100) (label 7) and its child [20, 60) (label 8):
+
+    >>> import pandas as pd
+    >>> from kitlib.model.window import label_at
+    >>> ranges = pd.DataFrame({"start_ns": [0, 20], "end_ns": [100, 60]}, index=[7, 8])
+    >>> label_at([0, 20, 60, 100], ranges).tolist()
+    [7, 8, 7, <NA>]
+    """
+    pos = innermost(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy(), times_ns, closed=closed)
+    return _int64_at(pos, ranges.index.to_numpy())
