@@ -27,6 +27,9 @@ REPO = Path(__file__).resolve().parent.parent
 SMALLEST_TEXT_KEY = "kitlib smallest text px"
 #: The smallest text a learner should have to read, as shown (CSS pixels).
 MIN_TEXT_PX = 9
+#: The class's JupyterLab defaults (no news or update pop-up over the lesson, issue 40), as the
+#: course image and the hub install them in ``{sys.prefix}/share/jupyter/lab/settings``.
+CLASS_OVERRIDES = REPO / "deploy" / "jupyterlab" / "overrides.json"
 
 
 def why_no_browser() -> str | None:
@@ -73,10 +76,15 @@ class Lab:
         settings = self.root / "user-settings" / "@jupyterlab" / "notebook-extension"
         settings.mkdir(parents=True, exist_ok=True)
         (settings / "tracker.jupyterlab-settings").write_text(json.dumps({"windowingMode": "none"}))
-        news = self.root / "user-settings" / "@jupyterlab" / "apputils-extension"
-        news.mkdir(parents=True, exist_ok=True)
-        (news / "notification.jupyterlab-settings").write_text(json.dumps({"fetchNews": "false",
-                                                                           "checkForUpdates": False}))
+        # JupyterLab's app settings as the class gets them: the environment's own (page_config.json
+        # and the like, if any) with the class's overrides.json, which a learner's machine holds in
+        # {sys.prefix}/share/jupyter/lab/settings (the default app_settings_dir)
+        app_settings = self.root / "app-settings"
+        installed = Path(sys.prefix) / "share" / "jupyter" / "lab" / "settings"
+        if installed.is_dir():
+            shutil.copytree(installed, app_settings)
+        app_settings.mkdir(parents=True, exist_ok=True)
+        shutil.copy(CLASS_OVERRIDES, app_settings / "overrides.json")
         self.port, self.token = free_port(), "kitlib-browser-test"
         e = dict(os.environ)
         e.update({"KITLIB_MODE": "replay", "KITLIB_PROGRESS": "0",
@@ -87,6 +95,7 @@ class Lab:
         cmd = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={self.port}", "--ip=127.0.0.1",
                f"--IdentityProvider.token={self.token}", "--ServerApp.open_browser=False",
                f"--ServerApp.root_dir={self.root / 'work'}", f"--LabApp.user_settings_dir={self.root / 'user-settings'}",
+               f"--LabApp.app_settings_dir={app_settings}",
                f"--LabApp.workspaces_dir={self.root / 'workspaces'}", "--ServerApp.disable_check_xsrf=False"]
         if hasattr(os, "geteuid") and os.geteuid() == 0:
             cmd.append("--allow-root")
@@ -110,6 +119,13 @@ class Lab:
             except OSError:
                 time.sleep(0.3)
         raise RuntimeError(f"JupyterLab did not answer on port {self.port} within {timeout_s:.0f} s")
+
+    def settings(self, plugin: str) -> dict:
+        """What JupyterLab's settings API gives the page for ``plugin`` (``composite``: the
+        values in force, user settings over the app's overrides over the schema's defaults)."""
+        with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/lab/api/settings/{plugin}?token={self.token}",
+                                    timeout=10) as r:
+            return json.loads(r.read())
 
     def notebook(self, name: str) -> dict:
         """The saved notebook (outputs included), as JSON."""

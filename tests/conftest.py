@@ -181,6 +181,13 @@ REVEAL_PREDICTIONS = ("import gc as _gc\nfrom kitlib.course.exercises import Exe
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
+def unwrapped(text: str) -> str:
+    """``text`` with the lines ``kitlib.units.wrapped`` broke joined again: a line that starts
+    with four spaces or more goes on the line before it, after one space (also a table's
+    right-aligned rows: for finding a sentence, not a table)."""
+    return re.sub(r"\n {4,}(?=\S)", " ", text)
+
+
 class ExecutedLesson:
     """A lesson notebook run once under Jupyter (nbclient, inline backend, replay mode), with
     :data:`REVEAL_PREDICTIONS` as its last cell. ``run_all``: the executed notebook as Run

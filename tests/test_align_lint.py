@@ -312,7 +312,9 @@ def test_compare_every_field_recomputed_on_the_reference_step_times():
                       f"{med_b - med_a:+,.2f} ms ({(med_b - med_a) / med_a:+.1%}); 95% bootstrap interval of the "
                       f"difference [{lo:+,.2f}, {hi:+,.2f}] ms, Mann-Whitney p = {p:.2g}. "
                       "The interval excludes 0: faster beyond the noise.")
-    assert str(c) == c.text and c._repr_markdown_() == f"**faster** — {c.text}"
+    assert c._repr_markdown_() == f"**faster** — {c.text}"
+    # printed, the same words, wrapped at spaces to a notebook's width (issue 40)
+    assert str(c).split() == c.text.split() and max(map(len, str(c).splitlines())) <= 95 < len(c.text)
     noisy = compare(a, st["step_ms_profiled_all_attribution"], confidence=0.9)
     assert noisy.verdict == "no difference beyond the noise" and not noisy.significant
     assert noisy.ci_low_ms <= 0 <= noisy.ci_high_ms and noisy.confidence == 0.9

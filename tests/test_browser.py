@@ -76,6 +76,17 @@ def lab(tmp_path_factory):
     server.close()
 
 
+def test_the_class_jupyterlab_fetches_no_news(lab):
+    """Issue 40: JupyterLab's news and update pop-up covered a lesson's bottom-right corner.
+    The JupyterLab the test drives reads the class's overrides.json (as the course image and
+    the hub install it), and its settings API gives the page "never" and "no" as defaults,
+    with no user setting of its own (tests/test_shared_cache.py checks the file itself)."""
+    s = lab.settings("@jupyterlab/apputils-extension:notification")
+    defaults = {k: v.get("default") for k, v in s["schema"]["properties"].items()}
+    assert (defaults["fetchNews"], defaults["checkForUpdates"]) == ("false", False)
+    assert s["settings"] == {}
+
+
 @pytest.fixture(scope="module")
 def page(lab, tmp_path_factory):
     from playwright.sync_api import sync_playwright

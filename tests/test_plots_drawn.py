@@ -406,6 +406,42 @@ def test_memory_over_time_lines_steps_and_peak_from_raw_json(scale):
     assert ax.get_title() == "CUDA memory over time"
 
 
+@pytest.mark.parametrize("at", [1.0, 1.25, PROJECTOR])
+def test_memory_over_time_keeps_the_y_axis_clear_as_lesson_07_shows_it(at):
+    """Issue 40: lesson 07's memory curve, drawn after a form answer (``ex.outcome``), had its
+    y axis crowded. Drawn as the lesson draws it and shown as a held-back outcome is
+    (``labels.stamp_figure``, then the notebook's ``fit_width``), at scale 1, between and
+    at a projector's: the y label's box overlaps no tick label's, and the peak note (centred
+    on lesson 07's peak, 35 ms into 305, it reached left over the tick labels and the y
+    label at scales 1 and 1.25) stays inside the axes, clear of both."""
+    from kitlib.analyses import memory
+    from kitlib.course import labels
+    from kitlib.plots.memory import plot_memory_over_time
+    plots.set_scale(at)
+    try:
+        tr = p5().trace
+        tl = memory.memory_timeline(tr)
+        ax = plot_memory_over_time(tl, tr.steps, memory.memory_peak(tl))
+        fig = ax.figure
+        plt.close(fig)
+        labels.stamp_figure(fig, "data: profiler_5step")
+        plots.fit_width(fig)
+        fig.draw_without_rendering()
+        r = fig._get_renderer()
+        ylabel = ax.yaxis.label.get_window_extent(r)
+        ticks = [t.get_window_extent(r) for t in ax.get_yticklabels() if t.get_visible() and t.get_text()]
+        assert ticks and not [b for b in ticks if b.overlaps(ylabel)]
+        assert ylabel.x1 < min(b.x0 for b in ticks)
+        (note,) = [t for t in ax.texts if t.get_text().startswith("peak")]
+        box = note.get_bbox_patch().get_window_extent(r)
+        axes = ax.get_window_extent(r)
+        assert axes.x0 <= box.x0 and box.x1 <= axes.x1, (box, axes)
+        assert not box.overlaps(ylabel) and not [b for b in ticks if box.overlaps(b)]
+    finally:
+        plots.set_scale(1.0)
+        plt.close("all")
+
+
 # == plot_memory_categories (lesson 01) ======================================================
 
 def _coalesced_memory_timeline(path) -> list:

@@ -231,6 +231,44 @@ def test_the_dockerfile_runs_what_these_tests_run():
         assert f"ARG {pkg.upper()}_VERSION={pins[pkg]}" in lines, (pkg, pins[pkg])
 
 
+def test_the_image_and_the_hub_give_jupyterlab_the_class_settings():
+    """Issue 40: JupyterLab's news notification covered the bottom-right of a learner's screen.
+    deploy/jupyterlab/overrides.json turns news and update checks off; the image copies it to
+    its Python's ``{sys.prefix}/share/jupyter/lab/settings/overrides.json`` (JupyterLab's app
+    settings folder), the hub's route in docs/TEACHING_A_CLASS.md to /opt/kit's, and the
+    browser test's JupyterLab reads the same file. Every plugin and setting it names exists in
+    the installed JupyterLab's schemas, and each value is one the schema allows."""
+    import json
+    import sys
+
+    import jsonschema
+    overrides_file = ROOT / "deploy" / "jupyterlab" / "overrides.json"
+    overrides = json.loads(overrides_file.read_text())
+    assert overrides == {"@jupyterlab/apputils-extension:notification": {"fetchNews": "false",
+                                                                          "checkForUpdates": False}}
+    lines = _run_lines(DOCKERFILE.read_text())
+    step = next(x for x in lines if x.startswith("RUN ") and "overrides.json" in x)
+    assert ("settings=\"$(python -c 'import sys; print(sys.prefix)')/share/jupyter/lab/settings\"" in step
+            and 'cp deploy/jupyterlab/overrides.json "${settings}/overrides.json"' in step), step
+    assert "pip install ${c} ." in step and step.index("pip install") < step.index("overrides.json")
+    docs = (ROOT / "docs" / "TEACHING_A_CLASS.md").read_text()
+    assert ("cp /opt/course/deploy/jupyterlab/overrides.json /opt/kit/share/jupyter/lab/settings/overrides.json"
+            in docs)
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("kit_browser_helpers", ROOT / "tests" / "browser.py")
+    helpers = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(helpers)
+    assert helpers.CLASS_OVERRIDES == overrides_file
+    schemas = Path(sys.prefix) / "share" / "jupyter" / "lab" / "schemas"
+    for plugin, values in overrides.items():
+        package, _, name = plugin.partition(":")
+        schema = json.loads((schemas / package / f"{name}.json").read_text())
+        for key, value in values.items():
+            assert key in schema["properties"], (plugin, key, sorted(schema["properties"]))
+            jsonschema.validate(value, schema["properties"][key])
+            assert value != schema["properties"][key]["default"], (plugin, key)    # it changes something
+
+
 def _class_pins() -> dict:
     """torch's and torchvision's versions for the class: ``constraints/``'s when it is
     there, else the versions this image was written for."""

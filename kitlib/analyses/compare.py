@@ -96,7 +96,9 @@ class Comparison:
         return self.verdict != "no difference beyond the noise"
 
     def __str__(self):
-        return self.text
+        """:attr:`text`, wrapped to a notebook's width (:func:`kitlib.units.wrapped`)."""
+        from ..units import wrapped
+        return wrapped(self.text)
 
     def _repr_markdown_(self):
         return f"**{self.verdict}** — {self.text}"

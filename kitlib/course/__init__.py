@@ -408,13 +408,15 @@ def this_machine() -> dict:
 
 
 def perfetto_instructions(path) -> str:
-    """How to open a trace file in the Perfetto UI (https://ui.perfetto.dev)."""
+    """How to open a trace file in the Perfetto UI (https://ui.perfetto.dev), its lines wrapped
+    to a notebook's width (:func:`kitlib.units.wrapped`)."""
+    from ..units import wrapped
     p = Path(path)
     size_mb = p.stat().st_size / 1e6 if p.exists() else float("nan")
-    return (f"Open https://ui.perfetto.dev in a browser, choose 'Open trace file' and pick\n"
+    return wrapped(f"Open https://ui.perfetto.dev in a browser, choose 'Open trace file' and pick\n"
             f"  {p.resolve()}\n"
             f"({size_mb:.1f} MB; .json.gz opens as it is. Traces of several hundred MB can exceed the "
-            f"browser's memory: record fewer steps or less attribution.) chrome://tracing reads the same file.")
+            f"browser's memory: record fewer steps or less attribution.) chrome://tracing reads the same file.", indent="")
 
 
 def compare_machines(capture: Capture):

@@ -162,6 +162,12 @@ def _grouped(labels, at_most: int = 8) -> list[str]:
     return out
 
 
+def _note_text(note: str) -> str:
+    """The note as a printed line, ``[data: ...]``, wrapped to a notebook's width (issue 40)."""
+    from ..units import wrapped
+    return wrapped(f"[{note}]", indent=" ")
+
+
 def print_table(table, **to_string) -> None:
     """Print a table (a DataFrame or Series, with ``to_string(**to_string)``, or text such
     as the profiler's own tables) and the note under it, as ``[data: ...]`` — the printed
@@ -170,7 +176,7 @@ def print_table(table, **to_string) -> None:
     note = sources_note()
     # one write, not print's two (text, then the newline): a Jupyter kernel sends what is
     # written every 0.2 s, and under load the newline went out as an output of its own
-    sys.stdout.write(text + (f"\n[{note}]" if note else "") + "\n")
+    sys.stdout.write(text + (f"\n{_note_text(note)}" if note else "") + "\n")
 
 
 def stamp_figure(fig, note: str | None = None):
@@ -224,7 +230,7 @@ def _table_html(obj):
 
 def _table_text(obj, p, cycle):
     note = sources_note()
-    p.text(repr(obj) + (f"\n[{note}]" if note else ""))
+    p.text(repr(obj) + (f"\n{_note_text(note)}" if note else ""))
 
 
 def _figure_text(fig, p, cycle):

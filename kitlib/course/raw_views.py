@@ -6,7 +6,8 @@ trace's JSON events (``ph``, ``cat``, ``ts``, ``dur``, ``args``) and the table t
 material for display; it computes nothing a lesson asks about.
 
 - :func:`trace_events`: a capture's ``traceEvents`` list, parsed from its trace file;
-- :func:`as_json_lines`: events as compact JSON, one per line, as a text editor shows them;
+- :func:`as_json_lines`: events as compact JSON, one per line, as a text editor shows them
+  (a line too long for a notebook broken between fields, :func:`json_wrapped`);
 - :func:`printed_table`: the profiler's own printed table (``key_averages_tables.txt``),
   cut to some columns and rows;
 - :func:`nccl_excerpt`: ten GPU events of a public two-stream trace (lesson 03's transfer
@@ -48,8 +49,68 @@ def trace_events(capture, cats=None) -> list:
     return read_trace_events(capture.file(name), cats=cats)
 
 
+def json_wrapped(obj, width: int | None = None, compact: bool = False, indent: str = "  ") -> str:
+    """``obj`` as ``json.dumps`` writes it, broken between its fields where the line would
+    be longer than ``width`` (default :data:`kitlib.units.PRINT_CHARS`): the same JSON text,
+    whitespace aside, as a notebook's output shows it whole (issue 40).
+
+    A line breaks after a field's comma, never inside a key or a value; a dict or list value
+    too long for a line of its own (an event's ``args``) breaks between its fields or items
+    too, and so on down (a list inside ``args`` between its items); continuation
+    lines start with ``indent``. A field longer than the room (a kernel's long name) stays
+    whole, on a line of its own. ``compact``: ``json.dumps``' compact separators (``,`` and
+    ``:``), as a trace file writes them; otherwise its defaults (``, `` and ``: ``).
+
+    Examples
+    --------
+    >>> e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0, "args": {"stream": 7, "correlation": 3}}
+    >>> print(json_wrapped(e, 40))
+    {"ph": "X", "cat": "kernel", "name": "k",
+      "ts": 1.5, "dur": 2.0,
+      "args": {"stream": 7, "correlation": 3}}
+    >>> json.loads(json_wrapped(e, 20)) == e
+    True
+    """
+    from ..units import PRINT_CHARS
+    width = PRINT_CHARS if width is None else width
+    comma, colon = (",", ":") if compact else (", ", ": ")
+
+    def dumps(v):
+        return json.dumps(v, ensure_ascii=False, separators=(comma, colon))
+
+    whole = dumps(obj)
+    if len(whole) <= width or not isinstance(obj, dict) or not obj:
+        return whole
+    # the fields as pieces, each to be followed by a comma; the brackets ride on the first and last
+    room = width - len(indent) - 1
+
+    def split(prefix, v) -> list:          # a field (or item) whole, or its container's items
+        field = prefix + dumps(v)
+        if len(field) <= room or not isinstance(v, (dict, list)) or len(v) < 2 - isinstance(v, dict):
+            return [field]
+        if isinstance(v, dict):
+            inner, (opened, closed) = [p for a, b in v.items() for p in split(dumps(a) + colon, b)], "{}"
+        else:
+            inner, (opened, closed) = [p for b in v for p in split("", b)], "[]"
+        inner[0] = prefix + opened + inner[0]
+        inner[-1] += closed
+        return inner
+    pieces = [p for k, v in obj.items() for p in split(dumps(k) + colon, v)]
+    pieces[0] = "{" + pieces[0]
+    pieces[-1] += "}"
+    lines, line = [], pieces[0]
+    for piece in pieces[1:]:
+        if len(line) + len(comma) + len(piece) < width:       # and room for the comma that ends it
+            line += comma + piece
+        else:
+            lines.append(line + comma.rstrip())
+            line = indent + piece
+    return "\n".join(lines + [line])
+
+
 def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
-    """``events`` as compact JSON, one event per line.
+    """``events`` as compact JSON, one event per line, broken between its fields where the
+    line would be longer than :data:`kitlib.units.PRINT_CHARS` (:func:`json_wrapped`).
 
     Parameters
     ----------
@@ -69,7 +130,7 @@ def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
             e["args"] = {k: e["args"][k] for k in args if k in e["args"]}
         if name_chars and isinstance(e.get("name"), str) and len(e["name"]) > name_chars:
             e["name"] = e["name"][:name_chars - 1] + "…"
-        out.append(json.dumps(e, ensure_ascii=False, separators=(",", ":")))
+        out.append(json_wrapped(e, compact=True))
     return "\n".join(out)
 
 
@@ -88,7 +149,13 @@ def _fields(dashes: str) -> list:
     return spans
 
 
-def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS, names=None) -> str:
+def _torch_cut(name: str, width: int | None) -> str:
+    """A Name cell as the profiler's table cuts it at ``max_name_column_width=width``."""
+    return name if width is None or len(name) < width - 3 else name[:width - 3] + "..."
+
+
+def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS, names=None,
+                  name_width: int | None = None, shapes_width: int | None = None) -> str:
     """The ``which``-th table the profiler printed for ``capture``, cut to ``columns``.
 
     The reference bundles keep ``prof.key_averages().table(...)``'s text in
@@ -109,6 +176,12 @@ def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS,
         ``"Input Shapes"``...).
     names : sequence of str, optional
         Keep only body rows whose Name cell is one of these (before ``rows`` is applied).
+    name_width, shapes_width : int, optional
+        The Name and Input Shapes columns as ``table(max_name_column_width=name_width,
+        max_shapes_column_width=shapes_width)`` prints them (torch's own knobs: a name of
+        ``name_width - 3`` characters or more cut to that many and ``...``, shapes cut at
+        ``shapes_width``, both right-aligned), so that a row fits a notebook's width (issue 40);
+        default as stored (55 and 80).
 
     Returns
     -------
@@ -126,31 +199,79 @@ def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS,
     """
     from ..errors import KitError
     if not capture.has("key_averages_tables.txt"):
-        return _table_from_rows(capture, which, rows, columns, names)
+        return _table_from_rows(capture, which, rows, columns, names, name_width, shapes_width)
     text = capture.file("key_averages_tables.txt").read_text()
     tables = [t for t in text.split("\n\n") if t.strip()]
     if which >= len(tables):
         raise KitError(f"capture {capture.name}: key_averages_tables.txt holds {len(tables)} tables, not {which + 1}")
-    lines = tables[which].strip("\n").split("\n")
+    return cut_table(tables[which], columns, rows, names, name_width, shapes_width,
+                     where=f"capture {capture.name}: table {which}")
+
+
+def cut_table(text: str, columns, rows: int | None = None, names=None, name_width: int | None = None,
+              shapes_width: int | None = None, where: str = "the printed table") -> str:
+    """One table the profiler printed (``prof.key_averages().table(...)``'s text: ruler,
+    header, ruler, rows, ruler, footer) cut to ``columns``, the first ``rows`` rows (those
+    named in ``names``), the Name and Input Shapes columns as torch's
+    ``max_name_column_width`` and ``max_shapes_column_width`` print them (see
+    :func:`printed_table`): a table with ``profile_memory=True`` has eight columns of
+    numbers, wider than a notebook's output at a laptop's width however its names are cut
+    (issue 40), and ``table()`` has no knob to leave a column out. Cells are otherwise kept
+    character for character.
+
+    Raises
+    ------
+    KitError
+        ``text`` is not such a table, or a column is not in it (``where`` names it).
+
+    Examples
+    --------
+    >>> t = "\\n".join(["----------  -----  -----", "      Name      A      B", "----------  -----  -----",
+    ...                "aten::long    1.0    2.0", "----------  -----  -----", "Self CPU time total: 3"])
+    >>> print(cut_table(t, ["Name", "B"], name_width=8))
+    --------  -----
+        Name      B
+    --------  -----
+    aten:...    2.0
+    --------  -----
+    Self CPU time total: 3
+    """
+    from ..errors import KitError
+    lines = text.strip("\n").split("\n")
     ruler = lines[0]
     spans = _fields(ruler)
     # the header line is not aligned with the ruler (a header longer than its column,
     # "CUDA time avg", pushes the rest right): its names are split on runs of spaces
-    headers = re.split(r"\s{2,}", lines[1].strip())
-    if len(headers) != len(spans):
-        raise KitError(f"capture {capture.name}: table {which}'s header does not match its ruler")
+    headers = re.split(r"\s{2,}", lines[1].strip()) if len(lines) > 1 else []
+    if not ruler.startswith("-") or len(headers) != len(spans):
+        raise KitError(f"{where}: the header does not match the ruler (not a table the profiler printed?)")
     missing = [c for c in columns if c not in headers]
     if missing:
-        raise KitError(f"capture {capture.name}: table {which} has no column {missing} (it has {headers})")
+        raise KitError(f"{where} has no column {missing} (it has {headers})")
     keep = [spans[headers.index(c)] for c in columns]
     keep.sort()
 
-    def cut(line):
-        return "  ".join(line[a:b] for a, b in keep).rstrip()
+    # the narrower widths asked for (torch's max_name_column_width, max_shapes_column_width)
+    narrow = {spans[headers.index(c)]: (w, c) for c, w in (("Name", name_width), ("Input Shapes", shapes_width))
+              if w is not None and c in columns and w < spans[headers.index(c)][1] - spans[headers.index(c)][0]}
 
-    head = "  ".join(headers[spans.index((a, b))].rjust(b - a) for a, b in keep).rstrip()
+    def cell(line, a, b):
+        if (a, b) not in narrow:
+            return line[a:b]
+        w, c = narrow[a, b]
+        if line[a:b].startswith("---"):
+            return "-" * w
+        text = line[a:b].strip()
+        return (_torch_cut(text, w) if c == "Name" else text[:w]).rjust(w)
+
+    def cut(line):
+        return "  ".join(cell(line, a, b) for a, b in keep).rstrip()
+
+    head = "  ".join(headers[spans.index((a, b))].rjust(narrow.get((a, b), (b - a,))[0]) for a, b in keep).rstrip()
 
     rulers = [i for i, ln in enumerate(lines) if ln.startswith("---")]
+    if len(rulers) < 3:
+        raise KitError(f"{where}: fewer than three ruler lines (not a table the profiler printed?)")
     body = lines[rulers[1] + 1:rulers[2]]
     if names is not None:
         name_span = spans[headers.index("Name")]
@@ -165,7 +286,7 @@ _ROW_FIELDS = {"Name": "key", "Self CPU": "self_cpu_time_total_us", "CPU total":
                "# of Calls": "count", "Input Shapes": "input_shapes"}
 
 
-def _table_from_rows(capture, which, rows, columns, names) -> str:
+def _table_from_rows(capture, which, rows, columns, names, name_width=None, shapes_width=None) -> str:
     """:func:`printed_table` for a capture that keeps ``key_averages.json`` (a live one)."""
     import pandas as pd
 
@@ -181,6 +302,10 @@ def _table_from_rows(capture, which, rows, columns, names) -> str:
     if names is not None:
         df = df[df["key"].isin(set(names))]
     out = pd.DataFrame({c: df[_ROW_FIELDS[c]] for c in columns}).head(rows)
+    if "Name" in out:
+        out["Name"] = out["Name"].map(lambda s: _torch_cut(str(s), name_width))
+    if "Input Shapes" in out and shapes_width is not None:
+        out["Input Shapes"] = out["Input Shapes"].map(lambda s: str(s)[:shapes_width])
     for c in columns:
         if _ROW_FIELDS[c].endswith("_us"):
             out[c] = (out[c] / 1e3).map(lambda v: f"{v:.3f}ms")

@@ -54,8 +54,13 @@ def trimmed(event: dict, args=LINK_ARGS, name_width: int | None = None) -> dict:
 
 
 def as_json(events, args=LINK_ARGS, name_width: int = 60) -> str:
-    """``events`` as a JSON list, one trimmed event a line (see :func:`trimmed`)."""
-    lines = [json.dumps(trimmed(e, args, name_width), ensure_ascii=False) for e in events]
+    """``events`` as a JSON list, one trimmed event a line (see :func:`trimmed`), an event too
+    long for a notebook's line broken between its fields
+    (:func:`kitlib.course.raw_views.json_wrapped`)."""
+    from ..units import PRINT_CHARS
+    from .raw_views import json_wrapped
+    lines = [json_wrapped(trimmed(e, args, name_width), PRINT_CHARS - 2).replace("\n", "\n  ")
+             for e in events]
     return "[\n  " + ",\n  ".join(lines) + "\n]"
 
 

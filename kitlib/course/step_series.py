@@ -46,7 +46,8 @@ def capture_script() -> Path:
 
 
 def timed_loops(path=None) -> str:
-    """The lines of the capture script that time steps, numbered as in the file.
+    """The lines of the capture script that time steps, numbered as in the file (a line too
+    long for a notebook's output continues on the next, indented, unnumbered).
 
     From the comment ``# --- D: uninstrumented timing`` to the profiled loop's
     ``p.step()``: the warm-up steps, the uninstrumented loop, the fixed batch and its
@@ -72,7 +73,11 @@ def timed_loops(path=None) -> str:
         end = next(i for i, s in enumerate(lines) if i > start and s.strip() == "p.step()")
     except StopIteration:
         raise KitError(f"{path}: no '# --- D: uninstrumented timing' ... 'p.step()' section") from None
-    return "\n".join(f"{i + 1:4d}  {lines[i]}" for i in range(start, end + 1))
+    # a line too long for a notebook's output (105 characters at a laptop's width: code is only
+    # broken past that, not at the kit's 95 for prose) goes on under its code, unnumbered (issue 40)
+    from ..units import wrapped
+    return "\n".join(f"{i + 1:4d}  " + wrapped(lines[i], 105 - 6).replace("\n", "\n" + " " * 6)
+                     for i in range(start, end + 1))
 
 
 def batches_before_profiled(series: dict) -> int:

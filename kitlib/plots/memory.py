@@ -42,11 +42,17 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     if peak is not None:
         x = ns_to_ms(int(peak["start_ns"]) - t0)
         ax.plot([x], [bytes_to_gb(peak["allocated_bytes"])], "v", color="tab:red")
+        # the note reaches into the plot from the peak, never out of it: centred on a peak near
+        # the left edge (lesson 07's, in its first step), it covered the y axis's label and
+        # tick labels (issue 40)
+        left, right = ax.get_xlim()
+        inward = "left" if x - left < (right - left) / 2 else "right"
         ax.annotate(f"peak {bytes_to_gb(peak['allocated_bytes']):.2f} GB: {peak['op']} ({peak['phase']})",
-                    (x, bytes_to_gb(peak["allocated_bytes"])), xytext=(0, 30), textcoords="offset points",
-                    fontsize=font(8), color="tab:red", ha="center", va="bottom",
+                    (x, bytes_to_gb(peak["allocated_bytes"])), xytext=(0, 30),
+                    textcoords="offset points", fontsize=font(8), color="tab:red", ha=inward, va="bottom",
                     bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "tab:red", "lw": 0.5},
-                    arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.5})
+                    arrowprops={"arrowstyle": "-", "color": "tab:red", "lw": 0.5,
+                                "relpos": (0, 0) if inward == "left" else (1, 0)})
     ax.set_xlabel("time since the first allocator event (ms)")
     ax.set_ylabel("memory (GB, 10⁹ bytes)")
     top = bytes_to_gb(max(timeline["reserved_bytes"].max(), timeline["allocated_bytes"].max()))

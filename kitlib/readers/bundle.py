@@ -504,7 +504,8 @@ class Capture:
                  f"CUDA {p.get('cuda')}, cuDNN {p.get('cudnn')}, Python {p.get('python')}",
                  f"  recorded: {p.get('date', '?')} on {p.get('os', '?')}, {p.get('cpu_count', '?')} CPUs",
                  f"  files:    {', '.join(self.files)}"]
-        return "\n".join(lines)
+        from ..units import wrapped
+        return wrapped("\n".join(lines), indent="          ")
 
 
 def _short_gpu(name) -> str:

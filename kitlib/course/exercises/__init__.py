@@ -696,13 +696,13 @@ class Exercises:
         """The questions as text, one entry each (``  - key [kind]: prompt``) with their
         choices (listed once), wrapped at spaces to 95 characters, as a notebook's output
         shows a line whole at a laptop's width (JupyterLab breaks a longer one mid-word)."""
-        import textwrap
-        lines = [f"{self.title}:"]
-        for q in self.questions:
-            lines += textwrap.wrap(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}"
-                                   f"{q.choices_text()}", 95, subsequent_indent="      ",
-                                   break_long_words=False, break_on_hyphens=False)
-        return "\n".join(lines)
+        return "\n".join([f"{self.title}:"] + [self._entry(q) for q in self.questions])
+
+    @staticmethod
+    def _entry(q) -> str:
+        """One question as :meth:`show` lists it, wrapped (:func:`kitlib.units.wrapped`)."""
+        from ...units import wrapped
+        return wrapped(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
 
     def check(self, key: str, answer) -> Verdict:
         """Judge ``answer`` to question ``key`` and explain it.

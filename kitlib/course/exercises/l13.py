@@ -576,11 +576,10 @@ class Clinic(Exercises):
         return super().check(key, answer)
 
     def show(self) -> str:
-        """The questions reached so far (see the class), one line each, with their choices."""
+        """The questions reached so far (see the class), one entry each, with their choices,
+        wrapped as :meth:`Exercises.show` wraps them."""
         qs = self.listed()
-        lines = [f"{self.title}:"]
-        for q in qs:
-            lines.append(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
+        lines = [f"{self.title}:"] + [self._entry(q) for q in qs]
         hidden = len(self.questions) - len(qs)
         if hidden:
             lines.append(f"  ({hidden} more as the lesson reaches them)")
