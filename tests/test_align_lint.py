@@ -30,6 +30,7 @@ from kitlib.capture import nsys_recipes as nc
 from kitlib.analyses.steps import labelled_ranges
 
 from conftest import PUBLIC, REF, raw_trace_events
+from support.events import event, gpu_event, launch_event, ns, shifted, write_trace
 
 
 @pytest.fixture(scope="module")
@@ -415,11 +416,6 @@ def _sqlite(name):
     return sqlite3.connect(f"file:{REF / name / 'report.sqlite'}?mode=ro", uri=True)
 
 
-def _ns(us):
-    """A Chrome-trace time (µs, ns in the decimals) in integer ns."""
-    return round(us * 1000)
-
-
 _CUPTI_OPS = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
               "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
 
@@ -472,8 +468,8 @@ def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
             if e["args"]["correlation"] not in launch:         # launched before the recording began
                 continue
             (la,) = launch[e["args"]["correlation"]]          # exactly one launch per GPU event here
-            want.append((kinds[e["cat"]], la["pid"], la["tid"], e["args"]["correlation"], _ns(la["ts"]),
-                         _ns(la["ts"]) + _ns(la["dur"]), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), _ns(e["dur"])))
+            want.append((kinds[e["cat"]], la["pid"], la["tid"], e["args"]["correlation"], ns(la["ts"]),
+                         ns(la["ts"]) + ns(la["dur"]), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), ns(e["dur"])))
     first = min((l for ls in launch.values() for l in ls), key=lambda l: l["ts"])
     assert first["args"]["correlation"] == 12829
     w = gpu_work(open_capture("fixed_batch").trace)
@@ -482,7 +478,7 @@ def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
     assert w.columns.tolist() == _WORK_DOC_COLUMNS
     assert w.index.equals(pd.RangeIndex(len(want)))
     assert sorted(map(tuple, w.astype(object).values.tolist())) == sorted(want)
-    assert w["correlation"].iloc[0] == 12829 and w["launch_start_ns"].iloc[0] == _ns(first["ts"])
+    assert w["correlation"].iloc[0] == 12829 and w["launch_start_ns"].iloc[0] == ns(first["ts"])
 
 
 def test_gpu_work_of_a_cpu_only_trace_is_empty_with_numeric_threads():
@@ -1183,29 +1179,16 @@ def test_lint_codes_severities_and_evidence_from_raw_json(path, ref_trace, publi
 T0 = 1_000_000.0        # an arbitrary clock origin, µs
 
 
-def _write(tmp_path, events, devices=1, options=None, name="t.json"):
-    doc = {"schemaVersion": 1, "traceEvents": [
+def _load_at_t0(tmp_path, events, devices=1, options=None, name="t.json"):
+    """The trace of ``events`` (built with times from 0) on a clock starting at T0, loaded."""
+    top = {"schemaVersion": 1}
+    if devices:
+        top["deviceProperties"] = [{"id": i, "name": "NVIDIA H200"} for i in range(devices)]
+    top.update(options or {})          # Kineto writes record_shapes, with_stack, ... at the top level
+    return kitlib.load_trace(write_trace(tmp_path / name, [
         {"name": "process_name", "ph": "M", "ts": T0, "pid": 1, "tid": 0, "args": {"name": "python3"}},
         {"name": "thread_name", "ph": "M", "ts": T0, "pid": 1, "tid": 1, "args": {"name": "thread 1 (python3)"}},
-        *events]}
-    if devices:
-        doc["deviceProperties"] = [{"id": i, "name": "NVIDIA H200"} for i in range(devices)]
-    doc.update(options or {})          # Kineto writes record_shapes, with_stack, ... at the top level
-    p = tmp_path / name
-    p.write_text(json.dumps(doc))
-    return kitlib.load_trace(p)
-
-
-def _x(cat, name, ts, dur, pid=1, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": T0 + ts, "dur": dur, "args": args}
-
-
-def _launch(name, ts, corr, dur=1.0):
-    return _x("cuda_runtime", name, ts, dur, correlation=corr)
-
-
-def _gpu(cat, name, ts, dur, corr, stream=7, **args):
-    return _x(cat, name, ts, dur, pid=0, tid=stream, correlation=corr, stream=stream, device=0, **args)
+        *shifted(events, T0)], **top))
 
 
 def _codes(found):
@@ -1215,14 +1198,14 @@ def _codes(found):
 def test_launches_without_gpu_counted_by_hand(tmp_path):
     """Which calls count as launches (the pattern, or an API that shares a correlation id with
     GPU work elsewhere), how many have no GPU event, and how many come at the very end."""
-    t = _write(tmp_path, [
-        _launch("cudaLaunchKernel", 1.0, 1), _gpu("kernel", "k1", 10.0, 5.0, 1),
-        _launch("cudaLaunchKernel", 2.0, 2), _gpu("kernel", "k2", 20.0, 5.0, 2),
-        _launch("cudaLaunchKernel", 19.999, 3),           # starts 1 ns before the last GPU start: late
-        _launch("cuLaunchKernel", 5.0, 4),                 # the driver's launch, no GPU event: early
-        _launch("cudaMemcpyAsync", 3.0, 5), _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 30.0, 2.0, 5, bytes=64),
-        _launch("cudaMemcpyAsync", 40.0, 6),              # shares its name with a call that made GPU work
-        _launch("cudaStreamSynchronize", 41.0, 7),        # launches nothing: not counted
+    t = _load_at_t0(tmp_path, [
+        launch_event("cudaLaunchKernel", 1.0, 1), gpu_event("kernel", "k1", 10.0, 5.0, 1),
+        launch_event("cudaLaunchKernel", 2.0, 2), gpu_event("kernel", "k2", 20.0, 5.0, 2),
+        launch_event("cudaLaunchKernel", 19.999, 3),           # starts 1 ns before the last GPU start: late
+        launch_event("cuLaunchKernel", 5.0, 4),                 # the driver's launch, no GPU event: early
+        launch_event("cudaMemcpyAsync", 3.0, 5), gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 30.0, 2.0, 5, bytes=64),
+        launch_event("cudaMemcpyAsync", 40.0, 6),              # shares its name with a call that made GPU work
+        launch_event("cudaStreamSynchronize", 41.0, 7),        # launches nothing: not counted
     ])
     f = _codes(lint(t))["launches_without_gpu"]
     assert f.severity == "warning"
@@ -1232,37 +1215,37 @@ def test_launches_without_gpu_counted_by_hand(tmp_path):
     assert f.evidence == {"kernel_launches": 6, "without_gpu_event": 3, "after_last_gpu_start": 1,
                           "last_gpu_end_ns": int((T0 + 32.0) * 1000)}
     # without the copy, the last GPU start is k2's (20.0 µs): corr 3 at 19.999 µs is then late too
-    t2 = _write(tmp_path, [
-        _launch("cudaLaunchKernel", 1.0, 1), _gpu("kernel", "k1", 10.0, 5.0, 1),
-        _launch("cudaLaunchKernel", 2.0, 2), _gpu("kernel", "k2", 20.0, 5.0, 2),
-        _launch("cudaLaunchKernel", 19.999, 3), _launch("cudaLaunchKernel", 19.998, 4)], name="t2.json")
+    t2 = _load_at_t0(tmp_path, [
+        launch_event("cudaLaunchKernel", 1.0, 1), gpu_event("kernel", "k1", 10.0, 5.0, 1),
+        launch_event("cudaLaunchKernel", 2.0, 2), gpu_event("kernel", "k2", 20.0, 5.0, 2),
+        launch_event("cudaLaunchKernel", 19.999, 3), launch_event("cudaLaunchKernel", 19.998, 4)], name="t2.json")
     f2 = _codes(lint(t2))["launches_without_gpu"]
     assert f2.evidence == {"kernel_launches": 4, "without_gpu_event": 2, "after_last_gpu_start": 1,
                            "last_gpu_end_ns": int((T0 + 25.0) * 1000)}
 
 
 def _step(n, ts, dur):
-    return _x("user_annotation", f"ProfilerStep#{n}", ts, dur)
+    return event("user_annotation", f"ProfilerStep#{n}", ts, dur)
 
 
 def test_step_findings_counted_by_hand(tmp_path):
     """A step with operators and no launch that made GPU work; the summed GPU rows of a step
     against its wall time (a sum above 100 % is flagged, exactly 100 % is not), and the worst
     step picked by ratio, not by size."""
-    t = _write(tmp_path, [
+    t = _load_at_t0(tmp_path, [
         _step(1, 0.0, 10.0),                                         # 10,000 ns
-        _x("cpu_op", "aten::mm", 1.0, 2.0), _launch("cudaLaunchKernel", 1.5, 1),
-        _gpu("kernel", "k1", 2.0, 6.0, 1), _gpu("kernel", "k1b", 2.0, 6.0, 1, stream=8),   # 12,000 ns: 120 %
+        event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1),
+        gpu_event("kernel", "k1", 2.0, 6.0, 1), gpu_event("kernel", "k1b", 2.0, 6.0, 1, stream=8),   # 12,000 ns: 120 %
         _step(2, 10.0, 100.0),                                       # 100,000 ns
-        _x("cpu_op", "aten::mm", 11.0, 2.0), _launch("cudaLaunchKernel", 11.5, 2),
-        _gpu("kernel", "k2", 12.0, 60.0, 2), _gpu("kernel", "k2b", 12.0, 50.0, 2, stream=8),   # 110 %
-        _gpu("gpu_user_annotation", "phase", 105.0, 10.0, 2, stream=9),   # 5,000 ns inside step 2
+        event("cpu_op", "aten::mm", 11.0, 2.0), launch_event("cudaLaunchKernel", 11.5, 2),
+        gpu_event("kernel", "k2", 12.0, 60.0, 2), gpu_event("kernel", "k2b", 12.0, 50.0, 2, stream=8),   # 110 %
+        gpu_event("gpu_user_annotation", "phase", 105.0, 10.0, 2, stream=9),   # 5,000 ns inside step 2
         _step(3, 110.0, 20.0),
-        _x("cpu_op", "aten::add", 111.0, 1.0), _x("cpu_op", "aten::mul", 112.0, 1.0),
-        _launch("cudaLaunchKernel", 111.5, 3),                       # no GPU event for corr 3
+        event("cpu_op", "aten::add", 111.0, 1.0), event("cpu_op", "aten::mul", 112.0, 1.0),
+        launch_event("cudaLaunchKernel", 111.5, 3),                       # no GPU event for corr 3
         _step(4, 130.0, 10.0),                                       # exactly 100 %: not flagged
-        _x("cpu_op", "aten::mm", 130.0, 1.0), _launch("cudaLaunchKernel", 130.5, 4),
-        _gpu("kernel", "k4", 130.0, 10.0, 4),
+        event("cpu_op", "aten::mm", 130.0, 1.0), launch_event("cudaLaunchKernel", 130.5, 4),
+        gpu_event("kernel", "k4", 130.0, 10.0, 4),
     ])
     f = _codes(lint(t))
     assert f["step_without_kernels"].evidence == {"steps": [3], "operators": 2}
@@ -1277,13 +1260,13 @@ def test_step_findings_counted_by_hand(tmp_path):
 
 def test_step_findings_cut_to_the_step_and_the_annotation_share(tmp_path):
     """GPU rows are cut to the step's window; the worst step's annotation time is reported."""
-    t = _write(tmp_path, [
+    t = _load_at_t0(tmp_path, [
         _step(1, 0.0, 10.0),
-        _x("cpu_op", "aten::mm", 1.0, 1.0), _launch("cudaLaunchKernel", 1.5, 1),
-        _gpu("kernel", "k1", 5.0, 20.0, 1),                          # 5,000 ns inside step 1
-        _gpu("gpu_user_annotation", "forward", -5.0, 12.0, 1, stream=9),   # 7,000 ns inside
+        event("cpu_op", "aten::mm", 1.0, 1.0), launch_event("cudaLaunchKernel", 1.5, 1),
+        gpu_event("kernel", "k1", 5.0, 20.0, 1),                          # 5,000 ns inside step 1
+        gpu_event("gpu_user_annotation", "forward", -5.0, 12.0, 1, stream=9),   # 7,000 ns inside
         _step(2, 10.0, 10.0),                                        # k1's other 10,000 ns: 100 %, not over
-        _x("cpu_op", "aten::mm", 11.0, 1.0),
+        event("cpu_op", "aten::mm", 11.0, 1.0),
     ])
     f = _codes(lint(t))
     assert f["over_100_percent"].evidence == {"steps": [1], "worst_step": 1, "worst_sum_ns": 12_000,
@@ -1294,8 +1277,8 @@ def test_step_findings_cut_to_the_step_and_the_annotation_share(tmp_path):
 def test_what_says_cuda_was_requested(tmp_path):
     """No GPU work at all: an error when CUDA was asked for (the recipe's activities, the
     trace's deviceProperties or its CUDA calls, in that order of evidence), else a CPU-only note."""
-    ops = [_x("cpu_op", "aten::mm", 1.0, 2.0), _x("cpu_op", "aten::add", 4.0, 1.0)]
-    cpu = _write(tmp_path, ops, devices=0, name="cpu.json")
+    ops = [event("cpu_op", "aten::mm", 1.0, 2.0), event("cpu_op", "aten::add", 4.0, 1.0)]
+    cpu = _load_at_t0(tmp_path, ops, devices=0, name="cpu.json")
     assert [(f.code, f.severity, f.evidence) for f in lint(cpu)] == [("cpu_only", "info", {"cpu_events": 2, "gpu_events": 0})]
     only = lint(cpu)[0]
     assert only.meaning.startswith("a CPU-only recording") and only.action.startswith("for device time")
@@ -1305,12 +1288,12 @@ def test_what_says_cuda_was_requested(tmp_path):
         assert "although CUDA was requested (the recipe lists the CUDA activity)" in f.meaning
     assert [f.code for f in lint(cpu, recipe={"activities": ["CPU"]})] == ["cpu_only"]
     assert [f.code for f in lint(cpu, recipe={"activities": None})] == ["cpu_only"]
-    two = _write(tmp_path, ops, devices=2, name="two.json")
+    two = _load_at_t0(tmp_path, ops, devices=2, name="two.json")
     f = _codes(lint(two))["no_gpu_events"]
     assert f.evidence == {"launches": 0, "gpus_listed": 2}
     assert "(the trace lists 2 GPU(s) in deviceProperties)" in f.meaning
-    calls = _write(tmp_path, ops + [_launch("cudaLaunchKernel", 1.5, 1), _launch("cudaMalloc", 2.0, 2),
-                                    _launch("cudaLaunchKernel", 2.5, 3)], devices=0, name="calls.json")
+    calls = _load_at_t0(tmp_path, ops + [launch_event("cudaLaunchKernel", 1.5, 1), launch_event("cudaMalloc", 2.0, 2),
+                                    launch_event("cudaLaunchKernel", 2.5, 3)], devices=0, name="calls.json")
     f = _codes(lint(calls))["no_gpu_events"]
     assert f.evidence == {"launches": 3, "gpus_listed": 0}
     assert "(the trace holds 3 CUDA API calls)" in f.meaning
@@ -1319,8 +1302,8 @@ def test_what_says_cuda_was_requested(tmp_path):
 def test_viewer_size_limits_are_strict(tmp_path):
     """``too_large_for_viewer`` fires above a limit, not at it; by default the size is the
     JSON text's (what a viewer parses), the events every table's rows."""
-    ev = [_x("cpu_op", "aten::mm", 1.0, 2.0), _launch("cudaLaunchKernel", 1.5, 1), _gpu("kernel", "k", 3.0, 1.0, 1)]
-    t = _write(tmp_path, ev)
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1), gpu_event("kernel", "k", 3.0, 1.0, 1)]
+    t = _load_at_t0(tmp_path, ev)
     size = (tmp_path / "t.json").stat().st_size          # plain JSON: the file is the text
     n = 3 + 2                                             # three complete events and two metadata events
     assert "too_large_for_viewer" not in _codes(lint(t, max_bytes=size, max_events=n))
@@ -1336,20 +1319,20 @@ def test_viewer_size_limits_are_strict(tmp_path):
 def test_options_stacks_and_the_python_frame_rule(tmp_path):
     """with_stack on (in the trace or in the recipe) but no frame: ``missing_stacks``; a recipe
     cannot switch off what the trace says was on. Python frames: which rule, and whether inferred."""
-    ev = [_x("cpu_op", "aten::mm", 1.0, 2.0), _launch("cudaLaunchKernel", 1.5, 1), _gpu("kernel", "k", 3.0, 1.0, 1)]
-    on = _write(tmp_path, ev, options={"with_stack": True}, name="on.json")
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1), gpu_event("kernel", "k", 3.0, 1.0, 1)]
+    on = _load_at_t0(tmp_path, ev, options={"with_stack": True}, name="on.json")
     f = _codes(lint(on))["missing_stacks"]
     assert f.severity == "warning" and f.evidence == {"python_events": 0, "call_stacks": 0}
     assert "missing_stacks" in _codes(lint(on, recipe={"with_stack": False}))
     assert "missing_stacks" in _codes(lint(on, recipe={"with_stack": None}))
-    off = _write(tmp_path, ev, name="off.json")
+    off = _load_at_t0(tmp_path, ev, name="off.json")
     assert lint(off) == []
     assert [x.code for x in lint(off, recipe={"with_stack": True})] == ["missing_stacks"]
     assert lint(off, recipe={"with_stack": None, "record_shapes": True}) == []
     assert lint(off, recipe={"with_stack": False, "with_flops": False}) == []   # off on both sides
     # two Python frames in the 2.11 format (no CallFrom): not children, inferred, a warning
-    py = ev + [_x("python_function", "train.py(3): step", 0.5, 4.0), _x("python_function", "nn.Module: Linear", 0.8, 3.0)]
-    old = _write(tmp_path, py, options={"with_stack": True}, name="old.json")
+    py = ev + [event("python_function", "train.py(3): step", 0.5, 4.0), event("python_function", "nn.Module: Linear", 0.8, 3.0)]
+    old = _load_at_t0(tmp_path, py, options={"with_stack": True}, name="old.json")
     f = _codes(lint(old))["python_frames_rule"]
     assert f.severity == "warning"
     assert f.evidence == {"python_frames": 2, "frames_are_children": False, "inferred": True}
@@ -1367,11 +1350,11 @@ def test_options_stacks_and_the_python_frame_rule(tmp_path):
 def test_flops_unreadable_and_copies_without_bytes(tmp_path):
     """with_flops on, but the shapes cannot be read into FLOPs; a pageable copy that carries no
     byte count counts 0 bytes."""
-    ev = [_x("cpu_op", "aten::mm", 1.0, 2.0, **{"Input Dims": [[2, 3]]}), _launch("cudaLaunchKernel", 1.5, 1),
-          _gpu("kernel", "k", 3.0, 1.0, 1),
-          _launch("cudaMemcpyAsync", 2.0, 2), _gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 5.0, 2.0, 2),
-          _launch("cudaMemcpyAsync", 2.5, 3), _gpu("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 8.0, 1.5, 3, bytes=512)]
-    t = _write(tmp_path, ev, options={"with_flops": True, "record_shapes": True})
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0, **{"Input Dims": [[2, 3]]}), launch_event("cudaLaunchKernel", 1.5, 1),
+          gpu_event("kernel", "k", 3.0, 1.0, 1),
+          launch_event("cudaMemcpyAsync", 2.0, 2), gpu_event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 5.0, 2.0, 2),
+          launch_event("cudaMemcpyAsync", 2.5, 3), gpu_event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 8.0, 1.5, 3, bytes=512)]
+    t = _load_at_t0(tmp_path, ev, options={"with_flops": True, "record_shapes": True})
     f = _codes(lint(t))
     assert f["flops_unreadable"].severity == "warning" and f["flops_unreadable"].evidence == {"operators": 1}
     assert f["pageable_copies"].evidence == {"copies": 2, "bytes": 512, "copy_sum_ns": 3_500}

@@ -12,16 +12,13 @@ import nbformat
 import pytest
 
 from conftest import merged_length, per_raw, raw_trace_events
+from support.events import ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 LESSON = next((ROOT / "lessons").glob("00_*.ipynb"))
 PHASES = ("data_load", "h2d", "forward", "backward", "optimizer")
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-def _ns(us) -> int:
-    return round(us * 1000)
 
 
 @pytest.fixture(scope="module")

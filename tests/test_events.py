@@ -31,37 +31,33 @@ import pandas as pd
 import kitlib
 from kitlib.analyses.events import op_events, shapes_key
 
+from support.events import event, gpu_event, launch_event, write_trace
+
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 PID, TID, STREAM = 449, 449, 7
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 
 
 def _op(name, ts, dur, ext):
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur,
-            "args": {"External id": ext}}
+    return event("cpu_op", name, ts, dur, PID, TID, **{"External id": ext})
 
 
 def _launch(ts, dur, ext, corr):
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
-            "ts": ts, "dur": dur, "args": {"External id": ext, "cbid": 211, "correlation": corr}}
+    return launch_event("cudaLaunchKernel", ts, corr, dur, PID, TID, **{"External id": ext, "cbid": 211})
 
 
 def _kernel(name, ts, dur, ext, corr):
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": STREAM, "ts": ts, "dur": dur,
-            "args": {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": STREAM,
-                     "correlation": corr, "registers per thread": 32, "shared memory": 0,
-                     "grid": [64, 1, 1], "block": [256, 1, 1]}}
+    return gpu_event("kernel", name, ts, dur, corr, STREAM, **{
+        "External id": ext, "queued": 0, "context": 1, "registers per thread": 32, "shared memory": 0,
+        "grid": [64, 1, 1], "block": [256, 1, 1]})
 
 
 def _load(tmp_path, events, name):
-    doc = {"schemaVersion": 1, "displayTimeUnit": "ms",
-           "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320,
-                                 "computeMajor": 9, "computeMinor": 0, "numSms": 132, "warpSize": 32}],
-           "traceEvents": [{"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0,
-                            "args": {"name": "python3"}}] + events}
-    p = tmp_path / name
-    p.write_text(json.dumps(doc))
-    return kitlib.load_trace(p)
+    return kitlib.load_trace(write_trace(tmp_path / name, [
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0, "args": {"name": "python3"}}, *events],
+        schemaVersion=1, displayTimeUnit="ms",
+        deviceProperties=[{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320,
+                           "computeMajor": 9, "computeMinor": 0, "numSms": 132, "warpSize": 32}]))
 
 
 def _rows(ev):

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import merged_length, raw_trace_events
+from support.events import ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -315,10 +316,6 @@ def test_host_tree_at_equal_starts_and_shared_ends(hta2022):
 
 
 # -- lesson 03's four measures and lesson 02's queue delay, from the raw JSON -----------
-
-def _ns(us):
-    return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
-
 
 def _step_work(ev, step_name, ns=_ns):
     """A step's raw events, picked here without kitlib: ``(step, ops, gpu)``, the step's

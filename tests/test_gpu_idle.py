@@ -48,7 +48,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +60,7 @@ from kitlib.analyses import kernel_launches as LS
 from kitlib.readers.trace import load_trace, trace_from_json
 
 from conftest import PUBLIC, REF, ROOT, raw_trace_events, sql_rows
+from support.events import event, exact_ns, gpu_event
 
 US = 1000          # ns per µs
 
@@ -92,31 +92,23 @@ US = 1000          # ns per µs
 TINY_STEPS = [(1, 0, 100), (2, 100, 200)]
 
 
-def _x(cat, name, ts, dur, pid=1, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
-def _gpu(cat, name, ts, dur, stream, corr, **args):
-    return _x(cat, name, ts, dur, pid=0, tid=stream, device=0, stream=stream, correlation=corr, **args)
-
-
 def tiny_events():
-    rt = lambda name, ts, dur, corr, ext: _x("cuda_runtime", name, ts, dur, correlation=corr,
+    rt = lambda name, ts, dur, corr, ext: event("cuda_runtime", name, ts, dur, correlation=corr,
                                              **{"External id": ext})
-    op = lambda name, ts, dur, ext: _x("cpu_op", name, ts, dur, **{"External id": ext})
+    op = lambda name, ts, dur, ext: event("cpu_op", name, ts, dur, **{"External id": ext})
     return [
-        _x("user_annotation", "ProfilerStep#1", 0, 100), _x("user_annotation", "ProfilerStep#2", 100, 100),
+        event("user_annotation", "ProfilerStep#1", 0, 100), event("user_annotation", "ProfilerStep#2", 100, 100),
         op("aten::mm", 0, 25, 1), op("aten::relu", 88, 12, 3), op("aten::add_", 104, 21, 2),
         rt("cudaLaunchKernel", 1, 1, 1, 1), rt("cudaLaunchKernel", 3, 1, 2, 1),
         rt("cudaLaunchKernel", 20, 1, 3, 1), rt("cudaMemsetAsync", 2, 0.5, 7, 1),
         rt("cudaLaunchKernel", 90, 10, 4, 3),
         rt("cudaLaunchKernel", 105, 11, 5, 2), rt("cudaMemcpyAsync", 121, 1, 6, 2),
-        _gpu("kernel", "K1", 5, 10, 7, 1), _gpu("kernel", "K2", 45, 10, 7, 2),
-        _gpu("kernel", "K3", 84.999, 5.001, 7, 3), _gpu("kernel", "K4", 95, 3, 7, 4),
-        _gpu("kernel", "K5", 110, 5, 7, 5),
-        _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 130, 10, 7, 6, bytes=640_000),
-        _gpu("gpu_memset", "Memset (Device)", 12, 8, 9, 7, bytes=1000),
-        _gpu("kernel", "K8", 138, 12, 9, 99),
+        gpu_event("kernel", "K1", 5, 10, 1, stream=7), gpu_event("kernel", "K2", 45, 10, 2, stream=7),
+        gpu_event("kernel", "K3", 84.999, 5.001, 3, stream=7), gpu_event("kernel", "K4", 95, 3, 4, stream=7),
+        gpu_event("kernel", "K5", 110, 5, 5, stream=7),
+        gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 130, 10, 6, stream=7, bytes=640_000),
+        gpu_event("gpu_memset", "Memset (Device)", 12, 8, 7, stream=9, bytes=1000),
+        gpu_event("kernel", "K8", 138, 12, 99, stream=9),
     ]
 
 
@@ -468,11 +460,6 @@ def test_hta_temporal_breakdown(rel, hta_cut):
 
 
 # --------------------------------------------------------------------------- 2. the kit's recordings, from raw data
-def _ns(x) -> int:
-    """A Kineto µs value as whole ns, exactly (the JSON's own digits, not float arithmetic)."""
-    return int(Decimal(repr(x)) * 1000)
-
-
 @pytest.fixture(scope="module")
 def raw():
     """From the raw JSON, without kitlib: per recording, the GPU events (stream, start, end,
@@ -488,14 +475,14 @@ def raw():
                 continue
             cat, a = e.get("cat"), e.get("args") or {}
             if cat in ("cuda_runtime", "cuda_driver") and "correlation" in a:
-                launches.setdefault(a["correlation"], (_ns(e["ts"]), _ns(e["dur"]), e["name"]))
+                launches.setdefault(a["correlation"], (exact_ns(e["ts"]), exact_ns(e["dur"]), e["name"]))
             elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-                s = _ns(e["ts"])
-                gpu.append({"stream": a["stream"], "start": s, "end": s + _ns(e["dur"]), "cat": cat,
+                s = exact_ns(e["ts"])
+                gpu.append({"stream": a["stream"], "start": s, "end": s + exact_ns(e["dur"]), "cat": cat,
                             "name": e["name"], "bytes": a.get("bytes"), "corr": a["correlation"]})
             elif e["name"].startswith("ProfilerStep#"):
-                s = _ns(e["ts"])
-                steps.append((int(e["name"].split("#")[1]), s, s + _ns(e["dur"])))
+                s = exact_ns(e["ts"])
+                steps.append((int(e["name"].split("#")[1]), s, s + exact_ns(e["dur"])))
         for g in gpu:
             g["launch"] = launches.get(g["corr"])
         cache[name] = (gpu, sorted(steps, key=lambda x: x[1]))

@@ -17,6 +17,7 @@ from kitlib.readers.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu
 from kitlib.course.sources import B300
 
 from conftest import REF, raw_trace_events
+from support.events import ns as _ns
 
 
 @pytest.fixture(scope="module")
@@ -477,10 +478,6 @@ def test_parse_memory_table_keeps_a_row_whose_source_location_is_empty():
 
 REF_PUBLIC = REF / "public-traces"
 COUNTED = ("aten::conv2d", "aten::mm", "aten::addmm", "aten::bmm", "aten::baddbmm", "aten::mul", "aten::add")
-
-
-def _ns(us):
-    return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
 
 
 def _key_averages():

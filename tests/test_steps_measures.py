@@ -14,6 +14,7 @@ from kitlib.readers.nsys import load_nsys
 from kitlib.analyses.steps import active_step_times, active_steps, step_gaps, step_measures, steps_of
 
 from conftest import REF, sql_rows, raw_trace_events
+from support.events import ns as _ns
 
 
 @pytest.fixture(scope="module")
@@ -620,10 +621,6 @@ def test_host_context_of_the_nsys_export_falls_back_from_os_runtime_to_cuda_api_
 @pytest.fixture(scope="module")
 def trace5():
     return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
-
-
-def _ns(us):
-    return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
 
 
 def test_host_context_of_a_trace_on_the_steps_thread_by_default_and_on_a_named_thread(trace5):
