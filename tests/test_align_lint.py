@@ -34,29 +34,24 @@ from support.events import event, gpu_event, launch_event, ns, shifted, write_tr
 
 
 @pytest.fixture(scope="module")
-def rep():
-    return load_nsys(REF / "nsys_8step" / "report.sqlite")
-
-
-@pytest.fixture(scope="module")
-def pair():
+def lesson_pair():
     return open_capture("cold_start_8step"), open_capture("nsys_8step")
 
 
 @pytest.fixture(scope="module")
-def by_thread(pair):
-    return align(*pair, attribution="thread")
+def by_thread(lesson_pair):
+    return align(*lesson_pair, attribution="thread")
 
 
 @pytest.fixture(scope="module")
-def by_time(pair):
-    return align(*pair, attribution="time")
+def by_time(lesson_pair):
+    return align(*lesson_pair, attribution="time")
 
 
 # --------------------------------------------------------------------------- align
-def test_project_thread_rule_is_nsights_projection(rep):
-    p = project(labelled_ranges(rep), gpu_work(rep), "thread")
-    nv = nvtx_gpu_projection(rep)
+def test_project_thread_rule_is_nsights_projection(nsys_8step_report):
+    p = project(labelled_ranges(nsys_8step_report), gpu_work(nsys_8step_report), "thread")
+    nv = nvtx_gpu_projection(nsys_8step_report)
     m = p.merge(nv[["tid", "start_ns", "name", "proj_dur_ns", "gpu_ops"]], on=["tid", "start_ns", "name"],
                 suffixes=("", "_nsight"))
     assert len(m) == len(nv) == 40
@@ -64,8 +59,8 @@ def test_project_thread_rule_is_nsights_projection(rep):
     assert (m["gpu_ops"] == m["gpu_ops_nsight"]).all()
 
 
-def test_thread_attribution_equals_nsys_stats_csv(pair, by_thread):
-    csv = pd.read_csv(pair[1].file("nsys_stats/nvtx_gpu_proj_sum.csv")).set_index("Range")
+def test_thread_attribution_equals_nsys_stats_csv(lesson_pair, by_thread):
+    csv = pd.read_csv(lesson_pair[1].file("nsys_stats/nvtx_gpu_proj_sum.csv")).set_index("Range")
     nsys_label = {"step": ":torch_step", "data_load": ":data_load", "forward": ":forward",
                   "backward": ":backward", "optimizer": ":optimizer"}
     for label, rng in nsys_label.items():
@@ -89,12 +84,12 @@ def test_time_attribution_follows_the_autograd_thread(by_thread, by_time):
     assert s1.loc["step", "prof_kernels"] == 541         # the torch.profiler run: same work per step
 
 
-def test_launch_threads(rep, pair):
-    th = launch_threads(rep).set_index("thread")
+def test_launch_threads(nsys_8step_report, lesson_pair):
+    th = launch_threads(nsys_8step_report).set_index("thread")
     assert th.loc["pt_autograd_0", "kernels"] == 2360 and th.loc["pt_autograd_0", "tid"] == 1283
     assert th.loc["pt_autograd_0", "labelled_ranges"] == 0
-    assert th["kernels"].sum() == len(rep.kernels) == 4340
-    pt = launch_threads(pair[0].trace)
+    assert th["kernels"].sum() == len(nsys_8step_report.kernels) == 4340
+    pt = launch_threads(lesson_pair[0].trace)
     assert pt["kernels"].tolist() == [2360, 1963]
     assert pt["labelled_ranges"].iloc[0] == 0
 
@@ -116,7 +111,7 @@ def test_align_says_runs_and_data_load_differ(by_time):
     assert round(first["prof_host_ns"] / 1e6) == 1523
 
 
-def test_align_summary_and_errors(by_time, rep):
+def test_align_summary_and_errors(by_time, nsys_8step_report):
     s = align_summary(by_time)
     assert s.loc["backward", "nsys_kernels"] == s.loc["backward", "prof_kernels"] == 296
     # Nsight's GPU projection of each torch_step range: its nvtx_gpu_proj_sum.csv row
@@ -131,9 +126,9 @@ def test_align_summary_and_errors(by_time, rep):
     assert s.loc["step", "nsys_gpu_proj_ms"] == pytest.approx(np.median(proj[1:]) / 1e6, abs=1e-9)
     assert s.loc["step", "nsys_gpu_proj_ms"] == pytest.approx(44.226705, abs=1e-9)
     with pytest.raises(KitError, match="attribution"):
-        align(rep, rep, attribution="nope")
+        align(nsys_8step_report, nsys_8step_report, attribution="nope")
     with pytest.raises(KitError, match="expected"):
-        align(rep, rep)
+        align(nsys_8step_report, nsys_8step_report)
 
 
 def test_operator_ranges_from_emit_nvtx():
@@ -777,7 +772,7 @@ def _nsys_raw(name):
     return ranges, w
 
 
-def _steps(ranges):
+def _numbered_steps(ranges):
     """[(step number, range)] in time order: the number after '#', else the position."""
     st = sorted((r for r in ranges if ALIGN_STEP.match(r[0])), key=lambda r: r[3])
     return [(int(ALIGN_STEP.match(r[0]).group(1) or i), r) for i, r in enumerate(st)]
@@ -803,7 +798,7 @@ def _credit(rs, w, rule):
 def _expected(prof, nsys, rule):
     """align's rows from the raw files: [step, prof_step, nsys_step, label, 5 prof figures, 5 nsys figures]."""
     (pr, pw), (nr, nw) = prof, nsys
-    ps, ns = _steps(pr), _steps(nr)
+    ps, ns = _numbered_steps(pr), _numbered_steps(nr)
     have = {r[0] for r in pr} | {r[0] for r in nr}
     rows = []
     for k in range(min(len(ps), len(ns))):
@@ -1035,7 +1030,7 @@ def _raw_parts(path):
     return dict(gpu=gpu, launches=launches, host=host, steps=sorted(steps))
 
 
-def _cut(rows, s0, s1):
+def _overlap_ns(rows, s0, s1):
     return sum(max(0, min(r["e"], s1) - max(r["s"], s0)) for r in rows)
 
 
@@ -1056,9 +1051,9 @@ def expected_evidence(r):
                                   "kernel_sum_ns": sum(g["d"] for g in work if g["kind"] == "kernel")}
     over = []
     for step, s0, s1 in r["steps"]:
-        total = _cut(r["gpu"], s0, s1)          # every GPU row, annotations included: a sum, not busy time
+        total = _overlap_ns(r["gpu"], s0, s1)          # every GPU row, annotations included: a sum, not busy time
         if work and s1 > s0 and total > s1 - s0:
-            over.append((step, total, s1 - s0, _cut(ann, s0, s1)))
+            over.append((step, total, s1 - s0, _overlap_ns(ann, s0, s1)))
     if over:
         w = max(over, key=lambda o: o[1] / o[2])
         out["over_100_percent"] = {"steps": [o[0] for o in over], "worst_step": w[0], "worst_sum_ns": w[1],
@@ -1118,7 +1113,7 @@ CODES = {
 }
 
 
-def _trace(path, ref_trace, public_trace):
+def _shared_trace(path, ref_trace, public_trace):
     """The suite's shared copy of a trace (conftest's session caches)."""
     if path.name == "trace.json.gz":
         return ref_trace(path.parent.name)
@@ -1136,7 +1131,7 @@ def test_lint_codes_severities_and_evidence_from_raw_json(path, ref_trace, publi
     """Every finding on six recordings: the checks that fire (in the documented order),
     their severity, and each number of their evidence worked from the JSON itself."""
     r = _raw_parts(path)
-    found = lint(_trace(path, ref_trace, public_trace))
+    found = lint(_shared_trace(path, ref_trace, public_trace))
     assert [f.code for f in found] == CODES[_label(path)]
     assert all(isinstance(f, Finding) and f.severity == SEVERITY.get(f.code, f.severity) for f in found)
     exp = expected_evidence(r)

@@ -60,7 +60,7 @@ def _load(tmp_path, events, name):
                            "computeMajor": 9, "computeMinor": 0, "numSms": 132, "warpSize": 32}]))
 
 
-def _rows(ev):
+def _event_rows(ev):
     cols = ["name", "source", "parent", "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events"]
     return [tuple(r) for r in ev[cols].itertuples(index=False)]
 
@@ -71,7 +71,7 @@ def test_the_first_event_keeps_the_kernel_it_launched(tmp_path):
     tr = _load(tmp_path, [_op("aten::mm", 1000, 200, 2),                 # 1000-1200 µs
                           _launch(1050, 20, 2, 101),                     # inside aten::mm
                           _kernel("gemm_kernel", 1100, 300, 2, 101)], "first.json")
-    assert _rows(op_events(tr)) == [
+    assert _event_rows(op_events(tr)) == [
         # mm: 200 µs less the launch's 20 µs; the kernel's 300 µs is its own and its total
         ("aten::mm", "ops", -1, 180_000, 300_000, 300_000, 1),
         ("cudaLaunchKernel", "launches", 0, 20_000, 0, 0, 0)]
@@ -87,7 +87,7 @@ def test_kernels_lifted_through_two_folds_into_the_first_event(tmp_path):
                           _op("aten::linear", 1020, 200, 4),             # 1020-1220, folded
                           _launch(1030, 20, 4, 101),                     # the innermost one's launch
                           _kernel("gemm_kernel", 1100, 250, 4, 101)], "folds.json")
-    assert _rows(op_events(tr)) == [
+    assert _event_rows(op_events(tr)) == [
         # outer linear: a folded child's children become the parent's, so its one child is
         # the launch: 400 - 20 µs; the lifted kernel is its own and its total; no launch of its own
         ("aten::linear", "ops", -1, 380_000, 250_000, 250_000, 0),

@@ -37,7 +37,7 @@ def _key_averages(name="fixed_batch"):
 # -- per call and shares (grouping) --------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fixed():
+def fixed_events():
     import kitlib
     from kitlib.analyses import events as E
     from kitlib.analyses.chain import chain
@@ -46,10 +46,10 @@ def fixed():
     return tr, E.op_events(tr, chain(tr))
 
 
-def test_device_per_call_is_total_device_time_over_calls(fixed):
+def test_device_per_call_is_total_device_time_over_calls(fixed_events):
     """Catches: per-call device time computed from self device time (conv2d 95.9 -> 0.0 µs)."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     by_name = _key_averages()["by_name"]
     names = collections.Counter(r["key"] for r in by_name)
     # a label seen on both sides (``forward``, ``backward``…) has a CPU and a GPU row: left out here
@@ -74,10 +74,10 @@ def test_device_per_call_is_total_device_time_over_calls(fixed):
     assert checked >= 40
 
 
-def test_shape_table_shares_are_device_time_shares(fixed):
+def test_shape_table_shares_are_device_time_shares(fixed_events):
     """Catches: ``device_share`` computed by call count in ``grouping.shape_table``."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     raw = [r for r in _key_averages()["by_input_shape"] if r["key"] == "aten::cudnn_convolution"]
     total = sum(round(r["device_time_total_us"] * 1000) for r in raw)
     assert total == 25_404_581 and len(raw) == 23
@@ -429,10 +429,10 @@ def test_queue_delay_of_the_first_convolution_from_raw_json():
     assert q.judge(from_end_us).correct is False          # measured from the launch's end: a trap
 
 
-def test_shape_table_computes_its_own_events_the_same(fixed):
+def test_shape_table_computes_its_own_events_the_same(fixed_events):
     """Lessons call ``shape_table(trace, name)`` without events: the same table."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     own = G.shape_table(tr, "aten::cudnn_convolution")
     given = G.shape_table(tr, "aten::cudnn_convolution", events=ev)
     assert own.equals(given) and len(own) == 23

@@ -461,7 +461,7 @@ def test_hta_temporal_breakdown(rel, hta_cut):
 
 # --------------------------------------------------------------------------- 2. the kit's recordings, from raw data
 @pytest.fixture(scope="module")
-def raw():
+def raw_gpu():
     """From the raw JSON, without kitlib: per recording, the GPU events (stream, start, end,
     category, name, bytes, and the launch with the same correlation id), and the steps."""
     cache = {}
@@ -531,8 +531,8 @@ def _raw_queue(gpu, a, b):
 
 
 @pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
-def test_recording_breakdown_queue_verdict(name, raw, ref_trace):
-    gpu, steps = raw(name)
+def test_recording_breakdown_queue_verdict(name, raw_gpu, ref_trace):
+    gpu, steps = raw_gpu(name)
     assert {g["stream"] for g in gpu} == {7}
     tr = ref_trace(name)
     b = G.idle_breakdown(tr)
@@ -568,8 +568,8 @@ def test_recording_breakdown_queue_verdict(name, raw, ref_trace):
                                                      "GPU-bound"]}[name]
 
 
-def test_recording_copies_and_launches(raw, ref_trace):
-    gpu, steps = raw("profiler_5step")
+def test_recording_copies_and_launches(raw_gpu, ref_trace):
+    gpu, steps = raw_gpu("profiler_5step")
     tr = ref_trace("profiler_5step")
     s = C.copy_summary(tr)
     expect = {}
@@ -642,10 +642,10 @@ def test_nsight_export_breakdown_concurrency_copies():
 
 
 @pytest.mark.parametrize("name,median_ns", [("profiler_5step", 1440), ("fixed_batch", 1568)])
-def test_why_30_us(name, median_ns, raw):
+def test_why_30_us(name, median_ns, raw_gpu):
     """docs/SOURCES.md#gpu-idle-threshold's claim: on the H200 recordings every gap between two queued
     GPU events is under 14 µs and none under 30 ns (raw JSON, no kitlib)."""
-    gpu, _ = raw(name)
+    gpu, _ = raw_gpu(name)
     queued, reach = [], None
     for g in sorted(gpu, key=lambda g: (g["start"], g["end"])):
         if reach is not None and g["start"] > reach and g["launch"] and g["launch"][0] <= reach:

@@ -208,7 +208,7 @@ def _expected_sizes(texts):
     return {k: (len(_VARIANTS[k]), len(b), gz[k], gz[k] / gz["as recorded"]) for k, b in texts.items()}
 
 
-def _rows(t):
+def _size_rows(t):
     return {k: (int(r["events"]), int(r["json_bytes"]), int(r["gzip_bytes"]), float(r["share_of_gzip"]))
             for k, r in t.iterrows()}
 
@@ -222,7 +222,7 @@ def test_attribution_bytes_of_a_hand_built_trace_object():
     # each variant is the whole document again, its other top-level keys kept in place
     texts = {k: _compact({"schemaVersion": 1, "traceEvents": evs, "traceName": "t.json"})
              for k, evs in _VARIANTS.items()}
-    assert _rows(t) == _expected_sizes(texts)
+    assert _size_rows(t) == _expected_sizes(texts)
     assert json.dumps(doc) == before                                  # the input is left as it was
 
 
@@ -230,7 +230,7 @@ def test_attribution_bytes_of_a_bare_event_list_and_what_it_refuses():
     # a trace that is a bare list of events (the Chrome format allows it): each variant is a bare list
     t = G.attribution_bytes(list(_EVENTS))
     assert list(t.index) == _ROWS
-    assert _rows(t) == _expected_sizes({k: _compact(evs) for k, evs in _VARIANTS.items()})
+    assert _size_rows(t) == _expected_sizes({k: _compact(evs) for k, evs in _VARIANTS.items()})
     for bad in ({"schemaVersion": 1}, {"traceEvents": None}, "trace"):
         with pytest.raises(TraceFormatError, match="'traceEvents'"):
             G.attribution_bytes(bad)
@@ -382,7 +382,7 @@ REF_COLUMNS = ["name", "device_type", "count", "host_total_ns", "host_self_ns", 
 
 
 @pytest.fixture(scope="module")
-def fixed(ref_trace):
+def fixed_grouped(ref_trace):
     t = ref_trace("fixed_batch")
     return t, G.group_ops(t)
 
@@ -392,11 +392,11 @@ def _key_averages_by_name():
     return pd.DataFrame(json.loads(gzip.open(REF / "fixed_batch" / "key_averages.json.gz").read())["by_name"])
 
 
-def test_memory_and_flops_columns_equal_key_averages_row_by_row(fixed):
+def test_memory_and_flops_columns_equal_key_averages_row_by_row(fixed_grouped):
     """CPU/CUDA Mem, Self CPU/CUDA Mem and FLOPs of every name the profiler prints once
     (162 of 168; forward, backward and Optimizer.step#SGD.step appear as a CPU and a CUDA
     row), exactly, as int64; a row without allocations has 0, not a filler value."""
-    _, g = fixed
+    _, g = fixed_grouped
     ka = _key_averages_by_name()
     twice = set(ka["key"][ka["key"].duplicated()]) | set(g["name"][g["name"].duplicated()])
     assert twice == {"forward", "backward", "Optimizer.step#SGD.step"}
@@ -413,10 +413,10 @@ def test_memory_and_flops_columns_equal_key_averages_row_by_row(fixed):
     assert ((m["cpu_memory_usage_bytes"] == 0) & (m["device_memory_usage_bytes"] == 0)).sum() > 50
 
 
-def test_columns_order_and_index(fixed):
+def test_columns_order_and_index(fixed_grouped):
     """The documented columns in order, a fresh 0..n-1 index, sorted by self device time,
     then self host time, largest first (key_averages' table sorted by self CUDA time)."""
-    _, g = fixed
+    _, g = fixed_grouped
     assert g.columns.tolist() == REF_COLUMNS
     assert isinstance(g.index, pd.RangeIndex) and g.index.start == 0 and g.index.step == 1
     d, h = g["device_self_ns"].to_numpy(), g["host_self_ns"].to_numpy()
@@ -428,16 +428,16 @@ def test_columns_order_and_index(fixed):
         assert g[c].dtype == np.int64, c
 
 
-def test_default_is_by_name_and_a_wrong_key_is_named(fixed):
-    t, g = fixed
+def test_default_is_by_name_and_a_wrong_key_is_named(fixed_grouped):
+    t, g = fixed_grouped
     pd.testing.assert_frame_equal(G.group_ops(t, events=None), g)
     with pytest.raises(ValueError, match=r"by must be 'name', 'input_shape' or 'stack', not 'shape'"):
         G.group_ops(t, by="shape")
 
 
-def test_without_gpu_rows_the_host_rows_are_unchanged(fixed):
+def test_without_gpu_rows_the_host_rows_are_unchanged(fixed_grouped):
     """include_gpu=False leaves out the CUDA rows (kernels, memcpy, memset) only."""
-    t, g = fixed
+    t, g = fixed_grouped
     host = G.group_ops(t, include_gpu=False)
     assert set(host["device_type"]) == {"CPU"} and set(g["device_type"]) == {"CPU", "CUDA"}
     cols = ["name", "count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
@@ -446,16 +446,16 @@ def test_without_gpu_rows_the_host_rows_are_unchanged(fixed):
     pd.testing.assert_frame_equal(a, b)
 
 
-def test_the_python_frames_rule_travels_with_the_table(fixed):
-    t, g = fixed
+def test_the_python_frames_rule_travels_with_the_table(fixed_grouped):
+    t, g = fixed_grouped
     assert g.attrs["python_frames_rule"] == t.meta["python_frames_rule"]
     assert "Python frames" in g.attrs["python_frames_rule"]
 
 
-def test_every_grouping_keeps_every_call_and_every_ns(fixed):
+def test_every_grouping_keeps_every_call_and_every_ns(fixed_grouped):
     """By name, by input shape and by stack are three cuts of the same events: counts and
     self times add up to the same totals (no event dropped for a missing shape or stack)."""
-    t, g = fixed
+    t, g = fixed_grouped
     totals = g[["count", "host_self_ns", "device_self_ns"]].sum()
     for by in ("input_shape", "stack"):
         other = G.group_ops(t, by=by)

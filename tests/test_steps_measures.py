@@ -10,7 +10,6 @@ from kitlib.analyses import intervals
 from kitlib.errors import KitError, KitFileError
 from kitlib.analyses.four_measures import annotation_device_time, annotation_summary, four_measures, self_total
 from kitlib.readers.profiler_table import profiler_table, read_profiler_table
-from kitlib.readers.nsys import load_nsys
 from kitlib.analyses.steps import active_step_times, active_steps, step_gaps, step_measures, steps_of
 
 from conftest import REF, sql_rows, raw_trace_events
@@ -27,11 +26,6 @@ def trace(cap):
     return cap.trace
 
 
-@pytest.fixture(scope="module")
-def report():
-    return load_nsys(kitlib.open_capture("nsys_8step").file("report.sqlite"))
-
-
 def test_one_step_finder(trace):
     st = trace.steps
     assert st.columns.tolist() == ["step", "name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]
@@ -43,14 +37,14 @@ def test_one_step_finder(trace):
     assert cold["name"].tolist() == [f"torch_step#{i}" for i in range(8)]
 
 
-def test_step_measures_counts_launches_per_step(trace, report):
+def test_step_measures_counts_launches_per_step(trace, nsys_8step_report):
     # what the retired step_table counted: GPU events whose launch lies in the step
     assert step_measures(trace)["gpu_launched"].tolist() == [745] * 5
-    assert step_measures(report)["gpu_launched"].tolist() == [905] + [745] * 7
+    assert step_measures(nsys_8step_report)["gpu_launched"].tolist() == [905] + [745] * 7
 
 
-def test_nsys_steps_from_nvtx(report):
-    st = steps_of(report)
+def test_nsys_steps_from_nvtx(nsys_8step_report):
+    st = steps_of(nsys_8step_report)
     assert st["step"].tolist() == list(range(8))
     assert st["dur_ns"].iloc[0] == 2656480289          # torch_step 0: 2,656.48 ms
 
@@ -67,8 +61,8 @@ def test_step_measures_profiler(trace):
     assert r["gaps"] == 4 and r["longest_gap_ns"] == 10516099
 
 
-def test_step_measures_nsys_first_step_is_mostly_idle(report):
-    m = step_measures(report).set_index("step")
+def test_step_measures_nsys_first_step_is_mostly_idle(nsys_8step_report):
+    m = step_measures(nsys_8step_report).set_index("step")
     assert m.loc[0, "data_load_ns"] == 1469484230
     assert m.loc[0, "idle_ns"] > 0.95 * m.loc[0, "wall_ns"]
     later = m.loc[1:]
@@ -76,8 +70,8 @@ def test_step_measures_nsys_first_step_is_mostly_idle(report):
     assert m.loc[1, "idle_ns"] == 9394259
 
 
-def test_step_gaps_name_what_the_host_was_in(report, trace):
-    g = step_gaps(report, min_gap_ns=1_000_000)
+def test_step_gaps_name_what_the_host_was_in(nsys_8step_report, trace):
+    g = step_gaps(nsys_8step_report, min_gap_ns=1_000_000)
     first = g.iloc[0]
     assert first["step"] == 0 and first["start_in_step_ns"] == 0 and first["dur_ns"] == 1404773345
     assert first["host_label"] == "data_load"
@@ -258,12 +252,12 @@ def test_step_gaps_columns(trace):
     assert g.columns.tolist()[6:] == ["host_event", "host_event_kind"]
 
 
-def test_step_gaps_host_context_is_read_at_each_gaps_midpoint(report):
+def test_step_gaps_host_context_is_read_at_each_gaps_midpoint(nsys_8step_report):
     """What the host was inside is read at the middle of each gap (start + dur // 2), on the
     steps' thread: the same rows host_context gives for those times (the first gap of
     nsys_8step lasts over a second, long enough for the midpoint to matter)."""
     from kitlib.analyses.steps import host_context
-    for source in (report, kitlib.open_capture("cold_start_8step").trace):
+    for source in (nsys_8step_report, kitlib.open_capture("cold_start_8step").trace):
         g = step_gaps(source)
         mid = (g["start_ns"] + g["dur_ns"] // 2).to_numpy()
         want = host_context(source, mid, tid=int(steps_of(source)["tid"].iloc[0]))

@@ -114,7 +114,7 @@ def pair(tmp_path_factory):
     return _load(d, "before.json", _before_json()), _load(d, "after.json", _after_json())
 
 
-def _rows(t, *cols):
+def _rows_by(t, *cols):
     return {tuple(r[c] for c in cols[:-1]): r[cols[-1]] for _, r in t.iterrows()} if len(cols) > 1 else None
 
 
