@@ -244,12 +244,11 @@ def test_group_by_callsite_uses_the_table_and_prefixes_given(tmp_path):
 
 
 def _api(name, ts, dur, corr, tid=1, cat="cuda_runtime"):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"correlation": corr}}
+    return event(cat, name, ts, dur, tid=tid, correlation=corr)
 
 
 def _ann(name, ts, dur, tid=1):
-    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+    return event("user_annotation", name, ts, dur, tid=tid)
 
 
 def test_cuda_api_time_in_label_worked_on_paper(tmp_path):

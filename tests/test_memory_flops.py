@@ -17,7 +17,7 @@ from kitlib.readers.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu
 from kitlib.course.sources import B300
 
 from conftest import REF, raw_trace_events
-from support.events import ns as _ns
+from support.events import event, ns as _ns
 
 
 @pytest.fixture(scope="module")
@@ -924,8 +924,8 @@ def test_device_time_covered_when_the_first_row_launches_on_paper(tmp_path, firs
 
 def _mm(ts):
     """A 2×3 by 3×4 aten::mm (2 · 2 · 3 · 4 = 48 FLOPs) starting at ts µs."""
-    return {"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": ts, "dur": 10,
-            "args": {"External id": ts, "Input Dims": [[2, 3], [3, 4]], "Concrete Inputs": ["", ""]}}
+    return event("cpu_op", "aten::mm", ts, 10,
+                 **{"External id": ts, "Input Dims": [[2, 3], [3, 4]], "Concrete Inputs": ["", ""]})
 
 
 def test_flops_by_event_steps_at_the_edges_on_paper(tmp_path):
