@@ -20,6 +20,7 @@ from kitlib.analyses.chain import chain, first_op
 from kitlib.errors import TraceFormatError
 
 from conftest import REF, raw_trace_events
+from support.events import event, gpu_event, launch_event, write_trace
 
 COLS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
 
@@ -481,16 +482,11 @@ def _paper_group_trace(tmp_path):
     ev = []
     for name, ts, dur, ext, dims in (("aten::b", 0, 10, 1, [[2, 3]]), ("aten::a", 20, 10, 2, [[2, 3]]),
                                      ("aten::c", 40, 5, 3, [[4]]), ("aten::c", 50, 5, 4, [[5]])):
-        ev.append({"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
-                   "args": {"External id": ext, "Input Dims": dims}})
+        ev.append(event("cpu_op", name, ts, dur, **{"External id": ext, "Input Dims": dims}))
     for ts, ext, corr, kernel, kts in ((2, 1, 101, "kb", 100), (22, 2, 102, "ka", 110)):
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts,
-                   "dur": 1, "args": {"External id": ext, "correlation": corr}})
-        ev.append({"ph": "X", "cat": "kernel", "name": kernel, "pid": 0, "tid": 7, "ts": kts, "dur": 4,
-                   "args": {"correlation": corr, "device": 0, "stream": 7, "External id": ext}})
-    path = tmp_path / "paper.json"
-    path.write_text(json.dumps({"traceEvents": ev}))
-    return load_trace(path)
+        ev.append(launch_event("cudaLaunchKernel", ts, corr, 1, **{"External id": ext}))
+        ev.append(gpu_event("kernel", kernel, kts, 4, corr, **{"External id": ext}))
+    return load_trace(write_trace(tmp_path / "paper.json", ev))
 
 
 #: group_ops(by="name") of the paper trace, worked by hand (ns): a/b total 10 µs, self 10 - 1
