@@ -122,7 +122,7 @@ def test_wait_and_transfer_add_up_to_each_call():
 
 
 # --------------------------------------------------------------------------- public NCCL pair
-def _nccl_json(r):
+def _raw(r):
     return json.loads(gzip.decompress((NCCL / f"hta_2024-03_nccl_sampled_rank{r}.json.gz").read_bytes()))
 
 
@@ -131,7 +131,7 @@ def test_public_nccl_pair_loads_with_ranks_and_collectives():
     assert rt.ranks == [0, 1] and rt.world_size == 128 and rt.backend == "nccl"
     calls = coll.collectives(rt)
     for r in (0, 1):
-        raw = [e for e in _nccl_json(r)["traceEvents"] if e.get("ph") == "X"]
+        raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X"]
         kernels = [e for e in raw if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")]
         host = sorted(e["name"] for e in raw if e.get("cat") in ("cpu_op", "user_annotation")
                       and e["name"].startswith("nccl:"))
@@ -403,7 +403,7 @@ def test_comm_overlap_whole_table_from_raw_json():
     assert ov.index.name == "rank" and ov.index.tolist() == [0, 1]
     assert ov.columns.tolist() == ["comm_kernels", "comm_ms", "compute_ms", "hidden_ms", "hidden_fraction"]
     for r in (0, 1):
-        raw = [e for e in _nccl_json(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
         comm = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
         comp = [(e["ts"], e["ts"] + e["dur"]) for e in raw if not e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
         c, p = merged_length(comm), merged_length(comp)
@@ -441,7 +441,7 @@ def test_two_traces_claiming_one_rank_are_refused(tmp_path):
 
 def test_a_trace_without_distributed_info_in_a_multi_rank_folder_is_refused(tmp_path):
     shutil.copy(NCCL / "hta_2024-03_nccl_sampled_rank0.json.gz", tmp_path / "rank0.json.gz")
-    doc = _nccl_json(1)
+    doc = _raw(1)
     del doc["distributedInfo"]
     (tmp_path / "rank1.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     with pytest.raises(KitFileError, match="has no 'distributedInfo'") as e:
