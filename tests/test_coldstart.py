@@ -6,6 +6,8 @@ from kitlib.analyses import coldstart
 from kitlib.analyses.steps import active_step_times, active_steps
 from kitlib.errors import KitError, KitFileError
 
+from support.events import event, gpu_event, launch_event, write_trace
+
 
 @pytest.fixture(scope="module")
 def cold():
@@ -495,22 +497,18 @@ def _tiny_copy_trace(path, load="data_load"):
     ev, corr = [], iter(range(1, 100))
 
     def ann(name, tid, ts, dur):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-                   "args": {}})
+        ev.append(event("user_annotation", name, ts, dur, tid=tid))
 
     def copy(launch_ts, nbytes, gpu_ts, gpu_dur):
         c = next(corr)
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": launch_ts,
-                   "dur": 5, "args": {"correlation": c}})
-        ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
-                   "ts": gpu_ts, "dur": gpu_dur, "args": {"device": 0, "stream": 7, "correlation": c, "bytes": nbytes}})
+        ev.append(launch_event("cudaMemcpyAsync", launch_ts, c, 5))
+        ev.append(gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", gpu_ts, gpu_dur, c, bytes=nbytes))
     ann("torch_step#0", 1, 1000, 1000), ann(load, 1, 1000, 100), ann("forward", 1, 1100, 800)
     ann("forward", 2, 1200, 100)
     copy(1000, 300, 1010, 40), copy(1050, 30, 1060, 10), copy(1100, 7, 1120, 10), copy(1500, 9, 1510, 10)
     ann("torch_step#1", 1, 3000, 1000), ann(load, 1, 3000, 100)
     copy(3050, 20, 3060, 10), copy(3100, 300, 3200, 50)
-    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "X"}], "traceEvents": ev}))
-    return kitlib.load_trace(path)
+    return kitlib.load_trace(write_trace(path, ev, schemaVersion=1, deviceProperties=[{"id": 0, "name": "X"}]))
 
 
 @pytest.mark.parametrize("load", ["data_load", "fetch"])

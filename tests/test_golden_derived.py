@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import merged_length, raw_trace_events
-from support.events import ns as _ns
+from support.events import event, ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -842,8 +842,7 @@ def test_enclosing_python_on_paper(tmp_path):
     from kitlib.analyses.events import enclosing_python, op_events, op_stacks
 
     def op(name, pid, tid, ts, ext):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": 5,
-                "args": {"External id": ext}}
+        return event("cpu_op", name, ts, 5, pid, tid, **{"External id": ext})
     ops = [op("aten::add", 1, 1, 20, 1), op("aten::mul", 1, 2, 30, 2), op("aten::sub", 2, 1, 40, 3),
            op("aten::div", 1, 1, 200, 4)]
     frame = {"ph": "X", "cat": "python_function", "name": "train.py(1): outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100}

@@ -20,7 +20,7 @@ from kitlib.analyses.chain import chain, first_op
 from kitlib.errors import TraceFormatError
 
 from conftest import REF, raw_trace_events
-from support.events import event, gpu_event, launch_event, write_trace
+from support.events import event, gpu_event, launch_event, memory_event, write_trace
 
 COLS = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
 
@@ -564,9 +564,7 @@ def test_memory_and_flops_per_event_on_paper(tmp_path):
     from kitlib.readers.trace import load_trace
 
     def mem(ts, nbytes, total):
-        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts, "s": "t",
-                "args": {"Total Reserved": 2048, "Total Allocated": total, "Bytes": nbytes, "Addr": 4096,
-                         "Device Id": 0, "Device Type": 1}}
+        return memory_event(ts, nbytes, 4096, allocated=total, reserved=2048)
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, "tid": 1, "ts": 0, "dur": 10,
            "args": {"External id": 1, "Input Dims": [[2, 3], [3, 4]]}},
           {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 2, "dur": 2,

@@ -17,7 +17,7 @@ from kitlib.readers.ncu import NcuFormatError, load_ncu_csv, load_ncu_rules, ncu
 from kitlib.course.sources import B300
 
 from conftest import REF, raw_trace_events
-from support.events import event, ns as _ns
+from support.events import event, memory_event, ns as _ns
 
 
 @pytest.fixture(scope="module")
@@ -372,9 +372,7 @@ def tiny_memory_trace(tmp_path_factory):
     import json
 
     def rec(ts, nbytes, addr, dev=1):
-        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-                "args": {"Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0, "Addr": addr,
-                         "Device Type": dev, "Device Id": 0 if dev == 1 else -1}}
+        return memory_event(ts, nbytes, addr, device_type=dev, device_id=0 if dev == 1 else -1)
     ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#3", "pid": 1, "tid": 1, "ts": 10.0, "dur": 40.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 12.0, "dur": 10.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 13.0, "dur": 2.0},

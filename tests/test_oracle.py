@@ -27,6 +27,8 @@ from kitlib.analyses.events import op_events, shapes_key
 from kitlib.analyses.steps import step_gaps, step_measures
 from kitlib.errors import KitError
 
+from support.events import memory_event
+
 DATA = Path(__file__).resolve().parent / "data"
 ORACLE = DATA / "oracle-cpu"
 BUGS = DATA / "bugcases"
@@ -342,9 +344,7 @@ def test_memory_rows_worked_on_paper(tmp_path):
     aten::zeros over [40, 45] the one at 42 (+2048 B); those at 20 (-4096 B), 25 (+100 B),
     30 (+2**30 B), 35 (+1 B) and 50 (+7 B) lie inside no event (five outside, four inside)."""
     def rec(ts, nbytes, addr):
-        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-                "args": {"Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0, "Addr": addr,
-                         "Device Type": 0, "Device Id": -1}}
+        return memory_event(ts, nbytes, addr, device_type=0, device_id=-1)
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 40.0, "dur": 5.0},
           rec(10.0, 1000, 2), rec(12.0, 4096, 1), rec(15.0, -1000, 2), rec(20.0, -4096, 1), rec(25.0, 100, 3),

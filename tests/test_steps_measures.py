@@ -13,7 +13,7 @@ from kitlib.readers.profiler_table import profiler_table, read_profiler_table
 from kitlib.analyses.steps import active_step_times, active_steps, step_gaps, step_measures, steps_of
 
 from conftest import REF, sql_rows, raw_trace_events
-from support.events import ns as _ns
+from support.events import event, ns as _ns
 
 
 @pytest.fixture(scope="module")
@@ -232,7 +232,7 @@ def test_step_measures_phase_bounds_and_threads(tmp_path):
     Built by hand: one ProfilerStep#1 of 1000 µs on thread 1."""
     import json
     def ann(name, ts, dur, tid=1):
-        return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+        return event("user_annotation", name, ts, dur, tid=tid)
     events = [ann("ProfilerStep#1", 0, 1000),
               ann("forward", 100, 200), ann("forward", 150, 300, tid=2),     # the second: another thread
               ann("backward", 400, 600),                                     # ends exactly at the step's end
@@ -276,7 +276,7 @@ def test_four_measures_bounds_and_a_given_chain(tmp_path):
     from kitlib.analyses.chain import chain
 
     def x(cat, name, ts, dur, tid=1, **args):
-        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": args}
+        return event(cat, name, ts, dur, tid=tid, **args)
     events = [x("user_annotation", "ProfilerStep#1", 0, 1000), x("user_annotation", "ProfilerStep#2", 1000, 1000),
               x("cpu_op", "aten::add", 0, 10, **{"External id": 1}),          # at the start: in
               x("cpu_op", "aten::mul", 1000, 10, **{"External id": 2}),       # at the end: out (step 2's)
@@ -399,7 +399,7 @@ def test_operator_children_parents_on_paper(tmp_path):
     from kitlib.analyses.four_measures import operator_children
 
     def x(cat, n, ts, dur, tid=1, **a):
-        return {"ph": "X", "cat": cat, "name": n, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": a}
+        return event(cat, n, ts, dur, tid=tid, **a)
     ev = [x("cpu_op", "aten::outer", 0, 100), x("cuda_runtime", "cudaLaunchKernel", 1, 1, correlation=1),
           x("cpu_op", "aten::inner", 10, 20), x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=2),
           x("cpu_op", "aten::in_launch", 13, 2), x("cpu_op", "aten::top", 200, 10),

@@ -53,3 +53,12 @@ def write_trace(path, events, **top) -> Path:
     path = Path(path)
     path.write_text(json.dumps({"traceEvents": list(events), **top}))
     return path
+
+
+def memory_event(ts, nbytes, addr, allocated=0, reserved=0, device_type=1, device_id=0, pid=1, tid=1) -> dict:
+    """An allocator record: the ``[memory]`` instant event the profiler writes with
+    ``profile_memory=True`` (``Bytes`` allocated, or freed when negative, at ``Addr``; device
+    type 1 and id 0 for GPU 0, type 0 and id -1 for the CPU)."""
+    return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": pid, "tid": tid, "ts": ts, "s": "t",
+            "args": {"Total Reserved": reserved, "Total Allocated": allocated, "Bytes": nbytes, "Addr": addr,
+                     "Device Id": device_id, "Device Type": device_type}}
