@@ -47,22 +47,22 @@ US = 1000
 BASE = 1_700_000_000_000_000_000
 
 
-def _host(name, ts, dur, tid=1, cat="cpu_op"):
+def _host_event(name, ts, dur, tid=1, cat="cpu_op"):
     return event(cat, name, ts, dur, tid=tid)
 
 
 def _rank_json(rank: int) -> dict:
     ev = []
     for k, off in ((1, 0), (2, 1000)):
-        ev.append(_host(f"ProfilerStep#{k}", off, 1000, cat="user_annotation"))
+        ev.append(_host_event(f"ProfilerStep#{k}", off, 1000, cat="user_annotation"))
         if rank == 0:
-            ev += [_host("aten::mm", off, 100), _host("c10d::broadcast_", off + 100, 10),
-                   _host("gloo:broadcast", off + 100, 350, tid=2), _host("aten::mm", off + 450, 300),
-                   _host("gloo:all_reduce", off + 600, 200, tid=2), _host("aten::add", off + 800, 100 if k == 1 else 150)]
+            ev += [_host_event("aten::mm", off, 100), _host_event("c10d::broadcast_", off + 100, 10),
+                   _host_event("gloo:broadcast", off + 100, 350, tid=2), _host_event("aten::mm", off + 450, 300),
+                   _host_event("gloo:all_reduce", off + 600, 200, tid=2), _host_event("aten::add", off + 800, 100 if k == 1 else 150)]
         else:
-            ev += [_host("straggler_delay", off, 300, cat="user_annotation"), _host("aten::mm", off + 300, 100),
-                   _host("gloo:broadcast", off + 400, 50, tid=2), _host("aten::mm", off + 450, 300),
-                   _host("gloo:all_reduce", off + 700, 100, tid=2), _host("aten::add", off + 800, 100)]
+            ev += [_host_event("straggler_delay", off, 300, cat="user_annotation"), _host_event("aten::mm", off + 300, 100),
+                   _host_event("gloo:broadcast", off + 400, 50, tid=2), _host_event("aten::mm", off + 450, 300),
+                   _host_event("gloo:all_reduce", off + 700, 100, tid=2), _host_event("aten::add", off + 800, 100)]
     return {"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": ev,
             "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}}
 
