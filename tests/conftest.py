@@ -131,6 +131,26 @@ def built_lessons():
         mp.undo()
 
 
+@pytest.fixture(scope="module")
+def raw_5step():
+    """profiler_5step's raw trace events (``raw_trace_events``), for a module's tests."""
+    return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+
+
+@pytest.fixture(scope="module")
+def raw_fixed_batch():
+    """fixed_batch's raw trace events (``raw_trace_events``), for a module's tests."""
+    return raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+
+
+@pytest.fixture(scope="module")
+def nsys_8step_report():
+    """The Nsight Systems export of data/reference/nsys_8step, loaded once per module (the
+    one Nsight recording that six test files read)."""
+    from kitlib.readers.nsys import load_nsys
+    return load_nsys(REF / "nsys_8step" / "report.sqlite")
+
+
 @pytest.fixture(scope="session")
 def ref_trace():
     """Load a reference trace once per test session: ref_trace('profiler_5step')."""

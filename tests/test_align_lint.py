@@ -5,15 +5,23 @@ cold_start_8step / nsys_8step, the reference step_times.json, and the public tra
 (tests/data/public-traces/SOURCES.md).
 """
 import dataclasses
-import stat
+import gzip
+import json
+import math
+import re
 import sqlite3
+import stat
+from collections import Counter, defaultdict
+from decimal import Decimal
 
 import numpy as np
 import pandas as pd
 import pytest
 
+import kitlib
 from kitlib import open_capture
-from kitlib.analyses.align import align, align_summary, gpu_work, launch_threads, operator_ranges, project
+from kitlib.analyses.align import (ATTRIBUTIONS, _same_run, align, align_summary, gpu_work, launch_threads,
+                                   operator_ranges, project)
 from kitlib.errors import KitError
 from kitlib.analyses.lint import Finding, lint
 from kitlib.analyses.compare import compare, compare_series, settings_present
@@ -21,33 +29,29 @@ from kitlib.readers.nsys import load_nsys, nvtx_gpu_projection
 from kitlib.capture import nsys_recipes as nc
 from kitlib.analyses.steps import labelled_ranges
 
-from conftest import REF, raw_trace_events
+from conftest import PUBLIC, REF, raw_trace_events
+from support.events import event, gpu_event, launch_event, ns, shifted, write_trace
 
 
 @pytest.fixture(scope="module")
-def rep():
-    return load_nsys(REF / "nsys_8step" / "report.sqlite")
-
-
-@pytest.fixture(scope="module")
-def pair():
+def lesson_pair():
     return open_capture("cold_start_8step"), open_capture("nsys_8step")
 
 
 @pytest.fixture(scope="module")
-def by_thread(pair):
-    return align(*pair, attribution="thread")
+def by_thread(lesson_pair):
+    return align(*lesson_pair, attribution="thread")
 
 
 @pytest.fixture(scope="module")
-def by_time(pair):
-    return align(*pair, attribution="time")
+def by_time(lesson_pair):
+    return align(*lesson_pair, attribution="time")
 
 
 # --------------------------------------------------------------------------- align
-def test_project_thread_rule_is_nsights_projection(rep):
-    p = project(labelled_ranges(rep), gpu_work(rep), "thread")
-    nv = nvtx_gpu_projection(rep)
+def test_project_thread_rule_is_nsights_projection(nsys_8step_report):
+    p = project(labelled_ranges(nsys_8step_report), gpu_work(nsys_8step_report), "thread")
+    nv = nvtx_gpu_projection(nsys_8step_report)
     m = p.merge(nv[["tid", "start_ns", "name", "proj_dur_ns", "gpu_ops"]], on=["tid", "start_ns", "name"],
                 suffixes=("", "_nsight"))
     assert len(m) == len(nv) == 40
@@ -55,8 +59,8 @@ def test_project_thread_rule_is_nsights_projection(rep):
     assert (m["gpu_ops"] == m["gpu_ops_nsight"]).all()
 
 
-def test_thread_attribution_equals_nsys_stats_csv(pair, by_thread):
-    csv = pd.read_csv(pair[1].file("nsys_stats/nvtx_gpu_proj_sum.csv")).set_index("Range")
+def test_thread_attribution_equals_nsys_stats_csv(lesson_pair, by_thread):
+    csv = pd.read_csv(lesson_pair[1].file("nsys_stats/nvtx_gpu_proj_sum.csv")).set_index("Range")
     nsys_label = {"step": ":torch_step", "data_load": ":data_load", "forward": ":forward",
                   "backward": ":backward", "optimizer": ":optimizer"}
     for label, rng in nsys_label.items():
@@ -80,12 +84,12 @@ def test_time_attribution_follows_the_autograd_thread(by_thread, by_time):
     assert s1.loc["step", "prof_kernels"] == 541         # the torch.profiler run: same work per step
 
 
-def test_launch_threads(rep, pair):
-    th = launch_threads(rep).set_index("thread")
+def test_launch_threads(nsys_8step_report, lesson_pair):
+    th = launch_threads(nsys_8step_report).set_index("thread")
     assert th.loc["pt_autograd_0", "kernels"] == 2360 and th.loc["pt_autograd_0", "tid"] == 1283
     assert th.loc["pt_autograd_0", "labelled_ranges"] == 0
-    assert th["kernels"].sum() == len(rep.kernels) == 4340
-    pt = launch_threads(pair[0].trace)
+    assert th["kernels"].sum() == len(nsys_8step_report.kernels) == 4340
+    pt = launch_threads(lesson_pair[0].trace)
     assert pt["kernels"].tolist() == [2360, 1963]
     assert pt["labelled_ranges"].iloc[0] == 0
 
@@ -107,7 +111,7 @@ def test_align_says_runs_and_data_load_differ(by_time):
     assert round(first["prof_host_ns"] / 1e6) == 1523
 
 
-def test_align_summary_and_errors(by_time, rep):
+def test_align_summary_and_errors(by_time, nsys_8step_report):
     s = align_summary(by_time)
     assert s.loc["backward", "nsys_kernels"] == s.loc["backward", "prof_kernels"] == 296
     # Nsight's GPU projection of each torch_step range: its nvtx_gpu_proj_sum.csv row
@@ -122,9 +126,9 @@ def test_align_summary_and_errors(by_time, rep):
     assert s.loc["step", "nsys_gpu_proj_ms"] == pytest.approx(np.median(proj[1:]) / 1e6, abs=1e-9)
     assert s.loc["step", "nsys_gpu_proj_ms"] == pytest.approx(44.226705, abs=1e-9)
     with pytest.raises(KitError, match="attribution"):
-        align(rep, rep, attribution="nope")
+        align(nsys_8step_report, nsys_8step_report, attribution="nope")
     with pytest.raises(KitError, match="expected"):
-        align(rep, rep)
+        align(nsys_8step_report, nsys_8step_report)
 
 
 def test_operator_ranges_from_emit_nvtx():
@@ -409,11 +413,6 @@ def _sqlite(name):
     return sqlite3.connect(f"file:{REF / name / 'report.sqlite'}?mode=ro", uri=True)
 
 
-def _ns(us):
-    """A Chrome-trace time (µs, ns in the decimals) in integer ns."""
-    return round(us * 1000)
-
-
 _CUPTI_OPS = {"kernel": "CUPTI_ACTIVITY_KIND_KERNEL", "memcpy": "CUPTI_ACTIVITY_KIND_MEMCPY",
               "memset": "CUPTI_ACTIVITY_KIND_MEMSET"}
 
@@ -466,8 +465,8 @@ def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
             if e["args"]["correlation"] not in launch:         # launched before the recording began
                 continue
             (la,) = launch[e["args"]["correlation"]]          # exactly one launch per GPU event here
-            want.append((kinds[e["cat"]], la["pid"], la["tid"], e["args"]["correlation"], _ns(la["ts"]),
-                         _ns(la["ts"]) + _ns(la["dur"]), _ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"]), _ns(e["dur"])))
+            want.append((kinds[e["cat"]], la["pid"], la["tid"], e["args"]["correlation"], ns(la["ts"]),
+                         ns(la["ts"]) + ns(la["dur"]), ns(e["ts"]), ns(e["ts"]) + ns(e["dur"]), ns(e["dur"])))
     first = min((l for ls in launch.values() for l in ls), key=lambda l: l["ts"])
     assert first["args"]["correlation"] == 12829
     w = gpu_work(open_capture("fixed_batch").trace)
@@ -476,7 +475,7 @@ def test_gpu_work_of_a_trace_is_its_raw_launches_and_gpu_events():
     assert w.columns.tolist() == _WORK_DOC_COLUMNS
     assert w.index.equals(pd.RangeIndex(len(want)))
     assert sorted(map(tuple, w.astype(object).values.tolist())) == sorted(want)
-    assert w["correlation"].iloc[0] == 12829 and w["launch_start_ns"].iloc[0] == _ns(first["ts"])
+    assert w["correlation"].iloc[0] == 12829 and w["launch_start_ns"].iloc[0] == ns(first["ts"])
 
 
 def test_gpu_work_of_a_cpu_only_trace_is_empty_with_numeric_threads():
@@ -684,3 +683,683 @@ def test_project_on_a_hand_built_table_boundaries_included():
     with pytest.raises(KitError) as info:
         project(ranges, work, "nope")
     assert str(info.value) == "unknown attribution 'nope'; use one of thread, time"
+
+
+# ================================================================================================
+# Lesson 09's align() tables, every cell derived without kitlib.
+#
+# ``align(profiler, nsys, attribution)`` lines a torch.profiler recording up with an Nsight
+# Systems export: per matched step and label, each tool's host duration and the GPU work
+# credited to the range(s) (launches, kernels, their summed durations, the GPU projection),
+# then ``comparable``/``note`` per row and ``attrs`` (rule, same run?, what ``data_load``
+# covers, the notes lesson 09 prints). Here every figure is recomputed from the raw files:
+#
+# - torch.profiler: the ``trace.json.gz`` events read with ``json`` (times as exact decimals,
+#   µs with three decimals, so ``µs × 1000`` is the ns value): ``user_annotation`` ranges
+#   (``torch_step#N`` / ``ProfilerStep#N`` steps and the phase labels), ``cuda_runtime`` /
+#   ``cuda_driver`` launches and the ``kernel`` / ``gpu_memcpy`` / ``gpu_memset`` events they
+#   queued, joined on ``args.correlation``.
+# - Nsight Systems: ``report.sqlite`` read with sqlite3: ``NVTX_EVENTS`` ranges,
+#   ``CUPTI_ACTIVITY_KIND_RUNTIME`` launches and the KERNEL / MEMCPY / MEMSET rows joined on
+#   (process, ``correlationId``); thread ids are the low 24 bits of ``globalTid``, process
+#   ids the next 24.
+# - The two crediting rules as the module docstring of ``kitlib/analyses/align.py`` states
+#   them: ``"time"``, a launch by any thread of the range's process starting inside
+#   ``[start, end]``; ``"thread"``, a launch on the range's own thread starting and ending
+#   inside it (Nsight's NVTX GPU projection). A phase of step k is a range of that label on
+#   the step's thread inside the step's interval; steps are matched in time order.
+# - ``comparable``, ``note`` and ``attrs`` from each bundle's ``manifest.json``
+#   (``workload.data_load_covers``; no manifest names a ``run_id``) and the rules written in
+#   ``align``'s docstring.
+#
+# Each test calls ``align`` itself (no shared fixture holding its output), so that mutmut,
+# which runs only the tests during which a function ran, runs every one of them against
+# align's mutants; the raw files are parsed once per module.
+# ================================================================================================
+
+ALIGN_STEP = re.compile(r"^(?:ProfilerStep|torch_step)(?:#(\d+))?$")
+ALIGN_GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "gpu_memset": "memset"}
+PHASES = ["data_load", "h2d", "forward", "backward", "optimizer"]   # align's docstring: PHASES order
+COLUMNS = ["step", "prof_step", "nsys_step", "label",
+           "prof_host_ns", "prof_gpu_proj_ns", "prof_gpu_ops", "prof_kernels", "prof_kernel_sum_ns",
+           "nsys_host_ns", "nsys_gpu_proj_ns", "nsys_gpu_ops", "nsys_kernels", "nsys_kernel_sum_ns",
+           "attribution", "comparable", "note"]
+FIGURES = ["host_ns", "gpu_ops", "kernels", "kernel_sum_ns", "gpu_proj_ns"]
+
+
+# --------------------------------------------------------------------------- the raw files
+def _decimal_ns(us):
+    return int(us * 1000)                  # an exact Decimal of µs with three decimals
+
+
+def _work(launch, ops):
+    """Arrays of the GPU operations whose launch is in the recording, with that launch."""
+    rows = [(key, kind == "kernel", *launch[key], s, e) for key, kind, s, e in ops]
+    names = ["key", "kern", "pid", "tid", "ls", "le", "gs", "ge"]
+    return {n: np.array(v) for n, v in zip(names, zip(*rows))}
+
+
+def _prof_raw(name):
+    """(ranges, work) of a torch.profiler trace; a range is (name, pid, tid, start_ns, end_ns)."""
+    raw = json.loads(gzip.open(REF / name / "trace.json.gz").read(), parse_float=Decimal)
+    ev = [e for e in raw["traceEvents"] if e.get("ph") == "X"]
+    ranges = [(e["name"], e["pid"], e["tid"], _decimal_ns(e["ts"]), _decimal_ns(e["ts"]) + _decimal_ns(e["dur"]))
+              for e in ev if e.get("cat") == "user_annotation"]
+    launch = {e["args"]["correlation"]: (e["pid"], e["tid"], _decimal_ns(e["ts"]), _decimal_ns(e["ts"]) + _decimal_ns(e["dur"]))
+              for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]}
+    ops = [(e["args"]["correlation"], ALIGN_GPU_CATS[e["cat"]], _decimal_ns(e["ts"]), _decimal_ns(e["ts"]) + _decimal_ns(e["dur"]))
+           for e in ev if e.get("cat") in ALIGN_GPU_CATS and e["args"].get("correlation") in launch]
+    return ranges, _work(launch, ops)
+
+
+def _nsys_raw(name):
+    """(ranges, work) of an Nsight Systems export, in the same shapes."""
+    con = sqlite3.connect(f"file:{REF / name / 'report.sqlite'}?mode=ro", uri=True)
+    try:
+        ranges = con.execute("SELECT coalesce(e.text, s.value), (e.globalTid >> 24) & 16777215, "
+                             "e.globalTid & 16777215, e.start, e.end FROM NVTX_EVENTS e "
+                             "LEFT JOIN StringIds s ON s.id = e.textId WHERE e.end IS NOT NULL").fetchall()
+        launch = {(p, c): (p, t, s, e) for p, t, c, s, e in con.execute(
+            "SELECT (globalTid >> 24) & 16777215, globalTid & 16777215, correlationId, start, end "
+            "FROM CUPTI_ACTIVITY_KIND_RUNTIME")}
+        ops = []
+        for table, kind in (("KERNEL", "kernel"), ("MEMCPY", "memcpy"), ("MEMSET", "memset")):
+            ops += [((p, c), kind, s, e) for p, c, s, e in con.execute(
+                f"SELECT (globalPid >> 24) & 16777215, correlationId, start, end FROM CUPTI_ACTIVITY_KIND_{table}")
+                if (p, c) in launch]
+    finally:
+        con.close()
+    w = _work(launch, ops)
+    w["key"] = np.array([p * 2**32 + c for (p, c), *_ in ops])
+    return ranges, w
+
+
+def _numbered_steps(ranges):
+    """[(step number, range)] in time order: the number after '#', else the position."""
+    st = sorted((r for r in ranges if ALIGN_STEP.match(r[0])), key=lambda r: r[3])
+    return [(int(ALIGN_STEP.match(r[0]).group(1) or i), r) for i, r in enumerate(st)]
+
+
+def _credit(rs, w, rule):
+    """(host_ns, gpu_ops, kernels, kernel_sum_ns, gpu_proj_ns) of the ranges rs, None without any."""
+    if not rs:
+        return None
+    host = ops = kern = ksum = 0
+    union = np.zeros(len(w["ls"]), bool)
+    for _, pid, tid, s, e in rs:
+        m = (w["pid"] == pid) & (w["ls"] >= s)
+        m &= (w["ls"] <= e) if rule == "time" else (w["tid"] == tid) & (w["le"] <= e)
+        k = m & w["kern"]
+        host, ops = host + e - s, ops + len(set(w["key"][m].tolist()))
+        kern, ksum = kern + int(k.sum()), ksum + int((w["ge"][k] - w["gs"][k]).sum())
+        union |= m
+    proj = int(w["ge"][union].max() - w["gs"][union].min()) if union.any() else None
+    return host, ops, kern, ksum, proj
+
+
+def _expected(prof, nsys, rule):
+    """align's rows from the raw files: [step, prof_step, nsys_step, label, 5 prof figures, 5 nsys figures]."""
+    (pr, pw), (nr, nw) = prof, nsys
+    ps, ns = _numbered_steps(pr), _numbered_steps(nr)
+    have = {r[0] for r in pr} | {r[0] for r in nr}
+    rows = []
+    for k in range(min(len(ps), len(ns))):
+        for lab in ["step"] + [p for p in PHASES if p in have]:
+            row = [k, ps[k][0], ns[k][0], lab]
+            for (_, st), ranges, w in ((ps[k], pr, pw), (ns[k], nr, nw)):
+                rs = [st] if lab == "step" else [r for r in ranges if r[0] == lab and r[2] == st[2]
+                                                 and r[3] >= st[3] and r[4] <= st[4]]
+                row += list(_credit(rs, w, rule) or [None] * 5)
+            rows.append(row)
+    return rows
+
+
+def _figures(table):
+    """The same columns of align's table, <NA> as None."""
+    cols = ["step", "prof_step", "nsys_step", "label"] + [f"{s}_{c}" for s in ("prof", "nsys") for c in FIGURES]
+    return [[None if v is pd.NA else v if isinstance(v, str) else int(v) for v in r]
+            for r in table[cols].astype(object).itertuples(index=False)]
+
+
+def _covers(name):
+    manifest = json.loads((REF / name / "manifest.json").read_text())
+    assert "run_id" not in manifest                  # so align cannot call the two the same run
+    return manifest["workload"]["data_load_covers"]
+
+
+@pytest.fixture(scope="module")
+def ranges_and_work():
+    cache = {}
+
+    def get(name):
+        if name not in cache:
+            cache[name] = _nsys_raw(name) if (REF / name / "report.sqlite").exists() else _prof_raw(name)
+        return cache[name]
+    return get
+
+
+def _check_dtypes(t):
+    assert t.columns.tolist() == COLUMNS
+    assert {c: str(t[c].dtype) for c in ["step", "prof_step", "nsys_step", "comparable"]} == \
+        {"step": "int64", "prof_step": "int64", "nsys_step": "int64", "comparable": "bool"}
+    assert {str(t[c].dtype) for c in COLUMNS if c.endswith(("_ns", "_ops", "_kernels"))} == {"Int64"}
+
+
+# --------------------------------------------------------------------------- lesson 09's pair
+@pytest.mark.parametrize("rule", ["time", "thread"])
+def test_lesson_pair_every_cell_from_the_raw_files_and_manifests(ranges_and_work, rule):
+    """align(cold_start_8step, nsys_8step) as lesson 09 calls it: every figure of the 48 rows
+    (8 steps x step + 5 phases) recomputed from trace.json.gz and report.sqlite, and the
+    comparable/note columns and attrs from the two manifests."""
+    t = align(open_capture("cold_start_8step"), open_capture("nsys_8step"), attribution=rule)
+    _check_dtypes(t)
+    exp = _expected(ranges_and_work("cold_start_8step"), ranges_and_work("nsys_8step"), rule)
+    assert len(exp) == 48 and [r[3] for r in exp[:6]] == ["step"] + PHASES
+    assert _figures(t) == exp
+    # sanity of the recomputation itself: Nsight's own first data_load range (PROVENANCE.md, 1,469.48 ms)
+    assert exp[1][3] == "data_load" and round(exp[1][9] / 1e4) == 146948
+    cov_p, cov_n = _covers("cold_start_8step"), _covers("nsys_8step")
+    assert cov_p != cov_n
+    notes = {"step": "", "h2d": "no 'h2d' range in Nsight (its work is inside data_load there)",
+             "data_load": f"data_load differs: torch.profiler = {cov_p}; Nsight = {cov_n}"}
+    for row in t.itertuples():
+        note = notes.get(row.label, "")
+        if row.label == "step" and row.step == 0:
+            note = "first step: cold start (loader workers starting, first-use costs)"
+        assert (row.note, row.comparable, row.attribution) == (note, row.label not in ("h2d", "data_load"), rule)
+    assert t.attrs == {
+        "attribution": ATTRIBUTIONS[rule], "same_run": False,
+        "data_load_covers": {"torch.profiler": cov_p, "nsight": cov_n},
+        "notes": [f"attribution '{rule}': {ATTRIBUTIONS[rule]}.",
+                  "cold_start_8step and nsys_8step are different runs: step-for-step figures also differ by "
+                  "run-to-run variation, not only by tool.",
+                  f"data_load covers different work: torch.profiler {cov_p}; Nsight {cov_n}."]}
+
+
+def test_lesson_pair_read_as_files_has_no_manifests(ranges_and_work):
+    """The same recordings given as a Trace and an NsysReport (no bundle, so no manifest):
+    the same figures; whether they are one run, and what data_load covers, is unknown, so
+    data_load is not flagged (unknown on both sides) while h2d still is."""
+    caps = open_capture("cold_start_8step"), open_capture("nsys_8step")
+    t = align(caps[0].trace, caps[1].nsys, attribution="time")
+    _check_dtypes(t)
+    assert _figures(t) == _expected(ranges_and_work("cold_start_8step"), ranges_and_work("nsys_8step"), "time")
+    h2d = t["label"] == "h2d"
+    assert (t["comparable"] == ~h2d).all()
+    assert set(t.loc[h2d, "note"]) == {"no 'h2d' range in Nsight (its work is inside data_load there)"}
+    assert set(t.loc[t["label"] == "data_load", "note"]) == {""}
+    assert t.attrs == {"attribution": ATTRIBUTIONS["time"], "same_run": None,
+                       "data_load_covers": {"torch.profiler": None, "nsight": None},
+                       "notes": [f"attribution 'time': {ATTRIBUTIONS['time']}.",
+                                 "whether the two recordings are the same run is not known (no manifests given)."]}
+
+
+# --------------------------------------------------------------------------- the other shipped pair
+def test_fixed_batch_beside_emit_nvtx(ranges_and_work):
+    """fixed_batch (ProfilerStep#2-#6) beside nsys_emit_nvtx (torch_step#3, #4), the fixed-batch
+    pair: two steps matched, no data_load or h2d in either, both manifests saying data_load is
+    next(batches) only, so every row is comparable and no data_load note is added."""
+    t = align(open_capture("fixed_batch"), open_capture("nsys_emit_nvtx"), attribution="time")
+    _check_dtypes(t)
+    exp = _expected(ranges_and_work("fixed_batch"), ranges_and_work("nsys_emit_nvtx"), "time")
+    assert [r[:4] for r in exp] == [[k, 2 + k, 3 + k, lab] for k in range(2)
+                                    for lab in ["step", "forward", "backward", "optimizer"]]
+    assert _figures(t) == exp
+    assert t["comparable"].all() and t["note"].tolist() == \
+        ["first step: cold start (loader workers starting, first-use costs)"] + [""] * 7
+    cov = _covers("fixed_batch")
+    assert cov == _covers("nsys_emit_nvtx") == "next(batches) only"
+    assert t.attrs == {"attribution": ATTRIBUTIONS["time"], "same_run": False,
+                       "data_load_covers": {"torch.profiler": cov, "nsight": cov},
+                       "notes": [f"attribution 'time': {ATTRIBUTIONS['time']}.",
+                                 "fixed_batch and nsys_emit_nvtx are different runs: step-for-step figures "
+                                 "also differ by run-to-run variation, not only by tool."]}
+
+
+def test_a_label_only_nsight_has(ranges_and_work):
+    """fixed_batch has no data_load range, nsys_8step has one per step: the data_load rows
+    say so and are not comparable (the default labels are those of either tool)."""
+    t = align(open_capture("fixed_batch").trace, open_capture("nsys_8step").nsys, attribution="time")
+    assert _figures(t) == _expected(ranges_and_work("fixed_batch"), ranges_and_work("nsys_8step"), "time")
+    dl = t[t["label"] == "data_load"]
+    assert len(dl) == 5 and set(dl["note"]) == {"no 'data_load' range in torch.profiler"}
+    assert not dl["comparable"].any() and dl["prof_host_ns"].isna().all()
+    assert t.loc[t["label"] != "data_load", "comparable"].all()
+
+
+def test_a_label_only_torch_profiler_has(ranges_and_work):
+    """The other way round: cold_start_8step has data_load and h2d ranges, nsys_emit_nvtx
+    neither (one fixed on-device batch); only the h2d rows add where its work went."""
+    t = align(open_capture("cold_start_8step").trace, open_capture("nsys_emit_nvtx").nsys, attribution="time")
+    assert _figures(t) == _expected(ranges_and_work("cold_start_8step"), ranges_and_work("nsys_emit_nvtx"), "time")
+    assert t.loc[t["label"].isin(["data_load", "h2d"]), ["label", "note", "comparable"]].values.tolist() == \
+        [["data_load", "no 'data_load' range in Nsight", False],
+         ["h2d", "no 'h2d' range in Nsight (its work is inside data_load there)", False]] * 2
+
+
+@pytest.mark.parametrize("side", ["profiler", "nsight"])
+def test_one_manifest_given(side):
+    """A bundle on one side, a bare file on the other: what data_load covers is known on
+    one side only ("unknown" on the other, so the data_load rows are not comparable), and
+    whether the two are one run is not known."""
+    cold, nsys = open_capture("cold_start_8step"), open_capture("nsys_8step")
+    known = _covers("cold_start_8step" if side == "profiler" else "nsys_8step")
+    t = align(cold, nsys.nsys) if side == "profiler" else align(cold.trace, nsys)
+    cov_p, cov_n = (known, "unknown") if side == "profiler" else ("unknown", known)
+    dl = t[t["label"] == "data_load"]
+    assert len(dl) == 8 and not dl["comparable"].any()
+    assert set(dl["note"]) == {f"data_load differs: torch.profiler = {cov_p}; Nsight = {cov_n}"}
+    assert t.attrs["same_run"] is None
+    assert t.attrs["data_load_covers"] == {"torch.profiler": known if side == "profiler" else None,
+                                           "nsight": None if side == "profiler" else known}
+    assert t.attrs["notes"] == [f"attribution 'time': {ATTRIBUTIONS['time']}.",
+                                "whether the two recordings are the same run is not known (no manifests given).",
+                                f"data_load covers different work: torch.profiler {cov_p}; Nsight {cov_n}."]
+
+
+# --------------------------------------------------------------------------- refusals and same run
+def test_align_refuses_in_words():
+    """The messages of align's own refusals (an nsys bundle given as the profiler side is
+    refused earlier, by the bundle itself: it has no trace)."""
+    cold, nsys = open_capture("cold_start_8step"), open_capture("nsys_8step")
+    for args, kwargs, message in [
+            ((cold, nsys), {"attribution": "nope"}, "unknown attribution 'nope'; use one of thread, time"),
+            ((cold.trace, cold.trace), {}, "align: expected a NsysReport or nsys Capture, got Trace"),
+            ((nsys.nsys, nsys.nsys), {}, "align: expected a Trace or torch_profiler Capture, got NsysReport")]:
+        with pytest.raises(KitError) as info:
+            align(*args, **kwargs)
+        assert str(info.value) == message
+
+
+def test_same_run_needs_both_manifests_and_one_run_id():
+    """Worked on paper from _same_run's docstring (live nsys captures write ``run_id``)."""
+    assert _same_run({"run_id": "r1"}, {"run_id": "r1"}) is True
+    assert _same_run({"run_id": "r1"}, {"run_id": "r2"}) is False
+    assert _same_run({}, {}) is False                     # both known, neither names a run
+    assert _same_run({"run_id": "r1"}, {}) is False
+    assert _same_run(None, {"run_id": "r1"}) is None and _same_run({"run_id": "r1"}, None) is None
+
+
+# ================================================================================================
+# kitlib.lint's findings pinned on the shipped recordings: each finding's code, severity
+# and evidence recomputed from the raw trace JSON by the test itself, and the checks'
+# boundaries worked on paper.
+# ================================================================================================
+
+# Kineto's categories (torch/csrc/profiler/kineto_shim.cpp, libkineto ActivityType names)
+GPU_CATS = {"kernel": "kernel", "gpu_memcpy": "memcpy", "memcpy": "memcpy", "gpu_memset": "memset",
+            "memset": "memset", "gpu_user_annotation": "gpu_annotation"}
+LAUNCH_CATS = ("cuda_runtime", "runtime", "cuda_driver")
+STEP = re.compile(r"^(ProfilerStep|torch_step)#(\d+)$")     # the profiler's and the kit's step labels
+
+# The severity each check is documented with (kitlib/analyses/lint.py, Finding.severity):
+# "error" when the trace cannot answer its question, "warning" when naive figures are
+# wrong, "info" for a limit to keep in mind.
+SEVERITY = {"no_gpu_events": "error", "cpu_only": "info", "launches_without_gpu": "warning",
+            "impossible_gpu_events": "error", "gpu_without_launches": "warning",
+            "gpu_annotations": "warning", "step_without_kernels": "warning",
+            "over_100_percent": "warning", "missing_stacks": "warning", "external_ids_fell_back": "info",
+            "flops_unreadable": "warning", "backward_flops_absent": "info", "pageable_copies": "warning",
+            "too_large_for_viewer": "warning"}
+
+
+def _text_ns(us):
+    """µs with three decimals (the JSON's text) to exact ns."""
+    whole = math.floor(us)
+    return int(whole) * 1000 + int(round((us - whole) * 1000))
+
+
+def _raw_parts(path):
+    """The trace's own JSON, read without kitlib: GPU rows, launches, host events, steps."""
+    evs = raw_trace_events(path)
+    gpu, launches, host, steps = [], [], [], []
+    for e in evs:
+        if e.get("ph") != "X":
+            continue
+        cat, args = str(e.get("cat", "")).lower(), e.get("args") or {}
+        s = _text_ns(e["ts"])
+        d = int(round(e.get("dur", 0) * 1000))
+        if cat in GPU_CATS:
+            gpu.append(dict(kind=GPU_CATS[cat], name=e["name"], s=s, e=s + d, d=d, corr=args.get("correlation"),
+                            bytes=args.get("bytes")))
+        elif cat in LAUNCH_CATS:
+            launches.append(dict(name=e["name"], s=s, corr=args.get("correlation")))
+        elif cat in ("cpu_op", "user_annotation", "python_function"):
+            host.append(dict(cat=cat, name=e["name"], tid=e.get("tid"), s=s, e=s + d, dims=args.get("Input Dims")))
+            m = STEP.match(e["name"])
+            if cat == "user_annotation" and m:
+                steps.append((int(m.group(2)), s, s + d))
+    return dict(gpu=gpu, launches=launches, host=host, steps=sorted(steps))
+
+
+def _overlap_ns(rows, s0, s1):
+    return sum(max(0, min(r["e"], s1) - max(r["s"], s0)) for r in rows)
+
+
+def expected_evidence(r):
+    """code -> evidence, worked from the raw JSON by the rules lint's docstring states."""
+    out = {}
+    work = [g for g in r["gpu"] if g["kind"] != "gpu_annotation"]
+    ann = [g for g in r["gpu"] if g["kind"] == "gpu_annotation"]
+    corr = {la["corr"] for la in r["launches"] if la["corr"] is not None}
+    orphan = [g for g in work if g["corr"] not in corr]
+    if orphan:
+        oldest = min(corr)
+        out["gpu_without_launches"] = {
+            "gpu_events": len(orphan), "launched_before_recording": sum(g["corr"] < oldest for g in orphan),
+            "no_launch": sum(g["corr"] >= oldest for g in orphan), "gpu_sum_ns": sum(g["d"] for g in orphan)}
+    if ann:
+        out["gpu_annotations"] = {"annotations": len(ann), "annotation_sum_ns": sum(g["d"] for g in ann),
+                                  "kernel_sum_ns": sum(g["d"] for g in work if g["kind"] == "kernel")}
+    over = []
+    for step, s0, s1 in r["steps"]:
+        total = _overlap_ns(r["gpu"], s0, s1)          # every GPU row, annotations included: a sum, not busy time
+        if work and s1 > s0 and total > s1 - s0:
+            over.append((step, total, s1 - s0, _overlap_ns(ann, s0, s1)))
+    if over:
+        w = max(over, key=lambda o: o[1] / o[2])
+        out["over_100_percent"] = {"steps": [o[0] for o in over], "worst_step": w[0], "worst_sum_ns": w[1],
+                                   "worst_wall_ns": w[2], "worst_annotation_ns": w[3]}
+    pageable = [g for g in work if g["kind"] == "memcpy" and "Pageable" in g["name"]]
+    if pageable:
+        out["pageable_copies"] = {"copies": len(pageable), "bytes": sum(g["bytes"] or 0 for g in pageable),
+                                  "copy_sum_ns": sum(g["d"] for g in pageable)}
+    return out
+
+
+# The operators with_flops counts (torch/csrc/profiler/util.cpp, computeFlops) that a ResNet-50
+# step calls; the profiler's own FLOPs per name are in fixed_batch/key_averages.json.gz.
+FLOP_NAMES = ("aten::conv2d", "aten::addmm", "aten::mm")
+
+
+def _backward_flops_evidence(r):
+    """``backward_flops_absent``'s evidence from the raw JSON and the profiler's own rows:
+    calls and FLOPs the profiler counted (its key_averages rows with FLOPs, of the
+    fixed_batch run: the same calls with the same Input Dims as each shipped 5-step run,
+    checked here), the counted calls inside an autograd node (a ``…Backward…`` event
+    around them on their thread) and the ``convolution_backward`` operators."""
+    ka = json.load(gzip.open(REF / "fixed_batch" / "key_averages.json.gz"))["by_name"]
+    counted = [row for row in ka if row.get("flops")]
+    assert sorted(row["key"] for row in counted) == sorted(FLOP_NAMES)
+    calls = Counter((h["name"], json.dumps(h["dims"])) for h in r["host"] if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    fixed = _raw_parts(REF / "fixed_batch" / "trace.json.gz")
+    assert calls == Counter((h["name"], json.dumps(h["dims"])) for h in fixed["host"]
+                            if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    assert sum(calls.values()) == sum(row["count"] for row in counted)
+    by_tid = defaultdict(list)
+    for h in r["host"]:
+        if "Backward" in h["name"]:
+            by_tid[h["tid"]].append(h)
+    in_backward = sum(any(a["s"] <= h["s"] and h["e"] <= a["e"] for a in by_tid[h["tid"]])
+                      for h in r["host"] if h["cat"] == "cpu_op" and h["name"] in FLOP_NAMES)
+    return {"counted_calls": sum(row["count"] for row in counted),
+            "counted_flops": sum(row["flops"] for row in counted),
+            "backward_calls_counted": in_backward,
+            "convolution_backward_calls": sum(h["cat"] == "cpu_op" and "convolution_backward" in h["name"]
+                                              for h in r["host"])}
+
+
+TRACES = [REF / "fixed_batch" / "trace.json.gz", REF / "profiler_5step" / "trace.json.gz",
+          REF / "cold_start_8step" / "trace.json.gz", REF / "public-traces" / "hta_2024-03_nccl_sampled_rank0.json.gz",
+          PUBLIC / "tracelens_torch2.6_h100_bert_small.json.gz", PUBLIC / "hta_2024-10_triton_driver_launch.json.gz"]
+
+# Which checks fire on each recording, and why (each reason is recomputed below):
+CODES = {
+    "fixed_batch": ["gpu_without_launches", "gpu_annotations", "over_100_percent", "backward_flops_absent",
+                    "python_frames_rule"],
+    "profiler_5step": ["gpu_annotations", "over_100_percent", "backward_flops_absent", "python_frames_rule"],
+    "cold_start_8step": ["gpu_annotations", "over_100_percent"],
+    "hta_2024-03_nccl_sampled_rank0.json.gz": ["pageable_copies"],
+    "tracelens_torch2.6_h100_bert_small.json.gz": ["gpu_annotations", "python_frames_rule"],
+    "hta_2024-10_triton_driver_launch.json.gz": [],
+}
+
+
+def _shared_trace(path, ref_trace, public_trace):
+    """The suite's shared copy of a trace (conftest's session caches)."""
+    if path.name == "trace.json.gz":
+        return ref_trace(path.parent.name)
+    if path.parent == PUBLIC:
+        return public_trace(path.name)
+    return kitlib.load_trace(path)
+
+
+def _label(p):
+    return p.parent.name if p.name == "trace.json.gz" else p.name
+
+
+@pytest.mark.parametrize("path", TRACES, ids=_label)
+def test_lint_codes_severities_and_evidence_from_raw_json(path, ref_trace, public_trace):
+    """Every finding on six recordings: the checks that fire (in the documented order),
+    their severity, and each number of their evidence worked from the JSON itself."""
+    r = _raw_parts(path)
+    found = lint(_shared_trace(path, ref_trace, public_trace))
+    assert [f.code for f in found] == CODES[_label(path)]
+    assert all(isinstance(f, Finding) and f.severity == SEVERITY.get(f.code, f.severity) for f in found)
+    exp = expected_evidence(r)
+    by_code = {f.code: f for f in found}
+    for code, ev in exp.items():
+        assert by_code[code].evidence == ev, code
+        assert all(type(v) is int or isinstance(v, list) for v in by_code[code].evidence.values())
+    for f in found:                                   # every finding says what it means and what to do
+        assert isinstance(f.meaning, str) and isinstance(f.action, str) and f.meaning and f.action
+    if "backward_flops_absent" in by_code:
+        assert by_code["backward_flops_absent"].evidence == _backward_flops_evidence(r)
+        n = by_code["backward_flops_absent"].evidence["backward_calls_counted"]
+        assert f"while {n} backward call(s) that reach aten::mm" in by_code["backward_flops_absent"].meaning
+    if path.name == "trace.json.gz":                  # the bundle: its recipe adds no finding to these,
+        cap = kitlib.open_capture(path.parent.name)   # and its manifest names the torch that recorded it
+        torch = json.loads((path.parent / "manifest.json").read_text())["provenance"]["torch"]
+        children = tuple(int(x) for x in torch.split("+")[0].split(".")[:2]) >= (2, 12)
+        want = [(f.code, f.severity, f.evidence) if f.code != "python_frames_rule" else
+                (f.code, "info", {**f.evidence, "frames_are_children": children, "inferred": False}) for f in found]
+        assert [(f.code, f.severity, f.evidence) for f in lint(cap)] == want
+    if "python_frames_rule" in by_code:
+        n_py = sum(h["cat"] == "python_function" for h in r["host"])
+        ev = by_code["python_frames_rule"].evidence
+        assert ev["python_frames"] == n_py
+        assert f"the trace holds {n_py:,} Python frames" in by_code["python_frames_rule"].meaning
+    if "over_100_percent" in by_code:                 # the worst step's share, as printed
+        ev = exp["over_100_percent"]
+        pct = f"worst: step {ev['worst_step']}, {ev['worst_sum_ns'] / ev['worst_wall_ns']:.0%}"
+        assert pct in by_code["over_100_percent"].meaning
+        assert f"in {len(ev['steps'])} step(s)" in by_code["over_100_percent"].meaning
+    if "pageable_copies" in by_code:                  # each copy name with its count
+        names = Counter(g["name"] for g in r["gpu"] if g["kind"] == "memcpy" and "Pageable" in g["name"])
+        listed = "; ".join(f"{n} ×{c}" for n, c in names.most_common())
+        assert f"copies use pageable host memory ({listed})" in by_code["pageable_copies"].meaning
+
+
+# --------------------------------------------------------------------------- on paper
+# Tiny traces written as Kineto writes them (the fields of tests/data/bugcases'
+# traces); times in µs, so 1.0 is 1,000 ns. Every expected figure below is counted by hand.
+T0 = 1_000_000.0        # an arbitrary clock origin, µs
+
+
+def _load_at_t0(tmp_path, events, devices=1, options=None, name="t.json"):
+    """The trace of ``events`` (built with times from 0) on a clock starting at T0, loaded."""
+    top = {"schemaVersion": 1}
+    if devices:
+        top["deviceProperties"] = [{"id": i, "name": "NVIDIA H200"} for i in range(devices)]
+    top.update(options or {})          # Kineto writes record_shapes, with_stack, ... at the top level
+    return kitlib.load_trace(write_trace(tmp_path / name, [
+        {"name": "process_name", "ph": "M", "ts": T0, "pid": 1, "tid": 0, "args": {"name": "python3"}},
+        {"name": "thread_name", "ph": "M", "ts": T0, "pid": 1, "tid": 1, "args": {"name": "thread 1 (python3)"}},
+        *shifted(events, T0)], **top))
+
+
+def _codes(found):
+    return {f.code: f for f in found}
+
+
+def test_launches_without_gpu_counted_by_hand(tmp_path):
+    """Which calls count as launches (the pattern, or an API that shares a correlation id with
+    GPU work elsewhere), how many have no GPU event, and how many come at the very end."""
+    t = _load_at_t0(tmp_path, [
+        launch_event("cudaLaunchKernel", 1.0, 1), gpu_event("kernel", "k1", 10.0, 5.0, 1),
+        launch_event("cudaLaunchKernel", 2.0, 2), gpu_event("kernel", "k2", 20.0, 5.0, 2),
+        launch_event("cudaLaunchKernel", 19.999, 3),           # starts 1 ns before the last GPU start: late
+        launch_event("cuLaunchKernel", 5.0, 4),                 # the driver's launch, no GPU event: early
+        launch_event("cudaMemcpyAsync", 3.0, 5), gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 30.0, 2.0, 5, bytes=64),
+        launch_event("cudaMemcpyAsync", 40.0, 6),              # shares its name with a call that made GPU work
+        launch_event("cudaStreamSynchronize", 41.0, 7),        # launches nothing: not counted
+    ])
+    f = _codes(lint(t))["launches_without_gpu"]
+    assert f.severity == "warning"
+    # launches: corr 1, 2, 3, 4 (by name) and 5, 6 (cudaMemcpyAsync made GPU work) = 6;
+    # without a GPU event: 3, 4, 6; late (at or after 29.999 µs, 1 ns before the last GPU
+    # start, the copy's 30.0 µs): only corr 6 at 40.0 µs
+    assert f.evidence == {"kernel_launches": 6, "without_gpu_event": 3, "after_last_gpu_start": 1,
+                          "last_gpu_end_ns": int((T0 + 32.0) * 1000)}
+    # without the copy, the last GPU start is k2's (20.0 µs): corr 3 at 19.999 µs is then late too
+    t2 = _load_at_t0(tmp_path, [
+        launch_event("cudaLaunchKernel", 1.0, 1), gpu_event("kernel", "k1", 10.0, 5.0, 1),
+        launch_event("cudaLaunchKernel", 2.0, 2), gpu_event("kernel", "k2", 20.0, 5.0, 2),
+        launch_event("cudaLaunchKernel", 19.999, 3), launch_event("cudaLaunchKernel", 19.998, 4)], name="t2.json")
+    f2 = _codes(lint(t2))["launches_without_gpu"]
+    assert f2.evidence == {"kernel_launches": 4, "without_gpu_event": 2, "after_last_gpu_start": 1,
+                           "last_gpu_end_ns": int((T0 + 25.0) * 1000)}
+
+
+def _step(n, ts, dur):
+    return event("user_annotation", f"ProfilerStep#{n}", ts, dur)
+
+
+def test_step_findings_counted_by_hand(tmp_path):
+    """A step with operators and no launch that made GPU work; the summed GPU rows of a step
+    against its wall time (a sum above 100 % is flagged, exactly 100 % is not), and the worst
+    step picked by ratio, not by size."""
+    t = _load_at_t0(tmp_path, [
+        _step(1, 0.0, 10.0),                                         # 10,000 ns
+        event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1),
+        gpu_event("kernel", "k1", 2.0, 6.0, 1), gpu_event("kernel", "k1b", 2.0, 6.0, 1, stream=8),   # 12,000 ns: 120 %
+        _step(2, 10.0, 100.0),                                       # 100,000 ns
+        event("cpu_op", "aten::mm", 11.0, 2.0), launch_event("cudaLaunchKernel", 11.5, 2),
+        gpu_event("kernel", "k2", 12.0, 60.0, 2), gpu_event("kernel", "k2b", 12.0, 50.0, 2, stream=8),   # 110 %
+        gpu_event("gpu_user_annotation", "phase", 105.0, 10.0, 2, stream=9),   # 5,000 ns inside step 2
+        _step(3, 110.0, 20.0),
+        event("cpu_op", "aten::add", 111.0, 1.0), event("cpu_op", "aten::mul", 112.0, 1.0),
+        launch_event("cudaLaunchKernel", 111.5, 3),                       # no GPU event for corr 3
+        _step(4, 130.0, 10.0),                                       # exactly 100 %: not flagged
+        event("cpu_op", "aten::mm", 130.0, 1.0), launch_event("cudaLaunchKernel", 130.5, 4),
+        gpu_event("kernel", "k4", 130.0, 10.0, 4),
+    ])
+    f = _codes(lint(t))
+    assert f["step_without_kernels"].evidence == {"steps": [3], "operators": 2}
+    assert "1 step(s) ran operators but launched no GPU work" in f["step_without_kernels"].meaning
+    over = f["over_100_percent"]
+    # step 1: 12,000 / 10,000 = 120 %; step 2: (60,000 + 50,000 + 5,000) / 100,000 = 115 %
+    assert over.evidence == {"steps": [1, 2], "worst_step": 1, "worst_sum_ns": 12_000, "worst_wall_ns": 10_000,
+                             "worst_annotation_ns": 0}
+    assert "in 2 step(s)" in over.meaning and "(worst: step 1, 120%)" in over.meaning
+    assert over.severity == f["step_without_kernels"].severity == "warning"
+
+
+def test_step_findings_cut_to_the_step_and_the_annotation_share(tmp_path):
+    """GPU rows are cut to the step's window; the worst step's annotation time is reported."""
+    t = _load_at_t0(tmp_path, [
+        _step(1, 0.0, 10.0),
+        event("cpu_op", "aten::mm", 1.0, 1.0), launch_event("cudaLaunchKernel", 1.5, 1),
+        gpu_event("kernel", "k1", 5.0, 20.0, 1),                          # 5,000 ns inside step 1
+        gpu_event("gpu_user_annotation", "forward", -5.0, 12.0, 1, stream=9),   # 7,000 ns inside
+        _step(2, 10.0, 10.0),                                        # k1's other 10,000 ns: 100 %, not over
+        event("cpu_op", "aten::mm", 11.0, 1.0),
+    ])
+    f = _codes(lint(t))
+    assert f["over_100_percent"].evidence == {"steps": [1], "worst_step": 1, "worst_sum_ns": 12_000,
+                                              "worst_wall_ns": 10_000, "worst_annotation_ns": 7_000}
+    assert f["step_without_kernels"].evidence == {"steps": [2], "operators": 1}
+
+
+def test_what_says_cuda_was_requested(tmp_path):
+    """No GPU work at all: an error when CUDA was asked for (the recipe's activities, the
+    trace's deviceProperties or its CUDA calls, in that order of evidence), else a CPU-only note."""
+    ops = [event("cpu_op", "aten::mm", 1.0, 2.0), event("cpu_op", "aten::add", 4.0, 1.0)]
+    cpu = _load_at_t0(tmp_path, ops, devices=0, name="cpu.json")
+    assert [(f.code, f.severity, f.evidence) for f in lint(cpu)] == [("cpu_only", "info", {"cpu_events": 2, "gpu_events": 0})]
+    only = lint(cpu)[0]
+    assert only.meaning.startswith("a CPU-only recording") and only.action.startswith("for device time")
+    for recipe in ({"activities": ["ProfilerActivity.CPU", "ProfilerActivity.CUDA"]}, {"activities": ["cuda"]}):
+        f = _codes(lint(cpu, recipe=recipe))["no_gpu_events"]
+        assert f.severity == "error" and f.evidence == {"launches": 0, "gpus_listed": 0}
+        assert "although CUDA was requested (the recipe lists the CUDA activity)" in f.meaning
+    assert [f.code for f in lint(cpu, recipe={"activities": ["CPU"]})] == ["cpu_only"]
+    assert [f.code for f in lint(cpu, recipe={"activities": None})] == ["cpu_only"]
+    two = _load_at_t0(tmp_path, ops, devices=2, name="two.json")
+    f = _codes(lint(two))["no_gpu_events"]
+    assert f.evidence == {"launches": 0, "gpus_listed": 2}
+    assert "(the trace lists 2 GPU(s) in deviceProperties)" in f.meaning
+    calls = _load_at_t0(tmp_path, ops + [launch_event("cudaLaunchKernel", 1.5, 1), launch_event("cudaMalloc", 2.0, 2),
+                                    launch_event("cudaLaunchKernel", 2.5, 3)], devices=0, name="calls.json")
+    f = _codes(lint(calls))["no_gpu_events"]
+    assert f.evidence == {"launches": 3, "gpus_listed": 0}
+    assert "(the trace holds 3 CUDA API calls)" in f.meaning
+
+
+def test_viewer_size_limits_are_strict(tmp_path):
+    """``too_large_for_viewer`` fires above a limit, not at it; by default the size is the
+    JSON text's (what a viewer parses), the events every table's rows."""
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1), gpu_event("kernel", "k", 3.0, 1.0, 1)]
+    t = _load_at_t0(tmp_path, ev)
+    size = (tmp_path / "t.json").stat().st_size          # plain JSON: the file is the text
+    n = 3 + 2                                             # three complete events and two metadata events
+    assert "too_large_for_viewer" not in _codes(lint(t, max_bytes=size, max_events=n))
+    f = _codes(lint(t, max_bytes=size - 1, max_events=n))["too_large_for_viewer"]
+    assert f.severity == "warning"
+    assert f.evidence == {"file_bytes": size, "events": n, "max_bytes": size - 1, "max_events": n}
+    f = _codes(lint(t, max_bytes=size, max_events=n - 1))["too_large_for_viewer"]
+    assert f.evidence == {"file_bytes": size, "events": n, "max_bytes": size, "max_events": n - 1}
+    f = _codes(lint(t, file_bytes=10, max_bytes=9))["too_large_for_viewer"]
+    assert f.evidence["file_bytes"] == 10
+
+
+def test_options_stacks_and_the_python_frame_rule(tmp_path):
+    """with_stack on (in the trace or in the recipe) but no frame: ``missing_stacks``; a recipe
+    cannot switch off what the trace says was on. Python frames: which rule, and whether inferred."""
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0), launch_event("cudaLaunchKernel", 1.5, 1), gpu_event("kernel", "k", 3.0, 1.0, 1)]
+    on = _load_at_t0(tmp_path, ev, options={"with_stack": True}, name="on.json")
+    f = _codes(lint(on))["missing_stacks"]
+    assert f.severity == "warning" and f.evidence == {"python_events": 0, "call_stacks": 0}
+    assert "missing_stacks" in _codes(lint(on, recipe={"with_stack": False}))
+    assert "missing_stacks" in _codes(lint(on, recipe={"with_stack": None}))
+    off = _load_at_t0(tmp_path, ev, name="off.json")
+    assert lint(off) == []
+    assert [x.code for x in lint(off, recipe={"with_stack": True})] == ["missing_stacks"]
+    assert lint(off, recipe={"with_stack": None, "record_shapes": True}) == []
+    assert lint(off, recipe={"with_stack": False, "with_flops": False}) == []   # off on both sides
+    # two Python frames in the 2.11 format (no CallFrom): not children, inferred, a warning
+    py = ev + [event("python_function", "train.py(3): step", 0.5, 4.0), event("python_function", "nn.Module: Linear", 0.8, 3.0)]
+    old = _load_at_t0(tmp_path, py, options={"with_stack": True}, name="old.json")
+    f = _codes(lint(old))["python_frames_rule"]
+    assert f.severity == "warning"
+    assert f.evidence == {"python_frames": 2, "frames_are_children": False, "inferred": True}
+    assert "the trace holds 2 Python frames" in f.meaning and "the torch ≤ 2.11 rule (they are not)" in f.meaning
+    assert old.meta["python_frames_rule"] in f.meaning
+    assert f.action.startswith("open the trace through its bundle")
+    # the same frames, the recording's torch named: not inferred, an info
+    new = kitlib.load_trace(tmp_path / "old.json", torch_version="2.14.1")
+    f = _codes(lint(new))["python_frames_rule"]
+    assert f.severity == "info" and f.evidence == {"python_frames": 2, "frames_are_children": True, "inferred": False}
+    assert "the torch ≥ 2.12 rule (they are children)" in f.meaning
+    assert f.action.startswith("nothing to do")
+
+
+def test_flops_unreadable_and_copies_without_bytes(tmp_path):
+    """with_flops on, but the shapes cannot be read into FLOPs; a pageable copy that carries no
+    byte count counts 0 bytes."""
+    ev = [event("cpu_op", "aten::mm", 1.0, 2.0, **{"Input Dims": [[2, 3]]}), launch_event("cudaLaunchKernel", 1.5, 1),
+          gpu_event("kernel", "k", 3.0, 1.0, 1),
+          launch_event("cudaMemcpyAsync", 2.0, 2), gpu_event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 5.0, 2.0, 2),
+          launch_event("cudaMemcpyAsync", 2.5, 3), gpu_event("gpu_memcpy", "Memcpy HtoD (Pageable -> Device)", 8.0, 1.5, 3, bytes=512)]
+    t = _load_at_t0(tmp_path, ev, options={"with_flops": True, "record_shapes": True})
+    f = _codes(lint(t))
+    assert f["flops_unreadable"].severity == "warning" and f["flops_unreadable"].evidence == {"operators": 1}
+    assert f["pageable_copies"].evidence == {"copies": 2, "bytes": 512, "copy_sum_ns": 3_500}
+    assert "(Memcpy HtoD (Pageable -> Device) ×2)" in f["pageable_copies"].meaning
+
+
+def test_a_finding_prints_its_evidence_with_thousands_separators():
+    f = Finding("gpu_annotations", "warning", "labels on a GPU stream", "sum kernels only",
+                {"annotations": 15, "annotation_sum_ns": 80_119_630, "steps": [2, 3], "inferred": True})
+    assert str(f) == ("[warning] gpu_annotations: labels on a GPU stream → sum kernels only "
+                      "(annotations=15, annotation_sum_ns=80,119,630, steps=[2, 3], inferred=True)")

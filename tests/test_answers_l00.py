@@ -12,16 +12,13 @@ import nbformat
 import pytest
 
 from conftest import merged_length, per_raw, raw_trace_events
+from support.events import ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 LESSON = next((ROOT / "lessons").glob("00_*.ipynb"))
 PHASES = ("data_load", "h2d", "forward", "backward", "optimizer")
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-def _ns(us) -> int:
-    return round(us * 1000)
 
 
 @pytest.fixture(scope="module")
@@ -31,12 +28,7 @@ def ex():
     return exercises.lesson00(open_capture("profiler_5step"), cold=open_capture("cold_start_8step"))
 
 
-@pytest.fixture(scope="module")
-def raw():
-    return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
-
-
-def _steps(ev, prefix="ProfilerStep#"):
+def _step_events(ev, prefix="ProfilerStep#"):
     return per_raw(ev, f"steps {prefix}", lambda ev: sorted(
         (e for e in ev if e.get("ph") == "X" and str(e.get("name", "")).startswith(prefix)), key=lambda e: e["ts"]))
 
@@ -61,11 +53,11 @@ def _idle_ms(ev, step) -> float:
     return (b - a - busy) / 1e6, busy / 1e6
 
 
-def test_forward_mostly_api_from_raw_json(ex, raw):
+def test_forward_mostly_api_from_raw_json(ex, raw_5step):
     """The CUDA API calls (cuda_runtime, cuda_driver) that start inside each ``forward`` label,
     on its thread, against the labels' host time: 14 % in the reference, so "no"."""
-    fw = [e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
-    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    fw = [e for e in raw_5step if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
+    api = [e for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     inside = sum(_ns(c["dur"]) for f in fw for c in api
                  if c["tid"] == f["tid"] and _ns(f["ts"]) <= _ns(c["ts"]) < _ns(f["ts"]) + _ns(f["dur"]))
     share = inside / sum(_ns(f["dur"]) for f in fw)
@@ -74,25 +66,25 @@ def test_forward_mostly_api_from_raw_json(ex, raw):
     assert q.kind == "predict" and q.answer is False and q.judge_silently("no") and not q.judge_silently("yes")
 
 
-def test_longest_phase_and_idle_of_the_second_step_from_raw_json(ex, raw):
-    step = _steps(raw)[1]
+def test_longest_phase_and_idle_of_the_second_step_from_raw_json(ex, raw_5step):
+    step = _step_events(raw_5step)[1]
     assert step["name"] == "ProfilerStep#3"
-    ph = _phases(raw, step)
+    ph = _phases(raw_5step, step)
     assert max(ph, key=ph.get) == ex["longest_phase"].answer == "forward"
     assert not ex["longest_phase"].judge_silently("backward")        # the next longest
-    idle, busy = _idle_ms(raw, step)
+    idle, busy = _idle_ms(raw_5step, step)
     q = ex["gpu_idle_ms"]
     assert abs(q.answer - idle) < 1e-3 and round(idle, 3) == 23.163
     assert q.unit == "ms" and q.judge_silently(idle) and q.judge_silently(23.2)
     near = [idle * 1.05, idle * 0.95, idle * 1000, busy, step["dur"] / 1000]
-    near += [_idle_ms(raw, s)[0] for s in (_steps(raw)[0], _steps(raw)[2])]     # the neighbouring rows
+    near += [_idle_ms(raw_5step, s)[0] for s in (_step_events(raw_5step)[0], _step_events(raw_5step)[2])]     # the neighbouring rows
     assert not any(q.judge_silently(x) for x in near), near
-    assert "step 2's row" in q.judge(_idle_ms(raw, _steps(raw)[0])[0]).message
+    assert "step 2's row" in q.judge(_idle_ms(raw_5step, _step_events(raw_5step)[0])[0]).message
 
 
 def test_cold_first_phase_from_the_cold_start_raw_json(ex):
     ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
-    first = _steps(ev, "torch_step#")[0]
+    first = _step_events(ev, "torch_step#")[0]
     ph = _phases(ev, first)
     ranked = sorted(ph, key=ph.get, reverse=True)
     assert ranked[:2] == ["data_load", "forward"] and round(ph["data_load"] / 1e6, 1) == 1523.4
@@ -107,11 +99,11 @@ def test_every_question_has_a_kind_and_lesson00_asks_predict_and_transfer(ex):
                      "cold_first_phase": "transfer"}
 
 
-def test_phase_questions_offer_the_five_phases_and_accept_the_answer(ex, raw):
+def test_phase_questions_offer_the_five_phases_and_accept_the_answer(ex, raw_5step):
     """Both "which phase" questions offer the five labelled phases the raw trace holds, and
     the right one is accepted (mutation survivors of l00: a choice cut short made the answer
     no longer one of the choices)."""
-    labelled = {e["name"] for e in raw if e.get("cat") == "user_annotation" and e.get("name") in PHASES}
+    labelled = {e["name"] for e in raw_5step if e.get("cat") == "user_annotation" and e.get("name") in PHASES}
     assert labelled == set(PHASES)
     for key, right, other in (("longest_phase", "forward", "backward"), ("cold_first_phase", "data_load", "forward")):
         q = ex[key]
@@ -119,16 +111,16 @@ def test_phase_questions_offer_the_five_phases_and_accept_the_answer(ex, raw):
         assert q.judge_silently(right) and q.judge_silently(f" {right.upper()} ") and not q.judge_silently(other)
 
 
-def test_gpu_idle_traps_name_the_row_or_the_busy_time(ex, raw):
+def test_gpu_idle_traps_name_the_row_or_the_busy_time(ex, raw_5step):
     """A learner who reads the next step's row, or the busy column, is told which (both
     neighbouring rows are traps, not only the step before; the busy time at 3 decimals)."""
-    steps = _steps(raw)
+    steps = _step_events(raw_5step)
     q = ex["gpu_idle_ms"]
-    idle4 = _idle_ms(raw, steps[2])[0]
-    busy = _idle_ms(raw, steps[1])[1]
+    idle4 = _idle_ms(raw_5step, steps[2])[0]
+    busy = _idle_ms(raw_5step, steps[1])[1]
     assert "step 4's row" in q.judge(idle4).message and "step 4's row" in q.judge(round(idle4, 3)).message
     assert "GPU was busy" in q.judge(busy).message and "GPU was busy" in q.judge(round(busy, 3)).message
-    want = sorted([_idle_ms(raw, steps[0])[0], idle4, busy])
+    want = sorted([_idle_ms(raw_5step, steps[0])[0], idle4, busy])
     assert len(q.traps) == 3 and all(abs(t - w) < 1e-3 for t, w in zip(sorted(t for t, _ in q.traps), want))
 
 
@@ -169,17 +161,17 @@ def test_the_slow_first_profiled_step_is_batch_0_of_epoch_1():
     assert "which come first" not in md and "skipped and warm-up steps" not in md
 
 
-def test_device_busy_names_lesson03s_window_and_the_two_figures_differ(raw):
+def test_device_busy_names_lesson03s_window_and_the_two_figures_differ(raw_5step):
     """Lesson 00's ``device_busy_ms``: the union of the GPU intervals inside the step's host
     interval (43.017 ms for ProfilerStep#3). Lesson 03's: the union of the GPU events the step
     *launched* (launch inside the step's interval), wherever they ran. Both figures of the
     sentence, from the raw JSON."""
-    step = _steps(raw)[1]
+    step = _step_events(raw_5step)[1]
     a, b = _ns(step["ts"]), _ns(step["ts"]) + _ns(step["dur"])
-    clipped = _idle_ms(raw, step)[1]
-    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    clipped = _idle_ms(raw_5step, step)[1]
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")
                  and "correlation" in e.get("args", {})}
-    mine = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in raw if e.get("cat") in GPU
+    mine = [(_ns(e["ts"]), _ns(e["ts"]) + _ns(e["dur"])) for e in raw_5step if e.get("cat") in GPU
             and a <= launch_ts.get(e["args"].get("correlation"), -1) < b]
     launched = merged_length(mine) / 1e6
     # equal here: the timing loop synchronises before each step ends, so a step's GPU work ends
@@ -193,7 +185,7 @@ def test_device_busy_names_lesson03s_window_and_the_two_figures_differ(raw):
 
 # --- the step table, whole ------------------------------------------------------------------
 
-def test_lesson00_step_table_whole_from_raw_json(executed_lesson, raw):
+def test_lesson00_step_table_whole_from_raw_json(executed_lesson, raw_5step):
     """The step table lesson 00 shows, every row in order and every value, against the raw
     JSON: wall = ProfilerStep#N's dur, each phase's label durations summed, device busy = the
     union of the GPU events cut to the step, gpu_launched = GPU events whose launch starts in
@@ -202,32 +194,32 @@ def test_lesson00_step_table_whole_from_raw_json(executed_lesson, raw):
     rows = shown_table(executed_lesson("00").nb, 'readable(table[["step", "wall_ms"]')
     header, body = rows[0], rows[1:]
     assert header == ["step", "wall_ms"] + [f"{p}_ms" for p in PHASES] + ["device_busy_ms", "gpu_launched"]
-    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    launch_ts = {e["args"]["correlation"]: _ns(e["ts"]) for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")
                  and "correlation" in e.get("args", {})}
-    gpu = [e for e in raw if e.get("cat") in GPU]
+    gpu = [e for e in raw_5step if e.get("cat") in GPU]
     want = []
-    for s in _steps(raw):
+    for s in _step_events(raw_5step):
         a, b = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
-        ph = _phases(raw, s)
+        ph = _phases(raw_5step, s)
         launched = sum(a <= launch_ts.get(e["args"].get("correlation"), -1) < b for e in gpu)
         want.append([int(s["name"].split("#")[1]), round(_ns(s["dur"]) / 1e6, 3)]
-                    + [round(ph[p] / 1e6, 3) for p in PHASES] + [round(_idle_ms(raw, s)[1], 3), launched])
+                    + [round(ph[p] / 1e6, 3) for p in PHASES] + [round(_idle_ms(raw_5step, s)[1], 3), launched])
     got = [[int(r[0]), *map(float, r[1:-1]), int(r[-1])] for r in body]
     assert got == want
     assert [r[0] for r in want] == [2, 3, 4, 5, 6] and want[0][-2:] == [43.035, 745]
 
 
-def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesson, raw):
+def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesson, raw_5step):
     """The table that settles the forward_mostly_api prediction, and the table of what fills a
     step outside the labels, every row: CUDA API calls (cuda_runtime, cuda_driver) starting
     inside each forward label on its thread; per step, cudaDeviceSynchronize and the
     profiler's own step() frames (python_function) starting inside it."""
     from lesson_tables import shown_table
     nb = executed_lesson("00").nb
-    steps = _steps(raw)
-    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    steps = _step_events(raw_5step)
+    api = [e for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     want = []
-    for f in sorted((e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"),
+    for f in sorted((e for e in raw_5step if e.get("cat") == "user_annotation" and e.get("name") == "forward"),
                     key=lambda e: e["ts"]):
         a, b = _ns(f["ts"]), _ns(f["ts"]) + _ns(f["dur"])
         inside = [c for c in api if c["tid"] == f["tid"] and a <= _ns(c["ts"]) < b]
@@ -243,13 +235,13 @@ def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesso
            for r in rows[1:]]
     assert got == want and [w[0] for w in want] == [2, 3, 4, 5, 6]
     # what fills a step outside the labels
-    sync = [e for e in raw if e.get("cat") == "cuda_runtime" and e["name"] == "cudaDeviceSynchronize"]
-    own = [e for e in raw if e.get("cat") == "python_function" and "torch/profiler/profiler.py" in e["name"]
+    sync = [e for e in raw_5step if e.get("cat") == "cuda_runtime" and e["name"] == "cudaDeviceSynchronize"]
+    own = [e for e in raw_5step if e.get("cat") == "python_function" and "torch/profiler/profiler.py" in e["name"]
            and e["name"].endswith(": step")]
     rest = []
     for s in steps:
         a, b = _ns(s["ts"]), _ns(s["ts"]) + _ns(s["dur"])
-        lab = sum(_phases(raw, s).values())
+        lab = sum(_phases(raw_5step, s).values())
         within = lambda ev: round(sum(_ns(e["dur"]) for e in ev if a <= _ns(e["ts"]) < b) / 1e6, 2)   # noqa: E731
         rest.append([int(s["name"].split("#")[1]), round((b - a) / 1e6, 2), round(lab / 1e6, 2),
                      round((b - a - lab) / 1e6, 2), within(sync), within(own)])
@@ -258,26 +250,26 @@ def test_lesson00_forward_api_and_rest_tables_whole_from_raw_json(executed_lesso
     assert [[int(r[0]), *map(float, r[1:])] for r in body] == rest
 
 
-def test_explanations_give_the_raw_figures(ex, raw):
+def test_explanations_give_the_raw_figures(ex, raw_5step):
     """What a learner reads after answering, from the raw JSON: forward_mostly_api's "19.79 ms of
     137.38 ms (14%)" (l00 mutants #13, #15: a figure ×1e6); longest_phase's step-table line,
     each phase's name and ms (#19: the names cut one letter short); gpu_idle_ms's answer to
     3 decimals (#24: 4); cold_first_phase's line of the first step (#41) and its trap, forward's
     name and ms (#45-#47: another phase's name or ms)."""
-    fw = [e for e in raw if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
-    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")]
+    fw = [e for e in raw_5step if e.get("cat") == "user_annotation" and e.get("name") == "forward"]
+    api = [e for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")]
     inside = sum(_ns(c["dur"]) for f in fw for c in api
                  if c["tid"] == f["tid"] and _ns(f["ts"]) <= _ns(c["ts"]) < _ns(f["ts"]) + _ns(f["dur"]))
     label = sum(_ns(f["dur"]) for f in fw)
     assert f"over the recorded steps, {inside / 1e6:,.2f} ms of {label / 1e6:,.2f} ms ({inside / label:.0%}) is " \
            "inside CUDA API calls" in ex["forward_mostly_api"].explain
-    step = _steps(raw)[1]
-    ph = _phases(raw, step)
+    step = _step_events(raw_5step)[1]
+    ph = _phases(raw_5step, step)
     assert ex["longest_phase"].explain == "read it off the step table: " + ", ".join(
         f"{p} {ph[p] / 1e6:.3f} ms" for p in PHASES if p in ph) + "."
-    assert ex["gpu_idle_ms"].answer == round(_idle_ms(raw, step)[0], 3)
+    assert ex["gpu_idle_ms"].answer == round(_idle_ms(raw_5step, step)[0], 3)
     ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")
-    cold = _phases(ev, _steps(ev, "torch_step#")[0])
+    cold = _phases(ev, _step_events(ev, "torch_step#")[0])
     ranked = sorted(cold, key=cold.get, reverse=True)
     q = ex["cold_first_phase"]
     assert q.explain.startswith(f"{ranked[0]}: in that first step " + ", ".join(

@@ -45,7 +45,7 @@ def ex(recording):
 
 
 @pytest.fixture(scope="module")
-def raw(recording):
+def raw_recording_events(recording):
     return json.loads(Path(recording["trace"]).read_text())["traceEvents"]
 
 
@@ -78,9 +78,9 @@ def _profile(tmp: Path, model, x, y, steps: int, sch: dict | None) -> tuple:
     return json.loads(Path(written[0]).read_text())["traceEvents"], prof
 
 
-def test_steps_in_trace_from_the_raw_json_and_the_schedule(ex, raw):
+def test_steps_in_trace_from_the_raw_json_and_the_schedule(ex, raw_recording_events):
     from kitlib.course.exercises import l01
-    steps = sorted(e["name"] for e in raw if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
+    steps = sorted(e["name"] for e in raw_recording_events if e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#"))
     assert steps == ["ProfilerStep#2", "ProfilerStep#3", "ProfilerStep#4"]
     before = l01.questions(schedule=dict(wait=1, warmup=1, active=3), steps_run=5)     # the cell before the run
     q = ex["steps_in_trace"]
@@ -109,7 +109,7 @@ def _conv_calls_other_schedule(tmp_path, steps_run: int, sch: dict) -> int:
     return _other_schedule_run(tmp_path, steps_run, sch)[0]
 
 
-def test_conv_calls_if_explained_from_both_runs(ex, raw, tmp_path):
+def test_conv_calls_if_explained_from_both_runs(ex, raw_recording_events, tmp_path):
     """conv_calls_if's answer is a count, and its explanation's figures are the two runs'
     (l01 mutants #12, #31, #32: the calls per step or the answer computed with / instead of
     // or *, which shows "2.0"); the two traps a learner can meet each give their feedback.
@@ -118,8 +118,8 @@ def test_conv_calls_if_explained_from_both_runs(ex, raw, tmp_path):
     third's value)."""
     from kitlib.course.exercises import l01
     n, other = _other_schedule_run(tmp_path, l01.OTHER_STEPS_RUN, l01.OTHER_SCHEDULE)
-    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
-    calls = sum(e.get("name") == "aten::conv2d" for e in raw)
+    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw_recording_events)
+    calls = sum(e.get("name") == "aten::conv2d" for e in raw_recording_events)
     q = ex["conv_calls_if"]
     assert type(q.answer) is int and q.answer == n
     assert q.explain.startswith(f"{n}: that schedule records {other} steps")
@@ -128,10 +128,10 @@ def test_conv_calls_if_explained_from_both_runs(ex, raw, tmp_path):
     assert "your own run's count" in q.judge(calls).message
 
 
-def test_conv_calls_if_settled_by_running_the_other_schedule(ex, raw, tmp_path):
+def test_conv_calls_if_settled_by_running_the_other_schedule(ex, raw_recording_events, tmp_path):
     from kitlib.course.exercises import l01
     n = _conv_calls_other_schedule(tmp_path, l01.OTHER_STEPS_RUN, l01.OTHER_SCHEDULE)
-    per_step = sum(e.get("name") == "aten::conv2d" for e in raw) // 3
+    per_step = sum(e.get("name") == "aten::conv2d" for e in raw_recording_events) // 3
     q = ex["conv_calls_if"]
     assert q.kind == "transfer" and q.answer == n == 2 * per_step == 2
     assert not any(q.judge_silently(v) for v in (1, 3, 8))
@@ -161,16 +161,16 @@ def test_conv_shape_groups_settled_by_running_the_bigger_model(ex, tmp_path):
     assert not q.judge_silently(1) and "not their input shapes" in q.judge(1).message
 
 
-def test_conv_shape_groups_explained_from_the_input_dims(ex, raw):
+def test_conv_shape_groups_explained_from_the_input_dims(ex, raw_recording_events):
     """conv_shape_groups' explanation names the first convolution's Input Dims as the raw JSON
     has them, and the second's (batch, the first's output channels, same size; weights
     c_out × c_out × 3 × 3) (l01 mutants #23, #25-#27, #36-#39: another index, a 3 made 4);
     the "one name" trap names the channels, and the calls trap (2 per step × the recorded
     steps) gets its feedback (#42, #43)."""
-    conv = next(e for e in raw if e.get("name") == "aten::conv2d")
+    conv = next(e for e in raw_recording_events if e.get("name") == "aten::conv2d")
     dims = conv["args"]["Input Dims"]
     (n, _, h, w), c_out = dims[0], dims[1][0]
-    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw)
+    steps = sum(e.get("ph") == "X" and str(e.get("name", "")).startswith("ProfilerStep#") for e in raw_recording_events)
     q = ex["conv_shape_groups"]
     assert f"your convolution's inputs are {dims[0]} with weights {dims[1]}; the second one would take " \
            f"{[n, c_out, h, w]} with weights {[c_out, c_out, 3, 3]}." in q.explain
@@ -179,10 +179,10 @@ def test_conv_shape_groups_explained_from_the_input_dims(ex, raw):
     assert "counts distinct shapes, not calls" in q.judge(2 * steps).message
 
 
-def test_top_self_op_from_the_raw_json(ex, raw):
+def test_top_self_op_from_the_raw_json(ex, raw_recording_events):
     """Self time: an operator's duration minus its direct children's (cpu_op and labels nested
     in it on the same thread), summed per name, from the raw events."""
-    xs = sorted((e for e in raw if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
+    xs = sorted((e for e in raw_recording_events if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "user_annotation")),
                 key=lambda e: (e["tid"], e["ts"], -e["dur"]))
     self_us = raw_self_us(xs)
     per_name = {}

@@ -10,14 +10,11 @@ from pathlib import Path
 import pytest
 
 from conftest import raw_trace_events
+from support.events import ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-def _ns(us) -> int:
-    return round(us * 1000)
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from conftest import REF, merged_length, per_raw, raw_trace_events
+from conftest import REF, merged_length, per_raw
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 
@@ -20,21 +20,16 @@ def ex():
     return exercises.lesson03(lesson_capture("profiler_5step"))
 
 
-@pytest.fixture(scope="module")
-def raw():
-    return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+def _step(raw_5step, n):
+    return next(e for e in raw_5step if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{n}")
 
 
-def _step(raw, n):
-    return next(e for e in raw if e.get("ph") == "X" and e.get("name") == f"ProfilerStep#{n}")
-
-
-def _launched_in(raw, n):
+def _launched_in(raw_5step, n):
     """The GPU events whose CUDA call (same correlation) started inside ProfilerStep#n."""
-    s = _step(raw, n)
-    corr = {e["args"]["correlation"] for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    s = _step(raw_5step, n)
+    corr = {e["args"]["correlation"] for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver")
             and s["ts"] <= e["ts"] <= s["ts"] + s["dur"] and "correlation" in e.get("args", {})}
-    return [e for e in raw if e.get("cat") in GPU_CATS and e["args"].get("correlation") in corr]
+    return [e for e in raw_5step if e.get("cat") in GPU_CATS and e["args"].get("correlation") in corr]
 
 
 def _union_us(events):
@@ -60,16 +55,16 @@ def test_every_question_is_pinned(ex):
                                               "transfer"]
 
 
-def test_total_sum_exceeds_wall(ex, raw):
-    s = _step(raw, 2)
-    totals = sum(e["dur"] for e in raw if e.get("cat") == "cpu_op" and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
+def test_total_sum_exceeds_wall(ex, raw_5step):
+    s = _step(raw_5step, 2)
+    totals = sum(e["dur"] for e in raw_5step if e.get("cat") == "cpu_op" and s["ts"] <= e["ts"] < s["ts"] + s["dur"])
     assert round(totals / 1e3, 3) == 103.018 and s["dur"] == 80627.323     # lesson 03's four-measures table
     q = ex["total_sum_exceeds_wall"]
     assert q.answer is True and q.judge_silently("yes") and not q.judge_silently("no")
 
 
-def test_busy_or_sum(ex, raw):
-    gpu = _launched_in(raw, 2)
+def test_busy_or_sum(ex, raw_5step):
+    gpu = _launched_in(raw_5step, 2)
     assert len(gpu) == 745
     union, total = _union_us(gpu), sum(e["dur"] for e in gpu)
     assert round(union, 1) == 43034.9 and round(total, 3) == 43349.583
@@ -78,9 +73,9 @@ def test_busy_or_sum(ex, raw):
     assert not q.judge_silently("busy") and not q.judge_silently("equal")
 
 
-def test_idle_ms_is_wall_minus_the_union_of_step_4(ex, raw):
+def test_idle_ms_is_wall_minus_the_union_of_step_4(ex, raw_5step):
     def idle(n, measure):
-        return (_step(raw, n)["dur"] - measure(_launched_in(raw, n))) / 1e3
+        return (_step(raw_5step, n)["dur"] - measure(_launched_in(raw_5step, n))) / 1e3
     want = idle(4, _union_us)
     q = ex["idle_ms"]
     assert abs(q.answer - want) < 0.0015 and q.judge_silently(round(want, 2))
@@ -102,9 +97,9 @@ def test_children_ms_from_the_printed_table(ex):
         assert not q.judge_silently(near), near
 
 
-def test_forward_gpu_work_ms_is_the_union_inside_the_forward_spans(ex, raw):
-    spans = [e for e in raw if e.get("cat") == "gpu_user_annotation" and e["name"] == "forward"]
-    gpu = [e for e in raw if e.get("cat") in GPU_CATS]
+def test_forward_gpu_work_ms_is_the_union_inside_the_forward_spans(ex, raw_5step):
+    spans = [e for e in raw_5step if e.get("cat") == "gpu_user_annotation" and e["name"] == "forward"]
+    gpu = [e for e in raw_5step if e.get("cat") in GPU_CATS]
     busy = 0.0
     for s in spans:
         a, b = s["ts"], s["ts"] + s["dur"]
@@ -119,8 +114,8 @@ def test_forward_gpu_work_ms_is_the_union_inside_the_forward_spans(ex, raw):
         assert not q.judge_silently(near), near
 
 
-def test_gpu_overlap_ms_is_the_footer_minus_the_union(ex, raw):
-    gpu = [e for e in raw if e.get("cat") in GPU_CATS]
+def test_gpu_overlap_ms_is_the_footer_minus_the_union(ex, raw_5step):
+    gpu = [e for e in raw_5step if e.get("cat") in GPU_CATS]
     footer = float(re.search(r"Self CUDA time total: ([\d.]+)ms",
                              (REF / "profiler_5step" / "key_averages_tables.txt").read_text()).group(1))
     total = sum(e["dur"] for e in gpu) / 1e3
@@ -180,12 +175,12 @@ def test_each_explanation_subtracts_the_figures_it_prints(ex):
         assert ex[key].answer == found[key], key
 
 
-def test_busy_or_sum_is_asked_before_any_cell_prints_its_outcome(executed_lesson, raw):
+def test_busy_or_sum_is_asked_before_any_cell_prints_its_outcome(executed_lesson, raw_5step):
     """The prediction cannot be copied: no cell above its check cell prints step 2's device
     busy time or summed GPU-event time (in ms or µs, at any rounding), and the cell that
     shows the learner's prediction comes after one that prints both."""
     from test_questions_teach import _asked_at, _numbers, _texts
-    gpu = _launched_in(raw, 2)
+    gpu = _launched_in(raw_5step, 2)
     union_us, sum_us = _union_us(gpu), sum(e["dur"] for e in gpu)
 
     def is_outcome(x):
@@ -201,7 +196,7 @@ def test_busy_or_sum_is_asked_before_any_cell_prints_its_outcome(executed_lesson
     assert asked < outcome < shown
 
 
-def test_four_measures_notes_are_shown_whole(executed_lesson, raw):
+def test_four_measures_notes_are_shown_whole(executed_lesson, raw_5step):
     """The "what" of each measure (the note that says self times leave out the CUDA API calls)
     is printed whole under the table, and the lesson's claim that those calls are the gap
     between self_sum and top_level holds on the raw JSON of step 2."""
@@ -211,9 +206,9 @@ def test_four_measures_notes_are_shown_whole(executed_lesson, raw):
     for r in four_measures.four_measures(lesson_capture("profiler_5step").trace).itertuples():
         assert f"  {r.measure}: {r.what}\n" in text, r.measure
     assert "self times summed: each ns of operator time once, CUDA API calls left out" in text
-    s = _step(raw, 2)
-    ops = [e for e in raw if e.get("cat") == "cpu_op" and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
-    api = [e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver") and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+    s = _step(raw_5step, 2)
+    ops = [e for e in raw_5step if e.get("cat") == "cpu_op" and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
+    api = [e for e in raw_5step if e.get("cat") in ("cuda_runtime", "cuda_driver") and s["ts"] <= e["ts"] < s["ts"] + s["dur"]]
     top = sum(merged_length([(e["ts"], e["ts"] + e["dur"]) for e in ops if e["tid"] == t]) for t in {e["tid"] for e in ops})
     inside = sum(r["dur"] for r in api if any(o["tid"] == r["tid"] and o["ts"] <= r["ts"]
                                                 and r["ts"] + r["dur"] <= o["ts"] + o["dur"] for o in ops))
@@ -223,18 +218,18 @@ def test_four_measures_notes_are_shown_whole(executed_lesson, raw):
     assert "(7.182 ms of them in this step)" in lesson
 
 
-def _self_and_total_us(raw, name):
+def _self_and_total_us(raw_5step, name):
     """An operator's summed self and total host time from the raw JSON: total = its events'
     durations; self = total minus its direct children (operators and CUDA API calls on its thread)."""
-    return per_raw(raw, "host_self_total", _host_times).get(name, (0.0, 0.0))
+    return per_raw(raw_5step, "host_self_total", _host_times).get(name, (0.0, 0.0))
 
 
-def _host_times(raw) -> dict:
+def _host_times(raw_5step) -> dict:
     """``{name: (self, total)}`` host µs for every name, one walk of each thread's operators
     and CUDA API calls (an event's direct children are those that start before it ends and
     sit on top of it in the stack)."""
     by_tid: dict = {}
-    for e in raw:
+    for e in raw_5step:
         if e.get("ph") == "X" and e.get("cat") in ("cpu_op", "cuda_runtime", "cuda_driver"):
             by_tid.setdefault(e["tid"], []).append(e)
     out: dict = {}
@@ -253,7 +248,7 @@ def _host_times(raw) -> dict:
     return out
 
 
-def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_lesson, raw):
+def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_lesson, raw_5step):
     """The printed table (first table of key_averages_tables.txt) has 40 rows: the 10 aten::
     operators are compared, the other 30 print 0 host time. Only aten::clamp_min_ is off by
     more than the µs rounding, by 3.26 µs of self time, and the markdown's figures for it
@@ -270,7 +265,7 @@ def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_
             assert cells[1] == "0.000us" and cells[3] == "0.000us", r
     off = {}
     for n in ops:
-        s, t = _self_and_total_us(raw, n)
+        s, t = _self_and_total_us(raw_5step, n)
         ps, pt = _printed(n, "Self CPU") * 1e3, _printed(n, "CPU total") * 1e3
         assert abs(t - pt) <= 0.5 + 1e-6, n
         if abs(s - ps) > 1:
@@ -280,51 +275,51 @@ def test_trust_the_reader_compares_every_operator_of_the_printed_table(executed_
     assert "printed table: 40 rows, 10 of them operators; the other 30 print 0 host time: True\n" in out
     assert "operators: calls equal: True; self/total within 1 µs: 9; larger: {'aten::clamp_min_': 3.26}\n" in out
     # the one call of step 2 that the pin-memory thread's cudaEventQuery overlaps
-    calls = [e for e in raw if e.get("name") == "aten::clamp_min_"]
+    calls = [e for e in raw_5step if e.get("name") == "aten::clamp_min_"]
     assert len(calls) == 245
-    pin = next(e["tid"] for e in raw if e.get("ph") == "M" and e.get("args", {}).get("name") == "thread 583 (pt_data_pin)")
-    pin_calls = [q for q in raw if q.get("tid") == pin and q.get("cat") == "cuda_runtime"]   # once, not per call
+    pin = next(e["tid"] for e in raw_5step if e.get("ph") == "M" and e.get("args", {}).get("name") == "thread 583 (pt_data_pin)")
+    pin_calls = [q for q in raw_5step if q.get("tid") == pin and q.get("cat") == "cuda_runtime"]   # once, not per call
     queries = [(c, q) for c in calls for q in pin_calls
                if c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
     assert len(queries) == 1
     c, q = queries[0]
-    launch = [e for e in raw if e.get("tid") == c["tid"] and e.get("cat") == "cuda_runtime"
+    launch = [e for e in raw_5step if e.get("tid") == c["tid"] and e.get("cat") == "cuda_runtime"
               and c["ts"] <= e["ts"] and e["ts"] + e["dur"] <= c["ts"] + c["dur"]]
     assert len(launch) == 1 and launch[0]["name"] == "cudaLaunchKernel"
     l_ = launch[0]
     assert q["name"] == "cudaEventQuery" and q["dur"] == 14.963 and l_["dur"] == 11.765
     assert q["ts"] <= l_["ts"] and l_["ts"] + l_["dur"] <= q["ts"] + q["dur"]          # it encloses the launch
-    step2 = _step(raw, 2)
+    step2 = _step(raw_5step, 2)
     assert step2["ts"] <= c["ts"] < step2["ts"] + step2["dur"]
-    s, _ = _self_and_total_us(raw, "aten::clamp_min_")
+    s, _ = _self_and_total_us(raw_5step, "aten::clamp_min_")
     assert round(q["dur"] - l_["dur"], 3) == 3.198 and round(s - (q["dur"] - l_["dur"])) == 2645   # prints 2.645ms
     lesson = "\n".join(cell.source for cell in executed_lesson("03").nb.cells if cell.cell_type == "markdown")
     # the counter-example the markdown names: a CUDA API call of that thread inside a convolution_backward
     # call, under no deeper event of it, and convolution_backward agrees with the table (off holds only clamp_min_)
-    inner = [(c, q) for c in raw if c.get("name") == "aten::convolution_backward" for q in pin_calls
+    inner = [(c, q) for c in raw_5step if c.get("name") == "aten::convolution_backward" for q in pin_calls
              if c["ts"] <= q["ts"] and q["ts"] + q["dur"] <= c["ts"] + c["dur"]]
     assert [api["name"] for _, api in inner] == ["cudaPointerGetAttributes"]
     conv, api = inner[0]
-    assert not [e for e in raw if e.get("tid") == conv["tid"] and e is not conv and e.get("cat") in ("cpu_op", "cuda_runtime")
+    assert not [e for e in raw_5step if e.get("tid") == conv["tid"] and e is not conv and e.get("cat") in ("cpu_op", "cuda_runtime")
                 and e["ts"] <= api["ts"] < e["ts"] + e["dur"] and conv["ts"] <= e["ts"]]
     assert (f"{s:,.3f}", f"{s - (q['dur'] - l_['dur']):,.3f}") == ("2,648.260", "2,645.062")
     for figure in ("2,648.260 µs", "2,645.062 µs", "2.645 ms", "3.26 µs", "245 calls", "14.963 µs", "11.765 µs", "3.198 µs", "step 2", "`pt_data_pin`"):
         assert figure in lesson, figure
 
 
-def test_the_explanations_give_the_raw_figures(ex, raw):
+def test_the_explanations_give_the_raw_figures(ex, raw_5step):
     """What a learner reads after answering, from the raw JSON: busy_or_sum's figures and the
     streams its kernels ran on, with the sentence that says why the sum is larger (l03 mutant
     #30: that sentence dropped); forward_gpu_work_ms's idle time inside the spans (#37: span +
     busy); the NCCL excerpt's collective stream (#43: the second event's stream)."""
-    gpu = _launched_in(raw, 2)
+    gpu = _launched_in(raw_5step, 2)
     union, total = _union_us(gpu), sum(e["dur"] for e in gpu)
     streams = {e["args"]["stream"] for e in gpu if e.get("cat") == "kernel"}
     assert ex["busy_or_sum"].explain == (
         f"busy {union / 1e3:,.3f} ms, summed {total / 1e3:,.3f} ms: the union counts an overlap once; a sum can only "
         f"be equal or larger (here on {len(streams)} stream(s): some kernels start before the previous one has ended).")
-    spans = [e for e in raw if e.get("cat") == "gpu_user_annotation" and e["name"] == "forward"]
-    everything = [e for e in raw if e.get("cat") in GPU_CATS]
+    spans = [e for e in raw_5step if e.get("cat") == "gpu_user_annotation" and e["name"] == "forward"]
+    everything = [e for e in raw_5step if e.get("cat") in GPU_CATS]
     busy = sum(merged_length([(max(s["ts"], e["ts"]), min(s["ts"] + s["dur"], e["ts"] + e["dur"])) for e in everything
                               if e["ts"] < s["ts"] + s["dur"] and e["ts"] + e["dur"] > s["ts"]]) for s in spans) / 1e3
     span_ms = sum(s["dur"] for s in spans) / 1e3

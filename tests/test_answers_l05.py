@@ -12,18 +12,13 @@ import statistics
 
 import pytest
 
-from conftest import REF, per_raw, raw_trace_events
+from conftest import REF, per_raw
 
 
 @pytest.fixture(scope="module")
 def ex():
     from kitlib.course import exercises, lesson_capture
     return exercises.lesson05(lesson_capture("fixed_batch"))
-
-
-@pytest.fixture(scope="module")
-def raw():
-    return raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
 
 
 @pytest.fixture(scope="module")
@@ -37,15 +32,15 @@ def cost():
     return json.loads((REF / "record_shapes_cpu" / "result.json").read_text())
 
 
-def _ops(raw, name):
+def _ops(raw_fixed_batch, name):
     """The ``cpu_op`` events named ``name``, by start time (indexed once per trace: the
     wrapper check asks for two names 160 times, one scan of the trace each before)."""
-    return per_raw(raw, "cpu_ops_by_name", _ops_by_name).get(name, [])
+    return per_raw(raw_fixed_batch, "cpu_ops_by_name", _ops_by_name).get(name, [])
 
 
-def _ops_by_name(raw) -> dict:
+def _ops_by_name(raw_fixed_batch) -> dict:
     out: dict = {}
-    for e in raw:
+    for e in raw_fixed_batch:
         if e.get("cat") == "cpu_op":
             out.setdefault(e["name"], []).append(e)
     for evs in out.values():
@@ -65,8 +60,8 @@ def test_every_question_is_pinned(ex):
                                               "predict", "compute"]
 
 
-def test_conv_shapes(ex, raw, rows):
-    convs = _ops(raw, "aten::cudnn_convolution")
+def test_conv_shapes(ex, raw_fixed_batch, rows):
+    convs = _ops(raw_fixed_batch, "aten::cudnn_convolution")
     groups = {json.dumps(e["args"]["Input Dims"]) for e in convs}
     assert len(groups) == len(_by_total(rows, "aten::cudnn_convolution")) == 23 and len(convs) == 265
     q = ex["conv_shapes"]
@@ -75,8 +70,8 @@ def test_conv_shapes(ex, raw, rows):
         assert not q.judge_silently(near), near
 
 
-def test_first_conv_filters(ex, raw):
-    first = _ops(raw, "aten::cudnn_convolution")[0]
+def test_first_conv_filters(ex, raw_fixed_batch):
+    first = _ops(raw_fixed_batch, "aten::cudnn_convolution")[0]
     x, w = first["args"]["Input Dims"][:2]
     assert (x, w) == ([128, 3, 224, 224], [64, 3, 7, 7])
     q = ex["first_conv_filters"]
@@ -147,10 +142,10 @@ def test_add_call_ratio_from_the_profilers_rows(ex, rows):
         assert not q.judge_silently(near), near
 
 
-def test_add_autograd_per_step(ex, raw):
-    bw_tids = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
-    tensor = [e for e in _ops(raw, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
-    steps = len({e["name"] for e in raw if e.get("name", "").startswith("ProfilerStep#")})
+def test_add_autograd_per_step(ex, raw_fixed_batch):
+    bw_tids = {e["tid"] for e in _ops(raw_fixed_batch, "aten::convolution_backward")}
+    tensor = [e for e in _ops(raw_fixed_batch, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
+    steps = len({e["name"] for e in raw_fixed_batch if e.get("name", "").startswith("ProfilerStep#")})
     on_autograd = sum(e["tid"] in bw_tids for e in tensor)
     assert (on_autograd, len(tensor), steps) == (80, 160, 5)
     q = ex["add_autograd_per_step"]
@@ -164,8 +159,8 @@ def test_add_autograd_per_step(ex, raw):
     assert sorted(t for t, _ in q.traps) == [len(tensor) / steps, on_autograd]
 
 
-def test_grad_layout_from_the_raw_strides(ex, raw):
-    tb = [e for e in _ops(raw, "aten::threshold_backward")
+def test_grad_layout_from_the_raw_strides(ex, raw_fixed_batch):
+    tb = [e for e in _ops(raw_fixed_batch, "aten::threshold_backward")
           if len(e["args"]["Input Dims"][0]) == 4]
     first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)     # not channels-last
     n, c, h, w = first["args"]["Input Dims"][0]
@@ -203,30 +198,30 @@ def test_shapes_rss_mib_is_the_difference_of_the_medians(ex, cost):
         assert not q.judge_silently(near), near
 
 
-def test_the_autograd_threads_sums_run_in_a_convolution_backward_wrapper_outside_its_node(raw):
+def test_the_autograd_threads_sums_run_in_a_convolution_backward_wrapper_outside_its_node(raw_fixed_batch):
     """Lesson 05's (and 06's) sentence: each of the 80 tensor aten::add_ on the autograd thread
     runs inside an 'autograd::engine::evaluate_function: ConvolutionBackward0' wrapper, outside
     the ConvolutionBackward0 node itself (raw JSON, nesting by time on the thread)."""
-    bw_tid = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
-    adds = [e for e in _ops(raw, "aten::add_") if e["tid"] in bw_tid]
+    bw_tid = {e["tid"] for e in _ops(raw_fixed_batch, "aten::convolution_backward")}
+    adds = [e for e in _ops(raw_fixed_batch, "aten::add_") if e["tid"] in bw_tid]
 
     def inside(e, name):
-        return [w for w in _ops(raw, name) if w["tid"] == e["tid"] and w["ts"] <= e["ts"]
+        return [w for w in _ops(raw_fixed_batch, name) if w["tid"] == e["tid"] and w["ts"] <= e["ts"]
                 and e["ts"] + e["dur"] <= w["ts"] + w["dur"]]
     wrapper = "autograd::engine::evaluate_function: ConvolutionBackward0"
     assert len(adds) == 80
     assert all(inside(e, wrapper) and not inside(e, "ConvolutionBackward0") for e in adds)
 
 
-def test_the_explanations_and_answers_give_the_raw_figures(ex, raw, rows):
+def test_the_explanations_and_answers_give_the_raw_figures(ex, raw_fixed_batch, rows):
     """What a learner reads besides the verdicts, from the raw JSON and the profiler's own rows:
     conv_shapes' convolutions a step (l05 mutant #22: / for //, "53.0"); first_conv_filters'
     weight and input read out (#25-#30: another index); top_shape_ms to 3 decimals and
     add_call_ratio to 1 (#33, #36); add_autograd_per_step a whole count (#44-#47: 16.0) and
     its "80 of 160 ... = 16 per step" (#50); grad_layout's two reference strides and its
     sentence on the contiguous gradient (#67-#77)."""
-    convs = _ops(raw, "aten::cudnn_convolution")
-    steps = len({e["name"] for e in raw if e.get("name", "").startswith("ProfilerStep#")})
+    convs = _ops(raw_fixed_batch, "aten::cudnn_convolution")
+    steps = len({e["name"] for e in raw_fixed_batch if e.get("name", "").startswith("ProfilerStep#")})
     assert f"ResNet-50 runs {len(convs) // steps} convolutions a step." in ex["conv_shapes"].prompt
     x, w = convs[0]["args"]["Input Dims"][:2]
     assert ex["first_conv_filters"].explain == (
@@ -238,14 +233,14 @@ def test_the_explanations_and_answers_give_the_raw_figures(ex, raw, rows):
     frequent = max(add, key=lambda r: r["count"])
     ratio = (add[0]["device_time_total_us"] / add[0]["count"]) / (frequent["device_time_total_us"] / frequent["count"])
     assert ex["add_call_ratio"].answer == round(ratio, 1)
-    bw_tids = {e["tid"] for e in _ops(raw, "aten::convolution_backward")}
-    tensor = [e for e in _ops(raw, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
+    bw_tids = {e["tid"] for e in _ops(raw_fixed_batch, "aten::convolution_backward")}
+    tensor = [e for e in _ops(raw_fixed_batch, "aten::add_") if e["args"]["Input Dims"] and e["args"]["Input Dims"][0] != []]
     on_autograd = sum(e["tid"] in bw_tids for e in tensor)
     q = ex["add_autograd_per_step"]
     assert type(q.answer) is int and q.answer == on_autograd // steps
     assert q.explain.startswith(f"{on_autograd} of {len(tensor)} tensor calls over {steps} steps = "
                                 f"{on_autograd / steps:g} per step")
-    tb = [e for e in _ops(raw, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
+    tb = [e for e in _ops(raw_fixed_batch, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
     first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)
     n, c, h, wd = first["args"]["Input Dims"][0]
     assert ex["grad_layout"].explain.startswith(
@@ -254,7 +249,7 @@ def test_the_explanations_and_answers_give_the_raw_figures(ex, raw, rows):
         "some gradients arrive NCHW-contiguous")
 
 
-def test_shapes_explanations_from_the_measurement(ex, raw, cost):
+def test_shapes_explanations_from_the_measurement(ex, raw_fixed_batch, cost):
     """The record_shapes measurement as a learner reads it, from the measurement's JSON: the
     allocator peak's "not held longer" sentence and the two RSS medians (l05 mutants #92-#94:
     the sentence for the other outcome); shapes_rss_mib to 1 decimal with its medians (#95-#97);
@@ -269,7 +264,7 @@ def test_shapes_explanations_from_the_measurement(ex, raw, cost):
     q = ex["shapes_rss_mib"]
     assert q.answer == round(on - off, 1)
     assert q.explain.startswith(f"medians {on:,.1f} − {off:,.1f} MiB = {on - off:,.1f} MiB.")
-    tb = [e for e in _ops(raw, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
+    tb = [e for e in _ops(raw_fixed_batch, "aten::threshold_backward") if len(e["args"]["Input Dims"][0]) == 4]
     first = next(e for e in tb if e["args"]["Input Strides"][0][1] != 1)
     assert f"this tensor's channel stride is {first['args']['Input Strides'][0][1]}, not 1" \
         in ex["grad_layout"].judge("channels_last").message

@@ -27,22 +27,17 @@ def ex():
     return exercises.lesson06(lesson_capture("fixed_batch"))
 
 
-@pytest.fixture(scope="module")
-def raw():
-    return raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
-
-
 def _open_frames(frames, op):
     return [f for f in frames if f["ts"] <= op["ts"] and f["ts"] + f["dur"] >= op["ts"] + op["dur"]]
 
 
-def _stacks(raw):
+def _stacks(raw_fixed_batch):
     """Per cpu_op (by id()), its Python stack as the tracer links it, outermost first: the
     innermost frame open on its thread when it began (in time), then that frame's
     ``Python parent id`` chain; and the same op's frames open in time, for comparison."""
-    frames = sorted((e for e in raw if e.get("cat") == "python_function"), key=lambda e: (e["ts"], -e["dur"]))
+    frames = sorted((e for e in raw_fixed_batch if e.get("cat") == "python_function"), key=lambda e: (e["ts"], -e["dur"]))
     by_id = {f["args"]["Python id"]: f for f in frames}
-    ops = sorted((e for e in raw if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
+    ops = sorted((e for e in raw_fixed_batch if e.get("cat") == "cpu_op"), key=lambda e: e["ts"])
     linked, in_time, i, open_ = {}, {}, 0, {}
     for op in ops:
         stack = open_.setdefault(op["tid"], [])
@@ -75,16 +70,16 @@ def test_every_question_is_pinned(ex):
     assert [q.kind for q in ex.questions] == ["predict", "predict", "compute", "transfer", "compute"]
 
 
-def test_hot_kernel_module_from_the_raw_chain(ex, raw):
-    launch_ext = {e["args"]["correlation"]: e["args"].get("External id") for e in raw
+def test_hot_kernel_module_from_the_raw_chain(ex, raw_fixed_batch):
+    launch_ext = {e["args"]["correlation"]: e["args"].get("External id") for e in raw_fixed_batch
                   if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e.get("args", {})}
-    gpu = [e for e in raw if e.get("cat") in GPU_CATS and e["args"].get("correlation") in launch_ext]
+    gpu = [e for e in raw_fixed_batch if e.get("cat") in GPU_CATS and e["args"].get("correlation") in launch_ext]
     longest = max(gpu, key=lambda e: e["dur"])
-    op = next(e for e in raw if e.get("cat") == "cpu_op" and e["args"].get("External id") == launch_ext[longest["args"]["correlation"]])
+    op = next(e for e in raw_fixed_batch if e.get("cat") == "cpu_op" and e["args"].get("External id") == launch_ext[longest["args"]["correlation"]])
     assert op["name"] == "aten::max_pool2d_with_indices_backward" and longest["dur"] == 912.823
     # its forward twin on the main thread, inside which module pseudo-frame?
-    fwd = next(e for e in raw if e.get("cat") == "cpu_op" and e["name"] == "aten::max_pool2d_with_indices")
-    frames = [e for e in raw if e.get("cat") == "python_function" and e["tid"] == fwd["tid"]]
+    fwd = next(e for e in raw_fixed_batch if e.get("cat") == "cpu_op" and e["name"] == "aten::max_pool2d_with_indices")
+    frames = [e for e in raw_fixed_batch if e.get("cat") == "python_function" and e["tid"] == fwd["tid"]]
     modules = [f["name"] for f in sorted(_open_frames(frames, fwd), key=lambda f: f["ts"]) if f["name"].startswith("nn.Module: ")]
     assert modules[-1] == "nn.Module: MaxPool2d_0"
     q = ex["hot_kernel_module"]
@@ -93,13 +88,13 @@ def test_hot_kernel_module_from_the_raw_chain(ex, raw):
         assert not q.judge_silently(near), near
 
 
-def test_backward_python_frames(ex, raw):
-    bw_tids = {e["tid"] for e in raw if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution_backward"}
-    frames = sum(e.get("cat") == "python_function" and e["tid"] in bw_tids for e in raw)
+def test_backward_python_frames(ex, raw_fixed_batch):
+    bw_tids = {e["tid"] for e in raw_fixed_batch if e.get("cat") == "cpu_op" and e["name"] == "aten::convolution_backward"}
+    frames = sum(e.get("cat") == "python_function" and e["tid"] in bw_tids for e in raw_fixed_batch)
     assert bw_tids == {446} and frames == 0
     q = ex["backward_python_frames"]
     assert q.answer == 0 and q.judge_silently(0)
-    main = sum(e.get("cat") == "python_function" for e in raw)
+    main = sum(e.get("cat") == "python_function" for e in raw_fixed_batch)
     for near in (1, main, main / 5):
         assert not q.judge_silently(near), near
 
@@ -110,16 +105,16 @@ def _sites() -> tuple:
     children of tools/exercise_mutants.py --kill find them made): the host events (operators,
     launches, annotations) each with its site, ``_top_share`` by the tracer's links and by
     time nesting alone."""
-    raw = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
-    ops, stacks, in_time = _stacks(raw)
+    raw_fixed_batch = raw_trace_events(REF / "fixed_batch" / "trace.json.gz")
+    ops, stacks, in_time = _stacks(raw_fixed_batch)
     site = {id(o): _user_frame(stacks[id(o)]) for o in ops}
-    linked = _top_share(raw, ops, site)             # fills in the backward operators' sites
-    by_time = _top_share(raw, ops, {id(o): _user_frame(in_time[id(o)]) for o in ops})
+    linked = _top_share(raw_fixed_batch, ops, site)             # fills in the backward operators' sites
+    by_time = _top_share(raw_fixed_batch, ops, {id(o): _user_frame(in_time[id(o)]) for o in ops})
     # every host event the by-call-site table counts: the operators, the CUDA runtime and
     # driver calls (each has its operator's site, by external id), the annotations (none)
     ext = {(o["tid"], o["args"].get("External id")): o for o in ops}
     host = [(o, site[id(o)]) for o in ops]
-    for e in raw:
+    for e in raw_fixed_batch:
         if e.get("cat") in ("cuda_runtime", "cuda_driver"):
             o = ext.get((e["tid"], e["args"].get("External id")))
             host.append((e, site[id(o)] if o is not None else "(none)"))
@@ -148,7 +143,7 @@ def test_top_site_share_from_frames_sequence_numbers_and_launches(ex):
         assert not q.judge_silently(near), near
 
 
-def _top_share(raw, ops, site):
+def _top_share(raw_fixed_batch, ops, site):
     """(top call site, its % of the GPU time launched in the window, the second site's time,
     the total, per-site times) with each op's site given; backward ops borrow their node's."""
     by_seq = {}
@@ -176,10 +171,10 @@ def _top_share(raw, ops, site):
     ext = {}
     for o in ops:                                   # the innermost op of each external id
         ext[(o["tid"], o["args"].get("External id"))] = o
-    launches = {e["args"]["correlation"]: e for e in raw if e.get("cat") in ("cuda_runtime", "cuda_driver")
+    launches = {e["args"]["correlation"]: e for e in raw_fixed_batch if e.get("cat") in ("cuda_runtime", "cuda_driver")
                 and "correlation" in e.get("args", {})}
     per_site = {}
-    for g in raw:
+    for g in raw_fixed_batch:
         if g.get("cat") in GPU_CATS and g["args"].get("correlation") in launches:
             la = launches[g["args"]["correlation"]]
             o = ext.get((la["tid"], la["args"].get("External id")))
@@ -280,11 +275,11 @@ def test_stacks_share_answer_explanation_and_traps(ex):
     assert "share of the events" in q.judge(round(100 * e, 1)).message
 
 
-def test_parent_links_and_time_nesting_disagree_mostly_inside_layer1(raw):
+def test_parent_links_and_time_nesting_disagree_mostly_inside_layer1(raw_fixed_batch):
     """Lesson 06's sweep: of the main thread's Python frames, 87 have a 'Python parent id'
     that is not the innermost frame open in time when they began, and most of them lie inside
     'nn.Module: Sequential_0' (layer1) in time — the lesson's sentence."""
-    frames = sorted((e for e in raw if e.get("cat") == "python_function"), key=lambda e: (e["ts"], -e["dur"]))
+    frames = sorted((e for e in raw_fixed_batch if e.get("cat") == "python_function"), key=lambda e: (e["ts"], -e["dur"]))
     assert {f["tid"] for f in frames} == {416}
     open_, differ = [], []
     for f in frames:

@@ -26,7 +26,7 @@ def ex():
 
 
 @pytest.fixture(scope="module")
-def rows():
+def key_averages_doc():
     return json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
 
 
@@ -56,16 +56,16 @@ def test_every_question_is_pinned(ex):
     assert [q.kind for q in ex.questions] == ["predict", "compute", "transfer", "compute", "predict", "compute"]
 
 
-def test_the_formula_on_the_raw_shapes_is_the_profilers_count(rows):
+def test_the_formula_on_the_raw_shapes_is_the_profilers_count(key_averages_doc):
     """The test's own formula, on every raw aten::conv2d, sums to the profiler's flops column."""
     convs = _convs("fixed_batch")
-    tool = next(r for r in rows["by_name"] if r["key"] == "aten::conv2d")
+    tool = next(r for r in key_averages_doc["by_name"] if r["key"] == "aten::conv2d")
     assert sum(_conv_flops(e)[0] for e in convs) == tool["flops"] == 5_231_534_407_680
     assert len(convs) == tool["count"] == 265
 
 
-def test_with_flops_share(ex, rows, counter):
-    per_step = sum(r["flops"] or 0 for r in rows["by_name"]) / 5
+def test_with_flops_share(ex, key_averages_doc, counter):
+    per_step = sum(r["flops"] or 0 for r in key_averages_doc["by_name"]) / 5
     share = per_step / counter["total"]
     assert round(share, 3) == 0.337
     q = ex["with_flops_share"]
@@ -109,7 +109,7 @@ def _printed_5step(name, column):
     raise KeyError(name)
 
 
-def test_conv_tflops_5step(ex, rows, counter):
+def test_conv_tflops_5step(ex, key_averages_doc, counter):
     # the same shapes in both recordings: the same FLOPs
     assert sum(_conv_flops(e)[0] for e in _convs("profiler_5step")) == 5_231_534_407_680
     flops_per_step = 5_231_534_407_680 / 5
@@ -118,7 +118,7 @@ def test_conv_tflops_5step(ex, rows, counter):
     rate = flops_per_step / (cuda_ms / 5 * 1e-3) / 1e12
     q = ex["conv_tflops_5step"]
     assert q.judge_silently(rate) and q.judge_silently(205) and q.unit == "TFLOP/s"
-    fixed_rate = flops_per_step / (next(r for r in rows["by_name"] if r["key"] == "aten::conv2d")
+    fixed_rate = flops_per_step / (next(r for r in key_averages_doc["by_name"] if r["key"] == "aten::conv2d")
                                    ["device_time_total_us"] / 5 * 1e-6) / 1e12
     cpu_rate = flops_per_step / (_printed_5step("aten::cudnn_convolution", "CPU total") / 5 * 1e-3) / 1e12
     mixed = counter["total"] / (cuda_ms / 5 * 1e-3) / 1e12
@@ -172,14 +172,14 @@ def test_what_the_ncu_recording_holds():
     import csv
     lines = (REF / "ncu" / "conv_kernels_speed_of_light.csv").read_text().splitlines()
     assert "Running with unmodified GPU clocks" in lines[0]
-    rows = list(csv.DictReader(lines[3:]))
-    names = {r["ID"]: r["Kernel Name"] for r in rows}
+    key_averages_doc = list(csv.DictReader(lines[3:]))
+    names = {r["ID"]: r["Kernel Name"] for r in key_averages_doc}
     assert len(names) == 3 and all(n.startswith("void convertTensor_kernel") for n in names.values())
     assert not any("conv" in n.replace("convertTensor", "") for n in names.values())
-    assert {(r["Grid Size"], r["Block Size"]) for r in rows} == {("(4096, 1, 1)", "(512, 1, 1)")}
+    assert {(r["Grid Size"], r["Block Size"]) for r in key_averages_doc} == {("(4096, 1, 1)", "(512, 1, 1)")}
 
     def metric(kid, name):
-        return float(next(r["Metric Value"] for r in rows if r["ID"] == kid and r["Metric Name"] == name)
+        return float(next(r["Metric Value"] for r in key_averages_doc if r["ID"] == kid and r["Metric Name"] == name)
                      .replace(",", ""))
     mhz = [metric(k, "SM Frequency") / 1e6 for k in "012"]
     assert [round(m) for m in mhz] == [1970, 1968, 1970] and all(m > 1900 for m in mhz)   # max 1,980 MHz
@@ -197,14 +197,14 @@ def _row(text, name, n):
     return line.rstrip().rsplit(None, n)[1:]
 
 
-def test_lesson08_tables_whole(executed_lesson, rows, counter):
+def test_lesson08_tables_whole(executed_lesson, key_averages_doc, counter):
     """Lesson 08's tables, every row in order, from the profiler's key_averages rows and
     FlopCounterMode's file: with_flops per operator (calls, flops, TFLOP), FlopCounterMode's
     count of one step (flops, TFLOP, share, pass), and the first two rates (FLOPs over the
     device time of the kernels under the operators, key_averages' device totals)."""
     text = executed_lesson("08").text
     # with_flops per operator, largest first
-    tool = sorted(((r["key"], r["count"], r["flops"]) for r in rows["by_name"] if r["flops"]), key=lambda t: -t[2])
+    tool = sorted(((r["key"], r["count"], r["flops"]) for r in key_averages_doc["by_name"] if r["flops"]), key=lambda t: -t[2])
     shown = re.search(r"\n\s+calls\s+flops\s+tflop\nname\s*\n((?:.+\n){3})", text).group(1).splitlines()
     assert [ln.split()[:3] for ln in shown] == [[k, str(c), str(f)] for k, c, f in tool]
     assert [float(ln.split()[3]) for ln in shown] == [round(f / 1e12, 6) for _, _, f in tool]
@@ -216,10 +216,10 @@ def test_lesson08_tables_whole(executed_lesson, rows, counter):
         assert (int(flops), float(tflop), float(share)) == (f, round(f / 1e12, 6), round(f / counter["total"], 6))
         assert pass_ == ("backward" if k in ("aten.convolution_backward", "aten.mm") else "forward")
     # the rates: forward convolutions and convolutions forward + backward, per step
-    dev = {r["key"]: r["device_time_total_us"] for r in rows["by_name"]}
+    dev = {r["key"]: r["device_time_total_us"] for r in key_averages_doc["by_name"]}
     fwd_ms = dev["aten::conv2d"] / 5 / 1e3
     both_ms = (dev["aten::conv2d"] + dev["aten::convolution_backward"]) / 5 / 1e3
-    fwd = next(r["flops"] for r in rows["by_name"] if r["key"] == "aten::conv2d") / 5
+    fwd = next(r["flops"] for r in key_averages_doc["by_name"] if r["key"] == "aten::conv2d") / 5
     both = counter["by_op"]["aten.convolution"] + counter["by_op"]["aten.convolution_backward"]
     for name, flops, ms in (("forward convolutions", fwd, fwd_ms), ("convolutions, forward + backward", both, both_ms)):
         tflop, dev_ms, rate = map(float, re.search(re.escape(name) + r"\s.*?\s([\d.]+)\s+([\d.]+)\s+([\d.]+)\n",
@@ -305,8 +305,8 @@ def test_the_ncu_table_shows_the_grid_the_text_names(executed_lesson):
     table's note names the ncu recording only."""
     import csv
     lines = (REF / "ncu" / "conv_kernels_speed_of_light.csv").read_text().splitlines()
-    rows = list(csv.DictReader(lines[3:]))
-    val = {(r["ID"], r["Metric Name"]): float(r["Metric Value"].replace(",", "")) for r in rows
+    key_averages_doc = list(csv.DictReader(lines[3:]))
+    val = {(r["ID"], r["Metric Name"]): float(r["Metric Value"].replace(",", "")) for r in key_averages_doc
            if r["Metric Name"] in ("Grid Size", "Block Size")}
     assert [val[k, "Grid Size"] for k in "012"] == [4096] * 3 and [val[k, "Block Size"] for k in "012"] == [512] * 3
     lesson = executed_lesson("08")
@@ -340,12 +340,12 @@ def test_achieved_vs_peak_labels_leave_the_bars_their_width():
     plt.close(ax.figure)
 
 
-def test_with_flops_share_and_bwd_fwd_ratio_explained_from_the_files(ex, rows, counter):
+def test_with_flops_share_and_bwd_fwd_ratio_explained_from_the_files(ex, key_averages_doc, counter):
     """The figures a learner reads in two explanations, from key_averages' flops column and
     FlopCounterMode's JSON: "1.046 of 3.109 TFLOP = 33.7%" (l08 mutants #54, #56: a figure
     ×1e12 instead of ÷) and "aten.convolution_backward 2.062 TFLOP ÷ aten.convolution 1.046
     TFLOP = 1.97" (#60, #62, #64)."""
-    per_step = sum(r["flops"] or 0 for r in rows["by_name"]) / 5
+    per_step = sum(r["flops"] or 0 for r in key_averages_doc["by_name"]) / 5
     total = counter["total"]
     assert f"about a third: {per_step / 1e12:.3f} of {total / 1e12:.3f} TFLOP = {per_step / total:.1%}." \
         in ex["with_flops_share"].explain

@@ -34,14 +34,14 @@ def ex():
 
 
 @functools.cache
-def _raw(name: str) -> list:
+def _figures_of(name: str) -> list:
     """raw_figures of each trace of a bundle (one per rank); worked out once per process
     (tools/exercise_mutants.py --kill reruns these tests in children forked from a process
     that ran them). Callers only read them."""
     return [raw_figures(t) for t in traces_of(SHIPPED / name)]
 
 
-def _steps(name: str) -> dict:
+def _step_times(name: str) -> dict:
     path = SHIPPED / name
     path = path / "rank0" if (path / "rank0").is_dir() else path
     return json.loads((path / "step_times.json").read_text())
@@ -62,11 +62,11 @@ def _letter(cause_id: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def raw():
+def raw_by_case():
     """Per case letter its before's raw figures (largest over ranks), and the healthy run's."""
-    out = {x: {k: max(f[k] for f in _raw(f"case_{x}/before")) for k in _raw(f"case_{x}/before")[0]} for x in LETTERS}
-    out["healthy"] = _raw("baseline")[0]
-    out["healthy_of"] = {x: _raw(_healthy(x))[0] for x in LETTERS if not CASES[x].ranks}
+    out = {x: {k: max(f[k] for f in _figures_of(f"case_{x}/before")) for k in _figures_of(f"case_{x}/before")[0]} for x in LETTERS}
+    out["healthy"] = _figures_of("baseline")[0]
+    out["healthy_of"] = {x: _figures_of(_healthy(x))[0] for x in LETTERS if not CASES[x].ranks}
     return out
 
 
@@ -82,18 +82,18 @@ def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
 
 
 # --------------------------------------------------------------------------- the evidence, from raw rows
-def test_evidence_answers_from_the_raw_trace(ex, raw):
+def test_evidence_answers_from_the_raw_trace(ex, raw_by_case):
     a, c, e, h = (_letter(k) for k in ("channels_first_blocks", "loader_in_main_process", "optimizer_per_tensor",
                                        "slow_transform"))
-    assert ex[f"case_{a}_evidence"].answer == pytest.approx(raw[a]["contiguous_in_forward"]) == 49
-    assert ex[f"case_{c}_evidence"].answer == pytest.approx(raw[c]["ops_in_data_load"])          # 1,469
-    assert ex[f"case_{e}_evidence"].answer == pytest.approx(raw[e]["ops_in_optimizer"])          # 816
-    assert ex[f"case_{h}_evidence"].answer == pytest.approx(raw[h]["data_load_share"], abs=1e-4)  # 0.775
+    assert ex[f"case_{a}_evidence"].answer == pytest.approx(raw_by_case[a]["contiguous_in_forward"]) == 49
+    assert ex[f"case_{c}_evidence"].answer == pytest.approx(raw_by_case[c]["ops_in_data_load"])          # 1,469
+    assert ex[f"case_{e}_evidence"].answer == pytest.approx(raw_by_case[e]["ops_in_optimizer"])          # 816
+    assert ex[f"case_{h}_evidence"].answer == pytest.approx(raw_by_case[h]["data_load_share"], abs=1e-4)  # 0.775
 
 
 def test_the_straggler_gap_from_each_ranks_raw_events(ex):
     b = _letter("straggler_rank")
-    gaps = [f["step_start_gap_ms"] for f in _raw(f"case_{b}/before")]
+    gaps = [f["step_start_gap_ms"] for f in _figures_of(f"case_{b}/before")]
     assert ex[f"case_{b}_evidence"].answer == pytest.approx(max(gaps), abs=1e-3)               # 40.4 ms
     q = ex[f"case_{b}_evidence"]
     assert not q.judge_silently(min(gaps)) and not q.judge_silently(max(gaps) * 1e3)
@@ -116,27 +116,27 @@ def test_python_events_and_isnan_from_raw_rows(ex):
 def test_time_per_image_from_step_times_and_input_dims(ex):
     g = _letter("tiny_batches")
     batch = raw_figures(SHIPPED / f"case_{g}" / "before" / "trace.json.gz")["batch"]
-    med = statistics.median(_steps(f"case_{g}/before")["step_ms_uninstrumented"])
+    med = statistics.median(_step_times(f"case_{g}/before")["step_ms_uninstrumented"])
     q = ex[f"case_{g}_evidence"]
     assert q.answer == pytest.approx(med / batch, rel=1e-3) and batch == 2
     assert not q.judge_silently(med) and not q.judge_silently(med / 16)
     assert "factor" in q.judge(med / batch * 1000).message
 
 
-def test_near_misses_are_rejected(ex, raw):
+def test_near_misses_are_rejected(ex, raw_by_case):
     """The healthy run's figure, the total over the steps, and a neighbouring case's figure."""
     pairs = {"channels_first_blocks": "contiguous_in_forward", "loader_in_main_process": "ops_in_data_load",
              "optimizer_per_tensor": "ops_in_optimizer", "slow_transform": "data_load_share"}
     for cause, fig in pairs.items():
         x = _letter(cause)
         q = ex[f"case_{x}_evidence"]
-        assert q.judge_silently(raw[x][fig])
-        assert not q.judge_silently(raw["healthy_of"][x][fig]), cause
+        assert q.judge_silently(raw_by_case[x][fig])
+        assert not q.judge_silently(raw_by_case["healthy_of"][x][fig]), cause
         if fig != "data_load_share":
-            assert not q.judge_silently(raw[x][fig] * raw[x]["steps"]), cause
+            assert not q.judge_silently(raw_by_case[x][fig] * raw_by_case[x]["steps"]), cause
     h, c = _letter("slow_transform"), _letter("loader_in_main_process")
-    assert not ex[f"case_{h}_evidence"].judge_silently(raw[c]["data_load_share"])                 # 0.742
-    assert "healthy" in ex[f"case_{h}_evidence"].judge(raw["healthy"]["data_load_share"]).message
+    assert not ex[f"case_{h}_evidence"].judge_silently(raw_by_case[c]["data_load_share"])                 # 0.742
+    assert "healthy" in ex[f"case_{h}_evidence"].judge(raw_by_case["healthy"]["data_load_share"]).message
 
 
 # --------------------------------------------------------------------------- causes, routes and fixes
@@ -152,17 +152,17 @@ def test_the_right_cause_route_and_fix_are_accepted_and_only_they(ex):
         assert sum(ex[f"case_{x}_fix"].judge_silently(t) for t in cs.FIX_CHOICES) == 1
 
 
-def test_each_case_shows_its_own_sign_and_no_other(raw):
+def test_each_case_shows_its_own_sign_and_no_other(raw_by_case):
     """The signs that drive the feedback: the true cause's shows in its before, no other
     cause's does; the raw figures agree with kitlib's."""
     for x in LETTERS:
         s = cs.signs(cs.open_bundle(SHIPPED / f"case_{x}" / "before"))
         shown = [c.id for c in cs.CAUSES.values() if c.shows(s)]
         assert shown == [CASES[x].cause_id], (x, shown)
-        assert s["ops_in_data_load_per_step"] == pytest.approx(raw[x]["ops_in_data_load"])
-        assert s["ops_in_optimizer_per_step"] == pytest.approx(raw[x]["ops_in_optimizer"])
-        assert s["data_load_share"] == pytest.approx(raw[x]["data_load_share"], rel=1e-6)
-        assert s["isnan_per_step"] == raw[x]["isnan"]
+        assert s["ops_in_data_load_per_step"] == pytest.approx(raw_by_case[x]["ops_in_data_load"])
+        assert s["ops_in_optimizer_per_step"] == pytest.approx(raw_by_case[x]["ops_in_optimizer"])
+        assert s["data_load_share"] == pytest.approx(raw_by_case[x]["data_load_share"], rel=1e-6)
+        assert s["isnan_per_step"] == raw_by_case[x]["isnan"]
     healthy = cs.signs(cs.open_bundle(SHIPPED / "baseline"))
     assert not [c.id for c in cs.CAUSES.values() if c.shows(healthy)]
 
@@ -205,16 +205,16 @@ def test_the_cause_feedback_example_of_the_brief(ex):
 def test_the_fix_questions_from_the_step_times(ex):
     from kitlib.analyses.compare import compare
     h, a, g = (_letter(k) for k in ("slow_transform", "channels_first_blocks", "tiny_batches"))
-    b, af = (_steps(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    b, af = (_step_times(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     d = statistics.median(af) - statistics.median(b)
     q = ex["fix_difference_ms"]
     assert q.answer == pytest.approx(d, abs=0.01) and not q.judge_silently(-d)
     assert not q.judge_silently(statistics.fmean(af) - statistics.fmean(b))
-    b, af = (_steps(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    b, af = (_step_times(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     c = compare(b, af)
     assert ex["layout_fix_verdict"].answer == c.verdict
     assert (c.verdict == "faster") == (c.ci_high_ms < 0)
-    b, af = (_steps(f"case_{g}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    b, af = (_step_times(f"case_{g}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     assert ex["tiny_batch_per_step"].answer == compare(b, af).verdict
 
 
@@ -222,11 +222,11 @@ def test_the_per_image_and_profiled_series():
     g, d = _letter("tiny_batches"), _letter("profiler_overhead")
     f = cs.fix_series(g)
     assert f["unit"] == "ms/image"
-    assert f["before"] == pytest.approx([v / 2 for v in _steps(f"case_{g}/before")["step_ms_uninstrumented"]])
-    assert f["after"] == pytest.approx([v / 16 for v in _steps(f"case_{g}/after")["step_ms_uninstrumented"]])
+    assert f["before"] == pytest.approx([v / 2 for v in _step_times(f"case_{g}/before")["step_ms_uninstrumented"]])
+    assert f["after"] == pytest.approx([v / 16 for v in _step_times(f"case_{g}/after")["step_ms_uninstrumented"]])
     f = cs.fix_series(d)
-    assert f["before"] == _steps(f"case_{d}/before")["step_ms_profiled"][-5:]
-    assert f["after"] == _steps(f"case_{d}/after")["step_ms_uninstrumented"]    # tests/test_clinic.py's _series
+    assert f["before"] == _step_times(f"case_{d}/before")["step_ms_profiled"][-5:]
+    assert f["after"] == _step_times(f"case_{d}/after")["step_ms_uninstrumented"]    # tests/test_clinic.py's _series
 
 
 @functools.cache
@@ -379,12 +379,12 @@ def test_the_complaints_against_their_own_healthy_runs():
     deep model's at its own size, e against baseline_deep); f not visible here."""
     from kitlib.analyses.compare import compare
     for x in "aefh":
-        c = compare(_steps(_healthy(x))["step_ms_uninstrumented"], _steps(f"case_{x}/before")["step_ms_uninstrumented"])
+        c = compare(_step_times(_healthy(x))["step_ms_uninstrumented"], _step_times(f"case_{x}/before")["step_ms_uninstrumented"])
         text = cs.complaint_check(x)
         assert f"{_healthy(x)}/" in text and ("the complaint shows" in text) == (c.verdict == "slower"), (x, text)
         assert ("not visible" in text) == (c.verdict == "no difference beyond the noise"), (x, text)
     assert "not visible" in cs.complaint_check("f")
-    st = _steps("case_d/before")
+    st = _step_times("case_d/before")
     prof, un = statistics.median(st["step_ms_profiled"][-5:]), statistics.median(st["step_ms_uninstrumented"])
     assert f"{prof / un:.1f} times as long" in cs.complaint_check("d")
 
@@ -397,7 +397,7 @@ def test_the_fix_questions_explained_and_their_traps(ex):
     its feedback (#160)."""
     from kitlib.analyses.compare import compare
     h, a = (_letter(k) for k in ("slow_transform", "channels_first_blocks"))
-    b, af = (_steps(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    b, af = (_step_times(f"case_{h}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     d = statistics.median(af) - statistics.median(b)
     mean = statistics.fmean(af) - statistics.fmean(b)
     q = ex["fix_difference_ms"]
@@ -407,7 +407,7 @@ def test_the_fix_questions_explained_and_their_traps(ex):
     assert [t for t, _ in q.traps] == [round(-d, 2), round(mean, 2)]
     assert "the sign is reversed" in q.judge(round(-d, 2)).message.lower()
     assert "difference of the means" in q.judge(round(mean, 2)).message
-    b, af = (_steps(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
+    b, af = (_step_times(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     c = compare(b, af)
     lay = ex["layout_fix_verdict"]
     if c.verdict != "faster":
@@ -448,7 +448,7 @@ def test_count_evidence_explanations_give_the_answer_times_the_steps(ex):
         if not m:
             continue
         n, steps = float(m.group(1).replace(",", "")), int(m.group(2))
-        assert steps == max(f["steps"] for f in _raw(f"case_{x}/before")), x
+        assert steps == max(f["steps"] for f in _figures_of(f"case_{x}/before")), x
         assert n == round(q.answer * steps), (x, q.explain[:80])
         seen += 1
     assert seen >= 4
@@ -462,7 +462,7 @@ def _says(q, typed, words: str) -> None:
     assert not r.correct and words.lower() in r.message.lower(), (q.key, typed, r.message)
 
 
-def test_every_count_evidence_trap_answers_its_own_slip(ex, raw):
+def test_every_count_evidence_trap_answers_its_own_slip(ex, raw_by_case):
     """Each count question's traps, typed as a learner who slipped would work them out from the
     raw recordings, get their own feedback: the total over the steps ("all N steps together"),
     case a's key_averages count over the steps ("every aten::contiguous"), case d's whole-trace
@@ -473,11 +473,11 @@ def test_every_count_evidence_trap_answers_its_own_slip(ex, raw):
     a = _letter("channels_first_blocks")
     ka = _ka_count(f"case_{a}/before", "aten::contiguous")                                        # 297
     qa = ex[f"case_{a}_evidence"]
-    _says(qa, ka / raw[a]["steps"], "every aten::contiguous")                                     # 99
-    _says(qa, raw[a]["contiguous_in_forward"] * raw[a]["steps"], f"all {raw[a]['steps']} steps together")
+    _says(qa, ka / raw_by_case[a]["steps"], "every aten::contiguous")                                     # 99
+    _says(qa, raw_by_case[a]["contiguous_in_forward"] * raw_by_case[a]["steps"], f"all {raw_by_case[a]['steps']} steps together")
     for cause, fig in (("loader_in_main_process", "ops_in_data_load"), ("optimizer_per_tensor", "ops_in_optimizer")):
         x = _letter(cause)
-        _says(ex[f"case_{x}_evidence"], raw[x][fig] * raw[x]["steps"], f"all {raw[x]['steps']} steps together")
+        _says(ex[f"case_{x}_evidence"], raw_by_case[x][fig] * raw_by_case[x]["steps"], f"all {raw_by_case[x]['steps']} steps together")
     d = _letter("profiler_overhead")
     evs = raw_events(SHIPPED / f"case_{d}" / "before" / "trace.json.gz")
     steps = [e for e in evs if e["name"].startswith("ProfilerStep#")]
@@ -490,7 +490,7 @@ def test_every_count_evidence_trap_answers_its_own_slip(ex, raw):
     assert f"({len(py):,} in the whole trace: {len(py) - inside:,} fall outside the steps)" in msg   # 13,826: 186
     f = _letter("anomaly_detection")
     isnan = _ka_count(f"case_{f}/before", "aten::isnan")                                          # 66
-    _says(ex[f"case_{f}_evidence"], isnan, f"all {raw[f]['steps']} steps together")
+    _says(ex[f"case_{f}_evidence"], isnan, f"all {raw_by_case[f]['steps']} steps together")
     _says(ex[f"case_{f}_evidence"], 0, "look again")
 
 
@@ -511,9 +511,9 @@ def test_case_b_evidence_traps_and_the_slow_ranks_waits(ex):
     (l13 exercise mutants #63, #64: the traps rounded to 4 decimals; #65, #66: the µs trap
     ÷ or ×1001; #27: the slow rank's waits printed with their ranges)."""
     b = _letter("straggler_rank")
-    gaps = [f["step_start_gap_ms"] for f in _raw(f"case_{b}/before")]
+    gaps = [f["step_start_gap_ms"] for f in _figures_of(f"case_{b}/before")]
     fast, slow = min(gaps), max(gaps)
-    h = _raw(_healthy(b))[0]["step_start_gap_ms"]
+    h = _figures_of(_healthy(b))[0]["step_start_gap_ms"]
     q = ex[f"case_{b}_evidence"]
     # typed at the three significant figures asked for, or exactly: 0.0648 and 0.0409
     # (until 2 December the traps were kept to three decimals, 0.065, and 0.0648 was "too low")
@@ -564,7 +564,7 @@ def test_case_e_evidence_names_the_loops_calls_from_the_raw_events(ex):
     assert f"the other {len(ops) / steps / tensors - own:g} run beneath those" in msg
 
 
-def test_time_per_image_and_share_traps_from_the_step_times_and_trace(ex, raw):
+def test_time_per_image_and_share_traps_from_the_step_times_and_trace(ex, raw_by_case):
     """Case g's traps from step_times.json and the convolutions' batch: the median per step (as
     printed, 2 decimals), the healthy run's per image, the median over the healthy batch; case
     h's from the raw trace: the healthy run's share and the share outside data_load, each
@@ -572,8 +572,8 @@ def test_time_per_image_and_share_traps_from_the_step_times_and_trace(ex, raw):
     #123: a trap rounded to one more decimal; #114: × the healthy batch; #121, #122: 1 + or 2 −
     the share)."""
     g = _letter("tiny_batches")
-    med = statistics.median(_steps(f"case_{g}/before")["step_ms_uninstrumented"])
-    hmed = statistics.median(_steps(_healthy(g))["step_ms_uninstrumented"])
+    med = statistics.median(_step_times(f"case_{g}/before")["step_ms_uninstrumented"])
+    hmed = statistics.median(_step_times(_healthy(g))["step_ms_uninstrumented"])
     hb = raw_figures(SHIPPED / _healthy(g) / "trace.json.gz")["batch"]                             # 16
     q = ex[f"case_{g}_evidence"]
     _says(q, float(f"{med:.2f}"), "that is per step")
@@ -581,8 +581,8 @@ def test_time_per_image_and_share_traps_from_the_step_times_and_trace(ex, raw):
     _says(q, float(f"{med / hb:.4f}"), f"healthy batch ({hb})")
     h = _letter("slow_transform")
     qh = ex[f"case_{h}_evidence"]
-    _says(qh, float(f"{raw['healthy_of'][h]['data_load_share']:.4f}"), "healthy run's figure")
-    _says(qh, float(f"{1 - raw[h]['data_load_share']:.4f}"), "outside data_load")
+    _says(qh, float(f"{raw_by_case['healthy_of'][h]['data_load_share']:.4f}"), "healthy run's figure")
+    _says(qh, float(f"{1 - raw_by_case[h]['data_load_share']:.4f}"), "outside data_load")
 
 
 def test_a_wrong_route_gets_its_own_reason(ex):
@@ -594,7 +594,7 @@ def test_a_wrong_route_gets_its_own_reason(ex):
         _says(q, l13.R_NCU, "no kernel to replay")
 
 
-def test_the_neighbour_trap_holds_the_other_cases_figure(ex, raw):
+def test_the_neighbour_trap_holds_the_other_cases_figure(ex, raw_by_case):
     """The "that is case_x's figure" trap held case x's whole dict of figures, so no number
     could ever meet it (exercise mutants #47-#49, #145 of l13 survived for that). Now it is
     that case's figure, from the raw trace, and not one the healthy-run trap already says."""
@@ -608,7 +608,7 @@ def test_the_neighbour_trap_holds_the_other_cases_figure(ex, raw):
             if not m:
                 continue
             seen += 1
-            assert isinstance(value, float | int) and value == pytest.approx(raw[m[1]][fig], rel=1e-3), (x, m[1])
+            assert isinstance(value, float | int) and value == pytest.approx(raw_by_case[m[1]][fig], rel=1e-3), (x, m[1])
             q.wrong_tries = 0
             assert feedback.lower() in q.judge(value).message.lower()
             q.wrong_tries = 0
@@ -622,7 +622,7 @@ def test_the_memory_case_evidence_from_the_raw_step_times(ex):
     records net per step (from the raw trace: about zero)."""
     from test_clinic import _raw_memory_net
     k = _letter("loss_kept_as_tensor")
-    rss = _steps(f"case_{k}/before")["process"]["rss_bytes_after_step"]
+    rss = _step_times(f"case_{k}/before")["process"]["rss_bytes_after_step"]
     per_kb = (rss[-1] - rss[0]) / (len(rss) - 1) / 1e3
     nets, records = _raw_memory_net(SHIPPED / f"case_{k}" / "before" / "trace.json.gz")
     net = statistics.median(nets)
@@ -643,7 +643,7 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     step_times.json; its explanation says the operators and counts outside data_load are the
     healthy run's (from both raw traces) and that the runs were not interleaved."""
     x = _letter("busy_machine")
-    p = _steps(f"case_{x}/before")["process"]
+    p = _step_times(f"case_{x}/before")["process"]
     load = statistics.fmean(p["loadavg_1min"])
     q = ex[f"case_{x}_evidence"]
     print(f"kitlib {q.answer} per core; raw {load:.3f} / {p['cpu_count']} cores")
@@ -663,7 +663,7 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     # naming the busy machine for a case whose code shows its cause is wrong, whatever the load
     k = _letter("loss_kept_as_tensor")
     assert not cs.CAUSES["busy_machine"].shows(cs.signs(cs.open_bundle(SHIPPED / f"case_{k}" / "before")))
-    kp = _steps(f"case_{k}/before")["process_interleaved"]
+    kp = _step_times(f"case_{k}/before")["process_interleaved"]
     k_load = statistics.fmean(kp["loadavg_1min"]) / kp["cpu_count"]         # 3.80: busy, but the code shows a cause
     msg = ex[f"case_{k}_cause"].judge(cs.CAUSES["busy_machine"].text).message
     ex[f"case_{k}_cause"].wrong_tries = 0

@@ -25,7 +25,7 @@ BASE = json.loads((Path(__file__).resolve().parent / "data" / "bugcases" / "grap
                   .read_text())
 
 
-def _write(tmp_path, doc, name="t.json"):
+def _write_doc(tmp_path, doc, name="t.json"):
     p = tmp_path / name
     p.write_text(json.dumps(doc) if not isinstance(doc, str) else doc)
     return p
@@ -34,7 +34,7 @@ def _write(tmp_path, doc, name="t.json"):
 def _damaged(tmp_path, mutate):
     d = copy.deepcopy(BASE)
     mutate(d)
-    return _write(tmp_path, d)
+    return _write_doc(tmp_path, d)
 
 
 def _first(d, cat):
@@ -80,7 +80,7 @@ def test_loaded_with_the_defect_counted(tmp_path):
         {"ph": "M", "name": "process_name", "pid": 1, "args": "main"}]))
     tr = kitlib.load_trace(p)
     assert tr.meta["unusable_metadata_events"] == 2 and len(tr.gpu) == len(kitlib.load_trace(
-        _write(tmp_path, BASE, "base.json")).gpu)
+        _write_doc(tmp_path, BASE, "base.json")).gpu)
     _analyse(tr)
     # a category that is a list is an unknown category, counted as such
     p = _damaged(tmp_path, lambda d: _first(d, "cpu_op").update(cat=["cpu_op"]))
@@ -99,12 +99,12 @@ def test_memory_records_are_known_by_their_fields_not_only_their_name(tmp_path):
     for e in d["traceEvents"]:
         if e.get("name") == "[memory]":
             del e["name"]
-    tr = kitlib.load_trace(_write(tmp_path, d))
+    tr = kitlib.load_trace(_write_doc(tmp_path, d))
     assert len(tr.memory) == n == 3670
 
 
 def test_json_nested_thousands_deep_is_a_kit_error(tmp_path):
-    p = _write(tmp_path, '{"traceEvents": [{"ph": "X", "args": ' + "[" * 5000 + "]" * 4999 + "}]}")
+    p = _write_doc(tmp_path, '{"traceEvents": [{"ph": "X", "args": ' + "[" * 5000 + "]" * 4999 + "}]}")
     with pytest.raises(KitFileError, match="invalid JSON") as e:
         kitlib.load_trace(p)
     assert str(p) in str(e.value)

@@ -19,22 +19,21 @@ from kitlib.analyses.host_calls import cuda_api_time_in_label
 from kitlib.errors import KitError
 from kitlib.readers.trace import load_trace
 
+from support.events import event, gpu_event, launch_event
+
 
 def _py(name, ts, dur, pyid, parent, tid):
-    return {"ph": "X", "cat": "python_function", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"Python id": pyid, "Python parent id": parent}}
+    return event("python_function", name, ts, dur, tid=tid, **{"Python id": pyid, "Python parent id": parent})
 
 
 def _op(name, ts, dur, ext, tid):
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"External id": ext}}
+    return event("cpu_op", name, ts, dur, tid=tid, **{"External id": ext})
 
 
-def _launch(ts, ext, corr, kernel_ts, kernel_dur):
-    return [{"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts, "dur": 1,
-             "args": {"External id": ext, "correlation": corr}},
-            {"ph": "X", "cat": "kernel", "name": f"k{corr}", "pid": 0, "tid": 7, "ts": kernel_ts, "dur": kernel_dur,
-             "args": {"correlation": corr, "device": 0, "stream": 7, "External id": ext}}]
+def _launch_and_kernel(ts, ext, corr, kernel_ts, kernel_dur):
+    """A cudaLaunchKernel on thread (1, 1) and its kernel ``k<corr>`` on stream 7."""
+    return [launch_event("cudaLaunchKernel", ts, corr, 1, **{"External id": ext}),
+            gpu_event("kernel", f"k{corr}", kernel_ts, kernel_dur, corr, **{"External id": ext})]
 
 
 # thread 1: the learner's step, a module tree, conv2d (one 5 µs kernel) and relu (7 + 2 µs) inside
@@ -55,10 +54,10 @@ R3, R4 = "typing.py(100): inner", "logging/__init__.py(1500): info"
 def _sites_trace(tmp_path):
     ev = [_py(P1, 0, 200, 1, 0, 1), _py(P2, 1, 190, 2, 1, 1), _py(P3, 2, 100, 3, 2, 1), _py(P4, 3, 40, 4, 3, 1),
           _py(P5, 4, 38, 5, 4, 1), _py(P6, 5, 36, 6, 5, 1), _op("aten::conv2d", 6, 30, 1, 1),
-          *_launch(10, 1, 101, 300, 5),
+          *_launch_and_kernel(10, 1, 101, 300, 5),
           _py(P7, 50, 40, 7, 3, 1), _py(P8, 51, 38, 8, 7, 1), _op("aten::relu", 52, 30, 2, 1),
-          *_launch(60, 2, 102, 310, 7), *_launch(70, 2, 103, 320, 2),
-          _op("aten::add", 150, 10, 3, 1), *_launch(151, 3, 104, 330, 4),
+          *_launch_and_kernel(60, 2, 102, 310, 7), *_launch_and_kernel(70, 2, 103, 320, 2),
+          _op("aten::add", 150, 10, 3, 1), *_launch_and_kernel(151, 3, 104, 330, 4),
           _py(Q1, 0, 100, 20, 0, 2), _py(Q2, 1, 98, 21, 20, 2), _py(Q3, 2, 96, 22, 21, 2), _py(Q4, 3, 94, 23, 22, 2),
           _py(Q5, 4, 92, 24, 23, 2), _op("aten::mul", 5, 20, 4, 2),
           _op("aten::sub", 0, 10, 5, 3),
@@ -245,12 +244,11 @@ def test_group_by_callsite_uses_the_table_and_prefixes_given(tmp_path):
 
 
 def _api(name, ts, dur, corr, tid=1, cat="cuda_runtime"):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-            "args": {"correlation": corr}}
+    return event(cat, name, ts, dur, tid=tid, correlation=corr)
 
 
 def _ann(name, ts, dur, tid=1):
-    return {"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+    return event("user_annotation", name, ts, dur, tid=tid)
 
 
 def test_cuda_api_time_in_label_worked_on_paper(tmp_path):

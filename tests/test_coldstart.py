@@ -5,12 +5,8 @@ import kitlib
 from kitlib.analyses import coldstart
 from kitlib.analyses.steps import active_step_times, active_steps
 from kitlib.errors import KitError, KitFileError
-from kitlib.readers.nsys import load_nsys
 
-
-@pytest.fixture(scope="module")
-def report():
-    return load_nsys(kitlib.open_capture("nsys_8step").file("report.sqlite"))
+from support.events import event, gpu_event, launch_event, write_trace
 
 
 @pytest.fixture(scope="module")
@@ -18,8 +14,8 @@ def cold():
     return kitlib.open_capture("cold_start_8step")
 
 
-def test_first_data_load_nsys(report):
-    dl = coldstart.data_load_ranges(report)
+def test_first_data_load_nsys(nsys_8step_report):
+    dl = coldstart.data_load_ranges(nsys_8step_report)
     assert dl["dur_ns"].iloc[0] == 1469484230                     # 1,469.48 ms
     assert round(dl["dur_ns"].iloc[0] / 1e6, 2) == 1469.48
     assert dl["dur_ns"].iloc[1:].max() < 1_000_000
@@ -38,8 +34,8 @@ def test_wallclock_bad_input():
         coldstart.read_wallclock({"steps": []})
 
 
-def test_copy_end_vs_range_end_nsys(report):
-    bc = coldstart.batch_copies(report)
+def test_copy_end_vs_range_end_nsys(nsys_8step_report):
+    bc = coldstart.batch_copies(nsys_8step_report)
     after = bc["batch_end_after_range_ns"].tolist()
     assert after[0] == -116850                   # step 0: ends before the range closes
     assert after[1] == 1336030                   # later: after
@@ -55,15 +51,15 @@ def test_copy_end_vs_range_profiler(cold):
     assert (bc["batch_end_after_range_ns"] > 0).all()
 
 
-def test_gap_activity(report):
-    d = coldstart.data_load_ranges(report).iloc[0]
-    a = coldstart.gap_activity(report, int(d["start_ns"]), int(d["end_ns"]))
+def test_gap_activity(nsys_8step_report):
+    d = coldstart.data_load_ranges(nsys_8step_report).iloc[0]
+    a = coldstart.gap_activity(nsys_8step_report, int(d["start_ns"]), int(d["end_ns"]))
     main = a[(a["tid"] == 1213) & (a["source"] == "OS runtime")].iloc[0]
     assert (main["call"], main["calls"], main["in_window_ns"]) == ("sem_clockwait", 8, 1211680275)
     pin = a[(a["thread"] == "pt_data_pin") & (a["call"] == "cudaHostAlloc")].iloc[0]
     assert pin["calls"] == 17 and pin["in_window_ns"] == 475925845
     assert (a["in_window_ns"] <= int(d["dur_ns"])).all()
-    tp = coldstart.traced_processes(report).set_index("process")
+    tp = coldstart.traced_processes(nsys_8step_report).set_index("process")
     assert tp.loc["pt_data_worker", "processes"] == 8 and tp.loc["pt_data_worker", "osrt_rows"] == 0
 
 
@@ -102,14 +98,14 @@ def test_gap_activity_whole_table_from_the_sqlite_export(name, window, rows):
     the rows rebuilt from the export with sqlite3 alone; sorted by process, thread, then
     time in the window, longest first."""
     cap = kitlib.open_capture(name)
-    report = cap.nsys
+    nsys_8step_report = cap.nsys
     if window == "first data_load":
-        d = coldstart.data_load_ranges(report).iloc[0]
+        d = coldstart.data_load_ranges(nsys_8step_report).iloc[0]
         w0, w1 = int(d["start_ns"]), int(d["end_ns"])
     else:
-        w0, w1 = int(report.steps["start_ns"].min()), int(report.steps["end_ns"].max())
+        w0, w1 = int(nsys_8step_report.steps["start_ns"].min()), int(nsys_8step_report.steps["end_ns"].max())
     want = _gap_activity_from_sqlite(cap.file("report.sqlite"), w0, w1)
-    got = coldstart.gap_activity(report, w0, w1)
+    got = coldstart.gap_activity(nsys_8step_report, w0, w1)
     assert got.columns.tolist() == ["pid", "tid", "thread", "source", "call", "calls", "in_window_ns", "longest_ns"]
     assert str(got["in_window_ns"].dtype) == "int64" and got.index.tolist() == list(range(len(got)))
     assert len(got) == len(want) == rows
@@ -119,23 +115,23 @@ def test_gap_activity_whole_table_from_the_sqlite_export(name, window, rows):
     assert "CUDA API" in set(got["source"])
 
 
-def test_gap_activity_refuses_what_it_cannot_read(report, cold):
+def test_gap_activity_refuses_what_it_cannot_read(nsys_8step_report, cold):
     with pytest.raises(KitError, match="gap_activity needs an NsysReport .load_nsys., got Trace"):
         coldstart.gap_activity(cold.trace, 0, 1)
     with pytest.raises(KitError, match="window ends before it starts: 5 > 4"):
-        coldstart.gap_activity(report, 5, 4)
-    empty = coldstart.gap_activity(report, 5, 5)       # a zero-length window before anything ran
+        coldstart.gap_activity(nsys_8step_report, 5, 4)
+    empty = coldstart.gap_activity(nsys_8step_report, 5, 5)       # a zero-length window before anything ran
     assert empty.columns.tolist() == ["pid", "tid", "thread", "source", "call", "calls", "in_window_ns", "longest_ns"]
     assert empty.empty
 
 
-def test_cold_start_figures_beside_b300(report, cold):
+def test_cold_start_figures_beside_b300(nsys_8step_report, cold):
     from kitlib.course.sources import B300
-    f = coldstart.cold_start_figures(report=report, b300=B300).set_index("measure")
+    f = coldstart.cold_start_figures(report=nsys_8step_report, b300=B300).set_index("measure")
     assert f.loc["first data_load range (Nsight NVTX)", "b300_ns"] == 535258000
     assert f.loc["batch copy end minus range end, step 0", "b300_ns"] == 949000
     # the analysis holds no quoted figures of its own: without them the column is empty
-    bare = coldstart.cold_start_figures(report=report)
+    bare = coldstart.cold_start_figures(report=nsys_8step_report)
     assert bare["b300_ns"].isna().all() and bare["value_ns"].tolist() == f["value_ns"].tolist()
 
 
@@ -195,12 +191,12 @@ def test_loader_epoch_length_from_config(monkeypatch):
     assert coldstart.loader_epoch_length(WorkloadConfig(batch_size=128, device="cpu")) == 14
 
 
-def test_data_load_ranges_table_is_relative_to_its_step(cold, report):
+def test_data_load_ranges_table_is_relative_to_its_step(cold, nsys_8step_report):
     """Each row's times relative to its own step (as the source texts quote them): the
     columns in order, ``start_in_step_ns = start_ns - step_start_ns`` and likewise the
     end, with ``step_start_ns`` the step's own start; on the profiler trace and the report."""
     from kitlib.analyses.steps import steps_of
-    for source in (cold.trace, report):
+    for source in (cold.trace, nsys_8step_report):
         d = coldstart.data_load_ranges(source)
         assert d.columns.tolist() == ["step", "step_start_ns", "start_ns", "end_ns", "dur_ns",
                                       "start_in_step_ns", "end_in_step_ns"]
@@ -297,12 +293,12 @@ def _h2d_from_json(path):
 
 
 @pytest.mark.parametrize("name", ["nsys_8step", "cold_start_8step"])
-def test_h2d_copies_whole_table_from_the_raw_files(name, report, cold):
+def test_h2d_copies_whole_table_from_the_raw_files(name, nsys_8step_report, cold):
     """The host-to-device copies batch_copies reads, each with its launch, against the
     export (sqlite3) and the trace's JSON read here: every row, the columns, dtypes and a
     plain 0… index. The trace has DtoD copies too (169 of them), which are not HtoD."""
     if name == "nsys_8step":
-        want, got = _h2d_from_sqlite(REF_DIR / name / "report.sqlite"), coldstart._h2d_copies(report)
+        want, got = _h2d_from_sqlite(REF_DIR / name / "report.sqlite"), coldstart._h2d_copies(nsys_8step_report)
     else:
         want, got = _h2d_from_json(REF_DIR / name / "trace.json.gz"), coldstart._h2d_copies(cold.trace)
     assert got.columns.tolist() == ["start_ns", "end_ns", "dur_ns", "bytes", "launch_start_ns", "launch_tid"]
@@ -462,12 +458,12 @@ def _raw_trace_ranges(path):
 
 
 @pytest.mark.parametrize("name", ["nsys_8step", "cold_start_8step"])
-def test_batch_copies_whole_table_from_the_raw_files(name, report, cold):
+def test_batch_copies_whole_table_from_the_raw_files(name, nsys_8step_report, cold):
     """Lesson 04's copy-end table, every cell against the raw recording (NVTX ranges and
     copies from the export with sqlite3; annotations and copies from the trace's JSON)."""
     if name == "nsys_8step":
         db = REF_DIR / name / "report.sqlite"
-        (steps, ranges), copies, source = _raw_nsys_ranges(db), _h2d_from_sqlite(db), report
+        (steps, ranges), copies, source = _raw_nsys_ranges(db), _h2d_from_sqlite(db), nsys_8step_report
     else:
         path = REF_DIR / name / "trace.json.gz"
         (steps, ranges), copies, source = _raw_trace_ranges(path), _h2d_from_json(path), cold.trace
@@ -501,22 +497,18 @@ def _tiny_copy_trace(path, load="data_load"):
     ev, corr = [], iter(range(1, 100))
 
     def ann(name, tid, ts, dur):
-        ev.append({"ph": "X", "cat": "user_annotation", "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur,
-                   "args": {}})
+        ev.append(event("user_annotation", name, ts, dur, tid=tid))
 
     def copy(launch_ts, nbytes, gpu_ts, gpu_dur):
         c = next(corr)
-        ev.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaMemcpyAsync", "pid": 1, "tid": 1, "ts": launch_ts,
-                   "dur": 5, "args": {"correlation": c}})
-        ev.append({"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
-                   "ts": gpu_ts, "dur": gpu_dur, "args": {"device": 0, "stream": 7, "correlation": c, "bytes": nbytes}})
+        ev.append(launch_event("cudaMemcpyAsync", launch_ts, c, 5))
+        ev.append(gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", gpu_ts, gpu_dur, c, bytes=nbytes))
     ann("torch_step#0", 1, 1000, 1000), ann(load, 1, 1000, 100), ann("forward", 1, 1100, 800)
     ann("forward", 2, 1200, 100)
     copy(1000, 300, 1010, 40), copy(1050, 30, 1060, 10), copy(1100, 7, 1120, 10), copy(1500, 9, 1510, 10)
     ann("torch_step#1", 1, 3000, 1000), ann(load, 1, 3000, 100)
     copy(3050, 20, 3060, 10), copy(3100, 300, 3200, 50)
-    path.write_text(json.dumps({"schemaVersion": 1, "deviceProperties": [{"id": 0, "name": "X"}], "traceEvents": ev}))
-    return kitlib.load_trace(path)
+    return kitlib.load_trace(write_trace(path, ev, schemaVersion=1, deviceProperties=[{"id": 0, "name": "X"}]))
 
 
 @pytest.mark.parametrize("load", ["data_load", "fetch"])

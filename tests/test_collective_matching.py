@@ -20,6 +20,7 @@ from kitlib.analyses.stragglers import step_budget
 from kitlib.readers.ranks import load_traces
 
 from conftest import merged_length
+from support.events import event, gpu_event, launch_event
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -34,29 +35,22 @@ def _doc(rank: int, calls: list, compute: list) -> dict:
     nccl:all_reduce ⊃ cudaLaunchKernel on the host, 100 µs before its kernel, and an NCCL
     kernel on stream 20; each compute (start, end) as aten::mm ⊃ cudaLaunchKernel and a
     kernel on stream 7."""
-    ev = [{"ph": "X", "cat": "user_annotation", "name": "ProfilerStep#1", "pid": 100, "tid": 1, "ts": 0,
-           "dur": 30000, "args": {}}]
+    ev = [event("user_annotation", "ProfilerStep#1", 0, 30000, pid=100)]
     corr = 0
     for seq, a, b in calls:
         corr += 1
         h = a - 100
-        ev += [{"ph": "X", "cat": "cpu_op", "name": "record_param_comms", "pid": 100, "tid": 1, "ts": h - 20,
-                "dur": 60, "args": {"External id": corr, "Collective name": "allreduce", "Process Group Name": "0",
-                                    "Seq": seq, "In msg nelems": 4096, "Out msg nelems": 4096, "Group size": 2}},
-               {"ph": "X", "cat": "user_annotation", "name": "nccl:all_reduce", "pid": 100, "tid": 1, "ts": h - 10,
-                "dur": 40, "args": {"External id": corr}},
-               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 1, "ts": h,
-                "dur": 10, "args": {"correlation": corr, "External id": corr}},
-               {"ph": "X", "cat": "kernel", "name": NCCL_KERNEL, "pid": 0, "tid": 20, "ts": a, "dur": b - a,
-                "args": {"device": 0, "stream": 20, "correlation": corr, "External id": corr}}]
+        ev += [event("cpu_op", "record_param_comms", h - 20, 60, pid=100, **{
+                   "External id": corr, "Collective name": "allreduce", "Process Group Name": "0",
+                   "Seq": seq, "In msg nelems": 4096, "Out msg nelems": 4096, "Group size": 2}),
+               event("user_annotation", "nccl:all_reduce", h - 10, 40, pid=100, **{"External id": corr}),
+               launch_event("cudaLaunchKernel", h, corr, 10, pid=100, **{"External id": corr}),
+               gpu_event("kernel", NCCL_KERNEL, a, b - a, corr, stream=20, **{"External id": corr})]
     for a, b in compute:
         corr += 1
-        ev += [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 100, "tid": 1, "ts": a - 80, "dur": 30,
-                "args": {"External id": corr}},
-               {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 100, "tid": 1, "ts": a - 75,
-                "dur": 10, "args": {"correlation": corr, "External id": corr}},
-               {"ph": "X", "cat": "kernel", "name": "sm90_gemm_kernel", "pid": 0, "tid": 7, "ts": a, "dur": b - a,
-                "args": {"device": 0, "stream": 7, "correlation": corr, "External id": corr}}]
+        ev += [event("cpu_op", "aten::mm", a - 80, 30, pid=100, **{"External id": corr}),
+               launch_event("cudaLaunchKernel", a - 75, corr, 10, pid=100, **{"External id": corr}),
+               gpu_event("kernel", "sm90_gemm_kernel", a, b - a, corr, stream=7, **{"External id": corr})]
     return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
             "traceEvents": ev}
 

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from conftest import merged_length, raw_trace_events
+from support.events import event, ns as _ns
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -36,7 +37,7 @@ def _key_averages(name="fixed_batch"):
 # -- per call and shares (grouping) --------------------------------------------------
 
 @pytest.fixture(scope="module")
-def fixed():
+def fixed_events():
     import kitlib
     from kitlib.analyses import events as E
     from kitlib.analyses.chain import chain
@@ -45,10 +46,10 @@ def fixed():
     return tr, E.op_events(tr, chain(tr))
 
 
-def test_device_per_call_is_total_device_time_over_calls(fixed):
+def test_device_per_call_is_total_device_time_over_calls(fixed_events):
     """Catches: per-call device time computed from self device time (conv2d 95.9 -> 0.0 µs)."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     by_name = _key_averages()["by_name"]
     names = collections.Counter(r["key"] for r in by_name)
     # a label seen on both sides (``forward``, ``backward``…) has a CPU and a GPU row: left out here
@@ -73,10 +74,10 @@ def test_device_per_call_is_total_device_time_over_calls(fixed):
     assert checked >= 40
 
 
-def test_shape_table_shares_are_device_time_shares(fixed):
+def test_shape_table_shares_are_device_time_shares(fixed_events):
     """Catches: ``device_share`` computed by call count in ``grouping.shape_table``."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     raw = [r for r in _key_averages()["by_input_shape"] if r["key"] == "aten::cudnn_convolution"]
     total = sum(round(r["device_time_total_us"] * 1000) for r in raw)
     assert total == 25_404_581 and len(raw) == 23
@@ -316,10 +317,6 @@ def test_host_tree_at_equal_starts_and_shared_ends(hta2022):
 
 # -- lesson 03's four measures and lesson 02's queue delay, from the raw JSON -----------
 
-def _ns(us):
-    return round(us * 1000)      # Kineto writes µs with 3 decimals: ns, as kitlib reads them
-
-
 def _step_work(ev, step_name, ns=_ns):
     """A step's raw events, picked here without kitlib: ``(step, ops, gpu)``, the step's
     event, the cpu_op events starting in its [start, end) and the GPU events (kernels,
@@ -432,10 +429,10 @@ def test_queue_delay_of_the_first_convolution_from_raw_json():
     assert q.judge(from_end_us).correct is False          # measured from the launch's end: a trap
 
 
-def test_shape_table_computes_its_own_events_the_same(fixed):
+def test_shape_table_computes_its_own_events_the_same(fixed_events):
     """Lessons call ``shape_table(trace, name)`` without events: the same table."""
     from kitlib.analyses import grouping as G
-    tr, ev = fixed
+    tr, ev = fixed_events
     own = G.shape_table(tr, "aten::cudnn_convolution")
     given = G.shape_table(tr, "aten::cudnn_convolution", events=ev)
     assert own.equals(given) and len(own) == 23
@@ -845,8 +842,7 @@ def test_enclosing_python_on_paper(tmp_path):
     from kitlib.analyses.events import enclosing_python, op_events, op_stacks
 
     def op(name, pid, tid, ts, ext):
-        return {"ph": "X", "cat": "cpu_op", "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": 5,
-                "args": {"External id": ext}}
+        return event("cpu_op", name, ts, 5, pid, tid, **{"External id": ext})
     ops = [op("aten::add", 1, 1, 20, 1), op("aten::mul", 1, 2, 30, 2), op("aten::sub", 2, 1, 40, 3),
            op("aten::div", 1, 1, 200, 4)]
     frame = {"ph": "X", "cat": "python_function", "name": "train.py(1): outer", "pid": 1, "tid": 1, "ts": 0, "dur": 100}

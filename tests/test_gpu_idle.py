@@ -48,7 +48,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from decimal import Decimal
 from pathlib import Path
 
 import numpy as np
@@ -61,6 +60,7 @@ from kitlib.analyses import kernel_launches as LS
 from kitlib.readers.trace import load_trace, trace_from_json
 
 from conftest import PUBLIC, REF, ROOT, raw_trace_events, sql_rows
+from support.events import event, exact_ns, gpu_event
 
 US = 1000          # ns per µs
 
@@ -92,31 +92,23 @@ US = 1000          # ns per µs
 TINY_STEPS = [(1, 0, 100), (2, 100, 200)]
 
 
-def _x(cat, name, ts, dur, pid=1, tid=1, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
-
-
-def _gpu(cat, name, ts, dur, stream, corr, **args):
-    return _x(cat, name, ts, dur, pid=0, tid=stream, device=0, stream=stream, correlation=corr, **args)
-
-
 def tiny_events():
-    rt = lambda name, ts, dur, corr, ext: _x("cuda_runtime", name, ts, dur, correlation=corr,
+    rt = lambda name, ts, dur, corr, ext: event("cuda_runtime", name, ts, dur, correlation=corr,
                                              **{"External id": ext})
-    op = lambda name, ts, dur, ext: _x("cpu_op", name, ts, dur, **{"External id": ext})
+    op = lambda name, ts, dur, ext: event("cpu_op", name, ts, dur, **{"External id": ext})
     return [
-        _x("user_annotation", "ProfilerStep#1", 0, 100), _x("user_annotation", "ProfilerStep#2", 100, 100),
+        event("user_annotation", "ProfilerStep#1", 0, 100), event("user_annotation", "ProfilerStep#2", 100, 100),
         op("aten::mm", 0, 25, 1), op("aten::relu", 88, 12, 3), op("aten::add_", 104, 21, 2),
         rt("cudaLaunchKernel", 1, 1, 1, 1), rt("cudaLaunchKernel", 3, 1, 2, 1),
         rt("cudaLaunchKernel", 20, 1, 3, 1), rt("cudaMemsetAsync", 2, 0.5, 7, 1),
         rt("cudaLaunchKernel", 90, 10, 4, 3),
         rt("cudaLaunchKernel", 105, 11, 5, 2), rt("cudaMemcpyAsync", 121, 1, 6, 2),
-        _gpu("kernel", "K1", 5, 10, 7, 1), _gpu("kernel", "K2", 45, 10, 7, 2),
-        _gpu("kernel", "K3", 84.999, 5.001, 7, 3), _gpu("kernel", "K4", 95, 3, 7, 4),
-        _gpu("kernel", "K5", 110, 5, 7, 5),
-        _gpu("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 130, 10, 7, 6, bytes=640_000),
-        _gpu("gpu_memset", "Memset (Device)", 12, 8, 9, 7, bytes=1000),
-        _gpu("kernel", "K8", 138, 12, 9, 99),
+        gpu_event("kernel", "K1", 5, 10, 1, stream=7), gpu_event("kernel", "K2", 45, 10, 2, stream=7),
+        gpu_event("kernel", "K3", 84.999, 5.001, 3, stream=7), gpu_event("kernel", "K4", 95, 3, 4, stream=7),
+        gpu_event("kernel", "K5", 110, 5, 5, stream=7),
+        gpu_event("gpu_memcpy", "Memcpy HtoD (Pinned -> Device)", 130, 10, 6, stream=7, bytes=640_000),
+        gpu_event("gpu_memset", "Memset (Device)", 12, 8, 7, stream=9, bytes=1000),
+        gpu_event("kernel", "K8", 138, 12, 99, stream=9),
     ]
 
 
@@ -468,13 +460,8 @@ def test_hta_temporal_breakdown(rel, hta_cut):
 
 
 # --------------------------------------------------------------------------- 2. the kit's recordings, from raw data
-def _ns(x) -> int:
-    """A Kineto µs value as whole ns, exactly (the JSON's own digits, not float arithmetic)."""
-    return int(Decimal(repr(x)) * 1000)
-
-
 @pytest.fixture(scope="module")
-def raw():
+def raw_gpu():
     """From the raw JSON, without kitlib: per recording, the GPU events (stream, start, end,
     category, name, bytes, and the launch with the same correlation id), and the steps."""
     cache = {}
@@ -488,14 +475,14 @@ def raw():
                 continue
             cat, a = e.get("cat"), e.get("args") or {}
             if cat in ("cuda_runtime", "cuda_driver") and "correlation" in a:
-                launches.setdefault(a["correlation"], (_ns(e["ts"]), _ns(e["dur"]), e["name"]))
+                launches.setdefault(a["correlation"], (exact_ns(e["ts"]), exact_ns(e["dur"]), e["name"]))
             elif cat in ("kernel", "gpu_memcpy", "gpu_memset"):
-                s = _ns(e["ts"])
-                gpu.append({"stream": a["stream"], "start": s, "end": s + _ns(e["dur"]), "cat": cat,
+                s = exact_ns(e["ts"])
+                gpu.append({"stream": a["stream"], "start": s, "end": s + exact_ns(e["dur"]), "cat": cat,
                             "name": e["name"], "bytes": a.get("bytes"), "corr": a["correlation"]})
             elif e["name"].startswith("ProfilerStep#"):
-                s = _ns(e["ts"])
-                steps.append((int(e["name"].split("#")[1]), s, s + _ns(e["dur"])))
+                s = exact_ns(e["ts"])
+                steps.append((int(e["name"].split("#")[1]), s, s + exact_ns(e["dur"])))
         for g in gpu:
             g["launch"] = launches.get(g["corr"])
         cache[name] = (gpu, sorted(steps, key=lambda x: x[1]))
@@ -544,8 +531,8 @@ def _raw_queue(gpu, a, b):
 
 
 @pytest.mark.parametrize("name", ["profiler_5step", "fixed_batch"])
-def test_recording_breakdown_queue_verdict(name, raw, ref_trace):
-    gpu, steps = raw(name)
+def test_recording_breakdown_queue_verdict(name, raw_gpu, ref_trace):
+    gpu, steps = raw_gpu(name)
     assert {g["stream"] for g in gpu} == {7}
     tr = ref_trace(name)
     b = G.idle_breakdown(tr)
@@ -581,8 +568,8 @@ def test_recording_breakdown_queue_verdict(name, raw, ref_trace):
                                                      "GPU-bound"]}[name]
 
 
-def test_recording_copies_and_launches(raw, ref_trace):
-    gpu, steps = raw("profiler_5step")
+def test_recording_copies_and_launches(raw_gpu, ref_trace):
+    gpu, steps = raw_gpu("profiler_5step")
     tr = ref_trace("profiler_5step")
     s = C.copy_summary(tr)
     expect = {}
@@ -655,10 +642,10 @@ def test_nsight_export_breakdown_concurrency_copies():
 
 
 @pytest.mark.parametrize("name,median_ns", [("profiler_5step", 1440), ("fixed_batch", 1568)])
-def test_why_30_us(name, median_ns, raw):
+def test_why_30_us(name, median_ns, raw_gpu):
     """docs/SOURCES.md#gpu-idle-threshold's claim: on the H200 recordings every gap between two queued
     GPU events is under 14 µs and none under 30 ns (raw JSON, no kitlib)."""
-    gpu, _ = raw(name)
+    gpu, _ = raw_gpu(name)
     queued, reach = [], None
     for g in sorted(gpu, key=lambda g: (g["start"], g["end"])):
         if reach is not None and g["start"] > reach and g["launch"] and g["launch"][0] <= reach:

@@ -192,3 +192,58 @@ def test_per_window_with_nothing_at_all():
     """No intervals and no windows: an empty table, not an error."""
     out = per_window(pd.DataFrame({"start_ns": [], "dur_ns": []}), pd.DataFrame({"start_ns": [], "end_ns": []}))
     assert out.empty and "busy_ns" in out.columns
+
+
+# ================================================================================================
+# The interval helpers pinned on inputs worked on paper.
+#
+# ``kitlib.analyses.intervals`` (``clip``, ``idle_gaps`` and the window check) is checked
+# on tiny tables whose answers are worked out by hand from the rules in its docstrings: an
+# interval covers ``[start_ns, start_ns + dur_ns)``, a zero-length row counts in a window
+# when ``start <= start_ns < end``, a gap is kept when strictly longer than ``min_gap_ns``.
+# ================================================================================================
+
+# -- intervals: clip and idle_gaps on tables worked on paper ----------------------------
+
+def test_clip_keeps_what_overlaps_and_zero_length_rows_in_start_inclusive_end_exclusive():
+    """Window [10, 20). Worked on paper:
+    a [0, 10) ends where the window starts: no overlap, dropped;
+    b [10, 20) is the window: kept whole;
+    c [20, 30) starts where the window ends: dropped;
+    d [15, 25) overlaps: cut to [15, 20);
+    z0 at 10 (the window's start), z1 at 15: zero-length rows inside, kept;
+    z2 at 20 (the window's end) and z3 at 40: outside, dropped."""
+    df = pd.DataFrame({"name": ["a", "b", "c", "d", "z0", "z1", "z2", "z3"],
+                       "start_ns": [0, 10, 20, 15, 10, 15, 20, 40],
+                       "dur_ns": [10, 10, 10, 10, 0, 0, 0, 0]},
+                      index=[100, 101, 102, 103, 104, 105, 106, 107])
+    got = clip(df, 10, 20)
+    assert got["name"].tolist() == ["b", "d", "z0", "z1"]          # original order
+    assert got.index.tolist() == [101, 103, 104, 105]              # and original index
+    assert got["start_ns"].tolist() == [10, 15, 10, 15]
+    assert got["dur_ns"].tolist() == [10, 5, 0, 0]
+    # the same rows given by end_ns: end_ns is cut too (b: 20, d: 20, z0: 10, z1: 15)
+    by_end = clip(df.assign(end_ns=df["start_ns"] + df["dur_ns"]).drop(columns="dur_ns"), 10, 20)
+    assert by_end["name"].tolist() == ["b", "d", "z0", "z1"]
+    assert by_end["end_ns"].tolist() == [20, 20, 10, 15]
+
+
+def test_idle_gaps_default_keeps_a_one_ns_gap():
+    """[0, 10) and [11, 20) leave the gap [10, 11): 1 ns, strictly longer than the default
+    ``min_gap_ns=0``, so it is listed; with ``min_gap_ns=1`` it is not (strictly longer)."""
+    df = pd.DataFrame({"start_ns": [0, 11], "dur_ns": [10, 9]})
+    assert idle_gaps(df).values.tolist() == [[10, 11, 1]]
+    assert idle_gaps(df, window=(0, 20)).values.tolist() == [[10, 11, 1]]
+    assert idle_gaps(df, min_gap_ns=1).empty
+
+
+
+def test_window_that_is_not_a_pair_is_refused_in_words():
+    """``_window``'s message, worked from its source text: a window that is not a pair of
+    integers is named as given."""
+    from kitlib.analyses.intervals import IntervalError, busy_ns
+    df = pd.DataFrame({"start_ns": [0], "dur_ns": [10]})
+    with pytest.raises(IntervalError, match=r"^window must be a pair \(start_ns, end_ns\) of integers, got 5$"):
+        busy_ns(df, window=5)
+
+

@@ -21,11 +21,6 @@ CLOVERLEAF = PUBLIC / "nsys_2024.5_a100_cloverleaf.sqlite"
 
 
 @pytest.fixture(scope="module")
-def rep():
-    return load_nsys(NSYS_8STEP)
-
-
-@pytest.fixture(scope="module")
 def emit():
     return load_nsys(EMIT_NVTX)
 
@@ -36,8 +31,8 @@ def clover():
 
 
 # --------------------------------------------------------------------------- tables
-def test_kernels(rep):
-    k = rep.kernels
+def test_kernels(nsys_8step_report):
+    k = nsys_8step_report.kernels
     assert len(k) == 4340
     assert (k["dur_ns"] == k["end_ns"] - k["start_ns"]).all()
     assert k["start_ns"].is_monotonic_increasing
@@ -54,8 +49,8 @@ def test_kernels(rep):
     assert first["name"].startswith("void at::native::elementwise_kernel<(int)128, (int)2, ")
 
 
-def test_launches_names_and_api(rep):
-    a = rep.launches
+def test_launches_names_and_api(nsys_8step_report):
+    a = nsys_8step_report.launches
     assert len(a) == 12084
     assert a["api"].value_counts().to_dict() == {"runtime": 7381, "driver": 4703}
     assert set(a.loc[a["raw_name"] == "cudaLaunchKernel_v7000", "name"]) == {"cudaLaunchKernel"}
@@ -66,8 +61,8 @@ def test_launches_names_and_api(rep):
     assert a["correlation"].is_unique
 
 
-def test_every_gpu_op_joins_its_launch(rep):
-    ev = rep.gpu_events()
+def test_every_gpu_op_joins_its_launch(nsys_8step_report):
+    ev = nsys_8step_report.gpu_events()
     assert len(ev) == 4340 + 541 + 1612
     assert ev["launch"].notna().all()
     assert (ev["launch_to_start_ns"] > 0).all()         # GPU work starts after its submission
@@ -80,7 +75,7 @@ def test_every_gpu_op_joins_its_launch(rep):
     assert ev[ev["kind"] == "kernel"]["tid"].value_counts().to_dict() == {1283: 2360, 1213: 1980}
 
 
-def test_global_tid_decoding_matches_threadnames_and_processes(rep):
+def test_global_tid_decoding_matches_threadnames_and_processes(nsys_8step_report):
     assert decode_global_tid(281495327474877) == (1213, 1213)
     con = sqlite3.connect(f"file:{NSYS_8STEP}?mode=ro", uri=True)
     procs = con.execute("SELECT globalPid, pid FROM PROCESSES").fetchall()
@@ -89,18 +84,18 @@ def test_global_tid_decoding_matches_threadnames_and_processes(rep):
     assert len(procs) == 201
     for gpid, pid in procs:
         assert decode_global_tid(gpid) == (pid, 0)
-    th = rep.threads.set_index("tid")
-    assert len(rep.threads) == len(raw_threads) == 289
+    th = nsys_8step_report.threads.set_index("tid")
+    assert len(nsys_8step_report.threads) == len(raw_threads) == 289
     assert th.loc[1213, ["pid", "name", "process"]].tolist() == [1213, "python3", "python3"]
     assert th.loc[1283, "name"] == "pt_autograd_0"
     assert th.loc[1258, "name"] == "pt_data_pin"
     # Every CUDA API call comes from a thread the export names.
-    named = set(zip(rep.threads["pid"], rep.threads["tid"]))
-    assert set(zip(rep.launches["pid"], rep.launches["tid"])) <= named
+    named = set(zip(nsys_8step_report.threads["pid"], nsys_8step_report.threads["tid"]))
+    assert set(zip(nsys_8step_report.launches["pid"], nsys_8step_report.launches["tid"])) <= named
 
 
-def test_copies_and_sets(rep):
-    c = rep.copies
+def test_copies_and_sets(nsys_8step_report):
+    c = nsys_8step_report.copies
     assert c.groupby(["copy_kind", "src_kind", "dst_kind"]).size().to_dict() == {
         ("Device-to-Device", "Device", "Device"): 205,
         ("Host-to-Device", "Pageable", "Device"): 320,     # the model's 320 tensors, .to(device)
@@ -108,12 +103,12 @@ def test_copies_and_sets(rep):
     assert set(c["name"]) == {"[CUDA memcpy Host-to-Device]", "[CUDA memcpy Device-to-Device]"}
     # 711.644 MB in cuda_gpu_mem_size_sum
     assert c.loc[c["copy_kind"] == "Host-to-Device", "bytes"].sum() == 711_643_708
-    assert len(rep.sets) == 1612 and set(rep.sets["name"]) == {"[CUDA memset]"}
+    assert len(nsys_8step_report.sets) == 1612 and set(nsys_8step_report.sets["name"]) == {"[CUDA memset]"}
 
 
-def test_nvtx_ranges(rep):
-    n = rep.nvtx
-    assert len(n) == 40 and rep.marks.empty
+def test_nvtx_ranges(nsys_8step_report):
+    n = nsys_8step_report.nvtx
+    assert len(n) == 40 and nsys_8step_report.marks.empty
     assert set(n["style"]) == {"PushPop"} and set(n["domain"]) == {""}
     assert (n["tid"] == 1213).all()
     assert n.groupby("name")["depth"].unique().map(list).to_dict() == {
@@ -123,12 +118,12 @@ def test_nvtx_ranges(rep):
     assert n[n["name"] == "data_load"]["dur_ns"].iloc[1:].max() < 500_000
 
 
-def test_gpus_meta_and_missing(rep):
-    assert rep.missing == []
-    g = rep.gpus.iloc[0]
+def test_gpus_meta_and_missing(nsys_8step_report):
+    assert nsys_8step_report.missing == []
+    g = nsys_8step_report.gpus.iloc[0]
     assert (g["name"], g["compute_capability"], g["sm_count"]) == ("NVIDIA H200", "9.0", 132)
-    assert rep.version == "2025.3.2.0"
-    assert rep.meta["session_end_ns"] - rep.meta["session_start_ns"] == 13_799_268_278
+    assert nsys_8step_report.version == "2025.3.2.0"
+    assert nsys_8step_report.meta["session_end_ns"] - nsys_8step_report.meta["session_start_ns"] == 13_799_268_278
 
 
 def test_load_from_bundle():
@@ -146,26 +141,26 @@ CSV_CASES = [("nsys_8step", n) for n in STATS_REPORTS] + \
 
 
 @pytest.mark.parametrize("recording,report", CSV_CASES)
-def test_nsys_stats_equals_csv(recording, report, rep, emit):
-    ours = nsys_stats(rep if recording == "nsys_8step" else emit, report)
+def test_nsys_stats_equals_csv(recording, report, nsys_8step_report, emit):
+    ours = nsys_stats(nsys_8step_report if recording == "nsys_8step" else emit, report)
     theirs = pd.read_csv(REF / recording / "nsys_stats" / f"{report}.csv")
     pd.testing.assert_frame_equal(ours, theirs, check_exact=True, check_dtype=False)
 
 
-def test_nsys_stats_details(rep):
-    api = nsys_stats(rep, "cuda_api_sum")
+def test_nsys_stats_details(nsys_8step_report):
+    api = nsys_stats(nsys_8step_report, "cuda_api_sum")
     # nsys strips only four-digit version suffixes.
     assert {"cudaLaunchKernel", "cudaLaunchKernelExC_v11060", "cuGetProcAddress_v2"} <= \
         set(api["Name"])
-    raw = nsys_stats(rep, "nvtx_sum", rounded=False)
+    raw = nsys_stats(nsys_8step_report, "nvtx_sum", rounded=False)
     assert raw.loc[raw["Range"] == ":data_load", "Med (ns)"].item() == 407465.5   # even count
     assert raw["Time (%)"].sum() == pytest.approx(100.0)
     with pytest.raises(ValueError, match="unknown nsys stats report"):
-        nsys_stats(rep, "cuda_gpu_sum")
+        nsys_stats(nsys_8step_report, "cuda_gpu_sum")
 
 
-def test_nvtx_projection(rep):
-    p = nvtx_gpu_projection(rep)
+def test_nvtx_projection(nsys_8step_report):
+    p = nvtx_gpu_projection(nsys_8step_report)
     assert len(p) == 40                                   # every range launched some GPU work
     step0 = p.iloc[:5].set_index("name")
     assert step0.loc["torch_step", ["proj_dur_ns", "gpu_ops", "level", "children"]].tolist() == \

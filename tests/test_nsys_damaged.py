@@ -23,7 +23,7 @@ RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
 CSV = REF / "nsys_8step" / "nsys_stats"
 
 
-def _raw(sql):
+def _query(sql):
     con = sqlite3.connect(NSYS_8STEP)
     try:
         return con.execute(sql).fetchall()
@@ -38,7 +38,7 @@ def sound():
         return load_nsys(NSYS_8STEP)
 
 
-def _refused(path, *words):
+def _nsys_refused(path, *words):
     with pytest.raises(NsysFormatError) as info:
         load_nsys(path)
     msg = str(info.value)
@@ -90,7 +90,7 @@ def test_sound_export_has_no_defects(sound):
                                           ("OSRT_API", "globalTid"), ("NVTX_EVENTS", "globalTid")])
 def test_text_in_global_tid_is_refused(tmp_path, table, column):
     p = damaged_export(tmp_path, f"UPDATE {table} SET {column} = 'main thread' WHERE rowid = 7")
-    _refused(p, f"table {table}, column '{column}'", "1 row(s) hold text",
+    _nsys_refused(p, f"table {table}, column '{column}'", "1 row(s) hold text",
              "first at rowid 7: 'main thread'")
 
 
@@ -99,20 +99,20 @@ def test_text_in_global_tid_is_refused(tmp_path, table, column):
 @pytest.mark.parametrize("column", ["start", "end"])
 def test_text_binary_or_fraction_kernel_time_is_refused(tmp_path, column, value, what):
     p = damaged_export(tmp_path, f"UPDATE {KERNEL} SET {column} = {value} WHERE rowid = 5")
-    _refused(p, f"table {KERNEL}, column '{column}'", f"hold {what}", "first at rowid 5")
+    _nsys_refused(p, f"table {KERNEL}, column '{column}'", f"hold {what}", "first at rowid 5")
 
 
 def test_text_correlation_id_is_refused(tmp_path):
     # It used to become a missing value, silently unlinking the kernel from its launch.
     p = damaged_export(tmp_path, f"UPDATE {KERNEL} SET correlationId = 'c' || correlationId "
                                  "WHERE rowid <= 3")
-    _refused(p, f"table {KERNEL}, column 'correlationId'", "3 row(s) hold text",
+    _nsys_refused(p, f"table {KERNEL}, column 'correlationId'", "3 row(s) hold text",
              "first at rowid 1")
 
 
 def test_empty_stringids_is_refused(tmp_path):
     p = damaged_export(tmp_path, "DELETE FROM StringIds")
-    _refused(p, "table StringIds", "is empty", f"4340 row(s) of {KERNEL}", "demangledName")
+    _nsys_refused(p, "table StringIds", "is empty", f"4340 row(s) of {KERNEL}", "demangledName")
 
 
 @pytest.mark.parametrize("table,column,why", [
@@ -127,7 +127,7 @@ def test_missing_column_names_table_and_column(tmp_path, table, column, why):
     # A schema problem, not "corrupt or truncated"; nameId used to load with every
     # name missing and cuda_api_sum / osrt_sum silently empty.
     p = damaged_export(tmp_path, f"ALTER TABLE {table} DROP COLUMN {column}")
-    msg = _refused(p, f"table {table} has no column '{column}'", why)
+    msg = _nsys_refused(p, f"table {table} has no column '{column}'", why)
     assert "corrupt" not in msg
 
 
@@ -149,13 +149,13 @@ def test_null_kernel_start_or_end_is_left_out_and_counted(tmp_path, sound):
 
 
 def test_end_before_start_is_left_out_not_negative(tmp_path):
-    (dur,), = _raw(f"SELECT end - start FROM {KERNEL} WHERE rowid = 5")
+    (dur,), = _query(f"SELECT end - start FROM {KERNEL} WHERE rowid = 5")
     p = damaged_export(tmp_path, f"UPDATE {KERNEL} SET end = start - 100 WHERE rowid = 5",
                        "UPDATE NVTX_EVENTS SET end = start - 5 WHERE rowid = 3")
     rep = _loaded(p, f"{KERNEL}.end: 1 end before start", "NVTX_EVENTS.end: 1 end before start")
     assert (rep.kernels["dur_ns"] >= 0).all() and (rep.nvtx["dur_ns"].dropna() >= 0).all()
     ks = _every_report_and_analysis(rep)["cuda_gpu_kern_sum"]
-    total = _raw(f"SELECT SUM(end - start) FROM {KERNEL}")[0][0]
+    total = _query(f"SELECT SUM(end - start) FROM {KERNEL}")[0][0]
     assert ks["Total Time (ns)"].sum() == total - dur
     assert 3 not in set(rep.nvtx["range_id"])       # the first step's forward range
     # the other ranges still project (it used to empty nvtx_gpu_proj_sum)
@@ -166,12 +166,12 @@ def test_end_before_start_is_left_out_not_negative(tmp_path):
 
 
 def test_end_at_int64_max_does_not_overflow_total_time(tmp_path):
-    (dur,), = _raw(f"SELECT end - start FROM {KERNEL} WHERE rowid = 5")
+    (dur,), = _query(f"SELECT end - start FROM {KERNEL} WHERE rowid = 5")
     p = damaged_export(tmp_path, f"UPDATE {KERNEL} SET end = 9223372036854775807 WHERE rowid = 5",
                        f"UPDATE {RUNTIME} SET end = start + (1 << 51) WHERE rowid = 2")
     rep = _loaded(p, "a time beyond +/-2**62 ns", "a duration over 2**50 ns")
     ks = nsys_stats(rep, "cuda_gpu_kern_sum")
-    total = _raw(f"SELECT SUM(end - start) FROM {KERNEL}")[0][0]
+    total = _query(f"SELECT SUM(end - start) FROM {KERNEL}")[0][0]
     assert ks["Total Time (ns)"].sum() == total - dur
     assert (ks["Total Time (ns)"] > 0).all()
     assert len(rep.launches) == 12083
@@ -180,7 +180,7 @@ def test_end_at_int64_max_does_not_overflow_total_time(tmp_path):
 def test_null_names_and_dangling_string_ids_get_placeholders(tmp_path):
     # A NULL nameId, or an id missing from StringIds, must not vanish from the
     # per-name reports (a group-by drops missing keys).
-    (sid,), = _raw(f"SELECT nameId FROM {RUNTIME} WHERE rowid = 4")
+    (sid,), = _query(f"SELECT nameId FROM {RUNTIME} WHERE rowid = 4")
     p = damaged_export(tmp_path, f"UPDATE {RUNTIME} SET nameId = NULL WHERE rowid = 3",
                        f"DELETE FROM StringIds WHERE id = {sid}")
     rep = _loaded(p, f"{RUNTIME}.nameId: 1 NULL string id", "string id not in StringIds")

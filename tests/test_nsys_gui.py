@@ -107,7 +107,7 @@ def _drawn(fig):
     return ax, got, colours, top_down
 
 
-def _steps():
+def _nvtx_steps():
     return sorted(sql_rows(DB, "SELECT start, end, globalTid FROM NVTX_EVENTS WHERE text = 'torch_step'"))
 
 
@@ -117,7 +117,7 @@ def test_every_bar_is_a_sql_row_in_the_guis_order(scale, window):
     from kitlib.readers.nsys import load_nsys
     rep = load_nsys(DB)
     names, *_ = _sql()
-    steps = _steps()
+    steps = _nvtx_steps()
     main = _tid(steps[0][2])
     if window == "step 2":
         w0, w1 = steps[2][0], steps[2][1]
@@ -150,7 +150,7 @@ def test_every_bar_is_a_sql_row_in_the_guis_order(scale, window):
 def test_nvtx_names_are_written_on_wide_ranges(scale):
     from kitlib.plots.nsys_gui import plot_nsys_gui
     from kitlib.readers.nsys import load_nsys
-    steps = _steps()
+    steps = _nvtx_steps()
     w0, w1 = steps[2][0], steps[2][1]
     fig = plot_nsys_gui(load_nsys(DB), w0, w1)
     written = sorted(t.get_text() for t in fig.axes[0].texts)
@@ -186,7 +186,7 @@ def test_every_text_is_at_least_9_px_and_follows_the_scale():
     from kitlib.plots.nsys_gui import plot_nsys_gui
     from kitlib.readers.nsys import load_nsys
     rep = load_nsys(DB)
-    w0, w1 = _steps()[2][:2]
+    w0, w1 = _nvtx_steps()[2][:2]
     try:
         plots.set_scale(1.0)
         one = _texts(plot_nsys_gui(rep, w0, w1, title="step 2"))
@@ -210,7 +210,7 @@ def test_flows_join_a_launch_to_its_gpu_operation():
     from kitlib.plots.nsys_gui import plot_nsys_gui
     from kitlib.readers.nsys import load_nsys
     names, *_ = _sql()
-    w0, w1 = _steps()[2][:2]
+    w0, w1 = _nvtx_steps()[2][:2]
     first = {}
     for corr, g, ls, ks, st in sql_rows(DB, "SELECT k.correlationId, r.globalTid, r.start, k.start, k.streamId "
                                             "FROM CUPTI_ACTIVITY_KIND_KERNEL k JOIN CUPTI_ACTIVITY_KIND_RUNTIME r "

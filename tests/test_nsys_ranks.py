@@ -57,15 +57,15 @@ def _derive(dest, rank=None, shift_ns=0, utc_plus_ns=0, drop_start_time=False, w
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory):
+def nsys_pair_dir(tmp_path_factory):
     d = tmp_path_factory.mktemp("nsys_pair")
     _derive(d / "report_0.sqlite", rank=0)
     _derive(d / "report_7.sqlite", rank=1, shift_ns=D, utc_plus_ns=D)
     return d
 
 
-def test_the_ranks_come_from_the_recorded_environment_and_sit_on_one_clock(pair):
-    nr = load_nsys_ranks(pair)
+def test_the_ranks_come_from_the_recorded_environment_and_sit_on_one_clock(nsys_pair_dir):
+    nr = load_nsys_ranks(nsys_pair_dir)
     assert nr.ranks == [0, 1]
     info = nr.info.set_index("rank")
     assert info.loc[1, "path"].endswith("report_7.sqlite")
@@ -84,8 +84,8 @@ def test_the_ranks_come_from_the_recorded_environment_and_sit_on_one_clock(pair)
     assert nv.groupby("rank")["start_ns"].min().tolist() == [int(load_nsys(SRC).nvtx["start_ns"].min())] * 2
 
 
-def test_nsys_stats_per_rank(pair):
-    nr = load_nsys_ranks(sorted(pair.glob("*.sqlite")))
+def test_nsys_stats_per_rank(nsys_pair_dir):
+    nr = load_nsys_ranks(sorted(nsys_pair_dir.glob("*.sqlite")))
     for report in ("cuda_gpu_kern_sum", "nvtx_sum"):
         st = nr.stats(report)
         assert st.columns[0] == "rank" and sorted(st["rank"].unique()) == [0, 1]

@@ -27,6 +27,8 @@ from kitlib.analyses.events import op_events, shapes_key
 from kitlib.analyses.steps import step_gaps, step_measures
 from kitlib.errors import KitError
 
+from support.events import memory_event
+
 DATA = Path(__file__).resolve().parent / "data"
 ORACLE = DATA / "oracle-cpu"
 BUGS = DATA / "bugcases"
@@ -36,19 +38,19 @@ DIFFS = ["count_diff", "host_total_ns_diff", "host_self_ns_diff", "cpu_memory_by
 
 
 @pytest.fixture(scope="module", params=["resnet18", "transformer"])
-def recording(request):
+def oracle_recording(request):
     name = request.param
     return name, kitlib.load_trace(ORACLE / name / "trace.json.gz")
 
 
-def _rows(name, grouping):
+def _oracle_rows(name, grouping):
     return json.loads((ORACLE / name / f"expected_by_{grouping}.json").read_text())["rows"]
 
 
 @pytest.mark.parametrize("by,grouping", GROUPINGS)
-def test_every_row_of_every_grouping_matches_the_profiler(recording, by, grouping):
-    name, tr = recording
-    rows = _rows(name, grouping)
+def test_every_row_of_every_grouping_matches_the_profiler(oracle_recording, by, grouping):
+    name, tr = oracle_recording
+    rows = _oracle_rows(name, grouping)
     m = G.compare_with_profiler(G.group_ops(tr, by=by, stack_n=5), rows, by=by)
     assert (m["only_in"] == "both").all(), m.loc[m["only_in"] != "both", ["name", "only_in"]]
     assert len(m) == len(rows)
@@ -57,20 +59,20 @@ def test_every_row_of_every_grouping_matches_the_profiler(recording, by, groupin
     assert bad.empty, bad[["name"] + DIFFS]
 
 
-def test_self_total_matches_the_profilers_self_and_total_cpu_time_by_name(recording):
+def test_self_total_matches_the_profilers_self_and_total_cpu_time_by_name(oracle_recording):
     """``four_measures.self_total`` (lessons 01 and 03's self/total table) against the same
     run's ``key_averages()`` by name: every operator and record_function row's count,
     CPU total and self CPU time to the ns (only ``ProfilerStep*``, a step, is not an
     operator row here); its columns, children_ns = total - self, and the order a learner
     reads it in (total time, longest first)."""
     from kitlib.analyses.four_measures import self_total
-    name, tr = recording
+    name, tr = oracle_recording
     st = self_total(tr)
     assert st.columns.tolist() == ["name", "kind", "calls", "total_ns", "self_ns", "children_ns"]
     assert st.index.tolist() == list(range(len(st)))
     assert (st["children_ns"] == st["total_ns"] - st["self_ns"]).all()
     assert st["total_ns"].is_monotonic_decreasing
-    rows = {r["key"]: r for r in _rows(name, "name")}
+    rows = {r["key"]: r for r in _oracle_rows(name, "name")}
     assert set(rows) - set(st["name"]) == {"ProfilerStep*"} and set(st["name"]) <= set(rows)
     got = st.set_index("name")
     for key, r in rows.items():
@@ -98,8 +100,8 @@ def test_self_total_ties_keep_the_order_names_first_appear(rank):
         assert seen == sorted(seen), (total, group["name"].tolist())
 
 
-def test_python_frames_are_children_by_the_traces_own_rule(recording):
-    name, tr = recording
+def test_python_frames_are_children_by_the_traces_own_rule(oracle_recording):
+    name, tr = oracle_recording
     assert tr.meta["python_frames_are_children"] is True
     assert tr.meta["python_frames_rule"].startswith("inferred from the trace")
     lint = {f.code: f for f in kitlib.lint(tr)}
@@ -342,9 +344,7 @@ def test_memory_rows_worked_on_paper(tmp_path):
     aten::zeros over [40, 45] the one at 42 (+2048 B); those at 20 (-4096 B), 25 (+100 B),
     30 (+2**30 B), 35 (+1 B) and 50 (+7 B) lie inside no event (five outside, four inside)."""
     def rec(ts, nbytes, addr):
-        return {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "pid": 1, "tid": 1, "ts": ts,
-                "args": {"Bytes": nbytes, "Total Allocated": 0, "Total Reserved": 0, "Addr": addr,
-                         "Device Type": 0, "Device Id": -1}}
+        return memory_event(ts, nbytes, addr, device_type=0, device_id=-1)
     ev = [{"ph": "X", "cat": "cpu_op", "name": "aten::empty", "pid": 1, "tid": 1, "ts": 10.0, "dur": 5.0},
           {"ph": "X", "cat": "cpu_op", "name": "aten::zeros", "pid": 1, "tid": 1, "ts": 40.0, "dur": 5.0},
           rec(10.0, 1000, 2), rec(12.0, 4096, 1), rec(15.0, -1000, 2), rec(20.0, -4096, 1), rec(25.0, 100, 3),

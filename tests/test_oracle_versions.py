@@ -40,7 +40,7 @@ def _dir(version, variant):
     return VERSIONS / f"torch-{version}" / variant
 
 
-def _rows(version, variant, name="expected_by_name.json"):
+def _expected_rows(version, variant, name="expected_by_name.json"):
     doc = json.loads((_dir(version, variant) / name).read_text())
     assert doc["torch"].startswith(version + ".")
     return doc["rows"]
@@ -106,7 +106,7 @@ def test_every_row_matches_the_profilers_key_averages(version, variant):
     """Counts, self and total CPU time of every row of ``key_averages()`` (2.12's 129 and
     2.13's 133 Python frame rows included), and CPU memory and FLOPs."""
     tr = _trace(version, variant)
-    rows = _rows(version, variant)
+    rows = _expected_rows(version, variant)
     m = G.compare_with_profiler(G.group_ops(tr), rows)
     _show(m, ["forward", "backward", "optimizer"], f"torch {version} {variant}: profiler beside kitlib (ns)")
     assert (m["only_in"] == "both").all(), m.loc[m["only_in"] != "both", ["name", "only_in"]]
@@ -137,7 +137,7 @@ def test_forward_self_time_beside_the_profilers(version, variant):
     """The issue's figure: ``forward``'s Self CPU, the profiler's beside kitlib's now and
     beside what the old rule gave."""
     profiler_us, before_ns = FORWARD[version, variant]
-    row = [r for r in _rows(version, variant) if r["key"] == "forward"][0]
+    row = [r for r in _expected_rows(version, variant) if r["key"] == "forward"][0]
     assert row["self_cpu_time_total"] == pytest.approx(profiler_us, abs=5e-4)
     got = int(G.group_ops(_trace(version, variant)).set_index("name").loc["forward", "host_self_ns"])
     print(f"\ntorch {version} {variant}: forward Self CPU  profiler {row['self_cpu_time_total']:,.3f} µs  "
@@ -155,7 +155,7 @@ def test_torch_2_12_and_2_13_list_the_python_frames_rows(version, variant):
     """2.12's and 2.13's key_averages() have a row for every Python frame name: kitlib lists
     them too, each with the profiler's count, self and total time."""
     tr = _trace(version, variant)
-    rows = _rows(version, variant)
+    rows = _expected_rows(version, variant)
     py_names = set(json.loads((_dir(version, variant) / "events.json").read_text())["python_rows_in_key_averages"])
     assert len(py_names) == {"2.12": 129, "2.13": 133}[version]
     got = G.group_ops(tr)
@@ -178,7 +178,7 @@ def test_torch_2_14_include_python_functions(variant):
     them, as ``key_averages(include_python_functions=True)`` does."""
     tr = _trace("2.14", variant)
     default = G.group_ops(tr)
-    rows = _rows("2.14", variant, "expected_by_name_with_python.json")
+    rows = _expected_rows("2.14", variant, "expected_by_name_with_python.json")
     m = G.compare_with_profiler(G.group_ops(tr, include_python_functions=True), rows)
     _show(m, ["forward", "nn.Module: Sequential_0", "nn.Module: Linear_0"],
           f"torch 2.14 {variant}, include_python_functions=True: profiler beside kitlib (ns)")
@@ -238,7 +238,7 @@ def test_issue_41_every_row_of_every_grouping(version, workload, by, grouping):
     counts, self and total CPU time (to the ns, the profiler's µs being floats), CPU
     memory and self CPU memory to the byte, FLOPs."""
     tr = _trace(version, workload)
-    rows = _rows(version, workload, f"expected_by_{grouping}.json")
+    rows = _expected_rows(version, workload, f"expected_by_{grouping}.json")
     m = G.compare_with_profiler(G.group_ops(tr, by=by, stack_n=5), rows, by=by)
     top = m.reindex(m["self_cpu_memory_bytes_profiler"].abs().sort_values(ascending=False).index).head(4)
     print(f"\ntorch {version} {workload} by {by}: {len(rows)} profiler rows, {int((m['only_in'] == 'both').sum())} "
@@ -258,7 +258,7 @@ def test_issue_41_torch_2_13_python_frame_rows_by_stack():
     outlasts it): before the fix kitlib keyed them by the step's frames and listed 268
     rows the profiler has not, and missed 275 of its 372."""
     tr = _trace("2.13", "lstm_loader")
-    rows = _rows("2.13", "lstm_loader", "expected_by_stack_5.json")
+    rows = _expected_rows("2.13", "lstm_loader", "expected_by_stack_5.json")
     py_names = set(json.loads((_dir("2.13", "lstm_loader") / "events.json").read_text())["python_rows_in_key_averages"])
     got = G.group_ops(tr, by="stack", stack_n=5)
     m = G.compare_with_profiler(got, rows, by="stack")
@@ -298,7 +298,7 @@ def test_issue_41_torch_2_5_memory_edges_in_float_microseconds():
     workload 16,384 B)."""
     tr = _trace("2.5", "convnet")
     assert tr.meta["memory_edges_float_us"] is True and "host_name" in tr.meta["memory_edges_rule"]
-    rows = _rows("2.5", "convnet")
+    rows = _expected_rows("2.5", "convnet")
     right = G.compare_with_profiler(G.group_ops(tr), rows)
     exact = kitlib.load_trace(_dir("2.5", "convnet") / "trace.json.gz", torch_version="2.11.0")
     assert exact.meta["memory_edges_float_us"] is False

@@ -30,11 +30,6 @@ def _api_name(raw):
 
 
 @pytest.fixture(scope="module")
-def rep():
-    return load_nsys(DB)
-
-
-@pytest.fixture(scope="module")
 def window():
     """(start, end, main thread) of the first data_load range, and the pin thread's tid."""
     (s, e, main), = sql_rows(DB, "SELECT e.start, e.end, e.globalTid & 16777215 FROM NVTX_EVENTS e "
@@ -61,7 +56,7 @@ def _waits(main, lo, hi):
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["first data_load", "whole recording"])
-def test_pin_thread_allocs_whole_table_from_the_sqlite_export(rep, window, whole):
+def test_pin_thread_allocs_whole_table_from_the_sqlite_export(nsys_8step_report, window, whole):
     s, e, main, pin = window
     lo, hi = WHOLE if whole else (s, e)
     rows = _allocs(pin, lo, hi)
@@ -72,7 +67,7 @@ def test_pin_thread_allocs_whole_table_from_the_sqlite_export(rep, window, whole
                          "end_in_window_ns": [r[3] - lo for r in rows],
                          "large": [r[2] >= 10_000_000 for r in rows]}).astype(
         {c: "int64" for c in ["tid", "start_ns", "dur_ns", "end_ns", "start_in_window_ns", "end_in_window_ns"]})
-    got = pinning.pin_thread_allocs(rep, lo, hi)
+    got = pinning.pin_thread_allocs(nsys_8step_report, lo, hi)
     assert list(got.columns) == list(want.columns)
     assert isinstance(got.index, pd.RangeIndex) and list(got.index) == list(range(len(rows)))
     pd.testing.assert_frame_equal(got, want)
@@ -81,12 +76,12 @@ def test_pin_thread_allocs_whole_table_from_the_sqlite_export(rep, window, whole
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["first data_load", "whole recording"])
-def test_main_thread_waits_whole_table_from_the_sqlite_export(rep, window, whole):
+def test_main_thread_waits_whole_table_from_the_sqlite_export(nsys_8step_report, window, whole):
     s, e, main, _ = window
     lo, hi = WHOLE if whole else (s, e)
     rows = _waits(main, lo, hi)
     assert len(rows) == 9
-    got = pinning.main_thread_waits(rep, lo, hi, main)
+    got = pinning.main_thread_waits(nsys_8step_report, lo, hi, main)
     assert list(got.columns) == ["name", "start_in_window_ns", "dur_ns", "woke_in_window_ns"]
     assert got["name"].tolist() == [r[0] for r in rows]
     assert got["start_in_window_ns"].tolist() == [r[1] - lo for r in rows]
@@ -120,20 +115,20 @@ def _locks_by_sql(main, lo, hi, min_ns):
 
 
 @pytest.mark.parametrize("whole", [False, True], ids=["first data_load", "whole recording"])
-def test_lock_contention_whole_table_from_the_sqlite_export(rep, window, whole):
+def test_lock_contention_whole_table_from_the_sqlite_export(nsys_8step_report, window, whole):
     s, e, main, _ = window
     lo, hi = WHOLE if whole else (s, e)
     want = _locks_by_sql(main, lo, hi, 1_000_000)
     assert want == [(10_747_566_229 - lo, 64_028_555, "cudaMemcpyAsync", "pt_data_pin", "cudaHostAlloc",
                      10_747_444_796 - lo, 64_132_986, 17_002)]
-    got = pinning.lock_contention(rep, lo, hi, main)
+    got = pinning.lock_contention(nsys_8step_report, lo, hi, main)
     assert list(got.columns) == ["lock_start_in_window_ns", "lock_dur_ns", "inside_call", "other_thread",
                                  "other_call", "other_start_in_window_ns", "other_dur_ns",
                                  "granted_after_other_returned_ns"]
     assert [tuple(r) for r in got.astype(object).itertuples(index=False)] == want
 
 
-def test_wakes_after_pinning_from_the_sqlite_export(rep, window):
+def test_wakes_after_pinning_from_the_sqlite_export(nsys_8step_report, window):
     """Each wake-up after the first large cudaHostAlloc began, with how many large ones had begun
     by then (a wake-up at the very start of one counts it) and the time since the last of them."""
     s, e, main, pin = window
@@ -141,7 +136,7 @@ def test_wakes_after_pinning_from_the_sqlite_export(rep, window):
     woke = [r[3] - s for r in _waits(main, s, e) if r[3] - s > big[0]]
     cycle = [sum(b <= w for b in big) for w in woke]
     assert cycle == list(range(1, 9))
-    got = pinning.wakes_after_pinning(pinning.main_thread_waits(rep, s, e, main), pinning.pin_thread_allocs(rep, s, e))
+    got = pinning.wakes_after_pinning(pinning.main_thread_waits(nsys_8step_report, s, e, main), pinning.pin_thread_allocs(nsys_8step_report, s, e))
     assert list(got.columns) == ["woke_in_window_ns", "pinning_cycle", "since_cycle_start_ns"]
     assert got["woke_in_window_ns"].tolist() == woke
     assert got["pinning_cycle"].tolist() == cycle
@@ -176,32 +171,32 @@ def _report(threads, launches=(), osrt=()):
 THREADS = [(10, 10, "python3"), (11, 10, "pt_data_pin"), (20, 20, "other_proc")]
 
 
-def _rows(df):
+def _plain_rows(df):
     return [tuple(None if pd.isna(v) else v for v in r) for r in df.astype(object).itertuples(index=False)]
 
 
 def test_pin_thread_allocs_window_is_half_open_and_large_means_10_ms_or_more():
-    rep = _report(THREADS, [(11, 10, "cudaHostAlloc", 999, 1_000),                  # starts before the window
+    nsys_8step_report = _report(THREADS, [(11, 10, "cudaHostAlloc", 999, 1_000),                  # starts before the window
                             (11, 10, "cudaHostAlloc", 1_000, 10_001_000),           # at its start, exactly 10 ms
                             (11, 10, "cudaMemcpyAsync", 10_001_500, 10_001_600),    # not an allocation
                             (10, 10, "cudaHostAlloc", 10_001_700, 10_001_800),      # not the pin thread
                             (11, 10, "cudaHostAlloc", 10_002_000, 20_001_999),      # 1 ns short of 10 ms
                             (11, 10, "cudaHostAlloc", 30_000_000, 40_000_000)])     # at the window's end
-    got = pinning.pin_thread_allocs(rep, 1_000, 30_000_000)
-    assert _rows(got) == [(11, 1_000, 10_000_000, 10_001_000, 0, 10_000_000, True),
+    got = pinning.pin_thread_allocs(nsys_8step_report, 1_000, 30_000_000)
+    assert _plain_rows(got) == [(11, 1_000, 10_000_000, 10_001_000, 0, 10_000_000, True),
                           (11, 10_002_000, 9_999_999, 20_001_999, 10_001_000, 20_000_999, False)]
 
 
 def test_main_thread_waits_overlapping_the_window_of_1_ms_or_more():
-    rep = _report(THREADS, osrt=[(10, "sem_wait", 1_000_000, 2_000_000),          # ends as the window starts
+    nsys_8step_report = _report(THREADS, osrt=[(10, "sem_wait", 1_000_000, 2_000_000),          # ends as the window starts
                                  (10, "sem_wait", 1_500_000, 2_500_000),          # overlaps its start
                                  (10, "sem_clockwait", 3_000_000, 4_000_000),     # exactly 1 ms
                                  (10, "poll", 5_000_000, 5_999_999),              # 1 ns short
                                  (10, "pthread_mutex_lock", 6_000_000, 8_000_000),  # not a wait call
                                  (11, "sem_wait", 6_000_000, 8_000_000),          # another thread
                                  (10, "sem_timedwait", 10_000_000, 12_000_000)])  # starts as it ends
-    got = pinning.main_thread_waits(rep, 2_000_000, 10_000_000, 10)
-    assert _rows(got) == [("sem_wait", -500_000, 1_000_000, 500_000),
+    got = pinning.main_thread_waits(nsys_8step_report, 2_000_000, 10_000_000, 10)
+    assert _plain_rows(got) == [("sem_wait", -500_000, 1_000_000, 500_000),
                           ("sem_clockwait", 1_000_000, 1_000_000, 2_000_000)]
 
 
@@ -224,16 +219,16 @@ def test_lock_contention_pairing_rules_on_paper():
             (10, "pthread_mutex_lock", 20_000_000, 20_999_999),      # 1 ns short
             (10, "pthread_mutex_lock", 30_000_000, 32_000_000),      # at the window's end
             (11, "pthread_mutex_lock", 40_000_000, 42_000_000)]      # the pin thread's own lock
-    rep = _report(THREADS, launches, osrt)
-    assert _rows(pinning.lock_contention(rep, 0, 30_000_000, 10)) == [
+    nsys_8step_report = _report(THREADS, launches, osrt)
+    assert _plain_rows(pinning.lock_contention(nsys_8step_report, 0, 30_000_000, 10)) == [
         (0, 1_000_000, "cudaMemcpyAsync", "pt_data_pin", "cudaHostAlloc", 0, 2_000_000, -1_000_000),
         (5_000_000, 1_000_000, "cudaLaunchKernel", "pt_data_pin", "cudaHostAlloc", 0, 2_000_000, 4_000_000),
         (10_000_000, 2_000_000, None, "13", "cudaMalloc", 9_000_000, 2_500_000, 500_000)]
     # a thread that is not its process's main thread: the others are found by its pid
-    assert _rows(pinning.lock_contention(rep, 35_000_000, 60_000_000, 11)) == [
+    assert _plain_rows(pinning.lock_contention(nsys_8step_report, 35_000_000, 60_000_000, 11)) == [
         (5_000_000, 2_000_000, None, "python3", "cudaMemcpyAsync", 4_000_000, 2_500_000, 500_000)]
     alone = _report(THREADS[:1], osrt=[(10, "pthread_mutex_lock", 100, 2_000_100)])
-    assert _rows(pinning.lock_contention(alone, 0, 10_000, 10)) == [(100, 2_000_000) + (None,) * 6]
+    assert _plain_rows(pinning.lock_contention(alone, 0, 10_000, 10)) == [(100, 2_000_000) + (None,) * 6]
 
 
 def test_wakes_after_pinning_counts_allocations_begun_by_each_wake_up():
@@ -246,9 +241,9 @@ def test_wakes_after_pinning_counts_allocations_begun_by_each_wake_up():
 
     got = pinning.wakes_after_pinning(waits([50, 100, 150, 200, 250]), allocs([(100, True), (150, False), (200, True)]))
     # a wake-up at the first allocation's start is not after it; one at the second's start counts it
-    assert _rows(got) == [(150, 1, 50), (200, 2, 0), (250, 2, 50)]
+    assert _plain_rows(got) == [(150, 1, 50), (200, 2, 0), (250, 2, 50)]
     assert list(got.columns) == ["woke_in_window_ns", "pinning_cycle", "since_cycle_start_ns"]
-    assert _rows(pinning.wakes_after_pinning(waits([50, 150]), allocs([(100, True)]))) == [(150, 1, 50)]
+    assert _plain_rows(pinning.wakes_after_pinning(waits([50, 150]), allocs([(100, True)]))) == [(150, 1, 50)]
     none = pinning.wakes_after_pinning(waits([50, 150]), allocs([(100, False)]))
     assert list(none.columns) == ["woke_in_window_ns", "pinning_cycle", "since_cycle_start_ns"] and len(none) == 0
 

@@ -25,7 +25,7 @@ def _bundle(x, side):
     return (path / "rank0") if (path / "rank0").is_dir() else path
 
 
-def _trace(x, side) -> dict:
+def _trace_json(x, side) -> dict:
     return json.loads(gzip.decompress((_bundle(x, side) / "trace.json.gz").read_bytes()))
 
 
@@ -42,7 +42,7 @@ def _raw_series(x) -> dict:
     whose before trace holds Python-stack events and whose after trace none), per image
     where the batch changed, else the uninstrumented steps (rank 0 for two ranks)."""
     st = {s: json.loads((_bundle(x, s) / "step_times.json").read_text()) for s in ("before", "after")}
-    docs = {s: _trace(x, s) for s in ("before", "after")}          # each trace parsed once
+    docs = {s: _trace_json(x, s) for s in ("before", "after")}          # each trace parsed once
     stacks = {s: any(e.get("cat") == "python_function" for e in docs[s]["traceEvents"]) for s in ("before", "after")}
     if stacks["before"] and not stacks["after"]:
         n = sum(e.get("name", "").startswith("ProfilerStep#") for e in docs["before"]["traceEvents"])

@@ -888,7 +888,7 @@ def test_achieved_vs_peak_bars_are_the_tables_values(scale):
     """Lesson 08: the datasheet peaks of the chosen precision (grey), then the estimates
     (green), top to bottom in the tables' order, each bar and the number beside it in
     TFLOP/s as the tables hold them. The peaks are pinned to NVIDIA's datasheets and the
-    estimates to the profiler's figures in tests/test_flops_pins.py and
+    estimates to the profiler's figures in tests/test_memory_flops.py and
     test_lesson_analyses.py; here the picture is checked against those tables."""
     from kitlib.analyses import flops
     from kitlib.analyses.flop_rates import matched_rates

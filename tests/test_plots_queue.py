@@ -15,7 +15,6 @@ from conftest import REF, sql_rows  # noqa: E402
 
 from kitlib import plots  # noqa: E402
 from kitlib.plots.queue import EMPTY_COLOR, plot_queue_timeline  # noqa: E402
-from kitlib.readers.nsys import load_nsys  # noqa: E402
 
 DB = REF / "nsys_8step" / "report.sqlite"
 
@@ -50,17 +49,12 @@ def _series(changes, a, b, stream=None):
     return out or [(a, v)]
 
 
-@pytest.fixture(scope="module")
-def rep():
-    return load_nsys(DB)
-
-
 @pytest.mark.parametrize("scale", [1.0, 1.5])
 @pytest.mark.parametrize("step", [1, 6])
-def test_queue_under_the_timeline(rep, step, scale):
+def test_queue_under_the_timeline(nsys_8step_report, step, scale):
     plots.set_scale(scale)
     try:
-        fig = plot_queue_timeline(rep, step)
+        fig = plot_queue_timeline(nsys_8step_report, step)
     finally:
         plots.set_scale(1.0)
     steps = sql_rows(DB, "SELECT start, end FROM NVTX_EVENTS WHERE text = 'torch_step' ORDER BY start")
@@ -94,19 +88,19 @@ def test_queue_under_the_timeline(rep, step, scale):
     plt.close(fig)
 
 
-def test_no_such_step(rep):
+def test_no_such_step(nsys_8step_report):
     from kitlib.errors import KitError
     with pytest.raises(KitError, match="no step 99"):
-        plot_queue_timeline(rep, 99)
+        plot_queue_timeline(nsys_8step_report, 99)
 
 
-def test_text_is_at_least_9_px_and_follows_the_scale(rep):
+def test_text_is_at_least_9_px_and_follows_the_scale(nsys_8step_report):
     """As every kitlib picture (tests/test_plots_drawn.py): no text under 9 px at scale 1, and
     each text grows with the projector scale."""
     def sizes(scale):
         plots.set_scale(scale)
         try:
-            fig = plot_queue_timeline(rep, 1)
+            fig = plot_queue_timeline(nsys_8step_report, 1)
             fig.canvas.draw()
             out = {}
             for t in fig.findobj(matplotlib.text.Text):

@@ -28,6 +28,7 @@ from kitlib.analyses.four_measures import self_total
 from kitlib.analyses.gpu_idle import stream_gaps
 from kitlib.analyses.transfers import LINKS, copies, copy_summary
 from kitlib.readers.trace import load_trace, trace_from_json
+from support.events import exact_ns as _ns
 
 ROOT = Path(__file__).resolve().parents[1]
 PUBLIC = ROOT / "tests" / "data" / "public-traces"
@@ -42,11 +43,6 @@ def _exact_events(path: Path) -> list:
         b = gzip.decompress(b)
     d = json.loads(b, parse_float=Decimal)
     return d["traceEvents"] if isinstance(d, dict) else d
-
-
-def _ns(us) -> int:
-    """A µs time of the JSON (int or Decimal) as exact integer ns."""
-    return int((Decimal(us) * 1000).to_integral_value())
 
 
 def _host_wait_by_stream(evs: list) -> dict:

@@ -26,7 +26,7 @@ def ref_path():
 
 
 @pytest.fixture(scope="module")
-def raw(ref_path):
+def raw_snapshot(ref_path):
     data = ref_path.read_bytes()
     ops = {op.name for op, _, _ in pickletools.genops(data)}
     assert not ops & {"GLOBAL", "STACK_GLOBAL", "INST", "OBJ", "REDUCE", "NEWOBJ", "BUILD"}
@@ -40,13 +40,13 @@ def snap(ref_path):
 
 # -- the reference recording ----------------------------------------------------------
 
-def test_reference_loads_with_the_restricted_unpickler(ref_path, raw):
-    assert load_plain_pickle(ref_path) == raw
-    assert set(raw) == {"segments", "device_traces", "allocator_settings", "external_annotations"}
+def test_reference_loads_with_the_restricted_unpickler(ref_path, raw_snapshot):
+    assert load_plain_pickle(ref_path) == raw_snapshot
+    assert set(raw_snapshot) == {"segments", "device_traces", "allocator_settings", "external_annotations"}
 
 
-def test_segments_and_blocks(snap, raw):
-    segs = raw["segments"]
+def test_segments_and_blocks(snap, raw_snapshot):
+    segs = raw_snapshot["segments"]
     assert len(snap.segments) == len(segs) == 144
     assert Counter(snap.segments.segment_type) == Counter(s["segment_type"] for s in segs) \
         == {"large": 107, "small": 37}
@@ -63,10 +63,10 @@ def test_segments_and_blocks(snap, raw):
     assert snap.allocator_settings["expandable_segments"] is False
 
 
-def _plain_history(raw):
+def _plain_history(raw_snapshot):
     """Running requested bytes after each event, from the raw dict, plain Python."""
-    trace = raw["device_traces"][0]
-    end = sum(b["requested_size"] for s in raw["segments"] for b in s["blocks"]
+    trace = raw_snapshot["device_traces"][0]
+    end = sum(b["requested_size"] for s in raw_snapshot["segments"] for b in s["blocks"]
               if b["state"] == "active_allocated")
     net = sum(e["size"] if e["action"] == "alloc" else -e["size"]
               for e in trace if e["action"] in ("alloc", "free_requested"))
@@ -77,12 +77,12 @@ def _plain_history(raw):
     return end - net, out
 
 
-def test_history_running_totals_and_peak(snap, raw):
-    trace = raw["device_traces"][0]
+def test_history_running_totals_and_peak(snap, raw_snapshot):
+    trace = raw_snapshot["device_traces"][0]
     ev = snap.events
     assert len(ev) == len(trace) == 8649
     assert Counter(ev.action) == {"alloc": 2883, "free_requested": 2883, "free_completed": 2883}
-    start, running = _plain_history(raw)
+    start, running = _plain_history(raw_snapshot)
     assert start == 430_021_480              # model + grads + momentum before the 3 steps
     assert ev.allocated_bytes.tolist() == running
     assert ev.allocated_bytes.iloc[-1] == snap.requested_bytes()
@@ -104,10 +104,10 @@ def test_history_running_totals_and_peak(snap, raw):
     assert s["history_span_us"] == trace[-1]["time_us"] - trace[0]["time_us"] == 105_449
 
 
-def test_largest_live_at_peak(snap, raw):
+def test_largest_live_at_peak(snap, raw_snapshot):
     # Independently: start from the live blocks at the end and undo the history backwards.
-    trace = raw["device_traces"][0]
-    live = {b["address"]: b["requested_size"] for s in raw["segments"] for b in s["blocks"]
+    trace = raw_snapshot["device_traces"][0]
+    live = {b["address"]: b["requested_size"] for s in raw_snapshot["segments"] for b in s["blocks"]
             if b["state"] == "active_allocated"}
     for e in reversed(trace[885:]):
         if e["action"] == "alloc":
@@ -129,7 +129,7 @@ def test_largest_live_at_peak(snap, raw):
     assert top.share_of_peak.iloc[0] == pytest.approx(411_041_792 / 11_434_331_248)
 
 
-def test_allocations_pair_allocs_with_frees(snap, raw):
+def test_allocations_pair_allocs_with_frees(snap, raw_snapshot):
     a = snap.allocations
     assert a.alloc_index.notna().sum() == 2883
     # 161 allocations made before the history were freed during it; 648 - 161 are never touched
@@ -163,7 +163,7 @@ def test_stack_helpers():
     assert top_frame([]) is None and top_frame(None) is None
 
 
-def _write(path, obj):
+def _write_pickle(path, obj):
     path.write_bytes(pickle.dumps(obj))
     return path
 
@@ -184,7 +184,7 @@ def test_small_history_with_segments(tmp_path):
     notes = [{"stage": "START", "name": "forward", "device": 0, "time_us": 11},
              {"stage": "START", "name": "relu", "device": 0, "time_us": 12},
              {"stage": "END", "name": "relu", "device": 0, "time_us": 13}]
-    snap = load_memory_snapshot(_write(tmp_path / "s.pickle", {
+    snap = load_memory_snapshot(_write_pickle(tmp_path / "s.pickle", {
         "segments": [segment], "device_traces": [trace], "external_annotations": notes}))
     ev = snap.events
     assert ev.allocated_bytes.tolist() == [0, 500, 800, 500, 500]
@@ -203,7 +203,7 @@ def test_snapshot_without_history_or_times(tmp_path):
     seg = {"device": 0, "address": 0, "total_size": 1024, "allocated_size": 0, "active_size": 0,
            "stream": 0, "segment_type": "small",
            "blocks": [{"address": 0, "size": 1024, "state": "inactive"}]}
-    snap = load_memory_snapshot(_write(tmp_path / "a.pickle", {"segments": [seg], "device_traces": [[]]}))
+    snap = load_memory_snapshot(_write_pickle(tmp_path / "a.pickle", {"segments": [seg], "device_traces": [[]]}))
     assert snap.events.empty and snap.allocations.empty
     with pytest.raises(KitFileError, match="no allocator history"):
         snap.peak()
@@ -211,7 +211,7 @@ def test_snapshot_without_history_or_times(tmp_path):
     seg = dict(seg, allocated_size=512, blocks=[{"address": 0, "size": 512, "state": "active_allocated"},
                                                 {"address": 512, "size": 512, "state": "inactive"}])
     old = {"segments": [seg], "device_traces": [[{"action": "alloc", "addr": 0, "size": 8, "frames": []}]]}
-    ev = load_memory_snapshot(_write(tmp_path / "b.pickle", old)).events
+    ev = load_memory_snapshot(_write_pickle(tmp_path / "b.pickle", old)).events
     # no requested_size in old blocks: the block size stands in for it
     assert ev.time_us.isna().all() and ev.allocated_bytes.tolist() == [512]
 
@@ -253,7 +253,7 @@ def test_gzipped_evil_pickle_and_other_globals_are_refused(tmp_path):
                       (datetime.date(2026, 11, 29), "datetime.date"),
                       (Path("/x"), "pathlib")):
         with pytest.raises(UnsafePickleError, match=name):
-            load_plain_pickle(_write(tmp_path / "o.pickle", obj))
+            load_plain_pickle(_write_pickle(tmp_path / "o.pickle", obj))
     # the hand-written classic: GLOBAL 'builtins eval' then REDUCE
     classic = tmp_path / "c.pickle"
     classic.write_bytes(b"cbuiltins\neval\n(V__import__('os').system('touch " + str(marker).encode()
@@ -269,7 +269,7 @@ def test_gzipped_evil_pickle_and_other_globals_are_refused(tmp_path):
 
 def test_plain_containers_are_fine(tmp_path):
     obj = {"a": [1, 2.5, None, True], "b": (b"x", "y"), "c": {1, 2}, "d": frozenset({3})}
-    assert load_plain_pickle(_write(tmp_path / "ok.pickle", obj)) == obj
+    assert load_plain_pickle(_write_pickle(tmp_path / "ok.pickle", obj)) == obj
 
 
 @pytest.mark.parametrize("make, message", [

@@ -21,12 +21,12 @@ def raw():
     return load_plain_pickle(SNAPSHOT)
 
 
-def _write(path, obj):
+def _write_pickle(path, obj):
     path.write_bytes(pickle.dumps(obj, protocol=4))
     return path
 
 
-def _refused(path, *words):
+def _snapshot_refused(path, *words):
     with pytest.raises(KitFileError) as info:
         load_memory_snapshot(path)
     msg = str(info.value)
@@ -43,13 +43,13 @@ def test_unhashable_key_says_what_the_pickle_builds(tmp_path):
     data = b"\x80\x04}\x94(}\x94K\x01u."
     p = tmp_path / "key.pickle"
     p.write_bytes(data)
-    _refused(p, "damaged pickle", "keyed by a dict", "near byte")
+    _snapshot_refused(p, "damaged pickle", "keyed by a dict", "near byte")
 
 
 def test_garbage_bytes_get_a_position(tmp_path):
     p = tmp_path / "garbage.pickle"
     p.write_bytes(b"\x80\x04\xff\xfe not a pickle at all")
-    _refused(p, "not a readable pickle", "near byte", "is this really a .pickle file?")
+    _snapshot_refused(p, "not a readable pickle", "near byte", "is this really a .pickle file?")
 
 
 @pytest.mark.parametrize("damage,words", [
@@ -76,12 +76,12 @@ def test_garbage_bytes_get_a_position(tmp_path):
 def test_wrong_values_are_named_by_their_place(tmp_path, raw, damage, words):
     bad = copy.deepcopy(raw)
     damage(bad)
-    _refused(_write(tmp_path / "memory_snapshot.pickle", bad),
+    _snapshot_refused(_write_pickle(tmp_path / "memory_snapshot.pickle", bad),
              "not a CUDA memory snapshot kitlib understands", *words)
 
 
 def test_undamaged_copy_still_loads_the_same(tmp_path, raw):
-    snap = load_memory_snapshot(_write(tmp_path / "same.pickle", copy.deepcopy(raw)))
+    snap = load_memory_snapshot(_write_pickle(tmp_path / "same.pickle", copy.deepcopy(raw)))
     ref = load_memory_snapshot(SNAPSHOT)
     assert len(snap.events) == len(ref.events) == 8649
     assert len(snap.segments) == len(ref.segments) and len(snap.blocks) == len(ref.blocks)
@@ -111,5 +111,5 @@ def test_a_damaged_frame_shared_by_many_stacks_is_found_where_it_first_appears(r
                for k, f in enumerate(ev.get("frames") or []) if f is frame]
     assert len(places) > 1, "the reference snapshot shares this frame between stacks"
     frame["line"] = "2817"
-    msg = _refused(_write(tmp_path / "shared.pickle", r), f"{places[0]}['line'] is text")
+    msg = _snapshot_refused(_write_pickle(tmp_path / "shared.pickle", r), f"{places[0]}['line'] is text")
     assert places[1] not in msg

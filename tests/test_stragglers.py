@@ -41,41 +41,42 @@ from kitlib.analyses import stragglers as S
 from kitlib.analyses.collectives import collectives
 
 from conftest import merged_length
+from support.events import event
 
 US = 1000
 BASE = 1_700_000_000_000_000_000
 
 
-def _x(name, ts, dur, tid=1, cat="cpu_op"):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+def _host_event(name, ts, dur, tid=1, cat="cpu_op"):
+    return event(cat, name, ts, dur, tid=tid)
 
 
 def _rank_json(rank: int) -> dict:
     ev = []
     for k, off in ((1, 0), (2, 1000)):
-        ev.append(_x(f"ProfilerStep#{k}", off, 1000, cat="user_annotation"))
+        ev.append(_host_event(f"ProfilerStep#{k}", off, 1000, cat="user_annotation"))
         if rank == 0:
-            ev += [_x("aten::mm", off, 100), _x("c10d::broadcast_", off + 100, 10),
-                   _x("gloo:broadcast", off + 100, 350, tid=2), _x("aten::mm", off + 450, 300),
-                   _x("gloo:all_reduce", off + 600, 200, tid=2), _x("aten::add", off + 800, 100 if k == 1 else 150)]
+            ev += [_host_event("aten::mm", off, 100), _host_event("c10d::broadcast_", off + 100, 10),
+                   _host_event("gloo:broadcast", off + 100, 350, tid=2), _host_event("aten::mm", off + 450, 300),
+                   _host_event("gloo:all_reduce", off + 600, 200, tid=2), _host_event("aten::add", off + 800, 100 if k == 1 else 150)]
         else:
-            ev += [_x("straggler_delay", off, 300, cat="user_annotation"), _x("aten::mm", off + 300, 100),
-                   _x("gloo:broadcast", off + 400, 50, tid=2), _x("aten::mm", off + 450, 300),
-                   _x("gloo:all_reduce", off + 700, 100, tid=2), _x("aten::add", off + 800, 100)]
+            ev += [_host_event("straggler_delay", off, 300, cat="user_annotation"), _host_event("aten::mm", off + 300, 100),
+                   _host_event("gloo:broadcast", off + 400, 50, tid=2), _host_event("aten::mm", off + 450, 300),
+                   _host_event("gloo:all_reduce", off + 700, 100, tid=2), _host_event("aten::add", off + 800, 100)]
     return {"schemaVersion": 1, "baseTimeNanoseconds": BASE, "traceEvents": ev,
             "distributedInfo": {"backend": "gloo", "rank": rank, "world_size": 2}}
 
 
 @pytest.fixture(scope="module")
-def paper(tmp_path_factory):
+def straggler_ranks(tmp_path_factory):
     d = tmp_path_factory.mktemp("paper_ranks")
     for r in (0, 1):
         (d / f"rank{r}.json").write_text(json.dumps(_rank_json(r)))
     return load_traces(d)
 
 
-def test_the_step_budget_on_paper(paper):
-    b = S.step_budget(paper)
+def test_the_step_budget_on_paper(straggler_ranks):
+    b = S.step_budget(straggler_ranks)
     assert list(b.columns) == S.BUDGET_COLUMNS
     got = b.set_index(["rank", "step"]) // US
     assert got.loc[(0, 1)].tolist() == [1000, 550, 400, 600, 500, 100]
@@ -83,10 +84,10 @@ def test_the_step_budget_on_paper(paper):
     assert got.loc[(1, 1)].tolist() == got.loc[(1, 2)].tolist() == [1000, 150, 100, 900, 500, 400]
 
 
-def test_the_estimate_on_paper(paper):
+def test_the_estimate_on_paper(straggler_ranks):
     # rank 1's excess operator time 0 and -50 µs: median -25, swing 25, not clear of it (|-25| < 50),
     # so the delay is its excess outside operators, 300 and 350 µs: median 325, swing 25
-    e = S.straggler_estimate(paper)
+    e = S.straggler_estimate(straggler_ranks)
     assert e["rank"] == 1 and e["steps"] == 2 and e["delay_from"] == "outside operators"
     assert e["delay_ms"] == pytest.approx(0.325) and e["delay_ms_by_step"] == pytest.approx([0.300, 0.350])
     assert e["swing_ms"] == pytest.approx(0.025) and e["clear"] is True
@@ -126,16 +127,16 @@ def test_a_delay_within_its_swing_is_not_clear():
     assert e["compute_ms"] == pytest.approx(1.5)
 
 
-def test_refusals(paper):
+def test_refusals(straggler_ranks):
     one = pd.DataFrame([{c: 0 for c in S.BUDGET_COLUMNS}])
     with pytest.raises(KitError, match="two ranks or more"):
         S.straggler_estimate(budget=one)
-    calls = collectives(paper).assign(measured_on="device")
+    calls = collectives(straggler_ranks).assign(measured_on="device")
     with pytest.raises(KitError, match="measured on the GPU"):
-        S.step_budget(paper, calls)
+        S.step_budget(straggler_ranks, calls)
     with pytest.raises(KitError, match="no uninstrumented step times"):
-        S.machine_drift(pd.DataFrame(columns=["rank", "series", "i", "step_ms"]), S.step_budget(paper))
-    assert wall_step_times(paper).empty                      # loose files: no step_times.json
+        S.machine_drift(pd.DataFrame(columns=["rank", "series", "i", "step_ms"]), S.step_budget(straggler_ranks))
+    assert wall_step_times(straggler_ranks).empty                      # loose files: no step_times.json
 
 
 def _raw_steps_ms(name, rank):
@@ -183,12 +184,12 @@ def test_drift_from_the_runs_own_uninstrumented_steps(name, drifted):
     assert note.startswith("the machine drifted" if drifted else "no drift seen")
 
 
-def test_the_picture_draws_the_budget(paper):
+def test_the_picture_draws_the_budget(straggler_ranks):
     import matplotlib
     matplotlib.use("Agg")
     from kitlib.plots.stragglers import plot_step_budget
-    ax = plot_step_budget(paper)
-    b = S.step_budget(paper)
+    ax = plot_step_budget(straggler_ranks)
+    b = S.step_budget(straggler_ranks)
     bars = ax.patches
     assert len(bars) == 3 * len(b)
     # first the operators' bars (one per step and rank), then outside operators, then exposed

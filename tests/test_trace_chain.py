@@ -9,6 +9,7 @@ from kitlib.analyses.chain import chain, first_op, launches_of, external_ids_tru
 from kitlib.readers.trace import load_trace
 
 from conftest import PUBLIC, REF, ROOT
+from support.events import event
 
 ROOT_TESTS = ROOT / "tests"
 
@@ -362,8 +363,7 @@ def _impossible_trace(tmp_path, name, whole_us=False):
     operator aten::mm [0.5, 200.5] µs on thread (1, 1) makes launches L1..L8 (1 µs each), each of
     one GPU event with the same correlation id; two kernels have no launch (ids 98, 99).
     With ``whole_us`` the operator starts at 0 µs, so every time is a whole µs."""
-    def x(cat, n, ts, dur, pid=1, tid=1, **args):
-        return {"ph": "X", "cat": cat, "name": n, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": args}
+    x = event
     ev = [x("cpu_op", "aten::mm", 0 if whole_us else 0.5, 200, **{"External id": 1})]
     gpu = [  # (name, category, start µs, dur µs, correlation, launch start µs or None)
         ("k_ok", "kernel", 20, 5, 1, 10),              # after its launch: fine
@@ -426,8 +426,7 @@ def test_innermost_op_at_on_paper(tmp_path):
     import numpy as np
     from kitlib.analyses.chain import innermost_op_at
 
-    def x(cat, n, ts, dur, pid=1, tid=1):
-        return {"ph": "X", "cat": cat, "name": n, "pid": pid, "tid": tid, "ts": ts, "dur": dur, "args": {}}
+    x = event
     ev = [x("cpu_op", "aten::outer", 0, 100), x("cpu_op", "aten::inner", 10, 10),
           x("python_function", "model.py(12): forward", 0, 200), x("python_function", "nn/module.py(5): _call", 30, 10),
           x("user_annotation", "label", 60, 10),

@@ -43,20 +43,12 @@ from pathlib import Path
 import pytest
 
 from conftest import raw_trace_events, sql_rows
+from support.events import event, gpu_event
 from kitlib.errors import KitError
 from kitlib.readers.trace import load_trace
 
 US = 1000
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
-
-
-def _x(cat, name, ts, dur, **args):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur, "args": args}
-
-
-def _gpu(cat, name, ts, dur, corr):
-    return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur,
-            "args": {"correlation": corr, "device": 0, "stream": 7}}
 
 
 class _Ids:
@@ -74,9 +66,9 @@ def _op_with_kernel(ev, ids, op, dims, op_ts, op_dur, launch_ts, kernel, k_ts, k
     a = {"External id": 100 + i}             # the profiler's external ids and correlations differ
     if shapes:
         a["Input Dims"] = dims
-    ev.append(_x("cpu_op", op, op_ts, op_dur, **a))
-    ev.append(_x("cuda_runtime", launch, launch_ts, 1, correlation=i, **{"External id": 100 + i}))
-    ev.append(_gpu(cat, kernel, k_ts, k_dur, i))
+    ev.append(event("cpu_op", op, op_ts, op_dur, **a))
+    ev.append(event("cuda_runtime", launch, launch_ts, 1, correlation=i, **{"External id": 100 + i}))
+    ev.append(gpu_event(cat, kernel, k_ts, k_dur, i))
 
 
 MM, MM2 = [[2, 3], [3, 4]], [[4, 3], [3, 4]]
@@ -85,22 +77,22 @@ MM, MM2 = [[2, 3], [3, 4]], [[4, 3], [3, 4]]
 def _before_json():
     ev, ids = [], _Ids()
     for n in (1, 2, 3):
-        ev.append(_x("user_annotation", f"ProfilerStep#{n}", (n - 1) * 1000, 1000))
+        ev.append(event("user_annotation", f"ProfilerStep#{n}", (n - 1) * 1000, 1000))
     _op_with_kernel(ev, ids, "aten::mm", MM, 10, 40, 20, "mm_kernel", 60, 50)
     _op_with_kernel(ev, ids, "aten::mm", MM, 1010, 40, 1020, "mm_kernel", 1060, 50)
     _op_with_kernel(ev, ids, "aten::relu", [[2, 4]], 1100, 20, 1110, "relu_kernel", 1120, 10)
     _op_with_kernel(ev, ids, "aten::copy_", [[8], [8]], 1995, 4, 1998, "Memcpy HtoD (Pinned -> Device)",
                     2005, 20, cat="gpu_memcpy", launch="cudaMemcpyAsync")
     _op_with_kernel(ev, ids, "aten::mm", MM2, 2010, 40, 2020, "mm_kernel", 2060, 40)
-    ev.append(_x("cuda_runtime", "cudaLaunchKernel", 3000, 1, correlation=99))     # at step 3's end, no op
-    ev.append(_gpu("kernel", "late_kernel", 3005, 5, 99))
+    ev.append(event("cuda_runtime", "cudaLaunchKernel", 3000, 1, correlation=99))     # at step 3's end, no op
+    ev.append(gpu_event("kernel", "late_kernel", 3005, 5, 99))
     return {"traceEvents": ev, "schemaVersion": 1}
 
 
 def _after_json(shapes=True, steps=(2, 3, 4)):
     ev, ids = [], _Ids()
     for n in steps:
-        ev.append(_x("user_annotation", f"ProfilerStep#{n}", (n - 1) * 1000, 1000))
+        ev.append(event("user_annotation", f"ProfilerStep#{n}", (n - 1) * 1000, 1000))
     _op_with_kernel(ev, ids, "aten::mm", MM, 1010, 40, 1020, "mm_kernel", 1060, 30, shapes=shapes)
     _op_with_kernel(ev, ids, "aten::gelu", [[2, 4]], 1100, 20, 1110, "gelu_kernel", 1120, 10, shapes=shapes)
     _op_with_kernel(ev, ids, "aten::copy_", [[8], [8]], 2000, 6, 2000, "Memcpy HtoD (Pinned -> Device)",
@@ -122,7 +114,7 @@ def pair(tmp_path_factory):
     return _load(d, "before.json", _before_json()), _load(d, "after.json", _after_json())
 
 
-def _rows(t, *cols):
+def _rows_by(t, *cols):
     return {tuple(r[c] for c in cols[:-1]): r[cols[-1]] for _, r in t.iterrows()} if len(cols) > 1 else None
 
 
@@ -253,7 +245,7 @@ def test_names_too_large_to_diff_are_refused_with_the_figures(tmp_path, pair, mo
     from kitlib.analyses import trace_diff as td
     doc = _before_json()
     for i in range(2000):
-        doc["traceEvents"].append(_x("cpu_op", f"aten::op_{i:05d}_" + "x" * 1000, 1200 + 0.3 * i, 0.1))
+        doc["traceEvents"].append(event("cpu_op", f"aten::op_{i:05d}_" + "x" * 1000, 1200 + 0.3 * i, 0.1))
     before = _load(tmp_path, "long_names.json", doc)
     names = {e["name"] for e in doc["traceEvents"] if e["cat"] == "cpu_op"}
     chars = sum(len(n) for n in names)

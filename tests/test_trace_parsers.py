@@ -39,7 +39,7 @@ TRACES = _distinct(
     + [p for p in (ROOT / "tests" / "data" / "bugcases").rglob("*.json*")])
 
 
-def _raw(path: Path) -> bytes:
+def _json_bytes(path: Path) -> bytes:
     data = path.read_bytes()
     return gzip.decompress(data) if data[:2] == b"\x1f\x8b" else data
 
@@ -47,7 +47,7 @@ def _raw(path: Path) -> bytes:
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_fast_and_dict_paths_give_the_same_tables(path, monkeypatch):
     monkeypatch.setenv("KITLIB_TRACE_CACHE", "0")
-    raw = _raw(path)
+    raw = _json_bytes(path)
     doc = T._decode_trace(raw)
     obj = orjson.loads(raw)
     ordinary = isinstance(obj, dict) and "traceEvents" in obj
@@ -71,7 +71,7 @@ def test_fast_and_dict_paths_give_the_same_tables(path, monkeypatch):
 def test_the_reference_trace_takes_the_fast_path_and_keeps_its_counts():
     """Counts from the raw JSON itself (PROVENANCE: profiler_5step)."""
     path = ROOT / "data" / "reference" / "profiler_5step" / "trace.json.gz"
-    raw = _raw(path)
+    raw = _json_bytes(path)
     doc = T._decode_trace(raw)
     assert isinstance(doc, T._TraceDoc)
     events = orjson.loads(raw)["traceEvents"]
@@ -246,7 +246,7 @@ def test_the_reference_trace_on_the_epoch_clock_reads_the_same_to_the_ns(tmp_pat
         ns = int(whole) * 1000 + int((frac + "000")[:3]) + shift_ns
         return m.group(1) + f"{ns // 1000}.{ns % 1000:03d}".encode()
     p = tmp_path / "epoch.json"
-    p.write_bytes(re.sub(rb'("ts": ?)(\d+(?:\.\d+)?)', moved, _raw(src)))
+    p.write_bytes(re.sub(rb'("ts": ?)(\d+(?:\.\d+)?)', moved, _json_bytes(src)))
     a, b = T.load_trace(src), T.load_trace(p)
     for name in ("ops", "launches", "gpu", "memory"):
         x, y = getattr(a, name), getattr(b, name)

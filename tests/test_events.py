@@ -31,40 +31,36 @@ import pandas as pd
 import kitlib
 from kitlib.analyses.events import op_events, shapes_key
 
+from support.events import event, gpu_event, launch_event, write_trace
+
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 PID, TID, STREAM = 449, 449, 7
 HOST_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver")
 
 
 def _op(name, ts, dur, ext):
-    return {"ph": "X", "cat": "cpu_op", "name": name, "pid": PID, "tid": TID, "ts": ts, "dur": dur,
-            "args": {"External id": ext}}
+    return event("cpu_op", name, ts, dur, PID, TID, **{"External id": ext})
 
 
 def _launch(ts, dur, ext, corr):
-    return {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": PID, "tid": TID,
-            "ts": ts, "dur": dur, "args": {"External id": ext, "cbid": 211, "correlation": corr}}
+    return launch_event("cudaLaunchKernel", ts, corr, dur, PID, TID, **{"External id": ext, "cbid": 211})
 
 
 def _kernel(name, ts, dur, ext, corr):
-    return {"ph": "X", "cat": "kernel", "name": name, "pid": 0, "tid": STREAM, "ts": ts, "dur": dur,
-            "args": {"External id": ext, "queued": 0, "device": 0, "context": 1, "stream": STREAM,
-                     "correlation": corr, "registers per thread": 32, "shared memory": 0,
-                     "grid": [64, 1, 1], "block": [256, 1, 1]}}
+    return gpu_event("kernel", name, ts, dur, corr, STREAM, **{
+        "External id": ext, "queued": 0, "context": 1, "registers per thread": 32, "shared memory": 0,
+        "grid": [64, 1, 1], "block": [256, 1, 1]})
 
 
 def _load(tmp_path, events, name):
-    doc = {"schemaVersion": 1, "displayTimeUnit": "ms",
-           "deviceProperties": [{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320,
-                                 "computeMajor": 9, "computeMinor": 0, "numSms": 132, "warpSize": 32}],
-           "traceEvents": [{"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0,
-                            "args": {"name": "python3"}}] + events}
-    p = tmp_path / name
-    p.write_text(json.dumps(doc))
-    return kitlib.load_trace(p)
+    return kitlib.load_trace(write_trace(tmp_path / name, [
+        {"name": "process_name", "ph": "M", "ts": 0, "pid": PID, "tid": 0, "args": {"name": "python3"}}, *events],
+        schemaVersion=1, displayTimeUnit="ms",
+        deviceProperties=[{"id": 0, "name": "NVIDIA H200", "totalGlobalMem": 150109880320,
+                           "computeMajor": 9, "computeMinor": 0, "numSms": 132, "warpSize": 32}]))
 
 
-def _rows(ev):
+def _event_rows(ev):
     cols = ["name", "source", "parent", "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events"]
     return [tuple(r) for r in ev[cols].itertuples(index=False)]
 
@@ -75,7 +71,7 @@ def test_the_first_event_keeps_the_kernel_it_launched(tmp_path):
     tr = _load(tmp_path, [_op("aten::mm", 1000, 200, 2),                 # 1000-1200 µs
                           _launch(1050, 20, 2, 101),                     # inside aten::mm
                           _kernel("gemm_kernel", 1100, 300, 2, 101)], "first.json")
-    assert _rows(op_events(tr)) == [
+    assert _event_rows(op_events(tr)) == [
         # mm: 200 µs less the launch's 20 µs; the kernel's 300 µs is its own and its total
         ("aten::mm", "ops", -1, 180_000, 300_000, 300_000, 1),
         ("cudaLaunchKernel", "launches", 0, 20_000, 0, 0, 0)]
@@ -91,7 +87,7 @@ def test_kernels_lifted_through_two_folds_into_the_first_event(tmp_path):
                           _op("aten::linear", 1020, 200, 4),             # 1020-1220, folded
                           _launch(1030, 20, 4, 101),                     # the innermost one's launch
                           _kernel("gemm_kernel", 1100, 250, 4, 101)], "folds.json")
-    assert _rows(op_events(tr)) == [
+    assert _event_rows(op_events(tr)) == [
         # outer linear: a folded child's children become the parent's, so its one child is
         # the launch: 400 - 20 µs; the lifted kernel is its own and its total; no launch of its own
         ("aten::linear", "ops", -1, 380_000, 250_000, 250_000, 0),
