@@ -295,10 +295,7 @@ def test_the_public_face_is_lazy_but_complete(loaded_by_layer):
 #: The only exceptions, ``(importing module, module of the name, name)``: files other workers
 #: were editing when the rule came in (issue 39). Each is a leftover to fix there, after which
 #: its line goes; :func:`test_the_private_allow_list_is_not_stale` fails on a line no longer needed.
-PRIVATE_ALLOWED = {
-    # the verdict widget registers its followers on the exercise set
-    ("kitlib.course.widgets", "kitlib.course.exercises", "_followers"),
-}
+PRIVATE_ALLOWED: set = set()     # none left (6 December)
 
 
 def _private(name: str) -> bool:

@@ -251,7 +251,7 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
         bundle = dict(line._repr_mimebundle_() or {})
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
         return text_bundle
-    verdict.exercises._followers.setdefault(verdict.key, []).append(
+    verdict.exercises.followers.setdefault(verdict.key, []).append(
         lambda: setattr(line, "value", verdict_html(verdict.follow())))
     bundle.update(text_bundle)
     return bundle
@@ -264,7 +264,7 @@ def show_outcome_later(line, keys, is_open, show):
     In a kernel the line sits in an output widget (classes :data:`OUTCOME_CLASS` and
     ``kitlib-outcome-KEY`` for each of ``keys``) that every later check or reveal of those
     questions looks at
-    (``exercises._followers``, as :func:`prediction_bundle`'s lines): the first that finds
+    (``exercises.followers``, as :func:`prediction_bundle`'s lines): the first that finds
     it open clears it and runs ``show()`` inside it, so what ``show`` prints, displays or
     draws appears there. Elsewhere (or where ipywidgets cannot build the widget) the line
     is printed, and nothing follows.
@@ -296,7 +296,7 @@ def show_outcome_later(line, keys, is_open, show):
         with out:
             show()
     for key in keys:
-        line.exercises._followers.setdefault(key, []).append(follow)
+        line.exercises.followers.setdefault(key, []).append(follow)
     bundle.update(text)
     display(bundle, raw=True)
 

@@ -640,7 +640,7 @@ class Exercises:
     title: str
     questions: list[Question] = field(default_factory=list)
     #: Per key, what refreshes the lines of :meth:`predicted` on the page after a check.
-    _followers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
+    followers: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def __post_init__(self):
         if not _shares_state():
@@ -683,7 +683,7 @@ class Exercises:
             for name in _STATE_FIELDS:
                 setattr(other, name, getattr(q, name))
         for ex in [self] + [e for e, _ in siblings]:
-            for follow in list(ex._followers.get(key, ())):
+            for follow in list(ex.followers.get(key, ())):
                 follow()
 
     def __getitem__(self, key) -> Question:
