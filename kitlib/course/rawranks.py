@@ -43,7 +43,7 @@ def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
 
     Parameters
     ----------
-    runs : kitlib.readers.ranks.RankTraces
+    runs : kitlib.model.ranks.RankTraces
         A run's traces (each rank's file is read again, raw).
     step : int, optional
         The ``ProfilerStep#N`` to take (default: the first N every rank recorded).
@@ -105,7 +105,7 @@ def nccl_call_excerpt(runs, calls: int = 3) -> dict:
 
     Parameters
     ----------
-    runs : kitlib.readers.ranks.RankTraces
+    runs : kitlib.model.ranks.RankTraces
         An NCCL run's traces (each rank's file is read again, raw).
     calls : int
         Collectives per rank, in order of their kernels' starts.

@@ -61,7 +61,7 @@ def read_only_tables(*names: str):
 
 def kept(value, name: str):
     """The table the value keeps (not a copy; None when it keeps none of that name): for
-    kitlib code that only reads (the model's values; :class:`kitlib.readers.ranks.RankTraces`
+    kitlib code that only reads (the model's values; :class:`kitlib.model.ranks.RankTraces`
     keys its memo by the tables' identity). Exported as ``kitlib.model.kept``."""
     return value.__dict__.get("_t_" + name)
 

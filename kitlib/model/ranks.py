@@ -21,7 +21,7 @@ class RankTraces:
     Attributes
     ----------
     traces : dict of int -> Trace
-        Each rank's :class:`kitlib.readers.trace.Trace`, by rank, in rank order.
+        Each rank's :class:`kitlib.model.Trace`, by rank, in rank order.
     info : DataFrame
         One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and
         ``backend`` (from ``distributedInfo``), ``host`` (from the kit's manifest;
@@ -115,7 +115,7 @@ class RankTraces:
         ----------
         name : str
             ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or
-            ``steps`` (columns as in :class:`kitlib.readers.trace.Trace`).
+            ``steps`` (columns as in :class:`kitlib.model.Trace`).
 
         Returns
         -------

@@ -99,7 +99,7 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
 
     Parameters
     ----------
-    straggler : kitlib.readers.ranks.RankTraces
+    straggler : kitlib.model.ranks.RankTraces
         The run with an injected straggler (``ranks_straggler`` in replay).
     nccl : RankTraces, optional
         A GPU run with NCCL kernels (the public pair): adds the overlap question.
