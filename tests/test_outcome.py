@@ -36,12 +36,53 @@ def test_the_outcome_after_reveal(capsys):
     assert "1523.3615" in capsys.readouterr().out
 
 
-def test_outcome_rejects_an_unknown_key_and_a_question_that_is_not_a_prediction():
+def test_outcome_rejects_an_unknown_key():
     ex = _ex()
     with pytest.raises(KeyError):
         ex.outcome("nope", _show)
-    with pytest.raises(ValueError, match="not a prediction"):
-        ex.outcome("ratio", _show)
+
+
+def test_a_question_of_another_kind_holds_back_until_checked_once(capsys):
+    """A compute question (not a prediction) opens an outcome once checked at least once."""
+    ex = _ex()
+    ex.outcome("ratio", _show)
+    said = capsys.readouterr().out
+    assert "1523" not in said and "held back until you answer ratio" in said and "ex.reveal(key)" in said
+    assert not ex["ratio"].attempted()
+    ex.check("ratio", "not a number")       # refused as a number: no try counted, still held back
+    capsys.readouterr()
+    ex.outcome("ratio", _show)
+    assert "1523" not in capsys.readouterr().out
+    ex.check("ratio", 5.0)                  # one wrong try opens it
+    capsys.readouterr()
+    ex.outcome("ratio", _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
+
+
+def test_a_question_of_another_kind_opens_after_a_right_answer_or_a_reveal(capsys):
+    ex = _ex()
+    ex.check("ratio", 11164.2)
+    capsys.readouterr()
+    ex.outcome("ratio", _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
+    ex = _ex()
+    ex.reveal("ratio")
+    capsys.readouterr()
+    ex.outcome("ratio", _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
+
+
+def test_an_outcome_of_mixed_kinds_names_what_is_left(capsys):
+    ex = _ex()
+    ex.check("order", "10")
+    capsys.readouterr()
+    ex.outcome(("order", "ratio"), _show)
+    said = capsys.readouterr().out
+    assert "1523" not in said and "held back until you answer ratio" in said
+    ex.reveal("ratio")
+    capsys.readouterr()
+    ex.outcome(("order", "ratio"), _show)
+    assert capsys.readouterr().out == ANSWER_ROWS + "\n"
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id

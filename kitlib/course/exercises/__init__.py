@@ -243,6 +243,16 @@ class Question:
         """Whether a ``predict`` question's outcome may be shown: predicted, or revealed."""
         return self.prediction is not ... or self.revealed
 
+    def attempted(self) -> bool:
+        """Whether a question of any other kind may let an outcome show: answered at least
+        once (a wrong try counted, or a right answer), or revealed."""
+        return self.wrong_tries > 0 or self.solved_after is not None or self.revealed
+
+    def outcome_ready(self) -> bool:
+        """What :meth:`Exercises.outcome` waits on: :meth:`outcome_open` for a ``predict``
+        question, :meth:`attempted` for the others."""
+        return self.outcome_open() if self.kind == "predict" else self.attempted()
+
     def __post_init__(self):
         if self.kind is not None and self.kind not in KINDS:
             raise ValueError(f"question {self.key!r}: kind {self.kind!r} is not one of {', '.join(KINDS)}")
@@ -769,12 +779,16 @@ class Exercises:
                        exercises=self, follow=follow)
 
     def outcome(self, key, show):
-        """Show what answers a ``predict`` question (a table, a print, a figure) only once the
-        learner has made the prediction, in the question's form or with ``ex.check``, or has
-        called ``ex.reveal(key)``: for the cells between the question and :meth:`predicted`.
+        """Show what answers a question (a table, a print, a figure) only once the learner
+        has answered it, in the question's form or with ``ex.check``, or has called
+        ``ex.reveal(key)``: for the cells between a prediction and :meth:`predicted`, or for
+        a summary that would give the answers of other questions away. A ``predict``
+        question opens once predicted (its first answer, right or wrong) or revealed; a
+        question of any other kind once it has been checked at least once (a wrong try
+        counted, or a right answer) or revealed.
 
         ``key`` is a question's key, or a tuple of keys where one outcome answers several
-        predictions (it opens once each is predicted or revealed). ``show()`` shows the
+        questions (it opens once each is answered or revealed). ``show()`` shows the
         outcome: what it prints, displays or draws is shown, and what it returns, unless
         None, is displayed as a cell's last value would be. While a prediction is open (a
         lesson run with Run All) the cell shows one line instead, saying how to make it, and
@@ -792,22 +806,23 @@ class Exercises:
         ------
         KeyError
             Unknown key.
-        ValueError
-            ``key`` is not a ``predict`` question.
         """
         keys = (key,) if isinstance(key, str) else tuple(key)
         questions = [self[k] for k in keys]
-        for q in questions:
-            if q.kind != "predict":
-                raise ValueError(f"{q.key!r} is a {q.kind} question, not a prediction")
-        is_open = lambda: all(q.outcome_open() for q in questions)     # noqa: E731
+        is_open = lambda: all(q.outcome_ready() for q in questions)     # noqa: E731
         if is_open():
             _show_outcome(show)
             return None
-        k = next(q.key for q in questions if not q.outcome_open())
-        line = Verdict(k, None, f"the outcome is held back until you predict: answer the question above in "
-                                f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); "
-                                f"it then shows here.", exercises=self)
+        waiting = [q for q in questions if not q.outcome_ready()]
+        k = waiting[0].key
+        if waiting[0].kind == "predict":
+            text = (f"the outcome is held back until you predict: answer the question above in "
+                    f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.")
+        else:
+            names = ", ".join(q.key for q in waiting)
+            text = (f"the outcome is held back until you answer {names}: each in its form (or with "
+                    f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
+        line = Verdict(k, None, text, exercises=self)
         from ..widgets import show_outcome_later
         from .. import labels
         note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
