@@ -179,7 +179,7 @@ def test_every_routes_answer_and_each_wrong_tools_feedback(ex):
                 continue
             msg = q.judge(tool).message.lower()
             if want == "both":
-                expect = "does answer it, and so does the other timeline tool" if tool in timeline \
+                expect = "does answer it, but is it the only recording" if tool in timeline \
                     else f"{tool} does not answer this one: ask what it records"
             elif tool == "both":
                 expect = f"only {want} answers this one" if want in timeline \
@@ -187,6 +187,8 @@ def test_every_routes_answer_and_each_wrong_tools_feedback(ex):
             else:
                 expect = f"{tool} does not answer this one directly: ask what it records"
             assert expect in msg, (key, tool, msg)
+            if want == "both" and tool in timeline:      # the first hint points back, not at 'both'
+                assert "'both'" not in msg.split(". ")[0] and "so does" not in msg, (key, tool, msg)
 
 
 def test_question_order_and_the_yes_no_traps(ex):

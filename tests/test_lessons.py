@@ -24,7 +24,7 @@ PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
 #: Of those, the pictures a lesson holds back until their prediction is made (``ex.outcome``):
 #: after Run All without answers the lesson shows the others (tests/test_browser.py too).
-HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "09": 2, "12": 1}
+HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "09": 2, "11": 1, "12": 1}
 
 
 def figure_count(nb) -> int:
@@ -272,6 +272,21 @@ def _notes(cell) -> list:
 #: with the file browser open (848 px of 13 px monospace, about 108; a few kept in hand, as
 #: for code lines): a longer line of a table wraps, and its columns no longer line up.
 PRINTED_TABLE_CHARS = 95
+
+
+def test_lesson11_map_is_held_back_until_the_routes_are_answered(executed_lesson):
+    """Lesson 11's map draws the answer of every routing question (none of them a prediction):
+    after Run All with no answer it is one line naming the questions to answer, no picture;
+    it is drawn once they are answered or revealed."""
+    run = executed_lesson("11")
+    (i,) = [i for i, c in enumerate(run.run_all.cells) if c.cell_type == "code" and "plot_routes(" in c.source]
+    outs = run.run_all.cells[i].outputs
+    said = _shown_text(outs)
+    assert not any("image/png" in o.get("data", {}) for o in outs), "the map drawn before its questions are answered"
+    assert "held back until you answer" in said, said
+    from kitlib.course.exercises import l11
+    assert all(key in said for key in l11.route_table()["key"]), said
+    assert any("image/png" in o.get("data", {}) for o in run.nb.cells[i].outputs), "the map not drawn once revealed"
 
 
 def test_lesson07_printed_tables_fit_a_laptop_output(executed_lesson):
@@ -560,6 +575,8 @@ LATER_TELLS = {
     "queue_verdict": [r"queue still runs dry", r"on it never does", r"\bhost_wait_ms\b"],
     "gpu_idle_over_tenth": [r"what differs is the loader"],
     "clock_offset": [r"every figure also carries"],
+    "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
+    "nsys8_worker_calls": [r"no worker processes"],
 }
 
 #: Per prediction, text after its question that holds a form of its answer without giving it
@@ -600,11 +617,13 @@ def later_giveaways(cells, questions) -> list:
     cell of ``cells`` (a lesson run with Run All and no answer) states: a markdown cell or an
     output after the question's own cell holds the answer as shown (:func:`answer_as_shown`; a
     choice only where DISTINCTIVE lists it), a phrase of LATER_TELLS, or, in an output, its tell
-    (TELLS); text of LATER_UNRELATED aside."""
+    (TELLS); text of LATER_UNRELATED aside. A question of another kind with LATER_TELLS is
+    searched for those phrases only (lesson 11's takeaways on nsys_8step's collectors)."""
     found = []
-    for q in (q for q in questions if q.kind == "predict"):
+    for q in (q for q in questions if q.kind == "predict" or q.key in LATER_TELLS):
         ask = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.check("{q.key}"' in c.source)
-        forms = [f for f in answer_as_shown(q.answer) if not q.choices or f in DISTINCTIVE.get(q.key, ())]
+        forms = [f for f in answer_as_shown(q.answer) if not q.choices or f in DISTINCTIVE.get(q.key, ())] \
+            if q.kind == "predict" else []        # another kind: only its LATER_TELLS phrases
         for i in range(ask + 1, len(cells)):
             text = _later_text(cells[i])
             for pattern in LATER_UNRELATED.get(q.key, {}):

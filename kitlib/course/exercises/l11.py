@@ -138,8 +138,9 @@ def _accepts(tools):
 def _route_traps(tools) -> list:
     """Feedback for each wrong tool answer of a route (checked before the generic hints)."""
     if frozenset(tools) == frozenset(BOTH):
-        return [(t, f"{t} does answer it, and so does the other timeline tool, differently: answer 'both', "
-                    "and say what each records.") for t in BOTH] + \
+        return [(t, f"{t} does answer it, but is it the only recording that holds these facts? Read again "
+                    "what the section above found in the other kind of timeline, and how the question asks "
+                    "you to answer where more than one tool does.") for t in BOTH] + \
                [(t, f"{t} does not answer this one: ask what it records.") for t in TOOLS if t not in BOTH]
     traps = [(t, f"{t} does not answer this one directly: ask what it records.") for t in TOOLS if t not in tools]
     if set(tools) <= set(BOTH):
