@@ -24,7 +24,7 @@ PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
 #: Of those, the pictures a lesson holds back until their prediction is made (``ex.outcome``):
 #: after Run All without answers the lesson shows the others (tests/test_browser.py too).
-HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "09": 2, "11": 1, "12": 1}
+HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "08": 1, "09": 2, "11": 1, "12": 1}
 
 
 def figure_count(nb) -> int:
@@ -562,7 +562,7 @@ LATER_TELLS = {
     "conv_shapes": [r"couple of dozen"],
     "shapes_allocator_peak": [r"did not raise the allocator's peak"],
     "forward_mostly_api": [r"host time is not mostly launches"],
-    "steps_in_trace": [r"\bthree recorded steps\b"],
+    "steps_in_trace": [r"\bthree recorded steps\b", r"only the active steps"],
     "backward_python_frames": [r"without Python frames"],
     "self_mem_vs_peak": [r"\bpeak: trace \d", r"history peak \d", r"\bpeak_allocated_bytes\b"],
     "peak_phase": [r"ReluBackward0", r"threshold_backward"],
@@ -575,6 +575,7 @@ LATER_TELLS = {
     "queue_verdict": [r"queue still runs dry", r"on it never does", r"\bhost_wait_ms\b"],
     "gpu_idle_over_tenth": [r"what differs is the loader"],
     "clock_offset": [r"every figure also carries"],
+    "hot_kernel_module": [r"\b912\b", r"519\.9"],
     "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
     "nsys8_worker_calls": [r"no worker processes"],
 }

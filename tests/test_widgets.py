@@ -368,3 +368,31 @@ def test_a_drop_down_grows_at_a_projector_scale_only_as_far_as_its_longest_choic
     assert f".kitlib-answer-form.kitlib-answer-form-k .widget-dropdown > select" in styles[0]
     assert f"min(var(--jp-widgets-font-size), {fit:.1f}px)" in styles[0] and 13 < fit < 13 * 1.5
     assert not [c for c in ex.form("n").children if "<style>" in getattr(c, "value", "")]
+
+
+def test_a_profiler_keeps_the_recording_of_the_cell_that_made_it(tmp_path):
+    """Lesson 01 records into a new folder at each Run All, in the same kernel: a later cell
+    that prints ``prof.key_averages()`` names the folder ``prof`` was recorded into, not every
+    folder recorded so far (the note grew with every Run All)."""
+    from types import SimpleNamespace
+    import torch
+    from torch.profiler import ProfilerActivity, profile
+    from kitlib.course import labels
+    from kitlib.readers.bundle import note_source
+    notes = []
+    for run in range(2):        # two Run Alls
+        out = tmp_path / f"my-first-profile-{run}"
+        out.mkdir()
+        note_source(out, f"{out.name}: your own CPU run")
+        ns = {"out": out, "torch": torch}
+        labels._pre_run_cell(SimpleNamespace(raw_cell="with profile() as prof:\n    torch.ones(2).sum()\nout"))
+        labels._CELL["ns"] = ns
+        with profile(activities=[ProfilerActivity.CPU]) as prof:
+            torch.ones(2).sum()
+        ns["prof"] = prof
+        labels._post_run_cell()
+        labels._pre_run_cell(SimpleNamespace(raw_cell="table = prof.key_averages().table()\nprint(table)"))
+        labels._CELL["ns"] = ns
+        notes.append(labels.sources_note())
+        labels._post_run_cell()
+    assert notes == ["data: my-first-profile-0: your own CPU run", "data: my-first-profile-1: your own CPU run"], notes

@@ -87,10 +87,15 @@ def _cell_names(code: str):
 
 
 def _tabular(obj) -> bool:
-    """Whether ``obj`` is data a later cell may show (a pandas or numpy object, or one of the
-    kit's tables), so that it keeps the recordings of the cell that made it; a number or a
-    dict of settings read by a later cell does not pass them on."""
-    return type(obj).__module__.split(".")[0] in ("pandas", "numpy") or hasattr(obj, "styler")
+    """Whether ``obj`` is data a later cell may show (a pandas or numpy object, one of the
+    kit's tables, or a torch profiler whose tables a later cell prints), so that it keeps the
+    recordings of the cell that made it; a number or a dict of settings read by a later cell
+    does not pass them on. (Lesson 01 records with ``torch.profiler.profile`` into a folder of
+    its own and prints ``prof.key_averages()`` in later cells: without this, each Run All's
+    folder, all of them opened in the same kernel, was named under those tables.)"""
+    module = type(obj).__module__
+    return module.split(".")[0] in ("pandas", "numpy") or hasattr(obj, "styler") or \
+        module.startswith(("torch.profiler", "torch.autograd.profiler"))
 
 
 def cell_sources() -> list[str]:
