@@ -207,6 +207,7 @@ def test_lesson_in_the_browser(lab, page, tmp_path, path):
     assert seen["figures"] == (EXPECTED_FIGURES[n] + EXPLORERS.get(n, 0) - HELD_BACK_FIGURES.get(n, 0)
                                - HELD_BACK_EXPLORERS.get(n, 0)), seen
     assert seen["cut"] == [], f"wider than its cell at {page.viewport_size}: {seen['cut']}"
+    assert seen["spill"] == [], f"table cells whose text runs over the next column: {seen['spill']}"
     cut_text = set(seen["cut_text"]) - (_tool_cut_names() if n == "03" else set())
     assert not cut_text, f"text cut with '...': {sorted(cut_text)}"
     assert (seen["forms"], seen["explorers"]) == (FORMS[n], EXPLORERS.get(n, 0) - HELD_BACK_EXPLORERS.get(n, 0)), seen

@@ -1,5 +1,6 @@
 """Answer forms and explorers, without a browser: the forms judge through the same code as
 ``ex.check``; the explorers' tables follow their controls, with figures from the recordings."""
+import re
 import pandas as pd
 import pytest
 
@@ -396,3 +397,19 @@ def test_a_profiler_keeps_the_recording_of_the_cell_that_made_it(tmp_path):
         notes.append(labels.sources_note())
         labels._post_run_cell()
     assert notes == ["data: my-first-profile-0: your own CPU run", "data: my-first-profile-1: your own CPU run"], notes
+
+
+def test_a_long_row_label_gets_break_points_and_wraps_in_its_column():
+    """Lesson 06's grouping explorer shows call sites as the table's row labels: at 1280x800
+    "torchvision/models/resnet.py(143): forward" ran over the numbers beside it. A row label
+    breaks like a text column's entry (after / and . and before "("), and wraps within its
+    column where it must."""
+    import pandas as pd
+    from kitlib.course.widgets import readable
+    t = pd.DataFrame({"user_frame": ["torchvision/models/resnet.py(143): forward", "a<b"],
+                      "device_self_us": [1234.5, 2.0]}).set_index("user_frame")
+    page = readable(t, max_width_em=8).to_html()
+    assert "torchvision/<wbr>models/<wbr>resnet.<wbr>py<wbr>(143): forward</th>" in page
+    assert "a&lt;b</th>" in page                      # escaped, as a text column's entry
+    rule = re.search(r"th\.row_heading \{([^}]*)\}", page)
+    assert rule and "overflow-wrap: break-word" in rule.group(1), page

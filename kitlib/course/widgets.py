@@ -460,10 +460,17 @@ def readable(table, max_width_em: float = 28):
         word = max((len(w) for w in re.split(r"[_\s]+", str(c))), default=0)
         if word * 0.6 > max_width_em:
             columns.append({"selector": f"th.col{j}", "props": [("min-width", f"{word * 0.6:.1f}em")]})
+    def row_header(v):  # a row's label is text like a text column's: a long call site
+        # ("torchvision/models/resnet.py(143): forward") breaks after / . ( and never runs
+        # over the numbers beside it (lesson 06's grouping explorer, issue 40)
+        return _breakable(html.escape(v, quote=False)) if isinstance(v, str) else header(v)
+    plain = isinstance(table.index, pd.RangeIndex) and table.index.name is None
+    if not plain:   # a row label with no break point left wraps where it must rather than overlap its row
+        columns.append({"selector": "th.row_heading", "props": [("overflow-wrap", "break-word")]})
     styler = (table.style.format(number, subset=floats, na_rep="NaN").format(shown, subset=text)
-              .format_index(header, axis=1).format_index(header, axis=0)
+              .format_index(header, axis=1).format_index(row_header, axis=0)
               .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}] + columns))
-    if isinstance(table.index, pd.RangeIndex) and table.index.name is None:
+    if plain:
         styler = styler.hide(axis="index")       # 0, 1, 2, … says nothing a learner needs: its width goes to the data
     return ReadableTable(styler)
 
