@@ -193,10 +193,12 @@ def own_recordings(folder: Path) -> Path:
 #: Appended to each lesson the tests run (issue 40): once every cell has run with no
 #: answer, reveal every prediction, so that each outcome held back by ``ex.outcome`` shows in
 #: its output widget, as it would for a learner who answers. Every ``Exercises`` the kernel
-#: holds (a lesson builds ``ex`` again under "Your turn", after its outcomes).
+#: holds (a lesson builds ``ex`` again under "Your turn", after its outcomes). Lesson 13's
+#: ``Clinic`` also holds outcomes back until compute and cause questions are answered: it has
+#: ``answered``, and every one of its questions is revealed.
 REVEAL_PREDICTIONS = ("import gc as _gc\nfrom kitlib.course.exercises import Exercises as _Ex\n"
                       "for _e in [o for o in _gc.get_objects() if isinstance(o, _Ex)]:\n"
-                      "    for _q in [q for q in _e.questions if q.kind == 'predict']:\n"
+                      "    for _q in [q for q in _e.questions if q.kind == 'predict' or hasattr(_e, 'answered')]:\n"
                       "        _e.reveal(_q.key)\n")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

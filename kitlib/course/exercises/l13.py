@@ -587,3 +587,64 @@ class Clinic(Exercises):
 
     def _repr_markdown_(self):
         return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.listed()])
+
+    def answered(self, key: str) -> bool:
+        """Whether question ``key`` has been answered or revealed: a ``predict`` question
+        once predicted (:meth:`Question.outcome_open`), any other once checked with an answer
+        (not ``None``, right or wrong) or revealed."""
+        q = self[key]
+        return q.outcome_open() if q.kind == "predict" else (key in self.asked or q.revealed)
+
+    def outcome(self, key, show):
+        """As :meth:`Exercises.outcome`, and for any kind of question: ``show()`` waits until
+        every question of ``key`` (a key or a tuple of keys) is :meth:`answered`. The clinic
+        holds back what answers a compute or cause question this way (the fix table answers
+        ``fix_difference_ms`` and ``layout_fix_verdict``; the reader's counts name causes).
+        Only predictions: exactly :meth:`Exercises.outcome`."""
+        keys = (key,) if isinstance(key, str) else tuple(key)
+        if all(self[k].kind == "predict" for k in keys):
+            return super().outcome(key, show)
+        is_open = lambda: all(self.answered(k) for k in keys)     # noqa: E731
+        if is_open():
+            _held_shown(show)
+            return None
+        k = next(k for k in keys if not self.answered(k))
+        line = Verdict(k, None, f"held back until you answer {k} above: in its form (or with "
+                                f"ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.",
+                       exercises=self)
+        from ..widgets import show_outcome_later
+        from .. import labels
+        note = labels.sources_note()
+
+        def later():
+            with labels.fixed_note(note):
+                _held_shown(show, draw=True)
+        show_outcome_later(line, keys, is_open, later)
+        return None
+
+
+def _held_shown(show, draw: bool = False):
+    """Run ``show()`` for :meth:`Clinic.outcome` and display what it returns (unless None or
+    matplotlib's); with ``draw`` (a form's button, outside a cell's run) display and close the
+    figures it opened, as the end of a cell would."""
+    import sys
+    from IPython.display import display
+    plt = sys.modules.get("matplotlib.pyplot")
+    before = set(plt.get_fignums()) if plt is not None else set()
+    result = show()
+    if result is not None and not type(result).__module__.startswith("matplotlib"):
+        display(result)
+    plt = sys.modules.get("matplotlib.pyplot")
+    if not (draw and plt is not None):
+        return
+    from IPython import get_ipython
+    from .. import labels
+    ip = get_ipython()
+    if ip is not None:
+        labels.register_figure_formatter(ip)
+    figures = [plt.figure(n) for n in plt.get_fignums() if n not in before]
+    for fig in figures:
+        plt.close(fig)
+    for fig in figures:
+        labels.stamp_figure(fig)
+        display(fig)
