@@ -595,9 +595,8 @@ class Clinic(Exercises):
         same = [q for q in qs if isinstance(q, ListedChoices)]      # alike in every case but its letter
         lines = [f"{self.title}:"]
         if same:
-            cases = list(dict.fromkeys(q.key[:6] for q in same))
-            lines.append(wrapped(f"  every case ({', '.join(cases)}) asks these, X its letter, and its evidence "
-                                 "(listed below once its cause is tried):"))
+            lines.append(wrapped("  every case asks these (X its letter), then its evidence once its cause "
+                                 "is tried:"))
             kinds = {}
             for q in same:
                 kinds.setdefault(q.key[7:], q)
@@ -605,7 +604,11 @@ class Clinic(Exercises):
                       for part, q in kinds.items()]
             used = dict.fromkeys(tuple(q.choices) for q in same)
             lines += [wrapped(f"  {LIST_NAMES[c]}: {' | '.join(map(str, c))}") for c in used if c in LIST_NAMES]
-        lines += [self._entry(q) for q in qs if not isinstance(q, ListedChoices)]
+        for case in dict.fromkeys(q.key[:6] for q in same):      # per case, its keys and what differs
+            lines.append(f"  - {case}: " + ", ".join(q.key for q in same if q.key.startswith(case + "_")))
+            lines += [self._entry(q) for q in qs if q.key == f"{case}_evidence"]
+        lines += [self._entry(q) for q in qs if not isinstance(q, ListedChoices)
+                  and not (q.key.startswith("case_") and q.key.endswith("_evidence"))]
         hidden = len(self.questions) - len(qs)
         if hidden:
             lines.append(f"  ({hidden} more as the lesson reaches them)")
