@@ -194,12 +194,15 @@ def own_recordings(folder: Path) -> Path:
 #: answer, reveal every prediction, and every other question an outcome still waits on (lesson
 #: 11's map waits on its routing questions), so that each outcome held back by ``ex.outcome``
 #: shows in its output widget, as it would for a learner who answers. Every ``Exercises`` the
-#: kernel holds (a lesson builds ``ex`` again under "Your turn", after its outcomes).
+#: kernel holds (a lesson builds ``ex`` again under "Your turn", after its outcomes). Lesson 13's
+#: ``Clinic`` also holds outcomes back until compute and cause questions are answered: it has
+#: ``answered``, and every one of its questions is revealed.
 REVEAL_PREDICTIONS = ("import gc as _gc\nfrom kitlib.course.exercises import Exercises as _Ex\n"
                       "for _e in [o for o in _gc.get_objects() if isinstance(o, _Ex)]:\n"
                       "    _held = {k for k, fs in _e.followers.items()\n"
                       "             if any('show_outcome_later' in f.__qualname__ for f in fs)}\n"
-                      "    for _q in [q for q in _e.questions if q.kind == 'predict' or q.key in _held]:\n"
+                      "    for _q in [q for q in _e.questions if q.kind == 'predict' or q.key in _held\n"
+                      "               or hasattr(_e, 'answered')]:\n"
                       "        _e.reveal(_q.key)\n")
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 

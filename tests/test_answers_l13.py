@@ -668,3 +668,20 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     msg = ex[f"case_{k}_cause"].judge(cs.CAUSES["busy_machine"].text).message
     ex[f"case_{k}_cause"].wrong_tries = 0
     assert f"Here it is {k_load:.2g} load average per core" in msg and "holds another cause's sign" in msg, msg
+
+
+def test_show_and_the_pencil_line_give_each_choice_list_once():
+    """A new learner's Run All (6 December): ``print(ex.show())`` was about 8 screens (303
+    lines), the 14 causes and 18 fixes repeated for every case, and each cause and fix form's
+    ✏️ line repeated its whole list. Now each list is shown once, each case by its keys, and
+    the ✏️ line names the list (the form's drop-down offers it)."""
+    fresh = l13.questions(letters=["a", "g"])
+    fresh.reach("a"), fresh.reach("g"), fresh.reach("fixes")
+    shown = fresh.show()
+    for c in (cs.CAUSE_CHOICES[0], cs.FIX_CHOICES[-1], l13.ROUTE_CHOICES[0]):
+        assert shown.replace("\n      ", " ").count(c) == 1, c
+    assert "  - case_a: case_a_route, case_a_cause, case_a_fix" in shown and "  - case_g: case_g_route" in shown
+    for key in ("case_a_cause", "case_a_fix", "case_a_route"):
+        pencil = str(fresh.check(key, None))
+        assert "the form's drop-down lists them" in pencil and cs.FIX_CHOICES[-1] not in pencil
+        assert cs.CAUSE_CHOICES[1] not in pencil

@@ -24,7 +24,7 @@ PUBLIC = "public NCCL pair (HTA's sampled A100 run)"
 
 #: Of those, the pictures a lesson holds back until their prediction is made (``ex.outcome``):
 #: after Run All without answers the lesson shows the others (tests/test_browser.py too).
-HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "08": 1, "09": 2, "11": 1, "12": 1}
+HELD_BACK_FIGURES = {"01": 1, "02": 2, "03": 1, "07": 1, "08": 1, "09": 2, "11": 1, "12": 1, "13": 1}
 
 
 def figure_count(nb) -> int:
@@ -578,6 +578,8 @@ LATER_TELLS = {
     "hot_kernel_module": [r"\b912\b", r"519\.9"],
     "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
     "nsys8_worker_calls": [r"no worker processes"],
+    # lesson 13's fix table and its printed verdicts: case_g per image, one step from per step
+    "tiny_batch_per_step": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
 }
 
 #: Per prediction, text after its question that holds a form of its answer without giving it
@@ -658,6 +660,42 @@ def test_the_later_search_finds_a_giveaway_and_leaves_the_unrelated():
              ran("print(rule)", "CPU-bound: queue empty >= 20% of the step; GPU-bound: queue empty <= 5% and "
                                 "GPU busy >= 90%; mixed otherwise"), md("step 7 was GPU-bound")]
     assert later_giveaways(cells, q) == [("queue_verdict", 2, "GPU-bound")]
+
+
+#: What lesson 13's fix table and verdict lines, and its reader check, give away (a new
+#: learner's Run All, 6 December): the fixes' medians (fix_difference_ms, layout_fix_verdict,
+#: tiny_batch_per_step) and the causes' operator counts (the cause questions).
+CLINIC_GIVEAWAYS = [r"\bcase_h\b.{0,300}?33\.78\s+12\.76\s+-21\.02", r"33\.78 → 12\.76 ms", r"92\.10 → 64\.51 ms",
+                    r"\[-35\.00, -15\.56\] ms", r"2\.00 → 0\.61 ms/image", r"\(2 → 16 images\)",
+                    r"faster beyond the noise", r"\b297 / 297\b", r"\b306 / 306\b", r"\b66 / 66\b",
+                    r"kitlib after the fold equals"]
+
+
+def test_l13_fix_and_trust_tables_held_back_in_run_all(executed_lesson):
+    """Lesson 13 after Run All with no answer: the fix table (its figure) and the printed
+    verdicts wait for tiny_batch_per_step, fix_difference_ms and layout_fix_verdict, the
+    reader's counts for the cause questions they name (``Clinic.outcome``): each cell shows
+    its one held-back line, no output anywhere holds CLINIC_GIVEAWAYS, and once the questions
+    are revealed (the tests' last cell) the tables show."""
+    run = executed_lesson("13")
+    cells = run.run_all.cells[:-1]
+    held = [i for i, c in enumerate(cells) if c.cell_type == "code"
+            and re.search(r"^ex\.outcome\((FIX_KEYS|TRUST_KEYS)", c.source, re.M)]
+    assert len(held) == 3, held
+    for i in held:
+        text = _shown_text(cells[i].outputs)
+        assert "held back until you" in text, (i, text)
+        assert not cells[i].outputs or all(o.get("output_type") != "display_data" or "image/png" not in o.get("data", {})
+                                           for o in cells[i].outputs), i
+    def seen(outputs):      # text, and a table's HTML as its cells read (tags and <wbr> out)
+        html = " ".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+        return _shown_text(outputs) + " " + re.sub(r"<[^>]+>", " ", html.replace("<wbr>", ""))
+    everything = "\n".join(seen(c.outputs) for c in cells if c.cell_type == "code")
+    found = [t for t in CLINIC_GIVEAWAYS if re.search(t, everything, re.S)]
+    assert not found, f"lesson 13 shows before its questions are answered: {found}"
+    opened = "\n".join(seen(run.nb.cells[i].outputs) for i in held)
+    missing = [t for t in CLINIC_GIVEAWAYS if not re.search(t, opened, re.S)]
+    assert not missing, f"held back and never shown once revealed (figures changed? update the list): {missing}"
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])

@@ -413,3 +413,20 @@ def test_a_long_row_label_gets_break_points_and_wraps_in_its_column():
     assert "a&lt;b</th>" in page                      # escaped, as a text column's entry
     rule = re.search(r"th\.row_heading \{([^}]*)\}", page)
     assert rule and "overflow-wrap: break-word" in rule.group(1), page
+
+
+def test_a_word_or_an_index_value_longer_than_its_column_widens_it_and_gaps_say_what_they_are():
+    """Lesson 13's fix table at 1280 x 800 (a new learner, 6 December): the index broke as
+    "case_ | a" and the measured column as "uninstrumente | d steps" (6 em for 14 letters),
+    and the loads of recordings older than the load record showed NaN. A text column and the
+    index are at least their longest unbreakable piece wide (0.6 em a letter, up to
+    max_width_em); the index breaks no short value at its underscores; ``na_rep`` names a
+    gap, and wraps at its spaces in a column of numbers."""
+    import re
+    t = pd.DataFrame({"measured": ["uninstrumented steps", "a b"], "load": [float("nan"), 3.5]},
+                     index=pd.Index(["case_a", "case_b"], name="case"))
+    html = readable(t, max_width_em=8, na_rep="not recorded").to_html()
+    assert re.search(r"td\.col0 \{\s*min-width: 8\.0em;", html)           # 14 * 0.6 = 8.4, up to 8
+    assert re.search(r"th\.row_heading \{\s*min-width: 3\.6em;", html) and "case_<wbr>" not in html
+    assert '<span style="white-space: normal">not recorded</span>' in html and "NaN" not in html
+    assert "NaN" in readable(t).to_html()                                   # the default is unchanged

@@ -393,7 +393,7 @@ def presentation_from_environment() -> float | None:
     return presentation()
 
 
-def readable(table, max_width_em: float = 28):
+def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
     """A table shown whole at a notebook's width: no text cut with "…", long text and
     headers wrapped instead of widening the table past the cell.
 
@@ -405,13 +405,19 @@ def readable(table, max_width_em: float = 28):
     of its longest entry or 6 em, whichever is less, so a table too wide for its cell
     shows as wider than the cell (the browser test catches it) rather than as columns a
     few letters wide. Cells are padded a little less than JupyterLab's default, and a
-    plain 0, 1, 2, … index is not shown.
+    plain 0, 1, 2, … index is not shown. A column (and the row index) is at least as wide as
+    the longest piece of text in it that may not break (a word; a long name's piece between
+    its break points), up to ``max_width_em``: "uninstrumented" in a 6 em column, or "case_a"
+    in the index, broke mid-word at a laptop's width (issue 40, lesson 13).
 
     Parameters
     ----------
     table : DataFrame
     max_width_em : float
         The widest a column grows before its text wraps (em).
+    na_rep : str
+        What a missing number shows as (``"not recorded"`` says more than ``NaN`` where a
+        recording predates the figure); wraps at its spaces.
 
     Returns
     -------
@@ -453,7 +459,8 @@ def readable(table, max_width_em: float = 28):
             props = [("white-space", "nowrap"), ("overflow-wrap", "normal")]
         else:
             longest = max((len(str(number(v))) for v in table.iloc[:, j]), default=0)
-            props = [("min-width", f"{min(longest * 0.55, 6, max_width_em):.1f}em")]
+            piece = max((_longest_piece(number(v)) for v in table.iloc[:, j]), default=0)
+            props = [("min-width", f"{max(min(longest * 0.55, 6, max_width_em), min(piece * 0.6, max_width_em)):.1f}em")]
         columns.append({"selector": f"td.col{j}", "props": props})
         # a header's longest word never spills into the next header ("uninstrumented" in a 7 em
         # column ran into its neighbours, issue 40): the column is at least that wide
@@ -465,9 +472,16 @@ def readable(table, max_width_em: float = 28):
         # over the numbers beside it (lesson 06's grouping explorer, issue 40)
         return _breakable(html.escape(v, quote=False)) if isinstance(v, str) else header(v)
     plain = isinstance(table.index, pd.RangeIndex) and table.index.name is None
-    if not plain:   # a row label with no break point left wraps where it must rather than overlap its row
-        columns.append({"selector": "th.row_heading", "props": [("overflow-wrap", "break-word")]})
-    styler = (table.style.format(number, subset=floats, na_rep="NaN").format(shown, subset=text)
+    if not plain:   # at least its longest unbreakable piece wide (a case_a breaks after no underscore);
+        # a row label with no break point left wraps where it must rather than overlap its row
+        piece = max((_longest_piece(v) for v in table.index), default=0)
+        columns.append({"selector": "th.row_heading",
+                        "props": [("min-width", f"{min(piece * 0.6, max_width_em):.1f}em"),
+                                  ("overflow-wrap", "break-word")]})
+    missing = html.escape(na_rep, quote=False)
+    if " " in na_rep:         # a number column does not wrap; its "not recorded" may
+        missing = f'<span style="white-space: normal">{missing}</span>'
+    styler = (table.style.format(number, subset=floats, na_rep=missing).format(shown, subset=text)
               .format_index(header, axis=1).format_index(row_header, axis=0)
               .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}] + columns))
     if plain:
@@ -479,6 +493,17 @@ def readable(table, max_width_em: float = 28):
 #: before ``(`` or ``<`` (escaped), as a kernel or file name reads best broken.
 _BREAK_AFTER = re.compile(r"(::|[_/.,](?=\w))")
 _BREAK_BEFORE = re.compile(r"(?<=\w)(\(|&lt;)")
+
+
+def _longest_piece(value, longer_than: int = 16) -> int:
+    """The characters of the longest piece of ``str(value)`` that :func:`readable` does not
+    break: a word, or in a word longer than ``longer_than`` the longest part between the
+    break points :func:`_breakable` gives it."""
+    pieces = []
+    for w in str(value).split():
+        pieces += ([w] if len(w) <= longer_than else
+                   _BREAK_BEFORE.sub(r"\n\1", _BREAK_AFTER.sub(r"\1\n", w)).split("\n"))
+    return max(map(len, pieces), default=0)
 
 
 def _breakable(text: str, longer_than: int = 16) -> str:

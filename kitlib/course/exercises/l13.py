@@ -398,14 +398,14 @@ def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hna
     cause = cs.CAUSES[CASES[letter].cause_id]
     s = _signs_of(rec) if signs is None else signs
     ok_routes = ROUTES[cause.id][0]
-    qs = [Question(f"case_{letter}_route", f"case_{letter}: which tool and view showed you what is wrong?",
+    qs = [ListedChoices(f"case_{letter}_route", f"case_{letter}: which tool and view showed you what is wrong?",
                    ok_routes[0], f"{' or '.join(ok_routes)}. " + cause.look.replace("Look", "There you look", 1),
                    kind="recall", choices=ROUTE_CHOICES, normalise=_route_norm,
                    accept=lambda g, ok=ok_routes: _route_norm(g) in {_route_norm(r) for r in ok},
                    traps=_route_traps(cause.id, ok_routes))]
     wrong = [(c.text, cs.not_this(c, s, healthy, cause.look)) for c in cs.CAUSES.values() if c.id != cause.id]
     mech = MECHANISM.get(cause.id, CASES[letter].cause)
-    qs.append(Question(f"case_{letter}_cause", f"case_{letter}: what is slowing this job down?", cause.text,
+    qs.append(ListedChoices(f"case_{letter}_cause", f"case_{letter}: what is slowing this job down?", cause.text,
                        f"The cause: {mech}. The next question asks for the figure that shows it.",
                        kind="transfer", choices=cs.CAUSE_CHOICES, traps=wrong,
                        normalise=lambda g: (cs.cause_of_text(g).id if cs.cause_of_text(g) else str(g).strip().lower()),
@@ -414,12 +414,23 @@ def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hna
     wrong_fix = [(c.fix, f"that fixes '{c.text}', which this recording does not show ({c.unit}: "
                          f"{cs.fmt(s[c.figure])}). Fix what your evidence showed.")
                  for c in cs.CAUSES.values() if c.id != cause.id]
-    qs.append(Question(f"case_{letter}_fix", f"case_{letter}: which change fixes it?", cause.fix,
+    qs.append(ListedChoices(f"case_{letter}_fix", f"case_{letter}: which change fixes it?", cause.fix,
                        f"{cause.fix}. In the job's own terms: {CASES[letter].fix}.", kind="recall",
                        choices=cs.FIX_CHOICES, traps=wrong_fix,
                        normalise=lambda g: (cs.fix_of_text(g).id if cs.fix_of_text(g) else str(g).strip().lower()),
                        offered=lambda g: cs.fix_of_text(g) is not None))
     return qs
+
+
+class ListedChoices(Question):
+    """A clinic question whose choices are one of the long shared lists (the routes, the 14
+    causes, the 18 fixes): :meth:`Clinic.show` lists each list once, and its own lines (the
+    ✏️ line of an unanswered form, its entry in ``show``) name the list instead of repeating
+    it; the form's drop-down offers every choice."""
+
+    def choices_text(self) -> str:
+        name = LIST_NAMES.get(tuple(self.choices or ()))
+        return f" (one of {name}: the form's drop-down lists them)" if name else super().choices_text()
 
 
 def group(key: str) -> str:
@@ -576,10 +587,28 @@ class Clinic(Exercises):
         return super().check(key, answer)
 
     def show(self) -> str:
-        """The questions reached so far (see the class), one entry each, with their choices,
-        wrapped as :meth:`Exercises.show` wraps them."""
+        """The questions reached so far (see the class), one entry each, wrapped as
+        :meth:`Exercises.show` wraps them; each shared choice list (routes, causes, fixes)
+        once, before the entries that name it."""
+        from ...units import wrapped
         qs = self.listed()
-        lines = [f"{self.title}:"] + [self._entry(q) for q in qs]
+        same = [q for q in qs if isinstance(q, ListedChoices)]      # alike in every case but its letter
+        lines = [f"{self.title}:"]
+        if same:
+            lines.append(wrapped("  every case asks these (X its letter), then its evidence once its cause "
+                                 "is tried:"))
+            kinds = {}
+            for q in same:
+                kinds.setdefault(q.key[7:], q)
+            lines += [wrapped(f"  - case_X_{part} [{q.kind}]: {q.prompt.split(': ', 1)[-1]}{q.choices_text()}")
+                      for part, q in kinds.items()]
+            used = dict.fromkeys(tuple(q.choices) for q in same)
+            lines += [wrapped(f"  {LIST_NAMES[c]}: {' | '.join(map(str, c))}") for c in used if c in LIST_NAMES]
+        for case in dict.fromkeys(q.key[:6] for q in same):      # per case, its keys and what differs
+            lines.append(f"  - {case}: " + ", ".join(q.key for q in same if q.key.startswith(case + "_")))
+            lines += [self._entry(q) for q in qs if q.key == f"{case}_evidence"]
+        lines += [self._entry(q) for q in qs if not isinstance(q, ListedChoices)
+                  and not (q.key.startswith("case_") and q.key.endswith("_evidence"))]
         hidden = len(self.questions) - len(qs)
         if hidden:
             lines.append(f"  ({hidden} more as the lesson reaches them)")
@@ -587,3 +616,15 @@ class Clinic(Exercises):
 
     def _repr_markdown_(self):
         return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.listed()])
+
+    def answered(self, key: str) -> bool:
+        """Whether question ``key`` has been answered or revealed: what :meth:`Exercises.outcome`
+        waits on (:meth:`Question.outcome_ready`). The clinic holds back what answers a compute
+        or cause question this way (the fix table answers ``fix_difference_ms`` and
+        ``layout_fix_verdict``; the reader's counts name causes)."""
+        return self[key].outcome_ready()
+
+
+#: The shared choice lists by the name a lesson cell gives them (:class:`ListedChoices`).
+LIST_NAMES = {tuple(ROUTE_CHOICES): "ROUTE_CHOICES", tuple(cs.CAUSE_CHOICES): "clinic.CAUSE_CHOICES",
+              tuple(cs.FIX_CHOICES): "clinic.FIX_CHOICES"}
