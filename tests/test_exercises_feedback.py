@@ -5,15 +5,20 @@ from kitlib.course.exercises import Question, l11
 
 def test_routes_answered_by_both_timeline_tools_ask_for_both():
     """Lesson 11: where torch.profiler and Nsight Systems each answer (differently), the
-    answer is "both" (or the two names); one of them alone gets its own feedback."""
-    ex = l11.questions()
+    answer is "both" (or the two names); one of them alone gets its own feedback, which first
+    points back at what was misread without naming the answer (a learner's trial found the
+    first hint handed it over), then, at the next wrong try, shows it."""
     for key in ("backward_thread", "copy_overlap", "op_of_kernel"):
+        ex = l11.questions()
         for answer in ("both", "torch.profiler and nsys"):
             assert ex[key].judge_silently(answer), (key, answer)
-        for answer in ("nsys", "torch.profiler"):
-            v = ex.check(key, answer)
-            assert not v.correct and "answer 'both'" in v.message, (key, answer)
+        first = ex.check(key, "nsys")
+        assert not first.correct and "is it the only recording" in first.message, key
+        assert "both" not in first.message.split("Retry")[0].replace("does answer it", ""), (key, first.message)
+        second = ex.check(key, "torch.profiler")
+        assert not second.correct and "both —" in second.message, (key, second.message)
         assert not ex.check(key, "ncu").correct
+    ex = l11.questions()
     assert not ex.check("conv_bound", "both").correct
     wrong = ex.check("context_switch", "torch.profiler")
     assert not wrong.correct and "does not answer" in wrong.message
