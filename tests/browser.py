@@ -309,9 +309,10 @@ MEASURE_JS = """() => {
   const byCell = cells.map(c => c.querySelectorAll('.jp-RenderedImage img').length);
   const cut_text = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
     .map(e => e.innerText.trim()).filter(t => t.endsWith('...'));
-  // a table cell whose text runs out of its box (drawn over the next column's numbers:
-  // lesson 06's call sites, "torchvision/models/resnet.py(143): forward", issue 40)
-  const spill = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th')]
+  // a table cell or row label whose text runs out of its box (drawn over the next column's
+  // numbers: lesson 06's call sites, "torchvision/models/resnet.py(143): forward", issue 40);
+  // column headers break at underscores and are not checked here
+  const spill = [...document.querySelectorAll('.jp-OutputArea-output td, .jp-OutputArea-output th.row_heading')]
     .filter(e => e.clientWidth > 0 && e.scrollWidth > e.clientWidth + 2)
     .map(e => ({cell: cellOf(e), text: e.innerText.trim().slice(0, 80), over_px: e.scrollWidth - e.clientWidth}));
   return {pictures: pictures, scrolls: scrolls, md_wide: md_wide, wide_code: wide_code, cut_choices: cut_choices, code_chars: code_chars,

@@ -113,7 +113,7 @@ def _type_answer(form, text: str):
     """Type an answer and wait until the kernel holds it (the form says "not checked yet"
     for exactly this text), so Check judges it and not an earlier answer."""
     form.locator("input").fill(text)
-    form.locator(f".kitlib-pending[data-given='{text}']").wait_for(timeout=20_000)
+    form.locator(f".kitlib-pending[data-given={json.dumps(text)}]").wait_for(timeout=20_000)
 
 
 def _lesson02_clicks(page, tmp_path, stem):
@@ -243,7 +243,7 @@ def _predict_and_see_the_outcome(page, keys):
         else:
             choice = "1"
             form.locator("input").fill(choice)
-        form.locator(f".kitlib-pending[data-given='{choice}']").wait_for(timeout=20_000)
+        form.locator(f".kitlib-pending[data-given={json.dumps(choice)}]").wait_for(timeout=20_000)
         form.locator("button:has-text('Check')").click()
         form.locator(".kitlib-verdict").wait_for(timeout=20_000)
     selector = ".kitlib-outcome-" + keys[0]

@@ -132,10 +132,9 @@ def questions(capture) -> Exercises:
                         (counts["total"] / (float(o_rates.loc["forward convolutions", "device_ms_per_step"]) * 1e-3)
                          / 1e12, "those are the whole step's FLOPs over the forward convolutions' time: the FLOPs of "
                                  "one set of work over the time of another.")]),
-        Question("gpu_busy_share", f"Predict: the whole step reached about {whole_rate:.0f} TFLOP/s, "
-                                   f"{whole_rate / peak_tf32:.0%} of the {gpu_key}'s dense TF32 peak. For what "
-                                   "share of the profiled steps' wall time was the GPU running at least one kernel, "
-                                   "copy or memset?", _bucket(b_share, BUSY_CHOICES),
+        Question("gpu_busy_share", f"Predict: the whole step's achieved TFLOP/s is a fraction of the {gpu_key}'s "
+                                   "dense TF32 peak. For what share of the profiled steps' wall time was the GPU "
+                                   "running at least one kernel, copy or memset?", _bucket(b_share, BUSY_CHOICES),
                  f"{_bucket(b_share, BUSY_CHOICES)}: busy {busy / 1e6:.1f} ms of {wall / 1e6:.1f} ms = {b_share:.0%}. "
                  f"The GPU was nearly always doing something, yet far from its arithmetic peak: of {busy_ms:.1f} ms busy "
                  f"a step (that busy time ÷ {len(tr.steps)} steps: every GPU event from the first step's start to the "

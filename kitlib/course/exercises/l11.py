@@ -23,6 +23,17 @@ import pandas as pd
 from . import Exercises, Question
 
 #: The tools, by the name an answer is normalised to, with the other names accepted.
+#: What lesson 11's map shows, in words: printed under the map once the routing questions are
+#: answered (in the lesson's prose it answered them before they were asked).
+MAP_IN_WORDS = ("What the map shows in words: Nsight Systems names the operator of a kernel once emit_nvtx is "
+                "on, but only torch.profiler aggregates: it groups device time by input shape and by call site, "
+                "and attributes tensor memory to the operators that allocated it (in Nsight Systems each of those "
+                "would be your own SQL over thousands of ranges, and tensor memory is not recorded at all). Only "
+                "Nsight Systems records OS calls (waits, locks, forks) and thread scheduling; only Nsight Compute "
+                "measures one kernel with hardware counters; both timeline tools record CUDA API calls per thread "
+                "and GPU work per stream; and a speed-up is measured with a timer over repeated uninstrumented "
+                "steps, never read off a trace.")
+
 TOOLS = {
     "torch.profiler": ("torch.profiler", "pytorch profiler", "profiler", "kineto", "torch profiler"),
     "nsight systems": ("nsight systems", "nsys", "nsight-systems", "system profiler"),
@@ -318,7 +329,7 @@ def questions(capture=None, ncu_csv=None, nsys_sqlite=None, public_path=None) ->
                            normalise=lambda a: tool_set(a), choices=list(TOOLS) + ["both"],
                            traps=_route_traps(tools), accept=_accepts(tools), offered=lambda a: bool(tool_set(a))))
     qs.insert(2, Question(
-        "op_of_kernel_how", "Both, differently: torch.profiler ties a kernel to its operator through the external "
+        "op_of_kernel_how", "torch.profiler ties a kernel to its operator through the external "
                             "id on the kernel's launch. What ties them in Nsight Systems (with emit_nvtx)?",
         HOW_CHOICES[1], "the correlation id links launch and kernel in both tools; the external id exists only in "
                         "torch.profiler's trace. emit_nvtx pushes one NVTX range per operator on the thread that "
