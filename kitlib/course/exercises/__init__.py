@@ -539,7 +539,9 @@ def _show_outcome(show, draw: bool = False):
     import sys
     with _DRAWING:
         plt = sys.modules.get("matplotlib.pyplot")
-        before = set(_figures_now(plt))
+        # the figures open before, by identity: a number freed meanwhile is given to the next
+        # new figure (lesson 12's and 13's pictures, drawn from a form, were taken for old ones)
+        before = {id(f) for f in _figures_now(plt).values()}
         result = show()
         from IPython.display import display
         if result is not None and not type(result).__module__.startswith("matplotlib"):
@@ -554,7 +556,7 @@ def _show_outcome(show, draw: bool = False):
             labels.register_figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
         # the figures show() drew, each leaving pyplot before it is shown, so that nothing else
         # shows or closes it meanwhile (new learners saw blank ones after a form's answer)
-        figures = [f for n, f in sorted(_figures_now(plt).items()) if n not in before]
+        figures = [f for n, f in sorted(_figures_now(plt).items()) if id(f) not in before]
         drawn = getattr(result, "figure", result)          # a figure or axes returned
         if type(drawn).__name__ == "Figure" and all(f is not drawn for f in figures):
             figures.append(drawn)
