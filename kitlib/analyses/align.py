@@ -33,7 +33,8 @@ import pandas as pd
 from ..errors import KitError
 from .steps import labelled_ranges, steps_of
 from ..phases import DATA_LOAD, H2D, LABELS as PHASES
-from ..model import Trace
+from ..model import NsysReport, Trace
+from ..model.sources import check_source
 from ..units import ns_to_ms
 
 __all__ = ["ATTRIBUTIONS", "gpu_work", "project", "align", "launch_threads", "align_summary", "operator_ranges"]
@@ -52,18 +53,13 @@ _WORK_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch
 
 def _as_sources(a, b):
     """(Trace, NsysReport, workload a, workload b, name a, name b) from Traces/Reports/Captures."""
-    from ..model import NsysReport
-
     def one(x, want):
         if hasattr(x, "manifest") and hasattr(x, "file"):          # a Capture
             src = x.trace if want == "trace" else x.nsys
             return src, dict(x.workload), x.name, x.manifest
-        if want == "trace" and isinstance(x, Trace):
-            return x, None, x.path.name, None
-        if want == "nsys" and isinstance(x, NsysReport):
-            return x, None, x.path.name, None
-        raise KitError(f"align: expected a {'Trace or torch_profiler Capture' if want == 'trace' else 'NsysReport or nsys Capture'}, "
-                       f"got {type(x).__name__}")
+        check_source(x, kinds=Trace if want == "trace" else NsysReport, message="align: expected a " + (
+            "Trace or torch_profiler Capture" if want == "trace" else "NsysReport or nsys Capture") + ", got {got}")
+        return x, None, x.path.name, None
     return one(a, "trace"), one(b, "nsys")
 
 
@@ -196,12 +192,12 @@ def _label_rows(source, step_rows: pd.DataFrame, labels) -> dict:
 
 def _credit(source, ranges: dict, attribution: str) -> dict:
     """{key: (host_ns, gpu_ops, kernels, kernel_sum_ns, proj_dur_ns)} for the ranges of each key."""
-    from ..model.nsys import NsysReport, nvtx_gpu_projection
     allr = pd.concat([r.assign(_key=[key] * len(r)) for key, r in ranges.items() if len(r)], ignore_index=True)
     p = project(allr, gpu_work(source), attribution)
-    if attribution == "thread" and isinstance(source, NsysReport):
+    own = source.tool_gpu_projection() if attribution == "thread" else None
+    if own is not None:
         # Nsight's own projection decides proj and GPU ops (identical by construction; see tests).
-        nv = nvtx_gpu_projection(source).set_index(["tid", "start_ns", "name"])
+        nv = own.set_index(["tid", "start_ns", "name"])
         key = list(zip(p["tid"], p["start_ns"], p["name"]))
         hit = [nv.loc[k] if k in nv.index else None for k in key]
         p["proj_start_ns"] = pd.array([h["proj_start_ns"] if h is not None else pd.NA for h in hit], dtype="Int64")

@@ -160,7 +160,7 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     # Lessons and analyses ask for the same trace's chain many times: it is worked out
     # once per set of tables the trace keeps (Trace.derived: a trace given other tables
     # works it out again, so the memo cannot go stale) and each caller gets a copy.
-    if isinstance(trace, Trace):
+    if hasattr(trace, "derived"):     # a recording that keeps memos (a Trace; not a learner's tables)
         out = trace.derived(("chain", method), ("ops", "launches", "gpu"), lambda: _chain(trace, method))
         return handed_out(out)
     return _chain(trace, method)

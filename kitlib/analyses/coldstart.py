@@ -272,8 +272,7 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     1  python3  OS runtime             fork      8
     2  python3    CUDA API  cudaMemcpyAsync      2
     """
-    if not isinstance(report, NsysReport):
-        raise KitError(f"gap_activity needs an NsysReport (load_nsys), got {type(report).__name__}")
+    check_source(report, kinds=NsysReport, message="gap_activity needs an NsysReport (load_nsys), got {got}")
     if end_ns < start_ns:
         raise KitError(f"window ends before it starts: {start_ns} > {end_ns}")
     names = report.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]

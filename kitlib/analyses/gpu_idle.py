@@ -64,7 +64,7 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from ..model import NsysReport, Trace
+from ..model.sources import check_source
 from ..model.window import bounds_in, containing, count_in
 from .collectives import COMM_KERNEL_PATTERN
 
@@ -135,9 +135,7 @@ def source_name(source) -> str:
 
 
 def _check_source(source) -> None:
-    if not isinstance(source, (Trace, NsysReport)):
-        raise GpuIdleError(f"expected a kitlib Trace (load_trace) or NsysReport (load_nsys), "
-                           f"got {type(source).__name__}")
+    check_source(source, None, error=GpuIdleError)
 
 
 def device_events(source) -> pd.DataFrame:
@@ -178,7 +176,7 @@ def device_events(source) -> pd.DataFrame:
     0  kernel       7       300     700              150
     """
     _check_source(source)
-    if isinstance(source, Trace):     # a profiler trace names the operator behind each launch (chain)
+    if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
         from .chain import chain
         return source.derived("gpu_idle.device_events", ("ops", "launches", "gpu"),
                               lambda: _events(source, chain(source))).copy()

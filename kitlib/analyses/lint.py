@@ -67,6 +67,7 @@ import pandas as pd
 from ..errors import KitError
 from .intervals import per_window
 from ..model import Trace
+from ..model.sources import check_source
 from ..model.tree import ancestors
 from ..model.window import count_in
 
@@ -187,8 +188,7 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     if hasattr(trace, "manifest") and hasattr(trace, "file"):
         recipe = recipe if recipe is not None else trace.recipe
         trace = trace.trace
-    if not isinstance(trace, Trace):
-        raise KitError(f"lint: expected a kitlib Trace or Capture, got {type(trace).__name__}")
+    check_source(trace, kinds=Trace, message="lint: expected a kitlib Trace or Capture, got {got}")
     out: list = []
     gpu = trace.gpu
     work = gpu[gpu["kind"] != "gpu_annotation"]

@@ -22,18 +22,12 @@ import pandas as pd
 from ..errors import KitError
 from .intervals import idle_gaps_in_windows, per_window
 from ..phases import LABELS, STEP_RANGE
-from ..model import NsysReport
-from ..model import Trace
 from ..model.sources import check_source  # noqa: F401  (its home is the model)
 from ..progress import analysis_progress
-from ..model.window import bounds_in, count_in, label_at
+from ..model.window import bounds_in, count_in, value_at
 
 #: The phase labels of :func:`kitlib.capture.workload.train_step` (:data:`kitlib.phases.LABELS`).
 PHASES = LABELS
-
-
-def _is_nsys(source) -> bool:
-    return isinstance(source, NsysReport)
 
 
 def steps_of(source) -> pd.DataFrame:
@@ -185,12 +179,7 @@ def labelled_ranges(source) -> pd.DataFrame:
     0  ProfilerStep#1         0    1000
     """
     check_source(source)
-    if _is_nsys(source):
-        r = source.nvtx[source.nvtx["end_ns"].notna()]
-    else:
-        r = source.ops[source.ops["kind"].isin(["annotation", "step"])]
-    return r[["name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]].astype(
-        {"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
+    return source.labelled_ranges()
 
 
 def device_work(source) -> pd.DataFrame:
@@ -252,24 +241,9 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
     tid = int(steps["tid"].iloc[0]) if tid is None else tid
     times = [int(t) for t in times_ns]
 
-    def inside(ranges, column="name"):
-        """``column`` of the innermost of ``ranges`` holding each time, None where none does."""
-        at = label_at(times, ranges)
-        out = np.full(len(times), None, dtype=object)
-        hit = ~at.isna()
-        out[hit] = ranges[column].loc[at[hit].to_numpy(np.int64)].to_numpy(dtype=object)
-        return out
-
     lab = labelled_ranges(source)
-    labels = inside(lab[lab["tid"] == tid])
-    if _is_nsys(source):
-        o_in = inside(source.osrt[source.osrt["tid"] == tid])
-        a_in = inside(source.launches[source.launches["tid"] == tid])
-        events = [(o, "OS runtime") if o is not None else (a, "CUDA API") if a is not None
-                  else (lb, "NVTX") if lb is not None else ("", "") for o, a, lb in zip(o_in, a_in, labels)]
-    else:
-        ops = source.ops[(source.ops["kind"] != "python") & (source.ops["tid"] == tid)]
-        events = [(n, k) if n is not None else ("", "") for n, k in zip(inside(ops), inside(ops, "kind"))]
+    labels = value_at(times, lab[lab["tid"] == tid])
+    events = source.host_event_at(times, tid)
     return pd.DataFrame({"time_ns": np.asarray(times, dtype=np.int64),
                          "host_label": [lb if lb is not None else "" for lb in labels],
                          "host_event": [e[0] for e in events], "host_event_kind": [e[1] for e in events]})
@@ -380,7 +354,8 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     0     1     1000             400      600             1
     """
     steps = steps_of(source)
-    bar = analysis_progress(source, "step_measures", 3) if isinstance(source, Trace) else None
+    # the bar counts the events of the operator tree, which only a profiler trace has
+    bar = analysis_progress(source, "step_measures", 3) if source.has_operators else None
     lab = labelled_ranges(source)
     work = device_work(source)
     phases = PHASES if phases is None else phases

@@ -38,8 +38,8 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitError
-from ..model import NsysReport, Trace
-from ..model.sources import check_source
+from ..model import Trace
+from ..model.sources import check_same_format, check_source
 from ..model.window import step_of
 from .steps import steps_of
 
@@ -72,9 +72,8 @@ MAX_NAME_CHARS = 64 << 20
 WHAT = ("kernels", "operators")
 
 
-def _kind_of(source) -> str:
+def _kind_of(source) -> None:
     check_source(source, "trace_diff")
-    return source.FORMAT
 
 
 def shapes_recorded(trace: Trace) -> bool:
@@ -166,7 +165,7 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     _kind_of(source)
     if what not in WHAT:
         raise KitError(f"trace_diff: what must be one of {', '.join(map(repr, WHAT))}, not {what!r}")
-    if what == "operators" and isinstance(source, NsysReport):
+    if what == "operators" and not source.has_operators:
         raise KitError(f"{source.path}: an Nsight Systems export holds no operators, only NVTX ranges and "
                        "CUDA calls: diff its kernels (what='kernels'), or diff two torch.profiler traces "
                        "for operators")
@@ -319,14 +318,11 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     0    aten::mm  [[2, 3], [3, 4]]  faster
     1  aten::relu          [[2, 4]]   added
     """
-    kb, ka = _kind_of(before), _kind_of(after)
-    if kb != ka:
-        raise KitError(f"trace_diff: {before.path} is a {kb} and {after.path} a {ka}: diff two recordings of "
-                       "the same kind (two torch.profiler traces, or two Nsight Systems exports)")
+    check_same_format(before, after, "trace_diff")
     if not tolerance >= 0:
         raise KitError(f"trace_diff: tolerance must be 0 or more (a fraction of the device time before), "
                        f"not {tolerance!r}")
-    if what == "operators" and isinstance(before, NsysReport):
+    if what == "operators" and not before.has_operators:
         diff_events(before, what)               # raises: an Nsight export holds no operators
     notes, matched_by = [], "kind and name"
     shapes = what == "operators"

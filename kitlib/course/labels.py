@@ -47,15 +47,12 @@ def labels_of(obj, depth: int = 1) -> list[str]:
     <kitlib.readers.bundle.StepTimes>`), or (``depth`` levels down) a dict, list or tuple of
     them. ``[]`` for anything else."""
     from ..readers.bundle import Capture, StepTimes
-    from ..readers.ranks import RankTraces
-    from ..readers.trace import Trace
+    from ..model.sources import recording_labels
     if isinstance(obj, Capture):
         return [obj.label]
-    if isinstance(obj, RankTraces):
-        return [obj.label] if obj.label else []
-    if isinstance(obj, Trace):
-        lab = label_for(obj.path)
-        return [lab] if lab else []
+    labels = recording_labels(obj, label_for)
+    if labels is not None:
+        return labels
     if isinstance(obj, (PurePath, StepTimes)):
         lab = label_for(obj if isinstance(obj, PurePath) else obj.path)    # step times: their file's
         return [lab] if lab else []

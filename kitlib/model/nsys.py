@@ -11,6 +11,8 @@ from ..phases import STEP_RANGE
 from ._values import kept, read_only_tables
 from .schema import DEFECT_COLUMNS, STEP_COLUMNS
 from .tree import nesting
+from .trace import _range_table
+from .window import value_at
 
 
 def defect_table(rows) -> pd.DataFrame:
@@ -191,6 +193,40 @@ class NsysReport:
 
     #: What this value was read from, as a sentence names it.
     FORMAT = "Nsight Systems export"
+    #: An export names no operators, only NVTX ranges and CUDA calls (``Trace.has_operators``).
+    has_operators = False
+
+    def labelled_ranges(self) -> pd.DataFrame:
+        """The closed NVTX ranges: ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns), as
+        ``Trace.labelled_ranges`` gives a trace's annotations."""
+        n = kept(self, "nvtx")
+        return _range_table(n[n["end_ns"].notna()])
+
+    def os_runtime_calls(self) -> pd.DataFrame:
+        """The OS-runtime calls (``osrt``): ``name, pid, tid, start_ns, dur_ns, end_ns, …``."""
+        return self.osrt
+
+    def tool_gpu_projection(self) -> pd.DataFrame:
+        """Nsight's own NVTX GPU projection of the ranges (:func:`nvtx_gpu_projection`)."""
+        return nvtx_gpu_projection(self)
+
+    def host_event_at(self, times_ns, tid: int) -> list:
+        """``(name, kind)`` of what thread ``tid`` was inside at each time: an OS-runtime call,
+        else a CUDA API call, else an NVTX range (``kind``: ``OS runtime``, ``CUDA API``,
+        ``NVTX``), ``("", "")`` where none.
+
+        >>> from kitlib.readers.bundle import open_capture
+        >>> report = open_capture("nsys_8step").nsys
+        >>> report.host_event_at([int(report.steps["start_ns"][1]) + 1], int(report.steps["tid"][1]))
+        [('torch_step', 'NVTX')]
+        """
+        def on(t):
+            return t[t["tid"] == tid]
+        lab = self.labelled_ranges()
+        cols = (value_at(times_ns, on(kept(self, "osrt"))), value_at(times_ns, on(kept(self, "launches"))),
+                value_at(times_ns, on(lab)))
+        return [(o, "OS runtime") if o is not None else (a, "CUDA API") if a is not None
+                else (lb, "NVTX") if lb is not None else ("", "") for o, a, lb in zip(*cols)]
 
     @property
     def has_gpu(self) -> bool:

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from ._values import derived, handed_out, kept, read_only_tables
+from .window import value_at
 from .schema import FILTERED_NAMES, HOST_EVENT_COLUMNS, STEP_COLUMNS, STEP_PATTERNS  # noqa: F401
 
 
@@ -218,6 +219,42 @@ class Trace:
 
     #: What this value was read from, as a sentence names it.
     FORMAT = "torch.profiler trace"
+    #: The recording names the operator behind each launch (``ops``; :func:`kitlib.chain`).
+    has_operators = True
+
+    def labelled_ranges(self) -> pd.DataFrame:
+        """The host's labelled ranges, ``record_function`` annotations and steps: ``name, pid,
+        tid, start_ns, end_ns, dur_ns`` (int64 ns). ``NsysReport.labelled_ranges`` gives NVTX's.
+
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().labelled_ranges()[["name", "start_ns", "end_ns"]]
+                     name  start_ns  end_ns
+        0  ProfilerStep#1         0    1000
+        """
+        ops = kept(self, "ops")
+        return _range_table(ops[ops["kind"].isin(["annotation", "step"])])
+
+    def os_runtime_calls(self):
+        """None: torch.profiler records no OS-runtime calls (``NsysReport.os_runtime_calls``)."""
+        return None
+
+    def tool_gpu_projection(self):
+        """None: torch.profiler projects no range onto the GPU itself
+        (``NsysReport.tool_gpu_projection`` is Nsight's NVTX GPU projection)."""
+        return None
+
+    def host_event_at(self, times_ns, tid: int) -> list:
+        """``(name, kind)`` of the innermost operator or annotation thread ``tid`` was inside
+        at each time (``kind``: ``op``, ``annotation``, ``step``), ``("", "")`` where none.
+
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().host_event_at([150, 400, 2000], 1)
+        [('aten::relu', 'op'), ('ProfilerStep#1', 'step'), ('', '')]
+        """
+        ops = kept(self, "ops")
+        ops = ops[(ops["kind"] != "python") & (ops["tid"] == tid)]
+        return [(n, k) if n is not None else ("", "")
+                for n, k in zip(value_at(times_ns, ops), value_at(times_ns, ops, "kind"))]
 
     def gpu_events(self) -> pd.DataFrame:
         """Every GPU operation (kernel, copy, set) with the CUDA call that launched it: the
@@ -318,6 +355,11 @@ def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
             "bytes", "launch", "launch_start_ns", "launch_dur_ns", "launch_to_start_ns",
             "copy_kind", "src_memory", "dst_memory", "bandwidth_gb_per_s"]
     return ev[cols].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
+
+
+def _range_table(r: pd.DataFrame) -> pd.DataFrame:
+    return r[["name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]].astype(
+        {"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
 
 
 def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:

@@ -314,3 +314,19 @@ def label_at(times_ns, ranges: pd.DataFrame, closed: str = "left") -> pd.arrays.
     """
     pos = innermost(ranges["start_ns"].to_numpy(), ranges["end_ns"].to_numpy(), times_ns, closed=closed)
     return _int64_at(pos, ranges.index.to_numpy())
+
+
+def value_at(times_ns, ranges: pd.DataFrame, column: str = "name") -> np.ndarray:
+    """For each time, ``column`` of the innermost of ``ranges`` holding it (:func:`label_at`),
+    None where none does: an object array of length m.
+
+    >>> import pandas as pd
+    >>> ranges = pd.DataFrame({"name": ["a", "b"], "start_ns": [0, 20], "end_ns": [100, 60]})
+    >>> value_at([20, 100], ranges).tolist()
+    ['b', None]
+    """
+    at = label_at(times_ns, ranges)
+    out = np.full(len(at), None, dtype=object)
+    hit = ~at.isna()
+    out[hit] = ranges[column].loc[at[hit].to_numpy(np.int64)].to_numpy(dtype=object)
+    return out

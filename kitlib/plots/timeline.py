@@ -14,7 +14,6 @@ import numpy as np
 import pandas as pd
 
 from ..analyses.intervals import clip
-from ..model import NsysReport
 from ..analyses.steps import check_source, device_work, labelled_ranges, steps_of
 from . import COLORS as _KIT_COLORS, fig_size, font
 from ..units import ns_to_ms
@@ -56,22 +55,21 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
         lab = lab.assign(depth=depth)
         for d, g in lab.groupby("depth"):
             parts.append(g.assign(lane=f"labels, level {d} (host)", order=d, kind="range"))
-    if isinstance(source, NsysReport):
-        names = source.threads.drop_duplicates(["pid", "tid"]).set_index(["pid", "tid"])["name"]
-        api = source.launches
+    osrt = source.os_runtime_calls()     # None: the recording has none (a torch.profiler trace)
+    if osrt is not None:
+        names = source.thread_names()
         tname = lambda p, t: names.get((p, t), "?")  # noqa: E731
         # OS-runtime lanes below the CUDA API lanes (10, 11) and above the GPU's (100 +), in the
         # order the threads are given (was 20 + tid % 1000: tid 1213 put its lane among the streams)
         for i, tid in enumerate(osrt_threads):
-            o = clip(source.osrt[source.osrt["tid"] == tid][["name", "pid", "tid", "start_ns", "dur_ns"]],
-                     start_ns, end_ns)
+            o = clip(osrt[osrt["tid"] == tid][["name", "pid", "tid", "start_ns", "dur_ns"]], start_ns, end_ns)
             if len(o):
                 p = int(o["pid"].iloc[0])
                 parts.append(o.assign(lane=f"OS runtime · {tname(p, tid)} ({tid})", order=20 + i,
                                       kind="OS runtime"))
     else:
-        api = source.launches
         tname = lambda p, t: "main" if t == main else "thread"  # noqa: E731
+    api = source.launches
     a = clip(api[["name", "pid", "tid", "start_ns", "dur_ns"]].dropna(), start_ns, end_ns)
     for (p, t), g in a.groupby(["pid", "tid"]):
         parts.append(g.assign(lane=f"CUDA API · {tname(p, t)} ({t})", order=10 + (0 if t == main else 1),

@@ -55,6 +55,7 @@ from ..phases import STEP_RANGE
 from ..model.nsys import NsysReport, defect_table, launches_by_correlation  # noqa: F401  (NsysReport's home is the model)
 from ..model.nsys import nvtx_gpu_projection, range_nesting  # noqa: F401  (their home is the model)
 from .files import check_regular_file
+from ..model.sources import as_source
 from ..model.schema import DEFECT_COLUMNS, NSYS_COLUMNS, STEP_COLUMNS  # noqa: F401
 
 __all__ = ["NsysReport", "load_nsys", "nsys_stats", "nvtx_gpu_projection", "decode_global_tid",
@@ -912,8 +913,7 @@ def nsys_stats(report, name: str, rounded: bool = True) -> pd.DataFrame:
     """
     if name not in STATS_REPORTS:
         raise ValueError(f"unknown nsys stats report {name!r}; known: {', '.join(STATS_REPORTS)}")
-    if not isinstance(report, NsysReport):
-        report = load_nsys(report)
+    report = as_source(report, NsysReport, load_nsys)
     out = STATS_REPORTS[name](report)
     if rounded:
         for c, d in _DIGITS.items():
