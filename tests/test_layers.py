@@ -14,6 +14,7 @@ face and may import anything.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -436,3 +437,46 @@ def test_the_private_checker_finds_each_form():
         ("kitlib.readers.ranks", "kitlib.model._values", "kept"),  # a private module, from outside
         ("kitlib.readers.ranks", "kitlib.model", "_values"),
     ]), got
+
+
+#: A format switch: code outside kitlib/model/ that asks which recording format it holds
+#: (an isinstance on Trace/NsysReport/RankTraces, ``.FORMAT``, ``_is_nsys``) instead of
+#: asking the recording (``has_operators``, ``labelled_ranges()``…; model/sources.py's checks).
+SWITCH = re.compile(r"isinstance\([^)]*(Trace|NsysReport)|\.FORMAT\b|_is_nsys")
+#: Switches inside one reader, on its own private document type: not a format question.
+SWITCH_EXEMPT = re.compile(r"isinstance\(\w+, _TraceDoc\)")
+MAX_SWITCHES = 5
+
+
+def format_switches(sources: dict) -> list:
+    """``(path, line, text)`` of each format switch in ``{path: source}``, model/ left out."""
+    found = []
+    for path, text in sources.items():
+        if path.startswith("kitlib/model/"):
+            continue
+        for n, line in enumerate(text.splitlines(), 1):
+            code = line.split("#", 1)[0]
+            if SWITCH.search(code) and not SWITCH_EXEMPT.search(code):
+                found.append((path, n, line.strip()))
+    return found
+
+
+def test_format_switches_outside_the_model_are_few():
+    sources = {p.relative_to(KIT.parent).as_posix(): p.read_text(encoding="utf-8") for p in KIT.rglob("*.py")}
+    found = format_switches(sources)
+    assert len(found) <= MAX_SWITCHES, (
+        f"{len(found)} format switches outside kitlib/model/ (at most {MAX_SWITCHES}): ask the recording "
+        "(Trace/NsysReport's shared interface) or use kitlib.model.sources' checks instead:\n"
+        + "\n".join(f"  {p}:{n}: {t}" for p, n, t in found))
+
+
+def test_the_switch_counter_finds_each_form():
+    src = {"kitlib/analyses/a.py": ("if isinstance(x, Trace):\n    pass\n"
+                                    "if isinstance(x, (Trace, NsysReport)):\n    pass\n"
+                                    "k = x.FORMAT\nif _is_nsys(x):\n    pass\n"
+                                    "ok = x.has_operators  # isinstance(x, Trace) in a comment\n"),
+           "kitlib/readers/trace.py": "if isinstance(doc, _TraceDoc):\n    pass\n",
+           "kitlib/model/sources.py": "if isinstance(x, Trace):\n    pass\n"}
+    assert [(p, n) for p, n, _ in format_switches(src)] == [
+        ("kitlib/analyses/a.py", 1), ("kitlib/analyses/a.py", 3), ("kitlib/analyses/a.py", 5),
+        ("kitlib/analyses/a.py", 6)]

@@ -1,29 +1,6 @@
 """torch.profiler steps and phases beside the Nsight Systems NVTX ranges of a matched run.
 
-The two tools label the same ``train_step`` (``record_function`` ranges for
-torch.profiler, NVTX ranges for Nsight Systems; see :mod:`kitlib.capture.workload`).
-:func:`align` lines them up step by step and label by label: the host duration
-each tool recorded, the GPU work each label is credited with, and how many
-kernels that is.
-
-Crediting GPU work to a host range can be done two ways, and they differ a lot
-in a PyTorch training step:
-
-``"thread"`` (Nsight Systems' NVTX GPU projection)
-    A GPU operation belongs to a range when the CUDA API call that launched it
-    started and ended inside the range *on the range's own thread* (Nsight
-    Systems documentation of ``nvtx_gpu_proj_trace`` / ``nvtx_gpu_proj_sum``;
-    :func:`kitlib.model.nsys.nvtx_gpu_projection`, which reproduces ``nsys stats``).
-    Autograd runs the backward pass on its own thread (``pt_autograd_0``), which
-    has no NVTX range, so the ``backward`` range is credited with almost nothing.
-``"time"``
-    A GPU operation belongs to a range when its launch, made by *any* thread of
-    the range's process, started inside the range's time interval. This follows
-    the work a range caused on other threads (autograd's), at the price of also
-    crediting work from unrelated threads that happened to launch meanwhile
-    (none in the kit's workload: only the main and the autograd thread launch).
-
-Pure functions: no I/O, printing or plotting.
+Sources: docs/SOURCES.md#align-module
 """
 from __future__ import annotations
 
@@ -215,6 +192,8 @@ def _credit(source, ranges: dict, attribution: str) -> dict:
 def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFrame:
     """One table: torch.profiler steps and phases beside the Nsight NVTX ranges.
 
+    Sources: docs/SOURCES.md#align-align
+
     Parameters
     ----------
     profiler : Trace or Capture
@@ -256,13 +235,6 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     ------
     KitError
         Wrong argument types, unknown attribution, or a recording without steps.
-
-    Notes
-    -----
-    The reference pair ``cold_start_8step`` (torch.profiler) and ``nsys_8step``
-    (Nsight) are two different runs of the same 8 cold steps, and their
-    ``data_load`` differs (``next(batches)`` only vs ``next`` plus the transfer
-    submission; each manifest's ``workload.data_load_covers``).
 
     Examples
     --------
@@ -428,11 +400,7 @@ _OP_RANGE = (r"^(?P<op>[^,]+)(?:, seq = (?P<seq>\d+))?(?:, op_id = (?P<op_id>\d+
 def operator_ranges(report) -> pd.DataFrame:
     """The per-operator NVTX ranges that ``torch.autograd.profiler.emit_nvtx`` writes.
 
-    Under ``emit_nvtx(record_shapes=True)`` every operator pushes an NVTX range
-    named ``"aten::convolution, seq = 537, op_id = 2, sizes = [[128, 3, 224,
-    224], [64, 3, 7, 7], …], input_op_ids = […]"`` (PyTorch docs,
-    ``torch.autograd.profiler.emit_nvtx``: ``seq`` ties a forward operator to the
-    backward operator autograd runs for it; ``op_id`` numbers the operators).
+    Sources: docs/SOURCES.md#align-operator-ranges
 
     Parameters
     ----------

@@ -1,24 +1,6 @@
 """Operator → launch → GPU event: which operation asked for this kernel?
 
-A kernel in a torch.profiler trace does not name the PyTorch operator that
-caused it. Two ids link them:
-
-* the **correlation id**, which CUPTI gives to every CUDA API call (a *launch*:
-  ``cudaLaunchKernel``, ``cudaMemcpyAsync``, ``cuLaunchKernel``…) and to the GPU
-  activity that call produced — it links a GPU event to its launch;
-* the **external id**, which the profiler stamps on the launch from the operator
-  (or ``record_function`` range) that was innermost on that thread when the launch
-  happened — it links the launch to its operator.
-
-Some traces cannot be trusted on the second link (in a 2022 build the launches'
-"External id" is a copy of their own correlation id). There, the operator is the
-innermost CPU event on the launching thread whose interval contains the launch:
-*time nesting*. :func:`chain` checks which method the trace supports and names the
-method used in every row.
-
-Sources: PyTorch profiler docs ("Using profiler to analyze execution time");
-CUPTI documentation, "Activity API: correlation ids"; Kineto's ``ChromeTraceLogger``
-(``External id``); the traces in ``data/reference`` and ``tests/data/public-traces``.
+Sources: docs/SOURCES.md#chain-module
 """
 from __future__ import annotations
 
@@ -48,10 +30,7 @@ CHAIN_COLUMNS = ["op_name", "op_start_ns", "op_dur_ns", "launch_name", "launch_s
 def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[bool, float]:
     """Whether the launches' external ids point at the operators that made them.
 
-    The check: of the launches whose external id matches a CPU event, what fraction
-    lie inside that event's interval on the same thread? In a sound trace nearly all
-    do (launches outside every operator are the exception); where the external id is
-    a copy of the correlation id, matches are coincidences and few contain the launch.
+    Sources: docs/SOURCES.md#chain-external-ids-trustworthy
 
     Returns
     -------
@@ -170,9 +149,7 @@ def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd
     """Lesson 02's two joins, for every GPU event at once: the launch with the same
     correlation id, then the operator with the launch's external id.
 
-    An operator counts only if the launch lies inside it, ``[start_ns, end_ns)``, on the
-    same process and thread: an external id that names some other event is not evidence.
-    Where a correlation id or an external id appears twice, the first row is the one.
+    Sources: docs/SOURCES.md#chain-join-ids
 
     Parameters
     ----------
@@ -274,13 +251,7 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
 def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
     """GPU events whose times cannot be real: damaged or mis-clocked data, not work.
 
-    - ``start_at_zero``: a start at or before 0 ns on the trace's clock (a field that
-      was lost or zeroed; Kineto's clocks are far from 0);
-    - ``before_launch``: it starts before the CUDA call that launched it (the same
-      correlation id) began;
-    - ``zero_duration``: a kernel of 0 ns in a trace timed to the ns (a kernel always
-      takes time; in whole-µs traces, PyTorch 1.9, short kernels do round to 0 and are
-      not flagged).
+    Sources: docs/SOURCES.md#chain-impossible-gpu-events
 
     Parameters
     ----------

@@ -1,31 +1,6 @@
 """Why does the GPU sit idle before the first step? The cold-start ``data_load`` gap.
 
-The first ``next()`` on a fresh ``DataLoader`` starts the worker processes, and each
-worker must decode its first batch before anything reaches the GPU; with
-``persistent_workers=False`` that happens again at every epoch boundary. The
-analyses here read what the recordings say about it:
-
-- :func:`data_load_ranges`: the ``data_load`` range of every step (torch.profiler
-  annotation or NVTX range);
-- :func:`read_wallclock`: the wall-clock stamps around each ``next()`` that the
-  reference ``cold_start_8step`` run took with ``perf_counter_ns`` (independent of
-  any profiler);
-- :func:`batch_copies`: when each step's host-to-device copies of the batch end,
-  relative to the end of its ``data_load`` range;
-- :func:`gap_activity`: what the OS-runtime and CUDA-API rows of an Nsight Systems
-  report say each thread was doing during a window, and :func:`traced_processes`:
-  which processes have such rows at all;
-- :func:`step_time_stats`, :func:`epoch_positions`: repeated step times with their
-  spread, and where each step falls in the loader's epochs.
-
-:func:`kitlib.capture.experiments.measure_loader_settings` (live only) times the
-workload under several loader settings; it runs the workload, so it lives in the
-capture layer.
-
-Sources: PyTorch docs, "torch.utils.data" (``num_workers``, ``persistent_workers``,
-``prefetch_factor``, ``pin_memory``); Nsight Systems User Guide (OS runtime
-library trace, CUDA trace); the reference recordings ``cold_start_8step`` and
-``nsys_8step`` and their script ``data/reference/how_captured/capture.py``.
+Sources: docs/SOURCES.md#coldstart-module
 """
 from __future__ import annotations
 
@@ -158,10 +133,7 @@ def _h2d_copies(source) -> pd.DataFrame:
 def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> pd.DataFrame:
     """When each step's batch reached the device, relative to the end of its ``data_load`` range.
 
-    The batch's copies are the host-to-device copies launched inside the step before
-    its ``next_label`` range starts (the images, then the labels). A range's end is a
-    host event: when the thread left the ``with`` block. A ``non_blocking`` copy
-    from pinned memory is only *submitted* there and runs later on the GPU.
+    Sources: docs/SOURCES.md#coldstart-batch-copies
 
     Parameters
     ----------
@@ -233,6 +205,8 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
 def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     """What the OS-runtime and CUDA-API rows say each thread did in a window.
 
+    Sources: docs/SOURCES.md#coldstart-gap-activity
+
     Parameters
     ----------
     report : NsysReport
@@ -247,13 +221,6 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
         ``in_window_ns`` (their time cut to the window, summed: a call that began
         before the window counts only from its start), ``longest_ns`` (longest call,
         uncut). Sorted by thread, then ``in_window_ns`` descending.
-
-    Notes
-    -----
-    Only what was traced appears: the reference recording traced OS-runtime calls of
-    10 µs or more (``--osrt-threshold=10000``) and only in the processes Nsight
-    followed (see :func:`traced_processes`); CPU sampling and context switches were
-    off. A long ``sem_clockwait`` says a thread waited, not what it waited for.
 
     Raises
     ------
@@ -512,9 +479,6 @@ def loader_epoch_length(capture) -> int:
     >>> from types import SimpleNamespace
     >>> loader_epoch_length(SimpleNamespace(workload={"batch_size": 128, "dataset": "synthetic: 1,792 JPEGs"}))
     14
-    >>> loader_epoch_length(SimpleNamespace(workload={"batch_size": 100, "drop_last": False,
-    ...                                               "dataset": "synthetic: 1,792 JPEGs"}))
-    18
     """
     import re
     if hasattr(capture, "batches_per_epoch"):       # a WorkloadConfig knows its own dataset

@@ -239,11 +239,6 @@ def checked_events(source, events=None) -> pd.DataFrame:
     >>> checked_events(tiny_trace())[["kind", "name", "start_ns", "end_ns"]]
          kind         name  start_ns  end_ns
     0  kernel  relu_kernel       300     700
-    >>> try:
-    ...     checked_events(tiny_trace(), events=pd.DataFrame({"start_ns": []}))
-    ... except GpuIdleError as e:
-    ...     print(e)
-    tiny.json: the events table lacks ['device', 'stream', 'end_ns']; use device_events()
     """
     ev = device_events(source) if events is None else events
     missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
@@ -337,15 +332,7 @@ def _split(start: np.ndarray, end: np.ndarray, w0: np.ndarray, w1: np.ndarray):
 def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS) -> pd.DataFrame:
     """Lesson 04's idle categories: every gap between GPU events on one stream, and why.
 
-    A gap runs from the end of everything before it on its stream to the start of the next
-    GPU event. Its category asks when that event was launched:
-
-    * ``host_wait``: after the gap began: the GPU had nothing queued, it waited for the host;
-    * ``kernel_wait``: before, and the gap is shorter than ``kernel_wait_max_ns``: the
-      event was queued, the gap is the GPU's own time between two queued kernels;
-    * ``other``: before, and the gap is that long or longer (a synchronisation, a wait on
-      another stream);
-    * ``no_launch``: the trace holds no launch for it.
+    Sources: docs/SOURCES.md#gpu-idle-classify-gaps
 
     Parameters
     ----------
@@ -588,10 +575,7 @@ def _queue_changes(ev: pd.DataFrame, until: str):
 def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
     """The launch queue of each stream over time: launched GPU work not yet finished.
 
-    Each GPU event whose launch is in the recording adds 1 from the start of its launch
-    call and takes it away at its end (``until="end"``) or its start (``until="start"``,
-    HTA's ``get_queue_length_time_series``). Events whose launch is not recorded are left
-    out (``.attrs["left_out"]`` counts them): when they were queued is unknown.
+    Sources: docs/SOURCES.md#gpu-idle-queue-length
 
     Parameters
     ----------
@@ -775,8 +759,7 @@ def _busy_count(ev: pd.DataFrame, dev: int):
 def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.DataFrame:
     """How long 0, 1, or 2 and more streams of a device were busy at once.
 
-    A stream is busy while one of its GPU events runs (the union of its events). The
-    three times add up to the window.
+    Sources: docs/SOURCES.md#gpu-idle-stream-concurrency
 
     Parameters
     ----------
@@ -842,10 +825,7 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
     """HTA's temporal breakdown, per device: from the first GPU event's start to the last
     one's end, how long the device was idle, computing, or busy with anything else.
 
-    Compute time is the union of kernels that are neither NCCL communication
-    (:data:`kitlib.analyses.collectives.COMM_KERNEL_PATTERN`) nor copies or sets; idle time
-    is the span less the union of every GPU event; the rest is non-compute (copies, sets,
-    communication not hidden under compute).
+    Sources: docs/SOURCES.md#gpu-idle-temporal-breakdown
 
     Returns
     -------
@@ -911,23 +891,7 @@ def step_verdicts(source, events=None, steps=None,
     """Per step: was the GPU waiting for the CPU (CPU-bound), the CPU for the GPU
     (GPU-bound), or some of each (mixed)? With the figures that decide it.
 
-    The evidence is the device's launch queue (all its streams together, launched and
-    unfinished work, :func:`queue_length`) and its busy time over the step's host
-    interval:
-
-    - ``queue_empty_share``: the share of the step with nothing launched and unfinished
-      on the device: the GPU idle *because nothing had been submitted*;
-    - ``host_wait_share``: the share of the step in which the whole device was idle inside a
-      host-wait gap of one of its streams (:func:`stream_gaps`; each moment counted once, so
-      host waits of several streams at one time are not added up);
-    - ``device_busy_share``: the share of the step with a GPU event running.
-
-    **CPU-bound** when ``queue_empty_share >= cpu_bound_empty_share`` (default 0.20: the
-    GPU sat with an empty queue for a fifth of the step or more); **GPU-bound** when
-    ``queue_empty_share <= gpu_bound_empty_share`` (0.05) and ``device_busy_share >=
-    gpu_bound_busy_share`` (0.90): work was always waiting and the device was nearly always
-    running; **mixed** otherwise. No verdict is given without these figures: a step whose
-    figures cannot be worked out says ``cannot tell`` and why.
+    Sources: docs/SOURCES.md#gpu-idle-step-verdicts
 
     Returns
     -------
@@ -950,8 +914,6 @@ def step_verdicts(source, events=None, steps=None,
     >>> v[["step", "queue_empty_share", "device_busy_share", "verdict"]]
        step  queue_empty_share  device_busy_share    verdict
     0     1               0.45                0.4  CPU-bound
-    >>> print(v["evidence"].iloc[0])
-    queue empty 45.0 % of the step (0.000 of 0.001 ms), GPU busy 40.0 %, host wait 0.0 %, mean queue 0.6, max 1
     """
     ev = checked_events(source, events)
     require_launches(ev, source)

@@ -1,61 +1,6 @@
 """The known ways a torch.profiler recording misleads, found before anyone reads it.
 
-:func:`lint` looks at a :class:`~kitlib.readers.trace.Trace` (and, when given, the recipe
-that made it) and returns one :class:`Finding` per problem: what it is, what it
-means for the figures a reader would take from the trace, and what to do. Each
-finding carries its evidence as numbers, so a summary can print them and a test
-can check them.
-
-The checks, by ``code``:
-
-``no_gpu_events`` / ``cpu_only``
-    No kernel, copy or set although CUDA was requested (the recipe lists the
-    CUDA activity, the trace lists GPUs, or it holds CUDA launches) / a trace
-    with no sign of a GPU at all.
-``launches_without_gpu``
-    Launches of GPU work whose correlation id has no GPU event: the kernels ran
-    after the window closed, or CUPTI dropped them. Which calls launch work is read
-    from the data (any API that elsewhere in the trace shares a correlation id with
-    a GPU event: ``cudaGraphLaunch``, ``cuLaunchKernelEx`` …), plus the names in
-    :data:`KERNEL_LAUNCH_PATTERN`.
-``impossible_gpu_events``
-    GPU events that cannot have happened (a start at 0, before their own launch, a
-    zero-length kernel in a ns-resolution trace): counted, kept out of figures.
-``gpu_without_launches``
-    GPU events whose launch is not in the trace (launched before recording
-    began, e.g. 78 events of the reference ``fixed_batch``).
-``gpu_annotations``
-    ``gpu_user_annotation`` spans: ``record_function`` labels drawn on a GPU
-    stream. Summed with kernels they count the same device time twice.
-``step_without_kernels``
-    A step with operators but no kernel launched inside it.
-``over_100_percent``
-    Summed GPU durations above 100 % of a step's wall time (overlap on several
-    streams, or annotations counted as work): not a utilization.
-``missing_stacks``
-    ``with_stack`` was on but the trace holds no Python frames or call stacks.
-``external_ids_fell_back``
-    Launches whose external id names an operator they do not lie inside: linked by
-    time nesting instead (the pre-2024 Kineto copy of the correlation id).
-``python_frames_rule``
-    The trace has Python frames: which rule of the event tree was applied (children
-    from torch 2.12 on) and whether it came from the manifest or was inferred.
-``flops_unreadable``
-    ``with_flops`` was on but the recorded shapes cannot be read into FLOPs.
-``backward_flops_absent``
-    ``with_flops`` has formulas for a few operators only: a convolution's backward
-    counts 0 (the linear layers' backward ``aten::mm`` is counted).
-``pageable_copies``
-    Copies from or to pageable host memory (``Memcpy HtoD (Pageable -> Device)``):
-    synchronous with respect to the host and slower than from pinned memory.
-``too_large_for_viewer``
-    A file or event count beyond what a browser trace viewer loads comfortably.
-
-Sources: PyTorch docs ("torch.profiler", "Profiling your PyTorch module"),
-PyTorch's ``torch/csrc/profiler/util.cpp`` (which operators get FLOPs), CUDA
-C++ Programming Guide ("Asynchronous concurrent execution": pageable vs
-page-locked host memory), CUPTI documentation (correlation ids), and the
-recordings in ``data/reference`` and ``tests/data/public-traces``.
+Sources: docs/SOURCES.md#lint-module
 """
 from __future__ import annotations
 

@@ -1,18 +1,6 @@
 """Training steps in a trace or an Nsight report, and what each step took.
 
-Steps come from the readers' one step finder (``Trace.steps``: the profiler's
-``ProfilerStep#N`` annotations written by ``prof.step()``, else the kit's
-``torch_step#N`` ranges as in ``cold_start_8step``; ``NsysReport.steps``: the
-``torch_step`` NVTX ranges of ``nsys_8step``), through :func:`steps_of`.
-:func:`active_steps` is the one rule for cutting a capture's per-step values to
-the profiler schedule's active steps.
-
-Per step, :func:`step_measures` (the one step table) keeps apart the measures lesson 03 teaches: the
-step's wall time on the host, the host time of each labelled phase, the device's
-busy time (a union of GPU intervals: overlap counted once, via
-:mod:`kitlib.analyses.intervals`), the summed durations of its kernels, and the idle time;
-:func:`step_gaps` lists the device's idle gaps and what the host's main thread was
-inside meanwhile. Pure functions: no I/O, printing or plotting.
+Sources: docs/SOURCES.md#steps-module
 """
 from __future__ import annotations
 
@@ -71,13 +59,7 @@ def steps_of(source) -> pd.DataFrame:
 def active_steps(values, schedule: dict | None):
     """The one rule for cutting a capture's per-step values to the profiler's active steps.
 
-    Under ``torch.profiler.schedule(wait=W, warmup=U, active=A)`` the first ``W``
-    steps are not recorded and the next ``U`` are recorded and thrown away; only the
-    last ``A`` of a cycle are in the trace, with full instrumentation. A series with
-    one value per training step of one cycle (the kit's recipes stop each step's clock
-    just before calling ``prof.step()``, so the profiler's own start-up and hand-over
-    fall outside every value) therefore holds ``W + U + A`` values, and only its last
-    ``A`` were recorded with full instrumentation.
+    Sources: docs/SOURCES.md#steps-active-steps
 
     Parameters
     ----------
@@ -102,8 +84,6 @@ def active_steps(values, schedule: dict | None):
     >>> from kitlib.analyses.steps import active_steps
     >>> active_steps([90.0, 60.0, 51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
     [51.0, 50.0, 52.0]
-    >>> active_steps([51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
-    [51.0, 50.0, 52.0]
     """
     values = list(values)
     if not schedule:
@@ -118,12 +98,7 @@ def active_steps(values, schedule: dict | None):
 def active_step_times(capture, series: dict | None = None) -> dict:
     """Step times with the profiled series cut to the profiler schedule's active steps.
 
-    The reference recording timed every step under ``torch.profiler`` with
-    ``schedule(wait=1, warmup=1, active=5)``: ``step_ms_profiled_all_attribution``
-    holds 7 values, the first two being the ``wait`` and ``warmup`` steps (the
-    ``wait`` step also began a new loader epoch). Only the active steps recorded
-    with full attribution; comparing them with the uninstrumented steps is the
-    like-for-like comparison.
+    Sources: docs/SOURCES.md#steps-active-step-times
 
     Parameters
     ----------
@@ -252,9 +227,7 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
 def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     """The device's idle gaps inside each step, with what the host was doing.
 
-    A gap is a time inside a step's host interval when no kernel, copy or set ran on
-    any stream of the GPU (:func:`kitlib.analyses.intervals.idle_gaps` over
-    :func:`device_work`, the step's start and end counting as edges).
+    Sources: docs/SOURCES.md#steps-step-gaps
 
     Parameters
     ----------

@@ -1,36 +1,6 @@
 """Trace diff: what changed between two recordings of the same steps?
 
-A before/after comparison of step times (:mod:`kitlib.analyses.compare`) says *whether*
-a change made the step faster; a diff of the two recordings says *where*: which kernels
-and operators were added or removed, and which take more or less device time. Rows are
-matched by what the two recordings can both tell:
-
-* **kernels** (and copies and sets: all GPU work) by their kind and full name, as the
-  profiler and Nsight Systems write it (template arguments included);
-* **operators** (torch.profiler only) by name and input shapes, as
-  ``key_averages(group_by_input_shape=True)`` keys them
-  (:func:`kitlib.analyses.events.shapes_key`); by name alone when either recording was
-  made without ``record_shapes=True`` (the table says so in ``.attrs["note"]``).
-
-Each GPU event belongs to the step whose host interval holds the start of the CUDA call
-that *launched* it (half-open ``[start, end)``, :mod:`kitlib.model.window`), wherever it
-later ran: the same rule as ``step_measures``' ``gpu_launched``. An operator belongs to
-the step that holds its start. Steps are matched by number (``ProfilerStep#N``,
-``torch_step#N``): only the steps both recordings hold are compared, and what falls
-outside them (a step only one side recorded, kernels whose launch was not recorded) is
-counted in ``.attrs["left_out"]``, never silently dropped.
-
-A row is *added* (no call before), *removed* (no call after), *slower* or *faster* (more
-or less device time, summed over its calls: more calls of the same kernel is more device
-time too, and the count columns tell which), or *unchanged* (a change of at most
-``tolerance`` times its device time before). The default tolerance is 0: every
-nanosecond counts, so on two real recordings nearly every kernel is slower or faster by
-its run-to-run noise; pass a tolerance (0.05 = 5 %) to keep only the larger changes.
-
-Sources: PyTorch profiler docs (``key_averages``, ``group_by_input_shape``; the
-"Self CUDA" column is what ``device_ns`` holds for an operator); CUPTI's correlation id
-(launch → GPU event); Nsight Systems SQLite schema (``CUPTI_ACTIVITY_KIND_KERNEL``).
-Pure functions: no I/O, printing or plotting.
+Sources: docs/SOURCES.md#trace-diff-module
 """
 from __future__ import annotations
 
@@ -115,8 +85,7 @@ def _cpu_only_error(source, what: str) -> KitError:
 def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFrame:
     """The rows a trace diff counts, one per event, with the step each belongs to.
 
-    The raw material of :func:`trace_diff`: filter it to one name and step to check a
-    row of the diff by hand.
+    Sources: docs/SOURCES.md#trace-diff-diff-events
 
     Parameters
     ----------
@@ -157,10 +126,6 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     >>> diff_events(tiny_trace())
        step    kind         name input_shapes  device_ns  start_ns
     0     1  kernel  relu_kernel                     400       300
-    >>> diff_events(tiny_trace(), "operators")[["step", "name", "device_ns"]]
-       step        name  device_ns
-    0     1  aten::relu        400
-    1     1   aten::add          0
     """
     _kind_of(source)
     if what not in WHAT:
@@ -212,10 +177,8 @@ def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
     key, or ``""``), ``device_ns`` (``device_self_ns``: the profiler's "Self CUDA",
     folded children's lifted as ``op_events`` lifts them) and ``start_ns``.
 
-    The same events and figures as ``op_events`` (a test holds them equal on real
-    recordings), read from the event tree without the rest of its table (parents,
-    host and device totals, both shape keys of every event): at 734,476 events that
-    table took most of an operator diff's time."""
+    Sources: docs/SOURCES.md#trace-diff-operators
+    """
     from .chain import chain
     from .events import own_gpu_ns, shapes_keys
     tree = trace.host_events
@@ -311,12 +274,6 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
               name  before_count  after_count  device_change_ns  change
     0    mm_kernel             1            1            -20000  faster
     1  relu_kernel             0            1              5000   added
-    >>> d.attrs["steps"]
-    [1]
-    >>> trace_diff(run(50, False), run(30, True), "operators")[["name", "input_shapes", "change"]]
-             name    input_shapes  change
-    0    aten::mm  [[2, 3], [3, 4]]  faster
-    1  aten::relu          [[2, 4]]   added
     """
     check_same_format(before, after, "trace_diff")
     if not tolerance >= 0:

@@ -1,24 +1,6 @@
 """Which recording a lesson's tables and figures come from, said under each of them.
 
-A lesson may show the kit's H200 reference recordings, the learner's own recordings
-(``$KITLIB_REPLAY_DIR``), a live capture or a public trace, and the numbers look alike.
-So, in Jupyter, every table (a pandas DataFrame or Series shown as a cell's result, or
-printed with :func:`print_table`) and every picture (a matplotlib figure shown by the
-inline backend) gets a short note under it, e.g. ``data: profiler_5step: kit's H200
-reference, 2026-11-29``: the :attr:`kitlib.readers.bundle.Capture.label` of each
-recording it comes from.
-
-Which recordings a table comes from is worked out per cell (:func:`cell_sources`): the
-recordings the cell opened, the recording objects its code names (a
-:class:`~kitlib.readers.bundle.Capture`, :class:`~kitlib.readers.ranks.RankTraces`,
-:class:`~kitlib.readers.trace.Trace` or a path inside a recording; in a dict read as
-``runs["nccl"]``, only that entry), and, for a table (pandas or numpy data) it reads,
-the recordings of the cell that last assigned it. A cell where none of these names a recording (a table
-of facts, a helper that reads a cached recording) falls back to every recording opened
-so far (:func:`kitlib.readers.bundle.opened_labels`).
-
-:func:`install` is called when :mod:`kitlib.course` is imported inside IPython; outside
-IPython (a script, ``tools/run_lesson.py``) the note names every recording opened.
+Sources: docs/SOURCES.md#labels-module
 """
 from __future__ import annotations
 
@@ -321,11 +303,7 @@ def _post_run_cell(*_args, **_kw):
 def install(ip=None) -> bool:
     """Put the note under the tables and figures that IPython shows from now on.
 
-    Registers HTML and plain-text formatters for pandas DataFrames and Series and a
-    plain-text one for matplotlib figures, ``pre_run_cell``/``post_run_cell`` callbacks
-    that follow which recordings each cell draws on, and a ``post_execute`` callback that
-    writes the note on each open figure before the inline backend shows it (placed before
-    the backend's own ``flush_figures``).
+    Sources: docs/SOURCES.md#labels-install
 
     Parameters
     ----------

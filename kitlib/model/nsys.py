@@ -11,7 +11,7 @@ from ..phases import STEP_RANGE
 from ._values import kept, read_only_tables
 from .schema import DEFECT_COLUMNS, STEP_COLUMNS
 from .tree import nesting
-from .trace import _range_table
+from .trace import range_table
 from .window import value_at
 
 
@@ -200,7 +200,7 @@ class NsysReport:
         """The closed NVTX ranges: ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns), as
         ``Trace.labelled_ranges`` gives a trace's annotations."""
         n = kept(self, "nvtx")
-        return _range_table(n[n["end_ns"].notna()])
+        return range_table(n[n["end_ns"].notna()])
 
     def os_runtime_calls(self) -> pd.DataFrame:
         """The OS-runtime calls (``osrt``): ``name, pid, tid, start_ns, dur_ns, end_ns, …``."""

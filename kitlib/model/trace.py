@@ -232,7 +232,7 @@ class Trace:
         0  ProfilerStep#1         0    1000
         """
         ops = kept(self, "ops")
-        return _range_table(ops[ops["kind"].isin(["annotation", "step"])])
+        return range_table(ops[ops["kind"].isin(["annotation", "step"])])
 
     def os_runtime_calls(self):
         """None: torch.profiler records no OS-runtime calls (``NsysReport.os_runtime_calls``)."""
@@ -357,7 +357,7 @@ def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
     return ev[cols].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
 
-def _range_table(r: pd.DataFrame) -> pd.DataFrame:
+def range_table(r: pd.DataFrame) -> pd.DataFrame:
     return r[["name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]].astype(
         {"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
 

@@ -1,10 +1,6 @@
 """Timeline pictures of the first steps, and the four measures of one step as bars.
 
-:func:`timeline_rows` collects, for a window of a torch.profiler trace or an Nsight
-Systems report, one row per lane: labelled ranges (annotations / NVTX) of the main
-thread, CUDA API calls per thread, and copies and kernels per GPU stream;
-:func:`plot_timeline` draws them with the device's idle gaps shaded.
-:func:`plot_four_measures` draws :func:`kitlib.analyses.four_measures.four_measures`.
+Sources: docs/SOURCES.md#timeline-module
 """
 from __future__ import annotations
 
