@@ -93,6 +93,164 @@ tiny.json: the events table lacks ['device', 'stream', 'end_ns']; use device_eve
 >>> print(v["evidence"].iloc[0])
 queue empty 45.0 % of the step (0.000 of 0.001 ms), GPU busy 40.0 %, host wait 0.0 %, mean queue 0.6, max 1
 '''),
+    'kitlib.analyses.steps.active_step_times': (
+        'kitlib.analyses.steps', '''\
+>>> from kitlib.readers.bundle import open_capture
+>>> from kitlib.analyses.steps import active_step_times
+>>> {k: len(v) for k, v in active_step_times(open_capture("profiler_5step")).items()}
+{'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 5}
+'''),
+    'kitlib.analyses.steps.labelled_ranges': (
+        'kitlib.analyses.steps', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.steps import labelled_ranges
+>>> labelled_ranges(tr)[["name", "start_ns", "end_ns"]]
+             name  start_ns  end_ns
+0  ProfilerStep#1         0    1000
+'''),
+    'kitlib.analyses.steps.device_work': (
+        'kitlib.analyses.steps', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.steps import device_work
+>>> device_work(tr)[["kind", "name", "start_ns", "end_ns"]]
+     kind         name  start_ns  end_ns
+0  kernel  relu_kernel       300     700
+'''),
+    'kitlib.analyses.steps.host_context': (
+        'kitlib.analyses.steps', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.steps import host_context
+>>> host_context(tr, [150, 400])[["time_ns", "host_event", "host_event_kind"]]
+   time_ns      host_event host_event_kind
+0      150      aten::relu              op
+1      400  ProfilerStep#1            step
+'''),
+    'kitlib.analyses.trace_diff.shapes_recorded': (
+        'kitlib.analyses.trace_diff', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> from kitlib.analyses.trace_diff import shapes_recorded
+>>> shapes_recorded(tiny_trace())        # its operators have no Input Dims
+False
+'''),
+    'kitlib.analyses.coldstart.slowest_step_position': (
+        'kitlib.analyses.coldstart', '''\
+>>> from kitlib.analyses.coldstart import slowest_step_position
+>>> slowest_step_position([50.0, 51.0, 90.0, 50.5], first_batch=1, batches_per_epoch=3)
+{'step_index': 2, 'step_ms': 90.0, 'median_ms': 50.75, 'epoch': 1, 'batch_in_epoch': 0, 'epoch_start': True}
+'''),
+    'kitlib.analyses.lint.lint': (
+        'kitlib.analyses.lint', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.lint import lint
+>>> [f.code for f in lint(tr)]             # nothing wrong with the five-event trace
+[]
+'''),
+    'kitlib.analyses.chain.external_ids_trustworthy': (
+        'kitlib.analyses.chain', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.chain import external_ids_trustworthy
+>>> external_ids_trustworthy(tr)
+(True, 1.0)
+'''),
+    'kitlib.analyses.chain.innermost_op_at': (
+        'kitlib.analyses.chain', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.chain import innermost_op_at
+>>> innermost_op_at(tr, 1, 1, [150, 400, 1000]).tolist()    # relu, then the step (add is zero-length)
+[1, 0, -1]
+'''),
+    'kitlib.analyses.chain.impossible_gpu_events': (
+        'kitlib.analyses.chain', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> from kitlib.analyses.chain import impossible_gpu_events
+>>> len(impossible_gpu_events(tr))          # the kernel starts after its launch: nothing odd
+0
+'''),
+    'kitlib.analyses.gpu_idle.GpuIdleError': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.readers.trace import trace_from_json
+>>> from kitlib.analyses.gpu_idle import GpuIdleError, queue_length
+>>> op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 1}
+>>> try:
+...     queue_length(trace_from_json({"traceEvents": [op]}, "cpu_only.json"))
+... except GpuIdleError as e:
+...     print(e)
+cpu_only.json: no GPU events (no kernel, copy or set): a CPU-only recording, or one without CUDA activity, cannot tell when the GPU was idle
+'''),
+    'kitlib.analyses.gpu_idle.source_name': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.analyses.gpu_idle import source_name
+>>> from kitlib.model.examples import tiny_trace
+>>> source_name(tiny_trace()), source_name(None)
+('tiny.json', '<table>')
+'''),
+    'kitlib.analyses.gpu_idle.device_events': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> from kitlib.analyses.gpu_idle import device_events
+>>> device_events(tiny_trace())[["kind", "stream", "start_ns", "end_ns", "launch_start_ns"]]
+     kind  stream  start_ns  end_ns  launch_start_ns
+0  kernel       7       300     700              150
+'''),
+    'kitlib.analyses.gpu_idle.require_launches': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.analyses.gpu_idle import GpuIdleError, device_events, require_launches
+>>> from kitlib.model.examples import tiny_trace
+>>> tr = tiny_trace()
+>>> ev = device_events(tr)
+>>> require_launches(ev, tr)
+>>> try:
+...     require_launches(ev.assign(launch_start_ns=float("nan")), tr)
+... except GpuIdleError as e:
+...     print(str(e)[:60])
+tiny.json: none of its 1 GPU events has its launch (CUDA run
+'''),
+    'kitlib.analyses.gpu_idle.stream_gaps': (
+        'kitlib.analyses.gpu_idle', '''\
+Two kernels on one stream, the second launched after the first ended (a host wait):
+
+>>> from kitlib.readers.trace import trace_from_json
+>>> from kitlib.analyses.gpu_idle import stream_gaps
+>>> k = lambda n, ts, dur, c: {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts,
+...                             "dur": dur, "args": {"stream": 7, "device": 0, "correlation": c}}
+>>> la = lambda ts, c: {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
+...                     "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": c}}
+>>> tr = trace_from_json({"traceEvents": [la(0, 1), k("a", 2, 3, 1), la(8, 2), k("b", 10, 1, 2)]})
+>>> stream_gaps(tr)[["start_ns", "end_ns", "dur_ns", "category"]]
+   start_ns  end_ns  dur_ns   category
+0      5000   10000    5000  host_wait
+'''),
+    'kitlib.analyses.gpu_idle.queue_summary': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> from kitlib.analyses.gpu_idle import queue_summary
+>>> queue_summary(tiny_trace())[["step", "window_ns", "queue_length_mean", "queue_length_max", "queue_empty_ns"]]
+   step  window_ns  queue_length_mean  queue_length_max  queue_empty_ns
+0     1       1000               0.55                 1             450
+'''),
+    'kitlib.analyses.gpu_idle.stream_concurrency': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> from kitlib.analyses.gpu_idle import stream_concurrency
+>>> stream_concurrency(tiny_trace())[["step", "streams_0_ns", "streams_1_ns", "streams_2plus_ns"]]
+   step  streams_0_ns  streams_1_ns  streams_2plus_ns
+0     1           600           400                 0
+'''),
+    'kitlib.analyses.gpu_idle.temporal_breakdown': (
+        'kitlib.analyses.gpu_idle', '''\
+>>> from kitlib.model.examples import tiny_trace
+>>> from kitlib.analyses.gpu_idle import temporal_breakdown
+>>> temporal_breakdown(tiny_trace())
+   device  span_ns  idle_ns  compute_ns  non_compute_ns
+0       0      400        0         400               0
+'''),
 }
 
 

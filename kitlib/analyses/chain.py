@@ -36,14 +36,6 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
     -------
     (bool, float)
         The verdict (fraction ≥ ``min_fraction`` and at least one match) and the fraction.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import external_ids_trustworthy
-    >>> external_ids_trustworthy(tr)
-    (True, 1.0)
     """
     L = trace.launches.dropna(subset=["external_id"])
     ops = _linkable_ops(trace)
@@ -76,14 +68,6 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
     ----------
     times_ns : array of int
         Times in ns on the trace's clock, any order.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import innermost_op_at
-    >>> innermost_op_at(tr, 1, 1, [150, 400, 1000]).tolist()    # relu, then the step (add is zero-length)
-    [1, 0, -1]
     """
     ops = _linkable_ops(trace)
     ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
@@ -266,14 +250,6 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
         ``dur_ns``, ``reason`` (the first that applies, as above); empty when all is well.
         :func:`kitlib.analyses.grouping.group_ops` leaves these rows out of its device
         figures and ``lint`` reports them.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import impossible_gpu_events
-    >>> len(impossible_gpu_events(tr))          # the kernel starts after its launch: nothing odd
-    0
     """
     k = trace.kernels
     c = chain(trace) if chain_df is None else chain_df

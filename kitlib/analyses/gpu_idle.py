@@ -1,62 +1,10 @@
 """Why is the GPU idle? Gaps per stream, the launch queue, busy streams, and a verdict per step.
 
-The GPU runs what the host launched. When it sits idle, three causes can be told apart
-from a trace that holds both the launches (CUDA runtime/driver calls) and the GPU
-events (kernels, copies, sets) they produced, joined on the correlation id
-(:func:`kitlib.analyses.chain.chain` for a torch.profiler trace, the ``(pid,
-correlation)`` join of an Nsight Systems export):
-
-- **host wait**: the stream had nothing queued. The launch of the next GPU event
-  *began after* the previous event on the stream had ended, so the GPU waited for the
-  host (the CPU was not submitting work fast enough);
-- **kernel wait**: work was queued (the next launch began at or before the previous
-  event's end) and the gap is shorter than :data:`KERNEL_WAIT_MAX_NS`: the device's own
-  cost of starting one queued kernel after another;
-- **other**: work was queued, yet the gap is at least :data:`KERNEL_WAIT_MAX_NS` long: the
-  stream waited for something else (an event recorded on another stream, a
-  synchronisation, a copy engine);
-- **no_launch**: the next GPU event's launch is not in the trace (it was made before the
-  profiler's window opened, or the trace lost it), so nothing can be said about the gap.
-
-The threshold
--------------
-``KERNEL_WAIT_MAX_NS`` = 30 µs, HTA's default in effect, strict: a gap of exactly
-``kernel_wait_max_ns`` is *other*, as in HTA. Pass another value (in ns) to any function
-here. Why 30 µs, not the 30 ns HTA documents: docs/SOURCES.md#gpu-idle-threshold
-
-Boundary rules (the kit's half-open rule, :mod:`kitlib.model.window`)
---------------------------------------------------------------------
-- A GPU event covers ``[start_ns, end_ns)``. Two events that touch leave no gap; a gap is
-  a time of positive length between the end of everything before it on the stream and
-  the next start. Events that *overlap* on one stream (Hopper's programmatic dependent
-  launch lets a kernel start before the previous one ends: 130 such pairs in
-  ``profiler_5step``) leave no gap either.
-- A launch that begins exactly when the previous event ends is *not* a host wait: work
-  was queued from the gap's first instant (HTA's ``ts_runtime > prev_end_ts`` too).
-- A gap, a queue interval or a busy interval that crosses a step boundary is cut there;
-  each part belongs to the step whose host interval ``[start_ns, end_ns)`` contains it.
-- The launch queue of a stream (:func:`queue_length`) counts a GPU event from the start
-  of its launch call up to its end (``until="end"``: launched but not finished) or its
-  start (``until="start"``: launched but not started, HTA's counter). At one instant all
-  changes apply together: a launch at exactly a kernel's end leaves the length as it was.
-
-Against Holistic Trace Analysis
--------------------------------
-With HTA's own cuts applied, the same figures as HTA 0.5.0 on eight traces, except where
-events overlap on a stream: docs/SOURCES.md#gpu-idle-hta
-
-What a trace cannot tell
-------------------------
-Every function raises :class:`GpuIdleError` (a :class:`~kitlib.errors.KitError`) naming
-the file and what is missing, never an empty table without a word: a CPU-only trace
-(no GPU event at all), a trace without launches (no host wait, no queue), a trace with one
-stream (no concurrency: :func:`stream_concurrency` says so in ``.attrs["note"]`` beside
-its table, since "one stream busy" is still a true figure).
-
-Sources: HTA 0.5.0 (``hta/analyzers/breakdown_analysis.py``, ``trace_counters.py``,
-``hta/common/trace.py``); CUPTI's correlation ids; the CUDA programming guide on streams
-("Asynchronous concurrent execution"). Pure functions: no I/O, printing or plotting.
-Used in lesson 09 ("Is the GPU waiting for the CPU?").
+Categories of a gap (``host_wait``, ``kernel_wait``, ``other``, ``no_launch``), the
+threshold and the boundary rules: docs/SOURCES.md#gpu-idle-module. Why 30 µs, not the 30 ns
+HTA documents: docs/SOURCES.md#gpu-idle-threshold. Against HTA 0.5.0 on eight traces:
+docs/SOURCES.md#gpu-idle-hta. Every function raises :class:`GpuIdleError` naming the file and
+what is missing. Pure functions: no I/O, printing or plotting. Used in lesson 09.
 """
 from __future__ import annotations
 
@@ -105,17 +53,6 @@ class GpuIdleError(KitError, ValueError):
     """A recording cannot answer a GPU-idle question: no GPU events (a CPU-only trace), no
     launches, no steps, or too little to measure; the message names the file and what is
     missing.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.gpu_idle import GpuIdleError, queue_length
-    >>> op = {"ph": "X", "cat": "cpu_op", "name": "aten::add", "pid": 1, "tid": 1, "ts": 0, "dur": 1}
-    >>> try:
-    ...     queue_length(trace_from_json({"traceEvents": [op]}, "cpu_only.json"))
-    ... except GpuIdleError as e:
-    ...     print(e)
-    cpu_only.json: no GPU events (no kernel, copy or set): a CPU-only recording, or one without CUDA activity, cannot tell when the GPU was idle
     """
 
 
@@ -123,13 +60,6 @@ class GpuIdleError(KitError, ValueError):
 def source_name(source) -> str:
     """How a message names a recording: its file (``str(source.path)``), or ``"<table>"``
     for anything without a ``path`` (a learner's table). Never raises.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.gpu_idle import source_name
-    >>> from kitlib.model.examples import tiny_trace
-    >>> source_name(tiny_trace()), source_name(None)
-    ('tiny.json', '<table>')
     """
     return str(getattr(source, "path", "<table>"))
 
@@ -166,14 +96,6 @@ def device_events(source) -> pd.DataFrame:
     ------
     GpuIdleError
         ``source`` is neither a Trace nor an NsysReport.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import device_events
-    >>> device_events(tiny_trace())[["kind", "stream", "start_ns", "end_ns", "launch_start_ns"]]
-         kind  stream  start_ns  end_ns  launch_start_ns
-    0  kernel       7       300     700              150
     """
     _check_source(source)
     if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
@@ -230,15 +152,6 @@ def checked_events(source, events=None) -> pd.DataFrame:
     GpuIdleError
         The table lacks one of ``device``, ``stream``, ``start_ns``, ``end_ns``, or it is
         empty (a CPU-only recording), named with the recording's file.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.analyses.gpu_idle import GpuIdleError, checked_events
-    >>> from kitlib.model.examples import tiny_trace
-    >>> checked_events(tiny_trace())[["kind", "name", "start_ns", "end_ns"]]
-         kind         name  start_ns  end_ns
-    0  kernel  relu_kernel       300     700
     """
     ev = device_events(source) if events is None else events
     missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
@@ -265,19 +178,6 @@ def require_launches(ev: pd.DataFrame, source) -> None:
     ------
     GpuIdleError
         No row has a ``launch_start_ns``: the message says how to record the CUDA API calls.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.gpu_idle import GpuIdleError, device_events, require_launches
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> ev = device_events(tr)
-    >>> require_launches(ev, tr)
-    >>> try:
-    ...     require_launches(ev.assign(launch_start_ns=float("nan")), tr)
-    ... except GpuIdleError as e:
-    ...     print(str(e)[:60])
-    tiny.json: none of its 1 GPU events has its launch (CUDA run
     """
     if ev["launch_start_ns"].notna().sum() == 0:
         raise GpuIdleError(f"{source_name(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
@@ -406,21 +306,6 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     ------
     GpuIdleError
         No GPU events, or no launch at all (nothing could be classified).
-
-    Examples
-    --------
-    Two kernels on one stream, the second launched after the first ended (a host wait):
-
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.gpu_idle import stream_gaps
-    >>> k = lambda n, ts, dur, c: {"ph": "X", "cat": "kernel", "name": n, "pid": 0, "tid": 7, "ts": ts,
-    ...                             "dur": dur, "args": {"stream": 7, "device": 0, "correlation": c}}
-    >>> la = lambda ts, c: {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1,
-    ...                     "tid": 1, "ts": ts, "dur": 1, "args": {"correlation": c}}
-    >>> tr = trace_from_json({"traceEvents": [la(0, 1), k("a", 2, 3, 1), la(8, 2), k("b", 10, 1, 2)]})
-    >>> stream_gaps(tr)[["start_ns", "end_ns", "dur_ns", "category"]]
-       start_ns  end_ns  dur_ns   category
-    0      5000   10000    5000  host_wait
     """
     ev = checked_events(source, events)
     require_launches(ev, source)
@@ -674,14 +559,6 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
     ------
     GpuIdleError
         No GPU events, no launches, or no steps.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import queue_summary
-    >>> queue_summary(tiny_trace())[["step", "window_ns", "queue_length_mean", "queue_length_max", "queue_empty_ns"]]
-       step  window_ns  queue_length_mean  queue_length_max  queue_empty_ns
-    0     1       1000               0.55                 1             450
     """
     ev = checked_events(source, events)
     q = queue_length(source, until=until, events=ev)
@@ -783,14 +660,6 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
     ------
     GpuIdleError
         No GPU events, or (by step) no steps.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import stream_concurrency
-    >>> stream_concurrency(tiny_trace())[["step", "streams_0_ns", "streams_1_ns", "streams_2plus_ns"]]
-       step  streams_0_ns  streams_1_ns  streams_2plus_ns
-    0     1           600           400                 0
     """
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
@@ -837,14 +706,6 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
     ------
     GpuIdleError
         No GPU events.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import temporal_breakdown
-    >>> temporal_breakdown(tiny_trace())
-       device  span_ns  idle_ns  compute_ns  non_compute_ns
-    0       0      400        0         400               0
     """
     from .intervals import union_arrays
     ev = checked_events(source, events)

@@ -121,14 +121,6 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     ------
     KitError
         ``trace`` is neither a Trace nor a Capture.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.lint import lint
-    >>> [f.code for f in lint(tr)]             # nothing wrong with the five-event trace
-    []
     """
     if hasattr(trace, "manifest") and hasattr(trace, "file"):
         recipe = recipe if recipe is not None else trace.recipe

@@ -78,12 +78,6 @@ def active_steps(values, schedule: dict | None):
 
     Source: PyTorch docs, ``torch.profiler.schedule``; the recording script
     ``data/reference/how_captured/capture.py`` (each step timed, then ``p.step()``).
-
-    Examples
-    --------
-    >>> from kitlib.analyses.steps import active_steps
-    >>> active_steps([90.0, 60.0, 51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
-    [51.0, 50.0, 52.0]
     """
     values = list(values)
     if not schedule:
@@ -123,13 +117,6 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
     Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
     around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.steps import active_step_times
-    >>> {k: len(v) for k, v in active_step_times(open_capture("profiler_5step")).items()}
-    {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 5}
     """
     if series is None:
         if capture is None:
@@ -143,15 +130,6 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 def labelled_ranges(source) -> pd.DataFrame:
     """The host-side labelled ranges: ``record_function`` annotations (Trace) or NVTX
     ranges (NsysReport), with ``name, pid, tid, start_ns, end_ns, dur_ns``.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import labelled_ranges
-    >>> labelled_ranges(tr)[["name", "start_ns", "end_ns"]]
-                 name  start_ns  end_ns
-    0  ProfilerStep#1         0    1000
     """
     check_source(source)
     return source.labelled_ranges()
@@ -166,15 +144,6 @@ def device_work(source) -> pd.DataFrame:
     DataFrame
         ``kind`` (``kernel``/``memcpy``/``memset``), ``name, start_ns, end_ns, dur_ns``
         (int64 ns), ``stream``, ``bytes``; sorted by start.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import device_work
-    >>> device_work(tr)[["kind", "name", "start_ns", "end_ns"]]
-         kind         name  start_ns  end_ns
-    0  kernel  relu_kernel       300     700
     """
     check_source(source)
     g = source.gpu_events()[["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]]
@@ -201,16 +170,6 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
         innermost operator or annotation; for an NsysReport, an OS-runtime call, else
         a CUDA API call, else the NVTX range — ``""`` if none; ``host_event_kind``
         (``op``, ``annotation``, ``step``, ``OS runtime``, ``CUDA API``, ``NVTX``).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import host_context
-    >>> host_context(tr, [150, 400])[["time_ns", "host_event", "host_event_kind"]]
-       time_ns      host_event host_event_kind
-    0      150      aten::relu              op
-    1      400  ProfilerStep#1            step
     """
     steps = steps_of(source)
     tid = int(steps["tid"].iloc[0]) if tid is None else tid

@@ -48,13 +48,6 @@ def _kind_of(source) -> None:
 
 def shapes_recorded(trace: Trace) -> bool:
     """Whether a trace's operators carry input shapes (recorded with ``record_shapes=True``).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.trace_diff import shapes_recorded
-    >>> shapes_recorded(tiny_trace())        # its operators have no Input Dims
-    False
     """
     ops = trace.ops
     op = (ops["kind"] == "op").to_numpy()
@@ -118,14 +111,6 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
         ``source`` is neither a Trace nor an NsysReport; it holds no steps; it is a
         CPU-only recording; operators asked of an Nsight export; distinct names and
         input-shape keys totalling more than :data:`MAX_NAME_CHARS` characters.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.trace_diff import diff_events
-    >>> diff_events(tiny_trace())
-       step    kind         name input_shapes  device_ns  start_ns
-    0     1  kernel  relu_kernel                     400       300
     """
     _kind_of(source)
     if what not in WHAT:
