@@ -367,6 +367,15 @@ def test_lesson06_explorer_offers_the_views_by_layer_only_once_predicted(execute
     assert "group by module_type and module waits for your prediction of hot_kernel_module" in html.unescape(static)
 
 
+def test_lesson08_busy_times_per_step_wait_for_the_busy_share_prediction(executed_lesson):
+    """The same learner, in lesson 08: the table of three busy times (ms per step) sat beside
+    gpu_busy_share before it was predicted, and divided by a step's time gives its share. Run
+    All shows its held-back line (LATER_TELLS searches the rest); once revealed, the table."""
+    held, opened = _held_outputs(executed_lesson("08"), "busy_times_shown")
+    assert "held back until you predict" in _shown_text(held)
+    assert "busy ms per step" in _shown_text(opened)
+
+
 #: The characters of a printed line a notebook's output shows without wrapping in JupyterLab
 #: at 1280 x 800 with the file browser open (848 px of 13 px monospace): a longer line wraps,
 #: and JupyterLab breaks it anywhere, mid-word (issue 40).
@@ -631,7 +640,7 @@ LATER_TELLS = {
     "self_mem_vs_peak": [r"\bpeak: trace \d", r"history peak \d", r"\bpeak_allocated_bytes\b"],
     "peak_phase": [r"ReluBackward0", r"threshold_backward"],
     "with_flops_share": [r"\btflop_per_step\b"],
-    "gpu_busy_share": [r"busy (almost )?all the time"],
+    "gpu_busy_share": [r"busy (almost )?all the time", r"\bbusy ms per step\b", r"\bbusy ms, 5 steps\b"],
     "streams_one_for_all": [r"on streams \[\d+, \d+"],
     "backward_gpu_ops": [r"projects almost nothing"],
     "syncs_in_steps": [r"has none inside its steps", r"no synchronising call inside a step",
