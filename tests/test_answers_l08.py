@@ -73,6 +73,35 @@ def test_with_flops_share(ex, key_averages_doc, counter):
     assert not any(q.judge_silently(c) for c in ("under a sixth", "about half", "about two thirds", "all of it"))
 
 
+def test_with_flops_share_wrong_predictions_are_pointed_not_told(key_averages_doc):
+    """A new learner (December 2026): a wrong prediction of with_flops_share got the text Reveal
+    gives, the answer first. A wrong choice now says which way it is off (above the answer:
+    too high; below: too low) and why, naming the operators the profiler's flops column counts
+    (from its own rows) and the one it leaves out, and where the outcome shows it; neither the
+    answer nor its figures (the share, the TFLOPs) nor the explanation. Reveal still explains."""
+    from kitlib.course import exercises
+    from kitlib.course.exercises import l08
+    from kitlib.readers.bundle import open_capture
+    ex = exercises.lesson08(open_capture("fixed_batch"))       # its own: the tries are counted
+    q = ex["with_flops_share"]
+    counted = [r["key"] for r in key_averages_doc["by_name"] if r.get("flops")]
+    assert sorted(counted) == ["aten::addmm", "aten::conv2d", "aten::mm"]
+    labels = [c for _, c in l08.SHARE_CHOICES]
+    right = labels.index(q.answer)
+    revealed = ex.reveal("with_flops_share").message
+    assert q.explain in revealed and "1.046 of 3.109 TFLOP" in q.explain
+    for i, choice in enumerate(labels):
+        if i == right:
+            continue
+        said = ex.check("with_flops_share", choice).message
+        assert said.split(" is not what the recording shows. ")[1].startswith("Too high" if i > right else "Too low")
+        assert all(op in said for op in counted) and "aten::convolution_backward" in said, said
+        assert "FlopCounterMode's table" in said
+        assert q.answer not in said and q.explain not in said and said not in revealed, said
+        assert not re.search(r"\d+\.\d+ ?%|TFLOP\b|\b3\.109\b|\b1\.046\b", said), said
+    assert ex.predicted("with_flops_share").message.endswith(q.explain)   # the first, wrong: explained there
+
+
 def test_bwd_fwd_ratio(ex, counter):
     ratio = counter["by_op"]["aten.convolution_backward"] / counter["by_op"]["aten.convolution"]
     q = ex["bwd_fwd_ratio"]

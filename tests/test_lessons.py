@@ -6,6 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import unwrapped
+
 LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9][0-9]_*.ipynb"))
 
 #: Pictures each lesson shows when run in replay mode (PNG outputs under Jupyter's inline
@@ -305,6 +307,75 @@ def test_lesson07_printed_tables_fit_a_laptop_output(executed_lesson):
     assert re.search(r"\n\s+Name\s+CUDA Mem\s+Self CUDA Mem\s+# of Calls\n", text)
 
 
+def _held_outputs(run, marker: str) -> tuple:
+    """``(as Run All left it, once revealed)``: the outputs of the one code cell of ``run``
+    whose source holds ``marker``."""
+    (i,) = [i for i, c in enumerate(run.run_all.cells) if c.cell_type == "code" and marker in c.source]
+    return run.run_all.cells[i].outputs, run.nb.cells[i].outputs
+
+
+def test_lesson06_nothing_shown_before_the_prediction_says_autograds_thread_runs_no_python(executed_lesson):
+    """A new learner's Run All at 1280 x 800 (December 2026): three sentences of lesson 06 (the
+    C++ thread, a backward operator's borrowed stack, in the prose before and after the
+    question and in the takeaways) told backward_python_frames' answer, which a single digit
+    cannot be searched for. No markdown cell and no output Run All shows, before the question
+    or after it, holds LATER_TELLS' phrases for it; the teaching comes with the held-back count."""
+    run = executed_lesson("06")
+    cells = run.run_all.cells[:-1]
+    found = []
+    for i, cell in enumerate(cells):
+        text = _later_text(cell)
+        for pattern in LATER_UNRELATED["backward_python_frames"]:
+            text = re.sub(pattern, " ", text)
+        found += [(i, t) for t in LATER_TELLS["backward_python_frames"] if re.search(t, text, re.I)]
+    assert not found, found
+    held, opened = _held_outputs(run, "l06.BACKWARD_CALL_SITES")
+    assert "held back until you predict" in _shown_text(held)
+    shown = unwrapped(_shown_text(opened))
+    assert "the same sequence number" in shown and "no forward operator to borrow a stack from" in shown, shown
+
+
+def test_lesson06_longest_events_name_each_kernel_whole_and_say_what_a_gap_is(executed_lesson):
+    """The same learner: the five longest GPU events showed kernels cut mid-word
+    ("…::max_p") and a row of ``nan``. Once hot_kernel_module is predicted, each kernel's name
+    is whole but for its templates and arguments (diff_rows.short_name), no cell of the table
+    reads nan, the gap says "not recorded" (readable's na_rep) and a line says what that means."""
+    from kitlib.course.diff_rows import short_name
+    from kitlib.readers.bundle import open_capture
+    run = executed_lesson("06")
+    held, opened = _held_outputs(run, "longest_shown")
+    assert "held back until you predict" in _shown_text(held)
+    html_ = " ".join(str(o.get("data", {}).get("text/html", "")) for o in opened)
+    cells = [re.sub(r"<[^>]+>", "", c).strip() for c in re.findall(r"<td[^>]*>(.*?)</td>", html_.replace("<wbr>", ""),
+                                                                  re.S)]
+    names = {html.unescape(short_name(n, width=None)) for n in open_capture("fixed_batch").trace.gpu["name"]}
+    kernels = [html.unescape(c) for c in cells if "::" in c and not c.startswith(("aten::", "torchvision"))]
+    assert kernels and all(k in names and not k.endswith("…") for k in kernels), kernels
+    assert "nan" not in [c.lower() for c in cells] and "not recorded" in cells, cells
+    said = unwrapped(_shown_text(opened))
+    assert "not recorded: launched before the profiler began recording" in said, said
+
+
+def test_lesson06_explorer_offers_the_views_by_layer_only_once_predicted(executed_lesson):
+    """The same learner switched lesson 06's explorer to module_type, the held-back table of
+    hot_kernel_module, before predicting. As Run All shows it (its static view, made as the
+    cell ran), the explorer offers user_frame alone, with the note saying why; the layout and
+    the opening of the views are tests/test_widgets.py's."""
+    run = executed_lesson("06")
+    (i,) = [i for i, c in enumerate(run.run_all.cells) if c.cell_type == "code" and "grouping_explorer(" in c.source]
+    static = " ".join(str(o.get("data", {}).get("text/html", "")) for o in run.run_all.cells[i].outputs)
+    assert "group by module_type and module waits for your prediction of hot_kernel_module" in html.unescape(static)
+
+
+def test_lesson08_busy_times_per_step_wait_for_the_busy_share_prediction(executed_lesson):
+    """The same learner, in lesson 08: the table of three busy times (ms per step) sat beside
+    gpu_busy_share before it was predicted, and divided by a step's time gives its share. Run
+    All shows its held-back line (LATER_TELLS searches the rest); once revealed, the table."""
+    held, opened = _held_outputs(executed_lesson("08"), "busy_times_shown")
+    assert "held back until you predict" in _shown_text(held)
+    assert "busy ms per step" in _shown_text(opened)
+
+
 #: The characters of a printed line a notebook's output shows without wrapping in JupyterLab
 #: at 1280 x 800 with the file browser open (848 px of 13 px monospace): a longer line wraps,
 #: and JupyterLab breaks it anywhere, mid-word (issue 40).
@@ -563,11 +634,13 @@ LATER_TELLS = {
     "shapes_allocator_peak": [r"did not raise the allocator's peak"],
     "forward_mostly_api": [r"host time is not mostly launches"],
     "steps_in_trace": [r"\bthree recorded steps\b", r"only the active steps"],
-    "backward_python_frames": [r"without Python frames"],
+    "backward_python_frames": [r"without Python frames", r"C\+\+ thread", r"\bin C\+\+", r"no Python (runs|frame)",
+                               r"\bborrow\w*\b.{0,40}\bstack", r"\bstack\b.{0,40}\bborrowed",
+                               r"stack of the forward operator", r"with the same sequence number"],
     "self_mem_vs_peak": [r"\bpeak: trace \d", r"history peak \d", r"\bpeak_allocated_bytes\b"],
     "peak_phase": [r"ReluBackward0", r"threshold_backward"],
     "with_flops_share": [r"\btflop_per_step\b"],
-    "gpu_busy_share": [r"busy (almost )?all the time"],
+    "gpu_busy_share": [r"busy (almost )?all the time", r"\bbusy ms per step\b", r"\bbusy ms, 5 steps\b"],
     "streams_one_for_all": [r"on streams \[\d+, \d+"],
     "backward_gpu_ops": [r"projects almost nothing"],
     "syncs_in_steps": [r"has none inside its steps", r"no synchronising call inside a step",

@@ -79,6 +79,24 @@ def test_a_prediction_is_kept_and_its_explanation_opens_at_the_first_wrong_try()
         exercises.Exercises("t", [Question("c", "?", 3, "x", kind="compute")]).predicted("c")
 
 
+def test_a_prediction_whose_explanation_gives_the_answer_is_told_its_direction_first():
+    """``explain_when_wrong=False`` (lesson 08's with_flops_share, December 2026): a wrong
+    prediction gets its trap's direction and where to read, not the explanation, which Reveal
+    and ``predicted`` still give; the default is unchanged."""
+    q = Question("p", "How much?", "a third", "a third: 1 of 3", kind="predict", choices=["a third", "half"],
+                 traps=[("half", "too high: the backward pass is left out")], where="the table below",
+                 explain_when_wrong=False)
+    ex = exercises.Exercises("t", [q])
+    v = ex.check("p", "half")
+    assert v.correct is False, v.message
+    assert v.message == ("your prediction, 'half', is not what the recording shows. Too high: the backward pass is "
+                         "left out. Read it from the table below."), v.message
+    assert "1 of 3" in ex.predicted("p").message and "1 of 3" in ex.reveal("p").message
+    import dataclasses
+    told = dataclasses.replace(q, explain_when_wrong=True, prediction=..., wrong_tries=0)
+    assert "a third: 1 of 3" in told.judge("half").message
+
+
 def _fresh(ex: Exercises) -> Exercises:
     """``ex``'s questions as nobody has answered them (the built lessons are shared by tests)."""
     import dataclasses

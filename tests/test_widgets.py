@@ -251,6 +251,49 @@ def test_callsite_explorer_groups_sorts_and_filters():
     assert e.table is None and "no module_type contains 'no such module'" in e.message
 
 
+def test_callsite_explorer_offers_the_views_by_layer_once_the_prediction_is_made():
+    """A new learner (December 2026) switched lesson 06's explorer to module_type, which shows
+    the held-back table of hot_kernel_module, before predicting it. Given ``hold``, group_by
+    offers user_frame alone, with a note (in the widget and its static view) saying why, until
+    the prediction is made; then module_type and module, the note gone, the view kept. A
+    revealed prediction opens them as well, and one made already holds nothing."""
+    from kitlib.course import lesson_capture
+    cap = lesson_capture("fixed_batch")
+    ex = exercises.lesson06(cap)
+    e = explorers.grouping_explorer(cap.trace, by="callsite", hold=(ex, "hot_kernel_module"))
+    assert list(e.controls["group_by"].options) == ["user_frame"]
+    notes = [c for c in e.children if explorers.HELD_VIEWS_CLASS in c._dom_classes]
+    assert len(notes) == 1 and "waits for your prediction of hot_kernel_module" in notes[0].value
+    assert "waits for your prediction of hot_kernel_module" in e.static_html()
+    ex.check("hot_kernel_module", "Conv2d")                  # a prediction, wrong: it opens all the same
+    assert list(e.controls["group_by"].options) == ["user_frame", "module_type", "module"]
+    assert e.values()["group_by"] == "user_frame" and e.held_note == "" and "waits for" not in e.static_html()
+    assert not [c for c in e.children if explorers.HELD_VIEWS_CLASS in c._dom_classes]
+    e.controls["group_by"].value = "module_type"
+    assert e.table.index.name == "module_type"
+    again = explorers.grouping_explorer(cap.trace, by="callsite", hold=(ex, "hot_kernel_module"))
+    assert len(again.controls["group_by"].options) == 3 and again.held_note == ""
+    shown = exercises.lesson06(cap)
+    e = explorers.grouping_explorer(cap.trace, by="callsite", hold=(shown, "hot_kernel_module"))
+    shown.reveal("hot_kernel_module")
+    assert len(e.controls["group_by"].options) == 3
+
+
+def test_callsite_explorer_table_spans_the_output_and_keeps_a_call_site_on_one_line():
+    """The same learner: the explorer's table filled about 470 px of the 848 px output, each
+    call site wrapped in an 8 em column. Its output area spans the width, and by call site a
+    text column grows to 28 em (a call site of 48 characters, about 26 em, on one line); the
+    chain explorer's nine columns keep 8 em."""
+    fb = open_capture("fixed_batch").trace
+    e = explorers.grouping_explorer(fb, by="callsite")
+    assert e.table_out.layout.width == "100%" and e.max_width_em == 28
+    assert "max-width: 28em" in readable(e.table, max_width_em=e.max_width_em).to_html()
+    longest = max(map(len, e.table.index))
+    assert longest * 0.55 <= e.max_width_em, longest
+    chain = explorers.chain_explorer(fb, "aten::cudnn_convolution", step=int(fb.steps["step"].iloc[0]))
+    assert chain.max_width_em == 8 and chain.table_out.layout.width == "100%"
+
+
 def test_memory_explorer_follows_the_chosen_step(p5):
     tl = memory.memory_timeline(p5)
     e = explorers.memory_explorer(p5, tl)

@@ -68,16 +68,23 @@ def rows_text(rows: dict, name_chars: int = 40) -> str:
     return "\n".join(out)
 
 
-def short_name(name: str, width: int = 48) -> str:
+def short_name(name: str, width: int | None = 48) -> str:
     """A kernel name short enough for a table: ``void`` and ``(anonymous namespace)::``
     dropped, template arguments written ``<…>``, a C++ signature's parameters cut; names
-    that are not C++ signatures (``Memcpy HtoD (Pinned -> Device)``) kept.
+    that are not C++ signatures (``Memcpy HtoD (Pinned -> Device)``) kept. A name still
+    longer than ``width`` characters is cut, its last one ``…``; with ``width=None`` never
+    (for a table that wraps long names at their ``::`` and ``_``, :func:`~kitlib.course.widgets.readable`).
+
+    Examples
+    --------
+    >>> short_name("void at::native::(anonymous namespace)::max_pool_backward_nhwc<float, float>(float const*)")
+    'at::native::max_pool_backward_nhwc<…>'
     """
     if not isinstance(name, str):
         return str(name)
     s = name.removeprefix("void ").replace("(anonymous namespace)::", "")
     if "::" not in s:                   # not a C++ signature: a copy, a set, a plain name
-        return s if len(s) <= width else s[:width - 1] + "…"
+        return s if width is None or len(s) <= width else s[:width - 1] + "…"
     depth, out = 0, []
     for ch in s:
         if ch == "<":
@@ -91,7 +98,7 @@ def short_name(name: str, width: int = 48) -> str:
     s = "".join(out)
     if "(" in s:
         s = s[:s.index("(")]
-    return s if len(s) <= width else s[:width - 1] + "…"
+    return s if width is None or len(s) <= width else s[:width - 1] + "…"
 
 
 def shown(diff):

@@ -54,6 +54,10 @@ class Explorer(widgets.VBox):
     render : callable
         ``render(**values) -> (DataFrame, matplotlib Figure or None)``. A
         :class:`~kitlib.errors.KitError` it raises is shown in place of the table.
+    max_width_em : float
+        The widest a column of the table grows before its text wraps
+        (:func:`~kitlib.course.widgets.readable`): 8 em keeps the chain explorer's nine
+        columns inside a laptop's output; a table of few columns gives its text more.
 
     Attributes
     ----------
@@ -65,10 +69,16 @@ class Explorer(widgets.VBox):
         The error shown instead of a table, else ``""``.
     """
 
-    def __init__(self, title: str, controls: dict, render):
+    def __init__(self, title: str, controls: dict, render, max_width_em: float = 8):
         self.title, self.controls, self._render = title, controls, render
+        self.max_width_em = max_width_em
         self.table, self.figure_png, self.message = None, None, ""
-        self.table_out, self.figure_out = widgets.Output(), widgets.Output()
+        #: The note saying which views wait for a prediction (grouping_explorer's ``hold``), else "".
+        self.held_note = ""
+        # the table's area spans the output (848 px at 1280 x 800 with the file browser open),
+        # not the width of what it held first
+        self.table_out = widgets.Output(layout=widgets.Layout(width="100%"))
+        self.figure_out = widgets.Output()
         from .labels import sources_note
         # the recordings of the cell that made the explorer: a redraw from a control runs
         # outside any cell, and its note must still name what it draws
@@ -113,7 +123,7 @@ class Explorer(widgets.VBox):
             with self.table_out:
                 self.table_out.clear_output(wait=True)
                 display(HTML(f"<p>{html.escape(self.message)}</p>") if table is None
-                        else readable(table, max_width_em=8))
+                        else readable(table, max_width_em=self.max_width_em))
             with self.figure_out:
                 self.figure_out.clear_output(wait=True)
                 if self.figure_png is not None:
@@ -124,6 +134,8 @@ class Explorer(widgets.VBox):
     def static_html(self) -> str:
         """The view now shown as HTML: the title, the table and the picture (PNG inline)."""
         parts = [f"<p><b>{html.escape(self.title)}</b> ({html.escape(_describe(self.values()))})</p>"]
+        if self.held_note:
+            parts.append(f"<p><i>{html.escape(self.held_note)}</i></p>")
         parts.append(f"<p>{html.escape(self.message)}</p>" if self.table is None
                      else self.table.to_html(max_rows=30, border=0))
         if self.figure_png:
@@ -319,7 +331,8 @@ def _sorted_filtered(t: pd.DataFrame, label: str, sort: str, contains: str) -> p
 
 
 def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "input_shape",
-                      name: str = "aten::cudnn_convolution", top: int = 8, table: pd.DataFrame | None = None):
+                      name: str = "aten::cudnn_convolution", top: int = 8, table: pd.DataFrame | None = None,
+                      hold: tuple | None = None):
     """One operator's device time by input shape, or device time by call site: sorted,
     filtered, the top rows drawn.
 
@@ -338,12 +351,19 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
         Rows shown and drawn at first.
     table : DataFrame, optional
         A :func:`kitlib.analyses.callsites.callsites` result to reuse (``by="callsite"``).
+    hold : (Exercises, str), optional
+        A prediction that the views by layer answer (``by="callsite"``; lesson 06's
+        ``hot_kernel_module``): until it is made or revealed, ``group_by`` offers
+        ``user_frame`` alone, with a note saying why, and ``module_type`` and ``module`` are
+        added once it is (the question's form, ``ex.check`` or ``ex.reveal``, as
+        :meth:`~kitlib.course.exercises.Exercises.outcome` waits).
 
     Returns
     -------
     Explorer
         Controls: ``operator`` (or ``group_by``), ``sort_by``, ``contains`` (a filter on the
-        shapes or call sites, case-insensitive), ``top``. Times in µs.
+        shapes or call sites, case-insensitive), ``top``. Times in µs. By call site, the
+        table's text columns grow to 28 em before they wrap (a call site on one line).
 
     Raises
     ------
@@ -384,7 +404,9 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
         raise KitError(f"grouping_explorer groups by 'input_shape' or 'callsite', not {by!r}")
     sites = callsites.callsites(trace, ev) if table is None else table
     cache = {}
-    controls = {"group_by": _dropdown(["user_frame", "module_type", "module"], "user_frame", "group by", "16em"),
+    views = ["user_frame", "module_type", "module"]
+    held = hold is not None and not hold[0][hold[1]].outcome_ready()
+    controls = {"group_by": _dropdown(views[:1] if held else views, "user_frame", "group by", "16em"),
                 "sort_by": _dropdown(["device_self_us", "ops", "gpu_events", "host_self_us"], "device_self_us",
                                      "sort by", "16em"), **common}
 
@@ -399,7 +421,34 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
         for c in ("device_self_us", "host_self_us"):
             view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
         return view.set_index(group_by), plots_grouping.plot_callsites(t, group_by, top=int(top)).figure
-    return Explorer("device time by call site", controls, render)
+    explorer = Explorer("device time by call site", controls, render, max_width_em=28)
+    if held:
+        _hold_views(explorer, hold, views)
+    return explorer
+
+
+#: CSS class of the note an explorer shows while views of it wait for a prediction.
+HELD_VIEWS_CLASS = f"{EXPLORER_CLASS}-held"
+
+
+def _hold_views(explorer: Explorer, hold: tuple, views: list):
+    """Offer ``views`` in ``explorer``'s ``group_by`` once the prediction ``hold`` =
+    ``(exercises, key)`` is made or revealed; until then a note under the controls says
+    which views wait and why (:attr:`Explorer.held_note`)."""
+    ex, key = hold
+    waiting = [v for v in views if v not in explorer.controls["group_by"].options]
+    explorer.held_note = (f"group by {' and '.join(waiting)} waits for your prediction of {key} above (or its "
+                          "reveal): by layer, this table would answer it.")
+    note = widgets.HTML(f"<i>{html.escape(explorer.held_note)}</i>")
+    note.add_class(HELD_VIEWS_CLASS)
+    explorer.children = explorer.children[:2] + (note,) + explorer.children[2:]
+
+    def opened():
+        if explorer.held_note and ex[key].outcome_ready():
+            explorer.controls["group_by"].options = views      # the value, user_frame or not, kept
+            explorer.held_note = ""
+            explorer.children = tuple(c for c in explorer.children if c is not note)
+    ex.followers.setdefault(key, []).append(opened)
 
 
 # -- memory --------------------------------------------------------------------------------

@@ -417,7 +417,8 @@ def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
         The widest a column grows before its text wraps (em).
     na_rep : str
         What a missing number shows as (``"not recorded"`` says more than ``NaN`` where a
-        recording predates the figure); wraps at its spaces.
+        recording predates the figure), and a gap in a column of text (``None``, ``NaN``;
+        lesson 06's GPU event with no operator read ``nan``); wraps at its spaces.
 
     Returns
     -------
@@ -481,7 +482,9 @@ def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
     missing = html.escape(na_rep, quote=False)
     if " " in na_rep:         # a number column does not wrap; its "not recorded" may
         missing = f'<span style="white-space: normal">{missing}</span>'
+    words = [c for c in text if kinds[c] in ("object", "string", "str")]     # a gap there is a missing text
     styler = (table.style.format(number, subset=floats, na_rep=missing).format(shown, subset=text)
+              .format(shown, subset=words, na_rep=missing)
               .format_index(header, axis=1).format_index(row_header, axis=0)
               .set_table_styles([{"selector": "td", "props": cell}, {"selector": "th", "props": head}] + columns))
     if plain:

@@ -214,6 +214,12 @@ class Question:
         ``offered(given) -> bool`` says whether an answer is one of ``choices`` (default:
         its normalised form equals a choice's). An answer outside the choices is told so
         and does not count as a wrong try.
+    explain_when_wrong : bool
+        Whether a wrong prediction (``kind="predict"``) is told the explanation at once
+        (default). False where the explanation opens with the answer and every wrong choice
+        has a trap that says which way it is off and why: the wrong try then gets that
+        direction and where to read, not what Reveal says; the explanation follows in
+        :meth:`Exercises.predicted` and the outcomes the prediction opens.
     """
 
     key: str
@@ -230,6 +236,7 @@ class Question:
     unit: str | None = None
     where: str = ""
     tolerance_why: str = ""
+    explain_when_wrong: bool = True
     wrong_tries: int = 0
     #: A ``predict`` question's first answer (``...`` until one is given).
     prediction: Any = ...
@@ -413,13 +420,15 @@ class Question:
     def _wrong(self, given, hint: str = "") -> Verdict:
         """A wrong answer: a direction first (a trap's own feedback, too high or too low, a unit
         factor, where to read); the explanation from the second try on, or at once for a
-        ``predict`` question (its first answer is kept, so a second try wins nothing)."""
+        ``predict`` question (its first answer is kept, so a second try wins nothing) unless
+        it sets ``explain_when_wrong=False``."""
         self.wrong_tries += 1
         shown = _shown(given, self.answer)
         where = f" Read it from {self.where}." if self.where else ""
         if self.kind == "predict":
+            explain = self.explain if self.explain_when_wrong else ""
             return Verdict(self.key, False, f"your prediction, {shown}, is not what the recording shows. {_sentence(hint)}{where} "
-                                            f"{self.explain}".replace("  ", " ").replace(". .", "."))
+                                            f"{explain}".strip().replace("  ", " ").replace(". .", "."))
         if self.wrong_tries < 2:
             return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint) or 'Look again.'}{where} "
                                             f"Retry (the next wrong try shows the answer; or call "

@@ -34,6 +34,18 @@ BERT_EXCERPT = [
      "args": {"External id": 43}},
 ]
 
+#: What lesson 06 says under the count of Python frames per thread, held back with it until
+#: ``backward_python_frames`` is predicted (in the lesson's prose it gave the count away).
+BACKWARD_CALL_SITES = (
+    "Autograd's thread runs the backward pass in C++: unless a model writes a backward in Python (a custom "
+    "autograd.Function), no Python frame opens there, and a backward operator has no stack of its own. Like the "
+    "profiler, kitlib gives an operator inside an autograd node (ConvolutionBackward0) the stack of the forward "
+    "operator with the same sequence number, so a backward convolution points at the forward layer it "
+    "differentiates. The other GPU events without a call site (by operator, below) come from backward operators "
+    "outside any autograd node: the aten::add_ that sum gradients (lesson 05) run inside an "
+    "'autograd::engine::evaluate_function: ConvolutionBackward0' wrapper but outside the node itself, so there "
+    "is no forward operator to borrow a stack from.")
+
 _SOURCE_FRAME = re.compile(r"^(\S+)\((\d+)\): ")
 
 

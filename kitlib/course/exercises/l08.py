@@ -16,6 +16,23 @@ def _bucket(x: float, choices) -> str:
     return next(label for bound, label in choices if x < bound)
 
 
+def with_flops_directions(answer: str, counted) -> list:
+    """``with_flops_share``'s traps: each wrong choice with which way it is off and why, from
+    what with_flops counts (``counted``: the operators it gave FLOPs to, ``aten::conv2d``,
+    ``aten::mm``…) and what it leaves out, without the answer: a wrong prediction is pointed
+    at what it misread, and the answer comes with the outcome its prediction opens."""
+    ops = ", ".join(counted)
+    high = (f"too high: with_flops gave FLOPs only to {ops}, the forward convolutions and the linear layer's "
+            "matrix products; aten::convolution_backward has no formula, so the backward convolutions "
+            "(a gradient for the input, one for the weights), which FlopCounterMode counts, get none.")
+    low = (f"too low: with_flops gave FLOPs to {ops}: every forward convolution, the bulk of the forward "
+           "pass's arithmetic, and the linear layer's matrix products, forward and backward; of what "
+           "FlopCounterMode counts, only aten::convolution_backward gets none.")
+    labels = [c for _, c in SHARE_CHOICES]
+    right = labels.index(answer)
+    return [(c, high if i > right else low) for i, c in enumerate(labels) if i != right]
+
+
 def _args(trace, row) -> tuple:
     """(stride, padding, dilation, groups) of an aten::conv2d row, from its concrete inputs."""
     ci = trace.ops.loc[row, "concrete_inputs"]
@@ -94,7 +111,10 @@ def questions(capture) -> Exercises:
                  f"{_bucket(share, SHARE_CHOICES)}: {per_step / 1e12:.3f} of {counts['total'] / 1e12:.3f} TFLOP "
                  f"= {share:.1%}. Here with_flops counted only {', '.join(by_op.index)}; aten::convolution_backward, "
                  "about twice the forward convolutions' arithmetic, has no formula and gets no count.",
-                 kind="predict", choices=[c for _, c in SHARE_CHOICES]),
+                 kind="predict", choices=[c for _, c in SHARE_CHOICES],
+                 traps=with_flops_directions(_bucket(share, SHARE_CHOICES), by_op.index),
+                 explain_when_wrong=False,
+                 where="FlopCounterMode's table below (column pass) and the with_flops line under it"),
         Question("bwd_fwd_ratio", "Per FlopCounterMode, how many times the forward convolutions' FLOPs does "
                                   "convolution backward need in one step?", float(bwd / fwd) if fwd else 0.0,
                  f"aten.convolution_backward {bwd / 1e12:.3f} TFLOP ÷ aten.convolution {fwd / 1e12:.3f} TFLOP = "
