@@ -295,3 +295,14 @@ def test_trace_from_json():
     assert flat(repr(trace_from_json(doc).ops[["name", "kind", "start_ns", "end_ns"]])) == flat('''
          name kind  start_ns  end_ns
 0  aten::relu   op      1500    1800''')
+
+
+def test_load_nsys_steps():
+    """Was the second half of ``load_nsys``'s Example."""
+    from kitlib.readers.bundle import open_capture
+    from kitlib.readers.nsys import load_nsys
+    report = load_nsys(open_capture("nsys_8step"))
+    assert flat(repr(report.steps[["step", "name", "dur_ns"]].head(2))) == flat('''
+   step        name      dur_ns
+0     0  torch_step  2656480289
+1     1  torch_step    52518179''')
