@@ -2,7 +2,7 @@
 their plain-pickle gate, Nsight Compute CSVs, Nsight Systems exports one or several, the
 profiler's printed table, memory timelines, and the trace reader's progress bars and version
 rules. These were the ``Examples`` of ``kitlib/readers`` (issue 39: tests, not reading; the
-readers keep an example only where it teaches, in ``load_trace``, ``trace_from_json`` and
+readers keep an example only where it teaches, in ``load_trace`` and
 ``load_nsys``); each assertion is one of their shown outputs, a table compared as it printed
 (``flat``: whitespace runs as one space, as doctest's NORMALIZE_WHITESPACE did)."""
 from __future__ import annotations
@@ -270,3 +270,39 @@ def test_memory_edges_rule():
 def test_python_frames_rule():
     from kitlib.readers.trace import python_frames_rule
     assert python_frames_rule([]) == (False, 'no Python frames in the trace: the rule does not apply')
+
+
+def test_load_trace_gzipped(tmp_path):
+    """Was the Example of ``load_trace`` (a gzipped file); it now reads a plain one."""
+    import gzip
+    import json
+    from kitlib.readers.trace import load_trace
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
+                            "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
+    path = tmp_path / "trace.json.gz"
+    path.write_bytes(gzip.compress(json.dumps(doc).encode()))
+    tr = load_trace(path)
+    assert flat(repr(tr)) == flat("Trace(trace.json.gz: 1 CPU events, 0 launches, 0 GPU events, 0 memory events)")
+    assert flat(repr(tr.ops[["name", "start_ns", "dur_ns"]])) == flat('''
+         name  start_ns  dur_ns
+0  aten::relu      1500     300''')
+
+
+def test_trace_from_json():
+    from kitlib.readers.trace import trace_from_json
+    doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
+                            "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
+    assert flat(repr(trace_from_json(doc).ops[["name", "kind", "start_ns", "end_ns"]])) == flat('''
+         name kind  start_ns  end_ns
+0  aten::relu   op      1500    1800''')
+
+
+def test_load_nsys_steps():
+    """Was the second half of ``load_nsys``'s Example."""
+    from kitlib.readers.bundle import open_capture
+    from kitlib.readers.nsys import load_nsys
+    report = load_nsys(open_capture("nsys_8step"))
+    assert flat(repr(report.steps[["step", "name", "dur_ns"]].head(2))) == flat('''
+   step        name      dur_ns
+0     0  torch_step  2656480289
+1     1  torch_step    52518179''')

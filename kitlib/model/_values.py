@@ -1,17 +1,10 @@
 """Read-only tables on a dataclass: how :class:`~kitlib.model.Trace` and
 :class:`~kitlib.model.NsysReport` keep their tables out of reach.
 
-A table field is stored privately and handed out as a copy on every read, and a table
-given to the value (at construction, by ``dataclasses.replace`` or by assignment) is
-copied in: no caller ever holds the object the value keeps. Under pandas'
-copy-on-write (the default from pandas 3) a copy costs tens of µs whatever the table's
-size — columns are shared until one side writes, and then only that side copies — so
-every read may copy. Under pandas 2 without copy-on-write the copy is a deep one (about
-1.5 ms for the 36,502 CPU events of ``profiler_5step``).
-
-Because the kept tables never change, anything worked out from them can be kept too
-(:func:`derived`), keyed by the identity of the tables it was worked out from: a value
-given a new table (``trace.ops = ...``) simply misses the memo, which cannot go stale.
+A table field is stored privately, copied in when given and handed out as a copy on
+every read (cheap under pandas' copy-on-write; a deep copy under pandas 2 without it).
+Because the kept tables never change, what is worked out from them is memoised
+(:func:`derived`), keyed by the identity of those tables: it cannot go stale.
 """
 from __future__ import annotations
 
@@ -60,18 +53,13 @@ def read_only_tables(*names: str):
 
 
 def kept(value, name: str):
-    """The table the value keeps (not a copy; None when it keeps none of that name): for
-    kitlib code that only reads (the model's values; :class:`kitlib.model.ranks.RankTraces`
-    keys its memo by the tables' identity). Exported as ``kitlib.model.kept``."""
+    """The table the value keeps (not a copy; None if none): for kitlib code that only reads."""
     return value.__dict__.get("_t_" + name)
 
 
 def derived(value, key, tables: tuple, compute):
-    """``compute()``, worked out once per identity of ``value``'s kept ``tables``.
-
-    The memo lives in ``value._cache``; an entry is used only while every table it was
-    worked out from is still the one the value keeps. Callers get the kept result:
-    hand out a copy of it.
+    """``compute()``, worked out once per identity of ``value``'s kept ``tables`` (memo in
+    ``value._cache``); callers hand out a copy of the result.
     """
     deps = tuple(kept(value, t) for t in tables)
     memo = value.__dict__.setdefault("_cache", {})

@@ -19,7 +19,7 @@ import pandas as pd
 
 from .schema import GPU_COLUMNS, LAUNCH_COLUMNS, MEMORY_COLUMNS, OPS_COLUMNS, OTHER_COLUMNS
 from .trace import Trace
-from .tree import build_host_tree
+from .tree import build_host_tree, depths
 
 
 def _table(rows: list, columns: list, ints=("pid", "tid", "start_ns", "dur_ns", "end_ns")) -> pd.DataFrame:
@@ -45,21 +45,8 @@ def tiny_trace() -> Trace:
     ``relu_kernel``    gpu         300         700     correlation 7, stream 7
     =================  ==========  ==========  ======  ==================================
 
-    All on thread (pid 1, tid 1); the kernel on device 0. ``aten::add`` starts exactly
-    where ``aten::relu`` ends, so under the kit's boundary rule (half-open
-    ``[start, end)``) it is relu's sibling, a child of the step.
-
-    Returns
-    -------
-    Trace
-        With ``host_events`` built by :func:`kitlib.model.tree.build_host_tree`.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tiny_trace().launches[["name", "start_ns", "end_ns", "correlation", "external_id"]]
-                   name  start_ns  end_ns  correlation  external_id
-    0  cudaLaunchKernel       150     250            7            1
+    All on thread (pid 1, tid 1), the kernel on device 0. ``aten::add`` starts where
+    ``aten::relu`` ends: under ``[start, end)`` relu's sibling, a child of the step.
     """
     def op(name, kind, s, e, ext):
         row = dict.fromkeys(OPS_COLUMNS)
@@ -82,10 +69,7 @@ def tiny_trace() -> Trace:
     for i in np.flatnonzero(is_op):
         if tpar[i] >= 0:
             parent[rows[i]] = rows[tpar[i]]
-    depth = np.zeros(len(ops), dtype=np.int64)
-    for r, p in enumerate(parent):
-        depth[r] = depth[p] + 1 if p >= 0 else 0
-    ops["parent"], ops["depth"] = parent, depth
+    ops["parent"], ops["depth"] = parent, depths(parent)
     meta = {"format": "kineto", "devices": [], "profiler_options": {}, "versions": {},
             "base_time_ns": 0, "process_names": {}, "thread_names": {}, "category_counts": {},
             "python_frames_are_children": False, "python_frames_rule": "no Python frames",
@@ -95,12 +79,10 @@ def tiny_trace() -> Trace:
 
 
 def tiny_profile_doc() -> dict:
-    """A small torch.profiler trace *document* (the parsed JSON), with what a full
-    recording has: Python frames, a module, a ``record_function`` label and its GPU-side
-    row, input shapes, two kernels and three allocator events.
-
-    Build the :class:`Trace` with :func:`kitlib.readers.trace.trace_from_json` (the
-    model does not decode JSON). Times in µs, as the profiler writes them:
+    """A small torch.profiler trace *document* (parsed JSON) with what a full recording has:
+    Python frames, a module, a ``record_function`` label and its GPU row, input shapes,
+    two kernels, three allocator events. Build the :class:`Trace` with
+    :func:`kitlib.readers.trace.trace_from_json`. Times in µs, as the profiler writes them:
 
     =======================================  ===================  ======  ======
     event                                    cat                  ts      end
@@ -120,14 +102,13 @@ def tiny_profile_doc() -> dict:
     ``[memory]`` +4096 B, +1024 B, −4096 B   cpu_instant_event    2.5, 9.2, 15
     =======================================  ===================  ======  ======
 
-    All host events on (pid 1, tid 1); the GPU rows on (pid 0, tid 7), device 0.
+    Host events on (pid 1, tid 1); GPU rows on (pid 0, tid 7), device 0.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> tr = trace_from_json(tiny_profile_doc())
-    >>> tr.ops[["name", "kind", "start_ns", "end_ns"]]
+    >>> trace_from_json(tiny_profile_doc()).ops[["name", "kind", "start_ns", "end_ns"]]
                           name        kind  start_ns  end_ns
     0           ProfilerStep#1        step         0   20000
     1  train.py(10): <module>      python       500   19500
@@ -136,11 +117,6 @@ def tiny_profile_doc() -> dict:
     4                  forward  annotation      1600   12400
     5             aten::conv2d          op      2000    8000
     6               aten::relu          op      9000   11000
-    >>> tr.gpu[["name", "kind", "start_ns", "end_ns"]]
-              name            kind  start_ns  end_ns
-    0  conv_kernel          kernel      5000    9000
-    1      forward  gpu_annotation      5000   11500
-    2  relu_kernel          kernel     10500   11500
     """
     def x(cat, name, ts, dur, args=None, pid=1, tid=1):
         return {"ph": "X", "cat": cat, "name": name, "pid": pid, "tid": tid, "ts": ts, "dur": dur,
@@ -191,8 +167,8 @@ TINY_RANKS = {
 
 
 def tiny_rank_docs() -> dict:
-    """Two ranks of a data-parallel NCCL run, as torch.profiler trace *documents* (the
-    parsed JSON), by rank: two steps, one gradient all-reduce per step, rank 1 late at both.
+    """Two ranks of a data-parallel NCCL run as torch.profiler trace *documents*, by rank:
+    two steps, one gradient all-reduce per step, rank 1 late at both.
 
     ====  ======  ======================  ==================================  ==============
     rank  step    compute kernels (µs)    all-reduce kernel (µs)              note
@@ -203,33 +179,19 @@ def tiny_rank_docs() -> dict:
     1     2       11000–14000             seq 1: 14100–15000                  last, 1000 µs
     ====  ======  ======================  ==================================  ==============
 
-    Steps ``ProfilerStep#1`` [0, 10000) and ``ProfilerStep#2`` [10000, 20000) µs on both
-    ranks. Each call is ``record_param_comms`` (process group ``"0"``, ``Seq``, 4096
-    elements in and out) ⊃ ``nccl:all_reduce`` ⊃ ``cudaLaunchKernel`` on the host (100 µs
-    before its kernel) and an ``ncclDevKernel_AllReduce_*`` kernel on stream 20; each
-    compute kernel is launched by an ``aten::mm`` and runs on stream 7. A call ends at
-    the same time on both ranks (the last rank's data completes it). Rank 0's compute
-    kernel 4000–5000 runs beside its all-reduce: 1 ms of communication hidden. Every
-    document has ``distributedInfo`` (backend ``nccl``, world size 2) and no
-    ``baseTimeNanoseconds``: times since the epoch are the trace's own.
-
-    Build the traces with :func:`kitlib.readers.trace.trace_from_json`, or write them with
-    :func:`tiny_rank_folder` for :func:`kitlib.readers.ranks.load_traces`.
+    Steps [0, 10000) and [10000, 20000) µs on both ranks. Each call is
+    ``record_param_comms`` (group ``"0"``, ``Seq``, 4096 elements) ⊃ ``nccl:all_reduce`` ⊃
+    ``cudaLaunchKernel`` (100 µs before its ``ncclDevKernel_AllReduce_*`` kernel, stream 20);
+    each compute kernel is launched by an ``aten::mm``, stream 7. A call ends at the same
+    time on both ranks; rank 0's kernel 4000–5000 hides 1 ms of communication. Every
+    document has ``distributedInfo`` (``nccl``, world size 2), no ``baseTimeNanoseconds``.
+    :func:`tiny_rank_folder` writes them for :func:`kitlib.readers.ranks.load_traces`.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_rank_docs
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> docs = tiny_rank_docs()
-    >>> docs[1]["distributedInfo"]
+    >>> tiny_rank_docs()[1]["distributedInfo"]
     {'backend': 'nccl', 'rank': 1, 'world_size': 2}
-    >>> k = trace_from_json(docs[1]).kernels
-    >>> k.assign(name=k["name"].str[:30])[["name", "stream", "start_ns", "end_ns"]]
-                                 name  stream  start_ns    end_ns
-    0                sm90_gemm_kernel       7   1000000   5000000
-    1  ncclDevKernel_AllReduce_Sum_f3      20   5100000   6000000
-    2                sm90_gemm_kernel       7  11000000  14000000
-    3  ncclDevKernel_AllReduce_Sum_f3      20  14100000  15000000
     """
     kernel = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
@@ -264,29 +226,10 @@ def tiny_rank_docs() -> dict:
 
 
 def tiny_rank_folder() -> Path:
-    """:func:`tiny_rank_docs` written as ``rank0.json`` and ``rank1.json`` in a folder of
-    the kit's cache (:func:`kitlib.paths.cache_dir`), for
-    :func:`kitlib.readers.ranks.load_traces`.
-
-    The folder's name holds a hash of the files' contents, so every call names the same
-    folder while the documents stay the same (and the trace cache then reads them without
-    parsing); files already there with those contents are left as they are, others are
-    written whole (a temporary file renamed into place).
-
-    Returns
-    -------
-    pathlib.Path
-        The folder.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_rank_folder
-    >>> from kitlib.readers.ranks import load_traces
-    >>> folder = tiny_rank_folder()
-    >>> sorted(p.name for p in folder.iterdir())
-    ['rank0.json', 'rank1.json']
-    >>> load_traces(folder)
-    RankTraces(ranks [0, 1] of world size 2, backend nccl)
+    """:func:`tiny_rank_docs` written as ``rank0.json`` and ``rank1.json`` in a folder of the
+    kit's cache (:func:`kitlib.paths.cache_dir`), named by a hash of their contents (the same
+    folder on every call; files already right are left as they are, others written whole).
+    Returns the folder (:class:`pathlib.Path`).
     """
     import hashlib
     import json

@@ -16,9 +16,8 @@ from .window import value_at
 
 
 def defect_table(rows) -> pd.DataFrame:
-    """The :attr:`NsysReport.defects` table built from ``rows`` (tuples or lists in the
-    order of :data:`~kitlib.model.schema.DEFECT_COLUMNS`; ``rows`` and ``first_rowid``
-    as int64). Raises what :class:`pandas.DataFrame` raises for rows of the wrong length.
+    """The :attr:`NsysReport.defects` table of ``rows`` (tuples in the order of
+    :data:`~kitlib.model.schema.DEFECT_COLUMNS`; ``rows`` and ``first_rowid`` int64).
 
     Examples
     --------
@@ -26,8 +25,6 @@ def defect_table(rows) -> pd.DataFrame:
     >>> defect_table([("nvtx", "NVTX_EVENTS", "end", "missing", 3, 17)])
       table       source column  problem  rows  first_rowid
     0  nvtx  NVTX_EVENTS    end  missing     3           17
-    >>> len(defect_table([]))
-    0
     """
     return pd.DataFrame(rows, columns=DEFECT_COLUMNS).astype({"rows": "int64",
                                                                "first_rowid": "int64"})
@@ -40,19 +37,8 @@ COPY_KINDS = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Dev
 
 
 def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
-    """The launches (CUDA API calls, :attr:`NsysReport.launches`) indexed by ``(pid,
-    correlation)``, the key a GPU event names its launch by: rows without a correlation
-    id are left out, and of several rows with one key the first is kept.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.model.nsys import launches_by_correlation
-    >>> launches = pd.DataFrame({"pid": [1, 1, 1], "correlation": [7, 7, None], "tid": [2, 3, 4]})
-    >>> launches_by_correlation(launches)
-                     tid
-    pid correlation     
-    1   7.0            2
+    """The launches (:attr:`NsysReport.launches`) indexed by ``(pid, correlation)``, the key a
+    GPU event names its launch by: rows without a correlation left out, the first of a key kept.
     """
     lau = launches[launches["correlation"].notna()]
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
@@ -65,90 +51,57 @@ class NsysReport:
     """An Nsight Systems SQLite export as pandas tables (see :func:`kitlib.readers.nsys.load_nsys`).
 
     A read-only value, as :class:`kitlib.model.Trace`: each table attribute hands out a
-    copy, so an edit to one never reaches the report.
-
-    Every time is an integer in nanoseconds on the recording's own clock
-    (``start_ns``, ``end_ns``, ``dur_ns = end_ns - start_ns``). ``pid`` and
-    ``tid`` are the operating system's process and thread ids (decoded from
-    ``globalTid``). A table whose source is absent from the file is empty but
-    has all its columns, and its source table is listed in :attr:`missing`.
+    copy. Times are integer ns on the recording's clock (``start_ns``, ``end_ns``,
+    ``dur_ns``); ``pid``/``tid`` are the OS's ids (from ``globalTid``). A table whose source
+    the file lacks is empty, with its columns, and its source listed in :attr:`missing`.
 
     Attributes
     ----------
     path : pathlib.Path
-        The ``.sqlite`` file.
     kernels : DataFrame
-        One row per kernel execution: ``name`` (demangled, with templates and
-        arguments), ``short_name`` (base function name), ``pid``, ``tid`` (the
-        thread that launched it, from its launch; <NA> if the launch was not
-        recorded), ``start_ns, dur_ns, end_ns``, ``correlation``, ``device``,
-        ``context``, ``stream``, ``grid`` and ``block`` (``(x, y, z)`` tuples),
-        ``registers_per_thread``, ``static_smem_bytes``, ``dynamic_smem_bytes``.
-        Sorted by ``start_ns``.
+        One row per kernel, by start: ``name`` (demangled), ``short_name``, ``pid``, ``tid``
+        (launching thread; <NA> without its launch), times, ``correlation``, ``device``,
+        ``context``, ``stream``, ``grid``/``block`` (tuples), ``registers_per_thread``,
+        ``static_smem_bytes``, ``dynamic_smem_bytes``.
     launches : DataFrame
-        One row per CUDA API call (runtime and driver): ``name`` (the API name
-        with its ``_vNNNN`` version suffix removed, e.g. ``cudaLaunchKernel``),
-        ``raw_name`` (as recorded, e.g. ``cudaLaunchKernel_v7000``), ``api``
-        (``"runtime"`` or ``"driver"``), ``pid, tid, start_ns, dur_ns, end_ns``,
-        ``correlation``, ``return_value``.
+        CUDA API calls: ``name`` (``_vNNNN`` suffix removed), ``raw_name``, ``api``
+        (``runtime``/``driver``), ``pid, tid``, times, ``correlation``, ``return_value``.
     copies : DataFrame
-        One row per memory copy on the GPU: ``name`` (``"[CUDA memcpy
-        Host-to-Device]"``, as ``nsys stats`` names it), ``copy_kind``
-        (``"Host-to-Device"``, ...), ``bytes``, ``src_kind`` and ``dst_kind``
-        (``"Pinned"``, ``"Device"``, ... where known), ``pid, tid`` (launching
-        thread), times, ``correlation``, ``device``, ``context``, ``stream``.
+        GPU memory copies: ``name`` (``"[CUDA memcpy Host-to-Device]"``), ``copy_kind``,
+        ``bytes``, ``src_kind``/``dst_kind`` (``Pinned``, ``Device``…), ``pid, tid``,
+        times, ``correlation``, ``device``, ``context``, ``stream``.
     sets : DataFrame
-        One row per memset: ``name`` (``"[CUDA memset]"``), ``bytes``,
-        ``value``, ``pid, tid``, times, ``correlation``, ``device``,
-        ``context``, ``stream``.
+        Memsets: ``name`` (``"[CUDA memset]"``), ``bytes``, ``value``, ``pid, tid``, times,
+        ``correlation``, ``device``, ``context``, ``stream``.
     nvtx : DataFrame
-        One row per NVTX range (push/pop and start/end; marks are in
-        :attr:`marks`): ``name`` (the range's text), ``domain`` (``""`` for the
-        default domain), ``style`` (``"PushPop"`` or ``"StartEnd"``), ``pid,
-        tid`` (thread that opened it), ``end_tid`` (thread that closed a
-        start/end range, <NA> if the same), ``start_ns, dur_ns, end_ns``
-        (nullable: a range never closed has <NA> end), ``depth`` (nesting level
-        among the ranges of its thread, 0 = outermost), ``category``,
-        ``range_id`` (the row id in ``NVTX_EVENTS``).
+        NVTX ranges: ``name``, ``domain`` (``""`` by default), ``style`` (``PushPop``/
+        ``StartEnd``), ``pid, tid``, ``end_tid`` (closing thread if another, else <NA>),
+        times (<NA> end: never closed), ``depth`` (among its thread's ranges),
+        ``category``, ``range_id``.
     marks : DataFrame
-        NVTX marks (instants): ``name, domain, pid, tid, start_ns``.
+        NVTX marks: ``name, domain, pid, tid, start_ns``.
     osrt : DataFrame
-        OS runtime calls (``OSRT_API``): ``name, pid, tid, start_ns, dur_ns,
-        end_ns, return_value, nesting_level``.
+        OS runtime calls: ``name, pid, tid``, times, ``return_value, nesting_level``.
     threads : DataFrame
-        ``pid, tid, name`` (thread name), ``priority``, ``process`` (process
-        name from ``PROCESSES`` where known).
+        ``pid, tid, name, priority, process``.
     gpus : DataFrame
-        One row per GPU of the machine (``TARGET_INFO_GPU``), used or not:
-        ``device`` (Nsight's GPU id), ``cuda_device`` (its CUDA device number),
-        ``name``, ``chip``, ``bus``, ``sm_count``, ``memory_bytes``,
-        ``memory_bandwidth_bytes_per_s``, ``clock_hz``, ``l2_cache_bytes``,
-        ``compute_capability`` (``"9.0"``), ``uuid``. A kernel's ``device`` is
-        the CUDA device number its process saw, which can differ from both
-        under ``CUDA_VISIBLE_DEVICES`` (the public 4-GPU export has GPU id 0 =
-        CUDA device 3).
+        The machine's GPUs: ``device`` (Nsight's id), ``cuda_device``, ``name``, ``chip``,
+        ``bus``, ``sm_count``, ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
+        ``clock_hz``, ``l2_cache_bytes``, ``compute_capability``, ``uuid``. A kernel's
+        ``device`` is the CUDA number its process saw (``CUDA_VISIBLE_DEVICES``).
     missing : list of str
-        Source tables this export does not have (e.g. ``"NVTX_EVENTS"`` when
-        NVTX was not traced).
+        Source tables the export lacks (``"NVTX_EVENTS"`` without NVTX).
     meta : dict
-        ``META_DATA_EXPORT`` as a dict (``EXPORT_PRODUCT_VERSION``,
-        ``EXPORT_SCHEMA_VERSION``, ...), plus ``session_start_ns`` and
-        ``session_end_ns`` from ``ANALYSIS_DETAILS`` when present.
+        ``META_DATA_EXPORT`` (``EXPORT_PRODUCT_VERSION`` …), ``session_start_ns``/``_end_ns``.
     defects : DataFrame
-        What the reader found wrong in the export but could read around, one
-        row per (table, column, problem): ``table`` (the NsysReport table,
-        e.g. ``"kernels"``), ``source`` (the export table), ``column`` (the
-        export column), ``problem`` (one sentence, saying what was done:
-        rows left out, names replaced), ``rows`` (how many rows), ``first_rowid``
-        (the SQLite ``rowid`` of the first one, or -1). Empty for a sound
-        export (both reference exports). Columns in :data:`DEFECT_COLUMNS`.
+        What the reader read around, per (table, column, problem): :data:`DEFECT_COLUMNS`
+        ``table``, ``source``, ``column``, ``problem`` (what was done), ``rows``,
+        ``first_rowid`` (or -1). Empty for a sound export.
 
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
     >>> report = open_capture("nsys_8step").nsys
-    >>> report.kernels[["short_name", "stream", "dur_ns"]].shape[1], len(report.kernels)
-    (3, 4340)
     >>> k = report.kernels                # a copy: editing it leaves the report as it was
     >>> k["dur_ns"] = 0
     >>> int((report.kernels["dur_ns"] > 0).sum())
@@ -172,17 +125,8 @@ class NsysReport:
     _cache: dict = field(default_factory=dict, init=False, repr=False, compare=False)
 
     def copy(self) -> "NsysReport":
-        """Another report of the same (read-only) tables, with ``meta`` and ``missing`` of
-        its own: what :func:`kitlib.open_capture` hands each caller.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> report = open_capture("nsys_8step").nsys
-        >>> other = report.copy()
-        >>> other.meta["note"] = "mine"
-        >>> "note" in report.meta, len(other.kernels) == len(report.kernels)
-        (False, True)
+        """Another report of the same (read-only) tables, with ``meta`` and ``missing`` of its
+        own: what :func:`kitlib.open_capture` hands each caller.
         """
         import copy as _copy
         new = object.__new__(type(self))
@@ -230,73 +174,41 @@ class NsysReport:
 
     @property
     def has_gpu(self) -> bool:
-        """Whether the export holds any GPU work (kernel, copy or set).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("nsys_8step").nsys.has_gpu
-        True
-        """
+        """Whether the export holds any GPU work (kernel, copy or set)."""
         return bool(len(self.kernels) or len(self.copies) or len(self.sets))
 
     def device_names(self) -> list:
-        """The names of the GPUs in the export's ``TARGET_INFO_GPU`` table, in its order.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("nsys_8step").nsys.device_names()
-        ['NVIDIA H200']
-        """
+        """The names of the GPUs in the export's ``TARGET_INFO_GPU`` table, in its order."""
         return [n for n in self.gpus["name"].dropna().tolist() if n]
 
     def thread_names(self) -> dict:
-        """``{(pid, tid): name}`` of the threads the export names (its first name per thread).
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> names = open_capture("nsys_8step").nsys.thread_names()
-        >>> len(names), "pt_autograd_0" in names.values()
-        (289, True)
-        """
+        """``{(pid, tid): name}`` of the threads the export names (its first name per thread)."""
         t = self.threads.drop_duplicates(["pid", "tid"])
         return {(p, tid): n for p, tid, n in zip(t["pid"], t["tid"], t["name"])}
 
     @property
     def version(self) -> str:
-        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("nsys_8step").nsys.version
-        '2025.3.2.0'
-        """
+        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``."""
         return self.meta.get("EXPORT_PRODUCT_VERSION", "?")
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The report's steps: its closed NVTX ranges named ``torch_step`` (or
-        ``torch_step#N``), as :func:`kitlib.capture.workload.train_step` pushes them.
+        """The report's steps: its closed NVTX ranges named ``torch_step`` (or ``torch_step#N``).
 
         Returns
         -------
         DataFrame
-            The columns of ``Trace.steps`` (:data:`kitlib.model.schema.STEP_COLUMNS`):
-            ``step`` numbers the ranges 0, 1, … in time order (or is the ``#N`` when
-            every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns).
-            Empty when there is no such range.
+            :data:`kitlib.model.schema.STEP_COLUMNS`: ``step`` (0, 1, … in time order, or the
+            ``#N`` when every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns``
+            (int64 ns). Empty without such a range.
 
         Examples
         --------
         >>> from kitlib.readers.bundle import open_capture
-        >>> open_capture("nsys_8step").nsys.steps[["step", "name", "start_ns", "dur_ns"]].head(3)
+        >>> open_capture("nsys_8step").nsys.steps[["step", "name", "start_ns", "dur_ns"]].head(2)
            step        name     start_ns      dur_ns
         0     0  torch_step   9342297646  2656480289
         1     1  torch_step  11998789830    52518179
-        2     2  torch_step  12051313275    39306474
         """
         n = kept(self, "nvtx")
         hit = n[(n["name"] == STEP_RANGE) | n["name"].str.match(rf"^{STEP_RANGE}#\d+$")]
@@ -309,27 +221,17 @@ class NsysReport:
             {c: "int64" for c in STEP_COLUMNS if c != "name"})
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every kernel, memcpy and memset joined to the CUDA API call that launched it.
-
-        The join is on ``(pid, correlation)``: Nsight gives a GPU operation the
-        correlation id of its launch, unique within a process (Nsight Systems
-        SQLite schema: ``correlationId REFERENCES
-        CUPTI_ACTIVITY_KIND_RUNTIME(correlationId)``).
+        """Every kernel, memcpy and memset joined to the CUDA call that launched it, on ``(pid,
+        correlation)`` (unique within a process in Nsight's schema).
 
         Returns
         -------
         DataFrame
-            Sorted by ``start_ns``; columns ``kind`` (``"kernel"``, ``"memcpy"``,
-            ``"memset"``), ``name, pid, tid, start_ns, dur_ns, end_ns,
-            correlation, device, stream, bytes`` (<NA> for kernels), then the
-            launch: ``launch`` (API name without version suffix; <NA> when the
-            launch was not recorded), ``launch_start_ns``, ``launch_dur_ns``,
-            and ``launch_to_start_ns`` (GPU start minus API call start: how long
-            the operation waited after it was submitted); for a copy, ``copy_kind``
-            (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``: :data:`COPY_KINDS`),
-            ``src_memory`` and ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…;
-            None elsewhere); ``bandwidth_gb_per_s`` (NaN: Nsight records none of its
-            own). The columns of :meth:`kitlib.model.Trace.gpu_events`.
+            By start: the columns of :meth:`kitlib.model.Trace.gpu_events`: ``kind``, ``name,
+            pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream, bytes`` (<NA> for
+            kernels), ``launch`` (<NA> without one), ``launch_start_ns``, ``launch_dur_ns``,
+            ``launch_to_start_ns`` (ns waited after submission), ``copy_kind`` (:data:`COPY_KINDS`),
+            ``src_memory``, ``dst_memory``, ``bandwidth_gb_per_s`` (NaN: Nsight records none).
 
         Examples
         --------
@@ -361,18 +263,7 @@ class NsysReport:
         return ev[order].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
     def describe(self) -> str:
-        """A few lines on what the export holds.
-
-        Examples
-        --------
-        >>> from kitlib.readers.bundle import open_capture
-        >>> print(open_capture("nsys_8step").nsys.describe())
-        report.sqlite (Nsight Systems 2025.3.2.0, 1 GPU(s): NVIDIA H200)
-          kernels 4340, API calls 12084, memcpy 541, memset 1612
-          NVTX ranges 40, OS runtime calls 2392, threads 289
-          absent tables: none
-          defects read around: none
-        """
+        """A few lines on what the export holds (see :func:`kitlib.readers.nsys.load_nsys`'s Example)."""
         gpus = ", ".join(sorted(set(self.gpus["name"].dropna()))) or "no GPU info"
         return "\n".join([
             f"{self.path.name} (Nsight Systems {self.version}, {len(self.gpus)} GPU(s): {gpus})",
@@ -385,13 +276,9 @@ class NsysReport:
 
 
 def range_nesting(ranges: pd.DataFrame) -> tuple:
-    """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1)
-    of each range among the ranges of its own thread.
-
-    The kit's one rule (:func:`kitlib.model.tree.nesting`): a range is inside another
-    when it starts before that one ends (half-open ``[start, end)``) and ends no later,
-    on the same thread; a range never closed counts as endless. ``ranges`` must be
-    sorted by start, outer ranges first.
+    """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1) of each range
+    among its own thread's, by :func:`kitlib.model.tree.nesting` (a range never closed is
+    endless). ``ranges`` sorted by start, outer first.
 
     Examples
     --------
@@ -421,33 +308,21 @@ def range_nesting(ranges: pd.DataFrame) -> tuple:
 def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     """Project each NVTX range onto the GPU, as Nsight Systems does.
 
-    A GPU operation (kernel, memcpy, memset) belongs to an NVTX range when the
-    CUDA API call that launched it starts and ends inside the range *on the
-    range's own thread*; it then belongs to every enclosing range too. The
-    projected range runs from the first such operation's GPU start to the last
-    one's GPU end. A range that launched nothing has no projection, and a
-    start/end range closed on another thread is skipped. (Nsight Systems
-    documentation of the ``nvtx_gpu_proj_trace`` and ``nvtx_gpu_proj_sum``
-    reports; reproduces ``nsys stats`` 2025.3 on the reference recordings.)
-
-    This is why, in a PyTorch training step, the ``backward`` range projects to
-    almost nothing: autograd launches the backward kernels from its own thread.
-
-    Parameters
-    ----------
-    report : NsysReport
+    A GPU operation belongs to a range (and every enclosing one) when the CUDA call that
+    launched it starts and ends inside the range *on the range's own thread*; the projection
+    runs from the first such operation's GPU start to the last one's end. So a PyTorch
+    ``backward`` range projects to almost nothing: autograd launches from its own thread.
+    Ranges that launched nothing, or were closed on another thread, have no projection.
+    Sources: docs/SOURCES.md#nvtx-projection
 
     Returns
     -------
     DataFrame
-        One row per range with a projection, by range start: ``range``
-        (``"domain:name"``, the name ``nsys stats`` prints), ``name``,
-        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``,
-        ``dur_ns`` (the range on the CPU), ``proj_start_ns``, ``proj_end_ns``,
-        ``proj_dur_ns`` (its projection on the GPU), ``gpu_ops`` (launches whose
-        GPU work it encloses), ``level`` (nesting level among the ranges of its
-        thread, 0 = outermost) and ``children`` (ranges directly inside it that
-        have a projection themselves).
+        One row per projected range, by start: ``range`` (``"domain:name"``), ``name``,
+        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``, ``dur_ns`` (on
+        the CPU), ``proj_start_ns``, ``proj_end_ns``, ``proj_dur_ns`` (on the GPU),
+        ``gpu_ops``, ``level`` (nesting level, 0 outermost), ``children`` (projected ranges
+        directly inside).
 
     Examples
     --------

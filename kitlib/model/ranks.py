@@ -16,18 +16,17 @@ INFO_COLUMNS = ["rank", "world_size", "backend", "host", "path", "first_ns", "la
 
 @dataclass
 class RankTraces:
-    """The traces of one distributed run (see :func:`load_traces`).
+    """The traces of one distributed run (see :func:`kitlib.readers.ranks.load_traces`).
 
     Attributes
     ----------
     traces : dict of int -> Trace
-        Each rank's :class:`kitlib.model.Trace`, by rank, in rank order.
+        Each rank's :class:`kitlib.model.Trace`, in rank order.
     info : DataFrame
-        One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and
-        ``backend`` (from ``distributedInfo``), ``host`` (from the kit's manifest;
-        ``None`` for loose trace files), ``path``, ``first_ns``/``last_ns`` (the
-        first event's start and the last event's end, ns since the Unix epoch on
-        that host's clock).
+        One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and ``backend``
+        (``distributedInfo``), ``host`` (the kit's manifest; ``None`` for loose files),
+        ``path``, ``first_ns``/``last_ns`` (first event's start, last event's end; ns since
+        the Unix epoch on that host's clock).
     source : pathlib.Path or None
         The folder the traces came from (``None`` for a list of files).
     manifest : dict
@@ -42,12 +41,12 @@ class RankTraces:
     >>> traces = load_traces(tiny_rank_folder())
     >>> traces
     RankTraces(ranks [0, 1] of world size 2, backend nccl)
+    >>> traces.ranks, traces.world_size, traces.backend
+    ([0, 1], 2, 'nccl')
     >>> traces.info[["rank", "world_size", "backend", "host", "first_ns", "last_ns"]]
        rank  world_size backend  host  first_ns   last_ns
     0     0           2    nccl  None         0  20000000
     1     1           2    nccl  None         0  20000000
-    >>> len(traces.traces[1].kernels), traces.manifest
-    (4, {})
     """
 
     traces: dict
@@ -66,89 +65,39 @@ class RankTraces:
 
     @property
     def ranks(self) -> list:
-        """The ranks present, ascending.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.ranks
-        [0, 1]
-        """
+        """The ranks present, ascending."""
         return sorted(self.traces)
 
     @property
     def world_size(self) -> int | None:
-        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.world_size
-        2
-        """
+        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent)."""
         v = self.info["world_size"].iloc[0]
         return None if pd.isna(v) else int(v)
 
     @property
     def backend(self) -> str | None:
-        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.backend
-        'nccl'
-        """
+        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent)."""
         return self.info["backend"].iloc[0]
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the :class:`Trace` tables of every rank, stacked, with a ``rank``
-        column first.
+        """One of the :class:`Trace` tables of every rank, stacked, with a ``rank`` column first.
 
         Parameters
         ----------
         name : str
-            ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or
-            ``steps`` (columns as in :class:`kitlib.model.Trace`).
+            ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or ``steps``
+            (columns as in :class:`kitlib.model.Trace`).
 
         Returns
         -------
         DataFrame
-            The rows of all ranks, rank by rank; ``rank`` is int64; index 0..n-1.
-            Each rank's own row labels are kept in a column ``row`` (``parent`` in
-            ``ops`` refers to them, per rank).
+            The rows of all ranks, rank by rank; ``rank`` int64; index 0..n-1; each rank's own
+            row labels in a column ``row`` (``parent`` in ``ops`` refers to them, per rank).
 
         Raises
         ------
         KeyError
             Not a table name.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.table("kernels")[["rank", "row", "stream", "start_ns", "dur_ns"]]
-           rank  row  stream  start_ns   dur_ns
-        0     0    0       7   1000000  2000000
-        1     0    1      20   3100000  2900000
-        2     0    2       7   4000000  1000000
-        3     0    3       7  11000000  2000000
-        4     0    4      20  13100000  1900000
-        5     1    0       7   1000000  4000000
-        6     1    1      20   5100000   900000
-        7     1    2       7  11000000  3000000
-        8     1    3      20  14100000   900000
-        >>> traces.table("stacks")
-        Traceback (most recent call last):
-            ...
-        KeyError: "no table 'stacks'; the tables are: ops, launches, gpu, kernels, memory, other, steps"
         """
         allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
         if name not in allowed:
@@ -171,40 +120,12 @@ class RankTraces:
 
     @property
     def ops(self) -> pd.DataFrame:
-        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> ops = traces.ops
-        >>> ops.loc[ops["rank"] == 1, ["rank", "row", "name", "start_ns", "parent"]].head(4)
-            rank  row                name  start_ns  parent
-        9      1    0      ProfilerStep#1         0      -1
-        10     1    1            aten::mm    920000       0
-        11     1    2  record_param_comms   4980000       0
-        12     1    3     nccl:all_reduce   4990000       2
-        """
+        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`)."""
         return self.table("ops")
 
     @property
     def gpu(self) -> pd.DataFrame:
-        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_rank_folder
-        >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.gpu.groupby(["rank", "stream"]).size()
-        rank  stream
-        0     7         3
-              20        2
-        1     7         2
-              20        2
-        dtype: int64
-        """
+        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`)."""
         return self.table("gpu")
 
     @property
@@ -215,8 +136,7 @@ class RankTraces:
         --------
         >>> from kitlib.model.examples import tiny_rank_folder
         >>> from kitlib.readers.ranks import load_traces
-        >>> traces = load_traces(tiny_rank_folder())
-        >>> traces.steps[["rank", "step", "name", "start_ns", "dur_ns"]]
+        >>> load_traces(tiny_rank_folder()).steps[["rank", "step", "name", "start_ns", "dur_ns"]]
            rank  step            name  start_ns    dur_ns
         0     0     1  ProfilerStep#1         0  10000000
         1     0     2  ProfilerStep#2  10000000  10000000

@@ -18,18 +18,7 @@ def check_source(source, what: str | None = "source", *, kinds=RECORDINGS, messa
     ------
     KitError (or ``error``)
         ``message`` with ``{got}`` filled in (the type's name); by default ``"<what>:
-        expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``
-        (no ``"<what>: "`` when ``what`` is None).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> check_source(tiny_trace())
-    >>> try:
-    ...     check_source({"traceEvents": []}, what="before")
-    ... except KitError as e:
-    ...     print(e)
-    before: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got dict
+        expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``.
     """
     if not isinstance(source, kinds):
         got = type(source).__name__

@@ -19,82 +19,57 @@ from .schema import FILTERED_NAMES, HOST_EVENT_COLUMNS, STEP_COLUMNS, STEP_PATTE
 class Trace:
     """A torch.profiler trace as tables (see :func:`kitlib.readers.trace.load_trace`).
 
-    A read-only value: each table attribute hands out a copy (cheap under pandas'
-    copy-on-write), so an edit to ``trace.ops`` changes the copy only, never the trace
-    or what is worked out from it (:attr:`steps`, ``kitlib.chain``). To analyse a changed
-    trace, make a new one: ``dataclasses.replace(trace, ops=edited)`` (or assign
-    ``trace.ops = edited``, which this trace then keeps a copy of).
+    A read-only value: each table attribute hands out a copy, so an edit changes the copy
+    only, never the trace or what is worked out from it. To analyse a changed trace, make a
+    new one: ``dataclasses.replace(trace, ops=edited)`` (or ``trace.ops = edited``).
+    Every time is integer ns on the profiler's clock (``start_ns``, ``dur_ns``, ``end_ns``).
 
     Attributes
     ----------
     path : pathlib.Path
     ops : DataFrame
-        CPU-side events: ``name, pid, tid, start_ns, dur_ns, end_ns`` (ns), ``kind``
-        (``op`` = an ATen/other operator, ``annotation`` = a ``record_function``
-        label, ``step`` = ``ProfilerStep#N``, ``python`` = a Python function from
-        ``with_stack``), ``external_id`` (Int64, links to launches), ``input_dims``,
-        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None when
-        shapes were not recorded; equal lists are one shared object, so read them and
-        never change one in place), ``sequence_number`` and ``fwd_thread_id`` (autograd),
-        ``python_id``/``python_parent_id`` (the Python tracer's tree), ``call_stack``
-        (old traces), ``comm_args`` (a collective's identity from ``record_param_comms``:
-        dict of :data:`kitlib.model.schema.COMM_ARGS` present, else None), ``parent`` (row label of the enclosing event on the same
-        thread, -1 at the top; Python events use the tracer's own tree) and ``depth``.
+        CPU-side events: ``name, pid, tid`` and times; ``kind`` (``op``, ``annotation`` =
+        a ``record_function`` label, ``step`` = ``ProfilerStep#N``, ``python`` = a
+        ``with_stack`` frame); ``external_id`` (Int64, links to launches); ``input_dims``,
+        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None without
+        shapes; equal lists are one shared object: never change one in place);
+        ``sequence_number``, ``fwd_thread_id`` (autograd); ``python_id``/``python_parent_id``;
+        ``call_stack`` (old traces); ``comm_args`` (dict of the collective's
+        :data:`kitlib.model.schema.COMM_ARGS`, else None); ``parent`` (row label of the
+        enclosing event on the thread, -1 at the top) and ``depth``.
     launches : DataFrame
-        CUDA runtime and driver API calls: ``name, pid, tid, start_ns, dur_ns, end_ns``,
-        ``api`` (``runtime``/``driver``), ``correlation`` (links to the GPU event),
-        ``external_id`` (links to the operator), ``cbid`` (CUPTI callback id).
+        CUDA runtime and driver calls: ``name, pid, tid``, times, ``api``
+        (``runtime``/``driver``), ``correlation`` (to the GPU event), ``external_id`` (to
+        the operator), ``cbid`` (CUPTI callback id).
     gpu : DataFrame
-        GPU events: ``name, pid, tid, start_ns, dur_ns, end_ns``, ``kind`` (``kernel``,
-        ``memcpy``, ``memset``, ``gpu_annotation`` — the last is a ``record_function``
-        range projected onto a stream, not work), ``device``, ``stream``,
-        ``correlation``, ``external_id``, ``grid`` and ``block`` (3-tuples), ``bytes``,
-        ``bandwidth_gb_per_s`` (a copy's or set's own ``memory bandwidth (GB/s)``
-        arg, NaN where absent).
+        GPU events: ``name, pid, tid``, times, ``kind`` (``kernel``, ``memcpy``, ``memset``,
+        ``gpu_annotation``: a label projected onto a stream, not work), ``device``,
+        ``stream``, ``correlation``, ``external_id``, ``grid``/``block`` (3-tuples),
+        ``bytes``, ``bandwidth_gb_per_s`` (the profiler's own, NaN where absent).
     memory : DataFrame
-        Allocator instants (``profile_memory``): ``bytes`` (negative = a free),
-        ``addr``, ``total_allocated`` and ``total_reserved`` (bytes, after the event),
-        ``device_type`` (0 = CPU, 1 = CUDA), ``device_id``, ``start_ns``.
+        Allocator instants: ``bytes`` (negative = free), ``addr``, ``total_allocated``,
+        ``total_reserved`` (bytes after the event), ``device_type`` (0 CPU, 1 CUDA),
+        ``device_id``, ``start_ns``.
     other : DataFrame
-        Every event of a category kitlib does not interpret (flows, the profiler's own
-        spans, unknown categories), kept so nothing is lost: ``name, cat, ph, pid, tid,
+        Events of every category kitlib does not interpret: ``name, cat, ph, pid, tid,
         start_ns, dur_ns``.
     meta : dict
-        What the trace says about itself: ``devices`` (``deviceProperties``),
-        ``profiler_options`` (record_shapes, profile_memory, with_stack, with_flops, …
-        as written), ``versions`` (schema, CUDA runtime/driver, CUPTI),
-        ``base_time_ns`` (add to ``start_ns`` for ns since the Unix epoch; 0 when the
-        trace's ``ts`` are already since the epoch), ``process_names``,
-        ``thread_names``, ``category_counts``, ``format`` (``kineto`` or ``kineto-legacy``),
-        ``json_bytes`` (size of the JSON text, uncompressed; :func:`load_trace` only),
-        ``unusable_metadata_events``, ``unread_complete_events`` (``ph: X`` events of no
-        category kitlib reads), ``memory_records_unusable`` (allocator records without
-        ``Bytes`` or ``Device Type``, left out of ``memory``) and ``begin_end_unpaired``
-        (``B``/``E`` events with no partner, kept in ``other``): defects counted, not hidden,
-        ``begin_end_pairs`` (duration events written as ``B``/``E`` pairs, read as the
-        complete events they stand for),
-        ``time_resolution_ns`` (1000 when every time is a whole µs, as in PyTorch 1.9
-        traces; 1 otherwise), ``python_frames_are_children`` (bool),
-        ``python_frames_rule`` (how that was decided; see :func:`kitlib.readers.trace.python_frames_rule`),
-        ``python_frames_release`` (``"≤ 2.11"``, ``"2.12–2.13"``, ``"≥ 2.14"``, or ``""``
-        without frames; :func:`kitlib.readers.trace.python_frames_release`) and
-        ``python_frames_are_rows`` (whether that release's ``key_averages()`` lists the
-        frames as rows: 2.12–2.13).
+        What the trace says about itself: ``devices``, ``profiler_options``, ``versions``,
+        ``base_time_ns`` (add to ``start_ns`` for ns since the epoch), ``process_names``,
+        ``thread_names``, ``category_counts``, ``format`` (``kineto``/``kineto-legacy``),
+        ``json_bytes``; defects counted, not hidden: ``unusable_metadata_events``,
+        ``unread_complete_events``, ``memory_records_unusable``, ``begin_end_unpaired``
+        (and ``begin_end_pairs`` read as complete events); ``time_resolution_ns`` (1000 for
+        whole-µs traces); ``python_frames_are_children``, ``python_frames_rule``,
+        ``python_frames_release``, ``python_frames_are_rows``
+        (:func:`kitlib.readers.trace.python_frames_release`).
     host_events : DataFrame
-        The profiler's event tree, built once here and used by every analysis: one row
-        per host event the profiler nests (operators, ``record_function`` ranges,
-        steps, CUDA runtime/driver calls, and Python frames when
-        ``meta["python_frames_are_children"]``; never the names in
-        :data:`FILTERED_NAMES`), sorted by start, longest first. Columns
-        :data:`HOST_EVENT_COLUMNS`: ``source`` (``ops``/``launches``) and ``row`` (row
-        label there), ``name, kind, pid, tid, start_ns, end_ns, dur_ns``, ``parent``
-        (position of the enclosing event on the same thread, -1 at the top),
-        ``depth``, ``merged`` (folded into a same-named parent that has no other
-        child: not a row of the profiler's tables), ``profiler_parent`` (the parent
-        once merged events are folded away, as ``key_averages()`` sees it) and
-        ``children_ns`` (host time of the direct children in the profiler's tree,
-        each cut to its parent's interval: an event's self time is ``dur_ns -
-        children_ns``). See :func:`kitlib.model.tree.build_host_tree`.
+        The profiler's event tree (:func:`kitlib.model.tree.build_host_tree`), one row per
+        host event it nests, by start, longest first: :data:`HOST_EVENT_COLUMNS`, ``source``
+        (``ops``/``launches``) and ``row`` (label there), ``name, kind, pid, tid``, times,
+        ``parent`` (position, -1 at the top), ``depth``, ``merged`` (folded into a same-named
+        parent), ``profiler_parent`` (parent once merged events are gone) and
+        ``children_ns`` (host time of the direct children: self time is ``dur_ns - children_ns``).
 
     Examples
     --------
@@ -106,7 +81,7 @@ class Trace:
                  name  start_ns  end_ns  parent
     0  ProfilerStep#1         0    1000      -1
     1      aten::relu       100     400       0
-    2      aten::add        400     400       0
+    2      aten::add       400     400       0
 
     An edit to a table changes the copy, not the trace:
 
@@ -132,12 +107,8 @@ class Trace:
                 f"{len(kept(self, 'memory'))} memory events)")
 
     def copy(self) -> "Trace":
-        """Another Trace of the same tables, with a ``meta`` of its own.
-
-        Costs next to nothing: the tables are shared, and neither value can change
-        them (every read is a copy). :func:`kitlib.open_capture` hands each caller
-        one, so an assignment in one lesson cell (``trace.ops = ...``) never reaches
-        another cell's trace.
+        """Another Trace of the same (shared, read-only) tables with a ``meta`` of its own: what
+        :func:`kitlib.open_capture` hands each caller.
 
         Examples
         --------
@@ -154,64 +125,41 @@ class Trace:
         return new
 
     def derived(self, key, tables: tuple, compute):
-        """``compute()``, worked out once for the tables named in ``tables`` as this
-        trace keeps them now (a new table misses the memo: nothing goes stale). Hand
-        out a copy of what it returns.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_trace
-        >>> tr = tiny_trace()
-        >>> calls = []
-        >>> def count():
-        ...     calls.append(1)
-        ...     return len(tr.ops)
-        >>> tr.derived("n_ops", ("ops",), count), tr.derived("n_ops", ("ops",), count), len(calls)
-        (3, 3, 1)
+        """``compute()``, worked out once for the tables named in ``tables`` as this trace keeps
+        them now (a new table misses the memo). Hand out a copy of what it returns.
         """
         return derived(self, key, tuple(tables), compute)
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The trace's steps: the kit's one step finder for torch.profiler traces.
-
-        A step is a ``ProfilerStep#N`` annotation (what ``prof.step()`` records under
-        a schedule); a trace without any falls back to ``torch_step#N`` ranges (the
-        kit's own label when it records without a schedule, as ``cold_start_8step``).
-        Worked out from the ``ops`` the trace has now: a trace given other ``ops``
-        finds its steps again.
+        """The trace's steps: ``ProfilerStep#N`` annotations, else the kit's ``torch_step#N``
+        ranges; worked out from the ``ops`` the trace has now.
 
         Returns
         -------
         DataFrame
-            :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (the N, int64),
-            ``name``, ``pid, tid, start_ns, end_ns, dur_ns`` (the host interval, ns),
-            sorted by start, index 0…n-1. Empty (with those columns) when the trace
-            has neither. Nsight Systems reports have the same table: ``NsysReport.steps``.
+            :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (N, int64), ``name``, ``pid,
+            tid, start_ns, end_ns, dur_ns`` (ns), by start, index 0…n-1; empty without steps.
+            ``NsysReport.steps`` has the same table.
 
         Examples
         --------
         >>> from kitlib.model.examples import tiny_trace
-        >>> tr = tiny_trace()
-        >>> tr.steps[["step", "name", "start_ns", "end_ns"]]
+        >>> tiny_trace().steps[["step", "name", "start_ns", "end_ns"]]
            step            name  start_ns  end_ns
         0     1  ProfilerStep#1         0    1000
-        >>> tr.ops = tr.ops[tr.ops["kind"] != "step"]
-        >>> len(tr.steps)
-        0
         """
         return handed_out(self.derived("steps", ("ops",), lambda: _steps_of(kept(self, "ops"))))
 
     @property
     def kernels(self) -> pd.DataFrame:
-        """GPU events that are real work (kernels, copies, sets): ``gpu`` without the
-        ``gpu_annotation`` rows, which are labels, not device time.
+        """GPU work (kernels, copies, sets): ``gpu`` without the ``gpu_annotation`` rows.
 
         Examples
         --------
         >>> from kitlib.model.examples import tiny_trace
         >>> tiny_trace().kernels[["name", "start_ns", "end_ns", "correlation"]]
-                name  start_ns  end_ns  correlation
+                  name  start_ns  end_ns  correlation
         0  relu_kernel       300     700            7
         """
         g = kept(self, "gpu")
@@ -257,25 +205,19 @@ class Trace:
                 for n, k in zip(value_at(times_ns, ops), value_at(times_ns, ops, "kind"))]
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every GPU operation (kernel, copy, set) with the CUDA call that launched it: the
-        table :meth:`kitlib.model.NsysReport.gpu_events` gives for an Nsight Systems export,
-        so an analysis reads either recording one way.
-
-        The launch is the one with the operation's correlation id (CUPTI's link; the first
-        where an id repeats). A trace is one process, so the correlation id alone is the key.
+        """Every GPU operation with the CUDA call that launched it (by correlation id, the first
+        where one repeats): the table of :meth:`kitlib.model.NsysReport.gpu_events`.
 
         Returns
         -------
         DataFrame
-            ``kind`` (kernel, memcpy, memset), ``name``, ``pid``, ``tid`` (the launching
-            process and thread, Int64; <NA> without a launch), ``start_ns``, ``dur_ns``,
-            ``end_ns``, ``correlation``, ``device``, ``stream``, ``bytes`` (Int64),
-            ``launch`` (the call's name), ``launch_start_ns``, ``launch_dur_ns``,
-            ``launch_to_start_ns`` (Int64 ns; <NA> without a launch); for a copy,
-            ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``), ``src_memory``
-            and ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…; None elsewhere);
-            ``bandwidth_gb_per_s`` (the profiler's own ``memory bandwidth (GB/s)``; NaN
-            where it wrote none). Sorted by start, then kind.
+            ``kind`` (kernel, memcpy, memset), ``name``, ``pid``, ``tid`` (launching thread,
+            Int64), ``start_ns``, ``dur_ns``, ``end_ns``, ``correlation``, ``device``,
+            ``stream``, ``bytes`` (Int64), ``launch`` (the call's name), ``launch_start_ns``,
+            ``launch_dur_ns``, ``launch_to_start_ns`` (Int64 ns; <NA> without a launch);
+            ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``), ``src_memory``,
+            ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…; None but for copies);
+            ``bandwidth_gb_per_s`` (the profiler's; NaN where none). By start, then kind.
 
         Examples
         --------
@@ -288,39 +230,18 @@ class Trace:
             kept(self, "gpu"), kept(self, "launches"))))
 
     def device_names(self) -> list:
-        """The names of the GPUs the profiler saw (``deviceProperties``), in its order.
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_trace
-        >>> tiny_trace().device_names()
-        []
-        """
+        """The names of the GPUs the profiler saw (``deviceProperties``), in its order."""
         names = [d.get("name") for d in (self.meta.get("devices") or []) if isinstance(d, dict)]
         return [n for n in names if n]
 
     def thread_names(self) -> dict:
-        """``{(pid, tid): name}`` of the threads the trace names (its ``thread_name`` rows).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_trace
-        >>> tiny_trace().thread_names()
-        {}
-        """
+        """``{(pid, tid): name}`` of the threads the trace names (its ``thread_name`` rows)."""
         tn = self.meta.get("thread_names") or {}
         return {k: str(v) for k, v in tn.items()} if isinstance(tn, dict) else {}
 
     @property
     def has_gpu(self) -> bool:
-        """Whether the trace holds any GPU work (kernel, copy or set).
-
-        Examples
-        --------
-        >>> from kitlib.model.examples import tiny_trace
-        >>> tiny_trace().has_gpu
-        True
-        """
+        """Whether the trace holds any GPU work (kernel, copy or set)."""
         g = kept(self, "gpu")
         return bool((g["kind"] != "gpu_annotation").any())
 
@@ -375,10 +296,9 @@ def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
 
 
 def _tree_now(trace: Trace):
-    """The event tree of the tables the trace keeps now: the one it was given, while it
-    still matches ``ops`` and ``launches`` (the same events, by count and row label),
-    else one built again from them (a trace made by ``dataclasses.replace(trace,
-    ops=...)`` carries the old tree along). Worked out once per set of tables."""
+    """The event tree of the tables the trace keeps now: the one it was given while it still
+    matches ``ops`` and ``launches`` (same events), else one built again (once per set of tables).
+    """
     def check():
         from .tree import build_host_tree
         tree, ops, la = kept(trace, "host_events"), kept(trace, "ops"), kept(trace, "launches")

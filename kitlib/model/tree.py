@@ -1,10 +1,6 @@
-"""The one event tree: the profiler's parent/child rule, built once, with walkers.
-
-:func:`build_host_tree` decides parent and child for every host event of a trace (a
-readers' decoder calls it once; the result is ``Trace.host_events``); :func:`ancestors`,
-:func:`descendants`, :func:`nearest_ancestor` and :func:`innermost_at` walk it. The rule at a boundary is the
-kit's one rule, half-open ``[start, end)`` (:mod:`kitlib.model.window`): an event
-starting exactly where another ends is its sibling, never its child.
+"""The one event tree: the profiler's parent/child rule (:func:`build_host_tree`), built
+once, and its walkers. At a boundary the kit's rule, half-open ``[start, end)``
+(:mod:`kitlib.model.window`): an event starting where another ends is its sibling.
 """
 from __future__ import annotations
 
@@ -22,18 +18,12 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
                     resolution_ns: int = 1) -> pd.DataFrame:
     """The profiler's tree of host events: the one place where kitlib decides parent and child.
 
-    The rules are those of ``EventList._populate_cpu_children`` and
-    ``_remove_dup_nodes`` (``torch/autograd/profiler_util.py``):
-
-    - the events are the operators, ``record_function`` ranges, steps and CUDA
-      runtime/driver calls, plus Python frames when ``python_children`` (see
-      :func:`python_frames_rule`); names in :data:`FILTERED_NAMES` are dropped;
-    - per thread, in order of start time, longest first (ties keep the file's
-      order), an event's parent is the innermost open event that it starts inside
-      and does not outlast; an event starting exactly where another ends is its
-      sibling, so a zero-length event has no children;
-    - a child that has its parent's name and no sibling is folded into the parent
-      (``merged``); its children become the parent's.
+    Per thread, in start order, longest first, an event's parent is the innermost open
+    event it starts inside and does not outlast (:func:`nesting`); a child with its parent's
+    name and no sibling is folded into it (``merged``). The events: operators,
+    ``record_function`` ranges, steps, CUDA runtime/driver calls, and Python frames when
+    ``python_children``; never :data:`FILTERED_NAMES`.
+    Sources: docs/SOURCES.md#host-tree
 
     Parameters
     ----------
@@ -42,14 +32,8 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     python_children : bool
         Whether Python frames are events of the tree.
     resolution_ns : int
-        The trace's time resolution (1000 for whole-µs traces, PyTorch < 2.0 or so).
-        Such a trace writes ``ts`` and ``dur`` each truncated to the µs, so a child
-        that ended inside its parent can be written ending 1 µs after it (the
-        mis-nesting PyTorch fixed inside its profiler in pytorch/pytorch PR #129554).
-        On those traces, and only there, a child may outlast its parent by up to one
-        resolution step (1 µs) and still nest; the overrun is not clamped away: the
-        child keeps its times, and its parent's ``children_ns`` counts only the part
-        inside the parent, so no self time is negative.
+        The trace's time resolution: at 1000 (whole-µs traces) a child may outlast its
+        parent by 1 µs and still nest.
 
     Returns
     -------
@@ -67,8 +51,6 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     1        aten::relu       0      1          100
     2  cudaLaunchKernel       1      2            0
     3         aten::add       0      1            0
-
-    ``aten::add`` starts where ``aten::relu`` ends: a sibling, not a child.
     """
     sel = ops if python_children else ops[ops["kind"] != "python"]
     parts = [pd.DataFrame({"source": "ops", "row": sel.index.to_numpy(), "name": sel["name"].to_numpy(),
@@ -106,30 +88,12 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
 
 
 def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
-    """Parent of each event among the events of its own thread, by the kit's one rule.
+    """Position of each event's parent among the events of its own thread (-1 at the top).
 
-    The events must be sorted by start, longest first (outer before inner). Per thread,
-    an event's parent is the innermost open event that it starts inside — half-open,
-    ``start < parent's end`` (:mod:`kitlib.model.window`) — and does not outlast (by more
-    than ``tolerance``); so an event starting exactly where another ends is its sibling,
-    and a zero-length event has no children. The profiler's rule
-    (``EventList._populate_cpu_children``); :func:`build_host_tree` and the NVTX ranges
-    of :mod:`kitlib.readers.nsys` both nest by it.
-
-    Parameters
-    ----------
-    pids, tids : sequence
-        The thread of each event.
-    starts, ends : sequence of numbers
-        ns; an end may be ``inf`` (a range never closed).
-    tolerance : int
-        How far a child may outlast its parent and still nest (a whole-µs trace's
-        rounding, see :func:`build_host_tree`).
-
-    Returns
-    -------
-    ndarray of int64
-        Position of each event's parent, -1 at the top.
+    The events must be sorted by start, longest first. An event's parent is the innermost
+    open event it starts inside (``start < parent's end``) and does not outlast by more than
+    ``tolerance`` ns. ``starts``/``ends`` in ns (an end may be ``inf``). The rule of
+    :func:`build_host_tree` and of the NVTX ranges of :mod:`kitlib.readers.nsys`.
 
     Examples
     --------
@@ -160,15 +124,9 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
 
 
 def depths(parent: np.ndarray) -> np.ndarray:
-    """Each event's depth (int64 array; 0 at the top), from the position of its parent
-    (-1 at the top), in list order: ``depth[i] = depth[parent[i]] + 1``.
-
-    Where every parent comes before its children (a tree built in start order), that
-    is the number of ancestors, found for all events at once: each one's distance to
-    its farthest known ancestor, doubled each round (pointer jumping), so as many rounds
-    as the log of the deepest nesting. Otherwise (Python frames nested by ids that a
-    damaged trace can point anywhere, even in a loop) the same rule in one pass, each
-    event reading its parent's depth as far as it is known.
+    """Each event's depth (int64; 0 at the top) from its parent's position (-1 at the top):
+    ``depth[i] = depth[parent[i]] + 1`` (pointer jumping where parents come first, else
+    one pass in list order).
 
     Examples
     --------
@@ -176,8 +134,6 @@ def depths(parent: np.ndarray) -> np.ndarray:
     >>> from kitlib.model.tree import depths
     >>> depths(np.array([-1, 0, 1, 0])).tolist()
     [0, 1, 2, 1]
-    >>> depths(np.array([2, -1, 1])).tolist()        # a parent after its child: one pass
-    [1, 0, 1]
     """
     parent = np.asarray(parent, dtype=np.int64)
     if not (parent < np.arange(len(parent))).all():
@@ -198,16 +154,11 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 
 def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
-    """``_remove_dup_nodes``: an event whose parent has its name and no other child is
-    folded into that parent, repeatedly. Returns ``merged`` and the parent of every
-    event once the merged ones are gone (merged events keep their own parent).
-
-    The profiler repeats a pass over all events in list order until nothing changes.
-    A fold changes only the folded event's children (they get its parent, and that
-    parent's count of children becomes theirs), and children come after their parent
-    in the list, so the same folds happen visiting only the candidates (an event with
-    its parent's name, the parent's only child) and, after each fold, the children
-    that moved, in list order."""
+    """``_remove_dup_nodes``: an event whose parent has its name and no other child is folded
+    into it, repeatedly. Returns ``merged`` and each event's parent once they are gone.
+    Only the candidates, and after each fold the children that moved, are visited, in list
+    order: the same folds as the profiler's repeated passes.
+    """
     n = len(names)
     par_a = np.asarray(parent, dtype=np.int64)
     has = par_a >= 0
@@ -249,20 +200,15 @@ def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
 
 # --------------------------------------------------------------------------- walkers
 def ancestors(tree, i: int) -> list:
-    """Positions of the events enclosing event ``i`` of ``tree`` (``Trace.host_events``),
-    innermost first. ``tree`` may also be its ``parent`` column as an array (the position
-    of each event's parent, -1 at the top), which a caller walking from many events
-    takes once.
+    """Positions of the events enclosing event ``i`` of ``tree`` (``Trace.host_events``, or
+    its ``parent`` column as an array), innermost first.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.model.tree import ancestors
-    >>> t = tiny_trace().host_events
-    >>> list(t["name"])
-    ['ProfilerStep#1', 'aten::relu', 'cudaLaunchKernel', 'aten::add']
-    >>> ancestors(t, 2), ancestors(t["parent"].to_numpy(), 3)
-    ([1, 0], [0])
+    >>> ancestors(tiny_trace().host_events, 2)           # cudaLaunchKernel: in relu, in the step
+    [1, 0]
     """
     par = tree["parent"].to_numpy() if isinstance(tree, pd.DataFrame) else tree
     out, p = [], int(par[i])
@@ -273,16 +219,14 @@ def ancestors(tree, i: int) -> list:
 
 
 def descendants(tree: pd.DataFrame, i: int) -> list:
-    """Positions of the events inside event ``i`` of ``tree`` (children, their children,
-    …), in the tree's order (by start).
+    """Positions of the events inside event ``i`` of ``tree`` (all depths), by start.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.model.tree import descendants
-    >>> t = tiny_trace().host_events
-    >>> descendants(t, 0), descendants(t, 1), descendants(t, 3)
-    ([1, 2, 3], [2], [])
+    >>> descendants(tiny_trace().host_events, 0)
+    [1, 2, 3]
     """
     par = tree["parent"].to_numpy()
     inside = {int(i)}
@@ -295,38 +239,19 @@ def descendants(tree: pd.DataFrame, i: int) -> list:
 
 
 def nearest_ancestor(parent, where, include_self: bool = False) -> np.ndarray:
-    """For every event, its nearest ancestor that ``where`` marks, -1 where none is: the
-    walk up the parent links, for all events at once (one level per round).
-
-    Parameters
-    ----------
-    parent : array-like of int, length n
-        The position of each event's parent, -1 at the top (``Trace.host_events``'
-        ``parent`` or ``profiler_parent``, ``op_events``' ``parent``).
-    where : array-like of bool, length n
-        The events the walk stops at.
-    include_self : bool
-        Whether an event that ``where`` marks is its own answer.
-
-    Returns
-    -------
-    ndarray of int64, length n
-        Positions; -1 where no ancestor (or the event itself, with ``include_self``) is marked.
+    """For every event, its nearest ancestor that ``where`` (bool array) marks, -1 where none:
+    ``parent`` is each event's parent position (-1 at the top); with ``include_self`` a
+    marked event is its own answer. Returns an int64 array.
 
     Examples
     --------
-    The nearest enclosing operator (kind ``op``) of each event:
+    The nearest enclosing operator of each event (step, relu, its launch, add):
 
     >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.model.tree import nearest_ancestor
     >>> t = tiny_trace().host_events
-    >>> list(zip(t["name"], t["kind"]))
-    [('ProfilerStep#1', 'step'), ('aten::relu', 'op'), ('cudaLaunchKernel', 'runtime'), ('aten::add', 'op')]
-    >>> is_op = (t["kind"] == "op").to_numpy()
-    >>> nearest_ancestor(t["parent"], is_op).tolist()
+    >>> nearest_ancestor(t["parent"], (t["kind"] == "op").to_numpy()).tolist()
     [-1, -1, 1, -1]
-    >>> nearest_ancestor(t["parent"], is_op, include_self=True).tolist()
-    [-1, 1, 1, 3]
     """
     parent = np.asarray(parent, dtype=np.int64)
     where = np.asarray(where, dtype=bool)
@@ -341,16 +266,14 @@ def nearest_ancestor(parent, where, include_self: bool = False) -> np.ndarray:
 
 
 def innermost_at(tree: pd.DataFrame, pid, tid, t_ns, closed: str = "left") -> np.ndarray:
-    """Positions (in ``tree``) of the innermost event of thread ``(pid, tid)`` that
-    contains each time, -1 where none; by :func:`kitlib.model.window.innermost`, so
-    under the kit's one boundary rule.
+    """Positions (in ``tree``) of the innermost event of thread ``(pid, tid)`` containing
+    each time, -1 where none (:func:`kitlib.model.window.innermost`).
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.model.tree import innermost_at
-    >>> t = tiny_trace().host_events
-    >>> innermost_at(t, 1, 1, [0, 150, 399, 400, 1000])
+    >>> innermost_at(tiny_trace().host_events, 1, 1, [0, 150, 399, 400, 1000])
     array([ 0,  2,  1,  0, -1])
     """
     mine = np.flatnonzero((tree["pid"].to_numpy() == pid) & (tree["tid"].to_numpy() == tid))

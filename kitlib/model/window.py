@@ -1,33 +1,16 @@
 """The one window function: which interval (step, parent, label) contains time ``t``.
 
-The boundary rule
------------------
-kitlib's rule is **half-open, [start, end)**: an interval contains a time ``t`` when
-``start_ns <= t < end_ns``. It is the profiler's own rule for its event tree
-(``EventList._populate_cpu_children`` in ``torch/autograd/profiler_util.py``: an event
-that starts at or after an open event's end is not its child), and the rule of
-Perfetto's trace processor, whose ``interval_intersect`` treats every interval as
-``[ts, ts + dur)``. It follows that:
+kitlib's boundary rule is **half-open, [start, end)**: an interval contains ``t`` when
+``start_ns <= t < end_ns`` (the profiler's rule for its event tree, and Perfetto's). So a
+time at one interval's end and the next one's start belongs to the next one only; a
+zero-length interval contains no time; a zero-length event at its parent's end is not
+inside that parent. Every function names the rule in its signature (``closed="left"``);
+the one caller with another, ``memory_by_event``, passes ``closed="both"``.
+Sources: docs/SOURCES.md#boundary-rule
 
-- a time equal to one interval's end and the next one's start belongs to the next one
-  (a launch exactly at a step's end is counted in the following step, never in both);
-- a zero-length interval ``[s, s)`` contains no time at all (not even ``s``): a
-  zero-length operator has no children, and a zero-length step holds no event;
-- a zero-length *event* at time ``s`` is placed by its start, as any event: one at its
-  parent's end is not inside that parent (the profiler makes it a sibling).
-
-The signature names the rule (``closed="left"``), so that a caller that must follow a
-different rule says so where it calls. There is one such caller in kitlib:
-``memory_by_event`` uses ``closed="both"`` because the profiler's own
-``MemRecordsAcc.in_interval`` (``bisect_left`` of the start, ``bisect_right`` of the
-end) counts an allocator record at either end of an operator in that operator, and the
-"CUDA Mem" column kitlib rebuilds must match the profiler's.
-
-:func:`innermost` and :func:`containing` take plain arrays (any order) and return, for
-each time, the *position* (0…n-1 in the arrays given) of the chosen interval, or -1.
-The analyses ask their questions of tables, through two functions that answer in
-``Int64``, ``<NA>`` where no interval holds the time: :func:`step_of` (which step) and
-:func:`label_at` (which row of a table of ranges: a label, an operator, a frame).
+:func:`innermost` and :func:`containing` answer with positions into plain arrays (-1
+where none); :func:`step_of` and :func:`label_at` with ``Int64`` step numbers and row
+labels of tables (``<NA>`` where none).
 
 Examples
 --------
@@ -52,8 +35,7 @@ def _check(closed: str) -> None:
 
 
 def _previous_greater(e: np.ndarray) -> np.ndarray:
-    """For each position, the nearest earlier position whose value is strictly greater
-    (-1 where none): one pass with a stack."""
+    """For each position, the nearest earlier one with a strictly greater value (-1 if none)."""
     up = np.full(len(e), -1, dtype=np.int64)
     stack: list = []
     el = e.tolist()
@@ -67,22 +49,18 @@ def _previous_greater(e: np.ndarray) -> np.ndarray:
 
 
 def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
-    """For each time, the innermost interval containing it: of those that contain it,
-    the one that starts last (ties: the one that ends first), or -1 where none does.
-
-    On intervals that nest (the events of one thread) that is the innermost one; on
-    intervals that do not overlap (steps) it is the only one; on intervals that overlap
-    without nesting (labels of several threads) it is the one opened most recently.
+    """For each time, the innermost interval containing it: of those that contain it, the one
+    that starts last (ties: the one that ends first); -1 where none does.
 
     Parameters
     ----------
     start_ns, end_ns : array-like of int, length n
-        The intervals, in any order (ns).
+        The intervals (ns), any order.
     t_ns : array-like of int, length m
-        The times, in any order (ns).
+        The times (ns), any order.
     closed : {"left", "right", "both", "neither"}
-        Which ends belong to an interval. ``"left"``, kitlib's rule, is ``[start, end)``
-        (see the module's docstring); ``"both"`` is ``[start, end]``.
+        Which ends belong to an interval: ``"left"``, kitlib's rule, is ``[start, end)``;
+        ``"both"`` is ``[start, end]``. The same parameter in every function here.
 
     Returns
     -------
@@ -93,14 +71,6 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
     ------
     ValueError
         An unknown ``closed``, or arrays of different lengths.
-
-    Notes
-    -----
-    The intervals are sorted once by start, longest first; for each time a binary
-    search finds the last one starting at or before it. If that one has ended, every
-    interval between it and the nearest earlier one that ends later has ended too, so
-    the search hops to that one (the previous greater end, found for all intervals in
-    one pass), and so on: as many hops as the nesting is deep, all times at once.
 
     Examples
     --------
@@ -153,26 +123,8 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 
 
 def containing(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
-    """For each time, the interval containing it, for intervals that do not overlap
-    (the steps of a recording, the busy periods of a device), or -1 where none does.
-
-    The same search as :func:`innermost` (where intervals do overlap, the one that
-    starts last is chosen), named for the common case.
-
-    Parameters
-    ----------
-    start_ns, end_ns : array-like of int, length n
-        The intervals, any order (ns).
-    t_ns : array-like of int, length m
-        The times, any order (ns).
-    closed : {"left", "right", "both", "neither"}
-        ``"left"`` (kitlib's rule) is ``[start, end)``: a time at one step's end and the
-        next one's start is in the next step only.
-
-    Returns
-    -------
-    ndarray of int64, length m
-        Positions into the intervals, -1 outside them all.
+    """:func:`innermost` for intervals that do not overlap (steps, busy periods): for each
+    time, the position of the interval containing it, -1 outside them all.
 
     Examples
     --------
@@ -184,29 +136,14 @@ def containing(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 
 
 def count_in(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
-    """How many of the times fall in each interval (overlapping intervals each count
-    a time they share), by two binary searches per interval.
-
-    Parameters
-    ----------
-    start_ns, end_ns : array-like of int, length n
-        The intervals (ns).
-    t_ns : array-like of int
-        The times (ns), any order.
-    closed : {"left", "right", "both", "neither"}
-        ``"left"`` (kitlib's rule) is ``[start, end)``.
-
-    Returns
-    -------
-    ndarray of int64, length n
+    """How many of the times ``t_ns`` fall in each interval (int64 array of length n; a time
+    two intervals share counts in both); ``closed`` as in :func:`innermost`.
 
     Examples
     --------
     >>> from kitlib.model.window import count_in
     >>> count_in([0, 10], [10, 20], [0, 5, 10, 20])
     array([2, 1])
-    >>> count_in([0, 10], [10, 20], [0, 5, 10, 20], closed="both")
-    array([3, 2])
     """
     _check(closed)
     t = np.sort(np.asarray(t_ns, dtype=np.int64).reshape(-1))
@@ -218,15 +155,8 @@ def count_in(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 
 
 def bounds_in(start_ns, end_ns, sorted_t_ns, closed: str = "left"):
-    """``(lo, hi)`` per interval: the times ``sorted_t_ns[lo:hi]`` are those it
-    contains (the times sorted ascending). For sums over the times of each interval by
-    cumulative sums, as :func:`count_in` counts them.
-
-    Examples
-    --------
-    >>> from kitlib.model.window import bounds_in
-    >>> bounds_in([0, 10], [10, 20], [0, 5, 10, 20])
-    (array([0, 2]), array([2, 3]))
+    """``(lo, hi)`` per interval: ``sorted_t_ns[lo:hi]`` are the times it contains (for sums by
+    cumulative sums; ``closed`` as in :func:`innermost`).
     """
     _check(closed)
     t = np.asarray(sorted_t_ns, dtype=np.int64).reshape(-1)
@@ -247,23 +177,11 @@ def _int64_at(pos: np.ndarray, values) -> pd.arrays.IntegerArray:
 
 
 def step_of(times_ns, steps: pd.DataFrame, closed: str = "left") -> pd.arrays.IntegerArray:
-    """For each time, the number of the step that holds it, ``<NA>`` outside every step.
+    """For each time (ns), the number of the step that holds it, ``<NA>`` outside every step.
 
-    Parameters
-    ----------
-    times_ns : array-like of int, length m
-        Times (ns) on the recording's clock, any order.
-    steps : DataFrame
-        A step table (``Trace.steps``, ``NsysReport.steps``): ``step`` (the N, int),
-        ``start_ns``, ``end_ns`` (ns); steps do not overlap. An empty table puts every
-        time outside.
-    closed : {"left", "right", "both", "neither"}
-        ``"left"``, kitlib's rule, is ``[start_ns, end_ns)``: a time at one step's end
-        and the next one's start is in the next step only (see the module's docstring).
-
-    Returns
-    -------
-    pandas IntegerArray (Int64), length m
+    ``steps`` is a step table (``Trace.steps``, ``NsysReport.steps``: ``step``,
+    ``start_ns``, ``end_ns``); ``closed`` as in :func:`innermost`. Returns an ``Int64``
+    array of the times' length.
 
     Examples
     --------
@@ -280,27 +198,11 @@ def step_of(times_ns, steps: pd.DataFrame, closed: str = "left") -> pd.arrays.In
 
 
 def label_at(times_ns, ranges: pd.DataFrame, closed: str = "left") -> pd.arrays.IntegerArray:
-    """For each time, the row label of the innermost range that holds it, ``<NA>`` where
-    none does: which ``record_function`` label, which operator, which Python frame.
+    """For each time (ns), the row label of the innermost range holding it (:func:`innermost`),
+    ``<NA>`` where none does: which ``record_function`` label, operator or Python frame.
 
-    The innermost is the one :func:`innermost` picks: of the ranges holding the time,
-    the one that starts last (ties: the one that ends first); on the ranges of one
-    thread, which nest, the innermost one.
-
-    Parameters
-    ----------
-    times_ns : array-like of int, length m
-        Times (ns), any order.
-    ranges : DataFrame
-        ``start_ns``, ``end_ns`` (ns), with an integer index (a reader's row labels,
-        as ``Trace.ops`` has: ``ranges.loc[label]`` is the range).
-    closed : {"left", "right", "both", "neither"}
-        ``"left"``, kitlib's rule, is ``[start_ns, end_ns)``.
-
-    Returns
-    -------
-    pandas IntegerArray (Int64), length m
-        Labels from ``ranges.index``.
+    ``ranges`` has ``start_ns``, ``end_ns`` and an integer index (a reader's row labels);
+    ``closed`` as in :func:`innermost`. Returns an ``Int64`` array of labels.
 
     Examples
     --------

@@ -1,28 +1,11 @@
 """The capture bundle: one folder, one ``manifest.json``, the files a tool wrote.
 
-A bundle is how every recording travels through the kit, whether it was made a
-minute ago on the learner's GPU (``runs/…``) or shipped with the course
-(``data/reference/…``). Lessons read both the same way, through
-:func:`open_capture`.
-
-``manifest.json`` holds::
-
-    {
-      "format": "kitlib-bundle/1",
-      "kind": "torch_profiler" | "nsys" | "timing" | "memory_snapshot" | "ncu" | ...,
-      "name": "profiler_5step",
-      "origin": "recorded" | "live",
-      "created": "2026-11-29T...Z",
-      "recipe":   {...schedule, record_shapes, profile_memory, with_stack, with_flops...},
-      "workload": {...model, batch_size, channels_last, dataset, num_workers...},
-      "provenance": {"gpu": ..., "driver": ..., "cuda": ..., "cudnn": ..., "torch": ...,
-                     "torchvision": ..., "python": ..., "os": ..., "cpu_count": ..., "date": ...},
-      "notes": "free text",
-      "files": {"trace.json.gz": {"sha256": "...", "bytes": 1342993, "what": "..."}}
-    }
-
-Every file is checked against its sha256 when it is read, so a bundle that was
-edited or half-copied is reported, not silently analysed.
+Every recording travels through the kit as a bundle, live (``runs/…``) or shipped
+(``data/reference/…``), and lessons read both through :func:`open_capture`. The manifest
+holds ``format`` (``kitlib-bundle/1``), ``kind`` (``torch_profiler``, ``nsys``,
+``timing``, …), ``name``, ``origin`` (``recorded``/``live``), ``created``, ``recipe``,
+``workload``, ``provenance`` (:func:`software_provenance`), ``notes`` and ``files``
+(``{name: {sha256, bytes, what}}``); every file is checked against its sha256 when read.
 """
 from __future__ import annotations
 
@@ -45,26 +28,18 @@ MANIFEST = "manifest.json"
 
 
 def software_provenance(import_torch: bool = True) -> dict:
-    """What this Python process runs on: Python, OS, CPU count and, where importable,
-    torch, torchvision, CUDA, cuDNN, the GPU's name and the driver version.
+    """What this Python process runs on: Python, OS, CPU count and, where importable, torch,
+    torchvision, CUDA, cuDNN, the GPU and the driver (from ``nvidia-smi``).
 
-    Parameters
-    ----------
-    import_torch : bool
-        Ask torch itself (``torch.cuda``, ``torch.backends.cudnn``), importing it — what
-        a capture's manifest records. False, in a process that has not imported torch
-        yet, reads the same facts without the seconds that import takes (a replay
-        lesson never needs torch): the versions from the installed packages' own
-        ``version.py`` files, cuDNN from the ``nvidia-cudnn`` wheel (when torch uses
-        one), the GPU, its memory, compute capability and driver from ``nvidia-smi``.
+    ``import_torch=False`` (torch not imported yet) reads the same facts without importing
+    it: the packages' ``version.py``, the ``nvidia-cudnn`` wheel, ``nvidia-smi``.
 
     Returns
     -------
     dict
-        Keys ``python, os, cpu_count, date`` always; ``torch, torchvision, cuda,
-        cudnn, gpu, gpu_count, gpu_memory_bytes, compute_capability, driver`` when
-        known (``None`` otherwise). The driver version comes from ``nvidia-smi`` when
-        it is on the PATH. Without torch, ``probe`` says where the facts came from.
+        ``python, os, cpu_count, date`` always; ``torch, torchvision, cuda, cudnn, gpu,
+        gpu_count, gpu_memory_bytes, compute_capability, driver`` (``None`` when unknown);
+        without torch, ``probe`` says where the facts came from.
     """
     info: dict[str, Any] = {
         "python": platform.python_version(),
@@ -91,7 +66,7 @@ def software_provenance(import_torch: bool = True) -> dict:
             info.update(gpu=p.name, gpu_count=torch.cuda.device_count(),
                         gpu_memory_bytes=int(p.total_memory),
                         compute_capability=f"{p.major}.{p.minor}")
-            info["driver"] = _nvidia_smi_driver()
+            info["driver"] = (nvidia_smi_query("driver_version") or [[None]])[0][0]
     except ImportError:
         pass
     try:
@@ -102,14 +77,9 @@ def software_provenance(import_torch: bool = True) -> dict:
 
 
 def import_torchvision():
-    """``import torchvision``, with a one-line :class:`~kitlib.errors.KitError` when it does
-    not belong with the installed torch.
-
-    A torchvision built for another torch fails inside its own import with
-    ``RuntimeError: operator torchvision::nms does not exist`` (or an undefined symbol in
-    its C++ extension): pip installs the pair separately, e.g. torch from PyTorch's CPU index
-    and torchvision from PyPI. The error names both versions, the torch that torchvision
-    was built for (its package metadata, ``Requires-Dist: torch==…``) and the fix.
+    """``import torchvision``, with a one-line :class:`~kitlib.errors.KitError` naming both
+    versions, the torch it was built for and the fix when it does not belong with the
+    installed torch (``operator torchvision::nms does not exist``).
 
     Raises
     ------
@@ -216,19 +186,6 @@ def nvidia_smi_query(fields: str) -> list:
     except Exception:
         return []
     return [[x.strip() for x in line.split(",")] for line in out.splitlines() if line.strip()]
-
-
-def _nvidia_smi_driver():
-    import shutil
-    import subprocess
-    if not shutil.which("nvidia-smi"):
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20).stdout.strip()
-        return out.splitlines()[0] if out else None
-    except Exception:
-        return None
 
 
 def write_bundle(folder, *, kind: str, name: str, files: dict, recipe: dict | None = None,
@@ -461,15 +418,10 @@ class Capture:
 
     @property
     def whose(self) -> str:
-        """Whose recording this is, in a few words: ``"kit's H200 reference"`` (a
-        recording shipped with the kit: found in the kit's reference folder *and*
-        ``origin == "recorded"``, which the kit's maintainers set on each one; the GPU
-        named from the manifest), ``"your own recording"`` (from ``$KITLIB_REPLAY_DIR``),
-        ``"live capture"`` (``origin == "live"``, made by kitlib on this or another
-        machine) or ``"recording"``. A run written into the kit's reference folder
-        (``profile --out data/reference/x``) is a ``"live capture (CPU) in the kit's
-        reference folder, not a kit reference"``: labelled by what it is, not by where it
-        lies (issue 41: it was listed as the kit's CPU reference).
+        """Whose recording this is: ``"kit's H200 reference"`` (in the kit's reference folder and
+        ``origin == "recorded"``), ``"your own recording (…)"`` (``$KITLIB_REPLAY_DIR``), ``"kit's
+        … clinic case"``, ``"live capture (…)"`` or ``"recording (…)"``; a live run written into
+        the reference folder says so (``"… in the kit's reference folder, not a kit reference"``).
         """
         gpu = _short_gpu(self.provenance.get("gpu"))
         if self.found_in == "kit":
@@ -530,29 +482,19 @@ def is_recording_name(path) -> bool:
 
 
 def find_recording(name: str) -> tuple[Path, str]:
-    """Where the recording called ``name`` is read from: the one lookup rule of the kit.
-
-    A bundle folder called ``name`` in ``$KITLIB_REPLAY_DIR`` (the learner's own
-    recordings, e.g. made with ``python -m kitlib record-course`` on a course GPU) wins;
-    otherwise the kit's reference recording of that name (:func:`reference_dir`). The
-    working directory is never searched: a folder there that happens to share a
-    recording's name (``ncu/``) is not a recording.
-
-    Parameters
-    ----------
-    name : str
-        A recording's name, e.g. ``"profiler_5step"`` (see :func:`list_references`).
+    """Where the recording ``name`` is read from: a bundle of that name in
+    ``$KITLIB_REPLAY_DIR`` (the learner's own) wins, else the kit's (:func:`reference_dir`);
+    never the working directory.
 
     Returns
     -------
     (pathlib.Path, str)
-        The bundle folder, and ``"own"`` (from ``$KITLIB_REPLAY_DIR``) or ``"kit"``.
+        The bundle folder, and ``"own"`` or ``"kit"``.
 
     Raises
     ------
     BundleError
-        Neither place holds a bundle (a folder with ``manifest.json``) of that name;
-        the message names both places and the known recordings.
+        Neither place holds it; the message names both places and the known recordings.
     """
     own = setting(REPLAY_DIR_ENV)
     if own and (Path(own).expanduser() / name / MANIFEST).is_file():
@@ -771,38 +713,27 @@ def folder_label(folder) -> str:
 
 
 def reference_dir() -> Path:
-    """The folder holding the kit's reference recordings.
-
-    ``$KITLIB_REFERENCE`` when set; else ``data/reference`` of the checkout kitlib runs
-    from; else, for an installed (non-editable) kitlib, the copy shipped inside the
-    package (``kitlib/reference_data``, put there by the wheel build: see
-    ``pyproject.toml``). The folder may not exist (:func:`find_recording` then says what
-    to do).
+    """The folder of the kit's reference recordings: ``$KITLIB_REFERENCE``, else the checkout's
+    ``data/reference``, else the copy inside an installed package (``kitlib/reference_data``).
     """
     env = setting("KITLIB_REFERENCE")
-    if env:
-        return Path(env)
-    here = Path(__file__).resolve().parents[1]                       # kitlib/
-    checkout = here.parent / "data" / "reference"
-    if checkout.is_dir():
-        return checkout
-    return here / "reference_data"
+    return Path(env) if env else _data_dir("reference")
 
 
 def clinic_dir() -> Path:
-    """The folder of the kit's clinic recordings (lesson 13; :mod:`kitlib.capture.clinic`
-    records them): ``clinic`` beside ``$KITLIB_REFERENCE`` when that is set; else
-    ``data/clinic`` of the checkout kitlib runs from; else, for an installed
-    (non-editable) kitlib, the copy shipped inside the package (``kitlib/clinic_data``,
-    see ``pyproject.toml``).
+    """The folder of the kit's clinic recordings: ``clinic`` beside ``$KITLIB_REFERENCE``, else the
+    checkout's ``data/clinic``, else the copy inside an installed package (``kitlib/clinic_data``).
     """
     if setting("KITLIB_REFERENCE"):
         return reference_dir().parent / "clinic"
+    return _data_dir("clinic")
+
+
+def _data_dir(name: str) -> Path:
+    """``data/<name>`` of the checkout kitlib runs from, else ``kitlib/<name>_data``."""
     here = Path(__file__).resolve().parents[1]                       # kitlib/
-    checkout = here.parent / "data" / "clinic"
-    if checkout.is_dir():
-        return checkout
-    return here / "clinic_data"
+    checkout = here.parent / "data" / name
+    return checkout if checkout.is_dir() else here / f"{name}_data"
 
 
 def list_references() -> list[str]:

@@ -1,44 +1,15 @@
 """Nsight Systems SQLite export → pandas tables, and the ``nsys stats`` reports.
 
-``nsys export --type sqlite report.nsys-rep`` writes one SQLite database per
-recording. Its schema is documented by NVIDIA ("Nsight Systems User Guide →
-Exporter → SQLite Schema Reference"; every table also carries its own column
-comments, see ``sqlite3 report.sqlite .schema``). The facts this module relies on:
-
-- Strings are stored once, in ``StringIds(id, value)``; other tables point at
-  them (kernel ``demangledName`` / ``shortName``, API ``nameId``, NVTX ``textId``).
-- A thread is a *serialized global id*: ``globalTid`` packs the process id in
-  bits 24-47 and the thread id in bits 0-23, so ``pid = (globalTid >> 24) &
-  0xFFFFFF`` and ``tid = globalTid & 0xFFFFFF``. GPU activity carries
-  ``globalPid`` (the same number with the thread bits zero). Checked against
-  ``PROCESSES.pid`` and ``ThreadNames`` in the reference recording.
-- Times are integer nanoseconds on the session's own clock (``start``, ``end``).
-- A GPU operation (``CUPTI_ACTIVITY_KIND_KERNEL`` / ``_MEMCPY`` / ``_MEMSET``)
-  and the CUDA API call that launched it (``CUPTI_ACTIVITY_KIND_RUNTIME``, which
-  holds runtime *and* driver calls, told apart by ``eventClass``) share a
-  ``correlationId`` within one process.
-- Tables are written lazily: a recording without NVTX has no ``NVTX_EVENTS``
-  table at all, and columns come and go between schema versions.
-
-What comes in is checked at this boundary, so no analysis meets a bad value:
-
-- a value of the wrong type (text, a blob or a fraction where Nsight writes an
-  integer id or time), a required column that is absent, or an empty ``StringIds``
-  table that events point into, is refused with an :class:`~kitlib.errors.NsysFormatError`
-  naming the table, the column and the first row;
-- a row that cannot be placed in time (a NULL ``start``/``end``/``globalTid``/
-  ``correlationId``, ``end < start``, a time beyond +/-2**62 ns or a duration over
-  2**50 ns, about 13 days) is left out of its table, and a name that cannot be
-  read (NULL or dangling string id) is replaced by a bracketed placeholder; each
-  such defect is counted in :attr:`NsysReport.defects` and announced with a
-  :class:`~kitlib.errors.KitDataWarning`.
-
-:func:`load_nsys` turns the export into an :class:`NsysReport` whose tables use
-the same column names as :mod:`kitlib.readers.trace` where the meaning is the same
-(``name, pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream``).
-:func:`nvtx_gpu_projection` projects NVTX ranges onto the GPU, and
-:func:`nsys_stats` reproduces the ``nsys stats --format csv`` reports the course
-reads, from those tables.
+:func:`load_nsys` turns an ``nsys export --type sqlite`` file into an :class:`NsysReport`
+whose tables use :mod:`kitlib.readers.trace`'s column names where the meaning is the same
+(``name, pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream``; times integer
+ns on the session's clock). What comes in is checked here: a value of the wrong type, an
+absent required column or an empty ``StringIds`` that events point into raises
+:class:`~kitlib.errors.NsysFormatError`; a row that cannot be placed in time is left out
+and a name that cannot be read replaced, each counted in :attr:`NsysReport.defects`
+with a :class:`~kitlib.errors.KitDataWarning`. :func:`nsys_stats` reproduces the
+``nsys stats --format csv`` reports the course reads.
+Sources: docs/SOURCES.md#nsys-export
 """
 from __future__ import annotations
 
@@ -95,25 +66,10 @@ _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
 def decode_global_tid(global_tid):
-    """Split Nsight's serialized ``globalTid`` / ``globalPid`` into ``(pid, tid)``.
-
-    Parameters
-    ----------
-    global_tid : int, numpy array or pandas Series
-        The serialized id (``globalTid`` of a CPU event, ``globalPid`` of a GPU
-        event, whose thread bits are zero).
-
-    Returns
-    -------
-    (pid, tid)
-        Same type as the input: ``pid = (id >> 24) & 0xFFFFFF``,
-        ``tid = id & 0xFFFFFF``. The bits above 48 (the VM id) are dropped.
-
-    Notes
-    -----
-    Layout from the Nsight Systems SQLite schema reference; it reproduces
-    ``PROCESSES.pid`` for every process of the reference recording, and the
-    main thread of a process has ``tid == pid``.
+    """Split Nsight's serialized ``globalTid`` / ``globalPid`` (int, array or Series) into
+    ``(pid, tid)`` of the same type: ``pid = (id >> 24) & 0xFFFFFF``, ``tid = id & 0xFFFFFF``
+    (the VM id above bit 48 dropped).
+    Sources: docs/SOURCES.md#nsys-export
     """
     if isinstance(global_tid, pd.Series):
         g = global_tid.astype("Int64")
@@ -129,62 +85,41 @@ def load_nsys(path) -> NsysReport:
     Parameters
     ----------
     path : str, os.PathLike or kitlib.readers.bundle.Capture
-        The ``.sqlite`` export, or an opened ``nsys`` capture bundle (a
-        :class:`~kitlib.readers.bundle.Capture`), whose ``report.sqlite`` is then
-        checked against the manifest's sha256 first; a Capture's report is read once
-        (``Capture.nsys``) and the same report returned on every call. A bundle *folder* is opened
-        through the bundle layer: ``kitlib.open_capture(folder).nsys``.
+        The ``.sqlite`` export, or an opened ``nsys`` bundle (its ``report.sqlite`` checked
+        against the manifest's sha256, read once: ``Capture.nsys``). A bundle *folder*:
+        ``kitlib.open_capture(folder).nsys``.
 
     Returns
     -------
     NsysReport
-        Tables described in :class:`NsysReport`.
+        Tables described in :class:`NsysReport`; columns a schema version lacks are <NA>.
 
     Raises
     ------
     KitFileError
-        The file does not exist or is a folder (a bundle folder is named as one).
+        The file does not exist or is a folder.
     NsysFormatError
-        The file is empty, is not an SQLite database (e.g. a ``.nsys-rep`` that
-        was not exported, or a text file), is an SQLite database that is not an
-        Nsight Systems export, or is truncated/corrupt; or a table kitlib reads
-        lacks a column it needs (``table X, column 'c': absent``), holds text, a
-        blob or a fraction in an integer column (named, with the first row), or
-        ``StringIds`` is empty while events point into it.
+        Empty, not SQLite (an unexported ``.nsys-rep``), not an Nsight export, truncated or
+        corrupt; a column kitlib needs absent, text/blob/fraction in an integer column
+        (named, with the first row), or ``StringIds`` empty while events point into it.
+    BundleError
+        A bundle whose ``report.sqlite`` is missing or differs from its manifest.
 
     Warns
     -----
     KitDataWarning
-        Rows that cannot be placed in time (a NULL start/end/thread/correlation
-        id, end before start, an impossible time or duration) were left out, or
-        names that cannot be read were replaced by placeholders; each is counted
-        in :attr:`NsysReport.defects`.
-    BundleError
-        A bundle whose ``report.sqlite`` is missing or differs from its manifest.
-
-    Notes
-    -----
-    Table and column names follow the Nsight Systems SQLite schema reference
-    (Nsight Systems User Guide, "SQLite Schema Reference"). Columns that older
-    or newer schema versions lack come out as <NA>.
+        Rows left out (no place in time) or names replaced; counted in :attr:`NsysReport.defects`.
 
     Examples
     --------
-    A reference recording's export (a bundle's ``report.sqlite``, checked against its manifest):
-
     >>> from kitlib.readers.bundle import open_capture
     >>> from kitlib.readers.nsys import load_nsys
-    >>> report = load_nsys(open_capture("nsys_8step"))
-    >>> print(report.describe())
+    >>> print(load_nsys(open_capture("nsys_8step")).describe())
     report.sqlite (Nsight Systems 2025.3.2.0, 1 GPU(s): NVIDIA H200)
       kernels 4340, API calls 12084, memcpy 541, memset 1612
       NVTX ranges 40, OS runtime calls 2392, threads 289
       absent tables: none
       defects read around: none
-    >>> report.steps[["step", "name", "dur_ns"]].head(2)
-       step        name      dur_ns
-    0     0  torch_step  2656480289
-    1     1  torch_step    52518179
     """
     if hasattr(path, "manifest") and hasattr(path, "file") and hasattr(path, "nsys"):
         return path.nsys              # a Capture: its report, read (and its sha256 checked) once
@@ -276,9 +211,7 @@ def _missing_column(table, column, why=None):
                           f"{why} (a renamed column, or an export schema kitlib does not know)")
 
 
-# Columns without which a table's rows cannot be placed in time, linked or named: an
-# export that lacks them (a renamed column, an unknown schema) is refused, not read
-# half-empty.
+# Columns without which rows cannot be placed, linked or named: refused when absent.
 _REQUIRED = {
     "CUPTI_ACTIVITY_KIND_KERNEL": ("start", "end", "correlationId"),
     "CUPTI_ACTIVITY_KIND_RUNTIME": ("start", "end", "correlationId", "globalTid", "nameId"),
@@ -294,9 +227,7 @@ _REQUIRED = {
 # Columns that hold text; every other column kitlib reads must hold integers (or NULL).
 _TEXT_COLUMNS = {"text", "name", "chipName", "busLocation", "uuid"}
 
-# Times farther than this from 0 are not timestamps (2**62 ns is 146 years), and no
-# recording has an event longer than _MAX_DUR_NS (2**50 ns, about 13 days): beyond
-# either, sums over a table would overflow int64.
+# Beyond these (146 years, 13 days) a value is no time, and sums would overflow int64.
 _MAX_ABS_TIME_NS = 1 << 62
 _MAX_DUR_NS = 1 << 50
 
@@ -344,10 +275,9 @@ def _check_types(ctx: _Context, table: str, columns) -> None:
 
 
 def _select(ctx: _Context, table, want: dict, where: str = "") -> pd.DataFrame:
-    """``SELECT`` the columns of ``want`` (``{source name: our name}``) that
-    ``table`` has; the others come back as <NA>, so no caller meets a KeyError.
-    A column of :data:`_REQUIRED` that is absent, or an integer column holding
-    something else, raises ``_SchemaProblem``."""
+    """``SELECT`` the columns of ``want`` (``{source name: our name}``) that ``table`` has,
+    the others <NA>; an absent :data:`_REQUIRED` column or a bad integer column raises ``_SchemaProblem``.
+    """
     have = _columns(ctx.con, table) | {"rowid"}
     for c in _REQUIRED.get(table, ()):
         if c not in have:
@@ -381,12 +311,10 @@ def _ints(df: pd.DataFrame, *cols) -> pd.DataFrame:
 
 def _placed(ctx: _Context, df: pd.DataFrame, attr: str, source: str,
             required: dict, open_end: bool = False) -> pd.DataFrame:
-    """Leave out (and note in ``ctx``) the rows that cannot be placed in time or
-    linked: a NULL in a ``required`` column (``{our name: source column}``),
-    ``end < start``, a time beyond +/-2**62 ns or a duration over 2**50 ns. With
-    ``open_end``, a NULL ``end_ns`` is allowed (an NVTX range never closed).
-    Returns the kept rows with ``start_ns``/``end_ns``/``dur_ns`` and the
-    required columns as int64 (``end_ns``/``dur_ns`` Int64 when ``open_end``)."""
+    """The rows that can be placed in time and linked (others left out, noted in ``ctx``):
+    no NULL in ``required``, ``end >= start``, |time| ≤ 2**62 ns, duration ≤ 2**50 ns; with
+    ``open_end`` a NULL ``end_ns`` is kept (Int64 ``end_ns``/``dur_ns``).
+    """
     df = _ints(df, "start_ns", "end_ns", *required)
     keep = pd.Series(True, index=df.index)
     cols = {"start_ns": "start", **({} if open_end else {"end_ns": "end"}), **required}
@@ -423,9 +351,9 @@ def _threads_of(df: pd.DataFrame) -> pd.DataFrame:
 
 def _names(ctx: _Context, df: pd.DataFrame, id_col: str, attr: str, source: str,
            column: str) -> pd.Series:
-    """Map the string ids in ``df[id_col]`` to text; a NULL id or one missing from
-    ``StringIds`` gets a bracketed placeholder (never <NA>, which every group-by
-    would drop) and is noted."""
+    """The text of the string ids in ``df[id_col]``; a NULL or dangling id gets a noted,
+    bracketed placeholder (never <NA>, which a group-by would drop).
+    """
     ids = df[id_col]
     out = pd.Series(ids.map(ctx.strings), index=df.index, dtype=object)
     null = ids.isna()
@@ -438,8 +366,7 @@ def _names(ctx: _Context, df: pd.DataFrame, id_col: str, attr: str, source: str,
     return out
 
 
-# Columns that hold text (or tuples) in every table; of the others, these are int64
-# even in an empty table, and the rest nullable Int64.
+# Text (or tuple) columns; of the others these are int64 even when empty, the rest Int64.
 _OBJECT = {"name", "short_name", "raw_name", "api", "copy_kind", "src_kind", "dst_kind",
            "domain", "style", "process", "chip", "bus", "uuid", "compute_capability",
            "grid", "block"}
@@ -488,8 +415,7 @@ def _read_strings(path: Path, con, tables) -> dict:
             for i, v in con.execute('SELECT id, value FROM "StringIds"') if v is not None}
 
 
-# (table, column) of the string ids that events point at, to tell an empty StringIds
-# from an export that simply has no named events.
+# The string ids events point at: an empty StringIds is refused only if one is used.
 _NAME_REFERENCES = [("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
                     ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"), ("OSRT_API", "nameId"),
                     ("NVTX_EVENTS", "textId"), ("ThreadNames", "nameId")]
@@ -571,8 +497,7 @@ def _read_launches(ctx) -> pd.DataFrame:
     want = {"rowid": "_rowid", "start": "start_ns", "end": "end_ns", "globalTid": "global_tid",
             "correlationId": "correlation", "nameId": "name_id", "eventClass": "event_class",
             "returnValue": "return_value"}
-    # Runtime and driver calls share the RUNTIME table; a separate DRIVER table,
-    # should an export have one, is read too.
+    # runtime and driver calls share RUNTIME; a separate DRIVER table is read too
     parts = []
     for t in ("CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_ACTIVITY_KIND_DRIVER"):
         if t in ctx.tables:
@@ -655,8 +580,7 @@ def _nvtx_events(ctx, event_type: int, attr: str) -> pd.DataFrame:
     df["event_type"] = _as_int(df["event_type"])
     name = pd.Series(df["text_id"].map(ctx.strings), index=df.index, dtype=object)
     df["name"] = name.fillna(pd.Series(df["text"], index=df.index, dtype=object)).fillna("")
-    # A domain is named by its domain-create event, per process; domain 0 (the
-    # default domain) has no name, so its ranges are reported as ":text".
+    # a domain is named by its domain-create event, per process; domain 0 has none (":text")
     dom = df[(df["event_type"] == NVTX_DOMAIN_CREATE) & df["global_tid"].notna()]
     dom_pid = decode_global_tid(dom["global_tid"])[0]
     domains = dict(zip(zip(dom_pid, dom["domain_id"]), dom["name"]))
@@ -694,8 +618,7 @@ def _read_marks(ctx) -> pd.DataFrame:
 
 def _read_osrt(ctx) -> pd.DataFrame:
     source = "OSRT_API"
-    # eventClass 31 and 32 mark where OS runtime tracing started and finished
-    # (ENUM_NSYS_EVENT_CLASS): they are not calls, and nsys stats skips them.
+    # eventClass 31/32 mark where OS runtime tracing started and stopped: not calls
     where = "WHERE eventClass IS NULL OR eventClass NOT IN (31, 32)" \
         if "eventClass" in _columns(ctx.con, source) else ""
     df = _select(ctx, source, {"rowid": "_rowid", "start": "start_ns", "end": "end_ns",
@@ -749,10 +672,9 @@ _READERS = {"kernels": _read_kernels, "launches": _read_launches, "copies": _rea
 
 # --------------------------------------------------------------------------- nsys stats
 def _summary(values: pd.Series, keys: dict) -> pd.DataFrame:
-    """Per group: total, count, mean, median (mean of the two middle values
-    for an even count), min, max and sample standard deviation (n - 1; 0 for a
-    single value), as ``nsys stats`` computes them. Largest total first, ties
-    in key order. ``keys`` is ``{output column: Series}``."""
+    """Per group (``keys``: ``{output column: Series}``), as ``nsys stats``: total, count,
+    mean, median, min, max, sample std (0 for one value); largest total first.
+    """
     g = values.astype("float64").groupby([k.rename(c) for c, k in keys.items()])
     s = pd.DataFrame({"total": g.sum(), "count": g.size(), "avg": g.mean(), "med": g.median(),
                       "min": g.min(), "max": g.max(), "std": g.std(ddof=1).fillna(0.0)})

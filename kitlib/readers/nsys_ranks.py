@@ -1,32 +1,12 @@
 """Several Nsight Systems exports as the ranks of one distributed run, on one clock.
 
-Under ``torchrun`` each rank runs under its own ``nsys`` and writes its own report
-(:func:`kitlib.capture.nsys_recipes.torchrun_profile_command`: ``report_%q{RANK}``).
-:func:`load_nsys_ranks` reads each export with :func:`kitlib.readers.nsys.load_nsys`,
-says which rank it is, and places every report on one clock.
-
-Which rank: the ``RANK`` the process was started with, from the export's
-``META_DATA_CAPTURE`` (its ``PROCESS_<n>:ENVIRONMENT_VARIABLE`` rows hold the
-launched process's environment, ``RANK="1"``; torchrun sets ``RANK`` in every process
-it starts); when no export records it, the number the file name ends with (what
-``%q{RANK}`` wrote: ``report_1.sqlite``).
-
-Clocks: each export's times are nanoseconds on that ``nsys`` session's own clock,
-whose zero is the session's start; ``TARGET_INFO_SESSION_START_TIME.utcEpochNs`` is
-the UTC time (ns since the Unix epoch) of that start, read from the host's system
-clock (SQLite schema reference: "UTC Epoch timestamp at start of the capture").
-The kit puts rank ``r``'s time ``t`` at ``t + offset_ns[r]`` with ``offset_ns[r] =
-utcEpochNs[r] - min(utcEpochNs)``: nanoseconds since the earliest session's start.
-Ranks on one host share its system clock, so the offsets are as good as each
-session's reading of it at its start; ranks on different hosts also carry the
-difference between the hosts' clocks (NTP: often within a millisecond). Check the
-alignment as lesson 12 does for torch.profiler traces: a blocking collective ends
-within microseconds on every rank, so its ends, aligned, must agree.
-
-Sources: Nsight Systems User Guide ("CLI profile command switch options", ``-o``
-with ``%q{ENV}``; "SQLite Schema Reference": ``TARGET_INFO_SESSION_START_TIME``,
-``META_DATA_CAPTURE``, ``ANALYSIS_DETAILS``); PyTorch docs, "torchrun (Elastic
-Launch)" (the ``RANK`` variable).
+:func:`load_nsys_ranks` reads each rank's export (``report_%q{RANK}`` under torchrun),
+names its rank by the ``RANK`` in its recorded process environment
+(``META_DATA_CAPTURE``), else by the number its file name ends with, and puts rank
+``r``'s time ``t`` at ``t + offset_ns[r]``, ``offset_ns[r] = utcEpochNs[r] -
+min(utcEpochNs)`` (``TARGET_INFO_SESSION_START_TIME``): ns since the earliest session's
+start. Ranks on different hosts also carry their clocks' difference.
+Sources: docs/SOURCES.md#nsys-ranks
 """
 from __future__ import annotations
 
@@ -78,19 +58,9 @@ class NsysRanks:
         return sorted(self.reports)
 
     def table(self, name: str) -> pd.DataFrame:
-        """One table of every rank's report, stacked, on one clock.
-
-        Parameters
-        ----------
-        name : str
-            One of :data:`TABLES` (columns as in :class:`kitlib.model.nsys.NsysReport`).
-
-        Returns
-        -------
-        DataFrame
-            ``rank`` first, then the report's columns; ``start_ns`` and ``end_ns``
-            are ns since the earliest rank's session start (each rank's own times
-            plus its ``offset_ns``); ``dur_ns`` unchanged.
+        """One table of every rank's report (one of :data:`TABLES`), stacked, on one clock:
+        ``rank`` first, then the report's columns, ``start_ns``/``end_ns`` in ns since the
+        earliest session start (own times plus ``offset_ns``), ``dur_ns`` unchanged.
 
         Raises
         ------
@@ -148,17 +118,9 @@ def _capture_facts(path: Path) -> dict:
 
 
 def load_nsys_ranks(sources, partial: bool = False) -> NsysRanks:
-    """Read several Nsight Systems SQLite exports as the ranks of one run.
-
-    Parameters
-    ----------
-    sources : list of paths, or a folder
-        The exports (``nsys export --type sqlite`` of each rank's report), or a
-        folder whose ``*.sqlite`` files are read.
-    partial : bool
-        ``True``: the exports are a sample of a larger run's ranks. Default ``False``:
-        where the exports' environment records ``WORLD_SIZE`` (torchrun sets it), every
-        rank of it must be there.
+    """Read several Nsight Systems SQLite exports (a list, or a folder's ``*.sqlite``) as the
+    ranks of one run; ``partial=True`` when they are a sample of a larger run's ranks (else
+    every rank of a recorded ``WORLD_SIZE`` must be there).
 
     Returns
     -------
@@ -168,14 +130,10 @@ def load_nsys_ranks(sources, partial: bool = False) -> NsysRanks:
     Raises
     ------
     KitFileError
-        No exports; a file that is not an Nsight export (from
-        :func:`kitlib.readers.nsys.load_nsys`); an export whose rank is neither in
-        its recorded environment (``RANK``) nor at the end of its file name; two
-        exports of one rank (both named); an export without
-        ``TARGET_INFO_SESSION_START_TIME`` (it cannot be placed on the others'
-        clock); exports whose sessions do not overlap in time (not one run), or whose
-        ``WORLD_SIZE`` differ; without ``partial``, ranks of the recorded ``WORLD_SIZE``
-        missing (named).
+        No exports; a file that is not an Nsight export; a rank found neither in ``RANK`` nor
+        in the file name; two exports of one rank; no ``TARGET_INFO_SESSION_START_TIME``;
+        sessions that do not overlap or differ in ``WORLD_SIZE``; without ``partial``,
+        missing ranks (named).
     """
     if isinstance(sources, (str, Path)):
         folder = Path(sources)

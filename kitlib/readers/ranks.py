@@ -1,26 +1,10 @@
 """Read the traces of one distributed run, one per rank, into one object.
 
-Under ``torch.distributed`` every process (rank) writes its own torch.profiler
-trace. When a process group is initialised, the profiler puts a
-``distributedInfo`` object at the top of the trace: ``rank``, ``world_size``,
-``backend`` (``nccl``, ``gloo``, ...) and, in newer releases, ``pg_count`` and
-``pg_config`` (the process groups and their ranks). :func:`load_traces` reads
-each trace with :func:`kitlib.load_trace` and uses that object — never the file
-name — to say which rank a trace is.
-
-Clocks: the ``ts`` of each trace come from its own host's clock (Kineto writes
-system-clock time, in PyTorch ≥ 2 as ``baseTimeNanoseconds`` + ``ts``). Ranks on
-one host therefore share a clock and their times can be compared as they are;
-ranks on different hosts are only as aligned as those hosts' clocks (NTP: often
-within a millisecond, sometimes worse). Neither this module nor the analyses
-shift any trace or estimate offsets between hosts: figures that compare ranks on
-different hosts carry those hosts' clock difference (see the notes of
-:mod:`kitlib.analyses.collectives`).
-
-Sources: PyTorch ``torch/profiler/profiler.py`` (``_get_distributed_info``, which
-writes ``distributedInfo``); the kit's multi-rank bundles
-(:func:`kitlib.capture.distributed.capture_ranks`): ``manifest.json`` with a
-``distributed`` entry and ``rank{r}/trace.json.gz``.
+:func:`load_traces` reads each rank's torch.profiler trace and names its rank by the
+trace's ``distributedInfo`` (``rank``, ``world_size``, ``backend``), never by the file
+name. Times stay on each host's own clock: ranks on different hosts carry those hosts'
+clock difference; nothing here shifts a trace.
+Sources: docs/SOURCES.md#rank-traces
 """
 from __future__ import annotations
 
@@ -76,60 +60,34 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
     Parameters
     ----------
     source : str, os.PathLike or list of them
-        A folder, or the trace files themselves. A folder with a kit
-        ``manifest.json`` (a bundle written under ``torchrun`` by
-        ``python -m kitlib profile``) gives the traces its manifest lists, each
-        checked against its sha256; any other folder gives every ``*.json`` and
-        ``*.json.gz`` file under it (recursively, except the kit's side files such
-        as ``step_times.json``). A name such as ``"ranks_straggler"`` is looked up
-        in the kit's ``data/reference``.
+        A folder, or the trace files. A kit bundle folder gives the traces its manifest
+        lists (sha256-checked); any other folder every ``*.json``/``*.json.gz`` under it
+        (but the kit's side files). A name such as ``"ranks_straggler"`` is a kit recording.
     progress : bool, optional
-        Progress bars: for large traces (see :func:`kitlib.load_trace`), and, when
-        several traces are read in worker processes, one bar over the traces
-        (shown from :data:`PROGRESS_MIN_FILES` traces on, or when ``True``).
+        Progress bars (see :func:`kitlib.load_trace`; one over the traces from
+        :data:`PROGRESS_MIN_FILES` traces on).
     workers : int, optional
-        How many worker processes parse the traces (``concurrent.futures``'
-        ``ProcessPoolExecutor``). Default (:func:`default_workers`): one per CPU
-        core, at most one per trace that needs parsing, none below
-        :data:`PARALLEL_MIN_FILES` such traces; traces already in the trace cache are read in this
-        process (an Arrow read is faster than starting a worker). ``1`` reads every
-        trace here, one after another. A worker parses one trace and sends its
-        tables back (pickled); with the trace cache on it also writes the trace's
-        entry, in a background thread that runs while it parses the next one (so a
-        worker holds the trace it parses and, briefly, the one it is still writing),
-        and the next ``load_traces`` of these files reads them all from the cache
-        here, with no pool.
+        Worker processes that parse traces not yet in the trace cache (default
+        :func:`default_workers`; ``1``: all in this process).
     partial : bool
-        ``True``: the traces are a sample of a larger run's ranks (as HTA's public
-        pair, ranks 0 and 1 of 128) and load without the others. Default ``False``:
-        every rank of the traces' world size must be there.
+        ``True``: the traces are a sample of a larger run's ranks. Default ``False``: every
+        rank of the world size must be there.
 
     Returns
     -------
     RankTraces
-        ``traces`` by rank and ``info`` (one row per rank). The rank is
-        ``distributedInfo.rank`` of each trace, not the file name.
+        ``traces`` by rank (``distributedInfo.rank``) and ``info``. A single trace without
+        ``distributedInfo`` is rank 0 of an unknown world size.
 
     Raises
     ------
     KitFileError
-        The folder does not exist or holds no trace; a file cannot be read as a
-        trace (the reader's error, naming it); with more than one trace: a trace
-        without ``distributedInfo`` (named); two traces claiming the same rank (both
-        named); traces of different runs: different ``world_size``, ``backend`` or
-        process groups (``pg_config``), a rank outside ``0..world_size-1``, or
-        recordings that do not overlap in time (ranks of one run record together;
-        on different hosts their clocks would have to differ by the whole gap);
-        without ``partial``, ranks of the world size missing (named, with the
-        symlinked sub-folders the folder search did not follow): one rank of two
-        once loaded alone and was named the straggler of every step.
+        No such folder or no trace; a file that is not a trace; with several traces: one
+        without ``distributedInfo``, two of one rank, traces of different runs (world size,
+        backend, process groups, a rank out of range, no overlap in time); without
+        ``partial``, missing ranks (named).
     ValueError
         ``workers`` is not a whole number of 1 or more.
-
-    Notes
-    -----
-    A single trace without ``distributedInfo`` loads as rank 0 of an unknown world
-    size (``world_size`` and ``backend`` are ``None``).
 
     Examples
     --------
@@ -195,28 +153,20 @@ def load_traces(source, *, progress: bool | None = None, workers: int | None = N
 
 
 def wall_step_times(traces: RankTraces) -> pd.DataFrame:
-    """Every rank's wall-clock step times, as the kit's capture wrote them beside its trace.
-
-    Parameters
-    ----------
-    traces : RankTraces
-        From :func:`load_traces` of a kit bundle (each rank's
-        ``rank{r}/step_times.json``, checked against the manifest's sha256).
+    """Every rank's wall-clock step times, as the kit's capture wrote them (each rank's
+    ``rank{r}/step_times.json``, sha256-checked).
 
     Returns
     -------
     DataFrame
         ``rank, series, i, step_ms``: one row per step of each series
-        (``step_ms_uninstrumented``: timed before the profiler started, no profiler;
-        ``step_ms_profiled``: every step under the schedule), ``i`` its position
-        (0 = first), ``step_ms`` in ms (``perf_counter_ns``). Empty (these
-        columns) for loose trace files, which have none.
+        (``step_ms_uninstrumented``, ``step_ms_profiled``), ``i`` from 0, ``step_ms`` in ms.
+        Empty for loose trace files.
 
     Raises
     ------
     KitFileError
-        A rank's ``step_times.json`` is not an object of lists of numbers (names
-        the file).
+        A ``step_times.json`` that is not an object of lists of numbers (named).
     """
     cols = ["rank", "series", "i", "step_ms"]
     if traces.source is None or not traces.manifest:

@@ -1,34 +1,15 @@
 """CUDA memory snapshots (``torch.cuda.memory._dump_snapshot``) as tables.
 
-A snapshot is a pickle of plain Python dicts and lists that the CUDA caching
-allocator writes (PyTorch docs, "Understanding CUDA Memory Usage", and the
-``torch.cuda.memory._snapshot`` docstring):
-
-- ``segments``: the memory the allocator holds from CUDA (*reserved* memory),
-  one dict per ``cudaMalloc``'d segment, each cut into ``blocks`` that are in use
-  by a tensor (``active_allocated``), freed but still waiting for another
-  stream (``active_pending_free``), or cached for reuse (``inactive``);
-- ``device_traces``: when ``torch.cuda.memory._record_memory_history()`` was on,
-  the allocator's history per device: ``alloc``, ``free_requested`` (the tensor
-  was freed), ``free_completed`` (its block can be reused), ``segment_alloc`` /
-  ``segment_free`` (``cudaMalloc`` / ``cudaFree``), ``segment_map`` /
-  ``segment_unmap`` (expandable segments), ``oom``, each with the stack it came from;
-- ``external_annotations`` (recent PyTorch): the ``record_function`` ranges
-  that started and ended while history was recorded;
-- ``allocator_settings``: ``PYTORCH_CUDA_ALLOC_CONF`` and friends.
-
-The pickle is read by :func:`load_plain_pickle`, which builds only dicts,
-lists, tuples, sets, strings, bytes, numbers, booleans and ``None``: a pickle
-that asks for any other object (and so could run code) is refused before
-anything is built.
-
-Sizes: a block's ``size`` is what the allocator handed out (rounded up to a
-multiple of 512 bytes, sometimes more when a large block is not split); a
-history event's ``size`` and a block's ``requested_size`` are what the caller
-asked for (checked on the reference recording: every allocation still live at
-the end has ``event size == block requested_size``, and 19 of 161 have
-``block size`` larger). ``torch.cuda.memory_allocated()`` counts block sizes;
-the history can only count requested sizes.
+A snapshot pickles the caching allocator's ``segments`` (reserved memory, cut into
+``blocks``: ``active_allocated``, ``active_pending_free``, ``inactive``), its
+``device_traces`` (the history, with ``_record_memory_history()``: ``alloc``,
+``free_requested``, ``free_completed``, ``segment_alloc``/``_free``/``_map``/``_unmap``,
+``oom``, each with its stack), ``external_annotations`` and ``allocator_settings``. It
+is read by :func:`load_plain_pickle`, which builds plain data only and refuses any
+pickle that asks for another object before anything is built. Sizes: a block's ``size``
+is what the allocator handed out (rounded up), a history event's ``size`` and a block's
+``requested_size`` what the caller asked for.
+Sources: docs/SOURCES.md#memory-snapshot
 """
 from __future__ import annotations
 
@@ -82,25 +63,15 @@ class _PlainUnpickler(pickle.Unpickler):
 
 
 def load_plain_pickle(path):
-    """Read a pickle that holds only plain data, refusing anything else.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A pickle file, optionally gzip-compressed.
-
-    Returns
-    -------
-    dict, list, tuple, set, str, bytes, int, float, bool or None
-        The unpickled data, nested as it was written.
+    """Read a pickle (optionally gzipped) that holds only plain data (dicts, lists, tuples,
+    sets, str, bytes, numbers, bools, None), refusing anything else.
 
     Raises
     ------
     UnsafePickleError
-        The pickle asks for a global (a class or function such as ``posix.system``)
-        or a persistent object. Nothing from the file is built or run.
+        The pickle asks for a global or a persistent object; nothing is built or run.
     KitFileError
-        Missing, empty or truncated file, truncated gzip, or not a pickle at all.
+        Missing, empty or truncated file, truncated gzip, or not a pickle.
     """
     path = Path(path)
     data = read_bytes_maybe_gz(path)
@@ -151,22 +122,10 @@ def _short_file(filename: str) -> str:
 
 
 def python_stack(frames, memo: dict | None = None) -> tuple[str, ...]:
-    """The Python frames of an allocator stack, innermost first, as ``"file:line:name"``.
-
-    Files under ``site-packages`` are shown from the package down
-    (``torch/nn/functional.py:2817:batch_norm``). When the stack has no Python
-    frame (allocations made by the autograd engine's own thread during
-    ``backward()``), the autograd node that made it is given instead, as
-    ``"autograd:ConvolutionBackward0"``; an empty tuple when neither is there.
-
-    Parameters
-    ----------
-    frames : list of dict
-        ``{"filename", "line", "name"}`` dicts, innermost first, as in a snapshot.
-    memo : dict, optional
-        Shared by calls over the frames of one snapshot while it is alive: each frame
-        dict (a snapshot's pickle shares a few hundred of them between hundreds of
-        thousands of stack entries) is then formatted once, keyed by its identity.
+    """The Python frames of an allocator stack (``{"filename", "line", "name"}`` dicts,
+    innermost first) as ``"file:line:name"``, ``site-packages`` files from the package
+    down; without a Python frame, the autograd node (``"autograd:ConvolutionBackward0"``);
+    ``()`` when neither. ``memo``: shared over one snapshot's frames (formatted once each).
     """
     frames = frames or []
     if memo is None:
@@ -206,62 +165,36 @@ _RESERVED = {"segment_alloc": 1, "segment_map": 1, "segment_free": -1, "segment_
 
 @dataclass
 class MemorySnapshot:
-    """A CUDA caching-allocator snapshot as tables (see :func:`load_memory_snapshot`).
+    """A CUDA caching-allocator snapshot as tables (see :func:`load_memory_snapshot`). Sizes in bytes.
 
     Attributes
     ----------
     path : pathlib.Path
-        The file it was read from.
     segments : DataFrame
-        One row per segment (memory reserved from CUDA at the moment of the
-        snapshot): ``device, address, total_size_bytes, allocated_size_bytes,
-        active_size_bytes, requested_size_bytes, stream, segment_type`` (``"large"``
-        or ``"small"`` pool), ``is_expandable, n_blocks``. Sizes in bytes.
+        One row per segment reserved from CUDA: ``device, address, total_size_bytes,
+        allocated_size_bytes, active_size_bytes, requested_size_bytes, stream,
+        segment_type`` (``large``/``small`` pool), ``is_expandable, n_blocks``.
     blocks : DataFrame
-        One row per block inside the segments: ``device, segment_address, address,
-        size_bytes`` (handed out, rounded), ``requested_size_bytes`` (asked for),
-        ``state`` (``active_allocated``, ``active_pending_free``, ``inactive``),
-        ``top_frame`` (see :func:`top_frame`; blocks allocated before history was
-        recorded have no stack).
+        One row per block: ``device, segment_address, address, size_bytes`` (handed out),
+        ``requested_size_bytes``, ``state``, ``top_frame`` (:func:`top_frame`).
     events : DataFrame
-        The allocator history, one row per event, in recorded order per device:
-        ``device, index`` (position in that device's trace), ``action, addr,
-        size_bytes`` (requested bytes), ``stream, time_us`` (µs on the host's
-        clock, as recorded; ``<NA>`` when the PyTorch version did not record it),
-        ``top_frame, n_frames, annotations`` (the ``record_function`` ranges open
-        at that moment, outermost first, joined by ``" > "``), and the running
-        totals *after* the event, in bytes:
-
-        - ``allocated_bytes``: ``alloc`` minus ``free_requested``: a tensor stops
-          counting when it is freed, as for ``torch.cuda.memory_allocated()`` (the
-          allocator's ``free()`` lowers its allocated-bytes statistic before any
-          wait for other streams; CUDACachingAllocator.cpp);
-        - ``active_bytes``: ``alloc`` minus ``free_completed``: a freed block that
-          another stream may still use keeps counting until its events complete.
-          pytorch.org/memory_viz's "Active Memory Timeline" drops a block at
-          ``free_completed`` too (MemoryViz.js);
-        - ``reserved_bytes``: segment sizes, ``segment_alloc``/``segment_map`` minus
-          ``segment_free``/``segment_unmap``.
-
-        Both allocation totals count requested sizes (the only size the history
-        records), so they run slightly below ``torch.cuda.memory_allocated()``,
-        which counts rounded block sizes (see :meth:`requested_bytes`).
-
-        The history starts after some memory was already in use (the model,
-        gradients, optimizer state), so each total starts from a baseline: the
-        snapshot's own end state minus everything the history added. This
-        assumes the history runs up to the snapshot, as it does for
-        ``_dump_snapshot()`` called while recording (the documented pattern).
+        The allocator history, in order per device: ``device, index, action, addr,
+        size_bytes`` (requested), ``stream, time_us`` (host clock; <NA> if unrecorded),
+        ``top_frame, n_frames, annotations`` (open ``record_function`` ranges, ``" > "``),
+        and totals after the event: ``allocated_bytes`` (``alloc`` − ``free_requested``, as
+        ``torch.cuda.memory_allocated()`` but in requested sizes), ``active_bytes``
+        (``alloc`` − ``free_completed``, as memory_viz's Active Memory Timeline) and
+        ``reserved_bytes`` (segments). Each starts from the snapshot's end state minus what
+        the history added (the history must run up to the snapshot).
     allocations : DataFrame
-        One row per allocation seen in the history or live in the snapshot:
-        ``device, addr, size_bytes`` (requested), ``alloc_index, alloc_time_us``
-        (``<NA>`` when allocated before history began), ``free_index,
-        free_time_us`` (the ``free_requested`` event; ``<NA>`` when still live at the
-        snapshot), ``top_frame, call_stack, annotations`` (at allocation).
+        One row per allocation seen in the history or live: ``device, addr, size_bytes,
+        alloc_index, alloc_time_us`` (<NA> before history), ``free_index, free_time_us``
+        (<NA> while live), ``top_frame, call_stack, annotations``.
     allocator_settings : dict
-        As recorded (empty for PyTorch versions that did not record it).
     raw : dict
-        The unpickled snapshot, for anything the tables leave out.
+        The unpickled snapshot.
+
+    Sources: docs/SOURCES.md#memory-snapshot
     """
 
     path: Path
@@ -293,20 +226,12 @@ class MemorySnapshot:
         return int(b.loc[b.state == "active_allocated", "requested_size_bytes"].sum())
 
     def peak(self, device: int | None = None) -> pd.Series:
-        """The history event after which ``allocated_bytes`` was highest (the first
-        such, if several tie).
-
-        Returns
-        -------
-        Series
-            That row of :attr:`events` (its ``index`` says where in the history,
-            ``time_us`` when, ``top_frame`` and ``annotations`` what was running).
+        """The :attr:`events` row after which ``allocated_bytes`` was highest (the first, on a tie).
 
         Raises
         ------
         KitFileError
-            The snapshot has no history (recorded without
-            ``torch.cuda.memory._record_memory_history()``).
+            The snapshot has no history (no ``_record_memory_history()``).
         """
         ev = self._of(self.events, device)
         if ev.empty:
@@ -317,22 +242,9 @@ class MemorySnapshot:
         return ev.loc[ev.allocated_bytes.idxmax()]
 
     def largest_live_at_peak(self, n: int = 10, device: int | None = None) -> pd.DataFrame:
-        """The largest allocations live at the history's peak of ``allocated_bytes``.
-
-        Parameters
-        ----------
-        n : int, default 10
-            How many rows (all of them with ``n=None``).
-        device : int, optional
-            Which device's peak; by default the highest peak over all devices.
-
-        Returns
-        -------
-        DataFrame
-            Rows of :attr:`allocations` (``addr, size_bytes`` (requested bytes),
-            ``alloc_index, alloc_time_us, top_frame, call_stack, annotations``…) live just
-            after the peak event, largest first, plus ``share_of_peak`` (0–1). The
-            sizes of *all* live rows add up to the peak's ``allocated_bytes``.
+        """The ``n`` largest rows of :attr:`allocations` live just after the peak of
+        ``allocated_bytes`` (of ``device``, else the highest over all devices; ``n=None``: all),
+        largest first, plus ``share_of_peak`` (0–1); all live rows add up to the peak.
 
         Raises
         ------
@@ -350,14 +262,9 @@ class MemorySnapshot:
         return (live if n is None else live.head(n)).reset_index(drop=True)
 
     def summary(self) -> dict:
-        """Headline numbers, as a dict.
-
-        Reserved, allocated and requested bytes at the snapshot, segment and block
-        counts, the number of history events; and for the device with the highest
-        peak: the history's span (µs), the bytes allocated when it began (model,
-        gradients, optimizer state…), its peak ``allocated_bytes`` (bytes, event
-        index, µs after the first event, the allocation's top frame and the
-        ``record_function`` ranges open at that moment).
+        """Headline numbers as a dict: reserved, allocated and requested bytes, segment, block
+        and event counts; for the device with the highest peak, the history's span (µs), the
+        bytes allocated when it began, and its peak (bytes, index, µs, top frame, annotations).
         """
         s = {"file": str(self.path),
              "devices": sorted(set(self.segments.device) | set(self.events.device)),
@@ -386,26 +293,15 @@ class MemorySnapshot:
 
 
 def load_memory_snapshot(path) -> MemorySnapshot:
-    """Read a ``torch.cuda.memory._dump_snapshot()`` pickle into tables.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The ``.pickle`` file (gzip-compressed is fine), e.g. a bundle's
-        ``memory_snapshot.pickle``.
-
-    Returns
-    -------
-    MemorySnapshot
-        See its attributes for the tables, columns and units.
+    """Read a ``torch.cuda.memory._dump_snapshot()`` pickle (gzipped is fine) into a
+    :class:`MemorySnapshot`.
 
     Raises
     ------
     UnsafePickleError
         The pickle asks for anything but plain data (nothing is run).
     KitFileError
-        Missing, empty, truncated or corrupt file, or a pickle that is not a
-        memory snapshot (no ``segments``).
+        Missing, empty, truncated or corrupt file, or not a memory snapshot (no ``segments``).
     """
     path = Path(path)
     raw = load_plain_pickle(path)
@@ -490,14 +386,8 @@ def _check_frames(frames, where: str, seen: set | None = None):
 
 
 def _check_snapshot(raw: dict):
-    """The first thing in a snapshot that kitlib cannot read, as a sentence naming
-    where it is (``segments[3]['blocks'][0]['size'] is text, ...``), or None.
-
-    What is checked is what the tables are built from: each segment's ``device``,
-    ``address``, ``total_size`` and blocks (``size``, ``state``, optional
-    ``address``/``requested_size``/``frames``); each history event's ``action``,
-    ``addr``, ``size``, ``time_us`` and ``frames``; each annotation's ``stage``,
-    ``name`` and ``time_us``. Keys kitlib does not use may hold anything.
+    """The first thing in a snapshot kitlib cannot read, as a sentence naming where
+    (``segments[3]['blocks'][0]['size'] is text, ...``), or None; only the keys the tables use are checked.
     """
     seen: set = set()           # frame dicts found sound (raw, alive here, keeps their ids apart)
     for i, seg in enumerate(raw["segments"]):

@@ -1,32 +1,12 @@
 """Read a torch.profiler (Kineto) Chrome trace into pandas tables.
 
-The profiler writes one JSON object per event (the Chrome trace event format:
-``ph`` = phase, ``cat`` = category, ``ts``/``dur`` in microseconds, ``args``
-with the profiler's own fields). The names changed over PyTorch releases:
-
-=====================  ==============================  ===================
-what                   PyTorch ≥ 1.10 (Kineto today)   PyTorch ~1.9
-=====================  ==============================  ===================
-operator               ``cpu_op``                      ``Operator``
-CUDA runtime call      ``cuda_runtime``                ``Runtime``
-CUDA driver call       ``cuda_driver``                 (none)
-kernel                 ``kernel``                      ``Kernel``
-copy / set             ``gpu_memcpy`` / ``gpu_memset`` ``Memcpy`` / ``Memset``
-external id            ``args["External id"]``         ``args["external id"]``
-GPU thread id          the stream number               ``"stream 7"``
-time base              ``baseTimeNanoseconds`` + ts    ts since the epoch
-=====================  ==============================  ===================
-
-:func:`load_trace` normalises all of that once, so no analysis ever looks at
-raw JSON. Every time is an integer number of nanoseconds on the profiler's own
-clock (``start_ns``, ``dur_ns``, ``end_ns``); a kernel written as
-``"dur": 732.513`` (µs) has ``dur_ns == 732513``, and a time since the epoch written
-with more digits than a float64 holds, ``"ts": 1712181098123456.789``, is read from the
-JSON text itself: ``start_ns == 1712181098123456789`` (:func:`load_trace`).
-
-Sources: the Chrome trace event format (Google, "Trace Event Format"); Kineto's
-``ChromeTraceLogger`` (pytorch/kineto, ``libkineto/src/output_json.cpp``) for
-the field names; the traces in ``tests/data/public-traces`` for older releases.
+The profiler writes one JSON object per event (``ph`` = phase, ``cat`` = category,
+``ts``/``dur`` in µs, ``args``); :func:`load_trace` normalises the names of every
+PyTorch release once, so no analysis looks at raw JSON. Every time is an integer ns on
+the profiler's clock (``start_ns``, ``dur_ns``, ``end_ns``): ``"dur": 732.513`` gives
+``dur_ns == 732513``, and ``"ts": 1712181098123456.789`` is read from the JSON text
+itself, ``start_ns == 1712181098123456789``.
+Sources: docs/SOURCES.md#kineto-names
 """
 from __future__ import annotations
 
@@ -50,8 +30,7 @@ from ..errors import TraceFormatError
 from ..phases import STEP_RANGE
 from ..progress import progress_bar
 
-# Category (lower-cased) -> (table, kind). Python frames go to the ops table too, but are
-# sorted into a list of their own ("python"): they carry only the tracer's two ids.
+# Category (lower-cased) -> (table, kind); Python frames ("python") end up in ops too.
 _CATEGORIES = {
     "cpu_op": ("ops", "op"), "operator": ("ops", "op"),
     "user_annotation": ("ops", "annotation"),
@@ -73,22 +52,16 @@ from ..model.tree import build_host_tree, depths  # noqa: E402
 
 
 def _ns(values) -> np.ndarray:
-    """Microsecond timestamps (floats with up to 3 decimals) to exact integer ns.
-
-    ``ts`` values near 5e12 µs sit at the edge of float64's precision, so
-    ``round(ts * 1000)`` can be off by one. Splitting off the integer part first
-    keeps the fraction exact and the result equal to the printed digits.
+    """Microsecond timestamps (floats, up to 3 decimals) to exact integer ns: the integer
+    part split off first, so ``ts`` near 5e12 µs keeps its printed digits.
     """
     a = np.asarray(values, dtype=np.float64)
     whole = np.floor(a)
     return whole.astype(np.int64) * 1000 + np.rint((a - whole) * 1000).astype(np.int64)
 
 
-#: µs beyond which a float64 no longer holds every ns: 2**43 µs (about 102 days of a
-#: clock). Below it the spacing of doubles is under 1 ns, so :func:`_ns` gives back
-#: the printed digits; above it — times since the epoch, 1.7e15 µs, where the spacing is
-#: 0.25 µs — a time written with a fraction (``1712181098123456.789``) would move by up to
-#: ±125 ns, so :func:`load_trace` reads those from the JSON text (:class:`_ExactUs`).
+#: µs beyond which a float64 no longer holds every ns (2**43 µs, ~102 days): longer float
+#: times (since the epoch) are read from the JSON text (:class:`_ExactUs`).
 _EXACT_US = float(2 ** 43)
 
 _DEC = Context(prec=60, rounding=ROUND_HALF_EVEN)
@@ -96,19 +69,17 @@ _THOUSANDTH = Decimal("0.001")
 
 
 class _ExactUs(float):
-    """A µs time too long for a float64 (beyond :data:`_EXACT_US`), as read from the
-    JSON text: the nearest float (so every check and comparison on times works as for
-    any number) and ``ns``, the exact integer ns of the printed digits (sub-ns digits
-    rounded half to even, as :func:`_ns` does)."""
+    """A µs time beyond :data:`_EXACT_US` read from the JSON text: the nearest float, and
+    ``ns``, the exact ns of its digits (rounded half to even).
+    """
 
     __slots__ = ("ns",)
 
 
 def _exact_float(text: str):
-    """msgspec's ``float_hook`` for the exact second parse (:func:`_decode_exact`): every
-    JSON number with a fraction or exponent, as its text. A plain float when a float64
-    holds its every ns (or it is out of any trace's range, for the usual error later);
-    else an :class:`_ExactUs`."""
+    """msgspec's ``float_hook`` for :func:`_decode_exact`: a plain float where a float64
+    holds every ns (or out of range), else an :class:`_ExactUs`.
+    """
     f = float(text)
     if -_EXACT_US < f < _EXACT_US or not abs(f) < _MAX_US:
         return f
@@ -118,11 +89,9 @@ def _exact_float(text: str):
 
 
 def _ns_exact(evs, key: str, values) -> np.ndarray:
-    """:func:`_ns` of ``values`` (float µs, ``event[key]`` of each event), with the
-    exact ns of every time that :func:`_decode_exact` read from the text: only looked
-    for when some time is beyond :data:`_EXACT_US` (a plain array test otherwise). In
-    :func:`load_trace`'s first parse such a time as a plain float raises
-    :class:`_InexactTimes`."""
+    """:func:`_ns` of ``values``, with the exact ns of each :class:`_ExactUs`; in
+    :func:`load_trace`'s first parse a plain float beyond :data:`_EXACT_US` raises :class:`_InexactTimes`.
+    """
     a = np.asarray(values, dtype=np.float64)
     ns = _ns(a)
     if len(a) and not (-_EXACT_US < a.min() and a.max() < _EXACT_US):
@@ -166,9 +135,7 @@ def _is_memory_record(e) -> bool:
 
 _RAW_NULL = msgspec.Raw(b"null")
 
-#: ``args`` keys whose values are lists, one entry per argument: kept as raw JSON text
-#: by the first parse, then each distinct text is decoded once (:func:`_args`), so equal
-#: shapes are one object (as :func:`_shared` makes them on the dict path).
+#: ``args`` keys holding one list entry per argument: kept raw, each distinct text decoded once.
 _LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
 
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
@@ -202,14 +169,9 @@ _ARGS_DECODERS = {t: _args_decoder(t) for t in _TABLE_ARGS}
 
 
 class _Event(msgspec.Struct, gc=False):
-    """The fields of a trace event that the tables read, decoded by msgspec.
-
-    Decoding straight into these (:func:`_decode_trace`) skips every other field while
-    parsing and makes one small object per event instead of a dict; ``args`` stays raw
-    JSON text until its table decodes the keys it needs (:func:`_args`). A field absent
-    from the JSON takes the default that the dict path's ``event.get(key, default)``
-    uses. ``get`` lets the rare per-event code (metadata, memory instants, error
-    messages) read a field the same way from either kind of event.
+    """The fields of a trace event the tables read, decoded by msgspec (other fields skipped;
+    ``args`` kept raw until its table decodes it, :func:`_args`). Defaults are those of the
+    dict path's ``event.get``; ``get`` reads a field as from a dict.
     """
     ph: Any = None
     cat: Any = None
@@ -243,15 +205,11 @@ _TRACE_DECODER = msgspec.json.Decoder(_TraceDoc)
 
 
 def _decode_trace(raw: bytes):
-    """The usual trace (an object with a ``traceEvents`` list of objects) decoded by
-    msgspec into :class:`_TraceDoc`; None for anything else (a bare list of events,
-    an event that is not an object, invalid JSON, a number out of range …), which
-    then goes through :func:`~kitlib.readers.files.parse_json` and its exact error
-    messages. Both parsers are strict JSON (RFC 8259); the raw ``args`` texts are
-    decoded later, per table, and a value there that strict JSON refuses sends the
-    file through ``parse_json`` too (:func:`load_trace`); args keys that no table reads
-    are skipped, checked for JSON syntax and UTF-8 only. One difference: an integer
-    beyond 64 bits stays an integer here, where orjson makes it a float."""
+    """The usual trace decoded by msgspec into :class:`_TraceDoc`; None for anything else
+    (a bare list, a non-object event, invalid JSON, a number out of range …), which then goes
+    through :func:`~kitlib.readers.files.parse_json` and its exact error messages. Both parsers
+    are strict JSON; an integer beyond 64 bits stays an integer here (orjson: a float).
+    """
     if not raw.isascii():          # what msgspec skips is not checked for UTF-8: check it all here
         try:
             raw.decode("utf-8")
@@ -263,22 +221,15 @@ def _decode_trace(raw: bytes):
         return None
 
 
-#: The exact second parse (:func:`_decode_exact`): the same document, each number with a
-#: fraction through :func:`_exact_float`.
+#: The exact second parse (:func:`_decode_exact`).
 _EXACT_TRACE_DECODER = msgspec.json.Decoder(_TraceDoc, float_hook=_exact_float)
 _EXACT_ANY_DECODER = msgspec.json.Decoder(float_hook=_exact_float)
 
 
 def _decode_exact(raw: bytes):
-    """``raw`` parsed again with every float time beyond :data:`_EXACT_US` exact
-    (:class:`_ExactUs`): into :class:`_TraceDoc` when it is the usual trace, else
-    generically (a bare list of events), the same shapes as the first parse.
-
-    A parser reads ``1712181098123456.789`` into the nearest float64, 1712181098123456.75:
-    39 ns early, and up to ±125 ns at that size, so a child ending with its parent could
-    end after it. :func:`load_trace` pays for this parse only when the first one met such
-    a time (:class:`_InexactTimes`): traces on a clock since boot (the kit's, ~5e12 µs)
-    and traces of integer µs since the epoch hold every ns in the first parse."""
+    """``raw`` parsed again with every float time beyond :data:`_EXACT_US` exact (a float64
+    puts ``1712181098123456.789`` up to ±125 ns off); only when the first parse met one.
+    """
     try:
         return _EXACT_TRACE_DECODER.decode(raw)
     except (msgspec.MsgspecError, RecursionError, ValueError):
@@ -286,14 +237,11 @@ def _decode_exact(raw: bytes):
 
 
 class _InexactTimes(Exception):
-    """Raised while :func:`load_trace` builds the tables from its first parse, at the
-    first float time beyond :data:`_EXACT_US`: the times must be read again from the text
-    (:func:`_decode_exact`)."""
+    """Raised in :func:`load_trace`'s first build at a float time beyond :data:`_EXACT_US`."""
 
 
-#: Whether a float time beyond :data:`_EXACT_US` raises :class:`_InexactTimes` (set by
-#: :func:`load_trace` around its first build: it can read the text again) or is taken
-#: as the float it is (a document parsed by the caller, :func:`trace_from_json`).
+#: Set by :func:`load_trace` around its first build: a float time beyond :data:`_EXACT_US`
+#: then raises :class:`_InexactTimes` (elsewhere it is taken as the float it is).
 _FIRST_PARSE = ContextVar("kitlib_trace_first_parse", default=False)
 
 
@@ -311,61 +259,47 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
     Parameters
     ----------
     path : str or os.PathLike
-        A trace written by ``prof.export_chrome_trace`` or ``tensorboard_trace_handler``:
-        a JSON object with ``traceEvents`` or a bare JSON list of events, plain or gzipped.
+        ``prof.export_chrome_trace`` or ``tensorboard_trace_handler`` output: an object
+        with ``traceEvents`` or a bare list of events, plain or gzipped.
     torch_version : str, optional
-        The torch that recorded it, when known (a bundle passes its manifest's): it
-        decides whether Python frames are children in the event tree
-        (:func:`python_frames_rule`); without it the trace itself is read for the rule.
+        The recording's torch, when known: decides the Python-frame rule
+        (:func:`python_frames_rule`); else the trace is read for it.
     progress : bool, optional
-        Show a progress bar (tqdm: terminal or Jupyter). By default only for JSON of
-        :data:`PROGRESS_MIN_BYTES` or more; ``KITLIB_PROGRESS=0`` turns it off always.
+        Show a progress bar; by default for JSON of :data:`PROGRESS_MIN_BYTES` or more
+        (``KITLIB_PROGRESS=0``: never).
 
     Returns
     -------
     Trace
-        Tables ``ops``, ``launches``, ``gpu``, ``memory``, ``other`` and dict ``meta``;
-        all times integer ns on the profiler's clock (see :class:`Trace`).
+        Tables ``ops``, ``launches``, ``gpu``, ``memory``, ``other``, dict ``meta``; times
+        integer ns on the profiler's clock (see :class:`Trace`). Kept in a columnar cache
+        (:mod:`kitlib.readers.trace_cache`; ``KITLIB_TRACE_CACHE=0`` turns it off).
 
     Raises
     ------
     KitFileError
-        Missing or empty file, truncated gzip, or invalid JSON (with the line, column
-        and byte where parsing stopped, and why: see :func:`kitlib.readers.files.json_error`).
-
-    Notes
-    -----
-    A loaded trace is kept in a columnar cache (:mod:`kitlib.readers.trace_cache`),
-    keyed by the file's content and the kit's version, so the next load of the same
-    file, in any process, reads Arrow tables instead of parsing JSON again. Set
-    ``KITLIB_TRACE_CACHE=0`` to turn it off. A read-only cache shared by a class
-    (``KITLIB_SHARED_CACHE``, built by ``python -m kitlib cache --build DIR``) is read
-    first, and never written.
+        Missing or empty file, truncated gzip, invalid JSON (line, column, byte and why:
+        :func:`kitlib.readers.files.json_error`).
     TraceFormatError
-        Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that
-        are not objects, or no event of any torch.profiler category).
+        Valid JSON that is not a torch.profiler trace (no ``traceEvents``, events that are
+        not objects, no event of any torch.profiler category).
 
     Examples
     --------
-    >>> doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
-    ...                           "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
-    >>> import gzip, json, os, tempfile
-    >>> path = os.path.join(tempfile.mkdtemp(), "trace.json.gz")
-    >>> with open(path, "wb") as f:
-    ...     _ = f.write(gzip.compress(json.dumps(doc).encode()))
+    >>> import json, os, tempfile
     >>> from kitlib.readers.trace import load_trace
-    >>> tr = load_trace(path)
-    >>> tr
-    Trace(trace.json.gz: 1 CPU events, 0 launches, 0 GPU events, 0 memory events)
-    >>> tr.ops[["name", "start_ns", "dur_ns"]]      # µs in the file, exact ns here
+    >>> path = os.path.join(tempfile.mkdtemp(), "trace.json")
+    >>> with open(path, "w") as f:
+    ...     json.dump({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu",
+    ...                                 "pid": 1, "tid": 1, "ts": 1.5, "dur": 0.3}]}, f)
+    >>> load_trace(path).ops[["name", "start_ns", "dur_ns"]]      # µs in the file, ns here
              name  start_ns  dur_ns
     0  aten::relu      1500     300
     """
     path = Path(path)
     from . import trace_cache
-    # The plain path is three steps: read the file, parse its JSON, build the tables
-    # (trace_from_json(parse_json(raw, path), path)). The rest is speed, for traces ten and
-    # fifty times the course's: a cache of tables already built, and a faster parser.
+    # The plain path: trace_from_json(parse_json(read_file_bytes(path), path), path).
+    # The rest is speed, for large traces: a cache of built tables and a faster parser.
     hit, key, disk = trace_cache.lookup(path, torch_version, read_file_bytes)  # speed: loaded before
     if hit is not None:
         return hit
@@ -384,15 +318,14 @@ def load_trace(path, torch_version: str | None = None, progress: bool | None = N
 
 
 def json_bytes(disk: bytes, path) -> bytes:
-    """A trace file's bytes, gunzipped where they are gzip; an SQLite database (an Nsight
-    Systems export) or a Python pickle (a memory snapshot) refused with the reader to use.
+    """A trace file's bytes, gunzipped where gzip.
 
     Raises
     ------
     KitFileError
         A truncated or damaged gzip.
     TraceFormatError
-        An SQLite database or a pickle.
+        An SQLite database (use ``load_nsys``) or a pickle (``load_memory_snapshot``).
     """
     raw = gunzip_if_gz(disk, path)
     if raw.startswith(b"SQLite format 3\x00"):
@@ -405,12 +338,10 @@ def json_bytes(disk: bytes, path) -> bytes:
 
 
 def _parse_and_build(raw: bytes, path: Path, torch_version, bar) -> Trace:
-    """:func:`trace_from_json` of ``raw``, fast: msgspec decodes the usual trace (falling back
-    to :func:`~kitlib.readers.files.parse_json`, which also names what is wrong), float times
-    past a float64's precision are read again exactly, and the garbage collector rests."""
-    # Parsing makes millions of small objects; Python's cyclic garbage collector would
-    # walk them again and again while the tables are built, though none of them can
-    # form a cycle. Pause it for the load (a third of the time on large traces).
+    """Fast :func:`trace_from_json` of ``raw``: msgspec (else ``parse_json``), exact
+    re-read of long float times, garbage collector paused.
+    """
+    # millions of small objects, none in a cycle: the cyclic GC would walk them again and again
     gc_was_on = gc.isenabled()
     gc.disable()
     try:
@@ -426,15 +357,12 @@ def _parse_and_build(raw: bytes, path: Path, torch_version, bar) -> Trace:
             try:
                 tr = _build(doc, path, torch_version, first_parse=True)
             except _InexactTimes:
-                # float times too long for a float64 (µs since the epoch, with ns
-                # fractions): read them again from the text, exactly
+                # float times too long for a float64: read them again from the text
                 del doc
                 doc = _decode_exact(gunzip_if_gz(read_file_bytes(path), path))
                 tr = _build(doc, path, torch_version, first_parse=False)
         except msgspec.MsgspecError:
-            # raw args that the first parse only skipped over hold what strict JSON
-            # refuses (a number beyond float64's range): parse the file again strictly,
-            # for the exact error (or orjson's reading of it)
+            # skipped raw args hold what strict JSON refuses: parse again, for the exact error
             del doc
             doc = parse_json(gunzip_if_gz(read_file_bytes(path), path), path)
             tr = trace_from_json(doc, path, torch_version)
@@ -457,24 +385,13 @@ def _progress(path: Path, n_bytes: int, progress: bool | None):
 
 
 def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> Trace:
-    """Build a :class:`Trace` from an already-parsed trace document (dict or list).
-
-    ``torch_version`` (the recording's torch, when known) decides the Python-frame rule
-    of the event tree (:func:`python_frames_rule`).
+    """Build a :class:`Trace` from an already-parsed trace document (dict or list);
+    ``torch_version`` as for :func:`load_trace`.
 
     Raises
     ------
     TraceFormatError
         As :func:`load_trace`.
-
-    Examples
-    --------
-    >>> doc = {"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::relu", "pid": 1,
-    ...                           "tid": 1, "ts": 1.5, "dur": 0.3, "args": {}}]}
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> trace_from_json(doc).ops[["name", "kind", "start_ns", "end_ns"]]
-             name kind  start_ns  end_ns
-    0  aten::relu   op      1500    1800
     """
     path = Path(path)
     if isinstance(doc, _TraceDoc):                     # load_trace's fast path (:func:`_decode_trace`)
@@ -499,8 +416,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     bad_meta = uncategorised = 0
     kinds = {"ops": [], "python": [], "launches": [], "gpu": []}
     process_names, thread_names = {}, {}
-    # One pass over the events; this loop is most of load_trace's own time, so it only
-    # sorts events into lists (the tables are built column by column afterwards).
+    # one pass sorting events into lists (the hot loop); tables are built column by column after
     if events and type(events[0]) is _Event:           # decoded by msgspec: every event an object
         ph_cat = map(attrgetter("ph", "cat"), events)
     else:
@@ -534,8 +450,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
             begin_end.append(e)
             continue
         buckets["other"].append(e)
-    # Duration events written as a begin/end pair (ph B and E) instead of one complete
-    # event (ph X): read as the complete event they stand for, never dropped unsaid
+    # B/E pairs: read as the complete events they stand for
     be_pairs = be_unpaired = 0
     if begin_end:
         pairs, unpaired = _pair_begin_end(begin_end)
@@ -579,8 +494,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     try:
         pre = {t: _args(buckets[t], t) for t in _TABLE_ARGS}
         if events and type(events[0]) is _Event:
-            # every table's raw args are decoded: drop the texts, so that the JSON they
-            # point into is freed before the tables are built (memory); at C speed
+            # raw args decoded: drop the texts, freeing the JSON they point into
             deque(map(setattr, events, repeat("args"), repeat(_RAW_NULL)), maxlen=0)
         ops = _ops_table(buckets["ops"], kinds["ops"], pre.pop("ops"), buckets["python"], pre.pop("python"))
         launches = _launch_table(buckets["launches"], kinds["launches"], pre.pop("launches"))
@@ -625,8 +539,7 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
     meta["time_resolution_ns"] = 1000 if len(t_start) and bool(((t_start % 1000) == 0).all()
                                                              and ((t_dur % 1000) == 0).all()) else 1
     if isinstance(doc, _TraceDoc):
-        # The tables now hold all that is used: free the decoded events (and with them
-        # the JSON text their raw args point into) before the event tree is built.
+        # free the decoded events before the event tree is built (memory)
         doc.traceEvents = events = ph_cat = cats = []
         buckets.clear()
     tree = build_host_tree(ops, launches, meta["python_frames_are_children"], meta["time_resolution_ns"])
@@ -635,16 +548,11 @@ def trace_from_json(doc, path="<memory>", torch_version: str | None = None) -> T
                  host_events=tree)
 
 
-
-
 def _pair_begin_end(events: list):
-    """Pair begin (``ph: "B"``) and end (``ph: "E"``) events into the complete events
-    (``ph: "X"``) they stand for, as the Chrome trace event format defines them: on each
-    thread (pid, tid), in time order, an end closes the most recent begin still open.
-    The complete event is the begin event with ``dur`` = end ``ts`` - begin ``ts``
-    (worked out in exact ns, so a 17-digit µs time loses nothing); its ``args`` are the
-    begin's. Returns ``[(complete, (begin, end)), ...]`` and the events left unpaired (an
-    end with no open begin, a begin never ended, a time that is not a number)."""
+    """Pair ``B``/``E`` events per thread, in time order (an end closes the latest open
+    begin), into the complete events they stand for (the begin with an exact ``dur``).
+    Returns ``[(complete, (begin, end)), ...]`` and the unpaired events.
+    """
     by_thread: dict = {}
     unpaired = []
     for i, e in enumerate(events):
@@ -693,10 +601,9 @@ _NO_ARGS: dict = {}
 
 
 def _args(evs, table: str) -> list:
-    """Every event's ``args`` object (an empty one where absent); build once per table.
-
-    msgspec-decoded events get structs holding only the keys ``table`` reads
-    (:data:`_TABLE_ARGS`); dict events their dicts."""
+    """Every event's ``args`` (an empty one where absent): structs of the keys ``table``
+    reads (:data:`_TABLE_ARGS`) for msgspec events, dicts otherwise.
+    """
     if evs and type(evs[0]) is _Event:
         decoder, struct = _ARGS_DECODERS[table]
         empty = struct()                                 # one per call: its list fields are set below
@@ -712,8 +619,7 @@ def _args(evs, table: str) -> list:
         for key in _TABLE_ARGS[table]:
             if key in _LIST_ARGS:                        # raw JSON text: each distinct text decoded once
                 f = _attr(key)
-                # each struct's text as bytes: joined and split at C speed (a NUL byte
-                # cannot occur in JSON text)
+                # joined and split at C speed (no NUL byte in JSON text)
                 texts = b"\0".join(map(attrgetter(f), out)).split(b"\0")
                 decoded = {t: msgspec.json.decode(t) for t in set(texts)}
                 decoded[b"null"] = None
@@ -750,10 +656,9 @@ _LIST_TYPES = {list, type(None)}
 
 
 def _int64_ids(values: list):
-    """``pd.array(values, dtype="Int64")`` of a list of ints and Nones, built from its
-    values and mask at C speed (pandas infers each element's type first): a column
-    that is all None, as most id columns of one kind of event are, costs nothing.
-    Raises OverflowError for an int outside int64, as pandas does."""
+    """``pd.array(values, dtype="Int64")`` of ints and Nones, built at C speed; raises
+    OverflowError outside int64, as pandas does.
+    """
     n = len(values)
     missing = values.count(None)
     if missing == n:
@@ -767,12 +672,8 @@ def _int64_ids(values: list):
 
 
 def _ids(values, evs=None, key: str = "id") -> pd.Series:
-    """Integer ids with missing values (pandas ``Int64``).
-
-    An id written as text of digits (``"1234"``) is read as that integer. Anything
-    else that is not an integer id (other text, an object, a list, ``true``, a value
-    at or above 2**63) is refused with the event named, when ``evs`` is given;
-    nothing is silently turned into a missing value.
+    """Integer ids (``Int64``); digit text is read as its integer, anything else is refused
+    with the event named (when ``evs`` is given), never turned into a missing value.
     """
     if set(map(type, values)) <= _PLAIN_ID_TYPES:      # the usual case, checked at C speed
         try:
@@ -828,9 +729,7 @@ except ImportError:  # pragma: no cover - orjson is a dependency
 
 
 def _list_arg(evs, key: str, args) -> list:
-    """A per-argument field (``Input Dims`` …) of every event, checked by :func:`_lists`,
-    equal lists shared (:func:`_shared`). From msgspec-decoded events :func:`_args` has
-    already decoded each distinct raw text once, so equal texts are one object."""
+    """A per-argument field of every event, checked (:func:`_lists`), equal lists shared."""
     vals = _arg(evs, key, args=args)
     if args and isinstance(args[0], msgspec.Struct):    # already shared by _args
         return _lists(evs, [None if v is _RAW_NULL else v for v in vals], key)
@@ -838,10 +737,9 @@ def _list_arg(evs, key: str, args) -> list:
 
 
 def _shared(values: list) -> list:
-    """Equal per-argument lists as one object: a trace repeats the same few thousand
-    shapes on every step, so each distinct list is kept once (memory) and whatever
-    is computed from it can be computed once per object (``analyses.events``). The
-    cells are read, never changed in place."""
+    """Equal per-argument lists as one object (a trace repeats the same shapes every step);
+    read the cells, never change them in place.
+    """
     seen: dict = {}
     out = []
     for v in values:
@@ -932,9 +830,7 @@ def _base_frame(evs, with_dur=True):
 
 
 def _text(values: list):
-    """A column of text (pandas' ``str`` dtype, as pandas makes it from a list of
-    ``str``) built by pyarrow from the list at C speed; None unless every value is a
-    ``str`` (the caller then names the event or lets pandas decide, as before)."""
+    """A ``str`` column built by pyarrow at C speed; None unless every value is a ``str``."""
     import pyarrow as pa
     if not values:                                      # empty: pandas' own dtype for it
         return None
@@ -960,9 +856,7 @@ def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
     ``kinds`` and :func:`_args`), and the Python frames (``py``, ``py_args``)."""
     if not revs and not py:
         return _empty(OPS_COLUMNS)
-    # Python events (most of a with_stack trace) carry only the tracer's ids: read
-    # those alone, and the operator fields from the rest. Each column is built once
-    # for both groups and put in time order before the table is made (no copies).
+    # Python events carry only the tracer's ids: two groups, each column built once, then ordered
     parts = []
     if revs:
         d = _base_frame(revs)
@@ -1005,9 +899,7 @@ def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
 
 
 def _comm_args(evs, args) -> list:
-    """Per event, the collective's identity that PyTorch writes on ``record_param_comms``
-    (:data:`COMM_ARGS`: process group, sequence number, element counts): a dict of the
-    keys present, None for an event that has none of them (every non-collective op)."""
+    """Per event, the dict of the :data:`COMM_ARGS` keys it has (``record_param_comms``), else None."""
     n = len(evs)
     cols = [(k, c) for k in COMM_ARGS if (c := _arg(evs, k, args=args)).count(None) != n]
     out = [None] * n
@@ -1018,10 +910,9 @@ def _comm_args(evs, args) -> list:
 
 
 def _frame(d: dict, columns: list, order: np.ndarray, objects=()) -> pd.DataFrame:
-    """A table of the columns in ``d`` (emptied as it goes), rows in ``order``: each
-    column is copied once, into its place (no sort or selection of a whole table
-    afterwards, which would copy every column again). ``objects``: columns kept as
-    Python objects whatever pandas would infer."""
+    """A table of the columns in ``d`` (emptied as it goes), rows in ``order``, each column
+    copied once; ``objects``: columns kept as Python objects.
+    """
     out = {}
     for c in columns:
         v = _concat([d.pop(c)])
@@ -1062,11 +953,8 @@ _INT_ID_COLS = {"external_id", "sequence_number", "fwd_thread_id", "python_id", 
 
 
 # --------------------------------------------------------------------------- the event tree
-#: The Python-frame rules of each torch release, and how a trace shows which applies.
-#: Each key is what the profiler does with the ``python_function`` events of a
-#: ``with_stack=True`` recording: ``children`` (they are events of the tree that
-#: ``key_averages()`` is built from, so they take a share of their parents' self time
-#: and self memory) and ``rows`` (``key_averages()`` lists them as rows of their own).
+#: Per torch release, what the profiler does with ``with_stack`` Python frames: ``children``
+#: (events of ``key_averages()``'s tree) and ``rows`` (rows of ``key_averages()``).
 PYTHON_FRAME_RULES = {
     "≤ 2.11": {"children": False, "rows": False},
     "2.12–2.13": {"children": True, "rows": True},
@@ -1078,24 +966,17 @@ def python_frames_release(python_events: list, torch_version: str | None = None,
                           top: dict | None = None) -> tuple[str, str]:
     """Which of :data:`PYTHON_FRAME_RULES` the profiler that wrote a trace followed.
 
-    Frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but a top-level ``host_name`` → 2.12–2.13;
-    neither → ≤ 2.11; a torch version, where known (a bundle's manifest), decides instead.
-    Sources: docs/SOURCES.md#python-frames-release
-
-    Parameters
-    ----------
-    python_events : list of dict
-        The trace's ``python_function`` events (raw JSON).
-    torch_version : str, optional
-        The torch that recorded the trace, when known (a bundle's manifest).
-    top : dict, optional
-        The trace's top-level keys (``host_name`` …).
+    Frames with ``CallFrom`` → ≥ 2.14; no ``CallFrom`` but a top-level ``host_name`` →
+    2.12–2.13; neither → ≤ 2.11; a known ``torch_version`` (a bundle's manifest) decides
+    instead. ``python_events``: the trace's ``python_function`` events; ``top``: its
+    top-level keys.
 
     Returns
     -------
     (str, str)
-        A key of :data:`PYTHON_FRAME_RULES`, or ``""`` when the trace has no Python
-        frames; and a sentence saying how it was decided.
+        A key of :data:`PYTHON_FRAME_RULES` (``""`` without Python frames), and how it was decided.
+
+    Sources: docs/SOURCES.md#python-frames-release
     """
     if not python_events:
         return "", "no Python frames in the trace: the rule does not apply"
@@ -1124,23 +1005,18 @@ def _release(torch_version) -> tuple:
 
 
 def memory_edges_rule(torch_version: str | None = None, top: dict | None = None) -> tuple[bool, str]:
-    """Whether the profiler that wrote a trace held memory records to its events' edges
-    after a round trip through float µs (``True``) or in exact ns (``False``).
+    """Whether the profiler held memory records to its events' edges after a round trip
+    through float µs (``True``, torch ≤ 2.10) or in exact ns (``False``, from 2.11).
 
-    Up to torch 2.10 the profiler compared each record's time with an event's edges after a round
-    trip through float µs; from 2.11 with the exact ns (both ends included).
-    Sources: docs/SOURCES.md#memory-edges-rule
-
-    Decided from ``torch_version`` where known; else from the trace's top-level
-    ``host_name`` (written from 2.12 on, :func:`python_frames_release`): with it, exact
-    ns; without it, float edges, which is right for ≤ 2.10 and not for a bare 2.11
-    trace (nothing in a trace tells 2.11 from 2.10; on the three 2.11 recordings of the
-    repository, read bare, the two rules put every record in the same events).
+    Decided from ``torch_version`` where known, else by a top-level ``host_name`` (≥ 2.12:
+    exact ns); a bare 2.11 trace is read as float edges.
 
     Returns
     -------
     (bool, str)
-        The rule, and a sentence saying how it was decided.
+        The rule, and how it was decided.
+
+    Sources: docs/SOURCES.md#memory-edges-rule
     """
     major, minor = _release(torch_version)
     if major is not None:
@@ -1158,30 +1034,16 @@ def memory_edges_rule(torch_version: str | None = None, top: dict | None = None)
 
 def python_frames_rule(python_events: list, torch_version: str | None = None,
                        top: dict | None = None) -> tuple[bool, str]:
-    """Whether the profiler that wrote a trace counted Python frames as children.
-
-    torch.profiler builds its tables (``key_averages()``) from a tree of host events
-    nested by time on each thread. Up to torch 2.11 the Python frames recorded with
-    ``with_stack=True`` were left out of that tree; from 2.12 they are in it, so they
-    take a share of their parents' self time and self memory; 2.12–2.13 also list
-    them as rows of ``key_averages()``, 2.14 leaves them out of the rows by default
-    (``include_python_functions=False``). Which release wrote a trace:
-    :func:`python_frames_release`.
-
-    Parameters
-    ----------
-    python_events : list of dict
-        The trace's ``python_function`` events (raw JSON).
-    torch_version : str, optional
-        The torch that recorded the trace, when known (a bundle's manifest).
-    top : dict, optional
-        The trace's top-level keys.
+    """Whether the profiler that wrote a trace counted Python frames as children of its
+    event tree (``key_averages()``): not up to torch 2.11, yes from 2.12 (rows too in
+    2.12–2.13). Arguments as :func:`python_frames_release`.
 
     Returns
     -------
     (bool, str)
-        The rule, and a sentence saying how it was decided (from ``torch_version`` when
-        given, else inferred from the trace, see :func:`python_frames_release`).
+        The rule, and how it was decided.
+
+    Sources: docs/SOURCES.md#python-frames-release
     """
     rel, how = python_frames_release(python_events, torch_version, top)
     if not rel:
@@ -1204,8 +1066,7 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
     is_op = (tree["source"] == "ops").to_numpy()
     rows = tree["row"].to_numpy(dtype=np.int64)
     tpar = tree["parent"].to_numpy(dtype=np.int64)
-    # nearest ancestor that is an ops row (launches are leaves, but be safe): all the
-    # tree's ops at once, each climbing while its ancestor is not an ops row
+    # nearest ancestor that is an ops row, for all the tree's ops at once
     at = np.flatnonzero(is_op)
     p = tpar[at]
     climb = np.flatnonzero((p >= 0) & ~is_op[np.maximum(p, 0)])
@@ -1220,8 +1081,7 @@ def _ops_nesting(ops: pd.DataFrame, tree: pd.DataFrame, python_children: bool):
         ids = ops["python_id"].array[py_rows]
         pids = ops["python_parent_id"].array[py_rows]
         if (~pids.isna()).any():
-            # the frame of each parent id (the last one, where an id repeats): ids sorted
-            # (stable), the last of each run kept, each parent id found by binary search
+            # each parent id's frame (the last, where an id repeats), by binary search
             known = ~ids.isna()
             kid = ids.to_numpy(dtype=np.int64, na_value=0)[known]
             krow = py_rows[known]
@@ -1290,8 +1150,7 @@ def _memory_table(evs, A) -> pd.DataFrame:
     d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A), evs, "Total Reserved")
     d["device_type"] = _ids(_arg(evs, "Device Type", args=A), evs, "Device Type")
     d["device_id"] = _ids(_arg(evs, "Device Id", args=A), evs, "Device Id")
-    # a record without its size (or its device) says nothing that can be counted: left
-    # out here, and counted in meta["memory_records_unusable"] by trace_from_json
+    # records without size or device: left out (meta["memory_records_unusable"])
     keep = np.flatnonzero(d["bytes"].notna().to_numpy() & d["device_type"].notna().to_numpy())
     return _frame(d, MEMORY_COLUMNS, keep[np.argsort(d["start_ns"][keep], kind="stable")])
 

@@ -1,54 +1,15 @@
 """A columnar cache of loaded traces: parse the JSON once, read Arrow tables after.
 
-Parsing a large torch.profiler trace is most of the time a lesson waits (and a kernel
-restart pays it again). :func:`kitlib.readers.trace.load_trace` therefore writes the
-tables of every trace it loads — ``ops``, ``launches``, ``gpu``, ``memory``, ``other``,
-``host_events`` and ``meta`` — into the kit's cache folder as Apache Arrow IPC files
-(pyarrow), and the next load of the same file, in any process, reads them back.
-
-- **Key**: the sha256 of the file's bytes on disk, the torch version given to
-  ``load_trace``, and a fingerprint of the reader's own source (so a kit upgrade
-  that changes how a trace is read never meets an old entry). The sha256 of a file
-  is remembered with its device, inode, size and modification and change times
-  (``<cache>/trace-hashes/``), as git's index does, so a second load of an unchanged
-  file does not read it at all; any change to the file (even one that restores its
-  modification time) changes its change time, and it is hashed again. A hash taken
-  within two seconds of the file's last change is not trusted (:data:`RACY_NS`).
-- **Never trusted**: each entry lists a CRC-32 of every file it holds (to find
-  damage), the row count of every table, and a CRC-32 of its own listing (an edited
-  dtype); it names its own key and the size of the file it was parsed from, so an
-  entry copied over another's folder, or reached through an edited hash memo that
-  points at another trace's entry, does not match the file being read (issue 41: a
-  copied entry made ``load_trace(A)`` return B's tables). An entry that is
-  incomplete, damaged, from another format, for another key or file size, or fails
-  to read is deleted and the trace parsed again.
-- **Where**: ``<cache>/traces/`` (``KITLIB_CACHE``, else the checkout's ``.cache/``,
-  else ``~/.cache/kitlib``; :func:`kitlib.paths.cache_dir`).
-- **Shared, read-only** (a class's image, issue 38): ``KITLIB_SHARED_CACHE`` names a
-  cache folder built once for every learner (``python -m kitlib cache --build DIR``,
-  :func:`kitlib.course.cli.build_cache`), laid out as ``KITLIB_CACHE`` is. ``load_trace``
-  looks there first, by the same key and under the same checks; an entry found there
-  is used without writing anything anywhere (no hash memo, no temporary file, no
-  deletion of a bad entry: the folder is read-only), and anything not found there is
-  parsed into the learner's own cache as before. Its hash memos match only where the
-  files keep the device, inode and times they had at build time (an image pulled onto
-  another machine unpacks them with new change times): elsewhere the file is read and hashed — never parsed (``profiler_5step``'s
-  1.3 MB trace: 1 ms to read and hash, 0.11 s for the whole load from the shared cache,
-  against 1.1 s to parse it; 6 December, this 2-core machine).
-- **Off the critical path**: :func:`store` writes an entry in a background thread
-  after ``load_trace`` has returned its tables, into a temporary folder renamed into
-  place (whole or not at all); :func:`load` and :func:`clear` wait for this process's
-  own pending writes, and :func:`wait` for all of them.
-- **Off**: set ``KITLIB_TRACE_CACHE=0`` (a few tests do, to parse afresh; the rest of
-  the suite uses the checkout's ``.cache/``, as a learner's session would).
-  **Clear**: :func:`clear`.
-
-Columns holding Python objects (input shapes, argument lists, grid/block tuples) are
-stored as Arrow *dictionary* columns: each distinct value once, as JSON text, and one
-int32 index per row. A trace repeats the same few thousand shapes over every step, so
-a cached load decodes those few thousand values, not one JSON value per row, and rows
-with equal values share one Python object (read them, never change them in place).
-Every other column keeps its dtype and is read without a per-row step.
+:func:`kitlib.readers.trace.load_trace` writes the tables of every trace it loads
+(``ops``, ``launches``, ``gpu``, ``memory``, ``other``, ``host_events``, ``meta``) as
+Arrow IPC files under ``<cache>/traces/`` (:func:`kitlib.paths.cache_dir`), keyed by the
+file's sha256, the torch version given and a fingerprint of the reader's source; the
+next load of the same file, in any process, reads them back. Entries are never trusted
+(CRC-32s, row counts, their own key and source size are checked; a bad entry is deleted
+and the trace parsed again), written off the critical path (:func:`store`), and a
+read-only class cache (``KITLIB_SHARED_CACHE``, ``python -m kitlib cache --build DIR``)
+is read first. ``KITLIB_TRACE_CACHE=0`` turns it off; :func:`clear` empties it.
+Sources: docs/SOURCES.md#trace-cache
 """
 from __future__ import annotations
 
@@ -318,26 +279,11 @@ def store_after_return(key: str | None, trace, source_bytes: int) -> None:
 
 
 def store(key: str, trace, after: threading.Event | None = None, source_bytes: int | None = None) -> None:
-    """Write a loaded trace's tables under ``key``, off the caller's critical path.
-
-    The tables are taken as they are now (a shallow copy of each under pandas' copy on
-    write, else a deep one: a later change to the trace never reaches the entry) and written by a
-    background thread, so ``load_trace`` returns as soon as its tables are built. The
-    entry is written into a temporary folder and renamed into place: it appears whole
-    or not at all, never half-written. :func:`load` and :func:`clear` wait for a
-    pending write of this process first; :func:`wait` waits for all of them, and the
-    interpreter waits for them at exit. Failures are silent: the cache is an
-    optimisation, never a reason for a load to fail.
-
-    ``source_bytes``: the size of the file on disk the trace was read from, kept in the
-    entry for :func:`load` to check.
-
-    ``after``: an event the caller sets as it returns (``load_trace`` does, just before it
-    hands back the trace); the thread starts writing only then (or after 5 s). Turning
-    a table into Arrow holds the interpreter's lock for a few tenths of a second on a
-    large trace, and a thread that began at once made ``load_trace`` itself wait for it:
-    the first open of the reference trace ×10, gzipped, took 1.07× ``orjson.loads`` of the
-    file against 0.99× with the cache off (2 December, a quiet machine).
+    """Write a loaded trace's tables under ``key`` from a background thread, into a temporary
+    folder renamed into place (whole or not at all). The tables are taken as they are now;
+    ``source_bytes`` is the file's size on disk, checked by :func:`load`; the thread starts
+    when ``after`` is set (or after 5 s). Failures are silent: the cache is an optimisation.
+    Sources: docs/SOURCES.md#trace-cache
     """
     try:
         import orjson
