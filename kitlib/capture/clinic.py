@@ -71,9 +71,11 @@ class ClinicCase:
 
     @property
     def name(self) -> str:
+        """``case_<letter>``."""
         return f"case_{self.letter}"
 
     def settings(self, side: str, device: str = "cpu") -> dict:
+        """The settings over the base workload for ``side`` on ``device``."""
         d = dict(self.before if side == "before" else self.after)
         if device == "cuda":
             d.update(self.cuda_before if side == "before" else self.cuda_after)
@@ -448,6 +450,7 @@ def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int 
 
 
 def _blocks(steps: int, block: int) -> list:
+    """(side, steps) blocks in ABBA order until each side has ``steps``."""
     out, done, i = [], 0, 0
     while done < steps:
         n = min(block, steps - done)

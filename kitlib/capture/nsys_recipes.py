@@ -81,6 +81,7 @@ class NsysRecipe:
                                f"{'>= 1' if f == 'steps' else '>= 0'}, not {v!r}")
 
     def replace(self, **changes) -> "NsysRecipe":
+        """A copy with some fields changed."""
         return replace(self, **changes)
 
 
@@ -408,6 +409,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv=None) -> int:
+    """Command-line entry point (``python -m kitlib.capture.nsys_recipes …``)."""
     a = _parser().parse_args(argv)
     if a.command == "run-workload":
         run_workload(a.steps, a.warmup_steps, data_load_covers_h2d=a.data_load_covers_h2d,

@@ -94,6 +94,7 @@ class Recipe:
         return one * self.repeat if self.kind == "torch_profiler" else []
 
     def replace(self, **changes) -> "Recipe":
+        """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
@@ -181,6 +182,7 @@ class OutFolder:
             return False
 
     def done(self) -> None:
+        """The bundle is complete: drop the lock file."""
         if self._owned():
             self._lock.unlink()
 

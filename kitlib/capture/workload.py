@@ -690,6 +690,7 @@ class Workload:
         return loss
 
     def sync(self) -> None:
+        """Wait for the device (:func:`synchronize`)."""
         synchronize(self.device)
 
     def describe(self) -> dict:
