@@ -14,10 +14,8 @@ Sources: docs/SOURCES.md#clinic-design"""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time

@@ -4,7 +4,6 @@ traces' own clocks (one host: one clock)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from ..analyses.collectives import (collective_matches, collective_waits, collectives, communication_pieces,
                                     exposed_communication, rank_step_times)
