@@ -1,10 +1,7 @@
 """kitlib: the helper package of the PyTorch profiling course.
 
-Runs and profiles the real ResNet-50 training workload and turns what
-torch.profiler and Nsight Systems write into pandas tables and matplotlib
-pictures. See README.md and the lessons in ``lessons/``.
-
-The readers and the main analyses are available at the top level::
+Runs and profiles the ResNet-50 training workload and turns what torch.profiler and Nsight
+Systems write into pandas tables and matplotlib pictures::
 
     import kitlib
     trace = kitlib.load_trace("trace.json.gz")     # -> Trace (ops, launches, gpu, memory, meta)
@@ -13,35 +10,14 @@ The readers and the main analyses are available at the top level::
     report = kitlib.load_nsys("report.sqlite")      # -> NsysReport
     cap = kitlib.open_capture("profiler_5step")     # a bundle (recorded or live)
 
-``kitlib.chain``, ``kitlib.align`` and ``kitlib.lint`` are the functions; their
-modules are imported from their layer, as ``from kitlib.analyses.chain import first_op``.
-
-The package is split into layers, one sub-package each, and imports flow one way
-(a test, ``tests/test_layers.py``, keeps it so)::
+Layers, imports flowing one way (``tests/test_layers.py``)::
 
     capture/  -> bundle on disk -> readers/ -> model -> analyses/ -> plots/ and course/
 
-- ``kitlib.model``: the data contract — the table schemas, ``Trace`` and ``NsysReport``
-  as read-only values, the one event tree and the one window function (which step,
-  parent or label holds time t: half-open ``[start, end)``).
-- ``kitlib.readers``: files in, model values out (torch.profiler trace, Nsight Systems
-  export, memory snapshot, Nsight Compute CSV, the profiler's printed table, the
-  bundle format and its file helpers).
-- ``kitlib.analyses``: pure functions from the model's tables to tables and numbers.
-- ``kitlib.capture.recipes``: the workload, the torch.profiler and Nsight Systems recipes,
-  live measurements, the command line.
-- ``kitlib.plots``: matplotlib pictures of the analyses.
-- ``kitlib.course``: lesson plumbing (live or replay), exercises, the quoted figures.
-
-Below them all: ``kitlib.errors`` (the kit's exceptions), ``kitlib.units`` (ns -> ms,
-bytes -> GiB for display), ``kitlib.phases`` (the labels the workload's phases carry),
-``kitlib.paths`` (where the kit keeps what it makes: the cache, runs) and
-``kitlib.settings`` (every ``KITLIB_*`` variable, its default and meaning).
-
-The face is lazy: ``import kitlib`` loads almost nothing, and each name above is
-imported from its layer when first used, so importing a lower layer
-(``kitlib.readers.trace``) never loads a higher one, nor IPython.
-"""
+with the base modules below them all: ``errors``, ``units``, ``phases``, ``paths``,
+``settings``. The face is lazy (PEP 562): ``import kitlib`` loads only ``errors`` and
+``settings``; each name is imported from its layer when first used, so importing a lower
+layer never loads a higher one, nor IPython. See docs/ARCHITECTURE.md."""
 import importlib as _importlib
 import sys as _sys
 
@@ -50,12 +26,6 @@ from .errors import KitError, KitFileError, TraceFormatError, BundleError, NsysF
 
 __version__ = "0.1.0"
 
-# The public face is lazy (PEP 562): ``import kitlib`` loads only kitlib.errors and
-# kitlib.settings, and each
-# name below is imported from its layer the first time it is asked for. So
-# ``import kitlib.readers.trace`` (which runs this file first) loads no analysis, no
-# plot, no course and no IPython hook: the layering holds at run time too
-# (tests/test_layers.py checks it in a fresh interpreter).
 _FACE = {
     "open_capture": "kitlib.readers.bundle", "list_references": "kitlib.readers.bundle",
     "reference_dir": "kitlib.readers.bundle",
@@ -91,10 +61,7 @@ def __dir__():
     return __all__
 
 
-# An instructor's projector setting: in a Jupyter kernel, KITLIB_PLOT_SCALE scales the
-# tables, answer forms and explorers too, not only the pictures (kitlib.plots applies it
-# to those wherever it is imported). Only where IPython is already loaded (a kernel, an
-# IPython shell): a plain script that imports a lower layer never loads the course.
+# KITLIB_PLOT_SCALE in a kernel also scales tables, forms and explorers (only where IPython is loaded)
 if _settings.is_set("KITLIB_PLOT_SCALE") and "IPython" in _sys.modules:
     from .course.widgets import presentation_from_environment as _presentation
     _presentation()

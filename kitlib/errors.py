@@ -13,15 +13,8 @@ class KitError(Exception):
 
 
 class KitFileError(KitError):
-    """A file is missing, empty, truncated, or not what it claims to be.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file (or folder) the problem is in.
-    problem : str
-        One sentence saying what is wrong, ideally with what to do about it.
-    """
+    """A file (``path``) is missing, empty, truncated, or not what it claims to be; ``problem``
+    says what is wrong in one sentence."""
 
     def __init__(self, path, problem: str):
         self.path = os.fspath(path)
@@ -29,9 +22,7 @@ class KitFileError(KitError):
         super().__init__(f"{self.path}: {problem}")
 
     def __reduce__(self):
-        # Exception pickles as cls(*self.args), i.e. with the one joined message, which
-        # this __init__ cannot take: rebuild from (path, problem) instead, so the error
-        # crosses a process pool (load_traces' workers) as itself, subclass and all.
+        # rebuilt from (path, problem), so it crosses a process pool (load_traces) as itself
         return self.__class__, (self.path, self.problem), self.__dict__
 
 

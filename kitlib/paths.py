@@ -34,40 +34,15 @@ def checkout_folder(env_var: str, name: str, fallback: Path) -> Path:
 
 
 def cache_dir() -> Path:
-    """Where generated data goes.
-
-    Returns
-    -------
-    pathlib.Path
-        ``$KITLIB_CACHE`` when set; else ``<checkout>/.cache`` (git-ignored) when
-        kitlib runs from a checkout whose folder is writable; else
-        ``~/.cache/kitlib``. The folder is not created here.
-    """
+    """Where generated data goes: ``$KITLIB_CACHE``, else ``<checkout>/.cache`` when the checkout
+    is writable, else ``~/.cache/kitlib`` (not created here)."""
     return checkout_folder("KITLIB_CACHE", ".cache", Path.home() / ".cache" / "kitlib")
 
 
 def make_folder(path, option: str, empty: bool = False) -> Path:
-    """Create the folder a command writes into (and its parents), or take the one there.
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The folder.
-    option : str
-        The command and option that named it (``"workspace --dest"``), for the message.
-    empty : bool
-        The folder must be new or empty.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    KitError
-        ``OPTION PATH: is a file, not a folder``; ``... not empty``; or it cannot be
-        created (a file where a parent folder should be, no permission), in one line.
-    """
+    """Create the folder a command writes into (and its parents), or take the one there
+    (``empty``: it must be new or empty); ``option`` names the command and option in messages.
+    Raises :class:`KitError` in one line: a file, not empty, or it cannot be created."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise KitError(f"{option} {path}: is a file, not a folder; give a folder")

@@ -114,17 +114,7 @@ def is_set(name: str) -> bool:
 
 
 def describe() -> list:
-    """One row per setting, for ``python -m kitlib info``: ``name``, ``value`` (in force
-    now), ``set`` (whether the environment sets it), ``default`` and ``meaning``.
-
-    Examples
-    --------
-    >>> from kitlib.settings import describe
-    >>> rows = describe()
-    >>> [r["name"] for r in rows][:3]
-    ['KITLIB_MODE', 'KITLIB_REPLAY_DIR', 'KITLIB_REFERENCE']
-    >>> sorted(rows[0])
-    ['default', 'meaning', 'name', 'read_by', 'set', 'value']
-    """
+    """One row per setting, for ``python -m kitlib info``: ``name``, ``value`` (in force now),
+    ``set`` (by the environment), ``default``, ``meaning`` and ``read_by``."""
     return [{"name": s.name, "value": value(s.name), "set": is_set(s.name), "default": s.default,
              "meaning": s.meaning, "read_by": s.read_by} for s in SETTINGS.values()]

@@ -153,3 +153,10 @@ def test_python_m_kitlib_info_prints_the_settings_table(monkeypatch, capsys, tmp
     assert main(["info"]) == 0
     text = capsys.readouterr().out
     assert "\n".join(lines) in text
+
+
+def test_describe_lists_the_settings_in_order_with_their_columns():
+    # the Examples of settings.describe, moved here (issue 39)
+    rows = settings.describe()
+    assert [r["name"] for r in rows][:3] == ["KITLIB_MODE", "KITLIB_REPLAY_DIR", "KITLIB_REFERENCE"]
+    assert sorted(rows[0]) == ["default", "meaning", "name", "read_by", "set", "value"]

@@ -1,17 +1,9 @@
-"""``python -m kitlib``: profile the workload, describe this machine, summarise a capture.
+"""``python -m kitlib``: ``profile`` (ResNet-50 under torch.profiler, a bundle under runs/ and
+its summary), ``info`` (machine, software, data, recordings), ``summary PATH``,
+``record-course`` and ``record-clinic``.
 
-Commands::
-
-    python -m kitlib profile [options]   run ResNet-50 training under torch.profiler, write a
-                                         bundle under runs/, print its summary
-    python -m kitlib info                the machine, software, data and reference captures found
-    python -m kitlib summary PATH        summarise a bundle folder or a reference capture
-                                         (e.g. ``python -m kitlib summary profiler_5step``)
-
-``main(argv)`` returns the exit status: 0 on success, 2 for a bad option or a
-kitlib error (printed as ``kitlib: error: …`` without a traceback), 130 when
-interrupted (Ctrl-C), 143 on SIGTERM.
-"""
+:func:`main` returns the exit status: 0 on success, 2 for a bad option or a kitlib error
+(one ``kitlib: error: …`` line, no traceback), 130 on Ctrl-C, 143 on SIGTERM."""
 from __future__ import annotations
 
 import argparse
@@ -42,8 +34,8 @@ NEXT_STEPS = ("\nnext: open the trace in https://ui.perfetto.dev, then the lesso
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse with a "did you mean" for a mistyped option (``--batchsize`` → ``--batch-size``):
-    the option strings of every command are the candidates (difflib's close matches)."""
+    """argparse with a "did you mean" for a mistyped option (difflib's close matches among
+    every command's options)."""
 
     def error(self, message):
         import difflib
@@ -62,24 +54,20 @@ class _Parser(argparse.ArgumentParser):
         super().error(message)
 
 
-def _positive_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
-    return v
+def _whole_number(least: int, words: str):
+    def parse(text: str) -> int:
+        try:
+            v = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if v < least:
+            raise argparse.ArgumentTypeError(f"must be {words}, got {v}")
+        return v
+    return parse
 
 
-def _nonneg_int(text: str) -> int:
-    try:
-        v = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if v < 0:
-        raise argparse.ArgumentTypeError(f"must be 0 or more, got {v}")
-    return v
+_positive_int = _whole_number(1, "at least 1")
+_nonneg_int = _whole_number(0, "0 or more")
 
 
 def _fill(*paragraphs) -> str:
@@ -87,8 +75,7 @@ def _fill(*paragraphs) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """The argument parser of ``python -m kitlib`` (subcommands ``profile``, ``info``,
-    ``summary``); every option is documented in its ``--help``."""
+    """The parser of ``python -m kitlib``; every option is documented in its ``--help``."""
     from .recipes import RECIPE_STEPS_NOTE, RECIPES
     top = _Parser(
         prog="python -m kitlib",
@@ -241,7 +228,6 @@ def build_parser() -> argparse.ArgumentParser:
     return top
 
 
-# --------------------------------------------------------------------------- commands
 #: Said before a CPU run: the two messages the profiler prints there, and why they are harmless.
 CPU_NOTE = ("on the CPU, two messages of the profiler's own are expected and harmless: Kineto "
             "(torch.profiler's tracing library) looks for a GPU and reports 'gpuGetDeviceCount failed' "
@@ -327,31 +313,16 @@ def _profile(args) -> int:
 
 
 def _check_out(out, recipe_name: str) -> None:
-    """Refuse, before the run says anything, an output folder that the capture would
-    refuse (not new or empty, not writable; ``out=None``: the default runs folder): the
-    folder is claimed as the capture claims it and let go at once, unchanged.
-
-    Raises
-    ------
-    BundleError
-        As :func:`kitlib.capture.recipes.claim_out`.
-    """
+    """Refuse, before the run says anything, an output folder the capture would refuse
+    (:func:`kitlib.capture.recipes.claim_out`, claimed and let go at once)."""
     from .recipes import claim_out
     claim_out(out, recipe_name).abandon()
 
 
 def _memory_checked(cfg):
-    """``profile`` on one GPU: the memory check every live run makes
-    (:func:`kitlib.capture.gpu_memory.live_memory_plan`, on the GPU's free memory now).
-    Returns ``cfg``, or a copy with a smaller batch (a warning on stderr says so).
-    ResNet-50 only (the estimate is its); under ``torchrun`` the ranks are not checked
-    (lesson 12's live run checks every GPU before it starts them).
-
-    Raises
-    ------
-    KitError
-        Not even batch :data:`~kitlib.capture.gpu_memory.MIN_LIVE_BATCH` fits.
-    """
+    """``profile`` on one GPU: ``cfg``, or a copy with the smaller batch
+    :func:`kitlib.capture.gpu_memory.live_memory_plan` gives (with a warning); ResNet-50 only.
+    Raises :class:`KitError` when not even the smallest batch fits."""
     import dataclasses
 
     from .gpu_memory import live_memory_plan
@@ -370,10 +341,8 @@ def _memory_checked(cfg):
 
 
 def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
-    """``profile`` on one rank of a torchrun launch: every rank records, rank 0 writes
-    the bundle's manifest and prints the summary (see :mod:`kitlib.capture.distributed`)."""
-    import torch.distributed as dist
-    from .distributed import capture_ranks, summarize_ranks
+    """``profile`` on one torchrun rank: every rank records, rank 0 prints the summary."""
+    from .distributed import capture_ranks, leave_together, summarize_ranks
     rank = ranks["rank"]
     if rank == 0:
         lag = (f"; rank {cfg.straggler_rank} sleeps {cfg.straggler_ms:g} ms per step"
@@ -383,32 +352,23 @@ def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
               f"batch {cfg.batch_size} per rank, {cfg.image_size} px; recipe {rec.name} ({plan}){lag}",
               flush=True)
     t0 = time.perf_counter()
-    try:
+    with leave_together():
         with _stop_promptly():
             cap = capture_ranks(cfg, rec, args.out, progress=not args.no_progress)
         if rank == 0:
             print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
             print(summarize_ranks(cap.path))
-        # every rank leaves the group together: a rank that tore Gloo down while rank 0 was
-        # still summarising sometimes aborted at exit ("terminate called without an active
-        # exception", tests/test_distributed.py in CI)
-        dist.barrier()
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
     return 0
 
 
 class Terminated(SystemExit):
-    """Raised by the SIGTERM handler of ``profile``: unwinds like Ctrl-C, so the run
-    removes what it wrote, then exits with status 143 (128 + SIGTERM)."""
+    """SIGTERM during ``profile``: unwinds like Ctrl-C, then exit status 143."""
 
 
 @contextlib.contextmanager
 def _stop_promptly():
-    """While a capture runs: on Ctrl-C (SIGINT) say at once what happens next, then
-    stop; on SIGTERM do the same instead of dying with the bundle folder half
-    written. Either way the capture's cleanup removes the files it wrote."""
+    """While a capture runs, Ctrl-C and SIGTERM say what happens, then stop the run (its cleanup
+    removes what it wrote)."""
     from .workload import STOP
     terminated = []
 
@@ -523,9 +483,8 @@ def _info(args) -> int:
 
 
 def settings_lines() -> list:
-    """``python -m kitlib info``'s settings table: one line per row of
-    :func:`kitlib.settings.describe`, the value in force and whether the environment
-    sets it or it is the default, then the meaning."""
+    """``info``'s settings table: per :func:`kitlib.settings.describe` row, the value in force,
+    set or default, and the meaning."""
     from ..settings import describe
     rows = describe()
     out = ["settings (environment variables; an empty one counts as unset):"]
@@ -537,21 +496,23 @@ def settings_lines() -> list:
     return out
 
 
-def _record_course(args) -> int:
+def _quiet_cpu_profiler(device: str) -> None:
+    """On the CPU, silence the profiler's two known messages (:data:`CPU_NOTE`)."""
     import os
-    if args.device == "cpu":            # the try-out: the profiler's known CPU messages (see CPU_NOTE)
+    if device == "cpu":
         os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
         os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+
+
+def _record_course(args) -> int:
+    _quiet_cpu_profiler(args.device)
     from .course_set import record_course
     record_course(args.out, device=args.device, nsys=args.nsys, ncu=args.ncu, dry_run=args.dry_run)
     return 0
 
 
 def _record_clinic(args) -> int:
-    import os
-    if args.device == "cpu":            # the profiler's known CPU messages (see CPU_NOTE)
-        os.environ.setdefault("TORCH_CPP_LOG_LEVEL", "ERROR")
-        os.environ.setdefault("KINETO_LOG_LEVEL", "6")
+    _quiet_cpu_profiler(args.device)
     from .clinic import INTERLEAVED_STEPS, record_clinic, retime_clinic
     if args.retime:
         if args.smallest or args.dry_run:
@@ -571,22 +532,8 @@ def _record_clinic(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Entry point of ``python -m kitlib`` and the ``kitlib`` script.
-
-    Parameters
-    ----------
-    argv : list of str, optional
-        The arguments after the program name; ``None`` = ``sys.argv[1:]``.
-
-    Returns
-    -------
-    int
-        0 on success; 2 for a usage error or a :class:`kitlib.errors.KitError` (printed
-        as one ``kitlib: error: …`` line on stderr, no traceback, e.g. an output folder
-        that is not new, empty and writable, checked before the capture starts); 130 on
-        Ctrl-C and 143 on SIGTERM during ``profile`` (the unfinished bundle removed).
-        ``--help`` prints the help and exits through ``SystemExit(0)`` as argparse does.
-    """
+    """Entry point of ``python -m kitlib``; ``argv`` defaults to ``sys.argv[1:]``. Returns the
+    exit status of the module docstring (``--help`` exits through ``SystemExit(0)``)."""
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.command is None:

@@ -1,60 +1,21 @@
 """The clinic (issue 30): training jobs with one planted cause each, recorded in pairs.
 
 ``python -m kitlib record-clinic --out DIR [--device cpu|cuda] [--cases a,b,...] [--smallest]``
-records, for every case, two bundles with the kit's own workload harness
-(:func:`kitlib.capture.recipes.capture`, or :func:`kitlib.capture.distributed.capture_ranks`
-under ``torchrun`` for the two-rank case)::
+writes ``DIR/clinic.json`` (neutral case names, symptoms, folders), ``DIR/baseline/`` (and
+``baseline_deep/`` ..., the healthy runs the cases compare with) and per case
+``case_x/before/`` and ``case_x/after/``: a ``shapes`` trace of 3 active steps,
+``key_averages.json`` and ``step_times.json`` (uninstrumented steps and the process's RSS
+and load, :func:`kitlib.capture.workload.time_steps`). Manifests are stripped of every
+setting that names the cause (:func:`public_manifest`); the causes live only in
+:data:`CASES` and :func:`answer_key`. GPU-only cases are skipped on the CPU, where the
+recorder sets ``torch.set_num_threads(1)``.
 
-    DIR/clinic.json            the cases' neutral names, symptoms and folders (what a lesson shows)
-    DIR/baseline/              a healthy run of the same workload, for comparison
-    DIR/baseline_deep/         a healthy run of the deep narrow model (the cases on it compare with
-                               this one; clinic.json's ``baselines`` says which is whose)
-    DIR/case_a/before/         the job as it was: trace.json.gz, key_averages.json, step_times.json
-    DIR/case_a/after/          the same job with the fix applied
-    ...
-
-Each bundle holds a torch.profiler trace of 3 active steps (``record_shapes`` on, the
-recipe ``shapes``), the profiler's ``key_averages()`` rows and at least 5 uninstrumented
-step times (``step_times.json`` ``step_ms_uninstrumented``, timed before the profiler
-starts, as lesson 10 measures), with what the process and the machine did meanwhile
-(``process``: RSS after each step, load average, CPU and wall time,
-:func:`kitlib.capture.workload.time_steps`). Two cases are not in the trace: memory kept
-outside the tensors the profiler records (``case_k``, seen in the RSS) and a busy machine
-(``case_l``: the same job twice, the first recorded beside busy loops, :func:`_busy`, and
-not timed interleaved).
-
-What a learner must not read off the folders
--------------------------------------------
-Cases are named ``case_a`` … in an order unrelated to their causes. Every manifest is
-rewritten after the recording (:func:`public_manifest`): it keeps the model, device,
-batch, image size, dataset, schedule and provenance, and drops every setting that
-reveals a cause (workers, layout, optimiser options, transform, straggler, profiler
-attribution options, anomaly detection, ``.item()``, copies). Those settings and the
-causes live only here, in :data:`CASES`, and are printed for instructors by
-:func:`answer_key` (``python -m kitlib answers --clinic``); nothing in the recordings'
-folders holds them. A learner who reads this module's source can of course read the
-answers, as with every answer key of the kit: lessons never open it.
-
-CPU and GPU
------------
-Every case whose cause shows on a CPU is recorded there (:attr:`ClinicCase.cpu`). Two
-causes exist only with a GPU: the host waiting for the device every step (``.item()``
-costs nothing on a CPU, where every operator has finished when it returns) and pageable,
-blocking copies (there is no copy to a CPU). ``--device cuda`` records all cases with
-ResNet-50 (the course's workload), the two-rank case with NCCL when two GPUs are there,
-else with Gloo on the CPU.
-
-On the CPU the recorder sets ``torch.set_num_threads(1)``: the intra-op threads of a
-small model fight the DataLoader workers and other processes for few cores, which makes
-step times noisy (the manifest's ``torch_num_threads`` says so).
-"""
+Sources: docs/SOURCES.md#clinic-design"""
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
@@ -64,25 +25,18 @@ from pathlib import Path
 from ..errors import KitError, KitFileError
 from ..paths import make_folder
 
-#: The format of ``clinic.json``.
 FORMAT = "kitlib-clinic/1"
 
-#: The recording of every bundle: recipe ``shapes`` (record_shapes; wait 1, warmup 1,
-#: active 3), 4 unprofiled warm-up steps (the loader workers get ahead), then 30 uninstrumented timed steps.
+#: Every bundle: recipe ``shapes``, 3 active steps after 4 warm-up and 30 uninstrumented timed steps.
 ACTIVE_STEPS = 3
 PRE_STEPS = 4
 TIMING_STEPS = 30
-#: ``--smallest`` (CI): 1 warm-up step, 5 timed steps (the least lesson 10's interval
-#: takes), 2 active steps, 202 synthetic images.
+#: ``--smallest`` (CI); 5 timed steps are the least lesson 10's interval takes.
 SMALLEST = {"active": 2, "pre_steps": 1, "timing_steps": 5, "synthetic_images": 202}
 
-#: The healthy workload on the CPU: small_cnn, batch 16, 64 px crops of 64 px JPEGs
-#: (so that two loader workers keep up on a busy 2-core machine), channels-last model and
-#: input, fused SGD, persistent workers (no restart at each epoch of 32 batches).
+#: The healthy workloads (CPU: small enough that two loader workers keep up on 2 cores).
 CPU_BASE = dict(model="small_cnn", batch_size=16, image_size=64, synthetic_images=512, synthetic_px=64,
                 num_workers=2, persistent_workers=True, channels_last=True, fused=True)
-#: The healthy workload on a GPU: ResNet-50 (the course's workload), batch 64, 224 px,
-#: 8 workers, pinned memory and non-blocking copies, fused SGD.
 CUDA_BASE = dict(model="resnet50", batch_size=64, image_size=224, synthetic_images=1792,
                  num_workers=8, persistent_workers=True, pin_memory=True, channels_last=True, fused=True)
 
@@ -91,35 +45,13 @@ CUDA_BASE = dict(model="resnet50", batch_size=64, image_size=224, synthetic_imag
 class ClinicCase:
     """One case: a job with one planted cause, its fix, and where the cause shows.
 
-    Attributes
-    ----------
-    letter : str
-        The neutral name's letter (``case_<letter>``).
-    cause_id : str
-        Short id of the cause (only in the answer key).
-    cause, fix : str
-        The cause and its fix, in words (the answer key).
-    symptom : str
-        What the team noticed, the only thing the lesson says about the case.
-    evidence : str
-        The figure that shows the cause, how to compute it, and where (tool and view).
-    before, after : dict
-        :class:`~kitlib.capture.workload.WorkloadConfig` settings over the base workload
-        of the device (:data:`CPU_BASE` / :data:`CUDA_BASE`); the key ``recipe``, when
-        present, names a different recipe, and ``active_steps`` another number of
-        profiled steps (the profiling-overhead case: 5, so that its instrumented step
-        times number 5 on each side); ``timing_steps`` another number of
-        uninstrumented steps (the memory case: 200, so that the RSS series is long enough
-        to grow beyond the allocator's reuse of freed memory); ``busy_procs`` busy loops
-        run beside the job while it is recorded (the busy-machine case, :func:`_busy`).
-    cpu : bool
-        The cause shows on a CPU (so the CPU set records it); else GPU only, and
-        ``cpu_note`` says why.
-    ranks : bool
-        Recorded as two ranks under ``torchrun`` (the straggler).
-    cuda_before, cuda_after : dict
-        Settings that replace ``before``/``after``'s on a GPU, where they differ.
-    """
+    ``letter`` names it (``case_<letter>``); ``cause_id``, ``cause``, ``fix`` and ``evidence``
+    are the answer key's; ``symptom`` is all a lesson says. ``before``/``after`` are
+    :class:`~kitlib.capture.workload.WorkloadConfig` settings over the device's base
+    (:data:`CPU_BASE`, :data:`CUDA_BASE`), plus optional ``recipe``, ``active_steps``,
+    ``timing_steps`` and ``busy_procs`` (busy loops beside the job, :func:`_busy`);
+    ``cuda_before``/``cuda_after`` replace them on a GPU. ``cpu``: the cause shows on a CPU
+    (else ``cpu_note`` says why not); ``ranks``: recorded as two torchrun ranks."""
 
     letter: str
     cause_id: str
@@ -137,45 +69,38 @@ class ClinicCase:
 
     @property
     def name(self) -> str:
-        """The neutral folder name, ``case_<letter>``."""
+        """``case_<letter>``."""
         return f"case_{self.letter}"
 
     def settings(self, side: str, device: str = "cpu") -> dict:
-        """The settings over the base workload for ``side`` (``"before"``/``"after"``)."""
+        """The settings over the base workload for ``side`` on ``device``."""
         d = dict(self.before if side == "before" else self.after)
         if device == "cuda":
             d.update(self.cuda_before if side == "before" else self.cuda_after)
         return d
 
 
-#: The many-operator job of the optimiser and profiling-overhead cases on the CPU: the
-#: deep narrow CNN (102 parameter tensors, ~25 layers) on 32 px crops, batch 8, where the
-#: per-operator costs dominate; on a GPU those cases keep ResNet-50 (161 tensors).
+#: The many-operator job of the optimiser and overhead cases (per-operator costs dominate).
 DEEP_CPU = {"model": "deep_cnn", "image_size": 32, "batch_size": 8}
 DEEP_CUDA = {"model": "resnet50", "image_size": 224, "batch_size": 64}
 
-#: The layout case on the CPU: the deep narrow CNN on 64 px crops, batch 16, where each
-#: block's activations (16 x 16 x 16 x 16 floats, 256 KiB) are large enough that copying
-#: them between layouts twice per block costs a third of the step (measured with
-#: ``time_interleaved`` on 2 December: 65 ms before, 42 ms after, 40 steps a side).
+#: The layout case on the CPU: activations large enough that the layout copies cost a third
+#: of the step (65 ms before, 42 ms after, 2 December).
 DEEP_LAYOUT_CPU = {"model": "deep_cnn", "image_size": 64, "batch_size": 16}
 
-#: The straggler's delay per step on rank 1, in ms (an unlabelled ``time.sleep``).
+#: Rank 1's unlabelled sleep per step, ms.
 STRAGGLER_MS = 40.0
 
-#: The heavy profiler recipe of the profiling-overhead case: shapes, stacks and memory.
+#: The recipes of the profiling-overhead case and of the memory case (:func:`_recipe`).
 HEAVY = "heavy"
-#: The memory case's recipe, both sides: shapes and torch.profiler's memory records.
 MEMORY = "shapes_memory"
 
-#: The busy-machine case: busy loops (``python -c "while True: pass"``) the recorder runs
-#: beside its *before* job, started ``BUSY_WARM_S`` s before it so that the 1-minute load
-#: average has risen, and stopped ``BUSY_SETTLE_S`` s before the next recording so that
-#: it has fallen again (the 1-minute average decays with a time constant of a minute).
+#: The busy-machine case's loops start this long (s) before its job, so the 1-minute load has
+#: risen, and stop this long before the next recording, so it has fallen.
 BUSY_WARM_S = 60
 BUSY_SETTLE_S = 150
 
-#: The cases, by letter (the letters' order is not the causes' order in issue 30).
+#: The cases, by letter (not in issue 30's order).
 CASES: dict = {c.letter: c for c in [
     ClinicCase(
         "a", "channels_first_blocks", "every block of the channels-last model ends with x.contiguous() (written "
@@ -306,15 +231,9 @@ CASES: dict = {c.letter: c for c in [
 
 
 def cases_for(device: str = "cpu", letters=None) -> list:
-    """The cases recorded on ``device`` (``"cpu"``: those with :attr:`ClinicCase.cpu`),
-    optionally only ``letters``.
-
-    Raises
-    ------
-    KitError
-        A letter that names no case, or a GPU-only case asked for on the CPU (the message
-        says why it shows only on a GPU).
-    """
+    """The cases recorded on ``device`` (the CPU: only those with ``cpu``), optionally only
+    ``letters``. Raises :class:`KitError` for an unknown letter or a GPU-only case asked for on
+    the CPU."""
     wanted = list(CASES) if not letters else [str(x).strip().lower().removeprefix("case_") for x in letters]
     out = []
     for x in wanted:
@@ -329,11 +248,9 @@ def cases_for(device: str = "cpu", letters=None) -> list:
     return out
 
 
-# --------------------------------------------------------------------------- plan
 @dataclass
 class Recording:
-    """One bundle of the plan: its folder (relative to the output), the workload
-    settings, the recipe, and (for two ranks) the torchrun command."""
+    """One bundle of the plan: its folder, settings and recipe, and for two ranks the torchrun command."""
 
     folder: str
     settings: dict
@@ -347,8 +264,7 @@ class Recording:
 
 
 def base_settings(device: str = "cpu", smallest: bool = False) -> dict:
-    """The healthy workload's settings on ``device`` (:data:`CPU_BASE`, :data:`CUDA_BASE`),
-    with the smallest dataset for ``smallest``."""
+    """The healthy workload on ``device`` (:data:`CPU_BASE`, :data:`CUDA_BASE`)."""
     base = dict(CUDA_BASE if device == "cuda" else CPU_BASE)
     if smallest:
         base["synthetic_images"] = SMALLEST["synthetic_images"]
@@ -356,35 +272,15 @@ def base_settings(device: str = "cpu", smallest: bool = False) -> dict:
 
 
 def plan(device: str = "cpu", letters=None, smallest: bool = False, out=".") -> list:
-    """What ``record-clinic`` records, in order, without running anything.
-
-    Parameters
-    ----------
-    device : str
-        ``"cpu"`` or ``"cuda"``.
-    letters : iterable of str, optional
-        Only these cases (``"a"`` or ``"case_a"``); default all the device can show.
-    smallest : bool
-        The CI settings (:data:`SMALLEST`).
-    out : path
-        The output folder (for the two-rank case's command line).
-
-    Returns
-    -------
-    list of Recording
-        ``baseline`` first, then ``case_x/before`` and ``case_x/after`` per case.
-
-    Raises
-    ------
-    KitError
-        As :func:`cases_for`; a device other than cpu or cuda.
-    """
+    """What ``record-clinic`` records, in order, without running anything: ``baseline`` and the
+    other healthy runs, then ``case_x/before`` and ``case_x/after`` per case (``out`` goes into
+    the two-rank case's command). Raises :class:`KitError` as :func:`cases_for`, or for a device
+    other than cpu or cuda."""
     if device not in ("cpu", "cuda"):
         raise KitError(f"record-clinic: device must be cpu or cuda, not {device!r}")
     base = base_settings(device, smallest)
     out = Path(out)
     recs = [Recording("baseline", dict(base), "shapes")]
-    # each other job shape a case's fix runs gets a healthy run of its own to compare with
     for name, shape in _healthy_runs(device, letters)[1].items():
         if name != "baseline":
             recs.append(Recording(name, {**base, **shape}, "shapes"))
@@ -417,12 +313,9 @@ def _recipe(name: str, smallest: bool):
 
 
 def torchrun_command(settings: dict, recipe: str, out, device: str = "cpu", smallest: bool = False) -> list:
-    """The command line (a list for ``subprocess``) of the two-rank recording: ``python -m
-    torch.distributed.run --standalone --nproc_per_node=2 -m kitlib.capture.clinic --ranks
-    JSON OUT`` (``torchrun`` itself, run with this Python). NCCL where ``device`` is
-    ``cuda`` and two GPUs are seen, else Gloo on the CPU
-    (:func:`kitlib.capture.distributed.torchrun_plan`).
-    """
+    """The two-rank recording's command: ``python -m torch.distributed.run --standalone
+    --nproc_per_node=2 -m kitlib.capture.clinic --ranks JOB_JSON OUT``; NCCL where ``cuda`` has
+    two GPUs, else Gloo (:func:`kitlib.capture.distributed.torchrun_plan`)."""
     dev = "cpu"
     if device == "cuda":
         from .distributed import torchrun_plan
@@ -432,24 +325,16 @@ def torchrun_command(settings: dict, recipe: str, out, device: str = "cpu", smal
             "-m", "kitlib.capture.clinic", "--ranks", json.dumps(job), str(out)]
 
 
-# --------------------------------------------------------------------------- manifests
-#: The workload keys a shipped manifest keeps: they describe the job, not its cause.
-#: Not the batch: the tiny-batch case's cause would be one field away; the trace's Input
-#: Dims say it, as the case's evidence does.
+#: The keys a shipped manifest keeps: the job, not its cause (not the batch: the tiny-batch
+#: case's cause would be one field away).
 PUBLIC_WORKLOAD = ("model", "image_size", "device_resolved", "dataset", "dataset_kind",
                    "dataset_images", "labels", "loss", "torch_num_threads", "seed")
-#: The recipe keys a shipped manifest keeps.
 PUBLIC_RECIPE = ("kind", "schedule", "activities", "pre_steps", "timing_steps", "use_schedule")
 
 
 def public_manifest(manifest: dict, name: str) -> dict:
-    """A bundle's manifest as the clinic ships it: the settings that would reveal the
-    planted cause removed (:data:`PUBLIC_WORKLOAD`, :data:`PUBLIC_RECIPE` are kept),
-    ``name`` neutral, ``notes`` saying only which case and side it is.
-
-    The model's description stays (the optimiser case's deep model is visible there);
-    ``straggler``, workers, layout, optimiser, transform and profiler options go.
-    """
+    """A manifest as the clinic ships it: only :data:`PUBLIC_WORKLOAD` and :data:`PUBLIC_RECIPE`
+    keys, ``name`` neutral, ``notes`` naming only the case and side."""
     m = dict(manifest)
     m["name"] = name
     m["workload"] = {k: v for k, v in (manifest.get("workload") or {}).items() if k in PUBLIC_WORKLOAD}
@@ -459,8 +344,7 @@ def public_manifest(manifest: dict, name: str) -> dict:
 
 
 def _publish(folder: Path, name: str) -> None:
-    """Make a recorded bundle public: its manifest through :func:`public_manifest`, and
-    ``key_averages.json`` without its ``batch_size`` (its sha256 follows in the manifest)."""
+    """Publish a bundle: :func:`public_manifest`, and ``key_averages.json`` without ``batch_size``."""
     from ..readers.bundle import MANIFEST
     from ..readers.files import sha256_of
     p = folder / MANIFEST
@@ -477,11 +361,9 @@ def _publish(folder: Path, name: str) -> None:
     p.write_text(json.dumps(m, indent=1) + "\n")
 
 
-# --------------------------------------------------------------------------- recording
 def _config(settings: dict, device: str):
-    """The :class:`~kitlib.capture.workload.WorkloadConfig` of ``settings`` on ``device``.
-    ``for_device`` ignores ``None`` overrides; here ``None`` means PyTorch's default
-    (``fused=None``), so it is set after."""
+    """The ``WorkloadConfig`` of ``settings``; a ``None`` value means PyTorch's default, set after
+    ``for_device`` (which ignores ``None``)."""
     from .workload import WorkloadConfig
     s = {k: v for k, v in settings.items() if k != "device"}
     cfg = WorkloadConfig.for_device(device, **{k: v for k, v in s.items() if v is not None})
@@ -492,14 +374,8 @@ def _config(settings: dict, device: str):
 
 
 def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = False) -> Path:
-    """Record one bundle of :func:`plan` into ``out / rec.folder`` and make its manifest
-    public (:func:`public_manifest`).
-
-    Raises
-    ------
-    KitError
-        The recording failed (the two-rank one: torchrun's last lines are in the message).
-    """
+    """Record one bundle of :func:`plan` into ``out / rec.folder`` and publish it. Raises
+    :class:`KitError` when it fails (torchrun's last lines in the message)."""
     target = out / rec.folder
     name = rec.folder.replace("/", "_")
     if rec.command:
@@ -520,7 +396,6 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
         cfg.steps = recipe.active            # the CPU defaults' steps=3 would replace the recipe's
         with _busy(rec.busy, 0 if smallest else BUSY_WARM_S, 0 if smallest else BUSY_SETTLE_S):
             capture(cfg, recipe, target, progress=False)
-        # said in the file: a pair re-timed side by side gets the interleaved order instead (_retime)
         _update_step_times(target, {"uninstrumented_order": f"one run: {recipe.timing_steps} steps in a row after "
                                                             f"{recipe.pre_steps} untimed steps, not interleaved "
                                                             "with another job"})
@@ -530,8 +405,8 @@ def record_one(rec: Recording, out: Path, device: str = "cpu", smallest: bool = 
 
 @contextlib.contextmanager
 def _busy(procs: int, warm_s: float, settle_s: float):
-    """``procs`` busy loops beside the block (the busy-machine case): started ``warm_s``
-    before it, killed after it, then ``settle_s`` of waiting (see :data:`BUSY_WARM_S`)."""
+    """``procs`` busy loops started ``warm_s`` before the block, killed after it, then ``settle_s``
+    of waiting."""
     if not procs:
         yield
         return
@@ -546,58 +421,25 @@ def _busy(procs: int, warm_s: float, settle_s: float):
     time.sleep(settle_s)
 
 
-#: The interleaved re-timing of a case's two sides (:func:`time_interleaved`): blocks of
-#: ``BLOCK_STEPS`` steps, alternating before/after in ABBA order, until each side has
-#: ``INTERLEAVED_STEPS`` (the smallest settings: one block of ``timing_steps`` a side).
-#: 200 a side: the smallest fixes save 5-15 % of a step, whose interquartile range on a
-#: 2-core machine with two loader workers is up to 70 % of its median; at 60 a side the
-#: 95 % interval of two of them (cases a and e, 2 December) still held 0.
+#: :func:`time_interleaved`'s blocks and steps a side (Sources: docs/SOURCES.md#clinic-interleaved).
 BLOCK_STEPS = 10
 INTERLEAVED_STEPS = 200
 
 
 def time_interleaved(before: dict, after: dict, device: str = "cpu", steps: int = INTERLEAVED_STEPS,
                      block: int = BLOCK_STEPS, warmup: int = PRE_STEPS) -> dict:
-    """Uninstrumented step times of a case's two jobs, taken in alternating blocks.
+    """Uninstrumented step times of a case's two jobs, timed in alternating ABBA blocks of
+    ``block`` steps until each side has ``steps``; each block a fresh job after ``warmup``
+    untimed steps, one job alive at a time.
 
-    A shared machine's speed moves by more than some fixes save: timed one after the
-    other, two runs of the same job differed by a factor of three here within minutes.
-    Timing both jobs in the same minutes, in blocks of ``block`` steps in ABBA order
-    (before, after, after, before, ...), gives each side the same share of the
-    machine's slow and fast moments, so the difference of their medians is the fix's,
-    and their spread is the noise it must stand clear of (lesson 10). Each block is a
-    fresh job (model, optimiser, DataLoader) warmed up by ``warmup`` untimed steps, and
-    only one job is alive at a time: an idle job's loader workers, filling their
-    prefetch queue, would otherwise slow the timed one.
+    Returns ``{"before": [ms], "after": [ms], "order": str, "process": {"before": {...},
+    "after": {...}}}`` (``process`` as :func:`kitlib.capture.workload.time_steps` fills it).
 
-    Parameters
-    ----------
-    before, after : dict
-        The two jobs' settings over the base workload (:meth:`ClinicCase.settings`
-        merged into :func:`base_settings`; no ``recipe``/``active_steps`` keys).
-    device : str
-    steps : int
-        Steps timed per side.
-    block : int
-        Steps per block.
-    warmup : int
-        Untimed steps of each job first (loader workers, allocator).
-
-    Returns
-    -------
-    dict
-        ``{"before": [ms, ...], "after": [ms, ...], "order": "ABBA blocks of N", "process":
-        {"before": {...}, "after": {...}}}``, wall clock per step (``perf_counter_ns``,
-        :func:`kitlib.capture.workload.time_steps`), and per side what the process and the
-        machine did in its blocks (``time_steps``' ``process``: the load average before and
-        after each block, CPU and wall seconds summed).
-    """
+    Sources: docs/SOURCES.md#clinic-interleaved"""
     from .workload import build_workload, time_steps
     configs = {"before": before, "after": after}
     out = {"before": [], "after": [], "process": {"before": {}, "after": {}}}
     for side, n in _blocks(steps, block):
-        # one job alive at a time: an idle job's loader workers would take the cores from the
-        # timed one while they fill their prefetch queue
         with build_workload(_config(configs[side], device), progress=False) as wl:
             out[side] += time_steps(wl, n, warmup=warmup, process=out["process"][side])
     out["order"] = (f"interleaved with the other side: ABBA blocks of {block} steps, each block a fresh "
@@ -618,8 +460,7 @@ def _blocks(steps: int, block: int) -> list:
 
 
 def _retime(out: Path, case_name: str, times: dict) -> None:
-    """Write the interleaved times into both bundles' ``step_times.json`` (and their sha256
-    into the manifests), keeping the profiled steps as recorded."""
+    """Write the interleaved times into both bundles' ``step_times.json``."""
     for side in ("before", "after"):
         up = {"step_ms_uninstrumented": times[side], "uninstrumented_order": times["order"]}
         if "process" in times:          # the load during the interleaved blocks (the RSS stays the recording's)
@@ -629,8 +470,7 @@ def _retime(out: Path, case_name: str, times: dict) -> None:
 
 
 def _update_step_times(folder: Path, updates: dict) -> None:
-    """Set ``updates``' keys in a bundle's ``step_times.json`` and its sha256 and size in the
-    manifest."""
+    """Set ``updates`` in a bundle's ``step_times.json`` and its sha256 and size in the manifest."""
     from ..readers.bundle import MANIFEST
     from ..readers.files import sha256_of
     st_path = folder / "step_times.json"
@@ -645,27 +485,22 @@ def _update_step_times(folder: Path, updates: dict) -> None:
 
 
 def _rank_main(job_json: str, out: str) -> int:
-    """One rank of the two-rank recording (run by :func:`torchrun_command`'s command)."""
+    """One rank of the two-rank recording (:func:`torchrun_command`)."""
     import torch
-    import torch.distributed as dist
-    from .distributed import capture_ranks
+    from .distributed import capture_ranks, leave_together
     job = json.loads(job_json)
     s = job["settings"]
     if s.get("device", "cpu") == "cpu":
         torch.set_num_threads(1)
-    try:
+    with leave_together():
         recipe = _recipe(job["recipe"], job["smallest"])
         cfg = _config(s, s.get("device", "cpu"))
         cfg.steps = recipe.active
         capture_ranks(cfg, recipe, out, progress=False)
-    finally:
-        if dist.is_initialized():
-            dist.destroy_process_group()
     return 0
 
 
-#: The settings that make a job's shape: a healthy run to compare a case with runs the
-#: same model on the same images and batch as the case's fixed job.
+#: The settings a case's healthy run shares with its fixed job.
 SHAPE_KEYS = ("model", "image_size", "batch_size")
 
 
@@ -675,13 +510,9 @@ def _job_shape(settings: dict, device: str) -> tuple:
 
 
 def _healthy_runs(device: str, letters=None) -> tuple:
-    """The healthy runs to compare the cases with: ``(by_case, shapes)``, per case the
-    folder of its healthy run, and per folder its model, image size and batch. A case's
-    healthy run is the base job with the shape of the case's *after* job: ``baseline``
-    when that is the base's, ``baseline_deep`` for the deep narrow model's usual shape
-    (:data:`DEEP_CPU`, :data:`DEEP_CUDA`), else ``baseline_<model>_<size>px_b<batch>``.
-    The *after* job, not the *before*: where the batch is the cause (tiny batches), the
-    healthy run has the fixed batch."""
+    """``(by_case, shapes)``: per case the folder of its healthy run (the base job with the shape
+    of the case's *after* job: ``baseline``, ``baseline_deep`` or
+    ``baseline_<model>_<px>px_b<batch>``), and per folder its shape."""
     base = _job_shape({}, device)
     deep = _job_shape(DEEP_CPU if device == "cpu" else DEEP_CUDA, device)
     by_case, shapes = {}, {}
@@ -694,56 +525,24 @@ def _healthy_runs(device: str, letters=None) -> tuple:
     return by_case, shapes
 
 
-def _baselines(device: str, letters=None) -> dict:
-    """The healthy run to compare each case with (:func:`_healthy_runs`)."""
-    return _healthy_runs(device, letters)[0]
-
-
 def clinic_index(device: str, letters=None, smallest: bool = False) -> dict:
-    """``clinic.json``: what a lesson may show, and nothing that names a cause.
-
-    Returns
-    -------
-    dict
-        ``format``, ``device``, ``settings`` (``"smallest"`` or ``"full"``), ``baseline``
-        (its folder) and ``cases``: per neutral name its ``symptom``, ``before`` and
-        ``after`` folders and ``ranks`` (two-rank recordings, opened with
-        :func:`kitlib.load_traces`).
-    """
+    """``clinic.json``: ``format``, ``device``, ``settings`` (smallest/full), ``baseline``,
+    ``baselines`` and per case its ``symptom``, ``before``/``after`` folders and ``ranks``;
+    nothing that names a cause."""
     return {"format": FORMAT, "device": device, "settings": "smallest" if smallest else "full",
             "baseline": "baseline",
-            "baselines": _baselines(device, letters),
+            "baselines": _healthy_runs(device, letters)[0],
             "cases": {c.name: {"symptom": c.symptom, "before": f"{c.name}/before", "after": f"{c.name}/after",
                                "ranks": c.ranks} for c in cases_for(device, letters)}}
 
 
 def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False, dry_run: bool = False,
                   echo=print) -> list:
-    """Record the clinic's bundles into ``out`` (see the module docstring).
+    """Record the clinic into ``out`` (a new or empty folder; module docstring); ``smallest``: the
+    CI settings (:data:`SMALLEST`); ``dry_run``: print the plan and stop. Returns the plan.
 
-    Parameters
-    ----------
-    out : path
-        A new or empty folder.
-    device : str
-        ``"cpu"`` (the cases a CPU can show) or ``"cuda"`` (all of them, ResNet-50).
-    letters : iterable of str, optional
-        Only these cases.
-    smallest : bool
-        The CI settings (:data:`SMALLEST`): a few seconds per bundle on a CPU.
-    dry_run : bool
-        Print the plan and stop.
-
-    Returns
-    -------
-    list of Recording
-        The plan, as run.
-
-    Raises
-    ------
-    KitError
-        ``out`` is a file, or not empty; ``cuda`` without a GPU; a recording failed.
-    """
+    Raises :class:`KitError`: ``out`` a file or not empty, ``cuda`` without a GPU, a failed
+    recording."""
     out = Path(out)
     recs = plan(device, letters, smallest, out)
     echo(f"record-clinic into {out} on {device}" + (" (smallest settings)" if smallest else "") + ":")
@@ -763,17 +562,13 @@ def record_clinic(out, device: str = "cpu", letters=None, smallest: bool = False
         t0 = time.perf_counter()
         record_one(r, out, device, smallest)
         echo(f"  {r.folder} done in {time.perf_counter() - t0:,.1f} s")
-    # each case's two jobs timed again side by side (time_interleaved): the uninstrumented
-    # steps of a bundle recorded minutes apart from its pair carry the machine's drift
     _interleave_pairs(recs, out, device, smallest, None, echo)
     return recs
 
 
 def _interleave_pairs(recs: list, out: Path, device: str, smallest: bool, steps: int | None, echo) -> None:
-    """Time each case's two jobs of ``recs`` side by side and write the times into both
-    bundles (:func:`time_interleaved`, :func:`_retime`); cases whose jobs are the same
-    (only the profiler's recipe or the machine's load differs) and the two-rank case are
-    left as recorded: their two sides were timed one after the other, not interleaved."""
+    """Time each case's two jobs side by side (:func:`time_interleaved`) and write the times into
+    both bundles; cases whose two jobs are the same, and the two-rank case, stay as recorded."""
     pairs = {}
     for r in recs:
         if r.case and not r.command:
@@ -781,7 +576,7 @@ def _interleave_pairs(recs: list, out: Path, device: str, smallest: bool, steps:
     small = SMALLEST if smallest else {}
     for name, sides in pairs.items():
         if sides["before"] == sides["after"]:
-            continue                  # the same job on both sides (only the profiler's recipe differs)
+            continue
         t0 = time.perf_counter()
         times = time_interleaved(sides["before"], sides["after"], device,
                                  steps=steps or small.get("timing_steps", INTERLEAVED_STEPS),
@@ -793,37 +588,11 @@ def _interleave_pairs(recs: list, out: Path, device: str, smallest: bool, steps:
 
 def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERLEAVED_STEPS,
                   echo=print) -> list:
-    """Time the cases of a recorded clinic again, side by side, without recording them again.
+    """Time a recorded clinic's cases again, side by side (:func:`time_interleaved`, the jobs from
+    :data:`CASES`), replacing only ``step_ms_uninstrumented``; returns the cases re-timed.
 
-    Each case's two jobs (from :data:`CASES`, not from the public manifests, which no
-    longer name the cause) are timed in ABBA blocks (:func:`time_interleaved`), and the
-    times replace ``step_ms_uninstrumented`` in both bundles, with their sha256 in the
-    manifests. The traces, ``key_averages`` and profiled step times stay as recorded. Use
-    it when a machine was busy while the set was recorded, or to time more steps.
-
-    Parameters
-    ----------
-    folder : path
-        A folder written by :func:`record_clinic` (it holds ``clinic.json``).
-    device : str
-        The device the set was recorded on (``clinic.json``'s ``device``).
-    letters : iterable of str, optional
-        Only these cases.
-    steps : int
-        Steps timed per side.
-
-    Returns
-    -------
-    list of str
-        The cases re-timed.
-
-    Raises
-    ------
-    KitError
-        ``folder`` holds no ``clinic.json``, one that is not a clinic index (invalid JSON,
-        nested too deep, not an object: :class:`~kitlib.errors.KitFileError`), or one of
-        another device; a case asked for is missing from it.
-    """
+    Raises :class:`KitError`: no ``clinic.json`` in ``folder``, one that is not a clinic index
+    (:class:`~kitlib.errors.KitFileError`), another device's, or a case asked for missing from it."""
     out = Path(folder)
     index_path = out / "clinic.json"
     if not index_path.is_file():
@@ -849,9 +618,8 @@ def retime_clinic(folder, device: str = "cpu", letters=None, steps: int = INTERL
 
 # --------------------------------------------------------------------------- answers
 def answer_key(device: str = "cpu") -> str:
-    """The clinic's answer key, as Markdown, for instructors: per case its cause, fix,
-    evidence, and the settings of both runs over the base workload.
-    """
+    """The answer key, as Markdown, for instructors: per case its cause, fix, evidence and both
+    runs' settings."""
     base = base_settings(device)
     lines = ["# Clinic answer key", "", f"Base workload ({device}): "
              + ", ".join(f"{k}={v}" for k, v in base.items()), ""]

@@ -1,32 +1,13 @@
 """Record, on one GPU, every bundle the lessons replay, under the names they expect.
 
-``python -m kitlib record-course --out DIR`` runs the plan below and leaves in ``DIR``
-one bundle folder per recording the lessons read (``profiler_5step``, ``fixed_batch``,
-``cold_start_8step``, ``nsys_8step``, ``nsys_emit_nvtx``, ``ranks_balanced``,
-``ranks_straggler``, ``ncu``). An instructor hands
-``DIR`` to the students, who set ``KITLIB_REPLAY_DIR=DIR``: every lesson then replays the
-course GPU's recordings instead of the kit's H200 ones (lookup:
-:func:`kitlib.readers.bundle.find_recording`). A step whose tool is missing (Nsight
-Systems, Nsight Compute) is skipped and says so; the lessons then read the kit's
-recording of that name.
-
-What each bundle holds, against the kit's reference of the same name:
-
-* ``profiler_5step``: recipe ``full`` (shapes, memory, stacks, FLOPs; 5 active steps
-  with the loader), plus ``memory_snapshot.pickle`` from
-  :func:`kitlib.capture.recipes.memory_history` (3 steps, as the reference);
-* ``fixed_batch``: recipe ``full`` plus ``flop_counter_one_step.json``
-  (:func:`kitlib.capture.experiments.workload_step_flops`). Unlike the reference, the
-  steps use the loader (the kit has no fixed-batch recipe), as the lessons' live mode does;
-* ``cold_start_8step``: recipe ``cold_start`` (8 steps from a fresh loader, wall clock);
-* ``nsys_8step`` and ``nsys_emit_nvtx``: :func:`kitlib.capture.nsys_recipes.capture_nsys`
-  (needs ``nsys``);
-* ``ranks_balanced`` and ``ranks_straggler`` (lesson 12): ``torchrun`` of the workload,
-  one rank per GPU with NCCL where there are two or more GPUs, else two Gloo ranks on the
-  CPU (:func:`kitlib.capture.distributed.torchrun_plan`), rank 1 sleeping in the second;
-* ``ncu``: ``ncu`` over one training step with the reference's options, the CSV
-  ``conv_kernels_speed_of_light.csv`` (needs ``ncu``).
-"""
+``python -m kitlib record-course --out DIR`` writes one folder per recording the lessons
+read: ``profiler_5step`` (recipe ``full`` and a 3-step ``memory_snapshot.pickle``),
+``fixed_batch`` (``full`` with the loader, plus ``flop_counter_one_step.json``),
+``cold_start_8step``, ``nsys_8step`` and ``nsys_emit_nvtx`` (need ``nsys``),
+``ranks_balanced`` and ``ranks_straggler`` (torchrun, :func:`kitlib.capture.distributed.torchrun_plan`)
+and ``ncu`` (needs ``ncu``). With ``KITLIB_REPLAY_DIR=DIR`` every lesson replays them
+instead of the kit's (:func:`kitlib.readers.bundle.find_recording`); a step whose tool is
+missing is skipped, and the lessons read the kit's recording of that name."""
 from __future__ import annotations
 
 import json
@@ -48,8 +29,7 @@ NCU_OPTIONS = ["--clock-control", "none", "-k", "regex:conv", "--launch-count", 
 
 @dataclass
 class Step:
-    """One bundle of the plan: its name (the folder, as the lessons expect it), how it
-    is made, the tool it needs, and whether it will run here."""
+    """One bundle of the plan: its folder name, how it is made, the tool it needs, whether it runs here."""
 
     name: str
     how: str
@@ -60,23 +40,8 @@ class Step:
 
 
 def plan(out, device: str = "cuda", nsys=None, ncu=None) -> list[Step]:
-    """What ``record-course`` would do, without doing it.
-
-    Parameters
-    ----------
-    out : path
-        The folder that will hold one bundle per recording.
-    device : str
-        ``"cuda"`` (the course GPU) or ``"cpu"`` (a tiny workload, to try the command).
-    nsys, ncu : str, optional
-        The tools' paths; default: found as :func:`kitlib.capture.nsys_recipes.find_nsys`
-        and ``shutil.which("ncu")`` do.
-
-    Returns
-    -------
-    list of Step
-        In running order; ``Step.name`` is the folder under ``out``.
-    """
+    """What ``record-course`` would do, in running order, without doing it (``device``:
+    ``cuda``, or ``cpu`` for a tiny try-out; ``nsys``/``ncu``: the tools, else found)."""
     from . import experiments, recipes
     from .nsys_recipes import NsysNotFound, capture_nsys, find_nsys
     from .workload import WorkloadConfig
@@ -142,7 +107,7 @@ def plan(out, device: str = "cuda", nsys=None, ncu=None) -> list[Step]:
 
 
 def plan_text(steps, out) -> str:
-    """The plan as lines: each bundle folder, how it is made, or why it is skipped."""
+    """The plan as lines: each folder, how it is made, or why it is skipped."""
     lines = [f"record-course into {Path(out)}:"]
     for s in steps:
         state = "record" if s.runs else f"skip ({s.why_not})"
@@ -152,31 +117,12 @@ def plan_text(steps, out) -> str:
 
 def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool = False,
                   echo=print) -> list[Step]:
-    """Record every bundle of :func:`plan` into ``out`` (or only print the plan).
+    """Record every bundle of :func:`plan` into ``out`` (a new or empty folder), or with
+    ``dry_run`` only print the plan. Returns the plan.
 
-    Parameters
-    ----------
-    out : path
-        A new or empty folder.
-    device : str
-        ``"cuda"`` (default: the course's GPU, the reference workload) or ``"cpu"``
-        (a tiny workload, only the torch.profiler bundles: to try the command).
-    dry_run : bool
-        Print the plan and stop.
-
-    Returns
-    -------
-    list of Step
-        The plan, as run.
-
-    Raises
-    ------
-    KitError
-        ``device="cuda"`` without a GPU or without the free memory the reference batch
-        needs (:func:`kitlib.capture.gpu_memory.live_memory_plan`: a smaller batch would make
-        recordings that differ from the references they stand in for), or ``out`` is a
-        file or holds files already.
-    """
+    Raises :class:`KitError`: ``cuda`` without a GPU, or without the free memory for the
+    reference batch (a smaller one would not stand in for the references,
+    :func:`kitlib.capture.gpu_memory.live_memory_plan`); ``out`` a file or not empty."""
     out = Path(out)
     steps = plan(out, device, nsys, ncu)
     echo(plan_text(steps, out))
@@ -208,7 +154,7 @@ def record_course(out, device: str = "cuda", nsys=None, ncu=None, dry_run: bool 
 
 
 def _add_files(folder: Path, files: dict) -> None:
-    """Add files (already in ``folder``) to its manifest, keeping everything else."""
+    """Add files already in ``folder`` to its manifest, keeping everything else."""
     from ..readers.bundle import MANIFEST, write_bundle
     m = json.loads((folder / MANIFEST).read_text())
     listed = {k: v.get("what", "") for k, v in m["files"].items()}
@@ -226,14 +172,8 @@ def _adopt(folder: Path, other: Path, fname: str) -> None:
 
 
 def record_ncu(out: Path, ncu: str, device: str = "cuda") -> Path:
-    """Run ``ncu`` with :data:`NCU_OPTIONS` over one training step of the workload and
-    write an ``ncu`` bundle with ``conv_kernels_speed_of_light.csv``.
-
-    Raises
-    ------
-    KitError
-        ``ncu`` failed (its output is in ``ncu.log``).
-    """
+    """Run ``ncu`` (:data:`NCU_OPTIONS`) over one training step and write an ``ncu`` bundle with
+    ``conv_kernels_speed_of_light.csv``. Raises :class:`KitError` when ncu fails (``ncu.log``)."""
     from ..readers.bundle import software_provenance, write_bundle
     out.mkdir(parents=True, exist_ok=False)
     csv = out / "conv_kernels_speed_of_light.csv"

@@ -1,27 +1,12 @@
 """Profile data-parallel training under ``torchrun``: one bundle, one trace per rank.
 
-``torchrun --nproc_per_node=N -m kitlib profile …`` starts N processes; each
-joins the process group (:func:`kitlib.capture.workload.init_distributed`: NCCL
-with one GPU per rank, Gloo on the CPU), trains the workload wrapped in
-``DistributedDataParallel`` on its own ``DistributedSampler`` shard, and records
-its steps under ``torch.profiler``. :func:`capture_ranks` writes one bundle::
-
-    <out>/manifest.json          kind "torch_profiler_ranks"; "distributed": world size,
-                                 backend, hosts, and per rank its host, pid, device, files
-    <out>/rank0/trace.json.gz    rank 0's torch.profiler trace (with distributedInfo)
-    <out>/rank0/step_times.json  rank 0's wall-clock step times (ms)
-    <out>/rank1/…
-
-Rank 0 claims the folder (new or empty, as for every capture) and writes the
-manifest once every rank has written its files; the sha256 of each is taken by
-rank 0, so all ranks must write to one filesystem (one host, or a shared
-folder). A run that fails removes what it wrote.
-
-Sources: PyTorch docs, "torchrun (Elastic Launch)", "Getting Started with
-Distributed Data Parallel", ``torch.distributed`` (``broadcast_object_list``,
-``all_gather_object``); ``torch.profiler`` (``export_chrome_trace`` writes
-``distributedInfo`` when a process group is initialised).
-"""
+Each rank joins the process group (:func:`kitlib.capture.workload.init_distributed`), trains
+the DDP workload on its ``DistributedSampler`` shard and records it under torch.profiler;
+:func:`capture_ranks` writes ``<out>/manifest.json`` (kind :data:`KIND`, with
+``distributed``: world size, backend, hosts, per rank its host, pid, device and files) and
+``<out>/rank<r>/trace.json.gz`` and ``step_times.json`` (ms). Rank 0 claims the folder and
+writes the manifest once every rank has written, hashing every file, so all ranks must
+share one filesystem. A run that fails removes what it wrote."""
 from __future__ import annotations
 
 import contextlib
@@ -43,42 +28,15 @@ KIND = "torch_profiler_ranks"
 
 def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=None,
                   progress: bool = True, *, notes: str = "") -> Capture | None:
-    """Record every rank of a ``torchrun`` launch into one bundle (call it on every rank).
+    """Record every rank of a torchrun launch into one bundle (call it on every rank): join the
+    group, build the DDP workload, then the recipe's ``pre_steps``, ``timing_steps`` and
+    profiled schedule (default ``light``; ``config.steps`` replaces ``active``).
 
-    Order of work on each rank: join the process group; build the workload
-    (``DistributedDataParallel``, a ``DistributedSampler`` shard); the recipe's
-    ``pre_steps``; its ``timing_steps`` uninstrumented timed steps; then the
-    profiler's schedule, each step timed with ``perf_counter_ns`` (and
-    ``torch.cuda.synchronize`` on a GPU).
+    Returns the opened bundle on rank 0 (kind :data:`KIND`), ``None`` elsewhere.
 
-    Parameters
-    ----------
-    config : WorkloadConfig, optional
-        The workload (``straggler_rank`` / ``straggler_ms`` inject a slow rank);
-        ``None`` = :meth:`WorkloadConfig.for_device`.
-    recipe : str or Recipe
-        A ``torch_profiler`` recipe with a schedule (default ``light``: no
-        attribution, so the traces stay small).
-    out_dir : path, optional
-        The bundle folder (rank 0 claims it; default ``runs/<UTC time>_<recipe>_<N>ranks``).
-    progress : bool
-        Progress bars (rank 0 only).
-    notes : str
-        Free text for the manifest.
-
-    Returns
-    -------
-    Capture or None
-        On rank 0 the written bundle, opened (``kind`` :data:`KIND`); ``None`` on the
-        other ranks.
-
-    Raises
-    ------
-    KitError
-        Not under ``torchrun``; a recipe without a profiler schedule; NCCL asked for
-        with fewer GPUs than ranks; a straggler rank outside the run; an output folder
-        that is not new or empty (every rank raises it).
-    """
+    Raises :class:`KitError` (on every rank): not under torchrun; a recipe without a profiler
+    schedule; NCCL with fewer GPUs than ranks; a straggler rank outside the run; an output
+    folder that is not new or empty."""
     import torch.distributed as dist
     if torchrun_env() is None:
         raise KitError("capture_ranks runs under torchrun (RANK and WORLD_SIZE are not set): "
@@ -180,8 +138,23 @@ def capture_ranks(config: WorkloadConfig | None = None, recipe="light", out_dir=
     return open_capture(out)
 
 
+@contextlib.contextmanager
+def leave_together():
+    """Around a rank's work under torchrun: every rank leaves the group together (a barrier
+    once the work is done), then the group is destroyed, also on an error. A rank that tore
+    Gloo down while rank 0 still summarised sometimes aborted at exit ("terminate called
+    without an active exception", tests/test_distributed.py in CI)."""
+    import torch.distributed as dist
+    try:
+        yield
+        dist.barrier()
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+
+
 def _abandon(claim, out: Path) -> None:
-    """Remove the rank folders this run wrote, then what :meth:`OutFolder.abandon` removes."""
+    """Remove the rank folders' files this run wrote, then :meth:`OutFolder.abandon`."""
     for d in out.glob("rank*"):
         if d.is_dir():
             for f in d.iterdir():
@@ -194,9 +167,9 @@ def _abandon(claim, out: Path) -> None:
 
 
 def summarize_ranks(path) -> str:
-    """A few lines on a multi-rank bundle: ranks, backend, hosts, and per rank the
-    step time and the time in collectives, waiting and transferring (see
-    :func:`kitlib.analyses.collectives.rank_summary`), and the straggler."""
+    """A few lines on a multi-rank bundle: ranks, backend, hosts; per rank the step time and the
+    ms in collectives, waiting and transferring
+    (:func:`kitlib.analyses.collectives.rank_summary`); the straggler."""
     from ..analyses.collectives import rank_summary, straggler_summary
     from ..readers.ranks import load_traces
     rt = load_traces(path)
@@ -217,30 +190,20 @@ def summarize_ranks(path) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KIND", "capture_ranks", "summarize_ranks"]
+__all__ = ["KIND", "capture_ranks", "leave_together", "summarize_ranks"]
 
 
-#: The straggler of the kit's two-rank recordings: rank 1 sleeps this long per step (ms),
-#: as in ``data/reference/ranks_straggler``.
+#: Rank 1's sleep per step (ms) in the kit's straggler recording (``ranks_straggler``).
 STRAGGLER_MS = 500.0
 
 
 def torchrun_plan(import_torch: bool = True) -> dict:
-    """How a two-rank (or more) recording runs on this machine.
+    """How a two-rank (or more) recording runs here: ``gpus``, ``nproc``, ``device``
+    (``cuda``/``cpu``), ``backend`` (``nccl``/``gloo``) and ``why``. NCCL needs one GPU per
+    rank, so fewer than two GPUs means two Gloo ranks on the CPU. ``import_torch=False``
+    counts GPUs with ``nvidia-smi`` unless torch is already imported.
 
-    ``import_torch=False`` (a replay lesson describing what a live run would do) counts
-    the GPUs with ``nvidia-smi`` instead of importing torch, unless torch is already
-    imported; a live run counts what torch sees.
-
-    Returns
-    -------
-    dict
-        ``gpus`` (CUDA GPUs seen), ``nproc`` (ranks), ``device`` (``cuda`` or
-        ``cpu``), ``backend`` (``nccl`` or ``gloo``) and ``why`` (one sentence). NCCL
-        binds each rank's communicator to one device and refuses two ranks on one GPU
-        ("Duplicate GPU detected", NCCL's documentation), so fewer than two GPUs means
-        two Gloo ranks on the CPU.
-    """
+    Sources: docs/SOURCES.md#nccl-one-gpu-per-rank"""
     import sys
     if import_torch or "torch" in sys.modules:
         try:
@@ -261,13 +224,9 @@ def torchrun_plan(import_torch: bool = True) -> dict:
 
 
 def torchrun_command(out_dir, straggler: bool, plan: dict | None = None, batch_size: int | None = None) -> list:
-    """The ``torchrun`` command line of one recording of the kit's two-rank runs (a list
-    for ``subprocess``): recipe ``light``, 3 active steps, rank 1 sleeping
-    :data:`STRAGGLER_MS` per step when ``straggler``; ``--batch-size`` when
-    ``batch_size`` is given (per rank; default the device's, 128 on a GPU).
-
-    ``python -m torch.distributed.run`` is ``torchrun`` (the same entry point), used
-    so the command runs with this Python."""
+    """The ``python -m torch.distributed.run`` (torchrun) command of one of the kit's two-rank
+    recordings: recipe ``light``, 3 active steps, rank 1 sleeping :data:`STRAGGLER_MS` per step
+    when ``straggler``, ``--batch-size`` per rank when given."""
     import sys
     plan = plan or torchrun_plan()
     cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={plan['nproc']}",
@@ -284,15 +243,8 @@ def torchrun_command(out_dir, straggler: bool, plan: dict | None = None, batch_s
 
 def run_torchrun(out_dir, straggler: bool, timeout_s: float = 900, plan: dict | None = None,
                  batch_size: int | None = None) -> Path:
-    """Record one two-rank bundle into ``out_dir`` with :func:`torchrun_command`
-    (``plan`` and ``batch_size`` as it takes them: default :func:`torchrun_plan`'s
-    plan and the device's batch).
-
-    Raises
-    ------
-    KitError
-        ``torchrun`` failed (its last output lines are in the message).
-    """
+    """Record one two-rank bundle into ``out_dir`` (:func:`torchrun_command`). Raises
+    :class:`KitError` when torchrun fails (its last lines in the message)."""
     import subprocess
     res = subprocess.run(torchrun_command(out_dir, straggler, plan, batch_size), capture_output=True, text=True,
                          timeout=timeout_s, env={**os.environ, "PYTHONUNBUFFERED": "1"})

@@ -1,11 +1,7 @@
-"""Live measurements: run the workload several times and time or count it.
-
-Not analyses (they run the model), so they live in the capture layer; what they
-return is plain data that the analyses take as input: step times in ms per series
-for :func:`kitlib.analyses.coldstart.step_time_stats` and
+"""Live measurements that run the workload several times: step times (ms per series) for
+:func:`kitlib.analyses.coldstart.step_time_stats` and
 :func:`kitlib.analyses.compare.compare_series`, FlopCounterMode counts for
-:func:`kitlib.analyses.flops.flop_counter_table`.
-"""
+:func:`kitlib.analyses.flops.flop_counter_table`."""
 from __future__ import annotations
 
 from ..analyses.steps import active_steps
@@ -15,33 +11,10 @@ from .workload import NUM_CLASSES, WorkloadConfig, build_workload, make_model, r
 
 def measure_loader_settings(settings: dict, steps: int = 30, warmup: int = 3, base=None,
                             progress: bool = True) -> dict:
-    """Live: time the workload, uninstrumented, under several DataLoader settings.
-
-    Each setting gets a fresh workload (new loader, new workers), ``warmup``
-    untimed steps, then ``steps`` timed with :func:`kitlib.capture.workload.time_steps`
-    (``perf_counter_ns`` around the step and ``synchronize``). Choose ``steps``
-    larger than an epoch so the epoch boundary is inside the timed steps.
-
-    Parameters
-    ----------
-    settings : dict of str -> dict
-        Name -> :class:`~kitlib.capture.workload.WorkloadConfig` overrides, e.g.
-        ``{"reference": {}, "persistent": {"persistent_workers": True}}``.
-    steps, warmup : int
-    base : WorkloadConfig, optional
-        Settings shared by all (default :meth:`WorkloadConfig.for_device`).
-    progress : bool
-
-    Returns
-    -------
-    dict of str -> list of float
-        Step times in ms per setting, in order (feed :func:`step_time_stats`).
-
-    Raises
-    ------
-    KitError
-        Bad settings (see :meth:`WorkloadConfig.validate`).
-    """
+    """Uninstrumented step times (ms) under several DataLoader settings: ``{name: overrides}`` →
+    ``{name: [ms, ...]}``, each a fresh workload over ``base`` (default
+    :meth:`WorkloadConfig.for_device`) timed by :func:`kitlib.capture.workload.time_steps` after
+    ``warmup`` steps. Raises :class:`KitError` for bad settings."""
     import dataclasses
     base = base or WorkloadConfig.for_device()
     out = {}
@@ -53,27 +26,9 @@ def measure_loader_settings(settings: dict, steps: int = 30, warmup: int = 3, ba
 
 
 def overhead_series(config=None, steps: int = 10, warmup: int = 3, progress: bool = True) -> dict:
-    """Live: the same workload's step times under the four settings of :data:`kitlib.analyses.compare.SETTINGS`.
-
-    Not an analysis (it runs the workload): uninstrumented steps
-    (:func:`kitlib.capture.workload.time_steps` with ``annotate=False``), the same with the
-    phase labels on (``annotate=True``: NVTX and ``record_function`` ranges, which
-    cost next to nothing when no tool listens), then the ``light`` and ``full``
-    recipes of :func:`kitlib.capture.recipes.capture` (their ``step_ms_profiled``, the
-    active steps only).
-
-    Parameters
-    ----------
-    config : kitlib.capture.workload.WorkloadConfig, optional
-    steps, warmup : int
-        Timed steps per setting; warm-up steps first.
-    progress : bool
-
-    Returns
-    -------
-    dict
-        ``{series key: [step ms, ...]}`` with the keys of :data:`kitlib.analyses.compare.SETTINGS`.
-    """
+    """The same workload's step times (ms) under :data:`kitlib.analyses.compare.SETTINGS`:
+    uninstrumented, with the phase labels on, and the active steps of the ``light`` and
+    ``full`` recipes."""
     import tempfile
 
     config = config or WorkloadConfig.for_device()
@@ -90,25 +45,9 @@ def overhead_series(config=None, steps: int = 10, warmup: int = 3, progress: boo
 
 
 def flop_counter_step(model, optimizer, images, labels) -> dict:
-    """Count the FLOPs of one training step with ``torch.utils.flop_counter.FlopCounterMode``.
-
-    Runs forward, cross-entropy loss, ``zero_grad``, backward and ``optimizer.step()``
-    once, on whatever device the model and batch are (it changes the weights, as
-    a training step does).
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-    optimizer : torch.optim.Optimizer
-    images, labels : torch.Tensor
-        One batch, on the model's device.
-
-    Returns
-    -------
-    dict
-        ``{"total": int, "by_op": {"aten.convolution": int, …}}`` — the schema of
-        the reference ``flop_counter_one_step.json``.
-    """
+    """``FlopCounterMode`` over one training step (it updates the weights):
+    ``{"total": int, "by_op": {"aten.convolution": int, …}}``, the schema of the reference
+    ``flop_counter_one_step.json``."""
     import torch
     from torch.utils.flop_counter import FlopCounterMode
     fc = FlopCounterMode(display=False)
@@ -122,24 +61,8 @@ def flop_counter_step(model, optimizer, images, labels) -> dict:
 
 
 def workload_step_flops(config=None, device: str | None = None) -> dict:
-    """FlopCounterMode over one training step of the course workload (live mode).
-
-    The model comes from :func:`kitlib.capture.workload.make_model` and the batch is random
-    data of the configured shape (``batch_size`` × 3 × ``image_size``²): FLOPs
-    depend on shapes only, so no dataset is needed.
-
-    Parameters
-    ----------
-    config : kitlib.capture.workload.WorkloadConfig, optional
-        Default: :meth:`WorkloadConfig.for_device` (batch 128 on a GPU).
-    device : str, optional
-        Overrides the config's device.
-
-    Returns
-    -------
-    dict
-        As :func:`flop_counter_step`.
-    """
+    """:func:`flop_counter_step` of the course model on a random batch of the configured shape
+    (FLOPs depend on shapes only)."""
     import torch
     config = config or WorkloadConfig.for_device()
     dev = resolve_device(device or config.device)

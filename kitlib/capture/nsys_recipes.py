@@ -1,35 +1,11 @@
 """Record the workload under Nsight Systems and write an ``nsys`` capture bundle.
 
-Nsight Systems is a separate program (``nsys``), so a capture is two processes:
-``nsys profile … python -m kitlib.capture.nsys_recipes run-workload …`` starts the
-training steps (the same :func:`kitlib.capture.workload.train_step`, whose phases carry
-NVTX ranges with the same names as the torch.profiler labels), then
-``nsys export --type sqlite`` turns the report into the SQLite file that
-:func:`kitlib.readers.nsys.load_nsys` reads. This module builds those command lines
-from an :class:`NsysRecipe`, finds ``nsys``, runs them, and writes the bundle
-with the collectors that were on and off in its manifest.
+A capture is two processes: ``nsys profile … python -m kitlib.capture.nsys_recipes
+run-workload …`` runs the labelled training steps (:func:`run_workload`), then ``nsys export
+--type sqlite`` writes what :func:`kitlib.readers.nsys.load_nsys` reads. An
+:class:`NsysRecipe` names the collectors; the bundle's manifest says which were on.
 
-The collectors (Nsight Systems User Guide, "CLI profile command switch
-options"):
-
-- ``-t cuda,nvtx,osrt``: CUDA API calls and GPU work, NVTX ranges, OS runtime
-  calls (``--osrt-threshold=NS`` keeps only calls longer than NS);
-- ``--sample=none|process-tree``: CPU instruction-pointer sampling off/on;
-- ``--cpuctxsw=none|process-tree``: thread scheduling (context switches) off/on;
-- ``--cuda-memory-usage=true|false``: GPU memory usage tracking (expensive: a
-  2.4 GB raw file for 8 steps on the H200, ``shared/DEVICE_NOTES.md``);
-- ``--trace-fork-before-exec=true``: also trace child processes that are forked and
-  never call ``exec`` — the DataLoader's worker processes; off by default, so a
-  default capture has no row for what the workers did;
-- ``--capture-range=cudaProfilerApi --capture-range-end=stop``: record only
-  between ``torch.cuda.profiler.start()`` and ``stop()`` (``cudaProfilerStart``
-  / ``cudaProfilerStop``).
-
-With ``emit_nvtx`` the workload runs under
-``torch.autograd.profiler.emit_nvtx(record_shapes=True)``, which pushes one
-NVTX range per operator (name, ``seq``, ``op_id`` and input ``sizes``) beside the
-kit's own phase ranges (PyTorch docs, ``torch.autograd.profiler.emit_nvtx``).
-"""
+Sources: docs/SOURCES.md#nsys-collectors"""
 from __future__ import annotations
 
 import argparse
@@ -50,64 +26,33 @@ __all__ = ["NsysRecipe", "NSYS_RECIPES", "NsysNotFound", "collectors", "profile_
            "torchrun_profile_command", "torchrun_export_commands", "RANK_PATTERN", "export_command", "import_command", "workload_command", "find_nsys", "find_importer",
            "capture_nsys", "run_workload", "main", "KNOWN_LOCATIONS"]
 
-#: Where an ``nsys`` that is not on the PATH is commonly installed: the copy
-#: shipped inside Nsight Compute (the H200 machine's, ``shared/DEVICE_NOTES.md``)
-#: and a standalone Nsight Systems.
+#: Where an ``nsys`` off the PATH is commonly installed (inside Nsight Compute, or standalone).
 KNOWN_LOCATIONS = ("/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
                    "/opt/nvidia/nsight-systems/*/bin/nsys",
                    "/opt/nvidia/nsight-systems/*/target-linux-x64/nsys",
                    "/usr/local/cuda*/bin/nsys")
 
-#: Environment variable naming the ``nsys`` executable.
 NSYS_ENV = "KITLIB_NSYS"
-
-#: Environment variable naming a folder with ``libdw.so.1`` for the QdstrmImporter.
+#: A folder with ``libdw.so.1`` for the QdstrmImporter.
 LIBDW_ENV = "KITLIB_LIBDW"
 
 
 class NsysNotFound(KitError):
-    """``nsys`` (Nsight Systems' command line) is not installed where kitlib looks."""
+    """``nsys`` is not installed where kitlib looks."""
 
 
 @dataclass(frozen=True)
 class NsysRecipe:
     """What an Nsight Systems capture records.
 
-    Parameters
-    ----------
-    name : str
-        Key in :data:`NSYS_RECIPES`; the default output folder's suffix.
-    cuda, nvtx, osrt : bool
-        Trace CUDA (API calls and GPU work), NVTX ranges, OS runtime calls.
-    osrt_threshold_ns : int
-        Keep OS runtime calls longer than this (``--osrt-threshold``).
-    cpu_sampling : bool
-        CPU instruction-pointer sampling (``--sample=process-tree`` / ``none``).
-    context_switches : bool
-        Thread scheduling trace (``--cpuctxsw=process-tree`` / ``none``).
-    cuda_memory_usage : bool
-        ``--cuda-memory-usage`` (large files; off by default).
-    trace_forks : bool
-        ``--trace-fork-before-exec=true``: trace the forked DataLoader workers too.
-    capture_range : bool
-        Record only between ``torch.cuda.profiler.start()`` and ``stop()``
-        (``--capture-range=cudaProfilerApi --capture-range-end=stop``).
-    emit_nvtx : bool
-        Run the recorded steps under ``torch.autograd.profiler.emit_nvtx``
-        (one NVTX range per operator).
-    record_shapes : bool
-        With ``emit_nvtx``: add the input sizes to each operator's range.
-    steps : int
-        Recorded steps.
-    warmup_steps : int
-        Steps run before the recorded ones (outside the capture range, when
-        ``capture_range``; otherwise recorded too but not numbered as steps).
-    data_load_covers_h2d : bool
-        ``data_load`` also covers the host-to-device transfer submission (as in
-        ``nsys_8step``); ``False`` gives the torch.profiler recordings' labels
-        (``data_load`` = ``next()`` only, then ``h2d``): a matched pair.
-    description : str
-    """
+    ``cuda``, ``nvtx``, ``osrt`` (``-t``; ``osrt_threshold_ns``: ``--osrt-threshold``),
+    ``cpu_sampling`` (``--sample``), ``context_switches`` (``--cpuctxsw``),
+    ``cuda_memory_usage``, ``trace_forks`` (``--trace-fork-before-exec``: the DataLoader
+    workers), ``capture_range`` (only between ``torch.cuda.profiler.start()`` and ``stop()``),
+    ``emit_nvtx`` (one NVTX range per operator; ``record_shapes`` adds input sizes);
+    ``steps`` recorded after ``warmup_steps``; ``data_load_covers_h2d`` as in ``nsys_8step``
+    (``False``: the torch.profiler recordings' labels). Raises :class:`KitError` for a recipe
+    that traces nothing or a bad count."""
 
     name: str
     cuda: bool = True
@@ -169,15 +114,10 @@ def _recipe(recipe) -> NsysRecipe:
 
 
 def collectors(recipe) -> dict:
-    """Which collectors a recipe turns on, in the reference manifests' layout.
-
-    Returns
-    -------
-    dict
-        ``cuda, nvtx, osrt, osrt_threshold_ns, cpu_sampling, context_switches,
-        cuda_memory_usage, trace_forks, capture_range`` (``"cudaProfilerApi"`` or
-        ``None``), ``emit_nvtx``.
-    """
+    """The collectors a recipe turns on, as the reference manifests list them: ``cuda``,
+    ``nvtx``, ``osrt``, ``osrt_threshold_ns``, ``cpu_sampling``, ``context_switches``,
+    ``cuda_memory_usage``, ``trace_forks``, ``capture_range`` (``"cudaProfilerApi"`` or
+    ``None``), ``emit_nvtx``."""
     r = _recipe(recipe)
     return {"cuda": r.cuda, "nvtx": r.nvtx, "osrt": r.osrt,
             "osrt_threshold_ns": r.osrt_threshold_ns if r.osrt else None,
@@ -187,22 +127,8 @@ def collectors(recipe) -> dict:
 
 
 def workload_command(recipe, python: str | None = None, describe_to=None, workload_args=()) -> list:
-    """The command ``nsys`` runs: ``python -m kitlib.capture.nsys_recipes run-workload …``.
-
-    Parameters
-    ----------
-    recipe : str or NsysRecipe
-    python : str, optional
-        The interpreter (default ``sys.executable``).
-    describe_to : path, optional
-        Where the workload writes its description (``--describe-to``).
-    workload_args : sequence of str
-        Extra ``run-workload`` options (``--batch-size 64`` …).
-
-    Returns
-    -------
-    list of str
-    """
+    """The command ``nsys`` runs: ``python -m kitlib.capture.nsys_recipes run-workload …``
+    (``describe_to``: where the workload describes itself; ``workload_args``: extra options)."""
     r = _recipe(recipe)
     cmd = [python or sys.executable, "-m", "kitlib.capture.nsys_recipes", "run-workload",
            "--steps", str(r.steps), "--warmup-steps", str(r.warmup_steps)]
@@ -220,26 +146,8 @@ def workload_command(recipe, python: str | None = None, describe_to=None, worklo
 
 def profile_command(recipe, output, nsys: str = "nsys", python: str | None = None, describe_to=None,
                     workload_args=()) -> list:
-    """The ``nsys profile …`` command line for a recipe.
-
-    Parameters
-    ----------
-    recipe : str or NsysRecipe
-    output : path
-        Report name without extension (``-o``; nsys adds ``.nsys-rep``).
-    nsys : str
-        The ``nsys`` executable.
-    python, describe_to, workload_args
-        See :func:`workload_command`.
-
-    Returns
-    -------
-    list of str
-        E.g. for ``nsys_8step``: ``nsys profile -t cuda,nvtx,osrt
-        --osrt-threshold=10000 --sample=none --cpuctxsw=none
-        --cuda-memory-usage=false -o OUT --force-overwrite=true python -m
-        kitlib.capture.nsys_recipes run-workload --steps 8 …``.
-    """
+    """The ``nsys profile …`` command line of a recipe, ``-o output`` (nsys adds ``.nsys-rep``),
+    followed by :func:`workload_command`'s."""
     r = _recipe(recipe)
     trace = ",".join(t for t, on in (("cuda", r.cuda), ("nvtx", r.nvtx), ("osrt", r.osrt)) if on)
     cmd = [str(nsys), "profile", "-t", trace]
@@ -257,66 +165,37 @@ def profile_command(recipe, output, nsys: str = "nsys", python: str | None = Non
     return cmd + workload_command(r, python, describe_to, workload_args)
 
 
-#: How ``nsys profile -o`` names each rank's report under ``torchrun``: ``%q{RANK}`` is
-#: replaced by the value of the environment variable ``RANK``, which torchrun sets in each
-#: process it starts (Nsight Systems User Guide, "CLI profile command switch options",
-#: ``--output``: ``%q{ENV_VAR}``).
+#: ``nsys profile -o``'s stand-in for each process's ``RANK`` (``%q{ENV_VAR}``).
 RANK_PATTERN = "%q{RANK}"
 
 
 def torchrun_profile_command(recipe="nsys_8step", nproc: int = 2, output_prefix="report", *, nsys: str = "nsys",
                              python: str | None = None, device: str = "auto", workload_args=()) -> list:
-    """The command line that records every rank of a ``torchrun`` launch under Nsight
-    Systems, one report per rank: ``report_0.nsys-rep``, ``report_1.nsys-rep``, …
+    """One Nsight Systems report per rank of a torchrun launch: ``python -m torch.distributed.run
+    --standalone --nproc_per_node=N --no-python nsys profile … -o <prefix>_%q{RANK} python -m
+    kitlib.capture.nsys_recipes run-workload --device D …``; each rank's ``nsys`` names its
+    report after its ``RANK`` (:data:`RANK_PATTERN`) and the workload joins the process group.
+    Export with :func:`torchrun_export_commands`, read with
+    :func:`kitlib.readers.nsys_ranks.load_nsys_ranks`. Raises :class:`KitError` for ``nproc``
+    below 1 or an unknown recipe.
 
-    ``torchrun`` starts ``nproc`` processes; with ``--no-python`` each is ``nsys
-    profile … -o <prefix>_%q{RANK} python -m kitlib.capture.nsys_recipes run-workload
-    …``, so each rank runs under its own ``nsys``, which names its report after the
-    ``RANK`` torchrun gave it (:data:`RANK_PATTERN`), and the workload joins the
-    process group (``run-workload`` under torchrun: DDP; NCCL with a GPU per rank,
-    else Gloo on the CPU). One ``nsys`` around ``torchrun`` would instead write one
-    report holding every process. Export each report with
-    :func:`torchrun_export_commands`, then read them with
-    :func:`kitlib.readers.nsys_ranks.load_nsys_ranks`.
-
-    Parameters
-    ----------
-    recipe : str or NsysRecipe
-        The collectors and steps (:data:`NSYS_RECIPES`).
-    nproc : int
-        Ranks on this node (``--nproc_per_node``).
-    output_prefix : path
-        Reports are ``<output_prefix>_<rank>.nsys-rep``.
-    nsys, python, workload_args
-        As :func:`profile_command` (``python`` also runs ``torch.distributed.run``,
-        which is ``torchrun``).
-    device : str
-        ``cuda``, ``cpu`` or ``auto`` (``run-workload --device``).
-
-    Returns
-    -------
-    list of str
-
-    Raises
-    ------
-    KitError
-        ``nproc`` is not a whole number of 1 or more; an unknown recipe.
-    """
-    if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
-        raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")
+    Sources: docs/SOURCES.md#nsys-collectors"""
+    _check_nproc(nproc)
     py = python or sys.executable
     inner = profile_command(recipe, f"{output_prefix}_{RANK_PATTERN}", nsys=nsys, python=py,
                             workload_args=["--device", device, *workload_args])
     return [py, "-m", "torch.distributed.run", "--standalone", f"--nproc_per_node={nproc}", "--no-python", *inner]
 
 
-def torchrun_export_commands(nproc: int, output_prefix="report", nsys: str = "nsys") -> list:
-    """The ``nsys export --type sqlite`` command of each rank's report written by
-    :func:`torchrun_profile_command` (a list of command lists, rank 0 first):
-    ``<prefix>_<r>.nsys-rep`` → ``<prefix>_<r>.sqlite``.
-    """
+def _check_nproc(nproc) -> None:
     if not isinstance(nproc, int) or isinstance(nproc, bool) or nproc < 1:
         raise KitError(f"nproc must be a whole number of ranks, 1 or more, not {nproc!r}")
+
+
+def torchrun_export_commands(nproc: int, output_prefix="report", nsys: str = "nsys") -> list:
+    """The ``nsys export`` command of each rank's report (``<prefix>_<r>.nsys-rep`` →
+    ``<prefix>_<r>.sqlite``), rank 0 first."""
+    _check_nproc(nproc)
     return [export_command(f"{output_prefix}_{r}.nsys-rep", f"{output_prefix}_{r}.sqlite", nsys) for r in range(nproc)]
 
 
@@ -326,8 +205,7 @@ def export_command(report, sqlite, nsys: str = "nsys") -> list:
 
 
 def import_command(qdstrm, importer) -> list:
-    """``QdstrmImporter -i FILE.qdstrm``: turns the raw stream into a ``.nsys-rep`` when
-    ``nsys profile`` could not (``shared/DEVICE_NOTES.md``)."""
+    """``QdstrmImporter -i FILE.qdstrm``: the ``.nsys-rep`` that ``nsys profile`` could not write."""
     return [str(importer), "-i", str(qdstrm)]
 
 
@@ -340,36 +218,16 @@ _INSTALL = ("Nsight Systems' command line `nsys` was not found ({why}). Install 
 
 
 def find_nsys(path=None, locations=KNOWN_LOCATIONS) -> Path:
-    """Locate the ``nsys`` executable.
-
-    Parameters
-    ----------
-    path : str or os.PathLike, optional
-        An explicit ``nsys`` (checked, never searched past).
-    locations : sequence of glob patterns
-        Install locations tried after ``$KITLIB_NSYS`` and the PATH.
-
-    Returns
-    -------
-    pathlib.Path
-
-    Raises
-    ------
-    NsysNotFound
-        Not given, not on the PATH, not in any known location — the message
-        says what to install; or the given path is not an executable file.
-    """
-    if path is not None:
-        p = Path(path)
+    """The ``nsys`` executable: ``path`` (checked, never searched past), ``$KITLIB_NSYS``, the
+    PATH, then ``locations`` (newest first). Raises :class:`NsysNotFound` saying what to
+    install, or that a given path is not executable."""
+    env = setting(NSYS_ENV) if path is None else None
+    if path is not None or env:
+        p = Path(path if path is not None else env)
         if p.is_file() and os.access(p, os.X_OK):
             return p
-        raise NsysNotFound(_INSTALL.format(why=f"{p} is not an executable file"))
-    env = setting(NSYS_ENV)
-    if env:
-        p = Path(env)
-        if p.is_file() and os.access(p, os.X_OK):
-            return p
-        raise NsysNotFound(_INSTALL.format(why=f"{NSYS_ENV}={env} is not an executable file"))
+        given = p if path is not None else f"{NSYS_ENV}={env}"
+        raise NsysNotFound(_INSTALL.format(why=f"{given} is not an executable file"))
     hit = shutil.which("nsys")
     if hit:
         return Path(hit)
@@ -381,8 +239,7 @@ def find_nsys(path=None, locations=KNOWN_LOCATIONS) -> Path:
 
 
 def find_importer(nsys) -> Path | None:
-    """The ``QdstrmImporter`` beside an ``nsys`` (``…/host/*/QdstrmImporter`` of the same
-    install), or ``None``."""
+    """The ``QdstrmImporter`` of the same install as ``nsys``, or ``None``."""
     base = Path(nsys).resolve().parent
     for pat in ("QdstrmImporter", "../*/QdstrmImporter", "../../host-linux-x64/QdstrmImporter",
                 "../host-linux-x64/QdstrmImporter"):
@@ -404,43 +261,15 @@ def _run(cmd, log, timeout_s, env=None, what="command"):
 
 def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | None = None,
                  workload_args=(), timeout_s: int = 1800, notes: str = "", run_id: str | None = None):
-    """Run the workload under ``nsys profile``, export SQLite, and write a bundle.
+    """Run the workload under ``nsys profile``, export SQLite, and write a bundle (``out_dir``:
+    default ``runs/<UTC time>_<recipe>``; ``timeout_s`` per subprocess; ``run_id``: two bundles
+    with the same id are one run seen by two tools, :func:`kitlib.analyses.align.align`).
 
-    Parameters
-    ----------
-    recipe : str or NsysRecipe
-        A key of :data:`NSYS_RECIPES` or a recipe.
-    out_dir : path, optional
-        The bundle folder (default ``runs/<UTC time>_<recipe>``; must not hold a bundle).
-    nsys : path, optional
-        The ``nsys`` executable (default: :func:`find_nsys`).
-    python : str, optional
-        Interpreter for the workload (default ``sys.executable``).
-    workload_args : sequence of str
-        Extra ``run-workload`` options.
-    timeout_s : int
-        Limit for each subprocess.
-    notes : str
-        Free text for the manifest.
-    run_id : str, optional
-        Stored in the manifest; two bundles with the same ``run_id`` are one run
-        seen by two tools (see :func:`kitlib.analyses.align.align`).
+    Returns the opened bundle: kind ``nsys``, ``report.sqlite`` and ``nsys.log``; the recipe
+    holds both command lines and :func:`collectors`, the provenance ``nsight_systems``.
 
-    Returns
-    -------
-    kitlib.readers.bundle.Capture
-        ``kind == "nsys"``; files ``report.sqlite`` and ``nsys.log``; the manifest's
-        recipe holds the two command lines and :func:`collectors`, its workload
-        what the workload process described, its provenance adds
-        ``nsight_systems`` (``nsys --version``).
-
-    Raises
-    ------
-    NsysNotFound
-        No ``nsys`` (raised before any work starts).
-    KitError
-        A subprocess failed or produced no report (the message names ``nsys.log``).
-    """
+    Raises :class:`NsysNotFound` (before any work) or :class:`KitError` (a subprocess failed or
+    wrote no report; see ``nsys.log``)."""
     from ..readers.bundle import open_capture, software_provenance, write_bundle
     from .recipes import claim_out
     r = _recipe(recipe)
@@ -497,36 +326,14 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
     return open_capture(out)
 
 
-# --------------------------------------------------------------------------- the workload process
 def run_workload(steps: int = 8, warmup_steps: int = 0, *, data_load_covers_h2d: bool = True,
                  capture_range: bool = False, emit_nvtx: bool = False, record_shapes: bool = True,
                  describe_to=None, progress: bool = False, **config) -> list:
-    """The training steps an Nsight Systems capture records (run inside ``nsys profile``).
-
-    ``warmup_steps`` unrecorded-range steps, then, when ``capture_range``,
-    ``torch.cuda.profiler.start()``; ``steps`` steps, each wrapped in a
-    ``torch_step#N`` range (NVTX and ``record_function`` alike, via
-    :meth:`kitlib.capture.workload.Workload.step`), under
-    ``torch.autograd.profiler.emit_nvtx(record_shapes=…)`` when ``emit_nvtx``;
-    a device synchronisation; ``torch.cuda.profiler.stop()``.
-
-    Parameters
-    ----------
-    steps, warmup_steps : int
-    data_load_covers_h2d : bool
-        See :attr:`kitlib.capture.workload.WorkloadConfig.data_load_covers_h2d`.
-    capture_range, emit_nvtx, record_shapes : bool
-        See :class:`NsysRecipe`.
-    describe_to : path, optional
-        Write :meth:`kitlib.capture.workload.Workload.describe` there as JSON.
-    **config
-        :class:`kitlib.capture.workload.WorkloadConfig` fields (``None`` values ignored).
-
-    Returns
-    -------
-    list of dict
-        Wall-clock marks of each recorded step (see :func:`kitlib.capture.workload.train_step`).
-    """
+    """The steps an Nsight Systems capture records (inside ``nsys profile``): ``warmup_steps``,
+    ``torch.cuda.profiler.start()`` with ``capture_range``, ``steps`` steps each in a
+    ``torch_step#N`` range (under ``emit_nvtx`` when asked), a synchronisation, ``stop()``.
+    Under torchrun it joins the process group first. ``**config``: ``WorkloadConfig`` fields.
+    Returns each step's wall-clock marks (:func:`kitlib.capture.workload.train_step`)."""
     import contextlib
 
     import torch
@@ -625,10 +432,7 @@ def main(argv=None) -> int:
 
 
 def commands_text(nsys: str = "nsys") -> str:
-    """The command lines of every recipe, as ``commands`` prints them: per recipe, the
-    ``nsys profile`` line that writes ``report.nsys-rep`` and the ``nsys export --type
-    sqlite`` line that turns it into ``report.sqlite``, the file :func:`kitlib.load_nsys`
-    reads (``kitlib.open_capture`` and the lessons read it inside a bundle)."""
+    """``commands``' output: per recipe its ``nsys profile`` and ``nsys export`` lines."""
     out = []
     for name, r in NSYS_RECIPES.items():
         out.append(f"# {name}: {r.description}\n"

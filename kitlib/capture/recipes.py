@@ -1,32 +1,18 @@
-"""Run the workload under a tool and write a capture bundle.
-
-A :class:`Recipe` names what is recorded: the torch.profiler schedule
-(``wait``/``warmup``/``active``/``repeat``) and the attribution options
-(``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``), or plain
-uninstrumented timing. :func:`capture` runs :mod:`kitlib.capture.workload` under it and
-writes a bundle (:mod:`kitlib.readers.bundle`) that lessons open with
-:func:`kitlib.open_capture`, exactly like the recorded ones in ``data/reference/``:
+"""Run the workload under a :class:`Recipe` and write a capture bundle
+(:mod:`kitlib.readers.bundle`) that :func:`kitlib.open_capture` opens like the recorded ones:
 
 ``trace.json.gz``
-    ``prof.export_chrome_trace("….json.gz")`` (Chrome trace JSON, gzipped).
+    ``prof.export_chrome_trace`` (one per cycle).
 ``key_averages.json``
-    The profiler's own ``key_averages()`` rows, in the schema of the reference
-    ``fixed_batch/key_averages.json.gz``: ``torch``, ``steps``, ``batch_size``,
-    ``by_name``, ``by_input_shape`` (with ``record_shapes``) and ``by_stack_5`` (with
-    ``with_stack``); each row ``key, count, input_shapes, stack, cpu_time_total_us,
-    self_cpu_time_total_us, flops, device_time_total_us, self_device_time_total_us,
-    cpu_memory_usage_bytes, self_cpu_memory_usage_bytes, device_memory_usage_bytes,
-    self_device_memory_usage_bytes`` (times in µs, memory in bytes).
+    The profiler's ``key_averages()`` rows (:func:`key_average_rows`): ``torch``, ``steps``,
+    ``batch_size``, ``by_name``, ``by_input_shape`` (record_shapes), ``by_stack_5``
+    (with_stack); times in µs, memory in bytes.
 ``step_times.json``
-    ``{"step_ms_profiled": [...], "step_ms_uninstrumented": [...]}`` (ms, wall clock), and
-    ``process``: the process's RSS after each uninstrumented step and the machine's load
-    around them (:func:`kitlib.capture.workload.time_steps`).
+    ``step_ms_profiled``, ``step_ms_uninstrumented`` (ms) and ``process``
+    (:func:`kitlib.capture.workload.time_steps`).
 
-Sources: PyTorch docs, "torch.profiler" (``profile``, ``schedule``,
-``record_function``, ``export_chrome_trace``, ``key_averages``) and "CUDA
-semantics: memory management" (``torch.cuda.memory._record_memory_history``);
-the reference recording script ``data/reference/how_captured/capture.py``.
-"""
+Sources: PyTorch docs, "torch.profiler" and "Understanding CUDA Memory Usage";
+``data/reference/how_captured/capture.py``."""
 from __future__ import annotations
 
 import contextlib
@@ -51,50 +37,17 @@ from ..units import ns_to_ms
 class Recipe:
     """What a capture records.
 
-    Parameters
-    ----------
-    name : str
-        Short name (the key in :data:`RECIPES`; part of the default output folder).
-    kind : str
-        ``"torch_profiler"`` (run under ``torch.profiler.profile``) or ``"timing"``
-        (uninstrumented step times only, no profiler).
-    wait, warmup, active, repeat : int
-        ``torch.profiler.schedule(wait=, warmup=, active=, repeat=)``: per cycle, the
-        profiler idles ``wait`` steps, traces but discards ``warmup`` steps (tracing
-        has start-up cost), then records ``active`` steps; ``repeat`` cycles. For
-        ``timing``, ``active`` is the number of timed steps.
-    record_shapes, profile_memory, with_stack, with_flops : bool
-        torch.profiler's attribution options: input shapes per operator, allocator
-        events, Python call stacks, FLOP estimates for matmul/conv (PyTorch docs,
-        ``torch.profiler.profile``). Each adds overhead to what is measured.
-    use_schedule : bool
-        ``False``: no ``torch.profiler.schedule`` at all; the profiler records every one
-        of ``active`` steps from the moment it starts, each wrapped in a
-        ``step_label`` range (``wait``/``warmup`` must be 0). With the DataLoader
-        started inside the recording, this shows the cold start (the reference
-        ``cold_start_8step``). Steps are not synchronised one by one, so no per-step
-        times are taken; ``wallclock`` stamps are.
-    step_label : str
-        Prefix of the per-step range without a schedule (``"torch_step#"`` gives
-        ``torch_step#0``, ``torch_step#1``, …, for torch.profiler and NVTX alike).
-    wallclock : bool
-        Also write ``wallclock.json``: ``perf_counter_ns`` stamps around every
-        ``next(batches)`` and after each step's submission, independent of the
-        profiler's clock (the reference ``cold_start_8step/wallclock.json``).
-    verbose_stack : bool
-        With ``with_stack``, also pass ``experimental_config=_ExperimentalConfig(verbose=True)``:
-        since PyTorch 2.0 ``key_averages(group_by_stack_n=N)`` rows carry no stack without
-        it (pytorch/pytorch#100253). The reference recordings did not set it, so their
-        ``by_stack_5`` rows have empty stacks.
-    pre_steps : int
-        Unprofiled steps before anything is recorded (warm model, cuDNN heuristics,
-        allocator and loader workers).
-    timing_steps : int
-        Uninstrumented timed steps (:func:`kitlib.capture.workload.time_steps`) run before the
-        profiler, saved as ``step_ms_uninstrumented`` beside ``step_ms_profiled``.
-    description : str
-        One line for menus and manifests.
-    """
+    ``name`` (a key of :data:`RECIPES`); ``kind``: ``"torch_profiler"`` or ``"timing"``
+    (uninstrumented step times only); ``wait``, ``warmup``, ``active``, ``repeat``:
+    ``torch.profiler.schedule``'s (for ``timing``, ``active`` is the steps timed);
+    ``record_shapes``, ``profile_memory``, ``with_stack``, ``with_flops``: the profiler's
+    attribution options; ``use_schedule=False``: every one of ``active`` steps recorded from the
+    start, each in a ``step_label``-N range (wait and warmup 0; the cold start); ``wallclock``:
+    also ``wallclock.json``; ``verbose_stack``: with ``with_stack`` pass
+    ``_ExperimentalConfig(verbose=True)``, without which ``key_averages(group_by_stack_n=N)``
+    rows carry no stack (pytorch/pytorch#100253); ``pre_steps``: unprofiled warm-up steps;
+    ``timing_steps``: uninstrumented timed steps before the profiler; ``description``.
+    Raises :class:`KitError` for a bad kind or count."""
 
     name: str
     kind: str = "torch_profiler"
@@ -131,28 +84,21 @@ class Recipe:
                            f"warmup must be 0 and repeat 1; every step is recorded")
 
     @property
-    def cycle_steps(self) -> int:
-        """Steps in one schedule cycle: ``wait + warmup + active``."""
-        return self.wait + self.warmup + self.active
-
-    @property
     def profiled_steps(self) -> int:
-        """Steps run while the profiler is on: ``cycle_steps * repeat`` (0 for timing)."""
-        return self.cycle_steps * self.repeat if self.kind == "torch_profiler" else 0
+        """Steps run under the profiler: ``(wait + warmup + active) * repeat`` (0 for timing)."""
+        return (self.wait + self.warmup + self.active) * self.repeat if self.kind == "torch_profiler" else 0
 
     def schedule_actions(self) -> list:
-        """What the schedule does at each profiled step: ``"wait"``, ``"warmup"`` or
-        ``"active"`` (index i = the i-th call of ``prof.step()``)."""
+        """``"wait"``, ``"warmup"`` or ``"active"`` for each ``prof.step()`` in turn."""
         one = ["wait"] * self.wait + ["warmup"] * self.warmup + ["active"] * self.active
         return one * self.repeat if self.kind == "torch_profiler" else []
 
     def replace(self, **changes) -> "Recipe":
-        """A copy with some fields changed (``dataclasses.replace``)."""
+        """A copy with some fields changed."""
         return dataclasses.replace(self, **changes)
 
     def to_dict(self) -> dict:
-        """The recipe for a manifest, with the reference manifests' ``schedule`` key
-        (``None`` without a schedule, as in ``cold_start_8step``)."""
+        """The recipe for a manifest, with ``schedule`` (``None`` without one)."""
         d = dataclasses.asdict(self)
         if self.kind == "torch_profiler":
             d["schedule"] = ({"wait": self.wait, "warmup": self.warmup, "active": self.active,
@@ -160,10 +106,7 @@ class Recipe:
         return d
 
 
-#: The named recipes. ``full`` is the reference ``profiler_5step`` recipe. N, the
-#: steps recorded, is the recipe's ``active`` (5; 8 for ``cold_start``, 10 for
-#: ``timing``) unless ``--steps`` / ``WorkloadConfig.steps`` says otherwise, and the
-#: CPU defaults set it to 3: so the descriptions say N, not a GPU's count.
+#: The named recipes (``full`` is the reference ``profiler_5step``'s); N: :data:`RECIPE_STEPS_NOTE`.
 RECIPES: dict = {r.name: r for r in [
     Recipe("light", description="schedule wait=1 warmup=1 active=N, no attribution: the least "
                                 "overhead torch.profiler can have"),
@@ -187,19 +130,13 @@ RECIPES: dict = {r.name: r for r in [
                        "(perf_counter_ns, + cuda.synchronize on a GPU; the reference, N=10)"),
 ]}
 
-#: One line for the lists of recipes (``profile --help``, ``info``): what N is.
 RECIPE_STEPS_NOTE = ("N = --steps: by default 5 on a GPU (cold_start 8, timing 10) and 3 on "
                      "the CPU")
 
 
 def get_recipe(recipe) -> Recipe:
-    """A :class:`Recipe` from a name in :data:`RECIPES` or a ``Recipe`` itself.
-
-    Raises
-    ------
-    KitError
-        Unknown name (the message lists the known ones).
-    """
+    """A :class:`Recipe` from a name in :data:`RECIPES` (or itself); :class:`KitError` for an
+    unknown name."""
     if isinstance(recipe, Recipe):
         return recipe
     if isinstance(recipe, str) and recipe in RECIPES:
@@ -208,8 +145,7 @@ def get_recipe(recipe) -> Recipe:
 
 
 def runs_dir() -> Path:
-    """Where live captures go by default: ``$KITLIB_RUNS``, else ``<checkout>/runs``
-    (git-ignored), else ``./runs`` in the working folder."""
+    """Where live captures go: ``$KITLIB_RUNS``, else ``<checkout>/runs``, else ``./runs``."""
     return checkout_folder("KITLIB_RUNS", "runs", Path.cwd() / "runs")
 
 
@@ -224,8 +160,7 @@ def default_out_dir(recipe_name: str) -> Path:
     return p
 
 
-#: The files kitlib's captures write into a bundle folder: all that a failed run
-#: removes again (with the lock file), so that nothing else there is ever deleted.
+#: All a failed run removes again (with the lock file): nothing else is ever deleted.
 WRITTEN_NAMES = ("manifest.json", "key_averages.json", "step_times.json", "wallclock.json",
                  "memory_snapshot.pickle", "report.sqlite", "report.nsys-rep", "report.qdstrm",
                  "workload.json", "nsys.log")
@@ -233,15 +168,7 @@ LOCK_NAME = ".kitlib-writing"
 
 
 class OutFolder:
-    """The bundle folder one run claimed (see :func:`claim_out`).
-
-    Attributes
-    ----------
-    path : pathlib.Path
-        The folder.
-    created : bool
-        This run made the folder (so it may remove it again when it fails).
-    """
+    """The bundle folder one run claimed (:func:`claim_out`); ``created``: this run made it."""
 
     def __init__(self, path: Path, created: bool):
         self.path, self.created = path, created
@@ -260,9 +187,8 @@ class OutFolder:
             self._lock.unlink()
 
     def abandon(self) -> None:
-        """The run failed or was stopped: remove the files it wrote (the names in
-        :data:`WRITTEN_NAMES` and ``trace*.json.gz``), then the folder if this run
-        made it and nothing else is in it. Files it did not write stay."""
+        """The run failed: remove the files it wrote (:data:`WRITTEN_NAMES`, ``trace*.json.gz``),
+        then the folder if this run made it and it is empty."""
         if not self._owned():
             return
         for f in self.path.iterdir():
@@ -277,37 +203,16 @@ class OutFolder:
 
 
 class _Taken(BundleError):
-    """A default folder name that another run took first (internal: try the next)."""
+    """A default folder name another run took first (internal: try the next)."""
 
 
 def claim_out(out_dir, recipe_name, _default: bool = False) -> OutFolder:
-    """Claim a folder of its own for one run's bundle, before any work starts.
+    """Claim a new or empty folder for one run's bundle before any work starts, holding it with
+    an ``O_EXCL`` lock file (:data:`LOCK_NAME`); ``None``: a new :func:`default_out_dir`.
+    Returns an :class:`OutFolder` (``done()`` when written, ``abandon()`` on failure).
 
-    The folder must be new or empty; the run then holds it with a lock file
-    (``.kitlib-writing``, created with ``O_EXCL``), so a second run given the same
-    folder is refused instead of writing over the first. Creating the folder and
-    the lock also proves the place is writable.
-
-    Parameters
-    ----------
-    out_dir : str, os.PathLike or None
-        The folder; ``None`` = :func:`default_out_dir` (a new ``runs/<UTC
-        time>_<recipe>``).
-    recipe_name : str
-        For the default folder's name.
-
-    Returns
-    -------
-    OutFolder
-        Call ``done()`` once the bundle is written, ``abandon()`` when the run fails.
-
-    Raises
-    ------
-    BundleError
-        The path is a file; the folder holds a bundle, other files, or another run's
-        lock; or it (or ``runs/``) cannot be created or written (read-only, no
-        permission, a file in the way).
-    """
+    Raises :class:`BundleError`: a file; a folder holding a bundle, other files or another
+    run's lock; or one that cannot be created or written."""
     if out_dir is None:                 # a default folder: take the next free name, never wait
         for _ in range(100):
             try:
@@ -368,9 +273,7 @@ def claim_out(out_dir, recipe_name, _default: bool = False) -> OutFolder:
 
 
 def profiler_activities(device) -> list:
-    """The ``torch.profiler.ProfilerActivity`` list to record on ``device`` (a
-    ``torch.device``): CPU, plus CUDA on a CUDA device. Imports torch; never raises
-    otherwise."""
+    """CPU, plus CUDA on a CUDA ``device``."""
     from torch.profiler import ProfilerActivity
     acts = [ProfilerActivity.CPU]
     if device.type == "cuda":
@@ -379,8 +282,7 @@ def profiler_activities(device) -> list:
 
 
 def _experimental_config(rec: Recipe):
-    """``_ExperimentalConfig(verbose=True)`` when the recipe wants stacks in
-    ``key_averages`` (see :attr:`Recipe.verbose_stack`), else ``None``."""
+    """``_ExperimentalConfig(verbose=True)`` when the recipe wants stacks in ``key_averages``, else ``None``."""
     if not (rec.with_stack and rec.verbose_stack):
         return None
     try:
@@ -391,8 +293,7 @@ def _experimental_config(rec: Recipe):
 
 
 def _first_attr(e, *names, default=0):
-    """The first attribute of ``e`` that exists (torch renamed ``cuda_*`` to ``device_*``
-    in 2.4; older releases have only the former)."""
+    """The first of ``names`` ``e`` has (torch 2.4 renamed ``cuda_*`` to ``device_*``)."""
     for n in names:
         try:
             v = getattr(e, n)
@@ -404,26 +305,11 @@ def _first_attr(e, *names, default=0):
 
 
 def key_average_rows(averages) -> list:
-    """The rows of ``prof.key_averages(...)`` as plain dicts.
-
-    Parameters
-    ----------
-    averages : torch.autograd.profiler_util.EventList
-        What ``key_averages()`` (optionally ``group_by_input_shape=True`` or
-        ``group_by_stack_n=5``) returns.
-
-    Returns
-    -------
-    list of dict
-        One dict per row, the schema of the reference ``fixed_batch/key_averages.json.gz``:
-        ``key``, ``count``, ``input_shapes`` (``str``), ``stack`` (first 5 frames),
-        ``cpu_time_total_us``, ``self_cpu_time_total_us``, ``flops``,
-        ``device_time_total_us``, ``self_device_time_total_us`` (µs),
-        ``cpu_memory_usage_bytes``, ``self_cpu_memory_usage_bytes``,
-        ``device_memory_usage_bytes``, ``self_device_memory_usage_bytes`` (bytes).
-        Device attributes are read as ``device_*`` (torch >= 2.4) or ``cuda_*``
-        (older torch).
-    """
+    """The rows of ``prof.key_averages(...)`` as dicts: ``key``, ``count``, ``input_shapes``,
+    ``stack`` (5 frames), ``cpu_time_total_us``, ``self_cpu_time_total_us``, ``flops``,
+    ``device_time_total_us``, ``self_device_time_total_us`` (µs), ``cpu_memory_usage_bytes``,
+    ``self_cpu_memory_usage_bytes``, ``device_memory_usage_bytes``,
+    ``self_device_memory_usage_bytes`` (the reference ``fixed_batch`` schema)."""
     rows = []
     for e in averages:
         rows.append({
@@ -448,13 +334,9 @@ def key_average_rows(averages) -> list:
 
 def step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=None, *,
               marks=None, label: str | None = None, sync_each: bool = True) -> list:
-    """Run ``n`` steps of ``workload`` (a progress bar titled ``desc`` when ``progress``).
-
-    Returns the list of step times in ms, each timed to the end of its device work, with
-    ``sync_each``; an empty list without it. ``on_step`` (e.g. ``prof.step``) is called
-    after each step, outside the timed interval; ``label`` + index names each step's
-    range; ``marks`` collects wall-clock stamps (see
-    :func:`kitlib.capture.workload.train_step`). What a step raises is not caught."""
+    """Run ``n`` steps; returns their ms (each synchronised) with ``sync_each``, else ``[]``.
+    ``on_step`` (``prof.step``) runs after each, untimed; ``label`` + index names each step's
+    range; ``marks`` as :func:`kitlib.capture.workload.train_step`."""
     from tqdm.auto import tqdm
     times = []
     for i in tqdm(range(n), desc=desc, unit="step", disable=not progress or n == 0, leave=False):
@@ -469,13 +351,9 @@ def step_loop(workload: Workload, n: int, desc: str, progress: bool, on_step=Non
 
 
 def run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
-    """The profiled part of :func:`capture` (also each rank's, in
-    :mod:`kitlib.capture.distributed`): runs ``rec``'s profiled steps of ``wl`` under
-    ``torch.profiler``, writing the traces into ``out``.
-
-    Returns ``(prof, trace file names, step ms, wall-clock marks or None, recording start
-    ns or None, end ns or None)``. What a step raises is raised, and no trace is written
-    after it."""
+    """The profiled part of :func:`capture` (and of each rank's): returns ``(prof, trace names,
+    step ms, marks or None, start ns or None, end ns or None)``; no trace is written after a
+    step raised."""
     from torch.profiler import profile, schedule
     traces, stopped = [], []
 
@@ -518,62 +396,18 @@ def run_profiler(wl: Workload, rec: Recipe, device, out: Path, progress: bool):
 
 def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, progress: bool = True,
             *, notes: str = "") -> Capture:
-    """Run the training workload under a recipe and write a capture bundle.
+    """Run the workload under a recipe and write a bundle: build it, ``pre_steps`` warm-up,
+    ``timing_steps`` uninstrumented steps, then the profiler's schedule with every step timed
+    (``perf_counter_ns`` and ``synchronize``). ``config.steps`` replaces the recipe's
+    ``active``; ``out_dir`` defaults to ``runs/<UTC time>_<recipe>/``.
 
-    Order of work: build the workload (generating the synthetic dataset if needed);
-    ``recipe.pre_steps`` unprofiled steps; ``recipe.timing_steps`` uninstrumented
-    timed steps; then, for a ``torch_profiler`` recipe, ``wait + warmup + active``
-    steps (times ``repeat``) inside ``torch.profiler.profile(activities=[CPU] (+ CUDA
-    on a GPU), schedule=schedule(...), record_shapes=…, profile_memory=…,
-    with_stack=…, with_flops=…)``, calling ``prof.step()`` after each. Every step in
-    that loop is timed with ``perf_counter_ns`` around the step and
-    ``torch.cuda.synchronize()`` (as the reference did), so steps do not overlap.
+    Returns the opened bundle (``origin`` ``live``): ``trace.json.gz`` (``trace_cycleN`` for
+    more cycles), ``key_averages.json`` (the last cycle), ``step_times.json``, and a manifest
+    with recipe, workload, provenance and ``steps``.
 
-    Parameters
-    ----------
-    config : WorkloadConfig, optional
-        The workload; ``None`` = :meth:`WorkloadConfig.for_device` on the best device.
-        ``config.steps``, when set, replaces the recipe's ``active`` steps.
-    recipe : str or Recipe
-        A name in :data:`RECIPES` or a :class:`Recipe`.
-    out_dir : str or os.PathLike, optional
-        The bundle folder (created; must not already hold a bundle). Default
-        ``runs/<UTC timestamp>_<recipe>/`` (see :func:`runs_dir`).
-    progress : bool
-        tqdm progress bars (dataset generation, steps).
-    notes : str
-        Free text stored in the manifest.
-
-    Returns
-    -------
-    kitlib.readers.bundle.Capture
-        The written bundle, opened. ``kind`` is ``"torch_profiler"`` or ``"timing"``;
-        ``origin`` is ``"live"``. Files: ``trace.json.gz`` (one per cycle when
-        ``repeat > 1``: ``trace_cycle2.json.gz``, …), ``key_averages.json`` (rows of
-        the last cycle), ``step_times.json``; the manifest holds the recipe, the
-        workload (:meth:`kitlib.capture.workload.Workload.describe`), the provenance
-        (:func:`kitlib.readers.bundle.software_provenance`) and ``steps`` (what each
-        profiled step was: ``wait``/``warmup``/``active``).
-
-    Raises
-    ------
-    KitError
-        Unknown recipe, bad settings, or a device that is not there (raised before
-        any work starts).
-    BundleError
-        ``out_dir`` is not a new or empty writable folder (see :func:`claim_out`;
-        raised before any work starts), or the profiler wrote no trace.
-
-    Notes
-    -----
-    The output folder is claimed before any work starts (:func:`claim_out`: new or
-    empty, writable, locked against a second run). If the run fails or is stopped
-    part-way, the files it wrote are removed again, and the folder too when this call
-    made it, so no half bundle is left behind and nothing it did not write is deleted.
-    torch.profiler exports only the last cycle's events
-    from ``key_averages()``; ``export_chrome_trace`` is called once per cycle from
-    ``on_trace_ready`` (PyTorch docs, ``torch.profiler.profile``).
-    """
+    Raises :class:`KitError` (unknown recipe, bad settings, no such device) or
+    :class:`BundleError` (``out_dir`` refused by :func:`claim_out`, or no trace written), the
+    first before any work. A failed run removes what it wrote."""
     import torch
     rec = get_recipe(recipe)
     config = (config or WorkloadConfig.for_device()).validate()
@@ -662,45 +496,13 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
 def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir=None, *,
                    pre_steps: int = 3, max_entries: int = 60000, progress: bool = True,
                    notes: str = "") -> Capture:
-    """Record the CUDA caching allocator's history over a few steps and dump a snapshot.
+    """Record the CUDA caching allocator's history over ``steps`` steps (after ``pre_steps``) and
+    dump ``memory_snapshot.pickle`` (``_record_memory_history(max_entries=...)``, as the
+    reference ``profiler_5step`` snapshot; open at https://pytorch.org/memory_viz).
 
-    Runs ``pre_steps`` warm steps, then ``torch.cuda.memory._record_memory_history(
-    max_entries=max_entries)``, ``steps`` training steps, ``torch.cuda.synchronize()``,
-    ``torch.cuda.memory._dump_snapshot(path)`` and
-    ``_record_memory_history(enabled=None)`` (PyTorch docs, "Understanding CUDA
-    Memory Usage"; the reference ``profiler_5step/memory_snapshot.pickle`` was made
-    the same way with 3 steps and 60,000 entries). The snapshot opens at
-    https://pytorch.org/memory_viz.
-
-    Parameters
-    ----------
-    config : WorkloadConfig, optional
-        The workload; its device must be a CUDA GPU.
-    steps : int
-        Steps recorded.
-    out_dir : str or os.PathLike, optional
-        Default ``runs/<UTC timestamp>_memory_history/``.
-    pre_steps : int
-        Unrecorded warm-up steps first.
-    max_entries : int
-        Allocator events kept (older ones are dropped).
-    progress : bool
-        Progress bars.
-    notes : str
-        Free text for the manifest.
-
-    Returns
-    -------
-    kitlib.readers.bundle.Capture
-        ``kind == "memory_snapshot"``, file ``memory_snapshot.pickle``; the manifest
-        also holds ``max_memory_allocated`` and ``max_memory_reserved`` (bytes).
-
-    Raises
-    ------
-    KitError
-        The device is not a CUDA GPU (the allocator history exists only for CUDA), or
-        ``steps`` is not positive.
-    """
+    Returns the opened bundle (kind ``memory_snapshot``; the manifest adds
+    ``max_memory_allocated`` and ``max_memory_reserved``, bytes). Raises :class:`KitError` off
+    a CUDA GPU or for ``steps`` < 1."""
     import torch
     config = (config or WorkloadConfig.for_device()).validate()
     device = resolve_device(config.device)

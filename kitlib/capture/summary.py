@@ -1,9 +1,6 @@
-"""A plain-text summary of a capture bundle: what ran where, the steps and their
-times, the top operators and kernels, and how to open the trace.
-
-Used by ``python -m kitlib profile`` (after a live capture) and
-``python -m kitlib summary PATH`` (any bundle, e.g. ``profiler_5step``).
-"""
+"""A plain-text summary of a capture bundle (``python -m kitlib profile`` and ``summary PATH``):
+what ran where, the steps and their times, the top operators and kernels, how to open the
+trace."""
 from __future__ import annotations
 
 import re
@@ -22,14 +19,18 @@ _RUNTIME_RE = re.compile(r"^(cuda[A-Z]|cu[A-Z]|hip[A-Z])")
 
 
 def _is_annotation(key: str) -> bool:
-    """A ``record_function`` label rather than an operator: our phase labels,
-    ``ProfilerStep#N`` / ``ProfilerStep*``, and torch's own ``Name#Detail`` labels
-    (``Optimizer.step#SGD.step``, ``enumerate(DataLoader)#…``)."""
+    """A ``record_function`` label, not an operator: the phase labels, ``ProfilerStep*``, and
+    torch's ``Name#Detail`` labels."""
     return key in LABELS or key.startswith("ProfilerStep") or "#" in key
 
 
+def _operators(rows) -> list:
+    """The key_averages rows with host time that are neither labels nor CUDA runtime calls."""
+    return [r for r in rows or [] if (r.get("cpu_time_total_us") or 0) > 0
+            and not _is_annotation(r["key"]) and not _RUNTIME_RE.match(r["key"])]
+
+
 def _ms(us) -> str:
-    """A µs figure (the profiler's unit) as ms text."""
     return f"{us_to_ms(us):,.3f}"
 
 
@@ -38,7 +39,6 @@ def _short(name: str, width: int) -> str:
 
 
 def _table(header: list, rows: list, first_width: int) -> list:
-    """Left-aligned first column, right-aligned numbers."""
     widths = [max(len(str(h)), *(len(str(r[i])) for r in rows)) if rows else len(str(h))
               for i, h in enumerate(header)]
     widths[0] = min(max(widths[0], 10), first_width)
@@ -51,38 +51,17 @@ def _table(header: list, rows: list, first_width: int) -> list:
 
 
 def top_from_key_averages(ka: dict, top: int = 10) -> dict:
-    """Top operators and kernels from the profiler's ``key_averages()`` rows.
+    """Top operators and kernels from a bundle's ``key_averages.json`` (``by_name`` rows, µs).
 
-    Parameters
-    ----------
-    ka : dict
-        A bundle's ``key_averages.json`` (``by_name`` rows; times in µs).
-    top : int
-        Rows to keep in each list.
-
-    Returns
-    -------
-    dict
-        ``on_gpu`` (bool: any row has device time), ``operators`` (rows with host time
-        that are neither annotations nor CUDA runtime calls, sorted by self device
-        time on a GPU, else by self host time), ``kernels`` (device-only rows —
-        kernels, memcpy, memset — whose name has no host row, i.e. not a GPU-side
-        projection of a ``record_function`` label; sorted by device time; empty on
-        the CPU), ``operator_total_us`` and ``kernel_total_us`` (sums over all such
-        rows, for percentages), ``flops`` (sum of the ``flops`` column).
-
-    Notes
-    -----
-    In ``key_averages()`` a kernel row has no host time (``cpu_time_total == 0``);
-    a ``record_function`` label appears twice on a GPU run, once on the host and once
-    as its GPU-side projection (seen in the reference ``fixed_batch`` rows:
-    ``forward`` with host time, and ``forward`` with device time only).
-    """
+    Returns ``on_gpu``; ``operators`` (rows with host time, neither annotations nor CUDA
+    runtime calls, by self device time on a GPU, else self host time); ``kernels``
+    (device-only rows whose name has no host row: a label's GPU-side projection has one; by
+    device time); ``operator_total_us``, ``kernel_total_us`` (sums over all such rows) and
+    ``flops``."""
     rows = ka.get("by_name") or []
     on_gpu = any((r.get("self_device_time_total_us") or 0) > 0 for r in rows)
     host_keys = {r["key"] for r in rows if (r.get("cpu_time_total_us") or 0) > 0}
-    ops = [r for r in rows if (r.get("cpu_time_total_us") or 0) > 0
-           and not _is_annotation(r["key"]) and not _RUNTIME_RE.match(r["key"])]
+    ops = _operators(rows)
     sort_key = "self_device_time_total_us" if on_gpu else "self_cpu_time_total_us"
     ops.sort(key=lambda r: r.get(sort_key) or 0, reverse=True)
     kernels = [r for r in rows if on_gpu and (r.get("cpu_time_total_us") or 0) == 0
@@ -95,30 +74,11 @@ def top_from_key_averages(ka: dict, top: int = 10) -> dict:
 
 
 def top_from_trace(trace, top: int = 10) -> dict:
-    """Top operators (host self time) and kernels (device time) from trace tables.
-
-    Parameters
-    ----------
-    trace : kitlib.readers.trace.Trace
-        Uses ``ops`` (``kind == "op"`` rows, ``parent`` for self time) and
-        ``kernels`` (``gpu`` without GPU-side annotations).
-    top : int
-        Rows to keep in each list.
-
-    Returns
-    -------
-    dict
-        ``operators``: list of ``(name, calls, self host µs, host total µs)``;
-        ``kernels``: list of ``(name, calls, device µs)``; ``operator_total_us``,
-        ``kernel_total_us``.
-
-    Notes
-    -----
-    Self host time = an operator's duration minus the durations of what it called
-    directly: nested operators and annotations, and its CUDA API calls
-    (:func:`kitlib.analyses.four_measures.self_total`), as the profiler's ``self_cpu_time_total``
-    defines it.
-    """
+    """Top operators (self host time, as the profiler's ``self_cpu_time_total`` defines it:
+    :func:`kitlib.analyses.four_measures.self_total`) and kernels (device time) of a
+    :class:`~kitlib.readers.trace.Trace`: ``operators`` as ``(name, calls, self µs, total
+    µs)``, ``kernels`` as ``(name, calls, device µs)``, ``operator_total_us``,
+    ``kernel_total_us``."""
     from ..analyses.four_measures import self_total
     g = self_total(trace, kinds=("op",)).set_index("name").sort_values("self_ns", ascending=False)
     operators = [(n, int(r.calls), ns_to_us(r.self_ns), ns_to_us(r.total_ns)) for n, r in g.head(top).iterrows()]
@@ -151,37 +111,17 @@ def _series_line(name: str, values: list, actions: list | None) -> list:
 
 
 def summarize(capture, top: int = 10) -> str:
-    """A plain-text summary of a capture bundle.
+    """A plain-text summary of a capture: an opened bundle, a bundle folder, a reference name, or
+    a trace file on its own (:func:`summarize_trace`).
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture or str or os.PathLike
-        An opened bundle, a bundle folder, a reference name (``"profiler_5step"``), or
-        a torch.profiler trace file on its own (then :func:`summarize_trace`).
-    top : int
-        Operators and kernels to list.
+    Lines: the capture, device and software; workload and recipe; the steps and their times
+    (ms); top operators by self device time (self host time without GPU events) and kernels by
+    device time, from ``key_averages.json`` when present, else the trace tables; FLOPs when
+    recorded; what :func:`kitlib.lint` finds; how to open the trace in Perfetto
+    (perfetto.dev, "Visualising large traces").
 
-    Returns
-    -------
-    str
-        Several lines: the capture, device and software (from the manifest), the
-        workload and recipe, the steps recorded and their wall-clock times (ms), the
-        top operators by self device time (self host time when the capture has no GPU
-        events) and the top kernels by device time, the FLOP estimate when recorded,
-        and where the trace is with how to open it in Perfetto.
-
-    Raises
-    ------
-    BundleError
-        Not a bundle, or one of its files does not match its sha256.
-
-    Notes
-    -----
-    Top lists come from the profiler's own ``key_averages()`` rows
-    (``key_averages.json``) when the bundle has them, else from the trace tables
-    (:func:`kitlib.readers.trace.load_trace`); the output names which. The Perfetto advice
-    follows perfetto.dev, "Visualising large traces".
-    """
+    Raises :class:`BundleError` (not a bundle, or a file that does not match its sha256) or
+    :class:`KitError` (``top`` < 1)."""
     _check_top(top)
     if not isinstance(capture, Capture):
         p = Path(capture)
@@ -235,7 +175,6 @@ def summarize(capture, top: int = 10) -> str:
             txt += "; " + (", ".join(flags) if flags else "no attribution options")
         L.append(txt)
 
-    # steps and times
     steps = m.get("steps") or {}
     ka = None
     if cap.has("key_averages.json") or cap.has("key_averages.json.gz"):
@@ -277,7 +216,6 @@ def summarize(capture, top: int = 10) -> str:
             L += ["", "wall clock (perf_counter_ns, independent of the profiler): next(batches) per step, ms:",
                   "    " + ", ".join(f"{v:,.1f}" for v in nxt[:12]) + (" …" if len(nxt) > 12 else "")]
 
-    # top operators and kernels
     per = f"over {n_active} recorded steps" if n_active else "over the recorded steps"
     if ka is not None:
         t = top_from_key_averages(ka, top)
@@ -325,7 +263,6 @@ def summarize(capture, top: int = 10) -> str:
         from ..analyses.lint import lint
         L += _lint_lines(lint(cap))
 
-    # where to look next
     traces = [f for f in cap.files if f.startswith("trace") and (f.endswith(".json.gz") or f.endswith(".json"))]
     if traces:
         L += [""]
@@ -349,7 +286,6 @@ def summarize(capture, top: int = 10) -> str:
 
 
 def _trace_top_lines(t: dict, per: str, src: str) -> list:
-    """The top operators and kernels of :func:`top_from_trace` as table lines."""
     L = ["", f"top operators by self host time ({per}; from {src}):"]
     rows = [(n, c, _ms(sf), f"{100 * sf / (t['operator_total_us'] or 1):.1f}", _ms(tot))
             for n, c, sf, tot in t["operators"]]
@@ -363,7 +299,6 @@ def _trace_top_lines(t: dict, per: str, src: str) -> list:
 
 
 def _lint_lines(findings: list) -> list:
-    """``kitlib.lint`` findings as the summary prints them (nothing when there are none)."""
     if not findings:
         return []
     L = ["", "before you read the numbers (kitlib.lint):"]
@@ -373,31 +308,9 @@ def _lint_lines(findings: list) -> list:
 
 
 def summarize_trace(path, top: int = 10) -> str:
-    """A plain-text summary of a torch.profiler trace file that is not in a bundle.
-
-    What a bundle's manifest would say (device, workload, recipe) is read from the
-    trace itself where it can be: the GPUs it lists, the profiler options it records,
-    its format and schema, the steps it holds, the top operators and kernels from its
-    tables, and what :func:`kitlib.lint` finds (including which Python-frame rule the
-    event tree applied, since no manifest names the torch version).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A ``.json`` or ``.json.gz`` trace (``export_chrome_trace``,
-        ``tensorboard_trace_handler``).
-    top : int
-        Operators and kernels to list.
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    KitFileError, TraceFormatError
-        As :func:`kitlib.readers.trace.load_trace`.
-    """
+    """A plain-text summary of a torch.profiler trace without a bundle: format, GPUs, profiler
+    options, steps, top operators and kernels, and :func:`kitlib.lint`'s findings, all read
+    from the trace. Raises as :func:`kitlib.readers.trace.load_trace`."""
     from ..analyses.lint import lint
     from ..readers.trace import load_trace
     _check_top(top)
@@ -429,21 +342,17 @@ def summarize_trace(path, top: int = 10) -> str:
 
 
 def _frame(stack: list) -> str:
-    """The innermost frame of a key_averages stack that is a line of a ``.py`` file
-    (``torch/nn/modules/conv.py(456): _conv_forward``), else the innermost one."""
+    """The innermost ``.py`` frame of a key_averages stack, else the innermost one."""
     return next((str(f) for f in stack if ".py(" in str(f)), str(stack[0]))
 
 
 def _recorded_tables(ka: dict, recipe: dict, on_gpu: bool, per: str, top: int) -> list:
-    """The summary's tables for what the recipe recorded beyond names: memory
-    (``profile_memory``), operators by input shape (``record_shapes``) and by call
-    stack (``with_stack``), from the bundle's ``key_averages.json`` rows
-    (``by_name``, ``by_input_shape``, ``by_stack_5``)."""
+    """The tables of what the recipe recorded beyond names: memory (``profile_memory``),
+    operators by input shape (``record_shapes``) and by call stack (``with_stack``)."""
     L = []
     where = "device" if on_gpu else "cpu"
     time_col, unit = f"self_{where}_time_total_us", ("self device ms" if on_gpu else "self host ms")
-    ops = [o for o in (ka.get("by_name") or []) if (o.get("cpu_time_total_us") or 0) > 0
-           and not _is_annotation(o["key"]) and not _RUNTIME_RE.match(o["key"])]
+    ops = _operators(ka.get("by_name"))
     if recipe.get("profile_memory"):
         col = f"self_{where}_memory_usage_bytes"
         mem = sorted((o for o in ops if o.get(col)), key=lambda o: abs(o[col]), reverse=True)
@@ -457,9 +366,7 @@ def _recorded_tables(ka: dict, recipe: dict, on_gpu: bool, per: str, top: int) -
                          for o in mem[:top]], 48)
         else:
             L.append("    (no operator allocated memory in the recorded steps)")
-    shaped = [o for o in (ka.get("by_input_shape") or []) if o.get("input_shapes") not in
-              (None, "", "[]") and (o.get("cpu_time_total_us") or 0) > 0
-              and not _is_annotation(o["key"]) and not _RUNTIME_RE.match(o["key"])]
+    shaped = [o for o in _operators(ka.get("by_input_shape")) if o.get("input_shapes") not in (None, "", "[]")]
     if recipe.get("record_shapes") or shaped:
         shaped.sort(key=lambda o: o.get(time_col) or 0, reverse=True)
         L += ["", f"top operators by input shape (record_shapes; {per}; "

@@ -1,33 +1,14 @@
-"""The workload the course profiles: ResNet-50 training on 101 food-like classes.
+"""The workload the course profiles: ResNet-50 training on 101 food-like classes, built as the
+reference recordings in ``data/reference/`` were (``how_captured/capture.py``).
 
-Everything the lessons measure is this one training step, built the way the
-reference recordings in ``data/reference/`` were made (see
-``data/reference/PROVENANCE.md`` and ``how_captured/capture.py``):
+Model torchvision ``resnet50(weights=None, num_classes=101)``, channels-last, fp32; SGD (lr 0.1,
+momentum 0.9, weight decay 1e-4), cross-entropy; Food-101 when the learner has it, else a
+synthetic 101-class JPEG ``ImageFolder`` cut from scikit-image's sample photographs;
+``RandomResizedCrop``, flip, ``ToTensor``, ImageNet ``Normalize``. :func:`train_step` labels
+its phases for torch.profiler and NVTX alike (:data:`LABELS`). Nothing is downloaded unless
+the learner calls :func:`download_food101`.
 
-- model: torchvision ``resnet50(weights=None, num_classes=101)``, model and input
-  in ``torch.channels_last``, fp32 parameters;
-- optimiser and loss: SGD (lr 0.1, momentum 0.9, weight decay 1e-4), cross-entropy;
-- data: Food-101 through ``torchvision.datasets.Food101(root, download=False)`` when
-  the learner has it (``data_root`` or the environment variable ``KITLIB_FOOD101``),
-  otherwise a synthetic 101-class JPEG ``ImageFolder`` cut from the sample
-  photographs that ship inside scikit-image (generated once into a cache folder);
-- transform: ``RandomResizedCrop(image_size)``, ``RandomHorizontalFlip``,
-  ``ToTensor``, ``Normalize`` (ImageNet mean and standard deviation);
-- one :func:`train_step` whose phases carry the same labels for both tools:
-  ``torch.profiler.record_function`` ranges (seen by torch.profiler) and NVTX
-  ranges (seen by Nsight Systems): ``data_load``, ``h2d``, ``forward``,
-  ``backward``, ``optimizer``.
-
-Which work ``data_load`` covers is an explicit option
-(:attr:`WorkloadConfig.data_load_covers_h2d`), because the reference recordings
-disagree exactly there: in the torch.profiler recordings ``data_load`` is
-``next(batches)`` only and the copy submission has its own ``h2d`` range; in the
-Nsight Systems recording ``nsys_8step`` ``data_load`` also holds the
-``.to(device, non_blocking=True)`` calls and there is no ``h2d`` range.
-
-Nothing here downloads anything unless the learner calls
-:func:`download_food101`.
-"""
+Sources: docs/SOURCES.md#workload-reference"""
 from __future__ import annotations
 
 import contextlib
@@ -49,20 +30,13 @@ from ..phases import LABELS as PHASE_LABELS
 from ..settings import value as setting
 from ..units import ns_to_ms
 
-#: The phase labels of :func:`train_step`, in order (defined in :mod:`kitlib.phases`).
-#: Identical for ``record_function`` (torch.profiler) and NVTX (Nsight Systems).
+#: The phase labels of :func:`train_step` (:mod:`kitlib.phases`), for both tools.
 LABELS = PHASE_LABELS
 
-#: Classes of the model's head (Food-101 has 101).
 NUM_CLASSES = 101
-
-#: Images in the synthetic dataset by default: 14 batches of 128, as in the
-#: reference recordings (``data/reference/PROVENANCE.md``).
+#: 14 batches of 128, as in the reference recordings.
 DEFAULT_SYNTHETIC_IMAGES = 1792
-
-#: scikit-image sample photographs the synthetic dataset is cut from, in the order
-#: the reference recording used them (its list also named ``motorcycle_left``,
-#: which ``skimage.data`` does not have, so the reference used these nine).
+#: The scikit-image photographs of the synthetic dataset, in the reference's order.
 SYNTHETIC_SOURCES = ("astronaut", "chelsea", "coffee", "rocket", "hubble_deep_field",
                      "immunohistochemistry", "retina", "cat", "colorwheel")
 
@@ -73,11 +47,7 @@ MODELS = {"resnet50": f"torchvision resnet50(weights=None, num_classes={NUM_CLAS
           "deep_cnn": f"deep narrow CNN: Conv2d(3,16,3,stride 4)-BatchNorm-ReLU, then 24 x [Conv2d(16,16,3,"
                       f"padding 1)-BatchNorm-ReLU], global average pool, Linear(16,{NUM_CLASSES}): 102 small "
                       f"parameter tensors"}
-
-#: Blocks of ``deep_cnn`` after its first convolution (see :data:`MODELS`).
 DEEP_CNN_BLOCKS = 24
-
-#: ImageNet channel mean and standard deviation used by ``Normalize``.
 IMAGENET_MEAN = (0.485, 0.456, 0.406)
 IMAGENET_STD = (0.229, 0.224, 0.225)
 
@@ -85,7 +55,6 @@ _SYNTHETIC_VERSION = 1   # bump when the generator's output changes
 _COMPLETE = ".complete.json"
 
 
-# --------------------------------------------------------------------------- config
 def _default_workers() -> int:
     return min(8, os.cpu_count() or 1)
 
@@ -94,106 +63,28 @@ def _default_workers() -> int:
 class WorkloadConfig:
     """Every setting of the training workload, stored in each capture's manifest.
 
-    Parameters
-    ----------
-    batch_size : int
-        Images per step (the reference: 128).
-    steps : int or None
-        Steps to record: the profiler schedule's ``active`` steps, or the timed steps
-        of the ``timing`` recipe. ``None`` lets the recipe decide
-        (see :data:`kitlib.capture.recipes.RECIPES`).
-    device : str
-        ``"auto"`` (a CUDA GPU when ``torch.cuda.is_available()``, else the CPU),
-        ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
-    num_workers : int
-        DataLoader worker processes (0 = load in the training process). Default
-        ``min(8, os.cpu_count())``; the reference used 8.
-    pin_memory : bool or None
-        DataLoader ``pin_memory``; ``None`` = on when the device is a GPU.
-    persistent_workers : bool
-        Keep the workers alive between epochs. The reference used ``False``, so every
-        epoch (14 batches of 128) restarts them. Needs ``num_workers > 0``.
-    prefetch_factor : int or None
-        Batches each worker loads ahead; ``None`` = PyTorch's default (2). Needs
-        ``num_workers > 0``.
-    shuffle, drop_last : bool
-        DataLoader options (both ``True`` in the reference).
-    image_size : int
-        Side of the square crop in pixels (``RandomResizedCrop(image_size)``; 224 in
-        the reference; smaller makes a CPU run quick).
-    data_root : str or None
-        Folder holding ``food-101/`` (what ``torchvision.datasets.Food101(root)``
-        expects), or the ``food-101`` folder itself. ``None``: the environment
-        variable ``KITLIB_FOOD101``; if that is unset too, the synthetic dataset.
-    synthetic_images : int
-        Images in the synthetic dataset (at least 101, one per class).
-    cache_dir : str or None
-        Where the synthetic dataset is generated; ``None`` = :func:`cache_dir`.
-    data_load_covers_h2d : bool
-        ``False`` (as in the reference torch.profiler recordings): ``data_load`` is
-        ``next(batches)`` only and the host-to-device copy submission is its own
-        ``h2d`` range. ``True`` (as in the reference ``nsys_8step``): ``data_load``
-        also covers ``.to(device, non_blocking=True)`` and there is no ``h2d`` range.
-    channels_last : bool
-        Model and input in ``torch.channels_last`` (the reference: ``True``).
-    lr, momentum, weight_decay : float
-        SGD settings (0.1, 0.9, 1e-4 in the reference).
-    seed : int
-        Seeds the model's initial weights (``torch.manual_seed``) and the synthetic
-        dataset's crops.
-    model : str
-        ``"resnet50"`` (the course's workload) or ``"small_cnn"`` (:data:`MODELS`: two
-        convolutions and a linear head, for quick CPU runs such as the test suite's
-        two-rank recording; same data, labels and optimiser).
-    straggler_rank : int or None
-        Under ``torchrun``: the rank that sleeps :attr:`straggler_ms` at the start of
-        every step, inside a ``straggler_delay`` range (``record_function`` and NVTX),
-        so that the others wait for it in the gradient all-reduce. ``None``: no
-        straggler. Ignored in a single process.
-    straggler_ms : float
-        The injected delay per step, in ms (``time.sleep``).
-    straggler_label : bool
-        ``True``: the delay sits in a ``straggler_delay`` range; ``False``: it is an
-        unlabelled gap at the start of the step (the clinic's form, where the learner
-        must find it, :mod:`kitlib.capture.clinic`).
-    synthetic_px : int
-        Width in pixels of the synthetic dataset's stored JPEGs (heights 3/4 to 1 of it):
-        512 as in the reference; smaller images decode faster, so the loader keeps up
-        with a small model on a CPU.
-    pre_resize_px : int or None
-        Also ``Resize(pre_resize_px)`` before the crop (an expensive transform when
-        large: every image is upscaled first). ``None``: no such step (the reference).
-    input_channels_last : bool or None
-        Convert the input batch to ``channels_last`` on the device; ``None`` = as
-        :attr:`channels_last`. ``False`` with a ``channels_last`` model feeds it
-        channels-first batches, which each convolution converts.
-    contiguous_blocks : bool
-        Every block of the model ends with ``x.contiguous()`` (each ``Conv-BN-ReLU`` of
-        ``deep_cnn``, each bottleneck of ``resnet50``, each conv layer of ``small_cnn``),
-        as a custom block written "to be safe before a view" may. ``contiguous()``
-        means the channels-first layout, so on a ``channels_last`` model each block
-        hands the next one a channels-first copy, and the next convolution copies it
-        back (PyTorch's channels-last tutorial: "Performance Gains" and "Converting
-        existing models" warn of such calls). ``False``: no such call (the reference).
-    non_blocking : bool
-        ``.to(device, non_blocking=...)`` for the batch (the reference: ``True``).
-    foreach, fused : bool or None
-        Passed to ``torch.optim.SGD(foreach=..., fused=...)``; ``None`` = PyTorch's
-        default (foreach on CUDA tensors, a per-tensor loop on the CPU).
-    sync_every_step : bool
-        After ``optimizer.step()``, read the loss with ``loss.item()`` every step (a
-        logging habit: on a GPU it waits for the step's kernels to finish).
-    detect_anomaly : bool
-        Run forward and backward under ``torch.autograd.set_detect_anomaly(True)`` (a
-        debugging switch left on: every backward node's outputs are checked for NaN,
-        ``aten::isnan``/``aten::any``/``aten::item``, PyTorch docs "Anomaly detection").
-    keep_loss_tensor : bool
-        Add every step's loss to a running total kept as a tensor (``total += loss``
-        instead of ``total += loss.item()``, :meth:`Workload.step`): the total's autograd
-        history keeps every step's graph alive, so the process's memory grows step after
-        step (PyTorch FAQ, "My model reports cuda runtime error(2): out of memory":
-        "Don't accumulate history across your training loop").
-    """
+    Reference values in brackets. ``batch_size`` [128]; ``steps``: active (or timed) steps,
+    ``None`` = the recipe's; ``device``: ``auto``, ``cuda``, ``cuda:N`` or ``cpu``;
+    ``num_workers`` [8; default ``min(8, CPUs)``]; ``pin_memory`` (``None`` = on for a GPU);
+    ``persistent_workers`` [False], ``prefetch_factor`` (``None`` = PyTorch's 2; both need
+    workers); ``shuffle``, ``drop_last`` [True]; ``image_size``: the crop's side [224];
+    ``data_root``: the folder holding ``food-101/`` (``None``: ``KITLIB_FOOD101``, else
+    synthetic); ``synthetic_images`` (>= 101), ``synthetic_px`` [512] and ``cache_dir`` of the
+    synthetic dataset; ``data_load_covers_h2d``: ``data_load`` also covers the
+    ``.to(device)`` submission and there is no ``h2d`` range [False; True in ``nsys_8step``];
+    ``channels_last`` [True]; ``lr``, ``momentum``, ``weight_decay``; ``seed`` (weights and
+    crops); ``model``: a key of :data:`MODELS`.
+
+    Planted costs (the clinic, :mod:`kitlib.capture.clinic`), all off in the reference:
+    ``straggler_rank``/``straggler_ms``/``straggler_label`` (under torchrun that rank sleeps
+    each step, in a ``straggler_delay`` range unless unlabelled); ``pre_resize_px`` (a
+    ``Resize`` before the crop); ``input_channels_last`` (``None`` = as ``channels_last``);
+    ``contiguous_blocks`` (every block ends with ``x.contiguous()``); ``non_blocking`` [True];
+    ``foreach``/``fused`` for SGD (``None`` = PyTorch's default); ``sync_every_step``
+    (``loss.item()`` each step); ``detect_anomaly``; ``keep_loss_tensor`` (a running loss kept
+    as a tensor, so every step's graph stays alive).
+
+    Sources: docs/SOURCES.md#workload-pitfalls"""
 
     batch_size: int = 128
     steps: int | None = None
@@ -231,29 +122,10 @@ class WorkloadConfig:
 
     @classmethod
     def for_device(cls, device: str = "auto", **overrides) -> "WorkloadConfig":
-        """Defaults that suit the device: the reference workload on a GPU, a small
-        one that finishes in about a minute on a CPU.
-
-        Parameters
-        ----------
-        device : str
-            As :attr:`device`; resolved with :func:`resolve_device`.
-        **overrides
-            Any field of :class:`WorkloadConfig`; ``None`` values are ignored, so
-            unset command-line options can be passed straight through.
-
-        Returns
-        -------
-        WorkloadConfig
-            On a GPU: batch 128, 224 px, 1,792 synthetic images, ``min(8, CPUs)``
-            workers (the reference settings). On the CPU: batch 8, 112 px, 3 active
-            steps, 202 synthetic images, ``min(2, CPUs)`` workers.
-
-        Raises
-        ------
-        KitError
-            ``device`` asks for a GPU that is not there (see :func:`resolve_device`).
-        """
+        """Defaults that suit the device (``None`` overrides are ignored): on a GPU the reference
+        (batch 128, 224 px, 1,792 images, ``min(8, CPUs)`` workers); on the CPU batch 8, 112 px,
+        3 steps, 202 images, ``min(2, CPUs)`` workers. Raises :class:`KitError` as
+        :func:`resolve_device`."""
         dev = resolve_device(device)
         if dev.type == "cuda":
             base = dict(batch_size=128, image_size=224, synthetic_images=DEFAULT_SYNTHETIC_IMAGES,
@@ -267,30 +139,15 @@ class WorkloadConfig:
         return cfg
 
     def batches_per_epoch(self) -> int:
-        """Batches in one loader epoch (``len(loader)``) for this configuration.
-
-        Food-101's 75,750 training images (750 per class, torchvision ``Food101``)
-        when :func:`find_food101` finds the dataset, else ``synthetic_images``;
-        divided by ``batch_size``, rounded down with ``drop_last``, else up.
-        """
+        """``len(loader)``: Food-101's 75,750 training images when found, else ``synthetic_images``,
+        over ``batch_size`` (rounded down with ``drop_last``, else up)."""
         n = 75_750 if find_food101(self.data_root) is not None else int(self.synthetic_images)
         b = int(self.batch_size)
         return n // b if self.drop_last else -(-n // b)
 
     def validate(self) -> "WorkloadConfig":
-        """Check the settings before any work starts.
-
-        Returns
-        -------
-        WorkloadConfig
-            ``self``, so calls can be chained.
-
-        Raises
-        ------
-        KitError
-            A setting is out of range or two settings contradict each other (the
-            DataLoader itself would raise a bare ``ValueError`` later).
-        """
+        """Return ``self`` when every setting is in range; else raise :class:`KitError` (before
+        the DataLoader would raise a bare ``ValueError``)."""
         def need(ok, msg):
             if not ok:
                 raise KitError(f"bad workload setting: {msg}")
@@ -330,16 +187,8 @@ class WorkloadConfig:
         return self
 
     def to_dict(self) -> dict:
-        """The settings as plain JSON values, plus fixed descriptions of the model,
-        optimiser, loss, transform and step labels, for a capture's manifest.
-
-        Returns
-        -------
-        dict
-            Every field, plus ``model``, ``optimizer``, ``loss``, ``transform``,
-            ``labels`` (the phase labels this configuration emits) and
-            ``data_load_covers`` (in words), the keys the reference manifests use.
-        """
+        """The manifest's ``workload``: every field as JSON, with ``model``, ``optimizer``, ``loss``,
+        ``transform``, ``labels`` and ``data_load_covers`` described in words."""
         d = dataclasses.asdict(self)
         d.update(
             model=MODELS[self.model],
@@ -358,43 +207,16 @@ class WorkloadConfig:
 
 
 def phase_labels(data_load_covers_h2d: bool = False) -> tuple:
-    """The phase labels :func:`train_step` emits.
-
-    Parameters
-    ----------
-    data_load_covers_h2d : bool
-        See :attr:`WorkloadConfig.data_load_covers_h2d`.
-
-    Returns
-    -------
-    tuple of str
-        :data:`LABELS`, without ``"h2d"`` when ``data_load`` covers the transfer.
-    """
+    """:data:`LABELS`, without ``"h2d"`` when ``data_load`` covers the transfer."""
     return tuple(x for x in LABELS if not (data_load_covers_h2d and x == "h2d"))
 
 
-# --------------------------------------------------------------------------- device
 def resolve_device(device: str = "auto"):
-    """Turn a device name into a ``torch.device``, checking that it exists.
+    """A ``torch.device`` for ``"auto"``, ``"cuda"``, ``"cuda:N"`` or ``"cpu"`` (``auto``: GPU 0
+    when ``torch.cuda.is_available()``).
 
-    Parameters
-    ----------
-    device : str
-        ``"auto"``, ``"cuda"``, ``"cuda:N"`` or ``"cpu"``.
-
-    Returns
-    -------
-    torch.device
-        ``cuda`` (index 0 unless given) when asked for or, for ``"auto"``, when
-        ``torch.cuda.is_available()``; ``cpu`` otherwise.
-
-    Raises
-    ------
-    KitError
-        A GPU was asked for but ``torch.cuda.is_available()`` is ``False`` (the
-        message says whether this torch build has CUDA at all), the index is out of
-        range, or the name is not one of the above.
-    """
+    Raises :class:`KitError`: a GPU asked for where torch sees none (saying whether the build
+    has CUDA), an index out of range, or an unknown name."""
     import torch
     name = str(device or "auto").strip().lower()
     if name == "auto":
@@ -432,12 +254,9 @@ def synchronize(device) -> None:
         torch.cuda.synchronize(device)
 
 
-# --------------------------------------------------------------------------- labels
 @functools.lru_cache(maxsize=1)
 def _nvtx_backend():
-    """``(push, pop)`` for NVTX ranges: ``torch.cuda.nvtx`` when CUDA is available,
-    else the ``nvtx`` package when installed, else no-ops. Without a GPU (and without
-    Nsight Systems attached) NVTX calls record nothing anywhere."""
+    """``(push, pop)``: ``torch.cuda.nvtx`` with CUDA, else the ``nvtx`` package, else no-ops."""
     try:
         import torch
         if torch.cuda.is_available():
@@ -453,24 +272,8 @@ def _nvtx_backend():
 
 @contextlib.contextmanager
 def phase(name: str, annotate: bool = True):
-    """Label a block for both tools: an NVTX range and a ``record_function`` range
-    with the same name and the same boundaries.
-
-    Parameters
-    ----------
-    name : str
-        The label (one of :data:`LABELS` in :func:`train_step`).
-    annotate : bool
-        ``False`` makes this a no-op (no label for either tool).
-
-    Notes
-    -----
-    ``torch.profiler.record_function`` adds a ``user_annotation`` event to a
-    torch.profiler trace and costs next to nothing while no profiler runs (PyTorch
-    docs, "torch.profiler"). NVTX ranges (``torch.cuda.nvtx.range_push`` /
-    ``range_pop``) appear in Nsight Systems' NVTX rows; without a tool attached they
-    are no-ops.
-    """
+    """Label a block for both tools: an NVTX range and a ``record_function`` range of the same
+    name (``annotate=False``: no label). Both cost next to nothing when no tool listens."""
     if not annotate:
         yield
         return
@@ -488,63 +291,17 @@ def train_step(model, optimizer, batches, device, *, data_load_covers_h2d: bool 
                channels_last: bool = True, annotate: bool = True, step_label: str | None = None,
                marks: list | None = None, non_blocking: bool = True, sync_every_step: bool = False,
                detect_anomaly: bool = False):
-    """One training step, each phase labelled for torch.profiler and NVTX alike.
+    """One training step, its phases labelled for torch.profiler and NVTX alike: ``data_load``
+    (``next(batches)``; with ``data_load_covers_h2d`` also the transfer), ``h2d`` (the
+    ``.to(device)`` submissions, then ``channels_last``), ``forward`` (model and loss),
+    ``backward`` (``zero_grad`` and ``backward``), ``optimizer`` (``step``).
 
-    Phases, in order (see :data:`LABELS`):
-
-    - ``data_load``: ``x, y = next(batches)``; with ``data_load_covers_h2d`` also the
-      transfer below, and no separate ``h2d`` range;
-    - ``h2d``: ``x.to(device, non_blocking=True)`` (then ``channels_last`` on the
-      device) and ``y.to(device, non_blocking=True)``: the copies are *submitted*
-      here and run asynchronously from pinned memory;
-    - ``forward``: model and cross-entropy loss;
-    - ``backward``: ``optimizer.zero_grad(set_to_none=True)`` and ``loss.backward()``;
-    - ``optimizer``: ``optimizer.step()``.
-
-    Parameters
-    ----------
-    model : torch.nn.Module
-    optimizer : torch.optim.Optimizer
-    batches : iterator of (images, labels)
-        Usually :func:`infinite_batches` over the DataLoader.
-    device : torch.device or str
-    data_load_covers_h2d : bool
-        See :attr:`WorkloadConfig.data_load_covers_h2d`.
-    channels_last : bool
-        Convert the input to ``torch.channels_last`` on the device.
-    annotate : bool
-        ``False`` drops all labels (an unlabelled step).
-    step_label : str, optional
-        Also wrap the whole step in a range of this name for both tools (e.g.
-        ``"torch_step#3"``). Not needed under a torch.profiler schedule, which marks
-        each step itself as ``ProfilerStep#N`` when ``prof.step()`` is called; useful
-        without a schedule and for Nsight Systems.
-    marks : list, optional
-        When given, one dict is appended: ``next_start_ns``, ``next_end_ns`` (the
-        ``perf_counter_ns`` clock right around ``next(batches)``) and
-        ``step_submitted_ns`` (after ``optimizer.step()`` returned, i.e. when all the
-        step's work was submitted; the GPU may still be running it) — the format of
-        the reference ``cold_start_8step/wallclock.json``.
-    non_blocking : bool
-        ``non_blocking`` of the batch's ``.to(device)`` calls (``False``: each copy
-        waits for the GPU, and from pageable memory).
-    sync_every_step : bool
-        Read ``loss.item()`` after ``optimizer.step()``, unlabelled, as a logging line
-        would (on a GPU the host then waits for the step's kernels).
-    detect_anomaly : bool
-        Forward and backward under ``torch.autograd.set_detect_anomaly(True)``.
-
-    Returns
-    -------
-    torch.Tensor
-        The loss (0-d, on the device). The step's GPU work may still be running:
-        call :func:`synchronize` before reading a clock.
-
-    Notes
-    -----
-    Phases and labels follow the reference recordings' step function
-    (``data/reference/how_captured/capture.py``).
-    """
+    ``step_label`` wraps the whole step in a range of that name (``torch_step#3``); ``marks``
+    gets one dict of ``perf_counter_ns`` stamps (``next_start_ns``, ``next_end_ns``,
+    ``step_submitted_ns``: the format of ``cold_start_8step/wallclock.json``);
+    ``sync_every_step`` reads ``loss.item()``; ``detect_anomaly`` runs forward and backward
+    under ``set_detect_anomaly(True)``. Returns the 0-d loss on the device, its GPU work
+    possibly still running (:func:`synchronize` before reading a clock)."""
     import torch
     with phase(step_label, annotate and bool(step_label)):
         with phase("data_load", annotate):
@@ -582,15 +339,8 @@ def _to_device(x, y, device, channels_last, non_blocking=True):
 
 
 def infinite_batches(loader) -> Iterator:
-    """Yield the loader's batches forever, starting a new epoch (a new iterator, so
-    new workers unless ``persistent_workers``) whenever one ends.
-
-    Raises
-    ------
-    KitError
-        The loader yields no batch at all (e.g. fewer images than one batch with
-        ``drop_last``).
-    """
+    """The loader's batches forever, a new epoch (a new iterator) whenever one ends. Raises
+    :class:`KitError` when the loader yields no batch at all."""
     epoch = 0
     while True:
         n = 0
@@ -606,25 +356,10 @@ def infinite_batches(loader) -> Iterator:
                            "one batch (with drop_last=True); use a smaller batch or more images")
 
 
-# --------------------------------------------------------------------------- data
 def transform(image_size: int = 224, pre_resize_px: int | None = None):
-    """The training transform of the reference recordings.
-
-    Parameters
-    ----------
-    image_size : int
-        Output side in pixels.
-    pre_resize_px : int, optional
-        First ``Resize(pre_resize_px)`` (shorter side), an extra and costly step when
-        large (:attr:`WorkloadConfig.pre_resize_px`); not in the reference.
-
-    Returns
-    -------
-    torchvision.transforms.Compose
-        ``RandomResizedCrop(image_size)``, ``RandomHorizontalFlip()``, ``ToTensor()``,
-        ``Normalize(IMAGENET_MEAN, IMAGENET_STD)``: a float32 tensor ``[3, image_size,
-        image_size]``.
-    """
+    """The reference's training transform: optional ``Resize(pre_resize_px)``,
+    ``RandomResizedCrop(image_size)``, flip, ``ToTensor``, ``Normalize`` (ImageNet): a float32
+    ``[3, image_size, image_size]`` tensor."""
     from ..readers.bundle import import_torchvision
     T = import_torchvision().transforms
     first = [T.Resize(pre_resize_px)] if pre_resize_px else []
@@ -633,27 +368,11 @@ def transform(image_size: int = 224, pre_resize_px: int | None = None):
 
 
 def find_food101(data_root=None) -> Path | None:
-    """Locate Food-101 as ``torchvision.datasets.Food101`` expects it.
+    """The ``root`` to pass to ``Food101(root)`` (the folder holding ``food-101/``) from
+    ``data_root`` or ``KITLIB_FOOD101``; ``None`` when neither is set (synthetic data).
 
-    Parameters
-    ----------
-    data_root : str or os.PathLike, optional
-        The folder holding ``food-101/`` or the ``food-101`` folder itself. When
-        ``None``, the environment variable ``KITLIB_FOOD101``.
-
-    Returns
-    -------
-    pathlib.Path or None
-        The ``root`` to pass to ``Food101(root)`` (the folder that holds
-        ``food-101/``), or ``None`` when neither ``data_root`` nor ``KITLIB_FOOD101``
-        is set (then the synthetic dataset is used).
-
-    Raises
-    ------
-    KitFileError
-        A path was given but holds no Food-101 (``food-101/meta/train.json`` and
-        ``food-101/images/`` are what torchvision's ``Food101`` reads).
-    """
+    Raises :class:`KitFileError`: a path given that holds no ``food-101/meta/train.json`` and
+    ``food-101/images/``."""
     given = data_root if data_root not in (None, "") else setting("KITLIB_FOOD101")
     if given is None:
         return None
@@ -676,18 +395,8 @@ def find_food101(data_root=None) -> Path | None:
 
 
 def _check_food101_images(root: Path) -> None:
-    """Refuse a Food-101 folder whose ``meta/train.json`` names an image that is not
-    there, naming it, before a DataLoader worker meets it mid-epoch.
-
-    ``train.json`` maps each class to ``"class/id"`` entries, read by torchvision's
-    ``Food101`` as ``images/class/id.jpg`` (torchvision ``datasets/food101.py``).
-
-    Raises
-    ------
-    KitFileError
-        ``train.json`` is not such a mapping, or names images that are missing (the
-        first is named, with the count).
-    """
+    """Raise :class:`KitFileError` naming the first image ``meta/train.json`` lists that is
+    missing (or when it is not such a mapping), before a worker meets it mid-epoch."""
     meta = root / "food-101" / "meta" / "train.json"
     try:
         listed = json.loads(meta.read_text())
@@ -707,25 +416,9 @@ def _check_food101_images(root: Path) -> None:
 
 
 def download_food101(root, progress: bool = True) -> Path:
-    """Download and unpack Food-101 (about 5 GB) into ``root`` — only when you ask.
-
-    Parameters
-    ----------
-    root : str or os.PathLike
-        Folder that will hold ``food-101/``.
-    progress : bool
-        Unused by torchvision's downloader (it always shows its own bar); kept for
-        symmetry.
-
-    Returns
-    -------
-    pathlib.Path
-        ``root``, ready for ``WorkloadConfig(data_root=root)``.
-
-    Notes
-    -----
-    Calls ``torchvision.datasets.Food101(root, download=True)`` (torchvision docs).
-    """
+    """Download Food-101 (about 5 GB) into ``root`` with ``torchvision.datasets.Food101(root,
+    download=True)``, only when asked; returns ``root``. ``progress`` is unused (torchvision
+    shows its own bar)."""
     from ..readers.bundle import import_torchvision
     torchvision = import_torchvision()
     root = Path(root).expanduser()
@@ -764,48 +457,17 @@ def _source_photos():
 
 def synthetic_dataset(n_images: int = DEFAULT_SYNTHETIC_IMAGES, root=None, *, progress: bool = True,
                       seed: int = 0, width: int = 512) -> Path:
-    """Generate (once) and return a 101-class JPEG ``ImageFolder`` for the workload.
+    """Generate (once) a 101-class JPEG ``ImageFolder`` and return its folder.
 
-    Each image is a random crop (a third to all of each side) of one of the sample
-    photographs that ship inside scikit-image (:data:`SYNTHETIC_SOURCES`; matplotlib's
-    ``grace_hopper.jpg`` when scikit-image is absent), resized to 512 px wide and
-    384-512 px high, flipped left-right half the time and saved as JPEG quality 90
-    into ``class_000`` ... ``class_100`` in turn. With the same seed and sources the
-    sequence of crops is the reference recording's
-    (``data/reference/how_captured/capture.py``).
+    Image i is a random crop (a third to all of each side) of a :data:`SYNTHETIC_SOURCES`
+    photograph (matplotlib's ``grace_hopper.jpg`` without scikit-image), ``width`` px wide and
+    3/4 to 1 of it high, flipped half the time, JPEG quality 90, in ``class_{i % 101:03d}``;
+    with the same seed the reference's sequence. Default folder:
+    ``cache_dir()/synthetic_food/<name>``. Written into a temporary sibling and renamed, so an
+    interrupted run leaves nothing; a finished folder holds ``.complete.json`` and is reused.
 
-    Parameters
-    ----------
-    n_images : int
-        How many images (at least 101, one per class); 1,792 = 14 batches of 128 as
-        in the reference.
-    root : str or os.PathLike, optional
-        The folder to generate into; by default
-        ``cache_dir()/synthetic_food/<n_images>_images_v1``.
-    progress : bool
-        Show a tqdm progress bar (renders in Jupyter and in a terminal).
-    seed : int
-        Seeds the crops (``random.Random(seed)``).
-    width : int
-        Stored width in pixels (heights 3/4 to 1 of it); 512 as in the reference.
-        Another width gets its own default folder (``..._<width>px_v1``).
-
-    Returns
-    -------
-    pathlib.Path
-        The dataset folder (pass it to ``torchvision.datasets.ImageFolder``).
-
-    Raises
-    ------
-    KitError
-        ``n_images`` is below 101, or no source photograph can be read.
-
-    Notes
-    -----
-    Generation writes into a temporary sibling folder and renames it when done, so
-    an interrupted run leaves no half dataset behind; a finished folder holds
-    ``.complete.json`` and is reused as is.
-    """
+    Raises :class:`KitError` (``n_images`` below 101, no photograph readable) or
+    :class:`KitFileError` (a non-empty unfinished folder)."""
     from PIL import Image
     from tqdm.auto import tqdm
     if not isinstance(n_images, int) or n_images < NUM_CLASSES:
@@ -869,13 +531,7 @@ def _synthetic_name(n_images: int, seed: int, width: int = 512) -> str:
 
 
 def synthetic_info(root) -> dict:
-    """What ``.complete.json`` of a synthetic dataset says (images, sources, seed, ...).
-
-    Raises
-    ------
-    KitFileError
-        The folder is not a finished synthetic dataset.
-    """
+    """A synthetic dataset's ``.complete.json``; :class:`KitFileError` when it has none."""
     p = Path(root) / _COMPLETE
     if not p.is_file():
         raise KitFileError(root, "not a finished synthetic dataset (no .complete.json)")
@@ -883,28 +539,10 @@ def synthetic_info(root) -> dict:
 
 
 def make_dataset(config: WorkloadConfig, *, progress: bool = True):
-    """The training dataset for ``config``: Food-101 when available, else synthetic.
-
-    Parameters
-    ----------
-    config : WorkloadConfig
-    progress : bool
-        Progress bar while generating the synthetic dataset.
-
-    Returns
-    -------
-    dataset : torch.utils.data.Dataset
-        ``torchvision.datasets.Food101(root, split="train", download=False)`` or
-        ``torchvision.datasets.ImageFolder(synthetic_root)``, with :func:`transform`.
-    description : dict
-        ``dataset`` (one line for manifests), ``dataset_kind`` (``food101`` or
-        ``synthetic``), ``dataset_root``, ``dataset_images``.
-
-    Raises
-    ------
-    KitFileError
-        ``data_root``/``KITLIB_FOOD101`` is set but holds no Food-101.
-    """
+    """``(dataset, description)`` for ``config``: ``Food101(root, split="train")`` when found,
+    else the synthetic ``ImageFolder``, with :func:`transform`. ``description``: ``dataset``
+    (one line), ``dataset_kind`` (``food101``/``synthetic``), ``dataset_root``,
+    ``dataset_images``. Raises :class:`KitFileError` as :func:`find_food101`."""
     from ..readers.bundle import import_torchvision
     torchvision = import_torchvision()
     tf = transform(config.image_size, config.pre_resize_px)
@@ -931,29 +569,9 @@ def make_dataset(config: WorkloadConfig, *, progress: bool = True):
 
 
 def make_loader(dataset, config: WorkloadConfig, device=None, sampler=None):
-    """The DataLoader for ``config``.
-
-    Parameters
-    ----------
-    dataset : torch.utils.data.Dataset
-    config : WorkloadConfig
-        ``batch_size``, ``shuffle``, ``num_workers``, ``pin_memory``,
-        ``persistent_workers``, ``prefetch_factor``, ``drop_last``.
-    device : torch.device, optional
-        Decides ``pin_memory`` when the config leaves it ``None`` (on for a GPU).
-    sampler : torch.utils.data.Sampler, optional
-        E.g. a ``DistributedSampler`` (each rank its own shard); it then does the
-        shuffling, so the loader's ``shuffle`` is off.
-
-    Returns
-    -------
-    torch.utils.data.DataLoader
-
-    Raises
-    ------
-    KitError
-        The dataset holds fewer images than one batch while ``drop_last`` is set.
-    """
+    """The seeded DataLoader for ``config`` (``pin_memory`` only for a GPU; a ``sampler`` does
+    the shuffling). Raises :class:`KitError` when the dataset (this rank's share) holds fewer
+    images than one batch with ``drop_last``."""
     import torch
     config.validate()
     n_images = len(sampler) if sampler is not None else len(dataset)
@@ -961,8 +579,7 @@ def make_loader(dataset, config: WorkloadConfig, device=None, sampler=None):
         raise KitError(f"the dataset (this rank's share) holds {n_images} images, fewer than one batch of "
                        f"{config.batch_size} (drop_last=True): use a smaller batch or more images")
     dev = torch.device(device) if device is not None else resolve_device(config.device)
-    # Pinned memory only exists for an accelerator: on the CPU, torch ignores
-    # pin_memory=True (with a warning), so kitlib neither asks nor records it.
+    # pinned memory only for a GPU: on the CPU torch ignores it with a warning
     pin = (dev.type == "cuda") if config.pin_memory is None else bool(config.pin_memory)
     pin = pin and dev.type == "cuda"
     kw = dict(batch_size=config.batch_size, shuffle=config.shuffle and sampler is None,
@@ -979,9 +596,7 @@ def make_loader(dataset, config: WorkloadConfig, device=None, sampler=None):
 
 
 def _end_blocks_with_contiguous(model, kind: str) -> None:
-    """Make every block of ``model`` end with ``x.contiguous()`` (see
-    :attr:`WorkloadConfig.contiguous_blocks`): after each ReLU that closes a
-    ``Conv-BN-ReLU`` block of the CNNs, after each bottleneck of ResNet-50."""
+    """End every block of ``model`` with ``x.contiguous()`` (:attr:`WorkloadConfig.contiguous_blocks`)."""
     import torch
 
     class Contiguous(torch.nn.Module):
@@ -1001,18 +616,8 @@ def _end_blocks_with_contiguous(model, kind: str) -> None:
 
 
 def make_model(config: WorkloadConfig, device):
-    """ResNet-50 and its optimiser, on ``device``.
-
-    Returns
-    -------
-    model : torch.nn.Module
-        torchvision ``resnet50(weights=None, num_classes=101)`` (or the small CNN of
-        :data:`MODELS` when ``config.model == "small_cnn"``) in training mode,
-        ``channels_last`` when asked; weights from ``torch.manual_seed(config.seed)``.
-    optimizer : torch.optim.SGD
-        ``lr``, ``momentum``, ``weight_decay`` (and ``foreach``/``fused`` when set) from
-        the config.
-    """
+    """``(model, optimizer)`` on ``device``: the :data:`MODELS` entry in training mode
+    (channels-last when asked, weights from ``config.seed``) and its SGD."""
     import torch
     from ..readers.bundle import import_torchvision
     torchvision = import_torchvision()
@@ -1042,29 +647,15 @@ def make_model(config: WorkloadConfig, device):
     return model, opt
 
 
-# --------------------------------------------------------------------------- workload
-#: Set to ask every running :class:`Workload` to stop before its next step (see
-#: :meth:`Workload.step`); ``python -m kitlib profile`` sets it on Ctrl-C and SIGTERM
-#: and clears it when a capture starts.
+#: Set (by ``profile`` on Ctrl-C or SIGTERM) to stop every :class:`Workload` at its next step.
 STOP = threading.Event()
 
 
 @dataclass
 class Workload:
-    """A ready-to-run training workload (see :func:`build_workload`).
-
-    Attributes
-    ----------
-    config : WorkloadConfig
-    device : torch.device
-    model, optimizer, loader
-        As made by :func:`make_model` and :func:`make_loader`.
-    data : dict
-        The dataset's description (see :func:`make_dataset`).
-    rank : int or None
-        This process's rank under ``torchrun`` (the model is then wrapped in
-        ``DistributedDataParallel``); ``None`` in a single process.
-    """
+    """A ready-to-run workload (:func:`build_workload`): ``config``, ``device``, ``model``,
+    ``optimizer``, ``loader``, ``data`` (:func:`make_dataset`'s description) and ``rank``
+    under torchrun (``None`` in one process)."""
 
     config: WorkloadConfig
     device: object
@@ -1077,15 +668,9 @@ class Workload:
     _running_loss: object = field(default=None, repr=False)
 
     def step(self, annotate: bool = True, step_label: str | None = None, marks: list | None = None):
-        """Run one :func:`train_step` (see there for ``step_label`` and ``marks``);
-        returns the loss without waiting for the GPU. On the straggler rank
-        (:attr:`WorkloadConfig.straggler_rank`) the step starts with a
-        ``straggler_delay`` range that sleeps :attr:`WorkloadConfig.straggler_ms`.
-
-        Raises ``KeyboardInterrupt`` before the step when :data:`STOP` is set (the
-        command line sets it on Ctrl-C or SIGTERM), so that a stop request that
-        Python swallowed (one landing inside a ``__del__``) still ends the run at the
-        next step."""
+        """One :func:`train_step` (the straggler rank sleeps first); returns the loss without
+        waiting for the GPU. Raises ``KeyboardInterrupt`` when :data:`STOP` is set, so a stop that
+        Python swallowed still ends the run at the next step."""
         if STOP.is_set():
             raise KeyboardInterrupt("stop requested")
         if self._batches is None:
@@ -1105,12 +690,12 @@ class Workload:
         return loss
 
     def sync(self) -> None:
-        """Wait for the device (see :func:`synchronize`)."""
+        """Wait for the device (:func:`synchronize`)."""
         synchronize(self.device)
 
     def describe(self) -> dict:
-        """The manifest's ``workload`` entry: :meth:`WorkloadConfig.to_dict`, the
-        resolved device, the dataset description and the ``pin_memory`` in use."""
+        """The manifest's ``workload``: :meth:`WorkloadConfig.to_dict`, the dataset, the resolved
+        device, the ``pin_memory`` in use and ``torch_num_threads``."""
         import torch
         d = self.config.to_dict()
         d.update(self.data)
@@ -1123,11 +708,8 @@ class Workload:
         return d
 
     def close(self, now: bool = False) -> None:
-        """Stop the DataLoader's workers (drop the running iterator).
-
-        With ``now`` (the run failed or was interrupted), the worker processes are
-        terminated first instead of being waited for, which the DataLoader does for up
-        to 5 s each (``torch.utils.data._utils.MP_STATUS_CHECK_INTERVAL``)."""
+        """Stop the DataLoader's workers; with ``now`` terminate them instead of waiting up to 5 s
+        each."""
         if self._batches is not None:
             if now:
                 it = getattr(self._batches, "gi_frame", None)
@@ -1147,26 +729,9 @@ class Workload:
 
 
 def build_workload(config: WorkloadConfig | None = None, *, progress: bool = True) -> Workload:
-    """Build model, optimiser, dataset and DataLoader for ``config``.
-
-    Parameters
-    ----------
-    config : WorkloadConfig, optional
-        ``None`` = :meth:`WorkloadConfig.for_device` on the best device present.
-    progress : bool
-        Progress bar while generating the synthetic dataset.
-
-    Returns
-    -------
-    Workload
-
-    Raises
-    ------
-    KitError
-        Bad settings, a device that is not there, or too few images for one batch.
-    KitFileError
-        A Food-101 path that holds no Food-101.
-    """
+    """Model, optimiser, dataset and DataLoader for ``config`` (default
+    :meth:`WorkloadConfig.for_device`); inside a process group, the DDP form. Raises
+    :class:`KitError` or :class:`KitFileError` as the functions it calls."""
     config = (config or WorkloadConfig.for_device()).validate()
     import torch.distributed as dist
     if dist.is_available() and dist.is_initialized():
@@ -1178,28 +743,14 @@ def build_workload(config: WorkloadConfig | None = None, *, progress: bool = Tru
     return Workload(config=config, device=device, model=model, optimizer=opt, loader=loader, data=data)
 
 
-# --------------------------------------------------------------------------- torchrun
-#: The environment variables ``torchrun`` sets in every process it starts
-#: (PyTorch docs, "torchrun (Elastic Launch)": ``RANK``, ``LOCAL_RANK``, ``WORLD_SIZE``,
-#: ``LOCAL_WORLD_SIZE``, ``MASTER_ADDR``, ``MASTER_PORT``).
+#: The variables ``torchrun`` sets in every process it starts.
 TORCHRUN_VARS = ("RANK", "LOCAL_RANK", "WORLD_SIZE", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT")
 
 
 def torchrun_env() -> dict | None:
-    """This process's place in a ``torchrun`` launch, or ``None`` outside one.
-
-    Returns
-    -------
-    dict or None
-        ``rank``, ``local_rank``, ``world_size``, ``local_world_size`` (int) read from
-        the variables in :data:`TORCHRUN_VARS`; ``None`` when ``RANK`` and
-        ``WORLD_SIZE`` are not both set.
-
-    Raises
-    ------
-    KitError
-        The variables are set but not whole numbers.
-    """
+    """``rank``, ``local_rank``, ``world_size``, ``local_world_size`` from torchrun's
+    variables (:data:`TORCHRUN_VARS`); ``None`` outside torchrun. :class:`KitError` when they
+    are not whole numbers."""
     if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
         return None
     try:
@@ -1213,32 +764,13 @@ def torchrun_env() -> dict | None:
 
 
 def init_distributed(device: str = "auto") -> tuple:
-    """Join the process group that ``torchrun`` set up, on the right backend.
+    """Join torchrun's process group: NCCL with one GPU per rank (``cuda:LOCAL_RANK``), else Gloo
+    on the CPU (``auto``: NCCL when the host has a GPU per local rank). Returns ``(device,
+    backend)``.
 
-    NCCL (``"nccl"``) on CUDA GPUs, one GPU per rank (``cuda:LOCAL_RANK``): NCCL
-    refuses two ranks on one GPU ("Duplicate GPU detected"), because each rank's
-    communicator owns its device. Gloo (``"gloo"``) on the CPU. ``device="auto"``
-    picks NCCL when this host has at least ``LOCAL_WORLD_SIZE`` GPUs, else Gloo on
-    the CPU.
+    Raises :class:`KitError`: not under torchrun; ``cuda`` with fewer GPUs than local ranks.
 
-    Parameters
-    ----------
-    device : str
-        ``"auto"``, ``"cuda"`` or ``"cpu"`` (a ``cuda:N`` index is replaced by
-        ``LOCAL_RANK``).
-
-    Returns
-    -------
-    (torch.device, str)
-        This rank's device and the backend in use. Already joined: the existing
-        group's backend.
-
-    Raises
-    ------
-    KitError
-        Not launched by ``torchrun``; ``cuda`` asked for with fewer GPUs on this host
-        than ranks on it (the message says to use ``--device cpu`` for Gloo).
-    """
+    Sources: docs/SOURCES.md#nccl-one-gpu-per-rank"""
     import torch
     import torch.distributed as dist
     env = torchrun_env()
@@ -1266,9 +798,8 @@ def init_distributed(device: str = "auto") -> tuple:
 
 
 def _build_ddp_workload(config: WorkloadConfig, progress: bool) -> Workload:
-    """:func:`build_workload` inside an initialised process group: the model wrapped
-    in ``DistributedDataParallel``, a ``DistributedSampler`` shard per rank, the
-    synthetic dataset generated by rank 0 before the others read it."""
+    """:func:`build_workload` in a process group: DDP model, a ``DistributedSampler`` shard per
+    rank, the dataset made by rank 0 first."""
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel
@@ -1296,10 +827,8 @@ def _build_ddp_workload(config: WorkloadConfig, progress: bool) -> Workload:
 
 
 def rss_bytes() -> int | None:
-    """The process's resident set size now, in bytes: the second field of
-    ``/proc/self/statm`` (pages, proc(5)) times the page size; ``None`` where there is no
-    ``/proc`` (not Linux). It counts every allocation of the process, the C++ ones that
-    torch.profiler's memory records and ``tracemalloc`` do not see included."""
+    """The process's resident set size in bytes (``/proc/self/statm``; ``None`` without
+    ``/proc``): every allocation, C++ ones included."""
     try:
         with open("/proc/self/statm") as f:
             return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -1308,9 +837,7 @@ def rss_bytes() -> int | None:
 
 
 def trim_heap() -> None:
-    """Hand the C heap's free pages back to the OS (glibc's ``malloc_trim(0)``; nothing
-    elsewhere), so that the RSS measured next follows what the process keeps: memory a
-    finished job freed would otherwise be reused without the RSS moving."""
+    """glibc's ``malloc_trim(0)`` (nothing elsewhere), so the next RSS follows what is kept."""
     try:
         import ctypes
         ctypes.CDLL("libc.so.6").malloc_trim(0)
@@ -1319,8 +846,7 @@ def trim_heap() -> None:
 
 
 def load_1min() -> float | None:
-    """The machine's 1-minute load average (``os.getloadavg()[0]``: processes running or
-    waiting for a core, averaged over about a minute); ``None`` where the OS has none."""
+    """The machine's 1-minute load average (``os.getloadavg()[0]``), or ``None``."""
     try:
         return round(os.getloadavg()[0], 2)
     except (OSError, AttributeError):
@@ -1329,40 +855,13 @@ def load_1min() -> float | None:
 
 def time_steps(workload: Workload, steps: int = 10, *, warmup: int = 0, annotate: bool = True,
                progress: bool = False, process: dict | None = None) -> list:
-    """Wall-clock time of training steps with no profiler running.
+    """Wall-clock ms of ``steps`` training steps with no profiler: ``perf_counter_ns`` around
+    :meth:`Workload.step` and :func:`synchronize`, after ``warmup`` untimed steps (the method
+    of the reference's ``step_times.json``).
 
-    Each step is timed as ``perf_counter_ns()`` before :meth:`Workload.step`, then
-    :func:`synchronize` (``torch.cuda.synchronize``) so the GPU work is finished,
-    then ``perf_counter_ns()`` again — the method of the reference recording's
-    ``step_times.json``.
-
-    Parameters
-    ----------
-    workload : Workload
-    steps : int
-        Steps to time.
-    warmup : int
-        Untimed steps first (cuDNN heuristics, allocator, loader workers).
-    annotate : bool
-        Keep the ``record_function``/NVTX labels (as the reference did). They cost
-        next to nothing while no profiler or Nsight Systems is attached.
-    progress : bool
-        Show a progress bar.
-    process : dict, optional
-        Filled with what the process and the machine did during the timed steps (a
-        series of calls adds to it): ``rss_bytes_after_step`` (:func:`rss_bytes` after
-        each step), ``loadavg_1min`` (:func:`load_1min` before and after the steps),
-        ``process_cpu_s`` (``time.process_time()``: this process's CPU time, all its
-        threads, not the loader workers') and ``wall_s`` (``perf_counter``), and
-        ``cpu_count`` (``os.cpu_count()``). CPU time well below the wall time with a
-        load above the cores means the process waited for a core. The heap's free pages
-        are handed back to the OS first (:func:`trim_heap`).
-
-    Returns
-    -------
-    list of float
-        One wall time per step in milliseconds, in order.
-    """
+    ``process`` (a dict, added to across calls) gets ``rss_bytes_after_step``,
+    ``loadavg_1min`` (before and after), ``process_cpu_s``, ``wall_s`` and ``cpu_count``; the
+    heap is trimmed first (:func:`trim_heap`)."""
     from tqdm.auto import tqdm
     for _ in range(warmup):
         workload.step(annotate=annotate)

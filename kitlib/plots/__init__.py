@@ -1,15 +1,9 @@
-"""Plots: matplotlib pictures of the analyses.
+"""Plots: matplotlib pictures of the analyses, and the helpers every picture shares.
 
-What belongs here: drawing only — every number a picture shows comes from an
-analysis (``kitlib.analyses``) or a reader's table. This module holds the shared
-helpers and the chain/step pictures; ``timeline`` (step timelines for a trace or an
-Nsight report), ``grouping`` (device time by shape or call site), ``memory``
-(memory over time), ``flops`` (FLOPs, rates beside peaks, Nsight Compute) and
-``system`` (Nsight lanes) the rest. Each function returns its Figure or Axes.
-May import: analyses, readers and the base modules; not capture or course.
-
-Times are drawn in µs or ms, relative to a stated origin, and every axis says which.
-"""
+Drawing only: every number comes from an analysis or a reader's table. Times are drawn in
+µs or ms from a stated origin. Submodules: ``timeline``, ``grouping``, ``memory``,
+``flops``, ``system``, ``queue``, ``ranks``, ``stragglers``, ``nsys_gui``,
+``gui_timeline``, ``routes``. May import analyses, readers and the base modules."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -23,37 +17,16 @@ from ..settings import is_set
 from ..settings import value as setting
 from ..units import ns_to_ms, ns_to_us
 
-#: The one setting behind every kitlib picture's text and height: 1.0 on a laptop screen,
-#: 1.4-2 on a projector. Set it with :func:`set_scale` or ``KITLIB_PLOT_SCALE``.
+#: Every picture's text and height factor (:func:`set_scale`): 1 on a laptop, 1.4-2 on a projector.
 SCALE = 1.0
-#: matplotlib's default text size (points) at scale 1; titles and labels follow it.
 BASE_FONT_PT = 10.0
 
 
 def set_scale(scale: float | None = None) -> float:
-    """Scale the text and height of every kitlib picture drawn from now on.
-
-    Font sizes (matplotlib's ``font.size``, which titles, axis labels and ticks follow,
-    and every size kitlib sets itself) and figure heights are multiplied by ``scale``;
-    widths stay as they are, because a notebook shrinks a picture wider than its cell,
-    which would make its text small again. For a projector, ``set_scale(1.5)`` at the top
-    of a lesson, or ``KITLIB_PLOT_SCALE=1.5`` in the environment before starting Jupyter.
-
-    Parameters
-    ----------
-    scale : float, optional
-        A positive factor; by default ``$KITLIB_PLOT_SCALE``, else 1.
-
-    Returns
-    -------
-    float
-        The scale now in force.
-
-    Raises
-    ------
-    KitError
-        ``scale`` (or the environment variable) is not a positive number.
-    """
+    """Scale the text and height of every kitlib picture drawn from now on (widths stay: a
+    notebook shrinks a picture wider than its cell). ``scale``: a positive factor, default
+    ``$KITLIB_PLOT_SCALE`` or 1 (1.5 for a projector). Returns the scale in force; raises
+    :class:`KitError` for one that is not a positive number."""
     global SCALE
     if scale is None:
         scale = setting("KITLIB_PLOT_SCALE") or 1.0
@@ -68,38 +41,22 @@ def set_scale(scale: float | None = None) -> float:
     return SCALE
 
 
-#: The widest a kitlib figure is drawn (inches; 820 px at matplotlib's 100 dpi, which the
-#: inline backend keeps): JupyterLab at a laptop's 1280 x 800 with its file browser open
-#: gives an output 848 px wide, and shrinks a wider picture (a 12 inch one to 0.71x, its 7 pt
-#: lane labels to 7 px). At 1x the smallest text, 7 pt, is 9.7 px (tests/test_browser.py).
+#: The widest figure, inches (820 px at 100 dpi; Sources: docs/SOURCES.md#plot-width).
 MAX_WIDTH_IN = 8.2
 
 
 def fig_size(width_in: float, height_in: float) -> tuple[float, float]:
-    """A figure size in inches at the current :data:`SCALE`: the width as given but at most
-    :data:`MAX_WIDTH_IN` (so the notebook shows it at 1x), the height scaled."""
+    """``(min(width_in, MAX_WIDTH_IN), height_in * SCALE)``."""
     return (min(width_in, MAX_WIDTH_IN), height_in * SCALE)
 
 
-#: The PNG text chunk in which a notebook picture carries :func:`smallest_text_px` (written
-#: by kitlib.course.labels' PNG formatter and the explorers; read by tests/browser.py).
+#: The PNG text chunk carrying :func:`smallest_text_px` (read by tests/browser.py).
 SMALLEST_TEXT_KEY = "kitlib smallest text px"
 
 
 def smallest_text_px(fig, dpi: float | None = None) -> float | None:
-    """The font size of the smallest text ``fig`` draws, in pixels of a picture saved at
-    ``dpi`` (default the figure's own, which the inline backend uses).
-
-    Every visible, non-empty matplotlib Text counts (titles, tick and axis labels, legends,
-    notes, labels on bars), found by walking the figure's artists after a layout pass
-    (``draw_without_rendering``, so tick labels are the ones drawn). Shown at a scale s
-    (displayed width / PNG width), the text is ``s`` times this tall on screen.
-
-    Returns
-    -------
-    float or None
-        Pixels (points x dpi / 72); None when the figure draws no text.
-    """
+    """The size in pixels (at ``dpi``, default the figure's) of the smallest visible text ``fig``
+    draws after a layout pass; ``None`` when it draws none."""
     from matplotlib.axes import Axes
     from matplotlib.axis import Axis
     from matplotlib.text import Text
@@ -115,29 +72,16 @@ def smallest_text_px(fig, dpi: float | None = None) -> float | None:
     return min(sizes) * (dpi or fig.dpi) / 72 if sizes else None
 
 
-#: The widest picture a notebook shows at 1x (px): JupyterLab's output is 848 px wide at
-#: 1280 x 800 with the file browser open; a little room kept.
+#: The widest picture a notebook shows at 1x (px).
 MAX_PNG_PX = 840
 
 
 def fit_width(fig, max_px: int = MAX_PNG_PX):
-    """Narrow ``fig`` until its picture, cropped to what it draws (``bbox_inches="tight"``, as
-    the inline backend and the explorers save it), is at most ``max_px`` wide at its dpi.
+    """Narrow ``fig`` until its tight-cropped picture is at most ``max_px`` wide: titles, x
+    labels and the figure's notes are re-wrapped, the axes laid out again; where narrowing
+    does not help (a legend wider than the cell) it is left as drawn. Returns ``fig``.
 
-    Text drawn outside the axes (a note beside a bar, a legend beside the lanes, a long
-    title) widens the cropped picture past the figure; at a projector's scale more so. The
-    text keeps its size: a title (or x label) wider than the cell goes on more lines, and the
-    axes get narrower (laid out again with ``tight_layout`` where the figure
-    has no layout engine of its own), the figure's own texts (the source note under it)
-    re-wrapped to the new width. Where narrowing does not help (a legend wider than the
-    cell), the figure is left as drawn. Called on every picture a notebook
-    shows (kitlib.course.labels) and on the explorers'.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        ``fig``, narrowed where it had to be.
-    """
+    Sources: docs/SOURCES.md#plot-width"""
     import textwrap
     import warnings
     from matplotlib.layout_engine import PlaceHolderLayoutEngine
@@ -207,23 +151,9 @@ def font(points: float) -> float:
 
 
 def legend_within(ax, *args, ncol: int = 2, below: bool = False, **kw):
-    """``ax.legend(*args, ncol=ncol, **kw)``, with fewer columns where ``ncol`` of them would
-    be wider than the figure; with ``below``, centred under the x axis's tick labels and
-    label, whatever their height.
-
-    A legend below the axes in several columns fits a laptop's figure; at a projector's
-    scale (:func:`set_scale`) its text is larger, and a legend wider than the figure defeats
-    the layout (``tight_layout`` gives up) and :func:`fit_width` (it cannot narrow a legend):
-    the notebook then shows the picture shrunk. matplotlib lays a legend out once, when it
-    is made, so it is made again with one column fewer until it fits (one column at least).
-    A legend placed ``below`` keeps its distance from the axes in points, not as a share of
-    the axes' height, so it clears the x label at any scale; :func:`fit_width` places it again
-    when it wraps the label onto more lines.
-
-    Returns
-    -------
-    matplotlib.legend.Legend
-    """
+    """``ax.legend(*args, ncol=ncol, **kw)`` with fewer columns while it is wider than the
+    figure; with ``below``, centred under the x axis's labels at a fixed distance in points
+    (:func:`place_below_xaxis`). Returns the legend."""
     fig = ax.figure
     room = fig.get_figwidth() * fig.dpi * 0.98
     if below:
@@ -240,8 +170,7 @@ def legend_within(ax, *args, ncol: int = 2, below: bool = False, **kw):
 
 
 def place_below_xaxis(ax) -> None:
-    """Put ``ax``'s legend made by :func:`legend_within` with ``below`` just under its x
-    axis's tick labels and label (as now drawn); any other legend is left alone."""
+    """Put a ``below`` legend of :func:`legend_within` just under ``ax``'s x tick labels and label."""
     from matplotlib.transforms import ScaledTranslation
     legend = ax.get_legend()
     if legend is None or not getattr(legend, "_kitlib_below", False):
@@ -255,27 +184,26 @@ def place_below_xaxis(ax) -> None:
 
 
 def new_axes(ax=None, size=(10, 3.6)):
-    """``ax`` itself, or the Axes of a new figure of ``size`` (inches, at scale 1) when ``ax`` is None."""
+    """``ax``, or the Axes of a new figure of ``size`` (inches at scale 1)."""
     if ax is None:
         _, ax = plt.subplots(figsize=fig_size(*size))
     return ax
 
 
-#: One colour per kind of event in every kitlib picture (hex strings, by kind: ``op``, ``launch``,
-#: ``kernel``, ``memcpy``, ``memset``, ``annotation``, ``step``); :mod:`kitlib.plots.timeline` takes its own from these.
+#: One colour per kind of event in every kitlib picture.
 COLORS = {"op": "#4C72B0", "launch": "#DD8452", "kernel": "#55A868", "memcpy": "#C44E52",
            "memset": "#8172B3", "annotation": "#937860", "step": "#BBBBBB"}
 
 
 def short_name(name: str, width: int = 48) -> str:
-    """A kernel or operator name cut to ``width`` characters (templates dropped first)."""
+    """A kernel or operator name without template arguments, cut to ``width`` characters."""
     if not isinstance(name, str):
         return str(name)
     s = name
     if s.startswith("void "):
         s = s[5:]
     depth, out = 0, []
-    for ch in s:  # drop template arguments: kernel names are mostly templates
+    for ch in s:
         if ch == "<":
             depth += 1
             if depth == 1:
@@ -292,8 +220,8 @@ def short_name(name: str, width: int = 48) -> str:
 
 
 def _label_levels(xs, min_dx: float) -> list:
-    """For sorted label positions ``xs``: the lowest level (0, 1, 2, …) at which each label is at
-    least ``min_dx`` from the last label placed on that level (so that no two labels overlap)."""
+    """For sorted positions ``xs``, the lowest level on which each label is ``min_dx`` clear of
+    the last one there."""
     last, out = [], []
     for x in xs:
         level = next((i for i, lx in enumerate(last) if x - lx >= min_dx), len(last))
@@ -305,23 +233,9 @@ def _label_levels(xs, min_dx: float) -> list:
 
 
 def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
-    """The operator, its launches and the GPU events they produced, on one time axis.
-
-    Three rows: the operator's host interval (CPU thread), each CUDA launch (CPU
-    thread, inside the operator), each GPU event (its stream). Arrows: operator →
-    launch (external id) and launch → GPU event (correlation id). The x axis is µs
-    since the operator started.
-
-    Parameters
-    ----------
-    trace : Trace
-    op_row : int
-        Row label of the operator in ``trace.ops`` (e.g. from :func:`kitlib.analyses.chain.first_op`).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """An operator (``op_row`` of ``trace.ops``), its CUDA launches and the GPU events they
+    produced, on three rows, with arrows operator → launch (external id) → GPU event
+    (correlation id). Returns the Figure; x: µs since the operator started."""
     rows = launches_of(trace, op_row)
     op = trace.ops.loc[op_row]
     t0 = op["start_ns"]
@@ -375,24 +289,9 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
 
 def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h2d", "forward", "backward", "optimizer"),
                        chain_df=None):
-    """One profiler step: its labelled phases (host) above the GPU events of each stream.
-
-    Parameters
-    ----------
-    trace : Trace
-    step : int
-        The N of ``ProfilerStep#N``.
-    labels : sequence of str
-        The ``record_function`` labels to draw as host rows.
-    chain_df : DataFrame, optional
-        A :func:`kitlib.analyses.chain.chain` result to reuse. The GPU rows show the events
-        *launched* during the step, which run on after its host interval ends.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        x axis: ms since the step started.
-    """
+    """``ProfilerStep#step``: its ``labels`` (host rows) above the GPU events launched during it,
+    per stream (``chain_df``: a :func:`kitlib.analyses.chain.chain` result to reuse). Returns
+    the Figure; x: ms since the step started. Raises ``KeyError`` for a missing step."""
     steps = trace.steps
     s = steps[steps["step"] == step]
     if s.empty:
@@ -444,19 +343,8 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
 
 
 def plot_step_times(series: dict, ax=None, title="wall time of each step"):
-    """Step wall times (ms) per series, one marker per step, with the median marked.
-
-    Parameters
-    ----------
-    series : dict
-        ``{label: [step time in ms, ...]}``, e.g. a bundle's ``step_times.json``
-        (keys such as ``step_ms_uninstrumented`` are shown as "uninstrumented").
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Log-scaled y axis in ms; a black bar per series marks its median.
-    """
+    """Step wall times per series (``{label: [ms, ...]}``), a marker per step and a black median
+    bar. Returns the Figure; y: ms, log scale."""
     if ax is None:
         fig, ax = plt.subplots(figsize=fig_size(8, 3.2))
     else:
@@ -479,7 +367,6 @@ def plot_step_times(series: dict, ax=None, title="wall time of each step"):
 
 
 def _series_label(key: str) -> str:
-    """``step_ms_profiled_all_attribution`` -> ``profiled, all attribution`` (for axis labels)."""
     s = key.removeprefix("step_ms_").replace("_", " ")
     return s.replace("profiled ", "profiled,\n").replace("fixed batch", "fixed batch\n(no loader)")
 

@@ -1,9 +1,5 @@
-"""Pictures for lesson 08: FLOPs, achieved rates beside peaks, and Nsight Compute.
-
-Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
-and returns it. They draw the tables of :mod:`kitlib.analyses.flops` and
-:mod:`kitlib.readers.ncu`; they compute nothing of their own.
-"""
+"""Lesson 08's pictures: FLOPs, achieved rates beside peaks, Nsight Compute. They draw the
+tables of :mod:`kitlib.analyses.flops` and :mod:`kitlib.readers.ncu` and return the Axes."""
 from __future__ import annotations
 
 import re
@@ -19,13 +15,8 @@ from ..units import ns_to_ms
 
 def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
                              title="GPU time under operators with_flops counts, and the rest"):
-    """Bars of device time per top-level operator, coloured by whether ``with_flops`` counts it.
-
-    Parameters
-    ----------
-    covered : DataFrame
-        From :func:`kitlib.analyses.flops.device_time_covered`.
-    """
+    """Device time (ms) per top-level operator of :func:`kitlib.analyses.flops.device_time_covered`,
+    green where ``with_flops`` counts it."""
     ax = _ax(ax, (9, 0.32 * n + 1.2))
     top = covered.head(n).iloc[::-1]
     colors = ["tab:green" if c else "tab:gray" for c in top["counted"]]
@@ -37,9 +28,7 @@ def plot_device_time_counted(covered: pd.DataFrame, n: int = 10, ax=None,
 
 
 def _peak_label(gpu: str) -> str:
-    """A peak bar's label, short enough to leave the bars their width: ``"H200 = the capture's
-    GPU (NVIDIA H200)"`` (a :func:`kitlib.analyses.flops.peak_table` row) becomes ``"peak H200
-    (capture's GPU)"``; ``"A100"`` becomes ``"peak A100"``."""
+    """``"H200 = the capture's GPU (NVIDIA H200)"`` → ``"peak H200 (capture's GPU)"``."""
     key, _, who = gpu.partition(" = ")
     who = re.sub(r"\s*\(.*\)$", "", who)
     who = who[4:] if who.startswith("the ") else who
@@ -47,17 +36,8 @@ def _peak_label(gpu: str) -> str:
 
 
 def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = "TF32", ax=None):
-    """Achieved-rate estimates beside the dense peak of several GPUs.
-
-    Parameters
-    ----------
-    achieved : dict
-        ``{label: TFLOP/s}`` estimates (e.g. forward convolutions, whole step).
-    peaks : DataFrame
-        From :func:`kitlib.analyses.flops.peak_table`.
-    precision : str
-        Which peak column (``FP32``, ``TF32``, ``BF16``).
-    """
+    """Achieved-rate estimates (``{label: TFLOP/s}``) beside the dense ``precision`` peaks of
+    :func:`kitlib.analyses.flops.peak_table`."""
     ax = _ax(ax, (9, 3.6))
     col = f"{precision}_tflops"
     p = peaks[col].dropna()
@@ -75,24 +55,9 @@ def plot_achieved_vs_peak(achieved: dict, peaks: pd.DataFrame, precision: str = 
 
 
 def plot_ncu_speed_of_light(tidy: pd.DataFrame, ax=None):
-    """Speed of light and occupancy per kernel of an ncu report, on two panels.
-
-    Left: compute (SM) and memory throughput, % of the device's peak (Nsight Compute's
-    "GPU Speed Of Light Throughput" section). Right: achieved (and theoretical, when
-    recorded) occupancy, % of the maximum warps an SM can hold — a different
-    quantity, not a throughput (Nsight Compute Kernel Profiling Guide, "Occupancy").
-
-    Parameters
-    ----------
-    tidy : DataFrame
-        From :func:`kitlib.readers.ncu.load_ncu_csv`.
-    ax : pair of Axes, optional
-        Where to draw (throughput, occupancy); a new figure when None.
-
-    Returns
-    -------
-    ndarray of two Axes
-    """
+    """Per kernel of :func:`kitlib.readers.ncu.load_ncu_csv`: compute and memory throughput (% of
+    peak, "GPU Speed Of Light Throughput") on the left, achieved and theoretical occupancy (%
+    of the warps an SM can hold) on the right. Returns the two Axes."""
     if ax is None:
         import matplotlib.pyplot as plt
         fig, ax = plt.subplots(1, 2, figsize=fig_size(11, 3.8), gridspec_kw={"width_ratios": [3, 2]})

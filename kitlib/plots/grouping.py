@@ -14,24 +14,8 @@ def _short_shapes(s: str, width: int = 44) -> str:
 
 
 def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
-    """Device time per input shape of one operator: a horizontal bar per shape.
-
-    Parameters
-    ----------
-    table : DataFrame
-        From :func:`kitlib.analyses.grouping.shape_table` (``input_shapes``, ``first_input``,
-        ``count``, ``device_total_ns``, ``device_per_call_ns``).
-    name : str
-        The operator's name, for the title.
-    top : int
-        How many shapes to draw (the largest by device time).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        x: total device time (ms); each bar labelled with the call count and the
-        device time per call (µs).
-    """
+    """Device time per input shape of operator ``name`` (:func:`kitlib.analyses.grouping.shape_table`),
+    the ``top`` shapes: bars of total ms, each noted with calls × µs per call. Returns the Figure."""
     t = table.head(top).iloc[::-1]
     fig, ax, ms = _bars(t, t["device_total_ns"], [_short_shapes(s, 60) for s in t["tensors"]],
                         [f"{n} calls × {pc:,.1f} µs" for n, pc in zip(t["count"], ns_to_us(t["device_per_call_ns"]))],
@@ -45,7 +29,6 @@ def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
 
 
 def _bars(t, device_ns, labels, notes, color, ax):
-    """Horizontal bars of device time (ms), one per row of ``t``, each with a note at its end."""
     if ax is None:
         fig, ax = plt.subplots(figsize=fig_size(9, 0.38 * len(t) + 1.4))
     else:
@@ -60,19 +43,8 @@ def _bars(t, device_ns, labels, notes, color, ax):
 
 
 def plot_callsites(table: pd.DataFrame, label: str = "user_frame", top: int = 10, ax=None):
-    """Device time per call site (or per module): which lines of code cost the GPU most.
-
-    Parameters
-    ----------
-    table : DataFrame
-        From :func:`kitlib.analyses.callsites.group_by_callsite` (a ``label`` column and
-        ``device_self_ns``, ``gpu_events``).
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        x: device time of the GPU events launched from there (ms).
-    """
+    """Device time (ms) of the GPU events launched per call site or module
+    (:func:`kitlib.analyses.callsites.group_by_callsite`). Returns the Figure."""
     t = table.head(top).iloc[::-1]
     fig, ax, ms = _bars(t, t["device_self_ns"], [_short_shapes(str(s), 52) for s in t[label]],
                         [f"{n} GPU events" for n in t["gpu_events"]], "#4C72B0", ax)
@@ -84,19 +56,9 @@ def plot_callsites(table: pd.DataFrame, label: str = "user_frame", top: int = 10
 
 
 def plot_attribution_cost(sizes: pd.DataFrame, step_ms: dict | None = None):
-    """What attribution weighs: trace size without each option, and step times.
-
-    Parameters
-    ----------
-    sizes : DataFrame
-        From :func:`kitlib.analyses.grouping.attribution_bytes` (``gzip_bytes`` per variant).
-    step_ms : dict, optional
-        ``{label: [step times in ms]}``, drawn as a strip of points per label.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-    """
+    """Trace size (gzip MB) without each attribution option
+    (:func:`kitlib.analyses.grouping.attribution_bytes`), and step times (ms) per label when
+    ``step_ms`` is given. Returns the Figure."""
     n = 2 if step_ms else 1
     fig, axes = plt.subplots(1, n, figsize=fig_size(6 * n, 3.6), squeeze=False)
     ax = axes[0, 0]

@@ -1,19 +1,8 @@
-"""Raw trace events drawn the way Perfetto lays a torch.profiler trace out.
-
-Perfetto (ui.perfetto.dev) shows a Chrome trace as one group of tracks per process and one
-track per thread inside it, named from the trace's own metadata events (``process_name``,
-``process_labels``, ``thread_name``): for a PyTorch trace the CPU process holds its
-threads (``thread 449 (python3)``), and a second group labelled ``GPU 0`` holds one track
-per CUDA stream (``stream 7``). Slices that nest on a thread (an operator and the CUDA
-calls inside it) are stacked one row per depth, outermost on top. Flow events (``ph`` ``s``
-and ``f``, category ``ac2g``) are drawn as arrows from a CUDA API call to the GPU work it
-started; Perfetto draws them for the selected slice.
-
-:func:`plot_gui_timeline` draws a list of raw events (as :mod:`json` reads them) in that
-layout, so that a learner recognises the picture when they open the file in Perfetto.
-It draws only what it is given: every rectangle is one ``ph: "X"`` event at its own
-``ts`` and ``dur``, every arrow one ``s``/``f`` pair with the same ``id``.
-"""
+"""Raw trace events drawn the way Perfetto lays a torch.profiler trace out: a group of
+tracks per process, one track per thread (named from the ``ph: "M"`` metadata events),
+a ``GPU 0`` group with one track per stream, nested slices one row per depth, and ``ac2g``
+flow arrows from a CUDA call to the GPU work it started. Every rectangle is one ``X``
+event at its own ``ts`` and ``dur``."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -30,9 +19,7 @@ ROW = 1.0
 
 
 def track_names(events) -> dict:
-    """``{(pid, tid): (process title, thread title)}`` from the metadata events (``ph: "M"``):
-    the process title is its ``process_name``, pid and ``process_labels`` (``python3 449 ·
-    CPU``), the thread title its ``thread_name`` (``thread 449 (python3)``, ``stream 7``)."""
+    """``{(pid, tid): (process title, thread title)}`` from the metadata events."""
     pname, plabel, tname = {}, {}, {}
     for e in events:
         if e.get("ph") != "M":
@@ -53,11 +40,8 @@ def track_names(events) -> dict:
 
 
 def layout(events) -> tuple[dict, list]:
-    """Where each ``ph: "X"`` event goes: ``({id(event): y}, tracks)``.
-
-    Tracks: the CPU threads first (by pid, tid), then the GPU streams, each track as deep
-    as its deepest nesting; ``tracks`` lists ``(pid, tid, y_top, depth)``. An event nested
-    in another on the same thread (inside its interval) sits one row below it."""
+    """``({id(event): y}, tracks)``: CPU threads first, then GPU streams, each as deep as its
+    nesting; ``tracks`` lists ``(pid, tid, y_top, depth)``."""
     xs = [e for e in events if e.get("ph") == "X"]
     gpu = lambda e: e.get("cat") in GPU_CATS   # noqa: E731
     keys = sorted({(gpu(e), e["pid"], e["tid"]) for e in xs}, key=lambda k: (k[0], str(k[1]), str(k[2])))
@@ -81,37 +65,14 @@ def layout(events) -> tuple[dict, list]:
 
 def plot_gui_timeline(events, t0_us: float | None = None, selected=None, ax=None, title: str | None = None,
                       name_width: int = 28, view_us: tuple | None = None):
-    """Raw trace events laid out like Perfetto's timeline: thread tracks, stream tracks, flows.
+    """Raw events (as the file holds them) laid out like Perfetto's timeline. ``t0_us``: the
+    origin (default the earliest ``ts``); ``selected``: correlation ids kept coloured, with
+    their flows, the rest grey (as a click in Perfetto); ``name_width``: characters of a slice
+    name; ``view_us``: the part of the axis shown (µs since the origin).
 
-    Parameters
-    ----------
-    events : list of dict
-        Raw events as the trace file holds them (``ph``, ``cat``, ``name``, ``pid``, ``tid``,
-        ``ts`` and ``dur`` in µs, ``args``); include the ``ph: "M"`` metadata events to name
-        the tracks as the file does, and the ``ac2g`` flow events to draw arrows.
-    t0_us : float, optional
-        The time origin (µs on the trace's clock); default: the earliest event's ``ts``.
-    selected : set of int, optional
-        Correlation ids to highlight, as a click on a slice does in Perfetto: their slices
-        keep their colour and their flows are drawn; the rest turns grey and their flows
-        are left out. Default: everything coloured, every flow drawn.
-    ax : matplotlib Axes, optional
-    title : str, optional
-    name_width : int
-        Slice names are cut to this many characters (the whole name is in the file).
-    view_us : (float, float), optional
-        The part of the time axis shown, in µs since ``t0_us`` (as a zoom in Perfetto);
-        default: from the origin to the end of the last event. Slices reaching beyond it
-        are cut at its edges.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One :class:`~matplotlib.patches.Rectangle` per ``X`` event (x = ``ts`` − t0, width =
-        ``dur``, in µs; its ``gid`` is ``"cat|name"``) and one arrow annotation per flow
-        (``xy`` = the ``f`` end, ``xyann`` = the ``s`` end). The y axis's tick labels are the
-        track names, the x axis says µs and the origin.
-    """
+    Returns the Figure: a Rectangle per ``X`` event (``gid`` ``"cat|name"``, x and width in
+    µs), an arrow annotation per flow, the track names as y tick labels. Raises ``ValueError``
+    without ``X`` events."""
     xs = [e for e in events if e.get("ph") == "X"]
     if not xs:
         raise ValueError("no complete events (ph 'X') to draw")

@@ -1,9 +1,4 @@
-"""Pictures for lesson 07: memory over time.
-
-Each function draws on a matplotlib ``Axes`` (a new figure when ``ax`` is None)
-and returns it. They draw the tables of :mod:`kitlib.analyses.memory`; they
-compute nothing of their own.
-"""
+"""Lesson 07's pictures: memory over time, drawn from :mod:`kitlib.analyses.memory`'s tables."""
 from __future__ import annotations
 
 import pandas as pd
@@ -14,18 +9,9 @@ from ..units import bytes_to_gb, ns_to_ms
 
 def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = None, peak=None, ax=None,
                           title="CUDA memory over time"):
-    """Allocated (live) and reserved memory after every allocator event, with step boundaries.
-
-    Parameters
-    ----------
-    timeline : DataFrame
-        From :func:`kitlib.analyses.memory.memory_timeline` (``start_ns``, ``allocated_bytes``,
-        ``reserved_bytes``).
-    steps : DataFrame, optional
-        ``trace.steps`` (``start_ns``, ``step``): a dashed line where each step begins.
-    peak : Series, optional
-        From :func:`kitlib.analyses.memory.memory_peak`: marked with its operator and phase.
-    """
+    """Allocated and reserved GB after every allocator event of
+    :func:`kitlib.analyses.memory.memory_timeline`, a dashed line where each of ``steps``
+    begins, and ``peak`` (:func:`kitlib.analyses.memory.memory_peak`) marked. Returns the Axes."""
     ax = _ax(ax)
     t0 = int(timeline["start_ns"].iloc[0])
     t_ms = ns_to_ms(timeline["start_ns"] - t0)
@@ -42,9 +28,7 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
     if peak is not None:
         x = ns_to_ms(int(peak["start_ns"]) - t0)
         ax.plot([x], [bytes_to_gb(peak["allocated_bytes"])], "v", color="tab:red")
-        # the note reaches into the plot from the peak, never out of it: centred on a peak near
-        # the left edge (lesson 07's, in its first step), it covered the y axis's label and
-        # tick labels (issue 40)
+        # the note points inward, never over the y axis's labels (issue 40)
         left, right = ax.get_xlim()
         inward = "left" if x - left < (right - left) / 2 else "right"
         ax.annotate(f"peak {bytes_to_gb(peak['allocated_bytes']):.2f} GB: {peak['op']} ({peak['phase']})",
@@ -64,19 +48,9 @@ def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = N
 
 
 def plot_memory_categories(timeline, ax=None, title="memory held, by what it holds"):
-    """Memory over time, stacked by category (parameters, gradients, activations, …).
-
-    Parameters
-    ----------
-    timeline : DataFrame
-        :func:`kitlib.readers.memory_timeline.load_memory_timeline`.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-        x: ms since the first change; y: MiB held (stacked areas, one per category
-        that ever holds memory).
-    """
+    """MiB held over time, stacked by category, from
+    :func:`kitlib.readers.memory_timeline.load_memory_timeline`. Returns the Axes; x: ms since
+    the first change."""
     from ..readers.memory_timeline import CATEGORIES
     from ..units import bytes_to_mib
     ax = _ax(ax, (10, 3.4))

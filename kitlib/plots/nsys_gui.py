@@ -1,16 +1,7 @@
-"""An Nsight Systems report drawn the way the Nsight Systems GUI lays out its timeline.
-
-The GUI's tree, top to bottom: the GPU's hardware rows (``CUDA HW``, one row per stream,
-kernels and memory operations on it), then the process's threads, each with its own rows:
-``OS runtime libraries`` (blocking system calls), ``CUDA API`` (the thread's CUDA calls)
-and ``NVTX`` (the ranges the thread pushed, one row per nesting level). A learner who has
-seen this picture recognises the GUI when they open the ``.nsys-rep`` file in it.
-
-Every bar is one row of the report's tables (:class:`kitlib.readers.nsys.NsysReport`:
-``kernels``, ``copies``, ``sets``, ``launches``, ``osrt``, ``nvtx``), cut to the window and
-drawn at ms since its start (or ``origin_ns``). ``tests/test_nsys_gui.py`` reads each bar
-back and compares it with the SQLite export's own rows.
-"""
+"""An Nsight Systems report drawn as the Nsight Systems GUI lays out its timeline: ``CUDA HW``
+rows (one per stream), then per thread its ``OS runtime libraries``, ``CUDA API`` and
+``NVTX`` rows (one per nesting level). Every bar is one row of the report's tables, cut to
+the window; ``tests/test_nsys_gui.py`` compares them with the SQLite export's rows."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -30,26 +21,13 @@ _COPY = {"Host-to-Device": "memcpy HtoD", "Device-to-Host": "memcpy DtoH", "Devi
 
 
 def gui_rows(report, start_ns: int, end_ns: int, threads=None) -> pd.DataFrame:
-    """The bars of :func:`plot_nsys_gui`, one per report row that overlaps ``[start_ns, end_ns)``.
+    """The bars of :func:`plot_nsys_gui`: one per report row overlapping ``[start_ns, end_ns)``.
+    ``threads``: thread ids to draw, in order (default: those with a CUDA call or NVTX range in
+    the window, the NVTX thread first).
 
-    Parameters
-    ----------
-    report : NsysReport
-    start_ns, end_ns : int
-        The window, on the report's clock.
-    threads : list of int, optional
-        Thread ids whose rows to draw, in this order. Default: every thread of the process
-        that pushed NVTX ranges with a CUDA call or NVTX range in the window, the NVTX
-        thread first, then by thread id.
-
-    Returns
-    -------
-    DataFrame
-        ``row`` (the label the GUI would show: ``"CUDA HW · Stream 7"``, ``"[1213] python3 ·
-        CUDA API"``, ``"[1213] python3 · NVTX"`` and ``"… · NVTX (level 1)"`` for nested
-        ranges, ``"… · OS runtime libraries"``), ``order`` (top to bottom), ``kind`` (a key
-        of :data:`COLORS`), ``name``, ``start_ns``, ``end_ns`` (cut to the window).
-    """
+    Returns ``row`` (the GUI's label: ``"CUDA HW · Stream 7"``, ``"[1213] python3 · CUDA API"``,
+    ``"… · NVTX"``, ``"… · NVTX (level 1)"``, ``"… · OS runtime libraries"``), ``order`` (top to
+    bottom), ``kind`` (a key of :data:`COLORS`), ``name``, ``start_ns``, ``end_ns`` (cut)."""
     out = []
 
     def cut(df):
@@ -107,33 +85,13 @@ def gui_rows(report, start_ns: int, end_ns: int, threads=None) -> pd.DataFrame:
 
 def plot_nsys_gui(report, start_ns: int, end_ns: int, threads=None, origin_ns: int | None = None,
                   origin_label: str | None = None, title: str | None = None, flows=()):
-    """Draw ``[start_ns, end_ns)`` of an Nsight Systems report as the GUI lays it out.
+    """Draw ``[start_ns, end_ns)`` of a report as the GUI lays it out (:func:`gui_rows`), at ms
+    since ``origin_ns`` (default ``start_ns``; ``origin_label`` names it). ``flows``:
+    correlation ids drawn as arrows from the launch's CUDA API bar to its GPU operation.
 
-    Parameters
-    ----------
-    report : NsysReport
-    start_ns, end_ns : int
-        The window, on the report's clock.
-    threads : list of int, optional
-        The threads to draw (see :func:`gui_rows`).
-    origin_ns : int, optional
-        The time drawn as 0 (default ``start_ns``); ``origin_label`` names it on the x axis.
-    title : str, optional
-    flows : list of int, optional
-        Correlation ids to draw as arrows from the launch (its CUDA API bar's start) to the
-        GPU operation it queued (its start on its stream's row), as the GUI links them when
-        a kernel is selected. A flow whose launch or GPU row is not drawn is left out.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One horizontal row per GUI row (tick labels as :func:`gui_rows` names them, CUDA HW
-        at the top), bars at ms since the origin, each at least 1/2000 of the window wide so
-        that short calls stay visible; NVTX bars wide enough carry their range's name; a
-        legend names each kind of bar drawn; each flow an annotation arrow (``gid``
-        ``"flow|<correlation>"``) from ``(launch start, CUDA API row)`` to ``(GPU start,
-        stream row)``.
-    """
+    Returns the Figure: one row per GUI row, CUDA HW on top; bars at least 1/2000 of the window
+    wide; wide NVTX bars carry their names; a legend of the kinds drawn; each flow an
+    annotation with ``gid`` ``"flow|<correlation>"``."""
     rows = gui_rows(report, start_ns, end_ns, threads)
     t0 = start_ns if origin_ns is None else origin_ns
     labels = list(dict.fromkeys(rows.sort_values("order", kind="stable")["row"]))

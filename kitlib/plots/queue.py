@@ -1,14 +1,5 @@
-"""Is the GPU waiting for the CPU? One step's timeline with the launch queue drawn under it.
-
-:func:`plot_queue_timeline` draws, for one step of a torch.profiler trace or an Nsight
-Systems report, the lanes of :func:`kitlib.plots.timeline.plot_timeline` (labels, CUDA API
-calls per thread, GPU work per stream) and, below them on the same time axis, each
-stream's launch queue (:func:`kitlib.analyses.gpu_idle.queue_length`: work launched and not
-yet finished) as a step line, with the times the device's queue stood empty shaded. The
-title gives the step's verdict and the figures it rests on
-(:func:`kitlib.analyses.gpu_idle.step_verdicts`). Drawing only: every number comes from
-those analyses. Used in lesson 09 ("Is the GPU waiting for the CPU?").
-"""
+"""Is the GPU waiting for the CPU? One step's timeline with each stream's launch queue drawn
+under it (lesson 09). Drawing only: the numbers come from :mod:`kitlib.analyses.gpu_idle`."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -27,33 +18,16 @@ EMPTY_COLOR = "#E15759"
 
 
 def plot_queue_timeline(source, step: int, osrt_threads=(), title: str | None = None):
-    """One step: the timeline on top, the launch queue of each stream below, on one time axis.
+    """One step of a Trace or NsysReport: the lanes of :func:`kitlib.plots.timeline.plot_timeline`
+    on top (``osrt_threads``: threads given an OS-runtime lane) and, below on the same axis,
+    each stream's launch queue (:func:`kitlib.analyses.gpu_idle.queue_length`) with the times
+    the device's queue stood empty shaded; the title gives the step's verdict and evidence
+    (:func:`kitlib.analyses.gpu_idle.step_verdicts`).
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    step : int
-        The step's number (``steps_of(source)["step"]``).
-    osrt_threads : sequence of int
-        Threads whose OS-runtime calls get a lane (NsysReport).
-    title : str, optional
-        Default: ``"step N: <verdict>"`` and the verdict's evidence.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        Two axes sharing x ("time since step N started (ms)"): ``fig.axes[0]`` the
-        timeline; ``fig.axes[1]`` one step line per stream that had anything queued during
-        the step (``label`` "stream S",
-        x in ms from the step's start, y the queue length from that time on, drawn
-        ``where="post"``), and the empty-queue spans as shaded patches (``label`` "queue
-        empty: the GPU waits for the host").
-
-    Raises
-    ------
-    KitError
-        No such step; the errors of the analyses (no GPU events, no launches).
-    """
+    Returns the Figure: ``axes[0]`` the timeline; ``axes[1]`` a ``where="post"`` step line per
+    stream that queued anything (``label`` "stream S", x ms since the step started) and the
+    empty spans (``label`` "queue empty: the GPU waits for the host"). Raises :class:`KitError`
+    for a missing step, or as the analyses."""
     from .timeline import plot_timeline
     st = steps_of(source)
     hit = st[st["step"] == step]

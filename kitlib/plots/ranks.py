@@ -1,14 +1,9 @@
-"""Ranks as rows on one time axis: steps, collectives (waiting and transfer) and an
-injected delay, so the straggler and the ranks waiting for it can be seen.
-
-Every number drawn comes from :mod:`kitlib.analyses.collectives`; times are ms
-since the earliest step start of any rank, on the traces' own clocks (one host:
-one clock; several hosts: not aligned, see that module).
-"""
+"""Ranks as rows on one time axis: steps, collectives (waiting and transfer) and an injected
+delay. Every number comes from :mod:`kitlib.analyses.collectives`; times are ms on the
+traces' own clocks (one host: one clock)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
-import pandas as pd
 
 from ..analyses.collectives import (collective_matches, collective_waits, collectives, communication_pieces,
                                     exposed_communication, rank_step_times)
@@ -22,33 +17,14 @@ COLOURS = {"step": "#d9d9d9", "wait": "#d62728", "transfer": "#1f77b4", "delay":
 
 def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | None = None,
                        delay_label: str = "straggler_delay"):
-    """One row per rank: its steps (grey), each collective split into waiting for
-    the last rank (red) and transfer (blue), each collective without a verified match
-    on every rank whole (purple: it cannot be split, see
-    :func:`kitlib.analyses.collectives.collective_matches`), and ``straggler_delay``
-    ranges (orange) where the workload injected a delay.
+    """One row per rank: its steps (grey), each collective split into waiting for the last rank
+    (red) and transfer (blue), collectives without a verified match whole (purple,
+    :func:`kitlib.analyses.collectives.collective_matches`), and ``delay_label`` ranges
+    (orange). ``steps``: the ``ProfilerStep`` numbers to draw (default all).
 
-    Parameters
-    ----------
-    traces : RankTraces
-    steps : iterable of int, optional
-        The ``ProfilerStep`` numbers to draw (default: all).
-    ax : matplotlib Axes, optional
-    title : str, optional
-    delay_label : str
-        The host range drawn as the injected delay.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-        x: ms since the earliest drawn step start; y: one row per rank.
-
-    Raises
-    ------
-    KitError
-        As :func:`kitlib.analyses.collectives.collectives` and
-        :func:`~kitlib.analyses.collectives.rank_step_times`.
-    """
+    Returns the Axes; x: ms since the earliest drawn step start. Raises :class:`KitError` as
+    :func:`~kitlib.analyses.collectives.collectives` and
+    :func:`~kitlib.analyses.collectives.rank_step_times`."""
     st = rank_step_times(traces)
     if steps is not None:
         st = st[st["step"].isin(list(steps))]
@@ -111,35 +87,15 @@ EXPOSED_LABELS = {"compute": "compute (GPU kernels, or the step thread's operato
 
 
 def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=None, title: str | None = None):
-    """The bucket picture of one step: per rank a compute lane, a communication lane (each
-    collective call outlined, as DDP issues one all-reduce per gradient bucket while the
-    backward pass goes on; filled by waiting, transfer, or no verified match) and an
-    *exposed* lane (black: communication with no compute beside it).
+    """One step's bucket picture: per rank a compute lane, a communication lane (each call
+    outlined, filled by waiting, transfer or no verified match) and an *exposed* lane (black:
+    communication with no compute beside it), from
+    :func:`kitlib.analyses.collectives.communication_pieces`; the title gives each rank's
+    exposed and communication ms (:func:`~kitlib.analyses.collectives.exposed_communication`).
 
-    Every piece comes from :func:`kitlib.analyses.collectives.communication_pieces`; the
-    outlines are the calls of :func:`~kitlib.analyses.collectives.collectives`; the title
-    gives each rank's exposed and communication ms of
-    :func:`~kitlib.analyses.collectives.exposed_communication`.
-
-    Parameters
-    ----------
-    traces : RankTraces
-    step : int, optional
-        The ``ProfilerStep`` number (default: the first step with a collective on every rank).
-    ax : matplotlib Axes, optional
-    title : str, optional
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-        x: ms since the earliest drawn piece; y: three lanes per rank, rank 0 on top.
-
-    Raises
-    ------
-    KitError
-        As :func:`~kitlib.analyses.collectives.collectives`; or no step with a collective
-        on every rank, or ``step`` has none (the message lists the steps there are).
-    """
+    Returns the Axes; x: ms since the earliest drawn piece; three lanes per rank, rank 0 on
+    top. Raises :class:`KitError` as :func:`~kitlib.analyses.collectives.collectives`, or when
+    no step (or not ``step``, default the first) has a collective on every rank."""
     from ..errors import KitError
     calls = collectives(traces)
     pieces = communication_pieces(traces, calls)

@@ -1,9 +1,5 @@
-"""The macro-to-micro map of lesson 11: which tool answers which question.
-
-Drawing only: the routes come from the caller as a table (in the course,
-``kitlib.course.exercises.l11.route_table()``), one row per question and one
-boolean column per tool.
-"""
+"""Lesson 11's macro-to-micro map: which tool answers which question (the routes come from
+the caller, ``kitlib.course.exercises.l11.route_table()``)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -12,23 +8,8 @@ from . import fig_size, font
 
 
 def plot_routes(routes, tools=None, ax=None, title="which tool answers which question"):
-    """A grid of questions (rows) by tools (columns), a dot where a tool answers.
-
-    Parameters
-    ----------
-    routes : DataFrame
-        ``key`` (the question's short name) and one boolean column per tool.
-    tools : sequence of str, optional
-        The tool columns, in drawing order (default: every boolean column).
-    ax : matplotlib Axes, optional
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        x: tools, from the framework level to the timer; y: questions. A filled dot
-        marks a tool that answers; a row with two dots is one that both timeline tools
-        answer.
-    """
+    """Questions (rows, ``key``) by tools (columns: ``tools``, default every boolean column), a
+    filled dot where a tool answers. Returns the Figure."""
     tools = list(tools) if tools is not None else [c for c in routes.columns if routes[c].dtype == bool]
     if ax is None:
         fig, ax = plt.subplots(figsize=fig_size(8, 0.42 * len(routes) + 1.4))

@@ -1,10 +1,6 @@
-"""Where each rank's step went: one bar per rank and step, split into operators, time
-outside operators and exposed collective time (:func:`kitlib.analyses.stragglers.step_budget`).
-
-The straggler's bar has its extra time outside operators (a sleep, Python, data
-loading) or in operators (slower compute); the others' bars have the same extra time as
-exposed collective time: they waited for it. Every number drawn comes from the budget.
-"""
+"""Where each rank's step went: operators, time outside operators and exposed collective
+time (:func:`kitlib.analyses.stragglers.step_budget`); the straggler's extra time shows in
+the first two, the others' as exposed time."""
 from __future__ import annotations
 
 import pandas as pd
@@ -26,32 +22,10 @@ def _ms(x: float) -> str:
 
 def plot_step_budget(traces: RankTraces | None = None, budget: pd.DataFrame | None = None, ax=None,
                      title: str | None = None):
-    """Horizontal stacked bars, one per (step, rank): operators, outside operators,
-    exposed collectives, in ms; the title gives :func:`~kitlib.analyses.stragglers.straggler_estimate`.
-
-    Parameters
-    ----------
-    traces : RankTraces, optional
-        Read with :func:`~kitlib.analyses.stragglers.step_budget` when ``budget`` is not given.
-    budget : DataFrame, optional
-        :func:`~kitlib.analyses.stragglers.step_budget` rows.
-    ax : matplotlib Axes, optional
-    title : str, optional
-        Default: the estimate (rank, delay in ms, where it is, its swing, whether it stands
-        clear of it) and the operators' own swing.
-
-    Returns
-    -------
-    matplotlib.axes.Axes
-        x: ms since the step's start (bar lengths in ms); y: ``step N · rank r``, one bar
-        each; each bar's three patches are, left to right, operators, outside operators,
-        exposed collectives.
-
-    Raises
-    ------
-    KitError
-        As :func:`~kitlib.analyses.stragglers.step_budget`.
-    """
+    """Stacked bars, one per (step, rank): operators, outside operators, exposed collectives (ms),
+    from ``budget`` or ``step_budget(traces)``; the default title is
+    :func:`~kitlib.analyses.stragglers.straggler_estimate`. Returns the Axes (each bar's three
+    patches left to right); raises :class:`KitError` as ``step_budget``."""
     b = step_budget(traces) if budget is None else budget
     b = b.sort_values(["step", "rank"], ascending=[False, False]).reset_index(drop=True)
     ax = new_axes(ax, (9, 0.45 * len(b) + 1.6))

@@ -1,8 +1,5 @@
-"""Pictures for lessons 09–11: the two attributions of GPU work to NVTX ranges.
-
-:func:`plot_attribution` draws, per labelled phase, the GPU time credited to it
-under Nsight's thread rule and under the time rule (:func:`kitlib.analyses.align.align`).
-"""
+"""Lessons 09–11: GPU work credited to each NVTX range under the two attributions
+(:func:`kitlib.analyses.align.align`)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -16,21 +13,9 @@ __all__ = ["plot_attribution"]
 
 def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str = "nsys", ax=None,
                      title: str = "GPU work credited to each phase (median over warm steps)"):
-    """Bars: per phase, summed kernel time credited under each attribution.
-
-    Parameters
-    ----------
-    by_thread, by_time : DataFrame
-        :func:`kitlib.analyses.align.align` results with ``attribution="thread"`` and ``"time"``.
-    tool : {"nsys", "prof"}
-        Which tool's columns to draw.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        y: phases; x: "kernel time credited (ms)". Kernels only: copies and memsets
-        (the batch's host-to-device copy in ``data_load``/``h2d``) are not drawn.
-    """
+    """Per phase, the median kernel ms (warm steps) credited by the thread rule and by the time
+    rule, for ``tool`` (``"nsys"`` or ``"prof"``); copies and memsets are not drawn. Returns
+    the Figure."""
     if ax is None:
         fig, ax = plt.subplots(figsize=fig_size(8, 3))
     else:
