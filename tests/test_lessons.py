@@ -579,7 +579,7 @@ LATER_TELLS = {
     "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
     "nsys8_worker_calls": [r"no worker processes"],
     # lesson 13's fix table and its printed verdicts: case_g per image, one step from per step
-    "tiny_batch_per_step": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
+    "fix_g_per_step_verdict": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
 }
 
 #: Per prediction, text after its question that holds a form of its answer without giving it
@@ -663,8 +663,8 @@ def test_the_later_search_finds_a_giveaway_and_leaves_the_unrelated():
 
 
 #: What lesson 13's fix table and verdict lines, and its reader check, give away (a new
-#: learner's Run All, 6 December): the fixes' medians (fix_difference_ms, layout_fix_verdict,
-#: tiny_batch_per_step) and the causes' operator counts (the cause questions).
+#: learner's Run All, 6 December): the fixes' medians (fix_difference_ms, fix_a_verdict,
+#: fix_g_per_step_verdict) and the causes' operator counts (the cause questions).
 CLINIC_GIVEAWAYS = [r"\bcase_h\b.{0,300}?33\.78\s+12\.76\s+-21\.02", r"33\.78 → 12\.76 ms", r"92\.10 → 64\.51 ms",
                     r"\[-35\.00, -15\.56\] ms", r"2\.00 → 0\.61 ms/image", r"\(2 → 16 images\)",
                     r"faster beyond the noise", r"\b297 / 297\b", r"\b306 / 306\b", r"\b66 / 66\b",
@@ -673,7 +673,7 @@ CLINIC_GIVEAWAYS = [r"\bcase_h\b.{0,300}?33\.78\s+12\.76\s+-21\.02", r"33\.78 �
 
 def test_l13_fix_and_trust_tables_held_back_in_run_all(executed_lesson):
     """Lesson 13 after Run All with no answer: the fix table (its figure) and the printed
-    verdicts wait for tiny_batch_per_step, fix_difference_ms and layout_fix_verdict, the
+    verdicts wait for fix_g_per_step_verdict, fix_difference_ms and fix_a_verdict, the
     reader's counts for the cause questions they name (``Clinic.outcome``): each cell shows
     its one held-back line, no output anywhere holds CLINIC_GIVEAWAYS, and once the questions
     are revealed (the tests' last cell) the tables show."""

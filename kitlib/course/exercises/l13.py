@@ -17,9 +17,9 @@ that grows outside the profiler's records (the process's RSS per step, from
 ``step_times.json``'s ``process`` entry) and a run timed on a busier machine (its load
 average per core; its code, operators, counts and shapes are the healthy run's).
 
-After the diagnosis: a prediction (the tiny-batch fix per step), lesson 10's comparison
-of a fix (the slow-transform case's median difference, the channels-first case's
-verdict), and a transfer (the pageable-copy sign on the kit's H200 reference).
+After the diagnosis: a prediction (a fix that changed the batch, per step), lesson 10's
+comparison of a fix (one case's median difference, another's verdict), and a transfer
+(the pageable-copy sign on the kit's H200 reference).
 """
 from __future__ import annotations
 
@@ -481,7 +481,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         b, a = st["before"]["step_ms_uninstrumented"], st["after"]["step_ms_uninstrumented"]
         c = compare(b, a)
         qs.append(Question(
-            "tiny_batch_per_step", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
+            "fix_g_per_step_verdict", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
                                    "image), are the fixed job's uninstrumented steps 'slower', 'faster' or 'no "
                                    "difference beyond the noise'?", c.verdict,
             c.text + " A step of the fixed job carries more images, so it can take longer and still be the faster "
@@ -506,7 +506,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         f = fix_of(a_)
         c = compare(f["before"], f["after"])
         qs.append(Question(
-            "layout_fix_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
+            "fix_a_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
                                   "comparison: 'slower', 'faster' or 'no difference beyond the noise'?", c.verdict,
             c.text + (" The cause is in the recording, and the fix removes it (the after trace has no aten::contiguous "
                       "inside forward); what these timings cannot show is by how much it helps: on a machine this "
@@ -621,7 +621,7 @@ class Clinic(Exercises):
         """Whether question ``key`` has been answered or revealed: what :meth:`Exercises.outcome`
         waits on (:meth:`Question.outcome_ready`). The clinic holds back what answers a compute
         or cause question this way (the fix table answers ``fix_difference_ms`` and
-        ``layout_fix_verdict``; the reader's counts name causes)."""
+        ``fix_a_verdict``; the reader's counts name causes)."""
         return self[key].outcome_ready()
 
 
