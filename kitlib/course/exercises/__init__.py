@@ -815,16 +815,8 @@ class Exercises:
         if is_open():
             _show_outcome(show)
             return None
-        waiting = [q for q in questions if not q.outcome_ready()]
-        k = waiting[0].key
-        if waiting[0].kind == "predict":
-            text = (f"the outcome is held back until you predict: answer the question above in "
-                    f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.")
-        else:
-            names = ", ".join(q.key for q in waiting)
-            text = (f"the outcome is held back until you answer {names}: each in its form (or with "
-                    f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
-        line = Verdict(k, None, text, exercises=self)
+        first = next(q for q in questions if not q.outcome_ready())
+        line = Verdict(first.key, None, self._held_back_text(questions), exercises=self)
         from ..widgets import show_outcome_later
         from .. import labels
         note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
@@ -834,6 +826,32 @@ class Exercises:
                 _show_outcome(show, draw=True)
         show_outcome_later(line, keys, is_open, later)
         return None
+
+    @staticmethod
+    def _held_back_text(questions) -> str:
+        """The line :meth:`outcome` shows while ``questions`` are not all answered: it names
+        every one still open (the predictions, then the others), not only the first.
+
+        Examples
+        --------
+        >>> ex = Exercises("t", [Question("p", "Predict?", 3, "three", kind="predict"),
+        ...                      Question("c", "How many?", 4, "four", kind="compute"),
+        ...                      Question("d", "How many more?", 5, "five", kind="compute")])
+        >>> print(ex._held_back_text(ex.questions))       # doctest: +NORMALIZE_WHITESPACE
+        the outcome is held back until you predict p and answer c, d: each in its form (or with
+        ex.check(key, answer)), or call ex.reveal(key); it then shows here.
+        """
+        waiting = [q for q in questions if not q.outcome_ready()]
+        predict = [q.key for q in waiting if q.kind == "predict"]
+        answer = [q.key for q in waiting if q.kind != "predict"]
+        if len(waiting) == 1 and predict:
+            k = predict[0]
+            return (f"the outcome is held back until you predict: answer the question above in "
+                    f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.")
+        said = " and ".join(part for part in (f"predict {', '.join(predict)}" if predict else "",
+                                              f"answer {', '.join(answer)}" if answer else "") if part)
+        return (f"the outcome is held back until you {said}: each in its form (or with "
+                f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
 
     def scorecard(self, group=None):
         """How each question went so far: one row per question, or per group of questions.
