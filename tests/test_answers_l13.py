@@ -335,6 +335,42 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     assert len(fresh.questions) == 2 * 4 + 3     # the answer key still has every question (no case_h: 3 more)
 
 
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_the_evidence_form_opens_in_place_once_the_cause_is_tried(monkeypatch):
+    """A learner's Run All (issue 40): the evidence cell said "name a cause first" and filled
+    only when run again. In a kernel its note is an output widget that gives way to the
+    evidence question's form, in place, at the first cause tried (or revealed), judging the
+    answer the cell holds; a cause not tried, or another case's, opens nothing."""
+    import ipywidgets
+    from kitlib.course import widgets
+    shown = []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    fresh = l13.questions(letters=["a", "g"])
+    fresh.reach("a")
+    early = fresh.check("case_a_evidence", 49)
+    assert early.correct is None and "name a cause first" in str(early) and "run this cell again" not in str(early)
+    bundle = early._repr_mimebundle_()
+    prompt = fresh["case_a_evidence"].prompt
+    assert "application/vnd.jupyter.widget-view+json" in bundle and prompt not in str(bundle)
+    out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert isinstance(out, ipywidgets.Output) and widgets.HELD_FORM_CLASS in out._dom_classes
+    fresh.check("case_a_cause", None)                  # the cause's form shown, nothing tried
+    fresh.check("case_g_cause", cs.CAUSES["slow_transform"].text)      # another case's cause
+    assert shown == []
+    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # tried (wrong): it opens
+    (form,) = shown
+    assert form.key == "case_a_evidence" and form.correct is True and prompt in str(form.question.prompt)
+    fresh.check("case_a_cause", cs.CAUSES["channels_first_blocks"].text)   # once only
+    assert len(shown) == 1
+    other = l13.questions(letters=["a"])
+    other.reach("a")
+    early = other.check("case_a_evidence", None)
+    early._repr_mimebundle_()
+    other.reveal("case_a_cause")                      # a revealed cause opens it too
+    assert [v.key for v in shown[1:]] == ["case_a_evidence"] and "case_a_evidence" in other.show()
+
+
 def test_case_a_evidence_says_where_every_contiguous_sits(ex):
     """key_averages' aten::contiguous, by labelled range, from the raw events: case a's in
     forward and backward besides those the healthy run also has (h2d: the input made

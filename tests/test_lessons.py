@@ -6,6 +6,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from conftest import unwrapped
+
 LESSONS = sorted((Path(__file__).resolve().parent.parent / "lessons").glob("[0-9][0-9]_*.ipynb"))
 
 #: Pictures each lesson shows when run in replay mode (PNG outputs under Jupyter's inline
@@ -696,6 +698,21 @@ def test_l13_fix_and_trust_tables_held_back_in_run_all(executed_lesson):
     opened = "\n".join(seen(run.nb.cells[i].outputs) for i in held)
     missing = [t for t in CLINIC_GIVEAWAYS if not re.search(t, opened, re.S)]
     assert not missing, f"held back and never shown once revealed (figures changed? update the list): {missing}"
+
+
+def test_l13_case_g_step_times_wait_for_its_fix_prediction(executed_lesson):
+    """A learner's Run All (issue 40): case_g's cell printed its steps per step against the
+    healthy run's (batch 16, the fixed job's), which answers fix_g_per_step_verdict further
+    down. After Run All with no answer the cell holds that line back, naming the question and
+    where it is, and shows it once the prediction is revealed."""
+    run = executed_lesson("13")
+    (i,) = [i for i, c in enumerate(run.run_all.cells) if c.cell_type == "code"
+            and 'complaint_check("g")' in c.source]
+    said = unwrapped(_shown_text(run.run_all.cells[i].outputs))
+    assert "held back until you predict" in said and "fix_g_per_step_verdict" in said, said
+    assert 'Did the fixes work?' in said and "in the step times" not in said and " ms" not in said, said
+    opened = unwrapped(_shown_text(run.nb.cells[i].outputs))
+    assert "in the step times: uninstrumented step times" in opened and "per step" in opened, opened
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])

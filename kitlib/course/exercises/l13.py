@@ -541,9 +541,10 @@ class Clinic(Exercises):
 
     ``show()`` (and the markdown view) lists a case's route, cause and fix once
     :meth:`reach` has opened the case, and its evidence question once a cause has been
-    tried (checked with an answer, not ``None``): the evidence prompt names the figure,
-    which points at the cause. Until then ``check`` of the evidence question says so and
-    neither shows its prompt nor judges an answer. The questions about the fixes appear
+    tried (checked with an answer, not ``None``) or revealed: the evidence prompt names the
+    figure, which points at the cause. Until then ``check`` of the evidence question says so
+    and neither shows its prompt nor judges an answer; in a notebook its form then opens in
+    that cell by itself. The questions about the fixes appear
     once ``reach("fixes")`` has run, the transfer once ``reach("transfer")`` has.
     ``questions`` holds them all (the answer key)."""
 
@@ -575,16 +576,33 @@ class Clinic(Exercises):
 
     def check(self, key: str, answer):
         """As :meth:`Exercises.check`; an evidence question before its case's cause has been
-        tried gets a note to name a cause first (see the class)."""
+        tried gets a note to name a cause first (see the class). In a notebook that note gives
+        way, in place, to the evidence question's form once the cause is tried or revealed (as
+        :meth:`Exercises.outcome`'s lines do), with ``answer`` judged as running the cell again
+        would judge it."""
         part = self._part(key)
-        if key.endswith("_evidence") and f"{part}_cause" not in self.asked:
+        cause = f"{part}_cause"
+        if key.endswith("_evidence") and cause not in self.asked:
             self[key]                                        # an unknown key still raises
-            return Verdict(key, None, f"name a cause first ({part}_cause above), then run this cell again: "
-                                      "this question names the figure to compute, and the figure points at "
-                                      "the cause.")
+
+            def show():
+                from IPython.display import display
+                display(self.check(key, answer))
+            return Verdict(key, None, f"name a cause first ({cause} above): this question is held back until "
+                                      "you have tried one, as it names the figure to compute, and the figure "
+                                      "points at the cause. Its form then opens here.", exercises=self,
+                           later=((cause,), lambda: cause in self.asked, show))
         if answer is not None:
             self.asked.add(key)
         return super().check(key, answer)
+
+    def reveal(self, key: str) -> Verdict:
+        """As :meth:`Exercises.reveal`; a revealed cause counts as tried (its evidence
+        question opens)."""
+        self[key]                                            # an unknown key still raises
+        if key.endswith("_cause"):
+            self.asked.add(key)
+        return super().reveal(key)
 
     def show(self) -> str:
         """The questions reached so far (see the class), one entry each, wrapped as
