@@ -623,30 +623,42 @@ LATER_UNRELATED = {
 }
 
 
-def _later_text(cell) -> str:
+def _later_text(cell, asked=()) -> str:
     """What a cell says to a learner after Run All with no answer: a markdown cell's text, a
-    code cell's outputs as shown (an outcome held back by ``ex.outcome`` is its one line)."""
-    return cell.source if cell.cell_type == "markdown" else _shown_text(cell.get("outputs", []))
+    code cell's outputs as shown (an outcome held back by ``ex.outcome`` is its one line),
+    and the key and prompt of each question of ``asked`` whose key the cell's code names
+    (a form shows both, and ``ex.show()`` lists them)."""
+    if cell.cell_type == "markdown":
+        return cell.source
+    named = set(re.findall(r"""["'](\w+)["']""", cell.source))
+    return "\n".join([_shown_text(cell.get("outputs", []))]
+                     + [f"{q.key}\n{getattr(q, 'prompt', '')}" for q in asked if q.key in named])
 
 
-def later_giveaways(cells, questions) -> list:
+def later_giveaways(cells, questions, asked=None) -> list:
     """``(key, cell, form)`` for each predict question among ``questions`` whose answer a later
-    cell of ``cells`` (a lesson run with Run All and no answer) states: a markdown cell or an
-    output after the question's own cell holds the answer as shown (:func:`answer_as_shown`; a
-    choice only where DISTINCTIVE lists it), a phrase of LATER_TELLS, or, in an output, its tell
-    (TELLS); text of LATER_UNRELATED aside. A question of another kind with LATER_TELLS is
-    searched for those phrases only (lesson 11's takeaways on nsys_8step's collectors)."""
+    cell of ``cells`` (a lesson run with Run All and no answer) states: a markdown cell, an
+    output, or the key or prompt of a question asked there (``asked``, default ``questions``:
+    the text of its form) after the question's own cell holds the answer as shown
+    (:func:`answer_as_shown`; a choice only where DISTINCTIVE lists it), a phrase of
+    LATER_TELLS, or, in an output, its tell (TELLS); text of LATER_UNRELATED aside. A later
+    cell's code (its comments, the strings it prints once the outcome shows) is searched for
+    the LATER_TELLS phrases. A question of another kind with LATER_TELLS is searched for
+    those phrases only (lesson 11's takeaways on nsys_8step's collectors)."""
+    asked = list(questions if asked is None else asked)
     found = []
     for q in (q for q in questions if q.kind == "predict" or q.key in LATER_TELLS):
         ask = next(i for i, c in enumerate(cells) if c.cell_type == "code" and f'ex.check("{q.key}"' in c.source)
         forms = [f for f in answer_as_shown(q.answer) if not q.choices or f in DISTINCTIVE.get(q.key, ())] \
             if q.kind == "predict" else []        # another kind: only its LATER_TELLS phrases
         for i in range(ask + 1, len(cells)):
-            text = _later_text(cells[i])
+            text = _later_text(cells[i], [a for a in asked if a.key != q.key])
+            code = cells[i].source if cells[i].cell_type == "code" else ""
             for pattern in LATER_UNRELATED.get(q.key, {}):
                 text = re.sub(pattern, " ", text)
+                code = re.sub(pattern, " ", code)
             said = [f for f in forms if shows(text, f)]
-            said += [t for t in LATER_TELLS.get(q.key, []) if re.search(t, text, re.I)]
+            said += [t for t in LATER_TELLS.get(q.key, []) if re.search(t, text, re.I) or re.search(t, code, re.I)]
             said += [t for t in TELLS.get(q.key, []) if cells[i].cell_type == "code" and shows(text, t)]
             found += [(q.key, i, f) for f in said]
     return found
@@ -674,6 +686,23 @@ def test_the_later_search_finds_a_giveaway_and_leaves_the_unrelated():
              ran("print(rule)", "CPU-bound: queue empty >= 20% of the step; GPU-bound: queue empty <= 5% and "
                                 "GPU busy >= 90%; mixed otherwise"), md("step 7 was GPU-bound")]
     assert later_giveaways(cells, q) == [("queue_verdict", 2, "GPU-bound")]
+    # a later question's key and prompt (its form shows both), and a later cell's code: what a
+    # learner reads there too (lesson 11's op_of_kernel_how, lesson 01's read-back, issue 40)
+    q = [NS(key="op_of_kernel", kind="recall", answer="both", choices=None, prompt="Which tool?"),
+         NS(key="op_of_kernel_how", kind="compute", answer="the NVTX range", choices=None,
+            prompt="torch.profiler ties a kernel to its operator through the external id. What ties them in "
+                   "Nsight Systems?"),
+         NS(key="steps_in_trace", kind="predict", answer=3, choices=None, prompt="Predict: how many steps?"),
+         NS(key="conv_shapes", kind="predict", answer=23, choices=None, prompt="Predict: how many shapes?"),
+         NS(key="shape_groups_23", kind="compute", answer=1, choices=None, prompt="Of the 23 groups, how many?")]
+    cells = [code('ex.check("op_of_kernel", None)'), code('ex.check("steps_in_trace", None)'),
+             code('ex.check("conv_shapes", None)'), code('ex.check("op_of_kernel_how", None)'),
+             code('print("only the active steps were kept")'), code('ex.check("shape_groups_23", None)')]
+    assert later_giveaways(cells, q[:1] + q[2:4]) == [("steps_in_trace", 4, r"only the active steps")]  # prompts unread
+    assert later_giveaways(cells, q[:1] + q[2:4], q) == [
+        ("op_of_kernel", 3, r"torch\.profiler ties a kernel to its operator"),
+        ("op_of_kernel", 3, r"what ties them in Nsight Systems"), ("steps_in_trace", 4, r"only the active steps"),
+        ("conv_shapes", 5, "23")]
 
 
 #: What lesson 13's fix table and verdict lines, and its reader check, give away (a new
@@ -728,12 +757,25 @@ def test_l13_case_g_step_times_wait_for_its_fix_prediction(executed_lesson):
 
 
 @pytest.mark.parametrize("path", LESSONS, ids=[p.stem for p in LESSONS])
-def test_no_later_cell_gives_an_open_prediction_away(path, executed_lesson, built_lessons):
+def test_no_later_cell_gives_an_open_prediction_away(path, executed_lesson, built_lessons, tmp_path):
     """Issue 40: after Run All with no answer, a learner who scrolls past a predict question
     reads no cell further down that states its answer (later_giveaways): not in a section
     after the outcome, not in the takeaways, not in a table or a line printed without
     ``ex.outcome``. Prose points back ("the number you predicted above") instead."""
     n = path.name[:2]
     cells = executed_lesson(n).run_all.cells[:-1]      # the revealing cell the tests add left out
-    found = later_giveaways(cells, lesson_questions(n, built_lessons))
+    found = later_giveaways(cells, lesson_questions(n, built_lessons), every_question(n, built_lessons, tmp_path))
     assert not found, f"open predictions' answers in later cells (key, cell, as shown): {found}"
+
+
+def every_question(n: str, built_lessons, tmp_path) -> list:
+    """All of lesson ``n``'s questions, whose keys and prompts a learner reads in their forms
+    and in ``ex.show()``: the answer key's, and for lesson 01 those built from a recording made
+    as its cells make it (:func:`kitlib.course.first_profile.record_small_profile`), after its
+    prediction."""
+    if n != "01":
+        return built_lessons[n][0].questions
+    from kitlib.course import first_profile
+    from kitlib.course.exercises import lesson01
+    files = first_profile.record_small_profile(tmp_path / "l01")
+    return lesson_questions(n, built_lessons) + lesson01(files["trace"], files["memory_timeline"]).questions
