@@ -200,7 +200,7 @@ def own_recordings(folder: Path) -> Path:
 REVEAL_PREDICTIONS = ("import gc as _gc\nfrom kitlib.course.exercises import Exercises as _Ex\n"
                       "for _e in [o for o in _gc.get_objects() if isinstance(o, _Ex)]:\n"
                       "    _held = {k for k, fs in _e.followers.items()\n"
-                      "             if any('show_outcome_later' in f.__qualname__ for f in fs)}\n"
+                      "             if any('held_bundle' in f.__qualname__ for f in fs)}\n"
                       "    for _q in [q for q in _e.questions if q.kind == 'predict' or q.key in _held\n"
                       "               or hasattr(_e, 'answered')]:\n"
                       "        _e.reveal(_q.key)\n")

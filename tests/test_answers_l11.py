@@ -64,6 +64,13 @@ def test_kinds_and_the_both_differently_question(ex):
     how = ex["op_of_kernel_how"]
     assert how.answer == "the NVTX range open on the launching thread"
     assert not how.judge_silently("the external id") and "no external ids" in how.judge("the external id").message
+    # a learner's Run All (issue 40): the prompt said what ties them in torch.profiler and asked what
+    # ties them in Nsight Systems, answering op_of_kernel ("both") before its check; now it names
+    # neither tool's link and leaves open whether Nsight Systems can tie them at all
+    assert "torch.profiler" not in how.prompt and "external id" not in how.prompt and "if anything" in how.prompt
+    nothing = next(c for c in how.choices if c.startswith("nothing"))
+    assert not how.judge_silently(nothing) and "one NVTX range per operator" in how.judge(nothing).message
+    how.wrong_tries = 0
     both = ex["op_of_kernel"]
     assert "both, differently" in both.explain and "external id" in both.explain and "NVTX range" in both.explain
 

@@ -75,10 +75,29 @@ def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
     for x in LETTERS:
         assert [k for k in keys if k.startswith(f"case_{x}_")] == [f"case_{x}_{p}" for p in
                                                                  ("route", "cause", "evidence", "fix")]
-    assert {"tiny_batch_per_step", "fix_difference_ms", "layout_fix_verdict", "transfer_pageable"} <= set(keys)
+    assert {"fix_g_per_step_verdict", "fix_difference_ms", "fix_a_verdict", "transfer_pageable"} <= set(keys)
     kinds = {q.kind for q in ex.questions}
     assert {"predict", "transfer", "compute", "recall"} <= kinds
     assert len(l13.ROUTE_CHOICES) == 9 and len(cs.CAUSE_CHOICES) == 14 and len(cs.FIX_CHOICES) == 14
+
+
+#: Words of the clinic's causes and fixes that a key must not hold: ``ex.show()`` and the forms
+#: print the keys, so a key that names a cause answers a case (``layout_fix_verdict`` named
+#: case_a's, ``tiny_batch_per_step`` case_g's: a learner's Run All, issue 40).
+CAUSE_WORDS = ("layout", "channels", "contiguous", "batch", "tiny", "image", "loader", "worker", "transform",
+               "optimizer", "foreach", "fused", "anomaly", "profiler", "overhead", "straggler", "rank", "sync",
+               "pageable", "pinned", "allocator", "cold", "warm", "loss", "memory", "rss", "busy", "machine",
+               "load")
+
+
+def test_no_key_of_the_clinic_names_a_cause(ex):
+    """The keys of the cases and of the fixes section (everything but the transfer, which is
+    about a GPU cause the CPU set does not hold) say which case and which part, never the
+    cause: by case letter or by what is measured."""
+    keys = [q.key for q in ex.questions if not q.key.startswith("transfer")]
+    named = [(k, w) for k in keys for w in CAUSE_WORDS if w in k.lower().split("_")]
+    assert not named, named
+    assert {"fix_a_verdict", "fix_g_per_step_verdict"} <= set(keys)
 
 
 # --------------------------------------------------------------------------- the evidence, from raw rows
@@ -212,10 +231,10 @@ def test_the_fix_questions_from_the_step_times(ex):
     assert not q.judge_silently(statistics.fmean(af) - statistics.fmean(b))
     b, af = (_step_times(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     c = compare(b, af)
-    assert ex["layout_fix_verdict"].answer == c.verdict
+    assert ex["fix_a_verdict"].answer == c.verdict
     assert (c.verdict == "faster") == (c.ci_high_ms < 0)
     b, af = (_step_times(f"case_{g}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
-    assert ex["tiny_batch_per_step"].answer == compare(b, af).verdict
+    assert ex["fix_g_per_step_verdict"].answer == compare(b, af).verdict
 
 
 def test_the_per_image_and_profiled_series():
@@ -295,7 +314,7 @@ def test_the_right_cause_does_not_give_the_evidence_away(ex):
 
 def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     fresh = l13.questions(letters=["a", "g"])
-    assert "case_" not in fresh.show() and "tiny_batch" not in fresh.show()
+    assert "case_" not in fresh.show() and "fix_g_per_step_verdict" not in fresh.show()
     fresh.reach("a")
     shown = fresh.show()
     assert "case_a_cause" in shown and "case_a_evidence" not in shown and "case_g" not in shown
@@ -312,8 +331,44 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     assert prompt in str(fresh.check("case_a_evidence", None))
     assert "case_g" not in fresh._repr_markdown_()
     fresh.reach("fixes")
-    assert "tiny_batch_per_step" in fresh.show() and "transfer_pageable" not in fresh.show()
+    assert "fix_g_per_step_verdict" in fresh.show() and "transfer_pageable" not in fresh.show()
     assert len(fresh.questions) == 2 * 4 + 3     # the answer key still has every question (no case_h: 3 more)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_the_evidence_form_opens_in_place_once_the_cause_is_tried(monkeypatch):
+    """A learner's Run All (issue 40): the evidence cell said "name a cause first" and filled
+    only when run again. In a kernel its note is an output widget that gives way to the
+    evidence question's form, in place, at the first cause tried (or revealed), judging the
+    answer the cell holds; a cause not tried, or another case's, opens nothing."""
+    import ipywidgets
+    from kitlib.course import widgets
+    shown = []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    fresh = l13.questions(letters=["a", "g"])
+    fresh.reach("a")
+    early = fresh.check("case_a_evidence", 49)
+    assert early.correct is None and "name a cause first" in str(early) and "run this cell again" not in str(early)
+    bundle = early._repr_mimebundle_()
+    prompt = fresh["case_a_evidence"].prompt
+    assert "application/vnd.jupyter.widget-view+json" in bundle and prompt not in str(bundle)
+    out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert isinstance(out, ipywidgets.Output) and widgets.HELD_FORM_CLASS in out._dom_classes
+    fresh.check("case_a_cause", None)                  # the cause's form shown, nothing tried
+    fresh.check("case_g_cause", cs.CAUSES["slow_transform"].text)      # another case's cause
+    assert shown == []
+    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # tried (wrong): it opens
+    (form,) = shown
+    assert form.key == "case_a_evidence" and form.correct is True and prompt in str(form.question.prompt)
+    fresh.check("case_a_cause", cs.CAUSES["channels_first_blocks"].text)   # once only
+    assert len(shown) == 1
+    other = l13.questions(letters=["a"])
+    other.reach("a")
+    early = other.check("case_a_evidence", None)
+    early._repr_mimebundle_()
+    other.reveal("case_a_cause")                      # a revealed cause opens it too
+    assert [v.key for v in shown[1:]] == ["case_a_evidence"] and "case_a_evidence" in other.show()
 
 
 def test_case_a_evidence_says_where_every_contiguous_sits(ex):
@@ -409,7 +464,7 @@ def test_the_fix_questions_explained_and_their_traps(ex):
     assert "difference of the means" in q.judge(round(mean, 2)).message
     b, af = (_step_times(f"case_{a}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
     c = compare(b, af)
-    lay = ex["layout_fix_verdict"]
+    lay = ex["fix_a_verdict"]
     if c.verdict != "faster":
         assert "what these timings cannot show is by how much it helps" in lay.explain
         assert f"the medians moved by {c.difference_ms:+,.2f} ms" in lay.judge("faster").message.lower()

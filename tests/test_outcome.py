@@ -179,3 +179,18 @@ def test_a_lesson_built_again_in_its_kernel_keeps_what_the_learner_did(monkeypat
     Exercises("Lesson 01 — your prediction", asked()).check("steps_in_trace", 5)
     assert Exercises("Lesson 01 — your turn", asked())["steps_in_trace"].prediction == 5
     assert Exercises("Lesson 02 — your turn", asked())["steps_in_trace"].prediction is ...
+
+
+def test_the_held_back_line_names_every_question_still_open(capsys):
+    """A learner's Run All (issue 40, lesson 13's fix table): the line named only the first
+    open prediction ("predict X") while the outcome also waited for other questions; it names
+    each one still open, the predictions and the others, and drops those answered."""
+    ex = Exercises("t", _ex().questions + [Question("extra", "Compute more", 3.5, "more", kind="compute")])
+    ex.outcome(("order", "ratio", "extra"), _show)
+    said = capsys.readouterr().out
+    assert "1523" not in said and "predict order and answer ratio, extra" in said, said
+    ex.check("ratio", 1.0)
+    capsys.readouterr()
+    ex.outcome(("order", "ratio", "extra"), _show)
+    said = capsys.readouterr().out
+    assert "predict order and answer extra" in said and "ratio" not in said, said

@@ -18,6 +18,12 @@ from pathlib import Path
 SCHEDULE = {"wait": 1, "warmup": 1, "active": 3}
 #: Training steps the lesson runs under the profiler.
 STEPS_RUN = 5
+#: What the schedule did with the steps, printed by the lesson's read-back once the learner
+#: has predicted how many steps the trace holds: kept here, so that the cell's visible code
+#: does not say it before the prediction.
+SCHEDULE_DID = ("what the schedule did: the wait step ran without recording; the warmup step recorded and "
+                "threw the result away, so that the profiler's start-up cost lands in no step you read; only "
+                "the active steps were kept, and handed to on_trace_ready together.")
 
 
 def small_model(seed: int = 0):

@@ -28,7 +28,7 @@ from ..settings import is_set
 from ..settings import value as setting
 
 __all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "prediction_bundle", "presentation", "readable",
-           "ReadableTable", "show_outcome_later", "verdict_html"]
+           "ReadableTable", "held_bundle", "show_outcome_later", "verdict_html"]
 
 #: CSS class names the forms carry (the browser test finds the forms by them).
 FORM_CLASS = "kitlib-answer-form"
@@ -36,6 +36,8 @@ VERDICT_CLASS = "kitlib-verdict"
 PENDING_CLASS = "kitlib-pending"
 PREDICTED_CLASS = "kitlib-predicted"
 OUTCOME_CLASS = "kitlib-outcome"
+#: A question held back until another is tried (lesson 13's evidence, until its cause).
+HELD_FORM_CLASS = "kitlib-held-form"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
@@ -270,22 +272,32 @@ def show_outcome_later(line, keys, is_open, show):
     is printed, and nothing follows.
     """
     from IPython.display import display
-    text = {"text/plain": str(line), "text/markdown": line._repr_markdown_()}
     if not in_kernel():
         print(line)
         return
+    display(held_bundle(line, keys, is_open, show), raw=True)
+
+
+def held_bundle(line, keys, is_open, show, css: str = OUTCOME_CLASS) -> dict:
+    """The MIME bundle of a line that gives way to ``show()`` in place: in a kernel, an
+    output widget (classes ``css`` and ``css-KEY`` for each of ``keys``) holding the line,
+    which the first check or reveal of one of ``keys`` that finds ``is_open()`` clears to
+    run ``show()`` inside it (see :func:`show_outcome_later`); the line's text alone
+    elsewhere, or where ipywidgets cannot build the widget."""
+    text = {"text/plain": str(line), "text/markdown": line._repr_markdown_()}
+    if not in_kernel():
+        return text
     try:
         # no side margin (as the lines of prediction_bundle): 2 px each side took it past the cell
         out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
-        out.add_class(OUTCOME_CLASS)
+        out.add_class(css)
         for key in keys:
-            out.add_class(f"{OUTCOME_CLASS}-{key}")
+            out.add_class(f"{css}-{key}")
         out.outputs = ({"output_type": "display_data", "metadata": {},
                         "data": {"text/html": verdict_html(line), "text/plain": str(line)}},)
         bundle = dict(out._repr_mimebundle_() or {})
     except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
-        display(text, raw=True)
-        return
+        return text
     shown = []
 
     def follow():
@@ -298,7 +310,7 @@ def show_outcome_later(line, keys, is_open, show):
     for key in keys:
         line.exercises.followers.setdefault(key, []).append(follow)
     bundle.update(text)
-    display(bundle, raw=True)
+    return bundle
 
 
 #: The presentation setting now in force (see :func:`presentation`); ``shown``: whether a

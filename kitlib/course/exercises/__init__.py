@@ -147,6 +147,10 @@ class Verdict:
     #: For :meth:`Exercises.predicted`: makes this verdict again, so that its line in a
     #: notebook follows the question (:func:`kitlib.course.widgets.prediction_bundle`).
     follow: Any = field(default=None, repr=False, compare=False)
+    #: For a question held back until others are tried: ``(keys, is_open, show)``; in a
+    #: notebook the verdict's line then gives way to ``show()`` in place, once ``is_open()``
+    #: after a check or reveal of one of ``keys`` (:func:`kitlib.course.widgets.held_bundle`).
+    later: Any = field(default=None, repr=False, compare=False)
 
     def __str__(self):
         mark = {True: "✓", False: "✗", None: "…"}[self.correct]
@@ -161,6 +165,10 @@ class Verdict:
     def _repr_mimebundle_(self, include=None, exclude=None):
         """The answer form where a widget front end may exist, with the text beside it."""
         bundle = {"text/plain": str(self), "text/markdown": self._repr_markdown_()}
+        if self.later is not None:
+            from ..widgets import HELD_FORM_CLASS, held_bundle
+            keys, is_open, show = self.later
+            return held_bundle(self, keys, is_open, show, css=HELD_FORM_CLASS)
         if self.follow is not None:
             from ..widgets import prediction_bundle
             return prediction_bundle(self, bundle)
@@ -789,7 +797,7 @@ class Exercises:
                                 + ("Your model of it held." if ok else f"What you missed: {q.explain}"),
                        exercises=self, follow=follow)
 
-    def outcome(self, key, show):
+    def outcome(self, key, show, asked: str = "above"):
         """Show what answers a question (a table, a print, a figure) only once the learner
         has answered it, in the question's form or with ``ex.check``, or has called
         ``ex.reveal(key)``: for the cells between a prediction and :meth:`predicted`, or for
@@ -809,6 +817,9 @@ class Exercises:
         Outside a widget front end (a script, nbclient) the line is printed, and the
         outcome shown once the predictions exist.
 
+        ``asked`` says where the question is, for that line (``"above"``; a cell that holds
+        back what would answer a question further down says where).
+
         Returns
         -------
         None
@@ -824,16 +835,8 @@ class Exercises:
         if is_open():
             _show_outcome(show)
             return None
-        waiting = [q for q in questions if not q.outcome_ready()]
-        k = waiting[0].key
-        if waiting[0].kind == "predict":
-            text = (f"the outcome is held back until you predict: answer the question above in "
-                    f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.")
-        else:
-            names = ", ".join(q.key for q in waiting)
-            text = (f"the outcome is held back until you answer {names}: each in its form (or with "
-                    f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
-        line = Verdict(k, None, text, exercises=self)
+        first = next(q for q in questions if not q.outcome_ready())
+        line = Verdict(first.key, None, self._held_back_text(questions, asked), exercises=self)
         from ..widgets import show_outcome_later
         from .. import labels
         note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
@@ -843,6 +846,32 @@ class Exercises:
                 _show_outcome(show, draw=True)
         show_outcome_later(line, keys, is_open, later)
         return None
+
+    @staticmethod
+    def _held_back_text(questions, asked: str = "above") -> str:
+        """The line :meth:`outcome` shows while ``questions`` are not all answered: it names
+        every one still open (the predictions, then the others), not only the first.
+
+        Examples
+        --------
+        >>> ex = Exercises("t", [Question("p", "Predict?", 3, "three", kind="predict"),
+        ...                      Question("c", "How many?", 4, "four", kind="compute"),
+        ...                      Question("d", "How many more?", 5, "five", kind="compute")])
+        >>> print(ex._held_back_text(ex.questions))       # doctest: +NORMALIZE_WHITESPACE
+        the outcome is held back until you predict p and answer c, d: each in its form (or with
+        ex.check(key, answer)), or call ex.reveal(key); it then shows here.
+        """
+        waiting = [q for q in questions if not q.outcome_ready()]
+        predict = [q.key for q in waiting if q.kind == "predict"]
+        answer = [q.key for q in waiting if q.kind != "predict"]
+        if len(waiting) == 1 and predict:
+            k = predict[0]
+            return (f"the outcome is held back until you predict: answer the question {asked} in "
+                    f"its form (or with ex.check({k!r}, answer)), or call ex.reveal({k!r}); it then shows here.")
+        said = " and ".join(part for part in (f"predict {', '.join(predict)}" if predict else "",
+                                              f"answer {', '.join(answer)}" if answer else "") if part)
+        return (f"the outcome is held back until you {said}: each in its form (or with "
+                f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
 
     def scorecard(self, group=None):
         """How each question went so far: one row per question, or per group of questions.

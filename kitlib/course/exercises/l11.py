@@ -236,7 +236,7 @@ def conv_kernels_named_conv(trace) -> dict:
 
 #: How Nsight Systems ties a kernel to its operator (the "both, differently" follow-up).
 HOW_CHOICES = ["the external id", "the NVTX range open on the launching thread",
-               "the kernel's name", "the stream the kernel ran on"]
+               "the kernel's name", "the stream the kernel ran on", "nothing: Nsight Systems cannot tie them"]
 
 
 def ncu_kernel_names(path=None) -> list:
@@ -329,8 +329,8 @@ def questions(capture=None, ncu_csv=None, nsys_sqlite=None, public_path=None) ->
                            normalise=lambda a: tool_set(a), choices=list(TOOLS) + ["both"],
                            traps=_route_traps(tools), accept=_accepts(tools), offered=lambda a: bool(tool_set(a))))
     qs.insert(2, Question(
-        "op_of_kernel_how", "torch.profiler ties a kernel to its operator through the external "
-                            "id on the kernel's launch. What ties them in Nsight Systems (with emit_nvtx)?",
+        "op_of_kernel_how", "A kernel in an Nsight Systems report recorded with emit_nvtx: what, if "
+                            "anything, ties it to the PyTorch operator that asked for it?",
         HOW_CHOICES[1], "the correlation id links launch and kernel in both tools; the external id exists only in "
                         "torch.profiler's trace. emit_nvtx pushes one NVTX range per operator on the thread that "
                         "runs it, so the operator of a kernel is the innermost range open on the launching thread "
@@ -338,7 +338,9 @@ def questions(capture=None, ncu_csv=None, nsys_sqlite=None, public_path=None) ->
         kind="compute", choices=HOW_CHOICES,
         traps=[(HOW_CHOICES[0], "Nsight Systems' export has no external ids: those are torch.profiler's."),
                (HOW_CHOICES[2], "a kernel's name says which library code ran, not which operator asked for it."),
-               (HOW_CHOICES[3], "many operators' kernels share one stream.")]))
+               (HOW_CHOICES[3], "many operators' kernels share one stream."),
+               (HOW_CHOICES[4], "the nsys_emit_nvtx export above holds one NVTX range per operator, on the "
+                                "thread that runs it: what is open there when a kernel's launch runs?")]))
     rep = report_collectors(nsys_sqlite)
     from .l09 import public_export_path
     pub_path = public_path if public_path is not None else public_export_path()

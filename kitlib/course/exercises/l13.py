@@ -17,9 +17,9 @@ that grows outside the profiler's records (the process's RSS per step, from
 ``step_times.json``'s ``process`` entry) and a run timed on a busier machine (its load
 average per core; its code, operators, counts and shapes are the healthy run's).
 
-After the diagnosis: a prediction (the tiny-batch fix per step), lesson 10's comparison
-of a fix (the slow-transform case's median difference, the channels-first case's
-verdict), and a transfer (the pageable-copy sign on the kit's H200 reference).
+After the diagnosis: a prediction (a fix that changed the batch, per step), lesson 10's
+comparison of a fix (one case's median difference, another's verdict), and a transfer
+(the pageable-copy sign on the kit's H200 reference).
 """
 from __future__ import annotations
 
@@ -481,7 +481,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         b, a = st["before"]["step_ms_uninstrumented"], st["after"]["step_ms_uninstrumented"]
         c = compare(b, a)
         qs.append(Question(
-            "tiny_batch_per_step", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
+            "fix_g_per_step_verdict", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
                                    "image), are the fixed job's uninstrumented steps 'slower', 'faster' or 'no "
                                    "difference beyond the noise'?", c.verdict,
             c.text + " A step of the fixed job carries more images, so it can take longer and still be the faster "
@@ -506,7 +506,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         f = fix_of(a_)
         c = compare(f["before"], f["after"])
         qs.append(Question(
-            "layout_fix_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
+            "fix_a_verdict", f"case_{a_}'s fix, from its two series of uninstrumented steps and lesson 10's "
                                   "comparison: 'slower', 'faster' or 'no difference beyond the noise'?", c.verdict,
             c.text + (" The cause is in the recording, and the fix removes it (the after trace has no aten::contiguous "
                       "inside forward); what these timings cannot show is by how much it helps: on a machine this "
@@ -541,9 +541,10 @@ class Clinic(Exercises):
 
     ``show()`` (and the markdown view) lists a case's route, cause and fix once
     :meth:`reach` has opened the case, and its evidence question once a cause has been
-    tried (checked with an answer, not ``None``): the evidence prompt names the figure,
-    which points at the cause. Until then ``check`` of the evidence question says so and
-    neither shows its prompt nor judges an answer. The questions about the fixes appear
+    tried (checked with an answer, not ``None``) or revealed: the evidence prompt names the
+    figure, which points at the cause. Until then ``check`` of the evidence question says so
+    and neither shows its prompt nor judges an answer; in a notebook its form then opens in
+    that cell by itself. The questions about the fixes appear
     once ``reach("fixes")`` has run, the transfer once ``reach("transfer")`` has.
     ``questions`` holds them all (the answer key)."""
 
@@ -575,16 +576,33 @@ class Clinic(Exercises):
 
     def check(self, key: str, answer):
         """As :meth:`Exercises.check`; an evidence question before its case's cause has been
-        tried gets a note to name a cause first (see the class)."""
+        tried gets a note to name a cause first (see the class). In a notebook that note gives
+        way, in place, to the evidence question's form once the cause is tried or revealed (as
+        :meth:`Exercises.outcome`'s lines do), with ``answer`` judged as running the cell again
+        would judge it."""
         part = self._part(key)
-        if key.endswith("_evidence") and f"{part}_cause" not in self.asked:
+        cause = f"{part}_cause"
+        if key.endswith("_evidence") and cause not in self.asked:
             self[key]                                        # an unknown key still raises
-            return Verdict(key, None, f"name a cause first ({part}_cause above), then run this cell again: "
-                                      "this question names the figure to compute, and the figure points at "
-                                      "the cause.")
+
+            def show():
+                from IPython.display import display
+                display(self.check(key, answer))
+            return Verdict(key, None, f"name a cause first ({cause} above): this question is held back until "
+                                      "you have tried one, as it names the figure to compute, and the figure "
+                                      "points at the cause. Its form then opens here.", exercises=self,
+                           later=((cause,), lambda: cause in self.asked, show))
         if answer is not None:
             self.asked.add(key)
         return super().check(key, answer)
+
+    def reveal(self, key: str) -> Verdict:
+        """As :meth:`Exercises.reveal`; a revealed cause counts as tried (its evidence
+        question opens)."""
+        self[key]                                            # an unknown key still raises
+        if key.endswith("_cause"):
+            self.asked.add(key)
+        return super().reveal(key)
 
     def show(self) -> str:
         """The questions reached so far (see the class), one entry each, wrapped as
@@ -621,7 +639,7 @@ class Clinic(Exercises):
         """Whether question ``key`` has been answered or revealed: what :meth:`Exercises.outcome`
         waits on (:meth:`Question.outcome_ready`). The clinic holds back what answers a compute
         or cause question this way (the fix table answers ``fix_difference_ms`` and
-        ``layout_fix_verdict``; the reader's counts name causes)."""
+        ``fix_a_verdict``; the reader's counts name causes)."""
         return self[key].outcome_ready()
 
 
