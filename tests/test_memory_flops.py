@@ -986,3 +986,23 @@ def test_memory_per_step_docstring_example(five):
     ps = M.memory_per_step(M.memory_timeline(five.trace))
     assert ps[["step", "events", "forward_growth_bytes"]].head(2).values.tolist() == [
         [2, 1922, 10942159360], [3, 1922, 10942159360]]
+
+
+# --- moved from the docstrings of kitlib/analyses/flops.py (issue 39) -----------------------
+
+def test_flops_docstring_examples(five):
+    from kitlib.model.examples import tiny_profile_doc
+    from kitlib.readers.trace import trace_from_json
+    ev = F.flops_by_event(five.trace)
+    assert (len(ev), ev.columns.tolist()) == (280, ["row", "name", "start_ns", "dur_ns", "step", "input_dims",
+                                                    "flops"])
+    tr = trace_from_json(tiny_profile_doc())
+    c = F.compare_flops_with_key_averages(F.flops_by_operator(tr), [{"key": "aten::conv2d", "count": 1,
+                                                                      "flops": 7776}])
+    assert c.index.tolist() == ["aten::conv2d"]
+    assert c.loc["aten::conv2d"].tolist() == [1, 1, 7776, 7776, True]
+    assert F.peak_table("NVIDIA H200").index[2] == "H200 = the capture's GPU (NVIDIA H200)"
+    r = F.rate_estimates(tr, counts={"total": 20000, "by_op": {}})
+    assert r.index.tolist() == ["forward convolutions (with_flops)", "whole training step (FlopCounterMode)"]
+    assert r["device_ms_per_step"].round(6).tolist() == [0.004, 0.005]
+    assert r["tflops_estimate"].round(6).tolist() == [0.001944, 0.004]
