@@ -1006,3 +1006,15 @@ def test_flops_docstring_examples(five):
     assert r.index.tolist() == ["forward convolutions (with_flops)", "whole training step (FlopCounterMode)"]
     assert r["device_ms_per_step"].round(6).tolist() == [0.004, 0.005]
     assert r["tflops_estimate"].round(6).tolist() == [0.001944, 0.004]
+
+
+def test_matched_rates_docstring_example():
+    from kitlib.analyses.flop_rates import matched_rates
+    from kitlib.model.examples import tiny_profile_doc
+    from kitlib.readers.trace import trace_from_json
+    counts = {"total": 20000, "by_op": {"aten.convolution": 7776, "aten.convolution_backward": 0}}
+    r = matched_rates(trace_from_json(tiny_profile_doc()), counts)
+    assert r.index.name == "work"
+    assert r.index.tolist() == ["forward convolutions", "convolutions, forward + backward", "whole step"]
+    assert r["device_ms_per_step"].round(6).tolist() == [0.004, 0.004, 0.005]
+    assert r["tflops_estimate"].round(6).tolist() == [0.001944, 0.001944, 0.004]

@@ -249,3 +249,11 @@ def test_straggler_estimate_medians_and_drift_note_docstring_examples():
     assert S.drift_note(d) == (
         "the machine drifted: rank 0 stepped in 1,000 ms without the profiler and 1,300 ms with it (+30 %), "
         "far more than the profiler costs: compare ranks within a step, not this run with another")
+
+
+def test_machine_drift_docstring_example():
+    rt = load_traces("ranks_straggler")
+    d = S.machine_drift(wall_step_times(rt), S.step_budget(rt)).round(2)
+    assert d.index.name == "rank" and d.index.tolist() == [0, 1]
+    assert d.columns.tolist() == ["uninstrumented_ms", "profiled_ms", "change", "drifted"]
+    assert d.values.tolist() == [[1884.25, 2449.62, 0.30, True], [1917.63, 2417.52, 0.26, True]]

@@ -517,16 +517,8 @@ EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_m
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals ``[start, end)`` as sorted, disjoint ``(starts, ends)``, in int64
-    ns (:func:`kitlib.analyses.intervals.union_arrays` on the values cast)."""
+    """The union of intervals ``[start, end)``, sorted and disjoint, in int64 ns."""
     return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
-
-
-def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
-    """Whether each point lies in a merged set of half-open intervals ``[start, end)``
-    (kitlib.model.window)."""
-    s, e = merged
-    return containing(s, e, points, closed="left") >= 0
 
 
 def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
@@ -536,7 +528,7 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     if len(b) < 2:
         return np.zeros(0, "int64"), np.zeros(0, "int64"), [np.zeros(0, bool) for _ in sets]
     left, length = b[:-1], np.diff(b)
-    return left, length, [_inside(x, left) for x in sets]
+    return left, length, [containing(s, e, left, closed="left") >= 0 for s, e in sets]
 
 
 def step_thread(trace) -> int | None:

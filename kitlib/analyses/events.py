@@ -28,11 +28,6 @@ EVENT_COLUMNS = ["name", "key", "kind", "device_type", "pid", "tid", "start_ns",
                  "source", "row",
                  "parent", "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events"]
 
-def _key_name(name: str) -> str:
-    """The profiler's display name: every ``ProfilerStep#N`` becomes ``ProfilerStep*``."""
-    return "ProfilerStep*" if isinstance(name, str) and name.startswith("ProfilerStep#") else name
-
-
 def _key_names(names: np.ndarray) -> np.ndarray:
     """``ProfilerStep#N`` → ``ProfilerStep*`` for a whole column (each distinct name tested once)."""
     codes, uniques = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)

@@ -34,18 +34,6 @@ def matched_rates(trace, counts: dict, covered: pd.DataFrame | None = None,
     (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
     Raises KitError when the trace has no steps or no convolution device time.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> counts = {"total": 20000, "by_op": {"aten.convolution": 7776, "aten.convolution_backward": 0}}
-    >>> matched_rates(trace_from_json(tiny_profile_doc()), counts)[["device_ms_per_step", "tflops_estimate"]]
-                                      device_ms_per_step  tflops_estimate
-    work
-    forward convolutions                           0.004         0.001944
-    convolutions, forward + backward               0.004         0.001944
-    whole step                                     0.005         0.004000
     """
     from .chain import chain
     from .flops import device_time_covered, flops_by_operator

@@ -155,16 +155,12 @@ def _record_edges(trace: Trace, events: pd.DataFrame) -> tuple:
     return lo, hi
 
 
-def _inside_no_event(events: pd.DataFrame, t: np.ndarray, trace: Trace | None = None) -> np.ndarray:
-    """Which sorted record times ``t`` fall inside none of ``events``' ``[start, end]``."""
+def _inside_no_event(events: pd.DataFrame, t: np.ndarray, trace: Trace) -> np.ndarray:
+    """Which sorted record times ``t`` fall inside none of ``events``' :func:`_record_edges`."""
     covered = np.zeros(len(t), dtype=bool)
     if len(t) and len(events):
-        if trace is not None:
-            s_, e_ = _record_edges(trace, events)
-        else:
-            s_, e_ = events["start_ns"].to_numpy(np.int64), events["end_ns"].to_numpy(np.int64)
         delta = np.zeros(len(t) + 1, dtype=np.int64)
-        lo, hi = bounds_in(s_, e_, t, closed="both")
+        lo, hi = bounds_in(*_record_edges(trace, events), t, closed="both")
         np.add.at(delta, lo, 1)
         np.add.at(delta, hi, -1)
         covered = np.cumsum(delta)[:-1] > 0

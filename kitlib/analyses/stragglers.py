@@ -151,16 +151,6 @@ def machine_drift(wall: pd.DataFrame, budget: pd.DataFrame, tolerance: float = D
     − 1), ``drifted`` (``|change| > tolerance``).
 
     Raises KitError without uninstrumented step times.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces, wall_step_times
-    >>> rt = load_traces("ranks_straggler")
-    >>> machine_drift(wall_step_times(rt), step_budget(rt)).round(2)
-          uninstrumented_ms  profiled_ms  change  drifted
-    rank
-    0               1884.25      2449.62    0.30     True
-    1               1917.63      2417.52    0.26     True
     """
     u = wall[wall["series"] == "step_ms_uninstrumented"]
     if not len(u):
