@@ -72,17 +72,19 @@ def _identities(ops: pd.DataFrame, rows) -> list:
     the ``comm_args`` of the operator or of its nearest ancestor that has them
     (``record_param_comms``), else the operator's ``Input Dims``."""
     args = ops["comm_args"].to_numpy() if "comm_args" in ops.columns else np.full(len(ops), None)
-    up = nearest_ancestor(ops["parent"].to_numpy(), [isinstance(a, dict) for a in args], include_self=True)
+    parent = ops.index.get_indexer(ops["parent"].to_numpy())      # labels -> positions (-1: none)
+    up = nearest_ancestor(parent, [isinstance(a, dict) for a in args], include_self=True)
+    pos = ops.index.get_indexer([-1 if r is None else r for r in rows])
     out = []
-    for row in rows:
+    for row in pos:
         pg = seq = None
         size = ""
-        if row is not None and up[row] >= 0:
+        if row >= 0 and up[row] >= 0:
             a = args[up[row]]
             pg, seq = a.get("Process Group Name"), a.get("Seq")
             if a.get("In msg nelems") is not None or a.get("Out msg nelems") is not None:
                 size = f"in {a.get('In msg nelems')} out {a.get('Out msg nelems')}"
-        if not size and row is not None:
+        if not size and row >= 0:
             size = _size_text(ops["input_dims"].iat[row])
         out.append((pg, seq, size))
     return out
@@ -521,6 +523,11 @@ def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
 
 
+def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
+    """Whether each point lies in a merged set of half-open intervals ``[start, end)``."""
+    return containing(*merged, points, closed="left") >= 0
+
+
 def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     """The elementary pieces between all boundaries of ``sets``: their lengths and, per
     set, whether each piece belongs to it (a piece is wholly in or out of every set)."""
@@ -528,7 +535,7 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     if len(b) < 2:
         return np.zeros(0, "int64"), np.zeros(0, "int64"), [np.zeros(0, bool) for _ in sets]
     left, length = b[:-1], np.diff(b)
-    return left, length, [containing(s, e, left, closed="left") >= 0 for s, e in sets]
+    return left, length, [_inside(x, left) for x in sets]
 
 
 def step_thread(trace) -> int | None:

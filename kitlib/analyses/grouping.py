@@ -17,7 +17,6 @@ Sources: docs/SOURCES.md#grouping-key-averages
 """
 from __future__ import annotations
 
-
 import numpy as np
 import pandas as pd
 
@@ -206,8 +205,7 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     return out
 
 
-#: ``FunctionEventAvg`` attribute names (as some exporters write them) -> the kit's
-#: unit-suffixed names of the same ``key_averages()`` fields.
+#: ``FunctionEventAvg`` attribute names -> the kit's unit-suffixed names of the same fields.
 _KA_SYNONYMS = {"cpu_time_total": "cpu_time_total_us", "self_cpu_time_total": "self_cpu_time_total_us",
                 "device_time_total": "device_time_total_us", "self_device_time_total": "self_device_time_total_us",
                 "cpu_memory_usage": "cpu_memory_usage_bytes", "self_cpu_memory_usage": "self_cpu_memory_usage_bytes",

@@ -41,7 +41,6 @@ __all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "records_
 DEVICE_TYPES = {"cpu": 0, "cuda": 1}
 
 
-
 class MemoryDataError(KitError, ValueError):
     """The trace lacks what a memory analysis needs (no allocator events); also a ValueError."""
 
