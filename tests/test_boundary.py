@@ -163,11 +163,11 @@ def test_memory_by_event_is_the_one_stated_exception(trace):
 
 def test_host_context_and_collectives_agree(trace):
     from kitlib.analyses.steps import host_context
-    from kitlib.analyses.collectives import _step_of
+    from kitlib.model.window import step_of
     hc = host_context(trace, [500 * US, 1000 * US])
     assert hc["host_label"].tolist()[0] == "backward"
     assert hc["host_event"].tolist() == ["backward", "aten::add"]
-    assert _step_of(np.array([0, 500 * US, 1000 * US, 2000 * US, 3000 * US]), trace.steps, 0).tolist() == [
+    assert step_of(np.array([0, 500 * US, 1000 * US, 2000 * US, 3000 * US]), trace.steps).fillna(-1).tolist() == [
         1, 1, 2, 3, -1]
 
 

@@ -294,3 +294,26 @@ def test_cuda_api_time_in_label_names_the_missing_label(tmp_path):
     with pytest.raises(KitError) as e:
         cuda_api_time_in_label(bare, "backward")
     assert str(e.value) == "trace: no 'backward' label (record_function) in this trace"
+
+
+# --- moved from the docstrings of kitlib/analyses/callsites.py (issue 39) -------------------
+
+def test_callsites_docstring_examples_on_the_tiny_profile():
+    from kitlib.analyses.callsites import callsite_of, callsites, is_user_frame, kernel_callsites
+    from kitlib.model.examples import tiny_profile_doc
+    from kitlib.readers.trace import trace_from_json
+    assert is_user_frame("<built-in method conv2d>") is False
+    tr = trace_from_json(tiny_profile_doc())
+    c = callsites(tr)
+    assert c["name"].tolist() == ["ProfilerStep#1", "forward", "aten::conv2d", "cudaLaunchKernel", "aten::relu",
+                                  "cudaLaunchKernel"]
+    assert c["user_frame"].isna().tolist() == [True] + [False] * 5 and c["module"].isna().tolist()[0]
+    assert c["user_frame"].tolist()[1:] == ["model.py(5): forward"] * 5
+    assert c["module"].tolist()[1:] == ["Net_0"] * 5
+    conv = int(tr.ops.index[tr.ops["name"] == "aten::conv2d"][0])
+    site = callsite_of(tr, conv)
+    assert (site["file"], site["line"], site["function"], site["module_type"]) == ("model.py", 5, "forward", "Net")
+    assert site["stack"] == ("model.py(5): forward", "nn.Module: Net_0", "train.py(10): <module>")
+    k = kernel_callsites(tr)[["gpu_name", "user_frame", "module"]]
+    assert k.values.tolist() == [["conv_kernel", "model.py(5): forward", "Net_0"],
+                                 ["relu_kernel", "model.py(5): forward", "Net_0"]]

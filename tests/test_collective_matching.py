@@ -341,3 +341,59 @@ def test_public_pair_enqueue_and_kernel_start_tell_different_stories():
     assert (t["enqueue_late_ms"] < 0).all() and (t["start_late_ms"] > 0).all()
     with pytest.raises(Exception, match="no NCCL kernels"):
         coll.enqueue_and_start(load_traces("ranks_balanced"))
+
+
+# --- moved from the docstrings of kitlib/analyses/collectives.py (issue 39) -----------------
+
+def test_docstring_examples_on_the_tiny_ranks():
+    from kitlib.model.examples import tiny_rank_docs, tiny_rank_folder
+    from kitlib.readers.trace import trace_from_json
+    rt = load_traces(tiny_rank_folder())
+    tr = trace_from_json(tiny_rank_docs()[0])
+    k = coll.comm_kernels(tr)
+    assert k["stream"].tolist() == [20, 20] and k.index.tolist() == [1, 4]
+    assert k["start_ns"].tolist() == [3100000, 13100000] and k["end_ns"].tolist() == [6000000, 15000000]
+    assert len(tr.kernels) - len(k) == 3                  # the compute kernels (stream 7) are left out
+    ops = coll.collective_ops(rt)
+    assert ops.loc[ops["rank"] == 1, "rank"].tolist() == [1, 1, 1, 1]
+    calls = coll.collectives(rt)
+    assert calls.loc[0, ["size", "identity"]].tolist() == ["in 4096 out 4096", "process group + seq"]
+    t = coll.straggler_table(rt)
+    assert t["call"].tolist() == ["nccl:all_reduce (pg 0, seq 0)", "nccl:all_reduce (pg 0, seq 1)"]
+    st = coll.rank_step_times(rt)
+    assert st.values.tolist() == [[0, 1, 0, 10000000], [0, 2, 10000000, 10000000],
+                                  [1, 1, 0, 10000000], [1, 2, 10000000, 10000000]]
+    assert st.columns.tolist() == ["rank", "step", "start_ns", "dur_ns"]
+    sb = coll.straggler_by_step(rt)[["step", "last_rank", "late_by_ns", "calls"]]
+    assert sb.values.tolist() == [[1, 1, 2000000, 1], [2, 1, 1000000, 1]]
+    assert tr.steps["tid"].tolist() == [1, 1] and coll.step_thread(tr) == 1
+
+
+def test_compute_intervals_of_a_cpu_run_leave_the_collective_out():
+    from kitlib.readers.trace import trace_from_json
+
+    def op(name, ts, dur, tid, cat="cpu_op"):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
+    cpu = trace_from_json({"traceEvents": [
+        op("ProfilerStep#1", 0, 100, 1, "user_annotation"), op("aten::mm", 10, 20, 1),
+        op("c10d::allreduce_", 40, 5, 1), op("gloo:all_reduce", 42, 30, 2), op("aten::add", 80, 10, 1)]})
+    src, s, e = coll.compute_intervals(cpu)
+    assert src == "host operators, step's thread" == coll.HOST_COMPUTE
+    assert s.tolist() == [10000, 80000] and e.tolist() == [30000, 90000]
+
+
+def test_docstring_examples_on_the_public_pair():
+    rt = load_traces(NCCL, partial=True)
+    m = coll.collective_matches(rt)
+    assert m.loc[m["call"] == "nccl:all_reduce [[26258430]]#0", "reason"].item() == (
+        "ends 612.9 ms later on rank 0 than on rank 1, more than the 1 ms one call allows: not the same call")
+    s = coll.match_summary(rt)
+    assert (s["calls"], s["verified"], s["missing"], s["ends_apart"], round(s["max_end_spread_ms"], 3)) == \
+        (13, 4, 6, 3, 0.332)
+    w = coll.collective_waits(rt)
+    assert (len(w), w.attrs["unmatched"]) == (8, 12)
+    t = coll.enqueue_and_start(rt)
+    assert t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist() == \
+        [[-0.041, 3.302], [-9.617, 0.084], [-9.187, 22.328], [-7.896, 1.292]]
+    p = coll.communication_pieces(rt)
+    assert sorted(set(p["part"])) == ["compute", "transfer", "unmatched", "wait"]

@@ -176,3 +176,34 @@ def test_op_events_of_a_learners_filtered_trace():
         assert cut[col].astype(object).fillna(-1).tolist() == whole[col].astype(object).fillna(-1).tolist(), col
     grew = cut["host_self_ns"].to_numpy() - whole["host_self_ns"].to_numpy()
     assert (grew >= 0).all() and grew.sum() == ops.loc[gone, "dur_ns"].sum()
+
+
+# --- moved from the docstrings of kitlib/analyses/events.py (issue 39) ----------------------
+
+def test_shapes_keys_of_a_column_both_ways():
+    import numpy as np
+    from kitlib.analyses.events import shapes_keys
+    dims = np.empty(3, dtype=object)
+    dims[:] = [[[2, 3], [3, 4]], None, [[[4, 8], [4, 8]], [2]]]
+    assert shapes_keys(dims).tolist() == ["[[2, 3], [3, 4]]", "[]", "[[], [2]]"]
+    assert shapes_keys(dims, "nested").tolist()[2] == "[[[4, 8], [4, 8]], [2]]"
+
+
+def test_own_gpu_ns_enclosing_python_and_op_stacks_on_the_tiny_traces():
+    from kitlib.analyses.chain import chain
+    from kitlib.analyses.events import enclosing_python, op_events, op_stacks, own_gpu_ns
+    from kitlib.model.examples import tiny_profile_doc, tiny_trace
+    from kitlib.readers.trace import trace_from_json
+    tr = tiny_trace()
+    ns, n = own_gpu_ns(tr, tr.host_events, chain(tr))
+    assert tr.host_events["name"].tolist() == ["ProfilerStep#1", "aten::relu", "cudaLaunchKernel", "aten::add"]
+    assert ns.tolist() == [0, 400, 0, 0] and n.tolist() == [0, 1, 0, 0]
+    tr = trace_from_json(tiny_profile_doc())
+    ev = op_events(tr)
+    names = ["ProfilerStep#1", "forward", "aten::conv2d", "cudaLaunchKernel", "aten::relu", "cudaLaunchKernel"]
+    assert ev["name"].tolist() == names
+    python = tr.ops["name"].reindex(enclosing_python(tr, ev)).tolist()
+    assert python[0] != python[0]                      # NaN: no frame around the step
+    assert python[1:] == ["model.py(5): forward"] * 5
+    stacks = op_stacks(tr, n=2)
+    assert stacks == [()] + [("model.py(5): forward", "nn.Module: Net_0")] * 5

@@ -948,3 +948,32 @@ def test_tensors_label_of_the_profilers_own_shape_keys():
     assert G._tensors_label("[[2, 3], [], [3, 4], [4]]") == "[2, 3] × [3, 4]"
     assert G._tensors_label("[[5], []]") == "[5]"
     assert G._tensors_label("(none)") == "(none)"
+
+
+# --- moved from the docstrings of kitlib/analyses/grouping.py (issue 39) --------------------
+
+def test_key_averages_table_and_compare_docstring_examples():
+    from kitlib.analyses.grouping import compare_with_profiler, group_ops, key_averages_table
+    from kitlib.model.examples import tiny_trace
+    rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
+             "device_time_total_us": 0.4, "self_device_time_total_us": 0.0},
+            {"key": "relu_kernel", "count": 1, "cpu_time_total_us": 0, "self_cpu_time_total_us": 0,
+             "device_time_total_us": 0.4, "self_device_time_total_us": 0.4}]
+    t = key_averages_table(rows)[["name", "device_type", "count", "host_total_ns", "device_total_ns"]]
+    assert t.values.tolist() == [["aten::relu", "CPU", 1, 300, 400], ["relu_kernel", "CUDA", 1, 0, 400]]
+    c = compare_with_profiler(group_ops(tiny_trace()), rows[:1])
+    assert c.columns.tolist()[:5] == ["name", "device_type", "count_kitlib", "host_total_ns_kitlib",
+                                      "host_self_ns_kitlib"]
+    assert c["name"].tolist() == ["ProfilerStep*", "aten::add", "aten::relu", "cudaLaunchKernel", "relu_kernel"]
+    assert c["count_kitlib"].tolist() == [1, 1, 1, 1, 1]
+    assert c["count_profiler"].fillna(-1).tolist() == [-1, -1, 1.0, -1, -1]
+    assert c["host_total_ns_profiler"].fillna(-1).tolist() == [-1, -1, 300.0, -1, -1]
+
+
+def test_capture_cost_docstring_example():
+    from kitlib.analyses.grouping import capture_cost
+    from kitlib.readers.bundle import open_capture
+    c = capture_cost({"full": open_capture("profiler_5step")})
+    assert c.index.tolist() == ["full"]
+    assert c.loc["full", "steps"] == 5 and c.loc["full", "trace_gzip_bytes"] == 1342993
+    assert round(float(c.loc["full", "events_per_step"]), 1) == 14701.4

@@ -247,3 +247,30 @@ def test_window_that_is_not_a_pair_is_refused_in_words():
         busy_ns(df, window=5)
 
 
+
+
+# --- moved from the docstrings of kitlib/analyses/intervals.py (issue 39) -------------------
+
+def _doc_df():
+    df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
+    df["dur_ns"] = df["end_ns"] - df["start_ns"]
+    return df
+
+
+def test_interval_error_is_a_value_error():
+    with pytest.raises(IntervalError) as e:
+        busy_ns(pd.DataFrame({"start_ns": [10], "end_ns": [5]}))
+    assert type(e.value).__name__ == "IntervalError" and isinstance(e.value, ValueError)
+
+
+def test_union_arrays_clip_windows_and_covered_before_docstring_examples():
+    from kitlib.analyses.intervals import covered_before, idle_gaps_in_windows, union_arrays
+    s, e = union_arrays(np.array([10, 0, 5, 30]), np.array([20, 5, 8, 30]))
+    assert (s.tolist(), e.tolist()) == ([0, 10], [8, 20])
+    c = clip(_doc_df(), 50, 250)
+    assert c.columns.tolist() == ["start_ns", "end_ns", "dur_ns"] and c.index.tolist() == [0, 1, 2]
+    assert c.values.tolist() == [[50, 100, 50], [50, 150, 100], [200, 250, 50]]
+    g = idle_gaps_in_windows(_doc_df(), pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]}))
+    assert g.columns.tolist() == ["window", "start_ns", "end_ns", "dur_ns"]
+    assert g.values.tolist() == [[0, 150, 200, 50], [1, 300, 400, 100]]
+    assert covered_before(np.array([0, 10]), np.array([5, 20]), np.array([3, 12, 100])).tolist() == [3, 7, 15]

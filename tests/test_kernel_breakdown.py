@@ -162,3 +162,17 @@ def test_cpu_only_trace_says_so():
         kernel_types(tr)
     with pytest.raises(GpuIdleError, match="top must be 1 or more"):
         top_kernels(load_trace(PUBLIC / SINGLE[0]), top=0)
+
+
+# --- moved from the docstrings of kitlib/analyses/kernel_launches.py (issue 39) -------------
+
+def test_kernel_type_and_top_kernels_docstring_examples():
+    import pandas as pd
+    from kitlib.analyses.kernel_launches import kernel_type, top_kernels
+    from kitlib.model.examples import tiny_trace
+    t = kernel_type(pd.DataFrame({"kind": ["kernel", "kernel", "memset", "kernel"],
+                                  "name": ["ncclKernel_AllReduce", "ncclDevKernel_AllGather",
+                                           "Memset (Device)", "relu_kernel"]}))
+    assert t.tolist() == ["COMMUNICATION", "COMMUNICATION", "MEMORY", "COMPUTATION"] and t.dtype == "<U13"
+    k = top_kernels(tiny_trace())[["rank", "kernel_type", "name", "calls", "sum_ns", "share"]]
+    assert k.values.tolist() == [[0, "COMPUTATION", "relu_kernel", 1, 400, 1.0]]

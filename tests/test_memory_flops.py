@@ -942,3 +942,79 @@ def test_flops_by_event_steps_at_the_edges_on_paper(tmp_path):
     (tmp_path / "e.json").write_text(json.dumps({"traceEvents": [step]}))     # no counted call: no row
     ev = F.flops_by_event(kitlib.load_trace(tmp_path / "e.json"))
     assert len(ev) == 0 and str(ev["step"].dtype) == "Int64" and ev["flops"].dtype == np.int64
+
+
+# --- moved from the docstrings of kitlib/analyses/memory.py (issue 39) ----------------------
+
+def test_memory_docstring_examples_on_the_tiny_traces():
+    from kitlib.model.examples import tiny_profile_doc, tiny_trace
+    from kitlib.readers.trace import trace_from_json
+    with pytest.raises(M.MemoryDataError) as e:
+        M.memory_timeline(tiny_trace())
+    assert type(e.value).__name__ == "MemoryDataError" and isinstance(e.value, ValueError)
+    assert len(M.records_inside_no_event(tiny_trace())) == 0       # no memory records at all
+    tr = trace_from_json(tiny_profile_doc())
+    by_op = M.memory_by_operator(tr)
+    rows = [{"key": "aten::conv2d", "count": 1, "device_memory_usage_bytes": 4096,
+             "self_device_memory_usage_bytes": 4096}]
+    c = M.compare_with_key_averages(by_op, rows)
+    assert c.index.tolist() == ["aten::conv2d"]
+    assert c.loc["aten::conv2d"].tolist() == [1, 1, 4096, 4096, 4096, 4096, True]
+    assert c.columns.tolist() == ["calls", "profiler_calls", "total_bytes", "profiler_total_bytes",
+                                  "self_bytes", "profiler_self_bytes", "match"]
+    tl = M.memory_timeline(tr)
+    assert tl[["start_ns", "bytes", "op"]].values.tolist() == [
+        [2500, 4096, "aten::conv2d"], [9200, 1024, "aten::relu"], [15000, -4096, "ProfilerStep#1"]]
+
+
+def test_parse_memory_table_docstring_example():
+    text = '''
+----------------  ------------  ------------  ------------
+            Name      CUDA Mem  Self CUDA Mem    # of Calls
+----------------  ------------  ------------  ------------
+    aten::conv2d       4.00 Kb       4.00 Kb             1
+      aten::relu       1.00 Kb       1.00 Kb             1
+----------------  ------------  ------------  ------------
+'''
+    t = M.parse_memory_table(text)
+    assert t.columns.tolist() == ["table", "name", "cuda_mem", "self_cuda_mem", "calls"]
+    assert t.values.tolist() == [[0, "aten::conv2d", "4.00 Kb", "4.00 Kb", 1],
+                                 [0, "aten::relu", "1.00 Kb", "1.00 Kb", 1]]
+
+
+def test_memory_per_step_docstring_example(five):
+    ps = M.memory_per_step(M.memory_timeline(five.trace))
+    assert ps[["step", "events", "forward_growth_bytes"]].head(2).values.tolist() == [
+        [2, 1922, 10942159360], [3, 1922, 10942159360]]
+
+
+# --- moved from the docstrings of kitlib/analyses/flops.py (issue 39) -----------------------
+
+def test_flops_docstring_examples(five):
+    from kitlib.model.examples import tiny_profile_doc
+    from kitlib.readers.trace import trace_from_json
+    ev = F.flops_by_event(five.trace)
+    assert (len(ev), ev.columns.tolist()) == (280, ["row", "name", "start_ns", "dur_ns", "step", "input_dims",
+                                                    "flops"])
+    tr = trace_from_json(tiny_profile_doc())
+    c = F.compare_flops_with_key_averages(F.flops_by_operator(tr), [{"key": "aten::conv2d", "count": 1,
+                                                                      "flops": 7776}])
+    assert c.index.tolist() == ["aten::conv2d"]
+    assert c.loc["aten::conv2d"].tolist() == [1, 1, 7776, 7776, True]
+    assert F.peak_table("NVIDIA H200").index[2] == "H200 = the capture's GPU (NVIDIA H200)"
+    r = F.rate_estimates(tr, counts={"total": 20000, "by_op": {}})
+    assert r.index.tolist() == ["forward convolutions (with_flops)", "whole training step (FlopCounterMode)"]
+    assert r["device_ms_per_step"].round(6).tolist() == [0.004, 0.005]
+    assert r["tflops_estimate"].round(6).tolist() == [0.001944, 0.004]
+
+
+def test_matched_rates_docstring_example():
+    from kitlib.analyses.flop_rates import matched_rates
+    from kitlib.model.examples import tiny_profile_doc
+    from kitlib.readers.trace import trace_from_json
+    counts = {"total": 20000, "by_op": {"aten.convolution": 7776, "aten.convolution_backward": 0}}
+    r = matched_rates(trace_from_json(tiny_profile_doc()), counts)
+    assert r.index.name == "work"
+    assert r.index.tolist() == ["forward convolutions", "convolutions, forward + backward", "whole step"]
+    assert r["device_ms_per_step"].round(6).tolist() == [0.004, 0.004, 0.005]
+    assert r["tflops_estimate"].round(6).tolist() == [0.001944, 0.001944, 0.004]

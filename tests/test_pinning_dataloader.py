@@ -304,3 +304,24 @@ def test_split_warmup_of_lesson_10_from_step_times_json():
     ints = dataloader.split_warmup([40, 41, 42], 8, 14, 8)
     assert ints == {"warm-up": [40.0], "steady": [41.0, 42.0]}
     assert all(type(v) is float for v in ints["warm-up"] + ints["steady"])
+
+
+# --- moved from the docstrings of kitlib/analyses/pinning.py (issue 39) ---------------------
+
+def test_pinning_docstring_examples_on_the_reference_report():
+    from kitlib.readers.bundle import open_capture
+    report = open_capture("nsys_8step").nsys
+    first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    window = first["start_ns"], first["end_ns"]
+    w = pinning.main_thread_waits(report, *window, first["tid"])
+    assert w.columns.tolist() == ["name", "start_in_window_ns", "dur_ns", "woke_in_window_ns"]
+    assert w.head(3).values.tolist() == [["sem_wait", 185527264, 1401690, 186928954],
+                                         ["sem_clockwait", 190706109, 665147426, 855853535],
+                                         ["sem_clockwait", 856185521, 83348343, 939533864]]
+    lk = pinning.lock_contention(report, *window, first["tid"])
+    assert len(lk) == 1 and lk.iloc[0].tolist() == [1405266099, 64028555, "cudaMemcpyAsync", "pt_data_pin",
+                                                    "cudaHostAlloc", 1405144666, 64132986, 17002]
+    wk = pinning.wakes_after_pinning(w, pinning.pin_thread_allocs(report, *window))
+    assert wk.columns.tolist() == ["woke_in_window_ns", "pinning_cycle", "since_cycle_start_ns"]
+    assert wk.head(3).values.tolist() == [[855853535, 1, 91578071], [939533864, 2, 80885555],
+                                          [1017116429, 3, 75116026]]

@@ -784,3 +784,25 @@ def test_steps_of_an_export_whose_nvtx_ranges_were_left_out_says_why(tmp_path):
     assert str(e.value) == (f"{tmp_path / 'damaged.sqlite'}: no steps found (looked for ProfilerStep#N, torch_step#N "
                             "annotations and 'torch_step' NVTX ranges); the export's NVTX table has defects that "
                             "left ranges out (see the report's 'defects' table)")
+
+
+# --- moved from the docstrings of kitlib/analyses/four_measures.py (issue 39) ---------------
+
+def test_four_measures_docstring_examples_on_the_tiny_traces():
+    import pandas as pd
+    from kitlib.analyses.four_measures import annotation_device_time, annotation_summary, operator_children
+    from kitlib.model.examples import tiny_profile_doc, tiny_trace
+    from kitlib.readers.trace import trace_from_json
+    oc = operator_children(tiny_trace())[["name", "dur_ns", "children_ns"]]
+    assert oc.values.tolist() == [["ProfilerStep#1", 1000, 300], ["aten::relu", 300, 100],
+                                  ["cudaLaunchKernel", 100, 0], ["aten::add", 0, 0]]
+    tr = trace_from_json(tiny_profile_doc())
+    a = annotation_device_time(tr)
+    assert a.columns.tolist() == ["name", "stream", "span_start_ns", "span_ns", "events", "rebuilt_span_ns",
+                                  "busy_ns", "sum_ns", "idle_in_span_ns", "host_tid"]
+    assert a.iloc[0].tolist() == ["forward", 7, 5000, 6500, 2, 6500, 5000, 5000, 1500, 1]
+    table = pd.DataFrame({"name": ["forward"], "calls": [1], "self_cuda_ns": [6500], "self_cuda_pct": [130.0]})
+    s = annotation_summary(tr, table, {"self_cuda_total_ns": 5000})
+    assert s.columns.tolist() == ["name", "calls", "table_self_cuda_ns", "span_sum_ns", "busy_ns",
+                                  "idle_in_spans_ns", "table_pct_of_total", "work_pct_of_total"]
+    assert s.iloc[0].tolist() == ["forward", 1, 6500, 6500, 5000, 1500, 130.0, 100.0]

@@ -237,3 +237,23 @@ def test_a_call_that_outlasts_its_step_counts_whole_in_the_step_it_starts_in():
         assert budget.loc[(0, n), "exposed_ns"] == want[n]
         assert budget.loc[(0, n), "in_collectives_ns"] == merged_length(c)
     assert (want[2], want[3]) == (46_215_172, 56_878_502)
+
+
+# --- moved from the docstrings of kitlib/analyses/stragglers.py (issue 39) ------------------
+
+def test_straggler_estimate_medians_and_drift_note_docstring_examples():
+    e = S.straggler_estimate(load_traces("ranks_straggler"))
+    assert (round(e["compute_ms"]), round(e["ops_ms"]), round(e["noise_ms"])) == (502, 37, 196)
+    d = pd.DataFrame({"uninstrumented_ms": [1000.0], "profiled_ms": [1300.0], "change": [0.3],
+                      "drifted": [True]}, index=pd.Index([0], name="rank"))
+    assert S.drift_note(d) == (
+        "the machine drifted: rank 0 stepped in 1,000 ms without the profiler and 1,300 ms with it (+30 %), "
+        "far more than the profiler costs: compare ranks within a step, not this run with another")
+
+
+def test_machine_drift_docstring_example():
+    rt = load_traces("ranks_straggler")
+    d = S.machine_drift(wall_step_times(rt), S.step_budget(rt)).round(2)
+    assert d.index.name == "rank" and d.index.tolist() == [0, 1]
+    assert d.columns.tolist() == ["uninstrumented_ms", "profiled_ms", "change", "drifted"]
+    assert d.values.tolist() == [[1884.25, 2449.62, 0.30, True], [1917.63, 2417.52, 0.26, True]]

@@ -1,35 +1,14 @@
 """Which line of my code is responsible? Operators traced back to Python call sites.
 
-With ``with_stack=True`` the profiler records every Python function call as a
-``python_function`` event. Each carries ``Python id`` and ``Python parent id``,
-so the events form a tree per thread (the call tree of the program), and an
-operator's Python stack is the chain of frames that enclose it in time on its
-own thread: the innermost (``<built-in method conv2d …>``) first, then
-``torch/nn/modules/conv.py(534): _conv_forward``, ``nn.Module: Conv2d_0`` (a
-pseudo-frame the tracer adds for each module call), …, up to the script's
-``<module>``.
+With ``with_stack=True`` each operator has a Python stack (:func:`kitlib.analyses.events.op_stacks`),
+innermost first, of frames named ``path(line): function`` (the line where the function
+was entered) and module pseudo-frames ``nn.Module: Conv2d_0``; backward operators inherit
+their forward operator's stack. A *user* frame is not PyTorch's own (``torch/…``, or the
+prefixes given as ``internal``), not the standard library or an installed package, not a
+C function (``<built-in …>``) and not a module pseudo-frame. Functions take ``trace`` (a
+:class:`~kitlib.model.Trace`) and may reuse ``table`` (:func:`callsites`).
 
-Operators of the backward pass run on autograd's own thread, where no Python
-runs: like the profiler, kitlib gives an operator under a backward node (e.g.
-``ConvolutionBackward0``) the stack of the forward operator with the same
-sequence number.
-
-Frame names are ``path(line): function``. The line is where the frame was
-entered — the first line of the function (``def step():`` in the reference's
-``capture_tables.py`` is line 15, and every operator of the step shows
-``capture_tables.py(15): step``) — not the statement that made the call: a frame
-names a *function*; the frame inside it (a module pseudo-frame, or the next
-function) says which call. The path is relative to the
-``sys.path`` entry it was found under (``torch/nn/modules/conv.py``,
-``torchvision/models/resnet.py``, ``train.py``). A *user* frame is one that is not
-PyTorch's own (``torch/…``), not the standard library (``typing.py``,
-``<frozen os>``), not a C function (``<built-in …>``) and not a module
-pseudo-frame; pass ``internal=`` to also skip, say, ``torchvision/``.
-
-Sources: PyTorch docs, "torch.profiler" (``with_stack``, ``group_by_stack_n``);
-``torch/autograd/profiler_util.py`` (``_filter_stack_entry``,
-``_set_backward_stacktraces``); the reference trace
-``data/reference/fixed_batch/trace.json.gz`` (tests/test_grouping.py).
+Sources: docs/SOURCES.md#callsites-frames
 """
 from __future__ import annotations
 
@@ -49,13 +28,9 @@ _MODULE_PREFIX = "nn.Module: "
 
 
 def parse_frame(frame: str) -> dict:
-    """Split ``"torchvision/models/resnet.py(266): _forward_impl"`` into
-    ``{"file": ..., "line": 266, "function": ...}`` (``line`` None when the frame
-    is not a source line, e.g. ``<built-in method conv2d …>``).
+    """Split ``"path(line): function"`` into ``{"file", "line", "function"}`` (``file`` and
+    ``line`` None when the frame is not a source line).
 
-    Examples
-    --------
-    >>> from kitlib.analyses.callsites import parse_frame
     >>> parse_frame("model.py(12): forward")
     {'file': 'model.py', 'line': 12, 'function': 'forward'}
     """
@@ -66,20 +41,10 @@ def parse_frame(frame: str) -> dict:
 
 
 def is_user_frame(frame: str, internal=TORCH_INTERNAL) -> bool:
-    """Whether a Python frame name is the learner's code.
+    """Whether a Python frame name is the learner's code (see the module docstring).
 
-    False for C functions (``<built-in …>``), frozen modules (``<frozen os>``), module
-    pseudo-frames (``nn.Module: …``), files under any prefix in ``internal`` (default
-    ``torch/``), installed packages' absolute paths (``site-packages``/``dist-packages``)
-    and the standard library (top-level name in ``sys.stdlib_module_names``).
-
-    Examples
-    --------
-    >>> from kitlib.analyses.callsites import is_user_frame
-    >>> is_user_frame("model.py(5): forward")
-    True
-    >>> is_user_frame("torch/nn/modules/conv.py(549): forward"), is_user_frame("<built-in method conv2d>")
-    (False, False)
+    >>> is_user_frame("model.py(5): forward"), is_user_frame("torch/nn/modules/conv.py(549): forward")
+    (True, False)
     """
     f = parse_frame(frame)["file"]
     if f is None or f.startswith("<"):
@@ -92,38 +57,20 @@ def is_user_frame(frame: str, internal=TORCH_INTERNAL) -> bool:
 
 
 def callsites(trace: Trace, events: pd.DataFrame | None = None, internal=TORCH_INTERNAL) -> pd.DataFrame:
-    """For every host event: its innermost user-code frame and the ``nn.Module`` it ran under.
+    """For every host event (``events``, :func:`~kitlib.analyses.events.op_events` by default):
+    its innermost user-code frame and the ``nn.Module`` it ran under.
 
-    Parameters
-    ----------
-    events : DataFrame, optional
-        :func:`kitlib.analyses.events.op_events` (computed when absent).
-    internal : tuple of str
-        Path prefixes that are not the learner's code (default ``("torch/",)``).
-
-    Returns
-    -------
-    DataFrame
-        The ``events`` rows (same order) with ``stack`` (tuple, innermost first, backward
-        operators inheriting their forward operator's), ``user_frame`` (innermost user
-        frame, or the innermost source-line frame when no frame is the user's; None
-        without Python frames), ``file``, ``line``, ``function`` (parsed from it),
-        ``module`` (innermost ``nn.Module`` pseudo-frame without the prefix, e.g.
-        ``Conv2d_0``), ``module_type`` (its class, ``Conv2d``) and ``module_path`` (outermost → innermost, joined by ``" › "``).
+    Adds ``stack`` (innermost first), ``user_frame`` (else the innermost source-line frame;
+    None without frames), ``file, line, function`` (parsed from it), ``module`` (innermost,
+    e.g. ``Conv2d_0``), ``module_type`` (``Conv2d``), ``module_path`` (outermost → innermost,
+    joined by ``" › "``).
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.callsites import callsites
-    >>> callsites(trace_from_json(tiny_profile_doc()))[["name", "user_frame", "module"]]
-                   name            user_frame module
-    0    ProfilerStep#1                   NaN    NaN
-    1           forward  model.py(5): forward  Net_0
-    2      aten::conv2d  model.py(5): forward  Net_0
-    3  cudaLaunchKernel  model.py(5): forward  Net_0
-    4        aten::relu  model.py(5): forward  Net_0
-    5  cudaLaunchKernel  model.py(5): forward  Net_0
+    >>> callsites(trace_from_json(tiny_profile_doc()))[["name", "user_frame", "module"]].iloc[2].tolist()
+    ['aten::conv2d', 'model.py(5): forward', 'Net_0']
     """
     ev = op_events(trace) if events is None else events
     stacks = op_stacks(trace, ev, filtered=False)
@@ -160,38 +107,10 @@ def callsites(trace: Trace, events: pd.DataFrame | None = None, internal=TORCH_I
 
 
 def callsite_of(trace: Trace, op_row: int, table: pd.DataFrame | None = None, internal=TORCH_INTERNAL) -> dict:
-    """The call site of one operator.
+    """The call site of one operator (row label ``op_row`` of ``trace.ops``): a dict of
+    ``name, user_frame, file, line, function, module, module_type, module_path, stack``.
 
-    Parameters
-    ----------
-    op_row : int
-        Row label in ``trace.ops`` (e.g. :func:`kitlib.analyses.chain.first_op`).
-    table : DataFrame, optional
-        A :func:`callsites` result to reuse.
-
-    Returns
-    -------
-    dict
-        ``name``, ``user_frame``, ``file``, ``line``, ``function``, ``module``,
-        ``module_type``, ``module_path``, ``stack`` (tuple, innermost first).
-
-    Raises
-    ------
-    KeyError
-        ``op_row`` is not a host event of the trace.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.callsites import callsite_of
-    >>> tr = trace_from_json(tiny_profile_doc())
-    >>> conv = int(tr.ops.index[tr.ops["name"] == "aten::conv2d"][0])
-    >>> site = callsite_of(tr, conv)
-    >>> site["file"], site["line"], site["function"], site["module_type"]
-    ('model.py', 5, 'forward', 'Net')
-    >>> site["stack"]
-    ('model.py(5): forward', 'nn.Module: Net_0', 'train.py(10): <module>')
+    Raises KeyError when ``op_row`` is not a host event of the trace.
     """
     t = callsites(trace, internal=internal) if table is None else table
     hit = t[(t["source"] == "ops") & (t["row"] == op_row)]
@@ -206,24 +125,8 @@ def callsite_of(trace: Trace, op_row: int, table: pd.DataFrame | None = None, in
 
 def kernel_callsites(trace: Trace, table: pd.DataFrame | None = None, chain_df: pd.DataFrame | None = None,
                      internal=TORCH_INTERNAL) -> pd.DataFrame:
-    """Every GPU event with the operator that launched it, that operator's call site and module.
-
-    Returns
-    -------
-    DataFrame
-        The :func:`kitlib.analyses.chain.chain` rows (kernels, copies, sets; sorted by GPU start)
-        with ``user_frame``, ``module``, ``module_type``, ``module_path`` of the launching operator
-        (None where the GPU event has no operator, e.g. launched before the window).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.callsites import kernel_callsites
-    >>> kernel_callsites(trace_from_json(tiny_profile_doc()))[["gpu_name", "user_frame", "module"]]
-          gpu_name            user_frame module
-    0  conv_kernel  model.py(5): forward  Net_0
-    1  relu_kernel  model.py(5): forward  Net_0
+    """Every GPU event (the :func:`kitlib.analyses.chain.chain` rows) with its launching
+    operator's ``user_frame, module, module_type, module_path`` (None without an operator).
     """
     from .chain import chain as _chain
     c = _chain(trace) if chain_df is None else chain_df
@@ -236,29 +139,17 @@ def kernel_callsites(trace: Trace, table: pd.DataFrame | None = None, chain_df: 
 
 def group_by_callsite(trace: Trace, by=("user_frame",), table: pd.DataFrame | None = None,
                       internal=TORCH_INTERNAL) -> pd.DataFrame:
-    """Device and host time per call site (or per module): which lines cost the most.
+    """Device and host time per call site (``by``: columns of :func:`callsites`, e.g.
+    ``("module",)``): which lines cost the most.
 
-    Parameters
-    ----------
-    by : sequence of str
-        Columns of :func:`callsites` to group on: ``("user_frame",)``, ``("module",)``,
-        ``("user_frame", "name")`` …
-    table : DataFrame, optional
-        A :func:`callsites` result to reuse.
-
-    Returns
-    -------
-    DataFrame
-        One row per group, sorted by ``device_self_ns`` (descending): the ``by`` columns,
-        ``ops`` (host events counted), ``gpu_events`` (GPU events they launched),
-        ``device_self_ns`` (device time of those GPU events, each counted once),
-        ``host_self_ns``. Events without a call site are grouped under ``"(none)"``.
+    Returns, by ``device_self_ns`` descending: the ``by`` columns, ``ops``,
+    ``gpu_events``, ``device_self_ns``, ``host_self_ns``; events without a call site under
+    ``"(none)"``.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.callsites import group_by_callsite
     >>> group_by_callsite(trace_from_json(tiny_profile_doc()))
                  user_frame  ops  gpu_events  device_self_ns  host_self_ns
     0  model.py(5): forward    5           2            5000         10800

@@ -1,72 +1,24 @@
 """Collectives across ranks: step times, time in collectives, waiting vs transfer,
 the straggler, and communication hidden under computation.
 
-In data-parallel training (``DistributedDataParallel``) every rank runs the same
-steps and, during the backward pass, the same sequence of gradient all-reduces:
-a *collective* finishes only when every rank has joined it. A rank that arrives
-early waits for the last one inside the collective, so when one rank is late,
-a collective's time on the others is mostly waiting, not moving data.
+In data-parallel training every rank runs the same gradient all-reduces, and a
+*collective* finishes only when every rank has joined it: an early rank waits inside it
+for the last one. Where a trace holds a collective's time (PyTorch 2.x):
 
-Where a trace shows a collective (PyTorch 2.x):
+- NCCL: ``c10d::allreduce_`` ⊃ ``record_param_comms`` ⊃ ``nccl:all_reduce`` only
+  *enqueue*; the time is in the ``ncclKernel_*`` / ``ncclDevKernel_*`` kernel.
+- Gloo: the time is in ``gloo:all_reduce`` on one of Gloo's worker threads.
 
-- NCCL (GPUs): on the calling thread ``c10d::allreduce_`` ⊃ ``record_param_comms``
-  ⊃ ``nccl:all_reduce``, which only *enqueue* the work; the time is in the
-  ``ncclKernel_*`` / ``ncclDevKernel_*`` kernel on the GPU.
-- Gloo (CPU): ``c10d::allreduce_`` on the calling thread (the enqueue, µs); the
-  time is in ``gloo:all_reduce`` on one of Gloo's worker threads.
+Durations are exact; waiting, transfer and lateness are estimates (they compare start
+times of different ranks, on clocks the kit does not align). Calls are matched across
+ranks by process group + ``Seq`` (else name, size and order) and each match is checked
+by its end times (:data:`END_TOLERANCE_NS`).
 
-:func:`collectives` takes the row that holds the time: the communication
-kernels when the trace has any, else the ``gloo:*`` operators, else (a CPU-only
-profile of an NCCL run) the outermost host operator, which holds only the
-enqueue.
+Every function takes ``traces`` (a :class:`~kitlib.model.ranks.RankTraces`) and, where
+it has one, ``calls`` (:func:`collectives` of ``traces``, computed when not given). Times
+in tables are ns since the Unix epoch on each rank's host clock.
 
-Exact and estimated figures
----------------------------
-- Exact (the profiler's own durations): step times, each collective's duration,
-  the time each rank spends in collectives, the overlap of communication and
-  compute kernels within one complete GPU trace (a subsampled trace, such as the
-  public NCCL pair, lacks some kernels: its overlap is an estimate).
-- Estimated: the split of a collective into *waiting* (for the last rank to
-  arrive) and *transfer*, and the straggler's lateness. Both compare start times
-  of different ranks. The kit does **not** align clocks: it compares each trace's
-  times as written (ns since the Unix epoch: ``baseTimeNanoseconds`` + ``ts``).
-  Ranks on one host share that clock, so the comparison holds up to each
-  process's own conversion of its fast time counter to that clock (PyTorch's
-  ``ApproximateClockToUnixTimeConverter``, calibrated per process: an error far
-  below the milliseconds a straggler costs, but not zero); for ranks on different hosts every wait and lateness figure also
-  carries the difference between the hosts' clocks (``RankTraces.info["host"]``
-  says which case you are in). The wait also assumes the collective can only
-  make progress once the last rank arrives, true of all-reduce and all-gather
-  (every rank needs every other's data), not of a broadcast from an early root.
-- Collectives are matched across ranks by their **identity**: the process group
-  and sequence number where the trace records them (``record_param_comms``'s
-  ``Process Group Name`` and ``Seq``, PyTorch 2.3 and later), otherwise the name,
-  the message size (``In msg nelems``, else the operator's ``Input Dims``, when
-  shapes were recorded) and the order among calls of that name and size. Order
-  alone is not enough: a subsampled trace can drop different calls on each rank
-  while the count per name stays equal, and then the k-th call of a name is not
-  the same call on every rank. Every match is then **checked by its end times**:
-  a blocking collective of one group ends on every rank within a short time of
-  the others (the last rank's data completes it everywhere), so partners whose
-  ends are further apart than :data:`END_TOLERANCE_NS` are not one call. Only
-  verified matches give waiting, transfer and lateness figures;
-  :func:`collective_matches` reports the others (which call, which ranks, why).
-  The same end-time agreement is the clock check: on one host the verified
-  partners' ends differ by about nothing; a common offset between them is the
-  difference between the ranks' clocks.
-- NCCL runs a process group's collectives one after another on one stream, so a
-  kernel can start late because the previous collective was still running
-  (queueing), not because its rank arrived late: the kernel's start is when that
-  rank could begin to communicate, which is what the waiting split needs, but its
-  lateness is not all the rank's own. Host-side times (the ``c10d::``/``nccl:``
-  operators) only say when the work was *enqueued*: a rank can enqueue early and
-  still reach the collective late on its GPU, so they are not compared across ranks.
-
-Sources: PyTorch ``torch/csrc/distributed/c10d`` (``record_param_comms``, the
-``c10d::`` operators; ``ProcessGroupGloo`` runs each collective on a worker
-thread under a ``gloo:<op>`` record function); Holistic Trace Analysis
-(``hta/analyzers/communication_analysis.py``: the same split of collective time
-into waiting and transfer, and ``comm_comp_overlap``).
+Sources: docs/SOURCES.md#collectives-clocks
 """
 from __future__ import annotations
 
@@ -77,7 +29,8 @@ from ..errors import KitError
 from ..model.ranks import RankTraces
 from .chain import chain
 from .intervals import busy_ns, union_arrays
-from ..model.window import containing
+from ..model.tree import nearest_ancestor
+from ..model.window import containing, step_of
 
 #: Host operators of a collective (``record_param_comms``, ``c10d::*``, ``nccl:*``, ``gloo:*``).
 COMM_OP_PATTERN = r"^(?:record_param_comms$|c10d::|nccl:|gloo:)"
@@ -88,17 +41,8 @@ COMM_KERNEL_PATTERN = r"^(?:ncclKernel_|ncclDevKernel_)"
 COLLECTIVE_COLUMNS = ["rank", "call", "name", "k", "measured_on", "step", "tid", "start_ns", "end_ns",
                       "dur_ns", "size", "identity"]
 
-#: How far apart (ns) the ends of one collective call may be on different ranks, by where
-#: the call was measured. ``device`` (NCCL kernels): 1 ms. In the public NCCL pair the calls
-#: that are one call by name, size and order end within 0.33 ms of each other on the two
-#: ranks, while the pairs that the order of each name alone would make end 63 to 254 ms
-#: apart, and those that name, size and order make but the end check rejects, 600 to 616
-#: ms: 1 ms keeps a factor of 3 above the one and of 63 below the other. ``host`` (Gloo's worker threads):
-#: 25 ms. In the kit's two Gloo recordings (complete traces, every call present on both
-#: ranks) the calls end up to 20.6 ms apart: the threads share two busy CPU cores with the
-#: training (our hypothesis: the thread that finishes last was waiting for a core; a trace
-#: of context switches would settle it). A host *enqueue* (a CPU-only profile of an NCCL
-#: run) has no end to check: such matches are never verified.
+#: How far apart (ns) one call's ends may be on different ranks, by where it was measured.
+#: Sources: docs/SOURCES.md#collectives-end-tolerance
 END_TOLERANCE_NS = {"device": 1_000_000, "host": 25_000_000}
 
 #: How :func:`collectives` identified each call (its ``identity`` column), best first.
@@ -114,14 +58,6 @@ def _epoch(trace) -> int:
     return int(trace.meta.get("base_time_ns") or 0)
 
 
-def _step_of(starts: np.ndarray, steps: pd.DataFrame, base: int) -> np.ndarray:
-    """The ``ProfilerStep`` number each start falls in (-1 outside every step)."""
-    pos = containing(steps["start_ns"].to_numpy() + base, steps["end_ns"].to_numpy() + base, starts,
-                     closed="left")                         # [start, end): kitlib.model.window
-    num = steps["step"].to_numpy(dtype="int64")
-    return np.where(pos >= 0, num[np.maximum(pos, 0)] if len(num) else -1, -1).astype("int64")
-
-
 def _size_text(dims) -> str:
     """A message size as written (``Input Dims`` of the collective's operator), "" when
     no shape was recorded."""
@@ -131,56 +67,46 @@ def _size_text(dims) -> str:
     return str([list(d) if hasattr(d, "__len__") else d for d in dims]).replace(" ", "")
 
 
-def _identity(ops: pd.DataFrame, row) -> tuple:
-    """``(process group, seq, size)`` of the collective whose operator is ``row`` of
-    ``ops``: the ``comm_args`` of the operator or of the nearest enclosing one that
-    has them (``record_param_comms``), else the operator's ``Input Dims``."""
-    pg = seq = None
-    size = ""
-    r = row
-    while r is not None and r >= 0 and r in ops.index:
-        a = ops.at[r, "comm_args"] if "comm_args" in ops.columns else None
-        if isinstance(a, dict):
+def _identities(ops: pd.DataFrame, rows) -> list:
+    """``(process group, seq, size)`` of the collective operators at ``rows`` of ``ops``:
+    the ``comm_args`` of the operator or of its nearest ancestor that has them
+    (``record_param_comms``), else the operator's ``Input Dims``."""
+    args = ops["comm_args"].to_numpy() if "comm_args" in ops.columns else np.full(len(ops), None)
+    parent = ops.index.get_indexer(ops["parent"].to_numpy())      # labels -> positions (-1: none)
+    up = nearest_ancestor(parent, [isinstance(a, dict) for a in args], include_self=True)
+    pos = ops.index.get_indexer([-1 if r is None else r for r in rows])
+    out = []
+    for row in pos:
+        pg = seq = None
+        size = ""
+        if row >= 0 and up[row] >= 0:
+            a = args[up[row]]
             pg, seq = a.get("Process Group Name"), a.get("Seq")
             if a.get("In msg nelems") is not None or a.get("Out msg nelems") is not None:
                 size = f"in {a.get('In msg nelems')} out {a.get('Out msg nelems')}"
-            break
-        r = int(ops.at[r, "parent"])
-    if not size and row is not None and row >= 0 and row in ops.index:
-        size = _size_text(ops.at[row, "input_dims"])
-    return pg, seq, size
+        if not size and row >= 0:
+            size = _size_text(ops["input_dims"].iat[row])
+        out.append((pg, seq, size))
+    return out
 
 
 def collective_ops(traces: RankTraces) -> pd.DataFrame:
-    """Every host operator of a collective on every rank.
+    """Every host operator of a collective (:data:`COMM_OP_PATTERN`) on every rank.
 
-    Parameters
-    ----------
-    traces : RankTraces
-
-    Returns
-    -------
-    DataFrame
-        ``rank, name, tid, start_ns, end_ns, dur_ns, depth`` for the operators
-        matching :data:`COMM_OP_PATTERN`; times in ns since the Unix epoch on the
-        rank's host clock. Nested ones (``c10d::allreduce_`` ⊃ ``record_param_comms``
-        ⊃ ``nccl:all_reduce``) are all listed, ``depth`` tells them apart.
+    Returns ``rank, name, tid, start_ns, end_ns, dur_ns, depth`` (ns); nested ones
+    (``c10d::allreduce_`` ⊃ ``record_param_comms`` ⊃ ``nccl:all_reduce``) are all listed.
 
     Examples
     --------
-    Two ranks of an NCCL run, one all-reduce per step
-    (:func:`kitlib.model.examples.tiny_rank_docs`):
-
     >>> from kitlib.model.examples import tiny_rank_folder
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import collective_ops
     >>> ops = collective_ops(load_traces(tiny_rank_folder()))
-    >>> ops.loc[ops["rank"] == 1, ["rank", "name", "start_ns", "dur_ns", "depth"]]
-       rank                name  start_ns  dur_ns  depth
-    4     1  record_param_comms   4980000   60000      1
-    5     1     nccl:all_reduce   4990000   40000      2
-    6     1  record_param_comms  13980000   60000      1
-    7     1     nccl:all_reduce  13990000   40000      2
+    >>> ops.loc[ops["rank"] == 1, ["name", "start_ns", "dur_ns", "depth"]]
+                     name  start_ns  dur_ns  depth
+    4  record_param_comms   4980000   60000      1
+    5     nccl:all_reduce   4990000   40000      2
+    6  record_param_comms  13980000   60000      1
+    7     nccl:all_reduce  13990000   40000      2
     """
     parts = []
     for r, t in traces.traces.items():
@@ -197,23 +123,7 @@ def collective_ops(traces: RankTraces) -> pd.DataFrame:
 
 
 def comm_kernels(trace) -> pd.DataFrame:
-    """A trace's NCCL communication kernels (``trace.kernels`` rows matching
-    :data:`COMM_KERNEL_PATTERN`), trace clock.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_rank_docs
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.collectives import comm_kernels
-    >>> tr = trace_from_json(tiny_rank_docs()[0])
-    >>> k = comm_kernels(tr)
-    >>> k[["stream", "start_ns", "end_ns"]]
-       stream  start_ns    end_ns
-    1      20   3100000   6000000
-    4      20  13100000  15000000
-    >>> len(tr.kernels) - len(k)              # the compute kernels (stream 7) are left out
-    3
-    """
+    """A trace's NCCL kernels (``trace.kernels`` rows matching :data:`COMM_KERNEL_PATTERN`), trace clock."""
     k = trace.kernels
     return k[(k["kind"] == "kernel") & k["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)]
 
@@ -221,47 +131,21 @@ def comm_kernels(trace) -> pd.DataFrame:
 def collectives(traces: RankTraces) -> pd.DataFrame:
     """One row per collective call per rank, where its time is spent.
 
-    Parameters
-    ----------
-    traces : RankTraces
+    Returns :data:`COLLECTIVE_COLUMNS`: ``name`` (the ``nccl:*`` operator that launched
+    the kernel, else the kernel's or operator's name); ``measured_on`` (``device`` = NCCL
+    kernel, ``host`` = ``gloo:*`` operator, ``host enqueue`` = only the calling thread's
+    operator); ``step`` (the ``ProfilerStep`` it starts in, -1 outside); ``tid`` (thread,
+    or stream); ``start_ns, end_ns, dur_ns``; ``size`` (``"in N out M"`` elements, else
+    ``Input Dims``, else ``""``); ``call``, the key matching a call across ranks:
+    ``"name (pg P, seq S)"``, else ``"name size#k"``, else ``"name#k"``, with ``k`` counting
+    the rank's calls of that name and size; ``identity`` says which (:data:`IDENTITIES`).
 
-    Returns
-    -------
-    DataFrame
-        :data:`COLLECTIVE_COLUMNS`: ``rank``; ``name`` (for a kernel, the collective
-        operator that launched it, e.g. ``nccl:all_reduce``, found with
-        :func:`kitlib.chain`, else the kernel's name without its arguments; for a host
-        row, the operator's name); ``k`` (0 for the rank's first call of that
-        name, 1 for the second, … in order of start); ``call`` (``"name#k"``, the key
-        that matches a call across ranks); ``measured_on`` (``device`` = an NCCL
-        kernel, ``host`` = a ``gloo:*`` operator on Gloo's worker thread,
-        ``host enqueue`` = only the calling thread's operator was recorded, which
-        holds the enqueue, not the transfer); ``step`` (the ``ProfilerStep`` number
-        the call starts in, -1 outside every step); ``tid`` (thread, or stream for a
-        kernel); ``start_ns, end_ns`` (ns since the Unix epoch on the rank's host
-        clock, not aligned across hosts) and ``dur_ns``; ``size`` (the message size as
-        the trace records it: ``"in N out M"`` elements from ``record_param_comms``, else
-        the operator's ``Input Dims`` such as ``"[[19618307]]"``, ``""`` when shapes
-        were not recorded) and ``identity`` (how ``call`` names the call, one of
-        :data:`IDENTITIES`). ``call`` is the key that matches a call across ranks:
-        ``"name (pg P, seq S)"`` where the trace records the process group and sequence
-        number, else ``"name size#k"`` with ``k`` counting the rank's calls of that name
-        and size, else ``"name#k"``. ``k`` counts the rank's calls of that name (and
-        size, when recorded) in order of start.
-
-    Raises
-    ------
-    KitError
-        No rank has any collective (the message says what was looked for).
+    Raises KitError when no rank has any collective.
 
     Examples
     --------
-    Each all-reduce is timed by its NCCL kernel and named by the process group and
-    sequence number ``record_param_comms`` recorded:
-
     >>> from kitlib.model.examples import tiny_rank_folder
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import collectives
     >>> calls = collectives(load_traces(tiny_rank_folder()))
     >>> calls[["rank", "call", "measured_on", "step", "start_ns", "dur_ns"]]
        rank                           call measured_on  step  start_ns   dur_ns
@@ -269,8 +153,6 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
     1     0  nccl:all_reduce (pg 0, seq 1)      device     2  13100000  1900000
     2     1  nccl:all_reduce (pg 0, seq 0)      device     1   5100000   900000
     3     1  nccl:all_reduce (pg 0, seq 1)      device     2  14100000   900000
-    >>> calls.loc[0, ["size", "identity"]].tolist()
-    ['in 4096 out 4096', 'process group + seq']
     """
     parts = []
     for r, t in traces.traces.items():
@@ -285,7 +167,7 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
             names = pd.Series([op.get(i, n) for i, n in zip(kern.index, names)], index=kern.index)
             op_row = links.set_index("gpu_row")["op_row"]
             op_row = op_row[op_row.index.isin(op.index)]
-            ident = [_identity(t.ops, int(op_row[i]) if i in op_row.index else None) for i in kern.index]
+            ident = _identities(t.ops, [int(op_row[i]) if i in op_row.index else None for i in kern.index])
             df = pd.DataFrame({"name": names.to_numpy(), "measured_on": "device",
                                "tid": kern["stream"].astype("int64").to_numpy(),
                                "start_ns": kern["start_ns"].to_numpy("int64") + base,
@@ -302,7 +184,7 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
                                "tid": ops["tid"].astype("int64").to_numpy(),
                                "start_ns": ops["start_ns"].to_numpy("int64") + base,
                                "dur_ns": ops["dur_ns"].to_numpy("int64")})
-            ident = [_identity(t.ops, int(i)) for i in ops.index]
+            ident = _identities(t.ops, [int(i) for i in ops.index])
         if not len(df):
             continue
         df["pg"] = [x[0] for x in ident]
@@ -319,7 +201,7 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
                               + df["seq"].astype(str) + ")",
                               np.where(sized, df["name"] + " " + df["size"] + "#" + df["k"].astype(str),
                                        df["name"] + "#" + df["k"].astype(str)))
-        df["step"] = _step_of(df["start_ns"].to_numpy(), t.steps, base)
+        df["step"] = np.asarray(step_of(df["start_ns"].to_numpy() - base, t.steps).fillna(-1), dtype="int64")
         parts.append(df)
     if not parts:
         raise KitError(f"no collectives in ranks {traces.ranks}: no NCCL kernels (ncclKernel_*, "
@@ -333,41 +215,15 @@ MATCH_COLUMNS = ["call", "name", "identity", "ranks", "missing", "end_spread_ns"
 
 
 def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every call key of :func:`collectives` with the ranks that have it, checked by the
-    agreement of its end times: which calls are one call on every rank.
-
-    A match is *verified* when the call is present once on every rank and its ends on
-    the ranks lie within :data:`END_TOLERANCE_NS` of each other (a blocking collective
-    completes on all ranks together: the last rank's data finishes it everywhere).
-    The check assumes a collective in which every rank needs every other's data
-    (all-reduce, all-gather, all-to-all, reduce-scatter); a broadcast's root or a
-    point-to-point send may legitimately finish earlier than its peers.
-
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces`` (computed when not given).
-
-    Returns
-    -------
-    DataFrame
-        :data:`MATCH_COLUMNS`, one row per ``call`` key, in order of its first start:
-        ``call``, ``name``, ``identity`` (as in :func:`collectives`); ``ranks`` and
-        ``missing`` (tuples of the ranks that have the call and that lack it);
-        ``end_spread_ns`` (latest end minus earliest end over the ranks that have it,
-        ns; 0 on one rank); ``verified`` (bool); ``reason`` (why not, ``""`` when
-        verified). ``attrs["tolerance_ns"]`` holds :data:`END_TOLERANCE_NS`.
+    """Every call key of :func:`collectives` with the ranks that have it: which calls are
+    one call on every rank (see :func:`match_calls`).
 
     Examples
     --------
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import collective_matches
     >>> m = collective_matches(load_traces("public-traces", partial=True))
     >>> int(m["verified"].sum()), len(m)      # a subsampled pair: 4 of 13 calls can be matched
     (4, 13)
-    >>> print(m.loc[m["call"] == "nccl:all_reduce [[26258430]]#0", "reason"].item())
-    ends 612.9 ms later on rank 0 than on rank 1, more than the 1 ms one call allows: not the same call
     """
     return match_calls(collectives(traces) if calls is None else calls, list(traces.ranks))
 
@@ -375,27 +231,17 @@ def collective_matches(traces: RankTraces, calls: pd.DataFrame | None = None) ->
 def match_calls(calls: pd.DataFrame, ranks: list) -> pd.DataFrame:
     """Lesson 12's collective match: one call on every rank, or not, and why.
 
-    A call key (its name and identity, as :func:`collectives` writes it) is one collective
-    when every rank has it once and its ends agree within :data:`END_TOLERANCE_NS`: a
-    blocking collective finishes on every rank together.
+    A call key is *verified* when every rank in ``ranks`` has it once and its ends lie
+    within :data:`END_TOLERANCE_NS` of each other (a blocking collective finishes on every
+    rank together). ``calls`` needs ``call, rank, name, identity, end_ns, measured_on``.
 
-    Parameters
-    ----------
-    calls : DataFrame
-        :func:`collectives`' table: ``call, rank, name, identity, start_ns, end_ns,
-        measured_on``.
-    ranks : list of int
-        Every rank of the job (a rank without the call is named as missing).
-
-    Returns
-    -------
-    DataFrame
-        As :func:`collective_matches`.
+    Returns :data:`MATCH_COLUMNS`, one row per call in order of first start: ``ranks`` and
+    ``missing`` (tuples), ``end_spread_ns`` (latest minus earliest end, ns), ``verified``,
+    ``reason`` (why not, ``""`` when verified); ``attrs["tolerance_ns"]``.
 
     Examples
     --------
     >>> import pandas as pd
-    >>> from kitlib.analyses.collectives import match_calls
     >>> calls = pd.DataFrame({"call": ["ar#0", "ar#0", "ar#1"], "rank": [0, 1, 0], "name": "nccl:all_reduce",
     ...                       "identity": "", "start_ns": [0, 5, 90], "end_ns": [50, 51, 120],
     ...                       "measured_on": "device"})
@@ -444,23 +290,10 @@ def match_calls(calls: pd.DataFrame, ranks: list) -> pd.DataFrame:
 def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
     """How many calls could be matched across ranks, and what their ends say about the clocks.
 
-    Returns
-    -------
-    dict
-        ``calls`` (call keys), ``verified`` (matched and checked), ``missing`` (absent on
-        some rank), ``ends_apart`` (present everywhere, ends further apart than the
-        tolerance), ``unchecked`` (host enqueue only, or one identity on several rows);
-        ``end_offset_ms``: per rank other than the first, the median over verified calls
-        of its end minus the first rank's end (ms): the clock check, about 0 on one host;
-        ``max_end_spread_ms`` over verified calls.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import match_summary
-    >>> s = match_summary(load_traces("public-traces", partial=True))
-    >>> s["calls"], s["verified"], s["missing"], s["ends_apart"], round(s["max_end_spread_ms"], 3)
-    (13, 4, 6, 3, 0.332)
+    Returns a dict: ``calls``, ``verified``, ``missing``, ``ends_apart``, ``unchecked``
+    (counts of call keys); ``end_offset_ms`` (per rank but the first, the median over
+    verified calls of its end minus the first rank's, ms: about 0 on one host);
+    ``max_end_spread_ms``.
     """
     calls = collectives(traces) if calls is None else calls
     m = collective_matches(traces, calls)
@@ -478,37 +311,13 @@ def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict
 
 
 def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Each verified collective call on each rank, split into waiting and transfer.
+    """Each verified call on each rank, split into waiting and transfer (estimates).
 
-    For a call matched on every rank and verified by its end times
-    (:func:`collective_matches`), the last rank to arrive starts it at
-    ``last_start_ns``. A rank that started earlier waited
-    ``wait_ns = min(last_start_ns - start_ns, dur_ns)`` for it; the rest of its
-    time, ``transfer_ns = dur_ns - wait_ns``, is the exchange itself. Estimates:
-    see the module's notes on clocks and on NCCL's queueing.
+    The last rank to arrive starts the call at ``last_start_ns``; an earlier rank waited
+    ``wait_ns = min(last_start_ns - start_ns, dur_ns)``, the rest is ``transfer_ns``.
 
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces`` (computed when not given).
-
-    Returns
-    -------
-    DataFrame
-        :data:`COLLECTIVE_COLUMNS` plus ``last_start_ns`` (ns since the epoch),
-        ``last_rank`` (the rank that arrived last), ``wait_ns``, ``transfer_ns`` (ns), for
-        the verified calls only; ``attrs["unmatched"]`` = rows of calls left out
-        (missing on some rank or failing the end-time check; :func:`collective_matches`
-        says which and why).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import collective_waits
-    >>> w = collective_waits(load_traces("public-traces", partial=True))
-    >>> len(w), w.attrs["unmatched"]          # 4 verified calls on 2 ranks; 12 rows left out
-    (8, 12)
+    Returns :data:`COLLECTIVE_COLUMNS` plus ``last_start_ns``, ``last_rank``, ``wait_ns``,
+    ``transfer_ns`` (ns), verified calls only; ``attrs["unmatched"]`` counts rows left out.
     """
     calls = collectives(traces) if calls is None else calls
     ok = set(collective_matches(traces, calls).query("verified")["call"])
@@ -525,36 +334,21 @@ def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> p
 
 
 def straggler_table(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Which rank arrives last at each collective, and by how much.
+    """Which rank arrives last at each verified call, and by how much (estimates).
 
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces``.
-
-    Returns
-    -------
-    DataFrame
-        One row per call matched on every rank, in order of the last arrival:
-        ``call``, ``name``, ``step`` (of the last rank), ``last_rank``,
-        ``late_by_ns`` (its start minus the next-latest rank's start: how long the
-        others waited for it alone), ``spread_ns`` (its start minus the earliest
-        rank's start), ``first_rank``. Estimates (start times of different ranks;
-        see the module notes on clocks). One rank: ``late_by_ns`` is 0.
+    Returns, in order of the last arrival: ``call, name, step`` (of the last rank),
+    ``last_rank``, ``late_by_ns`` (its start minus the next-latest rank's),
+    ``spread_ns`` (minus the earliest rank's), ``first_rank``. One rank: ``late_by_ns`` 0.
 
     Examples
     --------
-    Rank 1 starts both all-reduces last, 2 ms and then 1 ms after rank 0:
-
     >>> from kitlib.model.examples import tiny_rank_folder
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import straggler_table
     >>> t = straggler_table(load_traces(tiny_rank_folder()))
-    >>> t[["call", "step", "last_rank", "late_by_ns", "first_rank"]]
-                                call  step  last_rank  late_by_ns  first_rank
-    0  nccl:all_reduce (pg 0, seq 0)     1          1     2000000           0
-    1  nccl:all_reduce (pg 0, seq 1)     2          1     1000000           0
+    >>> t[["step", "last_rank", "late_by_ns", "first_rank"]]
+       step  last_rank  late_by_ns  first_rank
+    0     1          1     2000000           0
+    1     2          1     1000000           0
     """
     w = collective_waits(traces, calls)
     rows = []
@@ -572,32 +366,9 @@ def straggler_table(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd
 
 
 def rank_step_times(traces: RankTraces) -> pd.DataFrame:
-    """Every rank's steps.
+    """Every rank's steps: ``rank, step, start_ns, dur_ns`` (the ``ProfilerStep#N`` interval, exact).
 
-    Returns
-    -------
-    DataFrame
-        ``rank, step, start_ns`` (ns since the epoch, host clock), ``dur_ns`` (the
-        ``ProfilerStep#N`` host interval: exact, the profiler's own duration), one
-        row per rank and step.
-
-    Raises
-    ------
-    KitError
-        A rank's trace has no steps (no ``ProfilerStep#N``: recorded without
-        ``prof.step()``).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_rank_folder
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import rank_step_times
-    >>> rank_step_times(load_traces(tiny_rank_folder()))
-       rank  step  start_ns    dur_ns
-    0     0     1         0  10000000
-    1     0     2  10000000  10000000
-    2     1     1         0  10000000
-    3     1     2  10000000  10000000
+    Raises KitError when a rank's trace has no steps.
     """
     parts = []
     for r, t in traces.traces.items():
@@ -612,31 +383,16 @@ def rank_step_times(traces: RankTraces) -> pd.DataFrame:
 
 
 def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Per rank: step time, and how much of it is spent in collectives, waiting or
-    transferring — the lesson's main table.
+    """Per rank: step time and how much of it is in collectives, waiting or transferring.
 
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces``.
-
-    Returns
-    -------
-    DataFrame
-        Index ``rank``; columns ``steps`` (count), ``step_ms`` (median step time,
-        exact), ``collectives`` (calls inside the steps), ``in_collectives_ms``
-        (per step: the union of the rank's collective intervals inside its steps,
-        exact), ``wait_ms`` and ``transfer_ms`` (per step, estimates, calls matched
-        on every rank: ``wait_ms`` is the union of the waiting parts of
-        :func:`collective_waits`, ``transfer_ms`` the rest of the union of those
-        calls, so concurrent calls are counted once), ``wait_share`` (``wait_ms /
-        (wait_ms + transfer_ms)``).
+    Returns, index ``rank``: ``steps``, ``step_ms`` (median, exact), ``collectives`` (calls
+    inside the steps), per step in ms ``in_collectives_ms`` (union of the rank's calls,
+    exact), ``wait_ms`` and ``transfer_ms`` (unions over the verified calls of
+    :func:`collective_waits`, estimates), ``wait_share`` (``wait / (wait + transfer)``).
 
     Examples
     --------
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import rank_summary
     >>> rank_summary(load_traces("ranks_straggler"))[["steps", "collectives", "wait_ms", "transfer_ms"]].round(1)
           steps  collectives  wait_ms  transfer_ms
     rank
@@ -667,40 +423,10 @@ def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Da
 
 
 def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """For each step, the collective at which the others waited longest for one rank.
+    """For each step, the call at which the others waited longest for one rank.
 
-    A rank that starts a step late (a slow data load, a sleep, a busy host) is
-    last at the step's first collective by the whole delay; once the others have
-    waited for it, the ranks run in step again and later collectives show smaller
-    differences (in their compute, and on Gloo also queueing behind the previous
-    collective and the operating system's scheduling, which a trace cannot tell
-    apart). The largest ``late_by_ns`` of a step is therefore an estimate of one
-    rank's delay in that step while that delay outweighs those differences; when it
-    does not (a small delay on a busy host), the largest lateness can belong to
-    another rank or another cause.
-
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces``.
-
-    Returns
-    -------
-    DataFrame
-        One row per step with a matched collective: ``step``, ``call``, ``name``,
-        ``last_rank``, ``late_by_ns`` (the step's largest; an estimate from start
-        times, see the module notes on clocks), ``calls`` (matched calls in the step).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_rank_folder
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import straggler_by_step
-    >>> straggler_by_step(load_traces(tiny_rank_folder()))[["step", "last_rank", "late_by_ns", "calls"]]
-       step  last_rank  late_by_ns  calls
-    0     1          1     2000000      1
-    1     2          1     1000000      1
+    Returns ``step, call, name, last_rank, late_by_ns`` (the step's largest, an estimate of
+    that rank's delay), ``calls`` (verified calls in the step).
     """
     return _by_step(straggler_table(traces, calls))
 
@@ -719,26 +445,15 @@ def _by_step(tab: pd.DataFrame) -> pd.DataFrame:
 def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
     """The rank the others wait for, and for how long per step.
 
-    Returns
-    -------
-    dict
-        From :func:`straggler_by_step`: ``rank`` (the rank most often last at its
-        step's longest wait), ``steps_last`` (in how many steps it was) and ``steps``
-        (steps with a matched collective), ``late_by_ms_median`` (median over the
-        steps of the step's largest lateness, ms; an estimate); and from
-        :func:`straggler_table`: ``last_share`` (the share of all matched calls inside
-        steps at which ``rank`` arrived last, 0–1) and ``calls``.
+    Returns a dict: ``rank`` (most often last at its step's longest wait), ``steps_last``,
+    ``steps``, ``late_by_ms_median`` (of :func:`straggler_by_step`'s ``late_by_ns``, ms),
+    ``last_share`` (share of verified calls in steps where ``rank`` came last), ``calls``.
 
-    Raises
-    ------
-    KitError
-        Fewer than two ranks (one rank alone is "last" at every step); no collective
-        matched on every rank inside a step.
+    Raises KitError with fewer than two ranks, or no verified call inside a step.
 
     Examples
     --------
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import straggler_summary
     >>> s = straggler_summary(load_traces("ranks_straggler"))
     >>> s["rank"], s["steps_last"], s["steps"], round(s["late_by_ms_median"], 1)
     (1, 3, 3, 525.6)
@@ -760,32 +475,13 @@ def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
 
 
 def enqueue_and_start(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """For each verified NCCL call, when each rank *enqueued* it (the start of the
-    ``nccl:*`` host operator that launched its kernel) and when its kernel *started*: the
-    two tell different stories across ranks, and only the second is when the rank joined
-    the collective.
+    """For each verified NCCL call, when each rank enqueued it (its ``nccl:*`` operator's
+    start) and when its kernel started: only the second is when the rank joined.
 
-    Returns
-    -------
-    DataFrame
-        One row per verified call with a kernel (in order of the first start): ``call``,
-        ``name``, and for every rank ``r`` ``enqueue_ns_r`` and ``start_ns_r`` (ns since the
-        epoch); ``enqueue_late_ms`` and ``start_late_ms`` (the last rank's value minus the
-        first rank's, in rank order: the highest rank minus rank ``traces.ranks[0]``, ms; a
-        negative value says the higher rank was earlier).
+    Returns ``call, name``, per rank ``r`` ``enqueue_ns_r`` and ``start_ns_r``, and
+    ``enqueue_late_ms``, ``start_late_ms`` (highest rank minus the first, ms).
 
-    Raises
-    ------
-    KitError
-        No rank has an NCCL kernel (a Gloo or CPU-only run: the enqueue is the call).
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import enqueue_and_start
-    >>> t = enqueue_and_start(load_traces("public-traces", partial=True))
-    >>> t[["enqueue_late_ms", "start_late_ms"]].round(3).values.tolist()
-    [[-0.041, 3.302], [-9.617, 0.084], [-9.187, 22.328], [-7.896, 1.292]]
+    Raises KitError when no rank has an NCCL kernel.
     """
     calls = collectives(traces) if calls is None else calls
     dev = calls[calls["measured_on"] == "device"]
@@ -823,16 +519,13 @@ EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_m
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals ``[start, end)`` as sorted, disjoint ``(starts, ends)``, in int64
-    ns (:func:`kitlib.analyses.intervals.union_arrays` on the values cast)."""
+    """The union of intervals ``[start, end)``, sorted and disjoint, in int64 ns."""
     return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
 
 
 def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
-    """Whether each point lies in a merged set of half-open intervals ``[start, end)``
-    (kitlib.model.window)."""
-    s, e = merged
-    return containing(s, e, points, closed="left") >= 0
+    """Whether each point lies in a merged set of half-open intervals ``[start, end)``."""
+    return containing(*merged, points, closed="left") >= 0
 
 
 def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
@@ -846,18 +539,7 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
 
 
 def step_thread(trace) -> int | None:
-    """The thread that drives the rank's steps: the one its ``ProfilerStep#N`` ranges are
-    on (without steps, the thread with the most operators; None without operators).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_rank_docs
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.collectives import step_thread
-    >>> tr = trace_from_json(tiny_rank_docs()[0])
-    >>> tr.steps["tid"].tolist(), step_thread(tr)
-    ([1, 1], 1)
-    """
+    """The thread of the rank's ``ProfilerStep#N`` ranges (else the one with most operators; None without)."""
     if len(trace.steps):
         return int(trace.steps["tid"].mode().iloc[0])
     o = trace.ops
@@ -866,52 +548,21 @@ def step_thread(trace) -> int | None:
 
 
 def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
-    """The rank's *compute*: the time during which its step makes progress other than by
-    communicating. The one definition behind :func:`exposed_communication` and
-    :func:`kitlib.analyses.stragglers.step_budget`.
+    """The rank's *compute*, for :func:`exposed_communication` and
+    :func:`kitlib.analyses.stragglers.step_budget`: every non-NCCL kernel (GPU run), else
+    every operator on :func:`step_thread`'s thread but the collective ones (CPU run).
 
-    - A trace with kernels (a GPU run): every kernel that is not an NCCL kernel, on any
-      stream. The GPU is what the step waits for; an NCCL kernel that runs while a
-      compute kernel runs is hidden under it (HTA's rule too).
-    - A trace without kernels (a CPU run, Gloo): every operator on the step's own
-      thread (:func:`step_thread`), collective operators (:data:`COMM_OP_PATTERN`) left
-      out. On a CPU the backward pass runs on the thread that called it, so that thread
-      is the step's only worker. Operators on other threads do not advance the step, and
-      Gloo's worker threads run the collectives themselves; on two shared cores they may
-      not even run at the same instant. *Every* operator, not only ``aten::``: the
-      autograd engine (``autograd::engine::evaluate_function``) and DDP's reducer
-      (``torch::distributed::reducer::mul_out``, ``copy_bucket_to_grad``) keep the
-      thread busy between ``aten::`` calls, and leaving them out would call
-      communication exposed while the thread was working (2 to 25 ms per step on the
-      kit's Gloo pairs). User ranges (``record_function``: ``backward``,
-      ``DistributedDataParallel.forward``) are not operators: they enclose the waits.
+    Returns ``(source, starts, ends)``: ``"GPU kernels"`` or :data:`HOST_COMPUTE`, and the
+    intervals in ns on the trace's clock (not merged).
 
-    Returns
-    -------
-    tuple
-        ``(source, starts, ends)``: ``"GPU kernels"`` or ``"host operators, step's
-        thread"``, and the intervals in ns on the trace's own clock (not merged).
+    Sources: docs/SOURCES.md#collectives-cpu-compute
 
     Examples
     --------
-    A GPU run: the compute kernels, the NCCL ones left out.
-
     >>> from kitlib.model.examples import tiny_rank_docs
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.collectives import compute_intervals
     >>> compute_intervals(trace_from_json(tiny_rank_docs()[0]))
     ('GPU kernels', array([ 1000000,  4000000, 11000000]), array([ 3000000,  5000000, 13000000]))
-
-    A CPU run (Gloo): the step's thread's operators but the collective's enqueue; the
-    ``gloo:`` operator runs on Gloo's own thread.
-
-    >>> def op(name, ts, dur, tid, cat="cpu_op"):
-    ...     return {"ph": "X", "cat": cat, "name": name, "pid": 1, "tid": tid, "ts": ts, "dur": dur}
-    >>> cpu = trace_from_json({"traceEvents": [
-    ...     op("ProfilerStep#1", 0, 100, 1, "user_annotation"), op("aten::mm", 10, 20, 1),
-    ...     op("c10d::allreduce_", 40, 5, 1), op("gloo:all_reduce", 42, 30, 2), op("aten::add", 80, 10, 1)]})
-    >>> compute_intervals(cpu)
-    ("host operators, step's thread", array([10000, 80000]), array([30000, 90000]))
     """
     k = trace.kernels
     kern = k[k["kind"] == "kernel"] if len(k) else k
@@ -936,30 +587,16 @@ def exposed_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd
     r"""Exposed communication, the kit's one definition: per rank and step, the time in the
     step's collectives during which the rank computed nothing.
 
-    For rank ``r`` and step ``n``, on ``r``'s own clock (ns since the epoch), every interval
-    half-open ``[start, end)``: ``C`` is the union of ``r``'s collective calls
-    (:func:`collectives`: the NCCL kernel, or Gloo's ``gloo:*`` operator) that *start* in
-    ``ProfilerStep#n`` (its ``step`` column), each whole, even past the step's end (a call
-    that starts in no step is in no row); ``P`` is the rank's compute
-    (:func:`compute_intervals`); ``comm_ns = |C|``, ``exposed_ns = |C \ P|``. A call that
-    touches compute at one instant only is not hidden there. :func:`exposed_communication`
-    splits this ``exposed_ns`` into waiting and transfer;
-    :func:`kitlib.analyses.stragglers.step_budget` subtracts it from the step.
+    ``C`` is the union of the rank's calls that start in the step (each whole),
+    ``P`` its :func:`compute_intervals`, all half-open: ``comm_ns = |C|``,
+    ``exposed_ns = |C \ P|``.
 
-    Returns
-    -------
-    DataFrame
-        :data:`EXPOSED_NS_COLUMNS`, int64, one row per rank and step with a call (rank and
-        step order): ``calls`` (how many start in the step), ``comm_ns``, ``exposed_ns``.
+    Returns :data:`EXPOSED_NS_COLUMNS` (int64), one row per rank and step with a call.
 
     Examples
     --------
-    Rank 0's step 1: its all-reduce [3.1, 6.0) ms beside compute [1, 3) and [4, 5) ms; exposed
-    [3.1, 4) and [5, 6): 1.9 of 2.9 ms (:func:`kitlib.model.examples.tiny_rank_docs`).
-
     >>> from kitlib.model.examples import tiny_rank_folder
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import exposed_by_step
     >>> exposed_by_step(load_traces(tiny_rank_folder()))
        rank  step  calls  comm_ns  exposed_ns
     0     0     1      1  2900000     1900000
@@ -1012,27 +649,11 @@ def _step_sets(traces: RankTraces, calls: pd.DataFrame):
 
 
 def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The pieces of each rank's step that :func:`exposed_communication` adds up: where
-    communication waited, transferred or could not be split, and whether compute ran
-    beside it; and the compute that ran with no communication (the bucket picture).
+    """The pieces :func:`exposed_communication` adds up, for the bucket picture.
 
-    Returns
-    -------
-    DataFrame
-        :data:`PIECE_COLUMNS`: ``rank``, ``step``, ``start_ns``, ``end_ns`` (ns since the
-        epoch, the rank's clock; adjacent pieces of one kind are joined), ``part`` (one of
-        :data:`PARTS`), ``beside_compute`` (bool: a compute kernel or operator ran during
-        the piece; always True for ``compute``). Compute pieces cover the step from its
-        ``ProfilerStep`` start (or its first collective, if earlier) to its last
-        collective's end.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import communication_pieces
-    >>> p = communication_pieces(load_traces("public-traces", partial=True))
-    >>> sorted(set(p["part"]))
-    ['compute', 'transfer', 'unmatched', 'wait']
+    Returns :data:`PIECE_COLUMNS`: ``start_ns, end_ns`` (adjacent pieces of one kind
+    joined), ``part`` (:data:`PARTS`), ``beside_compute`` (bool). Compute pieces cover the
+    step from its start (or first call, if earlier) to its last call's end.
     """
     calls = collectives(traces) if calls is None else calls
     out = []
@@ -1053,50 +674,23 @@ def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) 
 
 
 def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
-    r"""Per rank and step: how much of the communication ran with no computation beside it
-    (*exposed*: the step is held up by it), split into waiting and transfer before any
-    of it is called hidden.
+    r"""Per rank and step: the communication with no computation beside it, split into
+    waiting and transfer.
 
-    ``C``, ``P``, ``comm = |C|`` and ``exposed = |C \ P|`` are :func:`exposed_by_step`'s (the
-    one definition: the calls that start in the step, whole, less the rank's compute);
-    ``V`` is the part of ``C`` in calls verified on every rank (:func:`collective_matches`),
-    ``W`` their waiting parts (:func:`collective_waits`: before the last rank arrived).
-    ``exposed`` is split exactly into ``|W \ P|`` (waiting for a peer), ``|(V \ W) \ P|`` (transfer)
-    and ``|(C \ V) \ P|`` (calls without a verified match: cannot be split); the hidden
-    part ``|C ∩ P|`` likewise into waiting and transfer (an NCCL kernel that spins
-    waiting for a late peer while compute runs is not communication hidden: it moved no
-    data). ``tail`` is the time from the end of the last compute before the step's last
-    collective ends to that end (in DDP, after the last backward kernel: the gradient
-    all-reduce the optimizer waits for).
+    With :func:`exposed_by_step`'s ``C`` and ``P``, ``V`` the verified calls' part of ``C``
+    and ``W`` their waiting parts: ``exposed = |C \ P|`` splits into ``|W \ P|`` (wait),
+    ``|(V \ W) \ P|`` (transfer) and ``|(C \ V) \ P|`` (unmatched); the hidden ``|C ∩ P|``
+    likewise. ``tail`` runs from the end of the last compute before the step's last call
+    ends to that end.
 
-    Parameters
-    ----------
-    traces : RankTraces
-    calls : DataFrame, optional
-        :func:`collectives` of ``traces``.
+    Returns :data:`EXPOSED_COLUMNS` in ms, one row per rank and step with a call;
+    ``compute_from`` as :func:`compute_intervals`. Raises as :func:`collectives`.
 
-    Returns
-    -------
-    DataFrame
-        :data:`EXPOSED_COLUMNS`, one row per rank and step with a collective:
-        ``compute_from`` (``"GPU kernels"`` or :data:`HOST_COMPUTE`), ``calls``,
-        and ms: ``comm_ms``, ``hidden_ms``, ``exposed_ms`` = ``exposed_wait_ms`` +
-        ``exposed_transfer_ms`` + ``exposed_unmatched_ms``, ``hidden_wait_ms``,
-        ``hidden_transfer_ms`` (with the hidden unmatched rest, sum to ``hidden_ms``),
-        ``tail_ms``. Wait and transfer are estimates (start times of different ranks);
-        on a CPU run "compute beside it" means the step's own thread ran an operator
-        while a Gloo worker thread ran the collective, which on a machine with fewer
-        cores than threads may not have been at the same instant.
-
-    Raises
-    ------
-    KitError
-        As :func:`collectives`.
+    Sources: docs/SOURCES.md#collectives-cpu-compute
 
     Examples
     --------
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import exposed_communication
     >>> e = exposed_communication(load_traces("public-traces", partial=True))
     >>> e[["rank", "step", "comm_ms", "exposed_ms", "exposed_wait_ms", "exposed_unmatched_ms"]].round(1)
        rank  step  comm_ms  exposed_ms  exposed_wait_ms  exposed_unmatched_ms
@@ -1124,42 +718,18 @@ def exposed_communication(traces: RankTraces, calls: pd.DataFrame | None = None)
 
 
 def comm_overlap(traces: RankTraces) -> pd.DataFrame:
-    """How much of each rank's communication-kernel time ran while a compute kernel
-    ran too (on another stream): the communication hidden under computation.
+    """How much of each rank's NCCL kernel time ran beside a compute kernel (exact within a
+    complete trace): ``hidden = |comm| + |compute| - |comm ∪ compute|``.
 
-    A kernel that spins waiting for a late peer while compute runs counts as hidden here,
-    though it moved no data: :func:`exposed_communication` splits waiting from transfer
-    first. Computed per rank on the GPU's own timeline, so exact within a complete trace
-    (on a subsampled one, dropped compute kernels make ``hidden_fraction`` too low and
-    dropped communication kernels can move it either way):
-    ``hidden = |comm ∩ compute| = |comm| + |compute| - |comm ∪ compute|`` with
-    ``|·|`` the length of a union of intervals (:func:`kitlib.analyses.intervals.busy_ns`).
+    Returns, index ``rank``: ``comm_kernels``, ``comm_ms``, ``compute_ms``, ``hidden_ms``,
+    ``hidden_fraction`` (``hidden_ms / comm_ms``, NaN without NCCL kernels).
 
-    Parameters
-    ----------
-    traces : RankTraces
-
-    Returns
-    -------
-    DataFrame
-        Index ``rank``; ``comm_kernels`` (count), ``comm_ms`` (union of the NCCL
-        kernels), ``compute_ms`` (union of the other kernels), ``hidden_ms``,
-        ``hidden_fraction`` (``hidden_ms / comm_ms``; NaN without communication
-        kernels).
-
-    Raises
-    ------
-    KitError
-        No rank's trace has any NCCL kernel (a CPU or Gloo run has none: this
-        question needs a GPU trace).
+    Raises KitError when no rank has an NCCL kernel.
 
     Examples
     --------
-    Rank 0 ran a compute kernel (1 ms) beside its first all-reduce; rank 1 none:
-
     >>> from kitlib.model.examples import tiny_rank_folder
     >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.analyses.collectives import comm_overlap
     >>> comm_overlap(load_traces(tiny_rank_folder())).round(3)
           comm_kernels  comm_ms  compute_ms  hidden_ms  hidden_fraction
     rank

@@ -1,25 +1,14 @@
 """Did my change make it faster? Repeated step times, compared against their noise.
 
-One step time proves nothing: a training step's wall time varies from step to
-step (the loader, the allocator, the OS, a new epoch's worker start-up), and a
-profiler adds its own cost. :func:`compare` takes two sets of repeated,
-uninstrumented step times and says whether the difference of their medians
-exceeds what the spread alone would produce, with
+One step time proves nothing: step times vary (the loader, the allocator, the OS, a new
+epoch), and a profiler adds its own cost. :func:`compare` takes two sets of repeated,
+uninstrumented step times (ms) and calls the difference of their medians real only when a
+seeded bootstrap percentile interval of it excludes zero; it also gives the two-sided
+Mann-Whitney U test's p-value. Medians, not means: one slow step moves a mean a lot and a
+median hardly at all.
 
-- a bootstrap confidence interval of the difference of medians (resampling each
-  set with replacement, percentile interval; seeded, so the verdict is
-  reproducible), and
-- the two-sided Mann-Whitney U test (``scipy.stats.mannwhitneyu``), which asks
-  whether one set tends to be larger than the other without assuming a normal
-  distribution.
-
-A difference counts as real only when the interval excludes zero. Medians,
-not means: one slow step (a new epoch, a garbage collection) moves a mean a lot
-and a median hardly at all.
-
-Sources: Efron & Tibshirani, *An Introduction to the Bootstrap* (percentile
-interval); Mann & Whitney (1947); SciPy docs, ``scipy.stats.mannwhitneyu``.
-Pure functions: no I/O, printing or plotting.
+Sources: Efron & Tibshirani, *An Introduction to the Bootstrap* (percentile interval);
+Mann & Whitney (1947); SciPy docs, ``scipy.stats.mannwhitneyu``.
 """
 from __future__ import annotations
 
@@ -35,35 +24,11 @@ __all__ = ["Comparison", "compare", "compare_series", "SETTINGS", "settings_pres
 
 @dataclass
 class Comparison:
-    """The outcome of :func:`compare`; every time in ms.
-
-    Attributes
-    ----------
-    n_before, n_after : int
-        Number of measurements.
-    before_median_ms, after_median_ms : float
-    before_iqr_ms, after_iqr_ms : float
-        Interquartile range (p75 - p25) of each set: its spread.
-    difference_ms : float
-        ``after_median_ms - before_median_ms`` (negative = faster after).
-    relative : float
-        ``difference_ms / before_median_ms``.
-    ci_low_ms, ci_high_ms : float
-        Bootstrap confidence interval of the difference of medians.
-    confidence : float
-    p_value : float
-        Two-sided Mann-Whitney U test (NaN when SciPy is not installed).
-    verdict : str
-        ``"faster"``, ``"slower"`` or ``"no difference beyond the noise"``.
-    text : str
-        One or two sentences saying so, with the figures.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.compare import compare
-    >>> c = compare([10.0, 10.2, 9.9, 10.1, 10.0], [8.0, 8.1, 7.9, 8.2, 8.0])
-    >>> c.n_before, c.before_median_ms, c.after_median_ms, c.difference_ms, c.verdict
-    (5, 10.0, 8.0, -2.0, 'faster')
+    """The outcome of :func:`compare`, every time in ms: ``n_before, n_after``; the medians
+    and IQRs (p75 − p25) of each set; ``difference_ms`` (after − before, negative =
+    faster) and ``relative``; ``ci_low_ms, ci_high_ms`` (bootstrap interval) at
+    ``confidence``; ``p_value`` (Mann-Whitney, NaN without SciPy); ``verdict``
+    (``"faster"``, ``"slower"`` or ``"no difference beyond the noise"``) and ``text``.
     """
 
     n_before: int
@@ -83,16 +48,7 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        """Whether the confidence interval excludes zero.
-
-        Examples
-        --------
-        >>> from kitlib.analyses.compare import compare
-        >>> compare([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]).significant
-        True
-        >>> compare([10.0, 10.2, 9.9, 10.1], [10.1, 9.9, 10.2, 10.0]).significant
-        False
-        """
+        """Whether the confidence interval excludes zero."""
         return self.verdict != "no difference beyond the noise"
 
     def __str__(self):
@@ -119,41 +75,18 @@ def _values(x, what: str) -> np.ndarray:
 
 def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
             seed: int = 0) -> Comparison:
-    """Whether two sets of repeated step times differ by more than their noise.
+    """Whether two sets of repeated step times (ms, at least 3 each) differ by more than
+    their noise: "faster" when the whole bootstrap interval (``n_boot`` resamples, seeded by
+    ``seed``) lies below 0, "slower" when above, else "no difference beyond the noise".
 
-    Parameters
-    ----------
-    before_ms, after_ms : sequence of float
-        Step wall times in ms (at least 3 each), measured the same way (e.g.
-        :func:`kitlib.capture.workload.time_steps`, or a ``step_times.json`` series).
-    confidence : float
-        Level of the bootstrap interval (0.95 = 95 %).
-    n_boot : int
-        Bootstrap resamples.
-    seed : int
-        Seeds the resampling (``numpy.random.default_rng(seed)``): same input,
-        same interval.
-
-    Returns
-    -------
-    Comparison
-        Medians, spreads (IQR), the difference of medians (after − before) with
-        its bootstrap interval, the Mann-Whitney p-value and a verdict: "faster"
-        when the whole interval lies below 0, "slower" when above, otherwise
-        "no difference beyond the noise".
-
-    Raises
-    ------
-    KitError
-        Fewer than 3 values, non-numbers, NaN/inf/negative, or a confidence
-        outside (0, 1).
+    Raises KitError for fewer than 3 values, non-numbers, NaN/inf/negative, or a
+    confidence outside (0, 1).
 
     Examples
     --------
-    >>> from kitlib.analyses.compare import compare
-    >>> c = compare([10, 11, 10.5, 10.2], [8, 8.1, 7.9, 8.2])
-    >>> print(c)              # doctest: +ELLIPSIS
-    median 10.35 ms (IQR 0.48, n=4) → 8.05 ms (IQR 0.15, n=4): -2.30 ms (-22.2%); 95% bootstrap ...
+    >>> c = compare([10.0, 10.2, 9.9, 10.1, 10.0], [8.0, 8.1, 7.9, 8.2, 8.0])
+    >>> c.before_median_ms, c.after_median_ms, c.difference_ms, c.verdict
+    (10.0, 8.0, -2.0, 'faster')
     """
     if not 0 < confidence < 1:
         raise KitError(f"compare: confidence must lie between 0 and 1, not {confidence!r}")
@@ -189,34 +122,10 @@ def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
 
 
 def compare_series(series: dict, baseline: str, confidence: float = 0.95, seed: int = 0) -> pd.DataFrame:
-    """:func:`compare` every series of a ``step_times.json``-like dict against one.
+    """:func:`compare` every series of a ``step_times.json``-like dict against ``baseline``.
 
-    Parameters
-    ----------
-    series : dict of str -> sequence of float
-        Step times in ms per setting.
-    baseline : str
-        The key compared against (the "before").
-
-    Returns
-    -------
-    DataFrame, one row per other series (index = its name)
-        ``n``, ``median_ms``, ``iqr_ms``, ``difference_ms`` (vs the baseline's
-        median), ``relative``, ``ci_low_ms``, ``ci_high_ms``, ``p_value``,
-        ``verdict``.
-
-    Raises
-    ------
-    KitError
-        ``baseline`` is not a key of ``series``.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.compare import compare_series
-    >>> series = {"before": [10.0, 10.2, 9.9, 10.1, 10.0], "after": [8.0, 8.1, 7.9, 8.2, 8.0]}
-    >>> compare_series(series, baseline="before")[["n", "median_ms", "difference_ms", "verdict"]]
-           n median_ms difference_ms verdict
-    after  5       8.0          -2.0  faster
+    Returns, one row per other series: ``n, median_ms, iqr_ms, difference_ms, relative,
+    ci_low_ms, ci_high_ms, p_value, verdict``. Raises KitError when ``baseline`` is missing.
     """
     if baseline not in series:
         raise KitError(f"compare_series: no series {baseline!r} (have: {', '.join(series)})")
@@ -242,33 +151,10 @@ SETTINGS = {
 
 
 def settings_present(series: dict) -> pd.DataFrame:
-    """Which of the four settings (:data:`SETTINGS`) a set of step-time series holds.
+    """Which of the four :data:`SETTINGS` a dict of step-time series holds.
 
-    Parameters
-    ----------
-    series : dict of str -> sequence of float
-        E.g. a bundle's ``step_times.json``.
-
-    Returns
-    -------
-    DataFrame indexed by setting
-        ``series`` (the key found, ``""`` if none), ``n`` (measurements, 0 if
-        absent), ``median_ms``, ``present``. Series that are none of the four
-        (``step_ms_fixed_batch``: another workload, no loader) are listed after
-        them with ``setting`` = their key.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.compare import settings_present
-    >>> settings_present({"step_ms_uninstrumented": [10.0, 10.4, 9.8],
-    ...                   "step_ms_fixed_batch": [7.0, 7.1, 7.2]})[["series", "n", "present"]]
-                                                                series  n  present
-    setting
-    uninstrumented                              step_ms_uninstrumented  3     True
-    NVTX ranges only                                                    0    False
-    torch.profiler, no attribution                                      0    False
-    torch.profiler, shapes+memory+stacks+FLOPs                          0    False
-    step_ms_fixed_batch                            step_ms_fixed_batch  3     True
+    Returns, indexed by setting: ``series`` (key found, ``""`` if none), ``n``,
+    ``median_ms``, ``present``; other series follow under their own key.
     """
     rows, used = [], set()
     for setting, keys in SETTINGS.items():

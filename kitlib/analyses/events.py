@@ -1,18 +1,13 @@
 """The host and device events that ``key_averages()`` counts: one event model.
 
-Both the grouping by name and shape (:mod:`kitlib.analyses.grouping`) and the
-grouping by call site (:mod:`kitlib.analyses.callsites`) start from the same
-table: every host event the profiler keeps, with its parent (time nesting on one
-thread, CUDA launches as children, the profiler's merge of same-name single
-children), its self/total host time and the device time of the GPU events it
-launched (:func:`op_events`); the GPU events as rows of their own
-(:func:`gpu_events`); and each event's Python stack as the profiler forms it
-(:func:`op_stacks`).
+:func:`op_events` lists every host event the profiler keeps, nested as it nests them,
+with its self/total host time and the device time of the GPU events it launched;
+:func:`gpu_events` lists the GPU events as rows of their own; :func:`op_stacks` gives each
+event's Python stack as the profiler forms it. Both :mod:`kitlib.analyses.grouping` and
+:mod:`kitlib.analyses.callsites` start here. Functions take ``trace`` (a
+:class:`~kitlib.model.Trace`); times are ns.
 
-Sources: PyTorch ``torch/autograd/profiler_util.py`` (``_filter_name``,
-``_filter_stack_entry``, ``EventList._remove_dup_nodes``,
-``_set_backward_stacktraces``, ``_populate_cpu_children``); checked against the
-profiler's own rows in ``data/reference/fixed_batch/key_averages.json.gz``.
+Sources: docs/SOURCES.md#events-python-stacks
 """
 from __future__ import annotations
 
@@ -33,13 +28,8 @@ EVENT_COLUMNS = ["name", "key", "kind", "device_type", "pid", "tid", "start_ns",
                  "source", "row",
                  "parent", "host_self_ns", "device_self_ns", "device_total_ns", "n_gpu_events"]
 
-def _key_name(name: str) -> str:
-    """The profiler's display name: every ``ProfilerStep#N`` becomes ``ProfilerStep*``."""
-    return "ProfilerStep*" if isinstance(name, str) and name.startswith("ProfilerStep#") else name
-
-
 def _key_names(names: np.ndarray) -> np.ndarray:
-    """:func:`_key_name` for a whole column at once (each distinct name tested once)."""
+    """``ProfilerStep#N`` → ``ProfilerStep*`` for a whole column (each distinct name tested once)."""
     codes, uniques = pd.factorize(np.asarray(names, dtype=object), use_na_sentinel=False)
     step = np.array([isinstance(u, str) and u.startswith("ProfilerStep#") for u in uniques], dtype=bool)
     if not step.any():
@@ -48,26 +38,10 @@ def _key_names(names: np.ndarray) -> np.ndarray:
 
 
 def shapes_key(input_dims, lists: str = "profiler") -> str:
-    """The profiler's ``input_shapes`` string: ``str()`` of the ``Input Dims`` list.
+    """The profiler's ``input_shapes`` string, ``str()`` of the ``Input Dims`` list; ``"[]"``
+    without shapes. A tensor-list argument (``aten::cat``) is written ``[]`` as the profiler
+    keys it (``lists="profiler"``) or with its members' shapes (``lists="nested"``).
 
-    ``[[128, 3, 224, 224], [64, 3, 7, 7], [], []]`` → ``"[[128, 3, 224, 224], [64, 3, 7, 7], [], []]"``;
-    an event without shapes (launches, kernels, annotations, shapes not recorded) → ``"[]"``.
-
-    Parameters
-    ----------
-    input_dims : list or None
-        The trace's ``Input Dims``. For an argument that is a list of tensors
-        (``aten::cat``, ``aten::stack``, ``aten::lstm``) the trace writes the members'
-        shapes as a nested list, ``[[4, 8], [4, 8]]``.
-    lists : {"profiler", "nested"}
-        ``"profiler"``: such an argument is written ``[]``, as ``key_averages(
-        group_by_input_shape=True)`` keys it (the profiler's ``shapes()`` holds a
-        shape per argument, and a tensor list has none); ``"nested"``: the members'
-        shapes are kept, which says more.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.events import shapes_key
     >>> shapes_key([[2, 3], [3, 4]])
     '[[2, 3], [3, 4]]'
     """
@@ -81,38 +55,16 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
 
 
 def shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
-    """:func:`shapes_key` of a whole column, each distinct object worked out once.
-
-    Parameters
-    ----------
-    dims : array of object
-        One ``Input Dims`` list (or None/NaN: no shapes) per row, e.g. ``trace.ops["input_dims"]``.
-    lists : {"profiler", "nested"}
-        As :func:`shapes_key`.
-
-    Returns
-    -------
-    ndarray of object
-        One key string per row (``"[]"`` where there are no shapes).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kitlib.analyses.events import shapes_keys
-    >>> dims = np.empty(3, dtype=object)
-    >>> dims[:] = [[[2, 3], [3, 4]], None, [[[4, 8], [4, 8]], [2]]]
-    >>> shapes_keys(dims).tolist()
-    ['[[2, 3], [3, 4]]', '[]', '[[], [2]]']
-    >>> shapes_keys(dims, "nested").tolist()[2]
-    '[[[4, 8], [4, 8]], [2]]'
+    """:func:`shapes_key` of a whole column of ``Input Dims`` (None/NaN: ``"[]"``), each
+    distinct object worked out once; an object array.
     """
     return _shapes_key_columns(dims, (lists,))[0]
 
 
 def _shapes_key_columns(dims: np.ndarray, lists: tuple = ("profiler", "nested")) -> tuple:
-    """:func:`shapes_key` of a column for each way in ``lists`` (object arrays), each
-    distinct object worked out once: the reader shares one list between the rows with
-    equal shapes, so a column of 100,000 operators holds a few hundred."""
+    """:func:`shapes_key` of a column for each way in ``lists``, each distinct object once (the
+    reader shares one list between rows with equal shapes).
+    """
     dims = np.asarray(dims, dtype=object)
     out = tuple(np.full(len(dims), "[]", dtype=object) for _ in lists)   # no shapes: "[]"
     at = np.flatnonzero(pd.notna(dims))
@@ -136,50 +88,23 @@ def _keys_of(d, lists: tuple) -> tuple:
 def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames: bool = False) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
-    Host events are the operators, ``record_function`` ranges and steps of
-    ``trace.ops`` and the CUDA runtime/driver calls of ``trace.launches``, nested as
-    the profiler nests them: the trace's one event tree, ``trace.host_events``
-    (:func:`kitlib.readers.trace.build_host_tree`), which already leaves out the
-    names the profiler filters and marks the events it folds into a same-named
-    parent. Whether Python frames count as children (and so lower their parents'
-    self time) is the tree's rule for this trace (``trace.meta["python_frames_rule"]``);
-    they are rows here only when asked (``python_frames``).
+    The events of ``trace.host_events`` (:func:`kitlib.model.tree.build_host_tree`: filtered
+    names out, same-name only children folded), Python frames only when ``python_frames``
+    (and the trace's rule makes them events). ``chain_df`` reuses
+    :func:`kitlib.analyses.chain.chain`.
 
-    Parameters
-    ----------
-    trace : Trace
-    chain_df : DataFrame, optional
-        A :func:`kitlib.analyses.chain.chain` result to reuse (computed when absent). Its
-        ``op_row`` says which operator launched each GPU event.
-    python_frames : bool
-        Also list the Python frames that are events of the tree (kind ``python``), as
-        torch 2.12–2.13's ``key_averages()`` does (and 2.14's with
-        ``include_python_functions=True``). Where the trace's rule keeps them out of
-        the tree (torch ≤ 2.11) there are none to list.
-
-    Returns
-    -------
-    DataFrame
-        One row per host event, sorted by start: ``name`` (as in the trace), ``key``
-        (the profiler's name, ``ProfilerStep*`` for steps), ``kind`` (``op``,
-        ``annotation``, ``step``, ``runtime``, ``driver``), ``device_type`` (``"CPU"``),
-        ``pid, tid, start_ns, end_ns, dur_ns`` (ns), ``external_id``, ``input_shapes``
-        (the profiler's key string, see :func:`shapes_key`), ``input_dims_nested``
-        (the same shapes with the members of tensor-list arguments written out),
-        ``sequence_number``, ``fwd_thread_id``, ``source`` (``ops`` or ``launches``)
-        and ``row`` (row label there), ``parent`` (position in this table of the
-        nearest enclosing row, -1 at the top), ``host_self_ns`` (interval minus the
-        direct children's intervals, children as the profiler counts them),
-        ``device_self_ns`` (GPU events this event launched itself, or those lifted
-        from a folded child), ``device_total_ns`` (those of it and all events nested
-        in it) and ``n_gpu_events`` (GPU events it launched itself).
+    Returns :data:`EVENT_COLUMNS`, one row per event by start: ``key`` (``ProfilerStep*``
+    for steps), ``kind``, ``device_type`` ("CPU"), ``pid, tid, start_ns, end_ns, dur_ns``,
+    ``external_id``, ``input_shapes`` (:func:`shapes_key`), ``input_dims_nested``,
+    ``sequence_number``, ``fwd_thread_id``, ``source`` and ``row`` (where it comes from),
+    ``parent`` (position here, -1 at the top), ``host_self_ns`` (minus the children),
+    ``device_self_ns`` (GPU time it launched), ``device_total_ns`` (with all below),
+    ``n_gpu_events``.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.events import op_events
-    >>> op_events(tr)[["name", "kind", "start_ns", "end_ns"]]
+    >>> op_events(tiny_trace())[["name", "kind", "start_ns", "end_ns"]]
                    name     kind  start_ns  end_ns
     0    ProfilerStep#1     step         0    1000
     1        aten::relu       op       100     400
@@ -235,43 +160,16 @@ def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames:
 
 
 def _positions(table: pd.DataFrame, labels: np.ndarray) -> np.ndarray:
-    """Positions in ``table`` of its row ``labels`` (the labels themselves when its index is
-    0, 1, 2, ... as a reader makes it; a learner's filtered table keeps the reader's labels)."""
+    """Positions in ``table`` of its row ``labels`` (the labels themselves on a 0..n-1 index)."""
     if table.index.equals(pd.RangeIndex(len(table))):
         return labels.astype(np.int64)
     return table.index.get_indexer(labels)
 
 
 def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
-    """The GPU time and count of GPU events each event of ``tree`` (``trace.host_events``)
-    launched itself: the chain's rows whose operator it is, less
-    :func:`~kitlib.analyses.chain.impossible_gpu_events`. The profiler lifts a folded
-    (``merged``) child's GPU time into its nearest unfolded ancestor, in place of that
-    ancestor's own (the last such child's, in start order); the counts stay.
-
-    Parameters
-    ----------
-    trace : Trace
-    tree : DataFrame
-        ``trace.host_events``.
-    c : DataFrame
-        ``kitlib.analyses.chain.chain(trace)``.
-
-    Returns
-    -------
-    (ndarray, ndarray)
-        Per row of ``tree``: the GPU time (int64 ns; the profiler's "Self CUDA") and the
-        number of GPU events (int64).
-
-    Examples
-    --------
-    >>> from kitlib.analyses.chain import chain
-    >>> from kitlib.analyses.events import own_gpu_ns
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> ns, n = own_gpu_ns(tr, tr.host_events, chain(tr))
-    >>> tr.host_events["name"].tolist(), ns.tolist(), n.tolist()
-    (['ProfilerStep#1', 'aten::relu', 'cudaLaunchKernel', 'aten::add'], [0, 400, 0, 0], [0, 1, 0, 0])
+    """``(ns, count)`` per row of ``tree`` (``trace.host_events``): the GPU time ("Self CUDA",
+    int64 ns) and number of GPU events it launched itself, from the chain ``c``, damaged
+    rows left out; a folded child's time is lifted into its nearest unfolded ancestor.
     """
     from .chain import impossible_gpu_events
     n = len(tree)
@@ -304,10 +202,9 @@ def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
 
 
 def _subtree_totals(own: np.ndarray, par: np.ndarray, merged: np.ndarray) -> np.ndarray:
-    """``own`` plus the ``own`` of every unfolded event below, in the profiler's tree
-    (``par``): each unfolded event's value added to its ancestors, one level up per
-    round, for all events at once. A folded event passes nothing up to its parent (in
-    the profiler's tree none is a parent: its children became its parent's)."""
+    """``own`` plus the ``own`` of every unfolded event below it in the profiler's tree
+    ``par`` (a folded event passes nothing up).
+    """
     total = own.copy()
     at = np.flatnonzero(~merged & (par >= 0))
     val, up = own[at], par[at]
@@ -319,23 +216,14 @@ def _subtree_totals(own: np.ndarray, par: np.ndarray, merged: np.ndarray) -> np.
 
 
 def gpu_events(trace: Trace) -> pd.DataFrame:
-    """The device rows of ``key_averages``: every GPU event (kernels, copies, sets and
-    GPU-side annotations), keyed by its own name.
-
-    Returns
-    -------
-    DataFrame
-        ``name, key, kind, device_type`` (``"CUDA"``), ``start_ns, end_ns, dur_ns``,
-        ``input_shapes`` (``"[]"``), ``host_self_ns`` (0), ``device_self_ns`` and
-        ``device_total_ns`` (its own duration), ``n_gpu_events`` (1), ``source``
-        (``"gpu"``) and ``row`` (row label in ``trace.gpu``).
+    """The device rows of ``key_averages``: every GPU event keyed by its own name, with
+    ``device_type`` "CUDA", ``input_shapes`` "[]", ``host_self_ns`` 0, device self and total
+    its own duration, ``source`` "gpu" and ``row`` (label in ``trace.gpu``).
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.events import gpu_events
-    >>> gpu_events(tr)[["name", "device_type", "start_ns", "end_ns"]]
+    >>> gpu_events(tiny_trace())[["name", "device_type", "start_ns", "end_ns"]]
               name device_type  start_ns  end_ns
     0  relu_kernel        CUDA       300     700
     """
@@ -349,13 +237,9 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
 
 
 def _python_frames(trace: Trace):
-    """Python rows of ``trace.ops`` and, for each, the tuple of frame names from it up
-    to the root (innermost first). A frame's caller is the frame its ``Python parent id``
-    names (the tracer's own link, as the profiler's stacks follow it); where that frame is
-    not in the trace, the innermost Python frame around it in the trace's tree
-    (``Trace.ops.parent``). The tree alone misplaces frames that begin inside a frame
-    which a ``ProfilerStep#N`` range overlaps (issue 41: the step begins inside
-    ``record_function.__enter__``, so the frames after it nested in the step, not in ``__enter__``)."""
+    """Python rows of ``trace.ops`` and, for each, its frame names up to the root (innermost
+    first), by ``Python parent id`` where the caller is in the trace, else by the tree.
+    """
     ops = trace.ops
     is_py_col = (ops["kind"] == "python").to_numpy()
     py = ops[is_py_col]
@@ -402,29 +286,8 @@ def _python_frames(trace: Trace):
 
 
 def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
-    """Row label (in ``trace.ops``) of the innermost Python frame open on the same
-    thread when each event began; -1 where none is.
-
-    Parameters
-    ----------
-    events : DataFrame
-        With ``pid, tid, start_ns, end_ns`` (e.g. :func:`kitlib.analyses.events.op_events`).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.events import enclosing_python, op_events
-    >>> tr = trace_from_json(tiny_profile_doc())
-    >>> ev = op_events(tr)
-    >>> ev.assign(python=tr.ops["name"].reindex(enclosing_python(tr, ev)).to_numpy())[["name", "python"]]
-                   name                python
-    0    ProfilerStep#1                   NaN
-    1           forward  model.py(5): forward
-    2      aten::conv2d  model.py(5): forward
-    3  cudaLaunchKernel  model.py(5): forward
-    4        aten::relu  model.py(5): forward
-    5  cudaLaunchKernel  model.py(5): forward
+    """Row label (in ``trace.ops``) of the innermost Python frame open on the same thread when
+    each of ``events`` (``pid, tid, start_ns``) began; -1 where none is.
     """
     ops = trace.ops
     py = ops[ops["kind"] == "python"]
@@ -436,9 +299,7 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
         p = py[(py["pid"] == pid) & (py["tid"] == tid)]
         if p.empty:
             continue
-        # the innermost frame open when the event began (an operator is nested in it;
-        # a record_function range begins inside its __enter__ frame)
-        # (-1, not <NA>, where none: this function's documented contract, read by op_stacks)
+        # the innermost frame open when the event began; -1 where none
         out[grp["_pos"].to_numpy()] = label_at(grp["start_ns"].to_numpy(), p).to_numpy(np.int64, na_value=-1)
     return out
 
@@ -448,9 +309,7 @@ def _keep_frame(f: str) -> bool:
 
 
 def _backward_nodes(events: pd.DataFrame) -> np.ndarray:
-    """Positions of autograd nodes (``ConvolutionBackward0`` inside
-    ``autograd::engine::evaluate_function: ConvolutionBackward0``): the events the
-    profiler records with the BACKWARD_FUNCTION scope."""
+    """Which ``events`` are autograd nodes (``X`` inside ``autograd::engine::evaluate_function: X``)."""
     names = events["name"].to_numpy()
     parent = events["parent"].to_numpy()
     prefix = "autograd::engine::evaluate_function: "
@@ -459,53 +318,30 @@ def _backward_nodes(events: pd.DataFrame) -> np.ndarray:
 
 def op_stacks(trace: Trace, events: pd.DataFrame | None = None, n: int | None = None,
               filtered: bool = True, backward: bool = True) -> list:
-    """The Python stack of every host event, as ``key_averages(group_by_stack_n=…)`` forms it.
+    """The Python stack of every host event (``events``, :func:`op_events` by default), as
+    ``key_averages(group_by_stack_n=…)`` forms it: the ``n`` innermost frames, with the
+    profiler's dropped frames out (``filtered``) and events under an autograd node given the
+    forward operator's stack (``backward``).
 
-    Parameters
-    ----------
-    events : DataFrame, optional
-        :func:`kitlib.analyses.events.op_events` (computed when absent).
-    n : int, optional
-        Keep only the ``n`` innermost frames.
-    filtered : bool
-        Drop the frames the profiler drops (``torch/autograd/__init__ backward`` …).
-    backward : bool
-        Give events under an autograd node the stack of the forward operator with
-        the node's sequence number (the profiler's ``_set_backward_stacktraces``).
-
-    Returns
-    -------
-    list of tuple of str
-        One tuple per row of ``events``, innermost frame first; ``()`` where no Python
-        frame encloses the event (other threads, or no ``with_stack``).
+    Returns one tuple per event, innermost first; ``()`` where no Python frame encloses it.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.events import op_events, op_stacks
     >>> tr = trace_from_json(tiny_profile_doc())
-    >>> for name, stack in zip(op_events(tr)["name"], op_stacks(tr, n=2)):
-    ...     print(f"{name:16s}", stack)
-    ProfilerStep#1   ()
-    forward          ('model.py(5): forward', 'nn.Module: Net_0')
-    aten::conv2d     ('model.py(5): forward', 'nn.Module: Net_0')
-    cudaLaunchKernel ('model.py(5): forward', 'nn.Module: Net_0')
-    aten::relu       ('model.py(5): forward', 'nn.Module: Net_0')
-    cudaLaunchKernel ('model.py(5): forward', 'nn.Module: Net_0')
+    >>> op_stacks(tr, n=2)[2]
+    ('model.py(5): forward', 'nn.Module: Net_0')
     """
     ev = op_events(trace) if events is None else events
     _, memo = _python_frames(trace)
     enc = enclosing_python(trace, ev)
     stacks = [memo.get(r, ()) if r >= 0 else () for r in enc]
-    # a Python frame's own stack is the frames around it, not itself: the profiler (2.12–2.13,
-    # whose frames are rows) keys "nn.Module: LSTM_0" by its callers, as the frame's
-    # "Call stack" in a verbose trace reads (issue 41)
+    # a Python frame's own stack is the frames around it (docs/SOURCES.md#events-python-stacks)
     if "kind" in ev.columns:
         for i in np.flatnonzero((ev["kind"] == "python").to_numpy() & (ev["source"] == "ops").to_numpy()):
             stacks[i] = memo.get(ev["row"].iat[i], ())[1:]
-    # torch >= 2.12 writes each operator's stack itself ("Call stack", innermost first):
-    # that is the profiler's own stack, so it wins over the rebuilt one
+    # torch >= 2.12's own "Call stack" wins over the rebuilt one
     cs = trace.ops["call_stack"]
     if cs.notna().any():
         own = cs.to_numpy(dtype=object)

@@ -1,17 +1,14 @@
 """Achieved FLOP rates, each one counted FLOPs over the device time of the same work.
 
-A rate is only as good as its pairing: FLOPs of some operators divided by the device
-time of *the kernels those operators launched*. Dividing a whole step's FLOPs by the
-time of the convolutions alone, or the convolutions' FLOPs by every kernel's time,
-mixes two different sets of work. :func:`matched_rates` keeps each pair explicit
-(lesson 08).
+A rate is only as good as its pairing: FLOPs of some operators over the device time of
+*the kernels those operators launched*. Dividing a whole step's FLOPs by the
+convolutions' time, or the reverse, mixes two sets of work. :func:`matched_rates` keeps
+each pair explicit (lesson 08).
 
-Sources: FLOPs from ``with_flops`` (the profiler's formulas on recorded shapes,
-:func:`kitlib.analyses.flops.flops_by_operator`) and from ``FlopCounterMode``
-(``torch.utils.flop_counter``, a bundle's ``flop_counter_one_step.json``); device
-time of the GPU events under each outermost operator,
-:func:`kitlib.analyses.flops.device_time_covered`, and the GPU's busy time
-(:func:`kitlib.analyses.intervals.busy_ns`).
+Sources: ``with_flops`` (:func:`kitlib.analyses.flops.flops_by_operator`),
+``FlopCounterMode`` (``torch.utils.flop_counter``, a bundle's
+``flop_counter_one_step.json``); device time from
+:func:`kitlib.analyses.flops.device_time_covered` and :func:`kitlib.analyses.intervals.busy_ns`.
 """
 from __future__ import annotations
 
@@ -23,48 +20,20 @@ from ..units import ns_to_ms
 
 def matched_rates(trace, counts: dict, covered: pd.DataFrame | None = None,
                   by_operator: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Three achieved-rate estimates per step, each with its FLOPs and its time named.
+    """Three achieved-rate estimates per step of ``trace`` (recorded with ``record_shapes``
+    and ``with_flops``), each with its FLOPs and its time named. ``counts``: a
+    FlopCounterMode count of one step (``total``, ``by_op``); ``covered`` and
+    ``by_operator`` reuse :func:`~kitlib.analyses.flops.device_time_covered` and
+    :func:`~kitlib.analyses.flops.flops_by_operator`.
 
-    Parameters
-    ----------
-    trace : kitlib.readers.trace.Trace
-        A torch.profiler trace recorded with ``record_shapes`` and ``with_flops``.
-    counts : dict
-        A FlopCounterMode count of one step: ``total`` and ``by_op`` (keys such as
-        ``aten.convolution``, ``aten.convolution_backward``), in FLOPs.
-    covered, by_operator : DataFrame, optional
-        :func:`~kitlib.analyses.flops.device_time_covered` and
-        :func:`~kitlib.analyses.flops.flops_by_operator` results to reuse.
+    Returns, indexed by ``work``: ``forward convolutions`` (with_flops ``aten::conv2d``
+    over the time under it), ``convolutions, forward + backward`` (FlopCounterMode
+    ``aten.convolution`` + ``aten.convolution_backward`` over the time under
+    ``aten::conv2d`` and ``aten::convolution_backward``), ``whole step`` (FlopCounterMode
+    total over the GPU's busy time); columns ``flops_from, time_of``, ``tflop_per_step``
+    (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
-    Returns
-    -------
-    DataFrame indexed by ``work``
-        Rows ``forward convolutions`` (with_flops ``aten::conv2d`` FLOPs over the device
-        time under ``aten::conv2d``), ``convolutions, forward + backward``
-        (FlopCounterMode ``aten.convolution`` + ``aten.convolution_backward`` over the
-        device time under ``aten::conv2d`` and ``aten::convolution_backward``) and
-        ``whole step`` (FlopCounterMode total over the GPU's busy time, every kernel,
-        copy and memset, arithmetic or not). Columns ``flops_from``, ``time_of``,
-        ``tflop_per_step`` (10¹² FLOPs), ``device_ms_per_step`` and ``tflops_estimate``
-        (TFLOP/s). Per step = divided by the trace's ``ProfilerStep#N`` count.
-
-    Raises
-    ------
-    KitError
-        The trace has no steps, or no convolution device time.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.flop_rates import matched_rates
-    >>> counts = {"total": 20000, "by_op": {"aten.convolution": 7776, "aten.convolution_backward": 0}}
-    >>> matched_rates(trace_from_json(tiny_profile_doc()), counts)[["device_ms_per_step", "tflops_estimate"]]
-                                      device_ms_per_step  tflops_estimate
-    work
-    forward convolutions                           0.004         0.001944
-    convolutions, forward + backward               0.004         0.001944
-    whole step                                     0.005         0.004000
+    Raises KitError when the trace has no steps or no convolution device time.
     """
     from .chain import chain
     from .flops import device_time_covered, flops_by_operator

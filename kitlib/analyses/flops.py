@@ -1,36 +1,21 @@
 """FLOP estimates: from the shapes in a trace, from FlopCounterMode, and against a peak rate.
 
-``torch.profiler.profile(with_flops=True)`` does no measuring: when an operator
-starts, it saves a few input shapes and arguments (``saveExtraArgs``) and, for a
-short list of operator names, turns them into a count with a formula
-(``computeFlops``; both in PyTorch's ``torch/csrc/profiler/util.cpp``):
+``with_flops=True`` counts, from the recorded shapes, only these operators (:data:`COUNTED`):
 
 ==============================  ==============================================
-operator (``fn.name()``)        floating-point operations counted
+operator                        floating-point operations counted
 ==============================  ==============================================
-``aten::conv2d``                2 · N · H_out · W_out · K_h · K_w · C_in · C_out / groups,
-                                H_out = (H + 2·pad − dil·(K_h − 1) − 1) // stride + 1
-``aten::mm``, ``aten::addmm``   2 · M · K · N (for ``addmm`` the 2nd and 3rd inputs;
-                                the bias addition is not counted)
+``aten::conv2d``                2 · N · H_out · W_out · K_h · K_w · C_in · C_out / groups
+``aten::mm``, ``aten::addmm``   2 · M · K · N (``addmm``: 2nd and 3rd inputs)
 ``aten::bmm``, ``aten::baddbmm`` 2 · B · M · K · N
 ``aten::mul``, ``aten::add``    the number of elements of the first input
 ==============================  ==============================================
 
-Everything else counts 0: batch norm, ReLU, pooling, the loss, the optimizer, and
-every backward operator (``aten::convolution_backward``) — so on a training step
-the profiler's FLOPs are mostly the *forward* convolutions. The count goes on the
-operator with that exact name (``aten::conv2d``), not on the ``cudnn_convolution``
-inside it that launches the kernels.
+Everything else (backward included) counts 0. ``FlopCounterMode`` counts forward and
+backward with its own formulas. Neither is a measurement: FLOPs over device time is an
+achieved-rate *estimate*, and over a datasheet peak it is not "utilization".
 
-``torch.utils.flop_counter.FlopCounterMode`` counts differently: it intercepts
-every ATen call of forward *and* backward (``aten.convolution``,
-``aten.convolution_backward``, ``aten.mm``, ``aten.addmm`` …) with its own
-formulas, and gives the whole training step.
-
-Neither is a measurement of the hardware. Dividing by device time gives an
-*achieved rate estimate*; dividing that by a datasheet peak is not "utilization"
-(the count skips work, the kernels may do more or less than the formula, and the
-peak assumes the tensor cores are fed every cycle at the boost clock).
+Sources: docs/SOURCES.md#flops-with-flops
 """
 from __future__ import annotations
 
@@ -63,8 +48,7 @@ def _ints(text):
 
 @functools.lru_cache(maxsize=4096)
 def _literal(text: str):
-    """``ast.literal_eval`` of one concrete input, once per distinct text (a trace
-    repeats the same few strides and paddings on every step); None when unreadable."""
+    """``ast.literal_eval`` of one concrete input, cached; None when unreadable."""
     try:
         return ast.literal_eval(text)
     except (ValueError, SyntaxError):
@@ -79,37 +63,15 @@ def _prod(dims) -> int:
 
 
 def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
-    """The FLOP count ``with_flops`` gives one call of an operator.
+    """The FLOP count ``with_flops`` gives one call of operator ``name`` from its ``Input
+    Dims`` and ``Concrete Inputs`` (needed for ``aten::conv2d``: stride, padding, dilation,
+    groups at positions 3–6), in PyTorch's integer arithmetic.
 
-    Parameters
-    ----------
-    name : str
-        Operator name as in the trace (``aten::conv2d`` …).
-    input_dims : list of list of int
-        The trace's ``Input Dims`` (``record_shapes=True``).
-    concrete_inputs : list of str, optional
-        The trace's ``Concrete Inputs`` (scalar arguments as text); needed for
-        ``aten::conv2d`` (stride, padding, dilation, groups at positions 3–6).
+    Returns the count; 0 where PyTorch gives 0 (empty shapes, a convolution whose padding,
+    stride or dilation is not two numbers); None for an operator it does not count.
 
-    Returns
-    -------
-    int or None
-        The count (integer arithmetic as PyTorch's ``computeFlops``: ``uint64``,
-        divisions truncated in the same order); 0 where PyTorch gives 0 (empty
-        shapes; a convolution whose padding, stride or dilation is not two numbers, as
-        with ``padding="same"``, which the trace records as an empty Concrete Input);
-        None for an operator ``with_flops`` does not count.
+    Raises KitError for a counted operator without the shapes or arguments it needs.
 
-    Raises
-    ------
-    KitError
-        A counted operator without the shapes or arguments the formula needs
-        (recorded without ``record_shapes``; a convolution from a PyTorch that writes no
-        Concrete Inputs for stride, padding, dilation and groups).
-
-    Examples
-    --------
-    >>> from kitlib.analyses.flops import profiler_flops
     >>> profiler_flops("aten::mm", [[2, 3], [3, 4]])       # 2 * 2 * 3 * 4
     48
     """
@@ -125,8 +87,7 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
                            f"Inputs ({ci!r}); a trace from a PyTorch that records them is needed")
         stride, padding, dilation, groups = (_ints(ci[i]) for i in range(3, 7))
         x, w = dims[0], dims[1]
-        # PyTorch gives 0 (and warns) where padding, stride or dilation is not two numbers:
-        # padding="same" or "valid" is text, which Concrete Inputs leave empty ('')
+        # PyTorch gives 0 where padding, stride or dilation is not two numbers (padding="same")
         if any(not isinstance(v, (list, tuple)) or len(v) != 2 for v in (stride, padding, dilation)):
             return 0
         if len(x) != 4 or len(w) != 4 or not groups or stride[0] * stride[1] == 0:
@@ -149,33 +110,16 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
 
 
 def flops_by_event(trace: Trace) -> pd.DataFrame:
-    """Every operator call ``with_flops`` counts, with its count rebuilt from the shapes.
+    """Every call of a :data:`COUNTED` operator with its count rebuilt from the shapes (calls
+    folded into a same-named parent are left out, as in the profiler's table).
 
-    Raises :class:`~kitlib.errors.KitError` (naming the file and operator) when the
-    shapes are missing (recorded without ``record_shapes``) or cannot be read.
+    Returns ``row`` (label in ``trace.ops``), ``name, start_ns, dur_ns, step`` (``<NA>``
+    outside), ``input_dims, flops``.
 
-    Calls that the profiler folds into a same-named parent (``trace.host_events.merged``)
-    are left out, as they are not rows of its table.
-
-    Returns
-    -------
-    DataFrame, one row per call of a counted operator (see :data:`COUNTED`)
-        ``row`` (label in ``trace.ops``), ``name``, ``start_ns``, ``dur_ns``, ``step``
-        (the ``ProfilerStep#N`` containing it, ``<NA>`` outside), ``input_dims``,
-        ``flops``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> tr = open_capture("profiler_5step").trace
-    >>> from kitlib.analyses.flops import flops_by_event
-    >>> ev = flops_by_event(tr)
-    >>> len(ev), ev.columns.tolist()
-    (280, ['row', 'name', 'start_ns', 'dur_ns', 'step', 'input_dims', 'flops'])
+    Raises KitError (naming the file and operator) when shapes are missing or unreadable.
     """
     ops = trace.ops
-    # a call folded into a same-named parent (aten::mul inside aten::mul) is not a row
-    # of the profiler's table: its FLOPs are not counted again (_remove_dup_nodes)
+    # calls folded into a same-named parent are not rows of the profiler's table
     t = trace.host_events
     folded = t.loc[t["merged"].to_numpy() & (t["source"] == "ops").to_numpy(), "row"].to_numpy()
     sel = ops[ops["name"].isin(COUNTED) & (ops["kind"] == "op") & ~ops.index.isin(folded)]
@@ -197,20 +141,13 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
 
 
 def flops_by_operator(trace: Trace, by_event: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The profiler's "Total FLOPs" column, rebuilt: per operator name, summed over calls.
-
-    Returns
-    -------
-    DataFrame indexed by operator name
-        ``calls``, ``flops`` (sum over calls), ``flops_per_call`` (mean), sorted by
-        ``flops``, largest first.
+    """The profiler's "Total FLOPs" column, rebuilt: per operator name, ``calls``, ``flops``
+    (sum), ``flops_per_call``, largest first.
 
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> tr = open_capture("profiler_5step").trace
-    >>> from kitlib.analyses.flops import flops_by_operator
-    >>> flops_by_operator(tr).head(2)[["calls", "flops"]]
+    >>> flops_by_operator(open_capture("profiler_5step").trace).head(2)[["calls", "flops"]]
                   calls          flops
     name
     aten::conv2d    265  5231534407680
@@ -223,31 +160,9 @@ def flops_by_operator(trace: Trace, by_event: pd.DataFrame | None = None) -> pd.
 
 
 def compare_flops_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd.DataFrame:
-    """Rebuilt FLOPs beside the profiler's own ``flops`` of each ``key_averages()`` row.
-
-    Parameters
-    ----------
-    by_operator : DataFrame
-        From :func:`flops_by_operator`.
-    rows : list of dict
-        ``key_averages()`` rows with ``key``, ``count``, ``flops`` (a bundle's
-        ``key_averages()["by_name"]``).
-
-    Returns
-    -------
-    DataFrame indexed by name, for every operator either side counts
-        ``calls``, ``profiler_calls``, ``flops``, ``profiler_flops``, ``match``.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.flops import compare_flops_with_key_averages, flops_by_operator
-    >>> by_op = flops_by_operator(trace_from_json(tiny_profile_doc()))
-    >>> compare_flops_with_key_averages(by_op, [{"key": "aten::conv2d", "count": 1, "flops": 7776}])
-                  calls  profiler_calls  flops  profiler_flops  match
-    name
-    aten::conv2d      1               1   7776            7776   True
+    """Rebuilt FLOPs (:func:`flops_by_operator`) beside the ``flops`` of the profiler's
+    ``key_averages()`` ``rows``: per name either side counts, ``calls, profiler_calls,
+    flops, profiler_flops, match``. Raises KitError when the rows lack ``flops``.
     """
     ka = pd.DataFrame(rows)
     if not {"key", "count", "flops"} <= set(ka.columns):
@@ -261,27 +176,17 @@ def compare_flops_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd
 
 
 def device_time_covered(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """How much GPU time ran under an operator that ``with_flops`` counts, and how much did not.
+    """How much GPU time ran under an operator ``with_flops`` counts: each GPU event is
+    followed to its launching operator and up its parents (:func:`kitlib.analyses.chain.chain`).
 
-    Each kernel, copy or set is followed to the operator that launched it (see
-    :func:`kitlib.analyses.chain.chain`) and up that operator's parents; it is *counted*
-    when one of them is in :data:`COUNTED` (the ``cudnn_convolution`` kernels sit
-    under ``aten::conv2d``).
-
-    Returns
-    -------
-    DataFrame indexed by the outermost ``aten::`` operator above the launch
-    (``aten::batch_norm``, ``aten::convolution_backward`` …; ``(no operator)`` for
-    GPU events with no launching operator in the window)
-        ``gpu_events``, ``device_time_ns`` (summed), ``counted`` (bool), sorted by
-        device time.
+    Returns, indexed by the outermost ``aten::`` operator above the launch (``(no
+    operator)`` without one): ``gpu_events``, ``device_time_ns``, ``counted`` (bool), by
+    device time.
 
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> tr = open_capture("profiler_5step").trace
-    >>> from kitlib.analyses.flops import device_time_covered
-    >>> device_time_covered(tr).head(2)
+    >>> device_time_covered(open_capture("profiler_5step").trace).head(2)
                                      gpu_events  device_time_ns  counted
     operator
     aten::convolution_backward             1080        63803899    False
@@ -319,28 +224,13 @@ _BACKWARD_OPS = {"aten.convolution_backward", "aten.mm"}
 def flop_counter_table(counts: dict) -> pd.DataFrame:
     """A ``FlopCounterMode`` result (``{"total": …, "by_op": {op: flops}}``) as a table.
 
-    Parameters
-    ----------
-    counts : dict
-        As written by the reference ``flop_counter_one_step.json`` or returned by
-        :func:`flop_counter_step`.
+    Returns, indexed by ATen op, by flops: ``flops``, ``tflop`` (10¹²), ``share``, ``pass``
+    (``backward`` for ``convolution_backward``, ``mm`` and ``*_backward``, else ``forward``).
 
-    Returns
-    -------
-    DataFrame indexed by ATen op (``aten.convolution`` …)
-        ``flops``, ``tflop`` (10¹²), ``share`` (of the total), ``pass``
-        (``forward`` or ``backward``: ``convolution_backward`` and the two ``mm`` of
-        the linear layer's backward are backward; ``convolution`` and ``addmm``
-        forward). Sorted by flops.
-
-    Raises
-    ------
-    KitError
-        ``counts`` lacks ``by_op``, or its parts do not add up to ``total``.
+    Raises KitError when ``by_op`` is missing or the parts do not add up to ``total``.
 
     Examples
     --------
-    >>> from kitlib.analyses.flops import flop_counter_table
     >>> counts = {"total": 3000, "by_op": {"aten.convolution": 1000, "aten.convolution_backward": 2000}}
     >>> flop_counter_table(counts)[["flops", "share", "pass"]]
                                flops     share      pass
@@ -360,16 +250,8 @@ def flop_counter_table(counts: dict) -> pd.DataFrame:
 
 
 def achieved_tflops(flops: float, device_time_ns: float) -> float:
-    """An achieved-rate *estimate*: FLOPs / device time, in TFLOP/s (10¹² per second).
+    """An achieved-rate *estimate*: FLOPs / device time, in TFLOP/s. Raises KitError unless the time is positive.
 
-    Raises
-    ------
-    KitError
-        ``device_time_ns`` not positive.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.flops import achieved_tflops
     >>> achieved_tflops(2e12, 1e9)          # 2e12 FLOPs in one second
     2.0
     """
@@ -382,9 +264,8 @@ def achieved_tflops(flops: float, device_time_ns: float) -> float:
 
 _HGX = ("NVIDIA HGX platform page, spec table (8-GPU figures; per GPU = ÷ 8; tensor-core figures "
         "are 'with sparsity', dense = ÷ 2): https://www.nvidia.com/en-us/data-center/hgx/")
-#: Peak *dense* rates in TFLOP/s per GPU (SXM parts), with where each comes from.
-#: NVIDIA quotes tensor-core rates "with sparsity" (2:4 structured sparsity doubles
-#: them); these are the dense halves, the ones a ResNet-50 training step can reach.
+#: Peak *dense* rates in TFLOP/s per GPU (SXM parts), with where each comes from
+#: (the "with sparsity" figures halved: docs/SOURCES.md#flops-with-flops).
 PEAK_TFLOPS = {
     "B300": {"FP32": 75.0, "TF32": 1125.0, "BF16": 2250.0, "source": "HGX B300: FP32 600 TFLOPS, TF32 18 PFLOPS*, "
              "BF16 36 PFLOPS* for 8 GPUs (*with sparsity). " + _HGX},
@@ -404,17 +285,9 @@ PEAK_TFLOPS = {
 
 
 def peak_for(gpu_name: str | None) -> tuple[str | None, dict | None]:
-    """Look a GPU's name (as ``torch.cuda.get_device_name()`` writes it) up in :data:`PEAK_TFLOPS`.
+    """``(key, rates)`` of a GPU name (as ``torch.cuda.get_device_name()`` writes it) in
+    :data:`PEAK_TFLOPS`; ``(None, None)`` when unknown or a PCIe/NVL H100/H200.
 
-    Returns
-    -------
-    (key, rates) or (None, None)
-        None for an unknown GPU, and for PCIe/NVL variants of H100/H200, whose
-        peaks are lower than the SXM figures in the table.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.flops import peak_for
     >>> peak_for("NVIDIA H100 80GB HBM3")[0]
     'H100'
     """
@@ -430,25 +303,13 @@ def peak_for(gpu_name: str | None) -> tuple[str | None, dict | None]:
 
 
 def peak_table(own_gpu: str | None = None, who: str = "the capture's GPU") -> pd.DataFrame:
-    """Dense peak rates (TFLOP/s) of B300, B200, H200, H100, A100 and the capture's GPU.
+    """Dense peak rates of B300, B200, H200, H100, A100 and ``own_gpu`` (renamed
+    ``<key> = <who> (<name>)`` when known, else added with NaN figures).
 
-    Parameters
-    ----------
-    own_gpu : str, optional
-        The capture's GPU name (in live mode, this machine's). When :func:`peak_for`
-        knows it, its table row is renamed ``<key> = <who> (<name>)`` (one row per
-        GPU, no duplicate); otherwise a row ``<who> (<name>)`` with NaN figures is added.
-    who : str
-        How to call that GPU in the label (default ``"the capture's GPU"``).
-
-    Returns
-    -------
-    DataFrame indexed by GPU
-        ``FP32_tflops``, ``TF32_tflops``, ``BF16_tflops`` (dense, per GPU) and ``source``.
+    Returns, indexed by GPU: ``FP32_tflops, TF32_tflops, BF16_tflops`` (TFLOP/s per GPU), ``source``.
 
     Examples
     --------
-    >>> from kitlib.analyses.flops import peak_table
     >>> peak_table()[["FP32_tflops", "TF32_tflops", "BF16_tflops"]]
           FP32_tflops  TF32_tflops  BF16_tflops
     B300         75.0       1125.0       2250.0
@@ -456,8 +317,6 @@ def peak_table(own_gpu: str | None = None, who: str = "the capture's GPU") -> pd
     H200         67.0        494.5        989.5
     H100         67.0        494.5        989.5
     A100         19.5        156.0        312.0
-    >>> peak_table("NVIDIA H200").index[2]
-    "H200 = the capture's GPU (NVIDIA H200)"
     """
     rows = {k: {"FP32_tflops": v["FP32"], "TF32_tflops": v["TF32"], "BF16_tflops": v["BF16"],
                 "source": v["source"]} for k, v in PEAK_TFLOPS.items()}
@@ -474,46 +333,15 @@ def peak_table(own_gpu: str | None = None, who: str = "the capture's GPU") -> pd
 
 def rate_estimates(trace: Trace, counts: dict | None = None, covered: pd.DataFrame | None = None,
                    by_operator: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Achieved-rate *estimates* per recorded step: counted FLOPs over the device time they took.
+    """Achieved-rate *estimates* per recorded step: ``forward convolutions (with_flops)``
+    (``aten::conv2d`` FLOPs over its kernels' device time) and, with ``counts`` (a
+    FlopCounterMode result), ``whole training step (FlopCounterMode)`` (its total over the
+    GPU's busy time of work launched in the window). ``covered`` and ``by_operator`` reuse
+    :func:`device_time_covered` and :func:`flops_by_operator`.
 
-    Two rows:
+    Returns ``tflop_per_step`` (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
-    - ``forward convolutions (with_flops)``: the profiler's ``aten::conv2d`` FLOPs
-      (rebuilt from shapes) over the device time of the kernels launched under
-      ``aten::conv2d``;
-    - ``whole training step (FlopCounterMode)``: ``counts["total"]`` (one step) over
-      the GPU's busy time per step (union of all kernels, copies and sets of the
-      recorded steps, divided by the number of steps).
-
-    Parameters
-    ----------
-    trace : Trace
-    counts : dict, optional
-        A FlopCounterMode result (see :func:`flop_counter_table`); without it only the
-        first row.
-    covered, by_operator : DataFrame, optional
-        :func:`device_time_covered` and :func:`flops_by_operator` results to reuse.
-
-    Returns
-    -------
-    DataFrame indexed by what was counted
-        ``tflop_per_step`` (10¹²), ``device_ms_per_step``, ``tflops_estimate``
-        (TFLOP/s). Per step = divided by the number of ``ProfilerStep#N`` in the trace.
-
-    Raises
-    ------
-    KitError
-        The trace has no steps or no GPU events.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.flops import rate_estimates
-    >>> rate_estimates(trace_from_json(tiny_profile_doc()), counts={"total": 20000, "by_op": {}})[["device_ms_per_step", "tflops_estimate"]]
-                                           device_ms_per_step  tflops_estimate
-    forward convolutions (with_flops)                   0.004         0.001944
-    whole training step (FlopCounterMode)               0.005         0.004000
+    Raises KitError when the trace has no steps or no GPU events.
     """
     from .intervals import busy_ns
     n_steps = len(trace.steps)
@@ -526,8 +354,7 @@ def rate_estimates(trace: Trace, counts: dict | None = None, covered: pd.DataFra
     rows = {"forward convolutions (with_flops)": (conv_flops / n_steps, conv_ns / n_steps)}
     if counts is not None:
         k = trace.kernels
-        # GPU work launched inside the window (the warm-up step's tail, launched
-        # before recording began, is left out)
+        # GPU work launched inside the window only
         from .chain import chain
         c = chain(trace)
         mine = c[c["launch_row"] >= 0]

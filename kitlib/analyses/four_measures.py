@@ -1,33 +1,20 @@
 """Which number answers my question? Four measures of one step, kept apart.
 
-A training step can be measured in four ways that are easy to confuse:
+1. **wall time**: the step's host interval (``ProfilerStep#N``);
+2. **host time of operators**: an operator's *total* includes what it called, so
+   summing totals counts nested work again; *self* time (total minus its children,
+   CUDA API calls included) counts each nanosecond once;
+3. **device busy time**: the union of the GPU intervals, overlap counted once;
+4. **summed kernel time**: the kernels' durations added up (``>=`` the busy time).
 
-1. **wall time**: the step's host interval (``ProfilerStep#N``), what a stopwatch
-   around the step reads;
-2. **host time of operators**: the CPU intervals of the operators. An operator's
-   *total* includes every operator it called, so summing totals counts nested work
-   again (``aten::conv2d`` ⊃ ``aten::convolution`` ⊃ ``aten::cudnn_convolution``);
-   *self* time (total minus its children, CUDA API calls included) counts each
-   nanosecond once;
-3. **device busy time**: how long at least one kernel, copy or set ran: the union of
-   the GPU intervals, overlap counted once (:mod:`kitlib.analyses.intervals`);
-4. **summed kernel time**: the kernels' durations added up, overlap counted as often
-   as it occurs (``>=`` the busy time of the same kernels).
+:func:`four_measures` computes them on one step; :func:`self_total` gives self and total
+host time per operator as the profiler does; :func:`annotation_device_time` explains why
+a ``record_function`` label such as ``forward`` shows "Self CUDA" time in the profiler's
+table although it launches nothing itself. Functions take ``trace`` (a
+:class:`~kitlib.model.Trace`), ``step`` (the N of ``ProfilerStep#N``) and may reuse
+``chain_df`` (:func:`kitlib.analyses.chain.chain`); times are ns.
 
-:func:`four_measures` computes them on one step; :func:`self_total` gives self and
-total host time per operator, computed the way the profiler does; and
-:func:`kitlib.readers.profiler_table.read_profiler_table` / :func:`annotation_device_time` explain why a
-``record_function`` label such as ``forward`` shows "Self CUDA" time in the
-profiler's own table although it launches nothing itself.
-
-Sources: PyTorch docs, "torch.profiler" (``key_averages``, ``record_function``) and
-the PyTorch profiler recipe (self vs total time); Kineto
-(``libkineto/src/CuptiActivityProfiler.cpp``), which builds the
-``gpu_user_annotation`` spans; checked on the reference ``profiler_5step`` recording
-(its ``key_averages_tables.txt`` is the profiler's own printed table of that run).
-
-Pure functions over tables (the profiler's printed table is read by
-:mod:`kitlib.readers.profiler_table`).
+Sources: docs/SOURCES.md#four-measures-annotations
 """
 from __future__ import annotations
 
@@ -57,33 +44,10 @@ def _step_row(trace: Trace, step):
 
 # --------------------------------------------------------------------------- self vs total
 def operator_children(trace: Trace) -> pd.DataFrame:
-    """The direct parent of every operator, annotation and CUDA API call, from the
-    trace's one event tree (``trace.host_events``).
-
-    CUDA API calls are children too — the profiler counts them, so an operator's
-    *self* time leaves its launches out — and so are Python frames where the trace's
-    rule says so (``trace.meta["python_frames_rule"]``).
-
-    Returns
-    -------
-    DataFrame
-        ``source`` (``ops`` or ``launches``), ``row`` (row label in that table),
-        ``name``, ``kind``, ``tid``, ``dur_ns``, ``children_ns`` (the direct
-        children's host time), ``parent`` (row label in ``trace.ops`` of the
-        profiler's parent; -1 when at the top of its thread), ``merged`` (folded
-        into a same-named parent: not a row of the profiler's table).
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.four_measures import operator_children
-    >>> operator_children(tr)[["name", "dur_ns", "children_ns"]]
-                   name  dur_ns  children_ns
-    0    ProfilerStep#1    1000          300
-    1        aten::relu     300          100
-    2  cudaLaunchKernel     100            0
-    3         aten::add       0            0
+    """The direct parent of every operator, annotation and CUDA API call, from
+    ``trace.host_events``: ``source, row, name, kind, tid, dur_ns, children_ns`` (the
+    direct children's host time), ``parent`` (row label in ``trace.ops``, -1 at the top),
+    ``merged`` (folded into a same-named parent).
     """
     t = trace.host_events
     par = t["profiler_parent"].to_numpy()
@@ -97,38 +61,17 @@ def operator_children(trace: Trace) -> pd.DataFrame:
 
 
 def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")) -> pd.DataFrame:
-    """Self and total host (CPU) time per operator name, as the profiler computes them.
+    """Self and total host time per operator name, as the profiler's "Self CPU" and "CPU
+    total" columns compute them (``step``: events starting in that step only; ``kinds``:
+    which ``trace.ops`` kinds).
 
-    *Total* is the event's host interval. *Self* is total minus the intervals of its
-    direct children in the trace's one event tree: nested operators and annotations,
-    the CUDA API calls it made, and Python frames where the trace's rule counts them;
-    calls the profiler folds into a same-named parent are not counted again. This reproduces the "Self CPU" and "CPU total" columns of the profiler's
-    ``key_averages().table()``: on ``profiler_5step`` ``aten::convolution_backward``
-    gives 17,830,333 ns self and 29,461,674 ns total over 265 calls (the table
-    prints 17.830ms and 29.462ms).
-
-    Parameters
-    ----------
-    trace : Trace
-    step : int, optional
-        Only events that start inside this step's host interval (any thread); by
-        default the whole trace.
-    kinds : tuple of str
-        Which ``trace.ops`` kinds to report.
-
-    Returns
-    -------
-    DataFrame, one row per name, sorted by ``total_ns`` descending
-        ``name``, ``kind``, ``calls``, ``total_ns``, ``self_ns``, ``children_ns``
-        (``total_ns - self_ns``: time spent in what it called). Names with equal
-        totals keep the order in which they first appear in the trace.
+    Returns, by ``total_ns`` descending (ties in order of appearance): ``name, kind, calls,
+    total_ns, self_ns, children_ns`` (``total_ns - self_ns``).
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.four_measures import self_total
-    >>> self_total(tr)
+    >>> self_total(tiny_trace())
              name kind  calls  total_ns  self_ns  children_ns
     0  aten::relu   op      1       300      200          100
     1   aten::add   op      1         0        0            0
@@ -152,51 +95,21 @@ def self_total(trace: Trace, step: int | None = None, kinds=("op", "annotation")
 
 # --------------------------------------------------------------------------- the four measures
 def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The measures of one step, side by side, each in ns.
+    """The measures of one step (default the first), side by side, in ns. Device measures use
+    the GPU work the step *launched*, which may run on after it ends.
 
-    The device measures use the GPU work the step *launched* (launch inside the
-    step's host interval, any thread), which may run on after the step's host
-    interval has ended.
+    Returns ``measure, clock`` (``host``/``device``), ``value_ns``, ``what``, for
+    ``wall``; ``host_ops_total_sum`` (totals summed: nested work again);
+    ``host_ops_self_sum`` (self times summed); ``host_ops_top_level`` (operator intervals
+    merged per thread, summed over threads); ``device_busy`` (union of the launched GPU
+    events); ``gpu_sum`` (their durations summed); ``kernel_sum`` (kernels only).
 
-    Parameters
-    ----------
-    trace : Trace
-    step : int, optional
-        The step number (N of ``ProfilerStep#N`` / ``torch_step#N``); default the first.
-    chain_df : DataFrame, optional
-        A :func:`kitlib.analyses.chain.chain` result to reuse.
-
-    Returns
-    -------
-    DataFrame, one row per measure
-        ``measure`` (key), ``clock`` (``host`` or ``device``), ``value_ns`` (int), and
-        ``what`` (what it counts). Keys, in order:
-
-        - ``wall``: the step annotation's host interval;
-        - ``host_ops_total_sum``: every operator's total, summed (nested work counted
-          once per enclosing operator, and the main and autograd threads added);
-        - ``host_ops_self_sum``: every operator's self time, summed (each ns of
-          operator time once, launches excluded);
-        - ``host_ops_top_level``: the operators' intervals merged per thread and
-          summed over threads (time some operator was running on a thread);
-        - ``device_busy``: union of the step's kernels, copies and sets;
-        - ``gpu_sum``: the same events' durations summed;
-        - ``kernel_sum``: the kernels' durations summed (copies and sets left out).
-
-        Always ``device_busy <= gpu_sum``, ``kernel_sum <= gpu_sum`` and
-        ``host_ops_self_sum <= host_ops_total_sum``.
-
-    Raises
-    ------
-    KitError
-        No such step, or no steps at all.
+    Raises KitError when there is no such step, or no steps.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.four_measures import four_measures
-    >>> four_measures(tr)[["measure", "value_ns"]]
+    >>> four_measures(tiny_trace())[["measure", "value_ns"]]
                   measure  value_ns
     0                wall      1000
     1  host_ops_total_sum       300
@@ -234,53 +147,23 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
 
 # --------------------------------------------------------------------------- annotations on the GPU
 def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The GPU-side rows of ``record_function`` labels, and the GPU work behind each.
+    """The GPU-side spans of ``record_function`` labels (``gpu_user_annotation``), rebuilt
+    from the GPU work launched inside the label on its thread but not inside a nested label.
 
-    torch.profiler (Kineto) projects each ``record_function`` range onto the GPU as a
-    ``gpu_user_annotation`` event: a span from the start of the first to the end of
-    the last GPU operation launched while that label was the *innermost* label on
-    the launching thread (one span per stream). ``key_averages()`` counts such a span
-    as the label's device time, and, having no children, as all "self": this is the
-    ``forward`` row's "Self CUDA".
+    Returns one row per span: ``name, stream, span_start_ns, span_ns`` (as recorded),
+    ``events``, ``rebuilt_span_ns`` (first start to last end of those events), ``busy_ns``
+    (their union), ``sum_ns``, ``idle_in_span_ns`` (``span_ns - busy_ns``), ``host_tid``.
 
-    This function rebuilds each span from the trace: for every ``gpu_annotation``
-    row, the host annotation with the same external id, the GPU events whose launch
-    lies inside it on the same thread but not inside a nested annotation, and how
-    much of the span they keep busy.
-
-    Returns
-    -------
-    DataFrame, one row per ``gpu_annotation`` row
-        ``name``, ``stream``, ``span_start_ns``, ``span_ns`` (the span's duration as
-        recorded), ``events`` (GPU events attributed to the label),
-        ``rebuilt_span_ns`` (first start to last end of those events; equals
-        ``span_ns`` to within the trace's µs rounding), ``busy_ns`` (union of those
-        events), ``sum_ns`` (their durations summed), ``idle_in_span_ns``
-        (``span_ns - busy_ns``), ``host_tid``.
-
-    Raises
-    ------
-    KitError
-        The trace has no ``gpu_user_annotation`` events (the profiler records them
-        only with CUDA activity on and ``record_function`` labels in the code).
+    Raises KitError when the trace has no ``gpu_user_annotation`` events.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.four_measures import annotation_device_time
-    >>> annotation_device_time(trace_from_json(tiny_profile_doc())).T
-                           0
-    name             forward
-    stream                 7
-    span_start_ns       5000
-    span_ns             6500
-    events                 2
-    rebuilt_span_ns     6500
-    busy_ns             5000
-    sum_ns              5000
-    idle_in_span_ns     1500
-    host_tid               1
+    >>> a = annotation_device_time(trace_from_json(tiny_profile_doc()))
+    >>> a[["name", "span_ns", "rebuilt_span_ns", "busy_ns", "idle_in_span_ns"]]
+          name  span_ns  rebuilt_span_ns  busy_ns  idle_in_span_ns
+    0  forward     6500             6500     5000             1500
     """
     ga = trace.gpu[trace.gpu["kind"] == "gpu_annotation"]
     if ga.empty:
@@ -318,50 +201,13 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
 
 def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = None,
                        chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Each label's "Self CUDA" in the profiler's table beside what the trace says it is.
+    """Each label's "Self CUDA" in the profiler's ``table`` (and ``totals``, from
+    :func:`kitlib.readers.profiler_table.profiler_table`) beside what the trace says it is.
 
-    Parameters
-    ----------
-    trace : Trace
-        The trace of the same run as ``table``.
-    table, totals : DataFrame, dict
-        From :func:`kitlib.readers.profiler_table.profiler_table`.
-
-    Returns
-    -------
-    DataFrame, one row per label that has GPU-side rows
-        ``name``, ``calls``, ``table_self_cuda_ns`` (the profiler's table, printed
-        precision), ``span_sum_ns`` (the label's ``gpu_user_annotation`` spans summed:
-        what the table shows), ``busy_ns`` (union of the GPU work attributed to the
-        label), ``idle_in_spans_ns``, ``table_pct_of_total`` (the table's
-        "Self CUDA %") and ``work_pct_of_total`` (``busy_ns`` over the table's
-        "Self CUDA time total").
-
-    Notes
-    -----
-    In ``profiler_5step`` the footer's "Self CUDA time total" (216.559 ms) equals the
-    kernels, copies and sets of the trace summed, *without* the annotation spans, so
-    the labels' rows are counted on top of their own kernels' rows and the
-    "Self CUDA %" column adds up to more than 100 %.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.four_measures import annotation_summary
-    >>> table = pd.DataFrame({"name": ["forward"], "calls": [1], "self_cuda_ns": [6500],
-    ...                       "self_cuda_pct": [130.0]})
-    >>> annotation_summary(trace_from_json(tiny_profile_doc()), table, {"self_cuda_total_ns": 5000}).T
-                              0
-    name                forward
-    calls                     1
-    table_self_cuda_ns     6500
-    span_sum_ns            6500
-    busy_ns                5000
-    idle_in_spans_ns       1500
-    table_pct_of_total    130.0
-    work_pct_of_total     100.0
+    Returns one row per label with GPU-side spans: ``name, calls, table_self_cuda_ns``,
+    ``span_sum_ns`` (its spans summed: what the table shows), ``busy_ns``,
+    ``idle_in_spans_ns``, ``table_pct_of_total`` ("Self CUDA %") and ``work_pct_of_total``
+    (``busy_ns`` over the table's "Self CUDA time total").
     """
     a = annotation_device_time(trace, chain_df)
     g = a.groupby("name", sort=False).agg(calls=("span_ns", "size"), span_sum_ns=("span_ns", "sum"),

@@ -1,47 +1,21 @@
 """The profiler's ``key_averages`` table, rebuilt from the trace's own events.
 
-``prof.key_averages()`` groups every recorded event by a key and sums its
-times. The trace file holds the same events, so the same table can be rebuilt
-in pandas — and once it is, nothing about it is a black box:
+``prof.key_averages()`` groups every recorded event by a key (name, host or device,
+optionally input shapes or the top Python frames) and sums its times: host *self* time
+is the interval minus the children's (CUDA launches are children too); device time
+belongs to the operator whose external id the launch carries (:mod:`kitlib.analyses.chain`),
+*self* for what it launched itself, *total* with its descendants; each kernel name and
+GPU-side annotation is a row of its own. Same-name only children are merged into their
+parent, bookkeeping names are hidden, and allocator records inside no event form a
+``[memory]`` row.
 
-* **the key**: the event's name (``ProfilerStep#N`` is written ``ProfilerStep*``),
-  whether it is a host (CPU) or device (CUDA) event, and optionally the input
-  shapes (``group_by_input_shape=True``: ``str()`` of the ``Input Dims`` list, e.g.
-  ``"[[128, 3, 224, 224], [64, 3, 7, 7], [], …]"``) or the top N frames of the
-  Python call stack (``group_by_stack_n=N``);
-* **host (CPU) time**: an event's *total* is its interval; its *self* time is the
-  interval minus its direct children's intervals. Children are found by time
-  nesting on the same thread — and CUDA launches (``cudaLaunchKernel``…) are
-  children too, so launch time is not an operator's self time;
-* **device time**: a kernel, copy or set belongs to the operator (or
-  ``record_function`` range) whose external id its launch carries — the chain of
-  :mod:`kitlib.chain`. *Self* device time = the GPU events launched by this event
-  itself; *total* = those of it and every event nested inside it;
-* **GPU events are rows too**: each kernel name is a row of its own (device type
-  CUDA) with its own count and device time; so is each GPU-side annotation
-  (``gpu_user_annotation``, the projection of a ``record_function`` range onto a
-  stream). That is why a ``forward`` row can show "Self CUDA" time: it is the
-  annotation's span on the GPU, not work.
+Times are int ns; host and device times are different clocks' work: never add them.
+Functions take ``trace`` (a :class:`~kitlib.model.Trace`) and may reuse ``chain_df``
+(:func:`kitlib.analyses.chain.chain`) and ``events`` (:func:`kitlib.analyses.events.op_events`).
 
-Three rules of the profiler's are copied because they change counts: an event
-whose parent has the same name and no other child is merged into its parent
-(``EventList._remove_dup_nodes``); a few bookkeeping names are never shown
-(``_filter_name``: ``aten::is_leaf``, ``aten::output_nr``, ``aten::_version``,
-``profiler::_record_function_enter/exit``, and the trace's own ``[memory]`` instants);
-and an allocator record that falls inside no event becomes an event of its own,
-``[memory]``, so the table has a ``[memory]`` row with its count and bytes and no
-time (``_parse_kineto_results``: ``_create_function_event_for_memory_events``), as
-:func:`kitlib.analyses.memory.memory_by_operator` has.
-
-Sources: PyTorch ``torch/autograd/profiler_util.py`` (``EventList.key_averages``,
-``_populate_cpu_children``, ``_remove_dup_nodes``, ``_set_backward_stacktraces``,
-``FunctionEvent.self_device_time_total``) and ``torch/autograd/profiler.py``
-(``_parse_kineto_results``: kernels are attached to the operator whose id equals
-their linked correlation id); checked against the profiler's own rows in
-``data/reference/fixed_batch/key_averages.json.gz`` (tests/test_grouping.py).
+Sources: docs/SOURCES.md#grouping-key-averages
 """
 from __future__ import annotations
-
 
 import numpy as np
 import pandas as pd
@@ -63,9 +37,9 @@ _EXTRA_COLUMNS = ["cpu_memory_bytes", "self_cpu_memory_bytes", "device_memory_by
 
 
 def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
-    """``ev`` (op_events rows) with the profiler's memory and FLOP columns per event:
-    CPU and device memory (total and self, bytes; :func:`kitlib.analyses.memory.memory_by_event`)
-    where the trace has memory instants, and FLOPs (:func:`kitlib.analyses.flops.flops_by_event`)."""
+    """``ev`` (op_events rows) with the profiler's memory columns (where the trace has memory
+    instants) and ``flops`` (where it has shapes) per event.
+    """
     from . import flops as F
     from . import memory as M
     if any(c in ev.columns for c in _EXTRA_COLUMNS):
@@ -97,10 +71,9 @@ def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def _memory_rows(trace: Trace) -> pd.DataFrame:
-    """One event per allocator record that falls inside no event, as the profiler makes
-    them (:func:`kitlib.analyses.memory.records_inside_no_event`): named ``[memory]``,
-    device type CPU, no duration, no shapes or stack, its bytes in the CPU or the
-    device memory columns (total and self alike: it has no children)."""
+    """One ``[memory]`` event per allocator record inside no event, as the profiler makes them
+    (device type CPU, no time, its bytes as total and self).
+    """
     from . import memory as M
     m = M.records_inside_no_event(trace)
     n = len(m)
@@ -120,27 +93,14 @@ def average_by_key(events: pd.DataFrame, keys: list[str], extra: list[str] = ())
     """What ``key_averages`` does with the events: one row per key, with the number of
     events and the sums of their times.
 
-    Parameters
-    ----------
-    events : DataFrame
-        One row per event: the ``keys`` columns and ``host_total_ns`` (the event's
-        interval; 0 for a GPU event), ``host_self_ns``, ``device_total_ns``,
-        ``device_self_ns`` (int ns), and the ``extra`` columns to sum (bytes, FLOPs).
-    keys : list of str
-        ``["name", "device_type"]``, plus ``"input_shapes"`` or ``"stack"``.
-
-    Returns
-    -------
-    DataFrame
-        The keys, ``count``, the four sums (int64 ns), the ``extra`` sums (int64) and
-        ``host_per_call_ns``, ``device_per_call_ns`` (total ÷ count, float ns), sorted by
-        ``device_self_ns`` then ``host_self_ns``, largest first (ties keep the order the
-        keys first appear in). Sources: torch/autograd/profiler_util.py, ``EventList.key_averages``.
+    ``events`` has the ``keys`` columns, ``host_total_ns, host_self_ns, device_total_ns,
+    device_self_ns`` and the ``extra`` columns to sum. Returns the keys, ``count``, the sums
+    (int64) and ``host_per_call_ns``, ``device_per_call_ns`` (float ns), sorted by
+    ``device_self_ns`` then ``host_self_ns``, largest first (ties in order of appearance).
 
     Examples
     --------
     >>> import pandas as pd
-    >>> from kitlib.analyses.grouping import average_by_key
     >>> ev = pd.DataFrame({"name": ["aten::relu", "aten::relu", "aten::add"], "device_type": "CPU",
     ...                    "host_total_ns": [300, 100, 50], "host_self_ns": [200, 100, 50],
     ...                    "device_total_ns": [40, 40, 0], "device_self_ns": [40, 40, 0]})
@@ -163,68 +123,29 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
               include_python_functions: bool | None = None) -> pd.DataFrame:
     """``key_averages()`` rebuilt from the trace: one row per key with counts and times.
 
-    Parameters
-    ----------
-    trace : Trace
-    by : {"name", "input_shape", "stack"}
-        ``"name"`` = ``key_averages()``; ``"input_shape"`` = ``key_averages(group_by_input_shape=True)``;
-        ``"stack"`` = ``key_averages(group_by_stack_n=stack_n)`` with the stack rebuilt
-        from the trace's Python frames (:func:`kitlib.analyses.events.op_stacks`; needs
-        ``with_stack``).
-    stack_n : int
-        How many innermost frames form the key when ``by="stack"``.
-    chain_df : DataFrame, optional
-        A :func:`kitlib.analyses.chain.chain` result to reuse.
-    events : DataFrame, optional
-        An :func:`op_events` result to reuse (with a ``stack`` column when ``by="stack"``).
-    include_gpu : bool
-        Also list the device rows (one per GPU event name), as the profiler does.
-    include_python_functions : bool, optional
-        List the Python frames' own rows. By default as the recording's torch did
-        (``trace.meta["python_frames_are_rows"]``): yes for torch 2.12–2.13, no for
-        2.14 (whose ``key_averages(include_python_functions=True)`` is ``True`` here)
-        and for ≤ 2.11, which kept the frames out of its events altogether (``True``
-        is then refused).
+    ``by``: ``"name"`` (``key_averages()``), ``"input_shape"`` (``group_by_input_shape=True``)
+    or ``"stack"`` (``group_by_stack_n=stack_n``, from the trace's Python frames; needs
+    ``with_stack``). ``include_gpu`` lists the device rows too. ``include_python_functions``
+    lists the Python frames' rows; by default as the recording's torch did
+    (``trace.meta["python_frames_are_rows"]``). Whether frames are children is the trace's
+    rule, repeated in ``.attrs["python_frames_rule"]``. Large traces show a progress bar
+    unless ``KITLIB_PROGRESS=0``.
 
-    Notes
-    -----
-    Whether Python frames count as children (lowering self times) is not a choice of
-    the caller: it is the trace's own rule, ``trace.meta["python_frames_rule"]``
-    (:func:`kitlib.readers.trace.python_frames_rule`), repeated in the result's
-    ``.attrs["python_frames_rule"]``. On a trace of
-    :data:`~kitlib.progress.PROGRESS_MIN_EVENTS` events or more (seconds of work)
-    a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
+    Returns, sorted by ``device_self_ns`` then ``host_self_ns`` (descending): ``name``,
+    ``device_type`` (``CPU``/``CUDA``), ``input_shapes`` or ``stack`` (innermost first),
+    ``count``, ``host_total_ns`` ("CPU total"), ``host_self_ns`` ("Self CPU"),
+    ``device_total_ns`` ("CUDA total"), ``device_self_ns`` ("Self CUDA"),
+    ``host_per_call_ns``, ``device_per_call_ns`` (float ns); with memory instants also
+    ``cpu_memory_bytes, self_cpu_memory_bytes, device_memory_bytes,
+    self_device_memory_bytes``; with shapes ``flops`` ("Total FLOPs").
 
-    Returns
-    -------
-    DataFrame
-        One row per key, sorted by ``device_self_ns`` then ``host_self_ns`` (descending):
-        ``name`` (the profiler's key name), ``device_type`` (``CPU``/``CUDA``),
-        ``input_shapes`` (``by="input_shape"``) or ``stack`` (tuple of frame names,
-        innermost first; ``by="stack"``), ``count``, ``host_total_ns`` ("CPU total"),
-        ``host_self_ns`` ("Self CPU"), ``device_total_ns`` ("CUDA total"),
-        ``device_self_ns`` ("Self CUDA"), ``host_per_call_ns`` and
-        ``device_per_call_ns`` (total ÷ count, float ns). Host and device times are
-        different clocks' work: never add them. Where the trace holds memory
-        instants (``profile_memory=True``) also ``cpu_memory_bytes``,
-        ``self_cpu_memory_bytes`` ("CPU Mem", "Self CPU Mem"),
-        ``device_memory_bytes``, ``self_device_memory_bytes`` ("CUDA Mem", "Self
-        CUDA Mem"); where it holds input shapes, ``flops`` ("Total FLOPs", the
-        profiler's ``with_flops`` formulas, :mod:`kitlib.analyses.flops`).
-
-    Raises
-    ------
-    ValueError
-        Unknown ``by``, or ``by="stack"`` on a trace without Python frames (record it
-        with ``with_stack=True``), or ``include_python_functions=True`` on a trace whose
-        profiler kept its Python frames out of its events (torch ≤ 2.11).
+    Raises ValueError for an unknown ``by``, ``by="stack"`` without Python frames, or
+    ``include_python_functions=True`` where the profiler kept frames out of its events.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> tr = tiny_trace()
-    >>> from kitlib.analyses.grouping import group_ops
-    >>> group_ops(tr)[["name", "device_type", "count", "host_total_ns", "host_self_ns"]]
+    >>> group_ops(tiny_trace())[["name", "device_type", "count", "host_total_ns", "host_self_ns"]]
                    name device_type  count  host_total_ns  host_self_ns
     0        aten::relu         CPU      1            300           200
     1       relu_kernel        CUDA      1              0             0
@@ -284,8 +205,7 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     return out
 
 
-#: ``FunctionEventAvg`` attribute names (as some exporters write them) -> the kit's
-#: unit-suffixed names of the same ``key_averages()`` fields.
+#: ``FunctionEventAvg`` attribute names -> the kit's unit-suffixed names of the same fields.
 _KA_SYNONYMS = {"cpu_time_total": "cpu_time_total_us", "self_cpu_time_total": "self_cpu_time_total_us",
                 "device_time_total": "device_time_total_us", "self_device_time_total": "self_device_time_total_us",
                 "cpu_memory_usage": "cpu_memory_usage_bytes", "self_cpu_memory_usage": "self_cpu_memory_usage_bytes",
@@ -294,35 +214,10 @@ _KA_SYNONYMS = {"cpu_time_total": "cpu_time_total_us", "self_cpu_time_total": "s
 
 
 def key_averages_table(rows: list) -> pd.DataFrame:
-    """The profiler's own rows (``Capture.key_averages()["by_name"]`` etc.) as a DataFrame
-    in this module's column names, times converted from µs to ns (rounded).
-
-    Rows may name their fields as the kit's bundles do (``cpu_time_total_us`` …) or as
-    ``FunctionEventAvg`` does (``cpu_time_total`` …, :data:`_KA_SYNONYMS`).
-
-    The JSON rows do not say whether a row is a host or device event; a row is taken
-    to be a device (``CUDA``) row when it has no host time and its device time is all
-    self time — true of kernels and GPU-side annotations, and of no operator that ran.
-
-    Returns
-    -------
-    DataFrame
-        ``name, device_type, input_shapes, stack`` (tuple), ``count``, ``host_total_ns``,
-        ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (int ns), and where
-        the rows have them ``cpu_memory_bytes``, ``self_cpu_memory_bytes``,
-        ``device_memory_bytes``, ``self_device_memory_bytes`` (bytes) and ``flops``.
-
-    Examples
-    --------
-    >>> from kitlib.analyses.grouping import key_averages_table
-    >>> rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
-    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.0},
-    ...         {"key": "relu_kernel", "count": 1, "cpu_time_total_us": 0, "self_cpu_time_total_us": 0,
-    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.4}]
-    >>> key_averages_table(rows)[["name", "device_type", "count", "host_total_ns", "device_total_ns"]]
-              name device_type  count  host_total_ns  device_total_ns
-    0   aten::relu         CPU      1            300              400
-    1  relu_kernel        CUDA      1              0              400
+    """The profiler's own rows (``Capture.key_averages()["by_name"]`` etc., fields named as
+    the bundles or as ``FunctionEventAvg`` name them) in :func:`group_ops`' columns, µs
+    converted to ns (rounded). A row without host time whose device time is all self is
+    a ``CUDA`` row unless the rows say ``device_type``.
     """
     df = pd.DataFrame(rows).rename(columns=_KA_SYNONYMS)
     out = pd.DataFrame({"name": df["key"], "input_shapes": df.get("input_shapes", "[]"),
@@ -348,42 +243,11 @@ def key_averages_table(rows: list) -> pd.DataFrame:
 
 
 def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = "name") -> pd.DataFrame:
-    """The rebuilt table beside the profiler's own rows, key by key.
+    """The :func:`group_ops` table (same ``by``) beside the profiler's ``profiler_rows``, key by key.
 
-    Parameters
-    ----------
-    rebuilt : DataFrame
-        From :func:`group_ops` with the same ``by``.
-    profiler_rows : list of dict
-        ``Capture.key_averages()[...]`` (``by_name``, ``by_input_shape`` or ``by_stack_5``).
-    by : {"name", "input_shape", "stack"}
-
-    Returns
-    -------
-    DataFrame
-        One row per key found on either side: the key columns, then for ``count``,
-        ``host_total_ns``, ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` (and
-        the memory and FLOP columns, where both sides have them) the
-        rebuilt value (``…_kitlib``), the profiler's (``…_profiler``) and ``…_diff``
-        (kitlib − profiler); ``only_in`` says ``kitlib``/``profiler`` for keys on one
-        side only and ``both`` otherwise.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.grouping import compare_with_profiler, group_ops
-    >>> rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
-    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.0}]
-    >>> c = compare_with_profiler(group_ops(tiny_trace()), rows)
-    >>> c.columns.tolist()[:5]
-    ['name', 'device_type', 'count_kitlib', 'host_total_ns_kitlib', 'host_self_ns_kitlib']
-    >>> c[["name", "count_kitlib", "count_profiler", "host_total_ns_profiler"]]
-                   name  count_kitlib  count_profiler  host_total_ns_profiler
-    0     ProfilerStep*             1             NaN                     NaN
-    1         aten::add             1             NaN                     NaN
-    2        aten::relu             1             1.0                   300.0
-    3  cudaLaunchKernel             1             NaN                     NaN
-    4       relu_kernel             1             NaN                     NaN
+    Returns one row per key on either side: the keys, then for ``count`` and the four
+    times (and the memory and FLOP columns both sides have) ``…_kitlib``, ``…_profiler``
+    and ``…_diff`` (kitlib − profiler); ``only_in`` (``kitlib``, ``profiler`` or ``both``).
     """
     ka = key_averages_table(profiler_rows)
     keys = ["name", "device_type"] + (["input_shapes"] if by == "input_shape" else [])
@@ -403,9 +267,9 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
 
 
 def _tensors_label(shapes: str) -> str:
-    """Display key for an ``input_shapes`` string: its first two non-empty shapes joined
-    by " × "; ``"[] (0-d scalar)"`` when every shape is empty (a 0-d tensor such as
-    batch norm's ``num_batches_tracked``, plus scalar arguments)."""
+    """Display key for an ``input_shapes`` string: its first two non-empty shapes joined by
+    " × ", ``"[] (0-d scalar)"`` when every shape is empty.
+    """
     import ast
     if not shapes.startswith("["):
         return shapes
@@ -418,27 +282,16 @@ def _tensors_label(shapes: str) -> str:
 
 def shape_table(trace: Trace, name: str, events: pd.DataFrame | None = None,
                 chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """One operator name split by input shapes: the lesson-04 table.
+    """One operator ``name`` split by input shapes: the lesson-04 table.
 
-    Parameters
-    ----------
-    name : str
-        An operator name, e.g. ``"aten::cudnn_convolution"``.
-
-    Returns
-    -------
-    DataFrame
-        One row per distinct ``input_shapes`` string of that operator, sorted by
-        ``device_total_ns`` (descending): ``input_shapes``, ``first_input`` (the first
-        tensor's shape, as a string), ``tensors`` (the first two non-empty shapes, e.g.
-        ``"[128, 64, 56, 56] × [64, 64, 1, 1]"``; ``"[] (0-d scalar)"`` when all are empty), ``count``, ``device_total_ns``,
-        ``device_per_call_ns`` (float), ``device_share`` (fraction of the name's device
-        time), ``host_total_ns``. Empty when the name never ran.
+    Returns, by ``device_total_ns`` descending: ``input_shapes``, ``first_input``,
+    ``tensors`` (first two non-empty shapes), ``count``, ``device_total_ns``,
+    ``device_per_call_ns``, ``device_share`` (of the name's device time),
+    ``host_total_ns``. Empty when the name never ran.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.grouping import shape_table
     >>> shape_table(tiny_trace(), "aten::relu")[["input_shapes", "count", "device_total_ns"]]
       input_shapes  count  device_total_ns
     0           []      1              400
@@ -464,36 +317,19 @@ SHAPE_ARGS = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
 
 
 def attribution_bytes(doc) -> pd.DataFrame:
-    """What shapes, stacks and memory events weigh in one trace: the same events
-    written again with each option's share taken out.
+    """What shapes, stacks and memory events weigh in one parsed trace ``doc``: the same
+    events written again with each option's share taken out (an estimate of a run without
+    the option).
 
-    This is a matched comparison (same steps, same events) but an estimate of the
-    file a run without the option would write: it removes the option's records and
-    fields, not the run's other differences.
+    Returns, index ``as recorded``, ``without Python frames (with_stack)``, ``without input
+    shapes (record_shapes)``, ``without allocator events (profile_memory)``, ``without all
+    three``: ``events``, ``json_bytes``, ``gzip_bytes`` (zlib level 6), ``share_of_gzip``.
 
-    Parameters
-    ----------
-    doc : dict or list
-        The parsed trace JSON (e.g. ``kitlib.readers.files.read_json_file(capture.file("trace.json.gz"))``).
-
-    Returns
-    -------
-    DataFrame
-        Index: ``as recorded``, ``without Python frames (with_stack)``, ``without input
-        shapes (record_shapes)``, ``without allocator events (profile_memory)``, ``without
-        all three``; columns ``events``, ``json_bytes`` (compact JSON), ``gzip_bytes``
-        (zlib level 6, as a .json.gz would be) and ``share_of_gzip`` (fraction of the
-        recorded size).
-
-    Raises
-    ------
-    TraceFormatError
-        ``doc`` has no event list.
+    Raises TraceFormatError when ``doc`` has no event list.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
-    >>> from kitlib.analyses.grouping import attribution_bytes
     >>> attribution_bytes(tiny_profile_doc())[["events", "share_of_gzip"]].round(2)
                                                events  share_of_gzip
     as recorded                                    15           1.00
@@ -543,29 +379,11 @@ def attribution_bytes(doc) -> pd.DataFrame:
 
 
 def capture_cost(captures: dict) -> pd.DataFrame:
-    """Step time and trace size of several captures side by side (reads their files).
+    """Step time and trace size of ``{label: Capture}`` side by side (reads their files).
 
-    Parameters
-    ----------
-    captures : dict
-        ``{label: Capture}``, e.g. live captures made with the recipes ``light``,
-        ``shapes``, ``stack``, ``full`` of :mod:`kitlib.capture.recipes`.
-
-    Returns
-    -------
-    DataFrame
-        One row per label: ``recipe`` options switched on, ``steps`` (active steps in the
-        trace), ``median_step_ms`` (median wall time of the profiled active steps; NaN
-        when the bundle has no step times), ``trace_gzip_bytes``, ``bytes_per_step``,
-        ``events_per_step``.
-
-    Examples
-    --------
-    >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.grouping import capture_cost
-    >>> capture_cost({"full": open_capture("profiler_5step")})[["steps", "trace_gzip_bytes", "events_per_step"]]
-         steps trace_gzip_bytes events_per_step
-    full     5          1342993         14701.4
+    Returns one row per label: ``options`` switched on, ``steps``, ``median_step_ms``
+    (active profiled steps; NaN without step times), ``trace_gzip_bytes``,
+    ``bytes_per_step``, ``events_per_step``.
     """
     rows = {}
     for label, cap in captures.items():
@@ -588,18 +406,9 @@ def capture_cost(captures: dict) -> pd.DataFrame:
 
 
 def memory_layout(shape, strides) -> str:
-    """Name the layout a 4-d tensor's strides show.
+    """Name the layout a 4-d tensor's strides show: ``contiguous`` (NCHW), ``channels_last``
+    (C's stride 1), ``other``, or ``n/a`` when not 4-d. Shapes alone do not say.
 
-    ``contiguous`` (NCHW: strides fall from N to W, W's stride 1), ``channels_last``
-    (NHWC in memory: C's stride is 1, e.g. shape [128, 3, 224, 224] with strides
-    [150528, 1, 672, 3]), ``other`` for anything else, ``n/a`` when not 4-d. Two
-    tensors with the same shape can have different layouts: shapes alone do not say.
-
-    Source: PyTorch tutorial "Channels Last Memory Format in PyTorch".
-
-    Examples
-    --------
-    >>> from kitlib.analyses.grouping import memory_layout
     >>> memory_layout((2, 3, 4, 5), (60, 20, 5, 1)), memory_layout((2, 3, 4, 5), (60, 1, 15, 3))
     ('contiguous', 'channels_last')
     """
@@ -614,31 +423,18 @@ def memory_layout(shape, strides) -> str:
 
 
 def conv_inputs(trace: Trace, op_row: int) -> pd.DataFrame:
-    """The tensors a convolution operator received, read as a learner would.
+    """The tensors a convolution operator (row label ``op_row`` of ``trace.ops``; first two
+    inputs NCHW activation and OIHW weight) received, read as a learner would.
 
-    Parameters
-    ----------
-    op_row : int
-        Row label in ``trace.ops`` of an ``aten::cudnn_convolution`` (or any operator
-        whose first two inputs are an NCHW activation and an OIHW weight).
+    Returns rows ``input`` and ``weight``: ``shape``, ``strides`` (None when not recorded),
+    ``layout`` (:func:`memory_layout`), ``dtype``, ``reading``.
 
-    Returns
-    -------
-    DataFrame
-        Rows ``input`` and ``weight``: ``shape``, ``strides`` (from ``Input Strides``;
-        None when not recorded), ``layout`` (:func:`memory_layout`), ``dtype`` and
-        ``reading`` (e.g. "128 images × 3 channels × 224×224 pixels").
-
-    Raises
-    ------
-    KeyError
-        The operator has no recorded shapes (``record_shapes`` was off).
+    Raises KeyError when the operator has no recorded shapes.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.grouping import conv_inputs
     >>> tr = trace_from_json(tiny_profile_doc())
     >>> conv = int(tr.ops.index[tr.ops["name"] == "aten::conv2d"][0])
     >>> conv_inputs(tr, conv)[["shape", "layout", "reading"]]

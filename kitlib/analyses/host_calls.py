@@ -1,15 +1,10 @@
 """What a host range's time was spent on: CUDA API calls inside labelled ranges.
 
-A ``record_function`` label such as ``forward`` measures how long the host thread
-was inside it. Part of that time is spent in CUDA API calls (launches, memsets,
-attribute queries), the rest in Python, the dispatcher, the operators' own C++ code
-and — under torch.profiler — the profiler's bookkeeping. This module measures the
-first part from the trace, so that "the host was mostly queueing kernels" can be
-checked instead of assumed (lesson 00).
-
-Source of the facts: the trace's ``cuda_runtime`` / ``cuda_driver`` events
-(``Trace.launches``: every CUDA API call the profiler recorded, launches or not) and
-its ``user_annotation`` events (``Trace.ops`` with ``kind == "annotation"``).
+Part of a ``record_function`` label's host time is CUDA API calls (launches, memsets,
+queries), the rest Python, the dispatcher, the operators' C++ and the profiler's
+bookkeeping. This module measures the first part from the trace's ``cuda_runtime`` /
+``cuda_driver`` events, so "the host was mostly queueing kernels" can be checked
+instead of assumed (lesson 00).
 """
 from __future__ import annotations
 
@@ -20,34 +15,19 @@ from ..errors import KitError
 
 
 def cuda_api_time_in_label(trace, label: str) -> pd.DataFrame:
-    """Per instance of a label, the time its thread spent inside CUDA API calls.
+    """Per instance of ``label`` in ``trace``, the time its thread spent inside CUDA API calls.
 
-    Parameters
-    ----------
-    trace : kitlib.readers.trace.Trace
-    label : str
-        A ``record_function`` label (``"forward"``, ``"backward"``, …).
+    Returns, in time order: ``step`` (containing the label's start, or <NA>), ``tid``,
+    ``label_ns``, ``cuda_api_ns`` (summed calls on that thread starting inside the label;
+    they do not nest), ``cuda_api_calls``, ``launch_calls`` (names containing ``Launch``),
+    ``other_host_ns`` (``label_ns − cuda_api_ns``), ``cuda_api_share`` (0–1).
 
-    Returns
-    -------
-    DataFrame, one row per instance of the label, in time order
-        ``step`` (the N of the ``ProfilerStep#N`` that contains the label's start, or
-        <NA>), ``tid``, ``label_ns`` (the label's host duration), ``cuda_api_ns``
-        (summed durations of the CUDA API calls on the same thread that start inside
-        the label; API calls do not nest, so the sum counts no time twice),
-        ``cuda_api_calls``, ``launch_calls`` (those whose name contains ``Launch``),
-        ``other_host_ns`` (``label_ns − cuda_api_ns``) and ``cuda_api_share`` (0–1).
-
-    Raises
-    ------
-    KitError
-        The trace has no such label.
+    Raises KitError when the trace has no such label.
 
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
     >>> tr = open_capture("profiler_5step").trace
-    >>> from kitlib.analyses.host_calls import cuda_api_time_in_label
     >>> cuda_api_time_in_label(tr, "forward")[["step", "label_ns", "cuda_api_ns", "launch_calls"]].head(2)
        step  label_ns  cuda_api_ns  launch_calls
     0     2  32146161      3457962           232

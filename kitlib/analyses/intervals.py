@@ -1,21 +1,14 @@
 """Intervals on one clock: how long was something busy, and where were the gaps?
 
-Every function here takes a table of intervals, a :class:`pandas.DataFrame`
-with integer-nanosecond columns ``start_ns`` and ``dur_ns`` (or ``end_ns``),
-such as ``Trace.gpu`` (kernels, copies, sets) or the NVTX ranges of an
-Nsight Systems report. An interval covers ``[start_ns, start_ns + dur_ns)``:
-two intervals that touch (one ends where the next starts) leave no gap.
-
-Overlap is counted once: two kernels running at the same time on two streams
-make the GPU busy for the length of their *union*, not for the sum of their
-durations. To look at one stream alone, filter the rows first
-(``gpu[gpu.stream == 7]``) or group
-(``{s: busy_ns(g) for s, g in gpu.groupby("stream")}``).
-
-:func:`union_arrays` and :func:`covered_before` do the same work on two arrays of
-starts and ends, unchecked, for the analyses that already hold them.
-
-Pure functions: no I/O, no printing; the input is never modified.
+Every function takes ``df``, a table of intervals with integer-ns columns ``start_ns``
+and ``dur_ns`` (or ``end_ns``), such as ``Trace.gpu`` or an Nsight Systems report's NVTX
+ranges; other columns are ignored. An interval covers ``[start_ns, start_ns + dur_ns)``:
+intervals that touch leave no gap. Overlap is counted once: two kernels at the same time
+on two streams make the GPU busy for their *union* (filter or group by ``stream`` to see
+one stream). Windows are ``(start_ns, end_ns)`` on the same clock. Functions that read a
+table raise :class:`IntervalError` for missing columns, missing or fractional times,
+negative durations, or a window that ends before it starts; :func:`union_arrays` and
+:func:`covered_before` work on arrays, unchecked. Pure functions: the input is never modified.
 """
 from __future__ import annotations
 
@@ -30,19 +23,7 @@ _SPAN_COLUMNS = ["start_ns", "end_ns", "dur_ns"]
 
 
 class IntervalError(KitError, ValueError):
-    """A table of intervals or windows is not usable (missing column, negative
-    duration, missing or non-integer time, a window that ends before it starts).
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.analyses.intervals import IntervalError, busy_ns
-    >>> try:
-    ...     busy_ns(pd.DataFrame({"start_ns": [10], "end_ns": [5]}))
-    ... except IntervalError as e:
-    ...     print(type(e).__name__, isinstance(e, ValueError))
-    IntervalError True
-    """
+    """A table of intervals or windows is not usable; also a ValueError."""
 
 
 # -- reading the input -------------------------------------------------------
@@ -109,24 +90,8 @@ def _spans(start, end) -> pd.DataFrame:
 
 
 def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the intervals ``[start, end)`` given as two arrays (:func:`union` for
-    arrays, unchecked).
-
-    Returns
-    -------
-    (ndarray, ndarray)
-        The starts and ends of the union, sorted, disjoint and not touching (intervals
-        that touch are merged; zero-length ones cover no time and are dropped), in the
-        input's unit and dtype (kitlib's: integer ns). The input is not checked: give
-        equal-length numeric arrays with ``end >= start`` (:func:`union` checks a table).
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kitlib.analyses.intervals import union_arrays
-    >>> s, e = union_arrays(np.array([10, 0, 5, 30]), np.array([20, 5, 8, 30]))
-    >>> s.tolist(), e.tolist()
-    ([0, 10], [8, 20])
+    """The union of the intervals ``[start, end)`` given as two arrays (:func:`union`,
+    unchecked): sorted, disjoint, non-touching ``(starts, ends)``, zero-length ones dropped.
     """
     keep = end > start                      # zero-length intervals cover no time
     start, end = start[keep], end[keep]
@@ -146,41 +111,8 @@ def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
 # -- public functions ----------------------------------------------------------
 
 def clip(df: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
-    """The intervals that fall in ``[start, end)``, cut to it.
-
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns; any other
-        columns are kept.
-    start, end : int
-        The window, ns on the same clock.
-
-    Returns
-    -------
-    DataFrame
-        The rows that overlap the window (a zero-length row counts when
-        ``start <= start_ns < end``), in their original order and index, with
-        ``start_ns``, ``dur_ns`` and, when present, ``end_ns`` cut to the window.
-        Empty (same columns) when nothing overlaps.
-
-    Raises
-    ------
-    IntervalError
-        Missing columns, missing or fractional times, negative durations, or
-        ``end < start``.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import clip
-    >>> clip(df, 50, 250)
-       start_ns  end_ns  dur_ns
-    0        50     100      50
-    1        50     150     100
-    2       200     250      50
+    """The rows of ``df`` that overlap ``[start, end)`` (a zero-length row when
+    ``start <= start_ns < end``), in their order and index, their times cut to the window.
     """
     w0, w1 = _window((start, end))
     s, e = _bounds(df)
@@ -195,34 +127,10 @@ def clip(df: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
 
 
 def union(df: pd.DataFrame) -> pd.DataFrame:
-    """Merge overlapping and touching intervals into disjoint ones.
+    """Merge overlapping and touching intervals (all rows, whatever their stream) into disjoint
+    ones: ``start_ns, end_ns, dur_ns`` (int64 ns), sorted, index 0..n-1; zero-length rows vanish.
 
-    All rows are merged together, whatever their stream or device: this is the
-    time during which *anything* in the table was running.
-
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``start_ns, end_ns, dur_ns`` (int64, ns), sorted by ``start_ns``,
-        index 0..n-1. Two output rows never overlap or touch. Zero-length input
-        rows cover no time and do not appear. Empty input gives an empty frame.
-
-    Raises
-    ------
-    IntervalError
-        Missing columns, missing or fractional times, negative durations.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import union
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> union(df)
        start_ns  end_ns  dur_ns
     0         0     150     150
@@ -232,31 +140,9 @@ def union(df: pd.DataFrame) -> pd.DataFrame:
 
 
 def busy_ns(df: pd.DataFrame, window=None) -> int:
-    """Total time covered by at least one interval (overlap counted once).
+    """Total time (int ns) covered by at least one interval, inside ``window`` when given.
 
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns.
-    window : (int, int), optional
-        ``(start_ns, end_ns)``: count only the time inside this window.
-
-    Returns
-    -------
-    int
-        Busy time in ns; 0 for an empty table.
-
-    Raises
-    ------
-    IntervalError
-        Bad intervals (see :func:`union`) or a window that ends before it starts.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import busy_ns
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> busy_ns(df), int(df["dur_ns"].sum())       # overlap counted once, not twice
     (250, 300)
     """
@@ -268,37 +154,12 @@ def busy_ns(df: pd.DataFrame, window=None) -> int:
 
 
 def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFrame:
-    """The gaps between busy periods: when nothing in the table was running.
+    """The gaps longer than ``min_gap_ns`` between busy periods: ``start_ns, end_ns, dur_ns``
+    (int64 ns) in time order. With a ``window``, the time from its start to the first
+    interval and from the last to its end are gaps too (an empty table is one gap).
+    Raises IntervalError also for a negative ``min_gap_ns``.
 
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns.
-    window : (int, int), optional
-        ``(start_ns, end_ns)``: look only inside this window, and count the time
-        from the window's start to the first interval and from the last interval
-        to the window's end as gaps too (an empty table is then one gap: the
-        whole window). Without a window, only gaps *between* intervals count.
-    min_gap_ns : int, default 0
-        Keep only gaps strictly longer than this (ns).
-
-    Returns
-    -------
-    DataFrame
-        Columns ``start_ns, end_ns, dur_ns`` (int64, ns), in time order, index 0..n-1.
-
-    Raises
-    ------
-    IntervalError
-        Bad intervals (see :func:`union`), a window that ends before it starts,
-        or a negative ``min_gap_ns``.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import idle_gaps
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> idle_gaps(df, (0, 400))
        start_ns  end_ns  dur_ns
     0       150     200      50
@@ -320,44 +181,8 @@ def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFram
 
 
 def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
-    """:func:`idle_gaps` inside each of many windows, merging the intervals once.
-
-    The same gaps as ``idle_gaps(df, window=(w.start_ns, w.end_ns), min_gap_ns)`` for
-    every row ``w`` of ``windows``, but the busy intervals are merged a single time and
-    each window reads its slice of them by binary search, so the cost grows with the
-    table plus the windows, not with their product.
-
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns.
-    windows : DataFrame
-        ``start_ns``, ``end_ns`` per window (e.g. a step table); other columns are
-        ignored.
-    min_gap_ns : int, default 0
-
-    Returns
-    -------
-    DataFrame
-        ``window`` (row position in ``windows``), ``start_ns, end_ns, dur_ns`` (int64
-        ns), in window then time order, index 0..n-1.
-
-    Raises
-    ------
-    IntervalError
-        As :func:`idle_gaps`.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import idle_gaps_in_windows
-    >>> windows = pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]})
-    >>> idle_gaps_in_windows(df, windows)
-       window  start_ns  end_ns  dur_ns
-    0       0       150     200      50
-    1       1       300     400     100
+    """:func:`idle_gaps` inside each row of ``windows`` (``start_ns, end_ns``), the intervals
+    merged once: ``window`` (row position), ``start_ns, end_ns, dur_ns``, in window then time order.
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
@@ -382,26 +207,9 @@ def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: in
 
 
 def covered_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndarray:
-    """For each time in ``t``: the summed length of the intervals' ``[start, end)`` parts
-    before it (overlap counted as often as it occurs; give :func:`union_arrays`' output to
-    count it once).
-
-    For one interval, the part before ``t`` is ``(t - start) - (t - end)`` for
-    the terms that are positive; with sorted starts and ends and their prefix
-    sums this is two ``searchsorted`` calls, whatever the number of windows.
-
-    Returns
-    -------
-    ndarray
-        One length per time of ``t``, in the input's unit (kitlib's: integer ns). The
-        input is not checked.
-
-    Examples
-    --------
-    >>> import numpy as np
-    >>> from kitlib.analyses.intervals import covered_before
-    >>> covered_before(np.array([0, 10]), np.array([5, 20]), np.array([3, 12, 100])).tolist()
-    [3, 7, 15]
+    """For each time in ``t``, the summed length of the ``[start, end)`` parts before it
+    (overlap counted as often as it occurs; pass :func:`union_arrays`' output to count it
+    once), by prefix sums and two ``searchsorted``. Unchecked.
     """
     ss, se = np.sort(start), np.sort(end)
     cs = np.concatenate([[0], np.cumsum(ss)])
@@ -412,46 +220,16 @@ def covered_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndar
 
 
 def per_window(df: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
-    """Busy and idle time inside each of several windows (e.g. training steps).
+    """Busy and idle time inside each of ``windows`` (``start_ns`` and ``end_ns`` or
+    ``dur_ns``; may overlap; other columns kept).
 
-    Parameters
-    ----------
-    df : DataFrame
-        Intervals: ``start_ns`` and ``dur_ns`` (or ``end_ns``), integer ns
-        (e.g. the GPU's kernels).
-    windows : DataFrame
-        One row per window: ``start_ns`` and ``end_ns`` (or ``dur_ns``), integer ns,
-        on the same clock; other columns (``name``…) are kept. Windows may overlap;
-        each is measured on its own.
+    Adds, int64 ns: ``window_ns``; ``busy_ns`` (overlap counted once); ``sum_dur_ns``
+    (durations cut to the window, overlap counted as often as it occurs); ``idle_ns``
+    (``window_ns - busy_ns``); ``n_intervals`` (overlapping the window; a zero-length one
+    when inside ``[start_ns, end_ns)``).
 
-    Returns
-    -------
-    DataFrame
-        ``windows``' columns plus, all int64:
-
-        - ``window_ns``: the window's length;
-        - ``busy_ns``: time covered by at least one interval inside the window
-          (overlap counted once);
-        - ``sum_dur_ns``: the intervals' durations cut to the window and summed
-          (overlap counted as often as it occurs; ``sum_dur_ns >= busy_ns``);
-        - ``idle_ns``: ``window_ns - busy_ns``;
-        - ``n_intervals``: intervals that overlap the window (a zero-length one
-          counts when it lies in ``[start_ns, end_ns)``).
-
-    Raises
-    ------
-    IntervalError
-        Bad intervals or windows (missing columns, negative durations, missing or
-        fractional times).
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "end_ns": [100, 150, 300]})
-    >>> df["dur_ns"] = df["end_ns"] - df["start_ns"]
-    >>> from kitlib.analyses.intervals import per_window
-    >>> windows = pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]})
-    >>> per_window(df, windows)
+    >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
+    >>> per_window(df, pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]}))
        start_ns  end_ns  window_ns  busy_ns  sum_dur_ns  idle_ns  n_intervals
     0         0     200        200      150         200       50            2
     1       200     400        200      100         100      100            1
@@ -461,8 +239,7 @@ def per_window(df: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     out = windows.copy()
     if "end_ns" not in out.columns:
         out["end_ns"] = w1
-    # Work relative to the earliest time: epoch-based ns (~1.8e18) would overflow
-    # int64 once multiplied by a count or summed.
+    # relative to the earliest time: epoch ns (~1.8e18) times a count would overflow int64
     both = np.concatenate([s, w0])
     origin = both.min() if both.size else 0
     s, e, w0, w1 = s - origin, e - origin, w0 - origin, w1 - origin

@@ -1,31 +1,23 @@
-"""Kernel launch statistics: how long the launch calls took, how long work waited after
-its launch, which launches were outliers, and how many kernels were too short to hide
-their launch.
+"""Kernel launch statistics: how long the launch calls took, how long work waited after its
+launch, which launches were outliers, and how many kernels were too short to hide their launch.
 
-For every GPU event whose launch is in the recording (:func:`kitlib.analyses.gpu_idle.device_events`:
-the chain operator → launch → GPU event of :func:`kitlib.analyses.chain.chain`, or the
-``(pid, correlation)`` join of an Nsight Systems export):
+For every GPU event whose launch is in the recording
+(:func:`kitlib.analyses.gpu_idle.device_events`):
 
-- **launch overhead**: the duration of the CUDA runtime/driver call on the host
-  (``cudaLaunchKernel``, ``cudaMemcpyAsync``…), host time: never add it to device time;
-- **queueing delay**: GPU start − launch start. It holds the launch call itself, the wait
-  behind earlier work on the stream (the launch queue, :func:`kitlib.analyses.gpu_idle.queue_length`)
-  and the device's own start-up; a long delay on a busy stream means the host is ahead;
-- **outlier**: a launch call longer than :data:`OUTLIER_FACTOR` times the median duration of
-  calls to the same API in the recording (a call blocked by a full queue, a lazy module
-  load, the first use of a kernel, a page fault);
-- **short kernel**: a kernel that ran for less than :data:`SHORT_KERNEL_NS` (5 µs), about
-  the cost of launching it: many of them keep a GPU waiting for the host.
+- **launch overhead**: the CUDA runtime/driver call's duration, host time (never add it
+  to device time);
+- **queueing delay**: GPU start − launch start (the call, the wait behind earlier work on
+  the stream, the device's start-up);
+- **outlier**: a call longer than :data:`OUTLIER_FACTOR` × the median of its API's calls;
+- **short kernel**: shorter than :data:`SHORT_KERNEL_NS`, about the cost of launching it.
 
-Per step: the step whose host interval ``[start_ns, end_ns)`` contains the launch's
-start (the kit's half-open rule, :mod:`kitlib.model.window`); a launch outside every step has
-step <NA>.
+A launch belongs to the step whose ``[start_ns, end_ns)`` holds its start (<NA> outside).
+:func:`kernel_types` and :func:`top_kernels` give Holistic Trace Analysis' kernel breakdown.
+``source`` is a Trace or an NsysReport (a Trace or RankTraces for the breakdown); ``events``
+and ``steps`` may pass a :func:`~kitlib.analyses.gpu_idle.device_events` table and a step
+table to use. Times are ns.
 
-The kernel breakdown (Holistic Trace Analysis' ``get_gpu_kernel_breakdown``) needs no launch:
-:func:`kernel_types` splits each rank's GPU events into HTA's three types, and
-:func:`top_kernels` lists each rank's longest kernels of each type by name, the rest as one
-``others`` row (no lesson uses it yet). Pure functions: no I/O, printing or plotting. The
-launch statistics are used in lesson 09.
+Sources: docs/SOURCES.md#kernel-launches
 """
 from __future__ import annotations
 
@@ -40,9 +32,7 @@ from ..model.window import step_of
 __all__ = ["SHORT_KERNEL_NS", "OUTLIER_FACTOR", "KERNEL_TYPES", "TOP_KERNELS", "launch_stats", "launch_summary",
            "kernel_type", "kernel_types", "top_kernels"]
 
-#: Kernels shorter than this (ns) are *short*: 5 µs, less than a launch call's own cost on the
-#: host (the median ``cudaLaunchKernel`` of ``profiler_5step`` took 8.2 µs under the profiler):
-#: a stream of such kernels empties its queue faster than the host can fill it.
+#: Kernels shorter than this (ns) are *short* (docs/SOURCES.md#kernel-launches).
 SHORT_KERNEL_NS = 5_000
 #: A launch call longer than this many times the median of its API's calls is an outlier.
 OUTLIER_FACTOR = 10
@@ -56,37 +46,17 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
                  events=None, steps=None) -> pd.DataFrame:
     """One row per GPU event with its launch: overhead, queueing delay, outlier and short flags.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    short_kernel_ns : int, default 5,000 ns
-        Kernels shorter than this are short (strictly).
-    outlier_factor : float, default 10
-        A launch call longer than ``outlier_factor`` × the median of its API is an outlier.
-    events, steps : DataFrame, optional
-        A :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
+    Returns, by launch start: ``step`` (Int64), ``op_name`` (<NA> in Nsight exports),
+    ``link``, ``launch_name, kind, name, device, stream, launch_start_ns``,
+    ``launch_dur_ns`` (the overhead), ``start_ns, dur_ns`` (on the GPU),
+    ``queue_delay_ns``, ``api_median_launch_ns``, ``outlier``, ``short_kernel`` (False for
+    copies and sets). Events without a recorded launch are left out (``.attrs["left_out"]``).
 
-    Returns
-    -------
-    DataFrame
-        ``step`` (Int64, by the launch's start), ``op_name`` (the operator behind the
-        launch; <NA> in Nsight exports), ``link`` (how it was joined), ``launch_name``,
-        ``kind``, ``name``, ``device``, ``stream``, ``launch_start_ns``,
-        ``launch_dur_ns`` (the overhead), ``start_ns``, ``dur_ns`` (on the GPU),
-        ``queue_delay_ns`` (start − launch start), ``api_median_launch_ns``,
-        ``outlier`` (bool), ``short_kernel`` (bool; False for copies and sets). Sorted by
-        launch start. GPU events whose launch is not in the recording are left out
-        (``.attrs["left_out"]``).
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, or none with its launch.
+    Raises GpuIdleError without GPU events or launches.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.kernel_launches import launch_stats
     >>> launch_stats(tiny_trace())[["op_name", "launch_dur_ns", "queue_delay_ns", "outlier", "short_kernel"]]
           op_name  launch_dur_ns  queue_delay_ns  outlier  short_kernel
     0  aten::relu            100             150    False          True
@@ -115,37 +85,19 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
 
 def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_KERNEL_NS,
                    outlier_factor: float = OUTLIER_FACTOR, events=None, steps=None) -> pd.DataFrame:
-    """Launch statistics grouped (by default per step and operator).
+    """:func:`launch_stats` grouped ``by`` its columns (default per step and operator; an Nsight
+    export by ``("step", "launch_name")``).
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    by : sequence of str
-        Columns of :func:`launch_stats` to group by: ``("step", "op_name")`` (default),
-        ``("step",)``, ``("launch_name",)``, ``("op_name",)``… An Nsight export has no
-        operators: group it by ``("step", "launch_name")``.
-    short_kernel_ns, outlier_factor, events, steps
-        As :func:`launch_stats`.
+    Returns, most overhead first: ``launches, kernels, launch_sum_ns, launch_median_ns,
+    launch_max_ns, queue_delay_median_ns, queue_delay_max_ns, outliers, short_kernels,
+    short_kernel_share`` (0-1, <NA> without kernels), ``gpu_sum_ns``, ``links``. Medians
+    are the lower middle whole ns.
 
-    Returns
-    -------
-    DataFrame, one row per group, most launch overhead first
-        ``launches``, ``kernels``, ``launch_sum_ns``, ``launch_median_ns``,
-        ``launch_max_ns`` (the overhead), ``queue_delay_median_ns``,
-        ``queue_delay_max_ns``, ``outliers``, ``short_kernels``, ``short_kernel_share``
-        (short kernels ÷ kernels, 0-1; <NA> without kernels), ``gpu_sum_ns`` (device time
-        of the group's GPU events, summed), ``links`` (the join methods, comma-separated).
-        Medians are of whole ns (the lower middle value for an even count).
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, no launches, or a ``by`` column that :func:`launch_stats` lacks.
+    Raises GpuIdleError as :func:`launch_stats`, or for a ``by`` column it lacks.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.kernel_launches import launch_summary
     >>> launch_summary(tiny_trace())[["step", "op_name", "launches", "launch_sum_ns", "short_kernel_share"]]
        step     op_name  launches  launch_sum_ns  short_kernel_share
     0     1  aten::relu         1            100                 1.0
@@ -187,8 +139,7 @@ def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_
 
 # --------------------------------------------------------------------------- kernel breakdown
 def _rank_traces(source) -> dict:
-    """``{rank: Trace}``: a RankTraces' traces, or one Trace under its ``distributedInfo``
-    rank (0 without one)."""
+    """``{rank: Trace}`` of a RankTraces, or of one Trace (its ``distributedInfo`` rank, else 0)."""
     if hasattr(source, "traces"):
         return dict(source.traces)
     if not hasattr(source, "kernels"):
@@ -206,30 +157,11 @@ def _gpu_events(trace) -> pd.DataFrame:
 
 
 def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
-    """HTA's type of each GPU event: ``COMMUNICATION`` (an NCCL kernel: the name matches
-    :data:`kitlib.analyses.collectives.COMM_KERNEL_PATTERN`), ``MEMORY`` (a copy or a set:
-    ``kind`` ``memcpy``/``memset``), ``COMPUTATION`` (every other kernel).
+    """HTA's type of each GPU event (``kind``, ``name``): ``COMMUNICATION`` (an NCCL kernel,
+    :data:`~kitlib.analyses.collectives.COMM_KERNEL_PATTERN`), ``MEMORY`` (``memcpy`` or
+    ``memset``), ``COMPUTATION`` (every other kernel); an array of str.
 
-    HTA decides by the name alone, by a rule its releases have changed; on the public traces
-    every one of its rules gives these types. Sources: docs/SOURCES.md#kernel-type
-
-    Parameters
-    ----------
-    kernels : DataFrame
-        ``trace.kernels`` rows (``kind``, ``name``).
-
-    Returns
-    -------
-    ndarray of str, one per row.
-
-    Examples
-    --------
-    >>> import pandas as pd
-    >>> from kitlib.analyses.kernel_launches import kernel_type
-    >>> kernel_type(pd.DataFrame({"kind": ["kernel", "kernel", "memset", "kernel"],
-    ...                           "name": ["ncclKernel_AllReduce", "ncclDevKernel_AllGather",
-    ...                                    "Memset (Device)", "relu_kernel"]}))
-    array(['COMMUNICATION', 'COMMUNICATION', 'MEMORY', 'COMPUTATION'], dtype='<U13')
+    Sources: docs/SOURCES.md#kernel-type
     """
     comm = kernels["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True).to_numpy()
     memory = kernels["kind"].isin(["memcpy", "memset"]).to_numpy()
@@ -239,34 +171,15 @@ def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
 def kernel_types(source) -> pd.DataFrame:
     """Each rank's GPU time split into HTA's kernel types (:func:`kernel_type`).
 
-    Parameters
-    ----------
-    source : Trace or RankTraces
+    Returns one row per rank and type (all three, :data:`KERNEL_TYPES` order): ``rank,
+    kernel_type, events``, ``sum_ns`` (durations added), ``busy_ns`` (overlap once),
+    ``share`` (of the rank's ``sum_ns``, 0-1).
 
-    Returns
-    -------
-    DataFrame, one row per rank and type (all three, in :data:`KERNEL_TYPES` order)
-        ``rank``; ``kernel_type``; ``events`` (GPU events of that type); ``sum_ns`` (their
-        durations added up, int64 ns); ``busy_ns`` (time at least one of them ran, overlap
-        counted once, int64 ns); ``share`` (``sum_ns`` ÷ the rank's ``sum_ns`` over the
-        three types, 0-1).
-
-    Raises
-    ------
-    GpuIdleError
-        A rank has no GPU events, or ``source`` is neither a Trace nor a RankTraces.
-
-    Notes
-    -----
-    HTA's kernel-type table (``BreakdownAnalysis._get_gpu_kernel_type_time``) adds the ranks
-    together and gives time where types overlap its own row (``COMPUTATION overlapping
-    COMMUNICATION``); ``busy_ns`` counts that time in both types, and ``sum_ns`` counts every
-    event whole. HTA leaves MEMORY out unless asked (``include_memory_kernels=True``).
+    Raises GpuIdleError when a rank has no GPU events or ``source`` is not a Trace or RankTraces.
 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.kernel_launches import kernel_types
     >>> kernel_types(tiny_trace())
        rank    kernel_type  events  sum_ns  busy_ns  share
     0     0  COMMUNICATION       0       0        0    0.0
@@ -286,43 +199,14 @@ def kernel_types(source) -> pd.DataFrame:
 
 
 def top_kernels(source, top: int = TOP_KERNELS) -> pd.DataFrame:
-    """Each rank's longest GPU events of each type, by name: the ``top`` names with the most
-    time, the rest added up in one row named ``others`` (HTA's per-rank kernel table). Names
-    with equal time are ranked by name.
+    """Each rank's ``top`` GPU event names of each type by time (ties by name), the rest in one
+    ``others`` row: HTA's per-rank kernel table.
 
-    Parameters
-    ----------
-    source : Trace or RankTraces
-    top : int
-        Names kept per rank and type (HTA's ``num_kernels``, default 10).
+    Returns, by rank, type, then time (``others`` last): ``rank, kernel_type, name, calls,
+    sum_ns, mean_ns`` (rounded down), ``min_ns, max_ns``, ``share`` (of the type's time on
+    the rank).
 
-    Returns
-    -------
-    DataFrame, by rank, :data:`KERNEL_TYPES` order, then most time first (``others`` last)
-        ``rank``, ``kernel_type``, ``name``; ``calls``; ``sum_ns``, ``mean_ns`` (rounded down),
-        ``min_ns``, ``max_ns`` (durations of the name's events, int64 ns; for ``others``, of
-        all the folded events); ``share`` (``sum_ns`` ÷ the type's time on that rank, 0-1).
-
-    Raises
-    ------
-    GpuIdleError
-        A rank has no GPU events, ``top`` is below 1, or ``source`` is neither a Trace nor a
-        RankTraces.
-
-    Notes
-    -----
-    HTA (``BreakdownAnalysis._aggr_gpu_kernel_time``) folds more: past ``num_kernels`` names
-    it also moves into ``others`` every name whose running total passes the 0.8 quantile of
-    the running totals (``duration_ratio``), and then its kept rows' min, max and mean are
-    their sum. The kit keeps the ``top`` names and their own statistics.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.kernel_launches import top_kernels
-    >>> top_kernels(tiny_trace())[["rank", "kernel_type", "name", "calls", "sum_ns", "share"]]
-       rank  kernel_type         name  calls  sum_ns  share
-    0     0  COMPUTATION  relu_kernel      1     400    1.0
+    Raises GpuIdleError as :func:`kernel_types`, or for ``top`` below 1.
     """
     if top < 1:
         raise GpuIdleError(f"top must be 1 or more, got {top}")

@@ -1,27 +1,15 @@
 """Copies: how many bytes, how long, how fast against the link, and hidden under kernels or not.
 
-Each memcpy of a recording (:func:`kitlib.analyses.gpu_idle.device_events`) has a
-direction (``copy_kind``: ``HtoD`` host to device, ``DtoH``, ``DtoD`` within a device,
-``PtoP`` between devices, ``HtoH``) and, where the trace says, the kind of memory at each
-end: torch.profiler writes it in the name (``Memcpy HtoD (Pinned -> Device)``), Nsight
-Systems in ``CUPTI_ACTIVITY_KIND_MEMCPY.srcKind``/``dstKind``. Host memory is *pinned*
-(page-locked: the copy engine reads it directly, and ``non_blocking=True`` copies are
-asynchronous) or *pageable* (the driver first stages it through a pinned buffer, and the
-copy is synchronous with the host).
+Each memcpy has a direction (``copy_kind``: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
+``HtoH``) and, where the trace says, the memory at each end: host memory is *pinned*
+(read directly by the copy engine; ``non_blocking=True`` is asynchronous) or *pageable*
+(staged by the driver, synchronous). Achieved bandwidth is ``bytes ÷ dur_ns``, exactly
+GB/s (decimal, as datasheets write link speeds), compared with a nominal per-direction
+datasheet peak (:data:`LINKS`; a ``DtoD`` copy reads and writes HBM, so half its
+bandwidth). ``source`` is a Trace or an NsysReport; ``events`` and ``steps`` may pass a
+:func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
 
-Achieved bandwidth is ``bytes ÷ dur_ns``, which is GB/s exactly (1 byte/ns = 10⁹ bytes/s;
-decimal GB, as NVIDIA's datasheets write link speeds). The link's peak is a *nominal
-datasheet figure per direction* (:data:`LINKS`); a copy reaches a share of it (PCIe's
-own packet overhead alone keeps it below the nominal figure: the pinned host-to-device copies
-of the H200 recordings average 55.2 GB/s in ``profiler_5step`` and 55.3 GB/s in ``nsys_8step``,
-86 % of 64).
-
-The figures of :data:`LINKS` are NVIDIA's datasheets' (H200, B300, H100, A100, V100; PCIe Gen6
-from PCI-SIG), each quoted: docs/SOURCES.md#transfers-links
-
-A ``DtoD`` copy inside one device reads and writes HBM, so it moves each byte twice: its
-peak is half the memory bandwidth. Pure functions: no I/O, printing or plotting. Used in
-lesson 09.
+Sources: docs/SOURCES.md#transfers-links, docs/SOURCES.md#transfers-bandwidth
 """
 from __future__ import annotations
 
@@ -33,9 +21,7 @@ from ..model.window import step_of
 
 __all__ = ["LINKS", "copies", "copy_summary", "device_name"]
 
-#: Nominal peaks per direction, GB/s (10⁹ bytes/s), by device and path; see the module
-#: docstring for the datasheets. ``hbm_copy`` is half the memory bandwidth (a DtoD copy
-#: reads and writes every byte).
+#: Nominal peaks per direction, GB/s (10⁹ bytes/s), by device and path (DtoD: half the HBM bandwidth).
 LINKS = {
     "H200": {"HtoD": ("PCIe Gen5 x16", 64.0), "DtoH": ("PCIe Gen5 x16", 64.0),
              "PtoP": ("NVLink 4", 450.0), "DtoD": ("HBM3e, read + write", 2400.0)},
@@ -51,18 +37,7 @@ LINKS = {
 
 
 def device_name(source) -> str | None:
-    """The GPU's product name as the recording gives it (``"NVIDIA H200"``), or None.
-
-    torch.profiler traces: ``meta["devices"]`` (``deviceProperties``); Nsight exports:
-    ``gpus.name``.
-
-    Examples
-    --------
-    >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.transfers import device_name
-    >>> device_name(tiny_trace()) is None
-    True
-    """
+    """The GPU's product name as the recording gives it (``"NVIDIA H200"``), or None."""
     names = source.device_names() if hasattr(source, "device_names") else []
     return names[0] if names else None
 
@@ -88,42 +63,23 @@ def _overlap_with(s: np.ndarray, e: np.ndarray, ks: np.ndarray, ke: np.ndarray) 
 
 
 def copies(source, device: str | None = None, events=None, steps=None) -> pd.DataFrame:
-    """One row per copy: its direction and memory, bytes, duration, GB/s against the link,
-    and the time it ran beside a kernel.
+    """One row per copy: direction and memory, bytes, duration, GB/s against the link, and
+    the time it ran beside a kernel. ``device``: a key of :data:`LINKS` (default from
+    :func:`device_name`).
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    device : str, optional
-        The GPU whose datasheet peaks apply (a key of :data:`LINKS`: ``"H200"``,
-        ``"B300"``, ``"H100"``, ``"A100"``, ``"V100"``); default read from the recording
-        (:func:`device_name`).
-    events, steps : DataFrame, optional
-        A :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
+    Returns, in time order: ``step`` (Int64, of the launch's start, else the copy's),
+    ``copy_kind``, ``host_memory`` (``Pinned``/``Pageable`` or None), ``src_memory,
+    dst_memory, device, stream, start_ns, dur_ns, bytes`` (Int64), ``gb_per_s`` (the
+    trace's own figure where it has one, else bytes ÷ ``dur_ns``; NaN for 0 ns or unknown
+    bytes), ``link``, ``peak_gb_per_s`` (NaN for an unknown device), ``share_of_peak``
+    (0-1), ``kernel_overlap_ns`` (a kernel ran on the same device). ``.attrs["device"]``
+    names the datasheet used.
 
-    Returns
-    -------
-    DataFrame, in time order
-        ``step`` (Int64: the step containing the launch's start, else the copy's start),
-        ``copy_kind`` (``HtoD``…), ``host_memory`` (``Pinned``/``Pageable`` for a copy
-        to or from the host, where the trace says; None otherwise), ``src_memory``,
-        ``dst_memory``, ``device``, ``stream``, ``start_ns``, ``dur_ns``, ``bytes``
-        (Int64), ``gb_per_s`` (the trace's own ``memory bandwidth (GB/s)`` where it has
-        one: Kineto's bytes ÷ the copy's exact ns, which a whole-µs trace's ``dur_ns``
-        no longer holds; else bytes ÷ ``dur_ns``; NaN for a 0-ns copy or unknown bytes),
-        ``link``, ``peak_gb_per_s`` (nominal, per direction; NaN for an unknown device),
-        ``share_of_peak`` (0-1), ``kernel_overlap_ns`` (time during which a kernel ran on
-        the same device, any stream). ``.attrs["device"]`` names the datasheet used.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events at all, or no copy (the message says which events there are).
+    Raises GpuIdleError without GPU events or without copies.
 
     Examples
     --------
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.transfers import copies
     >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
     ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
     >>> copies(trace_from_json({"traceEvents": [cp]}), device="H200")[
@@ -155,8 +111,7 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
     own = cp["bandwidth_gb_per_s"].to_numpy(dtype="float64", na_value=np.nan) \
         if "bandwidth_gb_per_s" in cp.columns else np.full(len(cp), np.nan)
     with np.errstate(divide="ignore", invalid="ignore"):
-        # the profiler's own figure (bytes ÷ the exact ns) where the trace has it: a
-        # whole-µs trace's dur_ns is truncated, and bytes ÷ it reads 6-16 % high
+        # the profiler's own figure where the trace has it (a whole-µs dur_ns reads high)
         gbps = np.where(~np.isnan(own), own, np.where(d > 0, b / d, np.nan))
     link = [links.get(k, (None, np.nan))[0] if isinstance(k, str) else None for k in ck]
     peak = np.array([links.get(k, (None, np.nan))[1] if isinstance(k, str) else np.nan for k in ck], dtype="float64")
@@ -177,38 +132,15 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
 
 def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = None,
                  events=None, steps=None) -> pd.DataFrame:
-    """Copies grouped by direction and host memory (or by ``by``): count, bytes, time,
-    achieved GB/s against the link's peak, and the copy time spent beside kernels.
+    """:func:`copies` grouped ``by`` (default direction and host memory; add ``"step"`` for
+    per step).
 
-    Parameters
-    ----------
-    by : sequence of str
-        Columns of :func:`copies`; ``("step", "copy_kind", "host_memory")`` for per step.
+    Returns one row per group: ``copies, bytes, dur_ns`` (summed), ``gb_per_s`` (summed
+    bytes ÷ summed time of the copies with known bytes, each copy's time being bytes ÷ its
+    ``gb_per_s``), ``gb_per_s_max``, ``link, peak_gb_per_s, share_of_peak``,
+    ``kernel_overlap_ns`` (summed), ``kernel_overlap_share`` (÷ ``dur_ns``).
 
-    Returns
-    -------
-    DataFrame, one row per group
-        ``copies``, ``bytes``, ``dur_ns`` (summed), ``gb_per_s`` (summed bytes ÷ summed
-        time of the copies with known bytes, each copy's time being bytes ÷ its
-        ``gb_per_s``: its exact ns where the trace gives its own bandwidth, ``dur_ns``
-        otherwise: the group's achieved bandwidth), ``gb_per_s_max`` (the fastest copy),
-        ``link``, ``peak_gb_per_s``, ``share_of_peak``, ``kernel_overlap_ns`` (summed) and
-        ``kernel_overlap_share`` (÷ ``dur_ns``).
-
-    Raises
-    ------
-    GpuIdleError
-        As :func:`copies`.
-
-    Examples
-    --------
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.transfers import copy_summary
-    >>> cp = {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Pinned -> Device)", "pid": 0, "tid": 7,
-    ...       "ts": 10, "dur": 2, "args": {"stream": 7, "device": 0, "correlation": 1, "bytes": 100000}}
-    >>> copy_summary(trace_from_json({"traceEvents": [cp]}), device="H200")[["copy_kind", "copies", "gb_per_s"]]
-      copy_kind  copies  gb_per_s
-    0      HtoD       1      50.0
+    Raises GpuIdleError as :func:`copies`, or for a ``by`` column it lacks.
     """
     cp = copies(source, device=device, events=events, steps=steps)
     by = list(by)
@@ -216,8 +148,7 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     if bad:
         raise GpuIdleError(f"{source_name(source)}: cannot group copies by {bad}; columns: {list(cp.columns)}")
     cp["bytes_f"] = cp["bytes"].astype("float64")
-    # each copy's time as its GB/s gives it (bytes ÷ GB/s = the profiler's exact ns,
-    # where the trace has its own figure; dur_ns otherwise)
+    # each copy's time as its GB/s gives it (the profiler's exact ns where it has its own figure)
     with np.errstate(divide="ignore", invalid="ignore"):
         gb = cp["gb_per_s"].to_numpy(dtype="float64")
         cp["time_f"] = np.where(gb > 0, cp["bytes_f"].to_numpy() / gb, cp["dur_ns"].to_numpy(dtype="float64"))
