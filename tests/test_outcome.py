@@ -194,3 +194,33 @@ def test_the_held_back_line_names_every_question_still_open(capsys):
     ex.outcome(("order", "ratio", "extra"), _show)
     said = capsys.readouterr().out
     assert "predict order and answer extra" in said and "ratio" not in said, said
+
+
+def test_the_inline_backends_flush_waits_while_an_outcome_is_drawn():
+    """ipykernel 7 runs a widget's message on a thread of its own and ``comm`` fires
+    ``post_execute`` after it: matplotlib-inline's ``flush_figures`` there closed the figure a
+    held-back outcome was drawing on another thread (lesson 12's step budgets never showed on
+    a busy machine; found with a trace of ``Gcf.destroy_all``). Once wrapped, the flush waits
+    for the drawing, and wrapping twice changes nothing."""
+    import threading
+    from types import SimpleNamespace
+    from IPython.core.events import EventManager, available_events
+    from kitlib.course import exercises as exmod
+    ran = []
+
+    def flush_figures():
+        ran.append(threading.current_thread().name)
+    events = EventManager(SimpleNamespace(), available_events)
+    events.register("post_execute", flush_figures)
+    ip = SimpleNamespace(events=events)
+    exmod._flush_waits_for_drawing(ip)
+    exmod._flush_waits_for_drawing(ip)
+    (cb,) = events.callbacks["post_execute"]
+    assert cb is not flush_figures and cb.__name__ == "flush_figures"
+    with exmod._DRAWING:                    # an outcome being drawn
+        other = threading.Thread(target=events.trigger, args=("post_execute",), name="subshell")
+        other.start()
+        other.join(0.5)
+        assert other.is_alive() and ran == []       # the flush waits
+    other.join(5)
+    assert ran == ["subshell"]

@@ -542,6 +542,24 @@ def _answer_shown(answer) -> str:
 _DRAWING = threading.RLock()
 
 
+def _flush_waits_for_drawing(ip) -> None:
+    """Make the inline backend's ``flush_figures`` wait while an outcome is drawn.
+
+    ipykernel 7 handles a widget's message on a thread of its own, and ``comm`` fires
+    ``post_execute`` after each one: ``flush_figures`` there closed every open figure, a
+    picture an outcome was drawing on another thread included, so it never showed (lesson 12's
+    step budgets, on a busy machine). Wrapped, it takes :data:`_DRAWING` first."""
+    events = getattr(ip, "events", None)
+    for cb in list(getattr(events, "callbacks", {}).get("post_execute", [])):
+        if getattr(cb, "__name__", "") == "flush_figures" and not hasattr(cb, "_kitlib_waits"):
+            def flush(cb=cb):
+                with _DRAWING:
+                    return cb()
+            flush.__name__, flush._kitlib_waits = "flush_figures", True
+            events.unregister("post_execute", cb)
+            events.register("post_execute", flush)
+
+
 def _figures_now(plt) -> dict:
     """pyplot's open figures by number, read without creating any (``plt.figure(n)`` makes a
     new, empty figure where ``n`` was closed meanwhile)."""
@@ -554,6 +572,9 @@ def _show_outcome(show, draw: bool = False):
     which pyplot shows). With ``draw``, outside a cell's run (a form's button), display the figures
     ``show`` opened too, as the cell's end would, and close them."""
     import sys
+    from IPython import get_ipython
+    if draw and get_ipython() is not None:
+        _flush_waits_for_drawing(get_ipython())
     with _DRAWING:
         plt = sys.modules.get("matplotlib.pyplot")
         # the figures open before, by identity: a number freed meanwhile is given to the next
