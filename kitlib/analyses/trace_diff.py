@@ -179,28 +179,13 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
 
     Examples
     --------
-    Two one-step traces, built here: ``aten::mm`` launches ``mm_kernel``; after the
-    change it runs 30 µs instead of 50 µs, and a ``relu_kernel`` of 5 µs is new.
+    A recording against itself (a worked before/after pair: tests/test_moved_examples.py):
 
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> def run(mm_us, relu):
-    ...     x = lambda cat, name, ts, dur, **a: dict(ph="X", cat=cat, name=name, pid=1, tid=1,
-    ...                                              ts=ts, dur=dur, args=a)
-    ...     ev = [x("user_annotation", "ProfilerStep#1", 0, 100),
-    ...           x("cpu_op", "aten::mm", 10, 20, **{"External id": 11, "Input Dims": [[2, 3], [3, 4]]}),
-    ...           x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=1, **{"External id": 11}),
-    ...           dict(x("kernel", "mm_kernel", 20, mm_us, correlation=1, device=0, stream=7), pid=0, tid=7)]
-    ...     if relu:
-    ...         ev += [x("cpu_op", "aten::relu", 40, 10, **{"External id": 12, "Input Dims": [[2, 4]]}),
-    ...                x("cuda_runtime", "cudaLaunchKernel", 42, 5, correlation=2, **{"External id": 12}),
-    ...                dict(x("kernel", "relu_kernel", 60, 5, correlation=2, device=0, stream=7), pid=0, tid=7)]
-    ...     return trace_from_json({"traceEvents": ev})
+    >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.analyses.trace_diff import trace_diff
-    >>> d = trace_diff(run(50, False), run(30, True))
-    >>> d[["name", "before_count", "after_count", "device_change_ns", "change"]]
-              name  before_count  after_count  device_change_ns  change
-    0    mm_kernel             1            1            -20000  faster
-    1  relu_kernel             0            1              5000   added
+    >>> trace_diff(tiny_trace(), tiny_trace())[["name", "before_count", "after_count", "change"]]
+              name  before_count  after_count     change
+    0  relu_kernel             1            1  unchanged
     """
     check_same_format(before, after, "trace_diff")
     if not tolerance >= 0:

@@ -193,14 +193,8 @@ class NsysReport:
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The report's steps: its closed NVTX ranges named ``torch_step`` (or ``torch_step#N``).
-
-        Returns
-        -------
-        DataFrame
-            :data:`kitlib.model.schema.STEP_COLUMNS`: ``step`` (0, 1, … in time order, or the
-            ``#N`` when every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns``
-            (int64 ns). Empty without such a range.
+        """The report's steps: closed NVTX ranges named ``torch_step`` (or ``torch_step#N``), as
+        :attr:`Trace.steps`; ``step`` is the ``#N`` when every range has one, else 0, 1, … by time.
 
         Examples
         --------
@@ -221,17 +215,10 @@ class NsysReport:
             {c: "int64" for c in STEP_COLUMNS if c != "name"})
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every kernel, memcpy and memset joined to the CUDA call that launched it, on ``(pid,
-        correlation)`` (unique within a process in Nsight's schema).
+        """Every kernel, memcpy and memset joined to its launching CUDA call on ``(pid, correlation)``.
 
-        Returns
-        -------
-        DataFrame
-            By start: the columns of :meth:`kitlib.model.Trace.gpu_events`: ``kind``, ``name,
-            pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream, bytes`` (<NA> for
-            kernels), ``launch`` (<NA> without one), ``launch_start_ns``, ``launch_dur_ns``,
-            ``launch_to_start_ns`` (ns waited after submission), ``copy_kind`` (:data:`COPY_KINDS`),
-            ``src_memory``, ``dst_memory``, ``bandwidth_gb_per_s`` (NaN: Nsight records none).
+        The columns of :meth:`kitlib.model.Trace.gpu_events`; ``copy_kind`` from :data:`COPY_KINDS`,
+        ``bandwidth_gb_per_s`` NaN (Nsight records none).
 
         Examples
         --------
@@ -308,21 +295,18 @@ def range_nesting(ranges: pd.DataFrame) -> tuple:
 def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     """Project each NVTX range onto the GPU, as Nsight Systems does.
 
-    A GPU operation belongs to a range (and every enclosing one) when the CUDA call that
-    launched it starts and ends inside the range *on the range's own thread*; the projection
-    runs from the first such operation's GPU start to the last one's end. So a PyTorch
-    ``backward`` range projects to almost nothing: autograd launches from its own thread.
-    Ranges that launched nothing, or were closed on another thread, have no projection.
     Sources: docs/SOURCES.md#nvtx-projection
+
+    A GPU operation belongs to a range (and every enclosing one) when its launch starts and ends
+    inside the range on the range's own thread; the projection runs from the first such
+    operation's GPU start to the last one's end.
 
     Returns
     -------
-    DataFrame
-        One row per projected range, by start: ``range`` (``"domain:name"``), ``name``,
-        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``, ``dur_ns`` (on
-        the CPU), ``proj_start_ns``, ``proj_end_ns``, ``proj_dur_ns`` (on the GPU),
-        ``gpu_ops``, ``level`` (nesting level, 0 outermost), ``children`` (projected ranges
-        directly inside).
+    DataFrame, one row per projected range, by start
+        ``range`` (``"domain:name"``), ``name``, ``domain``, ``style``, ``pid``, ``tid``,
+        ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``, ``proj_end_ns``,
+        ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children`` (projected, directly inside).
 
     Examples
     --------

@@ -132,15 +132,9 @@ class Trace:
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The trace's steps: ``ProfilerStep#N`` annotations, else the kit's ``torch_step#N``
-        ranges; worked out from the ``ops`` the trace has now.
-
-        Returns
-        -------
-        DataFrame
-            :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (N, int64), ``name``, ``pid,
-            tid, start_ns, end_ns, dur_ns`` (ns), by start, index 0…n-1; empty without steps.
-            ``NsysReport.steps`` has the same table.
+        """The trace's steps: ``ProfilerStep#N`` annotations, else ``torch_step#N`` ranges, from the
+        ``ops`` it has now. :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (N), ``name``,
+        ``pid, tid, start_ns, end_ns, dur_ns`` (int64 ns), by start; empty without steps.
 
         Examples
         --------
@@ -205,19 +199,17 @@ class Trace:
                 for n, k in zip(value_at(times_ns, ops), value_at(times_ns, ops, "kind"))]
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every GPU operation with the CUDA call that launched it (by correlation id, the first
-        where one repeats): the table of :meth:`kitlib.model.NsysReport.gpu_events`.
+        """Every GPU operation with the CUDA call that launched it (by correlation id, the first where
+        one repeats), by start then kind; :meth:`kitlib.model.NsysReport.gpu_events` gives the same.
 
         Returns
         -------
         DataFrame
-            ``kind`` (kernel, memcpy, memset), ``name``, ``pid``, ``tid`` (launching thread,
-            Int64), ``start_ns``, ``dur_ns``, ``end_ns``, ``correlation``, ``device``,
-            ``stream``, ``bytes`` (Int64), ``launch`` (the call's name), ``launch_start_ns``,
-            ``launch_dur_ns``, ``launch_to_start_ns`` (Int64 ns; <NA> without a launch);
-            ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``), ``src_memory``,
-            ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…; None but for copies);
-            ``bandwidth_gb_per_s`` (the profiler's; NaN where none). By start, then kind.
+            ``kind``, ``name``, ``pid``, ``tid`` (launching thread, Int64); ``start_ns``, ``dur_ns``,
+            ``end_ns``; ``correlation``, ``device``, ``stream``, ``bytes`` (Int64); ``launch`` (the
+            call's name); ``launch_start_ns``, ``launch_dur_ns``, ``launch_to_start_ns`` (Int64 ns,
+            <NA> without a launch); ``copy_kind`` (``HtoD``, ``DtoH``…), ``src_memory``, ``dst_memory``
+            (copies only); ``bandwidth_gb_per_s`` (the profiler's; NaN where none).
 
         Examples
         --------
@@ -297,8 +289,7 @@ def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
 
 def _tree_now(trace: Trace):
     """The event tree of the tables the trace keeps now: the one it was given while it still
-    matches ``ops`` and ``launches`` (same events), else one built again (once per set of tables).
-    """
+    matches ``ops`` and ``launches``, else one built again (once per set of tables)."""
     def check():
         from .tree import build_host_tree
         tree, ops, la = kept(trace, "host_events"), kept(trace, "ops"), kept(trace, "launches")
