@@ -46,12 +46,10 @@ def gpu_work(source) -> pd.DataFrame:
 
     Work whose launch is not recorded, and ``gpu_user_annotation`` labels, are left out.
 
-    Returns
-    -------
-    DataFrame, by launch start
-        ``kind``, ``pid``, ``tid`` (the launching thread), ``correlation``;
-        ``launch_start_ns``, ``launch_end_ns`` (the CUDA API call); ``start_ns``, ``end_ns``,
-        ``dur_ns`` (the operation on the GPU).
+    Returns a DataFrame, by launch start:
+    ``kind``, ``pid``, ``tid`` (the launching thread), ``correlation``;
+    ``launch_start_ns``, ``launch_end_ns`` (the CUDA API call); ``start_ns``, ``end_ns``,
+    ``dur_ns`` (the operation on the GPU).
 
     Examples
     --------
@@ -87,12 +85,10 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
     range on its ``(pid, tid)``; ``"time"``, a launch by any thread of the ``pid`` starts inside
     ``[start_ns, end_ns]``.
 
-    Returns
-    -------
-    DataFrame
-        ``ranges`` with ``gpu_ops`` (launches credited, as ``nsys stats`` counts "GPU Ops"),
-        ``kernels``, ``kernel_sum_ns`` (their GPU time), ``proj_start_ns``, ``proj_end_ns``
-        (first GPU start, last GPU end; <NA> when nothing is credited), ``proj_dur_ns``.
+    Returns a DataFrame:
+    ``ranges`` with ``gpu_ops`` (launches credited, as ``nsys stats`` counts "GPU Ops"),
+    ``kernels``, ``kernel_sum_ns`` (their GPU time), ``proj_start_ns``, ``proj_end_ns``
+    (first GPU start, last GPU end; <NA> when nothing is credited), ``proj_dur_ns``.
 
     Examples
     --------
@@ -178,15 +174,13 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     (:data:`ATTRIBUTIONS`; ``"thread"`` is Nsight's own NVTX GPU projection on its side);
     ``labels`` default to the phases of :data:`kitlib.analyses.steps.PHASES` either tool has.
 
-    Returns
-    -------
-    DataFrame, one row per matched step and label
-        ``step`` (0…, matched in time order), ``prof_step``, ``nsys_step``, ``label``
-        (``"step"``, then each phase); per tool (``prof_``/``nsys_``): ``host_ns`` (<NA> where
-        absent), ``gpu_proj_ns``, ``gpu_ops``, ``kernels``, ``kernel_sum_ns``; ``attribution``,
-        ``comparable`` (False where the label covers different work or is missing), ``note``.
-        ``.attrs``: ``attribution`` (in words), ``same_run`` (bool or None), ``data_load_covers``
-        (per tool) and ``notes``.
+    Returns a DataFrame, one row per matched step and label:
+    ``step`` (0…, matched in time order), ``prof_step``, ``nsys_step``, ``label``
+    (``"step"``, then each phase); per tool (``prof_``/``nsys_``): ``host_ns`` (<NA> where
+    absent), ``gpu_proj_ns``, ``gpu_ops``, ``kernels``, ``kernel_sum_ns``; ``attribution``,
+    ``comparable`` (False where the label covers different work or is missing), ``note``.
+    ``.attrs``: ``attribution`` (in words), ``same_run`` (bool or None), ``data_load_covers``
+    (per tool) and ``notes``.
 
     Examples
     --------
@@ -297,11 +291,9 @@ def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
 def launch_threads(source) -> pd.DataFrame:
     """Which threads launched the GPU work, and whether they carry labelled ranges.
 
-    Returns
-    -------
-    DataFrame, one row per launching thread, most kernels first
-        ``pid``, ``tid``, ``thread`` (its name, ``""`` when unknown), ``kernels``, ``gpu_ops``,
-        ``kernel_share`` (of all kernels), ``labelled_ranges`` (NVTX/``record_function`` on it).
+    Returns a DataFrame, one row per launching thread, most kernels first:
+    ``pid``, ``tid``, ``thread`` (its name, ``""`` when unknown), ``kernels``, ``gpu_ops``,
+    ``kernel_share`` (of all kernels), ``labelled_ranges`` (NVTX/``record_function`` on it).
 
     Examples
     --------

@@ -76,15 +76,13 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     checked: a launch outside the operator its id names (Kineto before 2024 repeated the
     correlation id) falls back to time nesting, or gets ``"no_operator"``.
 
-    Returns
-    -------
-    DataFrame, by GPU start (:data:`CHAIN_COLUMNS`)
-        ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function`` range);
-        ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA API call);
-        ``gpu_name, gpu_start_ns, gpu_dur_ns`` (the GPU event; ``gpu_user_annotation`` labels left out);
-        ``link`` (:data:`LINKS`); ``gpu_kind, device, stream, correlation, external_id``;
-        ``op_row, launch_row, gpu_row`` (row labels, -1 where absent); ``launch_tid``.
-        Host durations are never device time: do not add them.
+    Returns a DataFrame, by GPU start (:data:`CHAIN_COLUMNS`):
+    ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function`` range);
+    ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA API call);
+    ``gpu_name, gpu_start_ns, gpu_dur_ns`` (the GPU event; ``gpu_user_annotation`` labels left out);
+    ``link`` (:data:`LINKS`); ``gpu_kind, device, stream, correlation, external_id``;
+    ``op_row, launch_row, gpu_row`` (row labels, -1 where absent); ``launch_tid``.
+    Host durations are never device time: do not add them.
 
     Examples
     --------

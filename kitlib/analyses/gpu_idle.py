@@ -62,46 +62,27 @@ def source_name(source) -> str:
     return str(getattr(source, "path", "<table>"))
 
 
-def _check_source(source) -> None:
-    check_source(source, None, error=GpuIdleError)
-
-
 def device_events(source) -> pd.DataFrame:
     """Every kernel, copy and set of a recording, with the launch that produced it.
 
-    Returns
-    -------
-    DataFrame
-        :data:`EVENT_COLUMNS`, one row per GPU event, sorted by device, stream, start, end:
-        ``kind`` (``kernel``/``memcpy``/``memset``), ``name``, ``device``, ``stream``;
-        ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (copies and sets; <NA> for kernels);
-        ``bandwidth_gb_per_s`` (the profiler's own figure, GB/s; NaN where the trace has none);
-        ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``; copies only);
-        ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``… where told);
-        ``correlation``; ``launch_name`` (the CUDA API call), ``launch_start_ns``,
-        ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where not recorded), ``launch_tid``;
-        ``op_name`` (the operator behind the launch; profiler traces only);
-        ``link`` (how the row was joined: :data:`kitlib.analyses.chain.LINKS`, or ``correlation``
-        / ``no_launch`` for an NsysReport)."""
-    _check_source(source)
+    Returns a DataFrame:
+    :data:`EVENT_COLUMNS`, one row per GPU event, sorted by device, stream, start, end:
+    ``kind`` (``kernel``/``memcpy``/``memset``), ``name``, ``device``, ``stream``;
+    ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (copies and sets; <NA> for kernels);
+    ``bandwidth_gb_per_s`` (the profiler's own figure, GB/s; NaN where the trace has none);
+    ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``; copies only);
+    ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``… where told);
+    ``correlation``; ``launch_name`` (the CUDA API call), ``launch_start_ns``,
+    ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where not recorded), ``launch_tid``;
+    ``op_name`` (the operator behind the launch; profiler traces only);
+    ``link`` (how the row was joined: :data:`kitlib.analyses.chain.LINKS`, or ``correlation``
+    / ``no_launch`` for an NsysReport)."""
+    check_source(source, None, error=GpuIdleError)
     if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
         from .chain import chain
         return source.derived("gpu_idle.device_events", ("ops", "launches", "gpu"),
                               lambda: _events(source, chain(source))).copy()
     return _events(source, None)
-
-
-def _finish(ev: pd.DataFrame) -> pd.DataFrame:
-    for c in ("start_ns", "end_ns", "dur_ns"):
-        ev[c] = ev[c].astype("int64")
-    for c in ("bytes", "correlation", "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid",
-              "device", "stream"):
-        ev[c] = pd.array(ev[c].to_numpy(dtype=object), dtype="Int64") if ev[c].dtype == object \
-            else ev[c].astype("Int64")
-    ev = ev[EVENT_COLUMNS]
-    key = [ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
-           ev["stream"].fillna(-1).to_numpy(dtype=np.int64), ev["device"].fillna(-1).to_numpy(dtype=np.int64)]
-    return ev.iloc[np.lexsort(key)].reset_index(drop=True)
 
 
 def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
@@ -120,7 +101,16 @@ def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
         by = chain_df.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")
         ev["op_name"] = ev["correlation"].map(by["op_name"]).to_numpy(dtype=object)
         ev["link"] = ev["correlation"].map(by["link"]).fillna("no_launch").to_numpy(dtype=object)
-    return _finish(ev)
+    for c in ("start_ns", "end_ns", "dur_ns"):
+        ev[c] = ev[c].astype("int64")
+    for c in ("bytes", "correlation", "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid",
+              "device", "stream"):
+        ev[c] = pd.array(ev[c].to_numpy(dtype=object), dtype="Int64") if ev[c].dtype == object \
+            else ev[c].astype("Int64")
+    ev = ev[EVENT_COLUMNS]
+    key = [ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
+           ev["stream"].fillna(-1).to_numpy(dtype=np.int64), ev["device"].fillna(-1).to_numpy(dtype=np.int64)]
+    return ev.iloc[np.lexsort(key)].reset_index(drop=True)
 
 
 def checked_events(source, events=None) -> pd.DataFrame:
@@ -197,11 +187,9 @@ def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns:
     ``stream`` names each event's stream; ``start_ns``, ``end_ns`` its times and
     ``launch_start_ns`` its launch's start (<NA> where unknown), all ns on one clock.
 
-    Returns
-    -------
-    DataFrame, one row per gap, in stream then time order
-        ``next`` (input position of the event after the gap), ``prev_end_ns``, ``end_ns``
-        (the gap's ends, ns), ``gap_ns``, ``category``.
+    Returns a DataFrame, one row per gap, in stream then time order:
+    ``next`` (input position of the event after the gap), ``prev_end_ns``, ``end_ns``
+    (the gap's ends, ns), ``gap_ns``, ``category``.
 
     Examples
     --------
@@ -235,13 +223,11 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     A queued gap shorter than ``kernel_wait_max_ns`` (default 30 µs) is *kernel wait*, a longer
     one *other*. Without steps, ``step`` is <NA> everywhere.
 
-    Returns
-    -------
-    DataFrame, one row per gap or part of a gap inside one step, by device, stream, start
-        ``gap`` (number of the whole gap), ``device``, ``stream``, ``step`` (Int64; <NA> outside
-        every step), ``start_ns, end_ns, dur_ns`` (the part, ns), ``gap_ns`` (the whole gap),
-        ``category`` (:data:`CATEGORIES`), ``next_kind``, ``next_name``, ``next_launch_name``,
-        ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts)."""
+    Returns a DataFrame, one row per gap or part of a gap inside one step, by device, stream, start:
+    ``gap`` (number of the whole gap), ``device``, ``stream``, ``step`` (Int64; <NA> outside
+    every step), ``start_ns, end_ns, dur_ns`` (the part, ns), ``gap_ns`` (the whole gap),
+    ``category`` (:data:`CATEGORIES`), ``next_kind``, ``next_name``, ``next_launch_name``,
+    ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts)."""
     ev = checked_events(source, events)
     require_launches(ev, source)
     d, s, gid, _ = _streams(ev)
@@ -279,14 +265,12 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
 
     By recording, the figures HTA's ``get_idle_time_breakdown`` gives.
 
-    Returns
-    -------
-    DataFrame, int64
-        ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or the stream's
-        first start to last end); ``busy_ns`` (union of the stream's events in it);
-        ``host_wait_ns``, ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category);
-        ``gaps_ns`` (their sum); ``no_work_ns`` (by step: the rest, so that
-        ``window_ns = busy_ns + gaps_ns + no_work_ns``); ``gaps`` (gaps or parts of gaps).
+    Returns a DataFrame, int64:
+    ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or the stream's
+    first start to last end); ``busy_ns`` (union of the stream's events in it);
+    ``host_wait_ns``, ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category);
+    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: the rest, so that
+    ``window_ns = busy_ns + gaps_ns + no_work_ns``); ``gaps`` (gaps or parts of gaps).
 
     Examples
     --------
@@ -372,11 +356,9 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
 
     ``until`` is ``"end"`` (work leaves the queue when it ends) or ``"start"``.
 
-    Returns
-    -------
-    DataFrame, one row per change, by device, stream, time
-        ``device``, ``stream``, ``time_ns``, ``queue_length`` (from ``time_ns`` to the stream's
-        next row; 0 before its first).
+    Returns a DataFrame, one row per change, by device, stream, time:
+    ``device``, ``stream``, ``time_ns``, ``queue_length`` (from ``time_ns`` to the stream's
+    next row; 0 before its first).
 
     Examples
     --------
@@ -429,13 +411,11 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
     A launch meets the queue at its start with every change of that instant applied, less the
     launches of that instant.
 
-    Returns
-    -------
-    DataFrame, one row per (step, device, stream)
-        ``window_ns`` (the step, ns); ``queue_length_mean`` (time-weighted, float);
-        ``queue_length_max``; ``queue_empty_ns``, ``queue_full_ns`` (ns);
-        ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue and their
-        summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled."""
+    Returns a DataFrame, one row per (step, device, stream):
+    ``window_ns`` (the step, ns); ``queue_length_mean`` (time-weighted, float);
+    ``queue_length_max``; ``queue_empty_ns``, ``queue_full_ns`` (ns);
+    ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue and their
+    summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled."""
     ev = checked_events(source, events)
     q = queue_length(source, until=until, events=ev)
     st = _steps(source, steps)
@@ -513,12 +493,10 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
 
     By recording, the window runs from the device's first GPU event's start to its last one's end.
 
-    Returns
-    -------
-    DataFrame, int64
-        ``step`` (by step only), ``device``, ``streams`` (with any work in the recording),
-        ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns``,
-        ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so."""
+    Returns a DataFrame, int64:
+    ``step`` (by step only), ``device``, ``streams`` (with any work in the recording),
+    ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns``,
+    ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so."""
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
     ev = checked_events(source, events)
@@ -553,11 +531,9 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 
     Sources: docs/SOURCES.md#gpu-idle-temporal-breakdown
 
-    Returns
-    -------
-    DataFrame, int64
-        ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (the last
-        three add up to ``span_ns``)."""
+    Returns a DataFrame, int64:
+    ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (the last
+    three add up to ``span_ns``)."""
     from .intervals import union_arrays
     ev = checked_events(source, events)
     rows = []
@@ -604,13 +580,11 @@ def step_verdicts(source, events=None, steps=None,
 
     Sources: docs/SOURCES.md#gpu-idle-step-verdicts
 
-    Returns
-    -------
-    DataFrame, one row per step and device
-        ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``, ``host_wait_ns``
-        (ns); ``queue_length_mean`` (float), ``queue_length_max``; ``queue_empty_share``,
-        ``host_wait_share``, ``device_busy_share`` (0-1); ``verdict`` (``CPU-bound``,
-        ``GPU-bound``, ``mixed``, ``cannot tell``); ``evidence`` (a sentence of the figures).
+    Returns a DataFrame, one row per step and device:
+    ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``, ``host_wait_ns``
+    (ns); ``queue_length_mean`` (float), ``queue_length_max``; ``queue_empty_share``,
+    ``host_wait_share``, ``device_busy_share`` (0-1); ``verdict`` (``CPU-bound``,
+    ``GPU-bound``, ``mixed``, ``cannot tell``); ``evidence`` (a sentence of the figures).
 
     Examples
     --------

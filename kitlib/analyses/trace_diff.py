@@ -42,10 +42,6 @@ MAX_NAME_CHARS = 64 << 20
 WHAT = ("kernels", "operators")
 
 
-def _kind_of(source) -> None:
-    check_source(source, "trace_diff")
-
-
 def shapes_recorded(trace: Trace) -> bool:
     """Whether a trace's operators carry input shapes (``record_shapes=True``)."""
     ops = trace.ops
@@ -78,13 +74,11 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     GPU work is placed in the step holding its launch's start, an operator (kind ``op``) by its
     own start. ``shapes=False`` leaves ``input_shapes`` ``""``.
 
-    Returns
-    -------
-    DataFrame, by start
-        ``step`` (Int64, <NA> in no step or without a recorded launch), ``kind``, ``name``,
-        ``input_shapes`` (the profiler's key; ``""`` for GPU work), ``device_ns`` (a GPU event's
-        duration; an operator's "Self CUDA"), ``start_ns``."""
-    _kind_of(source)
+    Returns a DataFrame, by start:
+    ``step`` (Int64, <NA> in no step or without a recorded launch), ``kind``, ``name``,
+    ``input_shapes`` (the profiler's key; ``""`` for GPU work), ``device_ns`` (a GPU event's
+    duration; an operator's "Self CUDA"), ``start_ns``."""
+    check_source(source, "trace_diff")
     if what not in WHAT:
         raise KitError(f"trace_diff: what must be one of {', '.join(map(repr, WHAT))}, not {what!r}")
     if what == "operators" and not source.has_operators:
@@ -168,14 +162,12 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     and key. A change of at most ``tolerance × before_device_ns`` is ``unchanged``.
     KitError also: two kinds, no common step, a negative tolerance.
 
-    Returns
-    -------
-    DataFrame, largest change first (:data:`DIFF_COLUMNS`)
-        ``step`` (``per_step`` only), ``kind``, ``name``, ``input_shapes``;
-        ``before_count``, ``after_count``, ``count_change``;
-        ``before_device_ns``, ``after_device_ns``, ``device_change_ns`` (ns); ``change`` (:data:`CHANGES`).
-        ``.attrs``: ``steps`` compared, ``matched_by``, ``note``, ``left_out`` (per side, by
-        reason), ``tolerance``, ``what``.
+    Returns a DataFrame, largest change first (:data:`DIFF_COLUMNS`):
+    ``step`` (``per_step`` only), ``kind``, ``name``, ``input_shapes``;
+    ``before_count``, ``after_count``, ``count_change``;
+    ``before_device_ns``, ``after_device_ns``, ``device_change_ns`` (ns); ``change`` (:data:`CHANGES`).
+    ``.attrs``: ``steps`` compared, ``matched_by``, ``note``, ``left_out`` (per side, by
+    reason), ``tolerance``, ``what``.
 
     Examples
     --------

@@ -30,16 +30,14 @@ def defect_table(rows) -> pd.DataFrame:
                                                                "first_rowid": "int64"})
 
 
-#: Nsight's names of a copy's direction (``ENUM_CUDA_MEMCPY_OPER``) -> the short names Kineto
-#: writes in a copy's name (``Memcpy HtoD (Pinned -> Device)``), which the kit uses for both.
+#: Nsight's copy directions (``ENUM_CUDA_MEMCPY_OPER``) -> Kineto's short names, used for both.
 COPY_KINDS = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
               "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
 
 
 def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
-    """The launches (:attr:`NsysReport.launches`) indexed by ``(pid, correlation)``, the key a
-    GPU event names its launch by: rows without a correlation left out, the first of a key kept.
-    """
+    """The launches indexed by ``(pid, correlation)``, the key a GPU event names its launch by
+    (rows without a correlation left out, the first of a key kept)."""
     lau = launches[launches["correlation"].notna()]
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
@@ -50,34 +48,28 @@ def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
 class NsysReport:
     """An Nsight Systems SQLite export as pandas tables (see :func:`kitlib.readers.nsys.load_nsys`).
 
-    A read-only value, as :class:`kitlib.model.Trace`: each table attribute hands out a
-    copy. Times are integer ns on the recording's clock (``start_ns``, ``end_ns``,
-    ``dur_ns``); ``pid``/``tid`` are the OS's ids (from ``globalTid``). A table whose source
-    the file lacks is empty, with its columns, and its source listed in :attr:`missing`.
+    Read-only as :class:`kitlib.model.Trace`. Times are integer ns on the recording's clock;
+    ``pid``/``tid`` the OS's (from ``globalTid``). A table whose source the file lacks is empty,
+    with its columns, and the source is listed in :attr:`missing`.
 
     Attributes
     ----------
     path : pathlib.Path
     kernels : DataFrame
-        One row per kernel, by start: ``name`` (demangled), ``short_name``, ``pid``, ``tid``
-        (launching thread; <NA> without its launch), times, ``correlation``, ``device``,
-        ``context``, ``stream``, ``grid``/``block`` (tuples), ``registers_per_thread``,
-        ``static_smem_bytes``, ``dynamic_smem_bytes``.
+        By start: ``name`` (demangled), ``short_name``, ``pid``, ``tid`` (launching thread; <NA>
+        without its launch), times, ``correlation``, ``device``, ``context``, ``stream``,
+        ``grid``/``block`` (tuples), ``registers_per_thread``, ``static_smem_bytes``, ``dynamic_smem_bytes``.
     launches : DataFrame
-        CUDA API calls: ``name`` (``_vNNNN`` suffix removed), ``raw_name``, ``api``
-        (``runtime``/``driver``), ``pid, tid``, times, ``correlation``, ``return_value``.
-    copies : DataFrame
-        GPU memory copies: ``name`` (``"[CUDA memcpy Host-to-Device]"``), ``copy_kind``,
-        ``bytes``, ``src_kind``/``dst_kind`` (``Pinned``, ``Device``…), ``pid, tid``,
-        times, ``correlation``, ``device``, ``context``, ``stream``.
-    sets : DataFrame
-        Memsets: ``name`` (``"[CUDA memset]"``), ``bytes``, ``value``, ``pid, tid``, times,
-        ``correlation``, ``device``, ``context``, ``stream``.
+        CUDA API calls: ``name`` (no ``_vNNNN``), ``raw_name``, ``api``, ``pid, tid``, times,
+        ``correlation``, ``return_value``.
+    copies, sets : DataFrame
+        Memcpys (``name``, ``copy_kind``, ``bytes``, ``src_kind``/``dst_kind``) and memsets
+        (``name``, ``bytes``, ``value``), each with ``pid, tid``, times, ``correlation``,
+        ``device``, ``context``, ``stream``.
     nvtx : DataFrame
-        NVTX ranges: ``name``, ``domain`` (``""`` by default), ``style`` (``PushPop``/
-        ``StartEnd``), ``pid, tid``, ``end_tid`` (closing thread if another, else <NA>),
-        times (<NA> end: never closed), ``depth`` (among its thread's ranges),
-        ``category``, ``range_id``.
+        NVTX ranges: ``name``, ``domain`` (``""`` by default), ``style`` (``PushPop``/``StartEnd``),
+        ``pid, tid``, ``end_tid`` (closing thread if another), times (<NA> end: never closed),
+        ``depth`` (among its thread's), ``category``, ``range_id``.
     marks : DataFrame
         NVTX marks: ``name, domain, pid, tid, start_ns``.
     osrt : DataFrame
@@ -85,18 +77,16 @@ class NsysReport:
     threads : DataFrame
         ``pid, tid, name, priority, process``.
     gpus : DataFrame
-        The machine's GPUs: ``device`` (Nsight's id), ``cuda_device``, ``name``, ``chip``,
-        ``bus``, ``sm_count``, ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
-        ``clock_hz``, ``l2_cache_bytes``, ``compute_capability``, ``uuid``. A kernel's
-        ``device`` is the CUDA number its process saw (``CUDA_VISIBLE_DEVICES``).
+        ``device`` (Nsight's id), ``cuda_device``, ``name``, ``chip``, ``bus``, ``sm_count``,
+        ``memory_bytes``, ``memory_bandwidth_bytes_per_s``, ``clock_hz``, ``l2_cache_bytes``,
+        ``compute_capability``, ``uuid``. A kernel's ``device`` is the CUDA number its process saw.
     missing : list of str
         Source tables the export lacks (``"NVTX_EVENTS"`` without NVTX).
     meta : dict
         ``META_DATA_EXPORT`` (``EXPORT_PRODUCT_VERSION`` …), ``session_start_ns``/``_end_ns``.
     defects : DataFrame
-        What the reader read around, per (table, column, problem): :data:`DEFECT_COLUMNS`
-        ``table``, ``source``, ``column``, ``problem`` (what was done), ``rows``,
-        ``first_rowid`` (or -1). Empty for a sound export.
+        What the reader read around: :data:`DEFECT_COLUMNS` (``table``, ``source``, ``column``,
+        ``problem``, ``rows``, ``first_rowid`` or -1). Empty for a sound export.
 
     Examples
     --------
@@ -301,12 +291,10 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     inside the range on the range's own thread; the projection runs from the first such
     operation's GPU start to the last one's end.
 
-    Returns
-    -------
-    DataFrame, one row per projected range, by start
-        ``range`` (``"domain:name"``), ``name``, ``domain``, ``style``, ``pid``, ``tid``,
-        ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``, ``proj_end_ns``,
-        ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children`` (projected, directly inside).
+    Returns a DataFrame, one row per projected range, by start:
+    ``range`` (``"domain:name"``), ``name``, ``domain``, ``style``, ``pid``, ``tid``,
+    ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``, ``proj_end_ns``,
+    ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children`` (projected, directly inside).
 
     Examples
     --------

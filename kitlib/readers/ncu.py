@@ -57,12 +57,10 @@ def _number(text: str) -> float:
 def load_ncu_csv(path) -> pd.DataFrame:
     """Read an ``ncu --csv --page details`` report into one row per kernel and metric.
 
-    Returns
-    -------
-    DataFrame
-        ``kernel_id`` (ncu's ``ID``, profiling order), ``kernel_name``, ``block_size``,
-        ``grid_size`` (as written, ``"(512, 1, 1)"``), ``section``, ``metric``, ``unit`` (``%``,
-        ``ns``, ``byte`` …, ``""`` when none), ``value`` (float; NaN for text), ``value_text``.
+    Returns a DataFrame:
+    ``kernel_id`` (ncu's ``ID``, profiling order), ``kernel_name``, ``block_size``,
+    ``grid_size`` (as written, ``"(512, 1, 1)"``), ``section``, ``metric``, ``unit`` (``%``,
+    ``ns``, ``byte`` …, ``""`` when none), ``value`` (float; NaN for text), ``value_text``.
 
     NcuFormatError: no ``"ID"`` header row, missing columns, no metric rows; KitFileError: a
     missing, empty or truncated file."""
