@@ -72,17 +72,13 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     """One row per GPU event (kernel, copy, set) with the launch and operator behind it.
 
     ``method``: ``"external_id"``, ``"time_nesting"``, or ``"auto"`` (external ids where
-    :func:`external_ids_trustworthy`, else time nesting). With external ids each link is
-    checked: a launch outside the operator its id names (Kineto before 2024 repeated the
-    correlation id) falls back to time nesting, or gets ``"no_operator"``.
-
-    Returns a DataFrame, by GPU start (:data:`CHAIN_COLUMNS`):
+    :func:`external_ids_trustworthy`); a launch outside the operator its id names falls back to
+    time nesting, or gets ``"no_operator"``. Returns :data:`CHAIN_COLUMNS`, by GPU start:
     ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function`` range);
-    ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA API call);
-    ``gpu_name, gpu_start_ns, gpu_dur_ns`` (the GPU event; ``gpu_user_annotation`` labels left out);
-    ``link`` (:data:`LINKS`); ``gpu_kind, device, stream, correlation, external_id``;
-    ``op_row, launch_row, gpu_row`` (row labels, -1 where absent); ``launch_tid``.
-    Host durations are never device time: do not add them.
+    ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA API call); ``gpu_name, gpu_start_ns,
+    gpu_dur_ns`` (not ``gpu_user_annotation`` labels); ``link`` (:data:`LINKS`); ``gpu_kind, device,
+    stream, correlation, external_id``; ``op_row, launch_row, gpu_row`` (-1 where absent);
+    ``launch_tid``. Host durations are never device time: do not add them.
 
     Examples
     --------

@@ -65,18 +65,13 @@ def source_name(source) -> str:
 def device_events(source) -> pd.DataFrame:
     """Every kernel, copy and set of a recording, with the launch that produced it.
 
-    Returns a DataFrame:
-    :data:`EVENT_COLUMNS`, one row per GPU event, sorted by device, stream, start, end:
-    ``kind`` (``kernel``/``memcpy``/``memset``), ``name``, ``device``, ``stream``;
-    ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (copies and sets; <NA> for kernels);
-    ``bandwidth_gb_per_s`` (the profiler's own figure, GB/s; NaN where the trace has none);
-    ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``; copies only);
-    ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``… where told);
-    ``correlation``; ``launch_name`` (the CUDA API call), ``launch_start_ns``,
-    ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where not recorded), ``launch_tid``;
-    ``op_name`` (the operator behind the launch; profiler traces only);
-    ``link`` (how the row was joined: :data:`kitlib.analyses.chain.LINKS`, or ``correlation``
-    / ``no_launch`` for an NsysReport)."""
+    Returns :data:`EVENT_COLUMNS`, one row per GPU event, by device, stream, start, end: ``kind``,
+    ``name``, ``device``, ``stream``; ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (<NA> for
+    kernels); ``bandwidth_gb_per_s`` (the profiler's GB/s, else NaN); ``copy_kind`` (``HtoD``…),
+    ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``…); ``correlation``;
+    ``launch_name``, ``launch_start_ns``, ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where
+    not recorded), ``launch_tid``; ``op_name`` (profiler traces only); ``link``
+    (:data:`kitlib.analyses.chain.LINKS`, or ``correlation``/``no_launch`` for an NsysReport)."""
     check_source(source, None, error=GpuIdleError)
     if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
         from .chain import chain
