@@ -148,3 +148,10 @@ def test_check_source():
     with pytest.raises(KitError) as e:
         check_source({"traceEvents": []}, what="before")
     assert str(e.value) == "before: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got dict"
+
+
+def test_rank_traces_properties():
+    from kitlib.model.examples import tiny_rank_folder
+    from kitlib.readers.ranks import load_traces
+    traces = load_traces(tiny_rank_folder())
+    assert (traces.ranks, traces.world_size, traces.backend) == ([0, 1], 2, 'nccl')

@@ -1,7 +1,8 @@
 """torch.profiler steps and phases beside the Nsight Systems NVTX ranges of a matched run.
 
 Sources: docs/SOURCES.md#align-module
-"""
+
+``source`` is a Trace or NsysReport. Times are int64 ns on the source's clock."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,7 +17,7 @@ from ..units import ns_to_ms
 
 __all__ = ["ATTRIBUTIONS", "gpu_work", "project", "align", "launch_threads", "align_summary", "operator_ranges"]
 
-#: The two ways of crediting GPU work to a host range (see the module docstring).
+#: The two ways of crediting GPU work to a host range.
 ATTRIBUTIONS = {
     "thread": "Nsight Systems' NVTX GPU projection: GPU work launched by CUDA API calls that start and "
               "end inside the range, on the range's own thread",
@@ -29,7 +30,7 @@ _WORK_COLUMNS = ["kind", "pid", "tid", "correlation", "launch_start_ns", "launch
 
 
 def _as_sources(a, b):
-    """(Trace, NsysReport, workload a, workload b, name a, name b) from Traces/Reports/Captures."""
+    """((Trace, workload, name, manifest), (NsysReport, …)) from Traces, Reports or Captures."""
     def one(x, want):
         if hasattr(x, "manifest") and hasattr(x, "file"):          # a Capture
             src = x.trace if want == "trace" else x.nsys
@@ -43,20 +44,12 @@ def _as_sources(a, b):
 def gpu_work(source) -> pd.DataFrame:
     """Every GPU operation (kernel, memcpy, memset) with the launch that queued it.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
+    Work whose launch is not recorded, and ``gpu_user_annotation`` labels, are left out.
 
-    Returns
-    -------
-    DataFrame
-        ``kind`` (``kernel``/``memcpy``/``memset``), ``pid``, ``tid`` (the thread
-        that made the launch), ``correlation``, ``launch_start_ns``,
-        ``launch_end_ns`` (the CUDA API call on the host), ``start_ns``,
-        ``end_ns``, ``dur_ns`` (the operation on the GPU); all int64 ns on the
-        source's clock. GPU operations whose launch is not in the recording
-        (launched before it began) are left out; ``gpu_user_annotation`` spans of
-        a torch.profiler trace are labels, not work, and are left out too.
+    Returns a DataFrame, by launch start:
+    ``kind``, ``pid``, ``tid`` (the launching thread), ``correlation``;
+    ``launch_start_ns``, ``launch_end_ns`` (the CUDA API call); ``start_ns``, ``end_ns``,
+    ``dur_ns`` (the operation on the GPU).
 
     Examples
     --------
@@ -85,34 +78,17 @@ def gpu_work(source) -> pd.DataFrame:
 
 
 def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread") -> pd.DataFrame:
-    """Credit GPU work to host ranges and project each range onto the GPU.
+    """Credit GPU ``work`` (:func:`gpu_work`) to host ``ranges`` (``pid, tid, start_ns, end_ns``) and
+    project each range onto the GPU.
 
-    Parameters
-    ----------
-    ranges : DataFrame
-        ``pid, tid, start_ns, end_ns`` (int ns), e.g. from
-        :func:`kitlib.analyses.steps.labelled_ranges`; other columns are kept.
-    work : DataFrame
-        From :func:`gpu_work`.
-    attribution : {"thread", "time"}
-        See :data:`ATTRIBUTIONS`. ``"thread"``: the launch starts and ends inside
-        the range on the same ``(pid, tid)``. ``"time"``: the launch, by any thread
-        of the same ``pid``, starts inside ``[start_ns, end_ns]``.
+    ``attribution`` (:data:`ATTRIBUTIONS`): ``"thread"``, the launch starts and ends inside the
+    range on its ``(pid, tid)``; ``"time"``, a launch by any thread of the ``pid`` starts inside
+    ``[start_ns, end_ns]``.
 
-    Returns
-    -------
-    DataFrame
-        ``ranges`` with ``gpu_ops`` (launches credited: kernels, copies and sets
-        counted once per launch, as ``nsys stats`` counts "GPU Ops"), ``kernels``
-        (kernel executions credited), ``kernel_sum_ns`` (their summed GPU
-        durations), ``proj_start_ns``, ``proj_end_ns`` (first GPU start, last GPU
-        end of the credited work; <NA> when nothing is credited) and
-        ``proj_dur_ns`` (their difference: the range's projection onto the GPU).
-
-    Raises
-    ------
-    KitError
-        Unknown ``attribution``.
+    Returns a DataFrame:
+    ``ranges`` with ``gpu_ops`` (launches credited, as ``nsys stats`` counts "GPU Ops"),
+    ``kernels``, ``kernel_sum_ns`` (their GPU time), ``proj_start_ns``, ``proj_end_ns``
+    (first GPU start, last GPU end; <NA> when nothing is credited), ``proj_dur_ns``.
 
     Examples
     --------
@@ -155,7 +131,7 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
 
 
 def _label_rows(source, step_rows: pd.DataFrame, labels) -> dict:
-    """{(k, label): DataFrame of ranges} for each matched step k; label "step" = the step range."""
+    """{(k, label): ranges} for each matched step k; label "step" is the step itself."""
     lab = labelled_ranges(source)
     out = {}
     for k, s in enumerate(step_rows.itertuples()):
@@ -177,10 +153,9 @@ def _credit(source, ranges: dict, attribution: str) -> dict:
         nv = own.set_index(["tid", "start_ns", "name"])
         key = list(zip(p["tid"], p["start_ns"], p["name"]))
         hit = [nv.loc[k] if k in nv.index else None for k in key]
-        p["proj_start_ns"] = pd.array([h["proj_start_ns"] if h is not None else pd.NA for h in hit], dtype="Int64")
-        p["proj_end_ns"] = pd.array([h["proj_end_ns"] if h is not None else pd.NA for h in hit], dtype="Int64")
+        for c, none in (("proj_start_ns", pd.NA), ("proj_end_ns", pd.NA), ("gpu_ops", 0)):
+            p[c] = pd.array([h[c] if h is not None else none for h in hit], dtype="Int64")
         p["proj_dur_ns"] = p["proj_end_ns"] - p["proj_start_ns"]
-        p["gpu_ops"] = pd.array([h["gpu_ops"] if h is not None else 0 for h in hit], dtype="Int64")
     res = {}
     for key, g in p.groupby("_key", sort=False):
         proj = (g["proj_end_ns"].max() - g["proj_start_ns"].min()) if g["proj_start_ns"].notna().any() else pd.NA
@@ -194,47 +169,18 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
 
     Sources: docs/SOURCES.md#align-align
 
-    Parameters
-    ----------
-    profiler : Trace or Capture
-        A torch.profiler recording whose steps are ``ProfilerStep#N`` or
-        ``torch_step#N`` and whose phases are ``record_function`` labels. A
-        :class:`~kitlib.readers.bundle.Capture` also gives its manifest's workload (what
-        ``data_load`` covers).
-    nsys : NsysReport or Capture
-        An Nsight Systems recording whose steps are ``torch_step`` NVTX ranges
-        with the phases nested inside (an ``nsys`` Capture gives its workload too).
-    attribution : {"time", "thread"}
-        How GPU work is credited to a range (see :data:`ATTRIBUTIONS`), applied to
-        both tools alike. ``"thread"`` on the Nsight side is Nsight's own NVTX GPU
-        projection (:func:`kitlib.model.nsys.nvtx_gpu_projection`).
-    labels : sequence of str, optional
-        Phase labels; default :data:`kitlib.analyses.steps.PHASES` that occur in either tool.
+    ``profiler``: a Trace (or torch_profiler Capture, which adds its workload);
+    ``nsys``: an NsysReport (or nsys Capture). ``attribution`` applies to both
+    (:data:`ATTRIBUTIONS`; ``"thread"`` is Nsight's own NVTX GPU projection on its side);
+    ``labels`` default to the phases of :data:`kitlib.analyses.steps.PHASES` either tool has.
 
-    Returns
-    -------
-    DataFrame, one row per matched step and label
-        ``step`` (0, 1, … : steps are matched in time order), ``prof_step``,
-        ``nsys_step`` (each tool's own step numbers), ``label`` (``"step"`` for
-        the whole step, then each phase), ``prof_host_ns`` and ``nsys_host_ns``
-        (host duration of the range(s) in each tool; <NA> where the tool has no
-        such range), ``prof_gpu_proj_ns`` and ``nsys_gpu_proj_ns`` (first GPU
-        start to last GPU end of the credited work), ``prof_gpu_ops`` and
-        ``nsys_gpu_ops`` (launches credited), ``prof_kernels`` and
-        ``nsys_kernels`` (kernels credited), ``prof_kernel_sum_ns`` and
-        ``nsys_kernel_sum_ns`` (their summed durations), ``attribution``,
-        ``comparable`` (False where the label covers different work in the two
-        tools or is missing from one) and ``note``.
-
-        ``table.attrs`` holds ``attribution`` (the rule, in words), ``same_run``
-        (True/False, or None when unknown), ``data_load_covers`` (per tool, from
-        the manifests; None when not known) and ``notes`` (list of sentences to
-        show with the table).
-
-    Raises
-    ------
-    KitError
-        Wrong argument types, unknown attribution, or a recording without steps.
+    Returns a DataFrame, one row per matched step and label:
+    ``step`` (0…, matched in time order), ``prof_step``, ``nsys_step``, ``label``
+    (``"step"``, then each phase); per tool (``prof_``/``nsys_``): ``host_ns`` (<NA> where
+    absent), ``gpu_proj_ns``, ``gpu_ops``, ``kernels``, ``kernel_sum_ns``; ``attribution``,
+    ``comparable`` (False where the label covers different work or is missing), ``note``.
+    ``.attrs``: ``attribution`` (in words), ``same_run`` (bool or None), ``data_load_covers``
+    (per tool) and ``notes``.
 
     Examples
     --------
@@ -305,8 +251,7 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
 
 
 def _same_run(man_p, man_n):
-    """True when both manifests name the same ``run_id``; False when both are known
-    and do not; None without manifests."""
+    """Whether both manifests name the same ``run_id``; None without manifests."""
     if man_p is None or man_n is None:
         return None
     a, b = man_p.get("run_id"), man_n.get("run_id")
@@ -314,21 +259,10 @@ def _same_run(man_p, man_n):
 
 
 def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
-    """Per label, the median over steps of :func:`align`'s figures, in ms.
+    """:func:`align`'s figures per label, medians over steps (leaving out the cold step 0 if ``skip_first``).
 
-    Parameters
-    ----------
-    table : DataFrame
-        From :func:`align`.
-    skip_first : bool
-        Leave out step 0 (the cold start, which dominates any sum).
-
-    Returns
-    -------
-    DataFrame indexed by label
-        ``prof_host_ms``, ``nsys_host_ms``, ``prof_gpu_proj_ms``,
-        ``nsys_gpu_proj_ms`` (medians, ms), ``prof_kernels``, ``nsys_kernels``
-        (medians per step), ``comparable`` (all steps comparable).
+    Returns ``prof_host_ms``, ``nsys_host_ms``, ``prof_gpu_proj_ms``, ``nsys_gpu_proj_ms``
+    (ms), ``prof_kernels``, ``nsys_kernels``, ``comparable`` (every step), indexed by label.
 
     Examples
     --------
@@ -357,20 +291,9 @@ def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
 def launch_threads(source) -> pd.DataFrame:
     """Which threads launched the GPU work, and whether they carry labelled ranges.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-
-    Returns
-    -------
-    DataFrame, one row per launching thread, most kernels first
-        ``pid``, ``tid``, ``thread`` (its name: from ``ThreadNames`` in an Nsight
-        export, from the trace's thread names otherwise; ``""`` when unknown),
-        ``kernels`` (kernel executions it launched), ``gpu_ops`` (all GPU
-        operations), ``kernel_share`` (fraction of all kernels),
-        ``labelled_ranges`` (NVTX / ``record_function`` ranges on that thread).
-        In the reference ``nsys_8step``, autograd's thread ``pt_autograd_0``
-        launches 2,360 of the 4,340 kernels and has no NVTX range.
+    Returns a DataFrame, one row per launching thread, most kernels first:
+    ``pid``, ``tid``, ``thread`` (its name, ``""`` when unknown), ``kernels``, ``gpu_ops``,
+    ``kernel_share`` (of all kernels), ``labelled_ranges`` (NVTX/``record_function`` on it).
 
     Examples
     --------
@@ -398,20 +321,12 @@ _OP_RANGE = (r"^(?P<op>[^,]+)(?:, seq = (?P<seq>\d+))?(?:, op_id = (?P<op_id>\d+
 
 
 def operator_ranges(report) -> pd.DataFrame:
-    """The per-operator NVTX ranges that ``torch.autograd.profiler.emit_nvtx`` writes.
+    """The per-operator NVTX ranges that ``torch.autograd.profiler.emit_nvtx`` writes to a ``report``.
 
     Sources: docs/SOURCES.md#align-operator-ranges
 
-    Parameters
-    ----------
-    report : NsysReport
-
-    Returns
-    -------
-    DataFrame, one row per operator range (other NVTX ranges left out)
-        ``op`` (operator name), ``seq`` (Int64, <NA> when absent), ``op_id``
-        (Int64), ``sizes`` (the text of the input sizes, ``""`` without
-        ``record_shapes``), ``tid``, ``start_ns``, ``dur_ns``, ``depth``.
+    Returns ``op``, ``seq``, ``op_id`` (Int64, <NA> when absent), ``sizes`` (text, ``""``
+    without ``record_shapes``), ``tid``, ``start_ns``, ``dur_ns``, ``depth``.
 
     Examples
     --------

@@ -1,7 +1,10 @@
 """Operator → launch → GPU event: which operation asked for this kernel?
 
 Sources: docs/SOURCES.md#chain-module
-"""
+
+``trace`` is a Trace (:func:`kitlib.load_trace`); ``chain_df`` a :func:`chain` result to
+reuse (worked out when absent); ``op_row`` an operator's row label in ``trace.ops``. Times
+are integer ns on the trace's clock."""
 from __future__ import annotations
 
 import numpy as np
@@ -32,11 +35,8 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
 
     Sources: docs/SOURCES.md#chain-external-ids-trustworthy
 
-    Returns
-    -------
-    (bool, float)
-        The verdict (fraction ≥ ``min_fraction`` and at least one match) and the fraction.
-    """
+    Returns (verdict, fraction): the fraction of launches inside the operator their id names;
+    the verdict is True when it is ≥ ``min_fraction`` with at least one match."""
     L = trace.launches.dropna(subset=["external_id"])
     ops = _linkable_ops(trace)
     if L.empty or ops.empty:
@@ -54,21 +54,14 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
 
 
 def _linkable_ops(trace: Trace) -> pd.DataFrame:
-    """CPU events a launch can belong to: operators and annotations (not Python frames),
-    with the columns a link reads (a copy of the whole table cost more than the links)."""
+    """Operators and annotations (not Python frames), with the columns a link reads."""
     ops = trace.ops
     return ops[["external_id", "start_ns", "end_ns", "pid", "tid"]][(ops["kind"] != "python").to_numpy()]
 
 
 def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
-    """Row labels (in ``trace.ops``) of the innermost operator/annotation that contains
-    each time on thread ``(pid, tid)``; -1 where none does.
-
-    Parameters
-    ----------
-    times_ns : array of int
-        Times in ns on the trace's clock, any order.
-    """
+    """Row labels (in ``trace.ops``) of the innermost operator/annotation containing each of
+    ``times_ns`` on thread ``(pid, tid)``; -1 where none does."""
     ops = _linkable_ops(trace)
     ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
     # -1, not <NA>: chain's op_row column is int64 with -1 for "no operator"
@@ -78,36 +71,14 @@ def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
 def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     """One row per GPU event (kernel, copy, set) with the launch and operator behind it.
 
-    Parameters
-    ----------
-    trace : Trace
-        From :func:`kitlib.load_trace`.
-    method : {"auto", "external_id", "time_nesting"}
-        How to find the operator of a launch. ``"auto"`` uses the external id where
-        :func:`external_ids_trustworthy` says the trace supports it, time nesting otherwise.
-        With external ids, each link is checked on its own: the launch must lie inside
-        the operator its id names, on the same thread; a launch that does not (a stray
-        launch whose id merely repeats its correlation id, as Kineto wrote it before
-        2024) is linked by time nesting instead (``link == "time_nesting"``; count
-        them to see how many fell back) or gets ``"no_operator"``.
-
-    Returns
-    -------
-    DataFrame
-        Columns ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function``
-        range), ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA runtime/driver
-        call), ``gpu_name, gpu_start_ns, gpu_dur_ns`` (the GPU event), all times integer
-        ns on the trace's clock; ``link`` (how the row was joined; see :data:`LINKS`);
-        ``gpu_kind, device, stream, correlation, external_id``; ``op_row, launch_row,
-        gpu_row`` (row labels in ``trace.ops``, ``trace.launches``, ``trace.gpu``;
-        -1 where absent) and ``launch_tid``. Sorted by GPU start. GPU-side annotations
-        (``gpu_user_annotation``) are not GPU events here: they are labels, not work.
-        Host durations (operator, launch) are never device time: do not add them.
-
-    Raises
-    ------
-    ValueError
-        Unknown ``method``.
+    ``method``: ``"external_id"``, ``"time_nesting"``, or ``"auto"`` (external ids where
+    :func:`external_ids_trustworthy`); a launch outside the operator its id names falls back to
+    time nesting, or gets ``"no_operator"``. Returns :data:`CHAIN_COLUMNS`, by GPU start:
+    ``op_name, op_start_ns, op_dur_ns`` (the operator or ``record_function`` range);
+    ``launch_name, launch_start_ns, launch_dur_ns`` (the CUDA API call); ``gpu_name, gpu_start_ns,
+    gpu_dur_ns`` (not ``gpu_user_annotation`` labels); ``link`` (:data:`LINKS`); ``gpu_kind, device,
+    stream, correlation, external_id``; ``op_row, launch_row, gpu_row`` (-1 where absent);
+    ``launch_tid``. Host durations are never device time: do not add them.
 
     Examples
     --------
@@ -120,10 +91,8 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     """
     if method not in ("auto", "external_id", "time_nesting"):
         raise ValueError(f"method must be 'auto', 'external_id' or 'time_nesting', not {method!r}")
-    # Lessons and analyses ask for the same trace's chain many times: it is worked out
-    # once per set of tables the trace keeps (Trace.derived: a trace given other tables
-    # works it out again, so the memo cannot go stale) and each caller gets a copy.
-    if hasattr(trace, "derived"):     # a recording that keeps memos (a Trace; not a learner's tables)
+    # worked out once per set of tables the trace keeps (Trace.derived); each caller gets a copy
+    if hasattr(trace, "derived"):     # a Trace; not a learner's tables
         out = trace.derived(("chain", method), ("ops", "launches", "gpu"), lambda: _chain(trace, method))
         return handed_out(out)
     return _chain(trace, method)
@@ -135,16 +104,8 @@ def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd
 
     Sources: docs/SOURCES.md#chain-join-ids
 
-    Parameters
-    ----------
-    gpu, launches, ops : DataFrame
-        ``Trace.kernels``, ``Trace.launches`` and ``Trace.ops`` (or any rows of them).
-
-    Returns
-    -------
-    DataFrame
-        One row per row of ``gpu``, in its order: ``gpu_row, launch_row, op_row``, the row
-        labels of the GPU event, its launch and its operator (int64; -1 where none).
+    Takes rows of ``Trace.kernels``, ``Trace.launches`` and ``Trace.ops``; returns, per row of
+    ``gpu`` in its order, ``gpu_row, launch_row, op_row`` (int64 row labels; -1 where none).
 
     Examples
     --------
@@ -160,9 +121,7 @@ def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd
     lk = lk[~lk["correlation"].duplicated()].rename_axis("launch_row").reset_index()
     op = ops[["external_id", "start_ns", "end_ns", "pid", "tid"]].dropna(subset=["external_id"])
     op = op[~op["external_id"].duplicated()].rename_axis("op_row").reset_index()
-    # 1. GPU event -> launch: the same correlation id
     m = g.merge(lk, on="correlation", how="left")
-    # 2. launch -> operator: the same external id
     m = m.merge(op, on="external_id", how="left", suffixes=("", "_op"))
     inside = ((m["start_ns"] >= m["start_ns_op"]) & (m["start_ns"] < m["end_ns"])
               & (m["pid"] == m["pid_op"]) & (m["tid"] == m["tid_op"])).fillna(False).astype(bool)
@@ -174,8 +133,7 @@ def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd
 
 
 def _chain(trace: Trace, method: str) -> pd.DataFrame:
-    """:func:`chain`, worked out (no memo): :func:`join_ids`, then the fallback to time
-    nesting, the link of each row and the columns."""
+    """:func:`chain` without the memo: :func:`join_ids`, the fallback to time nesting, the links."""
     gpu, L, ops = trace.kernels, trace.launches, trace.ops
     if method == "auto":
         method = "external_id" if external_ids_trustworthy(trace)[0] else "time_nesting"
@@ -183,8 +141,7 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
     j = join_ids(gpu, L, lops if method == "external_id" else lops.iloc[:0])
     launch_row, op_row = j["launch_row"].to_numpy(), j["op_row"].to_numpy().copy()
     launch_pos = L.index.get_indexer(launch_row)  # -1 where no launch
-    # time nesting, for every launch whose external id names no operator containing it (all
-    # of them where the trace's ids cannot be trusted: a 2022 build copied the correlation id)
+    # time nesting for every launch whose external id names no operator containing it
     fell_back = np.zeros(len(j), dtype=bool)
     redo = np.flatnonzero((launch_pos >= 0) & (op_row < 0))
     if len(redo):
@@ -193,17 +150,13 @@ def _chain(trace: Trace, method: str) -> pd.DataFrame:
             found = innermost_op_at(trace, pid, tid, grp["start_ns"].to_numpy())
             op_row[grp.index.to_numpy()] = found
             fell_back[grp.index.to_numpy()] = found >= 0
-    # A GPU event with no launch: CUPTI's correlation ids only grow, so one older than
-    # every recorded launch was launched before the profiler's window opened.
+    # CUPTI's correlation ids only grow: one older than every launch was launched before recording
     corr = gpu["correlation"].to_numpy(dtype="float64", na_value=np.nan)
     oldest = float(L["correlation"].min()) if L["correlation"].notna().any() else np.inf
     no_launch = np.where(corr < oldest, "launched_before_recording", "no_launch")
     link = np.where(launch_pos < 0, no_launch,
                     np.where(op_row >= 0, np.where(fell_back, "time_nesting", method), "no_operator"))
-    # only the columns the table shows are taken row by row
-    # the times as Int64 before reindexing, and kept as Int64 arrays (not through numpy,
-    # which gives float64 where a value is missing): a float64's spacing at 1.7e18 ns
-    # (times since the epoch) is 256 ns
+    # times stay Int64 through the reindex: a float64's spacing at 1.7e18 ns is 256 ns
     G = gpu[["name", "start_ns", "dur_ns", "kind", "device", "stream", "correlation"]]
     ints = {"start_ns": "Int64", "dur_ns": "Int64"}
     Lr = L[["name", "start_ns", "dur_ns", "external_id", "tid"]].astype(ints).reset_index(drop=True).reindex(launch_pos)
@@ -237,20 +190,8 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
 
     Sources: docs/SOURCES.md#chain-impossible-gpu-events
 
-    Parameters
-    ----------
-    trace : Trace
-    chain_df : DataFrame, optional
-        A :func:`chain` result to reuse.
-
-    Returns
-    -------
-    DataFrame
-        ``gpu_row`` (row label in ``trace.gpu``), ``name``, ``kind``, ``start_ns``,
-        ``dur_ns``, ``reason`` (the first that applies, as above); empty when all is well.
-        :func:`kitlib.analyses.grouping.group_ops` leaves these rows out of its device
-        figures and ``lint`` reports them.
-    """
+    Returns ``gpu_row`` (label in ``trace.gpu``), ``name``, ``kind``, ``start_ns``, ``dur_ns``,
+    ``reason`` (the first that applies); empty when all is well."""
     k = trace.kernels
     c = chain(trace) if chain_df is None else chain_df
     reason = pd.Series(pd.NA, index=k.index, dtype=object)
@@ -267,21 +208,8 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
 
 
 def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """Every launch made inside one operator, with the GPU event each produced.
-
-    Parameters
-    ----------
-    op_row : int
-        Row label of the operator in ``trace.ops``.
-    chain_df : DataFrame, optional
-        A :func:`chain` result to reuse (computed when absent).
-
-    Returns
-    -------
-    DataFrame
-        The :func:`chain` rows whose ``op_row`` is ``op_row`` — including those of
-        launches that produced no GPU event are not listed (only launches with GPU work)
-        — sorted by launch start, with ``launch_index`` (1 = first launch).
+    """Every launch made inside the operator ``op_row`` that produced GPU work: its :func:`chain`
+    rows by launch start, with ``launch_index`` (1 = first).
 
     Examples
     --------
@@ -299,12 +227,8 @@ def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None)
 
 
 def first_op(trace: Trace, name: str, step: int | None = None) -> int:
-    """Row label of the first operator called ``name`` (optionally inside ``ProfilerStep#step``).
-
-    Raises
-    ------
-    KeyError
-        With a message saying which step or operator is missing.
+    """Row label of the first operator called ``name`` (optionally inside ``ProfilerStep#step``);
+    KeyError names the missing step or operator.
 
     Examples
     --------
@@ -329,16 +253,11 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
 
 
 def op_summary(trace: Trace, op_row: int) -> dict:
-    """The figures lesson 02 reads off one operator's chain.
+    """The figures lesson 02 reads off one operator's chain, as a dict.
 
-    Returns
-    -------
-    dict
-        ``op_name``, ``op_host_us`` (operator's host interval), ``input_dims``,
-        ``launch_count``, ``launches`` (list of ``(name, host µs)``), ``longest_kernel``
-        (name), ``longest_kernel_us`` (device), ``longest_kernel_launch_index`` (1-based),
-        ``longest_kernel_launch_us`` (host duration of the launch that produced it),
-        ``kernel_sum_us`` (device time of all its GPU events, summed).
+    ``op_name``, ``op_host_us``, ``input_dims``, ``launch_count``, ``launches`` (``(name, host
+    µs)`` each), ``longest_kernel``, ``longest_kernel_us`` (device), ``longest_kernel_launch_index``
+    (1-based), ``longest_kernel_launch_us`` (host), ``kernel_sum_us`` (device, all its GPU events).
 
     Examples
     --------

@@ -1,7 +1,10 @@
 """Why does the GPU sit idle before the first step? The cold-start ``data_load`` gap.
 
 Sources: docs/SOURCES.md#coldstart-module
-"""
+
+``source`` is a Trace or NsysReport, ``report`` an NsysReport; ``label`` names the
+data-loading range (default ``data_load``). Times are int64 ns. A recording without steps
+or without the range raises KitError naming its file."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,28 +26,14 @@ __all__ = ["read_wallclock", "data_load_ranges", "batch_copies", "gap_activity",
 def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
     """The wall-clock stamps of the reference cold start, one row per step.
 
-    Parameters
-    ----------
-    doc : dict
-        The parsed ``wallclock.json`` (``Capture.read_json("wallclock.json")``):
-        ``t0_ns``, ``end_ns`` and ``steps``, a list of ``{next_start_ns, next_end_ns,
-        step_submitted_ns}`` (``time.perf_counter_ns`` stamps).
-    path : str
-        Named in errors.
+    ``doc`` is the parsed ``wallclock.json``: ``t0_ns``, ``end_ns`` and ``steps``, a list of
+    ``{next_start_ns, next_end_ns, step_submitted_ns}`` (``perf_counter_ns``); ``path`` is
+    named in errors (KitFileError: a field missing or not an integer).
 
-    Returns
-    -------
-    DataFrame
-        ``step`` (0…), ``next_start_ns``, ``next_end_ns``, ``next_ns`` (how long
-        ``next()`` took), ``step_submitted_ns``, ``submit_ns`` (from the start of
-        ``next()`` to the moment the step's GPU work had been submitted; the GPU may
-        still be running it), ``since_t0_ns`` (``next()`` start since the stamp taken
-        just before the loader was made).
-
-    Raises
-    ------
-    KitFileError
-        A field is missing or not an integer.
+    Returns a DataFrame:
+    ``step`` (0…), ``next_start_ns``, ``next_end_ns``, ``next_ns`` (``next()``'s time),
+    ``step_submitted_ns``, ``submit_ns`` (``next()``'s start to the step's GPU work
+    submitted), ``since_t0_ns`` (``next()``'s start since just before the loader was made).
 
     Examples
     --------
@@ -72,25 +61,11 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
 
 
 def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
-    """The ``data_load`` range of each step.
+    """The ``data_load`` range of each step that has one.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    label : str
-        The range's name.
-
-    Returns
-    -------
-    DataFrame, one row per step that has the range
-        ``step``, ``step_start_ns``, ``start_ns``, ``end_ns``, ``dur_ns``,
-        ``start_in_step_ns`` and ``end_in_step_ns`` (relative to the step's start,
-        as the source texts quote them).
-
-    Raises
-    ------
-    KitError
-        No steps, or no ``label`` range inside any step.
+    Returns a DataFrame:
+    ``step``, ``step_start_ns``, ``start_ns``, ``end_ns``, ``dur_ns``,
+    ``start_in_step_ns``, ``end_in_step_ns`` (since the step's start, as the sources quote them).
 
     Examples
     --------
@@ -119,14 +94,13 @@ def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
 
 
 def _h2d_copies(source) -> pd.DataFrame:
-    """Host-to-device copies with their launch: ``start_ns, end_ns, dur_ns, bytes, launch_start_ns, launch_tid``."""
+    """Host-to-device copies with their launch's start and thread."""
     ev = source.gpu_events()
     ev = ev[ev["copy_kind"] == "HtoD"]
-    launch_tid = ev["tid"]
     out = pd.DataFrame({"start_ns": ev["start_ns"].astype("int64"), "end_ns": ev["end_ns"].astype("int64"),
                         "dur_ns": ev["dur_ns"].astype("int64"), "bytes": ev["bytes"].astype("Int64"),
                         "launch_start_ns": ev["launch_start_ns"].astype("Int64"),
-                        "launch_tid": launch_tid.astype("Int64")})
+                        "launch_tid": ev["tid"].astype("Int64")})
     return out.reset_index(drop=True)
 
 
@@ -135,29 +109,14 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
 
     Sources: docs/SOURCES.md#coldstart-batch-copies
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    label, next_label : str
-        The data-loading range, and the first range after the transfer.
+    ``next_label`` is the first range after the transfer. KitError also for a step without
+    host-to-device copies, or whose copies carry no byte count.
 
-    Returns
-    -------
-    DataFrame, one row per step
-        ``step``; ``range_end_in_step_ns`` (end of ``label`` since the step began);
-        ``copies`` (how many); ``images_bytes`` (the largest copy: the images);
-        ``copy_launched_in_range`` (bool: the images' copy was submitted inside the
-        range, as when ``data_load`` also covers ``.to(device)``);
-        ``images_end_in_step_ns``, ``batch_end_in_step_ns`` (end of the last copy);
-        ``images_end_after_range_ns``, ``batch_end_after_range_ns``: copy end minus
-        range end — positive: the copy finished after the range closed; negative:
-        before.
-
-    Raises
-    ------
-    KitError
-        No steps, no ``label`` range, a step without host-to-device copies, or one whose
-        copies carry no byte count.
+    Returns a DataFrame, one row per step:
+    ``step``; ``range_end_in_step_ns`` (the range's end since the step began); ``copies``;
+    ``images_bytes`` (the largest copy); ``copy_launched_in_range`` (bool);
+    ``images_end_in_step_ns``, ``batch_end_in_step_ns`` (end of the images', of the last copy);
+    ``images_end_after_range_ns``, ``batch_end_after_range_ns`` (copy end minus range end, ns).
 
     Examples
     --------
@@ -203,29 +162,14 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
 
 # --------------------------------------------------------------------------- what the threads did
 def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
-    """What the OS-runtime and CUDA-API rows say each thread did in a window.
+    """What the OS-runtime and CUDA-API rows say each thread did in ``[start_ns, end_ns]``.
 
     Sources: docs/SOURCES.md#coldstart-gap-activity
 
-    Parameters
-    ----------
-    report : NsysReport
-    start_ns, end_ns : int
-        The window (e.g. the first ``data_load`` range), on the report's clock.
-
-    Returns
-    -------
-    DataFrame, one row per (thread, source, call name)
-        ``pid``, ``tid``, ``thread`` (thread name), ``source`` (``OS runtime`` or
-        ``CUDA API``), ``call``, ``calls`` (calls overlapping the window),
-        ``in_window_ns`` (their time cut to the window, summed: a call that began
-        before the window counts only from its start), ``longest_ns`` (longest call,
-        uncut). Sorted by thread, then ``in_window_ns`` descending.
-
-    Raises
-    ------
-    KitError
-        ``report`` is not an NsysReport or the window ends before it starts.
+    Returns a DataFrame, one row per (thread, source, call), by thread then ``in_window_ns`` descending:
+    ``pid``, ``tid``, ``thread``, ``source`` (``OS runtime``/``CUDA API``), ``call``,
+    ``calls`` (overlapping the window), ``in_window_ns`` (their time cut to the window),
+    ``longest_ns`` (longest call, uncut).
 
     Examples
     --------
@@ -265,14 +209,10 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
 
 
 def traced_processes(report) -> pd.DataFrame:
-    """Which processes of an Nsight Systems report have OS-runtime or CUDA-API rows.
+    """Which processes of a report have OS-runtime or CUDA-API rows (a worker with none was not traced).
 
-    Returns
-    -------
-    DataFrame, one row per process name
-        ``process``, ``processes``, ``threads`` (known from ``ThreadNames``),
-        ``osrt_rows``, ``cuda_api_rows``, ``nvtx_ranges``. A DataLoader worker
-        process with zero rows was not traced: the report cannot say what it did.
+    Returns a DataFrame, one row per process name:
+    ``process``, ``processes``, ``threads``, ``osrt_rows``, ``cuda_api_rows``, ``nvtx_ranges``.
 
     Examples
     --------
@@ -301,27 +241,13 @@ def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None =
                        b300: dict | None = None) -> pd.DataFrame:
     """The first step's data loading, measured three ways, beside the B300 source figures.
 
-    Parameters
-    ----------
-    report : NsysReport, optional
-        An Nsight Systems report with ``data_load`` NVTX ranges (``nsys_8step``).
-    trace : Trace, optional
-        A torch.profiler trace with ``torch_step#N``/``ProfilerStep#N`` and
-        ``data_load`` (``cold_start_8step``).
-    wallclock : DataFrame, optional
-        From :func:`read_wallclock`.
-    b300 : dict, optional
-        The source texts' figures, :data:`kitlib.course.sources.B300` (keys
-        ``first_data_load_ms``, ``first_data_load_end_ms``, ``first_h2d_copy_end_ms``).
-        Without it ``b300_ns`` is all <NA>.
+    ``report`` (``nsys_8step``) and ``trace`` (``cold_start_8step``) have ``data_load`` ranges;
+    ``wallclock`` is from :func:`read_wallclock`; ``b300`` is :data:`kitlib.course.sources.B300`
+    (without it ``b300_ns`` is <NA>).
 
-    Returns
-    -------
-    DataFrame
-        ``measure``, ``value_ns`` (this machine's recordings), ``b300_ns`` (the
-        source texts' figure where one exists and ``b300`` is given, else <NA>), ``tool``. The recordings
-        are separate runs: the same quantity differs between them by run-to-run noise
-        and by what each range covers.
+    Returns a DataFrame:
+    ``measure``, ``value_ns`` (this machine's, from separate runs), ``b300_ns`` (the
+    sources' figure, or <NA>), ``tool``.
 
     Examples
     --------
@@ -363,26 +289,14 @@ def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None =
 
 # --------------------------------------------------------------------------- step times
 def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
-    """Summary of repeated step times, with their spread.
+    """Summary of repeated step times (``series``: name -> step times in ms), with their spread.
 
-    Parameters
-    ----------
-    series : dict of str -> sequence of float
-        Step wall times in ms per setting (e.g. ``step_times.json``).
-    outlier_factor : float
-        A step counts as an outlier when it exceeds ``outlier_factor`` × the median.
+    A step above ``outlier_factor`` × the median is an outlier. KitError: an empty series or a
+    non-numeric value.
 
-    Returns
-    -------
-    DataFrame, one row per series (index = name)
-        ``n``, ``median_ms``, ``p25_ms``, ``p75_ms``, ``iqr_ms`` (p75 − p25),
-        ``min_ms``, ``max_ms``, ``mean_ms``, ``outliers`` (count above the factor),
-        ``max_over_median``. The median resists one slow step; the mean does not.
-
-    Raises
-    ------
-    KitError
-        An empty series or a non-numeric value.
+    Returns a DataFrame, one row per series:
+    ``n``, ``median_ms``, ``p25_ms``, ``p75_ms``, ``iqr_ms``, ``min_ms``, ``max_ms``,
+    ``mean_ms`` (ms), ``outliers`` (count), ``max_over_median``.
 
     Examples
     --------
@@ -408,29 +322,14 @@ def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
 
 
 def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> pd.DataFrame:
-    """Which loader batch each of a series of steps consumed, and where in its epoch.
+    """Which loader batch each of ``n_steps`` steps consumed, and where in its epoch.
 
-    Parameters
-    ----------
-    first_batch : int
-        Batches the loader had already handed out before the series' first step
-        (0 for a fresh loader).
-    n_steps : int
-    batches_per_epoch : int
-        ``len(loader)`` (1,792 images / 128 with ``drop_last`` = 14 in the reference).
+    ``first_batch``: batches handed out before the first step (0 for a fresh loader);
+    ``batches_per_epoch``: ``len(loader)`` (14 in the reference).
 
-    Returns
-    -------
-    DataFrame
-        ``step_index`` (0…), ``batch`` (since the loader was made), ``epoch`` (0…),
-        ``batch_in_epoch``, ``epoch_start`` (True when this step's ``next()`` began a
-        new epoch after the first: with ``persistent_workers=False`` the workers were
-        restarted there).
-
-    Raises
-    ------
-    KitError
-        A negative count or ``batches_per_epoch < 1``.
+    Returns a DataFrame:
+    ``step_index``, ``batch`` (since the loader was made), ``epoch``, ``batch_in_epoch``,
+    ``epoch_start`` (its ``next()`` began an epoch after the first: workers restarted).
 
     Examples
     --------
@@ -453,25 +352,9 @@ def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> p
 def loader_epoch_length(capture) -> int:
     """Batches per loader epoch (``len(loader)``) of the workload a capture ran.
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture or kitlib.capture.workload.WorkloadConfig
-        A capture: its manifest's ``workload`` gives ``batch_size``, ``drop_last`` and
-        ``dataset``, a text that names the image count (``"synthetic: 1,792 JPEGs …"``,
-        ``"Food-101 train split (75,750 images, …)"``, as the workload writes it).
-        A WorkloadConfig (live series measured without a bundle): its own
-        :meth:`~kitlib.capture.workload.WorkloadConfig.batches_per_epoch`.
-
-    Returns
-    -------
-    int
-        ``images // batch_size`` with ``drop_last`` (the default), else rounded up:
-        14 for the reference recordings (1,792 images, batch 128).
-
-    Raises
-    ------
-    KitError
-        The manifest has no batch size or no image count in ``dataset``.
+    From a Capture's manifest (``batch_size``, ``drop_last``, and the image count in
+    ``dataset``), or a WorkloadConfig's own ``batches_per_epoch()``. KitError: no batch size
+    or image count.
 
     Examples
     --------
@@ -493,23 +376,10 @@ def loader_epoch_length(capture) -> int:
 
 
 def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -> dict:
-    """Where in the loader's epochs the slowest step of a series fell.
+    """Where in the loader's epochs the slowest of ``series_ms`` fell.
 
-    Parameters
-    ----------
-    series_ms : sequence of float
-        Step wall times in ms, in order.
-    first_batch, batches_per_epoch : int
-        As in :func:`epoch_positions` (``batches_per_epoch`` from
-        :func:`loader_epoch_length`).
-
-    Returns
-    -------
-    dict
-        ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
-        ``epoch_start`` (bool: whether its ``next()`` began a new epoch, i.e. a
-        worker restart with ``persistent_workers=False``).
-    """
+    Returns a dict: ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
+    ``epoch_start`` (as :func:`epoch_positions`)."""
     v = np.asarray(list(series_ms), dtype=float)
     pos = epoch_positions(first_batch, len(v), batches_per_epoch)
     i = int(v.argmax())

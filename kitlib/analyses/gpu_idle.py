@@ -3,9 +3,14 @@
 Categories of a gap (``host_wait``, ``kernel_wait``, ``other``, ``no_launch``), the
 threshold and the boundary rules: docs/SOURCES.md#gpu-idle-module. Why 30 µs, not the 30 ns
 HTA documents: docs/SOURCES.md#gpu-idle-threshold. Against HTA 0.5.0 on eight traces:
-docs/SOURCES.md#gpu-idle-hta. Every function raises :class:`GpuIdleError` naming the file and
-what is missing. Pure functions: no I/O, printing or plotting. Used in lesson 09.
-"""
+docs/SOURCES.md#gpu-idle-hta. Pure functions: no I/O, printing or plotting. Used in lesson 09.
+
+Parameters shared by the functions: ``source`` is a Trace or NsysReport; ``events`` a
+:func:`device_events` table to use instead of the source's (a subset, say); ``steps`` the
+windows (``step, start_ns, end_ns``) to cut at, default :func:`kitlib.analyses.steps.steps_of`;
+``by`` is ``"step"`` (a row per step) or ``"recording"`` (one over the whole recording).
+Times are int64 ns. Every function raises :class:`GpuIdleError` naming the file when the
+recording lacks what it needs (GPU events, launches, steps)."""
 from __future__ import annotations
 
 import numpy as np
@@ -21,13 +26,11 @@ __all__ = ["GpuIdleError", "KERNEL_WAIT_MAX_NS", "MAX_QUEUE_LENGTH", "CATEGORIES
            "stream_concurrency", "temporal_breakdown", "step_verdicts", "source_name", "checked_events",
            "require_launches"]
 
-#: Gaps shorter than this (ns) between two queued GPU events on a stream are *kernel wait*
-#: (HTA's ``consecutive_kernel_delay`` as its code applies it: 30 µs; see the module docstring).
+#: A queued gap shorter than this (ns) is *kernel wait* (HTA's ``consecutive_kernel_delay`` as applied).
 KERNEL_WAIT_MAX_NS = 30_000
 
-#: A stream's launch queue is full at this many launched, unfinished operations: CUDA does
-#: not document the depth; HTA (``hta/common/constants.py``, ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM``)
-#: saw launches block at 1022-1024 (forums.developer.nvidia.com/t/255260).
+#: A stream's launch queue is full at this many unfinished launches: undocumented by CUDA; HTA's
+#: ``CUDA_MAX_LAUNCH_QUEUE_PER_STREAM`` (launches block at 1022-1024, forums.developer.nvidia.com/t/255260).
 MAX_QUEUE_LENGTH = 1024
 
 #: The categories of a gap, in the order the tables list them.
@@ -50,54 +53,26 @@ _NO_STEPS = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.S
 
 
 class GpuIdleError(KitError, ValueError):
-    """A recording cannot answer a GPU-idle question: no GPU events (a CPU-only trace), no
-    launches, no steps, or too little to measure; the message names the file and what is
-    missing.
-    """
+    """A recording cannot answer a GPU-idle question; the message names the file and what is missing."""
 
 
 # --------------------------------------------------------------------------- the events
 def source_name(source) -> str:
-    """How a message names a recording: its file (``str(source.path)``), or ``"<table>"``
-    for anything without a ``path`` (a learner's table). Never raises.
-    """
+    """How a message names a recording: its ``path``, or ``"<table>"``. Never raises."""
     return str(getattr(source, "path", "<table>"))
-
-
-def _check_source(source) -> None:
-    check_source(source, None, error=GpuIdleError)
 
 
 def device_events(source) -> pd.DataFrame:
     """Every kernel, copy and set of a recording, with the launch that produced it.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-
-    Returns
-    -------
-    DataFrame
-        :data:`EVENT_COLUMNS`, one row per GPU event, sorted by ``device, stream,
-        start_ns, end_ns``: ``kind`` (``kernel``/``memcpy``/``memset``), ``name``,
-        ``device``, ``stream``, ``start_ns, end_ns, dur_ns`` (int64 ns), ``bytes``
-        (copies and sets; <NA> for kernels), ``bandwidth_gb_per_s`` (the profiler's own
-        ``memory bandwidth (GB/s)`` of a copy or set: bytes ÷ its exact ns; NaN where
-        the trace has none, Nsight exports included), ``copy_kind`` (``HtoD``, ``DtoH``,
-        ``DtoD``, ``HtoH``, ``PtoP``; copies only), ``src_memory``/``dst_memory``
-        (``Pinned``, ``Pageable``, ``Device``… where the trace says), ``correlation``,
-        the launch: ``launch_name`` (the CUDA API call), ``launch_start_ns``,
-        ``launch_dur_ns``, ``launch_end_ns`` (Int64, <NA> where the launch is not in the
-        trace), ``launch_tid``; ``op_name`` (the operator behind the launch; torch.profiler
-        traces only) and ``link`` (how the row was joined: :data:`kitlib.analyses.chain.LINKS`
-        for a Trace; ``correlation`` or ``no_launch`` for an NsysReport).
-
-    Raises
-    ------
-    GpuIdleError
-        ``source`` is neither a Trace nor an NsysReport.
-    """
-    _check_source(source)
+    Returns :data:`EVENT_COLUMNS`, one row per GPU event, by device, stream, start, end: ``kind``,
+    ``name``, ``device``, ``stream``; ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (<NA> for
+    kernels); ``bandwidth_gb_per_s`` (the profiler's GB/s, else NaN); ``copy_kind`` (``HtoD``…),
+    ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``…); ``correlation``;
+    ``launch_name``, ``launch_start_ns``, ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where
+    not recorded), ``launch_tid``; ``op_name`` (profiler traces only); ``link``
+    (:data:`kitlib.analyses.chain.LINKS`, or ``correlation``/``no_launch`` for an NsysReport)."""
+    check_source(source, None, error=GpuIdleError)
     if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
         from .chain import chain
         return source.derived("gpu_idle.device_events", ("ops", "launches", "gpu"),
@@ -105,22 +80,8 @@ def device_events(source) -> pd.DataFrame:
     return _events(source, None)
 
 
-def _finish(ev: pd.DataFrame) -> pd.DataFrame:
-    for c in ("start_ns", "end_ns", "dur_ns"):
-        ev[c] = ev[c].astype("int64")
-    for c in ("bytes", "correlation", "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid",
-              "device", "stream"):
-        ev[c] = pd.array(ev[c].to_numpy(dtype=object), dtype="Int64") if ev[c].dtype == object \
-            else ev[c].astype("Int64")
-    ev = ev[EVENT_COLUMNS]
-    key = [ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
-           ev["stream"].fillna(-1).to_numpy(dtype=np.int64), ev["device"].fillna(-1).to_numpy(dtype=np.int64)]
-    return ev.iloc[np.lexsort(key)].reset_index(drop=True)
-
-
 def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
-    """:func:`device_events` from the recording's ``gpu_events()``; ``op_name`` and ``link``
-    from ``chain_df`` where given (a profiler trace), else none and the correlation join's."""
+    """:func:`device_events`; ``op_name`` and ``link`` from ``chain_df`` where given."""
     g = source.gpu_events()
     ev = pd.DataFrame({c: g[c].to_numpy(dtype=object) if c == "name" else g[c]
                        for c in ("kind", "name", "device", "stream", "start_ns", "end_ns", "dur_ns", "bytes",
@@ -135,24 +96,20 @@ def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
         by = chain_df.dropna(subset=["correlation"]).drop_duplicates("correlation").set_index("correlation")
         ev["op_name"] = ev["correlation"].map(by["op_name"]).to_numpy(dtype=object)
         ev["link"] = ev["correlation"].map(by["link"]).fillna("no_launch").to_numpy(dtype=object)
-    return _finish(ev)
+    for c in ("start_ns", "end_ns", "dur_ns"):
+        ev[c] = ev[c].astype("int64")
+    for c in ("bytes", "correlation", "launch_start_ns", "launch_dur_ns", "launch_end_ns", "launch_tid",
+              "device", "stream"):
+        ev[c] = pd.array(ev[c].to_numpy(dtype=object), dtype="Int64") if ev[c].dtype == object \
+            else ev[c].astype("Int64")
+    ev = ev[EVENT_COLUMNS]
+    key = [ev["end_ns"].to_numpy(), ev["start_ns"].to_numpy(),
+           ev["stream"].fillna(-1).to_numpy(dtype=np.int64), ev["device"].fillna(-1).to_numpy(dtype=np.int64)]
+    return ev.iloc[np.lexsort(key)].reset_index(drop=True)
 
 
 def checked_events(source, events=None) -> pd.DataFrame:
-    """The GPU events an analysis works on: ``events`` when given (a :func:`device_events`
-    table, perhaps filtered), else ``device_events(source)``; the same table, checked.
-
-    Returns
-    -------
-    DataFrame
-        The :func:`device_events` table (times in integer ns), not copied.
-
-    Raises
-    ------
-    GpuIdleError
-        The table lacks one of ``device``, ``stream``, ``start_ns``, ``end_ns``, or it is
-        empty (a CPU-only recording), named with the recording's file.
-    """
+    """``events``, else ``device_events(source)``, checked to have the time columns and a row."""
     ev = device_events(source) if events is None else events
     missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
     if missing:
@@ -164,21 +121,7 @@ def checked_events(source, events=None) -> pd.DataFrame:
 
 
 def require_launches(ev: pd.DataFrame, source) -> None:
-    """Refuse a table of GPU events none of which has its launch in the recording (an
-    analysis of queueing or launch overhead needs them); returns None otherwise.
-
-    Parameters
-    ----------
-    ev : DataFrame
-        A :func:`device_events` table (column ``launch_start_ns``).
-    source : Trace or NsysReport
-        The recording, to name in the message.
-
-    Raises
-    ------
-    GpuIdleError
-        No row has a ``launch_start_ns``: the message says how to record the CUDA API calls.
-    """
+    """Refuse a :func:`device_events` table none of whose rows has its launch recorded."""
     if ev["launch_start_ns"].notna().sum() == 0:
         raise GpuIdleError(f"{source_name(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
                            "runtime/driver call) in the recording, so whether work was queued cannot be "
@@ -196,13 +139,16 @@ def _streams(ev: pd.DataFrame):
     return d, s, gid.reshape(-1).astype(np.int64), [tuple(u) for u in uniq.tolist()]
 
 
-def _steps(source, steps=None) -> pd.DataFrame:
+def _steps(source, steps=None, or_none: bool = False) -> pd.DataFrame:
+    """``steps``, else the source's; without steps, :data:`_NO_STEPS` if ``or_none`` else an error."""
     if steps is not None:
         return steps
     from .steps import steps_of
     try:
         return steps_of(source)
     except KitError as e:
+        if or_none:
+            return _NO_STEPS
         raise GpuIdleError(str(e)) from None
 
 
@@ -212,8 +158,7 @@ def _split(start: np.ndarray, end: np.ndarray, w0: np.ndarray, w1: np.ndarray):
     window position or -1). Linear in parts: each bound cuts at most the intervals it
     falls in."""
     bounds = np.unique(np.concatenate([w0, w1]).astype(np.int64))
-    # the bounds strictly inside (start, end) cut it: bounds[k0:k1] (a bound at either end
-    # cuts nothing), by the window function with its rule named
+    # the bounds strictly inside (start, end) cut it; one at either end cuts nothing
     k0, k1 = bounds_in(start, end, bounds, closed="neither")
     cuts = k1 - k0
     pieces = cuts + 1
@@ -234,21 +179,12 @@ def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns:
 
     Sources: docs/SOURCES.md#gpu-idle-classify-gaps
 
-    Parameters
-    ----------
-    stream : array
-        One value per GPU event naming its stream (device and stream together).
-    start_ns, end_ns : array of int
-        The GPU events' times, ns.
-    launch_start_ns : array of int, <NA> where unknown
-        When each event's launch began on the host, ns on the same clock.
+    ``stream`` names each event's stream; ``start_ns``, ``end_ns`` its times and
+    ``launch_start_ns`` its launch's start (<NA> where unknown), all ns on one clock.
 
-    Returns
-    -------
-    DataFrame, one row per gap, in stream then time order
-        ``next`` (position in the inputs of the event after the gap), ``prev_end_ns`` and
-        ``end_ns`` (where the gap starts and ends, ns), ``gap_ns``, ``category``.
-        Sources: HTA's idle time breakdown (``get_idle_time_breakdown``); docs/ARCHITECTURE.md.
+    Returns a DataFrame, one row per gap, in stream then time order:
+    ``next`` (input position of the event after the gap), ``prev_end_ns``, ``end_ns``
+    (the gap's ends, ns), ``gap_ns``, ``category``.
 
     Examples
     --------
@@ -279,34 +215,14 @@ def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns:
 def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=None, steps=None) -> pd.DataFrame:
     """Every gap between GPU events on one stream, classified, cut at step boundaries.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    kernel_wait_max_ns : int, default :data:`KERNEL_WAIT_MAX_NS` (30,000 ns = 30 µs)
-        A queued gap strictly shorter than this is *kernel wait*; one of this length or
-        longer is *other* (see the module docstring for why 30 µs).
-    events : DataFrame, optional
-        A :func:`device_events` table to use instead of the source's (a subset, say).
-    steps : DataFrame, optional
-        Windows (``step, start_ns, end_ns``) to cut at; default the source's steps
-        (:func:`kitlib.analyses.steps.steps_of`); a recording without steps gets
-        ``step`` <NA> everywhere.
+    A queued gap shorter than ``kernel_wait_max_ns`` (default 30 µs) is *kernel wait*, a longer
+    one *other*. Without steps, ``step`` is <NA> everywhere.
 
-    Returns
-    -------
-    DataFrame, one row per gap, or per part of a gap inside one step
-        ``gap`` (number of the whole gap, 0…), ``device``, ``stream``, ``step`` (Int64;
-        <NA> outside every step), ``start_ns, end_ns, dur_ns`` (the part, ns),
-        ``gap_ns`` (the whole gap), ``category`` (:data:`CATEGORIES`), ``next_kind``,
-        ``next_name`` (the GPU event after the gap), ``next_launch_name``,
-        ``next_launch_start_ns``, ``prev_end_ns`` (the end of everything before on the
-        stream: where the gap starts). Sorted by device, stream, start.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, or no launch at all (nothing could be classified).
-    """
+    Returns a DataFrame, one row per gap or part of a gap inside one step, by device, stream, start:
+    ``gap`` (number of the whole gap), ``device``, ``stream``, ``step`` (Int64; <NA> outside
+    every step), ``start_ns, end_ns, dur_ns`` (the part, ns), ``gap_ns`` (the whole gap),
+    ``category`` (:data:`CATEGORIES`), ``next_kind``, ``next_name``, ``next_launch_name``,
+    ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts)."""
     ev = checked_events(source, events)
     require_launches(ev, source)
     d, s, gid, _ = _streams(ev)
@@ -314,14 +230,7 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     nxt = gaps["next"].to_numpy()
     g0, g1, glen = (gaps[c].to_numpy() for c in ("prev_end_ns", "end_ns", "gap_ns"))
     cat = gaps["category"].to_numpy(dtype=str)
-    if steps is None:
-        from .steps import steps_of
-        try:
-            st = steps_of(source)
-        except KitError:
-            st = _NO_STEPS
-    else:
-        st = steps
+    st = _steps(source, steps, or_none=True)
     w0 = st["start_ns"].to_numpy(dtype=np.int64)
     w1 = st["end_ns"].to_numpy(dtype=np.int64)
     row, ps, pe, win = _split(g0, g1, w0, w1)
@@ -349,34 +258,14 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
                    events=None, steps=None) -> pd.DataFrame:
     """Idle time per stream, split into host wait, kernel wait, other and no launch.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    by : {"step", "recording"}
-        ``"step"``: one row per (step, device, stream), the gaps cut at step boundaries;
-        ``"recording"``: one row per (device, stream) over the whole recording (the figures
-        HTA's ``get_idle_time_breakdown`` gives).
-    kernel_wait_max_ns : int, default 30,000 ns (30 µs)
-        See :func:`stream_gaps`.
-    events, steps : DataFrame, optional
-        As :func:`stream_gaps`.
+    By recording, the figures HTA's ``get_idle_time_breakdown`` gives.
 
-    Returns
-    -------
-    DataFrame
-        ``step`` (by step only), ``device``, ``stream``, ``window_ns`` (the step's wall
-        time, or the stream's span from its first start to its last end), ``busy_ns``
-        (union of the stream's events in the window), ``host_wait_ns``,
-        ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category),
-        ``gaps_ns`` (their sum), ``no_work_ns`` (by step: the rest of the window, before
-        the stream's first or after its last event in the recording, or a step in which
-        the stream ran nothing; ``window_ns = busy_ns + gaps_ns + no_work_ns``),
-        ``gaps`` (how many gaps or parts of gaps), all int64.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, no launches, or (by step) no steps.
+    Returns a DataFrame, int64:
+    ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or the stream's
+    first start to last end); ``busy_ns`` (union of the stream's events in it);
+    ``host_wait_ns``, ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category);
+    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: the rest, so that
+    ``window_ns = busy_ns + gaps_ns + no_work_ns``); ``gaps`` (gaps or parts of gaps).
 
     Examples
     --------
@@ -409,8 +298,7 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
             rows.append({"device": dev, "stream": stream, "window_ns": int(me.max() - ms.min()) if len(ms) else 0,
                          "busy_ns": int((me - ms).sum())})
     else:
-        # each stream's busy time inside each step's [start, end): the kit's interval
-        # arithmetic (intervals.per_window), all steps at once
+        # each stream's busy time in each step, all steps at once
         win = st[["start_ns", "end_ns"]].reset_index(drop=True)
         busy = {key: per_window(pd.DataFrame({"start_ns": ms, "end_ns": me}), win)["busy_ns"].to_numpy()
                 for key, (ms, me) in merged.items()}
@@ -451,8 +339,7 @@ def _queue_changes(ev: pd.DataFrame, until: str):
     order = np.lexsort((t, g))
     t, delta, g = t[order], delta[order], g[order]
     last = np.r_[(g[1:] != g[:-1]) | (t[1:] != t[:-1]), True] if len(t) else np.zeros(0, bool)
-    # every event adds 1 and takes 1 away on its own stream, so each stream's changes sum
-    # to 0 and one running total restarts at 0 where the next stream begins
+    # each stream's changes sum to 0, so one running total restarts at 0 with each stream
     value = np.cumsum(delta)
     return t[last], value[last], g[last], uniq, int((~known).sum())
 
@@ -462,25 +349,11 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
 
     Sources: docs/SOURCES.md#gpu-idle-queue-length
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    until : {"end", "start"}
-    events : DataFrame, optional
-        A :func:`device_events` table to use instead of the source's.
+    ``until`` is ``"end"`` (work leaves the queue when it ends) or ``"start"``.
 
-    Returns
-    -------
-    DataFrame
-        A step function per stream: ``device``, ``stream``, ``time_ns``,
-        ``queue_length`` (the length from ``time_ns`` until the stream's next row; 0
-        before its first row). One row per change (all changes at one instant
-        together), sorted by device, stream, time.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, or none with its launch.
+    Returns a DataFrame, one row per change, by device, stream, time:
+    ``device``, ``stream``, ``time_ns``, ``queue_length`` (from ``time_ns`` to the stream's
+    next row; 0 before its first).
 
     Examples
     --------
@@ -511,14 +384,12 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
 
 
 def _window_stats(T, V, a, b, pred):
-    """Time in [a, b) at which pred(value) holds, and the time integral of the value,
-    for a step function (value V[i] on [T[i], T[i+1]); 0 before T[0]; V[-1] after)."""
+    """Time in [a, b) where pred(value) holds, the value's integral and its max, for the step
+    function V[i] on [T[i], T[i+1]) (0 before T[0])."""
     if not len(T) or b <= a:
         z = b - a if pred(0) else 0
         return max(z, 0), 0, 0
-    # clip the function to [a, b): the change points strictly inside (a, b) are T[lo:hi]
-    # (kitlib.model.window.bounds_in); the value at a is the one set by the last change
-    # at or before a, T[lo - 1]
+    # change points strictly inside (a, b) are T[lo:hi]; the value at a was set at T[lo - 1]
     (lo,), (hi,) = bounds_in([a], [b], T, closed="neither")
     i0 = lo - 1
     pts = np.r_[a, T[lo:hi]]
@@ -530,36 +401,16 @@ def _window_stats(T, V, a, b, pred):
 def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_LENGTH,
                   events=None, steps=None) -> pd.DataFrame:
     """Per step and stream: the launch queue's mean and maximum, the time it was empty,
-    and the host time blocked on a full queue.
+    and the host time blocked on a full queue (at ``max_queue_length``, default 1,024).
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    until : {"end", "start"}
-        As :func:`queue_length`.
-    max_queue_length : int, default :data:`MAX_QUEUE_LENGTH` (1,024)
-        A stream's queue is full at this length.
-    events, steps : DataFrame, optional
-        As :func:`stream_gaps`.
+    A launch meets the queue at its start with every change of that instant applied, less the
+    launches of that instant.
 
-    Returns
-    -------
-    DataFrame, one row per (step, device, stream)
-        ``window_ns`` (the step's wall time), ``queue_length_mean`` (time-weighted over
-        the step, float), ``queue_length_max``, ``queue_empty_ns`` (time with nothing
-        launched and unfinished on the stream), ``queue_full_ns`` (time at
-        ``max_queue_length`` or more), ``blocked_launches`` and ``blocked_host_ns``
-        (launch calls that began while the stream's queue was full, and their summed
-        duration: the host time blocked on a full queue; 0 with a note when the queue
-        never filled). The queue a launch meets is the length at its start with every
-        change of that instant applied (an event ending then has left), less the launches
-        made at that instant. ``.attrs["note"]`` says whether the queue ever filled.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, no launches, or no steps.
-    """
+    Returns a DataFrame, one row per (step, device, stream):
+    ``window_ns`` (the step, ns); ``queue_length_mean`` (time-weighted, float);
+    ``queue_length_max``; ``queue_empty_ns``, ``queue_full_ns`` (ns);
+    ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue and their
+    summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled."""
     ev = checked_events(source, events)
     q = queue_length(source, until=until, events=ev)
     st = _steps(source, steps)
@@ -575,10 +426,7 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
         ks = ks.sort_values("launch_start_ns", kind="stable")
         ls = ks["launch_start_ns"].to_numpy(dtype=np.int64)
         ld = ks["launch_dur_ns"].fillna(0).to_numpy(dtype=np.int64)
-        # the queue a launch met: the length at its start once every change at that
-        # instant is applied (an event ending then has left it), less the launches made
-        # at that instant (its own included)
-        # (V[i] holds on [T[i], T[i+1]), the last value from T[-1] on, 0 before T[0])
+        # the queue a launch met (see the docstring); V[i] holds on [T[i], T[i+1]), 0 before T[0]
         i = (containing(T, np.r_[T[1:], np.iinfo(np.int64).max], ls, closed="left") if len(T)
              else np.full(len(ls), -1))
         at = np.where(i >= 0, V[np.maximum(i, 0)] if len(V) else 0, 0)
@@ -638,29 +486,12 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
 
     Sources: docs/SOURCES.md#gpu-idle-stream-concurrency
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    by : {"step", "recording"}
-        Per step (its host interval), or over the recording (from the device's first
-        GPU event's start to its last one's end).
-    events, steps : DataFrame, optional
-        As :func:`stream_gaps`.
+    By recording, the window runs from the device's first GPU event's start to its last one's end.
 
-    Returns
-    -------
-    DataFrame
-        ``step`` (by step only), ``device``, ``streams`` (streams of the device with any
-        work in the recording), ``window_ns``, ``streams_0_ns`` (nothing running: the
-        device was idle), ``streams_1_ns``, ``streams_2plus_ns``, ``streams_max`` (most
-        streams busy at once), all int64. With one stream, ``.attrs["note"]`` says that
-        concurrency cannot occur in this recording.
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, or (by step) no steps.
-    """
+    Returns a DataFrame, int64:
+    ``step`` (by step only), ``device``, ``streams`` (with any work in the recording),
+    ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns``,
+    ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so."""
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
     ev = checked_events(source, events)
@@ -691,22 +522,13 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
 
 
 def temporal_breakdown(source, events=None) -> pd.DataFrame:
-    """HTA's temporal breakdown, per device: from the first GPU event's start to the last
-    one's end, how long the device was idle, computing, or busy with anything else.
+    """HTA's temporal breakdown per device, from the first GPU event's start to the last one's end.
 
     Sources: docs/SOURCES.md#gpu-idle-temporal-breakdown
 
-    Returns
-    -------
-    DataFrame
-        ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (int64;
-        the last three add up to ``span_ns``).
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events.
-    """
+    Returns a DataFrame, int64:
+    ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (the last
+    three add up to ``span_ns``)."""
     from .intervals import union_arrays
     ev = checked_events(source, events)
     rows = []
@@ -725,9 +547,8 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 
 # --------------------------------------------------------------------------- the verdict
 def _host_wait_idle(ev: pd.DataFrame, gaps: pd.DataFrame, st: pd.DataFrame) -> pd.Series:
-    """Per (step, device): time in the step when the device ran nothing *and* one of its
-    streams was in a host-wait gap: |A ∩ B| = |A| + |B| - |A ∪ B| for the union A of the
-    host-wait parts and the device's idle periods B."""
+    """Per (step, device): time the device ran nothing while one of its streams was in a host-wait
+    gap, |A ∩ B| = |A| + |B| - |A ∪ B|."""
     from .intervals import idle_gaps_in_windows, union_arrays
     hw = gaps[(gaps["category"] == "host_wait") & gaps["step"].notna()]
     out = {}
@@ -754,18 +575,11 @@ def step_verdicts(source, events=None, steps=None,
 
     Sources: docs/SOURCES.md#gpu-idle-step-verdicts
 
-    Returns
-    -------
-    DataFrame, one row per step (and device)
-        ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``,
-        ``host_wait_ns``, ``queue_length_mean`` (float), ``queue_length_max``, the three
-        shares (float, 0-1), ``verdict`` (``CPU-bound``/``GPU-bound``/``mixed``/``cannot
-        tell``) and ``evidence`` (a sentence naming the figures).
-
-    Raises
-    ------
-    GpuIdleError
-        No GPU events, no launches, or no steps.
+    Returns a DataFrame, one row per step and device:
+    ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``, ``host_wait_ns``
+    (ns); ``queue_length_mean`` (float), ``queue_length_max``; ``queue_empty_share``,
+    ``host_wait_share``, ``device_busy_share`` (0-1); ``verdict`` (``CPU-bound``,
+    ``GPU-bound``, ``mixed``, ``cannot tell``); ``evidence`` (a sentence of the figures).
 
     Examples
     --------

@@ -22,8 +22,7 @@ __all__ = ["Finding", "lint", "KERNEL_LAUNCH_PATTERN", "VIEWER_MAX_BYTES",
 #: CUDA API calls that launch a kernel (runtime and driver).
 KERNEL_LAUNCH_PATTERN = r"^(cudaLaunchKernel|cuLaunchKernel|cudaLaunchCooperativeKernel|cuLaunchCooperativeKernel)"
 
-#: A trace file above this many bytes is hard for a browser viewer (Perfetto's
-#: in-browser engine and chrome://tracing both struggle around a few hundred MB).
+#: A trace above this many bytes is hard for a browser viewer (Perfetto, chrome://tracing).
 VIEWER_MAX_BYTES = 300_000_000
 
 #: ... or above this many events.
@@ -34,22 +33,9 @@ _BACKWARD = r"(?i)backward"
 
 @dataclass
 class Finding:
-    """One way a recording can mislead.
-
-    Attributes
-    ----------
-    code : str
-        Stable short name (see the module docstring).
-    severity : str
-        ``"error"`` (the trace cannot answer the question it was made for),
-        ``"warning"`` (figures taken naively will be wrong) or ``"info"``
-        (a limit to keep in mind).
-    meaning : str
-        What it means for the figures read from the trace.
-    action : str
-        What to do about it.
-    evidence : dict
-        The numbers behind the finding (counts, ns, bytes).
+    """One way a recording can mislead: a stable ``code``; a ``severity``, ``"error"`` (the trace
+    cannot answer its question), ``"warning"`` (naive figures will be wrong) or ``"info"``;
+    its ``meaning`` for the figures; the ``action`` to take; the ``evidence`` (counts, ns, bytes).
 
     Examples
     --------
@@ -94,34 +80,12 @@ def _cuda_requested(trace: Trace, recipe) -> tuple[bool, str]:
 
 def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
          max_bytes: int = VIEWER_MAX_BYTES, max_events: int = VIEWER_MAX_EVENTS) -> list:
-    """Check a torch.profiler trace for the known ways it can mislead.
+    """Check a torch.profiler trace (or Capture, which gives its recipe) for the known ways it can mislead.
 
-    Parameters
-    ----------
-    trace : Trace or Capture
-        The recording (a :class:`~kitlib.readers.bundle.Capture` also gives its recipe).
-    recipe : dict, optional
-        The capture recipe (a manifest's ``recipe``): ``activities``,
-        ``with_stack``, ``with_flops``, ... Options missing here are read from
-        the trace's own ``profiler_options``.
-    file_bytes : int, optional
-        Size of the JSON a viewer has to parse; by default the trace's uncompressed
-        size (``trace.meta["json_bytes"]``), which for a ``.json.gz`` is many times
-        its size on disk.
-    max_bytes, max_events : int
-        Thresholds of ``too_large_for_viewer``.
-
-    Returns
-    -------
-    list of Finding
-        In the order of the checks in the module docstring; empty when nothing
-        was found.
-
-    Raises
-    ------
-    KitError
-        ``trace`` is neither a Trace nor a Capture.
-    """
+    ``recipe`` is a manifest's ``recipe`` (options it lacks are read from the trace's
+    ``profiler_options``); ``file_bytes`` the JSON a viewer parses (default the trace's
+    uncompressed size); ``max_bytes``, ``max_events`` the thresholds of ``too_large_for_viewer``.
+    Returns the :class:`Finding` list, in the module docstring's order; KitError for another type."""
     if hasattr(trace, "manifest") and hasattr(trace, "file"):
         recipe = recipe if recipe is not None else trace.recipe
         trace = trace.trace
@@ -190,10 +154,8 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
 
 
 def _launchers(trace: Trace, work: pd.DataFrame) -> pd.DataFrame:
-    """The launches that start GPU work, judged from the data: every call whose name
-    matches :data:`KERNEL_LAUNCH_PATTERN`, and every call of an API that, somewhere in
-    this trace, shares its correlation id with a GPU event (``cudaGraphLaunch``,
-    ``cudaLaunchKernelExC``, ``cuLaunchKernelEx``, ``cudaMemcpyAsync`` …), whatever its name."""
+    """The launches that start GPU work: calls matching :data:`KERNEL_LAUNCH_PATTERN`, and every call
+    of an API that in this trace shares a correlation id with a GPU event (``cudaGraphLaunch`` …)."""
     la = trace.launches
     if la.empty:
         return la
@@ -267,12 +229,8 @@ def _step_findings(trace: Trace, gpu: pd.DataFrame, work: pd.DataFrame) -> list:
         return out
     ops = trace.ops[trace.ops["kind"] == "op"]
     la = trace.launches
-    # a step launched GPU work when one of its CUDA API calls shares its correlation id
-    # with a GPU event, whatever the call is named (a CUDA graph replay is one
-    # cudaGraphLaunch for many kernels)
+    # a launch of GPU work is any call sharing a correlation id with a GPU event (cudaGraphLaunch too)
     kl = la[la["correlation"].isin(set(work["correlation"].dropna()))]
-    # counts per step by binary search on sorted starts, GPU time per step by one
-    # sweep (intervals.per_window): linear in the tables, not steps x table
     s0, s1 = steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy()
     op_t = np.sort(ops["start_ns"].to_numpy())
     k_t = np.sort(kl["start_ns"].to_numpy())
@@ -352,8 +310,7 @@ def _option_findings(trace: Trace, opts: dict) -> list:
             return out
         bwd = ops[(ops["kind"] == "op") & ops["name"].str.contains(_BACKWARD, na=False)]
         conv_b = int(bwd["name"].str.contains("convolution_backward", na=False).sum())
-        # operators that run inside an autograd node on the backward pass and that
-        # with_flops does count (the linear layers' backward calls aten::mm)
+        # counted operators inside an autograd node (the linear layers' backward calls aten::mm)
         tree = trace.host_events
         bw_counted = 0
         if len(fl) and len(tree):

@@ -1,7 +1,9 @@
 """Training steps in a trace or an Nsight report, and what each step took.
 
 Sources: docs/SOURCES.md#steps-module
-"""
+
+``source`` is a Trace or NsysReport (KitError, naming its file, for anything else or one
+without steps). Times are int64 ns on the source's clock."""
 from __future__ import annotations
 
 import numpy as np
@@ -19,19 +21,10 @@ PHASES = LABELS
 
 
 def steps_of(source) -> pd.DataFrame:
-    """The steps of a Trace or an NsysReport: the one step table every analysis uses.
+    """The steps of a source: the one step table every analysis uses.
 
-    Returns
-    -------
-    DataFrame
-        ``source.steps`` (``Trace.steps``: ``ProfilerStep#N``, else ``torch_step#N``
-        annotations; ``NsysReport.steps``: ``torch_step`` NVTX ranges), columns
-        ``step, name, pid, tid, start_ns, end_ns, dur_ns``.
-
-    Raises
-    ------
-    KitError
-        ``source`` is neither, or it holds no step at all — named with its file.
+    ``ProfilerStep#N``, else ``torch_step#N`` annotations (Trace); ``torch_step`` NVTX ranges
+    (NsysReport). Columns ``step, name, pid, tid, start_ns, end_ns, dur_ns``.
 
     Examples
     --------
@@ -47,7 +40,6 @@ def steps_of(source) -> pd.DataFrame:
     if st.empty:
         hint = ""
         defects = getattr(source, "defects", None)
-        # the defects table names the reader's table ("nvtx"; the export's NVTX_EVENTS is its source)
         if defects is not None and len(defects) and defects["table"].astype(str).str.contains("nvtx", case=False).any():
             hint = ("; the export's NVTX table has defects that left ranges out (see the report's "
                     "'defects' table)")
@@ -57,28 +49,13 @@ def steps_of(source) -> pd.DataFrame:
 
 
 def active_steps(values, schedule: dict | None):
-    """The one rule for cutting a capture's per-step values to the profiler's active steps.
+    """The one rule for cutting a capture's per-step ``values`` to the profiler's active steps.
 
     Sources: docs/SOURCES.md#steps-active-steps
 
-    Parameters
-    ----------
-    values : sequence
-        Per-step values in step order (step times in ms, say).
-    schedule : dict or None
-        ``{"wait": W, "warmup": U, "active": A}`` (a bundle manifest's
-        ``recipe.schedule``); None or empty for a capture without a schedule.
-
-    Returns
-    -------
-    list
-        The last ``A`` values when ``values`` holds exactly ``W + U + A`` (one whole
-        cycle, as the kit's recipes time it); otherwise ``values`` unchanged (no
-        schedule, or a series that was already cut).
-
-    Source: PyTorch docs, ``torch.profiler.schedule``; the recording script
-    ``data/reference/how_captured/capture.py`` (each step timed, then ``p.step()``).
-    """
+    ``schedule`` is ``{"wait": W, "warmup": U, "active": A}`` (a manifest's ``recipe.schedule``)
+    or None. Returns the last ``A`` values when there are exactly ``W + U + A``, else
+    ``values`` unchanged (no schedule, or a series already cut)."""
     values = list(values)
     if not schedule:
         return values
@@ -90,34 +67,12 @@ def active_steps(values, schedule: dict | None):
 
 
 def active_step_times(capture, series: dict | None = None) -> dict:
-    """Step times with the profiled series cut to the profiler schedule's active steps.
+    """Step times in ms per series (default ``capture.step_times()``), the profiled ones cut by :func:`active_steps`.
 
     Sources: docs/SOURCES.md#steps-active-step-times
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture or None
-        The bundle whose manifest gives ``recipe.schedule`` (``wait``, ``warmup``,
-        ``active``). ``None`` (live series from :func:`kitlib.capture.experiments.overhead_series`,
-        already active-only) leaves the series unchanged.
-    series : dict, optional
-        Step times in ms per series; default ``capture.step_times()``.
-
-    Returns
-    -------
-    dict of str -> list of float
-        The same keys; profiled series (``step_ms_profiled*``) cut by the kit's one
-        rule, :func:`kitlib.analyses.steps.active_steps` (their last ``active`` values
-        when they hold ``wait + warmup + active``).
-
-    Raises
-    ------
-    KitError
-        Neither ``capture`` nor ``series`` given.
-
-    Source: the recording script ``data/reference/how_captured/capture.py`` (timed loop
-    around ``prof.step()``) and the bundle manifest's ``recipe.schedule``.
-    """
+    ``capture`` gives ``recipe.schedule``; None (live series, already active-only) cuts nothing.
+    KitError without ``capture`` or ``series``."""
     if series is None:
         if capture is None:
             raise KitError("active_step_times: need a capture or a series")
@@ -128,53 +83,30 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
 
 def labelled_ranges(source) -> pd.DataFrame:
-    """The host-side labelled ranges: ``record_function`` annotations (Trace) or NVTX
-    ranges (NsysReport), with ``name, pid, tid, start_ns, end_ns, dur_ns``.
-    """
+    """``record_function`` annotations (Trace) or NVTX ranges (NsysReport): ``name, pid, tid, start_ns, end_ns, dur_ns``."""
     check_source(source)
     return source.labelled_ranges()
 
 
 def device_work(source) -> pd.DataFrame:
-    """Every GPU operation that is work: kernels, copies and sets (not the profiler's
-    ``gpu_user_annotation`` spans, which are labels).
-
-    Returns
-    -------
-    DataFrame
-        ``kind`` (``kernel``/``memcpy``/``memset``), ``name, start_ns, end_ns, dur_ns``
-        (int64 ns), ``stream``, ``bytes``; sorted by start.
-    """
+    """Kernels, copies and sets (not ``gpu_user_annotation`` labels): ``kind, name, start_ns,
+    end_ns, dur_ns, stream, bytes``, by start."""
     check_source(source)
     g = source.gpu_events()[["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]]
     return g.sort_values("start_ns", kind="stable").reset_index(drop=True)
 
 
 def host_context(source, times_ns, tid=None) -> pd.DataFrame:
-    """What the host's main thread was inside at given times.
+    """What the thread ``tid`` (default: the steps') was inside at each of ``times_ns``.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    times_ns : sequence of int
-        Times on the source's clock.
-    tid : int, optional
-        The thread; by default the one that ran the steps.
-
-    Returns
-    -------
-    DataFrame, one row per time
-        ``time_ns``; ``host_label``: the innermost labelled range (``record_function``
-        annotation or NVTX range) containing the time, ``""`` if none;
-        ``host_event``: the innermost thing the thread was inside — for a Trace, the
-        innermost operator or annotation; for an NsysReport, an OS-runtime call, else
-        a CUDA API call, else the NVTX range — ``""`` if none; ``host_event_kind``
-        (``op``, ``annotation``, ``step``, ``OS runtime``, ``CUDA API``, ``NVTX``).
-    """
+    Returns a DataFrame, one row per time:
+    ``time_ns``; ``host_label`` (innermost labelled range, ``""`` if none); ``host_event``
+    (innermost operator or annotation of a Trace; OS-runtime, else CUDA API call, else NVTX
+    range of a report; ``""`` if none); ``host_event_kind`` (``op``, ``annotation``, ``step``,
+    ``OS runtime``, ``CUDA API``, ``NVTX``)."""
     steps = steps_of(source)
     tid = int(steps["tid"].iloc[0]) if tid is None else tid
     times = [int(t) for t in times_ns]
-
     lab = labelled_ranges(source)
     labels = value_at(times, lab[lab["tid"] == tid])
     events = source.host_event_at(times, tid)
@@ -184,28 +116,15 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
 
 
 def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
-    """The device's idle gaps inside each step, with what the host was doing.
+    """The device's idle gaps longer than ``min_gap_ns`` inside each step, with what the host was doing.
 
     Sources: docs/SOURCES.md#steps-step-gaps
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    min_gap_ns : int
-        Keep gaps strictly longer than this (default 1 ms).
+    KitError also for a recording without GPU activity (no device, so no device gaps).
 
-    Returns
-    -------
-    DataFrame, one row per gap
-        ``step``, ``start_ns, end_ns, dur_ns`` (the gap, ns), ``start_in_step_ns``
-        (gap start minus step start) and, at the gap's midpoint on the main thread,
-        ``host_label``, ``host_event``, ``host_event_kind`` (see :func:`host_context`).
-
-    Raises
-    ------
-    KitError
-        No steps in ``source``, or no GPU activity at all (a CPU-only recording has
-        no device, so no device gaps: it is not "idle for the whole step").
+    Returns a DataFrame, one row per gap:
+    ``step``, ``start_ns``, ``end_ns``, ``dur_ns``, ``start_in_step_ns`` (ns), and at the
+    gap's midpoint ``host_label``, ``host_event``, ``host_event_kind`` (:func:`host_context`).
 
     Examples
     --------
@@ -234,47 +153,18 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
 def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     """Per step, the measures that must be kept apart, all in ns.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-        A torch.profiler trace (steps from ``ProfilerStep#N`` or ``torch_step#N``) or
-        an Nsight Systems report (steps from ``torch_step`` NVTX ranges).
-    phases : sequence of str, optional
-        Labelled phases to time on the host; default :data:`PHASES` (those that occur).
-    min_gap_ns : int
-        Idle gaps counted in ``gaps`` and ``longest_gap_ns`` are longer than this.
+    ``phases`` to time on the host default to :data:`PHASES` (those that occur); gaps counted
+    are longer than ``min_gap_ns``. GPU work counts in the step whose host window it runs in.
+    Without GPU activity the device columns are <NA>, ``gpu_launched`` 0, and
+    ``.attrs["note"]`` says so. A large trace shows a progress bar unless ``KITLIB_PROGRESS=0``.
 
-    Returns
-    -------
-    DataFrame, one row per step
-        - ``step``, ``start_ns``, ``end_ns``;
-        - ``wall_ns``: the step's host interval (wall time on the host clock);
-        - ``<phase>_ns``: host time of each labelled phase inside the step (summed
-          if it occurs more than once; <NA> if absent);
-        - ``device_busy_ns``: time inside the step's interval when at least one
-          kernel, copy or set ran (union over streams, overlap counted once);
-        - ``gpu_sum_ns``: the same operations' durations, cut to the interval and
-          summed (overlap counted as often as it occurs; ``>= device_busy_ns``);
-        - ``kernel_sum_ns``: kernels only, summed (``<= gpu_sum_ns``);
-        - ``idle_ns``: ``wall_ns - device_busy_ns``;
-        - ``gaps``, ``longest_gap_ns``: idle gaps longer than ``min_gap_ns``;
-        - ``gpu_launched``: how many kernels, copies and sets the step *launched*:
-          those whose CUDA API call began inside the step's host interval (bounds
-          included), wherever they later ran (the chain of
-          :func:`kitlib.analyses.chain.chain` for a Trace, the launch join of
-          ``NsysReport.gpu_events`` for a report).
-
-        GPU work is measured inside the step's host window: work a step submits that
-        runs after its host interval has ended counts in the next window. On a
-        recording with no GPU activity at all the device columns are <NA> (and
-        ``gpu_launched`` 0), with a note in ``.attrs["note"]``: no device, no idle time.
-        On a large trace (:data:`~kitlib.progress.PROGRESS_MIN_EVENTS` events or
-        more) a progress bar shows the stages, unless ``KITLIB_PROGRESS=0``.
-
-    Raises
-    ------
-    KitError
-        ``source`` is not a Trace/NsysReport or holds no steps.
+    Returns a DataFrame, one row per step:
+    ``step``, ``start_ns``, ``end_ns``; ``wall_ns`` (the step's host interval);
+    ``<phase>_ns`` (host time of each phase, summed; <NA> if absent);
+    ``device_busy_ns`` (union of GPU work, overlap once); ``gpu_sum_ns`` (durations summed,
+    cut to the step); ``kernel_sum_ns`` (kernels only); ``idle_ns`` (``wall_ns - device_busy_ns``);
+    ``gaps``, ``longest_gap_ns`` (idle gaps longer than ``min_gap_ns``);
+    ``gpu_launched`` (GPU work whose launch began in the step's [start, end)).
 
     Examples
     --------
@@ -298,11 +188,10 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     out["wall_ns"] = steps["dur_ns"].to_numpy()
     tid = steps["tid"].to_numpy()
     for ph in phases:
-        # this phase's ranges in start order; each step looks only at those starting in it
         p = lab[lab["name"] == ph].sort_values("start_ns", kind="stable")
         p_start, p_end = p["start_ns"].to_numpy(), p["end_ns"].to_numpy()
         p_tid, p_dur = p["tid"].to_numpy(), p["dur_ns"].to_numpy()
-        # a phase belongs to the step its start is in, [start, end) (kitlib.model.window)
+        # a phase belongs to the step its start is in, [start, end)
         lo, hi = bounds_in(steps["start_ns"].to_numpy(), steps["end_ns"].to_numpy(), p_start, closed="left")
         vals = []
         for a, b, e, t in zip(lo, hi, steps["end_ns"].to_numpy(), tid):
@@ -311,7 +200,6 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
         if any(v is not pd.NA for v in vals):
             out[f"{ph}_ns"] = pd.array(vals, dtype="Int64")
     if work.empty:
-        # a CPU-only recording: there is no device, so no busy, idle or gap figures
         for c in ("device_busy_ns", "gpu_sum_ns", "kernel_sum_ns", "idle_ns", "gaps", "longest_gap_ns"):
             out[c] = pd.array([pd.NA] * len(out), dtype="Int64")
         out["gpu_launched"] = 0
@@ -341,6 +229,5 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
 
 
 def _launch_starts(source) -> np.ndarray:
-    """Sorted start times (ns) of the CUDA API calls that launched GPU work (kernels,
-    copies, sets); work whose launch was not recorded is left out."""
+    """Sorted start times (ns) of the recorded launches of GPU work."""
     return np.sort(source.gpu_events()["launch_start_ns"].dropna().to_numpy(dtype=np.int64))

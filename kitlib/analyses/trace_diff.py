@@ -1,7 +1,11 @@
 """Trace diff: what changed between two recordings of the same steps?
 
 Sources: docs/SOURCES.md#trace-diff-module
-"""
+
+``what`` is ``"kernels"`` (every kernel, copy and set, by kind and name) or ``"operators"``
+(torch.profiler traces only: operators by name and input shapes). Times are int64 ns.
+KitError: a source that is neither a Trace nor an NsysReport, without steps, CPU-only,
+operators asked of an Nsight export, or names above :data:`MAX_NAME_CHARS`."""
 from __future__ import annotations
 
 import numpy as np
@@ -30,25 +34,16 @@ DIFF_COLUMNS = ["step", "kind", "name", "input_shapes", "before_count", "after_c
 
 EVENT_COLUMNS = ["step", "kind", "name", "input_shapes", "device_ns", "start_ns"]
 
-#: The most characters the distinct names and input-shape keys of one recording's rows may
-#: total (64 Mi) for a diff: grouping, joining and sorting the two sides took about six
-#: times the names' size again in memory (40 MB of distinct operator names: 250 MB more at
-#: the peak), so a trace whose names total 200 MB ran the machine out of memory. The kit's
-#: recordings hold 1,907 characters of operator names (85 names) and 15,912 of kernel
-#: names (66) in ``profiler_5step``. Raise it (``kitlib.analyses.trace_diff.MAX_NAME_CHARS
-#: = ...``) to diff a recording above it anyway.
+#: The most characters one recording's distinct names and shape keys may total for a diff: the
+#: diff takes about six times their size in memory (200 MB of names ran a machine out of it;
+#: ``profiler_5step`` holds 18 K). Raise it to diff a larger recording anyway.
 MAX_NAME_CHARS = 64 << 20
 
 WHAT = ("kernels", "operators")
 
 
-def _kind_of(source) -> None:
-    check_source(source, "trace_diff")
-
-
 def shapes_recorded(trace: Trace) -> bool:
-    """Whether a trace's operators carry input shapes (recorded with ``record_shapes=True``).
-    """
+    """Whether a trace's operators carry input shapes (``record_shapes=True``)."""
     ops = trace.ops
     op = (ops["kind"] == "op").to_numpy()
     return bool(op.any()) and bool(ops["input_dims"][op].notna().any())
@@ -61,10 +56,6 @@ def _device_work(source) -> pd.DataFrame:
                          "dur_ns": g["dur_ns"].to_numpy(dtype=np.int64),
                          "start_ns": g["start_ns"].to_numpy(dtype=np.int64),
                          "launch_start_ns": g["launch_start_ns"].astype("Int64").to_numpy()})
-
-
-def _has_device_work(source) -> bool:
-    return source.has_gpu
 
 
 def _cpu_only_error(source, what: str) -> KitError:
@@ -80,39 +71,14 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
 
     Sources: docs/SOURCES.md#trace-diff-diff-events
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-        A torch.profiler trace (kernels or operators) or an Nsight Systems export
-        (kernels only).
-    what : {"kernels", "operators"}
-        ``"kernels"``: every kernel, copy and set (``trace.kernels``; a report's
-        ``gpu_events()``), placed in the step whose host interval holds its launch's
-        start. ``"operators"``: every operator of ``trace.ops`` (kind ``op``; not the
-        ``record_function`` labels, steps or Python frames), placed by its own start.
-    shapes : bool
-        Fill ``input_shapes`` for operators (the profiler's key string,
-        :func:`kitlib.analyses.events.shapes_key`); ``False`` leaves it ``""``.
+    GPU work is placed in the step holding its launch's start, an operator (kind ``op``) by its
+    own start. ``shapes=False`` leaves ``input_shapes`` ``""``.
 
-    Returns
-    -------
-    DataFrame, one row per event
-        ``step`` (Int64, <NA> when in no step: launched before the first step or
-        after the last, or with no recorded launch), ``kind`` (``kernel``,
-        ``memcpy``, ``memset``; ``op``), ``name``, ``input_shapes`` (``""`` for GPU
-        work), ``device_ns`` (int64 ns: a GPU event's duration; for an operator, the
-        durations of the GPU events it launched itself, the profiler's "Self CUDA",
-        so that no kernel is counted twice), ``start_ns`` (the event's own start, on
-        the recording's clock).
-
-    Raises
-    ------
-    KitError
-        ``source`` is neither a Trace nor an NsysReport; it holds no steps; it is a
-        CPU-only recording; operators asked of an Nsight export; distinct names and
-        input-shape keys totalling more than :data:`MAX_NAME_CHARS` characters.
-    """
-    _kind_of(source)
+    Returns a DataFrame, by start:
+    ``step`` (Int64, <NA> in no step or without a recorded launch), ``kind``, ``name``,
+    ``input_shapes`` (the profiler's key; ``""`` for GPU work), ``device_ns`` (a GPU event's
+    duration; an operator's "Self CUDA"), ``start_ns``."""
+    check_source(source, "trace_diff")
     if what not in WHAT:
         raise KitError(f"trace_diff: what must be one of {', '.join(map(repr, WHAT))}, not {what!r}")
     if what == "operators" and not source.has_operators:
@@ -120,7 +86,7 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
                        "CUDA calls: diff its kernels (what='kernels'), or diff two torch.profiler traces "
                        "for operators")
     steps = steps_of(source)
-    if not _has_device_work(source):
+    if not source.has_gpu:
         raise _cpu_only_error(source, what)
     if what == "kernels":
         w = _device_work(source)
@@ -140,8 +106,7 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
 
 
 def _check_name_sizes(source, events: pd.DataFrame, what: str) -> None:
-    """Refuse a recording whose distinct names and shape keys total more than
-    :data:`MAX_NAME_CHARS` characters, before the diff's grouping fills the memory."""
+    """Refuse distinct names and shape keys above :data:`MAX_NAME_CHARS` before grouping fills the memory."""
     counts = {}
     for col in ("name", "input_shapes"):
         distinct = events[col].drop_duplicates()
@@ -157,13 +122,10 @@ def _check_name_sizes(source, events: pd.DataFrame, what: str) -> None:
 
 
 def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
-    """The operator rows of :func:`kitlib.analyses.events.op_events` (kind ``op``), with
-    only the columns a diff needs: ``kind``, ``name``, ``input_shapes`` (the profiler's
-    key, or ``""``), ``device_ns`` (``device_self_ns``: the profiler's "Self CUDA",
-    folded children's lifted as ``op_events`` lifts them) and ``start_ns``.
+    """The operator rows of :func:`kitlib.analyses.events.op_events`: ``kind``, ``name``,
+    ``input_shapes``, ``device_ns`` (``device_self_ns``) and ``start_ns``.
 
-    Sources: docs/SOURCES.md#trace-diff-operators
-    """
+    Sources: docs/SOURCES.md#trace-diff-operators"""
     from .chain import chain
     from .events import own_gpu_ns, shapes_keys
     tree = trace.host_events
@@ -171,9 +133,7 @@ def _operators(trace: Trace, shapes: bool) -> pd.DataFrame:
         return pd.DataFrame({"kind": [], "name": [], "input_shapes": [], "device_ns": np.zeros(0, np.int64),
                              "start_ns": np.zeros(0, np.int64)})
     own, _ = own_gpu_ns(trace, tree, chain(trace))
-    # op_events' rows are the tree's events that are not folded into a parent
     op = (tree["kind"].to_numpy() == "op") & ~tree["merged"].to_numpy()
-    # the tree's own strings, not converted and back (none: an empty object column, as op_events')
     names = tree["name"].array[op] if op.any() else np.zeros(0, dtype=object)
     if shapes:
         dims = trace.ops["input_dims"].to_numpy(dtype=object)[tree["row"].to_numpy()[op]]
@@ -197,68 +157,27 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
                tolerance: float = 0.0) -> pd.DataFrame:
     """Kernels or operators added, removed, slower and faster between two recordings.
 
-    Parameters
-    ----------
-    before, after : Trace or NsysReport
-        Two recordings of the same kind: two torch.profiler traces, or two Nsight
-        Systems exports (kernels only), each with numbered steps.
-    what : {"kernels", "operators"}
-        What to match (see :func:`diff_events`): GPU work by kind and name, or
-        operators by name and input shapes (by name alone when either trace has no
-        shapes).
-    per_step : bool
-        One row per step and key (steps both recordings hold) instead of one per key
-        summed over those steps.
-    tolerance : float
-        A change of at most ``tolerance × before_device_ns`` is ``unchanged``
-        (default 0: any difference counts).
+    ``before`` and ``after`` are of one kind (two traces, or two Nsight exports), with steps in
+    common. Operators match by name alone when either lacks shapes. ``per_step``: a row per step
+    and key. A change of at most ``tolerance × before_device_ns`` is ``unchanged``.
+    KitError also: two kinds, no common step, a negative tolerance.
 
-    Returns
-    -------
-    DataFrame, one row per key (and step)
-        ``step`` (with ``per_step`` only), ``kind``, ``name``, ``input_shapes``
-        (``""`` for GPU work, or when matched by name alone), ``before_count``,
-        ``after_count``, ``count_change`` (after − before), ``before_device_ns``,
-        ``after_device_ns``, ``device_change_ns`` (after − before; all int64 ns),
-        ``change`` (:data:`CHANGES`). Sorted by the size of the change, largest
-        first. ``.attrs``: ``steps`` (the step numbers compared), ``matched_by``,
-        ``note`` (what the match could not use), ``left_out`` (events of each side
-        outside those steps, by reason) and ``tolerance``.
-
-    Raises
-    ------
-    KitError
-        A recording is neither a Trace nor an NsysReport; the two are of different
-        kinds (a trace against an Nsight export: their kernels are named alike but
-        their steps and clocks are not the same thing); either holds no steps, or
-        they share no step number; either is CPU-only (no device time to compare);
-        operators asked of Nsight exports; a negative tolerance; either's distinct names
-        and input-shape keys total more than :data:`MAX_NAME_CHARS` characters.
+    Returns a DataFrame, largest change first (:data:`DIFF_COLUMNS`):
+    ``step`` (``per_step`` only), ``kind``, ``name``, ``input_shapes``;
+    ``before_count``, ``after_count``, ``count_change``;
+    ``before_device_ns``, ``after_device_ns``, ``device_change_ns`` (ns); ``change`` (:data:`CHANGES`).
+    ``.attrs``: ``steps`` compared, ``matched_by``, ``note``, ``left_out`` (per side, by
+    reason), ``tolerance``, ``what``.
 
     Examples
     --------
-    Two one-step traces, built here: ``aten::mm`` launches ``mm_kernel``; after the
-    change it runs 30 µs instead of 50 µs, and a ``relu_kernel`` of 5 µs is new.
+    A recording against itself (a worked before/after pair: tests/test_moved_examples.py):
 
-    >>> from kitlib.readers.trace import trace_from_json
-    >>> def run(mm_us, relu):
-    ...     x = lambda cat, name, ts, dur, **a: dict(ph="X", cat=cat, name=name, pid=1, tid=1,
-    ...                                              ts=ts, dur=dur, args=a)
-    ...     ev = [x("user_annotation", "ProfilerStep#1", 0, 100),
-    ...           x("cpu_op", "aten::mm", 10, 20, **{"External id": 11, "Input Dims": [[2, 3], [3, 4]]}),
-    ...           x("cuda_runtime", "cudaLaunchKernel", 12, 5, correlation=1, **{"External id": 11}),
-    ...           dict(x("kernel", "mm_kernel", 20, mm_us, correlation=1, device=0, stream=7), pid=0, tid=7)]
-    ...     if relu:
-    ...         ev += [x("cpu_op", "aten::relu", 40, 10, **{"External id": 12, "Input Dims": [[2, 4]]}),
-    ...                x("cuda_runtime", "cudaLaunchKernel", 42, 5, correlation=2, **{"External id": 12}),
-    ...                dict(x("kernel", "relu_kernel", 60, 5, correlation=2, device=0, stream=7), pid=0, tid=7)]
-    ...     return trace_from_json({"traceEvents": ev})
+    >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.analyses.trace_diff import trace_diff
-    >>> d = trace_diff(run(50, False), run(30, True))
-    >>> d[["name", "before_count", "after_count", "device_change_ns", "change"]]
-              name  before_count  after_count  device_change_ns  change
-    0    mm_kernel             1            1            -20000  faster
-    1  relu_kernel             0            1              5000   added
+    >>> trace_diff(tiny_trace(), tiny_trace())[["name", "before_count", "after_count", "change"]]
+              name  before_count  after_count     change
+    0  relu_kernel             1            1  unchanged
     """
     check_same_format(before, after, "trace_diff")
     if not tolerance >= 0:
@@ -320,24 +239,10 @@ def _steps_text(numbers: list) -> str:
 def diff_summary(diff: pd.DataFrame) -> pd.DataFrame:
     """A :func:`trace_diff` table by change: how many keys and calls, and how much device time.
 
-    Parameters
-    ----------
-    diff : DataFrame
-        What :func:`trace_diff` returned (with or without ``per_step``).
-
-    Returns
-    -------
-    DataFrame
-        Indexed by ``change`` (every value of :data:`CHANGES`, in that order; with
-        ``per_step`` tables, by ``step`` and ``change``): ``keys`` (how many names, or
-        name-and-shape pairs), ``before_count``, ``after_count``, ``before_device_ns``,
-        ``after_device_ns``, ``device_change_ns`` (int64 ns). Its ``device_change_ns``
-        sums to the whole diff's change in device time.
-
-    Raises
-    ------
-    KitError
-        ``diff`` lacks the columns of a trace diff.
+    Returns, indexed by ``change`` (every :data:`CHANGES` value, in order; by ``step`` too for
+    ``per_step`` tables): ``keys``, ``before_count``, ``after_count``, ``before_device_ns``,
+    ``after_device_ns``, ``device_change_ns`` (ns, summing to the whole diff's change).
+    KitError: not a trace diff's columns.
 
     Examples
     --------

@@ -30,16 +30,14 @@ def defect_table(rows) -> pd.DataFrame:
                                                                "first_rowid": "int64"})
 
 
-#: Nsight's names of a copy's direction (``ENUM_CUDA_MEMCPY_OPER``) -> the short names Kineto
-#: writes in a copy's name (``Memcpy HtoD (Pinned -> Device)``), which the kit uses for both.
+#: Nsight's copy directions (``ENUM_CUDA_MEMCPY_OPER``) -> Kineto's short names, used for both.
 COPY_KINDS = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Device": "DtoD",
               "Host-to-Host": "HtoH", "Peer-to-Peer": "PtoP"}
 
 
 def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
-    """The launches (:attr:`NsysReport.launches`) indexed by ``(pid, correlation)``, the key a
-    GPU event names its launch by: rows without a correlation left out, the first of a key kept.
-    """
+    """The launches indexed by ``(pid, correlation)``, the key a GPU event names its launch by
+    (rows without a correlation left out, the first of a key kept)."""
     lau = launches[launches["correlation"].notna()]
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
@@ -50,34 +48,28 @@ def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
 class NsysReport:
     """An Nsight Systems SQLite export as pandas tables (see :func:`kitlib.readers.nsys.load_nsys`).
 
-    A read-only value, as :class:`kitlib.model.Trace`: each table attribute hands out a
-    copy. Times are integer ns on the recording's clock (``start_ns``, ``end_ns``,
-    ``dur_ns``); ``pid``/``tid`` are the OS's ids (from ``globalTid``). A table whose source
-    the file lacks is empty, with its columns, and its source listed in :attr:`missing`.
+    Read-only as :class:`kitlib.model.Trace`. Times are integer ns on the recording's clock;
+    ``pid``/``tid`` the OS's (from ``globalTid``). A table whose source the file lacks is empty,
+    with its columns, and the source is listed in :attr:`missing`.
 
     Attributes
     ----------
     path : pathlib.Path
     kernels : DataFrame
-        One row per kernel, by start: ``name`` (demangled), ``short_name``, ``pid``, ``tid``
-        (launching thread; <NA> without its launch), times, ``correlation``, ``device``,
-        ``context``, ``stream``, ``grid``/``block`` (tuples), ``registers_per_thread``,
-        ``static_smem_bytes``, ``dynamic_smem_bytes``.
+        By start: ``name`` (demangled), ``short_name``, ``pid``, ``tid`` (launching thread; <NA>
+        without its launch), times, ``correlation``, ``device``, ``context``, ``stream``,
+        ``grid``/``block`` (tuples), ``registers_per_thread``, ``static_smem_bytes``, ``dynamic_smem_bytes``.
     launches : DataFrame
-        CUDA API calls: ``name`` (``_vNNNN`` suffix removed), ``raw_name``, ``api``
-        (``runtime``/``driver``), ``pid, tid``, times, ``correlation``, ``return_value``.
-    copies : DataFrame
-        GPU memory copies: ``name`` (``"[CUDA memcpy Host-to-Device]"``), ``copy_kind``,
-        ``bytes``, ``src_kind``/``dst_kind`` (``Pinned``, ``Device``…), ``pid, tid``,
-        times, ``correlation``, ``device``, ``context``, ``stream``.
-    sets : DataFrame
-        Memsets: ``name`` (``"[CUDA memset]"``), ``bytes``, ``value``, ``pid, tid``, times,
-        ``correlation``, ``device``, ``context``, ``stream``.
+        CUDA API calls: ``name`` (no ``_vNNNN``), ``raw_name``, ``api``, ``pid, tid``, times,
+        ``correlation``, ``return_value``.
+    copies, sets : DataFrame
+        Memcpys (``name``, ``copy_kind``, ``bytes``, ``src_kind``/``dst_kind``) and memsets
+        (``name``, ``bytes``, ``value``), each with ``pid, tid``, times, ``correlation``,
+        ``device``, ``context``, ``stream``.
     nvtx : DataFrame
-        NVTX ranges: ``name``, ``domain`` (``""`` by default), ``style`` (``PushPop``/
-        ``StartEnd``), ``pid, tid``, ``end_tid`` (closing thread if another, else <NA>),
-        times (<NA> end: never closed), ``depth`` (among its thread's ranges),
-        ``category``, ``range_id``.
+        NVTX ranges: ``name``, ``domain`` (``""`` by default), ``style`` (``PushPop``/``StartEnd``),
+        ``pid, tid``, ``end_tid`` (closing thread if another), times (<NA> end: never closed),
+        ``depth`` (among its thread's), ``category``, ``range_id``.
     marks : DataFrame
         NVTX marks: ``name, domain, pid, tid, start_ns``.
     osrt : DataFrame
@@ -85,18 +77,16 @@ class NsysReport:
     threads : DataFrame
         ``pid, tid, name, priority, process``.
     gpus : DataFrame
-        The machine's GPUs: ``device`` (Nsight's id), ``cuda_device``, ``name``, ``chip``,
-        ``bus``, ``sm_count``, ``memory_bytes``, ``memory_bandwidth_bytes_per_s``,
-        ``clock_hz``, ``l2_cache_bytes``, ``compute_capability``, ``uuid``. A kernel's
-        ``device`` is the CUDA number its process saw (``CUDA_VISIBLE_DEVICES``).
+        ``device`` (Nsight's id), ``cuda_device``, ``name``, ``chip``, ``bus``, ``sm_count``,
+        ``memory_bytes``, ``memory_bandwidth_bytes_per_s``, ``clock_hz``, ``l2_cache_bytes``,
+        ``compute_capability``, ``uuid``. A kernel's ``device`` is the CUDA number its process saw.
     missing : list of str
         Source tables the export lacks (``"NVTX_EVENTS"`` without NVTX).
     meta : dict
         ``META_DATA_EXPORT`` (``EXPORT_PRODUCT_VERSION`` …), ``session_start_ns``/``_end_ns``.
     defects : DataFrame
-        What the reader read around, per (table, column, problem): :data:`DEFECT_COLUMNS`
-        ``table``, ``source``, ``column``, ``problem`` (what was done), ``rows``,
-        ``first_rowid`` (or -1). Empty for a sound export.
+        What the reader read around: :data:`DEFECT_COLUMNS` (``table``, ``source``, ``column``,
+        ``problem``, ``rows``, ``first_rowid`` or -1). Empty for a sound export.
 
     Examples
     --------
@@ -193,14 +183,8 @@ class NsysReport:
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The report's steps: its closed NVTX ranges named ``torch_step`` (or ``torch_step#N``).
-
-        Returns
-        -------
-        DataFrame
-            :data:`kitlib.model.schema.STEP_COLUMNS`: ``step`` (0, 1, … in time order, or the
-            ``#N`` when every range has one), ``name, pid, tid, start_ns, end_ns, dur_ns``
-            (int64 ns). Empty without such a range.
+        """The report's steps: closed NVTX ranges named ``torch_step`` (or ``torch_step#N``), as
+        :attr:`Trace.steps`; ``step`` is the ``#N`` when every range has one, else 0, 1, … by time.
 
         Examples
         --------
@@ -221,17 +205,10 @@ class NsysReport:
             {c: "int64" for c in STEP_COLUMNS if c != "name"})
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every kernel, memcpy and memset joined to the CUDA call that launched it, on ``(pid,
-        correlation)`` (unique within a process in Nsight's schema).
+        """Every kernel, memcpy and memset joined to its launching CUDA call on ``(pid, correlation)``.
 
-        Returns
-        -------
-        DataFrame
-            By start: the columns of :meth:`kitlib.model.Trace.gpu_events`: ``kind``, ``name,
-            pid, tid, start_ns, dur_ns, end_ns, correlation, device, stream, bytes`` (<NA> for
-            kernels), ``launch`` (<NA> without one), ``launch_start_ns``, ``launch_dur_ns``,
-            ``launch_to_start_ns`` (ns waited after submission), ``copy_kind`` (:data:`COPY_KINDS`),
-            ``src_memory``, ``dst_memory``, ``bandwidth_gb_per_s`` (NaN: Nsight records none).
+        The columns of :meth:`kitlib.model.Trace.gpu_events`; ``copy_kind`` from :data:`COPY_KINDS`,
+        ``bandwidth_gb_per_s`` NaN (Nsight records none).
 
         Examples
         --------
@@ -308,21 +285,16 @@ def range_nesting(ranges: pd.DataFrame) -> tuple:
 def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     """Project each NVTX range onto the GPU, as Nsight Systems does.
 
-    A GPU operation belongs to a range (and every enclosing one) when the CUDA call that
-    launched it starts and ends inside the range *on the range's own thread*; the projection
-    runs from the first such operation's GPU start to the last one's end. So a PyTorch
-    ``backward`` range projects to almost nothing: autograd launches from its own thread.
-    Ranges that launched nothing, or were closed on another thread, have no projection.
     Sources: docs/SOURCES.md#nvtx-projection
 
-    Returns
-    -------
-    DataFrame
-        One row per projected range, by start: ``range`` (``"domain:name"``), ``name``,
-        ``domain``, ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``, ``dur_ns`` (on
-        the CPU), ``proj_start_ns``, ``proj_end_ns``, ``proj_dur_ns`` (on the GPU),
-        ``gpu_ops``, ``level`` (nesting level, 0 outermost), ``children`` (projected ranges
-        directly inside).
+    A GPU operation belongs to a range (and every enclosing one) when its launch starts and ends
+    inside the range on the range's own thread; the projection runs from the first such
+    operation's GPU start to the last one's end.
+
+    Returns a DataFrame, one row per projected range, by start:
+    ``range`` (``"domain:name"``), ``name``, ``domain``, ``style``, ``pid``, ``tid``,
+    ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``, ``proj_end_ns``,
+    ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children`` (projected, directly inside).
 
     Examples
     --------

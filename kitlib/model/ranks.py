@@ -18,19 +18,11 @@ INFO_COLUMNS = ["rank", "world_size", "backend", "host", "path", "first_ns", "la
 class RankTraces:
     """The traces of one distributed run (see :func:`kitlib.readers.ranks.load_traces`).
 
-    Attributes
-    ----------
-    traces : dict of int -> Trace
-        Each rank's :class:`kitlib.model.Trace`, in rank order.
-    info : DataFrame
-        One row per rank, :data:`INFO_COLUMNS`: ``rank``, ``world_size`` and ``backend``
-        (``distributedInfo``), ``host`` (the kit's manifest; ``None`` for loose files),
-        ``path``, ``first_ns``/``last_ns`` (first event's start, last event's end; ns since
-        the Unix epoch on that host's clock).
-    source : pathlib.Path or None
-        The folder the traces came from (``None`` for a list of files).
-    manifest : dict
-        The ``distributed`` entry of a kit bundle's manifest (``{}`` otherwise).
+    ``traces``: rank -> :class:`kitlib.model.Trace`, in rank order. ``info``: a row per rank,
+    :data:`INFO_COLUMNS` (``world_size``, ``backend`` from ``distributedInfo``; ``host`` from the
+    kit's manifest, else None; ``first_ns``/``last_ns``: first start, last end, ns since the epoch
+    on that host). ``source``: the folder (None for a list of files). ``manifest``: a kit
+    bundle's ``distributed`` entry, else ``{}``.
 
     Examples
     --------
@@ -41,8 +33,6 @@ class RankTraces:
     >>> traces = load_traces(tiny_rank_folder())
     >>> traces
     RankTraces(ranks [0, 1] of world size 2, backend nccl)
-    >>> traces.ranks, traces.world_size, traces.backend
-    ([0, 1], 2, 'nccl')
     >>> traces.info[["rank", "world_size", "backend", "host", "first_ns", "last_ns"]]
        rank  world_size backend  host  first_ns   last_ns
     0     0           2    nccl  None         0  20000000
@@ -53,9 +43,7 @@ class RankTraces:
     info: pd.DataFrame
     source: Path | None = None
     manifest: dict = field(default_factory=dict)
-    #: Which recording these traces are, for the note under a lesson's tables and figures:
-    #: the kit bundle's label, a folder of public traces' own, or None for a list of files
-    #: (set by :func:`kitlib.readers.ranks.load_traces`).
+    #: Which recording these are, for the note under a lesson's tables: a bundle's or folder's label.
     label: str | None = None
     _cache: dict = field(default_factory=dict, repr=False, compare=False)   # keyed: never stale
 
@@ -80,30 +68,13 @@ class RankTraces:
         return self.info["backend"].iloc[0]
 
     def table(self, name: str) -> pd.DataFrame:
-        """One of the :class:`Trace` tables of every rank, stacked, with a ``rank`` column first.
-
-        Parameters
-        ----------
-        name : str
-            ``ops``, ``launches``, ``gpu``, ``kernels``, ``memory``, ``other`` or ``steps``
-            (columns as in :class:`kitlib.model.Trace`).
-
-        Returns
-        -------
-        DataFrame
-            The rows of all ranks, rank by rank; ``rank`` int64; index 0..n-1; each rank's own
-            row labels in a column ``row`` (``parent`` in ``ops`` refers to them, per rank).
-
-        Raises
-        ------
-        KeyError
-            Not a table name.
-        """
+        """One :class:`Trace` table of every rank (``ops``, ``launches``, ``gpu``, ``kernels``,
+        ``memory``, ``other``, ``steps``; else KeyError), stacked rank by rank with an int64 ``rank``
+        column first, index 0..n-1, each rank's own row labels in ``row`` (what ``parent`` refers to)."""
         allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
         if name not in allowed:
             raise KeyError(f"no table {name!r}; the tables are: {', '.join(allowed)}")
-        # worked out once per set of tables the ranks' traces keep now (a trace given other
-        # tables, or another trace for a rank, misses the memo: it cannot go stale)
+        # memo per set of tables the ranks' traces keep now: it cannot go stale
         src = {"kernels": "gpu", "steps": "ops"}.get(name, name)
         deps = tuple((r, kept(self.traces[r], src)) for r in self.ranks)
         hit = self._cache.get(name)

@@ -23,16 +23,14 @@ from ..phases import STEP_RANGE
 OPS_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "external_id",
                "input_dims", "input_types", "input_strides", "concrete_inputs", "sequence_number",
                "fwd_thread_id", "python_id", "python_parent_id", "call_stack", "comm_args", "parent", "depth"]
-#: ``args`` keys of a collective's ``record_param_comms`` event that say which call it is
-#: (PyTorch ``torch/csrc/distributed/c10d/ParamCommsUtils.hpp``; kineto writes them under
-#: these names; the process group and ``Seq`` since about PyTorch 2.3). ``Trace.ops["comm_args"]``.
+#: ``record_param_comms`` ``args`` naming a collective call (``Trace.ops["comm_args"]``; PyTorch
+#: ``c10d/ParamCommsUtils.hpp``; the process group and ``Seq`` since about PyTorch 2.3).
 COMM_ARGS = ("Collective name", "Process Group Name", "Seq", "In msg nelems", "Out msg nelems", "Group size")
 #: ``Trace.launches``: CUDA runtime and driver API calls.
 LAUNCH_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "api", "correlation",
                   "external_id", "cbid"]
-#: ``Trace.gpu``: kernels, copies, sets and GPU-side annotations. ``bandwidth_gb_per_s``:
-#: a copy's or set's own ``args["memory bandwidth (GB/s)"]`` (Kineto: bytes ÷ the exact
-#: CUPTI ns, even where the trace writes whole µs), NaN where absent.
+#: ``Trace.gpu``: kernels, copies, sets and GPU-side annotations. ``bandwidth_gb_per_s``: Kineto's
+#: ``args["memory bandwidth (GB/s)"]`` (bytes ÷ the exact CUPTI ns), NaN where absent.
 GPU_COLUMNS = ["name", "pid", "tid", "start_ns", "dur_ns", "end_ns", "kind", "device", "stream",
                "correlation", "external_id", "grid", "block", "bytes", "bandwidth_gb_per_s"]
 #: ``Trace.memory``: allocator instants.
@@ -44,9 +42,7 @@ OTHER_COLUMNS = ["name", "cat", "ph", "pid", "tid", "start_ns", "dur_ns"]
 HOST_EVENT_COLUMNS = ["source", "row", "name", "kind", "pid", "tid", "start_ns", "end_ns", "dur_ns",
                       "parent", "depth", "merged", "profiler_parent", "children_ns"]
 
-#: Names the profiler drops before it builds its event tree, so they are neither rows
-#: of ``key_averages()`` nor children of anything (``torch/autograd/profiler_util.py``,
-#: ``_filter_name``).
+#: Names the profiler drops before building its event tree (``profiler_util.py``, ``_filter_name``).
 FILTERED_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_function_enter",
                             "profiler::_record_function_enter_new", "profiler::_record_function_exit",
                             "aten::is_leaf", "aten::output_nr", "aten::_version"})
@@ -55,8 +51,7 @@ FILTERED_NAMES = frozenset({"[memory]", "[OutOfMemory]", "profiler::_record_func
 #: Columns of a step table (``Trace.steps``, ``NsysReport.steps``).
 STEP_COLUMNS = ["step", "name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]
 
-#: How a torch.profiler trace marks a step, in order of preference: the profiler's
-#: ``ProfilerStep#N`` (``prof.step()``), then the kit's ``torch_step#N`` label.
+#: How a trace marks a step, preferred first: ``ProfilerStep#N`` (``prof.step()``), the kit's ``torch_step#N``.
 STEP_PATTERNS = (r"^ProfilerStep#(\d+)$", rf"^{STEP_RANGE}#(\d+)$")
 
 # --------------------------------------------------------------------------- Nsight Systems

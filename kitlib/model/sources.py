@@ -12,14 +12,9 @@ RECORDINGS = (Trace, NsysReport)
 
 def check_source(source, what: str | None = "source", *, kinds=RECORDINGS, message: str | None = None,
                  error=KitError) -> None:
-    """Refuse anything but a recording of ``kinds`` (default: a Trace or an NsysReport).
-
-    Raises
-    ------
-    KitError (or ``error``)
-        ``message`` with ``{got}`` filled in (the type's name); by default ``"<what>:
-        expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``.
-    """
+    """Refuse anything but a recording of ``kinds`` (default: a Trace or an NsysReport): raise
+    ``error`` (KitError) with ``message``'s ``{got}`` filled in (the type's name), by default
+    ``"<what>: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``."""
     if not isinstance(source, kinds):
         got = type(source).__name__
         if message is None:
@@ -35,14 +30,7 @@ def as_source(given, kinds, load):
 
 
 def check_same_format(before, after, what: str) -> None:
-    """Refuse two recordings of different formats (each checked with :func:`check_source`).
-
-    Raises
-    ------
-    KitError
-        ``"<what>: <path> is a <format> and <path> a <format>: diff two recordings of the
-        same kind (…)"``.
-    """
+    """Refuse (KitError) two recordings of different formats, each checked with :func:`check_source`."""
     check_source(before, what)
     check_source(after, what)
     if before.FORMAT != after.FORMAT:

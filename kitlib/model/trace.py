@@ -19,57 +19,49 @@ from .schema import FILTERED_NAMES, HOST_EVENT_COLUMNS, STEP_COLUMNS, STEP_PATTE
 class Trace:
     """A torch.profiler trace as tables (see :func:`kitlib.readers.trace.load_trace`).
 
-    A read-only value: each table attribute hands out a copy, so an edit changes the copy
-    only, never the trace or what is worked out from it. To analyse a changed trace, make a
-    new one: ``dataclasses.replace(trace, ops=edited)`` (or ``trace.ops = edited``).
-    Every time is integer ns on the profiler's clock (``start_ns``, ``dur_ns``, ``end_ns``).
+    A read-only value: each table attribute hands out a copy, so an edit never reaches the trace
+    or what is worked out from it; to analyse a changed trace, make a new one
+    (``dataclasses.replace(trace, ops=edited)``, or ``trace.ops = edited``). Times are integer ns
+    on the profiler's clock (``start_ns``, ``dur_ns``, ``end_ns``).
 
     Attributes
     ----------
     path : pathlib.Path
     ops : DataFrame
-        CPU-side events: ``name, pid, tid`` and times; ``kind`` (``op``, ``annotation`` =
-        a ``record_function`` label, ``step`` = ``ProfilerStep#N``, ``python`` = a
-        ``with_stack`` frame); ``external_id`` (Int64, links to launches); ``input_dims``,
-        ``input_types``, ``input_strides``, ``concrete_inputs`` (lists, or None without
-        shapes; equal lists are one shared object: never change one in place);
-        ``sequence_number``, ``fwd_thread_id`` (autograd); ``python_id``/``python_parent_id``;
-        ``call_stack`` (old traces); ``comm_args`` (dict of the collective's
-        :data:`kitlib.model.schema.COMM_ARGS`, else None); ``parent`` (row label of the
-        enclosing event on the thread, -1 at the top) and ``depth``.
+        CPU events: ``name, pid, tid``, times; ``kind`` (``op``, ``annotation``: a
+        ``record_function`` label, ``step``: ``ProfilerStep#N``, ``python``: a ``with_stack``
+        frame); ``external_id`` (Int64, to launches); ``input_dims``, ``input_types``,
+        ``input_strides``, ``concrete_inputs`` (lists or None; equal lists are one shared object:
+        never change one in place); ``sequence_number``, ``fwd_thread_id`` (autograd);
+        ``python_id``/``python_parent_id``; ``call_stack`` (old traces); ``comm_args`` (a dict of
+        :data:`kitlib.model.schema.COMM_ARGS`, else None); ``parent`` (enclosing row label, -1 at
+        the top), ``depth``.
     launches : DataFrame
-        CUDA runtime and driver calls: ``name, pid, tid``, times, ``api``
-        (``runtime``/``driver``), ``correlation`` (to the GPU event), ``external_id`` (to
-        the operator), ``cbid`` (CUPTI callback id).
+        CUDA runtime/driver calls: ``name, pid, tid``, times, ``api``, ``correlation`` (to the GPU
+        event), ``external_id`` (to the operator), ``cbid`` (CUPTI callback id).
     gpu : DataFrame
         GPU events: ``name, pid, tid``, times, ``kind`` (``kernel``, ``memcpy``, ``memset``,
-        ``gpu_annotation``: a label projected onto a stream, not work), ``device``,
-        ``stream``, ``correlation``, ``external_id``, ``grid``/``block`` (3-tuples),
-        ``bytes``, ``bandwidth_gb_per_s`` (the profiler's own, NaN where absent).
+        ``gpu_annotation``: a label on a stream, not work), ``device``, ``stream``,
+        ``correlation``, ``external_id``, ``grid``/``block`` (3-tuples), ``bytes``,
+        ``bandwidth_gb_per_s`` (the profiler's, NaN where absent).
     memory : DataFrame
         Allocator instants: ``bytes`` (negative = free), ``addr``, ``total_allocated``,
-        ``total_reserved`` (bytes after the event), ``device_type`` (0 CPU, 1 CUDA),
-        ``device_id``, ``start_ns``.
+        ``total_reserved`` (bytes after), ``device_type`` (0 CPU, 1 CUDA), ``device_id``, ``start_ns``.
     other : DataFrame
-        Events of every category kitlib does not interpret: ``name, cat, ph, pid, tid,
-        start_ns, dur_ns``.
+        Events of categories kitlib does not interpret: ``name, cat, ph, pid, tid, start_ns, dur_ns``.
     meta : dict
-        What the trace says about itself: ``devices``, ``profiler_options``, ``versions``,
-        ``base_time_ns`` (add to ``start_ns`` for ns since the epoch), ``process_names``,
-        ``thread_names``, ``category_counts``, ``format`` (``kineto``/``kineto-legacy``),
-        ``json_bytes``; defects counted, not hidden: ``unusable_metadata_events``,
-        ``unread_complete_events``, ``memory_records_unusable``, ``begin_end_unpaired``
-        (and ``begin_end_pairs`` read as complete events); ``time_resolution_ns`` (1000 for
-        whole-µs traces); ``python_frames_are_children``, ``python_frames_rule``,
-        ``python_frames_release``, ``python_frames_are_rows``
-        (:func:`kitlib.readers.trace.python_frames_release`).
+        ``devices``, ``profiler_options``, ``versions``, ``base_time_ns`` (add for ns since the
+        epoch), ``process_names``, ``thread_names``, ``category_counts``, ``format``,
+        ``json_bytes``; defects counted: ``unusable_metadata_events``, ``unread_complete_events``,
+        ``memory_records_unusable``, ``begin_end_unpaired``, ``begin_end_pairs``;
+        ``time_resolution_ns`` (1000 for whole-µs traces); ``python_frames_are_children``,
+        ``python_frames_rule``, ``python_frames_release``, ``python_frames_are_rows``.
     host_events : DataFrame
-        The profiler's event tree (:func:`kitlib.model.tree.build_host_tree`), one row per
-        host event it nests, by start, longest first: :data:`HOST_EVENT_COLUMNS`, ``source``
-        (``ops``/``launches``) and ``row`` (label there), ``name, kind, pid, tid``, times,
-        ``parent`` (position, -1 at the top), ``depth``, ``merged`` (folded into a same-named
-        parent), ``profiler_parent`` (parent once merged events are gone) and
-        ``children_ns`` (host time of the direct children: self time is ``dur_ns - children_ns``).
+        The event tree (:func:`kitlib.model.tree.build_host_tree`), by start, longest first:
+        :data:`HOST_EVENT_COLUMNS`, ``source`` (``ops``/``launches``) and ``row`` (label there),
+        ``name, kind, pid, tid``, times, ``parent`` (position, -1 at the top), ``depth``,
+        ``merged`` (folded into a same-named parent), ``profiler_parent`` (once merged events are
+        gone), ``children_ns`` (direct children's host time: self time is ``dur_ns - children_ns``).
 
     Examples
     --------
@@ -107,8 +99,8 @@ class Trace:
                 f"{len(kept(self, 'memory'))} memory events)")
 
     def copy(self) -> "Trace":
-        """Another Trace of the same (shared, read-only) tables with a ``meta`` of its own: what
-        :func:`kitlib.open_capture` hands each caller.
+        """Another Trace of the same read-only tables with a ``meta`` of its own (what
+        :func:`kitlib.open_capture` hands each caller).
 
         Examples
         --------
@@ -132,15 +124,9 @@ class Trace:
 
     @property
     def steps(self) -> pd.DataFrame:
-        """The trace's steps: ``ProfilerStep#N`` annotations, else the kit's ``torch_step#N``
-        ranges; worked out from the ``ops`` the trace has now.
-
-        Returns
-        -------
-        DataFrame
-            :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (N, int64), ``name``, ``pid,
-            tid, start_ns, end_ns, dur_ns`` (ns), by start, index 0…n-1; empty without steps.
-            ``NsysReport.steps`` has the same table.
+        """The trace's steps: ``ProfilerStep#N`` annotations, else ``torch_step#N`` ranges, from the
+        ``ops`` it has now. :data:`~kitlib.model.schema.STEP_COLUMNS`: ``step`` (N), ``name``,
+        ``pid, tid, start_ns, end_ns, dur_ns`` (int64 ns), by start; empty without steps.
 
         Examples
         --------
@@ -205,19 +191,15 @@ class Trace:
                 for n, k in zip(value_at(times_ns, ops), value_at(times_ns, ops, "kind"))]
 
     def gpu_events(self) -> pd.DataFrame:
-        """Every GPU operation with the CUDA call that launched it (by correlation id, the first
-        where one repeats): the table of :meth:`kitlib.model.NsysReport.gpu_events`.
+        """Every GPU operation with the CUDA call that launched it (by correlation id, the first where
+        one repeats), by start then kind; :meth:`kitlib.model.NsysReport.gpu_events` gives the same.
 
-        Returns
-        -------
-        DataFrame
-            ``kind`` (kernel, memcpy, memset), ``name``, ``pid``, ``tid`` (launching thread,
-            Int64), ``start_ns``, ``dur_ns``, ``end_ns``, ``correlation``, ``device``,
-            ``stream``, ``bytes`` (Int64), ``launch`` (the call's name), ``launch_start_ns``,
-            ``launch_dur_ns``, ``launch_to_start_ns`` (Int64 ns; <NA> without a launch);
-            ``copy_kind`` (``HtoD``, ``DtoH``, ``DtoD``, ``HtoH``, ``PtoP``), ``src_memory``,
-            ``dst_memory`` (``Pageable``, ``Pinned``, ``Device``…; None but for copies);
-            ``bandwidth_gb_per_s`` (the profiler's; NaN where none). By start, then kind.
+        Returns a DataFrame:
+        ``kind``, ``name``, ``pid``, ``tid`` (launching thread, Int64); ``start_ns``, ``dur_ns``,
+        ``end_ns``; ``correlation``, ``device``, ``stream``, ``bytes`` (Int64); ``launch`` (the
+        call's name); ``launch_start_ns``, ``launch_dur_ns``, ``launch_to_start_ns`` (Int64 ns,
+        <NA> without a launch); ``copy_kind`` (``HtoD``, ``DtoH``…), ``src_memory``, ``dst_memory``
+        (copies only); ``bandwidth_gb_per_s`` (the profiler's; NaN where none).
 
         Examples
         --------
@@ -297,8 +279,7 @@ def _steps_of(ops: pd.DataFrame) -> pd.DataFrame:
 
 def _tree_now(trace: Trace):
     """The event tree of the tables the trace keeps now: the one it was given while it still
-    matches ``ops`` and ``launches`` (same events), else one built again (once per set of tables).
-    """
+    matches ``ops`` and ``launches``, else one built again (once per set of tables)."""
     def check():
         from .tree import build_host_tree
         tree, ops, la = kept(trace, "host_events"), kept(trace, "ops"), kept(trace, "launches")

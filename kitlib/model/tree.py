@@ -18,27 +18,13 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
                     resolution_ns: int = 1) -> pd.DataFrame:
     """The profiler's tree of host events: the one place where kitlib decides parent and child.
 
-    Per thread, in start order, longest first, an event's parent is the innermost open
-    event it starts inside and does not outlast (:func:`nesting`); a child with its parent's
-    name and no sibling is folded into it (``merged``). The events: operators,
-    ``record_function`` ranges, steps, CUDA runtime/driver calls, and Python frames when
-    ``python_children``; never :data:`FILTERED_NAMES`.
     Sources: docs/SOURCES.md#host-tree
 
-    Parameters
-    ----------
-    ops, launches : DataFrame
-        ``Trace.ops`` and ``Trace.launches``.
-    python_children : bool
-        Whether Python frames are events of the tree.
-    resolution_ns : int
-        The trace's time resolution: at 1000 (whole-µs traces) a child may outlast its
-        parent by 1 µs and still nest.
-
-    Returns
-    -------
-    DataFrame
-        Columns :data:`HOST_EVENT_COLUMNS` (see :class:`Trace`), index 0..n-1.
+    Per thread, in start order, longest first, an event's parent is the innermost open event it
+    starts inside and does not outlast (:func:`nesting`; at ``resolution_ns`` 1000 it may outlast
+    it by 1 µs); a child with its parent's name and no sibling is folded into it (``merged``).
+    Events: ``ops`` and ``launches`` rows, Python frames only if ``python_children``, never
+    :data:`FILTERED_NAMES`. Columns :data:`HOST_EVENT_COLUMNS` (see :class:`Trace`), index 0..n-1.
 
     Examples
     --------

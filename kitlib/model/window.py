@@ -4,8 +4,9 @@ kitlib's boundary rule is **half-open, [start, end)**: an interval contains ``t`
 ``start_ns <= t < end_ns`` (the profiler's rule for its event tree, and Perfetto's). So a
 time at one interval's end and the next one's start belongs to the next one only; a
 zero-length interval contains no time; a zero-length event at its parent's end is not
-inside that parent. Every function names the rule in its signature (``closed="left"``);
-the one caller with another, ``memory_by_event``, passes ``closed="both"``.
+inside that parent. Every function names the rule in its ``closed`` parameter: ``"left"``
+is ``[start, end)``, ``"both"`` ``[start, end]`` (``memory_by_event``'s), also ``"right"``,
+``"neither"``.
 Sources: docs/SOURCES.md#boundary-rule
 
 :func:`innermost` and :func:`containing` answer with positions into plain arrays (-1
@@ -49,28 +50,9 @@ def _previous_greater(e: np.ndarray) -> np.ndarray:
 
 
 def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
-    """For each time, the innermost interval containing it: of those that contain it, the one
-    that starts last (ties: the one that ends first); -1 where none does.
-
-    Parameters
-    ----------
-    start_ns, end_ns : array-like of int, length n
-        The intervals (ns), any order.
-    t_ns : array-like of int, length m
-        The times (ns), any order.
-    closed : {"left", "right", "both", "neither"}
-        Which ends belong to an interval: ``"left"``, kitlib's rule, is ``[start, end)``;
-        ``"both"`` is ``[start, end]``. The same parameter in every function here.
-
-    Returns
-    -------
-    ndarray of int64, length m
-        Positions into ``start_ns``/``end_ns``; -1 where no interval contains the time.
-
-    Raises
-    ------
-    ValueError
-        An unknown ``closed``, or arrays of different lengths.
+    """For each of ``t_ns``, the innermost interval containing it: of those that do, the one
+    starting last (ties: ending first). Returns int64 positions into ``start_ns``/``end_ns`` (any
+    order), -1 where none; ValueError for an unknown ``closed`` or arrays of different lengths.
 
     Examples
     --------
@@ -103,9 +85,7 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
     found = np.full(len(t), -1, dtype=np.int64)
     live = np.flatnonzero(k >= 0)
     k = k[live]
-    # the last interval starting at or before t; if it has ended, no interval between it
-    # and the nearest earlier one that ends later can be open either: hop to that one
-    # (the previous strictly greater end), until one is open or none is left
+    # if the last interval starting at or before t has ended, hop to the previous greater end
     up = None
     while live.size:
         ok = is_open(e[k], t[live])

@@ -1,7 +1,9 @@
 """Timeline pictures of the first steps, and the four measures of one step as bars.
 
 Sources: docs/SOURCES.md#timeline-module
-"""
+
+``source`` is a Trace or NsysReport; ``start_ns``, ``end_ns`` the window on its clock (events
+are cut to it); ``osrt_threads`` the thread ids whose OS-runtime calls get a lane (NsysReport)."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt
@@ -16,8 +18,7 @@ from ..units import ns_to_ms
 
 __all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
 
-#: One colour per kind of event in every kitlib picture: the step timeline's (``plots.COLORS``);
-#: labels and memsets had each other's colours here.
+#: One colour per kind of event, as in every kitlib picture (``plots.COLORS``).
 _COLORS = {"range": _KIT_COLORS["annotation"], "CUDA API": _KIT_COLORS["launch"], "memcpy": _KIT_COLORS["memcpy"],
            "kernel": _KIT_COLORS["kernel"], "memset": _KIT_COLORS["memset"], "OS runtime": "#64B5CD"}
 
@@ -25,21 +26,9 @@ _COLORS = {"range": _KIT_COLORS["annotation"], "CUDA API": _KIT_COLORS["launch"]
 def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.DataFrame:
     """The events of a window, one lane per thread/stream and kind.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    start_ns, end_ns : int
-        The window on the source's clock; events are cut to it.
-    osrt_threads : sequence of int
-        Thread ids whose OS-runtime calls get a lane too (NsysReport only).
-
-    Returns
-    -------
-    DataFrame
-        ``lane`` (label, e.g. ``"CUDA API · pt_data_pin (1258)"``), ``order`` (lanes
-        top to bottom: labels by level, CUDA API, OS runtime in ``osrt_threads`` order, GPU streams), ``kind`` (``range``, ``CUDA API``, ``OS runtime``,
-        ``memcpy``, ``kernel``, ``memset``), ``name``, ``start_ns``, ``dur_ns``.
-    """
+    Returns ``lane`` (e.g. ``"CUDA API · pt_data_pin (1258)"``), ``order`` (top to bottom:
+    labels by level, CUDA API, OS runtime, GPU streams), ``kind`` (``range``, ``CUDA API``,
+    ``OS runtime``, ``memcpy``, ``kernel``, ``memset``), ``name``, ``start_ns``, ``dur_ns``."""
     check_source(source)
     main = int(steps_of(source)["tid"].iloc[0])
     parts = []
@@ -55,8 +44,7 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
     if osrt is not None:
         names = source.thread_names()
         tname = lambda p, t: names.get((p, t), "?")  # noqa: E731
-        # OS-runtime lanes below the CUDA API lanes (10, 11) and above the GPU's (100 +), in the
-        # order the threads are given (was 20 + tid % 1000: tid 1213 put its lane among the streams)
+        # OS-runtime lanes between the CUDA API lanes (10, 11) and the GPU's (100 +), in the order given
         for i, tid in enumerate(osrt_threads):
             o = clip(osrt[osrt["tid"] == tid][["name", "pid", "tid", "start_ns", "dur_ns"]], start_ns, end_ns)
             if len(o):
@@ -83,31 +71,11 @@ def timeline_rows(source, start_ns: int, end_ns: int, osrt_threads=()) -> pd.Dat
 def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None = None, origin_ns: int | None = None,
                   osrt_threads=(), ax=None, title: str | None = None, label_ranges: bool = True,
                   origin_label: str | None = None):
-    """Draw :func:`timeline_rows` for a window, with idle gaps shaded.
+    """Draw :func:`timeline_rows` for a window, with ``gaps`` (``start_ns, dur_ns``) shaded.
 
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    start_ns, end_ns : int
-        The window.
-    gaps : DataFrame, optional
-        ``start_ns, dur_ns`` of the gaps to shade (e.g. :func:`kitlib.analyses.steps.step_gaps`).
-    origin_ns : int, optional
-        Time shown as 0 (default ``start_ns``).
-    osrt_threads : sequence of int
-        Threads whose OS-runtime calls get a lane (NsysReport).
-    label_ranges : bool
-        Write the names of the labelled ranges on their bars.
-    origin_label : str, optional
-        What time 0 is, for the x-axis label: "time since <origin_label> (ms)"
-        (e.g. ``"step 2 started"``). Default: "the window started" when
-        ``origin_ns`` is None, else plain "time (ms)".
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        x axis: "time since … (ms)"; one lane per row of :func:`timeline_rows`.
-    """
+    ``origin_ns`` is shown as 0 (default ``start_ns``); the x axis reads "time since
+    <origin_label> (ms)", else "time since the window started (ms)" (no ``origin_ns``) or
+    "time (ms)". ``label_ranges`` writes the ranges' names on their bars. Returns the figure."""
     rows = timeline_rows(source, start_ns, end_ns, osrt_threads)
     t0 = start_ns if origin_ns is None else origin_ns
     if ax is None:
@@ -138,8 +106,7 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     else:
         ax.set_xlabel("time since the window started (ms)" if origin_ns is None else "time (ms)")
     if gaps is not None and len(gaps):
-        # under the x axis' label, at the right: never over a bar (issue 40), and no room
-        # taken from the lanes' width (tick labels and the axis label: about 3 lines of 10 pt)
+        # under the x axis' label (about 3 lines of 10 pt): never over a bar (issue 40)
         below = ax.transAxes + ScaledTranslation(0, -font(10) * 3.0 / 72, fig.dpi_scale_trans)
         ax.legend(loc="upper right", bbox_to_anchor=(1.0, 0.0), bbox_transform=below, borderaxespad=0,
                   fontsize=font(8), frameon=False)
@@ -151,14 +118,8 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
 
 
 def plot_four_measures(measures: pd.DataFrame, ax=None, title: str = "one step, measured four ways"):
-    """Horizontal bars of :func:`kitlib.analyses.four_measures.four_measures` (ms), host and device apart.
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        One bar per measure, coloured by clock (host / device), value in ms written
-        beside each bar.
-    """
+    """Horizontal bars of :func:`kitlib.analyses.four_measures.four_measures` (ms, written beside
+    each), coloured by clock (host / device). Returns the figure."""
     if ax is None:
         fig, ax = plt.subplots(figsize=fig_size(9, 3.2))
     else:

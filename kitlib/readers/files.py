@@ -1,10 +1,7 @@
 """Plain file helpers under every reader: bytes (gunzipped when gzipped), JSON, sha256.
 
-The bottom of ``kitlib.readers``: the format readers (``trace``, ``nsys``,
-``snapshot``, ``ncu``, ``profiler_table``) and the bundle layer (``bundle``) all
-read files through these, so each damaged file gets the same clear error
-(:class:`kitlib.errors.KitFileError`, naming the file).
-"""
+The format readers and the bundle layer read files through these, so each damaged file gets
+the same :class:`kitlib.errors.KitFileError`; ``path`` is the file that error names."""
 from __future__ import annotations
 
 import hashlib
@@ -37,44 +34,17 @@ def sha256_of(path) -> str:
 
 
 def read_json_file(path):
-    """Parse a ``.json`` or ``.json.gz`` file, with kitlib errors for bad files.
-
-    Raises
-    ------
-    KitFileError
-        Missing, empty, truncated gzip, or invalid JSON (with the line, column and
-        byte offset where parsing stopped, and why: see :func:`parse_json`).
-    """
+    """Parse a ``.json`` or ``.json.gz`` file (KitFileError: missing, empty, truncated, invalid JSON)."""
     path = Path(path)
     return parse_json(read_bytes_maybe_gz(path), path)
 
 
 def parse_json(raw: bytes, path):
-    """Parse JSON bytes strictly (msgspec, then orjson for what msgspec refuses, and the
-    standard library when neither is installed); integers beyond 64 bits stay integers, as
-    with ``json``.
+    """Parse JSON bytes strictly: msgspec, then orjson for what it refuses (the standard library
+    without either); integers beyond 64 bits stay integers.
 
-    Strict means what RFC 8259 allows: UTF-8 text, no ``NaN``/``Infinity``, no lone
-    UTF-16 surrogate escapes. Nesting deeper than 1024 levels is refused too (orjson's
-    limit), without any recursion in kitlib.
-
-    Parameters
-    ----------
-    raw : bytes
-        The document (already gunzipped, e.g. by :func:`read_bytes_maybe_gz`).
-    path : str or os.PathLike
-        The file it came from, named in the error.
-
-    Returns
-    -------
-    dict, list, str, int, float, bool or None
-
-    Raises
-    ------
-    KitFileError
-        ``path: invalid JSON at line L, column C (byte N): reason`` (see
-        :func:`json_error`), or ``path: not UTF-8 text at line L, column C (byte N)``.
-    """
+    Strict is what RFC 8259 allows: UTF-8, no ``NaN``/``Infinity``, no lone UTF-16 surrogate
+    escapes, nesting up to 1024 levels. KitFileError: where and why (:func:`json_error`)."""
     if _msgspec is not None:
         try:       # straight into Python objects: no whole-document tree first (about 55 MiB on a 20 MiB trace)
             return _msgspec.json.decode(raw)
@@ -107,33 +77,13 @@ def _line_col(raw: bytes, byte: int):
 
 
 def read_trace_events(path, cats=None) -> list:
-    """The ``traceEvents`` list of a Chrome trace file (``.json`` or ``.json.gz``), as written:
-    one dict per event, the values Python's ``json`` module gives.
+    """The ``traceEvents`` list of a Chrome trace file, one dict per event as ``json`` gives it.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The trace file.
-    cats : collection of str, optional
-        Only the events whose ``cat`` is one of these, in file order (``None`` in ``cats``
-        keeps events without a ``cat``, such as ``ProfilerStep#N`` in old traces). The
-        others are never turned into dicts: a handful of categories of a 20 MiB trace
-        cost a few MiB, all of its 73,507 events about 70 MiB.
+    Sources: docs/SOURCES.md#files-read-trace-events
 
-    The one raw reader of the lessons' hand-work. It decodes with msgspec straight into
-    Python objects and skips the file's other top-level fields, so a trace's events cost
-    their own size in memory and no more (a whole-document parse first builds a tree of the
-    entire file: on the 20 MiB ``profiler_5step`` trace the peak was about 55 MiB higher).
-    What msgspec does not take but ``json`` does (``NaN``, integers beyond 64 bits) is read
-    with ``json``; a bare JSON list of events is accepted as the list.
-
-    Raises
-    ------
-    KitFileError
-        The file is missing, not a regular file, empty, a truncated, corrupt or too large
-        gzip, invalid JSON (where and why, see :func:`json_error`), or JSON without a
-        ``traceEvents`` list (named ``path``).
-    """
+    ``cats``: keep only events whose ``cat`` is one of these (``None`` keeps those without one),
+    the others never becoming dicts. A bare list of events is accepted. KitFileError: a file
+    :func:`read_bytes_maybe_gz` refuses, invalid JSON, or no ``traceEvents`` list."""
     path = Path(path)
     raw = read_bytes_maybe_gz(path)
     try:
@@ -173,34 +123,13 @@ if _msgspec is not None:
 
 
 def json_error(path, raw: bytes, err: BaseException | None = None) -> KitFileError:
-    """The KitFileError for JSON bytes that did not parse: where, and why.
+    """The KitFileError for JSON bytes ``raw`` that did not parse: where, and why.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The file, named in the message.
-    raw : bytes
-        The whole document.
-    err : exception, optional
-        What the parser raised (an ``orjson.JSONDecodeError``, a
-        ``json.JSONDecodeError``, a ``UnicodeDecodeError``); its position is
-        used for the kinds the standard library would accept or could not
-        reach (``NaN``, a lone surrogate, deep nesting).
-
-    Returns
-    -------
-    KitFileError
-        ``invalid JSON at line L, column C (byte N)[ (the file ends there: it
-        looks cut off)]: reason`` or ``not UTF-8 text at line L, column C (byte
-        N): ...``. Byte offsets count bytes of ``raw``; lines and columns are 1-based.
-
-    Notes
-    -----
-    Never recurses: the standard library's parser (which gives the familiar
-    messages, "Expecting ',' delimiter") is asked only when orjson's error is
-    an ordinary syntax error, and a ``RecursionError`` from it falls back to
-    orjson's position.
-    """
+    ``err`` is what the parser raised; its position serves for what the standard library would
+    accept or not reach (``NaN``, a lone surrogate, deep nesting). The message reads ``invalid
+    JSON at line L, column C (byte N)[ (the file ends there: it looks cut off)]: reason`` or
+    ``not UTF-8 text at …``. Never recurses: ``json``'s words are asked for ordinary syntax
+    errors only."""
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as e:
@@ -247,25 +176,13 @@ def json_error(path, raw: bytes, err: BaseException | None = None) -> KitFileErr
 
 
 def read_bytes_maybe_gz(path) -> bytes:
-    """Return a file's bytes, gunzipped when it starts with the gzip magic number.
-
-    Raises
-    ------
-    KitFileError
-        The file is missing, is a folder, is empty, or is a truncated/corrupt gzip.
-    """
+    """A file's bytes, gunzipped when gzipped (KitFileError: missing, a folder, empty, bad gzip)."""
     path = Path(path)
     return gunzip_if_gz(read_file_bytes(path), path)
 
 
 def read_file_bytes(path) -> bytes:
-    """A file's bytes as they are on disk.
-
-    Raises
-    ------
-    KitFileError
-        The file is missing, is a folder, or is empty.
-    """
+    """A file's bytes as on disk (KitFileError: missing, a folder, empty)."""
     path = Path(path)
     check_regular_file(path)
     data = path.read_bytes()
@@ -279,21 +196,8 @@ _KINDS = ((stat.S_ISFIFO, "a named pipe (FIFO)"), (stat.S_ISCHR, "a character de
 
 
 def check_regular_file(path) -> os.stat_result:
-    """Refuse, before opening it, what is not a regular file (links followed): a folder, a
-    named pipe (reading one waits for a writer, for ever), a device (``/dev/zero`` never
-    ends), a socket.
-
-    Returns
-    -------
-    os.stat_result
-        The file's stat.
-
-    Raises
-    ------
-    KitFileError
-        ``no such file``, ``is a folder, not a file`` or ``is a named pipe (FIFO), not a
-        regular file ...`` (the kind named).
-    """
+    """The stat of a regular file (links followed); KitFileError, before opening, for a folder, a
+    named pipe (a read waits for ever), a device (``/dev/zero`` never ends), a socket."""
     try:
         st = os.stat(path)
     except FileNotFoundError:
@@ -308,10 +212,8 @@ def check_regular_file(path) -> os.stat_result:
     return st
 
 
-#: The most bytes :func:`gunzip_if_gz` inflates a gzip file to (2 GiB): kitlib parses a
-#: trace's whole JSON text in memory, several times its size in objects, so a larger one
-#: could not be loaded anyway, and a "gzip bomb" (zeros compress about 1000:1, 5 MB to
-#: 5 GB) is refused before it fills the memory.
+#: The most bytes :func:`gunzip_if_gz` inflates to (2 GiB): a larger trace could not be parsed in
+#: memory anyway, and a "gzip bomb" (zeros compress ~1000:1) is refused before it fills it.
 MAX_GUNZIPPED_BYTES = 2 << 30
 
 _CHUNK_IN = 1 << 16                       # at most ~66 MiB out per step (deflate's ratio is ~1032:1)
@@ -321,23 +223,8 @@ _ZEROS = re.compile(rb"\x00*")
 def gunzip_if_gz(data: bytes, path, limit_bytes: int | None = None) -> bytes:
     """``data`` gunzipped when it starts with the gzip magic number, else as it is.
 
-    Parameters
-    ----------
-    data : bytes
-        The file's bytes.
-    path : str or os.PathLike
-        The file, named in errors.
-    limit_bytes : int, optional
-        The most bytes it may inflate to; default :data:`MAX_GUNZIPPED_BYTES`. Inflating
-        stops a step (at most ~66 MiB) after the limit is passed.
-
-    Raises
-    ------
-    KitFileError
-        A truncated or corrupt gzip stream, one that holds no data, or one that inflates
-        to more than ``limit_bytes`` (``too large to inflate``, with the limit and what
-        was inflated from how many compressed bytes) (named ``path``).
-    """
+    KitFileError: a truncated or corrupt stream, one without data, or one inflating past
+    ``limit_bytes`` (default :data:`MAX_GUNZIPPED_BYTES`; checked every ~66 MiB inflated)."""
     if data[:2] != b"\x1f\x8b":
         return data
     limit = MAX_GUNZIPPED_BYTES if limit_bytes is None else limit_bytes

@@ -1,22 +1,6 @@
 """Memory by category over time: the JSON that ``prof.export_memory_timeline(path.json)`` writes.
 
-``torch.profiler.profile.export_memory_timeline(path, device)`` with a ``.json`` path
-writes ``[times, sizes]`` (PyTorch ``torch/profiler/_memory_profiler.py``,
-``MemoryProfileTimeline._coalesce_timeline`` and ``export_memory_timeline``):
-
-- ``times``: one timestamp per change, in **µs** (the profiler divides its ns by
-  1,000 and truncates). In PyTorch 2.11 they count from the Unix epoch, which is not
-  the clock of the Chrome trace the same profiler exports: compare times within the
-  timeline, not with a trace's ``start_ns``;
-- ``sizes``: for each timestamp, the bytes held per category *after* the change,
-  a list of ``1 + 8`` integers: an unused first slot, then ``PARAMETER``,
-  ``OPTIMIZER_STATE``, ``INPUT``, ``TEMPORARY``, ``ACTIVATION``, ``GRADIENT``,
-  ``AUTOGRAD_DETAIL`` and tensors the profiler could not categorise.
-
-The profile must have been recorded with ``profile_memory=True``,
-``record_shapes=True`` and ``with_stack=True``. (The ``.json.gz`` "raw" variant, one
-row per allocation event, is another format and is not read here.)
-"""
+Sources: docs/SOURCES.md#memory-timeline-format"""
 from __future__ import annotations
 
 import pandas as pd
@@ -30,23 +14,11 @@ CATEGORIES = ("parameter", "optimizer_state", "input", "temporary", "activation"
 
 
 def load_memory_timeline(path) -> pd.DataFrame:
-    """Read an ``export_memory_timeline(...json)`` file.
+    """Read an ``export_memory_timeline(...json)`` file: one row per change, in file order.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-
-    Returns
-    -------
-    DataFrame, one row per change, in file order
-        ``time_ns`` (the file's µs × 1,000; its own clock, see the module's notes), one ``<category>_bytes`` column per entry of
-        :data:`CATEGORIES`, and ``total_bytes`` (their sum).
-
-    Raises
-    ------
-    KitFileError
-        Not JSON, or not ``[times, sizes]`` with one list of 9 integers per time.
-    """
+    Columns ``time_ns`` (the file's µs × 1,000, on its own clock), ``<category>_bytes`` for each
+    of :data:`CATEGORIES`, ``total_bytes``. KitFileError: not ``[times, sizes]`` with 9 integers
+    per time."""
     data = read_json_file(path)
     ok = (isinstance(data, list) and len(data) == 2 and all(isinstance(x, list) for x in data)
           and len(data[0]) == len(data[1]))

@@ -1,22 +1,9 @@
 """Nsight Compute CSV reports (``ncu --csv --page details``) as a tidy table.
 
-Nsight Compute profiles single kernels: it replays each selected kernel and reads
-hardware counters, grouped in *sections* (``SpeedOfLight``: how close compute
-and memory throughput came to the device's peak; ``LaunchStats``: grid, block,
-registers, shared memory, waves; ``Occupancy``: theoretical vs achieved active
-warps). With ``--csv --page details`` it writes one row per kernel × metric
-(Nsight Compute documentation, "Nsight Compute CLI", options ``--csv``,
-``--page details``; column names as written by Nsight Compute 2025.3):
+Sources: docs/SOURCES.md#ncu-format
 
-``"ID","Process ID","Process Name","Host Name","Kernel Name","Context","Stream",
-"Block Size","Grid Size","Device","CC","Section Name","Metric Name","Metric Unit",
-"Metric Value","Rule Name","Rule Type","Rule Description",…``
-
-Values carry thousands separators (``"3,198,738,005.84"``). Lines the tool
-printed before the table (``==PROF== …``, ``==WARNING== …``) are skipped. Rows
-that hold a rule's advice instead of a metric (``Rule Name`` set, no metric) are
-kept in :func:`load_ncu_rules`.
-"""
+One row per kernel × metric; ``==PROF==`` lines before the table are skipped; rows holding a
+rule's advice go to :func:`load_ncu_rules`. ``path`` is the CSV, plain or gzipped."""
 from __future__ import annotations
 
 import csv
@@ -70,29 +57,13 @@ def _number(text: str) -> float:
 def load_ncu_csv(path) -> pd.DataFrame:
     """Read an ``ncu --csv --page details`` report into one row per kernel and metric.
 
-    Parameters
-    ----------
-    path : str or os.PathLike
-        The CSV (plain or gzipped), e.g. the reference
-        ``data/reference/ncu/conv_kernels_speed_of_light.csv``.
+    Returns a DataFrame:
+    ``kernel_id`` (ncu's ``ID``, profiling order), ``kernel_name``, ``block_size``,
+    ``grid_size`` (as written, ``"(512, 1, 1)"``), ``section``, ``metric``, ``unit`` (``%``,
+    ``ns``, ``byte`` …, ``""`` when none), ``value`` (float; NaN for text), ``value_text``.
 
-    Returns
-    -------
-    DataFrame
-        ``kernel_id`` (int, ncu's ``ID``: the order kernels were profiled),
-        ``kernel_name``, ``block_size``, ``grid_size`` (as written, e.g.
-        ``"(512, 1, 1)"``), ``section`` (``GPU Speed Of Light Throughput``,
-        ``Launch Statistics``, ``Occupancy`` …), ``metric``, ``unit`` (``%``, ``ns``,
-        ``cycle``, ``hz``, ``byte`` …, ``""`` when none), ``value`` (float; NaN for text
-        values) and ``value_text`` (as written).
-
-    Raises
-    ------
-    NcuFormatError
-        Not an ncu details CSV (no ``"ID"`` header row, missing columns, no metric rows).
-    KitFileError
-        Missing, empty or truncated file.
-    """
+    NcuFormatError: no ``"ID"`` header row, missing columns, no metric rows; KitFileError: a
+    missing, empty or truncated file."""
     path = Path(path)
     rows = [r for r in _rows(path) if (r.get("Metric Name") or "").strip()]
     if not rows:
@@ -113,14 +84,9 @@ def load_ncu_csv(path) -> pd.DataFrame:
 
 
 def load_ncu_rules(path) -> pd.DataFrame:
-    """The rule rows of the same report: Nsight Compute's own advice per kernel.
-
-    Returns
-    -------
-    DataFrame
-        ``kernel_id, section, rule, rule_type`` (``OPT``, ``WRN``, ``INF`` …),
-        ``description``, ``estimated_speedup_type``, ``estimated_speedup`` (float, %).
-    """
+    """Nsight Compute's own advice per kernel, from the same report's rule rows: ``kernel_id,
+    section, rule, rule_type`` (``OPT``, ``WRN``, ``INF`` …), ``description``,
+    ``estimated_speedup_type``, ``estimated_speedup`` (float, %)."""
     path = Path(path)
     rows = [r for r in _rows(path) if (r.get("Rule Name") or "").strip()]
     return pd.DataFrame({
@@ -136,20 +102,8 @@ def load_ncu_rules(path) -> pd.DataFrame:
 
 
 def ncu_wide(tidy: pd.DataFrame, metrics=None) -> pd.DataFrame:
-    """One row per metric, one column per kernel: the layout of ncu's own details page.
-
-    Parameters
-    ----------
-    tidy : DataFrame
-        From :func:`load_ncu_csv`.
-    metrics : list of str, optional
-        Keep these metrics, in this order.
-
-    Returns
-    -------
-    DataFrame
-        Index ``(section, metric, unit)``; columns ``kernel <id>``; numeric values.
-    """
+    """:func:`load_ncu_csv`'s table as ncu's details page lays it out: index ``(section, metric,
+    unit)``, a column ``kernel <id>`` each; ``metrics`` keeps those, in that order."""
     w = tidy.pivot_table(index=["section", "metric", "unit"], columns="kernel_id", values="value",
                          aggfunc="first", sort=False)
     w.columns = [f"kernel {c}" for c in w.columns]

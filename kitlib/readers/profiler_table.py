@@ -1,14 +1,10 @@
 """The profiler's own by-name table, as printed or as rows: the oracle for self/total.
 
-``prof.key_averages().table()`` prints a fixed-width text table (the reference
-``profiler_5step/key_averages_tables.txt``); the kit's live captures keep the same
-rows as JSON (``key_averages.json``). Both come out here as one DataFrame with
-integer ns and bytes, so the analyses can be checked against the profiler's own
-numbers (:mod:`kitlib.analyses.four_measures`).
-
-Source: PyTorch ``torch/autograd/profiler_util.py`` (``_build_table``,
-``_format_time``: µs/ms/s; ``_format_memory``: KB/MB/GB are powers of 1024).
-"""
+``prof.key_averages().table()``'s text (the reference ``key_averages_tables.txt``) or a live
+capture's ``key_averages.json``, as one DataFrame in integer ns and bytes, to check the
+analyses against (:mod:`kitlib.analyses.four_measures`). Source: PyTorch
+``torch/autograd/profiler_util.py`` (``_format_time``: µs/ms/s; ``_format_memory``: KB/MB/GB
+are powers of 1024)."""
 from __future__ import annotations
 
 import re
@@ -57,37 +53,19 @@ def _number(text: str, col: str, where: str):
 
 
 def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
-    """Parse a table printed by ``prof.key_averages().table()`` (a text file).
-
-    Parameters
-    ----------
-    path : str or os.PathLike
-        A text file holding one or more such tables (e.g. the reference
-        ``profiler_5step/key_averages_tables.txt``).
-    which : int
-        Which table of the file (0 = the first).
+    """Parse table number ``which`` of a text file printed by ``prof.key_averages().table()``.
 
     Returns
     -------
-    table : DataFrame
-        One row per printed row. ``name`` (as printed: long names are cut and end in
-        ``...``); times as integer ns (``self_cpu_ns``, ``cpu_total_ns``,
-        ``cpu_avg_ns``, ``self_cuda_ns``, ``cuda_total_ns``, ``cuda_avg_ns``), so
-        to the printed precision only; percentages (``self_cpu_pct``, …); memory in
-        bytes (``cpu_mem_bytes``, ``self_cuda_mem_bytes``, …: the profiler's "GB" are
-        GiB, 2**30 bytes); ``calls``; ``input_shapes`` when printed. Columns the
-        table lacks are absent.
+    table : DataFrame, one row per printed row (columns the table lacks are absent)
+        ``name`` (as printed: long ones cut, ending ``...``); ``self_cpu_ns``, ``cpu_total_ns``,
+        ``cpu_avg_ns``, ``self_cuda_ns``, ``cuda_total_ns``, ``cuda_avg_ns`` (ns, to the printed
+        precision); ``*_pct`` (%); ``*_mem_bytes`` (bytes; the profiler's GB are GiB); ``calls``;
+        ``input_shapes``.
     totals : dict
-        ``self_cpu_total_ns`` and ``self_cuda_total_ns`` from the footer lines
-        ("Self CPU time total: …"), where printed.
+        ``self_cpu_total_ns``, ``self_cuda_total_ns`` from the footer, where printed.
 
-    Raises
-    ------
-    KitFileError
-        The file is missing, or holds no such table (or fewer than ``which + 1``).
-    KitError
-        A cell cannot be read as its column's value.
-    """
+    KitFileError: no file, or too few tables; KitError: a cell unreadable as its column's value."""
     p = Path(path)
     if not p.exists():
         raise KitFileError(p, "no such file (expected a key_averages().table() text file)")
@@ -142,25 +120,12 @@ def read_profiler_table(path, which: int = 0) -> tuple[pd.DataFrame, dict]:
 
 
 def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
-    """The profiler's own by-name table of a capture, from whichever form it holds.
+    """The profiler's own by-name table of a capture, from the printed text or ``key_averages.json``.
 
-    A reference bundle holds the printed table (``key_averages_tables.txt``); a live
-    capture (:func:`kitlib.capture.recipes.capture`) holds the rows as ``key_averages.json``.
-
-    Returns
-    -------
-    table, totals
-        As :func:`read_profiler_table` (columns ``name, calls, self_cpu_ns,
-        cpu_total_ns, self_cuda_ns, cuda_total_ns`` at least); from JSON the names are
-        whole, ``self_cuda_pct`` is computed as the printed table computes it, and
-        ``totals`` has ``self_cpu_total_ns`` (summed from the rows) and
-        ``self_cuda_total_ns`` (the trace's kernels, copies and sets, summed).
-
-    Raises
-    ------
-    KitError
-        The capture holds neither file.
-    """
+    As :func:`read_profiler_table` (``name, calls, self_cpu_ns, cpu_total_ns, self_cuda_ns,
+    cuda_total_ns`` at least); from JSON the names are whole, ``self_cuda_pct`` is computed as the
+    printed table does, and the totals are the rows' self CPU and the trace's GPU work, summed.
+    KitError: the capture holds neither."""
     if capture.has("key_averages_tables.txt"):
         return read_profiler_table(capture.file("key_averages_tables.txt"))
     if capture.has("key_averages.json") or capture.has("key_averages.json.gz"):
@@ -173,9 +138,7 @@ def profiler_table(capture) -> tuple[pd.DataFrame, dict]:
             "cuda_total_ns": [round(r["device_time_total_us"] * 1000) for r in rows]})
         t = t.astype({c: "Int64" for c in t.columns if c != "name"})
         t = t.sort_values("self_cuda_ns", ascending=False).reset_index(drop=True)
-        # The printed table's footer "Self CUDA time total" sums the GPU activities
-        # (kernels, copies, sets) only; its "Self CUDA %" divides by that total, so the
-        # annotation rows push the column past 100 % (see annotation_summary).
+        # as printed: "Self CUDA %" divides by the GPU work's total, annotations push it past 100 %
         total_cuda = int(capture.trace.kernels["dur_ns"].sum())
         t["self_cuda_pct"] = (100 * t["self_cuda_ns"].astype("float64") / total_cuda) if total_cuda else float("nan")
         return t, {"self_cpu_total_ns": int(t["self_cpu_ns"].sum()), "self_cuda_total_ns": total_cuda}
