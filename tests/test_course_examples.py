@@ -140,3 +140,23 @@ def test_make_folder_refuses_a_file():
     with pytest.raises(KitError) as e:
         make_folder(f, "workspace --dest")
     assert str(e.value) == f"workspace --dest {f}: is a file, not a folder; give a folder"
+
+
+def test_json_wrapped_breaks_between_fields():
+    import json
+    from kitlib.course.raw_views import json_wrapped
+    e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0, "args": {"stream": 7, "correlation": 3}}
+    assert json_wrapped(e, 40) == ('{"ph": "X", "cat": "kernel",\n'
+                                   '  "name": "k", "ts": 1.5, "dur": 2.0,\n'
+                                   '  "args": {"stream": 7,\n'
+                                   '  "correlation": 3}}')   # (the docstring's old example, never run, was wrong)
+    assert json.loads(json_wrapped(e, 20)) == e
+
+
+def test_cut_table_keeps_columns_and_cuts_names():
+    from kitlib.course.raw_views import cut_table
+    t = "\n".join(["----------  -----  -----", "      Name      A      B", "----------  -----  -----",
+                   "aten::long    1.0    2.0", "----------  -----  -----", "Self CPU time total: 3"])
+    assert cut_table(t, ["Name", "B"], name_width=8) == "\n".join([
+        "--------  -----", "    Name      B", "--------  -----", "aten:...    2.0", "--------  -----",
+        "Self CPU time total: 3"])
