@@ -1,17 +1,7 @@
-"""Lesson 12's raw view: a few events of each rank's trace, as torch.profiler wrote them.
-
-A learner who has only the traces (no kitlib) finds a straggler by matching the k-th call
-of a collective on every rank and comparing their start times: the last rank to start
-it is the one the others waited for. :func:`collective_excerpt` picks the events for
-doing that by hand: per rank, one ``ProfilerStep#N`` and the first few ``gloo:*``
-collective events that start inside it, each a Chrome-trace complete event (``ph: "X"``,
-``ts`` and ``dur`` in µs on that rank's clock), with the ``pid`` → rank map from each
-trace's ``distributedInfo``.
-
-Source: the PyTorch profiler's Chrome-trace export (``distributedInfo``,
-``ProfilerStep#N`` annotations; Gloo's collectives as ``gloo:*`` user annotations on its
-worker threads), as the kit's two-rank recordings hold it (``data/reference/ranks_*``).
-"""
+"""Lesson 12's raw view: a few events of each rank's trace as torch.profiler wrote them, to
+match the k-th call of a collective across ranks by hand (the last rank to start it is the
+one the others waited for). ``ts`` and ``dur`` in µs on each rank's clock; ``pid`` → rank
+from each trace's ``distributedInfo``."""
 from __future__ import annotations
 
 import json
@@ -39,32 +29,11 @@ def _events(path: Path) -> dict:
 
 
 def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
-    """Each rank's step event and its first ``calls`` Gloo collective events, raw.
+    """Each rank's ``ProfilerStep#N`` (``step``, default the first all share) and its first ``calls``
+    ``gloo:*`` events: ``{ranks: {pid: rank}, base_ns: {rank: baseTimeNanoseconds}, step, events}``,
+    events trimmed to :data:`KEEP`, rank by rank in start order.
 
-    Parameters
-    ----------
-    runs : kitlib.model.ranks.RankTraces
-        A run's traces (each rank's file is read again, raw).
-    step : int, optional
-        The ``ProfilerStep#N`` to take (default: the first N every rank recorded).
-    calls : int
-        ``gloo:*`` events per rank, in start order, among those starting inside the step.
-
-    Returns
-    -------
-    dict
-        ``ranks``: ``{pid: rank}`` (from ``distributedInfo``); ``base_ns``: ``{rank:
-        baseTimeNanoseconds}`` (each trace's ``ts`` are µs after it; 0 when absent);
-        ``step``: N; ``events``: the
-        events (each with the fields of :data:`KEEP`), rank by rank, each rank's in start
-        order.
-
-    Raises
-    ------
-    KitError
-        A trace has no ``distributedInfo`` rank, no common step, or no ``gloo:*`` events
-        in it (an NCCL run's collectives are kernels: use its kernels instead).
-    """
+    Raises KitError: no ``distributedInfo`` rank, no common step, or no ``gloo:*`` events (NCCL)."""
     docs, bases = {}, {}
     for path in runs.info["path"]:
         doc = _events(path)
@@ -95,35 +64,10 @@ def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
 
 
 def nccl_call_excerpt(runs, calls: int = 3) -> dict:
-    """Each rank's first ``calls`` NCCL collectives, raw: for each, the ``nccl:*`` host
-    operator (with its ``Input Dims``, the message size), the ``cudaLaunchKernel`` inside
-    it and the kernel that launch started (the same ``correlation`` in both ``args``).
+    """Each rank's first ``calls`` NCCL collectives: the ``nccl:*`` operator (``Input Dims``), its
+    ``cudaLaunchKernel`` and that kernel (same ``correlation``): ``{ranks, base_ns, events}``.
 
-    With these a learner pairs a collective across ranks by hand and checks the pairing by
-    its ends: one call ends on every rank within a fraction of a ms; two different calls
-    do not.
-
-    Parameters
-    ----------
-    runs : kitlib.model.ranks.RankTraces
-        An NCCL run's traces (each rank's file is read again, raw).
-    calls : int
-        Collectives per rank, in order of their kernels' starts.
-
-    Returns
-    -------
-    dict
-        ``ranks``: ``{pid: rank}``; ``base_ns``: ``{rank: baseTimeNanoseconds}`` (0 when
-        absent; the public pair writes absolute µs); ``events``: per rank and call, the
-        operator, the launch and the kernel, each with the fields of :data:`KEEP` plus
-        ``args`` reduced to ``Input Dims`` (operator) or ``correlation`` (launch, kernel).
-
-    Raises
-    ------
-    KitError
-        A trace has no ``distributedInfo`` rank, or no NCCL kernel launched inside an
-        ``nccl:*`` operator (a Gloo run: use :func:`collective_excerpt`).
-    """
+    Raises KitError: no ``distributedInfo`` rank, or no NCCL kernel launched in an ``nccl:*`` operator."""
     out, pids, bases = [], {}, {}
     for path in runs.info["path"]:
         doc = _events(path)
