@@ -160,3 +160,16 @@ def test_cut_table_keeps_columns_and_cuts_names():
     assert cut_table(t, ["Name", "B"], name_width=8) == "\n".join([
         "--------  -----", "    Name      B", "--------  -----", "aten:...    2.0", "--------  -----",
         "Self CPU time total: 3"])
+
+
+def test_refork_step_and_divisor_text():
+    from kitlib.course.exercises.l04 import _divisor_text, refork_step
+    assert (refork_step(1792, 128, 10), refork_step(2560, 128, 10)) == (0, 6)   # 14 and 20 batches an epoch
+    assert _divisor_text(1523.361537, 0.13645, 1523.361537 / 0.13645) == "0.13645"   # 0.1364 would give 11,168
+
+
+def test_excerpt_end_gap(public_pair):
+    from kitlib.course.exercises.l12 import excerpt_end_gap
+    from kitlib.course.rawranks import nccl_call_excerpt
+    got = {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(public_pair)).items()}
+    assert got == {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}

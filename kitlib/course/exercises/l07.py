@@ -30,10 +30,8 @@ def _vs(peak_bytes: float, self_bytes: float) -> str:
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 07, computed from ``capture`` (a torch.profiler bundle
-    recorded with ``profile_memory=True``), the ``fixed_batch`` recording (the transfer
-    question on another recording) and a memory snapshot (the capture's own, otherwise
-    the reference ``profiler_5step``'s)."""
+    """Questions of lesson 07 from ``capture`` (recorded with ``profile_memory=True``), the
+    ``fixed_batch`` recording and a memory snapshot (the capture's, else ``profiler_5step``'s)."""
     from .. import replay_capture
     from ..raw_memory import self_and_total
     from ...analyses import memory as M
