@@ -9,12 +9,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..readers.bundle import (OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
-                              reference_dir, relabel_opened, software_provenance)
+from ..readers.bundle import Capture, find_recording, open_capture, relabel_opened, software_provenance
 from ..errors import KitError
 from ..settings import value as setting
-# the memory check before a live run (the same figures for python -m kitlib profile)
-from ..capture.gpu_memory import (FIXED_BYTES, MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
+# the memory check before a live run, as for python -m kitlib profile (the peaks: for the lessons)
+from ..capture.gpu_memory import (MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
                                   REFERENCE_PEAK_RESERVED_BYTES, live_memory_plan)
 
 #: Which recipe re-creates each reference recording live.
@@ -313,7 +312,6 @@ def chain_beside_source(summary: dict, label: str = "this capture"):
     return pd.DataFrame(rows, index=[label, "source texts (B300)"]).T
 
 
-# --------------------------------------------------------------------------- which data a lesson shows
 def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None, recipe=None,
                         reuse_minutes: float = 60, free_bytes: int | None = None, **kw):
     """The Nsight Systems capture a lesson reads: a fresh one (live, with ``nsys`` found) or the
@@ -407,7 +405,6 @@ def step_flop_counts(capture) -> dict:
     return replay_capture("fixed_batch").read_json("flop_counter_one_step.json")
 
 
-# --------------------------------------------------------------------------- labels in Jupyter
 def _install_labels():
     """Under IPython, label every table and figure with its recordings (:mod:`kitlib.course.labels`)."""
     try:

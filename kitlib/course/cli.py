@@ -60,16 +60,11 @@ def _builders():
     }
 
 
-def _plain(v):
-    """A numpy scalar as the Python number it holds; anything else unchanged."""
-    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
-
-
 def _key_answer(v) -> str:
-    """An answer as the key prints it: ``yes``/``no``, a plain number, quoted text."""
+    """An answer as the key prints it: ``yes``/``no``, a plain number (not ``np.float64(..)``), quoted text."""
     if isinstance(v, bool):
         return "yes" if v else "no"
-    return repr(_plain(v))
+    return repr(v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v)
 
 
 def _tolerance_text(q) -> str:
@@ -216,7 +211,7 @@ def build_cache(dest, names=None, out=print) -> dict:
     t0 = time.perf_counter()
     n_traces = 0
     parsed0 = trace_cache.hits["parsed"]
-    # write into dest as the learner's own cache would be written; never read another shared one
+    # written as a learner's own cache would be, reading no other shared one
     with mock.patch.dict(os.environ, {"KITLIB_CACHE": str(dest), "KITLIB_SHARED_CACHE": ""}):
         for i, name in enumerate(names, 1):
             t = time.perf_counter()
@@ -226,7 +221,7 @@ def build_cache(dest, names=None, out=print) -> dict:
             what = f"{n} trace{'s' * (n != 1)}" if n else "no torch.profiler trace (nothing to parse)"
             out(f"[{i}/{len(names)}] {name}: {what}, {time.perf_counter() - t:.1f} s")
     parsed = trace_cache.hits["parsed"] - parsed0
-    # every trace read back from dest alone, with an empty cache of the learner's beside it
+    # every trace read back from dest alone
     import tempfile
     with tempfile.TemporaryDirectory() as own, \
             mock.patch.dict(os.environ, {"KITLIB_CACHE": own, "KITLIB_SHARED_CACHE": str(dest)}):

@@ -275,22 +275,19 @@ CAUSE_CHOICES = [c.text for c in CAUSES.values()]
 FIX_CHOICES = [c.fix for c in CAUSES.values()]
 
 
+def _cause_by(field: str, text) -> Cause | None:
+    t = str(text).strip().lower()
+    return next((c for c in CAUSES.values() if t in (getattr(c, field).lower(), c.id)), None)
+
+
 def cause_of_text(text) -> Cause | None:
     """The cause whose words (or id) are ``text``, else None."""
-    t = str(text).strip().lower()
-    for c in CAUSES.values():
-        if t in (c.text.lower(), c.id):
-            return c
-    return None
+    return _cause_by("text", text)
 
 
 def fix_of_text(text) -> Cause | None:
-    """The cause whose fix is ``text``, else None."""
-    t = str(text).strip().lower()
-    for c in CAUSES.values():
-        if t in (c.fix.lower(), c.id):
-            return c
-    return None
+    """The cause whose fix (or id) is ``text``, else None."""
+    return _cause_by("fix", text)
 
 
 def fmt(v, unit: str = "") -> str:
@@ -343,7 +340,6 @@ __all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "
            "fix_of_text", "healthy_name", "index", "process_signs", "reader_counts", "not_this", "open_bundle", "sign_table", "signs", "step_times", "timing_conditions", "trace_signs", "traces"]
 
 
-# --------------------------------------------------------------------------- the fix, measured
 def fix_series(letter: str, device: str = "cpu", known: dict | None = None) -> dict:
     """Lesson 10's two series for case ``letter``: ``{before, after, measured, unit}``.
 
@@ -451,7 +447,6 @@ def plot_fixes(letters, device: str = "cpu", ax=None):
     return ax
 
 
-# --------------------------------------------------------------------------- the complaint, checked
 def complaint_check(letter: str, device: str = "cpu") -> str:
     """Whether case ``letter``'s complaint shows in its *before* step times, in sentences: its
     uninstrumented steps against its healthy run's (or, for a profiled complaint, its profiled
@@ -477,8 +472,7 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     c = compare(hu, u)
     hload = process_signs(hst.get("process"))["load_per_core"]
     beside = ""
-    if s["load_per_core"] is not None or hload is not None:     # what the process and the machine did
-        # where, not what: the load is evidence a question asks the learner to read
+    if s["load_per_core"] is not None or hload is not None:     # where, not what: the load is evidence to read
         said = lambda v: "not recorded" if v is None else "recorded"  # noqa: E731
         beside = (f" The machine's load around the timed steps is {said(s['load_per_core'])} for this run and "
                   f"{said(hload)} for the healthy run (step_times.json's process entry; the two were not "
@@ -500,7 +494,6 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
                   "times; the recording can still show its cause.") + beside
 
 
-# --------------------------------------------------------------------------- the reader, checked
 def reader_counts(letters, names, device: str = "cpu"):
     """Each *before* recording's calls of ``names``, as ``"events / kitlib / profiler"`` (raw
     ``cpu_op`` events, kitlib's after the profiler's fold, ``key_averages``), one row per case; and

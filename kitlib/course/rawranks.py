@@ -19,13 +19,23 @@ KEEP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 def _events(path: Path) -> dict:
     raw = read_bytes_maybe_gz(path)           # a FIFO, a device, a gzip bomb: a KitFileError
     try:
-        try:                        # orjson: the same values as json's, several times faster
+        try:                        # orjson is faster; json reads what it refuses (NaN, huge ints)
             import orjson
             return orjson.loads(raw)
-        except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints)
+        except (ImportError, ValueError):
             return json.loads(raw)
     except (OSError, ValueError, RecursionError) as e:     # json recurses on deep nesting
         raise KitError(f"{path}: not a readable trace ({e})") from None
+
+
+def _rank_docs(runs):
+    """``(path, rank, trace document)`` per file of ``runs``, the rank from ``distributedInfo``."""
+    for path in runs.info["path"]:
+        doc = _events(path)
+        rank = (doc.get("distributedInfo") or {}).get("rank")
+        if rank is None:
+            raise KitError(f"{path}: no distributedInfo rank")
+        yield path, int(rank), doc
 
 
 def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
@@ -35,13 +45,9 @@ def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
 
     Raises KitError: no ``distributedInfo`` rank, no common step, or no ``gloo:*`` events (NCCL)."""
     docs, bases = {}, {}
-    for path in runs.info["path"]:
-        doc = _events(path)
-        rank = (doc.get("distributedInfo") or {}).get("rank")
-        if rank is None:
-            raise KitError(f"{path}: no distributedInfo rank")
-        docs[int(rank)] = doc["traceEvents"]
-        bases[int(rank)] = int(doc.get("baseTimeNanoseconds") or 0)
+    for _, rank, doc in _rank_docs(runs):
+        docs[rank] = doc["traceEvents"]
+        bases[rank] = int(doc.get("baseTimeNanoseconds") or 0)
     steps = [{int(e["name"].split("#")[1]): e for e in ev if e.get("ph") == "X"
               and str(e.get("name", "")).startswith("ProfilerStep#")} for ev in docs.values()]
     common = sorted(set.intersection(*(set(s) for s in steps)))
@@ -69,12 +75,7 @@ def nccl_call_excerpt(runs, calls: int = 3) -> dict:
 
     Raises KitError: no ``distributedInfo`` rank, or no NCCL kernel launched in an ``nccl:*`` operator."""
     out, pids, bases = [], {}, {}
-    for path in runs.info["path"]:
-        doc = _events(path)
-        rank = (doc.get("distributedInfo") or {}).get("rank")
-        if rank is None:
-            raise KitError(f"{path}: no distributedInfo rank")
-        rank = int(rank)
+    for path, rank, doc in _rank_docs(runs):
         bases[rank] = int(doc.get("baseTimeNanoseconds") or 0)
         ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
         kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"

@@ -7,8 +7,6 @@ Fields read by hand: ``ph`` (``X`` complete, ``s``/``f`` flow, ``M`` metadata), 
 shared by an API call and its GPU work)."""
 from __future__ import annotations
 
-import json
-
 from ..readers.files import read_trace_events
 
 #: Categories of the events that ran on a GPU (their ``tid`` is the stream).

@@ -48,8 +48,7 @@ def timed_loops(path=None) -> str:
         end = next(i for i, s in enumerate(lines) if i > start and s.strip() == "p.step()")
     except StopIteration:
         raise KitError(f"{path}: no '# --- D: uninstrumented timing' ... 'p.step()' section") from None
-    # a line too long for a notebook's output (105 characters at a laptop's width: code is only
-    # broken past that, not at the kit's 95 for prose) goes on under its code, unnumbered (issue 40)
+    # code breaks past 105 characters (a laptop's output width), not prose's 95 (issue 40)
     from ..units import wrapped
     return "\n".join(f"{i + 1:4d}  " + wrapped(lines[i], 105 - 6).replace("\n", "\n" + " " * 6)
                      for i in range(start, end + 1))
