@@ -370,8 +370,7 @@ def same_position(letter: str, device: str = "cpu") -> bool:
     return all(rec[0].get(k) == rec[1].get(k) for k in keys)
 
 
-#: Two runs not timed interleaved whose machine loads (per core) differ by more than this
-#: factor: the load, not the code, can explain their difference.
+#: Loads per core differing by more than this factor (not interleaved): the load can explain the difference.
 LOAD_RATIO = 1.2
 
 

@@ -23,8 +23,7 @@ __all__ = ["WARMUP_BATCHES", "FIXED_BATCHES", "capture_script", "timed_loops", "
 
 #: Batches ``capture.py`` draws before its uninstrumented timed loop (``for _ in range(3): step(...)``).
 WARMUP_BATCHES = 3
-#: Batches it draws between the uninstrumented loop and the profiled loop (``x, y = next(it)`` for
-#: the fixed-batch timing, which then reuses that one batch).
+#: Batches it draws between the uninstrumented and the profiled loop (the fixed-batch timing's one).
 FIXED_BATCHES = 1
 
 

@@ -9,17 +9,13 @@ from . import Exercises, Question
 #: Orders of magnitude offered for the first ``data_load``'s ratio to the later ones.
 ORDERS = ["10", "100", "1000", "10000", "100000"]
 
-#: The recording script's loader use before the profiled series
-#: (``data/reference/how_captured/capture.py``): 3 warm-up steps, 10 timed uninstrumented
-#: steps, one batch taken for the fixed-batch timing, then 7 profiled steps, all from one
-#: loader of ``images // batch`` batches an epoch.
+#: capture.py's use of one loader: warm-up steps, (uninstrumented steps,) the fixed batch, profiled steps.
 WARMUP_STEPS, FIXED_BATCHES, PROFILED_STEPS = 3, 1, 7
 
 #: The "what if" of the transfer question: a larger dataset of the same kind.
 WHAT_IF_IMAGES = 2560
 
-#: A public torch.profiler trace the lesson never prints (PyTorch ~1.9, ResNet-50 on a V100,
-#: ``num_workers=0``; kineto's tb_plugin sample, ``data/reference/public-other/SOURCES.md``).
+#: A public trace the lesson never prints (ResNet-50 on a V100, ``num_workers=0``; public-other/SOURCES.md).
 PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
 #: The DataLoader's own annotation of each ``next()`` in a single-process loader.
 LOADER_EVENT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"

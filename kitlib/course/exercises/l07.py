@@ -5,8 +5,7 @@ from . import Exercises, Question, misconception
 from ..sources import B300
 from ...units import bytes_to_gb, bytes_to_gib
 
-#: The call whose raw events the lesson shows as JSON (the transfer question ``excerpt_self_mib``):
-#: the second call of this operator in the trace file (the first is the stem's, the largest).
+#: The call whose raw events ``excerpt_self_mib`` shows: this operator's second (the first is the stem's).
 EXCERPT_OP, EXCERPT_NTH = "aten::cudnn_batch_norm", 1
 MIB = 2 ** 20
 

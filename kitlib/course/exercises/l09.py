@@ -5,22 +5,18 @@ from __future__ import annotations
 from . import Exercises, Question
 from ...units import ns_to_ms
 
-#: A public Nsight Systems export (CloverLeaf, 4×A100, Nsight Systems 2024.5), read for the
-#: transfer questions (``data/reference/public-other``; copied from hpcgroup/pipit, MIT).
+#: A public Nsight Systems export for the transfer questions (CloverLeaf, 4×A100; hpcgroup/pipit, MIT).
 PUBLIC_EXPORT = "public-other/nsys_2024.5_a100_cloverleaf.sqlite"
-#: A public torch.profiler trace (ResNet-50 on a V100, PyTorch 1.9; ``public-other/SOURCES.md``),
-#: on which the queue's transfer question reads a step's verdict.
+#: A public torch.profiler trace (ResNet-50, V100) whose step verdict the queue's transfer question reads.
 PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
 #: The step of :data:`PUBLIC_TRACE` that question asks about.
 PUBLIC_TRACE_STEP = 7
 
-#: CUDA calls that make the calling host thread wait for the GPU (``cudaMemcpy`` without
-#: ``Async`` waits for the copy and the work queued before it).
+#: CUDA calls that make the host thread wait for the GPU (``cudaMemcpy`` waits for all queued before it).
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
-#: How many GPU operations Nsight's thread-based projection credits to one backward range
-#: (upper bounds, with the choice each names).
+#: GPU operations Nsight's thread-based projection credits to one backward range (upper bounds, choices).
 BACKWARD_CHOICES = [(0.5, "none"), (20, "one or a few"), (float("inf"), "hundreds")]
 
 
