@@ -140,3 +140,36 @@ def test_make_folder_refuses_a_file():
     with pytest.raises(KitError) as e:
         make_folder(f, "workspace --dest")
     assert str(e.value) == f"workspace --dest {f}: is a file, not a folder; give a folder"
+
+
+def test_json_wrapped_breaks_between_fields():
+    import json
+    from kitlib.course.raw_views import json_wrapped
+    e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0, "args": {"stream": 7, "correlation": 3}}
+    assert json_wrapped(e, 40) == ('{"ph": "X", "cat": "kernel",\n'
+                                   '  "name": "k", "ts": 1.5, "dur": 2.0,\n'
+                                   '  "args": {"stream": 7,\n'
+                                   '  "correlation": 3}}')   # (the docstring's old example, never run, was wrong)
+    assert json.loads(json_wrapped(e, 20)) == e
+
+
+def test_cut_table_keeps_columns_and_cuts_names():
+    from kitlib.course.raw_views import cut_table
+    t = "\n".join(["----------  -----  -----", "      Name      A      B", "----------  -----  -----",
+                   "aten::long    1.0    2.0", "----------  -----  -----", "Self CPU time total: 3"])
+    assert cut_table(t, ["Name", "B"], name_width=8) == "\n".join([
+        "--------  -----", "    Name      B", "--------  -----", "aten:...    2.0", "--------  -----",
+        "Self CPU time total: 3"])
+
+
+def test_refork_step_and_divisor_text():
+    from kitlib.course.exercises.l04 import _divisor_text, refork_step
+    assert (refork_step(1792, 128, 10), refork_step(2560, 128, 10)) == (0, 6)   # 14 and 20 batches an epoch
+    assert _divisor_text(1523.361537, 0.13645, 1523.361537 / 0.13645) == "0.13645"   # 0.1364 would give 11,168
+
+
+def test_excerpt_end_gap(public_pair):
+    from kitlib.course.exercises.l12 import excerpt_end_gap
+    from kitlib.course.rawranks import nccl_call_excerpt
+    got = {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(public_pair)).items()}
+    assert got == {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}

@@ -1,35 +1,19 @@
-"""Course: the lessons' plumbing — the top layer of kitlib.
+"""Course: the lessons' plumbing, the top layer of kitlib. May import every other layer;
+nothing in kitlib imports the course.
 
-What belongs here: what a lesson needs and nothing else needs — live or replay
-mode and the capture to look at (this module), the "your turn" exercises
-(``kitlib.course.exercises``, one module per lesson), the figures quoted from the
-course's source texts (``kitlib.course.sources``), and the interactive widgets
-to come. May import every other layer; nothing in kitlib imports the course.
-
-What a lesson needs to start: live or replay, and the capture to look at.
-
-Every lesson runs in one of two modes:
-
-* **live** — a CUDA GPU is present: the lesson records a fresh capture of the
-  workload (with the same recipe as the recording it replaces) and analyses it;
-* **replay** — no GPU (most laptops): the lesson opens the H200 reference
-  recording shipped in ``data/reference/``.
-
-The mode comes from the environment variable ``KITLIB_MODE`` (``live``,
-``replay`` or ``auto``, the default: live when ``torch.cuda.is_available()``).
-Both modes hand the lesson the same thing, a :class:`kitlib.readers.bundle.Capture`, so
-the analysis code is identical.
-"""
+Every lesson runs *live* (a CUDA GPU: a fresh capture with the recording's recipe) or
+*replay* (the H200 recordings in ``data/reference/``), chosen by ``KITLIB_MODE``
+(``live``, ``replay`` or ``auto``, the default). Both hand the lesson a
+:class:`kitlib.readers.bundle.Capture`, so the analysis code is the same."""
 from __future__ import annotations
 
 from pathlib import Path
 
-from ..readers.bundle import (OPEN_LOG, Capture, find_recording, open_capture, opened_labels,  # noqa: F401
-                              reference_dir, relabel_opened, software_provenance)
+from ..readers.bundle import Capture, find_recording, open_capture, relabel_opened, software_provenance
 from ..errors import KitError
 from ..settings import value as setting
-# the memory check before a live run (the same figures for python -m kitlib profile)
-from ..capture.gpu_memory import (FIXED_BYTES, MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
+# the memory check before a live run, as for python -m kitlib profile (the peaks: for the lessons)
+from ..capture.gpu_memory import (MIN_LIVE_BATCH, REFERENCE_PEAK_ALLOCATED_BYTES,  # noqa: F401
                                   REFERENCE_PEAK_RESERVED_BYTES, live_memory_plan)
 
 #: Which recipe re-creates each reference recording live.
@@ -37,10 +21,8 @@ LIVE_RECIPES = {"profiler_5step": "full", "fixed_batch": "full", "cold_start_8st
 
 
 def _no_nvidia_driver() -> bool:
-    """True where no NVIDIA driver can be present, so torch could not see a CUDA GPU:
-    macOS (PyTorch has no CUDA build for it), or Linux with neither the driver's
-    ``/proc/driver/nvidia`` nor ``/dev/nvidia0`` nor ``nvidia-smi`` on the PATH.
-    Elsewhere (Windows, a driver present) only torch can tell."""
+    """True where torch cannot see a CUDA GPU: macOS, or Linux with no ``/proc/driver/nvidia``,
+    ``/dev/nvidia0`` nor ``nvidia-smi``."""
     import shutil
     import sys
     if sys.platform == "darwin":
@@ -52,11 +34,7 @@ def _no_nvidia_driver() -> bool:
 
 
 def cuda_available() -> bool:
-    """Whether torch sees a CUDA GPU (False when torch is not importable).
-
-    Without an NVIDIA driver (:func:`_no_nvidia_driver`) the answer is False without
-    importing torch, which takes a second or more: a replay lesson on a laptop starts faster.
-    """
+    """Whether torch sees a CUDA GPU; without a driver, False without importing torch (slow)."""
     import sys
     if "torch" not in sys.modules and _no_nvidia_driver():
         return False
@@ -70,11 +48,7 @@ def cuda_available() -> bool:
 def mode() -> str:
     """``"live"`` or ``"replay"``, from ``KITLIB_MODE`` (default ``auto``).
 
-    Raises
-    ------
-    KitError
-        ``KITLIB_MODE=live`` without a CUDA GPU, or an unknown value.
-    """
+    Raises KitError: ``KITLIB_MODE=live`` without a CUDA GPU, or an unknown value."""
     want = (setting("KITLIB_MODE") or "auto").lower()
     if want not in ("auto", "live", "replay"):
         raise KitError(f"KITLIB_MODE must be auto, live or replay, not {want!r}")
@@ -89,47 +63,15 @@ def mode() -> str:
 def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, out_dir=None,
                    reuse_minutes: float = 60, progress: bool = True, free_bytes: int | None = None,
                    **workload_options) -> Capture:
-    """The capture a lesson analyses: a fresh one (live) or the named recording (replay).
+    """The capture a lesson analyses: a fresh one (live) or the recording ``reference`` (replay).
 
-    Parameters
-    ----------
-    reference : str
-        The recording the lesson is written around (see :func:`replay_capture`), e.g.
-        ``"profiler_5step"``.
-    live : bool, optional
-        Force a mode; by default :func:`mode` decides. In replay, a bundle named
-        ``reference`` inside the folder ``$KITLIB_REPLAY_DIR`` (your own captures,
-        e.g. recorded earlier on a GPU) is used instead of the shipped one.
-    out_dir : path, optional
-        Where a live capture is written (default a new
-        ``runs/lesson_<reference>_<time>_<random>``, unique even when two learners
-        start in the same second).
-    reuse_minutes : float
-        In live mode, reuse this machine's newest live capture for the same reference
-        if it is younger than this many minutes and ran with the same workload options
-        (several lessons look at the same capture; 0 always records afresh).
-    progress : bool
-        Progress bars while capturing.
-    free_bytes : int, optional
-        Free GPU memory to plan for, in bytes (default: the GPU's). What a live path does
-        with it, every live path alike: :func:`_memory_checked`.
-    **workload_options
-        Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device` for a live capture
-        (the reference settings on a GPU by default).
+    ``live`` forces a mode (default :func:`mode`). Replay prefers ``$KITLIB_REPLAY_DIR/<reference>``.
+    Live writes to ``out_dir`` (default a new ``runs/lesson_<reference>_<time>_<random>``),
+    reuses a capture younger than ``reuse_minutes`` with the same workload on this GPU, and
+    checks ``free_bytes`` (default the GPU's) with :func:`_memory_checked`: a smaller batch, or
+    the recording, with a warning. ``workload_options`` go to ``WorkloadConfig.for_device``.
 
-    Returns
-    -------
-    Capture
-        ``capture.origin`` is ``"live"`` or ``"recorded"``; ``capture.label`` says whose.
-        On a GPU with too little free memory for the reference batch, a live capture
-        with a smaller batch, or (below :data:`MIN_LIVE_BATCH`) the recording, with a
-        warning that says which and why.
-
-    Raises
-    ------
-    BundleError
-        The recording is missing from both ``$KITLIB_REPLAY_DIR`` and the kit.
-    """
+    Raises BundleError: the recording is in neither ``$KITLIB_REPLAY_DIR`` nor the kit."""
     live = (mode() == "live") if live is None else live
     if not live:
         return replay_capture(reference)
@@ -147,34 +89,9 @@ def lesson_capture(reference: str = "profiler_5step", live: bool | None = None, 
 
 def live_recipe_captures(recipes, reuse_minutes: float = 60, progress: bool = True,
                          free_bytes: int | None = None, **workload_options) -> dict:
-    """Live: one capture of the workload per torch.profiler recipe (lesson 06's cost of
-    attribution), each reused when a matching one younger than ``reuse_minutes`` is
-    in ``runs/`` (as :func:`lesson_capture` does: same workload, same GPU).
-
-    Before anything runs, the memory check of every live path (:func:`_memory_checked`,
-    as in :func:`lesson_capture`): with too little free GPU memory all the recipes run
-    a smaller batch, with a warning; when not even :data:`MIN_LIVE_BATCH` fits, the
-    recordings stand in (with a warning): the recipe ``full`` gets the recording
-    ``profiler_5step`` (:data:`LIVE_RECIPES`), the others nothing.
-
-    Parameters
-    ----------
-    recipes : sequence of str
-        Names in :data:`kitlib.capture.recipes.RECIPES`.
-    reuse_minutes : float
-        0 always records afresh.
-    progress : bool
-    free_bytes : int, optional
-        Free GPU memory to plan for (default: the GPU's; see :func:`lesson_capture`).
-    **workload_options
-        Passed to :meth:`kitlib.capture.workload.WorkloadConfig.for_device`.
-
-    Returns
-    -------
-    dict of str -> Capture
-        One capture per recipe; with nothing fitting, only the recipes a recording was
-        made with (``capture.origin == "recorded"``).
-    """
+    """Live: ``{recipe: Capture}``, one capture per torch.profiler recipe (lesson 06), reused as
+    in :func:`lesson_capture`. Where not even :data:`MIN_LIVE_BATCH` fits, only the recipes a
+    recording was made with (:data:`LIVE_RECIPES`), from the recordings, with a warning."""
     from ..capture.workload import WorkloadConfig
     recorded = {}
     for ref, rec in LIVE_RECIPES.items():
@@ -193,37 +110,12 @@ def live_recipe_captures(recipes, reuse_minutes: float = 60, progress: bool = Tr
 
 
 def measured(experiment: str, reuse_minutes: float = 60, free_bytes: int | None = None, **kwargs) -> dict:
-    """Live: run one of :mod:`kitlib.capture.experiments`' step-time measurements, or
-    reuse its result from a matching run younger than ``reuse_minutes``.
+    """Live: ``{series: [step ms, ...]}`` of ``experiment`` (``"measure_loader_settings"``, lesson 04,
+    or ``"overhead_series"``, lesson 10) run with ``kwargs`` (JSON values), kept as a ``timing``
+    bundle in ``runs/`` and reused within ``reuse_minutes`` on the same GPU and arguments.
+    Where no batch fits ``free_bytes``, the recorded step times of ``profiler_5step``.
 
-    The result is kept as a ``timing`` bundle (``runs/lesson_<experiment>_<time>_<random>/``
-    with ``step_times.json``), so it travels like any capture and a second run of the
-    lesson on the same GPU, with the same arguments, within the hour reads it back
-    instead of measuring again.
-
-    Parameters
-    ----------
-    experiment : str
-        ``"measure_loader_settings"`` (lesson 04) or ``"overhead_series"`` (lesson 10).
-    reuse_minutes : float
-        0 always measures afresh.
-    free_bytes : int, optional
-        As :func:`lesson_capture` (:func:`_memory_checked`, for the experiment's workload;
-        a smaller batch is kept in the bundle and compared on reuse). Where nothing fits,
-        the recorded step times of ``profiler_5step`` are returned instead.
-    **kwargs
-        The experiment's arguments (JSON values: they are compared on reuse).
-
-    Returns
-    -------
-    dict
-        The experiment's result: ``{series: [step ms, ...]}``.
-
-    Raises
-    ------
-    KitError
-        An unknown experiment.
-    """
+    Raises KitError: an unknown experiment."""
     import json
 
     from ..capture import experiments
@@ -260,17 +152,10 @@ def measured(experiment: str, reuse_minutes: float = 60, free_bytes: int | None 
 
 
 def unique_run_dir(root, prefix: str, create: bool = True) -> Path:
-    """A new folder name ``root/<prefix>_<UTC time>_<6 random hex>`` (created when ``create``).
+    """A new folder ``root/<prefix>_<UTC time>_<6 random hex>`` (created when ``create``),
+    unique even when two learners start in the same second.
 
-    The random part (and, with ``create``, the exclusive ``mkdir``) makes the name
-    unique even when two learners sharing a ``runs/`` folder start in the same second;
-    a capture given an uncreated name claims it itself (with its lock file).
-
-    Raises
-    ------
-    KitError
-        ``root`` cannot be created or written.
-    """
+    Raises KitError: ``root`` cannot be created or written."""
     import secrets
     import time
     root = Path(root)
@@ -304,32 +189,12 @@ def _live_capture(prefix, recipe, cfg, out_dir, reuse_minutes, progress, notes) 
 
 
 def _memory_checked(workload_options: dict, free_bytes, instead: str):
-    """The memory check every live path of the lessons makes before it runs the workload.
+    """The memory check of every live path before it runs the workload (:func:`live_memory_plan`).
 
-    One rule for :func:`lesson_capture`, :func:`measured`, :func:`live_recipe_captures`,
-    :func:`lesson_nsys_capture` and lesson 12's NCCL ranks: each path checks the free GPU
-    memory of the moment with :func:`live_memory_plan` (no state is carried from lesson to
-    lesson; on an unchanged GPU they all choose the same batch), for the workload it is
-    about to run (``workload_options`` as :meth:`WorkloadConfig.for_device` takes them,
-    ``device`` included).
-
-    Parameters
-    ----------
-    workload_options : dict
-    free_bytes : int or None
-        Free GPU memory to plan for (a figure, to see what a smaller GPU would do);
-        ``None``: ask the GPU, and check only when one is there and the device is not the CPU.
-    instead : str
-        The sentence that ends the warning when nothing fits (what the path does instead).
-
-    Returns
-    -------
-    dict or None
-        The options to run: unchanged when the batch fits (or nothing was checked: the
-        CPU, ``small_cnn``); with a smaller ``batch_size`` when only that fits (with a
-        warning); ``None`` when not even :data:`MIN_LIVE_BATCH` fits (with a warning
-        ending in ``instead``).
-    """
+    Returns ``workload_options`` unchanged when the batch fits (or on the CPU, or a model other
+    than ResNet-50), with a smaller ``batch_size`` (and a warning) when only that fits, or None
+    (with a warning ending in ``instead``) when not even :data:`MIN_LIVE_BATCH` fits.
+    ``free_bytes`` None: ask the GPU."""
     import warnings
 
     from ..capture.workload import WorkloadConfig
@@ -351,17 +216,10 @@ def _memory_checked(workload_options: dict, free_bytes, instead: str):
 
 
 def replay_capture(reference: str) -> Capture:
-    """The recorded capture named ``reference``: from ``$KITLIB_REPLAY_DIR`` (your own
-    bundles, named like the references they replace) when it holds one, else from the
-    kit's reference recordings — the one lookup rule,
-    :func:`kitlib.readers.bundle.find_recording` (the working directory is never
-    searched). ``capture.label`` says which it was.
+    """The recording ``reference``, from ``$KITLIB_REPLAY_DIR`` else the kit's
+    (:func:`kitlib.readers.bundle.find_recording`); ``capture.label`` says which.
 
-    Raises
-    ------
-    BundleError
-        Neither place holds it.
-    """
+    Raises BundleError: neither place holds it."""
     path, where = find_recording(reference)
     cap = open_capture(path)
     cap.found_in = where
@@ -370,7 +228,7 @@ def replay_capture(reference: str) -> Capture:
 
 
 def _recent_bundle(prefix: str, minutes: float, accept):
-    """The newest ``runs/<prefix>_*`` live bundle younger than ``minutes`` that ``accept(capture)`` takes."""
+    """The newest live ``runs/<prefix>_*`` bundle younger than ``minutes`` that ``accept`` takes."""
     import time
     from ..capture import recipes as cap_mod
     root = cap_mod.runs_dir()
@@ -401,15 +259,12 @@ def _recent_live(prefix: str, workload: dict, minutes: float):
 
 
 def this_machine() -> dict:
-    """What this machine runs (see :func:`kitlib.readers.bundle.software_provenance`),
-    without importing torch when the lesson has not (a replay lesson never needs it:
-    the versions come from the installed packages, the GPU from ``nvidia-smi``)."""
+    """This machine's software and GPU (:func:`software_provenance`), without importing torch."""
     return software_provenance(import_torch=False)
 
 
 def perfetto_instructions(path) -> str:
-    """How to open a trace file in the Perfetto UI (https://ui.perfetto.dev), its lines wrapped
-    to a notebook's width (:func:`kitlib.units.wrapped`)."""
+    """How to open a trace file in the Perfetto UI, wrapped to a notebook's width."""
     from ..units import wrapped
     p = Path(path)
     size_mb = p.stat().st_size / 1e6 if p.exists() else float("nan")
@@ -420,15 +275,8 @@ def perfetto_instructions(path) -> str:
 
 
 def compare_machines(capture: Capture):
-    """This machine, the capture's machine and the source texts' machine, side by side.
-
-    Returns
-    -------
-    DataFrame
-        Index: gpu, driver, cuda, cudnn, torch, torchvision, python, os, cpu_count, date;
-        columns ``this machine``, ``capture (<origin>)`` and ``source texts (B300)``
-        (the source's software versions were not fully recorded: shown as "not recorded").
-    """
+    """This machine, the capture's and the source texts' (B300), side by side: a DataFrame
+    indexed by gpu, driver, cuda, cudnn, torch, torchvision, python, os, cpu_count, date."""
     import pandas as pd
     keys = ["gpu", "driver", "cuda", "cudnn", "torch", "torchvision", "python", "os", "cpu_count", "date"]
     here = this_machine()
@@ -450,20 +298,8 @@ def workload_table(capture: Capture):
 
 
 def chain_beside_source(summary: dict, label: str = "this capture"):
-    """Lesson 02's figures for one convolution beside the source texts' B300 figures.
-
-    Parameters
-    ----------
-    summary : dict
-        From :func:`kitlib.analyses.chain.op_summary`.
-
-    Returns
-    -------
-    DataFrame
-        Rows: operator host interval (µs), launch that produced the main kernel (µs,
-        host), that kernel on the GPU (µs, device), which launch it was; columns
-        ``label`` and ``source texts (B300)``.
-    """
+    """Lesson 02's figures for one convolution (:func:`kitlib.analyses.chain.op_summary`), in µs,
+    beside the source texts' B300 figures: columns ``label`` and ``source texts (B300)``."""
     import pandas as pd
     from .sources import B300
     rows = {
@@ -476,36 +312,14 @@ def chain_beside_source(summary: dict, label: str = "this capture"):
     return pd.DataFrame(rows, index=[label, "source texts (B300)"]).T
 
 
-# --------------------------------------------------------------------------- which data a lesson shows
 def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None, recipe=None,
                         reuse_minutes: float = 60, free_bytes: int | None = None, **kw):
-    """The Nsight Systems capture a lesson reads: a fresh one (live, when a GPU and
-    ``nsys`` are both there) or the named reference bundle (replay).
+    """The Nsight Systems capture a lesson reads: a fresh one (live, with ``nsys`` found) or the
+    recording ``reference`` (replay, or live without ``nsys``, with a warning).
 
-    Parameters
-    ----------
-    reference : str
-        Reference bundle (``"nsys_8step"``, ``"nsys_emit_nvtx"``), from ``$KITLIB_REPLAY_DIR``
-        or ``data/reference`` (see :func:`kitlib.course.replay_capture`).
-    live : bool, optional
-        Force a mode; by default :func:`kitlib.course.mode` decides, and a live
-        machine without ``nsys`` falls back to the reference (with a warning).
-    recipe : str or NsysRecipe, optional
-        Live recipe; default the one named like ``reference`` (``emit_nvtx`` for
-        ``nsys_emit_nvtx``).
-    reuse_minutes : float
-        As :func:`lesson_capture` (the same recipe, batch and image size).
-    free_bytes : int, optional
-        As :func:`lesson_capture` (:func:`_memory_checked`, for the workload ``nsys`` runs,
-        ``--batch-size``/``--image-size`` of ``workload_args`` included). Where nothing
-        fits, the recording is used.
-    **kw
-        Passed to :func:`kitlib.capture.nsys_recipes.capture_nsys`.
-
-    Returns
-    -------
-    kitlib.readers.bundle.Capture
-    """
+    ``recipe`` defaults to the one named like ``reference``; ``reuse_minutes`` and ``free_bytes``
+    as :func:`lesson_capture` (the batch of ``workload_args`` checked); ``kw`` go to
+    :func:`kitlib.capture.nsys_recipes.capture_nsys`."""
     import warnings
 
     from ..capture.nsys_recipes import NsysNotFound, capture_nsys, find_nsys
@@ -547,7 +361,7 @@ def lesson_nsys_capture(reference: str = "nsys_8step", live: bool | None = None,
 
 
 def _option(args: list, flag: str):
-    """The value after the last ``flag`` in a command line (``None`` when absent)."""
+    """The value after the last ``flag`` in a command line (None when absent)."""
     value = None
     for i, a in enumerate(args):
         if a == flag and i + 1 < len(args):
@@ -571,36 +385,14 @@ def _without_option(args: list, flag: str) -> list:
 
 
 def ncu_capture(capture):
-    """The Nsight Compute bundle to read for a lesson.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-
-    Returns
-    -------
-    Capture
-        ``capture`` itself when it is an Nsight Compute bundle (``kind == "ncu"``),
-        otherwise the recording ``ncu`` (:func:`replay_capture`).
-    """
+    """``capture`` when it is an Nsight Compute bundle, else the recording ``ncu``."""
     return capture if capture.kind == "ncu" else replay_capture("ncu")
 
 
 def step_flop_counts(capture) -> dict:
-    """FlopCounterMode counts of one training step, for a capture.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-
-    Returns
-    -------
-    dict
-        As :func:`kitlib.capture.experiments.flop_counter_step` (``total`` and ``by_op``, in FLOPs): the capture's
-        own ``flop_counter_one_step.json``; for a live capture without one, counted now
-        on the workload's model (:func:`kitlib.capture.experiments.workload_step_flops`, the capture's batch size
-        and image size); otherwise the reference ``fixed_batch`` recording's count.
-    """
+    """FlopCounterMode counts of one training step (``total``, ``by_op``, in FLOPs): the capture's
+    ``flop_counter_one_step.json``; for a live capture without one, counted now on its workload;
+    else the ``fixed_batch`` recording's."""
     if capture.has("flop_counter_one_step.json"):
         return capture.read_json("flop_counter_one_step.json")
     if capture.origin == "live":
@@ -613,10 +405,8 @@ def step_flop_counts(capture) -> dict:
     return replay_capture("fixed_batch").read_json("flop_counter_one_step.json")
 
 
-# --------------------------------------------------------------------------- labels in Jupyter
 def _install_labels():
-    """Under IPython, note under every table and figure which recordings it draws on
-    (:mod:`kitlib.course.labels`); nothing elsewhere."""
+    """Under IPython, label every table and figure with its recordings (:mod:`kitlib.course.labels`)."""
     try:
         from .labels import install
         install()

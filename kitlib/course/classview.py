@@ -1,19 +1,8 @@
-"""The learner's side of the instructor's live view of the class (issue 38; the service is
-deploy/hub/classview/). Each judged answer (right or wrong, not a ``None`` or an answer outside
-the choices) goes to the class view, with the learner's own hub token, only where:
-
-* the kernel runs under JupyterHub (``JUPYTERHUB_API_TOKEN`` is set in the single-user
-  server's environment, which the kernel inherits), and
-* the class has the view on: the hub's config sets ``KITLIB_CLASS_VIEW_URL`` (a loopback
-  address of the hub's own machine: nothing leaves the hub), and
-* the learner has not switched it off (``KITLIB_CLASS_VIEW=off``, e.g. ``%env
-  KITLIB_CLASS_VIEW=off`` in a cell).
-
-Anywhere else nothing is sent and nothing changes. A failed send (service down, slow, refused)
-never disturbs the learner: it waits at most ``KITLIB_CLASS_VIEW_TIMEOUT_S`` (default 2 s), and
-one line goes to the kernel's own stderr (the server's log, not the notebook), once per kernel.
-stdlib only (urllib).
-"""
+"""The learner's side of the instructor's live class view (issue 38; deploy/hub/classview/).
+Each judged answer is sent, with the learner's hub token, only under JupyterHub
+(``JUPYTERHUB_API_TOKEN``), with ``KITLIB_CLASS_VIEW_URL`` set by the hub (a loopback
+address) and ``KITLIB_CLASS_VIEW`` not ``off``. A failed send waits at most
+``KITLIB_CLASS_VIEW_TIMEOUT_S`` and logs one line to the kernel's stderr, once."""
 from __future__ import annotations
 
 import json
@@ -37,12 +26,8 @@ def target():
 
 
 def attempt(exercises, question, verdict) -> dict:
-    """The record sent for one judged answer: ``lesson`` (``"02"``, from the exercises' title
-    "Lesson 02 — …"), ``question`` (key), ``correct`` (bool), ``answer`` (as the verdict shows
-    it, 200 characters at most), ``trap`` and ``trap_text`` (the misconception the wrong
-    answer fell into: :meth:`kitlib.course.exercises.Question.trap_hit`). The time
-    is the service's, on arrival; the learner is not in it: the service takes the name from the
-    token."""
+    """The record sent for one judged answer: ``lesson``, ``question``, ``correct``, ``answer`` (200
+    characters at most), ``trap`` and ``trap_text`` (:meth:`Question.trap_hit`); no name, no time."""
     m = re.match(r"\s*lesson\s+(\d+)", exercises.title or "", re.I)
     trap, text = question.trap_hit(verdict)
     given = verdict.given if verdict.given is not None else ""
@@ -51,8 +36,7 @@ def attempt(exercises, question, verdict) -> dict:
 
 
 def send(exercises, question, verdict) -> bool:
-    """Send one judged answer to the class view where it is on (see the module); True when the
-    service stored it. Never raises: a failure is one line on the kernel's stderr, once."""
+    """Send one judged answer where the class view is on; True when stored. Never raises."""
     global _warned
     where = target()
     if where is None or verdict.correct is None:

@@ -1,19 +1,11 @@
-"""``python -m kitlib``: the capture layer's commands (:mod:`kitlib.capture.cli`: profile,
-info, summary, record-course) and the course's own two:
+"""``python -m kitlib``: the capture layer's commands (:mod:`kitlib.capture.cli`) and the course's:
 
-``python -m kitlib answers [--lesson NN] [--out FILE]``
-    The answer key of the "your turn" exercises, computed from the recordings in use
-    (``$KITLIB_REPLAY_DIR``, else the kit's): for instructors. It is never stored in the
-    lessons, and it changes with the recordings.
-``python -m kitlib workspace [--dest DIR]``
-    Copy the lessons into a git-ignored workspace (``<checkout>/workspace``), where
-    students write their answers; pulling course updates then never conflicts with
-    them. Files already there are kept.
-``python -m kitlib cache --build DIR [NAME ...]``
-    Parse every shipped recording (or the named ones) into a trace cache at ``DIR``, to
-    be made read-only and shared by a class (``KITLIB_SHARED_CACHE=DIR``; the course
-    image, ``deploy/Dockerfile``, does this once at build time).
-"""
+``answers [--lesson NN] [--out FILE] [--clinic]``
+    The exercises' answer key, computed from the recordings in use (for instructors).
+``workspace [--dest DIR]``
+    Copy the lessons into a git-ignored workspace; lessons already there are kept.
+``cache --build DIR [NAME ...]``
+    Parse the shipped recordings into a trace cache to share read-only (``KITLIB_SHARED_CACHE``)."""
 from __future__ import annotations
 
 import argparse
@@ -28,10 +20,8 @@ from ..paths import make_folder, repo_root
 COMMANDS = ("answers", "workspace", "cache")
 
 
-#: How each lesson builds its exercises from recordings, as the lesson's "your turn"
-#: cells do in replay mode. Lesson 01's come from the learner's own CPU run. A builder
-#: returns the exercises, or ``(exercises, labels)`` when it names the recordings used
-#: itself (else the key lists those its call opened).
+#: ``{lesson: builder}``: the exercises from the recordings, as the replay cells build them, or
+#: ``(exercises, labels)`` naming the recordings used (lesson 01's come from the learner's run).
 def _builders():
     from . import exercises
     from . import replay_capture as rec
@@ -70,17 +60,11 @@ def _builders():
     }
 
 
-def _plain(v):
-    """A numpy scalar as the Python number it holds (the key prints ``844.61``, not
-    ``np.float64(844.61)``); anything else unchanged."""
-    return v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v
-
-
 def _key_answer(v) -> str:
-    """An answer as the key prints it: ``yes``/``no`` for a yes/no, a plain number, quoted text."""
+    """An answer as the key prints it: ``yes``/``no``, a plain number (not ``np.float64(..)``), quoted text."""
     if isinstance(v, bool):
         return "yes" if v else "no"
-    return repr(_plain(v))
+    return repr(v.item() if type(v).__module__ == "numpy" and hasattr(v, "item") else v)
 
 
 def _tolerance_text(q) -> str:
@@ -98,8 +82,7 @@ LESSON01_LINE = ("Computed from each learner's own CPU run, recorded in the less
 
 
 def _build(make) -> tuple:
-    """``(exercises, recordings used)`` from one of :func:`_builders`' builders: the labels of
-    the recordings opened while the questions were built, unless the builder names them."""
+    """``(exercises, labels of the recordings used)`` from a builder of :func:`_builders`."""
     from ..readers.bundle import OPEN_LOG
     start = len(OPEN_LOG)
     ex = make()
@@ -107,25 +90,10 @@ def _build(make) -> tuple:
 
 
 def answer_key(lessons=None) -> str:
-    """The answer key, as Markdown: per lesson, each question's key, prompt, answer and
-    explanation, under the labels of the recordings it was computed from.
+    """The answer key as Markdown: per lesson (two-digit numbers, default all), each question's
+    key, prompt, answer and explanation, under the recordings it was computed from.
 
-    Parameters
-    ----------
-    lessons : iterable of str, optional
-        Two-digit lesson numbers; default every lesson with exercises. Lesson 01's answers
-        come from the learner's own CPU run: its section says so in one line
-        (:data:`LESSON01_LINE`).
-
-    Returns
-    -------
-    str
-
-    Raises
-    ------
-    KitError
-        An unknown lesson number.
-    """
+    Raises KitError: an unknown lesson number."""
     builders = _builders()
     wanted = list(lessons) if lessons else sorted(["01", *builders])
     out = ["# Answer key", "",
@@ -151,11 +119,7 @@ def answer_key(lessons=None) -> str:
 def lessons_dir() -> Path:
     """The checkout's ``lessons/`` folder.
 
-    Raises
-    ------
-    KitError
-        kitlib was installed without a checkout (the lessons are not in the package).
-    """
+    Raises KitError: kitlib was installed without a checkout."""
     root = repo_root()
     if root is None or not (root / "lessons").is_dir():
         raise KitError("the lessons are not installed with the package: clone the course repository and run "
@@ -164,26 +128,11 @@ def lessons_dir() -> Path:
 
 
 def make_workspace(dest=None, source=None) -> dict:
-    """Copy the lessons into a workspace of the student's own.
+    """Copy the lessons (default the checkout's) into ``dest`` (default ``<checkout>/workspace``).
 
-    Parameters
-    ----------
-    dest : path, optional
-        Default ``<checkout>/workspace`` (git-ignored).
-    source : path, optional
-        Default the checkout's ``lessons/``.
+    Returns ``{dest, added, kept}``: lessons copied now, and those already there, left as they are.
 
-    Returns
-    -------
-    dict
-        ``dest`` (Path), ``added`` (lessons copied now) and ``kept`` (lessons already in
-        the workspace, left as they are: they hold the student's answers).
-
-    Raises
-    ------
-    KitError
-        ``dest`` is a file, or it or a lesson in it cannot be written (one line, naming it).
-    """
+    Raises KitError: ``dest`` is a file, or it or a lesson in it cannot be written."""
     src = Path(source) if source else lessons_dir()
     dest = make_folder(Path(dest) if dest else src.parent / "workspace", "workspace --dest")
     added, kept = [], []
@@ -201,12 +150,8 @@ def make_workspace(dest=None, source=None) -> dict:
 
 
 def shipped_recordings() -> dict:
-    """The recordings shipped with the kit, by name: each folder of
-    :func:`~kitlib.readers.bundle.reference_dir` (those ``python -m kitlib info`` lists, and
-    the public traces of lessons 09 and 12), then each of the clinic's
-    (:func:`~kitlib.readers.bundle.clinic_dir`) as ``clinic/<device>/<case>``. Values are
-    the folders (Path).
-    """
+    """``{name: folder}`` of the shipped recordings: each folder of
+    :func:`~kitlib.readers.bundle.reference_dir`, then the clinic's as ``clinic/<device>/<case>``."""
     from ..readers.bundle import clinic_dir, reference_dir
     out = {}
     ref, clinic = reference_dir(), clinic_dir()
@@ -219,11 +164,8 @@ def shipped_recordings() -> dict:
 
 
 def _read_recording(folder: Path) -> int:
-    """Load every torch.profiler trace of one recording as the lessons do, so that each
-    is cached under the key the lessons will ask for (a bundle's trace with its
-    manifest's torch version; rank folders and public traces without one). Returns how
-    many traces were read. Nsight Systems databases and other files are read as they are
-    by the lessons: nothing to cache."""
+    """Load every torch.profiler trace of one recording as the lessons do (so it is cached under
+    the key they ask for); returns how many."""
     from ..readers.bundle import MANIFEST, open_capture
     from ..readers.ranks import load_traces
     from ..readers.trace import load_trace
@@ -247,33 +189,12 @@ def _read_recording(folder: Path) -> int:
 
 
 def build_cache(dest, names=None, out=print) -> dict:
-    """Parse the shipped recordings into a trace cache at ``dest``, to be shared read-only
-    (``KITLIB_SHARED_CACHE``): :func:`kitlib.readers.trace.load_trace` then reads them
-    there, and no learner parses a shipped recording again.
+    """Parse the shipped recordings (``names``, default all) into a trace cache at ``dest``, then read
+    them back from it alone; ``out`` gets one progress line per recording and a summary.
 
-    Parameters
-    ----------
-    dest : path
-        The cache folder (created; ``traces/`` and ``trace-hashes/`` are written in it,
-        as in ``KITLIB_CACHE``). Entries already there are kept.
-    names : iterable of str, optional
-        Recordings of :func:`shipped_recordings` (default: all of them).
-    out : callable
-        Called with one progress line per recording and the summary line.
+    Returns ``{recordings, traces, parsed, entries, bytes, seconds}``.
 
-    Returns
-    -------
-    dict
-        ``recordings`` (count), ``traces`` (traces read), ``parsed`` (of them, parsed now;
-        the rest were in ``dest`` already), ``entries`` (cache entries in ``dest``),
-        ``bytes`` (size of everything in ``dest``) and ``seconds`` (wall time of the build).
-
-    Raises
-    ------
-    KitError
-        An unknown name; ``KITLIB_TRACE_CACHE`` is off; or an entry was not written (a
-        full disk, a folder that is not writable): the cache would be incomplete.
-    """
+    Raises KitError: an unknown name; ``KITLIB_TRACE_CACHE`` is off; an entry was not written."""
     import os
     import time
     from unittest import mock
@@ -290,7 +211,7 @@ def build_cache(dest, names=None, out=print) -> dict:
     t0 = time.perf_counter()
     n_traces = 0
     parsed0 = trace_cache.hits["parsed"]
-    # write into dest as the learner's own cache would be written; never read another shared one
+    # written as a learner's own cache would be, reading no other shared one
     with mock.patch.dict(os.environ, {"KITLIB_CACHE": str(dest), "KITLIB_SHARED_CACHE": ""}):
         for i, name in enumerate(names, 1):
             t = time.perf_counter()
@@ -300,7 +221,7 @@ def build_cache(dest, names=None, out=print) -> dict:
             what = f"{n} trace{'s' * (n != 1)}" if n else "no torch.profiler trace (nothing to parse)"
             out(f"[{i}/{len(names)}] {name}: {what}, {time.perf_counter() - t:.1f} s")
     parsed = trace_cache.hits["parsed"] - parsed0
-    # every trace read back from dest alone, with an empty cache of the learner's beside it
+    # every trace read back from dest alone
     import tempfile
     with tempfile.TemporaryDirectory() as own, \
             mock.patch.dict(os.environ, {"KITLIB_CACHE": own, "KITLIB_SHARED_CACHE": str(dest)}):
@@ -322,7 +243,7 @@ def build_cache(dest, names=None, out=print) -> dict:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    """``python -m kitlib``'s parser: the capture layer's commands plus ``answers`` and ``workspace``."""
+    """``python -m kitlib``'s parser: the capture layer's commands plus the course's."""
     top = capture_cli.build_parser()
     sub = next(a for a in top._actions if isinstance(a, argparse._SubParsersAction))
     sub.metavar = "{profile,info,summary,record-course,record-clinic,answers,workspace,cache}"
@@ -351,19 +272,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _answer_file(out) -> Path:
-    """``answers --out FILE`` checked before the key is worked out: a new file in a folder
-    that exists. An existing file is never replaced (it may be a learner's notebook; the
-    key once replaced a lesson 13 notebook, issue 41), as ``profile --out`` never writes
-    into a folder that holds anything.
+    """``answers --out FILE`` checked before the key is worked out: a new file in an existing folder
+    (an existing file may be a learner's notebook, issue 41).
 
-    Raises
-    ------
-    KitError
-        ``FILE`` is a folder, or its folder is missing or not a folder (the message
-        names ``--out``).
-    KitFileError
-        ``FILE`` exists (a file, or a link to one, even a broken link).
-    """
+    Raises KitError: ``FILE`` is a folder or its folder is missing; KitFileError: ``FILE`` exists."""
     path = Path(out)
     if path.is_file() or path.is_symlink():
         raise KitFileError(path, "already exists; answers --out never replaces a file (it may be your "
@@ -408,8 +320,7 @@ def run(args) -> int:
 
 
 def main(argv=None) -> int:
-    """Entry point of ``python -m kitlib`` and the ``kitlib`` script (see
-    :func:`kitlib.capture.cli.main` for the exit statuses)."""
+    """Entry point of ``python -m kitlib`` (exit statuses: :func:`kitlib.capture.cli.main`)."""
     argv = sys.argv[1:] if argv is None else list(argv)
     args = build_parser().parse_args(argv)
     if args.command not in COMMANDS:

@@ -1,19 +1,11 @@
-"""The clinic's signs (lesson 13): small measures that say whether a recording shows a cause.
+"""The clinic's signs (lesson 13): per cause a figure computed from any recording, and the rule
+saying when it shows that cause. Lesson 13's feedback uses them: a learner naming the wrong
+cause is told what its figure would be and what it is here. Which case holds which cause is
+only in the answer key (:data:`kitlib.capture.clinic.CASES`).
 
-Each cause a learner may name in the clinic (:data:`CAUSES`: the ten planted on the CPU,
-the two that show only on a GPU, and two plausible ones planted nowhere) has a *sign*: one
-figure computed from any recording, and a rule saying when that figure shows the cause.
-The exercises of lesson 13 use them for feedback: a learner who names the wrong cause is
-told what that cause's figure would be if it were the cause, and what it is in the
-recording they read (and in the healthy run). Nothing here knows which case holds which
-cause: that is in the answer key (:data:`kitlib.capture.clinic.CASES`).
-
-Every figure is per profiled (active) step, from the torch.profiler trace the kit reads
-(:class:`kitlib.model.trace.Trace`): operators (``kind == "op"``, the trace's ``cpu_op``
-events) counted inside a labelled range when they start and end within it; for two ranks,
-the largest figure over the ranks. ``tests/test_clinic_signs.py`` recomputes them from the
-raw JSON.
-"""
+Figures are per profiled step, from the trace (:class:`kitlib.model.trace.Trace`); an operator
+counts inside a labelled range when it starts and ends in it; for two ranks, the largest.
+``tests/test_clinic_signs.py`` recomputes them from the raw JSON."""
 from __future__ import annotations
 
 import statistics
@@ -39,15 +31,13 @@ def index(device: str = "cpu") -> dict:
 
 
 def healthy_name(letter: str, device: str = "cpu") -> str:
-    """The folder of case ``letter``'s healthy run: ``clinic.json``'s ``baselines`` map
-    (``baseline_deep`` for the cases on the deep model), else its ``baseline``."""
+    """The folder of case ``letter``'s healthy run (``clinic.json``'s ``baselines``, else ``baseline``)."""
     idx = index(device)
     return (idx.get("baselines") or {}).get(f"case_{letter}", idx["baseline"])
 
 
 def open_bundle(folder):
-    """A clinic bundle: a :class:`~kitlib.readers.bundle.Capture`, or
-    :class:`~kitlib.readers.ranks.RankTraces` for a two-rank folder (``rank0/``, ``rank1/``)."""
+    """A clinic bundle: a Capture, or RankTraces for a two-rank folder."""
     folder = Path(folder)
     if (folder / "rank0").is_dir():
         return load_traces(folder)
@@ -62,27 +52,17 @@ def traces(rec) -> list:
 
 
 def step_times(rec) -> dict:
-    """The bundle's ``step_times.json`` (rank 0's for two ranks), read through the
-    manifest: checked against its sha256 like the traces.
+    """The bundle's ``step_times.json`` (rank 0's for two ranks), checked against the manifest.
 
-    Raises
-    ------
-    BundleError
-        The file is missing, not listed, or differs from the manifest's sha256 (an
-        edited file once changed a graded answer with no word, issue 41); a
-        two-rank folder without a kit manifest.
-    KitFileError
-        The file is not JSON (named, with the line and column).
-    """
+    Raises BundleError: missing, unlisted or changed (issue 41); KitFileError: not JSON."""
     if hasattr(rec, "traces"):
         return open_capture(rec.source).read_json("rank0/step_times.json")
     return rec.step_times()
 
 
 def ops_inside(ops: pd.DataFrame, ranges: pd.DataFrame) -> np.ndarray:
-    """Which of ``ops`` start and end within one of ``ranges`` (non-overlapping ranges of
-    one thread; both tables with ``start_ns``, ``end_ns``): a bool array, one per op, True
-    when ``range.start_ns <= op.start_ns`` and ``op.end_ns <= range.end_ns``."""
+    """Bool per op of ``ops``: it starts and ends within one of ``ranges`` (``start_ns``, ``end_ns``;
+    non-overlapping)."""
     if ranges.empty or ops.empty:
         return np.zeros(len(ops), dtype=bool)
     r = ranges.sort_values("start_ns")
@@ -102,24 +82,13 @@ ALLOC_CALLS = ("cudaMalloc", "cudaFree")
 
 
 def trace_signs(tr) -> dict:
-    """The per-step figures of one rank's trace (see the module's notes).
-
-    Returns
-    -------
-    dict
-        ``steps``, ``data_load_share``, ``ops_in_data_load_per_step``,
-        ``contiguous_in_forward_per_step``, ``ops_in_optimizer_per_step``,
-        ``isnan_per_step``, ``attribution_events_per_step`` (Python-stack events and
-        memory records), ``python_events_per_step``, ``memory_records_per_step``,
-        ``memory_net_bytes_each_step`` (per step, the ``Bytes`` of the ``[memory]`` records
-        inside it summed: allocations minus frees; the first active step's include the
-        tensors it leaves to the next, the profiler counting from zero) and
-        ``memory_net_bytes_per_step`` (their median; ``None`` each without memory records),
-        ``images_per_step`` (the first ``aten::convolution``'s first
-        input dimension), ``step_start_gap_ms`` (median time from a step's start to its
-        ``data_load``), ``syncs_per_step``, ``pageable_copies_per_step``,
-        ``cuda_allocs_per_step``.
-    """
+    """The per-step figures of one rank's trace: ``steps``, ``data_load_share``,
+    ``ops_in_data_load_per_step``, ``contiguous_in_forward_per_step``, ``ops_in_optimizer_per_step``,
+    ``isnan_per_step``, ``attribution_events_per_step``, ``python_events_per_step``,
+    ``memory_records_per_step``, ``memory_net_bytes_each_step`` (bytes allocated minus freed, per
+    step) and their median ``memory_net_bytes_per_step`` (None without memory records),
+    ``images_per_step`` (the first convolution's batch), ``step_start_gap_ms`` (median, step start to
+    ``data_load``), ``syncs_per_step``, ``pageable_copies_per_step``, ``cuda_allocs_per_step``."""
     ops = tr.ops
     steps = ops[ops["kind"] == "step"].sort_values("start_ns")
     n = len(steps)
@@ -166,14 +135,9 @@ def trace_signs(tr) -> dict:
 
 
 def signs(rec) -> dict:
-    """Every sign of a bundle (:func:`trace_signs`, the largest over ranks), with
-    ``ranks`` (how many), ``median_step_ms`` (uninstrumented), ``ms_per_image``
-    (that median over the batch), ``first_step_over_median`` (the first uninstrumented
-    step over the median: the cold-start sign) and, from ``step_times.json``'s
-    ``process`` (:func:`process_signs`; ``None`` in bundles recorded without it),
-    ``rss_growth_bytes_per_step``, ``load_per_core`` and ``cpu_over_wall``: the last two of
-    the interleaved blocks (``process_interleaved``) where the uninstrumented steps were
-    re-timed so, since they are what those steps ran beside."""
+    """Every sign of a bundle: :func:`trace_signs` (largest over ranks), ``ranks``, ``median_step_ms``
+    (uninstrumented), ``ms_per_image``, ``first_step_over_median`` and :func:`process_signs` (of the
+    interleaved blocks for load and CPU share, where the steps were re-timed so)."""
     per = [trace_signs(t) for t in traces(rec)]
     out = {k: max(p[k] for p in per) if per[0][k] is not None else None for k in per[0]}
     out["memory_net_bytes_each_step"] = per[0]["memory_net_bytes_each_step"]
@@ -191,20 +155,9 @@ def signs(rec) -> dict:
 
 
 def process_signs(p: dict | None) -> dict:
-    """What the process and the machine did during a bundle's uninstrumented steps, from
-    ``step_times.json``'s ``process`` (:func:`kitlib.capture.workload.time_steps`).
-
-    Returns
-    -------
-    dict
-        ``rss_growth_bytes_per_step``: the process's RSS after the last timed step minus
-        after the first, over the steps between (bytes per step; the OS's view of the
-        process's memory, every allocation included); ``load_per_core``: the 1-minute
-        load average before and after the steps, their mean, over ``cpu_count`` (above 1:
-        more processes wanted a core than there were cores); ``cpu_over_wall``: the
-        process's CPU time over the wall time of the steps. ``None`` each where not
-        recorded.
-    """
+    """From ``step_times.json``'s ``process``: ``rss_growth_bytes_per_step`` (RSS, last minus first
+    timed step, per step), ``load_per_core`` (mean 1-minute load average over ``cpu_count``) and
+    ``cpu_over_wall``; None each where not recorded."""
     p = p or {}
     rss = [v for v in p.get("rss_bytes_after_step") or [] if v is not None]
     load = [v for v in p.get("loadavg_1min") or [] if v is not None]
@@ -215,13 +168,9 @@ def process_signs(p: dict | None) -> dict:
 
 @dataclass(frozen=True)
 class Cause:
-    """A cause a learner may name: its words in the list, its fix, and its sign.
-
-    ``figure`` is the key of :func:`signs` that shows it, ``unit`` how it is printed,
-    ``shows(signs) -> bool`` the rule, ``would`` what the figure would look like if this
-    were the cause (a sentence), ``look`` where to look when it is the cause and the
-    learner named another one (it names a view, never the cause).
-    """
+    """A cause a learner may name: its words, fix, and sign: ``figure`` (a key of :func:`signs`),
+    ``unit``, ``threshold``, ``would`` (the figure if this were the cause) and ``look`` (where to
+    look, never naming the cause)."""
 
     id: str
     text: str
@@ -326,22 +275,19 @@ CAUSE_CHOICES = [c.text for c in CAUSES.values()]
 FIX_CHOICES = [c.fix for c in CAUSES.values()]
 
 
+def _cause_by(field: str, text) -> Cause | None:
+    t = str(text).strip().lower()
+    return next((c for c in CAUSES.values() if t in (getattr(c, field).lower(), c.id)), None)
+
+
 def cause_of_text(text) -> Cause | None:
     """The cause whose words (or id) are ``text``, else None."""
-    t = str(text).strip().lower()
-    for c in CAUSES.values():
-        if t in (c.text.lower(), c.id):
-            return c
-    return None
+    return _cause_by("text", text)
 
 
 def fix_of_text(text) -> Cause | None:
-    """The cause whose fix is ``text``, else None."""
-    t = str(text).strip().lower()
-    for c in CAUSES.values():
-        if t in (c.fix.lower(), c.id):
-            return c
-    return None
+    """The cause whose fix (or id) is ``text``, else None."""
+    return _cause_by("fix", text)
 
 
 def fmt(v, unit: str = "") -> str:
@@ -360,9 +306,8 @@ PROCESS_FIGURES = ("rss_growth_bytes_per_step", "load_per_core", "cpu_over_wall"
 
 
 def not_this(cause: Cause, case: dict, healthy: dict, look: str = "") -> str:
-    """The feedback for naming ``cause`` where the signs ``case`` do not show it: what its
-    figure would be, what it is here and in the healthy run, and ``look`` (where to look
-    instead)."""
+    """The feedback for naming ``cause`` where ``case``'s signs do not show it: its figure here and
+    in the ``healthy`` run, then ``look``."""
     unrecorded = "not recorded (step_times.json has no process entry: an older recording)"
     here, base = (unrecorded if v.get(cause.figure) is None and cause.figure in PROCESS_FIGURES
                   else fmt(v[cause.figure], cause.unit) for v in (case, healthy))
@@ -395,19 +340,12 @@ __all__ = ["CAUSES", "CAUSE_CHOICES", "FIX_CHOICES", "Cause", "cause_of_text", "
            "fix_of_text", "healthy_name", "index", "process_signs", "reader_counts", "not_this", "open_bundle", "sign_table", "signs", "step_times", "timing_conditions", "trace_signs", "traces"]
 
 
-# --------------------------------------------------------------------------- the fix, measured
 def fix_series(letter: str, device: str = "cpu", known: dict | None = None) -> dict:
-    """The two series lesson 10's comparison takes for case ``letter``: ``before``,
-    ``after`` (lists), ``measured`` (what they are) and ``unit``. ``known``: the
-    :func:`signs` of a side already worked out (``{"before": ...}``), not read again.
+    """Lesson 10's two series for case ``letter``: ``{before, after, measured, unit}``.
 
-    Uninstrumented step times (rank 0's for two ranks); per image where the fix changes
-    the batch (the images per step read from each side's convolution Input Dims); for a
-    case whose two sides differ only in what the profiler recorded, what the team measured
-    against what the fix measures: the heavy profile's active steps before (the last
-    ``steps`` of ``step_ms_profiled``) and the job's uninstrumented steps after (the fix
-    is to time the job without the profiler).
-    """
+    Uninstrumented step times (rank 0's), per image where the fix changes the batch; where the
+    sides differ only in what the profiler recorded, the heavy profile's active steps before
+    against the uninstrumented steps after. ``known``: signs already computed, by side."""
     folder = clinic_folder(device) / f"case_{letter}"
     recs = {side: open_bundle(folder / side) for side in ("before", "after")}
     s = {side: (known or {}).get(side) or signs(r) for side, r in recs.items()}
@@ -425,30 +363,21 @@ def fix_series(letter: str, device: str = "cpu", known: dict | None = None) -> d
 
 
 def same_position(letter: str, device: str = "cpu") -> bool:
-    """Whether both sides of case ``letter`` timed their steps at the same place of the run:
-    the same warm-up steps before the same number of timed steps (each manifest's recipe)."""
+    """Whether both sides of case ``letter`` timed the same warm-up and timed steps."""
     folder = clinic_folder(device) / f"case_{letter}"
     keys = ("pre_steps", "timing_steps")
     rec = [open_capture(folder / side).recipe for side in ("before", "after")]
     return all(rec[0].get(k) == rec[1].get(k) for k in keys)
 
 
-#: Two runs not timed interleaved whose machine loads (per core) differ by more than this
-#: factor: the load, not the code, can explain their difference.
+#: Loads per core differing by more than this factor (not interleaved): the load can explain the difference.
 LOAD_RATIO = 1.2
 
 
 def timing_conditions(letter: str, device: str = "cpu") -> dict:
-    """How case ``letter``'s two series were timed: ``interleaved`` (both sides'
-    ``step_times.json`` say ``uninstrumented_order`` "interleaved ...": ABBA blocks in the same
-    minutes, :func:`kitlib.capture.clinic.time_interleaved`; "one run ..." or no such key: timed
-    as recorded, one job after the other), the machine's load per core
-    during each side (``load_per_core_before``/``_after``, :func:`process_signs` of the
-    interleaved blocks' ``process_interleaved`` or else of the recording's ``process``;
-    ``None`` where not recorded) and ``trust``: whether lesson 10's verdict on them can be
-    trusted, in words. Interleaved: yes. Not interleaved: no where the loads differ by more
-    than :data:`LOAD_RATIO` (the busier side named), doubtful otherwise (the machine may
-    have changed between the runs)."""
+    """How case ``letter``'s two series were timed: ``interleaved`` (ABBA blocks), each side's
+    ``load_per_core_before``/``_after`` (None where not recorded) and ``trust`` in words: yes when
+    interleaved, else no where the loads differ by more than :data:`LOAD_RATIO`, else doubtful."""
     folder = clinic_folder(device) / f"case_{letter}"
     st = {side: step_times(open_bundle(folder / side)) for side in ("before", "after")}
     inter = all(str(v.get("uninstrumented_order", "")).startswith("interleaved") for v in st.values())
@@ -469,12 +398,8 @@ def timing_conditions(letter: str, device: str = "cpu") -> dict:
 
 
 def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
-    """Lesson 10's comparison of each case's fix (:func:`kitlib.analyses.compare.compare`):
-    one row per case, medians, the difference after − before, its 95 % bootstrap interval
-    and the verdict, in the series' unit (``unit``); then how the two series were timed
-    (:func:`timing_conditions`: ``interleaved``, the load per core of each side, and
-    ``trust``, whether the verdict can be trusted: an interval clear of 0 says the two
-    series differ, not that the code made the difference)."""
+    """Lesson 10's comparison of each case's fix: one row per case (medians, difference, 95 %
+    bootstrap interval, verdict, in ``unit``) with :func:`timing_conditions`."""
     from ..analyses.compare import compare
     rows = []
     for x in letters:
@@ -489,8 +414,7 @@ def fix_table(letters, device: str = "cpu") -> pd.DataFrame:
 
 
 def plot_fixes(letters, device: str = "cpu", ax=None):
-    """Each case's two series (:func:`fix_series`) as dots, before and after, each case on
-    its own scale (relative to its *before* median), with the median marked."""
+    """Each case's two series as dots relative to its *before* median, medians marked."""
     import matplotlib.pyplot as plt
     from ..plots import fig_size
     if ax is None:
@@ -522,20 +446,11 @@ def plot_fixes(letters, device: str = "cpu", ax=None):
     return ax
 
 
-# --------------------------------------------------------------------------- the complaint, checked
 def complaint_check(letter: str, device: str = "cpu") -> str:
-    """Whether case ``letter``'s complaint shows in its *before* step times, as sentences.
-
-    Lesson 10's comparison (:func:`kitlib.analyses.compare.compare`) of the case's
-    uninstrumented steps (rank 0's for two ranks) against its healthy run's
-    (:func:`healthy_name`), which was timed at another moment on the same machine; for a
-    case whose complaint is the profiled steps against the team's own timing, the
-    profiled active steps against the uninstrumented steps of the same *before* bundle.
-    Where the bundles recorded what the process and the machine did (``step_times.json``'s
-    ``process``, :func:`process_signs`), whether the machine's load of both runs is recorded,
-    and where this run's RSS per step is. Nothing here names a cause or gives a figure that an
-    evidence question asks for.
-    """
+    """Whether case ``letter``'s complaint shows in its *before* step times, in sentences: its
+    uninstrumented steps against its healthy run's (or, for a profiled complaint, its profiled
+    steps against its own uninstrumented ones), and whether load and RSS were recorded. Names no
+    cause and gives no figure an evidence question asks for."""
     from ..analyses.compare import compare
     folder = clinic_folder(device)
     rec = open_bundle(folder / f"case_{letter}" / "before")
@@ -556,8 +471,7 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
     c = compare(hu, u)
     hload = process_signs(hst.get("process"))["load_per_core"]
     beside = ""
-    if s["load_per_core"] is not None or hload is not None:     # what the process and the machine did
-        # where, not what: the load is evidence a question asks the learner to read
+    if s["load_per_core"] is not None or hload is not None:     # where, not what: the load is evidence to read
         said = lambda v: "not recorded" if v is None else "recorded"  # noqa: E731
         beside = (f" The machine's load around the timed steps is {said(s['load_per_core'])} for this run and "
                   f"{said(hload)} for the healthy run (step_times.json's process entry; the two were not "
@@ -579,20 +493,10 @@ def complaint_check(letter: str, device: str = "cpu") -> str:
                   "times; the recording can still show its cause.") + beside
 
 
-# --------------------------------------------------------------------------- the reader, checked
 def reader_counts(letters, names, device: str = "cpu"):
-    """Each *before* recording's calls of ``names``, counted three ways: every ``cpu_op``
-    event of the trace, kitlib's events once the profiler's fold is applied
-    (``trace.host_events`` without the rows marked ``merged``: an operator whose parent has
-    its name and no other child is folded into that parent, ``EventList._remove_dup_nodes``)
-    and the profiler's ``key_averages`` count.
-
-    Returns
-    -------
-    (DataFrame, str or None)
-        One row per case, ``"events / kitlib / profiler"`` per name; and one folded event
-        with its enclosing events (``"aten::div_ inside aten::div_ inside aten::mean ..."``).
-    """
+    """Each *before* recording's calls of ``names``, as ``"events / kitlib / profiler"`` (raw
+    ``cpu_op`` events, kitlib's after the profiler's fold, ``key_averages``), one row per case; and
+    one folded event with its enclosing events."""
     from ..model.tree import ancestors
     rows, example = {}, None
     for x in letters:

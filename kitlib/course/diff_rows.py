@@ -1,14 +1,7 @@
-"""Lesson 10's raw rows for a trace diff: one kernel's events in a recording, as the
-profiler wrote them, with the launches that made them and the steps.
-
-Before :func:`kitlib.analyses.trace_diff.trace_diff` compares two recordings, the learner
-counts one kernel by hand in each file: its GPU events (``cat: kernel``, ``dur`` in µs),
-the CUDA calls that launched them (the same ``args.correlation``) and the
-``ProfilerStep#N`` ranges that hold those calls. This module only fetches and trims that
-material; it computes nothing a lesson asks about.
-
-Sources: the trace files themselves (Kineto's Chrome trace format); CUPTI's correlation id.
-"""
+"""Lesson 10's raw rows for a trace diff: one kernel's events in a recording as the profiler
+wrote them (``dur`` in µs), the launches that made them (same ``args.correlation``) and the
+``ProfilerStep#N`` ranges, for the learner to count by hand before
+:func:`kitlib.analyses.trace_diff.trace_diff`. Fetches and trims only."""
 from __future__ import annotations
 
 from ..errors import KitError
@@ -20,29 +13,10 @@ LAUNCH_CATS = ("cuda_runtime", "cuda_driver")
 
 
 def kernel_rows(capture, contains: str) -> dict:
-    """The raw events of the kernels whose name contains ``contains``, their launches and
-    the recording's steps.
+    """``{steps, kernels, launches}``: the ``ProfilerStep#N`` events, the ``kernel`` events whose name
+    contains ``contains`` (file order) and the runtime/driver calls that launched them, as written.
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        A torch.profiler bundle.
-    contains : str
-        Part of the kernel's name (kernel names are long C++ signatures).
-
-    Returns
-    -------
-    dict
-        ``steps``: the ``ProfilerStep#N`` events; ``kernels``: the matching ``kernel``
-        events, in file order; ``launches``: the CUDA runtime/driver events whose
-        ``args.correlation`` is one of theirs (a kernel whose launch came before the
-        profiler's window opened has none). Each a list of the events as written.
-
-    Raises
-    ------
-    KitError
-        No kernel's name contains ``contains`` (named with the capture's folder).
-    """
+    Raises KitError: no kernel's name contains ``contains``."""
     # the categories these rows come from (ProfilerStep#N is a user_annotation since torch 1.10)
     ev = trace_events(capture, cats=("kernel", *LAUNCH_CATS, "user_annotation", None))
     kernels = [e for e in ev if e.get("cat") == "kernel" and contains in str(e.get("name", ""))]
@@ -55,10 +29,7 @@ def kernel_rows(capture, contains: str) -> dict:
 
 
 def rows_text(rows: dict, name_chars: int = 40) -> str:
-    """:func:`kernel_rows` as JSON lines, one event a line: the steps (name, ts, dur), the
-    kernels and the launches (name, ts, dur, ``args.correlation``), names cut to
-    ``name_chars``.
-    """
+    """:func:`kernel_rows` as JSON lines under ``# steps``, ``# kernels``, ``# launches``."""
     keys = ["name", "ts", "dur", "args"]
     out = []
     for part in ("steps", "kernels", "launches"):
@@ -69,17 +40,9 @@ def rows_text(rows: dict, name_chars: int = 40) -> str:
 
 
 def short_name(name: str, width: int | None = 48) -> str:
-    """A kernel name short enough for a table: ``void`` and ``(anonymous namespace)::``
-    dropped, template arguments written ``<…>``, a C++ signature's parameters cut; names
-    that are not C++ signatures (``Memcpy HtoD (Pinned -> Device)``) kept. A name still
-    longer than ``width`` characters is cut, its last one ``…``; with ``width=None`` never
-    (for a table that wraps long names at their ``::`` and ``_``, :func:`~kitlib.course.widgets.readable`).
-
-    Examples
-    --------
-    >>> short_name("void at::native::(anonymous namespace)::max_pool_backward_nhwc<float, float>(float const*)")
-    'at::native::max_pool_backward_nhwc<…>'
-    """
+    """A kernel name for a table: no ``void`` nor ``(anonymous namespace)::``, templates as ``<…>``,
+    parameters cut, at most ``width`` characters (``None``: never cut); names that are not C++
+    signatures kept."""
     if not isinstance(name, str):
         return str(name)
     s = name.removeprefix("void ").replace("(anonymous namespace)::", "")
@@ -102,9 +65,7 @@ def short_name(name: str, width: int | None = 48) -> str:
 
 
 def shown(diff):
-    """A :func:`kitlib.analyses.trace_diff.trace_diff` table for display: kernel names
-    shortened (:func:`short_name`) and the ``input_shapes`` column dropped where every row's
-    is empty (GPU work). Computes nothing."""
+    """A trace-diff table for display: names shortened, an all-empty ``input_shapes`` dropped."""
     t = diff.assign(name=diff["name"].map(short_name))
     if "input_shapes" in t.columns and not t["input_shapes"].astype(bool).any():
         t = t.drop(columns="input_shapes")

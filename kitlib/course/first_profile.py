@@ -1,14 +1,6 @@
-"""Lesson 01's recording, as a function: a small model profiled on the CPU in a few seconds.
-
-The lesson has the learner type these calls; this module repeats them so that the
-"your turn" exercises can rebuild what they need after a kernel restart, and so
-that the tests can check the recording without running the notebook. It uses only
-``torch.profiler``'s public API:
-
-``profile(activities, schedule, on_trace_ready, record_shapes, profile_memory,
-with_stack)``, ``record_function``, ``prof.step()``, ``prof.export_chrome_trace``
-and ``prof.export_memory_timeline``.
-"""
+"""Lesson 01's recording as a function (a small model profiled on the CPU in seconds), so the
+exercises can rebuild it after a kernel restart and the tests can check it; public
+``torch.profiler`` API only."""
 from __future__ import annotations
 
 import tempfile
@@ -27,14 +19,8 @@ SCHEDULE_DID = ("what the schedule did: the wait step ran without recording; the
 
 
 def small_model(seed: int = 0):
-    """A tiny convolutional classifier, its optimizer and one batch (CPU).
-
-    Returns
-    -------
-    (model, optimizer, images, labels)
-        ``Conv2d(3→16, 3×3) → BatchNorm2d → ReLU → global average pool → Linear(16→10)``,
-        SGD with momentum, 32 random 3×64×64 images and their random labels.
-    """
+    """``(model, optimizer, images, labels)``: Conv2d(3→16, 3×3) → BatchNorm2d → ReLU → pool →
+    Linear(16→10), SGD with momentum, 32 random 3×64×64 images and labels (CPU)."""
     import torch
     import torch.nn as nn
     torch.manual_seed(seed)
@@ -45,20 +31,9 @@ def small_model(seed: int = 0):
 
 
 def record_small_profile(out_dir=None) -> dict:
-    """Record lesson 01's profile: :data:`STEPS_RUN` steps under :data:`SCHEDULE`.
-
-    Parameters
-    ----------
-    out_dir : path, optional
-        Where to write the files (default: a new temporary folder).
-
-    Returns
-    -------
-    dict
-        ``trace`` (the Chrome trace written by ``on_trace_ready``), ``memory_timeline``
-        (``export_memory_timeline`` JSON, CPU) — both paths — and ``key_averages``
-        (the profiler's ``EventList``).
-    """
+    """Record lesson 01's profile (:data:`STEPS_RUN` steps under :data:`SCHEDULE`) into ``out_dir``
+    (default a new temporary folder): ``{trace, memory_timeline, key_averages}`` (two paths and the
+    profiler's EventList)."""
     import torch.nn.functional as F
     from torch.profiler import ProfilerActivity, profile, record_function, schedule
     out = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="kitlib-lesson01-"))

@@ -1,13 +1,6 @@
-"""Lesson 12's recordings: two-rank runs of the workload, live or replayed.
-
-Replay reads the kit's own two-rank CPU recordings (``data/reference/ranks_balanced``
-and ``ranks_straggler``: ``torchrun``, DDP, Gloo; see ``data/reference/PROVENANCE.md``)
-and the two public NCCL ranks in ``data/reference/public-traces`` (see ``SOURCES.md`` there).
-Live (a CUDA GPU present) records the same two runs afresh with ``torchrun``:
-NCCL with one GPU per rank when the machine has two or more GPUs, else Gloo on the
-CPU — NCCL binds each rank's communicator to one device and refuses two ranks on
-the same GPU.
-"""
+"""Lesson 12's recordings: two-rank runs of the workload, replayed (the kit's CPU runs
+``ranks_balanced``, ``ranks_straggler`` and the public NCCL pair) or recorded live with
+``torchrun`` (NCCL with one GPU per rank on two GPUs or more, else Gloo on the CPU)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -29,48 +22,22 @@ def public_nccl_dir() -> Path:
 
 
 def live_plan() -> dict:
-    """What a live recording would run on this machine
-    (:func:`kitlib.capture.distributed.torchrun_plan`; in replay mode without importing
-    torch, which takes a second or more)."""
+    """What a live recording would run here (:func:`kitlib.capture.distributed.torchrun_plan`)."""
     return torchrun_plan(import_torch=mode() == "live")
 
 
 def torchrun_command(out_dir, straggler: bool, plan: dict | None = None) -> list:
-    """The ``torchrun`` command line of one live recording
-    (:func:`kitlib.capture.distributed.torchrun_command`), planned by :func:`live_plan`
-    unless ``plan`` is given (so replay does not import torch to print it)."""
+    """The ``torchrun`` command line of one live recording, planned by :func:`live_plan` unless given."""
     return _torchrun_command(out_dir, straggler, plan or live_plan())
 
 
 def record_live(out_root=None, timeout_s: float = 900, free_bytes: int | None = None) -> dict:
-    """Record the balanced and the straggler run with ``torchrun`` (live mode).
+    """Record the balanced and straggler runs with ``torchrun``; returns ``{role: bundle folder}``.
 
-    NCCL ranks on GPUs (:func:`live_plan`) first pass the memory check of every live
-    path (:func:`kitlib.course.live_memory_plan`: the reference batch, 128 per rank at
-    224 px, against the least free memory of the GPUs the ranks use): with too little,
-    every rank runs a smaller batch (``--batch-size``, with a warning); when not even
-    :data:`kitlib.course.MIN_LIVE_BATCH` fits, the two ranks run with Gloo on the CPU
-    instead (with a warning). Gloo ranks on the CPU need no check.
+    NCCL ranks first pass the memory check (``free_bytes``, default the least free of their
+    GPUs): a smaller batch, or Gloo on the CPU below :data:`kitlib.course.MIN_LIVE_BATCH`, with a warning.
 
-    Parameters
-    ----------
-    out_root : path, optional
-        Where the two bundle folders go (default ``runs/``).
-    timeout_s : float
-        Limit of each ``torchrun``.
-    free_bytes : int, optional
-        Free GPU memory to plan for (default: the least free of the ranks' GPUs).
-
-    Returns
-    -------
-    dict
-        ``{"balanced": folder, "straggler": folder}`` (bundle folders).
-
-    Raises
-    ------
-    KitError
-        A ``torchrun`` run failed (its last output lines are in the message).
-    """
+    Raises KitError: a ``torchrun`` run failed (its last output lines in the message)."""
     import warnings
 
     from ..capture.distributed import run_torchrun
@@ -96,20 +63,8 @@ def record_live(out_root=None, timeout_s: float = 900, free_bytes: int | None = 
 
 
 def recordings(live: bool | None = None) -> dict:
-    """Lesson 12's runs, read with :func:`kitlib.load_traces`.
-
-    Parameters
-    ----------
-    live : bool, optional
-        Force a mode; by default :func:`kitlib.course.mode` decides.
-
-    Returns
-    -------
-    dict
-        ``balanced`` and ``straggler`` (:class:`RankTraces` of the kit's two-rank runs:
-        the references in replay, or fresh ``torchrun`` recordings live), ``nccl``
-        (the public NCCL pair) and ``origin`` (``"recorded"`` or ``"live"``).
-    """
+    """Lesson 12's runs: ``balanced`` and ``straggler`` (RankTraces, recorded or live), ``nccl``
+    (the public pair) and ``origin`` (``"recorded"`` or ``"live"``); ``live`` default :func:`mode`."""
     live = (mode() == "live") if live is None else live
     if live:
         folders = record_live()
@@ -124,8 +79,7 @@ def recordings(live: bool | None = None) -> dict:
 
 
 def injected_delay(traces: RankTraces) -> dict | None:
-    """The delay a kit recording injected (``{"rank", "ms", "how"}`` from its manifest's
-    workload), or ``None`` (none, or not a kit bundle)."""
+    """The delay a kit recording injected (``{"rank", "ms", "how"}``), or None."""
     if traces.source is None:
         return None
     from ..readers.bundle import open_capture
@@ -136,10 +90,7 @@ def injected_delay(traces: RankTraces) -> dict | None:
 
 
 def straggler_delay(traces: RankTraces) -> dict:
-    """The delay the lesson reads its straggler run against: :func:`injected_delay`,
-    or, for a recording made without one (your own ``torchrun`` run, say),
-    ``{"rank": <the rank the others waited for longest>, "ms": 0.0, "how": "none injected"}``
-    (the rank from :func:`kitlib.analyses.collectives.straggler_summary`)."""
+    """:func:`injected_delay`, or ``{"rank": <the rank waited for longest>, "ms": 0.0, "how": "none injected"}``."""
     got = injected_delay(traces)
     if got:
         return got
@@ -148,10 +99,7 @@ def straggler_delay(traces: RankTraces) -> dict:
 
 
 def clock_shifted(traces: RankTraces, rank: int, ms: float) -> RankTraces:
-    """A copy of ``traces`` in which ``rank``'s clock reads ``ms`` later than it did (its
-    ``base_time_ns`` moved): what two hosts whose clocks differ would record. Nothing else
-    changes; the files are not touched.
-    """
+    """A copy of ``traces`` whose ``rank``'s clock reads ``ms`` later (its ``base_time_ns`` moved)."""
     import dataclasses
     if rank not in traces.traces:
         raise KitError(f"no rank {rank} in ranks {traces.ranks}")
@@ -161,15 +109,9 @@ def clock_shifted(traces: RankTraces, rank: int, ms: float) -> RankTraces:
 
 
 def uninstrumented_step_ms(traces: RankTraces) -> float | None:
-    """The median of the steps the kit timed *without* the profiler before recording
-    (``step_ms_uninstrumented`` in each rank's ``step_times.json`` beside its trace), over
-    all ranks, ms; ``None`` where no rank has that file (loose traces, the public pair).
+    """Median over all ranks of ``step_ms_uninstrumented`` (ms), None where no rank has it.
 
-    Raises
-    ------
-    KitError
-        A ``step_times.json`` that is not the kit's (the message names it).
-    """
+    Raises KitError: a ``step_times.json`` that is not the kit's."""
     import json
     vals = []
     for path in traces.info["path"]:
@@ -183,10 +125,7 @@ def uninstrumented_step_ms(traces: RankTraces) -> float | None:
 
 
 def uninstrumented_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler")) -> str:
-    """One line: each run's uninstrumented step (:func:`uninstrumented_step_ms`) and their
-    difference, or why there is none to compare (a run recorded with ``--timing-steps 0``,
-    or loose traces).
-    """
+    """One line: each run's uninstrumented step and their difference, or why there is none."""
     ua, ub = uninstrumented_step_ms(a), uninstrumented_step_ms(b)
     if ua is None or ub is None:
         missing = " and ".join(n for n, u in zip(names, (ua, ub)) if u is None)
@@ -197,9 +136,7 @@ def uninstrumented_compared(a: RankTraces, b: RankTraces, names=("balanced", "st
 
 
 def _drift_within(rt: RankTraces) -> str | None:
-    """:func:`~kitlib.analyses.stragglers.drift_note` of one run (its profiled steps
-    against its own uninstrumented ones), or None where that cannot be told (no
-    uninstrumented step times, or collectives on the GPU)."""
+    """The drift note of one run (profiled against uninstrumented steps), or None."""
     from ..analyses.stragglers import drift_note, machine_drift, step_budget
     from ..readers.ranks import wall_step_times
     try:
@@ -209,27 +146,14 @@ def _drift_within(rt: RankTraces) -> str | None:
 
 
 def drift_within(rt: RankTraces) -> str:
-    """Whether the machine drifted during one run, said before the straggler is blamed:
-    :func:`~kitlib.analyses.stragglers.drift_note` of its profiled steps against its own
-    uninstrumented ones, or why that cannot be told (a run recorded with
-    ``--timing-steps 0``, loose traces, or collectives on the GPU).
-    """
+    """Whether the machine drifted during one run, or why that cannot be told."""
     return _drift_within(rt) or ("no steps timed without the profiler in this run (recorded with --timing-steps 0, "
                                  "loose traces, or an NCCL run): whether the machine drifted cannot be told here")
 
 
 def runs_compared(a: RankTraces, b: RankTraces, names=("balanced", "straggler")) -> str:
-    """One sentence on whether two runs can be compared as they stand: where and when each
-    was recorded (``info["host"]`` from the kit's manifests, ``first_ns`` from the
-    traces) and, where the kit timed them, each run's uninstrumented step
-    (:func:`uninstrumented_step_ms`) and whether the machine drifted *within* each run
-    (:func:`kitlib.analyses.stragglers.machine_drift`: its profiled steps against its
-    own uninstrumented ones, :func:`~kitlib.analyses.stragglers.drift_note`). The same
-    host on the same day is not the same conditions: on a shared machine the load
-    changes between runs and within one, so a difference between the runs is not only
-    the straggler's until their uninstrumented steps say how much the machine itself
-    moved. ``names`` name the two runs in the drift part.
-    """
+    """One sentence on whether two runs can be compared: where and when each was recorded, their
+    uninstrumented steps and the drift within each (the same host and day is not the same load)."""
     def where(rt):
         hosts = sorted({str(h) for h in rt.info["host"] if h is not None and not pd.isna(h)})
         day = pd.to_datetime(int(rt.info["first_ns"].min()), utc=True).strftime("%Y-%m-%d")

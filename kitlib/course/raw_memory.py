@@ -1,62 +1,28 @@
-"""The allocator's events as the trace JSON holds them, and the profiler's Self CUDA Mem rule
-worked on a handful of them (lesson 07).
+"""The allocator's ``[memory]`` events as the trace JSON holds them, and the profiler's Self CUDA
+Mem rule worked on a handful of them (lesson 07), with the standard library only.
 
-With ``profile_memory=True``, torch.profiler writes one instant event per allocation or
-free of the caching allocator::
-
-    {"ph": "i", "cat": "cpu_instant_event", "name": "[memory]", "ts": 5139038785793.059,
-     "pid": 449, "tid": 449, "args": {"Bytes": 77594624, "Total Allocated": 515523072,
-     "Total Reserved": 13352566784, "Device Type": 1, "Device Id": 0, "Addr": ...}}
-
-``Bytes`` is negative for a free; ``Total Allocated`` and ``Total Reserved`` are the
-allocator's running totals just after the event; ``Device Type`` 1 is CUDA, 0 the CPU.
-
-The profiler's rule (``torch/autograd/profiler.py``, ``_parse_kineto_results``; and
-``profiler_util.py``, ``FunctionEvent.self_device_memory_usage``): an operator's *total*
-is the sum of ``Bytes`` of every memory event whose time lies in its interval, ends
-included, on any thread; its *self* is that total minus its children's totals; a row of
-``key_averages()`` sums both over the calls. This module reads the raw events with the
-standard library only, so a learner can check each step by hand, and
-:func:`self_and_total` applies the rule to an excerpt.
-"""
+Each event (``ph: "i"``) has ``args``: ``Bytes`` (negative for a free), the allocator's
+running ``Total Allocated`` and ``Total Reserved`` after it, ``Device Type`` (1 CUDA, 0 CPU).
+The rule (``torch/autograd/profiler.py``, ``_parse_kineto_results``): an operator's *total* is
+the ``Bytes`` of every memory event in its interval, ends included, on any thread; its *self*
+is that minus its children's totals; ``key_averages()`` sums both over calls."""
 from __future__ import annotations
-
-from pathlib import Path
 
 import pandas as pd
 
 from ..errors import KitError
-from ..readers.files import read_trace_events
+from .raw_views import trace_events
 
 __all__ = ["raw_trace_events", "memory_events", "call_excerpt", "self_and_total"]
 
 
-def raw_trace_events(capture, cats=None) -> list:
-    """The ``traceEvents`` of a capture's trace, as ``prof.export_chrome_trace`` wrote them
-    (:func:`kitlib.readers.files.read_trace_events`, the values ``json`` gives). Read afresh
-    each time: a copy kept for speed held about 70 MiB of a learner's kernel per trace.
-
-    Raises
-    ------
-    BundleError
-        The capture has no trace file.
-    """
-    name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
-    return read_trace_events(Path(capture.file(name)), cats=cats)
+#: The ``traceEvents`` of a capture's trace, read afresh each call (a kept copy cost ~70 MiB a trace).
+raw_trace_events = trace_events
 
 
 def memory_events(events, device_type: int | None = 1) -> pd.DataFrame:
-    """The ``[memory]`` instant events of ``events`` as a table with the trace's own field
-    names: ``ts`` (µs, as written), ``tid``, then every key of ``args`` (``Bytes``,
-    ``Total Allocated``, ``Total Reserved``, ``Device Type``, ``Addr``, ...).
-
-    Parameters
-    ----------
-    events : list of dict
-        Raw trace events (:func:`raw_trace_events`).
-    device_type : int or None
-        Keep only this ``Device Type`` (1 = CUDA, 0 = CPU); None keeps both.
-    """
+    """The ``[memory]`` instant events as a table: ``ts`` (µs), ``tid``, then every key of ``args``;
+    only ``Device Type`` ``device_type`` (1 CUDA, 0 CPU; None both)."""
     rows = [{"ts": e["ts"], "tid": e.get("tid"), **e.get("args", {})} for e in events
             if e.get("name") == "[memory]" and e.get("ph") == "i"]
     df = pd.DataFrame(rows)
@@ -70,34 +36,10 @@ def _end(e) -> float:
 
 
 def call_excerpt(events, name: str, nth: int = 1, device_type: int = 1) -> list:
-    """One call of operator ``name`` with what the rule needs: the call, the operators
-    nested in it on its thread, and the memory events in its interval (any thread).
+    """Call ``nth`` (0 the first) of operator ``name``, then by time the operators nested in it
+    that hold memory events and its memory events of ``device_type`` (any thread), trimmed.
 
-    Each event keeps ``ph``, ``cat``, ``name``, ``tid``, ``ts`` and (operators) ``dur``;
-    a memory event keeps ``args`` ``Bytes``, ``Total Allocated`` and ``Device Type``.
-    Operators with no memory event inside them (``aten::view``...) are left out.
-
-    Parameters
-    ----------
-    events : list of dict
-        Raw trace events.
-    name : str
-        The operator (``aten::cudnn_batch_norm``...).
-    nth : int
-        Which call (0 = the first in the file).
-    device_type : int
-        The memory events kept (1 = CUDA).
-
-    Returns
-    -------
-    list of dict
-        The call first, then the other events by time.
-
-    Raises
-    ------
-    KitError
-        Fewer than ``nth + 1`` calls of ``name``.
-    """
+    Raises KitError: fewer than ``nth + 1`` calls of ``name``."""
     calls = [e for e in events if e.get("ph") == "X" and e.get("cat") == "cpu_op" and e.get("name") == name]
     if len(calls) <= nth:
         raise KitError(f"the trace has {len(calls)} calls of {name!r}, not a call number {nth}")
@@ -118,10 +60,7 @@ def call_excerpt(events, name: str, nth: int = 1, device_type: int = 1) -> list:
 
 
 def self_and_total(excerpt) -> tuple[int, int]:
-    """``(self, total)`` bytes of the excerpt's first event, by the profiler's rule: total =
-    the ``Bytes`` of the memory events in its interval (ends included); self = total minus
-    the totals of its direct children (operators in it, not inside another of them).
-    """
+    """``(self, total)`` bytes of the excerpt's first event, by the profiler's rule."""
     op, rest = excerpt[0], excerpt[1:]
     mem = [e for e in rest if e.get("ph") == "i"]
     ops = [e for e in rest if e.get("ph") == "X"]

@@ -1,18 +1,6 @@
-"""The tools' own material, as the tools wrote it: raw trace events and printed tables.
-
-Lessons 03, 05 and 06 show the learner the raw material before any kitlib helper: the
-trace's JSON events (``ph``, ``cat``, ``ts``, ``dur``, ``args``) and the table that
-``prof.key_averages().table()`` printed. This module only fetches and trims that
-material for display; it computes nothing a lesson asks about.
-
-- :func:`trace_events`: a capture's ``traceEvents`` list, parsed from its trace file;
-- :func:`as_json_lines`: events as compact JSON, one per line, as a text editor shows them
-  (a line too long for a notebook broken between fields, :func:`json_wrapped`);
-- :func:`printed_table`: the profiler's own printed table (``key_averages_tables.txt``),
-  cut to some columns and rows;
-- :func:`nccl_excerpt`: ten GPU events of a public two-stream trace (lesson 03's transfer
-  question).
-"""
+"""The tools' own material as they wrote it, fetched and trimmed for lessons 03, 05 and 06: raw
+trace events (:func:`trace_events`, :func:`as_json_lines`), the profiler's printed table
+(:func:`printed_table`) and ten GPU events of a public NCCL trace (:func:`nccl_excerpt`)."""
 from __future__ import annotations
 
 import json
@@ -23,54 +11,20 @@ TIME_COLUMNS = ("Name", "Self CPU", "CPU total", "Self CUDA", "CUDA total", "# o
 
 
 def trace_events(capture, cats=None) -> list:
-    """The ``traceEvents`` of ``capture``'s trace file, exactly as the profiler wrote them.
+    """The ``traceEvents`` of ``capture``'s trace file as the profiler wrote them (only categories
+    ``cats``; default all), in file order; ``ts`` and ``dur`` in µs.
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        A torch.profiler bundle (its ``trace.json`` or ``trace.json.gz``).
-    cats : collection of str, optional
-        Only the events of these categories (see
-        :func:`kitlib.readers.files.read_trace_events`); default all.
-
-    Returns
-    -------
-    list of dict
-        One dict per event (``ph``, ``cat``, ``name``, ``pid``, ``tid``, ``ts`` and ``dur`` in
-        µs, ``args``), in file order.
-
-    Raises
-    ------
-    KitFileError
-        The trace file is damaged (see :func:`kitlib.readers.files.read_trace_events`).
-    """
+    Raises KitFileError: the trace file is damaged."""
     from ..readers.files import read_trace_events
     name = "trace.json.gz" if capture.has("trace.json.gz") else "trace.json"
     return read_trace_events(capture.file(name), cats=cats)
 
 
 def json_wrapped(obj, width: int | None = None, compact: bool = False, indent: str = "  ") -> str:
-    """``obj`` as ``json.dumps`` writes it, broken between its fields where the line would
-    be longer than ``width`` (default :data:`kitlib.units.PRINT_CHARS`): the same JSON text,
-    whitespace aside, as a notebook's output shows it whole (issue 40).
-
-    A line breaks after a field's comma, never inside a key or a value; a dict or list value
-    too long for a line of its own (an event's ``args``) breaks between its fields or items
-    too, and so on down (a list inside ``args`` between its items); continuation
-    lines start with ``indent``. A field longer than the room (a kernel's long name) stays
-    whole, on a line of its own. ``compact``: ``json.dumps``' compact separators (``,`` and
-    ``:``), as a trace file writes them; otherwise its defaults (``, `` and ``: ``).
-
-    Examples
-    --------
-    >>> e = {"ph": "X", "cat": "kernel", "name": "k", "ts": 1.5, "dur": 2.0, "args": {"stream": 7, "correlation": 3}}
-    >>> print(json_wrapped(e, 40))
-    {"ph": "X", "cat": "kernel", "name": "k",
-      "ts": 1.5, "dur": 2.0,
-      "args": {"stream": 7, "correlation": 3}}
-    >>> json.loads(json_wrapped(e, 20)) == e
-    True
-    """
+    """``obj`` as ``json.dumps`` writes it, broken after a field's comma where a line would pass
+    ``width`` (default :data:`kitlib.units.PRINT_CHARS`; issue 40), nested containers likewise;
+    continuation lines start with ``indent``; a field longer than the room stays whole.
+    ``compact``: the separators ``,`` and ``:`` of a trace file."""
     from ..units import PRINT_CHARS
     width = PRINT_CHARS if width is None else width
     comma, colon = (",", ":") if compact else (", ", ": ")
@@ -81,7 +35,6 @@ def json_wrapped(obj, width: int | None = None, compact: bool = False, indent: s
     whole = dumps(obj)
     if len(whole) <= width or not isinstance(obj, dict) or not obj:
         return whole
-    # the fields as pieces, each to be followed by a comma; the brackets ride on the first and last
     room = width - len(indent) - 1
 
     def split(prefix, v) -> list:          # a field (or item) whole, or its container's items
@@ -109,20 +62,8 @@ def json_wrapped(obj, width: int | None = None, compact: bool = False, indent: s
 
 
 def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
-    """``events`` as compact JSON, one event per line, broken between its fields where the
-    line would be longer than :data:`kitlib.units.PRINT_CHARS` (:func:`json_wrapped`).
-
-    Parameters
-    ----------
-    events : iterable of dict
-    keys : sequence of str, optional
-        Keep only these top-level keys (in this order); default all.
-    args : sequence of str, optional
-        Keep only these entries of ``args``; default all.
-    name_chars : int, optional
-        Cut a longer ``name`` to this many characters, the last one ``…`` (C++ kernel
-        names run to thousands of characters); default whole.
-    """
+    """``events`` as compact JSON, one per line (:func:`json_wrapped`): only ``keys`` and ``args``
+    entries when given, a ``name`` over ``name_chars`` cut to end with ``…``."""
     out = []
     for e in events:
         e = {k: e[k] for k in (keys or e) if k in e}
@@ -136,17 +77,7 @@ def as_json_lines(events, keys=None, args=None, name_chars=None) -> str:
 
 def _fields(dashes: str) -> list:
     """``(start, end)`` of each run of ``-`` in a printed table's ruler line."""
-    spans, i = [], 0
-    while i < len(dashes):
-        if dashes[i] == "-":
-            j = i
-            while j < len(dashes) and dashes[j] == "-":
-                j += 1
-            spans.append((i, j))
-            i = j
-        else:
-            i += 1
-    return spans
+    return [m.span() for m in re.finditer("-+", dashes)]
 
 
 def _torch_cut(name: str, width: int | None) -> str:
@@ -156,47 +87,12 @@ def _torch_cut(name: str, width: int | None) -> str:
 
 def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS, names=None,
                   name_width: int | None = None, shapes_width: int | None = None) -> str:
-    """The ``which``-th table the profiler printed for ``capture``, cut to ``columns``.
+    """The ``which``-th table the profiler printed for ``capture`` (``key_averages_tables.txt``:
+    0 by name, 1 by input shape), cut by :func:`cut_table` to ``columns``, the first ``rows`` rows
+    (of ``names``), Name and Input Shapes at ``name_width`` and ``shapes_width``. A live capture's
+    table is laid out from ``key_averages.json`` (sorted by Self CUDA, times in ms), and says so.
 
-    The reference bundles keep ``prof.key_averages().table(...)``'s text in
-    ``key_averages_tables.txt`` (several tables, each ending with its "Self CPU time
-    total" / "Self CUDA time total" footer). Cells are kept character for character;
-    only whole columns and rows are left out.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-    which : int
-        0 = the first table of the file (``profiler_5step``: by name), 1 = the second
-        (by input shape), and so on.
-    rows : int
-        How many body rows to keep (from the top, in the profiler's order).
-    columns : sequence of str
-        The printed headers to keep, in the file's order (``"Name"``, ``"Self CPU"``,
-        ``"Input Shapes"``...).
-    names : sequence of str, optional
-        Keep only body rows whose Name cell is one of these (before ``rows`` is applied).
-    name_width, shapes_width : int, optional
-        The Name and Input Shapes columns as ``table(max_name_column_width=name_width,
-        max_shapes_column_width=shapes_width)`` prints them (torch's own knobs: a name of
-        ``name_width - 3`` characters or more cut to that many and ``...``, shapes cut at
-        ``shapes_width``, both right-aligned), so that a row fits a notebook's width (issue 40);
-        default as stored (55 and 80).
-
-    Returns
-    -------
-    str
-        The header, ruler lines, the rows kept and the footer.
-
-    A live capture keeps the profiler's rows in ``key_averages.json`` instead of the printed
-    text: the table is then laid out from those rows (0 = by name, 1 = by input shape),
-    sorted by Self CUDA as the reference tables are, times in ms, and says so.
-
-    Raises
-    ------
-    KitError
-        The capture holds neither file, or fewer tables, or a column is not in it.
-    """
+    Raises KitError: the capture holds neither file, fewer tables, or not the column."""
     from ..errors import KitError
     if not capture.has("key_averages_tables.txt"):
         return _table_from_rows(capture, which, rows, columns, names, name_width, shapes_width)
@@ -210,32 +106,11 @@ def printed_table(capture, which: int = 0, rows: int = 10, columns=TIME_COLUMNS,
 
 def cut_table(text: str, columns, rows: int | None = None, names=None, name_width: int | None = None,
               shapes_width: int | None = None, where: str = "the printed table") -> str:
-    """One table the profiler printed (``prof.key_averages().table(...)``'s text: ruler,
-    header, ruler, rows, ruler, footer) cut to ``columns``, the first ``rows`` rows (those
-    named in ``names``), the Name and Input Shapes columns as torch's
-    ``max_name_column_width`` and ``max_shapes_column_width`` print them (see
-    :func:`printed_table`): a table with ``profile_memory=True`` has eight columns of
-    numbers, wider than a notebook's output at a laptop's width however its names are cut
-    (issue 40), and ``table()`` has no knob to leave a column out. Cells are otherwise kept
-    character for character.
+    """One printed table (``key_averages().table()``'s text) cut to ``columns`` and the first ``rows``
+    rows (those in ``names``), Name and Input Shapes as torch's ``max_name_column_width`` and
+    ``max_shapes_column_width`` print them (issue 40); other cells kept character for character.
 
-    Raises
-    ------
-    KitError
-        ``text`` is not such a table, or a column is not in it (``where`` names it).
-
-    Examples
-    --------
-    >>> t = "\\n".join(["----------  -----  -----", "      Name      A      B", "----------  -----  -----",
-    ...                "aten::long    1.0    2.0", "----------  -----  -----", "Self CPU time total: 3"])
-    >>> print(cut_table(t, ["Name", "B"], name_width=8))
-    --------  -----
-        Name      B
-    --------  -----
-    aten:...    2.0
-    --------  -----
-    Self CPU time total: 3
-    """
+    Raises KitError: ``text`` is not such a table, or lacks a column (``where`` names it)."""
     from ..errors import KitError
     lines = text.strip("\n").split("\n")
     ruler = lines[0]
@@ -248,10 +123,8 @@ def cut_table(text: str, columns, rows: int | None = None, names=None, name_widt
     missing = [c for c in columns if c not in headers]
     if missing:
         raise KitError(f"{where} has no column {missing} (it has {headers})")
-    keep = [spans[headers.index(c)] for c in columns]
-    keep.sort()
+    keep = sorted(spans[headers.index(c)] for c in columns)
 
-    # the narrower widths asked for (torch's max_name_column_width, max_shapes_column_width)
     narrow = {spans[headers.index(c)]: (w, c) for c, w in (("Name", name_width), ("Input Shapes", shapes_width))
               if w is not None and c in columns and w < spans[headers.index(c)][1] - spans[headers.index(c)][0]}
 
@@ -318,25 +191,11 @@ NCCL_TRACE = "hta_2024-03_nccl_sampled_rank0.json.gz"
 
 
 def nccl_excerpt() -> list:
-    """Ten GPU events of the public NCCL trace: a collective kernel on one stream and the
-    compute kernels around its end on others, as the trace holds them.
+    """Ten GPU events of the public NCCL trace (lesson 03): the first ``ncclKernel`` that another
+    stream's kernel outlasts, the last seven GPU events starting inside it and the next two after
+    it, sorted by ``ts`` (µs); names cut to 48 characters.
 
-    The excerpt is the first ``ncclKernel`` that another stream's kernel outlasts: the
-    collective, the last seven GPU events that start inside it, and the next two that start
-    after it ends (in ``ts`` order). Lesson 03 asks for its device busy time.
-
-    Returns
-    -------
-    list of dict
-        Raw events (``ph``, ``cat``, ``name``, ``tid``, ``ts``, ``dur`` in µs, ``args`` with
-        ``stream`` and ``correlation``), sorted by ``ts``; a name longer than 48 characters
-        is cut there and ends with ``…`` (C++ template names run to 2,000 characters).
-
-    Raises
-    ------
-    KitFileError
-        The public trace is missing or damaged.
-    """
+    Raises KitFileError: the public trace is missing or damaged."""
     from ..readers.bundle import reference_dir
     from ..readers.files import read_json_file
     events = read_json_file(reference_dir() / "public-traces" / NCCL_TRACE)["traceEvents"]

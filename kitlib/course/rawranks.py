@@ -1,17 +1,7 @@
-"""Lesson 12's raw view: a few events of each rank's trace, as torch.profiler wrote them.
-
-A learner who has only the traces (no kitlib) finds a straggler by matching the k-th call
-of a collective on every rank and comparing their start times: the last rank to start
-it is the one the others waited for. :func:`collective_excerpt` picks the events for
-doing that by hand: per rank, one ``ProfilerStep#N`` and the first few ``gloo:*``
-collective events that start inside it, each a Chrome-trace complete event (``ph: "X"``,
-``ts`` and ``dur`` in µs on that rank's clock), with the ``pid`` → rank map from each
-trace's ``distributedInfo``.
-
-Source: the PyTorch profiler's Chrome-trace export (``distributedInfo``,
-``ProfilerStep#N`` annotations; Gloo's collectives as ``gloo:*`` user annotations on its
-worker threads), as the kit's two-rank recordings hold it (``data/reference/ranks_*``).
-"""
+"""Lesson 12's raw view: a few events of each rank's trace as torch.profiler wrote them, to
+match the k-th call of a collective across ranks by hand (the last rank to start it is the
+one the others waited for). ``ts`` and ``dur`` in µs on each rank's clock; ``pid`` → rank
+from each trace's ``distributedInfo``."""
 from __future__ import annotations
 
 import json
@@ -29,50 +19,35 @@ KEEP = ("ph", "cat", "name", "pid", "tid", "ts", "dur")
 def _events(path: Path) -> dict:
     raw = read_bytes_maybe_gz(path)           # a FIFO, a device, a gzip bomb: a KitFileError
     try:
-        try:                        # orjson: the same values as json's, several times faster
+        try:                        # orjson is faster; json reads what it refuses (NaN, huge ints)
             import orjson
             return orjson.loads(raw)
-        except (ImportError, ValueError):   # no orjson, or what only json reads (NaN, huge ints)
+        except (ImportError, ValueError):
             return json.loads(raw)
     except (OSError, ValueError, RecursionError) as e:     # json recurses on deep nesting
         raise KitError(f"{path}: not a readable trace ({e})") from None
 
 
-def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
-    """Each rank's step event and its first ``calls`` Gloo collective events, raw.
-
-    Parameters
-    ----------
-    runs : kitlib.model.ranks.RankTraces
-        A run's traces (each rank's file is read again, raw).
-    step : int, optional
-        The ``ProfilerStep#N`` to take (default: the first N every rank recorded).
-    calls : int
-        ``gloo:*`` events per rank, in start order, among those starting inside the step.
-
-    Returns
-    -------
-    dict
-        ``ranks``: ``{pid: rank}`` (from ``distributedInfo``); ``base_ns``: ``{rank:
-        baseTimeNanoseconds}`` (each trace's ``ts`` are µs after it; 0 when absent);
-        ``step``: N; ``events``: the
-        events (each with the fields of :data:`KEEP`), rank by rank, each rank's in start
-        order.
-
-    Raises
-    ------
-    KitError
-        A trace has no ``distributedInfo`` rank, no common step, or no ``gloo:*`` events
-        in it (an NCCL run's collectives are kernels: use its kernels instead).
-    """
-    docs, bases = {}, {}
+def _rank_docs(runs):
+    """``(path, rank, trace document)`` per file of ``runs``, the rank from ``distributedInfo``."""
     for path in runs.info["path"]:
         doc = _events(path)
         rank = (doc.get("distributedInfo") or {}).get("rank")
         if rank is None:
             raise KitError(f"{path}: no distributedInfo rank")
-        docs[int(rank)] = doc["traceEvents"]
-        bases[int(rank)] = int(doc.get("baseTimeNanoseconds") or 0)
+        yield path, int(rank), doc
+
+
+def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
+    """Each rank's ``ProfilerStep#N`` (``step``, default the first all share) and its first ``calls``
+    ``gloo:*`` events: ``{ranks: {pid: rank}, base_ns: {rank: baseTimeNanoseconds}, step, events}``,
+    events trimmed to :data:`KEEP`, rank by rank in start order.
+
+    Raises KitError: no ``distributedInfo`` rank, no common step, or no ``gloo:*`` events (NCCL)."""
+    docs, bases = {}, {}
+    for _, rank, doc in _rank_docs(runs):
+        docs[rank] = doc["traceEvents"]
+        bases[rank] = int(doc.get("baseTimeNanoseconds") or 0)
     steps = [{int(e["name"].split("#")[1]): e for e in ev if e.get("ph") == "X"
               and str(e.get("name", "")).startswith("ProfilerStep#")} for ev in docs.values()]
     common = sorted(set.intersection(*(set(s) for s in steps)))
@@ -95,42 +70,12 @@ def collective_excerpt(runs, step: int | None = None, calls: int = 3) -> dict:
 
 
 def nccl_call_excerpt(runs, calls: int = 3) -> dict:
-    """Each rank's first ``calls`` NCCL collectives, raw: for each, the ``nccl:*`` host
-    operator (with its ``Input Dims``, the message size), the ``cudaLaunchKernel`` inside
-    it and the kernel that launch started (the same ``correlation`` in both ``args``).
+    """Each rank's first ``calls`` NCCL collectives: the ``nccl:*`` operator (``Input Dims``), its
+    ``cudaLaunchKernel`` and that kernel (same ``correlation``): ``{ranks, base_ns, events}``.
 
-    With these a learner pairs a collective across ranks by hand and checks the pairing by
-    its ends: one call ends on every rank within a fraction of a ms; two different calls
-    do not.
-
-    Parameters
-    ----------
-    runs : kitlib.model.ranks.RankTraces
-        An NCCL run's traces (each rank's file is read again, raw).
-    calls : int
-        Collectives per rank, in order of their kernels' starts.
-
-    Returns
-    -------
-    dict
-        ``ranks``: ``{pid: rank}``; ``base_ns``: ``{rank: baseTimeNanoseconds}`` (0 when
-        absent; the public pair writes absolute µs); ``events``: per rank and call, the
-        operator, the launch and the kernel, each with the fields of :data:`KEEP` plus
-        ``args`` reduced to ``Input Dims`` (operator) or ``correlation`` (launch, kernel).
-
-    Raises
-    ------
-    KitError
-        A trace has no ``distributedInfo`` rank, or no NCCL kernel launched inside an
-        ``nccl:*`` operator (a Gloo run: use :func:`collective_excerpt`).
-    """
+    Raises KitError: no ``distributedInfo`` rank, or no NCCL kernel launched in an ``nccl:*`` operator."""
     out, pids, bases = [], {}, {}
-    for path in runs.info["path"]:
-        doc = _events(path)
-        rank = (doc.get("distributedInfo") or {}).get("rank")
-        if rank is None:
-            raise KitError(f"{path}: no distributedInfo rank")
-        rank = int(rank)
+    for path, rank, doc in _rank_docs(runs):
         bases[rank] = int(doc.get("baseTimeNanoseconds") or 0)
         ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
         kernels = {e["args"]["correlation"]: e for e in ev if e.get("cat") == "kernel"

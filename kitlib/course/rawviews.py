@@ -1,24 +1,11 @@
-"""Raw trace events as the profiler wrote them, for lessons that read the file before kitlib.
+"""Raw trace events as the profiler wrote them, for lessons that read the file before kitlib:
+picked and trimmed, never joined, so the learner does the join.
 
-A torch.profiler trace is a Chrome trace: a JSON object whose ``traceEvents`` list holds
-one dict per event. The fields a lesson reads by hand:
-
-- ``ph``: the event's phase: ``"X"`` a complete event with ``ts`` and ``dur``, ``"s"``/``"f"``
-  the start and end of a flow arrow, ``"M"`` metadata (process and thread names);
-- ``cat``: what recorded it: ``cpu_op`` (a PyTorch operator), ``cuda_runtime`` (a CUDA API
-  call such as a launch), ``kernel``, ``gpu_memcpy``, ``gpu_memset``, ``ac2g`` (a flow from
-  an API call to the GPU);
-- ``ts``, ``dur``: start and duration in µs (floats with ns digits);
-- ``args["External id"]``: the profiler's id of the operator that was innermost on the
-  thread (on the operator itself, its launches and their GPU events);
-- ``args["correlation"]``: CUPTI's id shared by one API call and the GPU work it started.
-
-Nothing here joins or interprets: the functions pick events, trim them for printing and
-lay them out as a table, so that the learner does the join.
-"""
+Fields read by hand: ``ph`` (``X`` complete, ``s``/``f`` flow, ``M`` metadata), ``cat``
+(``cpu_op``, ``cuda_runtime``, ``kernel``, ``gpu_memcpy``, ``ac2g``...), ``ts``/``dur`` (µs),
+``args["External id"]`` (the innermost operator) and ``args["correlation"]`` (CUPTI's id
+shared by an API call and its GPU work)."""
 from __future__ import annotations
-
-import json
 
 from ..readers.files import read_trace_events
 
@@ -28,22 +15,13 @@ GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 LINK_ARGS = ("External id", "correlation")
 
 
-def load_events(path) -> list:
-    """The ``traceEvents`` of a Chrome trace file (``.json`` or ``.json.gz``), as written
-    (:func:`kitlib.readers.files.read_trace_events`).
-
-    Raises
-    ------
-    KitFileError
-        The file cannot be read, is not JSON, or has no ``traceEvents`` list.
-    """
-    return read_trace_events(path)
+#: The ``traceEvents`` of a Chrome trace file, as written (KitFileError for a bad file).
+load_events = read_trace_events
 
 
 def trimmed(event: dict, args=LINK_ARGS, name_width: int | None = None) -> dict:
-    """``event`` with only the fields a lesson prints: ``ph cat name pid tid ts dur`` (those it
-    has, flows keep ``id``) and the ``args`` named in ``args``; a name longer than
-    ``name_width`` is cut with ``…``."""
+    """``event`` with only ``ph cat name id pid tid ts dur`` and the ``args`` named; a name over
+    ``name_width`` cut with ``…``."""
     out = {k: event[k] for k in ("ph", "cat", "name", "id", "pid", "tid", "ts", "dur") if k in event}
     if name_width and len(str(out.get("name", ""))) > name_width:
         out["name"] = str(out["name"])[: name_width - 1] + "…"
@@ -54,9 +32,7 @@ def trimmed(event: dict, args=LINK_ARGS, name_width: int | None = None) -> dict:
 
 
 def as_json(events, args=LINK_ARGS, name_width: int = 60) -> str:
-    """``events`` as a JSON list, one trimmed event a line (see :func:`trimmed`), an event too
-    long for a notebook's line broken between its fields
-    (:func:`kitlib.course.raw_views.json_wrapped`)."""
+    """``events`` as a JSON list, one :func:`trimmed` event a line (wrapped between fields)."""
     from ..units import PRINT_CHARS
     from .raw_views import json_wrapped
     lines = [json_wrapped(trimmed(e, args, name_width), PRINT_CHARS - 2).replace("\n", "\n  ")
@@ -65,8 +41,7 @@ def as_json(events, args=LINK_ARGS, name_width: int = 60) -> str:
 
 
 def events_frame(events):
-    """One row per event: ``ph cat name pid tid ts dur`` and the two ids as columns
-    ``external_id`` and ``correlation`` (missing ids are <NA>)."""
+    """One row per event: ``ph cat name pid tid ts dur``, ``external_id``, ``correlation`` (Int64)."""
     import pandas as pd
     rows = [{"ph": e.get("ph"), "cat": e.get("cat"), "name": e.get("name"), "pid": e.get("pid"),
              "tid": e.get("tid"), "ts": e.get("ts"), "dur": e.get("dur"),
@@ -79,13 +54,9 @@ def events_frame(events):
 
 
 def first_op(events, name: str, after_ts: float | None = None) -> dict:
-    """The earliest ``cpu_op`` called ``name`` (starting at or after ``after_ts``).
+    """The earliest ``cpu_op`` called ``name`` (at or after ``after_ts``).
 
-    Raises
-    ------
-    LookupError
-        No such operator.
-    """
+    Raises LookupError: no such operator."""
     ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("name") == name
            and (after_ts is None or e["ts"] >= after_ts)]
     if not ops:
@@ -94,9 +65,7 @@ def first_op(events, name: str, after_ts: float | None = None) -> dict:
 
 
 def op_excerpt(events, op: dict, flows: bool = False) -> list:
-    """The operator ``op`` and every event that carries its ``External id`` (its CUDA API
-    calls and their GPU events), in time order; with ``flows``, the ``ac2g`` flow events of
-    those API calls as well."""
+    """``op`` and every event with its ``External id``, by time; with ``flows``, their ``ac2g`` flows."""
     x = op["args"]["External id"]
     out = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get("External id") == x and e is not op]
     if flows:
@@ -112,20 +81,11 @@ def steps_in(events) -> list:
 
 
 def time_trap_excerpt(events) -> tuple:
-    """An excerpt for "which operator launched this kernel?": two operators of the main
-    thread that each made one launch, where the first one's kernel started on the GPU
-    while the host was inside the second one (the host runs ahead of the GPU).
+    """``(excerpt, correlation)`` for "which operator launched this kernel?": in the first step, the
+    earliest two differently named main-thread operators of one launch each, the first one's
+    kernel running while the host is inside the second; the correlation of that kernel.
 
-    Searches the first profiler step for the earliest such pair whose operators have
-    different names. Returns ``(excerpt, correlation)``: the two operators, their launches
-    and their GPU events in time order, and the correlation id of the first operator's
-    kernel (the one to ask about).
-
-    Raises
-    ------
-    LookupError
-        No such pair in the first step.
-    """
+    Raises LookupError: no such pair."""
     step = steps_in(events)[0]
     s0, s1 = step["ts"], step["ts"] + step["dur"]
     ops = [e for e in events if e.get("cat") == "cpu_op" and e.get("tid") == step["tid"] and s0 <= e["ts"] < s1]
@@ -154,11 +114,8 @@ WINDOW_CATS = ("cpu_op", "user_annotation", "cuda_runtime", "cuda_driver", "gpu_
 
 
 def window(events, start_us: float, end_us: float, cats=WINDOW_CATS, pids=None) -> list:
-    """The events a timeline shows between ``start_us`` and ``end_us`` (trace clock, µs):
-    every ``X`` event of ``cats`` that overlaps the window (of the processes ``pids``, if
-    given), the ``ac2g`` flow events inside it, and the metadata events that name the
-    tracks. ``python_function`` frames are left out by default: Perfetto draws them under
-    the operators when the trace was recorded ``with_stack``."""
+    """The events a timeline shows between ``start_us`` and ``end_us``: ``X`` events of ``cats``
+    overlapping it (of ``pids``), ``ac2g`` flows inside it, and the metadata events."""
     out = []
     for e in events:
         ph = e.get("ph")

@@ -1,22 +1,11 @@
 """FLOPs per byte: a convolution's arithmetic intensity beside a GPU's ridge point (lesson 08).
 
-The roofline model (Williams, Waterman and Patterson, "Roofline: an insightful visual
-performance model", CACM 2009) bounds a kernel's rate by ``min(peak FLOP/s, intensity ×
-peak bandwidth)``, where *arithmetic intensity* = FLOPs / bytes moved to and from DRAM.
-The *ridge point* = peak FLOP/s / peak bandwidth: below it a kernel cannot reach the
-arithmetic peak even if it moves each byte once.
-
-From shapes alone we get the *least* traffic a convolution can have (read its input and
-weight once, write its output once) and so the *highest* intensity it can have; caches
-that miss, layout conversions and workspaces only move more bytes. How many bytes a
-kernel really moved is a hardware counter (Nsight Compute's ``dram__bytes_read.sum`` and
-``dram__bytes_write.sum``, section MemoryWorkloadAnalysis), not something a trace holds.
-
-Peak bandwidths are the datasheets' (SXM parts):
-- H200: 4.8 TB/s HBM3e, NVIDIA H200 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h200/
-- H100: 3.35 TB/s HBM3, NVIDIA H100 Tensor Core GPU datasheet, https://www.nvidia.com/en-us/data-center/h100/
-The FLOP/s peaks are the kit's (:data:`kitlib.analyses.flops.PEAK_TFLOPS`, dense).
-"""
+Roofline (Williams, Waterman and Patterson, CACM 2009): a kernel's rate is at most
+``min(peak FLOP/s, intensity × peak bandwidth)``, intensity = FLOPs / DRAM bytes; the ridge
+point = peak FLOP/s / peak bandwidth. Shapes give the *least* traffic (input and weight read
+once, output written once), so the *highest* intensity; the real bytes are a hardware counter
+(Nsight Compute's ``dram__bytes_read.sum``), not in a trace. FLOP/s peaks:
+:data:`kitlib.analyses.flops.PEAK_TFLOPS`."""
 from __future__ import annotations
 
 from ..errors import KitError
@@ -75,32 +64,19 @@ def conv_min_bytes(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), bytes_p
 def intensity(flops: float, nbytes: float) -> float:
     """Arithmetic intensity in FLOP per byte.
 
-    Raises
-    ------
-    KitError
-        ``nbytes`` is not positive.
-    """
+    Raises KitError: ``nbytes`` is not positive."""
     if not nbytes or nbytes <= 0:
         raise KitError(f"bytes moved must be positive, not {nbytes!r}")
     return float(flops) / float(nbytes)
 
 
 def ridge_point(gpu: str = "H200", precision: str = "TF32") -> tuple[float, dict]:
-    """The ridge point of ``gpu`` in FLOP per byte: dense peak FLOP/s ÷ peak bandwidth.
+    """The ridge point of ``gpu`` in FLOP per byte, and ``{peak_tflops, peak_tb_per_s, sources}``.
 
-    Returns
-    -------
-    (ridge, parts)
-        ``parts`` = ``peak_tflops``, ``peak_tb_per_s`` and the ``sources`` of both.
-
-    Raises
-    ------
-    KitError
-        A GPU or precision without both figures in the kit.
+    Raises KitError: a GPU or precision without both figures in the kit.
 
     >>> round(ridge_point("H200", "TF32")[0], 1)
-    103.0
-    """
+    103.0"""
     from ..analyses.flops import PEAK_TFLOPS
     if gpu not in PEAK_TFLOPS or gpu not in PEAK_TB_PER_S or precision not in PEAK_TFLOPS[gpu]:
         raise KitError(f"no peak FLOP/s and bandwidth for {gpu} {precision} in the kit "

@@ -1,18 +1,9 @@
-"""Figures quoted from the course's source texts (B300 captures made by others).
+"""Figures quoted from the course's source texts (B300 captures by others): the kit's only
+typed-in numbers, shown *beside* the learner's or the H200 reference figures, never instead.
 
-These are the only typed-in numbers in the kit: they come from captures nobody in
-this course can re-run, so they are quoted with where they come from and shown
-*beside* the learner's own figures (live) or the H200 reference figures (replay),
-never in their place.
-
-Sources
--------
-``seed 000``: "PyTorch Profiler vs Nsight Systems" (ResNet-50, Food-101, batch 128,
-B300), which quotes the posts "Reading torch.profiler Correctly" (5 active steps,
-``data_load`` = batch retrieval) and "Nsight Systems: Finding Where the GPU Sits Idle"
-(8 steps, ``data_load`` also covers the transfer submission). The two B300 captures
-were not matched, and their software versions were not fully recorded.
-"""
+Source: "PyTorch Profiler vs Nsight Systems" (seed 000; ResNet-50, Food-101, batch 128, B300),
+quoting "Reading torch.profiler Correctly" (5 active steps) and "Nsight Systems: Finding Where
+the GPU Sits Idle" (8 steps); the two captures were not matched, their software not fully recorded."""
 from __future__ import annotations
 
 B300 = {

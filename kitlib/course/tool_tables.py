@@ -1,17 +1,6 @@
-"""The profiler's own printed table, cut to the rows and columns a lesson talks about.
-
-``prof.key_averages().table(...)`` prints a fixed-width text table; the reference
-``profiler_5step/key_averages_tables.txt`` holds four of them, as the profiler printed
-them. A lesson shows a few of their columns *as printed* (the tool's own view, its "GB"
-being GiB), before any kitlib table. A live capture keeps the same rows as JSON
-(``key_averages.json``): :func:`printed_table` then prints them the way the profiler
-would (its memory format, :func:`kitlib.analyses.memory.format_memory`).
-
-Used in lessons 07 (Self CUDA Mem) and 08 (the CUDA total of the convolutions).
-
-Source: PyTorch ``torch/autograd/profiler_util.py`` (``_build_table``: a dashed rule,
-the header, a dashed rule, the rows, a dashed rule, then the footer lines).
-"""
+"""The profiler's own printed table (``key_averages().table()``), cut to the rows and columns a
+lesson talks about (lessons 07 and 08), as printed (its "GB" being GiB); a live capture's
+``key_averages.json`` rows are printed the way the profiler would."""
 from __future__ import annotations
 
 import re
@@ -29,14 +18,10 @@ _JSON_FIELDS = {"CUDA Mem": "device_memory_usage_bytes", "Self CUDA Mem": "self_
 
 
 def printed_tables(path) -> list[list[str]]:
-    """Every table of a ``key_averages().table()`` text file, each as its lines (rule,
-    header, rule, rows, rule), footers left out.
+    """Every table of a ``key_averages().table()`` text file, as its lines (rule, header, rule,
+    rows, rule), footers left out.
 
-    Raises
-    ------
-    KitFileError
-        The file is missing or holds no such table.
-    """
+    Raises KitFileError: the file is missing or holds no such table."""
     p = Path(path)
     if not p.is_file():
         raise KitFileError(p, "no such file (expected a key_averages().table() text file)")
@@ -57,11 +42,8 @@ def printed_tables(path) -> list[list[str]]:
 
 
 def _cut(table: list[str], columns: list[str], rows: int | None, names=None) -> str:
-    """``table``'s lines with only the Name column and ``columns`` (as printed), the
-    first ``rows`` rows (or the rows whose name is in ``names``). The Name column is as
-    wide as the longest name kept (the profiler pads it to 55 characters; as with
-    ``max_name_column_width``, the table then fits a notebook's output at a laptop's width,
-    where a line of more than 95 characters wraps)."""
+    """``table`` with only Name and ``columns``, the first ``rows`` rows (or those in ``names``), the
+    Name column as wide as its longest name kept."""
     rule = table[0]
     spans = [m.span() for m in re.finditer(r"-+", rule)]
     heads = re.split(r"\s{2,}", table[1].strip())   # a header can be wider than its rule: split on gaps
@@ -85,35 +67,11 @@ def _cut(table: list[str], columns: list[str], rows: int | None, names=None) -> 
 
 def printed_table(capture, sort_by: str = "Self CUDA Mem", columns=("CUDA Mem", "Self CUDA Mem", "# of Calls"),
                   rows: int | None = 10, names=None) -> str:
-    """The profiler's own table of ``capture``, sorted by ``sort_by``, with the Name column
-    and ``columns`` only, as the profiler printed them.
+    """The profiler's table of ``capture`` ordered by ``sort_by``, Name and ``columns`` only, the first
+    ``rows`` (or the ``names``): from ``key_averages_tables.txt`` (the first table in that order)
+    or from ``key_averages.json`` rows.
 
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        A torch.profiler bundle with ``key_averages_tables.txt`` (the printed text; the
-        first of its tables whose rows are in descending ``sort_by`` order is taken) or
-        ``key_averages.json`` / ``.json.gz`` (rows, printed here in the profiler's format).
-    sort_by : str
-        A memory column's header ("Self CUDA Mem", "CUDA Mem", ...) for JSON rows; for a
-        text file, the column the chosen table is ordered by.
-    columns : sequence of str
-        Headers to keep, as the profiler prints them.
-    rows : int or None
-        How many rows (None: all).
-    names : collection of str, optional
-        Keep only the rows with these names (as printed: long names end in ``...``).
-
-    Returns
-    -------
-    str
-        The table's lines (rules, header, rows), each cut to the chosen columns.
-
-    Raises
-    ------
-    KitError
-        The capture holds neither file, or no table is ordered by ``sort_by``.
-    """
+    Raises KitError: neither file, or no table is ordered by ``sort_by``."""
     columns = list(columns)
     if capture.has("key_averages_tables.txt"):
         from ..readers.profiler_table import read_profiler_table

@@ -1,22 +1,9 @@
-"""Answer forms: each "your turn" question as a small ipywidgets form.
+"""Answer forms: each "your turn" question as a small ipywidgets form (answer box, Check,
+Reveal, verdict), judged by the same code as ``ex.check`` (:meth:`kitlib.course.exercises.Question.judge`).
 
-A form shows the question, a box for the answer (a text box for numbers and words,
-buttons for yes/no, a drop-down where the question offers choices), a **Check** and a
-**Reveal** button, and the verdict below them. Checking goes through the very code
-that ``ex.check(key, answer)`` runs (:meth:`kitlib.course.exercises.Question.judge`),
-so a form and a script give the same hints, count the same tries and show the
-answer at the same moment.
-
-Where forms appear: a lesson's ``ex.check(key, answer)`` cell returns a
-:class:`~kitlib.course.exercises.Verdict`; displayed in a Jupyter kernel, the verdict
-carries the form (MIME type ``application/vnd.jupyter.widget-view+json``) *and* its
-text (``text/plain``, ``text/markdown``). JupyterLab, which has the widget front end,
-draws the form; a front end without one (``nbclient`` in the tests, a static export,
-a terminal) shows the text, as before. Outside a kernel nothing here is imported.
-
-The presentation setting (:func:`presentation`) raises the text of the forms, the
-tables and the pictures together, for a projector.
-"""
+In a kernel a :class:`~kitlib.course.exercises.Verdict` displays as its form *and* its text;
+front ends without widgets (nbclient, exports) show the text. :func:`presentation` scales the
+text of forms, tables and pictures for a projector."""
 from __future__ import annotations
 
 import html
@@ -44,11 +31,7 @@ _MARKS = {True: "✅", False: "❌", None: "✏️"}
 
 
 def in_kernel() -> bool:
-    """Whether this code runs in a Jupyter kernel (where a widget front end may be listening).
-
-    False in scripts, in a plain Python prompt and in terminal IPython, where a form
-    could never be drawn.
-    """
+    """Whether this runs in a Jupyter kernel (not a script or terminal IPython)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -72,27 +55,8 @@ def _is_yes_no(question) -> bool:
 class AnswerForm(widgets.VBox):
     """One question as a form: prompt, answer box, Check and Reveal buttons, verdict.
 
-    Parameters
-    ----------
-    question : kitlib.course.exercises.Question
-        Judged with its own :meth:`~kitlib.course.exercises.Question.judge`, so wrong tries
-        are counted on the question, as in ``ex.check``.
-    exercises : kitlib.course.exercises.Exercises
-        The lesson's exercises, for :meth:`~kitlib.course.exercises.Exercises.reveal`.
-    given : optional
-        An answer already given in the cell (``ex.check(key, 42)``), shown in the box.
-    verdict : Verdict, optional
-        The verdict on ``given``, shown below the buttons.
-
-    Attributes
-    ----------
-    answer_box : ipywidgets.Text, Dropdown or ToggleButtons
-    check_button, reveal_button : ipywidgets.Button
-    feedback : ipywidgets.HTML
-        The latest verdict (:func:`verdict_html`).
-    verdicts : list of Verdict
-        Every verdict this form showed, oldest first.
-    """
+    ``given`` (an answer from the cell) fills the box, ``verdict`` is shown below; ``verdicts``
+    lists every verdict shown, oldest first."""
 
     def __init__(self, question, exercises, given=None, verdict=None):
         self.question, self.exercises = question, exercises
@@ -103,8 +67,7 @@ class AnswerForm(widgets.VBox):
         if question.choices:
             options = [str(c) for c in question.choices]
             value = str(start) if start is not None and str(start) in options else None
-            # as wide as its longest choice (about 0.55 em a character, beside the 'answer'
-            # label and the arrow), so a chosen option shows whole; at most the form's width
+            # as wide as its longest choice (about 0.55 em a character), at most the form's width
             longest = max((len(o) for o in options), default=0)
             self.answer_box = widgets.Dropdown(options=options, value=value, description="answer",
                                                layout=widgets.Layout(width=f"{8 + 0.55 * longest:.1f}em",
@@ -118,11 +81,8 @@ class AnswerForm(widgets.VBox):
                                            layout=widgets.Layout(width="22em"))
         self.check_button = widgets.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = widgets.Button(description="Reveal", icon="eye")
-        # every keystroke reaches the kernel as it is typed (continuous_update), and an edit
-        # replaces the old verdict with "not checked yet": Check then judges what the box
-        # shows, never an earlier answer whose verdict is still on screen. With the value
-        # sent only on blur, the browser could deliver Check's click before the new value
-        # (seen in tests/test_browser.py: '3' in the box, judged as the earlier '8').
+        # continuous_update, and an edit marks the verdict "not checked yet": sent on blur, the
+        # click could arrive before the new value (tests/test_browser.py)
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
@@ -133,19 +93,16 @@ class AnswerForm(widgets.VBox):
                                layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
         extra = []
         if question.choices:
-            # at a projector's scale (presentation) a long choice no longer fits the drop-down at
-            # its widest (the cell's width): its text grows only as far as the longest choice fits
+            # at a projector's scale the text grows only as far as the longest choice fits
             extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))]
-        # widths auto, not 100%: 100% plus a widget's 2 px margins made the prompt 4 px wider
-        # than the form, which then scrolled sideways (tests/test_browser.py); the drop-down
-        # at most its row less those margins
+        # widths auto: 100% plus 2 px margins scrolled sideways (tests/test_browser.py)
         super().__init__([prompt, buttons, self.feedback] + extra,
                          layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
         self.add_class(FORM_CLASS)
         self.add_class(f"{FORM_CLASS}-{question.key}")
 
     def value(self):
-        """The answer in the box: None when empty, ``True``/``False`` for yes/no, else the text."""
+        """The answer in the box: None when empty, True/False for yes/no, else the text."""
         v = self.answer_box.value
         if v is None or (isinstance(v, str) and not v.strip()):
             return None
@@ -154,7 +111,7 @@ class AnswerForm(widgets.VBox):
         return v
 
     def check(self):
-        """Judge the answer in the box (as ``ex.check`` would) and show the verdict."""
+        """Judge the answer in the box (as ``ex.check``) and show the verdict."""
         return self._show(self.exercises.check(self.question.key, self.value()))
 
     def reveal(self):
@@ -162,7 +119,7 @@ class AnswerForm(widgets.VBox):
         return self._show(self.exercises.reveal(self.question.key))
 
     def _edited(self, value):
-        """The answer in the box changed: say it has not been checked yet."""
+        """The answer changed: say it has not been checked yet."""
         shown = "" if value is None else str(value)
         self.feedback.value = (f'<div class="{PENDING_CLASS}" data-given="{html.escape(shown, quote=True)}" '
                                f'style="color:{_COLOURS[None]}">{_MARKS[None]} <b>{html.escape(self.question.key)}'
@@ -174,19 +131,12 @@ class AnswerForm(widgets.VBox):
         return verdict
 
 
-#: Added to a verdict's text when it carries an answer form: what a reader sees where the
-#: form cannot be drawn (a saved lesson reopened after its kernel stopped, in a view that
-#: shows the text; a static export) says how to get the form back.
+#: Ends a verdict's text where its form cannot be drawn (kernel stopped, static export).
 FORM_GONE_HINT = "The answer form of this question needs the lesson's kernel: re-run the cell to get the form back."
 
 
-#: What JupyterLab shows under a form or explorer whose widget is gone. Its widget renderer
-#: (jupyterlab_widgets 3) picks the widget view of an output over its text whenever the
-#: notebook is trusted (a learner's own saved lesson is), and once the kernel that held the
-#: widget has stopped it writes "Error displaying widget: model not found" into the output
-#: and marks it ``jupyter-widgets``, with no element inside (a drawn widget has one): this
-#: rule adds the hint after that text. A ``<style>`` in a saved HTML output applies to the
-#: whole page, so :func:`answer_form_bundle` shows it (invisible) in each cell with a form.
+#: The hint under JupyterLab's "Error displaying widget: model not found" (a trusted notebook
+#: whose kernel stopped: an empty ``jupyter-widgets`` output); a saved style applies page-wide.
 WIDGET_GONE_CSS = ("<style>.jp-OutputArea-output.jupyter-widgets:not(:has(*))::after {content: "
                    "\"This needs the lesson's kernel: re-run the cell to get it back.\"; "
                    "display: block; color: #555555;}</style>")
@@ -195,8 +145,7 @@ _GONE_STYLED = {"cell": None}
 
 
 def _style_for_lost_widgets():
-    """Show :data:`WIDGET_GONE_CSS` once in the cell now running (no text: ``text/plain`` is
-    empty, so a front end without HTML shows nothing)."""
+    """Show :data:`WIDGET_GONE_CSS` once in the running cell (empty ``text/plain``)."""
     from IPython import get_ipython
     from IPython.display import display
     ip = get_ipython()
@@ -208,16 +157,8 @@ def _style_for_lost_widgets():
 
 
 def answer_form_bundle(verdict, text_bundle: dict) -> dict:
-    """The MIME bundle of a verdict: its answer form beside ``text_bundle`` in a kernel,
-    ``text_bundle`` alone elsewhere (or where ipywidgets cannot build the form).
-
-    Front ends choose: JupyterLab draws the form (``application/vnd.jupyter.widget-view+json``),
-    one without the widget front end (or an untrusted notebook) falls back to the text, which
-    then ends with :data:`FORM_GONE_HINT`. JupyterLab itself, on a trusted notebook whose
-    kernel has stopped, shows "Error displaying widget: model not found" instead of the text
-    (its widget renderer does not fall back): the style shown beside the form
-    (:data:`WIDGET_GONE_CSS`) adds the hint under that line.
-    """
+    """A verdict's MIME bundle: its answer form beside ``text_bundle`` in a kernel (the text then
+    ending with :data:`FORM_GONE_HINT`, and :data:`WIDGET_GONE_CSS` shown), else ``text_bundle``."""
     if not in_kernel():
         return text_bundle
     try:
@@ -238,15 +179,11 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
 
 
 def prediction_bundle(verdict, text_bundle: dict) -> dict:
-    """The MIME bundle of :meth:`~kitlib.course.exercises.Exercises.predicted`'s verdict: in a
-    kernel, a line (ipywidgets HTML) that every later check of the question redraws with
-    ``verdict.follow()``, so the comparison appears there as soon as the learner predicts
-    in the form above, beside ``text_bundle``; ``text_bundle`` alone elsewhere.
-    """
+    """The MIME bundle of a ``predicted`` verdict: in a kernel a line redrawn with
+    ``verdict.follow()`` at every later check of the question, beside ``text_bundle``; else ``text_bundle``."""
     if not in_kernel():
         return text_bundle
     try:
-        # no side margin: the widgets' default 2 px each side would take it past the cell's width
         line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%", margin="2px 0"))
         line.add_class(PREDICTED_CLASS)
         line.add_class(f"{PREDICTED_CLASS}-{verdict.key}")
@@ -260,17 +197,9 @@ def prediction_bundle(verdict, text_bundle: dict) -> dict:
 
 
 def show_outcome_later(line, keys, is_open, show):
-    """Display the line of :meth:`~kitlib.course.exercises.Exercises.outcome` whose
-    prediction is still open, and have ``show()`` replace it once ``is_open()``.
-
-    In a kernel the line sits in an output widget (classes :data:`OUTCOME_CLASS` and
-    ``kitlib-outcome-KEY`` for each of ``keys``) that every later check or reveal of those
-    questions looks at
-    (``exercises.followers``, as :func:`prediction_bundle`'s lines): the first that finds
-    it open clears it and runs ``show()`` inside it, so what ``show`` prints, displays or
-    draws appears there. Elsewhere (or where ipywidgets cannot build the widget) the line
-    is printed, and nothing follows.
-    """
+    """Display an ``outcome`` line whose prediction is still open; in a kernel, the first later
+    check or reveal of ``keys`` that finds ``is_open()`` replaces it with what ``show()`` shows.
+    Elsewhere the line is printed."""
     from IPython.display import display
     if not in_kernel():
         print(line)
@@ -288,7 +217,6 @@ def held_bundle(line, keys, is_open, show, css: str = OUTCOME_CLASS) -> dict:
     if not in_kernel():
         return text
     try:
-        # no side margin (as the lines of prediction_bundle): 2 px each side took it past the cell
         out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
         out.add_class(css)
         for key in keys:
@@ -313,21 +241,15 @@ def held_bundle(line, keys, is_open, show, css: str = OUTCOME_CLASS) -> dict:
     return bundle
 
 
-#: The presentation setting now in force (see :func:`presentation`); ``shown``: whether a
-#: notebook has been given its style (so that going back to 1 gives it the style of 1).
+#: The scale in force (:func:`presentation`); ``shown``: a notebook has been given its style.
 PRESENTATION = {"scale": 1.0, "shown": False}
 #: The environment variable an instructor sets before starting Jupyter.
 SCALE_ENV = "KITLIB_PLOT_SCALE"
 
 
 def presentation_css(scale: float) -> str:
-    """The ``<style>`` that scales, in JupyterLab, the text of tables and of the kit's
-    answer forms and explorers (their controls included) by ``scale``.
-
-    Sizes are JupyterLab's own (``--jp-ui-font-size1`` for tables and widgets,
-    ``--jp-content-font-size1`` for text) times ``scale``, never relative to the parent,
-    so a table inside an explorer is not scaled twice.
-    """
+    """The ``<style>`` scaling by ``scale`` the text of tables, answer forms and explorers in
+    JupyterLab (from JupyterLab's own sizes, so nested tables are not scaled twice)."""
     s = f"{float(scale):g}"
     return ("<style>"
             f".jp-RenderedHTMLCommon table {{font-size: calc(var(--jp-ui-font-size1) * {s});}} "
@@ -337,49 +259,25 @@ def presentation_css(scale: float) -> str:
             "</style>")
 
 
-#: Room for a choice's text in a drop-down as wide as an answer form can be in JupyterLab at
-#: 1280 x 800 with the file browser open (px; tests/browser.py measured 696) and the average
-#: width of a character of JupyterLab's UI font, in em (a little over, to be safe).
+#: A drop-down's room for text at 1280 x 800 with the file browser open (px; tests/browser.py
+#: measured 696), and the average UI character width (em, a little over).
 CHOICE_ROOM_PX, CHOICE_EM_PER_CHAR = 690, 0.55
 
 
 def choice_fit_css(key: str, longest: int) -> str:
-    """The ``<style>`` that keeps question ``key``'s drop-down text no larger than the size at
-    which its longest choice (``longest`` characters) fits :data:`CHOICE_ROOM_PX`: on a
-    laptop (13 px) every choice of the kit fits and nothing changes; at a projector's scale
-    the text grows by the scale, or only as far as that choice still shows whole.
-    """
+    """The ``<style>`` capping question ``key``'s drop-down text at the size where its longest
+    choice (``longest`` characters) fits :data:`CHOICE_ROOM_PX`."""
     fit = CHOICE_ROOM_PX / (max(longest, 1) * CHOICE_EM_PER_CHAR)
     return (f"<style>.{FORM_CLASS}.{FORM_CLASS}-{key} .widget-dropdown > select "
             f"{{font-size: min(var(--jp-widgets-font-size), {fit:.1f}px);}}</style>")
 
 
 def presentation(scale: float | None = None) -> float:
-    """One setting for a projector: text of pictures, tables and forms, and picture heights.
+    """One setting for a projector (1 on a laptop, 1.4–2 on a projector; default
+    ``$KITLIB_PLOT_SCALE``, else 1): :func:`kitlib.plots.set_scale` and, in a notebook,
+    :func:`presentation_css`. Returns the scale in force.
 
-    Sets :func:`kitlib.plots.set_scale` (font sizes and figure heights of every kitlib
-    picture drawn from now on) and, in a notebook, shows :func:`presentation_css`: the
-    text of every table, answer form and explorer on the page, drawn before or after,
-    follows (it lasts while the output of the cell that called this is on the page).
-
-    Called by itself when kitlib is imported in a Jupyter kernel with
-    ``$KITLIB_PLOT_SCALE`` set (:func:`presentation_from_environment`).
-
-    Parameters
-    ----------
-    scale : float, optional
-        1 on a laptop, 1.4–2 on a projector; by default ``$KITLIB_PLOT_SCALE``, else 1.
-
-    Returns
-    -------
-    float
-        The scale in force.
-
-    Raises
-    ------
-    KitError
-        ``scale`` is not a positive number.
-    """
+    Raises KitError: ``scale`` is not a positive number."""
     from ..plots import set_scale
     value = set_scale(scale if scale is not None else (setting(SCALE_ENV) or 1.0))
     PRESENTATION["scale"] = value
@@ -391,58 +289,23 @@ def presentation(scale: float | None = None) -> float:
 
 
 def presentation_from_environment() -> float | None:
-    """``$KITLIB_PLOT_SCALE`` applied as :func:`presentation` does, in a Jupyter kernel
-    (kitlib calls this when it is imported): pictures, tables, forms and explorers.
-
-    Returns
-    -------
-    float or None
-        The scale, or None when the variable is unset or this is not a kernel (where
-        :mod:`kitlib.plots` still applies it to pictures when imported).
-    """
+    """``$KITLIB_PLOT_SCALE`` applied by :func:`presentation` in a kernel (at import); None
+    when unset or not a kernel."""
     if not is_set(SCALE_ENV) or not in_kernel():
         return None
     return presentation()
 
 
 def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
-    """A table shown whole at a notebook's width: no text cut with "…", long text and
-    headers wrapped instead of widening the table past the cell.
+    """A table shown whole at a notebook's width (a :class:`ReadableTable`; ``.data`` is ``table``).
 
-    Numbers never wrap (a number broken over two lines reads as two); text wraps at
-    spaces, a long name (a kernel's, a file's) after ``_``, ``::``, ``/``, ``.`` or ``,``
-    (:func:`_breakable`), and never mid-word unless one piece is wider than
-    ``max_width_em``; headers
-    break after underscores (``launch_at_ | us``). A text column keeps at least the width
-    of its longest entry or 6 em, whichever is less, so a table too wide for its cell
-    shows as wider than the cell (the browser test catches it) rather than as columns a
-    few letters wide. Cells are padded a little less than JupyterLab's default, and a
-    plain 0, 1, 2, … index is not shown. A column (and the row index) is at least as wide as
-    the longest piece of text in it that may not break (a word; a long name's piece between
-    its break points), up to ``max_width_em``: "uninstrumented" in a 6 em column, or "case_a"
-    in the index, broke mid-word at a laptop's width (issue 40, lesson 13).
-
-    Parameters
-    ----------
-    table : DataFrame
-    max_width_em : float
-        The widest a column grows before its text wraps (em).
-    na_rep : str
-        What a missing number shows as (``"not recorded"`` says more than ``NaN`` where a
-        recording predates the figure), and a gap in a column of text (``None``, ``NaN``;
-        lesson 06's GPU event with no operator read ``nan``); wraps at its spaces.
-
-    Returns
-    -------
-    ReadableTable
-        Displays as HTML (text and numbers as the DataFrame shows them, without pandas'
-        ``display.max_colwidth`` cut) and prints as the DataFrame; ``.data`` is ``table``.
-    """
+    Numbers never wrap; text and headers wrap at spaces and, in long names, at
+    :func:`_breakable`'s points, never mid-word (issue 40); a text column is at least as wide as
+    its longest unbreakable piece, up to ``max_width_em``; a plain 0, 1, 2… index is hidden;
+    ``na_rep`` is what a missing number, or a gap in a column of text, shows."""
     import math
     import pandas as pd
-    # break-word, not anywhere: "anywhere" lets the table squeeze a column below its longest
-    # word, and Chromium then broke words mid-way ("cudaLaunchKer|nel", issue 40); long
-    # names get break points of their own (_breakable)
+    # break-word, not anywhere: Chromium broke words mid-way with it (issue 40)
     cell = [("white-space", "normal"), ("overflow-wrap", "break-word"), ("word-break", "normal"),
             ("max-width", f"{max_width_em}em"),
             ("text-align", "left"), ("vertical-align", "top"), ("padding", "0.4em 0.35em")]
@@ -475,18 +338,14 @@ def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
             piece = max((_longest_piece(number(v)) for v in table.iloc[:, j]), default=0)
             props = [("min-width", f"{max(min(longest * 0.55, 6, max_width_em), min(piece * 0.6, max_width_em)):.1f}em")]
         columns.append({"selector": f"td.col{j}", "props": props})
-        # a header's longest word never spills into the next header ("uninstrumented" in a 7 em
-        # column ran into its neighbours, issue 40): the column is at least that wide
+        # at least as wide as the header's longest word (issue 40)
         word = max((len(w) for w in re.split(r"[_\s]+", str(c))), default=0)
         if word * 0.6 > max_width_em:
             columns.append({"selector": f"th.col{j}", "props": [("min-width", f"{word * 0.6:.1f}em")]})
-    def row_header(v):  # a row's label is text like a text column's: a long call site
-        # ("torchvision/models/resnet.py(143): forward") breaks after / . ( and never runs
-        # over the numbers beside it (lesson 06's grouping explorer, issue 40)
+    def row_header(v):  # a long call site breaks like text (issue 40)
         return _breakable(html.escape(v, quote=False)) if isinstance(v, str) else header(v)
     plain = isinstance(table.index, pd.RangeIndex) and table.index.name is None
-    if not plain:   # at least its longest unbreakable piece wide (a case_a breaks after no underscore);
-        # a row label with no break point left wraps where it must rather than overlap its row
+    if not plain:   # at least its longest unbreakable piece wide
         piece = max((_longest_piece(v) for v in table.index), default=0)
         columns.append({"selector": "th.row_heading",
                         "props": [("min-width", f"{min(piece * 0.6, max_width_em):.1f}em"),
@@ -504,16 +363,13 @@ def readable(table, max_width_em: float = 28, na_rep: str = "NaN"):
     return ReadableTable(styler)
 
 
-#: Where a long name may break in a table: after ``_``, ``::``, ``/``, ``.`` or ``,`` and
-#: before ``(`` or ``<`` (escaped), as a kernel or file name reads best broken.
+#: Where a long name may break: after ``_``, ``::``, ``/``, ``.``, ``,``; before ``(``, ``<``.
 _BREAK_AFTER = re.compile(r"(::|[_/.,](?=\w))")
 _BREAK_BEFORE = re.compile(r"(?<=\w)(\(|&lt;)")
 
 
 def _longest_piece(value, longer_than: int = 16) -> int:
-    """The characters of the longest piece of ``str(value)`` that :func:`readable` does not
-    break: a word, or in a word longer than ``longer_than`` the longest part between the
-    break points :func:`_breakable` gives it."""
+    """Characters of the longest piece of ``str(value)`` that :func:`readable` does not break."""
     pieces = []
     for w in str(value).split():
         pieces += ([w] if len(w) <= longer_than else
@@ -522,10 +378,7 @@ def _longest_piece(value, longer_than: int = 16) -> int:
 
 
 def _breakable(text: str, longer_than: int = 16) -> str:
-    """``text`` (HTML-escaped) with ``<wbr>`` break points inside each word longer than
-    ``longer_than`` characters (:data:`_BREAK_AFTER`, :data:`_BREAK_BEFORE`), so that a
-    table column can be narrower than a long kernel name without breaking a word mid-way;
-    shorter words and prose are left as they are (the text a reader copies is unchanged)."""
+    """``text`` (escaped) with ``<wbr>`` at the break points of each word longer than ``longer_than``."""
     def word(w):
         if len(w) <= longer_than:
             return w
@@ -534,8 +387,7 @@ def _breakable(text: str, longer_than: int = 16) -> str:
 
 
 class ReadableTable:
-    """What :func:`readable` returns: a pandas Styler for notebooks (``text/html``), the
-    DataFrame's own text everywhere else (``print``, ``text/plain``)."""
+    """What :func:`readable` returns: a Styler as HTML in notebooks, the DataFrame's text elsewhere."""
 
     def __init__(self, styler):
         self.styler, self.data = styler, styler.data

@@ -7,16 +7,8 @@ from . import Exercises, Question
 
 
 def questions(capture, cold=None) -> Exercises:
-    """Questions of lesson 00 (what are we profiling, and on what?), from ``capture``.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        A torch.profiler capture of the workload (live or recorded).
-    cold : kitlib.readers.bundle.Capture, optional
-        The transfer question's recording, which the lesson does not show: eight steps
-        from a fresh DataLoader (default: the ``cold_start_8step`` recording in use).
-    """
+    """Questions of lesson 00 (what are we profiling, and on what?), from ``capture``; ``cold``: the
+    transfer question's eight steps from a fresh DataLoader (default ``cold_start_8step``)."""
     from ...analyses.host_calls import cuda_api_time_in_label
     from ...analyses.steps import PHASES, step_measures
     from ...units import in_units

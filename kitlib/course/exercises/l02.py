@@ -9,9 +9,8 @@ from ...units import ns_to_us
 
 @functools.lru_cache(maxsize=2)
 def transfer_excerpt(path: str | None = None) -> tuple:
-    """The raw events of the transfer question, from another recording (default: the
-    reference ``fixed_batch`` trace), and the correlation id asked about: see
-    :func:`kitlib.course.rawviews.time_trap_excerpt`. Kept once read (a few small dicts)."""
+    """``(events, correlation)`` of the transfer question (:func:`kitlib.course.rawviews.time_trap_excerpt`),
+    from ``fixed_batch`` by default; kept once read."""
     from .. import rawviews
     if path is None:                 # the recording in use: $KITLIB_REPLAY_DIR's, else the kit's
         from ...readers.bundle import find_recording
@@ -27,13 +26,8 @@ def _op_name(s) -> str:
 
 
 def questions(capture, excerpt: tuple | None = None) -> Exercises:
-    """Questions of lesson 02 (which operation asked for this kernel?), from ``capture``.
-
-    The operator studied is the first ``aten::cudnn_convolution`` of the capture's
-    first recorded step (``ProfilerStep#2`` in the reference). The transfer question
-    reads ``excerpt`` (``(events, correlation)``, default :func:`transfer_excerpt`): raw
-    events of another recording, shown in the lesson as JSON.
-    """
+    """Questions of lesson 02 (which operation asked for this kernel?), from ``capture``: its first
+    ``aten::cudnn_convolution`` of the first recorded step; ``excerpt`` as :func:`transfer_excerpt`."""
     from ...analyses.chain import first_op, launches_of
     from ...plots import short_name
     tr = capture.trace

@@ -6,16 +6,9 @@ from ...units import ns_to_ms
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 03 (which number answers my question?), from ``capture``.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        A torch.profiler capture with ``record_function`` labels (live or recorded).
-        The step studied is the capture's first recorded step; ``idle_ms`` asks about its
-        third (or last) recorded step; ``excerpt_busy_us`` reads the public NCCL trace
-        (:func:`kitlib.course.raw_views.nccl_excerpt`).
-    """
+    """Questions of lesson 03 (which number answers my question?), from ``capture`` (with
+    ``record_function`` labels): its first recorded step; ``idle_ms`` its third (or last);
+    ``excerpt_busy_us`` the public NCCL trace (:func:`kitlib.course.raw_views.nccl_excerpt`)."""
     import pandas as pd
 
     from ...analyses.chain import chain

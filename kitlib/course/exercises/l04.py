@@ -1,9 +1,5 @@
-"""Lesson 04's questions (why does the GPU sit idle before the first step?).
-
-The lesson reads the cold start with torch.profiler and wall-clock stamps only; what
-Nsight Systems adds to it (threads, OS-runtime calls, the pin-memory thread) is lesson 09's
-worked case, and its questions are there.
-"""
+"""Lesson 04's questions (why does the GPU sit idle before the first step?), from torch.profiler
+and wall-clock stamps; what Nsight Systems adds is lesson 09's."""
 from __future__ import annotations
 
 import math
@@ -13,33 +9,27 @@ from . import Exercises, Question
 #: Orders of magnitude offered for the first ``data_load``'s ratio to the later ones.
 ORDERS = ["10", "100", "1000", "10000", "100000"]
 
-#: The recording script's loader use before the profiled series
-#: (``data/reference/how_captured/capture.py``): 3 warm-up steps, 10 timed uninstrumented
-#: steps, one batch taken for the fixed-batch timing, then 7 profiled steps, all from one
-#: loader of ``images // batch`` batches an epoch.
+#: capture.py's use of one loader: warm-up steps, (uninstrumented steps,) the fixed batch, profiled steps.
 WARMUP_STEPS, FIXED_BATCHES, PROFILED_STEPS = 3, 1, 7
 
 #: The "what if" of the transfer question: a larger dataset of the same kind.
 WHAT_IF_IMAGES = 2560
 
-#: A public torch.profiler trace the lesson never prints (PyTorch ~1.9, ResNet-50 on a V100,
-#: ``num_workers=0``; kineto's tb_plugin sample, ``data/reference/public-other/SOURCES.md``).
+#: A public trace the lesson never prints (ResNet-50 on a V100, ``num_workers=0``; public-other/SOURCES.md).
 PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
 #: The DataLoader's own annotation of each ``next()`` in a single-process loader.
 LOADER_EVENT = "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__"
 
 
 def public_trace_path():
-    """The public trace's path among the kit's recordings (``data/reference/public-other``, shipped
-    with the package as the lesson 12 pair is)."""
+    """The public trace's path among the kit's recordings (``data/reference/public-other``)."""
     from ...readers.bundle import reference_dir
     return reference_dir() / PUBLIC_TRACE
 
 
 def loader_shares(path) -> list:
-    """Per ``ProfilerStep#N`` of a raw trace (in step order): the share of the step's
-    duration spent in the DataLoader's ``__next__`` annotation(s) that start inside it.
-    Read from the raw JSON (gzip + json), as the learner does."""
+    """Per ``ProfilerStep#N`` of a raw trace, the share of the step in the DataLoader's ``__next__``
+    annotations starting inside it (read from the raw JSON, as the learner does)."""
     from ...readers.files import read_trace_events
     ev = read_trace_events(path)    # the values json gives, as the learner's json.loads
     steps = sorted((e["ts"], e["dur"]) for e in ev
@@ -49,12 +39,8 @@ def loader_shares(path) -> list:
 
 
 def _divisor_text(num_ms: float, den_ms: float, ratio: float) -> str:
-    """``den_ms`` printed with the fewest decimals (4 to 6: ms to the ns) for which the numerator
-    as printed (3 decimals) divided by it gives ``ratio`` as printed (rounded to the unit).
-
-    >>> _divisor_text(1523.361537, 0.13645, 1523.361537 / 0.13645)   # 0.1364 would give 11,168
-    '0.13645'
-    """
+    """``den_ms`` with the fewest decimals (4 to 6) for which the printed numerator over it gives
+    ``ratio`` as printed (to the unit)."""
     for decimals in range(4, 7):
         text = f"{den_ms:,.{decimals}f}"
         if f"{round(num_ms, 3) / float(text.replace(',', '')):,.0f}" == f"{ratio:,.0f}":
@@ -78,20 +64,9 @@ def _norm_order(s) -> str:
 
 
 def refork_step(images: int, batch: int, uninstrumented: int, drop_last: bool = True) -> int | None:
-    """The index (from 0) of the profiled step whose ``next()`` begins a new loader epoch,
-    i.e. where ``persistent_workers=False`` forks the workers again, for a dataset of
-    ``images`` at ``batch`` per step; None if no profiled step does.
-
-    The profiled series starts after ``WARMUP_STEPS + uninstrumented + FIXED_BATCHES``
-    batches of the same loader.
-
-    Examples
-    --------
-    >>> refork_step(1792, 128, 10)     # 14 batches an epoch: the first profiled step
-    0
-    >>> refork_step(2560, 128, 10)     # 20 batches an epoch
-    6
-    """
+    """The profiled step (from 0) whose ``next()`` begins a new loader epoch (workers forked again)
+    for ``images`` at ``batch`` a step, after ``WARMUP_STEPS + uninstrumented + FIXED_BATCHES``
+    batches; None if none does."""
     per_epoch = images // batch if drop_last else -(-images // batch)
     first = WARMUP_STEPS + uninstrumented + FIXED_BATCHES
     for i in range(PROFILED_STEPS):
@@ -102,17 +77,8 @@ def refork_step(images: int, batch: int, uninstrumented: int, drop_last: bool = 
 
 
 def questions(capture_or_captures) -> Exercises:
-    """Questions of lesson 04.
-
-    Parameters
-    ----------
-    capture_or_captures : Capture or dict
-        The torch.profiler cold-start capture (``cold_start_8step``: ``data_load``
-        annotations from the first step on), or a dict with ``"cold"`` (that capture) and
-        ``"timing"`` (a capture with ``step_times.json``: ``step_ms_uninstrumented``, and a
-        manifest naming the dataset and batch size). For the answer key's old call, a dict
-        with ``"nsys"`` instead of ``"cold"`` opens the recording ``cold_start_8step``.
-    """
+    """Questions of lesson 04, from the cold-start capture, or ``{"cold": ..., "timing": ...}`` (a
+    capture with ``step_times.json``); ``{"nsys": ...}`` (the key's old call) opens ``cold_start_8step``."""
     import numpy as np
 
     from ...analyses.coldstart import data_load_ranges, epoch_positions, loader_epoch_length

@@ -11,17 +11,9 @@ RECORD_SHAPES_RESULT = ("record_shapes_cpu", "result.json")
 
 
 def record_shapes_cost() -> dict:
-    """The record_shapes measurement's figures, per setting (``False``/``True``).
-
-    Returns
-    -------
-    dict
-        ``{"runs": [...], "median_step_ms": {False: x, True: y}, "rss_growth_mib": {...}
-        (medians over runs of the growth of the peak resident set from before the profiler
-        to the last recorded step, MiB), "rss_growth_mean_mib": {...} (the same, means),
-        "peak_allocated_bytes": {...} (the largest over runs), "copy_events": {...},
-        "json_mb": {...} (median compact-JSON size, MB)}``.
-    """
+    """The record_shapes measurement's figures per setting (False/True): ``runs``, ``median_step_ms``,
+    ``rss_growth_mib`` (median peak-RSS growth, MiB) and its mean, ``peak_allocated_bytes`` (max),
+    ``copy_events`` and ``json_mb`` (median compact-JSON size, MB)."""
     from ...readers.bundle import reference_dir
     from ...readers.files import read_json_file
     doc = read_json_file(reference_dir().joinpath(*RECORD_SHAPES_RESULT))
@@ -43,9 +35,8 @@ OTHER_TABLE = "profiler_5step"
 
 
 def _other_top_ms(capture):
-    """Device time (ms) of aten::cudnn_convolution's most expensive shape in :data:`OTHER_TABLE`
-    (the figure its printed table shows for the operator), or None when ``capture`` is that
-    recording."""
+    """Device ms of aten::cudnn_convolution's most expensive shape in :data:`OTHER_TABLE`, or None
+    when ``capture`` is that recording."""
     from ...analyses.chain import chain
     from ...analyses.events import op_events
     from ...analyses.grouping import shape_table
@@ -58,13 +49,9 @@ def _other_top_ms(capture):
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 05, computed from ``capture`` (a torch.profiler bundle
-    recorded with ``record_shapes``) and the record_shapes CPU measurement.
-
-    The operators studied: ``aten::cudnn_convolution`` (its first call in the first
-    recorded step), ``aten::add_``, and the first ``aten::threshold_backward`` whose first
-    input is not channels-last (the transfer question; the first call when all are).
-    """
+    """Questions of lesson 05 from ``capture`` (recorded with ``record_shapes``) and the record_shapes
+    CPU measurement: ``aten::cudnn_convolution``, ``aten::add_`` and the first not channels-last
+    ``aten::threshold_backward``."""
     from ...analyses.chain import chain, first_op
     from ...analyses.events import op_events
     from ...analyses.grouping import conv_inputs, memory_layout, shape_table

@@ -5,8 +5,7 @@ from . import Exercises, Question, misconception
 from ..sources import B300
 from ...units import bytes_to_gb, bytes_to_gib
 
-#: The call whose raw events the lesson shows as JSON (the transfer question ``excerpt_self_mib``):
-#: the second call of this operator in the trace file (the first is the stem's, the largest).
+#: The call whose raw events ``excerpt_self_mib`` shows: this operator's second (the first is the stem's).
 EXCERPT_OP, EXCERPT_NTH = "aten::cudnn_batch_norm", 1
 MIB = 2 ** 20
 
@@ -30,10 +29,8 @@ def _vs(peak_bytes: float, self_bytes: float) -> str:
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 07, computed from ``capture`` (a torch.profiler bundle
-    recorded with ``profile_memory=True``), the ``fixed_batch`` recording (the transfer
-    question on another recording) and a memory snapshot (the capture's own, otherwise
-    the reference ``profiler_5step``'s)."""
+    """Questions of lesson 07 from ``capture`` (recorded with ``profile_memory=True``), the
+    ``fixed_batch`` recording and a memory snapshot (the capture's, else ``profiler_5step``'s)."""
     from .. import replay_capture
     from ..raw_memory import self_and_total
     from ...analyses import memory as M

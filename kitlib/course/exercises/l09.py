@@ -1,31 +1,22 @@
-"""Lesson 09's questions (what does the system view add?).
-
-Most answers come from the Nsight Systems capture in hand (``nsys_8step`` or a live one);
-the two transfer questions read a public Nsight export the lesson never prints
-(:data:`PUBLIC_EXPORT`: CloverLeaf on an A100, ``data/reference/public-other/SOURCES.md``)
-with plain ``sqlite3``, as the learner does.
-"""
+"""Lesson 09's questions (what does the system view add?), from the Nsight Systems capture in
+hand; two transfer questions read a public export with plain ``sqlite3`` (:data:`PUBLIC_EXPORT`)."""
 from __future__ import annotations
 
 from . import Exercises, Question
 from ...units import ns_to_ms
 
-#: A public Nsight Systems export (CloverLeaf, 4×A100, Nsight Systems 2024.5), read for the
-#: transfer questions (``data/reference/public-other``; copied from hpcgroup/pipit, MIT).
+#: A public Nsight Systems export for the transfer questions (CloverLeaf, 4×A100; hpcgroup/pipit, MIT).
 PUBLIC_EXPORT = "public-other/nsys_2024.5_a100_cloverleaf.sqlite"
-#: A public torch.profiler trace (ResNet-50 on a V100, PyTorch 1.9; ``public-other/SOURCES.md``),
-#: on which the queue's transfer question reads a step's verdict.
+#: A public torch.profiler trace (ResNet-50, V100) whose step verdict the queue's transfer question reads.
 PUBLIC_TRACE = "public-other/kineto_2021-06_resnet50_v100.json.gz"
 #: The step of :data:`PUBLIC_TRACE` that question asks about.
 PUBLIC_TRACE_STEP = 7
 
-#: CUDA calls that make the calling host thread wait for the GPU (``cudaMemcpy`` without
-#: ``Async`` waits for the copy and the work queued before it).
+#: CUDA calls that make the host thread wait for the GPU (``cudaMemcpy`` waits for all queued before it).
 SYNC_CALLS = ("cudaDeviceSynchronize", "cudaStreamSynchronize", "cudaEventSynchronize", "cudaMemcpy")
 
 
-#: How many GPU operations Nsight's thread-based projection credits to one backward range
-#: (upper bounds, with the choice each names).
+#: GPU operations Nsight's thread-based projection credits to one backward range (upper bounds, choices).
 BACKWARD_CHOICES = [(0.5, "none"), (20, "one or a few"), (float("inf"), "hundreds")]
 
 
@@ -44,9 +35,8 @@ def _ops_launched_in(rep, ranges) -> int:
 
 
 def _main_thread_kernels(rep, ranges) -> list:
-    """The kernels launched inside ``ranges`` by each range's own thread: their short name, with the
-    functor of an elementwise kernel where the full name has one (``vectorized_elementwise_kernel
-    (FillFunctor)``)."""
+    """Short names of the kernels launched inside ``ranges`` by each range's own thread (an
+    elementwise kernel with its functor)."""
     import re
     out = []
     for s, e, tid in zip(ranges["start_ns"], ranges["start_ns"] + ranges["dur_ns"], ranges["tid"]):
@@ -66,9 +56,8 @@ def public_export_path():
 
 
 def _public_figures(path) -> dict:
-    """The transfer answers from the public export, by SQL (no kitlib reader): host-to-device
-    bytes and ns, the same with the device-to-host copies, the mean of per-copy rates, and
-    the host time in cudaDeviceSynchronize and in cudaMemcpy."""
+    """The public export's transfer answers by SQL: HtoD and DtoH bytes and ns, the mean per-copy
+    rate, host time in cudaDeviceSynchronize and cudaMemcpy."""
     import sqlite3
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
     try:
@@ -139,21 +128,9 @@ def _queue_questions(rep, public_trace=None) -> list:
 
 
 def questions(capture, emit=None, public=None, public_trace=None) -> Exercises:
-    """Questions of lesson 09, from an Nsight Systems capture (``nsys_8step`` or a live one).
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        An ``nsys`` bundle with ``torch_step`` / phase NVTX ranges.
-    emit : kitlib.readers.bundle.Capture, optional
-        An ``emit_nvtx`` bundle; accepted for the answer key's call, not asked about.
-    public : path, optional
-        The public export of the transfer questions (default :func:`public_export_path`);
-        without it (not in this checkout) those questions are left out.
-    public_trace : path, optional
-        The public torch.profiler trace of the launch-queue transfer question (default
-        :func:`public_trace_path`); left out when absent.
-    """
+    """Questions of lesson 09 from an ``nsys`` bundle with ``torch_step``/phase NVTX ranges. ``emit``
+    is accepted for the key's call; ``public`` (default :func:`public_export_path`) and
+    ``public_trace`` (default :func:`public_trace_path`): their questions are left out when absent."""
     import numpy as np
 
     from ...analyses.coldstart import data_load_ranges

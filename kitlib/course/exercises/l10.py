@@ -1,11 +1,5 @@
-"""Lesson 10's questions (did my change make it faster?).
-
-Built from what the lesson shows: the H200 reference ``profiler_5step`` (its
-``step_times.json``, timed by ``data/reference/how_captured/capture.py``; its trace's
-step table) and, for the before/after pair of a fix, lesson 12's two-rank CPU runs
-(:func:`kitlib.course.step_series.fix_pair`). Every expected answer is computed from
-those files.
-"""
+"""Lesson 10's questions (did my change make it faster?), computed from the reference
+``profiler_5step`` (step times and trace) and lesson 12's two-rank runs as a before/after pair."""
 from __future__ import annotations
 
 import statistics
@@ -24,24 +18,9 @@ def verdict_norm(s):
 
 def questions(capture, series: dict | None = None, trace_capture=None, num_workers: int | None = None,
               batches_per_epoch: int | None = None, fix: dict | None = None) -> Exercises:
-    """Questions of lesson 10.
-
-    Parameters
-    ----------
-    capture : kitlib.readers.bundle.Capture
-        The reference ``profiler_5step`` bundle (its step times, manifest and trace).
-    series : dict, optional
-        Its ``step_times.json`` (default: the bundle's own); live series without
-        positions in the loader's epoch are not accepted here: the lesson's questions
-        are about the reference recording.
-    trace_capture : Capture, optional
-        The capture whose trace gives the step table (default: ``capture``).
-    num_workers, batches_per_epoch : int, optional
-        Accepted for compatibility; the bundle's manifest decides them.
-    fix : dict, optional
-        A before/after pair (:func:`kitlib.course.step_series.fix_pair`; default: rank 0
-        of ``ranks_straggler`` → ``ranks_balanced``).
-    """
+    """Questions of lesson 10 from the reference ``profiler_5step`` bundle (``series``: its step times;
+    ``trace_capture``: the step table's, default ``capture``). ``num_workers`` and
+    ``batches_per_epoch`` are accepted for compatibility; ``fix`` default :func:`fix_pair`."""
     from ...analyses.compare import compare
     from ...analyses.coldstart import loader_epoch_length
     from ...analyses.steps import step_measures

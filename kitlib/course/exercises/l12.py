@@ -18,18 +18,9 @@ def _fix_norm(s):
 
 
 def excerpt_lateness(excerpt: dict, name: str = "gloo:all_reduce", k: int = 0) -> dict:
-    """The lateness at the ``k``-th ``name`` call of a raw excerpt
-    (:func:`kitlib.course.rawranks.collective_excerpt`), worked out from its events alone.
-
-    Returns
-    -------
-    dict
-        ``last_rank``, ``late_ms`` (the last rank's start minus the first rank's, each
-        ``ts`` + its trace's ``baseTimeNanoseconds``), ``dur_diff_ms`` (the first rank's
-        duration minus the last's), ``step_start_diff_ms`` (between the ranks'
-        ``ProfilerStep#N`` starts), and ``first_call_late_ms`` (the same lateness at the
-        excerpt's first collective, whatever its name).
-    """
+    """The lateness at the ``k``-th ``name`` call of a raw excerpt, from its events alone:
+    ``last_rank``, ``late_ms`` (last rank's start minus first's, on absolute clocks), ``dur_diff_ms``,
+    ``step_start_diff_ms`` and ``first_call_late_ms`` (at the excerpt's first collective)."""
     ranks, base = excerpt["ranks"], excerpt.get("base_ns", {})
 
     def start_us(e):
@@ -56,29 +47,10 @@ def excerpt_lateness(excerpt: dict, name: str = "gloo:all_reduce", k: int = 0) -
 
 
 def excerpt_end_gap(excerpt: dict, name: str = "nccl:all_to_all") -> dict:
-    """From a raw NCCL excerpt (:func:`kitlib.course.rawranks.nccl_call_excerpt`): each
-    rank's first ``name`` call, its kernel found by the launch's ``correlation``; how far
-    apart the two kernels end and start, and the operators' ``ts`` (the enqueue), ms.
+    """From a raw NCCL excerpt, each rank's first ``name`` call: ``end_gap_ms``, ``start_gap_ms`` (its
+    kernels, by ``correlation``) and ``enqueue_gap_ms`` (the operators), absolute, ms.
 
-    Returns
-    -------
-    dict
-        ``end_gap_ms``, ``start_gap_ms``, ``enqueue_gap_ms`` (absolute differences between
-        the two ranks, ms, from µs ``ts`` and ``dur``).
-
-    Raises
-    ------
-    ValueError
-        The excerpt holds ``name`` on fewer than two ranks.
-
-    Examples
-    --------
-    >>> from kitlib.readers.ranks import load_traces
-    >>> from kitlib.course.rawranks import nccl_call_excerpt
-    >>> from kitlib.course.exercises.l12 import excerpt_end_gap
-    >>> {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(load_traces("public-traces", partial=True))).items()}
-    {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}
-    """
+    Raises ValueError: ``name`` on fewer than two ranks."""
     ranks = excerpt["ranks"]
     ev = excerpt["events"]
     first = {}
@@ -95,21 +67,9 @@ def excerpt_end_gap(excerpt: dict, name: str = "nccl:all_to_all") -> dict:
 
 
 def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=None) -> Exercises:
-    """Questions of lesson 12, computed from the recordings in hand.
-
-    Parameters
-    ----------
-    straggler : kitlib.model.ranks.RankTraces
-        The run with an injected straggler (``ranks_straggler`` in replay).
-    nccl : RankTraces, optional
-        A GPU run with NCCL kernels (the public pair): adds the overlap question.
-    injected_ms : float, optional
-        The delay the workload injected (from the manifest): a known wrong answer to
-        the question that asks what the *traces* show.
-    balanced : RankTraces, optional
-        The same job without the straggler (default: the recording in use for
-        ``ranks_balanced``): the prediction's baseline and the raw excerpt's source.
-    """
+    """Questions of lesson 12 from ``straggler`` (RankTraces); ``nccl`` adds the overlap question;
+    ``injected_ms`` (the manifest's delay) is a known wrong answer; ``balanced`` default
+    ``ranks_balanced`` in use."""
     from ...analyses.collectives import (collective_matches, collectives, comm_overlap, exposed_communication,
                                          rank_summary, straggler_by_step, straggler_summary)
     from ..rawranks import collective_excerpt, nccl_call_excerpt
