@@ -31,6 +31,8 @@ def parse_frame(frame: str) -> dict:
     """Split ``"path(line): function"`` into ``{"file", "line", "function"}`` (``file`` and
     ``line`` None when the frame is not a source line).
 
+    Examples
+    --------
     >>> parse_frame("model.py(12): forward")
     {'file': 'model.py', 'line': 12, 'function': 'forward'}
     """
@@ -43,6 +45,8 @@ def parse_frame(frame: str) -> dict:
 def is_user_frame(frame: str, internal=TORCH_INTERNAL) -> bool:
     """Whether a Python frame name is the learner's code (see the module docstring).
 
+    Examples
+    --------
     >>> is_user_frame("model.py(5): forward"), is_user_frame("torch/nn/modules/conv.py(549): forward")
     (True, False)
     """
@@ -111,6 +115,13 @@ def callsite_of(trace: Trace, op_row: int, table: pd.DataFrame | None = None, in
     ``name, user_frame, file, line, function, module, module_type, module_path, stack``.
 
     Raises KeyError when ``op_row`` is not a host event of the trace.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> callsite_of(trace_from_json(tiny_profile_doc()), 5)["stack"]        # row 5: aten::conv2d
+    ('model.py(5): forward', 'nn.Module: Net_0', 'train.py(10): <module>')
     """
     t = callsites(trace, internal=internal) if table is None else table
     hit = t[(t["source"] == "ops") & (t["row"] == op_row)]
@@ -127,6 +138,15 @@ def kernel_callsites(trace: Trace, table: pd.DataFrame | None = None, chain_df: 
                      internal=TORCH_INTERNAL) -> pd.DataFrame:
     """Every GPU event (the :func:`kitlib.analyses.chain.chain` rows) with its launching
     operator's ``user_frame, module, module_type, module_path`` (None without an operator).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> kernel_callsites(trace_from_json(tiny_profile_doc()))[["gpu_name", "user_frame", "module"]]
+          gpu_name            user_frame module
+    0  conv_kernel  model.py(5): forward  Net_0
+    1  relu_kernel  model.py(5): forward  Net_0
     """
     from .chain import chain as _chain
     c = _chain(trace) if chain_df is None else chain_df

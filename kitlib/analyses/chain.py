@@ -36,7 +36,14 @@ def external_ids_trustworthy(trace: Trace, min_fraction: float = 0.9) -> tuple[b
     Sources: docs/SOURCES.md#chain-external-ids-trustworthy
 
     Returns (verdict, fraction): the fraction of launches inside the operator their id names;
-    the verdict is True when it is ≥ ``min_fraction`` with at least one match."""
+    the verdict is True when it is ≥ ``min_fraction`` with at least one match.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> external_ids_trustworthy(tiny_trace())
+    (True, 1.0)
+    """
     L = trace.launches.dropna(subset=["external_id"])
     ops = _linkable_ops(trace)
     if L.empty or ops.empty:
@@ -61,7 +68,14 @@ def _linkable_ops(trace: Trace) -> pd.DataFrame:
 
 def innermost_op_at(trace: Trace, pid, tid, times_ns) -> np.ndarray:
     """Row labels (in ``trace.ops``) of the innermost operator/annotation containing each of
-    ``times_ns`` on thread ``(pid, tid)``; -1 where none does."""
+    ``times_ns`` on thread ``(pid, tid)``; -1 where none does.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> innermost_op_at(tiny_trace(), 1, 1, [150, 400, 1000]).tolist()
+    [1, 0, -1]
+    """
     ops = _linkable_ops(trace)
     ops = ops[(ops["pid"] == pid) & (ops["tid"] == tid)]
     # -1, not <NA>: chain's op_row column is int64 with -1 for "no operator"
@@ -191,7 +205,14 @@ def impossible_gpu_events(trace: Trace, chain_df: pd.DataFrame | None = None) ->
     Sources: docs/SOURCES.md#chain-impossible-gpu-events
 
     Returns ``gpu_row`` (label in ``trace.gpu``), ``name``, ``kind``, ``start_ns``, ``dur_ns``,
-    ``reason`` (the first that applies); empty when all is well."""
+    ``reason`` (the first that applies); empty when all is well.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> len(impossible_gpu_events(tiny_trace()))
+    0
+    """
     k = trace.kernels
     c = chain(trace) if chain_df is None else chain_df
     reason = pd.Series(pd.NA, index=k.index, dtype=object)

@@ -379,7 +379,14 @@ def slowest_step_position(series_ms, first_batch: int, batches_per_epoch: int) -
     """Where in the loader's epochs the slowest of ``series_ms`` fell.
 
     Returns a dict: ``step_index``, ``step_ms``, ``median_ms``, ``epoch``, ``batch_in_epoch``,
-    ``epoch_start`` (as :func:`epoch_positions`)."""
+    ``epoch_start`` (as :func:`epoch_positions`).
+
+    Examples
+    --------
+    >>> slowest_step_position([50.0, 51.0, 90.0, 50.5], first_batch=1, batches_per_epoch=3)
+    {'step_index': 2, 'step_ms': 90.0, 'median_ms': 50.75,
+     'epoch': 1, 'batch_in_epoch': 0, 'epoch_start': True}
+    """
     v = np.asarray(list(series_ms), dtype=float)
     pos = epoch_positions(first_batch, len(v), batches_per_epoch)
     i = int(v.argmax())

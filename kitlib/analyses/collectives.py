@@ -123,7 +123,17 @@ def collective_ops(traces: RankTraces) -> pd.DataFrame:
 
 
 def comm_kernels(trace) -> pd.DataFrame:
-    """A trace's NCCL kernels (``trace.kernels`` rows matching :data:`COMM_KERNEL_PATTERN`), trace clock."""
+    """A trace's NCCL kernels (``trace.kernels`` rows matching :data:`COMM_KERNEL_PATTERN`), trace clock.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> comm_kernels(trace_from_json(tiny_rank_docs()[0]))[["stream", "start_ns", "end_ns"]]
+       stream  start_ns    end_ns
+    1      20   3100000   6000000
+    4      20  13100000  15000000
+    """
     k = trace.kernels
     return k[(k["kind"] == "kernel") & k["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True)]
 
@@ -294,6 +304,13 @@ def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict
     (counts of call keys); ``end_offset_ms`` (per rank but the first, the median over
     verified calls of its end minus the first rank's, ms: about 0 on one host);
     ``max_end_spread_ms``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> match_summary(load_traces(tiny_rank_folder()))
+    {'calls': 2, 'verified': 2, 'missing': 0, ...}
     """
     calls = collectives(traces) if calls is None else calls
     m = collective_matches(traces, calls)
@@ -318,6 +335,17 @@ def collective_waits(traces: RankTraces, calls: pd.DataFrame | None = None) -> p
 
     Returns :data:`COLLECTIVE_COLUMNS` plus ``last_start_ns``, ``last_rank``, ``wait_ns``,
     ``transfer_ns`` (ns), verified calls only; ``attrs["unmatched"]`` counts rows left out.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> collective_waits(load_traces(tiny_rank_folder()))[["rank", "call", "wait_ns", "transfer_ns"]]
+       rank                           call  wait_ns  transfer_ns
+    0     0  nccl:all_reduce (pg 0, seq 0)  2000000       900000
+    1     0  nccl:all_reduce (pg 0, seq 1)  1000000       900000
+    2     1  nccl:all_reduce (pg 0, seq 0)        0       900000
+    3     1  nccl:all_reduce (pg 0, seq 1)        0       900000
     """
     calls = collectives(traces) if calls is None else calls
     ok = set(collective_matches(traces, calls).query("verified")["call"])
@@ -369,6 +397,15 @@ def rank_step_times(traces: RankTraces) -> pd.DataFrame:
     """Every rank's steps: ``rank, step, start_ns, dur_ns`` (the ``ProfilerStep#N`` interval, exact).
 
     Raises KitError when a rank's trace has no steps.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> rank_step_times(load_traces(tiny_rank_folder())).head(2)
+       rank  step  start_ns    dur_ns
+    0     0     1         0  10000000
+    1     0     2  10000000  10000000
     """
     parts = []
     for r, t in traces.traces.items():
@@ -427,6 +464,15 @@ def straggler_by_step(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
 
     Returns ``step, call, name, last_rank, late_by_ns`` (the step's largest, an estimate of
     that rank's delay), ``calls`` (verified calls in the step).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> straggler_by_step(load_traces(tiny_rank_folder()))[["step", "last_rank", "late_by_ns"]]
+       step  last_rank  late_by_ns
+    0     1          1     2000000
+    1     2          1     1000000
     """
     return _by_step(straggler_table(traces, calls))
 
@@ -482,6 +528,15 @@ def enqueue_and_start(traces: RankTraces, calls: pd.DataFrame | None = None) -> 
     ``enqueue_late_ms``, ``start_late_ms`` (highest rank minus the first, ms).
 
     Raises KitError when no rank has an NCCL kernel.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> enqueue_and_start(load_traces(tiny_rank_folder()))[["call", "enqueue_late_ms", "start_late_ms"]]
+                                call  enqueue_late_ms  start_late_ms
+    0  nccl:all_reduce (pg 0, seq 0)              2.0            2.0
+    1  nccl:all_reduce (pg 0, seq 1)              1.0            1.0
     """
     calls = collectives(traces) if calls is None else calls
     dev = calls[calls["measured_on"] == "device"]
@@ -539,7 +594,15 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
 
 
 def step_thread(trace) -> int | None:
-    """The thread of the rank's ``ProfilerStep#N`` ranges (else the one with most operators; None without)."""
+    """The thread of the rank's ``ProfilerStep#N`` ranges (else the one with most operators; None without).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_docs
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> step_thread(trace_from_json(tiny_rank_docs()[0]))
+    1
+    """
     if len(trace.steps):
         return int(trace.steps["tid"].mode().iloc[0])
     o = trace.ops
@@ -654,6 +717,13 @@ def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) 
     Returns :data:`PIECE_COLUMNS`: ``start_ns, end_ns`` (adjacent pieces of one kind
     joined), ``part`` (:data:`PARTS`), ``beside_compute`` (bool). Compute pieces cover the
     step from its start (or first call, if earlier) to its last call's end.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_rank_folder
+    >>> from kitlib.readers.ranks import load_traces
+    >>> sorted(set(communication_pieces(load_traces(tiny_rank_folder()))["part"]))
+    ['compute', 'transfer', 'wait']
     """
     calls = collectives(traces) if calls is None else calls
     out = []

@@ -29,6 +29,11 @@ class Comparison:
     faster) and ``relative``; ``ci_low_ms, ci_high_ms`` (bootstrap interval) at
     ``confidence``; ``p_value`` (Mann-Whitney, NaN without SciPy); ``verdict``
     (``"faster"``, ``"slower"`` or ``"no difference beyond the noise"``) and ``text``.
+
+    Examples
+    --------
+    >>> compare([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]).verdict
+    'faster'
     """
 
     n_before: int
@@ -48,7 +53,13 @@ class Comparison:
 
     @property
     def significant(self) -> bool:
-        """Whether the confidence interval excludes zero."""
+        """Whether the confidence interval excludes zero.
+
+        Examples
+        --------
+        >>> compare([10.0, 10.2, 9.9, 10.1], [8.0, 8.1, 7.9, 8.2]).significant
+        True
+        """
         return self.verdict != "no difference beyond the noise"
 
     def __str__(self):
@@ -126,6 +137,13 @@ def compare_series(series: dict, baseline: str, confidence: float = 0.95, seed: 
 
     Returns, one row per other series: ``n, median_ms, iqr_ms, difference_ms, relative,
     ci_low_ms, ci_high_ms, p_value, verdict``. Raises KitError when ``baseline`` is missing.
+
+    Examples
+    --------
+    >>> series = {"before": [10.0, 10.2, 9.9, 10.1, 10.0], "after": [8.0, 8.1, 7.9, 8.2, 8.0]}
+    >>> compare_series(series, baseline="before")[["n", "median_ms", "difference_ms", "verdict"]]
+           n median_ms difference_ms verdict
+    after  5       8.0          -2.0  faster
     """
     if baseline not in series:
         raise KitError(f"compare_series: no series {baseline!r} (have: {', '.join(series)})")
@@ -155,6 +173,14 @@ def settings_present(series: dict) -> pd.DataFrame:
 
     Returns, indexed by setting: ``series`` (key found, ``""`` if none), ``n``,
     ``median_ms``, ``present``; other series follow under their own key.
+
+    Examples
+    --------
+    >>> settings_present({"step_ms_uninstrumented": [10.0, 10.4, 9.8]})[["series", "n"]].head(2)
+                                      series  n
+    setting
+    uninstrumented    step_ms_uninstrumented  3
+    NVTX ranges only                          0
     """
     rows, used = [], set()
     for setting, keys in SETTINGS.items():

@@ -54,6 +54,8 @@ def split_warmup(series_ms, first_batch: int, batches_per_epoch: int, num_worker
     """A series of step times (ms, in order) split by :func:`batch_positions`' rule:
     ``{"warm-up": [ms, …], "steady": [ms, …]}`` (either may be empty).
 
+    Examples
+    --------
     >>> split_warmup([300.0, 60.0, 50.0, 51.0, 49.0], first_batch=0, batches_per_epoch=10, num_workers=2)
     {'warm-up': [300.0, 60.0, 50.0], 'steady': [51.0, 49.0]}
     """

@@ -42,6 +42,8 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
     without shapes. A tensor-list argument (``aten::cat``) is written ``[]`` as the profiler
     keys it (``lists="profiler"``) or with its members' shapes (``lists="nested"``).
 
+    Examples
+    --------
     >>> shapes_key([[2, 3], [3, 4]])
     '[[2, 3], [3, 4]]'
     """
@@ -57,6 +59,11 @@ def shapes_key(input_dims, lists: str = "profiler") -> str:
 def shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
     """:func:`shapes_key` of a whole column of ``Input Dims`` (None/NaN: ``"[]"``), each
     distinct object worked out once; an object array.
+
+    Examples
+    --------
+    >>> shapes_keys(np.array([[[2, 3], [3, 4]], None], dtype=object)).tolist()
+    ['[[2, 3], [3, 4]]', '[]']
     """
     return _shapes_key_columns(dims, (lists,))[0]
 
@@ -170,6 +177,14 @@ def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
     """``(ns, count)`` per row of ``tree`` (``trace.host_events``): the GPU time ("Self CUDA",
     int64 ns) and number of GPU events it launched itself, from the chain ``c``, damaged
     rows left out; a folded child's time is lifted into its nearest unfolded ancestor.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> from kitlib.analyses.chain import chain
+    >>> tr = tiny_trace()
+    >>> own_gpu_ns(tr, tr.host_events, chain(tr))
+    (array([  0, 400,   0,   0]), array([0, 1, 0, 0]))
     """
     from .chain import impossible_gpu_events
     n = len(tree)
@@ -288,6 +303,14 @@ def _python_frames(trace: Trace):
 def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
     """Row label (in ``trace.ops``) of the innermost Python frame open on the same thread when
     each of ``events`` (``pid, tid, start_ns``) began; -1 where none is.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> tr = trace_from_json(tiny_profile_doc())
+    >>> enclosing_python(tr, op_events(tr)).tolist()
+    [-1, 3, 3, 3, 3, 3]
     """
     ops = trace.ops
     py = ops[ops["kind"] == "python"]

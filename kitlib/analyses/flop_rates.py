@@ -34,6 +34,14 @@ def matched_rates(trace, counts: dict, covered: pd.DataFrame | None = None,
     (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
     Raises KitError when the trace has no steps or no convolution device time.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> counts = {"total": 20000, "by_op": {"aten.convolution": 7776, "aten.convolution_backward": 0}}
+    >>> matched_rates(trace_from_json(tiny_profile_doc()), counts)["tflops_estimate"].round(6).tolist()
+    [0.001944, 0.001944, 0.004]
     """
     from .chain import chain
     from .flops import device_time_covered, flops_by_operator

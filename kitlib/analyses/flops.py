@@ -72,6 +72,8 @@ def profiler_flops(name: str, input_dims, concrete_inputs=None) -> int | None:
 
     Raises KitError for a counted operator without the shapes or arguments it needs.
 
+    Examples
+    --------
     >>> profiler_flops("aten::mm", [[2, 3], [3, 4]])       # 2 * 2 * 3 * 4
     48
     """
@@ -117,6 +119,14 @@ def flops_by_event(trace: Trace) -> pd.DataFrame:
     outside), ``input_dims, flops``.
 
     Raises KitError (naming the file and operator) when shapes are missing or unreadable.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> flops_by_event(trace_from_json(tiny_profile_doc()))[["name", "input_dims", "flops"]]
+               name                                        input_dims  flops
+    0  aten::conv2d  [[1, 3, 8, 8], [4, 3, 3, 3], [], [], [], [], []]   7776
     """
     ops = trace.ops
     # calls folded into a same-named parent are not rows of the profiler's table
@@ -163,6 +173,16 @@ def compare_flops_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd
     """Rebuilt FLOPs (:func:`flops_by_operator`) beside the ``flops`` of the profiler's
     ``key_averages()`` ``rows``: per name either side counts, ``calls, profiler_calls,
     flops, profiler_flops, match``. Raises KitError when the rows lack ``flops``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> by_op = flops_by_operator(trace_from_json(tiny_profile_doc()))
+    >>> compare_flops_with_key_averages(by_op, [{"key": "aten::conv2d", "count": 1, "flops": 7776}])
+                  calls  profiler_calls  flops  profiler_flops  match
+    name
+    aten::conv2d      1               1   7776            7776   True
     """
     ka = pd.DataFrame(rows)
     if not {"key", "count", "flops"} <= set(ka.columns):
@@ -252,6 +272,8 @@ def flop_counter_table(counts: dict) -> pd.DataFrame:
 def achieved_tflops(flops: float, device_time_ns: float) -> float:
     """An achieved-rate *estimate*: FLOPs / device time, in TFLOP/s. Raises KitError unless the time is positive.
 
+    Examples
+    --------
     >>> achieved_tflops(2e12, 1e9)          # 2e12 FLOPs in one second
     2.0
     """
@@ -288,6 +310,8 @@ def peak_for(gpu_name: str | None) -> tuple[str | None, dict | None]:
     """``(key, rates)`` of a GPU name (as ``torch.cuda.get_device_name()`` writes it) in
     :data:`PEAK_TFLOPS`; ``(None, None)`` when unknown or a PCIe/NVL H100/H200.
 
+    Examples
+    --------
     >>> peak_for("NVIDIA H100 80GB HBM3")[0]
     'H100'
     """
@@ -342,6 +366,14 @@ def rate_estimates(trace: Trace, counts: dict | None = None, covered: pd.DataFra
     Returns ``tflop_per_step`` (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
     Raises KitError when the trace has no steps or no GPU events.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> rate_estimates(trace_from_json(tiny_profile_doc()))[["device_ms_per_step", "tflops_estimate"]]
+                                       device_ms_per_step  tflops_estimate
+    forward convolutions (with_flops)               0.004         0.001944
     """
     from .intervals import busy_ns
     n_steps = len(trace.steps)

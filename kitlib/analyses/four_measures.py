@@ -48,6 +48,14 @@ def operator_children(trace: Trace) -> pd.DataFrame:
     ``trace.host_events``: ``source, row, name, kind, tid, dur_ns, children_ns`` (the
     direct children's host time), ``parent`` (row label in ``trace.ops``, -1 at the top),
     ``merged`` (folded into a same-named parent).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> operator_children(tiny_trace())[["name", "dur_ns", "children_ns"]].head(2)
+                 name  dur_ns  children_ns
+    0  ProfilerStep#1    1000          300
+    1      aten::relu     300          100
     """
     t = trace.host_events
     par = t["profiler_parent"].to_numpy()
@@ -208,6 +216,15 @@ def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = 
     ``span_sum_ns`` (its spans summed: what the table shows), ``busy_ns``,
     ``idle_in_spans_ns``, ``table_pct_of_total`` ("Self CUDA %") and ``work_pct_of_total``
     (``busy_ns`` over the table's "Self CUDA time total").
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> table = pd.DataFrame({"name": ["forward"], "calls": [1], "self_cuda_ns": [6500]})
+    >>> annotation_summary(trace_from_json(tiny_profile_doc()), table)[["name", "span_sum_ns", "busy_ns"]]
+          name  span_sum_ns  busy_ns
+    0  forward         6500     5000
     """
     a = annotation_device_time(trace, chain_df)
     g = a.groupby("name", sort=False).agg(calls=("span_ns", "size"), span_sum_ns=("span_ns", "sum"),

@@ -53,12 +53,27 @@ _NO_STEPS = pd.DataFrame({"step": pd.Series([], dtype="int64"), "start_ns": pd.S
 
 
 class GpuIdleError(KitError, ValueError):
-    """A recording cannot answer a GPU-idle question; the message names the file and what is missing."""
+    """A recording cannot answer a GPU-idle question; the message names the file and what is missing.
+
+    Examples
+    --------
+    >>> checked_events(None, events=pd.DataFrame({"start_ns": []}))
+    Traceback (most recent call last):
+    ...
+    kitlib.analyses.gpu_idle.GpuIdleError: <table>: the events table lacks ['device', 'stream', 'end_ns']; ...
+    """
 
 
 # --------------------------------------------------------------------------- the events
 def source_name(source) -> str:
-    """How a message names a recording: its ``path``, or ``"<table>"``. Never raises."""
+    """How a message names a recording: its ``path``, or ``"<table>"``. Never raises.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> source_name(tiny_trace()), source_name(None)
+    ('tiny.json', '<table>')
+    """
     return str(getattr(source, "path", "<table>"))
 
 
@@ -71,7 +86,15 @@ def device_events(source) -> pd.DataFrame:
     ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``…); ``correlation``;
     ``launch_name``, ``launch_start_ns``, ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where
     not recorded), ``launch_tid``; ``op_name`` (profiler traces only); ``link``
-    (:data:`kitlib.analyses.chain.LINKS`, or ``correlation``/``no_launch`` for an NsysReport)."""
+    (:data:`kitlib.analyses.chain.LINKS`, or ``correlation``/``no_launch`` for an NsysReport).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> device_events(tiny_trace())[["kind", "stream", "start_ns", "end_ns", "launch_start_ns"]]
+         kind  stream  start_ns  end_ns  launch_start_ns
+    0  kernel       7       300     700              150
+    """
     check_source(source, None, error=GpuIdleError)
     if source.has_operators:     # a profiler trace names the operator behind each launch (chain)
         from .chain import chain
@@ -109,7 +132,15 @@ def _events(source, chain_df: pd.DataFrame | None) -> pd.DataFrame:
 
 
 def checked_events(source, events=None) -> pd.DataFrame:
-    """``events``, else ``device_events(source)``, checked to have the time columns and a row."""
+    """``events``, else ``device_events(source)``, checked to have the time columns and a row.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> checked_events(tiny_trace())[["kind", "name", "start_ns", "end_ns"]]
+         kind         name  start_ns  end_ns
+    0  kernel  relu_kernel       300     700
+    """
     ev = device_events(source) if events is None else events
     missing = [c for c in ("device", "stream", "start_ns", "end_ns") if c not in ev.columns]
     if missing:
@@ -121,7 +152,16 @@ def checked_events(source, events=None) -> pd.DataFrame:
 
 
 def require_launches(ev: pd.DataFrame, source) -> None:
-    """Refuse a :func:`device_events` table none of whose rows has its launch recorded."""
+    """Refuse a :func:`device_events` table none of whose rows has its launch recorded.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> require_launches(device_events(tiny_trace()).assign(launch_start_ns=None), tiny_trace())
+    Traceback (most recent call last):
+    ...
+    kitlib.analyses.gpu_idle.GpuIdleError: tiny.json: none of its 1 GPU events has its launch ...
+    """
     if ev["launch_start_ns"].notna().sum() == 0:
         raise GpuIdleError(f"{source_name(source)}: none of its {len(ev):,} GPU events has its launch (CUDA "
                            "runtime/driver call) in the recording, so whether work was queued cannot be "
@@ -222,7 +262,16 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     ``gap`` (number of the whole gap), ``device``, ``stream``, ``step`` (Int64; <NA> outside
     every step), ``start_ns, end_ns, dur_ns`` (the part, ns), ``gap_ns`` (the whole gap),
     ``category`` (:data:`CATEGORIES`), ``next_kind``, ``next_name``, ``next_launch_name``,
-    ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts)."""
+    ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> stream_gaps(trace_from_json(tiny_profile_doc()))[["start_ns", "end_ns", "category"]]
+       start_ns  end_ns   category
+    0      9000   10500  host_wait
+    """
     ev = checked_events(source, events)
     require_launches(ev, source)
     d, s, gid, _ = _streams(ev)
@@ -410,7 +459,15 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
     ``window_ns`` (the step, ns); ``queue_length_mean`` (time-weighted, float);
     ``queue_length_max``; ``queue_empty_ns``, ``queue_full_ns`` (ns);
     ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue and their
-    summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled."""
+    summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> queue_summary(tiny_trace())[["step", "window_ns", "queue_length_mean", "queue_empty_ns"]]
+       step  window_ns  queue_length_mean  queue_empty_ns
+    0     1       1000               0.55             450
+    """
     ev = checked_events(source, events)
     q = queue_length(source, until=until, events=ev)
     st = _steps(source, steps)
@@ -491,7 +548,15 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
     Returns a DataFrame, int64:
     ``step`` (by step only), ``device``, ``streams`` (with any work in the recording),
     ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns``,
-    ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so."""
+    ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> stream_concurrency(tiny_trace())[["step", "streams_0_ns", "streams_1_ns", "streams_2plus_ns"]]
+       step  streams_0_ns  streams_1_ns  streams_2plus_ns
+    0     1           600           400                 0
+    """
     if by not in ("step", "recording"):
         raise ValueError(f"by must be 'step' or 'recording', not {by!r}")
     ev = checked_events(source, events)
@@ -528,7 +593,15 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 
     Returns a DataFrame, int64:
     ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (the last
-    three add up to ``span_ns``)."""
+    three add up to ``span_ns``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> temporal_breakdown(tiny_trace())
+       device  span_ns  idle_ns  compute_ns  non_compute_ns
+    0       0      400        0         400               0
+    """
     from .intervals import union_arrays
     ev = checked_events(source, events)
     rows = []

@@ -218,6 +218,14 @@ def key_averages_table(rows: list) -> pd.DataFrame:
     the bundles or as ``FunctionEventAvg`` name them) in :func:`group_ops`' columns, µs
     converted to ns (rounded). A row without host time whose device time is all self is
     a ``CUDA`` row unless the rows say ``device_type``.
+
+    Examples
+    --------
+    >>> rows = [{"key": "relu_kernel", "count": 1, "cpu_time_total_us": 0, "self_cpu_time_total_us": 0,
+    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.4}]
+    >>> key_averages_table(rows)[["name", "device_type", "count", "device_total_ns"]]
+              name device_type  count  device_total_ns
+    0  relu_kernel        CUDA      1              400
     """
     df = pd.DataFrame(rows).rename(columns=_KA_SYNONYMS)
     out = pd.DataFrame({"name": df["key"], "input_shapes": df.get("input_shapes", "[]"),
@@ -248,6 +256,17 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
     Returns one row per key on either side: the keys, then for ``count`` and the four
     times (and the memory and FLOP columns both sides have) ``…_kitlib``, ``…_profiler``
     and ``…_diff`` (kitlib − profiler); ``only_in`` (``kitlib``, ``profiler`` or ``both``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> rows = [{"key": "aten::relu", "count": 1, "cpu_time_total_us": 0.3, "self_cpu_time_total_us": 0.3,
+    ...          "device_time_total_us": 0.4, "self_device_time_total_us": 0.0}]
+    >>> compare_with_profiler(group_ops(tiny_trace()), rows)[["name", "count_profiler", "only_in"]].head(3)
+                name  count_profiler only_in
+    0  ProfilerStep*             NaN  kitlib
+    1      aten::add             NaN  kitlib
+    2     aten::relu             1.0    both
     """
     ka = key_averages_table(profiler_rows)
     keys = ["name", "device_type"] + (["input_shapes"] if by == "input_shape" else [])
@@ -384,6 +403,13 @@ def capture_cost(captures: dict) -> pd.DataFrame:
     Returns one row per label: ``options`` switched on, ``steps``, ``median_step_ms``
     (active profiled steps; NaN without step times), ``trace_gzip_bytes``,
     ``bytes_per_step``, ``events_per_step``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> capture_cost({"full": open_capture("profiler_5step")})[["trace_gzip_bytes", "events_per_step"]]
+         trace_gzip_bytes events_per_step
+    full          1342993         14701.4
     """
     rows = {}
     for label, cap in captures.items():
@@ -409,6 +435,8 @@ def memory_layout(shape, strides) -> str:
     """Name the layout a 4-d tensor's strides show: ``contiguous`` (NCHW), ``channels_last``
     (C's stride 1), ``other``, or ``n/a`` when not 4-d. Shapes alone do not say.
 
+    Examples
+    --------
     >>> memory_layout((2, 3, 4, 5), (60, 20, 5, 1)), memory_layout((2, 3, 4, 5), (60, 1, 15, 3))
     ('contiguous', 'channels_last')
     """

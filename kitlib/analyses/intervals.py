@@ -23,7 +23,15 @@ _SPAN_COLUMNS = ["start_ns", "end_ns", "dur_ns"]
 
 
 class IntervalError(KitError, ValueError):
-    """A table of intervals or windows is not usable; also a ValueError."""
+    """A table of intervals or windows is not usable; also a ValueError.
+
+    Examples
+    --------
+    >>> busy_ns(pd.DataFrame({"start_ns": [10], "end_ns": [5]}))
+    Traceback (most recent call last):
+    ...
+    kitlib.analyses.intervals.IntervalError: intervals: 1 row(s) have a negative duration, the first at row 0 ...
+    """
 
 
 # -- reading the input -------------------------------------------------------
@@ -92,6 +100,11 @@ def _spans(start, end) -> pd.DataFrame:
 def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The union of the intervals ``[start, end)`` given as two arrays (:func:`union`,
     unchecked): sorted, disjoint, non-touching ``(starts, ends)``, zero-length ones dropped.
+
+    Examples
+    --------
+    >>> union_arrays(np.array([10, 0, 5, 30]), np.array([20, 5, 8, 30]))
+    (array([ 0, 10]), array([ 8, 20]))
     """
     keep = end > start                      # zero-length intervals cover no time
     start, end = start[keep], end[keep]
@@ -113,6 +126,13 @@ def union_arrays(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.nda
 def clip(df: pd.DataFrame, start: int, end: int) -> pd.DataFrame:
     """The rows of ``df`` that overlap ``[start, end)`` (a zero-length row when
     ``start <= start_ns < end``), in their order and index, their times cut to the window.
+
+    Examples
+    --------
+    >>> clip(pd.DataFrame({"start_ns": [0, 200], "end_ns": [100, 300], "dur_ns": 100}), 50, 250)
+       start_ns  end_ns  dur_ns
+    0        50     100      50
+    1       200     250      50
     """
     w0, w1 = _window((start, end))
     s, e = _bounds(df)
@@ -130,6 +150,8 @@ def union(df: pd.DataFrame) -> pd.DataFrame:
     """Merge overlapping and touching intervals (all rows, whatever their stream) into disjoint
     ones: ``start_ns, end_ns, dur_ns`` (int64 ns), sorted, index 0..n-1; zero-length rows vanish.
 
+    Examples
+    --------
     >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> union(df)
        start_ns  end_ns  dur_ns
@@ -142,6 +164,8 @@ def union(df: pd.DataFrame) -> pd.DataFrame:
 def busy_ns(df: pd.DataFrame, window=None) -> int:
     """Total time (int ns) covered by at least one interval, inside ``window`` when given.
 
+    Examples
+    --------
     >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> busy_ns(df), int(df["dur_ns"].sum())       # overlap counted once, not twice
     (250, 300)
@@ -159,6 +183,8 @@ def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFram
     interval and from the last to its end are gaps too (an empty table is one gap).
     Raises IntervalError also for a negative ``min_gap_ns``.
 
+    Examples
+    --------
     >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> idle_gaps(df, (0, 400))
        start_ns  end_ns  dur_ns
@@ -183,6 +209,14 @@ def idle_gaps(df: pd.DataFrame, window=None, min_gap_ns: int = 0) -> pd.DataFram
 def idle_gaps_in_windows(df: pd.DataFrame, windows: pd.DataFrame, min_gap_ns: int = 0) -> pd.DataFrame:
     """:func:`idle_gaps` inside each row of ``windows`` (``start_ns, end_ns``), the intervals
     merged once: ``window`` (row position), ``start_ns, end_ns, dur_ns``, in window then time order.
+
+    Examples
+    --------
+    >>> df = pd.DataFrame({"start_ns": [0, 200], "dur_ns": [100, 100]})
+    >>> idle_gaps_in_windows(df, pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]}))
+       window  start_ns  end_ns  dur_ns
+    0       0       100     200     100
+    1       1       300     400     100
     """
     if min_gap_ns < 0:
         raise IntervalError(f"min_gap_ns must be >= 0, got {min_gap_ns}")
@@ -210,6 +244,11 @@ def covered_before(start: np.ndarray, end: np.ndarray, t: np.ndarray) -> np.ndar
     """For each time in ``t``, the summed length of the ``[start, end)`` parts before it
     (overlap counted as often as it occurs; pass :func:`union_arrays`' output to count it
     once), by prefix sums and two ``searchsorted``. Unchecked.
+
+    Examples
+    --------
+    >>> covered_before(np.array([0, 10]), np.array([5, 20]), np.array([3, 12, 100])).tolist()
+    [3, 7, 15]
     """
     ss, se = np.sort(start), np.sort(end)
     cs = np.concatenate([[0], np.cumsum(ss)])
@@ -228,6 +267,8 @@ def per_window(df: pd.DataFrame, windows: pd.DataFrame) -> pd.DataFrame:
     (``window_ns - busy_ns``); ``n_intervals`` (overlapping the window; a zero-length one
     when inside ``[start_ns, end_ns)``).
 
+    Examples
+    --------
     >>> df = pd.DataFrame({"start_ns": [0, 50, 200], "dur_ns": [100, 100, 100]})
     >>> per_window(df, pd.DataFrame({"start_ns": [0, 200], "end_ns": [200, 400]}))
        start_ns  end_ns  window_ns  busy_ns  sum_dur_ns  idle_ns  n_intervals

@@ -162,6 +162,12 @@ def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
     ``memset``), ``COMPUTATION`` (every other kernel); an array of str.
 
     Sources: docs/SOURCES.md#kernel-type
+
+    Examples
+    --------
+    >>> kernel_type(pd.DataFrame({"kind": ["kernel", "memset", "kernel"],
+    ...                           "name": ["ncclDevKernel_AllGather", "Memset (Device)", "relu_kernel"]}))
+    array(['COMMUNICATION', 'MEMORY', 'COMPUTATION'], dtype='<U13')
     """
     comm = kernels["name"].astype(str).str.contains(COMM_KERNEL_PATTERN, regex=True).to_numpy()
     memory = kernels["kind"].isin(["memcpy", "memset"]).to_numpy()
@@ -207,6 +213,13 @@ def top_kernels(source, top: int = TOP_KERNELS) -> pd.DataFrame:
     the rank).
 
     Raises GpuIdleError as :func:`kernel_types`, or for ``top`` below 1.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> top_kernels(tiny_trace())[["rank", "kernel_type", "name", "calls", "sum_ns", "share"]]
+       rank  kernel_type         name  calls  sum_ns  share
+    0     0  COMPUTATION  relu_kernel      1     400    1.0
     """
     if top < 1:
         raise GpuIdleError(f"top must be 1 or more, got {top}")

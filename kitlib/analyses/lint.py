@@ -85,7 +85,14 @@ def lint(trace, recipe: dict | None = None, *, file_bytes: int | None = None,
     ``recipe`` is a manifest's ``recipe`` (options it lacks are read from the trace's
     ``profiler_options``); ``file_bytes`` the JSON a viewer parses (default the trace's
     uncompressed size); ``max_bytes``, ``max_events`` the thresholds of ``too_large_for_viewer``.
-    Returns the :class:`Finding` list, in the module docstring's order; KitError for another type."""
+    Returns the :class:`Finding` list, in the module docstring's order; KitError for another type.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> lint(tiny_trace())
+    []
+    """
     if hasattr(trace, "manifest") and hasattr(trace, "file"):
         recipe = recipe if recipe is not None else trace.recipe
         trace = trace.trace

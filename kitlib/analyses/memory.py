@@ -42,7 +42,16 @@ DEVICE_TYPES = {"cpu": 0, "cuda": 1}
 
 
 class MemoryDataError(KitError, ValueError):
-    """The trace lacks what a memory analysis needs (no allocator events); also a ValueError."""
+    """The trace lacks what a memory analysis needs (no allocator events); also a ValueError.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> memory_timeline(tiny_trace())
+    Traceback (most recent call last):
+    ...
+    kitlib.analyses.memory.MemoryDataError: tiny.json: the trace has no memory events; record it with ...
+    """
 
 
 def _device_code(device) -> int:
@@ -171,6 +180,12 @@ def records_inside_no_event(trace: Trace, events: pd.DataFrame | None = None) ->
     profiler makes each a ``[memory]`` event of its own, and a ``[memory]`` row of
     ``key_averages()`` (so do :func:`memory_by_operator` and
     :func:`kitlib.analyses.grouping.group_ops`). Rows of ``trace.memory``; empty without records.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> len(records_inside_no_event(tiny_trace()))
+    0
     """
     m = trace.memory.sort_values("start_ns", kind="stable")
     if m.empty:
@@ -221,6 +236,18 @@ def compare_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd.DataF
     profiler_total_bytes, self_bytes, profiler_self_bytes, match`` (all three equal).
 
     Raises KitError when ``rows`` lack the memory fields.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_profile_doc
+    >>> from kitlib.readers.trace import trace_from_json
+    >>> rows = [{"key": "aten::conv2d", "count": 1, "device_memory_usage_bytes": 4096,
+    ...          "self_device_memory_usage_bytes": 4096}]
+    >>> by_op = memory_by_operator(trace_from_json(tiny_profile_doc()))
+    >>> compare_with_key_averages(by_op, rows)[["total_bytes", "match"]]
+                  total_bytes  match
+    key
+    aten::conv2d         4096   True
     """
     ka = pd.DataFrame(rows)
     need = {"key", "count", "device_memory_usage_bytes", "self_device_memory_usage_bytes"}
@@ -241,6 +268,8 @@ def compare_with_key_averages(by_operator: pd.DataFrame, rows: list) -> pd.DataF
 def format_memory(nbytes: int) -> str:
     """A byte count as the profiler's printed table writes it (1024-based KB, MB, GB).
 
+    Examples
+    --------
     >>> format_memory(1536)
     '1.50 KB'
     """
@@ -263,6 +292,12 @@ def parse_memory_table(text: str) -> pd.DataFrame:
 
     Returns ``table`` (0, 1, …), ``name``, ``cuda_mem``, ``self_cuda_mem`` (as printed),
     ``calls``. Raises KitError when no such table is in ``text``.
+
+    Examples
+    --------
+    >>> parse_memory_table("Name  CUDA Mem  Self CUDA Mem  # of Calls\\naten::relu  1.00 Kb  1.00 Kb  1")
+       table        name cuda_mem self_cuda_mem  calls
+    0      0  aten::relu  1.00 Kb       1.00 Kb      1
     """
     out, table = [], -1
     cols, spans, rule = None, None, None
@@ -372,6 +407,15 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
     end_allocated_bytes, growth_bytes`` (end − start), ``forward_growth_bytes`` (added
     inside ``forward``: the activations kept for backward), ``reserved_max_bytes``. Equal
     starts step after step are a loop without a leak.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> tl = memory_timeline(open_capture("profiler_5step").trace)
+    >>> memory_per_step(tl)[["step", "growth_bytes", "forward_growth_bytes"]].head(2)
+       step  growth_bytes  forward_growth_bytes
+    0     2             0           10942159360
+    1     3             0           10942159360
     """
     tl = timeline[timeline["step"].notna()]
     rows = []

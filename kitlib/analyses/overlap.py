@@ -16,6 +16,8 @@ def same_stream_overlaps(chain_df: pd.DataFrame) -> pd.DataFrame:
     gpu_name, gpu_start_ns, gpu_dur_ns, launch_name`` (<NA> when not linked) and
     ``overlap_ns`` (time it ran beside an earlier kernel of its stream).
 
+    Examples
+    --------
     >>> chain_df = pd.DataFrame({"gpu_kind": ["kernel", "kernel", "kernel"], "device": 0, "stream": 7,
     ...                          "gpu_name": ["a", "b", "c"], "gpu_start_ns": [0, 80, 200],
     ...                          "gpu_dur_ns": [100, 50, 10], "launch_name": "cudaLaunchKernel"})

@@ -59,6 +59,16 @@ def main_thread_waits(report, start_ns: int, end_ns: int, tid: int,
                       calls=("sem_clockwait", "sem_timedwait", "sem_wait", "poll")) -> pd.DataFrame:
     """The waits (OS-runtime ``calls``) of 1 ms or more of thread ``tid`` inside the window, in
     time order: ``name, start_in_window_ns, dur_ns, woke_in_window_ns`` (its end).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> main_thread_waits(report, first["start_ns"], first["end_ns"], first["tid"]).head(2)
+                name  start_in_window_ns     dur_ns  woke_in_window_ns
+    0       sem_wait           185527264    1401690          186928954
+    1  sem_clockwait           190706109  665147426          855853535
     """
     o = report.osrt
     w = o[(o["tid"] == tid) & o["name"].isin(calls) & (o["start_ns"] < end_ns) & (o["end_ns"] > start_ns)
@@ -76,6 +86,16 @@ def lock_contention(report, start_ns: int, end_ns: int, tid: int, min_ns: int = 
     Returns ``lock_start_in_window_ns, lock_dur_ns, inside_call`` (or <NA>),
     ``other_thread, other_call, other_start_in_window_ns, other_dur_ns,
     granted_after_other_returned_ns`` (lock end − other call's end).
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> lock_contention(report, first["start_ns"], first["end_ns"], first["tid"])[
+    ...     ["inside_call", "other_thread", "other_call"]]
+           inside_call other_thread     other_call
+    0  cudaMemcpyAsync  pt_data_pin  cudaHostAlloc
     """
     o = report.osrt
     locks = o[(o["tid"] == tid) & (o["name"] == "pthread_mutex_lock") & (o["start_ns"] >= start_ns)
@@ -105,6 +125,18 @@ def wakes_after_pinning(waits: pd.DataFrame, allocs: pd.DataFrame) -> pd.DataFra
     """Each wake-up of :func:`main_thread_waits` after the first large allocation of
     :func:`pin_thread_allocs`: ``woke_in_window_ns``, ``pinning_cycle`` (how many large
     allocations had begun, 1, 2, …), ``since_cycle_start_ns``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> report = open_capture("nsys_8step").nsys
+    >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
+    >>> window = first["start_ns"], first["end_ns"]
+    >>> wakes_after_pinning(main_thread_waits(report, *window, first["tid"]),
+    ...                     pin_thread_allocs(report, *window)).head(2)
+       woke_in_window_ns  pinning_cycle  since_cycle_start_ns
+    0          855853535              1              91578071
+    1          939533864              2              80885555
     """
     big = allocs.loc[allocs["large"], "start_in_window_ns"].to_numpy()
     woke = waits["woke_in_window_ns"].to_numpy()

@@ -55,7 +55,13 @@ def active_steps(values, schedule: dict | None):
 
     ``schedule`` is ``{"wait": W, "warmup": U, "active": A}`` (a manifest's ``recipe.schedule``)
     or None. Returns the last ``A`` values when there are exactly ``W + U + A``, else
-    ``values`` unchanged (no schedule, or a series already cut)."""
+    ``values`` unchanged (no schedule, or a series already cut).
+
+    Examples
+    --------
+    >>> active_steps([90.0, 60.0, 51.0, 50.0, 52.0], {"wait": 1, "warmup": 1, "active": 3})
+    [51.0, 50.0, 52.0]
+    """
     values = list(values)
     if not schedule:
         return values
@@ -72,7 +78,14 @@ def active_step_times(capture, series: dict | None = None) -> dict:
     Sources: docs/SOURCES.md#steps-active-step-times
 
     ``capture`` gives ``recipe.schedule``; None (live series, already active-only) cuts nothing.
-    KitError without ``capture`` or ``series``."""
+    KitError without ``capture`` or ``series``.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> {k: len(v) for k, v in active_step_times(open_capture("profiler_5step")).items()}
+    {'step_ms_uninstrumented': 10, 'step_ms_fixed_batch': 10, 'step_ms_profiled_all_attribution': 5}
+    """
     if series is None:
         if capture is None:
             raise KitError("active_step_times: need a capture or a series")
@@ -83,14 +96,30 @@ def active_step_times(capture, series: dict | None = None) -> dict:
 
 
 def labelled_ranges(source) -> pd.DataFrame:
-    """``record_function`` annotations (Trace) or NVTX ranges (NsysReport): ``name, pid, tid, start_ns, end_ns, dur_ns``."""
+    """``record_function`` annotations (Trace) or NVTX ranges (NsysReport): ``name, pid, tid, start_ns, end_ns, dur_ns``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> labelled_ranges(tiny_trace())[["name", "start_ns", "end_ns"]]
+                 name  start_ns  end_ns
+    0  ProfilerStep#1         0    1000
+    """
     check_source(source)
     return source.labelled_ranges()
 
 
 def device_work(source) -> pd.DataFrame:
     """Kernels, copies and sets (not ``gpu_user_annotation`` labels): ``kind, name, start_ns,
-    end_ns, dur_ns, stream, bytes``, by start."""
+    end_ns, dur_ns, stream, bytes``, by start.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> device_work(tiny_trace())[["kind", "name", "start_ns", "end_ns"]]
+         kind         name  start_ns  end_ns
+    0  kernel  relu_kernel       300     700
+    """
     check_source(source)
     g = source.gpu_events()[["kind", "name", "start_ns", "end_ns", "dur_ns", "stream", "bytes"]]
     return g.sort_values("start_ns", kind="stable").reset_index(drop=True)
@@ -103,7 +132,16 @@ def host_context(source, times_ns, tid=None) -> pd.DataFrame:
     ``time_ns``; ``host_label`` (innermost labelled range, ``""`` if none); ``host_event``
     (innermost operator or annotation of a Trace; OS-runtime, else CUDA API call, else NVTX
     range of a report; ``""`` if none); ``host_event_kind`` (``op``, ``annotation``, ``step``,
-    ``OS runtime``, ``CUDA API``, ``NVTX``)."""
+    ``OS runtime``, ``CUDA API``, ``NVTX``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> host_context(tiny_trace(), [150, 400])[["time_ns", "host_event", "host_event_kind"]]
+       time_ns      host_event host_event_kind
+    0      150      aten::relu              op
+    1      400  ProfilerStep#1            step
+    """
     steps = steps_of(source)
     tid = int(steps["tid"].iloc[0]) if tid is None else tid
     times = [int(t) for t in times_ns]

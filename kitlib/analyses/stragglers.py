@@ -151,6 +151,16 @@ def machine_drift(wall: pd.DataFrame, budget: pd.DataFrame, tolerance: float = D
     − 1), ``drifted`` (``|change| > tolerance``).
 
     Raises KitError without uninstrumented step times.
+
+    Examples
+    --------
+    >>> from kitlib.readers.ranks import load_traces, wall_step_times
+    >>> rt = load_traces("ranks_straggler")
+    >>> machine_drift(wall_step_times(rt), step_budget(rt)).round(2)
+          uninstrumented_ms  profiled_ms  change  drifted
+    rank
+    0               1884.25      2449.62    0.30     True
+    1               1917.63      2417.52    0.26     True
     """
     u = wall[wall["series"] == "step_ms_uninstrumented"]
     if not len(u):
@@ -166,7 +176,15 @@ def machine_drift(wall: pd.DataFrame, budget: pd.DataFrame, tolerance: float = D
 
 
 def drift_note(drift: pd.DataFrame) -> str:
-    """One sentence for a lesson, said before the straggler is blamed: whether :func:`machine_drift` saw drift."""
+    """One sentence for a lesson, said before the straggler is blamed: whether :func:`machine_drift` saw drift.
+
+    Examples
+    --------
+    >>> drift = pd.DataFrame({"uninstrumented_ms": [1000.0], "profiled_ms": [1300.0], "change": [0.3],
+    ...                       "drifted": [True]}, index=pd.Index([0], name="rank"))
+    >>> drift_note(drift)
+    'the machine drifted: rank 0 stepped in 1,000 ms without the profiler and 1,300 ms with it (+30 %), ...'
+    """
     bad = drift[drift["drifted"]]
     if not len(bad):
         worst = float(drift["change"].abs().max())

@@ -43,7 +43,14 @@ WHAT = ("kernels", "operators")
 
 
 def shapes_recorded(trace: Trace) -> bool:
-    """Whether a trace's operators carry input shapes (``record_shapes=True``)."""
+    """Whether a trace's operators carry input shapes (``record_shapes=True``).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> shapes_recorded(tiny_trace())
+    False
+    """
     ops = trace.ops
     op = (ops["kind"] == "op").to_numpy()
     return bool(op.any()) and bool(ops["input_dims"][op].notna().any())
@@ -77,7 +84,15 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     Returns a DataFrame, by start:
     ``step`` (Int64, <NA> in no step or without a recorded launch), ``kind``, ``name``,
     ``input_shapes`` (the profiler's key; ``""`` for GPU work), ``device_ns`` (a GPU event's
-    duration; an operator's "Self CUDA"), ``start_ns``."""
+    duration; an operator's "Self CUDA"), ``start_ns``.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> diff_events(tiny_trace())[["step", "kind", "name", "device_ns"]]
+       step    kind         name  device_ns
+    0     1  kernel  relu_kernel        400
+    """
     check_source(source, "trace_diff")
     if what not in WHAT:
         raise KitError(f"trace_diff: what must be one of {', '.join(map(repr, WHAT))}, not {what!r}")

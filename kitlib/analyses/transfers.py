@@ -37,7 +37,14 @@ LINKS = {
 
 
 def device_name(source) -> str | None:
-    """The GPU's product name as the recording gives it (``"NVIDIA H200"``), or None."""
+    """The GPU's product name as the recording gives it (``"NVIDIA H200"``), or None.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> device_name(open_capture("nsys_8step").nsys)
+    'NVIDIA H200'
+    """
     names = source.device_names() if hasattr(source, "device_names") else []
     return names[0] if names else None
 
@@ -141,6 +148,15 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     ``kernel_overlap_ns`` (summed), ``kernel_overlap_share`` (÷ ``dur_ns``).
 
     Raises GpuIdleError as :func:`copies`, or for a ``by`` column it lacks.
+
+    Examples
+    --------
+    >>> from kitlib.readers.bundle import open_capture
+    >>> copy_summary(open_capture("nsys_8step").nsys)[["copy_kind", "host_memory", "copies", "gb_per_s"]]
+      copy_kind host_memory  copies    gb_per_s
+    0      DtoD         NaN     205  492.220926
+    1      HtoD    Pageable     320   11.411576
+    2      HtoD      Pinned      16   55.307311
     """
     cp = copies(source, device=device, events=events, steps=steps)
     by = list(by)

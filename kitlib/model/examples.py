@@ -47,6 +47,14 @@ def tiny_trace() -> Trace:
 
     All on thread (pid 1, tid 1), the kernel on device 0. ``aten::add`` starts where
     ``aten::relu`` ends: under ``[start, end)`` relu's sibling, a child of the step.
+
+    Examples
+    --------
+    >>> tiny_trace().ops[["name", "kind", "start_ns", "end_ns"]]
+                 name  kind  start_ns  end_ns
+    0  ProfilerStep#1  step         0    1000
+    1      aten::relu    op       100     400
+    2       aten::add    op       400     400
     """
     def op(name, kind, s, e, ext):
         row = dict.fromkeys(OPS_COLUMNS)
@@ -230,6 +238,11 @@ def tiny_rank_folder() -> Path:
     kit's cache (:func:`kitlib.paths.cache_dir`), named by a hash of their contents (the same
     folder on every call; files already right are left as they are, others written whole).
     Returns the folder (:class:`pathlib.Path`).
+
+    Examples
+    --------
+    >>> sorted(p.name for p in tiny_rank_folder().iterdir())
+    ['rank0.json', 'rank1.json']
     """
     import hashlib
     import json

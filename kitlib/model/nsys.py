@@ -37,7 +37,15 @@ COPY_KINDS = {"Host-to-Device": "HtoD", "Device-to-Host": "DtoH", "Device-to-Dev
 
 def launches_by_correlation(launches: pd.DataFrame) -> pd.DataFrame:
     """The launches indexed by ``(pid, correlation)``, the key a GPU event names its launch by
-    (rows without a correlation left out, the first of a key kept)."""
+    (rows without a correlation left out, the first of a key kept).
+
+    Examples
+    --------
+    >>> launches_by_correlation(pd.DataFrame({"pid": [1, 1], "correlation": [7, 7], "tid": [2, 3]}))
+                     tid
+    pid correlation
+    1   7              2
+    """
     lau = launches[launches["correlation"].notna()]
     return lau.drop_duplicates(["pid", "correlation"]).set_index(["pid", "correlation"])
 
@@ -117,6 +125,14 @@ class NsysReport:
     def copy(self) -> "NsysReport":
         """Another report of the same (read-only) tables, with ``meta`` and ``missing`` of its
         own: what :func:`kitlib.open_capture` hands each caller.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> report = open_capture("nsys_8step").nsys
+        >>> report.copy().meta["note"] = "mine"
+        >>> "note" in report.meta
+        False
         """
         import copy as _copy
         new = object.__new__(type(self))
@@ -132,16 +148,41 @@ class NsysReport:
 
     def labelled_ranges(self) -> pd.DataFrame:
         """The closed NVTX ranges: ``name, pid, tid, start_ns, end_ns, dur_ns`` (int64 ns), as
-        ``Trace.labelled_ranges`` gives a trace's annotations."""
+        ``Trace.labelled_ranges`` gives a trace's annotations.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.labelled_ranges()[["name", "start_ns", "dur_ns"]].head(2)
+                 name    start_ns      dur_ns
+        0  torch_step  9342297646  2656480289
+        1   data_load  9342300130  1469484230
+        """
         n = kept(self, "nvtx")
         return range_table(n[n["end_ns"].notna()])
 
     def os_runtime_calls(self) -> pd.DataFrame:
-        """The OS-runtime calls (``osrt``): ``name, pid, tid, start_ns, dur_ns, end_ns, …``."""
+        """The OS-runtime calls (``osrt``): ``name, pid, tid, start_ns, dur_ns, end_ns, …``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.os_runtime_calls()["name"].value_counts().index[:3].tolist()
+        ['ioctl', 'read', 'stat64']
+        """
         return self.osrt
 
     def tool_gpu_projection(self) -> pd.DataFrame:
-        """Nsight's own NVTX GPU projection of the ranges (:func:`nvtx_gpu_projection`)."""
+        """Nsight's own NVTX GPU projection of the ranges (:func:`nvtx_gpu_projection`).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.tool_gpu_projection()[["name", "proj_dur_ns", "gpu_ops"]].head(2)
+                 name  proj_dur_ns  gpu_ops
+        0  torch_step   1250895505      505
+        1   data_load     64596519        3
+        """
         return nvtx_gpu_projection(self)
 
     def host_event_at(self, times_ns, tid: int) -> list:
@@ -149,6 +190,8 @@ class NsysReport:
         else a CUDA API call, else an NVTX range (``kind``: ``OS runtime``, ``CUDA API``,
         ``NVTX``), ``("", "")`` where none.
 
+        Examples
+        --------
         >>> from kitlib.readers.bundle import open_capture
         >>> report = open_capture("nsys_8step").nsys
         >>> report.host_event_at([int(report.steps["start_ns"][1]) + 1], int(report.steps["tid"][1]))
@@ -164,21 +207,49 @@ class NsysReport:
 
     @property
     def has_gpu(self) -> bool:
-        """Whether the export holds any GPU work (kernel, copy or set)."""
+        """Whether the export holds any GPU work (kernel, copy or set).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.has_gpu
+        True
+        """
         return bool(len(self.kernels) or len(self.copies) or len(self.sets))
 
     def device_names(self) -> list:
-        """The names of the GPUs in the export's ``TARGET_INFO_GPU`` table, in its order."""
+        """The names of the GPUs in the export's ``TARGET_INFO_GPU`` table, in its order.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.device_names()
+        ['NVIDIA H200']
+        """
         return [n for n in self.gpus["name"].dropna().tolist() if n]
 
     def thread_names(self) -> dict:
-        """``{(pid, tid): name}`` of the threads the export names (its first name per thread)."""
+        """``{(pid, tid): name}`` of the threads the export names (its first name per thread).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> len(open_capture("nsys_8step").nsys.thread_names())
+        289
+        """
         t = self.threads.drop_duplicates(["pid", "tid"])
         return {(p, tid): n for p, tid, n in zip(t["pid"], t["tid"], t["name"])}
 
     @property
     def version(self) -> str:
-        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``."""
+        """The Nsight Systems version that exported the file (``"2025.3.2.0"``), or ``"?"``.
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.version
+        '2025.3.2.0'
+        """
         return self.meta.get("EXPORT_PRODUCT_VERSION", "?")
 
     @property
@@ -240,7 +311,14 @@ class NsysReport:
         return ev[order].sort_values(["start_ns", "kind"], kind="stable").reset_index(drop=True)
 
     def describe(self) -> str:
-        """A few lines on what the export holds (see :func:`kitlib.readers.nsys.load_nsys`'s Example)."""
+        """A few lines on what the export holds (see :func:`kitlib.readers.nsys.load_nsys`'s Example).
+
+        Examples
+        --------
+        >>> from kitlib.readers.bundle import open_capture
+        >>> open_capture("nsys_8step").nsys.describe().splitlines()[0]
+        'report.sqlite (Nsight Systems 2025.3.2.0, 1 GPU(s): NVIDIA H200)'
+        """
         gpus = ", ".join(sorted(set(self.gpus["name"].dropna()))) or "no GPU info"
         return "\n".join([
             f"{self.path.name} (Nsight Systems {self.version}, {len(self.gpus)} GPU(s): {gpus})",

@@ -53,24 +53,58 @@ class RankTraces:
 
     @property
     def ranks(self) -> list:
-        """The ranks present, ascending."""
+        """The ranks present, ascending.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).ranks
+        [0, 1]
+        """
         return sorted(self.traces)
 
     @property
     def world_size(self) -> int | None:
-        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent)."""
+        """``distributedInfo.world_size`` (the same in every trace; ``None`` when absent).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).world_size
+        2
+        """
         v = self.info["world_size"].iloc[0]
         return None if pd.isna(v) else int(v)
 
     @property
     def backend(self) -> str | None:
-        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent)."""
+        """``distributedInfo.backend`` (``nccl``, ``gloo``, …; ``None`` when absent).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).backend
+        'nccl'
+        """
         return self.info["backend"].iloc[0]
 
     def table(self, name: str) -> pd.DataFrame:
         """One :class:`Trace` table of every rank (``ops``, ``launches``, ``gpu``, ``kernels``,
         ``memory``, ``other``, ``steps``; else KeyError), stacked rank by rank with an int64 ``rank``
-        column first, index 0..n-1, each rank's own row labels in ``row`` (what ``parent`` refers to)."""
+        column first, index 0..n-1, each rank's own row labels in ``row`` (what ``parent`` refers to).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).table("kernels")[["rank", "row", "stream", "start_ns"]].head(2)
+           rank  row  stream  start_ns
+        0     0    0       7   1000000
+        1     0    1      20   3100000
+        """
         allowed = ("ops", "launches", "gpu", "kernels", "memory", "other", "steps")
         if name not in allowed:
             raise KeyError(f"no table {name!r}; the tables are: {', '.join(allowed)}")
@@ -91,12 +125,30 @@ class RankTraces:
 
     @property
     def ops(self) -> pd.DataFrame:
-        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`)."""
+        """Every rank's ``ops`` with a ``rank`` column (see :meth:`table`).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).ops[["rank", "row", "name", "parent"]].head(2)
+           rank  row            name  parent
+        0     0    0  ProfilerStep#1      -1
+        1     0    1        aten::mm       0
+        """
         return self.table("ops")
 
     @property
     def gpu(self) -> pd.DataFrame:
-        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`)."""
+        """Every rank's ``gpu`` with a ``rank`` column (see :meth:`table`).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_rank_folder
+        >>> from kitlib.readers.ranks import load_traces
+        >>> load_traces(tiny_rank_folder()).gpu.groupby("rank").size().tolist()
+        [5, 4]
+        """
         return self.table("gpu")
 
     @property

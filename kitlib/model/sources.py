@@ -14,7 +14,15 @@ def check_source(source, what: str | None = "source", *, kinds=RECORDINGS, messa
                  error=KitError) -> None:
     """Refuse anything but a recording of ``kinds`` (default: a Trace or an NsysReport): raise
     ``error`` (KitError) with ``message``'s ``{got}`` filled in (the type's name), by default
-    ``"<what>: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``."""
+    ``"<what>: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got <type>"``.
+
+    Examples
+    --------
+    >>> check_source({"traceEvents": []}, what="before")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitError: before: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got dict
+    """
     if not isinstance(source, kinds):
         got = type(source).__name__
         if message is None:
@@ -25,12 +33,26 @@ def check_source(source, what: str | None = "source", *, kinds=RECORDINGS, messa
 
 def as_source(given, kinds, load):
     """``given`` when it is a recording of ``kinds`` already, else ``load(given)`` (a path, a
-    Capture: what the loader reads)."""
+    Capture: what the loader reads).
+
+    Examples
+    --------
+    >>> as_source("3", (int,), int), as_source(4, (int,), int)
+    (3, 4)
+    """
     return given if isinstance(given, kinds) else load(given)
 
 
 def check_same_format(before, after, what: str) -> None:
-    """Refuse (KitError) two recordings of different formats, each checked with :func:`check_source`."""
+    """Refuse (KitError) two recordings of different formats, each checked with :func:`check_source`.
+
+    Examples
+    --------
+    >>> check_same_format("a.json", "b.json", "diff")
+    Traceback (most recent call last):
+    ...
+    kitlib.errors.KitError: diff: expected a kitlib Trace (load_trace) or NsysReport (load_nsys), got str
+    """
     check_source(before, what)
     check_source(after, what)
     if before.FORMAT != after.FORMAT:
@@ -42,7 +64,14 @@ def check_same_format(before, after, what: str) -> None:
 def recording_labels(obj, label_for):
     """The course labels of a multi-rank recording (its own ``label``) or a Trace
     (``label_for(trace.path)``), as a list (empty when unlabelled); None for anything else
-    (an NsysReport included: its Capture carries its label)."""
+    (an NsysReport included: its Capture carries its label).
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> recording_labels(tiny_trace(), lambda path: "baseline"), recording_labels("x.json", str)
+    (['baseline'], None)
+    """
     if isinstance(obj, RankTraces):
         return [obj.label] if obj.label else []
     if isinstance(obj, Trace):

@@ -119,6 +119,13 @@ class Trace:
     def derived(self, key, tables: tuple, compute):
         """``compute()``, worked out once for the tables named in ``tables`` as this trace keeps
         them now (a new table misses the memo). Hand out a copy of what it returns.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tr = tiny_trace()
+        >>> tr.derived("n_ops", ("ops",), lambda: len(tr.ops))
+        3
         """
         return derived(self, key, tuple(tables), compute)
 
@@ -160,6 +167,8 @@ class Trace:
         """The host's labelled ranges, ``record_function`` annotations and steps: ``name, pid,
         tid, start_ns, end_ns, dur_ns`` (int64 ns). ``NsysReport.labelled_ranges`` gives NVTX's.
 
+        Examples
+        --------
         >>> from kitlib.model.examples import tiny_trace
         >>> tiny_trace().labelled_ranges()[["name", "start_ns", "end_ns"]]
                      name  start_ns  end_ns
@@ -169,18 +178,34 @@ class Trace:
         return range_table(ops[ops["kind"].isin(["annotation", "step"])])
 
     def os_runtime_calls(self):
-        """None: torch.profiler records no OS-runtime calls (``NsysReport.os_runtime_calls``)."""
+        """None: torch.profiler records no OS-runtime calls (``NsysReport.os_runtime_calls``).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().os_runtime_calls() is None
+        True
+        """
         return None
 
     def tool_gpu_projection(self):
         """None: torch.profiler projects no range onto the GPU itself
-        (``NsysReport.tool_gpu_projection`` is Nsight's NVTX GPU projection)."""
+        (``NsysReport.tool_gpu_projection`` is Nsight's NVTX GPU projection).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().tool_gpu_projection() is None
+        True
+        """
         return None
 
     def host_event_at(self, times_ns, tid: int) -> list:
         """``(name, kind)`` of the innermost operator or annotation thread ``tid`` was inside
         at each time (``kind``: ``op``, ``annotation``, ``step``), ``("", "")`` where none.
 
+        Examples
+        --------
         >>> from kitlib.model.examples import tiny_trace
         >>> tiny_trace().host_event_at([150, 400, 2000], 1)
         [('aten::relu', 'op'), ('ProfilerStep#1', 'step'), ('', '')]
@@ -212,18 +237,39 @@ class Trace:
             kept(self, "gpu"), kept(self, "launches"))))
 
     def device_names(self) -> list:
-        """The names of the GPUs the profiler saw (``deviceProperties``), in its order."""
+        """The names of the GPUs the profiler saw (``deviceProperties``), in its order.
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().device_names()
+        []
+        """
         names = [d.get("name") for d in (self.meta.get("devices") or []) if isinstance(d, dict)]
         return [n for n in names if n]
 
     def thread_names(self) -> dict:
-        """``{(pid, tid): name}`` of the threads the trace names (its ``thread_name`` rows)."""
+        """``{(pid, tid): name}`` of the threads the trace names (its ``thread_name`` rows).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().thread_names()
+        {}
+        """
         tn = self.meta.get("thread_names") or {}
         return {k: str(v) for k, v in tn.items()} if isinstance(tn, dict) else {}
 
     @property
     def has_gpu(self) -> bool:
-        """Whether the trace holds any GPU work (kernel, copy or set)."""
+        """Whether the trace holds any GPU work (kernel, copy or set).
+
+        Examples
+        --------
+        >>> from kitlib.model.examples import tiny_trace
+        >>> tiny_trace().has_gpu
+        True
+        """
         g = kept(self, "gpu")
         return bool((g["kind"] != "gpu_annotation").any())
 
@@ -261,6 +307,15 @@ def _gpu_events(gpu: pd.DataFrame, launches: pd.DataFrame) -> pd.DataFrame:
 
 
 def range_table(r: pd.DataFrame) -> pd.DataFrame:
+    """``name, pid, tid, start_ns, end_ns, dur_ns`` of ``r``, the times int64.
+
+    Examples
+    --------
+    >>> from kitlib.model.examples import tiny_trace
+    >>> range_table(tiny_trace().steps)
+                 name  pid  tid  start_ns  end_ns  dur_ns
+    0  ProfilerStep#1    1    1         0    1000    1000
+    """
     return r[["name", "pid", "tid", "start_ns", "end_ns", "dur_ns"]].astype(
         {"start_ns": "int64", "end_ns": "int64", "dur_ns": "int64"})
 

@@ -137,6 +137,11 @@ def count_in(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 def bounds_in(start_ns, end_ns, sorted_t_ns, closed: str = "left"):
     """``(lo, hi)`` per interval: ``sorted_t_ns[lo:hi]`` are the times it contains (for sums by
     cumulative sums; ``closed`` as in :func:`innermost`).
+
+    Examples
+    --------
+    >>> bounds_in([0, 10], [10, 20], [0, 5, 10, 20])
+    (array([0, 2]), array([2, 3]))
     """
     _check(closed)
     t = np.asarray(sorted_t_ns, dtype=np.int64).reshape(-1)
@@ -202,6 +207,8 @@ def value_at(times_ns, ranges: pd.DataFrame, column: str = "name") -> np.ndarray
     """For each time, ``column`` of the innermost of ``ranges`` holding it (:func:`label_at`),
     None where none does: an object array of length m.
 
+    Examples
+    --------
     >>> import pandas as pd
     >>> ranges = pd.DataFrame({"name": ["a", "b"], "start_ns": [0, 20], "end_ns": [100, 60]})
     >>> value_at([20, 100], ranges).tolist()
