@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitDataWarning, KitFileError, NsysFormatError
-from ..phases import STEP_RANGE
 from ..model.nsys import NsysReport, defect_table, launches_by_correlation  # noqa: F401  (NsysReport's home is the model)
 from ..model.nsys import nvtx_gpu_projection, range_nesting  # noqa: F401  (their home is the model)
 from .files import check_regular_file
@@ -553,16 +552,13 @@ def _nvtx_events(ctx, event_type: int, attr: str) -> pd.DataFrame:
     rows that cannot be placed are left out and noted under ``attr``."""
     source = "NVTX_EVENTS"
     have = _columns(ctx.con, source)
+    every = lambda: [-1] * ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '   # noqa: E731
+                                           f'WHERE eventType = {event_type}').fetchone()[0]
     if event_type != NVTX_MARK and "end" not in have:
-        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
-                            f'WHERE eventType = {event_type}').fetchone()[0]
         ctx.note(attr, source, "end", "column absent: every range reads as never closed, so "
-                 "nvtx_sum, the GPU projection and the steps leave them out", [-1] * n)
+                 "nvtx_sum, the GPU projection and the steps leave them out", every())
     if not {"text", "textId"} & have:
-        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
-                            f'WHERE eventType = {event_type}').fetchone()[0]
-        ctx.note(attr, source, "text/textId", "both columns absent: every range is named ''",
-                 [-1] * n)
+        ctx.note(attr, source, "text/textId", "both columns absent: every range is named ''", every())
     df = _select(ctx, source, {
         "rowid": "_rowid", "start": "start_ns", "end": "end_ns", "eventType": "event_type",
         "text": "text", "textId": "text_id", "globalTid": "global_tid",

@@ -11,7 +11,6 @@ Sources: docs/SOURCES.md#kineto-names
 from __future__ import annotations
 
 import gc
-import math
 import re
 from collections import Counter, deque
 from contextvars import ContextVar
@@ -28,7 +27,6 @@ from orjson import dumps as _json_key
 
 from .files import gunzip_if_gz, parse_json, read_file_bytes
 from ..errors import TraceFormatError
-from ..phases import STEP_RANGE
 from ..progress import progress_bar
 
 # Category (lower-cased) -> (table, kind); Python frames ("python") end up in ops too.
@@ -137,7 +135,8 @@ def _is_memory_record(e) -> bool:
 _RAW_NULL = msgspec.Raw(b"null")
 
 #: ``args`` keys holding one list entry per argument: kept raw, each distinct text decoded once.
-_LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
+_LIST_ARGS_ORDER = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+_LIST_ARGS = frozenset(_LIST_ARGS_ORDER)
 
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
 _TABLE_ARGS = {
@@ -841,10 +840,8 @@ def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
         del names
         A = rest_args
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _list_arg(revs, "Input Dims", A)
-        d["input_types"] = _list_arg(revs, "Input type", A)
-        d["input_strides"] = _list_arg(revs, "Input Strides", A)
-        d["concrete_inputs"] = _list_arg(revs, "Concrete Inputs", A)
+        for col, key in zip(("input_dims", "input_types", "input_strides", "concrete_inputs"), _LIST_ARGS_ORDER):
+            d[col] = _list_arg(revs, key, A)
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
