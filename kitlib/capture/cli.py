@@ -372,25 +372,21 @@ def _stop_promptly():
     from .workload import STOP
     terminated = []
 
-    def on_int(signum, frame):
+    def on_signal(signum, frame):
         STOP.set()
-        print("\nkitlib: interrupted (Ctrl-C): stopping the DataLoader workers and removing "
-              "the unfinished bundle ...", file=sys.stderr, flush=True)
-        signal.signal(signal.SIGINT, signal.default_int_handler)   # a second Ctrl-C: at once
-        raise KeyboardInterrupt
-
-    def on_term(signum, frame):
-        STOP.set()
+        what = "interrupted (Ctrl-C)" if signum == signal.SIGINT else "terminated (SIGTERM)"
+        print(f"\nkitlib: {what}: stopping the DataLoader workers and removing the unfinished bundle ...",
+              file=sys.stderr, flush=True)
+        if signum == signal.SIGINT:
+            signal.signal(signal.SIGINT, signal.default_int_handler)   # a second Ctrl-C: at once
+            raise KeyboardInterrupt
         terminated.append(signum)
-        print("\nkitlib: terminated (SIGTERM): stopping the DataLoader workers and removing "
-              "the unfinished bundle ...", file=sys.stderr, flush=True)
         raise Terminated(143)
 
     STOP.clear()
     old = {}
     try:
-        old = {sig: signal.signal(sig, fn) for sig, fn in ((signal.SIGINT, on_int),
-                                                           (signal.SIGTERM, on_term))}
+        old = {sig: signal.signal(sig, on_signal) for sig in (signal.SIGINT, signal.SIGTERM)}
     except ValueError:                 # not the main thread: leave the handlers alone
         pass
     try:

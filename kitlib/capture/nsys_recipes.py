@@ -280,7 +280,7 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
     prof_cmd = profile_command(r, base, exe, python, desc, workload_args)
     exp_cmd = export_command(base.with_suffix(".nsys-rep"), sqlite, exe)
     t0 = time.perf_counter()
-    try:
+    with claim:
         with open(out / "nsys.log", "w") as log:
             rc = _run(prof_cmd, log, timeout_s, what="nsys profile")
             rep = base.with_suffix(".nsys-rep")
@@ -319,10 +319,6 @@ def capture_nsys(recipe="nsys_8step", out_dir=None, *, nsys=None, python: str | 
                              + (" + one range per operator (emit_nvtx)" if r.emit_nvtx else "")},
                      workload=workload, provenance=prov, origin="live", notes=notes,
                      extra={"run_id": run_id, "elapsed_s": round(time.perf_counter() - t0, 3)})
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.done()
     return open_capture(out)
 
 
@@ -377,9 +373,8 @@ def _parser() -> argparse.ArgumentParser:
     w.add_argument("--warmup-steps", type=int, default=0)
     w.add_argument("--data-load-covers-h2d", dest="data_load_covers_h2d", action="store_true", default=True)
     w.add_argument("--no-data-load-covers-h2d", dest="data_load_covers_h2d", action="store_false")
-    w.add_argument("--capture-range", action="store_true")
-    w.add_argument("--emit-nvtx", action="store_true")
-    w.add_argument("--record-shapes", action="store_true")
+    for flag in ("--capture-range", "--emit-nvtx", "--record-shapes"):
+        w.add_argument(flag, action="store_true")
     w.add_argument("--describe-to")
     w.add_argument("--device", default="auto")
     w.add_argument("--batch-size", type=int)
@@ -412,11 +407,7 @@ def main(argv=None) -> int:
     """Command-line entry point (``python -m kitlib.capture.nsys_recipes …``)."""
     a = _parser().parse_args(argv)
     if a.command == "run-workload":
-        run_workload(a.steps, a.warmup_steps, data_load_covers_h2d=a.data_load_covers_h2d,
-                     capture_range=a.capture_range, emit_nvtx=a.emit_nvtx, record_shapes=a.record_shapes,
-                     describe_to=a.describe_to, device=a.device, batch_size=a.batch_size,
-                     image_size=a.image_size, num_workers=a.num_workers, straggler_rank=a.straggler_rank,
-                     straggler_ms=a.straggler_ms)
+        run_workload(**{k: v for k, v in vars(a).items() if k != "command"})   # options named as its arguments
         print("nsys workload done", flush=True)
     elif a.command == "capture":
         try:

@@ -71,14 +71,10 @@ class Recipe:
         if self.kind not in ("torch_profiler", "timing"):
             raise KitError(f"recipe {self.name!r}: kind must be 'torch_profiler' or 'timing', "
                            f"not {self.kind!r}")
-        for f in ("wait", "warmup", "pre_steps", "timing_steps"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 0:
-                raise KitError(f"recipe {self.name!r}: {f} must be an integer >= 0, not {v!r}")
-        for f in ("active", "repeat"):
-            v = getattr(self, f)
-            if not isinstance(v, int) or v < 1:
-                raise KitError(f"recipe {self.name!r}: {f} must be an integer >= 1, not {v!r}")
+        for f in ("wait", "warmup", "pre_steps", "timing_steps", "active", "repeat"):
+            v, least = getattr(self, f), int(f in ("active", "repeat"))
+            if not isinstance(v, int) or v < least:
+                raise KitError(f"recipe {self.name!r}: {f} must be an integer >= {least}, not {v!r}")
         if not self.use_schedule and (self.wait or self.warmup or self.repeat != 1):
             raise KitError(f"recipe {self.name!r}: without a schedule (use_schedule=False) wait and "
                            f"warmup must be 0 and repeat 1; every step is recorded")
@@ -185,6 +181,13 @@ class OutFolder:
         """The bundle is complete: drop the lock file."""
         if self._owned():
             self._lock.unlink()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, exc_type, *exc):
+        """``done()`` after the block, ``abandon()`` when it raised (Ctrl-C included)."""
+        self.abandon() if exc_type is not None else self.done()
 
     def abandon(self) -> None:
         """The run failed: remove the files it wrote (:data:`WRITTEN_NAMES`, ``trace*.json.gz``),
@@ -418,7 +421,7 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
     claim = claim_out(out_dir, rec.name)
     out = claim.path
     t_start = time.perf_counter()
-    try:
+    with claim:
         with build_workload(config, progress=progress) as wl:
             if rec.pre_steps:
                 step_loop(wl, rec.pre_steps, "warm-up", progress)
@@ -486,10 +489,6 @@ def capture(config: WorkloadConfig | None = None, recipe="full", out_dir=None, p
                      workload=workload_desc, provenance=software_provenance(), origin="live",
                      notes=notes, extra={"steps": steps_info,
                                          "elapsed_s": round(time.perf_counter() - t_start, 3)})
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.done()
     return open_capture(out)
 
 
@@ -516,7 +515,7 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
     claim = claim_out(out_dir, "memory_history")
     out = claim.path
     t_start = time.perf_counter()
-    try:
+    with claim:
         with build_workload(config, progress=progress) as wl:
             step_loop(wl, pre_steps, "warm-up", progress)
             torch.cuda.reset_peak_memory_stats(device)
@@ -541,8 +540,4 @@ def memory_history(config: WorkloadConfig | None = None, steps: int = 3, out_dir
                              "pre_steps": pre_steps, "max_entries": max_entries},
                      workload=workload_desc, provenance=software_provenance(), origin="live",
                      notes=notes, extra={**peaks, "elapsed_s": round(time.perf_counter() - t_start, 3)})
-    except BaseException:
-        claim.abandon()
-        raise
-    claim.done()
     return open_capture(out)

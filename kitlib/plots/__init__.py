@@ -57,7 +57,6 @@ SMALLEST_TEXT_KEY = "kitlib smallest text px"
 def smallest_text_px(fig, dpi: float | None = None) -> float | None:
     """The size in pixels (at ``dpi``, default the figure's) of the smallest visible text ``fig``
     draws after a layout pass; ``None`` when it draws none."""
-    from matplotlib.axes import Axes
     from matplotlib.axis import Axis
     from matplotlib.text import Text
     fig.draw_without_rendering()
@@ -240,10 +239,8 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
     op = trace.ops.loc[op_row]
     t0 = op["start_ns"]
     us = lambda ns: ns_to_us(np.asarray(ns, dtype="float64") - t0)  # noqa: E731
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(11, 3.6))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (11, 3.6))
+    fig = ax.figure
     y_op, y_l, y_g = 2.6, 1, 0      # room above the launches for stacked labels
     h = 0.5
     ax.broken_barh([(0, ns_to_us(op["dur_ns"]))], (y_op - h / 2, h), color=COLORS["op"])
@@ -304,10 +301,8 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
     c = chain(trace) if chain_df is None else chain_df
     mine = c[(c["launch_start_ns"] >= t0) & (c["launch_start_ns"] <= t1)]
     g = trace.gpu.loc[mine["gpu_row"].to_numpy()]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(11, 3.2))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (11, 3.2))
+    fig = ax.figure
     yt, yl = [], []
     y = 0
     for stream, grp in sorted(g.groupby("stream"), key=lambda kv: kv[0]):
@@ -345,10 +340,8 @@ def plot_step_timeline(trace: Trace, step: int, ax=None, labels=("data_load", "h
 def plot_step_times(series: dict, ax=None, title="wall time of each step"):
     """Step wall times per series (``{label: [ms, ...]}``), a marker per step and a black median
     bar. Returns the Figure; y: ms, log scale."""
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(8, 3.2))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (8, 3.2))
+    fig = ax.figure
     for i, (lab, vals) in enumerate(series.items()):
         v = np.asarray(vals, dtype=float)
         ax.plot(np.full(len(v), i) + np.linspace(-0.15, 0.15, len(v)), v, "o", alpha=0.7)

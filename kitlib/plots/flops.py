@@ -7,9 +7,7 @@ import re
 import numpy as np
 import pandas as pd
 
-from . import new_axes as _ax
-from . import short_name
-from . import fig_size, font
+from . import fig_size, font, new_axes as _ax, short_name
 from ..units import ns_to_ms
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from . import fig_size, font
+from . import new_axes, fig_size, font
 from ..units import ns_to_ms, ns_to_us
 
 
@@ -29,10 +29,8 @@ def plot_shapes(table: pd.DataFrame, name: str, top: int = 12, ax=None):
 
 
 def _bars(t, device_ns, labels, notes, color, ax):
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(9, 0.38 * len(t) + 1.4))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (9, 0.38 * len(t) + 1.4))
+    fig = ax.figure
     y = np.arange(len(t))
     ms = ns_to_ms(np.asarray(device_ns, dtype="float64"))
     ax.barh(y, ms, color=color)

@@ -5,10 +5,9 @@ flow arrows from a CUDA call to the GPU work it started. Every rectangle is one 
 event at its own ``ts`` and ``dur``."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 from matplotlib.patches import Rectangle
 
-from . import fig_size, font, short_name
+from . import new_axes, font, short_name
 
 #: Categories of events that ran on a GPU: drawn on their stream's track (``tid`` = stream).
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation")
@@ -80,10 +79,8 @@ def plot_gui_timeline(events, t0_us: float | None = None, selected=None, ax=None
     ys, tracks = layout(events)
     names = track_names(events)
     rows = sum(d for *_, d in tracks) + 0.6 * len(tracks)
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(11, 0.9 + 0.42 * rows))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (11, 0.9 + 0.42 * rows))
+    fig = ax.figure
     sel = None if selected is None else {int(c) for c in selected}
 
     def lit(e):

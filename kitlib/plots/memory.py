@@ -3,8 +3,7 @@ from __future__ import annotations
 
 import pandas as pd
 
-from . import new_axes as _ax
-from . import font
+from . import font, new_axes as _ax
 from ..units import bytes_to_gb, ns_to_ms
 
 def plot_memory_over_time(timeline: pd.DataFrame, steps: pd.DataFrame | None = None, peak=None, ax=None,

@@ -8,7 +8,7 @@ import matplotlib.pyplot as plt
 from ..analyses.collectives import (collective_matches, collective_waits, collectives, communication_pieces,
                                     exposed_communication, rank_step_times)
 from ..readers.ranks import RankTraces
-from . import fig_size, legend_within
+from . import legend_within, new_axes
 
 #: Colours of the picture's parts.
 COLOURS = {"step": "#d9d9d9", "wait": "#d62728", "transfer": "#1f77b4", "delay": "#ff7f0e",
@@ -36,8 +36,7 @@ def plot_rank_timeline(traces: RankTraces, steps=None, ax=None, title: str | Non
     origin = int(st["start_ns"].min())
     end = int((st["start_ns"] + st["dur_ns"]).max())
     ranks = traces.ranks
-    if ax is None:
-        _, ax = plt.subplots(figsize=fig_size(12, 0.7 * len(ranks) + 1.6))
+    ax = new_axes(ax, (12, 0.7 * len(ranks) + 1.6))
     y = {r: len(ranks) - 1 - i for i, r in enumerate(ranks)}
     ms = lambda ns: (ns - origin) / 1e6   # noqa: E731
     for s in st.itertuples():
@@ -114,8 +113,7 @@ def plot_exposed_communication(traces: RankTraces, step: int | None = None, ax=N
     ranks = traces.ranks
     origin = int(min(p["start_ns"].min(), c["start_ns"].min()))
     end = int(max(p["end_ns"].max(), c["end_ns"].max()))
-    if ax is None:
-        _, ax = plt.subplots(figsize=fig_size(12, 1.1 * len(ranks) + 1.8))
+    ax = new_axes(ax, (12, 1.1 * len(ranks) + 1.8))
     ms = lambda ns: (ns - origin) / 1e6   # noqa: E731
     ticks, labels = [], []
     for i, r in enumerate(ranks):

@@ -2,19 +2,16 @@
 the caller, ``kitlib.course.exercises.l11.route_table()``)."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 
-from . import fig_size, font
+from . import new_axes, font
 
 
 def plot_routes(routes, tools=None, ax=None, title="which tool answers which question"):
     """Questions (rows, ``key``) by tools (columns: ``tools``, default every boolean column), a
     filled dot where a tool answers. Returns the Figure."""
     tools = list(tools) if tools is not None else [c for c in routes.columns if routes[c].dtype == bool]
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(8, 0.42 * len(routes) + 1.4))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (8, 0.42 * len(routes) + 1.4))
+    fig = ax.figure
     for y, (_, r) in enumerate(routes.iterrows()):
         for x, t in enumerate(tools):
             if bool(r[t]):

@@ -2,10 +2,9 @@
 (:func:`kitlib.analyses.align.align`)."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
-from . import fig_size, font
+from . import new_axes, font
 from ..units import ns_to_ms
 
 __all__ = ["plot_attribution"]
@@ -16,10 +15,8 @@ def plot_attribution(by_thread: pd.DataFrame, by_time: pd.DataFrame, tool: str =
     """Per phase, the median kernel ms (warm steps) credited by the thread rule and by the time
     rule, for ``tool`` (``"nsys"`` or ``"prof"``); copies and memsets are not drawn. Returns
     the Figure."""
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(8, 3))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (8, 3))
+    fig = ax.figure
     col = f"{tool}_kernel_sum_ns"
     def med(t):
         t = t[(t["step"] > 0) & (t["label"] != "step")]

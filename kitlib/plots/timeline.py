@@ -6,14 +6,13 @@ Sources: docs/SOURCES.md#timeline-module
 are cut to it); ``osrt_threads`` the thread ids whose OS-runtime calls get a lane (NsysReport)."""
 from __future__ import annotations
 
-import matplotlib.pyplot as plt
 from matplotlib.transforms import ScaledTranslation
 import numpy as np
 import pandas as pd
 
 from ..analyses.intervals import clip
 from ..analyses.steps import check_source, device_work, labelled_ranges, steps_of
-from . import COLORS as _KIT_COLORS, fig_size, font
+from . import new_axes, COLORS as _KIT_COLORS, font
 from ..units import ns_to_ms
 
 __all__ = ["timeline_rows", "plot_timeline", "plot_four_measures"]
@@ -78,10 +77,8 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
     "time (ms)". ``label_ranges`` writes the ranges' names on their bars. Returns the figure."""
     rows = timeline_rows(source, start_ns, end_ns, osrt_threads)
     t0 = start_ns if origin_ns is None else origin_ns
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(12, 0.45 * max(4, rows["lane"].nunique()) + 1.2))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (12, 0.45 * max(4, rows["lane"].nunique()) + 1.2))
+    fig = ax.figure
     lanes = rows.drop_duplicates("lane").sort_values("order")["lane"].tolist()
     ypos = {ln: len(lanes) - 1 - i for i, ln in enumerate(lanes)}
     for ln, g in rows.groupby("lane"):
@@ -120,10 +117,8 @@ def plot_timeline(source, start_ns: int, end_ns: int, gaps: pd.DataFrame | None 
 def plot_four_measures(measures: pd.DataFrame, ax=None, title: str = "one step, measured four ways"):
     """Horizontal bars of :func:`kitlib.analyses.four_measures.four_measures` (ms, written beside
     each), coloured by clock (host / device). Returns the figure."""
-    if ax is None:
-        fig, ax = plt.subplots(figsize=fig_size(9, 3.2))
-    else:
-        fig = ax.figure
+    ax = new_axes(ax, (9, 3.2))
+    fig = ax.figure
     m = measures.iloc[::-1]
     colors = ["#4C72B0" if c == "host" else "#55A868" for c in m["clock"]]
     ax.barh(m["measure"], ns_to_ms(m["value_ns"]), color=colors)

@@ -269,20 +269,17 @@ class Capture:
     # -- plain facts -------------------------------------------------------
     @property
     def name(self) -> str:
-        """The capture's name (``manifest["name"]``, else the folder's name).
-        """
+        """The capture's name (``manifest["name"]``, else the folder's name)."""
         return self.manifest.get("name", self.path.name)
 
     @property
     def kind(self) -> str:
-        """What tool wrote it: ``"torch_profiler"``, ``"nsys"``, ``"timing"``, … (``"?"`` if unsaid).
-        """
+        """What tool wrote it: ``"torch_profiler"``, ``"nsys"``, ``"timing"``, … (``"?"`` if unsaid)."""
         return self.manifest.get("kind", "?")
 
     @property
     def origin(self) -> str:
-        """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one.
-        """
+        """``"live"`` for a capture made on this machine, ``"recorded"`` for a shipped one."""
         return self.manifest.get("origin", "?")
 
     @property
@@ -299,8 +296,7 @@ class Capture:
 
     @property
     def workload(self) -> dict:
-        """What ran (``manifest["workload"]``: model, batch size, loader settings, …); ``{}`` if unsaid.
-        """
+        """What ran (``manifest["workload"]``: model, batch size, loader settings, …); ``{}`` if unsaid."""
         return self.manifest.get("workload", {})
 
     @property

@@ -22,7 +22,6 @@ import numpy as np
 import pandas as pd
 
 from ..errors import KitDataWarning, KitFileError, NsysFormatError
-from ..phases import STEP_RANGE
 from ..model.nsys import NsysReport, defect_table, launches_by_correlation  # noqa: F401  (NsysReport's home is the model)
 from ..model.nsys import nvtx_gpu_projection, range_nesting  # noqa: F401  (their home is the model)
 from .files import check_regular_file
@@ -316,26 +315,18 @@ def _placed(ctx: _Context, df: pd.DataFrame, attr: str, source: str,
     ``open_end`` a NULL ``end_ns`` is kept (Int64 ``end_ns``/``dur_ns``).
     """
     df = _ints(df, "start_ns", "end_ns", *required)
-    keep = pd.Series(True, index=df.index)
+    start, end = df["start_ns"].astype("float64"), df["end_ns"].astype("float64")
     cols = {"start_ns": "start", **({} if open_end else {"end_ns": "end"}), **required}
-    for ours, theirs in cols.items():
-        null = df[ours].isna() & keep
-        ctx.note(attr, source, theirs, "NULL where a value is needed: row(s) left out",
-                 df.loc[null, "_rowid"])
-        keep &= ~null
-    start = df["start_ns"].astype("float64")
-    end = df["end_ns"].astype("float64")
-    huge = keep & ((start.abs() > _MAX_ABS_TIME_NS) | (end.abs() > _MAX_ABS_TIME_NS))
-    ctx.note(attr, source, "start/end", "a time beyond +/-2**62 ns, not a timestamp: "
-             "row(s) left out", df.loc[huge, "_rowid"])
-    keep &= ~huge
-    backwards = (keep & (end < start)).fillna(False).astype(bool)
-    ctx.note(attr, source, "end", "end before start: row(s) left out", df.loc[backwards, "_rowid"])
-    keep &= ~backwards
-    long = (keep & ((end - start) > _MAX_DUR_NS)).fillna(False).astype(bool)
-    ctx.note(attr, source, "end", "a duration over 2**50 ns (13 days), longer than any "
-             "recording: row(s) left out", df.loc[long, "_rowid"])
-    keep &= ~long
+    checks = [(df[ours].isna(), theirs, "NULL where a value is needed") for ours, theirs in cols.items()] + [
+        ((start.abs() > _MAX_ABS_TIME_NS) | (end.abs() > _MAX_ABS_TIME_NS), "start/end",
+         "a time beyond +/-2**62 ns, not a timestamp"),
+        (end < start, "end", "end before start"),
+        ((end - start) > _MAX_DUR_NS, "end", "a duration over 2**50 ns (13 days), longer than any recording")]
+    keep = pd.Series(True, index=df.index)
+    for bad, column, problem in checks:          # each row noted once, under the first check it fails
+        bad = (keep & bad).fillna(False).astype(bool)
+        ctx.note(attr, source, column, f"{problem}: row(s) left out", df.loc[bad, "_rowid"])
+        keep &= ~bad
     df = df[keep.astype(bool)].copy()
     for c in ("start_ns", *required, *([] if open_end else ["end_ns"])):
         df[c] = df[c].astype("int64")
@@ -561,16 +552,13 @@ def _nvtx_events(ctx, event_type: int, attr: str) -> pd.DataFrame:
     rows that cannot be placed are left out and noted under ``attr``."""
     source = "NVTX_EVENTS"
     have = _columns(ctx.con, source)
+    every = lambda: [-1] * ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '   # noqa: E731
+                                           f'WHERE eventType = {event_type}').fetchone()[0]
     if event_type != NVTX_MARK and "end" not in have:
-        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
-                            f'WHERE eventType = {event_type}').fetchone()[0]
         ctx.note(attr, source, "end", "column absent: every range reads as never closed, so "
-                 "nvtx_sum, the GPU projection and the steps leave them out", [-1] * n)
+                 "nvtx_sum, the GPU projection and the steps leave them out", every())
     if not {"text", "textId"} & have:
-        n = ctx.con.execute(f'SELECT COUNT(*) FROM "{source}" '
-                            f'WHERE eventType = {event_type}').fetchone()[0]
-        ctx.note(attr, source, "text/textId", "both columns absent: every range is named ''",
-                 [-1] * n)
+        ctx.note(attr, source, "text/textId", "both columns absent: every range is named ''", every())
     df = _select(ctx, source, {
         "rowid": "_rowid", "start": "start_ns", "end": "end_ns", "eventType": "event_type",
         "text": "text", "textId": "text_id", "globalTid": "global_tid",

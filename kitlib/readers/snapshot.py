@@ -389,66 +389,58 @@ def _check_snapshot(raw: dict):
     """The first thing in a snapshot kitlib cannot read, as a sentence naming where
     (``segments[3]['blocks'][0]['size'] is text, ...``), or None; only the keys the tables use are checked.
     """
+    return next(filter(None, _snapshot_problems(raw)), None)
+
+
+def _snapshot_problems(raw: dict):
+    """:func:`_check_snapshot`'s checks in order, each yielding its problem or None (read up to the first)."""
     seen: set = set()           # frame dicts found sound (raw, alive here, keeps their ids apart)
     for i, seg in enumerate(raw["segments"]):
         where = f"segments[{i}]"
         if not isinstance(seg, dict):
-            return f"{where} is {_kind(seg)}, where the allocator writes a segment dictionary"
-        for key, opt, nonneg in (("device", False, True), ("address", False, True),
-                                 ("total_size", False, True), ("allocated_size", True, True),
-                                 ("active_size", True, True), ("requested_size", True, True)):
-            bad = _need(seg, key, where, _INT, optional=opt, nonneg=nonneg)
-            if bad:
-                return bad
+            yield f"{where} is {_kind(seg)}, where the allocator writes a segment dictionary"
+        for key in ("device", "address", "total_size", "allocated_size", "active_size", "requested_size"):
+            yield _need(seg, key, where, _INT, optional=key not in ("device", "address", "total_size"), nonneg=True)
         if not isinstance(seg.get("stream", 0), (int, type(None))):
-            return f"{where}['stream'] is {_kind(seg['stream'])}, where the allocator writes an integer"
+            yield f"{where}['stream'] is {_kind(seg['stream'])}, where the allocator writes an integer"
         blocks = seg.get("blocks", [])
         if not isinstance(blocks, list):
-            return f"{where}['blocks'] is {_kind(blocks)}, where the allocator writes a list"
+            yield f"{where}['blocks'] is {_kind(blocks)}, where the allocator writes a list"
         for j, b in enumerate(blocks):
             bw = f"{where}['blocks'][{j}]"
             if not isinstance(b, dict):
-                return f"{bw} is {_kind(b)}, where the allocator writes a block dictionary"
-            bad = (_need(b, "size", bw, _INT, nonneg=True) or _need(b, "state", bw, (str,))
+                yield f"{bw} is {_kind(b)}, where the allocator writes a block dictionary"
+            yield (_need(b, "size", bw, _INT, nonneg=True) or _need(b, "state", bw, (str,))
                    or _need(b, "address", bw, _INT, optional=True, nonneg=True)
                    or _need(b, "requested_size", bw, _INT, optional=True, nonneg=True)
                    or _check_frames(b.get("frames"), bw, seen))
-            if bad:
-                return bad
     traces = raw.get("device_traces") or []
     if not isinstance(traces, list):
-        return f"'device_traces' is {_kind(traces)}, where the allocator writes a list per device"
+        yield f"'device_traces' is {_kind(traces)}, where the allocator writes a list per device"
     for d, trace in enumerate(traces):
-        if not trace:
-            continue
-        if not isinstance(trace, list):
-            return f"device_traces[{d}] is {_kind(trace)}, where the allocator writes a list of events"
-        for k, e in enumerate(trace):
+        if trace and not isinstance(trace, list):
+            yield f"device_traces[{d}] is {_kind(trace)}, where the allocator writes a list of events"
+        for k, e in enumerate(trace or []):
             ew = f"device_traces[{d}][{k}]"
             if not isinstance(e, dict):
-                return f"{ew} is {_kind(e)}, where the allocator writes an event dictionary"
-            bad = (_need(e, "action", ew, (str,)) or _need(e, "addr", ew, _INT, optional=True)
+                yield f"{ew} is {_kind(e)}, where the allocator writes an event dictionary"
+            yield (_need(e, "action", ew, (str,)) or _need(e, "addr", ew, _INT, optional=True)
                    or _need(e, "size", ew, _INT, optional=True, nonneg=True)
                    or _need(e, "time_us", ew, _INT, optional=True)
                    or _check_frames(e.get("frames"), ew, seen))
-            if bad:
-                return bad
             if not isinstance(e.get("stream"), (int, type(None))):
-                return f"{ew}['stream'] is {_kind(e['stream'])}, where the allocator writes an integer"
+                yield f"{ew}['stream'] is {_kind(e['stream'])}, where the allocator writes an integer"
     notes = raw.get("external_annotations") or []
     if not isinstance(notes, list):
-        return f"'external_annotations' is {_kind(notes)}, where PyTorch writes a list"
+        yield f"'external_annotations' is {_kind(notes)}, where PyTorch writes a list"
     for k, a in enumerate(notes):
         aw = f"external_annotations[{k}]"
         if not isinstance(a, dict):
-            return f"{aw} is {_kind(a)}, where PyTorch writes a dictionary"
-        bad = (_need(a, "stage", aw, (str,)) or _need(a, "name", aw, (str,))
+            yield f"{aw} is {_kind(a)}, where PyTorch writes a dictionary"
+        yield (_need(a, "stage", aw, (str,)) or _need(a, "name", aw, (str,))
                or _need(a, "time_us", aw, _INT) or _need(a, "device", aw, _INT, optional=True))
-        if bad:
-            return bad
     if not isinstance(raw.get("allocator_settings") or {}, dict):
-        return f"'allocator_settings' is {_kind(raw['allocator_settings'])}, where PyTorch writes a dictionary"
-    return None
+        yield f"'allocator_settings' is {_kind(raw['allocator_settings'])}, where PyTorch writes a dictionary"
 
 
 def _segment_tables(raw_segments):

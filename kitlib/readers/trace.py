@@ -11,7 +11,6 @@ Sources: docs/SOURCES.md#kineto-names
 from __future__ import annotations
 
 import gc
-import math
 import re
 from collections import Counter, deque
 from contextvars import ContextVar
@@ -24,10 +23,10 @@ from typing import Any
 import msgspec
 import numpy as np
 import pandas as pd
+from orjson import dumps as _json_key
 
 from .files import gunzip_if_gz, parse_json, read_file_bytes
 from ..errors import TraceFormatError
-from ..phases import STEP_RANGE
 from ..progress import progress_bar
 
 # Category (lower-cased) -> (table, kind); Python frames ("python") end up in ops too.
@@ -136,7 +135,8 @@ def _is_memory_record(e) -> bool:
 _RAW_NULL = msgspec.Raw(b"null")
 
 #: ``args`` keys holding one list entry per argument: kept raw, each distinct text decoded once.
-_LIST_ARGS = frozenset({"Input Dims", "Input type", "Input Strides", "Concrete Inputs"})
+_LIST_ARGS_ORDER = ("Input Dims", "Input type", "Input Strides", "Concrete Inputs")
+_LIST_ARGS = frozenset(_LIST_ARGS_ORDER)
 
 #: The ``args`` keys each table reads (the first spelling wins; older ones follow it).
 _TABLE_ARGS = {
@@ -719,15 +719,6 @@ def _lists(evs, values, key: str) -> list:
     return values
 
 
-try:
-    from orjson import dumps as _json_key
-except ImportError:  # pragma: no cover - orjson is a dependency
-    import json as _json
-
-    def _json_key(v):
-        return _json.dumps(v).encode()
-
-
 def _list_arg(evs, key: str, args) -> list:
     """A per-argument field of every event, checked (:func:`_lists`), equal lists shared."""
     vals = _arg(evs, key, args=args)
@@ -786,19 +777,10 @@ def _numbers(evs, key, default=None):
     return a
 
 
-def _times(evs, with_dur=True):
-    if not evs:
-        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
-    start = _ns_exact(evs, "ts", _numbers(evs, "ts"))
-    if with_dur:
-        dur = np.rint(_numbers(evs, "dur", 0) * 1000).astype(np.int64)
-    else:
-        dur = np.zeros(len(evs), dtype=np.int64)
-    return start, dur
-
-
 def _base_frame(evs, with_dur=True):
-    start, dur = _times(evs, with_dur)
+    """The columns every table has, of a non-empty list of events, checked."""
+    start = _ns_exact(evs, "ts", _numbers(evs, "ts"))
+    dur = np.rint(_numbers(evs, "dur", 0) * 1000).astype(np.int64) if with_dur else np.zeros(len(evs), np.int64)
     names = _col(evs, "name", "")
     name_col = _text(names)                             # the usual case: every name is text
     if name_col is None:
@@ -821,7 +803,7 @@ def _base_frame(evs, with_dur=True):
             elif v is None or not _hashable_id(v):
                 raise _BadEvent(e, f"has no '{key}'" if v is None else
                                 f"has a '{key}' that is a {type(v).__name__}, not a number or text")
-        ids[key] = _int_ids(col)
+        ids[key] = [v if type(v) is int else _as_int(v) for v in col]    # checked in range above
     return {
         "name": name_col,
         "pid": ids["pid"], "tid": ids["tid"],
@@ -843,14 +825,6 @@ def _text(values: list):
     return pd.array(arr, dtype="str")
 
 
-def _int_ids(values: list):
-    """Process/thread ids as a column: int64 when every one is an int (checked in
-    range by :func:`_base_frame`), else each through :func:`_as_int`."""
-    if set(map(type, values)) == {int}:
-        return np.fromiter(values, dtype=np.int64, count=len(values))
-    return [v if type(v) is int else _as_int(v) for v in values]
-
-
 def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
     """The ops table from the operators, annotations and steps (``revs``, their
     ``kinds`` and :func:`_args`), and the Python frames (``py``, ``py_args``)."""
@@ -866,10 +840,8 @@ def _ops_table(revs, kinds, rest_args, py, py_args) -> pd.DataFrame:
         del names
         A = rest_args
         d["external_id"] = _ids(_arg(revs, "External id", "external id", args=A), revs, "External id")
-        d["input_dims"] = _list_arg(revs, "Input Dims", A)
-        d["input_types"] = _list_arg(revs, "Input type", A)
-        d["input_strides"] = _list_arg(revs, "Input Strides", A)
-        d["concrete_inputs"] = _list_arg(revs, "Concrete Inputs", A)
+        for col, key in zip(("input_dims", "input_types", "input_strides", "concrete_inputs"), _LIST_ARGS_ORDER):
+            d[col] = _list_arg(revs, key, A)
         d["sequence_number"] = _ids(_arg(revs, "Sequence number", args=A), revs, "Sequence number")
         d["fwd_thread_id"] = _ids(_arg(revs, "Fwd thread id", args=A), revs, "Fwd thread id")
         d["call_stack"] = _arg(revs, "Call stack", args=A)
@@ -1144,12 +1116,9 @@ def _memory_table(evs, A) -> pd.DataFrame:
         return _empty(MEMORY_COLUMNS)
     d = _base_frame(evs, with_dur=False)
     d.pop("end_ns")
-    d["bytes"] = _ids(_arg(evs, "Bytes", args=A), evs, "Bytes")
-    d["addr"] = _ids(_arg(evs, "Addr", args=A), evs, "Addr")
-    d["total_allocated"] = _ids(_arg(evs, "Total Allocated", args=A), evs, "Total Allocated")
-    d["total_reserved"] = _ids(_arg(evs, "Total Reserved", args=A), evs, "Total Reserved")
-    d["device_type"] = _ids(_arg(evs, "Device Type", args=A), evs, "Device Type")
-    d["device_id"] = _ids(_arg(evs, "Device Id", args=A), evs, "Device Id")
+    for col, key in zip(("bytes", "addr", "total_allocated", "total_reserved", "device_type", "device_id"),
+                        _TABLE_ARGS["memory"]):                      # "Bytes", "Addr", … in this order
+        d[col] = _ids(_arg(evs, key, args=A), evs, key)
     # records without size or device: left out (meta["memory_records_unusable"])
     keep = np.flatnonzero(d["bytes"].notna().to_numpy() & d["device_type"].notna().to_numpy())
     return _frame(d, MEMORY_COLUMNS, keep[np.argsort(d["start_ns"][keep], kind="stable")])
