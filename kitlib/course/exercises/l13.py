@@ -18,7 +18,8 @@ that grows outside the profiler's records (the process's RSS per step, from
 average per core; its code, operators, counts and shapes are the healthy run's).
 
 After the diagnosis: a prediction (a fix that changed the batch, per step), lesson 10's
-comparison of a fix (one case's median difference, another's verdict), and a transfer
+comparison of a fix (one case's median difference, another's verdict), both held back until
+every case's cause is tried (a fix names what it changed: :class:`Clinic`), and a transfer
 (the pageable-copy sign on the kit's H200 reference).
 """
 from __future__ import annotations
