@@ -331,8 +331,75 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     assert prompt in str(fresh.check("case_a_evidence", None))
     assert "case_g" not in fresh._repr_markdown_()
     fresh.reach("fixes")
+    assert "fix_g_per_step_verdict" not in fresh.show()       # a cause still open: the fixes wait
+    fresh.reveal("case_a_cause"), fresh.reveal("case_g_cause")   # (case_a's try was set back to none above)
     assert "fix_g_per_step_verdict" in fresh.show() and "transfer_pageable" not in fresh.show()
     assert len(fresh.questions) == 2 * 4 + 3     # the answer key still has every question (no case_h: 3 more)
+
+
+def test_the_fix_questions_wait_until_every_cause_is_tried():
+    """A learner's report: the fix section gave away the causes of cases not yet diagnosed
+    (a fix names what it changed: "case_g's fix made each batch larger"). Until every case's
+    cause has been tried (right or wrong) or revealed, checking or revealing a fix question
+    gives one line that names every cause still open and neither shows the prompt, judges an
+    answer nor shows the answer; ``show()`` leaves the fix questions out. Then they work as
+    before, in order."""
+    fresh = l13.questions(letters=["a", "g"])
+    fresh.reach("a"), fresh.reach("g"), fresh.reach("fixes")
+    q = fresh["fix_g_per_step_verdict"]
+    for early in (fresh.check("fix_g_per_step_verdict", "faster"), fresh.reveal("fix_g_per_step_verdict"),
+                  fresh.check("fix_a_verdict", None)):
+        said = str(early)
+        assert early.correct is None and "held back until you have tried every case's cause" in said, said
+        assert "Still open: case_a_cause, case_g_cause " in said, said
+        assert q.prompt not in said and q.explain not in said and "batch" not in said and "faster" not in said
+    assert q.prediction is ... and q.wrong_tries == 0 and not q.revealed and not q.outcome_ready()
+    assert "fix_" not in fresh.show() and "fix_" not in fresh._repr_markdown_()
+    fresh.check("case_a_cause", None)                 # a form shown, nothing tried
+    fresh.check("case_a_cause", "not a cause")        # not one of the choices: not a try
+    fresh.check("case_g_cause", cs.CAUSES["slow_transform"].text)     # case_g's tried (wrong)
+    said = str(fresh.check("fix_a_verdict", "faster"))
+    assert "Still open: case_a_cause " in said and "case_g_cause" not in said, said
+    assert fresh["fix_a_verdict"].wrong_tries == 0 and fresh["fix_a_verdict"].solved_after is None
+    fresh.reveal("case_a_cause")                      # the last: revealed counts
+    assert fresh.causes_open() == []
+    v = fresh.check("fix_g_per_step_verdict", "slower")
+    assert v.correct is not None and q.prediction == "slower" and "fix_g_per_step_verdict" in fresh.show()
+    assert fresh.check("fix_a_verdict", fresh["fix_a_verdict"].answer).correct is True
+    assert q.explain in str(fresh.reveal("fix_g_per_step_verdict"))
+    with pytest.raises(KeyError):
+        fresh.check("fix_nope", None)
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_the_fix_forms_open_in_place_once_the_last_cause_is_tried(monkeypatch):
+    """In a kernel the held line of a fix question is an output widget waiting on every open
+    cause (classes kitlib-held-form-case_X_cause); it gives way to the question's form, in
+    place and once, when the last cause is tried or revealed, judging the answer the cell
+    holds; a held reveal gives way to the answer."""
+    import ipywidgets
+    from kitlib.course import widgets
+    shown = []
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    monkeypatch.setattr("IPython.display.display", lambda obj, **kw: shown.append(obj))
+    fresh = l13.questions(letters=["a", "g"])
+    fresh.reach("fixes")
+    early = fresh.check("fix_a_verdict", fresh["fix_a_verdict"].answer)
+    bundle = early._repr_mimebundle_()
+    assert "Still open: case_a_cause, case_g_cause" in bundle["text/plain"]
+    out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert isinstance(out, ipywidgets.Output) and widgets.HELD_FORM_CLASS in out._dom_classes
+    assert {f"{widgets.HELD_FORM_CLASS}-case_{x}_cause" for x in "ag"} <= set(out._dom_classes)
+    assert fresh["fix_a_verdict"].prompt not in str(out.outputs)
+    fresh.reveal("fix_g_per_step_verdict")._repr_mimebundle_()
+    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # one tried: still one open
+    assert shown == []
+    fresh.check("case_g_cause", cs.CAUSES["tiny_batches"].text)        # the last: both open, once
+    form, answer = shown
+    assert form.key == "fix_a_verdict" and form.correct is True and form.question is fresh["fix_a_verdict"]
+    assert answer.key == "fix_g_per_step_verdict" and fresh["fix_g_per_step_verdict"].explain in str(answer)
+    fresh.reveal("case_a_cause")
+    assert len(shown) == 2
 
 
 @pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id

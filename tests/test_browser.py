@@ -226,26 +226,48 @@ _HELD_BACK_JS = """() => [...document.querySelectorAll('.kitlib-outcome')].map(o
   text: o.innerText.slice(0, 300), shows: !!o.querySelector('table, img, pre')}))"""
 
 
+#: The questions a held-back form (``kitlib-held-form``: lesson 13's evidence, waiting for its
+#: case's cause, and its fix questions, waiting for every case's) waits on, found by the key
+#: its line names in bold; [] where no such form is on the page.
+_HELD_FORM_KEYS_JS = """(key) => { const h = [...document.querySelectorAll('.kitlib-held-form')].find(
+  o => [...o.querySelectorAll('b')].some(b => b.innerText.trim() === key));
+  return h ? [...h.classList].filter(c => c.startsWith('kitlib-held-form-')).map(c => c.slice(17)) : []; }"""
+
+
+def _answer_in_its_form(page, key):
+    """Answer question ``key`` in its form (any answer: a prediction need not be right). A
+    form held back until other questions are tried (lesson 13's fixes wait for every case's
+    cause) is opened first, by answering those in their forms."""
+    form = _form(page, key)
+    if not form.count():
+        waits = page.evaluate(_HELD_FORM_KEYS_JS, key)
+        assert waits, f"no form of {key} on the page, and no held-back line naming it"
+        for other in waits:
+            _answer_in_its_form(page, other)
+        form.wait_for(timeout=30_000)          # the held line gives way to the form, in place
+    form.scroll_into_view_if_needed()
+    if form.locator(".kitlib-verdict[data-correct='true'], .kitlib-verdict[data-correct='false']").count():
+        return                        # answered already (lesson 02's clicks)
+    if form.locator("select").count():
+        choice = form.locator("select option").nth(1).get_attribute("value")
+        form.locator("select").select_option(choice)
+    elif form.locator("button:has-text('yes')").count():
+        choice = "yes"
+        form.locator("button:has-text('yes')").first.click()
+    else:
+        choice = "1"
+        form.locator("input").fill(choice)
+    form.locator(f".kitlib-pending[data-given={json.dumps(choice)}]").wait_for(timeout=20_000)
+    form.locator("button:has-text('Check')").click()
+    form.locator(".kitlib-verdict").wait_for(timeout=20_000)
+
+
 def _predict_and_see_the_outcome(page, keys):
     """Issue 40: answer the questions of the first outcome held back, each in its form (any
-    answer: a prediction need not be right), and the outcome shows in place, no cell re-run."""
+    answer: a prediction need not be right; a form itself held back opened first), and the
+    outcome shows in place, no cell re-run."""
     for key in keys:
-        form = _form(page, key)
-        form.scroll_into_view_if_needed()
-        if form.locator(".kitlib-verdict[data-correct='true'], .kitlib-verdict[data-correct='false']").count():
-            continue                  # answered already (lesson 02's clicks)
-        if form.locator("select").count():
-            choice = form.locator("select option").nth(1).get_attribute("value")
-            form.locator("select").select_option(choice)
-        elif form.locator("button:has-text('yes')").count():
-            choice = "yes"
-            form.locator("button:has-text('yes')").first.click()
-        else:
-            choice = "1"
-            form.locator("input").fill(choice)
-        form.locator(f".kitlib-pending[data-given={json.dumps(choice)}]").wait_for(timeout=20_000)
-        form.locator("button:has-text('Check')").click()
-        form.locator(".kitlib-verdict").wait_for(timeout=20_000)
+        _answer_in_its_form(page, key)
     selector = ".kitlib-outcome-" + keys[0]
     page.wait_for_function("(s) => { const o = document.querySelector(s); return o && "
                            "!o.innerText.includes('held back') && o.querySelector('table, img, pre'); }",

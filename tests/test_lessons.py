@@ -255,10 +255,11 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
 #: four of its questions in one loop), except lesson 13's ten evidence questions, whose
-#: cells say "name a cause first" until a cause has been tried (run in order with no
+#: cells say "name a cause first" until a cause has been tried, and its three questions
+#: about the fixes, which wait until every case's cause has been (run in order with no
 #: answers, none has). tests/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
-         "12": 13, "13": 34}
+         "12": 13, "13": 31}
 def _notes(cell) -> list:
     """The ``data: ...`` notes of an executed cell's outputs: under figures and printed or
     displayed tables (text), and under the kit's own HTML tables (widgets.readable)."""
@@ -451,8 +452,11 @@ def test_lesson10_figure_note_names_exactly_the_recordings_drawn(executed_lesson
 
 
 #: Lesson 13's evidence cells: a note instead of a form until the case's cause is tried, then
-#: the form in its place.
+#: the form in its place; its fix questions' cells: the same until every case's cause is tried.
 LOCKED = re.compile(r'ex\.check\("case_\w_evidence"')
+FIX_LOCKED = re.compile(r'ex\.check\("(fix_\w+)"')
+#: Lesson 13's case letters, in the lesson's order.
+CLINIC_LETTERS = "abcdefghkl"
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
 
 
@@ -474,6 +478,21 @@ def test_every_exercise_check_shows_an_answer_form(path, executed_lesson):
             (key,) = re.findall(r'ex\.check\("(case_\w_evidence)"', cell.source)
             held = state.get(views[0], {}).get("state", {})
             assert f"kitlib-held-form-{key.replace('evidence', 'cause')}" in held.get("_dom_classes", []), held
+            inner = [o["data"][WIDGET_VIEW]["model_id"] for o in held.get("outputs", [])
+                     if WIDGET_VIEW in o.get("data", {})]
+            assert [f"kitlib-answer-form-{key}" in state.get(m, {}).get("state", {}).get("_dom_classes", [])
+                    for m in inner] == [True], (cell.source, held.get("outputs"))
+            continue
+        if path.name[:2] == "13" and FIX_LOCKED.search(cell.source):
+            # a fix names what it changed: a line naming every cause still open (all of them, with
+            # no answer), which gives way to the form once the last is tried (the last cell reveals)
+            text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
+            causes = [f"case_{x}_cause" for x in CLINIC_LETTERS]
+            assert len(views) == 1 and "held back until you have tried every case's cause" in text, cell.source
+            assert f"Still open: {', '.join(causes)} (" in unwrapped(text), text
+            (key,) = FIX_LOCKED.findall(cell.source)
+            held = state.get(views[0], {}).get("state", {})
+            assert {f"kitlib-held-form-{c}" for c in causes} <= set(held.get("_dom_classes", [])), held
             inner = [o["data"][WIDGET_VIEW]["model_id"] for o in held.get("outputs", [])
                      if WIDGET_VIEW in o.get("data", {})]
             assert [f"kitlib-answer-form-{key}" in state.get(m, {}).get("state", {}).get("_dom_classes", [])
@@ -819,6 +838,30 @@ def test_l13_fix_and_trust_tables_held_back_in_run_all(executed_lesson):
     opened = "\n".join(seen(run.nb.cells[i].outputs) for i in held)
     missing = [t for t in CLINIC_GIVEAWAYS if not re.search(t, opened, re.S)]
     assert not missing, f"held back and never shown once revealed (figures changed? update the list): {missing}"
+    for i in held:       # the fix table and verdicts wait for every case's cause, and say so (a fix names it)
+        if "FIX_KEYS" in cells[i].source:
+            said = unwrapped(_shown_text(cells[i].outputs))
+            assert all(f"case_{x}_cause" in said for x in CLINIC_LETTERS), said
+
+
+#: Words of the clinic's causes and fixes that the prose of lesson 13's fix section must not
+#: hold: it shows before every case's cause is tried ("the layout fix" tells case_a's cause).
+FIX_PROSE_TELLS = ("batch", "image", "layout", "channels", "contiguous", "loader", "worker", "transform",
+                   "optimizer", "fused", "foreach", "anomaly", "isnan", "straggler", "rank", "rss", "heavy profile",
+                   "same operators", "tensor", "autograd", "sync", "pinned", "pageable")
+
+
+def test_l13_fix_section_prose_names_no_cause():
+    """A learner's report: the fix section, shown before every case is diagnosed, gave causes
+    away. Its markdown (from "Did the fixes work?" to the next section) names cases by letter
+    ("case_a's fix"), never by their cause or fix."""
+    nb = nbformat.read(next(p for p in LESSONS if p.name.startswith("13")), as_version=4)
+    start = next(i for i, c in enumerate(nb.cells) if c.source.startswith("## Did the fixes work?"))
+    end = next(i for i, c in enumerate(nb.cells) if i > start and c.cell_type == "markdown"
+               and c.source.startswith("## "))
+    prose = " ".join(c.source.lower() for c in nb.cells[start:end] if c.cell_type == "markdown")
+    assert "case_a's" in prose and "every case's cause" in prose
+    assert [w for w in FIX_PROSE_TELLS if re.search(rf"\b{w}", prose)] == []
 
 
 def test_l13_case_g_step_times_wait_for_its_fix_prediction(executed_lesson):

@@ -224,3 +224,31 @@ def test_the_inline_backends_flush_waits_while_an_outcome_is_drawn():
         assert other.is_alive() and ran == []       # the flush waits
     other.join(5)
     assert ran == ["subshell"]
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")     # Widget.widgets: the model by its id
+def test_a_held_verdict_waiting_on_several_questions_opens_once_all_are_tried(monkeypatch):
+    """``Verdict.later`` with several keys (lesson 13's fix questions wait for every case's
+    cause): the output widget carries a class per key, runs ``show`` neither after the first
+    of them is tried nor after an untried check, but once, in place, when the last is; outside
+    a kernel the verdict is its text alone."""
+    import ipywidgets
+    from kitlib.course.exercises import Verdict
+    ex = Exercises("t", _ex().questions + [Question("extra", "Compute more", 3.5, "more", kind="compute")])
+    runs = []
+    keys = ("ratio", "extra")
+    later = (keys, lambda: all(ex[k].attempted() for k in keys), lambda: runs.append("form"))
+    held = Verdict("order", None, "held back until ratio, extra are tried", exercises=ex, later=later)
+    assert set(held._repr_mimebundle_()) == {"text/plain", "text/markdown"}       # no kernel: the text
+    monkeypatch.setattr(widgets, "in_kernel", lambda: True)
+    bundle = Verdict("order", None, "held back until ratio, extra are tried", exercises=ex,
+                     later=later)._repr_mimebundle_()
+    out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
+    assert {f"{widgets.HELD_FORM_CLASS}-{k}" for k in keys} <= set(out._dom_classes)
+    assert "held back until ratio, extra" in out.outputs[0]["data"]["text/html"]
+    ex.check("ratio", 1.0)                  # one of two tried
+    ex.check("extra", "not a number")       # not a try
+    assert runs == []
+    ex.reveal("extra")                      # the last: shown, once
+    ex.check("ratio", 2.0)
+    assert runs == ["form"]

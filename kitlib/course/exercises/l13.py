@@ -18,7 +18,8 @@ that grows outside the profiler's records (the process's RSS per step, from
 average per core; its code, operators, counts and shapes are the healthy run's).
 
 After the diagnosis: a prediction (a fix that changed the batch, per step), lesson 10's
-comparison of a fix (one case's median difference, another's verdict), and a transfer
+comparison of a fix (one case's median difference, another's verdict), both held back until
+every case's cause is tried (a fix names what it changed: :class:`Clinic`), and a transfer
 (the pageable-copy sign on the kit's H200 reference).
 """
 from __future__ import annotations
@@ -545,7 +546,12 @@ class Clinic(Exercises):
     figure, which points at the cause. Until then ``check`` of the evidence question says so
     and neither shows its prompt nor judges an answer; in a notebook its form then opens in
     that cell by itself. The questions about the fixes appear
-    once ``reach("fixes")`` has run, the transfer once ``reach("transfer")`` has.
+    once ``reach("fixes")`` has run and every case's cause has been tried (right or wrong:
+    :meth:`Question.attempted`) or revealed: a fix names what it changed, which would give
+    away the cause of a case still open. Until then ``check`` and ``reveal`` of a fix
+    question give a line naming every cause still open, judge nothing and show no answer;
+    in a notebook that line gives way to the question's form (or its answer) in place once
+    the last is tried. The transfer appears once ``reach("transfer")`` has run.
     ``questions`` holds them all (the answer key)."""
 
     def __init__(self, title, questions):
@@ -562,12 +568,34 @@ class Clinic(Exercises):
             return key[:6]
         return "transfer" if key.startswith("transfer") else "fixes"
 
+    def causes_open(self) -> list:
+        """The keys of the cause questions (``case_X_cause``) neither tried (a counted try,
+        right or wrong) nor revealed, in the lesson's order: what the fix section waits on."""
+        return [q.key for q in self.questions if self._part(q.key) + "_cause" == q.key and not q.attempted()]
+
+    def _fix_held(self, key: str, then, then_said: str = "This question's form then opens here.") -> Verdict | None:
+        """For a question of the fix section while a cause is still open: a line naming every
+        open cause, which in a notebook gives way to ``then()`` (displayed) once the last is
+        tried or revealed (:func:`kitlib.course.widgets.held_bundle`); None otherwise."""
+        waiting = self.causes_open() if self._part(key) == "fixes" else []
+        if not waiting:
+            return None
+
+        def show():
+            from IPython.display import display
+            display(then())
+        return Verdict(key, None, "held back until you have tried every case's cause (right or wrong) or revealed "
+                                  "it: a fix names what it changed, which would give away the cause of a case still "
+                                  f"open. Still open: {', '.join(waiting)} (each in its form above, or with "
+                                  f"ex.check(key, answer)). {then_said}", exercises=self,
+                       later=(tuple(waiting), lambda: not self.causes_open(), show))
+
     def listed(self) -> list:
         """The questions reached so far, in the lesson's order."""
         out = []
         for q in self.questions:
             part = self._part(q.key)
-            if part not in self.reached:
+            if part not in self.reached or (part == "fixes" and self.causes_open()):
                 continue
             if q.key.endswith("_evidence") and f"{part}_cause" not in self.asked:
                 continue
@@ -579,7 +607,8 @@ class Clinic(Exercises):
         tried gets a note to name a cause first (see the class). In a notebook that note gives
         way, in place, to the evidence question's form once the cause is tried or revealed (as
         :meth:`Exercises.outcome`'s lines do), with ``answer`` judged as running the cell again
-        would judge it."""
+        would judge it. A question of the fix section waits, the same way, for every case's
+        cause (see the class)."""
         part = self._part(key)
         cause = f"{part}_cause"
         if key.endswith("_evidence") and cause not in self.asked:
@@ -592,14 +621,21 @@ class Clinic(Exercises):
                                       "you have tried one, as it names the figure to compute, and the figure "
                                       "points at the cause. Its form then opens here.", exercises=self,
                            later=((cause,), lambda: cause in self.asked, show))
+        held = self._fix_held(key, lambda: self.check(key, answer))
+        if held is not None:
+            self[key]                                        # an unknown key still raises
+            return held
         if answer is not None:
             self.asked.add(key)
         return super().check(key, answer)
 
     def reveal(self, key: str) -> Verdict:
         """As :meth:`Exercises.reveal`; a revealed cause counts as tried (its evidence
-        question opens)."""
+        question opens). A fix question is not revealed while a cause is open (see the class)."""
         self[key]                                            # an unknown key still raises
+        held = self._fix_held(key, lambda: self.reveal(key), "Its answer then shows here.")
+        if held is not None:
+            return held
         if key.endswith("_cause"):
             self.asked.add(key)
         return super().reveal(key)
