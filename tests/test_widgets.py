@@ -291,7 +291,7 @@ def test_callsite_explorer_table_spans_the_output_and_keeps_a_call_site_on_one_l
     longest = max(map(len, e.table.index))
     assert longest * 0.55 <= e.max_width_em, longest
     chain = explorers.chain_explorer(fb, "aten::cudnn_convolution", step=int(fb.steps["step"].iloc[0]))
-    assert chain.max_width_em == 8 and chain.table_out.layout.width == "100%"
+    assert chain.max_width_em == 8 and chain.table_out.layout.width == "100%" and chain.table_out.layout.margin == "2px 0"
 
 
 def test_memory_explorer_follows_the_chosen_step(p5):

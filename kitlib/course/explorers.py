@@ -76,8 +76,8 @@ class Explorer(widgets.VBox):
         #: The note saying which views wait for a prediction (grouping_explorer's ``hold``), else "".
         self.held_note = ""
         # the table's area spans the output (848 px at 1280 x 800 with the file browser open),
-        # not the width of what it held first
-        self.table_out = widgets.Output(layout=widgets.Layout(width="100%"))
+        # not the width of what it held first; no side margin (2 px each side took it past the cell)
+        self.table_out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
         self.figure_out = widgets.Output()
         from .labels import sources_note
         # the recordings of the cell that made the explorer: a redraw from a control runs
