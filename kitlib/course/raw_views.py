@@ -119,11 +119,8 @@ def as_json(events, args=LINK_ARGS, name_width: int = 60) -> str:
 def events_frame(events):
     """One row per event: ``ph cat name pid tid ts dur``, ``external_id``, ``correlation`` (Int64)."""
     import pandas as pd
-    rows = [{"ph": e.get("ph"), "cat": e.get("cat"), "name": e.get("name"), "pid": e.get("pid"),
-             "tid": e.get("tid"), "ts": e.get("ts"), "dur": e.get("dur"),
-             "external_id": e.get("args", {}).get("External id"), "correlation": e.get("args", {}).get("correlation")}
-            for e in events]
-    df = pd.DataFrame(rows, columns=["ph", "cat", "name", "pid", "tid", "ts", "dur", "external_id", "correlation"])
+    df = pd.DataFrame([[e.get(k) for k in KEEP] + [e.get("args", {}).get(k) for k in LINK_ARGS] for e in events],
+                      columns=[*KEEP, "external_id", "correlation"])
     for c in ("external_id", "correlation"):
         df[c] = df[c].astype("Int64")
     return df
@@ -412,9 +409,8 @@ def nccl_call_excerpt(runs, calls: int = 3) -> dict:
             raise KitError(f"{path}: no NCCL kernel launched inside an nccl:* operator")
         for k, la, op in sorted(found, key=lambda f: f[0]["ts"])[:calls]:
             pids[op["pid"]] = rank
-            out += [{**{f: op[f] for f in KEEP if f in op}, "args": {"Input Dims": op["args"].get("Input Dims")}},
-                    {**{f: la[f] for f in KEEP if f in la}, "args": {"correlation": la["args"]["correlation"]}},
-                    {**{f: k[f] for f in KEEP if f in k}, "args": {"correlation": k["args"]["correlation"]}}]
+            out += [{**{f: e[f] for f in KEEP if f in e}, "args": {a: e["args"].get(a)}}
+                    for e, a in ((op, "Input Dims"), (la, "correlation"), (k, "correlation"))]
     return {"ranks": pids, "base_ns": bases, "events": out}
 
 
