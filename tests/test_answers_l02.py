@@ -164,7 +164,7 @@ def test_the_raw_events_shown_are_the_files_and_the_hand_join_whole(executed_les
     from lesson_tables import shown_table, shown_text
     nb = executed_lesson("02").nb
     op, calls, launches, kernels = chain
-    printed = _json_blocks(shown_text(nb, "print(rawviews.as_json(mine))"))
+    printed = _json_blocks(shown_text(nb, "print(raw_views.as_json(mine))"))
     assert len(printed) == 1
     want = sorted([op] + calls + kernels, key=lambda e: e["ts"])
     assert len(printed[0]) == len(want) == 11 and all(_same_event(s, e) for s, e in zip(printed[0], want))

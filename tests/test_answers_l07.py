@@ -296,30 +296,31 @@ def test_the_most_negative_table_whole(executed_lesson):
 
 
 def test_the_lessons_raw_view_helpers():
-    """kitlib.course.raw_memory and tool_tables on what they read: the raw events' own fields,
+    """kitlib.course.raw_views on what it reads: the raw events' own fields,
     the profiler's rule on a hand-made excerpt (a child's allocation, an event at the end, a
     free), and the printed table cut to columns from either form a bundle keeps."""
-    from kitlib.course import raw_memory, tool_tables
+    from kitlib.course import raw_views
     from kitlib.readers.bundle import open_capture
     raw = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
-    mem = raw_memory.memory_events(raw, device_type=1)
+    mem = raw_views.memory_events(raw, device_type=1)
     assert len(mem) == len(_cuda_mem(raw)) == 9610 and int((mem["Bytes"] > 0).sum()) == 4805
     assert list(mem.columns[:2]) == ["ts", "tid"] and {"Bytes", "Total Allocated", "Total Reserved"} <= set(mem)
-    assert len(raw_memory.memory_events(raw, device_type=None)) == 10150
+    assert len(raw_views.memory_events(raw, device_type=None)) == 10150
     hand = [{"ph": "X", "name": "op", "ts": 0.0, "dur": 10.0},
             {"ph": "X", "name": "child", "ts": 1.0, "dur": 2.0},
             {"ph": "X", "name": "grandchild", "ts": 1.5, "dur": 1.0},
             {"ph": "i", "name": "[memory]", "ts": 2.0, "args": {"Bytes": 100}},
             {"ph": "i", "name": "[memory]", "ts": 3.0, "args": {"Bytes": 7}},       # at the child's end: the child's
             {"ph": "i", "name": "[memory]", "ts": 10.0, "args": {"Bytes": -40}}]    # at the op's end: counted
-    assert raw_memory.self_and_total(hand) == (-40, 67)
+    assert raw_views.self_and_total(hand) == (-40, 67)
     with pytest.raises(Exception, match="calls of"):
-        raw_memory.call_excerpt(raw, "aten::no_such_operator")
-    text = tool_tables.printed_table(open_capture("fixed_batch"), rows=3)     # from key_averages.json rows
+        raw_views.call_excerpt(raw, "aten::no_such_operator")
+    text = raw_views.printed_table(open_capture("fixed_batch"), rows=3, sort_by="Self CUDA Mem",   # from
+                                   columns=["CUDA Mem", "Self CUDA Mem", "# of Calls"])       # JSON rows
     lines = text.splitlines()
     assert re.split(r"\s{2,}", lines[1].strip()) == ["Name", "CUDA Mem", "Self CUDA Mem", "# of Calls"]
     assert re.split(r"\s{2,}", lines[4].strip()) == ["aten::cudnn_convolution", "26.54 GB", "26.54 GB", "265"]
-    assert len(lines) == 3 + 3 + 1
+    assert len(lines) == 3 + 3 + 1 + 1 and lines[-1].startswith("(laid out from key_averages.json")
 
 
 def test_roofline_helpers():
@@ -363,11 +364,11 @@ def test_each_table_note_names_only_its_own_recording(executed_lesson):
     for src, notes in noted:
         if src is not both[0] and src is not fixed[0]:
             assert all(n == {"profiler_5step"} for n in notes), (src[:80], notes)
-    for marker in ("raw_memory.memory_events(raw, device_type=1)", "snap.largest_live_at_peak(6)"):
+    for marker in ("raw_views.memory_events(raw, device_type=1)", "snap.largest_live_at_peak(6)"):
         cell = next(c for c in code if marker in c.source)
         assert _notes(cell) and all(n == {"profiler_5step"} for n in _notes(cell)), marker
     # the first of them comes before fixed_batch is loaded
-    first = next(i for i, c in enumerate(code) if "raw_memory.memory_events(raw, device_type=1)" in c.source)
+    first = next(i for i, c in enumerate(code) if "raw_views.memory_events(raw, device_type=1)" in c.source)
     assert first < next(i for i, c in enumerate(code) if 'replay_capture("fixed_batch")' in c.source)
 
 
@@ -380,11 +381,11 @@ def test_the_hand_rebuild_runs_on_fixed_batch_and_the_check_survives_it():
     import ast
     import nbformat
     import pandas as pd
-    from kitlib.course import raw_memory
+    from kitlib.course import raw_views
     nb = nbformat.read(next((REF.parent.parent / "lessons").glob("07_*.ipynb")), as_version=4)
     src = next(c.source for c in nb.cells if "def conv_self_by_hand(events)" in c.source)
     fn = next(n for n in ast.parse(src).body if isinstance(n, ast.FunctionDef))
-    ns = {"pd": pd, "raw_memory": raw_memory}
+    ns = {"pd": pd, "raw_views": raw_views}
     exec(compile(ast.Module([fn], []), "lesson07", "exec"), ns)
     rows = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))["by_name"]
     tool = next(r for r in rows if r["key"] == "aten::cudnn_convolution")

@@ -142,7 +142,7 @@ def test_excerpt_late_ms_from_the_raw_events(ex):
     misses = {"step starts": step_diff, "broadcast": bcast, "µs": late * 1e3, "5 % off": late * 1.05,
               "second all_reduce": abs(sc[1][1][("gloo:all_reduce", 1)][0] - sc[0][1][("gloo:all_reduce", 1)][0]) / 1e3}
     assert not [k for k, v in misses.items() if q.judge_silently(v)]
-    from kitlib.course.rawranks import collective_excerpt
+    from kitlib.course.raw_views import collective_excerpt
     from kitlib.readers.ranks import load_traces
     raw = collective_excerpt(load_traces("ranks_balanced"))
     assert len(raw["events"]) == 8 and raw["step"] == 2 and sorted(raw["ranks"].values()) == [0, 1]

@@ -29,7 +29,7 @@ def test_shipped_recordings():
 
 
 def test_nccl_call_excerpt(public_pair):
-    from kitlib.course.rawranks import nccl_call_excerpt
+    from kitlib.course.raw_views import nccl_call_excerpt
     raw = nccl_call_excerpt(public_pair, calls=1)
     assert [(e["cat"], e["name"][:22]) for e in raw["events"][:3]] == [
         ("user_annotation", "nccl:all_to_all"), ("cuda_runtime", "cudaLaunchKernel"),
@@ -37,7 +37,7 @@ def test_nccl_call_excerpt(public_pair):
 
 
 def test_self_and_total_memory_of_raw_events():
-    from kitlib.course.raw_memory import self_and_total
+    from kitlib.course.raw_views import self_and_total
     ex = [{"ph": "X", "name": "op", "ts": 0.0, "dur": 10.0},
           {"ph": "X", "name": "child", "ts": 1.0, "dur": 2.0},
           {"ph": "i", "name": "[memory]", "ts": 2.0, "args": {"Bytes": 100}},
@@ -50,8 +50,8 @@ def test_min_p_value():
     assert (round(min_p_value(4, 5), 4), min_p_value(3, 3)) == (0.0159, 0.1)
 
 
-def test_rawviews_trimmed_and_events_frame():
-    from kitlib.course.rawviews import events_frame, trimmed
+def test_raw_views_trimmed_and_events_frame():
+    from kitlib.course.raw_views import events_frame, trimmed
     evs = [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 1.0, "dur": 5.0, "pid": 1, "tid": 1,
             "args": {"External id": 7, "Input Dims": [[2, 2], [2, 2]]}}]
     t = trimmed(evs[0])
@@ -170,6 +170,6 @@ def test_refork_step_and_divisor_text():
 
 def test_excerpt_end_gap(public_pair):
     from kitlib.course.exercises.l12 import excerpt_end_gap
-    from kitlib.course.rawranks import nccl_call_excerpt
+    from kitlib.course.raw_views import nccl_call_excerpt
     got = {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(public_pair)).items()}
     assert got == {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}

@@ -23,12 +23,12 @@ REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 def window():
     """Lesson 02's window: the first aten::cudnn_convolution of ProfilerStep#2 and 30 µs
     either side of its events, as the lesson draws it, and the raw events it comes from."""
-    from kitlib.course import rawviews
+    from kitlib.course import raw_views
     ev = raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
-    op = rawviews.first_op(ev, "aten::cudnn_convolution", after_ts=rawviews.steps_in(ev)[0]["ts"])
-    mine = rawviews.op_excerpt(ev, op)
+    op = raw_views.first_op(ev, "aten::cudnn_convolution", after_ts=raw_views.steps_in(ev)[0]["ts"])
+    mine = raw_views.op_excerpt(ev, op)
     end = max(e["ts"] + e["dur"] for e in mine)
-    shown = rawviews.window(ev, op["ts"] - 30, end + 30)
+    shown = raw_views.window(ev, op["ts"] - 30, end + 30)
     corr = {e["args"]["correlation"] for e in mine if "correlation" in e["args"]}
     return ev, op, mine, shown, corr, (-30, end - op["ts"] + 30)
 

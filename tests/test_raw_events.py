@@ -1,5 +1,5 @@
 """kitlib.readers.files.read_trace_events: the one raw reader behind the lessons' hand-work
-(rawviews.load_events, raw_views.trace_events, raw_memory.raw_trace_events).
+(kitlib.course.raw_views.trace_events).
 
 It must give exactly the events Python's json gives (values and types), on every shipped
 trace and on public traces of other versions, and refuse bad files with a kitlib error
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from kitlib.course import raw_memory, raw_views, rawviews
+from kitlib.course import raw_views
 from kitlib.errors import KitFileError
 from kitlib.readers.bundle import open_capture
 from kitlib.readers.files import read_trace_events
@@ -43,12 +43,27 @@ def test_the_events_json_gives(path):
     assert _typed(ours) == _typed(_json_events(path))
 
 
-def test_the_three_lesson_loaders_are_the_one_reader():
+def test_the_lessons_loader_is_the_one_reader():
     cap = open_capture("profiler_5step")
     events = read_trace_events(cap.file("trace.json.gz"))
-    assert rawviews.load_events(cap.file("trace.json.gz")) == events
+    assert raw_views.trace_events(cap.file("trace.json.gz")) == events
     assert raw_views.trace_events(cap) == events
-    assert raw_memory.raw_trace_events(cap) == events
+
+
+def test_the_lessons_refuse_a_bad_file_as_the_readers_do(tmp_path):
+    """The raw views and the rank excerpts give the readers' own KitFileError, naming the file."""
+    from types import SimpleNamespace
+
+    import pandas as pd
+    p = tmp_path / "trace.json"
+    p.write_bytes(b'{"traceEvents": [{"ph": "X",')
+    with pytest.raises(KitFileError) as theirs:
+        read_trace_events(p)
+    runs = SimpleNamespace(info=pd.DataFrame({"path": [str(p)], "rank": [0]}), traces={0: SimpleNamespace(meta={})})
+    for read in (raw_views.trace_events, raw_views.collective_excerpt, raw_views.nccl_call_excerpt):
+        with pytest.raises(KitFileError) as mine:
+            read(runs if "excerpt" in read.__name__ else p)
+        assert str(mine.value) == str(theirs.value) and str(mine.value).startswith(f"{p}: ")
 
 
 def test_what_only_json_reads_and_a_bare_list(tmp_path):

@@ -70,3 +70,11 @@ def test_nccl_excerpt_is_ten_events_of_the_public_trace_in_time_order():
     assert [e["ts"] for e in ex] == sorted(e["ts"] for e in ex)
     assert ex[0]["name"].startswith("ncclKernel") and {e["args"]["stream"] for e in ex} == {84, 7}
     assert all(len(e["name"]) <= 48 for e in ex)
+
+
+def test_printed_table_by_order_drops_the_footer_and_fits_the_names(five):
+    text = raw_views.printed_table(five, sort_by="Self CUDA Mem", rows=2, columns=("Self CUDA Mem",))
+    assert text.splitlines()[3].split() == ["aten::empty", "55.34", "GB"] and "time total" not in text
+    assert text.splitlines()[0].startswith("-" * len("aten::cudnn_convolution") + "  ")
+    with pytest.raises(KitError, match="ordered by 'Nope'"):
+        raw_views.printed_table(five, sort_by="Nope")

@@ -1,5 +1,5 @@
 """The helpers lessons 10 and 12 read raw material with (kitlib/course/step_series.py,
-kitlib/course/rawranks.py, l12.excerpt_lateness): what they return on the recordings and
+kitlib/course/raw_views.py, l12.excerpt_lateness): what they return on the recordings and
 on hand-made input, and the clear errors on input they cannot use."""
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_fix_pair_keeps_the_active_steps_of_each_run():
 
 
 def test_collective_excerpt_is_the_raw_events_of_one_step():
-    from kitlib.course.rawranks import KEEP, collective_excerpt
+    from kitlib.course.raw_views import KEEP, collective_excerpt
     from kitlib.readers.ranks import load_traces
     x = collective_excerpt(load_traces("ranks_straggler"), step=3, calls=2)
     assert x["step"] == 3 and sorted(x["ranks"].values()) == [0, 1] and len(x["events"]) == 6

@@ -9,13 +9,13 @@ from ...units import ns_to_us
 
 @functools.lru_cache(maxsize=2)
 def transfer_excerpt(path: str | None = None) -> tuple:
-    """``(events, correlation)`` of the transfer question (:func:`kitlib.course.rawviews.time_trap_excerpt`),
+    """``(events, correlation)`` of the transfer question (:func:`kitlib.course.raw_views.time_trap_excerpt`),
     from ``fixed_batch`` by default; kept once read."""
-    from .. import rawviews
+    from ..raw_views import time_trap_excerpt, trace_events
     if path is None:                 # the recording in use: $KITLIB_REPLAY_DIR's, else the kit's
         from ...readers.bundle import find_recording
         path = str(find_recording("fixed_batch")[0] / "trace.json.gz")
-    events, corr = rawviews.time_trap_excerpt(rawviews.load_events(path))
+    events, corr = time_trap_excerpt(trace_events(path))
     return tuple(events), int(corr)
 
 

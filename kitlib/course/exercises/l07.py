@@ -17,9 +17,9 @@ def _snapshot_capture(capture):
 
 
 def excerpt(capture) -> list:
-    """The raw events of one call of :data:`EXCERPT_OP` (:func:`kitlib.course.raw_memory.call_excerpt`)."""
-    from ..raw_memory import call_excerpt, raw_trace_events
-    return call_excerpt(raw_trace_events(capture), EXCERPT_OP, EXCERPT_NTH)
+    """The raw events of one call of :data:`EXCERPT_OP` (:func:`kitlib.course.raw_views.call_excerpt`)."""
+    from ..raw_views import call_excerpt, trace_events
+    return call_excerpt(trace_events(capture), EXCERPT_OP, EXCERPT_NTH)
 
 
 def _vs(peak_bytes: float, self_bytes: float) -> str:
@@ -32,7 +32,7 @@ def questions(capture) -> Exercises:
     """Questions of lesson 07 from ``capture`` (recorded with ``profile_memory=True``), the
     ``fixed_batch`` recording and a memory snapshot (the capture's, else ``profiler_5step``'s)."""
     from .. import replay_capture
-    from ..raw_memory import self_and_total
+    from ..raw_views import self_and_total
     from ...analyses import memory as M
     tr = capture.trace
     by_op = M.memory_by_operator(tr)

@@ -72,7 +72,7 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
     ``ranks_balanced`` in use."""
     from ...analyses.collectives import (collective_matches, collectives, comm_overlap, exposed_communication,
                                          rank_summary, straggler_by_step, straggler_summary)
-    from ..rawranks import collective_excerpt, nccl_call_excerpt
+    from ..raw_views import collective_excerpt, nccl_call_excerpt
     if balanced is None:
         from ..ranks import recordings
         balanced = recordings(live=False)["balanced"]
