@@ -560,6 +560,11 @@ def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
     return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
 
 
+def _inside(merged: tuple, points: np.ndarray) -> np.ndarray:
+    """Whether each point lies in a merged set of half-open intervals ``[start, end)``."""
+    return containing(*merged, points, closed="left") >= 0
+
+
 def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     """The elementary pieces between all boundaries of ``sets``: their lengths and, per
     set, whether each piece belongs to it (a piece is wholly in or out of every set)."""
@@ -567,7 +572,7 @@ def _segments(*sets: tuple) -> tuple[np.ndarray, np.ndarray, list]:
     if len(b) < 2:
         return np.zeros(0, "int64"), np.zeros(0, "int64"), [np.zeros(0, bool) for _ in sets]
     left, length = b[:-1], np.diff(b)
-    return left, length, [containing(*x, left, closed="left") >= 0 for x in sets]
+    return left, length, [_inside(x, left) for x in sets]
 
 
 def step_thread(trace) -> int | None:
