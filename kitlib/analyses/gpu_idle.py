@@ -301,12 +301,9 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
 
     By recording, the figures HTA's ``get_idle_time_breakdown`` gives.
 
-    Returns a DataFrame, int64:
-    ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or the stream's
-    first start to last end); ``busy_ns`` (union of the stream's events in it);
-    ``host_wait_ns``, ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category);
-    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: the rest, so that
-    ``window_ns = busy_ns + gaps_ns + no_work_ns``); ``gaps`` (gaps or parts of gaps).
+    Returns, int64 ns: ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or
+    the stream's first start to last end); ``busy_ns`` (union); ``<category>_ns`` (gap time);
+    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: ``window_ns - busy_ns - gaps_ns``); ``gaps``.
 
     Examples
     --------
