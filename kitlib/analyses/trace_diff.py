@@ -34,9 +34,8 @@ DIFF_COLUMNS = ["step", "kind", "name", "input_shapes", "before_count", "after_c
 
 EVENT_COLUMNS = ["step", "kind", "name", "input_shapes", "device_ns", "start_ns"]
 
-#: The most characters one recording's distinct names and shape keys may total for a diff: the
-#: diff takes about six times their size in memory (200 MB of names ran a machine out of it;
-#: ``profiler_5step`` holds 18 K). Raise it to diff a larger recording anyway.
+#: The most characters one recording's distinct names and shape keys may total for a diff (it
+#: takes about six times their size in memory). Raise it to diff a larger recording anyway.
 MAX_NAME_CHARS = 64 << 20
 
 WHAT = ("kernels", "operators")
