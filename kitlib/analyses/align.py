@@ -46,10 +46,8 @@ def gpu_work(source) -> pd.DataFrame:
 
     Work whose launch is not recorded, and ``gpu_user_annotation`` labels, are left out.
 
-    Returns a DataFrame, by launch start:
-    ``kind``, ``pid``, ``tid`` (the launching thread), ``correlation``;
-    ``launch_start_ns``, ``launch_end_ns`` (the CUDA API call); ``start_ns``, ``end_ns``,
-    ``dur_ns`` (the operation on the GPU).
+    Returns, by launch start: ``kind``, ``pid``, ``tid`` (launching thread), ``correlation``;
+    ``launch_start_ns``, ``launch_end_ns`` (the API call), ``start_ns``, ``end_ns``, ``dur_ns`` (GPU).
 
     Examples
     --------
@@ -85,10 +83,9 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
     range on its ``(pid, tid)``; ``"time"``, a launch by any thread of the ``pid`` starts inside
     ``[start_ns, end_ns]``.
 
-    Returns a DataFrame:
-    ``ranges`` with ``gpu_ops`` (launches credited, as ``nsys stats`` counts "GPU Ops"),
-    ``kernels``, ``kernel_sum_ns`` (their GPU time), ``proj_start_ns``, ``proj_end_ns``
-    (first GPU start, last GPU end; <NA> when nothing is credited), ``proj_dur_ns``.
+    Returns ``ranges`` with ``gpu_ops`` (launches credited, as ``nsys stats`` counts them),
+    ``kernels``, ``kernel_sum_ns``, ``proj_start_ns``, ``proj_end_ns``, ``proj_dur_ns`` (ns; <NA>
+    when nothing is credited).
 
     Examples
     --------
@@ -291,9 +288,8 @@ def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
 def launch_threads(source) -> pd.DataFrame:
     """Which threads launched the GPU work, and whether they carry labelled ranges.
 
-    Returns a DataFrame, one row per launching thread, most kernels first:
-    ``pid``, ``tid``, ``thread`` (its name, ``""`` when unknown), ``kernels``, ``gpu_ops``,
-    ``kernel_share`` (of all kernels), ``labelled_ranges`` (NVTX/``record_function`` on it).
+    Returns per launching thread, most kernels first: ``pid``, ``tid``, ``thread`` (name or
+    ``""``), ``kernels``, ``gpu_ops``, ``kernel_share`` (of all kernels), ``labelled_ranges``.
 
     Examples
     --------

@@ -1,12 +1,7 @@
 """Which line of my code is responsible? Operators traced back to Python call sites.
 
-With ``with_stack=True`` each operator has a Python stack (:func:`kitlib.analyses.events.op_stacks`),
-innermost first, of frames named ``path(line): function`` (the line where the function
-was entered) and module pseudo-frames ``nn.Module: Conv2d_0``; backward operators inherit
-their forward operator's stack. A *user* frame is not PyTorch's own (``torch/…``, or the
-prefixes given as ``internal``), not the standard library or an installed package, not a
-C function (``<built-in …>``) and not a module pseudo-frame. Functions take ``trace`` (a
-:class:`~kitlib.model.Trace`) and may reuse ``table`` (:func:`callsites`).
+Stacks (``with_stack=True``) are :func:`kitlib.analyses.events.op_stacks`'s, innermost first;
+backward operators inherit their forward operator's. ``table`` may reuse a :func:`callsites`.
 
 Sources: docs/SOURCES.md#callsites-frames
 """
@@ -43,7 +38,8 @@ def parse_frame(frame: str) -> dict:
 
 
 def is_user_frame(frame: str, internal=TORCH_INTERNAL) -> bool:
-    """Whether a Python frame name is the learner's code (see the module docstring).
+    """Whether a Python frame name is the learner's code: not ``internal`` (PyTorch's own), the
+    standard library, an installed package, a C function or an ``nn.Module`` pseudo-frame.
 
     Examples
     --------

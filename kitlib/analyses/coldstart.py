@@ -30,10 +30,9 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
     ``{next_start_ns, next_end_ns, step_submitted_ns}`` (``perf_counter_ns``); ``path`` is
     named in errors (KitFileError: a field missing or not an integer).
 
-    Returns a DataFrame:
-    ``step`` (0…), ``next_start_ns``, ``next_end_ns``, ``next_ns`` (``next()``'s time),
-    ``step_submitted_ns``, ``submit_ns`` (``next()``'s start to the step's GPU work
-    submitted), ``since_t0_ns`` (``next()``'s start since just before the loader was made).
+    Returns ``step`` (0…), ``next_start_ns``, ``next_end_ns``, ``next_ns`` (``next()``'s time),
+    ``step_submitted_ns``, ``submit_ns`` (``next()``'s start to GPU work submitted),
+    ``since_t0_ns`` (``next()``'s start since ``t0_ns``).
 
     Examples
     --------
@@ -63,9 +62,8 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
 def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
     """The ``data_load`` range of each step that has one.
 
-    Returns a DataFrame:
-    ``step``, ``step_start_ns``, ``start_ns``, ``end_ns``, ``dur_ns``,
-    ``start_in_step_ns``, ``end_in_step_ns`` (since the step's start, as the sources quote them).
+    Returns ``step``, ``step_start_ns``, ``start_ns``, ``end_ns``, ``dur_ns``,
+    ``start_in_step_ns``, ``end_in_step_ns`` (since the step's start).
 
     Examples
     --------
@@ -112,11 +110,9 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
     ``next_label`` is the first range after the transfer. KitError also for a step without
     host-to-device copies, or whose copies carry no byte count.
 
-    Returns a DataFrame, one row per step:
-    ``step``; ``range_end_in_step_ns`` (the range's end since the step began); ``copies``;
-    ``images_bytes`` (the largest copy); ``copy_launched_in_range`` (bool);
-    ``images_end_in_step_ns``, ``batch_end_in_step_ns`` (end of the images', of the last copy);
-    ``images_end_after_range_ns``, ``batch_end_after_range_ns`` (copy end minus range end, ns).
+    Returns per step: ``range_end_in_step_ns``; ``copies``; ``images_bytes`` (the largest copy);
+    ``copy_launched_in_range``; ``images_end_in_step_ns``, ``batch_end_in_step_ns`` (end of the
+    images', of the last copy); ``images_end_after_range_ns``, ``batch_end_after_range_ns`` (ns).
 
     Examples
     --------
@@ -166,10 +162,9 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
 
     Sources: docs/SOURCES.md#coldstart-gap-activity
 
-    Returns a DataFrame, one row per (thread, source, call), by thread then ``in_window_ns`` descending:
-    ``pid``, ``tid``, ``thread``, ``source`` (``OS runtime``/``CUDA API``), ``call``,
-    ``calls`` (overlapping the window), ``in_window_ns`` (their time cut to the window),
-    ``longest_ns`` (longest call, uncut).
+    Returns per (thread, source, call), by thread then ``in_window_ns`` descending: ``pid``,
+    ``tid``, ``thread``, ``source`` (``OS runtime``/``CUDA API``), ``call``, ``calls``,
+    ``in_window_ns`` (cut to the window), ``longest_ns`` (uncut).
 
     Examples
     --------
@@ -211,8 +206,8 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
 def traced_processes(report) -> pd.DataFrame:
     """Which processes of a report have OS-runtime or CUDA-API rows (a worker with none was not traced).
 
-    Returns a DataFrame, one row per process name:
-    ``process``, ``processes``, ``threads``, ``osrt_rows``, ``cuda_api_rows``, ``nvtx_ranges``.
+    Returns per process name: ``process``, ``processes``, ``threads``, ``osrt_rows``,
+    ``cuda_api_rows``, ``nvtx_ranges``.
 
     Examples
     --------
@@ -245,9 +240,7 @@ def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None =
     ``wallclock`` is from :func:`read_wallclock`; ``b300`` is :data:`kitlib.course.sources.B300`
     (without it ``b300_ns`` is <NA>).
 
-    Returns a DataFrame:
-    ``measure``, ``value_ns`` (this machine's, from separate runs), ``b300_ns`` (the
-    sources' figure, or <NA>), ``tool``.
+    Returns ``measure``, ``value_ns`` (this machine's), ``b300_ns`` (the sources', or <NA>), ``tool``.
 
     Examples
     --------
@@ -294,9 +287,8 @@ def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
     A step above ``outlier_factor`` × the median is an outlier. KitError: an empty series or a
     non-numeric value.
 
-    Returns a DataFrame, one row per series:
-    ``n``, ``median_ms``, ``p25_ms``, ``p75_ms``, ``iqr_ms``, ``min_ms``, ``max_ms``,
-    ``mean_ms`` (ms), ``outliers`` (count), ``max_over_median``.
+    Returns per series: ``n``, ``median_ms``, ``p25_ms``, ``p75_ms``, ``iqr_ms``, ``min_ms``,
+    ``max_ms``, ``mean_ms`` (ms), ``outliers`` (count), ``max_over_median``.
 
     Examples
     --------
@@ -327,9 +319,8 @@ def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> p
     ``first_batch``: batches handed out before the first step (0 for a fresh loader);
     ``batches_per_epoch``: ``len(loader)`` (14 in the reference).
 
-    Returns a DataFrame:
-    ``step_index``, ``batch`` (since the loader was made), ``epoch``, ``batch_in_epoch``,
-    ``epoch_start`` (its ``next()`` began an epoch after the first: workers restarted).
+    Returns ``step_index``, ``batch`` (since the loader was made), ``epoch``, ``batch_in_epoch``,
+    ``epoch_start`` (it began an epoch after the first: workers restarted).
 
     Examples
     --------

@@ -1,22 +1,12 @@
 """Collectives across ranks: step times, time in collectives, waiting vs transfer,
 the straggler, and communication hidden under computation.
 
-In data-parallel training every rank runs the same gradient all-reduces, and a
-*collective* finishes only when every rank has joined it: an early rank waits inside it
-for the last one. Where a trace holds a collective's time (PyTorch 2.x):
+A collective finishes only when every rank has joined it: an early rank waits inside it.
+Durations are exact; waiting, transfer and lateness are estimates (start times of different
+ranks, on clocks the kit does not align).
 
-- NCCL: ``c10d::allreduce_`` ⊃ ``record_param_comms`` ⊃ ``nccl:all_reduce`` only
-  *enqueue*; the time is in the ``ncclKernel_*`` / ``ncclDevKernel_*`` kernel.
-- Gloo: the time is in ``gloo:all_reduce`` on one of Gloo's worker threads.
-
-Durations are exact; waiting, transfer and lateness are estimates (they compare start
-times of different ranks, on clocks the kit does not align). Calls are matched across
-ranks by process group + ``Seq`` (else name, size and order) and each match is checked
-by its end times (:data:`END_TOLERANCE_NS`).
-
-Every function takes ``traces`` (a :class:`~kitlib.model.ranks.RankTraces`) and, where
-it has one, ``calls`` (:func:`collectives` of ``traces``, computed when not given). Times
-in tables are ns since the Unix epoch on each rank's host clock.
+``traces`` is a :class:`~kitlib.model.ranks.RankTraces`; ``calls`` its :func:`collectives`
+(computed when not given). Times are ns since the Unix epoch on each rank's host clock.
 
 Sources: docs/SOURCES.md#collectives-clocks
 """
@@ -59,8 +49,7 @@ def _epoch(trace) -> int:
 
 
 def _size_text(dims) -> str:
-    """A message size as written (``Input Dims`` of the collective's operator), "" when
-    no shape was recorded."""
+    """``Input Dims`` as written, "" when no shape was recorded."""
     if dims is None or (hasattr(dims, "__len__") and not any(len(d) if hasattr(d, "__len__") else 1
                                                              for d in dims)):
         return ""
@@ -90,11 +79,13 @@ def _identities(ops: pd.DataFrame, rows) -> list:
     return out
 
 
-def collective_ops(traces: RankTraces) -> pd.DataFrame:
-    """Every host operator of a collective (:data:`COMM_OP_PATTERN`) on every rank.
+def _comm_ops(ops: pd.DataFrame) -> pd.DataFrame:
+    return ops[ops["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
 
-    Returns ``rank, name, tid, start_ns, end_ns, dur_ns, depth`` (ns); nested ones
-    (``c10d::allreduce_`` ⊃ ``record_param_comms`` ⊃ ``nccl:all_reduce``) are all listed.
+
+def collective_ops(traces: RankTraces) -> pd.DataFrame:
+    """Every host operator of a collective (:data:`COMM_OP_PATTERN`) on every rank, nested
+    ones too: ``rank, name, tid, start_ns, end_ns, dur_ns, depth`` (ns).
 
     Examples
     --------
@@ -110,14 +101,11 @@ def collective_ops(traces: RankTraces) -> pd.DataFrame:
     """
     parts = []
     for r, t in traces.traces.items():
-        ops = t.ops[t.ops["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
-        base = _epoch(t)
+        ops = _comm_ops(t.ops)
+        start, dur = ops["start_ns"].to_numpy("int64") + _epoch(t), ops["dur_ns"].to_numpy("int64")
         parts.append(pd.DataFrame({"rank": r, "name": ops["name"].astype(str).to_numpy(),
-                                   "tid": ops["tid"].to_numpy(),
-                                   "start_ns": ops["start_ns"].to_numpy("int64") + base,
-                                   "end_ns": ops["start_ns"].to_numpy("int64") + ops["dur_ns"].to_numpy("int64") + base,
-                                   "dur_ns": ops["dur_ns"].to_numpy("int64"),
-                                   "depth": ops["depth"].to_numpy()}))
+                                   "tid": ops["tid"].to_numpy(), "start_ns": start, "end_ns": start + dur,
+                                   "dur_ns": dur, "depth": ops["depth"].to_numpy()}))
     return pd.concat(parts, ignore_index=True).sort_values(["rank", "start_ns"], kind="stable") \
         .reset_index(drop=True)
 
@@ -141,14 +129,13 @@ def comm_kernels(trace) -> pd.DataFrame:
 def collectives(traces: RankTraces) -> pd.DataFrame:
     """One row per collective call per rank, where its time is spent.
 
-    Returns :data:`COLLECTIVE_COLUMNS`: ``name`` (the ``nccl:*`` operator that launched
-    the kernel, else the kernel's or operator's name); ``measured_on`` (``device`` = NCCL
-    kernel, ``host`` = ``gloo:*`` operator, ``host enqueue`` = only the calling thread's
-    operator); ``step`` (the ``ProfilerStep`` it starts in, -1 outside); ``tid`` (thread,
-    or stream); ``start_ns, end_ns, dur_ns``; ``size`` (``"in N out M"`` elements, else
-    ``Input Dims``, else ``""``); ``call``, the key matching a call across ranks:
-    ``"name (pg P, seq S)"``, else ``"name size#k"``, else ``"name#k"``, with ``k`` counting
-    the rank's calls of that name and size; ``identity`` says which (:data:`IDENTITIES`).
+    Returns :data:`COLLECTIVE_COLUMNS`: ``name`` (the launching ``nccl:*`` operator, else the
+    kernel's or operator's); ``measured_on`` (``device``: NCCL kernel, ``host``: ``gloo:*``
+    operator, ``host enqueue``: only the calling operator); ``step`` (-1 outside); ``tid``
+    (thread, or stream); ``start_ns, end_ns, dur_ns`` (ns); ``size`` (``"in N out M"``
+    elements, else ``Input Dims``, else ``""``); ``call``, the key across ranks:
+    ``"name (pg P, seq S)"``, else ``"name size#k"``, else ``"name#k"`` (``k`` counts the
+    rank's calls of that name and size); ``identity`` says which (:data:`IDENTITIES`).
 
     Raises KitError when no rank has any collective.
 
@@ -184,7 +171,7 @@ def collectives(traces: RankTraces) -> pd.DataFrame:
                                "dur_ns": kern["dur_ns"].to_numpy("int64")})
         else:
             ident = None
-            ops = t.ops[t.ops["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
+            ops = _comm_ops(t.ops)
             gloo = ops[ops["name"].astype(str).str.startswith("gloo:")]
             if len(gloo):
                 ops, where = gloo, "host"
@@ -242,12 +229,12 @@ def match_calls(calls: pd.DataFrame, ranks: list) -> pd.DataFrame:
     """Lesson 12's collective match: one call on every rank, or not, and why.
 
     A call key is *verified* when every rank in ``ranks`` has it once and its ends lie
-    within :data:`END_TOLERANCE_NS` of each other (a blocking collective finishes on every
-    rank together). ``calls`` needs ``call, rank, name, identity, end_ns, measured_on``.
+    within :data:`END_TOLERANCE_NS` of each other. ``calls`` needs ``call, rank, name,
+    identity, end_ns, measured_on``.
 
-    Returns :data:`MATCH_COLUMNS`, one row per call in order of first start: ``ranks`` and
-    ``missing`` (tuples), ``end_spread_ns`` (latest minus earliest end, ns), ``verified``,
-    ``reason`` (why not, ``""`` when verified); ``attrs["tolerance_ns"]``.
+    Returns :data:`MATCH_COLUMNS` by first start: ``ranks``, ``missing`` (tuples),
+    ``end_spread_ns`` (latest minus earliest end, ns), ``verified``, ``reason`` (``""`` if verified);
+    ``attrs["tolerance_ns"]``.
 
     Examples
     --------
@@ -300,10 +287,9 @@ def match_calls(calls: pd.DataFrame, ranks: list) -> pd.DataFrame:
 def match_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
     """How many calls could be matched across ranks, and what their ends say about the clocks.
 
-    Returns a dict: ``calls``, ``verified``, ``missing``, ``ends_apart``, ``unchecked``
-    (counts of call keys); ``end_offset_ms`` (per rank but the first, the median over
-    verified calls of its end minus the first rank's, ms: about 0 on one host);
-    ``max_end_spread_ms``.
+    Returns ``calls``, ``verified``, ``missing``, ``ends_apart``, ``unchecked`` (call keys);
+    ``end_offset_ms`` (per rank but the first, median end minus the first rank's over
+    verified calls, ms); ``max_end_spread_ms``.
 
     Examples
     --------
@@ -422,10 +408,9 @@ def rank_step_times(traces: RankTraces) -> pd.DataFrame:
 def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     """Per rank: step time and how much of it is in collectives, waiting or transferring.
 
-    Returns, index ``rank``: ``steps``, ``step_ms`` (median, exact), ``collectives`` (calls
-    inside the steps), per step in ms ``in_collectives_ms`` (union of the rank's calls,
-    exact), ``wait_ms`` and ``transfer_ms`` (unions over the verified calls of
-    :func:`collective_waits`, estimates), ``wait_share`` (``wait / (wait + transfer)``).
+    Returns, index ``rank``: ``steps``, ``step_ms`` (median), ``collectives`` (calls in the
+    steps); per step, ms: ``in_collectives_ms`` (union of the calls), ``wait_ms``,
+    ``transfer_ms`` (:func:`collective_waits`, estimates); ``wait_share``.
 
     Examples
     --------
@@ -446,8 +431,7 @@ def rank_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Da
         c = calls[(calls["rank"] == r) & calls["step"].isin(steps)]
         w = waits[(waits["rank"] == r) & waits["step"].isin(steps)]
         n = max(len(s), 1)
-        # unions, not sums: concurrent calls (DDP broadcasts its buffers on two Gloo threads at
-        # once) must not count the same waiting twice
+        # unions: concurrent calls (DDP's broadcasts on two Gloo threads) must not count twice
         waiting = pd.DataFrame({"start_ns": w["start_ns"], "dur_ns": w["wait_ns"]})
         matched = busy_ns(w) if len(w) else 0
         wait_ns = busy_ns(waiting) if len(w) else 0
@@ -491,9 +475,8 @@ def _by_step(tab: pd.DataFrame) -> pd.DataFrame:
 def straggler_summary(traces: RankTraces, calls: pd.DataFrame | None = None) -> dict:
     """The rank the others wait for, and for how long per step.
 
-    Returns a dict: ``rank`` (most often last at its step's longest wait), ``steps_last``,
-    ``steps``, ``late_by_ms_median`` (of :func:`straggler_by_step`'s ``late_by_ns``, ms),
-    ``last_share`` (share of verified calls in steps where ``rank`` came last), ``calls``.
+    Returns ``rank`` (most often last at its step's longest wait), ``steps_last``, ``steps``,
+    ``late_by_ms_median`` (ms), ``last_share`` (of verified calls in steps), ``calls``.
 
     Raises KitError with fewer than two ranks, or no verified call inside a step.
 
@@ -574,7 +557,6 @@ EXPOSED_COLUMNS = ["rank", "step", "compute_from", "calls", "comm_ms", "hidden_m
 
 
 def _merged(starts, ends) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals ``[start, end)``, sorted and disjoint, in int64 ns."""
     return union_arrays(np.asarray(starts, dtype="int64"), np.asarray(ends, dtype="int64"))
 
 
@@ -615,8 +597,8 @@ def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
     :func:`kitlib.analyses.stragglers.step_budget`: every non-NCCL kernel (GPU run), else
     every operator on :func:`step_thread`'s thread but the collective ones (CPU run).
 
-    Returns ``(source, starts, ends)``: ``"GPU kernels"`` or :data:`HOST_COMPUTE`, and the
-    intervals in ns on the trace's clock (not merged).
+    Returns ``(source, starts, ends)``: ``"GPU kernels"`` or :data:`HOST_COMPUTE`, ns on the
+    trace's clock, not merged.
 
     Sources: docs/SOURCES.md#collectives-cpu-compute
 
@@ -634,7 +616,7 @@ def compute_intervals(trace) -> tuple[str, np.ndarray, np.ndarray]:
         return "GPU kernels", comp["start_ns"].to_numpy("int64"), comp["end_ns"].to_numpy("int64")
     o = trace.ops
     tid = step_thread(trace)
-    o = o[(o["kind"] == "op") & (o["tid"] == tid) & ~o["name"].astype(str).str.contains(COMM_OP_PATTERN, regex=True)]
+    o = o[(o["kind"] == "op") & (o["tid"] == tid) & ~o.index.isin(_comm_ops(o).index)]
     return HOST_COMPUTE, o["start_ns"].to_numpy("int64"), o["end_ns"].to_numpy("int64")
 
 
@@ -714,9 +696,8 @@ def _step_sets(traces: RankTraces, calls: pd.DataFrame):
 def communication_pieces(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     """The pieces :func:`exposed_communication` adds up, for the bucket picture.
 
-    Returns :data:`PIECE_COLUMNS`: ``start_ns, end_ns`` (adjacent pieces of one kind
-    joined), ``part`` (:data:`PARTS`), ``beside_compute`` (bool). Compute pieces cover the
-    step from its start (or first call, if earlier) to its last call's end.
+    Returns :data:`PIECE_COLUMNS`: ``start_ns, end_ns`` (ns, adjacent pieces of one kind
+    joined), ``part`` (:data:`PARTS`), ``beside_compute``; compute pieces up to the last call's end.
 
     Examples
     --------
@@ -792,7 +773,7 @@ def comm_overlap(traces: RankTraces) -> pd.DataFrame:
     complete trace): ``hidden = |comm| + |compute| - |comm ∪ compute|``.
 
     Returns, index ``rank``: ``comm_kernels``, ``comm_ms``, ``compute_ms``, ``hidden_ms``,
-    ``hidden_fraction`` (``hidden_ms / comm_ms``, NaN without NCCL kernels).
+    ``hidden_fraction`` (NaN without NCCL kernels).
 
     Raises KitError when no rank has an NCCL kernel.
 

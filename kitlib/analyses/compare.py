@@ -1,11 +1,8 @@
 """Did my change make it faster? Repeated step times, compared against their noise.
 
 One step time proves nothing: step times vary (the loader, the allocator, the OS, a new
-epoch), and a profiler adds its own cost. :func:`compare` takes two sets of repeated,
-uninstrumented step times (ms) and calls the difference of their medians real only when a
-seeded bootstrap percentile interval of it excludes zero; it also gives the two-sided
-Mann-Whitney U test's p-value. Medians, not means: one slow step moves a mean a lot and a
-median hardly at all.
+epoch), and a profiler adds its own cost. Medians, not means: one slow step moves a mean a
+lot and a median hardly at all.
 
 Sources: Efron & Tibshirani, *An Introduction to the Bootstrap* (percentile interval);
 Mann & Whitney (1947); SciPy docs, ``scipy.stats.mannwhitneyu``.
@@ -87,8 +84,9 @@ def _values(x, what: str) -> np.ndarray:
 def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
             seed: int = 0) -> Comparison:
     """Whether two sets of repeated step times (ms, at least 3 each) differ by more than
-    their noise: "faster" when the whole bootstrap interval (``n_boot`` resamples, seeded by
-    ``seed``) lies below 0, "slower" when above, else "no difference beyond the noise".
+    their noise: "faster" when the whole bootstrap percentile interval of the difference of
+    medians (``n_boot`` resamples, seeded by ``seed``) lies below 0, "slower" when above, else
+    "no difference beyond the noise"; with the two-sided Mann-Whitney U test's p-value.
 
     Raises KitError for fewer than 3 values, non-numbers, NaN/inf/negative, or a
     confidence outside (0, 1).
@@ -115,19 +113,14 @@ def compare(before_ms, after_ms, confidence: float = 0.95, n_boot: int = 10_000,
     except ImportError:  # pragma: no cover - scipy comes with scikit-image
         p = float("nan")
     iqr = lambda v: float(np.subtract(*np.percentile(v, [75, 25])))  # noqa: E731
-    if hi < 0:
-        verdict = "faster"
-    elif lo > 0:
-        verdict = "slower"
-    else:
-        verdict = "no difference beyond the noise"
+    verdict = "faster" if hi < 0 else "slower" if lo > 0 else "no difference beyond the noise"
     pct = int(round(confidence * 100))
     text = (f"median {med_a:,.2f} ms (IQR {iqr(a):,.2f}, n={a.size}) → {med_b:,.2f} ms (IQR {iqr(b):,.2f}, "
             f"n={b.size}): {diff:+,.2f} ms ({diff / med_a:+.1%}); {pct}% bootstrap interval of the difference "
             f"[{lo:+,.2f}, {hi:+,.2f}] ms, Mann-Whitney p = {p:.2g}. ")
     text += ("The interval includes 0: the change is within the step-to-step noise; measure more steps "
              "before claiming anything." if verdict.startswith("no") else
-             f"The interval excludes 0: {'faster' if verdict == 'faster' else 'slower'} beyond the noise.")
+             f"The interval excludes 0: {verdict} beyond the noise.")
     return Comparison(a.size, b.size, med_a, med_b, iqr(a), iqr(b), diff, diff / med_a, float(lo), float(hi),
                       confidence, p, verdict, text)
 

@@ -1,11 +1,8 @@
 """Where a step's batch came from: the DataLoader's epochs, workers and rounds.
 
-With ``num_workers = W`` each worker builds whole batches, worker ``k`` batches ``k, k + W,
-k + 2W, …`` of each epoch. The first round (``batch_in_epoch < W``) is built while the
-workers start, and batch ``W`` is the first a worker begins only after finishing one:
-where a slow worker first shows. The kit's rule, stated so it can be questioned:
-**warm-up = the first round and the first batch of the second round**
-(``batch_in_epoch <= W``).
+With ``num_workers = W``, worker ``k`` builds batches ``k, k + W, …`` of each epoch. The kit's
+rule: **warm-up = the first round and the first batch of the second round**
+(``batch_in_epoch <= W``), the first a worker begins only after finishing one.
 
 Sources: docs/SOURCES.md#dataloader-rounds
 """
@@ -21,9 +18,8 @@ def batch_positions(first_batch: int, n_steps: int, batches_per_epoch: int, num_
     ``first_batch``: batches handed out before the first step (0 for a fresh loader);
     ``batches_per_epoch``: ``len(loader)``; ``num_workers``: the loader's.
 
-    Returns one row per step: ``step_index, batch`` (from the loader's creation), ``epoch,
-    batch_in_epoch``, ``worker`` (``batch_in_epoch % W``), ``round`` (``batch_in_epoch //
-    W``), ``loader_warmup`` (``batch_in_epoch <= W``).
+    Returns per step: ``step_index, batch`` (from the loader's creation), ``epoch,
+    batch_in_epoch``, ``worker``, ``round``, ``loader_warmup``.
 
     Raises KitError unless ``batches_per_epoch`` and ``num_workers`` are positive.
 

@@ -1,11 +1,6 @@
 """The host and device events that ``key_averages()`` counts: one event model.
 
-:func:`op_events` lists every host event the profiler keeps, nested as it nests them,
-with its self/total host time and the device time of the GPU events it launched;
-:func:`gpu_events` lists the GPU events as rows of their own; :func:`op_stacks` gives each
-event's Python stack as the profiler forms it. Both :mod:`kitlib.analyses.grouping` and
-:mod:`kitlib.analyses.callsites` start here. Functions take ``trace`` (a
-:class:`~kitlib.model.Trace`); times are ns.
+:mod:`kitlib.analyses.grouping` and :mod:`kitlib.analyses.callsites` start here. Times are ns.
 
 Sources: docs/SOURCES.md#events-python-stacks
 """
@@ -69,9 +64,7 @@ def shapes_keys(dims: np.ndarray, lists: str = "profiler") -> np.ndarray:
 
 
 def _shapes_key_columns(dims: np.ndarray, lists: tuple = ("profiler", "nested")) -> tuple:
-    """:func:`shapes_key` of a column for each way in ``lists``, each distinct object once (the
-    reader shares one list between rows with equal shapes).
-    """
+    """:func:`shapes_key` of a column for each way in ``lists``, each distinct object once."""
     dims = np.asarray(dims, dtype=object)
     out = tuple(np.full(len(dims), "[]", dtype=object) for _ in lists)   # no shapes: "[]"
     at = np.flatnonzero(pd.notna(dims))
@@ -95,18 +88,14 @@ def _keys_of(d, lists: tuple) -> tuple:
 def op_events(trace: Trace, chain_df: pd.DataFrame | None = None, python_frames: bool = False) -> pd.DataFrame:
     """Every host event ``key_averages`` counts, with its parent and its own times.
 
-    The events of ``trace.host_events`` (:func:`kitlib.model.tree.build_host_tree`: filtered
-    names out, same-name only children folded), Python frames only when ``python_frames``
-    (and the trace's rule makes them events). ``chain_df`` reuses
-    :func:`kitlib.analyses.chain.chain`.
+    The events of ``trace.host_events``, Python frames only when ``python_frames`` (and the
+    trace's rule makes them events). ``chain_df`` reuses :func:`kitlib.analyses.chain.chain`.
 
-    Returns :data:`EVENT_COLUMNS`, one row per event by start: ``key`` (``ProfilerStep*``
-    for steps), ``kind``, ``device_type`` ("CPU"), ``pid, tid, start_ns, end_ns, dur_ns``,
-    ``external_id``, ``input_shapes`` (:func:`shapes_key`), ``input_dims_nested``,
-    ``sequence_number``, ``fwd_thread_id``, ``source`` and ``row`` (where it comes from),
-    ``parent`` (position here, -1 at the top), ``host_self_ns`` (minus the children),
-    ``device_self_ns`` (GPU time it launched), ``device_total_ns`` (with all below),
-    ``n_gpu_events``.
+    Returns :data:`EVENT_COLUMNS` by start: ``key`` (``ProfilerStep*`` for steps),
+    ``device_type`` ("CPU"), ``start_ns, end_ns, dur_ns`` (ns), ``input_shapes``
+    (:func:`shapes_key`), ``source`` and ``row`` (where it comes from), ``parent`` (position
+    here, -1 at the top); ns: ``host_self_ns`` (minus the children), ``device_self_ns`` (GPU
+    time it launched), ``device_total_ns`` (with all below); ``n_gpu_events``.
 
     Examples
     --------
@@ -217,9 +206,7 @@ def own_gpu_ns(trace: Trace, tree: pd.DataFrame, c: pd.DataFrame) -> tuple:
 
 
 def _subtree_totals(own: np.ndarray, par: np.ndarray, merged: np.ndarray) -> np.ndarray:
-    """``own`` plus the ``own`` of every unfolded event below it in the profiler's tree
-    ``par`` (a folded event passes nothing up).
-    """
+    """``own`` plus that of every unfolded event below it in the tree ``par`` (folded: nothing up)."""
     total = own.copy()
     at = np.flatnonzero(~merged & (par >= 0))
     val, up = own[at], par[at]
@@ -253,8 +240,7 @@ def gpu_events(trace: Trace) -> pd.DataFrame:
 
 def _python_frames(trace: Trace):
     """Python rows of ``trace.ops`` and, for each, its frame names up to the root (innermost
-    first), by ``Python parent id`` where the caller is in the trace, else by the tree.
-    """
+    first), by ``Python parent id`` where the caller is in the trace, else by the tree."""
     ops = trace.ops
     is_py_col = (ops["kind"] == "python").to_numpy()
     py = ops[is_py_col]
@@ -317,12 +303,10 @@ def enclosing_python(trace: Trace, events: pd.DataFrame) -> np.ndarray:
     out = np.full(len(events), -1, dtype=np.int64)
     if py.empty or len(events) == 0:
         return out
-    ev_pos = pd.Series(np.arange(len(events)))
-    for (pid, tid), grp in events.assign(_pos=ev_pos.to_numpy()).groupby(["pid", "tid"], sort=False):
+    for (pid, tid), grp in events.assign(_pos=np.arange(len(events))).groupby(["pid", "tid"], sort=False):
         p = py[(py["pid"] == pid) & (py["tid"] == tid)]
         if p.empty:
             continue
-        # the innermost frame open when the event began; -1 where none
         out[grp["_pos"].to_numpy()] = label_at(grp["start_ns"].to_numpy(), p).to_numpy(np.int64, na_value=-1)
     return out
 

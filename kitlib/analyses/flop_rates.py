@@ -1,14 +1,8 @@
 """Achieved FLOP rates, each one counted FLOPs over the device time of the same work.
 
 A rate is only as good as its pairing: FLOPs of some operators over the device time of
-*the kernels those operators launched*. Dividing a whole step's FLOPs by the
-convolutions' time, or the reverse, mixes two sets of work. :func:`matched_rates` keeps
-each pair explicit (lesson 08).
-
-Sources: ``with_flops`` (:func:`kitlib.analyses.flops.flops_by_operator`),
-``FlopCounterMode`` (``torch.utils.flop_counter``, a bundle's
-``flop_counter_one_step.json``); device time from
-:func:`kitlib.analyses.flops.device_time_covered` and :func:`kitlib.analyses.intervals.busy_ns`.
+*the kernels those operators launched*; a whole step's FLOPs over the convolutions' time
+mixes two sets of work.
 """
 from __future__ import annotations
 
@@ -26,12 +20,9 @@ def matched_rates(trace, counts: dict, covered: pd.DataFrame | None = None,
     ``by_operator`` reuse :func:`~kitlib.analyses.flops.device_time_covered` and
     :func:`~kitlib.analyses.flops.flops_by_operator`.
 
-    Returns, indexed by ``work``: ``forward convolutions`` (with_flops ``aten::conv2d``
-    over the time under it), ``convolutions, forward + backward`` (FlopCounterMode
-    ``aten.convolution`` + ``aten.convolution_backward`` over the time under
-    ``aten::conv2d`` and ``aten::convolution_backward``), ``whole step`` (FlopCounterMode
-    total over the GPU's busy time); columns ``flops_from, time_of``, ``tflop_per_step``
-    (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
+    Returns, indexed by ``work`` (``forward convolutions``, ``convolutions, forward +
+    backward``, ``whole step``): ``flops_from, time_of`` (the pairing, in words),
+    ``tflop_per_step`` (10¹²), ``device_ms_per_step``, ``tflops_estimate`` (TFLOP/s).
 
     Raises KitError when the trace has no steps or no convolution device time.
 

@@ -7,12 +7,8 @@
 3. **device busy time**: the union of the GPU intervals, overlap counted once;
 4. **summed kernel time**: the kernels' durations added up (``>=`` the busy time).
 
-:func:`four_measures` computes them on one step; :func:`self_total` gives self and total
-host time per operator as the profiler does; :func:`annotation_device_time` explains why
-a ``record_function`` label such as ``forward`` shows "Self CUDA" time in the profiler's
-table although it launches nothing itself. Functions take ``trace`` (a
-:class:`~kitlib.model.Trace`), ``step`` (the N of ``ProfilerStep#N``) and may reuse
-``chain_df`` (:func:`kitlib.analyses.chain.chain`); times are ns.
+``step`` is the N of ``ProfilerStep#N``; ``chain_df`` a :func:`kitlib.analyses.chain.chain`
+to reuse; times are ns.
 
 Sources: docs/SOURCES.md#four-measures-annotations
 """
@@ -44,10 +40,9 @@ def _step_row(trace: Trace, step):
 
 # --------------------------------------------------------------------------- self vs total
 def operator_children(trace: Trace) -> pd.DataFrame:
-    """The direct parent of every operator, annotation and CUDA API call, from
-    ``trace.host_events``: ``source, row, name, kind, tid, dur_ns, children_ns`` (the
-    direct children's host time), ``parent`` (row label in ``trace.ops``, -1 at the top),
-    ``merged`` (folded into a same-named parent).
+    """The direct parent of every host event: ``source, row, name, kind, tid, dur_ns``,
+    ``children_ns`` (direct children's host time, ns), ``parent`` (row label in ``trace.ops``,
+    -1 at the top), ``merged``.
 
     Examples
     --------
@@ -106,11 +101,8 @@ def four_measures(trace: Trace, step: int | None = None, chain_df: pd.DataFrame 
     """The measures of one step (default the first), side by side, in ns. Device measures use
     the GPU work the step *launched*, which may run on after it ends.
 
-    Returns ``measure, clock`` (``host``/``device``), ``value_ns``, ``what``, for
-    ``wall``; ``host_ops_total_sum`` (totals summed: nested work again);
-    ``host_ops_self_sum`` (self times summed); ``host_ops_top_level`` (operator intervals
-    merged per thread, summed over threads); ``device_busy`` (union of the launched GPU
-    events); ``gpu_sum`` (their durations summed); ``kernel_sum`` (kernels only).
+    Returns ``measure``, ``clock`` (``host``/``device``), ``value_ns``, ``what`` (the measure
+    in words).
 
     Raises KitError when there is no such step, or no steps.
 
@@ -158,9 +150,9 @@ def annotation_device_time(trace: Trace, chain_df: pd.DataFrame | None = None) -
     """The GPU-side spans of ``record_function`` labels (``gpu_user_annotation``), rebuilt
     from the GPU work launched inside the label on its thread but not inside a nested label.
 
-    Returns one row per span: ``name, stream, span_start_ns, span_ns`` (as recorded),
-    ``events``, ``rebuilt_span_ns`` (first start to last end of those events), ``busy_ns``
-    (their union), ``sum_ns``, ``idle_in_span_ns`` (``span_ns - busy_ns``), ``host_tid``.
+    Returns one row per span, ns: ``name, stream, span_start_ns, span_ns`` (as recorded),
+    ``events``, ``rebuilt_span_ns`` (first start to last end), ``busy_ns`` (union), ``sum_ns``,
+    ``idle_in_span_ns``, ``host_tid``.
 
     Raises KitError when the trace has no ``gpu_user_annotation`` events.
 
@@ -212,10 +204,9 @@ def annotation_summary(trace: Trace, table: pd.DataFrame, totals: dict | None = 
     """Each label's "Self CUDA" in the profiler's ``table`` (and ``totals``, from
     :func:`kitlib.readers.profiler_table.profiler_table`) beside what the trace says it is.
 
-    Returns one row per label with GPU-side spans: ``name, calls, table_self_cuda_ns``,
-    ``span_sum_ns`` (its spans summed: what the table shows), ``busy_ns``,
-    ``idle_in_spans_ns``, ``table_pct_of_total`` ("Self CUDA %") and ``work_pct_of_total``
-    (``busy_ns`` over the table's "Self CUDA time total").
+    Returns per label with GPU-side spans: ``name, calls, table_self_cuda_ns``, ``span_sum_ns``
+    (what the table shows), ``busy_ns``, ``idle_in_spans_ns`` (ns); ``table_pct_of_total``,
+    ``work_pct_of_total`` (%, of the table's "Self CUDA time total").
 
     Examples
     --------

@@ -1,16 +1,12 @@
 """Why is the GPU idle? Gaps per stream, the launch queue, busy streams, and a verdict per step.
 
-Categories of a gap (``host_wait``, ``kernel_wait``, ``other``, ``no_launch``), the
-threshold and the boundary rules: docs/SOURCES.md#gpu-idle-module. Why 30 µs, not the 30 ns
-HTA documents: docs/SOURCES.md#gpu-idle-threshold. Against HTA 0.5.0 on eight traces:
-docs/SOURCES.md#gpu-idle-hta. Pure functions: no I/O, printing or plotting. Used in lesson 09.
+Sources: docs/SOURCES.md#gpu-idle-module (categories, threshold, boundaries),
+docs/SOURCES.md#gpu-idle-threshold (30 µs, not HTA's 30 ns), docs/SOURCES.md#gpu-idle-hta.
 
-Parameters shared by the functions: ``source`` is a Trace or NsysReport; ``events`` a
-:func:`device_events` table to use instead of the source's (a subset, say); ``steps`` the
-windows (``step, start_ns, end_ns``) to cut at, default :func:`kitlib.analyses.steps.steps_of`;
-``by`` is ``"step"`` (a row per step) or ``"recording"`` (one over the whole recording).
-Times are int64 ns. Every function raises :class:`GpuIdleError` naming the file when the
-recording lacks what it needs (GPU events, launches, steps)."""
+``source`` is a Trace or NsysReport; ``events`` a :func:`device_events` table to use instead
+(a subset, say); ``steps`` the windows (``step, start_ns, end_ns``), default
+:func:`kitlib.analyses.steps.steps_of`; ``by`` ``"step"`` or ``"recording"``. Times are int64
+ns. :class:`GpuIdleError`, naming the file, when GPU events, launches or steps are missing."""
 from __future__ import annotations
 
 import numpy as np
@@ -20,6 +16,7 @@ from ..errors import KitError
 from ..model.sources import check_source
 from ..model.window import bounds_in, containing, count_in
 from .collectives import COMM_KERNEL_PATTERN
+from .intervals import idle_gaps_in_windows, per_window, union_arrays
 
 __all__ = ["GpuIdleError", "KERNEL_WAIT_MAX_NS", "MAX_QUEUE_LENGTH", "CATEGORIES", "EVENT_COLUMNS",
            "device_events", "stream_gaps", "idle_breakdown", "queue_length", "queue_summary",
@@ -80,13 +77,11 @@ def source_name(source) -> str:
 def device_events(source) -> pd.DataFrame:
     """Every kernel, copy and set of a recording, with the launch that produced it.
 
-    Returns :data:`EVENT_COLUMNS`, one row per GPU event, by device, stream, start, end: ``kind``,
-    ``name``, ``device``, ``stream``; ``start_ns, end_ns, dur_ns`` (int64 ns); ``bytes`` (<NA> for
-    kernels); ``bandwidth_gb_per_s`` (the profiler's GB/s, else NaN); ``copy_kind`` (``HtoD``…),
-    ``src_memory``, ``dst_memory`` (``Pinned``, ``Pageable``, ``Device``…); ``correlation``;
-    ``launch_name``, ``launch_start_ns``, ``launch_dur_ns``, ``launch_end_ns`` (Int64 ns, <NA> where
-    not recorded), ``launch_tid``; ``op_name`` (profiler traces only); ``link``
-    (:data:`kitlib.analyses.chain.LINKS`, or ``correlation``/``no_launch`` for an NsysReport).
+    Returns :data:`EVENT_COLUMNS` by device, stream, start, end: ``start_ns, end_ns, dur_ns``
+    (int64 ns); ``bytes`` (<NA> for kernels); ``bandwidth_gb_per_s`` (the profiler's GB/s, else
+    NaN); ``copy_kind``, ``src_memory``, ``dst_memory``; ``launch_*`` (Int64 ns, <NA> where not
+    recorded); ``op_name`` (profiler traces only); ``link`` (:data:`kitlib.analyses.chain.LINKS`,
+    or ``correlation``/``no_launch`` for an NsysReport).
 
     Examples
     --------
@@ -219,12 +214,10 @@ def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns:
 
     Sources: docs/SOURCES.md#gpu-idle-classify-gaps
 
-    ``stream`` names each event's stream; ``start_ns``, ``end_ns`` its times and
-    ``launch_start_ns`` its launch's start (<NA> where unknown), all ns on one clock.
+    Per event: its ``stream``, times and its launch's start (<NA> where unknown), ns on one clock.
 
-    Returns a DataFrame, one row per gap, in stream then time order:
-    ``next`` (input position of the event after the gap), ``prev_end_ns``, ``end_ns``
-    (the gap's ends, ns), ``gap_ns``, ``category``.
+    Returns one row per gap, by stream then time: ``next`` (input position of the event after
+    it), ``prev_end_ns``, ``end_ns``, ``gap_ns`` (ns), ``category``.
 
     Examples
     --------
@@ -256,13 +249,12 @@ def stream_gaps(source, kernel_wait_max_ns: int = KERNEL_WAIT_MAX_NS, events=Non
     """Every gap between GPU events on one stream, classified, cut at step boundaries.
 
     A queued gap shorter than ``kernel_wait_max_ns`` (default 30 µs) is *kernel wait*, a longer
-    one *other*. Without steps, ``step`` is <NA> everywhere.
+    one *other*.
 
-    Returns a DataFrame, one row per gap or part of a gap inside one step, by device, stream, start:
-    ``gap`` (number of the whole gap), ``device``, ``stream``, ``step`` (Int64; <NA> outside
-    every step), ``start_ns, end_ns, dur_ns`` (the part, ns), ``gap_ns`` (the whole gap),
-    ``category`` (:data:`CATEGORIES`), ``next_kind``, ``next_name``, ``next_launch_name``,
-    ``next_launch_start_ns`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts).
+    Returns one row per gap or part of one inside a step, by device, stream, start: ``gap`` (its
+    number), ``device``, ``stream``, ``step`` (Int64; <NA> outside steps), ``start_ns, end_ns,
+    dur_ns`` (the part, ns), ``gap_ns`` (the whole gap), ``category`` (:data:`CATEGORIES`),
+    ``next_*`` (the GPU event after the gap), ``prev_end_ns`` (where the gap starts).
 
     Examples
     --------
@@ -309,12 +301,9 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
 
     By recording, the figures HTA's ``get_idle_time_breakdown`` gives.
 
-    Returns a DataFrame, int64:
-    ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or the stream's
-    first start to last end); ``busy_ns`` (union of the stream's events in it);
-    ``host_wait_ns``, ``kernel_wait_ns``, ``other_ns``, ``no_launch_ns`` (gap time by category);
-    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: the rest, so that
-    ``window_ns = busy_ns + gaps_ns + no_work_ns``); ``gaps`` (gaps or parts of gaps).
+    Returns, int64 ns: ``step`` (by step only), ``device``, ``stream``; ``window_ns`` (the step, or
+    the stream's first start to last end); ``busy_ns`` (union); ``<category>_ns`` (gap time);
+    ``gaps_ns`` (their sum); ``no_work_ns`` (by step: ``window_ns - busy_ns - gaps_ns``); ``gaps``.
 
     Examples
     --------
@@ -337,7 +326,6 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     start = ev["start_ns"].to_numpy(dtype=np.int64)
     end = ev["end_ns"].to_numpy(dtype=np.int64)
     rows = []
-    from .intervals import per_window, union_arrays
     merged = {}
     for g, (dev, stream) in enumerate(uniq):
         sel = gid == g
@@ -347,7 +335,6 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
             rows.append({"device": dev, "stream": stream, "window_ns": int(me.max() - ms.min()) if len(ms) else 0,
                          "busy_ns": int((me - ms).sum())})
     else:
-        # each stream's busy time in each step, all steps at once
         win = st[["start_ns", "end_ns"]].reset_index(drop=True)
         busy = {key: per_window(pd.DataFrame({"start_ns": ms, "end_ns": me}), win)["busy_ns"].to_numpy()
                 for key, (ms, me) in merged.items()}
@@ -400,9 +387,8 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
 
     ``until`` is ``"end"`` (work leaves the queue when it ends) or ``"start"``.
 
-    Returns a DataFrame, one row per change, by device, stream, time:
-    ``device``, ``stream``, ``time_ns``, ``queue_length`` (from ``time_ns`` to the stream's
-    next row; 0 before its first).
+    Returns one row per change, by device, stream, time: ``device``, ``stream``, ``time_ns``,
+    ``queue_length`` (until the stream's next row; 0 before its first).
 
     Examples
     --------
@@ -455,11 +441,9 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
     A launch meets the queue at its start with every change of that instant applied, less the
     launches of that instant.
 
-    Returns a DataFrame, one row per (step, device, stream):
-    ``window_ns`` (the step, ns); ``queue_length_mean`` (time-weighted, float);
-    ``queue_length_max``; ``queue_empty_ns``, ``queue_full_ns`` (ns);
-    ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue and their
-    summed duration, ns). ``.attrs["note"]`` says whether the queue ever filled.
+    Returns one row per (step, device, stream): ``window_ns``, ``queue_empty_ns``,
+    ``queue_full_ns`` (ns); ``queue_length_mean`` (time-weighted), ``queue_length_max``;
+    ``blocked_launches``, ``blocked_host_ns`` (launches that met a full queue, their summed ns).
 
     Examples
     --------
@@ -472,7 +456,6 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
     q = queue_length(source, until=until, events=ev)
     st = _steps(source, steps)
     d, s, gid, uniq = _streams(ev)
-    # for blocked launches: the queue just before each launch began
     known = ev[ev["launch_start_ns"].notna()]
     rows = []
     any_full = False
@@ -519,7 +502,6 @@ def queue_summary(source, until: str = "end", max_queue_length: int = MAX_QUEUE_
 # --------------------------------------------------------------------------- concurrency
 def _busy_count(ev: pd.DataFrame, dev: int):
     """Step function of the number of busy streams on one device."""
-    from .intervals import union_arrays
     sub = ev[ev["device"].fillna(-1) == dev]
     d, s, gid, uniq = _streams(sub)
     start = sub["start_ns"].to_numpy(np.int64)
@@ -545,10 +527,9 @@ def stream_concurrency(source, by: str = "step", events=None, steps=None) -> pd.
 
     By recording, the window runs from the device's first GPU event's start to its last one's end.
 
-    Returns a DataFrame, int64:
-    ``step`` (by step only), ``device``, ``streams`` (with any work in the recording),
-    ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns``,
-    ``streams_max`` (most busy at once). With one stream, ``.attrs["note"]`` says so.
+    Returns, int64: ``step`` (by step only), ``device``, ``streams`` (with any work),
+    ``window_ns``, ``streams_0_ns`` (idle), ``streams_1_ns``, ``streams_2plus_ns`` (ns),
+    ``streams_max`` (most busy at once).
 
     Examples
     --------
@@ -591,9 +572,8 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 
     Sources: docs/SOURCES.md#gpu-idle-temporal-breakdown
 
-    Returns a DataFrame, int64:
-    ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (the last
-    three add up to ``span_ns``).
+    Returns ``device``, ``span_ns``, ``idle_ns``, ``compute_ns``, ``non_compute_ns`` (int64 ns;
+    the last three add up to ``span_ns``).
 
     Examples
     --------
@@ -602,7 +582,6 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
        device  span_ns  idle_ns  compute_ns  non_compute_ns
     0       0      400        0         400               0
     """
-    from .intervals import union_arrays
     ev = checked_events(source, events)
     rows = []
     for dev, sub in ev.groupby(ev["device"].fillna(-1).astype("int64"), sort=True):
@@ -622,7 +601,6 @@ def temporal_breakdown(source, events=None) -> pd.DataFrame:
 def _host_wait_idle(ev: pd.DataFrame, gaps: pd.DataFrame, st: pd.DataFrame) -> pd.Series:
     """Per (step, device): time the device ran nothing while one of its streams was in a host-wait
     gap, |A ∩ B| = |A| + |B| - |A ∪ B|."""
-    from .intervals import idle_gaps_in_windows, union_arrays
     hw = gaps[(gaps["category"] == "host_wait") & gaps["step"].notna()]
     out = {}
     steps = st["step"].to_numpy(dtype=np.int64)
@@ -648,11 +626,9 @@ def step_verdicts(source, events=None, steps=None,
 
     Sources: docs/SOURCES.md#gpu-idle-step-verdicts
 
-    Returns a DataFrame, one row per step and device:
-    ``step``, ``device``, ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``, ``host_wait_ns``
-    (ns); ``queue_length_mean`` (float), ``queue_length_max``; ``queue_empty_share``,
-    ``host_wait_share``, ``device_busy_share`` (0-1); ``verdict`` (``CPU-bound``,
-    ``GPU-bound``, ``mixed``, ``cannot tell``); ``evidence`` (a sentence of the figures).
+    Returns per step and device: ``wall_ns``, ``device_busy_ns``, ``queue_empty_ns``,
+    ``host_wait_ns`` (ns); ``queue_length_mean``, ``queue_length_max``; ``*_share`` (0-1);
+    ``verdict`` (``CPU-bound``, ``GPU-bound``, ``mixed``, ``cannot tell``); ``evidence``.
 
     Examples
     --------

@@ -1,17 +1,10 @@
 """The profiler's ``key_averages`` table, rebuilt from the trace's own events.
 
-``prof.key_averages()`` groups every recorded event by a key (name, host or device,
-optionally input shapes or the top Python frames) and sums its times: host *self* time
-is the interval minus the children's (CUDA launches are children too); device time
-belongs to the operator whose external id the launch carries (:mod:`kitlib.analyses.chain`),
-*self* for what it launched itself, *total* with its descendants; each kernel name and
-GPU-side annotation is a row of its own. Same-name only children are merged into their
-parent, bookkeeping names are hidden, and allocator records inside no event form a
-``[memory]`` row.
-
+Events grouped by key (name, host or device, maybe input shapes or Python frames), times
+summed; device time belongs to the operator whose external id the launch carries.
 Times are int ns; host and device times are different clocks' work: never add them.
-Functions take ``trace`` (a :class:`~kitlib.model.Trace`) and may reuse ``chain_df``
-(:func:`kitlib.analyses.chain.chain`) and ``events`` (:func:`kitlib.analyses.events.op_events`).
+``chain_df`` (:func:`kitlib.analyses.chain.chain`) and ``events`` (:func:`kitlib.analyses.events.op_events`)
+may be reused.
 
 Sources: docs/SOURCES.md#grouping-key-averages
 """
@@ -37,9 +30,7 @@ _EXTRA_COLUMNS = ["cpu_memory_bytes", "self_cpu_memory_bytes", "device_memory_by
 
 
 def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
-    """``ev`` (op_events rows) with the profiler's memory columns (where the trace has memory
-    instants) and ``flops`` (where it has shapes) per event.
-    """
+    """``ev`` (op_events rows) with the profiler's memory columns and ``flops`` where it can."""
     from . import flops as F
     from . import memory as M
     if any(c in ev.columns for c in _EXTRA_COLUMNS):
@@ -71,9 +62,7 @@ def _with_memory_and_flops(trace: Trace, ev: pd.DataFrame) -> pd.DataFrame:
 
 
 def _memory_rows(trace: Trace) -> pd.DataFrame:
-    """One ``[memory]`` event per allocator record inside no event, as the profiler makes them
-    (device type CPU, no time, its bytes as total and self).
-    """
+    """One ``[memory]`` event per allocator record inside no event, as the profiler makes them."""
     from . import memory as M
     m = M.records_inside_no_event(trace)
     n = len(m)
@@ -131,13 +120,11 @@ def group_ops(trace: Trace, by: str = "name", stack_n: int = 5, chain_df: pd.Dat
     rule, repeated in ``.attrs["python_frames_rule"]``. Large traces show a progress bar
     unless ``KITLIB_PROGRESS=0``.
 
-    Returns, sorted by ``device_self_ns`` then ``host_self_ns`` (descending): ``name``,
-    ``device_type`` (``CPU``/``CUDA``), ``input_shapes`` or ``stack`` (innermost first),
-    ``count``, ``host_total_ns`` ("CPU total"), ``host_self_ns`` ("Self CPU"),
-    ``device_total_ns`` ("CUDA total"), ``device_self_ns`` ("Self CUDA"),
-    ``host_per_call_ns``, ``device_per_call_ns`` (float ns); with memory instants also
-    ``cpu_memory_bytes, self_cpu_memory_bytes, device_memory_bytes,
-    self_device_memory_bytes``; with shapes ``flops`` ("Total FLOPs").
+    Returns, by ``device_self_ns`` then ``host_self_ns`` (descending): ``name``, ``device_type``,
+    ``input_shapes`` or ``stack`` (innermost first), ``count``, ``host_total_ns``,
+    ``host_self_ns``, ``device_total_ns``, ``device_self_ns`` ("CPU total", "Self CPU", "CUDA
+    total", "Self CUDA"), ``host_per_call_ns``,
+    ``device_per_call_ns`` (ns); with memory instants ``*_memory_bytes``; with shapes ``flops``.
 
     Raises ValueError for an unknown ``by``, ``by="stack"`` without Python frames, or
     ``include_python_functions=True`` where the profiler kept frames out of its events.
@@ -234,10 +221,8 @@ def key_averages_table(rows: list) -> pd.DataFrame:
             "device_total_ns": "device_time_total_us", "device_self_ns": "self_device_time_total_us"}
     for new, old in conv.items():
         out[new] = np.rint(df[old].astype(float) * 1e3).astype(np.int64)
-    for new, old in {"cpu_memory_bytes": "cpu_memory_usage_bytes",
-                     "self_cpu_memory_bytes": "self_cpu_memory_usage_bytes",
-                     "device_memory_bytes": "device_memory_usage_bytes",
-                     "self_device_memory_bytes": "self_device_memory_usage_bytes", "flops": "flops"}.items():
+    for new in _EXTRA_COLUMNS:          # cpu_memory_bytes <- cpu_memory_usage_bytes, ..., flops
+        old = new.replace("_bytes", "_usage_bytes")
         if old in df.columns:
             out[new] = df[old].fillna(0).astype(np.int64)
     if "device_type" in df.columns:      # written by the exporter: trust it
@@ -253,9 +238,8 @@ def key_averages_table(rows: list) -> pd.DataFrame:
 def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = "name") -> pd.DataFrame:
     """The :func:`group_ops` table (same ``by``) beside the profiler's ``profiler_rows``, key by key.
 
-    Returns one row per key on either side: the keys, then for ``count`` and the four
-    times (and the memory and FLOP columns both sides have) ``…_kitlib``, ``…_profiler``
-    and ``…_diff`` (kitlib − profiler); ``only_in`` (``kitlib``, ``profiler`` or ``both``).
+    Returns one row per key on either side: the keys; ``…_kitlib``, ``…_profiler``, ``…_diff``
+    (kitlib − profiler) of ``count``, the times (ns) and shared memory/FLOP columns; ``only_in``.
 
     Examples
     --------
@@ -270,10 +254,9 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
     """
     ka = key_averages_table(profiler_rows)
     keys = ["name", "device_type"] + (["input_shapes"] if by == "input_shape" else [])
-    if by == "stack":
-        keys.append("stack")
     r = rebuilt.copy()
     if by == "stack":
+        keys.append("stack")
         r["stack"] = [tuple(s) for s in r["stack"]]
     cols = ["count", "host_total_ns", "host_self_ns", "device_total_ns", "device_self_ns"]
     cols += [c for c in _EXTRA_COLUMNS if c in r.columns and c in ka.columns]
@@ -286,9 +269,7 @@ def compare_with_profiler(rebuilt: pd.DataFrame, profiler_rows: list, by: str = 
 
 
 def _tensors_label(shapes: str) -> str:
-    """Display key for an ``input_shapes`` string: its first two non-empty shapes joined by
-    " × ", ``"[] (0-d scalar)"`` when every shape is empty.
-    """
+    """An ``input_shapes`` string's first two non-empty shapes joined by " × "."""
     import ast
     if not shapes.startswith("["):
         return shapes

@@ -1,10 +1,7 @@
 """What a host range's time was spent on: CUDA API calls inside labelled ranges.
 
-Part of a ``record_function`` label's host time is CUDA API calls (launches, memsets,
-queries), the rest Python, the dispatcher, the operators' C++ and the profiler's
-bookkeeping. This module measures the first part from the trace's ``cuda_runtime`` /
-``cuda_driver`` events, so "the host was mostly queueing kernels" can be checked
-instead of assumed (lesson 00).
+The rest of a label's host time is Python, the dispatcher, the operators' C++ and the
+profiler's bookkeeping: "the host was mostly queueing kernels" can be checked, not assumed.
 """
 from __future__ import annotations
 

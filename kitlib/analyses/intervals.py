@@ -1,14 +1,11 @@
 """Intervals on one clock: how long was something busy, and where were the gaps?
 
-Every function takes ``df``, a table of intervals with integer-ns columns ``start_ns``
-and ``dur_ns`` (or ``end_ns``), such as ``Trace.gpu`` or an Nsight Systems report's NVTX
-ranges; other columns are ignored. An interval covers ``[start_ns, start_ns + dur_ns)``:
-intervals that touch leave no gap. Overlap is counted once: two kernels at the same time
-on two streams make the GPU busy for their *union* (filter or group by ``stream`` to see
-one stream). Windows are ``(start_ns, end_ns)`` on the same clock. Functions that read a
-table raise :class:`IntervalError` for missing columns, missing or fractional times,
-negative durations, or a window that ends before it starts; :func:`union_arrays` and
-:func:`covered_before` work on arrays, unchecked. Pure functions: the input is never modified.
+``df`` is a table of intervals with integer-ns ``start_ns`` and ``dur_ns`` (or ``end_ns``),
+such as ``Trace.gpu``; other columns are ignored. An interval covers ``[start_ns, start_ns +
+dur_ns)``: touching intervals leave no gap; overlap counts once (two streams' kernels at once:
+their *union*). Windows are ``(start_ns, end_ns)`` on the same clock. :class:`IntervalError`
+for missing columns, missing or fractional times, negative durations, or a window ending
+before it starts; :func:`union_arrays` and :func:`covered_before` take arrays, unchecked.
 """
 from __future__ import annotations
 

@@ -1,18 +1,8 @@
-"""Kernel launch statistics: how long the launch calls took, how long work waited after its
-launch, which launches were outliers, and how many kernels were too short to hide their launch.
+"""Kernel launch statistics (overhead, queueing delay, outliers, short kernels) and Holistic
+Trace Analysis' kernel breakdown (:func:`kernel_types`, :func:`top_kernels`).
 
-For every GPU event whose launch is in the recording
-(:func:`kitlib.analyses.gpu_idle.device_events`):
-
-- **launch overhead**: the CUDA runtime/driver call's duration, host time (never add it
-  to device time);
-- **queueing delay**: GPU start − launch start (the call, the wait behind earlier work on
-  the stream, the device's start-up);
-- **outlier**: a call longer than :data:`OUTLIER_FACTOR` × the median of its API's calls;
-- **short kernel**: shorter than :data:`SHORT_KERNEL_NS`, about the cost of launching it.
-
-A launch belongs to the step whose ``[start_ns, end_ns)`` holds its start (<NA> outside).
-:func:`kernel_types` and :func:`top_kernels` give Holistic Trace Analysis' kernel breakdown.
+Launch overhead is the CUDA call's duration, host time (never add it to device time);
+queueing delay is GPU start − launch start; a launch's step is the one holding its start.
 ``source`` is a Trace or an NsysReport (a Trace or RankTraces for the breakdown); ``events``
 and ``steps`` may pass a :func:`~kitlib.analyses.gpu_idle.device_events` table and a step
 table to use. Times are ns.
@@ -46,11 +36,11 @@ def launch_stats(source, short_kernel_ns: int = SHORT_KERNEL_NS, outlier_factor:
                  events=None, steps=None) -> pd.DataFrame:
     """One row per GPU event with its launch: overhead, queueing delay, outlier and short flags.
 
-    Returns, by launch start: ``step`` (Int64), ``op_name`` (<NA> in Nsight exports),
-    ``link``, ``launch_name, kind, name, device, stream, launch_start_ns``,
-    ``launch_dur_ns`` (the overhead), ``start_ns, dur_ns`` (on the GPU),
-    ``queue_delay_ns``, ``api_median_launch_ns``, ``outlier``, ``short_kernel`` (False for
-    copies and sets). Events without a recorded launch are left out (``.attrs["left_out"]``).
+    Returns, by launch start: ``step`` (Int64), ``op_name`` (<NA> in Nsight exports), ``link``,
+    ``launch_name, kind, name, device, stream``; ns: ``launch_start_ns``, ``launch_dur_ns`` (the
+    overhead), ``start_ns, dur_ns`` (GPU), ``queue_delay_ns``, ``api_median_launch_ns``;
+    ``outlier`` (over :data:`OUTLIER_FACTOR` × the API's median), ``short_kernel`` (kernels under
+    :data:`SHORT_KERNEL_NS`). Events without a launch: ``.attrs["left_out"]``.
 
     Raises GpuIdleError without GPU events or launches.
 
@@ -126,13 +116,10 @@ def launch_summary(source, by=("step", "op_name"), short_kernel_ns: int = SHORT_
         "gpu_sum_ns": g["dur_ns"].sum().astype("int64"),
         "links": g["link"].agg(lambda x: ",".join(sorted(set(map(str, x))))),
     })
-    out["short_kernel_share"] = (out["short_kernels"] / out["kernels"].where(out["kernels"] > 0)).astype("Float64")
+    out.insert(out.columns.get_loc("gpu_sum_ns"), "short_kernel_share",
+               (out["short_kernels"] / out["kernels"].where(out["kernels"] > 0)).astype("Float64"))
     out = out.reset_index().sort_values(["launch_sum_ns"] + by, ascending=[False] + [True] * len(by),
                                         kind="stable", na_position="last").reset_index(drop=True)
-    cols = by + ["launches", "kernels", "launch_sum_ns", "launch_median_ns", "launch_max_ns",
-                 "queue_delay_median_ns", "queue_delay_max_ns", "outliers", "short_kernels",
-                 "short_kernel_share", "gpu_sum_ns", "links"]
-    out = out[cols]
     out.attrs.update(ls.attrs)
     return out
 
@@ -157,9 +144,8 @@ def _gpu_events(trace) -> pd.DataFrame:
 
 
 def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
-    """HTA's type of each GPU event (``kind``, ``name``): ``COMMUNICATION`` (an NCCL kernel,
-    :data:`~kitlib.analyses.collectives.COMM_KERNEL_PATTERN`), ``MEMORY`` (``memcpy`` or
-    ``memset``), ``COMPUTATION`` (every other kernel); an array of str.
+    """HTA's type of each GPU event (``kind``, ``name``): ``COMMUNICATION`` (NCCL kernel),
+    ``MEMORY`` (``memcpy``, ``memset``), ``COMPUTATION`` (every other kernel); an array of str.
 
     Sources: docs/SOURCES.md#kernel-type
 
@@ -177,9 +163,8 @@ def kernel_type(kernels: pd.DataFrame) -> np.ndarray:
 def kernel_types(source) -> pd.DataFrame:
     """Each rank's GPU time split into HTA's kernel types (:func:`kernel_type`).
 
-    Returns one row per rank and type (all three, :data:`KERNEL_TYPES` order): ``rank,
-    kernel_type, events``, ``sum_ns`` (durations added), ``busy_ns`` (overlap once),
-    ``share`` (of the rank's ``sum_ns``, 0-1).
+    Returns per rank and type (:data:`KERNEL_TYPES` order): ``rank, kernel_type, events``,
+    ``sum_ns`` (durations added), ``busy_ns`` (overlap once), ``share`` (of the rank's sum, 0-1).
 
     Raises GpuIdleError when a rank has no GPU events or ``source`` is not a Trace or RankTraces.
 
@@ -208,9 +193,8 @@ def top_kernels(source, top: int = TOP_KERNELS) -> pd.DataFrame:
     """Each rank's ``top`` GPU event names of each type by time (ties by name), the rest in one
     ``others`` row: HTA's per-rank kernel table.
 
-    Returns, by rank, type, then time (``others`` last): ``rank, kernel_type, name, calls,
-    sum_ns, mean_ns`` (rounded down), ``min_ns, max_ns``, ``share`` (of the type's time on
-    the rank).
+    Returns, by rank, type, time (``others`` last): ``rank, kernel_type, name, calls, sum_ns,
+    mean_ns`` (rounded down), ``min_ns, max_ns``, ``share`` (of the type's time on the rank).
 
     Raises GpuIdleError as :func:`kernel_types`, or for ``top`` below 1.
 

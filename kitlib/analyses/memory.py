@@ -1,19 +1,8 @@
 """Allocator events of a torch.profiler trace: per-operator accounting and memory over time.
 
-With ``profile_memory=True`` the profiler records one ``[memory]`` instant each time the
-caching allocator hands out or takes back a block: ``bytes`` (negative = a free),
-``addr``, and the running totals after it, ``total_allocated`` (in use by tensors) and
-``total_reserved`` (held from CUDA, used or cached).
-
-``key_averages()``'s "CUDA Mem" of a call is the sum of the bytes of every instant inside
-its ``[start, end]`` (both ends included, any thread); "Self CUDA Mem" subtracts the
-children's; a row sums its calls. So Self CUDA Mem is allocations minus frees, not a
-peak, and negative where an operator frees more than it allocates. The printed table's
-"GB" are GiB (:func:`format_memory`).
-
-Functions take ``trace`` (a :class:`~kitlib.model.Trace`) and ``device`` (``"cuda"``,
-``"cpu"`` or a c10 ``DeviceType`` code: which instants count). All bytes are bytes;
-times are ns on the trace's clock.
+"Self CUDA Mem" is allocations minus frees, not a peak. ``device`` is ``"cuda"``, ``"cpu"``
+or a c10 ``DeviceType`` code (which instants count). Bytes are bytes; times are ns on the
+trace's clock.
 
 Sources: docs/SOURCES.md#memory-key-averages
 """
@@ -75,12 +64,9 @@ def _memory_of(trace: Trace, device) -> pd.DataFrame:
 def profiler_events(trace: Trace) -> pd.DataFrame:
     """The CPU-side events the profiler's tables are built from, nested as it nests them.
 
-    A view of ``trace.host_events`` (:func:`kitlib.model.tree.build_host_tree`): one row per
-    operator, label, step, runtime call and (where the trace's rule makes them children)
-    Python frame, in start order, with ``source, row, name, key`` (the table's row name:
-    ``ProfilerStep#N`` → ``ProfilerStep*``), ``kind, pid, tid, start_ns, end_ns``,
-    ``parent`` (the profiler's parent, -1 at the top) and ``merged`` (folded into a
-    same-named parent: not a row of the tables).
+    A view of ``trace.host_events`` in start order: ``source, row, name, key`` (the table's
+    row name: ``ProfilerStep#N`` → ``ProfilerStep*``), ``kind, pid, tid, start_ns, end_ns``
+    (ns), ``parent`` (-1 at the top), ``merged`` (folded into a same-named parent).
 
     Examples
     --------
@@ -126,8 +112,7 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
     m = _memory_of(trace, device)
     t = m["start_ns"].to_numpy(dtype=np.int64)
     b = m["bytes"].to_numpy(dtype=np.int64)
-    # the profiler's own rule for memory records, both ends included (in_interval):
-    # named here, the one place kitlib does not use [start, end)
+    # the profiler's rule for memory records (in_interval): the one place kitlib uses [start, end]
     lo, hi = bounds_in(*_record_edges(trace, ev), t, closed="both")
     csum = lambda v: np.concatenate([[0], np.cumsum(v)])  # noqa: E731
     alloc, free = csum(np.where(b > 0, b, 0)), csum(np.where(b < 0, -b, 0))
@@ -148,10 +133,8 @@ def memory_by_event(trace: Trace, device="cuda", events: pd.DataFrame | None = N
 
 
 def _record_edges(trace: Trace, events: pd.DataFrame) -> tuple:
-    """The ``[start, end]`` (ns, both included) the recording's profiler held each event's
-    records to: its own ns, or torch ≤ 2.10's float-µs edges where
-    ``trace.meta["memory_edges_float_us"]`` says so (docs/SOURCES.md#memory-key-averages).
-    """
+    """Each event's ``[start, end]`` (ns) for its records: torch ≤ 2.10's float-µs edges where
+    ``trace.meta["memory_edges_float_us"]`` says so, else its own."""
     s = events["start_ns"].to_numpy(np.int64)
     e = events["end_ns"].to_numpy(np.int64)
     base = int(trace.meta.get("base_time_ns") or 0)
@@ -176,10 +159,8 @@ def _inside_no_event(events: pd.DataFrame, t: np.ndarray, trace: Trace) -> np.nd
 
 
 def records_inside_no_event(trace: Trace, events: pd.DataFrame | None = None) -> pd.DataFrame:
-    """The allocator records (every device) inside no CPU-side event, in time order: the
-    profiler makes each a ``[memory]`` event of its own, and a ``[memory]`` row of
-    ``key_averages()`` (so do :func:`memory_by_operator` and
-    :func:`kitlib.analyses.grouping.group_ops`). Rows of ``trace.memory``; empty without records.
+    """The rows of ``trace.memory`` (every device) inside no CPU-side event, in time order: the
+    ``[memory]`` row of ``key_averages()``, :func:`memory_by_operator` and ``group_ops``.
 
     Examples
     --------
@@ -273,17 +254,10 @@ def format_memory(nbytes: int) -> str:
     >>> format_memory(1536)
     '1.50 KB'
     """
-    kb, mb, gb = 1024, 1024 ** 2, 1024 ** 3
-    if abs(nbytes) >= gb:
-        return f"{nbytes * 1.0 / gb:.2f} GB"
-    if abs(nbytes) >= mb:
-        return f"{nbytes * 1.0 / mb:.2f} MB"
-    if abs(nbytes) >= kb:
-        return f"{nbytes * 1.0 / kb:.2f} KB"
+    for unit, size in (("GB", 1024 ** 3), ("MB", 1024 ** 2), ("KB", 1024)):
+        if abs(nbytes) >= size:
+            return f"{nbytes * 1.0 / size:.2f} {unit}"
     return f"{nbytes} B"
-
-
-_MEM_RE = re.compile(r"(-?\d+(?:\.\d+)?) (GB|MB|KB|B)")
 
 
 def parse_memory_table(text: str) -> pd.DataFrame:
@@ -339,10 +313,9 @@ def parse_memory_table(text: str) -> pd.DataFrame:
 def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
     """Live (allocated) and reserved memory after every allocator event, in time order.
 
-    Returns ``start_ns, tid, bytes`` (+ alloc, − free), ``allocated_bytes`` (``Total
-    Allocated`` after it), ``reserved_bytes`` (``Total Reserved``), ``device_id``, ``step``
-    (``<NA>`` outside), ``phase`` (the label of ``phases`` open then on any thread),
-    ``op`` (innermost operator or label on the event's own thread).
+    Returns ``start_ns`` (ns), ``tid``, ``bytes`` (+ alloc, − free), ``allocated_bytes``,
+    ``reserved_bytes`` (after it), ``device_id``, ``step`` (``<NA>`` outside), ``phase`` (the
+    label of ``phases`` open then, any thread), ``op`` (innermost on the event's thread).
 
     Raises MemoryDataError when the trace has no memory events.
 
@@ -405,8 +378,7 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
 
     Returns ``step, events, start_allocated_bytes, peak_allocated_bytes,
     end_allocated_bytes, growth_bytes`` (end − start), ``forward_growth_bytes`` (added
-    inside ``forward``: the activations kept for backward), ``reserved_max_bytes``. Equal
-    starts step after step are a loop without a leak.
+    inside ``forward``), ``reserved_max_bytes``.
 
     Examples
     --------
@@ -435,8 +407,7 @@ def memory_per_step(timeline: pd.DataFrame) -> pd.DataFrame:
 
 def memory_held_at(trace: Trace, timeline: pd.DataFrame, position: int, device="cuda") -> pd.DataFrame:
     """Which operators allocated the memory still held at row ``position`` of a
-    :func:`memory_timeline` of ``trace``: allocations whose address's last event up to that
-    row is an allocation; memory from before the first event is ``"(before the recording)"``.
+    :func:`memory_timeline` of ``trace`` (older memory: ``"(before the recording)"``).
 
     Returns, largest first: ``op, allocations, held_bytes, share_of_allocated``.
 

@@ -1,9 +1,7 @@
 """Kernels that start before the previous kernel on their stream has finished.
 
-On one stream work normally runs in launch order; on Hopper, programmatic dependent
-launch (``cudaLaunchKernelExC``) lets a kernel begin while the one before it finishes.
-The trace does not record launch attributes, so this module reports which launches
-produced the overlapping kernels (lesson 03).
+On Hopper, programmatic dependent launch (``cudaLaunchKernelExC``) lets a kernel begin
+while the one before it on its stream finishes; the trace does not record launch attributes.
 """
 from __future__ import annotations
 

@@ -1,13 +1,9 @@
 """The first ``data_load`` of a cold start, thread by thread, from an Nsight Systems report.
 
 With ``pin_memory=True`` the DataLoader's ``pt_data_pin`` thread copies each batch into
-page-locked memory; the first time, that starts with a slow ``cudaHostAlloc``. From the
-report's CUDA API and OS-runtime rows: :func:`pin_thread_allocs` (the pin thread's
-``cudaHostAlloc`` calls), :func:`main_thread_waits` (the main thread's waits and when it
-woke), :func:`lock_contention` (long ``pthread_mutex_lock`` calls and the other thread's
-call that returned when the lock was granted). Functions take ``report`` (an
-:class:`~kitlib.model.nsys.NsysReport`) and a window ``start_ns, end_ns`` on its clock
-(e.g. the first ``data_load`` range); ``*_in_window_ns`` columns are ns since the window's start.
+page-locked memory; the first time, that starts with a slow ``cudaHostAlloc``. ``report`` is
+an :class:`~kitlib.model.nsys.NsysReport`, ``start_ns, end_ns`` a window on its clock (e.g.
+the first ``data_load``); ``*_in_window_ns`` columns are ns since the window's start.
 
 Sources: docs/SOURCES.md#pinning-cold-start
 """

@@ -128,11 +128,8 @@ def device_work(source) -> pd.DataFrame:
 def host_context(source, times_ns, tid=None) -> pd.DataFrame:
     """What the thread ``tid`` (default: the steps') was inside at each of ``times_ns``.
 
-    Returns a DataFrame, one row per time:
-    ``time_ns``; ``host_label`` (innermost labelled range, ``""`` if none); ``host_event``
-    (innermost operator or annotation of a Trace; OS-runtime, else CUDA API call, else NVTX
-    range of a report; ``""`` if none); ``host_event_kind`` (``op``, ``annotation``, ``step``,
-    ``OS runtime``, ``CUDA API``, ``NVTX``).
+    Returns per time: ``time_ns``; ``host_label`` (innermost labelled range); ``host_event``,
+    ``host_event_kind`` (the source's ``host_event_at``); ``""`` where none.
 
     Examples
     --------
@@ -160,9 +157,8 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
 
     KitError also for a recording without GPU activity (no device, so no device gaps).
 
-    Returns a DataFrame, one row per gap:
-    ``step``, ``start_ns``, ``end_ns``, ``dur_ns``, ``start_in_step_ns`` (ns), and at the
-    gap's midpoint ``host_label``, ``host_event``, ``host_event_kind`` (:func:`host_context`).
+    Returns per gap: ``step``, ``start_ns``, ``end_ns``, ``dur_ns``, ``start_in_step_ns`` (ns),
+    and :func:`host_context` at its midpoint.
 
     Examples
     --------
@@ -196,13 +192,10 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     Without GPU activity the device columns are <NA>, ``gpu_launched`` 0, and
     ``.attrs["note"]`` says so. A large trace shows a progress bar unless ``KITLIB_PROGRESS=0``.
 
-    Returns a DataFrame, one row per step:
-    ``step``, ``start_ns``, ``end_ns``; ``wall_ns`` (the step's host interval);
-    ``<phase>_ns`` (host time of each phase, summed; <NA> if absent);
-    ``device_busy_ns`` (union of GPU work, overlap once); ``gpu_sum_ns`` (durations summed,
-    cut to the step); ``kernel_sum_ns`` (kernels only); ``idle_ns`` (``wall_ns - device_busy_ns``);
-    ``gaps``, ``longest_gap_ns`` (idle gaps longer than ``min_gap_ns``);
-    ``gpu_launched`` (GPU work whose launch began in the step's [start, end)).
+    Returns per step, ns: ``step``, ``start_ns``, ``end_ns``, ``wall_ns``; ``<phase>_ns`` (host
+    time, <NA> if absent); ``device_busy_ns`` (union of GPU work); ``gpu_sum_ns`` (durations
+    summed, cut to the step); ``kernel_sum_ns``; ``idle_ns`` (``wall_ns - device_busy_ns``);
+    ``gaps``, ``longest_gap_ns`` (over ``min_gap_ns``); ``gpu_launched`` (launched in the step).
 
     Examples
     --------

@@ -1,16 +1,9 @@
 """The straggler, measured per step from each rank's own time: where did each rank's step go?
 
 Every rank's step lasts about as long as the slowest rank's, so step time cannot say who
-was slow; *how* the step was spent can. :func:`step_budget` splits every rank's every step
-into ``exposed_ns`` (in collectives with no operator running on the step's thread:
-:func:`kitlib.analyses.collectives.exposed_by_step`) and ``compute_ns``, itself
-``ops_ns`` (the thread's operators) plus ``outside_ops_ns`` (Python, data loading, a
-``time.sleep``). :func:`straggler_estimate` compares these across ranks within each step,
-which cancels what slowed the whole machine; :func:`machine_drift` says when comparing
-runs would mislead. Host (Gloo) collectives only; figures are differences of one rank's
-own times, so no clock alignment is needed. ``traces`` is a
-:class:`~kitlib.model.ranks.RankTraces`, ``calls`` its
-:func:`~kitlib.analyses.collectives.collectives`.
+was slow; *how* the step was spent can. Host (Gloo) collectives only; figures are differences
+of one rank's own times, so no clock alignment is needed. ``traces`` is a
+:class:`~kitlib.model.ranks.RankTraces`, ``calls`` its :func:`~kitlib.analyses.collectives.collectives`.
 
 Sources: docs/SOURCES.md#stragglers-step-budget
 """
@@ -35,13 +28,11 @@ DRIFT_TOLERANCE = 0.15
 def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.DataFrame:
     """Every rank's every step split into exposed communication and the rest.
 
-    Returns :data:`BUDGET_COLUMNS`, int64 ns, one row per rank and step: ``step_ns`` (the
-    ``ProfilerStep#N`` interval); ``in_collectives_ns`` and ``exposed_ns`` (``comm_ns`` and
-    ``exposed_ns`` of :func:`~kitlib.analyses.collectives.exposed_by_step`; 0 without a
-    call); ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of the rank's
-    :func:`~kitlib.analyses.collectives.compute_intervals` inside ``[start, end)``);
-    ``outside_ops_ns = compute_ns - ops_ns``. A call that outlasts its step counts whole in
-    the step it starts in.
+    Returns :data:`BUDGET_COLUMNS`, int64 ns, per rank and step: ``step_ns``;
+    ``in_collectives_ns``, ``exposed_ns`` (:func:`~kitlib.analyses.collectives.exposed_by_step`'s,
+    0 without a call); ``compute_ns = step_ns - exposed_ns``; ``ops_ns`` (union of the step's
+    :func:`~kitlib.analyses.collectives.compute_intervals`); ``outside_ops_ns = compute_ns - ops_ns``
+    (Python, data loading, a ``time.sleep``).
 
     Raises KitError for a rank without steps, collectives measured on the GPU (NCCL), or
     no collectives.
@@ -69,14 +60,14 @@ def step_budget(traces: RankTraces, calls: pd.DataFrame | None = None) -> pd.Dat
         if not len(steps):
             raise KitError(f"rank {r} ({traces.info.set_index('rank').loc[r, 'path']}) has no steps "
                            "(ProfilerStep#N): it was recorded without a profiler schedule and prof.step()")
-        _, ps, pe = compute_intervals(t)            # the one definition of compute (collectives.py)
+        _, ps, pe = compute_intervals(t)
         mine = pd.DataFrame({"start_ns": ps, "dur_ns": pe - ps})
         for _, s in steps.iterrows():
             key = (int(r), int(s["step"]))
             in_coll, exposed = (int(x) for x in exposed_of.loc[key, ["comm_ns", "exposed_ns"]]) \
                 if key in exposed_of.index else (0, 0)
-            ops_ns = busy_ns(mine, (int(s["start_ns"]), int(s["start_ns"]) + int(s["dur_ns"])))
             step_ns = int(s["dur_ns"])
+            ops_ns = busy_ns(mine, (int(s["start_ns"]), int(s["start_ns"]) + step_ns))
             rows.append({"rank": int(r), "step": int(s["step"]), "step_ns": step_ns, "in_collectives_ns": in_coll,
                          "exposed_ns": exposed, "compute_ns": step_ns - exposed, "ops_ns": ops_ns,
                          "outside_ops_ns": step_ns - exposed - ops_ns})
@@ -97,10 +88,9 @@ def straggler_estimate(traces: RankTraces | None = None, budget: pd.DataFrame | 
     twice its swing): then the delay is the median compute excess, otherwise the median
     excess outside operators. The straggler has the largest delay.
 
-    Returns a dict: ``rank``; ``delay_ms``; ``delay_from`` (``"compute"`` or ``"outside
-    operators"``); ``delay_ms_by_step``; ``swing_ms``; ``clear`` (delay > 2 × swing);
-    ``compute_ms``, ``ops_ms``, ``outside_ops_ms`` (median excesses); ``noise_ms`` (swing of
-    the operator excess); ``steps``.
+    Returns ``rank``, ``delay_from`` (``"compute"``/``"outside operators"``), ``clear`` (delay > 2 ×
+    swing), ``steps``; ms: ``delay_ms``, ``delay_ms_by_step``, ``swing_ms``, ``compute_ms``,
+    ``ops_ms``, ``outside_ops_ms`` (median excesses), ``noise_ms`` (swing of the operator excess).
 
     Raises KitError with fewer than two ranks or no step present on every rank.
 
@@ -145,10 +135,9 @@ def machine_drift(wall: pd.DataFrame, budget: pd.DataFrame, tolerance: float = D
     """Did the machine change speed between a run's uninstrumented and profiled steps? If so,
     a step time compared with another run's carries that change.
 
-    ``wall``: :func:`kitlib.readers.ranks.wall_step_times` (its ``step_ms_uninstrumented``
-    rows); ``budget``: :func:`step_budget` of the same run. Returns, index ``rank``:
-    ``uninstrumented_ms``, ``profiled_ms`` (medians), ``change`` (profiled / uninstrumented
-    − 1), ``drifted`` (``|change| > tolerance``).
+    ``wall``: :func:`kitlib.readers.ranks.wall_step_times`; ``budget``: :func:`step_budget` of the
+    same run. Returns, index ``rank``: ``uninstrumented_ms``, ``profiled_ms`` (medians),
+    ``change`` (profiled / uninstrumented − 1), ``drifted`` (``|change| > tolerance``).
 
     Raises KitError without uninstrumented step times.
 

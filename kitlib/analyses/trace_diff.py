@@ -34,9 +34,8 @@ DIFF_COLUMNS = ["step", "kind", "name", "input_shapes", "before_count", "after_c
 
 EVENT_COLUMNS = ["step", "kind", "name", "input_shapes", "device_ns", "start_ns"]
 
-#: The most characters one recording's distinct names and shape keys may total for a diff: the
-#: diff takes about six times their size in memory (200 MB of names ran a machine out of it;
-#: ``profiler_5step`` holds 18 K). Raise it to diff a larger recording anyway.
+#: The most characters one recording's distinct names and shape keys may total for a diff (it
+#: takes about six times their size in memory). Raise it to diff a larger recording anyway.
 MAX_NAME_CHARS = 64 << 20
 
 WHAT = ("kernels", "operators")
@@ -81,10 +80,8 @@ def diff_events(source, what: str = "kernels", shapes: bool = True) -> pd.DataFr
     GPU work is placed in the step holding its launch's start, an operator (kind ``op``) by its
     own start. ``shapes=False`` leaves ``input_shapes`` ``""``.
 
-    Returns a DataFrame, by start:
-    ``step`` (Int64, <NA> in no step or without a recorded launch), ``kind``, ``name``,
-    ``input_shapes`` (the profiler's key; ``""`` for GPU work), ``device_ns`` (a GPU event's
-    duration; an operator's "Self CUDA"), ``start_ns``.
+    Returns, by start: ``step`` (Int64, <NA> in no step or without a launch), ``kind``, ``name``,
+    ``input_shapes`` (``""`` for GPU work), ``device_ns`` (duration; an operator's "Self CUDA"), ``start_ns``.
 
     Examples
     --------
@@ -177,10 +174,9 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     and key. A change of at most ``tolerance × before_device_ns`` is ``unchanged``.
     KitError also: two kinds, no common step, a negative tolerance.
 
-    Returns a DataFrame, largest change first (:data:`DIFF_COLUMNS`):
-    ``step`` (``per_step`` only), ``kind``, ``name``, ``input_shapes``;
-    ``before_count``, ``after_count``, ``count_change``;
-    ``before_device_ns``, ``after_device_ns``, ``device_change_ns`` (ns); ``change`` (:data:`CHANGES`).
+    Returns :data:`DIFF_COLUMNS`, largest change first: ``step`` (``per_step`` only), ``kind``,
+    ``name``, ``input_shapes``; ``before_``/``after_count``, ``count_change``; ``before_``/
+    ``after_device_ns``, ``device_change_ns`` (ns); ``change`` (:data:`CHANGES`).
     ``.attrs``: ``steps`` compared, ``matched_by``, ``note``, ``left_out`` (per side, by
     reason), ``tolerance``, ``what``.
 

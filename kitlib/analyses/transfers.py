@@ -1,13 +1,9 @@
 """Copies: how many bytes, how long, how fast against the link, and hidden under kernels or not.
 
-Each memcpy has a direction (``copy_kind``: ``HtoD``, ``DtoH``, ``DtoD``, ``PtoP``,
-``HtoH``) and, where the trace says, the memory at each end: host memory is *pinned*
-(read directly by the copy engine; ``non_blocking=True`` is asynchronous) or *pageable*
-(staged by the driver, synchronous). Achieved bandwidth is ``bytes ÷ dur_ns``, exactly
-GB/s (decimal, as datasheets write link speeds), compared with a nominal per-direction
-datasheet peak (:data:`LINKS`; a ``DtoD`` copy reads and writes HBM, so half its
-bandwidth). ``source`` is a Trace or an NsysReport; ``events`` and ``steps`` may pass a
-:func:`~kitlib.analyses.gpu_idle.device_events` table and a step table to use.
+Host memory is *pinned* (read directly by the copy engine; ``non_blocking=True`` is
+asynchronous) or *pageable* (staged by the driver, synchronous). ``bytes ÷ dur_ns`` is GB/s
+(decimal, as datasheets write link speeds). ``source`` is a Trace or an NsysReport; ``events``
+and ``steps`` may pass a :func:`~kitlib.analyses.gpu_idle.device_events` table and a step table.
 
 Sources: docs/SOURCES.md#transfers-links, docs/SOURCES.md#transfers-bandwidth
 """
@@ -76,11 +72,9 @@ def copies(source, device: str | None = None, events=None, steps=None) -> pd.Dat
 
     Returns, in time order: ``step`` (Int64, of the launch's start, else the copy's),
     ``copy_kind``, ``host_memory`` (``Pinned``/``Pageable`` or None), ``src_memory,
-    dst_memory, device, stream, start_ns, dur_ns, bytes`` (Int64), ``gb_per_s`` (the
-    trace's own figure where it has one, else bytes ÷ ``dur_ns``; NaN for 0 ns or unknown
-    bytes), ``link``, ``peak_gb_per_s`` (NaN for an unknown device), ``share_of_peak``
-    (0-1), ``kernel_overlap_ns`` (a kernel ran on the same device). ``.attrs["device"]``
-    names the datasheet used.
+    dst_memory, device, stream, start_ns, dur_ns`` (ns), ``bytes`` (Int64), ``gb_per_s`` (the
+    trace's own, else bytes ÷ ``dur_ns``; NaN if unknown), ``link``, ``peak_gb_per_s``,
+    ``share_of_peak`` (0-1), ``kernel_overlap_ns`` (beside a kernel on the device).
 
     Raises GpuIdleError without GPU events or without copies.
 
@@ -142,9 +136,8 @@ def copy_summary(source, by=("copy_kind", "host_memory"), device: str | None = N
     """:func:`copies` grouped ``by`` (default direction and host memory; add ``"step"`` for
     per step).
 
-    Returns one row per group: ``copies, bytes, dur_ns`` (summed), ``gb_per_s`` (summed
-    bytes ÷ summed time of the copies with known bytes, each copy's time being bytes ÷ its
-    ``gb_per_s``), ``gb_per_s_max``, ``link, peak_gb_per_s, share_of_peak``,
+    Returns one row per group: ``copies, bytes, dur_ns`` (summed), ``gb_per_s`` (over the
+    copies with known bytes), ``gb_per_s_max``, ``link, peak_gb_per_s, share_of_peak``,
     ``kernel_overlap_ns`` (summed), ``kernel_overlap_share`` (÷ ``dur_ns``).
 
     Raises GpuIdleError as :func:`copies`, or for a ``by`` column it lacks.

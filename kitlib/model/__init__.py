@@ -1,13 +1,5 @@
 """Model: the data contract between the readers and the analyses.
 
-- :mod:`kitlib.model.schema`: the columns of every table of a :class:`Trace`, an
-  :class:`NsysReport` and a step table;
-- :class:`Trace` (torch.profiler) and :class:`NsysReport` (Nsight Systems) as read-only
-  values: tables handed out as copies; a changed trace is a new one (``dataclasses.replace``);
-- :mod:`kitlib.model.tree`: the one event tree; :mod:`kitlib.model.window`: the one
-  window function, half-open ``[start, end)``;
-- :mod:`kitlib.model.examples`: tiny traces and trace documents for examples and tests.
-
 Readers decode files into these values; analyses use only these. May import: the
 standard library, numpy, pandas, ``kitlib.errors``, ``units``, ``phases``, ``settings``,
 ``paths``, and each other; nothing from readers, analyses, capture, plots or course.

@@ -187,13 +187,11 @@ def tiny_rank_docs() -> dict:
     1     2       11000–14000             seq 1: 14100–15000                  last, 1000 µs
     ====  ======  ======================  ==================================  ==============
 
-    Steps [0, 10000) and [10000, 20000) µs on both ranks. Each call is
-    ``record_param_comms`` (group ``"0"``, ``Seq``, 4096 elements) ⊃ ``nccl:all_reduce`` ⊃
-    ``cudaLaunchKernel`` (100 µs before its ``ncclDevKernel_AllReduce_*`` kernel, stream 20);
-    each compute kernel is launched by an ``aten::mm``, stream 7. A call ends at the same
-    time on both ranks; rank 0's kernel 4000–5000 hides 1 ms of communication. Every
-    document has ``distributedInfo`` (``nccl``, world size 2), no ``baseTimeNanoseconds``.
-    :func:`tiny_rank_folder` writes them for :func:`kitlib.readers.ranks.load_traces`.
+    Steps as :data:`TINY_RANKS`. Each call is ``record_param_comms`` (group ``"0"``, ``Seq``,
+    4096 elements) ⊃ ``nccl:all_reduce`` ⊃ ``cudaLaunchKernel`` (100 µs before its
+    ``ncclDevKernel_AllReduce_*`` kernel, stream 20); compute kernels come from ``aten::mm``,
+    stream 7. Rank 0's kernel 4000–5000 hides 1 ms of communication. Every document has
+    ``distributedInfo`` (``nccl``, world size 2), no ``baseTimeNanoseconds``.
 
     Examples
     --------
@@ -234,10 +232,8 @@ def tiny_rank_docs() -> dict:
 
 
 def tiny_rank_folder() -> Path:
-    """:func:`tiny_rank_docs` written as ``rank0.json`` and ``rank1.json`` in a folder of the
-    kit's cache (:func:`kitlib.paths.cache_dir`), named by a hash of their contents (the same
-    folder on every call; files already right are left as they are, others written whole).
-    Returns the folder (:class:`pathlib.Path`).
+    """The folder (in :func:`kitlib.paths.cache_dir`, named by a hash of the contents) holding
+    :func:`tiny_rank_docs` as ``rank0.json`` and ``rank1.json``; files already right are kept.
 
     Examples
     --------

@@ -331,9 +331,8 @@ class NsysReport:
 
 
 def range_nesting(ranges: pd.DataFrame) -> tuple:
-    """Nesting level (0 = outermost) and enclosing range's ``range_id`` (or -1) of each range
-    among its own thread's, by :func:`kitlib.model.tree.nesting` (a range never closed is
-    endless). ``ranges`` sorted by start, outer first.
+    """Nesting level (0 = outermost) and enclosing ``range_id`` (or -1) of each range among its
+    thread's (:func:`kitlib.model.tree.nesting`; never closed: endless), ``ranges`` by start.
 
     Examples
     --------
@@ -369,10 +368,9 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     inside the range on the range's own thread; the projection runs from the first such
     operation's GPU start to the last one's end.
 
-    Returns a DataFrame, one row per projected range, by start:
-    ``range`` (``"domain:name"``), ``name``, ``domain``, ``style``, ``pid``, ``tid``,
-    ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``, ``proj_end_ns``,
-    ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children`` (projected, directly inside).
+    Returns per projected range, by start: ``range`` (``"domain:name"``), ``name``, ``domain``,
+    ``style``, ``pid``, ``tid``, ``range_id``, ``start_ns``, ``dur_ns`` (CPU); ``proj_start_ns``,
+    ``proj_end_ns``, ``proj_dur_ns`` (GPU); ``gpu_ops``; ``level`` (0 outermost); ``children``.
 
     Examples
     --------
@@ -392,7 +390,6 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
            for d in (report.kernels, report.copies, report.sets) if len(d)]
     if not ops or ranges.empty or report.launches.empty:
         return pd.DataFrame(columns=cols)
-    # Each launch's GPU work: its first start and last end.
     work = pd.concat(ops).groupby(["pid", "correlation"]).agg(
         gpu_start=("start_ns", "min"), gpu_end=("end_ns", "max"))
     launches = launches_by_correlation(report.launches).join(work, how="inner").reset_index()

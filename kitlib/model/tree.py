@@ -39,16 +39,10 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     3         aten::add       0      1            0
     """
     sel = ops if python_children else ops[ops["kind"] != "python"]
-    parts = [pd.DataFrame({"source": "ops", "row": sel.index.to_numpy(), "name": sel["name"].to_numpy(),
-                           "kind": sel["kind"].to_numpy(), "pid": sel["pid"].to_numpy(),
-                           "tid": sel["tid"].to_numpy(), "start_ns": sel["start_ns"].to_numpy(),
-                           "end_ns": sel["end_ns"].to_numpy()})]
-    if len(launches):
-        parts.append(pd.DataFrame({"source": "launches", "row": launches.index.to_numpy(),
-                                   "name": launches["name"].to_numpy(), "kind": launches["api"].to_numpy(),
-                                   "pid": launches["pid"].to_numpy(), "tid": launches["tid"].to_numpy(),
-                                   "start_ns": launches["start_ns"].to_numpy(),
-                                   "end_ns": launches["end_ns"].to_numpy()}))
+    parts = [pd.DataFrame({"source": src, "row": t.index.to_numpy(), "name": t["name"].to_numpy(),
+                           "kind": t[kind].to_numpy(), "pid": t["pid"].to_numpy(), "tid": t["tid"].to_numpy(),
+                           "start_ns": t["start_ns"].to_numpy(), "end_ns": t["end_ns"].to_numpy()})
+             for src, t, kind in (("ops", sel, "kind"), ("launches", launches, "api")) if src == "ops" or len(t)]
     ev = pd.concat(parts, ignore_index=True)
     ev = ev[~ev["name"].isin(FILTERED_NAMES)]
     ev = ev.astype({"start_ns": "int64", "end_ns": "int64"})
@@ -89,18 +83,14 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
     """
     # the sweep reads Python lists: indexing them is several times cheaper than numpy's
     start_l, end_l = list(starts), list(ends)
-    tol = tolerance
-    n = len(start_l)
-    parent_l = [-1] * n
+    parent_l = [-1] * len(start_l)
     stacks: dict = {}
     for i, key in enumerate(zip(pids, tids)):
-        st = stacks.get(key)
-        if st is None:
-            st = stacks[key] = []
+        st = stacks.setdefault(key, [])
         s_i, e_i = start_l[i], end_l[i]
         while st:
             p = st[-1]
-            if s_i >= end_l[p] or e_i > end_l[p] + tol:
+            if s_i >= end_l[p] or e_i > end_l[p] + tolerance:
                 st.pop()
             else:
                 parent_l[i] = p
@@ -141,10 +131,8 @@ def depths(parent: np.ndarray) -> np.ndarray:
 
 def _fold_same_name_children(names: np.ndarray, parent: np.ndarray):
     """``_remove_dup_nodes``: an event whose parent has its name and no other child is folded
-    into it, repeatedly. Returns ``merged`` and each event's parent once they are gone.
-    Only the candidates, and after each fold the children that moved, are visited, in list
-    order: the same folds as the profiler's repeated passes.
-    """
+    into it, repeatedly. Returns ``merged`` and each event's parent once they are gone (only
+    the candidates and moved children are visited, in list order: the profiler's folds)."""
     n = len(names)
     par_a = np.asarray(parent, dtype=np.int64)
     has = par_a >= 0

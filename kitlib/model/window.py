@@ -9,10 +9,6 @@ is ``[start, end)``, ``"both"`` ``[start, end]`` (``memory_by_event``'s), also `
 ``"neither"``.
 Sources: docs/SOURCES.md#boundary-rule
 
-:func:`innermost` and :func:`containing` answer with positions into plain arrays (-1
-where none); :func:`step_of` and :func:`label_at` with ``Int64`` step numbers and row
-labels of tables (``<NA>`` where none).
-
 Examples
 --------
 Three steps back to back, and times at every boundary:
@@ -125,13 +121,8 @@ def count_in(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
     >>> count_in([0, 10], [10, 20], [0, 5, 10, 20])
     array([2, 1])
     """
-    _check(closed)
-    t = np.sort(np.asarray(t_ns, dtype=np.int64).reshape(-1))
-    s = np.asarray(start_ns, dtype=np.int64).reshape(-1)
-    e = np.asarray(end_ns, dtype=np.int64).reshape(-1)
-    lo = np.searchsorted(t, s, side="left" if closed in ("left", "both") else "right")
-    hi = np.searchsorted(t, e, side="right" if closed in ("right", "both") else "left")
-    return np.maximum(hi - lo, 0).astype(np.int64)
+    lo, hi = bounds_in(start_ns, end_ns, np.sort(np.asarray(t_ns, dtype=np.int64).reshape(-1)), closed)
+    return (hi - lo).astype(np.int64)
 
 
 def bounds_in(start_ns, end_ns, sorted_t_ns, closed: str = "left"):
@@ -164,9 +155,7 @@ def _int64_at(pos: np.ndarray, values) -> pd.arrays.IntegerArray:
 def step_of(times_ns, steps: pd.DataFrame, closed: str = "left") -> pd.arrays.IntegerArray:
     """For each time (ns), the number of the step that holds it, ``<NA>`` outside every step.
 
-    ``steps`` is a step table (``Trace.steps``, ``NsysReport.steps``: ``step``,
-    ``start_ns``, ``end_ns``); ``closed`` as in :func:`innermost`. Returns an ``Int64``
-    array of the times' length.
+    ``steps`` is a step table (``step``, ``start_ns``, ``end_ns``); ``closed`` as in :func:`innermost`.
 
     Examples
     --------
@@ -186,8 +175,7 @@ def label_at(times_ns, ranges: pd.DataFrame, closed: str = "left") -> pd.arrays.
     """For each time (ns), the row label of the innermost range holding it (:func:`innermost`),
     ``<NA>`` where none does: which ``record_function`` label, operator or Python frame.
 
-    ``ranges`` has ``start_ns``, ``end_ns`` and an integer index (a reader's row labels);
-    ``closed`` as in :func:`innermost`. Returns an ``Int64`` array of labels.
+    ``ranges`` has ``start_ns``, ``end_ns`` and an integer index; ``closed`` as in :func:`innermost`.
 
     Examples
     --------
