@@ -210,3 +210,18 @@ def test_exercises_held_back_text_and_scorecard():
         "       questions  right_first_try  right  wrong_tries\n"
         "group                                                \n"
         "a              2                1      2            1")
+
+
+def test_labels_install_returns_true_once_installed():
+    """install() raised NameError (a leftover loop over an undefined ``flush``) after registering its
+    hooks, so it never marked the shell installed: a second call registered them again."""
+    import subprocess
+    import sys
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\n"
+            "from kitlib.course import labels\n"
+            "first, again = labels.install(ip), labels.install(ip)\n"
+            "ours = [cb for cb in ip.events.callbacks['pre_run_cell'] if cb.__name__ == 'kitlib_pre_run_cell']\n"
+            "print(first, again, len(ours))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "1"]
