@@ -225,3 +225,8 @@ def test_labels_install_returns_true_once_installed():
             "print(first, again, len(ours))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["True", "True", "1"]
+
+
+def test_l01_recorded_steps():
+    from kitlib.course.exercises.l01 import recorded_steps
+    assert recorded_steps({"wait": 1, "warmup": 1, "active": 3}, 5) == 3
