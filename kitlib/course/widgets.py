@@ -13,7 +13,6 @@ import ipywidgets as widgets
 
 from ..settings import is_set
 from ..settings import value as setting
-from .exercises import _shares_state as in_kernel
 
 __all__ = ["AnswerForm", "answer_form_bundle", "in_kernel", "prediction_bundle", "presentation", "readable",
            "ReadableTable", "held_bundle", "show_outcome_later", "verdict_html"]
@@ -29,6 +28,16 @@ HELD_FORM_CLASS = "kitlib-held-form"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
 _MARKS = {True: "✅", False: "❌", None: "✏️"}
+
+
+def in_kernel() -> bool:
+    """Whether this runs in a Jupyter kernel (not a script or terminal IPython)."""
+    try:
+        from IPython import get_ipython
+    except ImportError:
+        return False
+    ip = get_ipython()
+    return ip is not None and getattr(ip, "kernel", None) is not None
 
 
 def verdict_html(verdict) -> str:
