@@ -173,3 +173,60 @@ def test_excerpt_end_gap(public_pair):
     from kitlib.course.raw_views import nccl_call_excerpt
     got = {k: round(v, 3) for k, v in excerpt_end_gap(nccl_call_excerpt(public_pair)).items()}
     assert got == {'end_gap_ms': 62.789, 'start_gap_ms': 35.534, 'enqueue_gap_ms': 14.797}
+
+
+def test_exercises_misconception_and_default_tolerance():
+    from kitlib.course.exercises import Question, default_tolerance, misconception
+    q = Question("n", "How many launches?", 3, "three", kind="compute",
+                 traps=[misconception("one_op_one_kernel", 1)])
+    assert "one operator = one kernel" in q.judge(1).message
+    assert default_tolerance(3) == 0
+    assert round(default_tolerance(844.61), 6) == 0.000592     # 845 is off by 0.39 µs; 0.5 µs is allowed
+
+
+def test_exercises_shown_and_answer_shown():
+    from kitlib.course.exercises import _answer_shown, _shown
+    assert (_shown(10**400, 3.5), _shown(-10**5000, 3.5), _shown(1, True)) == ('1.00e+400', '-1.00e+5000', 'yes')
+    assert (_shown(10000, "100"), _shown("1000", "100"), _shown(-2449.6, 3.5), _shown("slower", "faster")) == (
+        '10,000', '1,000', '-2,449.6', "'slower'")
+    assert (_answer_shown(11164.247248076219), _answer_shown(0.32387271348941254), _answer_shown(844.61)) == (
+        '11,164', '0.3239', '844.61')
+    assert (_answer_shown("10000"), _answer_shown(28_493_742_080), _answer_shown("forward")) == (
+        '10,000', '28,493,742,080', "'forward'")
+
+
+def test_exercises_held_back_text_and_scorecard():
+    from kitlib.course.exercises import Exercises, Question
+    ex = Exercises("t", [Question("p", "Predict?", 3, "three", kind="predict"),
+                         Question("c", "How many?", 4, "four", kind="compute"),
+                         Question("d", "How many more?", 5, "five", kind="compute")])
+    assert " ".join(ex._held_back_text(ex.questions).split()) == (
+        "the outcome is held back until you predict p and answer c, d: each in its form (or with "
+        "ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
+    ex = Exercises("t", [Question("a_n", "How many?", 3, "three", kind="compute"),
+                         Question("a_m", "How many more?", 4, "four", kind="compute")])
+    _ = ex.check("a_n", 3); _ = ex.check("a_m", 5); _ = ex.check("a_m", 4)   # noqa: E702
+    assert ex.scorecard(group=lambda k: k.split("_")[0]).to_string() == (
+        "       questions  right_first_try  right  wrong_tries\n"
+        "group                                                \n"
+        "a              2                1      2            1")
+
+
+def test_labels_install_returns_true_once_installed():
+    """install() raised NameError (a leftover loop over an undefined ``flush``) after registering its
+    hooks, so it never marked the shell installed: a second call registered them again."""
+    import subprocess
+    import sys
+    code = ("from IPython.core.interactiveshell import InteractiveShell\n"
+            "ip = InteractiveShell.instance()\n"
+            "from kitlib.course import labels\n"
+            "first, again = labels.install(ip), labels.install(ip)\n"
+            "ours = [cb for cb in ip.events.callbacks['pre_run_cell'] if cb.__name__ == 'kitlib_pre_run_cell']\n"
+            "print(first, again, len(ours))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.split() == ["True", "True", "1"]
+
+
+def test_l01_recorded_steps():
+    from kitlib.course.exercises.l01 import recorded_steps
+    assert recorded_steps({"wait": 1, "warmup": 1, "active": 3}, 5) == 3

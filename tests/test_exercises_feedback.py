@@ -125,6 +125,8 @@ def test_a_number_beyond_a_float_is_judged_on_every_question_never_raised():
     numeric = judged = 0
     for lesson, make in _builders().items():
         ex, _ = _build(make)
+        for key in getattr(ex, "causes_open", list)():     # lesson 13's fixes wait for every cause
+            ex.reveal(key)
         for q in ex.questions:
             for given in hostile:
                 v = ex.check(q.key, given)              # raises nothing

@@ -8,6 +8,7 @@ shared with tests/test_lessons.py); the answers come from the same recordings th
 answer key's builders (``kitlib.course.cli._builders``)."""
 from __future__ import annotations
 
+import copy
 import math
 import re
 from pathlib import Path
@@ -148,6 +149,10 @@ def test_reveal_shows_the_answer_as_the_explanation_rounds_it_and_typed_back_it_
     print(ratio.answer, "->", text[:40], "| explanation:", ratio.explain[:60])
     assert text.startswith("the answer is 11,164: ") and "= 11,164." in ratio.explain
     for n, ex in built.items():
+        if hasattr(ex, "causes_open"):      # lesson 13's fixes wait for every cause: a copy, all revealed
+            ex = copy.deepcopy(ex)
+            for key in ex.causes_open():
+                ex.reveal(key)
         for q in ex.questions:
             a = q.answer.item() if type(q.answer).__module__ == "numpy" else q.answer
             if not _is_number(a):

@@ -1,25 +1,10 @@
 """Explorers: a table and a picture that follow a selection (ipywidgets).
 
-Each explorer is a widget over analyses and pictures that the lessons already use,
-with a few controls; change a control and the table and the picture are drawn again:
-
-* :func:`chain_explorer` — choose a step and an operator: its launches and GPU events
-  (:func:`chain_table`, :func:`kitlib.plots.plot_chain`); lesson 02.
-* :func:`timeline_explorer` — choose a step, how many steps, and a window inside them
-  (zoom): every lane of the window (:func:`kitlib.plots.timeline.timeline_rows`,
-  :func:`~kitlib.plots.timeline.plot_timeline`); lessons 00, 04 and 09.
-* :func:`grouping_explorer` — one operator by input shape
-  (:func:`kitlib.analyses.grouping.shape_table`) or device time by call site
-  (:func:`kitlib.analyses.callsites.group_by_callsite`), sorted and filtered; lessons 05–06.
-* :func:`memory_explorer` — choose a step: its memory curve, and the operators whose
-  allocations are held at its peak (:func:`kitlib.analyses.memory.memory_held_at`); lesson 07.
-
-Every explorer opens on the view the lesson's text describes. Displayed, it carries
-its widget *and* a static copy of that first view (``text/html``: the table and the
-picture as a PNG), so an export without the widget front end still shows it. In a
-kernel the table and picture are drawn into ``ipywidgets.Output`` areas; outside one
-(scripts, tests) they are kept on the explorer (:attr:`Explorer.table`,
-:attr:`Explorer.figure_png`) and nothing is displayed.
+:func:`chain_explorer` (lesson 02), :func:`timeline_explorer` (00, 04, 09),
+:func:`grouping_explorer` (05–06), :func:`memory_explorer` (07): controls over the lessons'
+analyses and pictures; a change draws both again. Displayed, an explorer carries its widget
+and a static ``text/html`` copy of the view (table and PNG) for exports; outside a kernel the
+view is only kept (:attr:`Explorer.table`, :attr:`Explorer.figure_png`).
 """
 from __future__ import annotations
 
@@ -43,46 +28,24 @@ EXPLORER_CLASS = "kitlib-explorer"
 
 
 class Explorer(widgets.VBox):
-    """Controls above a table and a picture; ``render(**values)`` draws both.
+    """A ``title``, ``controls`` (by name) above a table and a picture drawn by
+    ``render(**values) -> (DataFrame, Figure or None)``; a KitError it raises shows in place
+    of the table. ``max_width_em``: the widest a table column grows (:func:`~kitlib.course.widgets.readable`).
 
-    Parameters
-    ----------
-    title : str
-        One line saying what is shown.
-    controls : dict of str to ipywidgets.ValueWidget
-        Passed to ``render`` by name; a change of any value draws again.
-    render : callable
-        ``render(**values) -> (DataFrame, matplotlib Figure or None)``. A
-        :class:`~kitlib.errors.KitError` it raises is shown in place of the table.
-    max_width_em : float
-        The widest a column of the table grows before its text wraps
-        (:func:`~kitlib.course.widgets.readable`): 8 em keeps the chain explorer's nine
-        columns inside a laptop's output; a table of few columns gives its text more.
-
-    Attributes
-    ----------
-    table : DataFrame or None
-        The table now shown (None after an error).
-    figure_png : bytes or None
-        The picture now shown, as PNG.
-    message : str
-        The error shown instead of a table, else ``""``.
+    Attributes: ``table`` (None after an error), ``figure_png`` (bytes or None), ``message``
+    (the error, else ``""``), ``held_note`` (views waiting for a prediction, else ``""``).
     """
 
     def __init__(self, title: str, controls: dict, render, max_width_em: float = 8):
         self.title, self.controls, self._render = title, controls, render
         self.max_width_em = max_width_em
         self.table, self.figure_png, self.message = None, None, ""
-        #: The note saying which views wait for a prediction (grouping_explorer's ``hold``), else "".
         self.held_note = ""
-        # the table's area spans the output (848 px at 1280 x 800 with the file browser open),
-        # not the width of what it held first; no side margin (2 px each side took it past the cell)
+        # spans the output, not what it held first; no side margin (2 px each side passed the cell)
         self.table_out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
         self.figure_out = widgets.Output()
         from .labels import sources_note
-        # the recordings of the cell that made the explorer: a redraw from a control runs
-        # outside any cell, and its note must still name what it draws
-        self.note = sources_note()
+        self.note = sources_note()        # for redraws, which run outside any cell
         for w in controls.values():
             w.observe(lambda _change: self.refresh(), names="value")
         head = widgets.HTML(f"<b>{html.escape(title)}</b>")
@@ -111,8 +74,7 @@ class Explorer(widgets.VBox):
         self.table = table
         self.figure_png = None
         if fig is not None:
-            # drawn once, as the inline backend draws a figure (its own dpi, cropped to
-            # what is drawn), and that one PNG shown both live and in the static view
+            # one PNG, as the inline backend draws it, shown live and in the static view
             buf = io.BytesIO()
             from ..plots import fit_width, png_metadata
             fit_width(fig)
@@ -143,7 +105,7 @@ class Explorer(widgets.VBox):
                          f'src="data:image/png;base64,{base64.b64encode(self.figure_png).decode()}"/>')
         from .labels import fixed_note, note_html
         with fixed_note(self.note):
-            parts.append(note_html())      # which recordings, as under any table
+            parts.append(note_html())
         return f'<div class="{EXPLORER_CLASS}-static">' + "\n".join(parts) + "</div>"
 
     def _repr_mimebundle_(self, **kwargs):
@@ -167,25 +129,15 @@ def _dropdown(options, value, description, width="16em"):
 # -- operator → launch → kernel ------------------------------------------------------------
 
 def chain_table(trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.DataFrame:
-    """An operator's launches and their GPU events, narrow enough to read: times in µs
-    since the operator started.
-
-    Parameters
-    ----------
-    trace : Trace
-    op_row : int
-        The operator's row label in ``trace.ops``.
-    chain_df : DataFrame, optional
-        A :func:`kitlib.analyses.chain.chain` result to reuse.
+    """The launches of operator ``op_row`` (a ``trace.ops`` label) and their GPU events
+    (:func:`kitlib.analyses.chain.launches_of`; ``chain_df`` a chain to reuse).
 
     Returns
     -------
-    DataFrame, one row per launch, indexed by ``launch`` (1, 2, …)
-        ``api`` (the CUDA call), ``launch_at_us``, ``launch_us`` (its host duration),
-        ``correlation``, ``external_id``, ``kernel`` (the GPU event's name, shortened),
-        ``gpu_at_us``, ``gpu_us`` (its device duration). ``gpu_at_us − launch_at_us`` is the
-        time from the launch's start to the GPU event's start. Read from
-        :func:`kitlib.analyses.chain.launches_of`.
+    DataFrame indexed by ``launch`` (1, 2, …)
+        ``api``, ``launch_at_us``, ``launch_us`` (host duration), ``correlation``,
+        ``external_id``, ``kernel`` (shortened), ``gpu_at_us``, ``gpu_us``; times in µs since
+        the operator started.
     """
     from ..analyses.chain import launches_of
     from ..plots import short_name
@@ -200,31 +152,11 @@ def chain_table(trace, op_row: int, chain_df: pd.DataFrame | None = None) -> pd.
     return out.set_index("launch")
 
 
-def _nth_op(trace, name: str, step: int) -> int:
-    from ..analyses.chain import first_op
-    return first_op(trace, name, step=step)
-
-
 def chain_explorer(trace, name: str = "aten::cudnn_convolution", step: int | None = None, top: int = 25):
-    """Choose a step and an operator: the operator's first call in that step, its launches
-    and GPU events (:func:`chain_table`) and the picture (:func:`kitlib.plots.plot_chain`).
-
-    Parameters
-    ----------
-    trace : Trace
-    name : str
-        The operator shown first (lesson 02: ``aten::cudnn_convolution``).
-    step : int, optional
-        The step shown first (default: the first recorded).
-    top : int
-        Operators offered: the ``top`` names with the most device time (``name`` always).
-
-    Returns
-    -------
-    Explorer
-        Controls ``step``, ``operator``.
-    """
-    from ..analyses.chain import chain
+    """Explorer (controls ``step``, ``operator``) of an operator's first call in a step:
+    :func:`chain_table` and :func:`kitlib.plots.plot_chain`. Opens on ``name`` and ``step``
+    (default the first); offers ``name`` and the ``top`` operators by device time."""
+    from ..analyses.chain import chain, first_op
     from ..plots import plot_chain
     c = chain(trace)
     names = c[c["op_name"].notna()].groupby("op_name")["gpu_dur_ns"].sum().sort_values(ascending=False)
@@ -234,7 +166,7 @@ def chain_explorer(trace, name: str = "aten::cudnn_convolution", step: int | Non
                 "operator": _dropdown(offered, name, "operator", "24em")}
 
     def render(step, operator):
-        row = _nth_op(trace, operator, step)
+        row = first_op(trace, operator, step=step)
         return chain_table(trace, row, c), plot_chain(trace, row, title=f"{operator}, first call in step {step}")
     return Explorer("operator → launch → GPU event", controls, render)
 
@@ -242,14 +174,8 @@ def chain_explorer(trace, name: str = "aten::cudnn_convolution", step: int | Non
 # -- timeline ------------------------------------------------------------------------------
 
 def lane_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """One row per lane of :func:`kitlib.plots.timeline.timeline_rows`: what fills it.
-
-    Returns
-    -------
-    DataFrame indexed by ``lane`` (top to bottom)
-        ``events``, ``busy_ms`` (sum of the events' durations inside the window; nested
-        ranges of one lane do not overlap), ``longest`` (name, shortened), ``longest_ms``.
-    """
+    """Per lane of :func:`kitlib.plots.timeline.timeline_rows` (index ``lane``, top to bottom):
+    ``events``, ``busy_ms`` (durations summed), ``longest`` (name, shortened), ``longest_ms``."""
     from ..plots import short_name
     if rows.empty:
         return pd.DataFrame(columns=["events", "busy_ms", "longest", "longest_ms"]).rename_axis("lane")
@@ -264,27 +190,10 @@ def lane_table(rows: pd.DataFrame) -> pd.DataFrame:
 
 def timeline_explorer(source, step: int | None = None, steps: int = 1, gaps: pd.DataFrame | None = None,
                       osrt_threads=(), title: str = "timeline"):
-    """Choose a step, how many steps, and a window inside them: the lanes and the picture.
-
-    Parameters
-    ----------
-    source : Trace or NsysReport
-    step : int, optional
-        The first step shown (default: the first).
-    steps : int
-        How many steps are shown at first (1–3).
-    gaps : DataFrame, optional
-        Idle gaps to shade (``start_ns, dur_ns``), e.g. :func:`kitlib.analyses.steps.step_gaps`.
-    osrt_threads : sequence of int
-        Threads whose OS-runtime calls get a lane (Nsight reports).
-
-    Returns
-    -------
-    Explorer
-        Controls ``step``, ``steps``, ``window`` (the part of the steps' span shown,
-        in % of it: narrow it to zoom). Table: :func:`lane_table`; picture:
-        :func:`kitlib.plots.timeline.plot_timeline`, x in ms since the first step started.
-    """
+    """Explorer (controls ``step``, ``steps`` 1–3, ``window`` in % of their span) of a Trace's or
+    NsysReport's lanes: :func:`lane_table` and :func:`kitlib.plots.timeline.plot_timeline` (ms
+    since the first step shown), ``gaps`` (``start_ns, dur_ns``) shaded, ``osrt_threads`` given
+    a lane each."""
     from ..analyses.steps import steps_of
     from ..plots.timeline import plot_timeline, timeline_rows
     st = steps_of(source).reset_index(drop=True)
@@ -324,52 +233,31 @@ _SITE_COLS = {"ops": "ops", "gpu_events": "gpu_events", "device_self_ns": "devic
               "host_self_ns": "host_self_us"}
 
 
-def _sorted_filtered(t: pd.DataFrame, label: str, sort: str, contains: str) -> pd.DataFrame:
+def _top(t: pd.DataFrame, label: str, cols: dict, sort_by: str, contains: str, top, empty: str):
+    """``(rows, view)``: the ``top`` rows of ``t`` whose ``label`` holds ``contains``, by ``sort_by``
+    (a name ``cols`` gives) descending, and their ``label`` and ``cols`` renamed, ns → µs (0.1).
+    Raises KitError ``empty`` when none is left."""
     if contains.strip():
         t = t[t[label].astype(str).str.contains(contains.strip(), case=False, regex=False)]
-    return t.sort_values(sort, ascending=False, kind="stable")
+    t = t.sort_values({v: k for k, v in cols.items()}[sort_by], ascending=False, kind="stable").head(int(top))
+    if t.empty:
+        raise KitError(empty)
+    view = t[list(dict.fromkeys([label, *cols]))].rename(columns=cols)
+    for c in [c for c in view.columns if c.endswith("_us")]:
+        view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
+    return t, view
 
 
 def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "input_shape",
                       name: str = "aten::cudnn_convolution", top: int = 8, table: pd.DataFrame | None = None,
                       hold: tuple | None = None):
-    """One operator's device time by input shape, or device time by call site: sorted,
-    filtered, the top rows drawn.
-
-    Parameters
-    ----------
-    trace : Trace
-    events : DataFrame, optional
-        :func:`kitlib.analyses.events.op_events` of ``trace``, to reuse.
-    by : {"input_shape", "callsite"}
-        ``input_shape``: :func:`kitlib.analyses.grouping.shape_table` of the chosen operator
-        (lesson 05); ``callsite``: :func:`kitlib.analyses.callsites.group_by_callsite` by
-        the chosen column (lesson 06).
-    name : str
-        The operator shown first (``by="input_shape"``).
-    top : int
-        Rows shown and drawn at first.
-    table : DataFrame, optional
-        A :func:`kitlib.analyses.callsites.callsites` result to reuse (``by="callsite"``).
-    hold : (Exercises, str), optional
-        A prediction that the views by layer answer (``by="callsite"``; lesson 06's
-        ``hot_kernel_module``): until it is made or revealed, ``group_by`` offers
-        ``user_frame`` alone, with a note saying why, and ``module_type`` and ``module`` are
-        added once it is (the question's form, ``ex.check`` or ``ex.reveal``, as
-        :meth:`~kitlib.course.exercises.Exercises.outcome` waits).
-
-    Returns
-    -------
-    Explorer
-        Controls: ``operator`` (or ``group_by``), ``sort_by``, ``contains`` (a filter on the
-        shapes or call sites, case-insensitive), ``top``. Times in µs. By call site, the
-        table's text columns grow to 28 em before they wrap (a call site on one line).
-
-    Raises
-    ------
-    KitError
-        ``by`` is neither ``"input_shape"`` nor ``"callsite"``.
-    """
+    """Explorer of one operator's device time by input shape (``by="input_shape"``, opening on
+    ``name``: :func:`kitlib.analyses.grouping.shape_table`) or of device time by call site
+    (``"callsite"``: :func:`kitlib.analyses.callsites.group_by_callsite`), sorted, filtered
+    (``contains``, case-insensitive), ``top`` rows drawn; times in µs. ``events`` and ``table``
+    are op_events and callsites results to reuse. ``hold = (exercises, key)``: a prediction the
+    views by layer answer; until it is ready (:meth:`Question.outcome_ready`) ``group_by``
+    offers ``user_frame`` alone, with a note. Raises KitError for another ``by``."""
     from ..analyses import callsites, grouping
     from ..analyses.events import op_events
     from ..plots import grouping as plots_grouping
@@ -389,14 +277,8 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
         def render(operator, sort_by, contains, top):
             if operator not in cache:
                 cache[operator] = grouping.shape_table(trace, operator, events=ev)
-            t = cache[operator]
-            key = {v: k for k, v in _SHAPE_COLS.items()}[sort_by]
-            t = _sorted_filtered(t, "tensors", key, contains).head(int(top))
-            if t.empty:
-                raise KitError(f"no shape of {operator} contains {contains!r}")
-            view = t[list(_SHAPE_COLS)].rename(columns=_SHAPE_COLS)
-            for c in ("device_total_us", "device_per_call_us"):
-                view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
+            t, view = _top(cache[operator], "tensors", _SHAPE_COLS, sort_by, contains, top,
+                           f"no shape of {operator} contains {contains!r}")
             return view.assign(device_share=view["device_share"].round(3)), \
                 plots_grouping.plot_shapes(t, operator, top=int(top)).figure
         return Explorer("device time by input shape", controls, render)
@@ -413,13 +295,8 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
     def render(group_by, sort_by, contains, top):
         if group_by not in cache:
             cache[group_by] = callsites.group_by_callsite(trace, by=(group_by,), table=sites)
-        key = {v: k for k, v in _SITE_COLS.items()}[sort_by]
-        t = _sorted_filtered(cache[group_by], group_by, key, contains).head(int(top))
-        if t.empty:
-            raise KitError(f"no {group_by} contains {contains!r}")
-        view = t[[group_by] + list(_SITE_COLS)].rename(columns=_SITE_COLS)
-        for c in ("device_self_us", "host_self_us"):
-            view[c] = np.round(ns_to_us(view[c].astype("float64")), 1)
+        t, view = _top(cache[group_by], group_by, _SITE_COLS, sort_by, contains, top,
+                       f"no {group_by} contains {contains!r}")
         return view.set_index(group_by), plots_grouping.plot_callsites(t, group_by, top=int(top)).figure
     explorer = Explorer("device time by call site", controls, render, max_width_em=28)
     if held:
@@ -432,9 +309,7 @@ HELD_VIEWS_CLASS = f"{EXPLORER_CLASS}-held"
 
 
 def _hold_views(explorer: Explorer, hold: tuple, views: list):
-    """Offer ``views`` in ``explorer``'s ``group_by`` once the prediction ``hold`` =
-    ``(exercises, key)`` is made or revealed; until then a note under the controls says
-    which views wait and why (:attr:`Explorer.held_note`)."""
+    """Offer ``views`` in ``group_by`` once ``hold = (exercises, key)`` is ready; a note until then."""
     ex, key = hold
     waiting = [v for v in views if v not in explorer.controls["group_by"].options]
     explorer.held_note = (f"group by {' and '.join(waiting)} waits for your prediction of {key} above (or its "
@@ -454,26 +329,10 @@ def _hold_views(explorer: Explorer, hold: tuple, views: list):
 # -- memory --------------------------------------------------------------------------------
 
 def memory_explorer(trace, timeline: pd.DataFrame | None = None, step: int | None = None, top: int = 8):
-    """Choose a step: its memory curve with the peak marked, and the operators whose
-    allocations are held at that peak.
-
-    Parameters
-    ----------
-    trace : Trace
-    timeline : DataFrame, optional
-        :func:`kitlib.analyses.memory.memory_timeline` of ``trace``, to reuse.
-    step : int, optional
-        The step shown first (default: the step of the whole recording's peak).
-    top : int
-        Operators listed.
-
-    Returns
-    -------
-    Explorer
-        Control ``step``. Table: :func:`kitlib.analyses.memory.memory_held_at` at the step's
-        peak, in GB (10⁹ bytes, as the picture); picture:
-        :func:`kitlib.plots.memory.plot_memory_over_time` of that step.
-    """
+    """Explorer (control ``step``, default the recording's peak step) of the ``top`` operators
+    whose allocations are held at the step's peak (:func:`kitlib.analyses.memory.memory_held_at`,
+    GB = 10⁹ bytes) and :func:`kitlib.plots.memory.plot_memory_over_time`; ``timeline`` a
+    memory_timeline to reuse. Raises KitError when no allocator event lies inside a step."""
     from ..analyses import memory
     from ..plots import memory as plots_memory
     tl = memory.memory_timeline(trace) if timeline is None else timeline

@@ -15,19 +15,15 @@ from ..readers.bundle import OPEN_LOG, label_for, note_source, opened_labels  # 
 #: Marks a figure that already carries the note (the attribute holds the note).
 _STAMPED = "_kitlib_source_note"
 
-#: The cell running now: its names (see :func:`_cell_names`), the namespace and how many
-#: recordings had been opened when it started; ``None`` between cells.
+#: The running cell's names (:func:`_cell_names`), namespace and ``len(OPEN_LOG)`` at its start; else None.
 _CELL: dict | None = None
-#: Per variable, the recordings of the cell that last assigned it (a table computed in one
-#: cell and shown in the next keeps its note).
+#: Per variable, the recordings of the cell that last assigned it.
 _DERIVED: dict = {}
 
 
 def labels_of(obj, depth: int = 1) -> list[str]:
-    """The labels of the recordings ``obj`` is or holds: a Capture, RankTraces, Trace, a
-    path inside an opened recording, a bundle's step times (:class:`StepTimes
-    <kitlib.readers.bundle.StepTimes>`), or (``depth`` levels down) a dict, list or tuple of
-    them. ``[]`` for anything else."""
+    """The labels of the recordings ``obj`` is or holds (a Capture, RankTraces, Trace, path,
+    StepTimes, or ``depth`` levels down a dict, list or tuple of them); else ``[]``."""
     from ..readers.bundle import Capture, StepTimes
     from ..model.sources import recording_labels
     if isinstance(obj, Capture):
@@ -36,7 +32,7 @@ def labels_of(obj, depth: int = 1) -> list[str]:
     if labels is not None:
         return labels
     if isinstance(obj, (PurePath, StepTimes)):
-        lab = label_for(obj if isinstance(obj, PurePath) else obj.path)    # step times: their file's
+        lab = label_for(obj if isinstance(obj, PurePath) else obj.path)
         return [lab] if lab else []
     if depth > 0 and isinstance(obj, (dict, list, tuple)) and len(obj) <= 64:
         items = obj.values() if isinstance(obj, dict) else obj
@@ -45,9 +41,8 @@ def labels_of(obj, depth: int = 1) -> list[str]:
 
 
 def _cell_names(code: str):
-    """``(whole, keyed, loaded, stored)`` of a cell's code: names used as such, names read
-    only as ``name["key"]`` (with their keys), names read, names assigned; ``None`` when the
-    code does not parse."""
+    """``(whole, keyed, loaded, stored)``: a cell's names used whole, read only as ``name["key"]``
+    (with the keys), read, assigned; None when the code does not parse."""
     try:
         tree = ast.parse(code)
     except SyntaxError:
@@ -66,20 +61,15 @@ def _cell_names(code: str):
 
 
 def _tabular(obj) -> bool:
-    """Whether ``obj`` is data a later cell may show (a pandas or numpy object, one of the
-    kit's tables, or a torch profiler whose tables a later cell prints), so that it keeps the
-    recordings of the cell that made it; a number or a dict of settings read by a later cell
-    does not pass them on. (Lesson 01 records with ``torch.profiler.profile`` into a folder of
-    its own and prints ``prof.key_averages()`` in later cells: without this, each Run All's
-    folder, all of them opened in the same kernel, was named under those tables.)"""
+    """Whether ``obj`` is data a later cell may show (pandas, numpy, a kit table, a torch
+    profiler: lesson 01 prints ``prof.key_averages()`` later), so it keeps its cell's recordings."""
     module = type(obj).__module__
     return module.split(".")[0] in ("pandas", "numpy") or hasattr(obj, "styler") or \
         module.startswith(("torch.profiler", "torch.autograd.profiler"))
 
 
 def cell_sources() -> list[str]:
-    """The labels of the recordings the running cell draws on (see the module's notes),
-    in the order they were first opened; ``[]`` outside a cell or when it names none."""
+    """The labels of the recordings the running cell draws on, in opening order; else ``[]``."""
     cell = _CELL
     if cell is None or cell["names"] is None:
         return []
@@ -100,9 +90,7 @@ def cell_sources() -> list[str]:
 
 
 def sources_note() -> str | None:
-    """``"data: <label>; <label>"``: the recordings the running cell draws on
-    (:func:`cell_sources`), else every recording opened so far; ``None`` when none was
-    opened."""
+    """``"data: <label>; <label>"`` of :func:`cell_sources`, else of every recording opened; else None."""
     if _FIXED_NOTE:
         return _FIXED_NOTE[-1]
     labels = cell_sources() or opened_labels()
@@ -115,9 +103,7 @@ _FIXED_NOTE: list = []
 
 @contextlib.contextmanager
 def fixed_note(note: str | None):
-    """Within the block, :func:`sources_note` is ``note``: an explorer redrawn by a widget,
-    outside any cell, keeps the note of the cell that made it (the recording it draws), not
-    every recording opened so far in the kernel."""
+    """Within the block, :func:`sources_note` is ``note`` (an explorer's redraw keeps its cell's)."""
     _FIXED_NOTE.append(note)
     try:
         yield
@@ -126,10 +112,8 @@ def fixed_note(note: str | None):
 
 
 def _grouped(labels, at_most: int = 8) -> list[str]:
-    """Labels in order, except that more than ``at_most`` recordings of one kind and date
-    (the part after ``name: ``) are said once: ``"16 recordings (case_a_before … case_h_after):
-    kit's CPU clinic case, 2026-12-02"`` (tests/test_plots_drawn.py).
-    """
+    """Labels in order; more than ``at_most`` of one kind (after ``name: ``) said once:
+    ``"16 recordings (case_a_before … case_h_after): <kind>"``."""
     kinds: dict[str, list[str]] = {}
     for lab in labels:
         name, sep, kind = lab.partition(": ")
@@ -153,36 +137,23 @@ def _note_text(note: str) -> str:
 
 
 def print_table(table, **to_string) -> None:
-    """Print a table (a DataFrame or Series, with ``to_string(**to_string)``, or text such
-    as the profiler's own tables) and the note under it, as ``[data: ...]`` — the printed
-    counterpart of the note under a displayed table."""
+    """Print a table (a DataFrame or Series through ``to_string(**to_string)``, or text) and
+    ``[data: ...]`` under it."""
     text = table if isinstance(table, str) else table.to_string(**to_string)
     note = sources_note()
-    # one write, not print's two (text, then the newline): a Jupyter kernel sends what is
-    # written every 0.2 s, and under load the newline went out as an output of its own
+    # one write: under load print's newline went out as an output of its own
     sys.stdout.write(text + (f"\n{_note_text(note)}" if note else "") + "\n")
 
 
 def stamp_figure(fig, note: str | None = None):
-    """Write ``note`` (default :func:`sources_note`) under ``fig``, once.
-
-    Parameters
-    ----------
-    fig : matplotlib.figure.Figure
-
-    Returns
-    -------
-    matplotlib.figure.Figure
-        The same figure; unchanged when there is no note or it already has one. The
-        note is kept as the figure's ``_kitlib_source_note`` (its text output says it too).
-    """
+    """Write ``note`` (default :func:`sources_note`) under ``fig`` once (kept as its
+    ``_kitlib_source_note``); returns ``fig``."""
     note = note if note is not None else sources_note()
     if note and not getattr(fig, _STAMPED, None):
         from ..plots import font
         import textwrap
         size = font(7.5)
-        # a note wider than the figure would widen the saved PNG (bbox_inches="tight") and
-        # shrink the plot on screen: wrap it to the figure's width (about 0.55 em a character)
+        # wrapped to the figure's width (0.55 em a character): wider, it would shrink the plot
         chars = max(40, int(fig.get_figwidth() * 72 / (0.55 * size)))
         fig.text(0.995, -0.005, textwrap.fill(note, chars), ha="right", va="top", fontsize=size, color="0.4")
         setattr(fig, _STAMPED, note)
@@ -198,9 +169,7 @@ def _stamp_open_figures(*_args, **_kw):
 
 
 def note_html() -> str:
-    """The :func:`sources_note` as a small grey HTML line to put under a table (``""`` when
-    no recording was opened). Used for pandas tables here and for the kit's own HTML
-    tables (:func:`kitlib.course.widgets.readable`, the explorers' static views)."""
+    """The :func:`sources_note` as a small grey HTML line for under a table; ``""`` without one."""
     note = sources_note()
     return f'<div style="font-size:smaller;color:#666">{html.escape(note, quote=False)}</div>' if note else ""
 
@@ -218,19 +187,15 @@ def _table_text(obj, p, cycle):
 
 
 def _figure_text(fig, p, cycle):
-    """A figure's text output: its repr and the note drawn under it (stamped now if the
-    figure is shown before the cell ends)."""
+    """A figure's text output: its repr and its note (stamped now if not yet)."""
     stamp_figure(fig)
     note = getattr(fig, _STAMPED, None)
     p.text(repr(fig) + (f"\n[{note}]" if isinstance(note, str) else ""))
 
 
 def register_figure_formatter(ip) -> None:
-    """(Re)register, in IPython shell ``ip``, the kit's figure output (its PNG, narrowed, with
-    its text size noted, and the figures' text output): returns None, raises nothing. Needed
-    because matplotlib's inline backend drops every
-    formatter of figures when it sets up its own (the first ``import matplotlib.pyplot``
-    under it), so this is checked before each cell and before figures are shown."""
+    """(Re)register in shell ``ip`` the kit's figure PNG and text output, which the inline
+    backend drops when it sets up its own; checked before each cell and before figures show."""
     fmt = ip.display_formatter.formatters["text/plain"]
     if fmt.deferred_printers.get(("matplotlib.figure", "Figure")) is not _figure_text:
         fmt.for_type_by_name("matplotlib.figure", "Figure", _figure_text)
@@ -245,13 +210,12 @@ def register_figure_formatter(ip) -> None:
 
 
 def _with_text_size(drawn):
-    """The inline backend's PNG printer of figures, narrowing each figure to a laptop
-    notebook's width (:func:`kitlib.plots.fit_width`) and writing into its PNG the size of its
-    smallest text (:func:`kitlib.plots.png_metadata`: what tests/browser.py reads to tell
-    the size a learner sees); the PNG as before where the printer takes no metadata."""
+    """The inline backend's PNG printer ``drawn``, fitting each figure to a notebook's width
+    (:func:`kitlib.plots.fit_width`) and writing its smallest text size into the PNG
+    (:func:`kitlib.plots.png_metadata`) where the printer takes metadata."""
     def png(fig):
         from ..plots import fit_width, png_metadata
-        fit_width(fig)              # shown at 1x in a laptop's notebook, text as drawn
+        fit_width(fig)
         try:
             return drawn(fig, metadata=png_metadata(fig))
         except TypeError:
@@ -261,8 +225,7 @@ def _with_text_size(drawn):
 
 
 def _stamp_before_flush(ip) -> None:
-    """Keep the inline backend's ``flush_figures`` (which shows the figures) after the
-    callback that writes the note on them, also when the backend was set up later."""
+    """Move the inline backend's ``flush_figures`` after the callback that writes the notes."""
     callbacks = ip.events.callbacks["post_execute"]
     names = [getattr(cb, "__name__", "") for cb in callbacks]
     if "kitlib_post_execute" not in names:
@@ -301,19 +264,10 @@ def _post_run_cell(*_args, **_kw):
 
 
 def install(ip=None) -> bool:
-    """Put the note under the tables and figures that IPython shows from now on.
+    """Put the note under the tables and figures shell ``ip`` (default: the running one) shows
+    from now on; False when not inside IPython.
 
     Sources: docs/SOURCES.md#labels-install
-
-    Parameters
-    ----------
-    ip : IPython.InteractiveShell, optional
-        Default: the running shell.
-
-    Returns
-    -------
-    bool
-        False when not inside IPython (nothing installed).
     """
     if ip is None:
         try:
@@ -342,7 +296,5 @@ def install(ip=None) -> bool:
     ip.events.register("post_run_cell", _post_run_cell)
     ip.events.register("post_execute", kitlib_post_execute)
     _stamp_before_flush(ip)
-    for cb in flush:
-        ip.events.register("post_execute", cb)
     ip._kitlib_labels = True
     return True

@@ -53,10 +53,8 @@ def _is_yes_no(question) -> bool:
 
 
 class AnswerForm(widgets.VBox):
-    """One question as a form: prompt, answer box, Check and Reveal buttons, verdict.
-
-    ``given`` (an answer from the cell) fills the box, ``verdict`` is shown below; ``verdicts``
-    lists every verdict shown, oldest first."""
+    """One question as a form: prompt, answer box (filled with ``given``), Check and Reveal
+    buttons, ``verdict``; ``verdicts`` lists every verdict shown, oldest first."""
 
     def __init__(self, question, exercises, given=None, verdict=None):
         self.question, self.exercises = question, exercises
@@ -67,7 +65,7 @@ class AnswerForm(widgets.VBox):
         if question.choices:
             options = [str(c) for c in question.choices]
             value = str(start) if start is not None and str(start) in options else None
-            # as wide as its longest choice (about 0.55 em a character), at most the form's width
+            # as wide as its longest choice (0.55 em a character), at most the form's width
             longest = max((len(o) for o in options), default=0)
             self.answer_box = widgets.Dropdown(options=options, value=value, description="answer",
                                                layout=widgets.Layout(width=f"{8 + 0.55 * longest:.1f}em",
@@ -81,8 +79,7 @@ class AnswerForm(widgets.VBox):
                                            layout=widgets.Layout(width="22em"))
         self.check_button = widgets.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = widgets.Button(description="Reveal", icon="eye")
-        # continuous_update, and an edit marks the verdict "not checked yet": sent on blur, the
-        # click could arrive before the new value (tests/test_browser.py)
+        # continuous_update: sent on blur, a click could arrive before the value (tests/test_browser.py)
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
@@ -91,10 +88,8 @@ class AnswerForm(widgets.VBox):
             self._show(verdict)
         buttons = widgets.HBox([self.answer_box, self.check_button, self.reveal_button],
                                layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
-        extra = []
-        if question.choices:
-            # at a projector's scale the text grows only as far as the longest choice fits
-            extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))]
+        extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))] \
+            if question.choices else []
         # widths auto: 100% plus 2 px margins scrolled sideways (tests/test_browser.py)
         super().__init__([prompt, buttons, self.feedback] + extra,
                          layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
@@ -131,12 +126,11 @@ class AnswerForm(widgets.VBox):
         return verdict
 
 
-#: Ends a verdict's text where its form cannot be drawn (kernel stopped, static export).
+#: Ends a verdict's text where its form cannot be drawn.
 FORM_GONE_HINT = "The answer form of this question needs the lesson's kernel: re-run the cell to get the form back."
 
 
-#: The hint under JupyterLab's "Error displaying widget: model not found" (a trusted notebook
-#: whose kernel stopped: an empty ``jupyter-widgets`` output); a saved style applies page-wide.
+#: The hint under JupyterLab's "Error displaying widget: model not found" (kernel stopped).
 WIDGET_GONE_CSS = ("<style>.jp-OutputArea-output.jupyter-widgets:not(:has(*))::after {content: "
                    "\"This needs the lesson's kernel: re-run the cell to get it back.\"; "
                    "display: block; color: #555555;}</style>")
@@ -156,21 +150,31 @@ def _style_for_lost_widgets():
         _GONE_STYLED["cell"] = ip.execution_count
 
 
+def _widget_bundle(make, text_bundle: dict):
+    """``(bundle, widget)``: the widget ``make()`` builds with ``text_bundle`` beside it, in a
+    kernel; ``(text_bundle, None)`` elsewhere or where ipywidgets cannot build it."""
+    if not in_kernel():
+        return text_bundle, None
+    try:
+        widget = make()
+        bundle = dict(widget._repr_mimebundle_() or {})
+    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return text_bundle, None
+    bundle.update(text_bundle)
+    return bundle, widget
+
+
 def answer_form_bundle(verdict, text_bundle: dict) -> dict:
     """A verdict's MIME bundle: its answer form beside ``text_bundle`` in a kernel (the text then
     ending with :data:`FORM_GONE_HINT`, and :data:`WIDGET_GONE_CSS` shown), else ``text_bundle``."""
-    if not in_kernel():
-        return text_bundle
-    try:
-        form = AnswerForm(verdict.question, verdict.exercises, given=verdict.given, verdict=verdict)
-        bundle = dict(form._repr_mimebundle_() or {})
-    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+    bundle, form = _widget_bundle(
+        lambda: AnswerForm(verdict.question, verdict.exercises, given=verdict.given, verdict=verdict), text_bundle)
+    if form is None:
         return text_bundle
     try:
         _style_for_lost_widgets()
     except Exception:     # not an IPython kernel after all: the hint in the text stays
         pass
-    bundle.update(text_bundle)
     if "text/plain" in bundle:
         bundle["text/plain"] = f"{bundle['text/plain']}\n({FORM_GONE_HINT})"
     if "text/markdown" in bundle:
@@ -181,25 +185,20 @@ def answer_form_bundle(verdict, text_bundle: dict) -> dict:
 def prediction_bundle(verdict, text_bundle: dict) -> dict:
     """The MIME bundle of a ``predicted`` verdict: in a kernel a line redrawn with
     ``verdict.follow()`` at every later check of the question, beside ``text_bundle``; else ``text_bundle``."""
-    if not in_kernel():
-        return text_bundle
-    try:
+    def make():
         line = widgets.HTML(verdict_html(verdict), layout=widgets.Layout(width="100%", margin="2px 0"))
         line.add_class(PREDICTED_CLASS)
         line.add_class(f"{PREDICTED_CLASS}-{verdict.key}")
-        bundle = dict(line._repr_mimebundle_() or {})
-    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
-        return text_bundle
-    verdict.exercises.followers.setdefault(verdict.key, []).append(
-        lambda: setattr(line, "value", verdict_html(verdict.follow())))
-    bundle.update(text_bundle)
+        return line
+    bundle, line = _widget_bundle(make, text_bundle)
+    if line is not None:
+        verdict.exercises.followers.setdefault(verdict.key, []).append(
+            lambda: setattr(line, "value", verdict_html(verdict.follow())))
     return bundle
 
 
 def show_outcome_later(line, keys, is_open, show):
-    """Display an ``outcome`` line whose prediction is still open; in a kernel, the first later
-    check or reveal of ``keys`` that finds ``is_open()`` replaces it with what ``show()`` shows.
-    Elsewhere the line is printed."""
+    """Display an ``outcome`` line as :func:`held_bundle` in a kernel; elsewhere print it."""
     from IPython.display import display
     if not in_kernel():
         print(line)
@@ -208,23 +207,21 @@ def show_outcome_later(line, keys, is_open, show):
 
 
 def held_bundle(line, keys, is_open, show, css: str = OUTCOME_CLASS) -> dict:
-    """The MIME bundle of a line that gives way to ``show()`` in place: in a kernel, an
-    output widget (classes ``css`` and ``css-KEY`` for each of ``keys``) holding the line,
-    which the first check or reveal of one of ``keys`` that finds ``is_open()`` clears to
-    run ``show()`` inside it (see :func:`show_outcome_later`); the line's text alone
-    elsewhere, or where ipywidgets cannot build the widget."""
+    """The MIME bundle of a line that gives way to ``show()`` in place: in a kernel, an output
+    widget (classes ``css`` and ``css-KEY`` per key) that the first check or reveal of one of
+    ``keys`` finding ``is_open()`` clears to run ``show()``; else the line's text."""
     text = {"text/plain": str(line), "text/markdown": line._repr_markdown_()}
-    if not in_kernel():
-        return text
-    try:
+
+    def make():
         out = widgets.Output(layout=widgets.Layout(width="100%", margin="2px 0"))
         out.add_class(css)
         for key in keys:
             out.add_class(f"{css}-{key}")
         out.outputs = ({"output_type": "display_data", "metadata": {},
                         "data": {"text/html": verdict_html(line), "text/plain": str(line)}},)
-        bundle = dict(out._repr_mimebundle_() or {})
-    except Exception:     # no comm to a front end, an ipywidgets that cannot build it: the text
+        return out
+    bundle, out = _widget_bundle(make, text)
+    if out is None:
         return text
     shown = []
 
@@ -237,7 +234,6 @@ def held_bundle(line, keys, is_open, show, css: str = OUTCOME_CLASS) -> dict:
             show()
     for key in keys:
         line.exercises.followers.setdefault(key, []).append(follow)
-    bundle.update(text)
     return bundle
 
 

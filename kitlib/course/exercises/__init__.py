@@ -3,12 +3,6 @@
 A lesson builds its questions from the capture it shows (live or recorded), so
 the expected answer is always computed, never typed in, and the explanation
 quotes the learner's own figures. ``check`` says right or wrong and why.
-
-Example
--------
->>> ex = exercises.lesson02(capture)        # doctest: +SKIP
->>> ex.check("launch_count", 3)             # doctest: +SKIP
-✓ launch_count: right. The operator made 3 launches ...
 """
 from __future__ import annotations
 
@@ -30,11 +24,7 @@ KINDS = {
 
 
 class Misconception(str):
-    """Feedback for a classic misconception: the text, with the misconception's ``key``.
-
-    Made with :func:`misconception`; a question's ``traps`` hold it like any other
-    feedback, and :data:`MISCONCEPTIONS` lists the keys.
-    """
+    """A trap's feedback naming a classic misconception (:func:`misconception`), with its ``key``."""
 
     key: str = ""
 
@@ -63,29 +53,9 @@ MISCONCEPTIONS = {
 
 
 def misconception(key: str, answer, detail: str = "") -> tuple:
-    """A trap ``(answer, feedback)`` for the classic misconception ``key``.
-
-    Parameters
-    ----------
-    key : str
-        One of :data:`MISCONCEPTIONS`.
-    answer
-        The answer a learner holding the misconception gives.
-    detail : str
-        A sentence about this question's own figures, added to the general feedback.
-
-    Raises
-    ------
-    KeyError
-        An unknown misconception (the message lists the known ones).
-
-    Examples
-    --------
-    >>> q = Question("n", "How many launches?", 3, "three", kind="compute",
-    ...              traps=[misconception("one_op_one_kernel", 1)])
-    >>> "one operator = one kernel" in q.judge(1).message
-    True
-    """
+    """A trap ``(answer, feedback)`` for misconception ``key`` (:data:`MISCONCEPTIONS`), the
+    learner's ``answer`` holding it, ``detail`` a sentence on this question's figures.
+    Raises KeyError for an unknown key (the message lists the known ones)."""
     if key not in MISCONCEPTIONS:
         raise KeyError(f"no misconception {key!r}; known: {', '.join(MISCONCEPTIONS)}")
     title, text = MISCONCEPTIONS[key]
@@ -108,18 +78,9 @@ _UNIT_KIND = {"ns": "time", "µs": "time", "us": "time", "ms": "time", "s": "tim
 
 
 def default_tolerance(answer) -> float:
-    """The tightest relative tolerance that accepts ``answer`` correctly rounded to three
-    significant figures (the precision :meth:`Question.precision_text` asks for); 0 for a
-    whole number, which must be exact.
-
-    Examples
-    --------
-    >>> default_tolerance(3)
-    0
-    >>> round(default_tolerance(844.61), 6)    # 845 is off by 0.39 µs; 0.5 µs is allowed
-    0.000592
-    """
-    answer = _plain(answer)             # a numpy integer is a whole number too
+    """The tightest relative tolerance accepting ``answer`` rounded to three significant
+    figures (:meth:`Question.precision_text`); 0 for a whole number (exact)."""
+    answer = _plain(answer)
     if isinstance(answer, bool) or isinstance(answer, int) or not answer:
         return 0
     a = abs(float(answer))
@@ -129,27 +90,20 @@ def default_tolerance(answer) -> float:
 
 @dataclass
 class Verdict:
-    """The outcome of one check: ``correct`` is None when no answer was given, or when the
-    answer was not one of the question's choices (neither counts as a try).
-
-    In a Jupyter kernel a verdict displays as the question's answer form
-    (:mod:`kitlib.course.widgets`: a box or choices, Check and Reveal buttons, this
-    verdict below); everywhere else, and in front ends without widgets, as the text.
-    """
+    """The outcome of one check: ``correct`` None when no answer, or one outside the choices,
+    was given (not a try). Displays as the answer form in a kernel (:mod:`kitlib.course.widgets`),
+    else as text."""
 
     key: str
     correct: bool | None
     message: str
-    #: The question judged (and its lesson's exercises), for the answer form; not compared.
+    #: For the answer form (not compared): the question, its exercises, the answer given.
     question: Any = field(default=None, repr=False, compare=False)
     exercises: Any = field(default=None, repr=False, compare=False)
     given: Any = field(default=None, repr=False, compare=False)
-    #: For :meth:`Exercises.predicted`: makes this verdict again, so that its line in a
-    #: notebook follows the question (:func:`kitlib.course.widgets.prediction_bundle`).
+    #: Remakes a :meth:`Exercises.predicted` verdict (:func:`kitlib.course.widgets.prediction_bundle`).
     follow: Any = field(default=None, repr=False, compare=False)
-    #: For a question held back until others are tried: ``(keys, is_open, show)``; in a
-    #: notebook the verdict's line then gives way to ``show()`` in place, once ``is_open()``
-    #: after a check or reveal of one of ``keys`` (:func:`kitlib.course.widgets.held_bundle`).
+    #: ``(keys, is_open, show)`` of a line held back (:func:`kitlib.course.widgets.held_bundle`).
     later: Any = field(default=None, repr=False, compare=False)
 
     def __str__(self):
@@ -184,50 +138,31 @@ class Question:
 
     Attributes
     ----------
-    key : str
-        Short name used with :meth:`Exercises.check`.
-    prompt : str
-        The question, with the unit the answer is expected in.
-    answer : Any
-        The expected answer, computed from the capture.
-    explain : str
-        Why that is the answer (shown after any attempt).
+    key, prompt, answer, explain
+        Name for :meth:`Exercises.check`; the question (with its unit); the expected answer,
+        computed from the capture; why (shown after any attempt).
     tolerance : float, optional
-        For numbers: relative tolerance (0.02 = within 2 %). Default: the tightest that accepts
-        the answer rounded to three significant figures (:func:`default_tolerance`), exact for a
-        whole number. A question that sets its own says why in ``tolerance_why``.
+        Relative, for numbers; default :func:`default_tolerance`. A question setting its own
+        says why in ``tolerance_why`` (shown in the answer key).
     kind : str
-        What the question asks of the learner: one of :data:`KINDS` (``recall``, ``compute``,
-        ``predict``, ``transfer``).
+        One of :data:`KINDS`.
     unit : str, optional
-        The answer's unit (``"µs"``, ``"GiB"``, ``"%"``…). Only a question with a unit hints at
-        a unit factor (×1000, GB for GiB) on a wrong number.
+        ``"µs"``, ``"GiB"``, ``"%"``…; only then is a wrong number hinted a unit factor.
     where : str, optional
-        Which table and column (or raw rows) hold what the answer is worked out from; the first
-        wrong try points there.
-    tolerance_why : str, optional
-        Why the tolerance is what it is (shown in the answer key).
+        Which table and column hold the answer's inputs; the first wrong try points there.
     normalise : callable, optional
-        Turns a text answer into a comparable form (default: lower-case, stripped).
+        Makes a text answer comparable (default: lower-case, stripped).
     choices : list, optional
-        The answers to choose from, shown with the prompt.
+        The answers to choose from.
     traps : list of (answer, feedback), optional
-        Known wrong answers and what each one shows the learner got wrong (the B300
-        figure typed for an H200 question, MACs for FLOPs, the sum for the union…),
-        checked before the generic hints. Numbers match within ``tolerance``.
-    accept : callable, optional
-        ``accept(given) -> bool`` decides a text answer instead of equality with
-        ``answer`` (for questions with more than one right answer).
-    offered : callable, optional
-        ``offered(given) -> bool`` says whether an answer is one of ``choices`` (default:
-        its normalised form equals a choice's). An answer outside the choices is told so
-        and does not count as a wrong try.
+        Known wrong answers and what each shows, checked before the generic hints
+        (numbers match within ``tolerance``).
+    accept, offered : callable, optional
+        ``accept(given)`` decides a text answer instead of equality; ``offered(given)``
+        whether it is one of ``choices`` (else: not a try).
     explain_when_wrong : bool
-        Whether a wrong prediction (``kind="predict"``) is told the explanation at once
-        (default). False where the explanation opens with the answer and every wrong choice
-        has a trap that says which way it is off and why: the wrong try then gets that
-        direction and where to read, not what Reveal says; the explanation follows in
-        :meth:`Exercises.predicted` and the outcomes the prediction opens.
+        Whether a wrong prediction gets the explanation at once; False where every wrong
+        choice has a trap saying which way it is off.
     """
 
     key: str
@@ -248,10 +183,8 @@ class Question:
     wrong_tries: int = 0
     #: A ``predict`` question's first answer (``...`` until one is given).
     prediction: Any = ...
-    #: The wrong tries before the first right answer (None until one is right); see
-    #: :meth:`Exercises.scorecard`.
+    #: The wrong tries before the first right answer (None until one is right).
     solved_after: int | None = None
-    #: Whether :meth:`Exercises.reveal` has shown the answer (opens :meth:`Exercises.outcome`).
     revealed: bool = False
 
     def outcome_open(self) -> bool:
@@ -259,13 +192,11 @@ class Question:
         return self.prediction is not ... or self.revealed
 
     def attempted(self) -> bool:
-        """Whether a question of any other kind may let an outcome show: answered at least
-        once (a wrong try counted, or a right answer), or revealed."""
+        """Whether answered at least once (a counted try), or revealed."""
         return self.wrong_tries > 0 or self.solved_after is not None or self.revealed
 
     def outcome_ready(self) -> bool:
-        """What :meth:`Exercises.outcome` waits on: :meth:`outcome_open` for a ``predict``
-        question, :meth:`attempted` for the others."""
+        """What :meth:`Exercises.outcome` waits on: :meth:`outcome_open` (predict) or :meth:`attempted`."""
         return self.outcome_open() if self.kind == "predict" else self.attempted()
 
     def __post_init__(self):
@@ -282,8 +213,7 @@ class Question:
         return ""
 
     def choices_text(self) -> str:
-        """`` (choose from: a, b, c)`` for a question with choices whose prompt does not already
-        quote them all, else ``""``."""
+        """`` (choose from: a, b, c)`` unless the prompt quotes every choice, else ``""``."""
         if not self.choices or all(f"'{c}'" in self.prompt or f'"{c}"' in self.prompt for c in self.choices):
             return ""
         return f" (choose from: {', '.join(map(str, self.choices))})"
@@ -305,16 +235,12 @@ class Question:
         if given is None or given is ...:
             return Verdict(self.key, None, "replace `None` with your answer and run the cell again. "
                                             f"Question: {self.prompt}{self.choices_text()}")
-        if _beyond_float(given) and not _is_number(self.answer):
-            # text, choices and yes/no compare what is written, and Python will not write
-            # an int of more than 4300 digits (str() raises): such a number answers none
-            if self.choices:
-                return Verdict(self.key, None, f"{_shown(given, self.answer)} is not one of the choices "
-                                               f"({', '.join(map(str, self.choices))}); this does not "
-                                               "count as a try.")
+        # str() raises on an int of over 4300 digits: it answers no text, choice or yes/no
+        huge_text = _beyond_float(given) and not _is_number(self.answer)
+        if huge_text and not self.choices:
             return Verdict(self.key, False, f"{_shown(given, self.answer)} is not an answer to this "
                                             f"question. {self.prompt}")
-        if not self.is_offered(given):
+        if huge_text or not self.is_offered(given):
             return Verdict(self.key, None, f"{_shown(given, self.answer)} is not one of the choices "
                                            f"({', '.join(map(str, self.choices))}); this does not count as a try.")
         if isinstance(self.answer, bool):
@@ -322,6 +248,7 @@ class Question:
             if b is None:
                 return Verdict(self.key, False, f"answer yes or no (True or False), not {given!r}. {self.prompt}")
             ok = b == self.answer
+            hit = lambda t: isinstance(t, bool) and t == b      # noqa: E731
         elif _is_number(self.answer):
             # neither a yes/no (True would be 1.0) nor NaN/infinity (nan was "too low" and kept
             # as a prediction) is a number here: refused, not counted as a try, not kept
@@ -346,9 +273,7 @@ class Question:
             if not ok:
                 self._record(given)
                 for trap, feedback in self.traps:
-                    # a trap matches at the precision the learner is asked for (three significant
-                    # figures), or at the answer's tolerance where that is wider: a trap kept
-                    # rounded (0.118) still catches the same slip typed more precisely (0.1181)
+                    # at three significant figures or the answer's tolerance, the wider: 0.118 catches 0.1181
                     if _is_number(trap) and abs(g - trap) <= max(
                             abs(trap) * max(self.tolerance or 0, default_tolerance(trap)), 1e-12):
                         return self._wrong(given, feedback)
@@ -364,48 +289,34 @@ class Question:
         else:
             norm = self.normalise or (lambda s: str(s).strip().lower())
             ok = self.accept(given) if self.accept is not None else norm(given) == norm(self.answer)
-            if not ok:
-                for trap, feedback in self.traps:
-                    if isinstance(trap, str) and norm(given) == norm(trap):
-                        self._record(given)
-                        return self._wrong(given, feedback)
-        if not ok and isinstance(self.answer, bool):
-            for trap, feedback in self.traps:
-                if isinstance(trap, bool) and trap == _as_bool(given):
-                    self._record(given)
-                    return self._wrong(given, feedback)
+            hit = lambda t: isinstance(t, str) and norm(given) == norm(t)      # noqa: E731
         self._record(given)
         if ok:
             if self.solved_after is None:
                 self.solved_after = self.wrong_tries
             return Verdict(self.key, True, f"right. {self.explain}")
-        return self._wrong(given)
+        return self._wrong(given, next((feedback for trap, feedback in self.traps if hit(trap)), ""))
 
     def _direction(self, g: float) -> str:
-        """Which way a wrong number is off: "too high", "too low", or, for a float answer
-        rounded to two significant figures (0.15 for 0.149), that it is right that far and to
-        give more. What counts as right is not changed. (One figure is not singled out: 800
-        for 844.61 is as likely a low guess as a rounding.)"""
+        """"too high", "too low", or for a float answer rounded to two significant figures
+        (0.15 for 0.149) that it is right that far (one figure is not: 800 may be a guess)."""
         a = float(_plain(self.answer))
         if isinstance(_plain(self.answer), float) and a and math.isclose(g, float(f"{a:.2g}"), rel_tol=1e-9):
             return f"right to 2 significant figures: {'give 3' if self.precision_text() else 'give more'}"
         return "too high" if g > a else "too low"
 
     def trap_hit(self, verdict):
-        """``(trap id, trap text)`` of the trap whose feedback the wrong ``verdict`` gave, else
-        ``(None, None)`` (for the instructor's class view, :mod:`kitlib.course.classview`). The
-        id: a classic misconception's key (``one_op_one_kernel``), or, for the question's own
-        trap, ``<question key>.trap<n>`` (n counts from 1 in ``traps``: stable while the
-        lesson's code keeps its order); the text: the misconception's title, or the trap's
-        feedback (first 160 characters)."""
+        """``(id, text)`` of the trap the wrong ``verdict`` quotes, else ``(None, None)``
+        (:mod:`kitlib.course.classview`): a misconception's key and title, or
+        ``<question key>.trap<n>`` (n from 1) and the feedback's first 160 characters."""
         if verdict.correct is not False:
             return None, None
 
-        def tidy(text):       # as a predict question's verdict tidies its message (spaces, ". .")
+        def tidy(text):       # as _wrong tidies a prediction's message
             return " ".join(str(text).split()).replace(". .", ".")
         message = tidy(verdict.message)
         for i, (_, feedback) in enumerate(self.traps, start=1):
-            if feedback and tidy(_sentence(feedback)) in message:     # the verdict quotes it as a sentence
+            if feedback and tidy(_sentence(feedback)) in message:
                 key = getattr(feedback, "key", "")
                 if key:
                     return key, MISCONCEPTIONS[key][0]
@@ -426,10 +337,8 @@ class Question:
             self.prediction = given
 
     def _wrong(self, given, hint: str = "") -> Verdict:
-        """A wrong answer: a direction first (a trap's own feedback, too high or too low, a unit
-        factor, where to read); the explanation from the second try on, or at once for a
-        ``predict`` question (its first answer is kept, so a second try wins nothing) unless
-        it sets ``explain_when_wrong=False``."""
+        """A wrong answer: a direction (``hint``) and where to read first; the explanation from the
+        second try, or at once for a prediction (unless ``explain_when_wrong=False``)."""
         self.wrong_tries += 1
         shown = _shown(given, self.answer)
         where = f" Read it from {self.where}." if self.where else ""
@@ -457,24 +366,13 @@ def _plain(v):
 
 
 def _beyond_float(x) -> bool:
-    """An int (not a yes/no) too large for a float (``10**400``): ``float()`` raises on it,
-    and from 4300 digits ``str()`` does too."""
+    """An int (not a yes/no) too large for a float (``10**400``): ``float()`` raises on it."""
     return isinstance(x, int) and not isinstance(x, bool) and x.bit_length() > 1024
 
 
 def _shown(given, answer) -> str:
-    """The learner's answer as they would write it: ``yes``/``no`` for a yes/no question;
-    a number as a number, with thousands separators as the kit writes figures (``1,000``,
-    also for a choice typed as text, ``"1000"``); an int beyond a float's range in three
-    significant figures (``1.00e+400``); other text quoted.
-
-    Examples
-    --------
-    >>> _shown(10**400, 3.5), _shown(-10**5000, 3.5), _shown(1, True)
-    ('1.00e+400', '-1.00e+5000', 'yes')
-    >>> _shown(10000, "100"), _shown("1000", "100"), _shown(-2449.6, 3.5), _shown("slower", "faster")
-    ('10,000', '1,000', '-2,449.6', "'slower'")
-    """
+    """The learner's answer as written: ``yes``/``no`` for a yes/no question, a number (or
+    number text) with thousands separators, an int beyond a float in 3 figures, text quoted."""
     if isinstance(answer, bool):
         b = _as_bool(given)
         if b is not None:
@@ -490,14 +388,12 @@ def _shown(given, answer) -> str:
     return repr(given)
 
 
-#: Text that is a plain number, written with or without thousands separators (``10000``,
-#: ``-1,523.4``): shown and judged as the number it is.
+#: Text that is a plain number, with or without thousands separators (``10000``, ``-1,523.4``).
 _NUMBER_TEXT = re.compile(r"[-+]?(\d{1,3}(,\d{3})+|\d+)(\.\d+)?")
 
 
 def _grouped(text: str) -> str:
-    """A plain decimal number's text (``-1523.40``, ``10000``) with thousands separators in
-    its whole part, its digits otherwise as written (``-1,523.40``, ``10,000``)."""
+    """A plain number's text with thousands separators, digits as written (``-1,523.40``)."""
     text = text.replace(",", "").lstrip("+")
     sign, text = ("-", text[1:]) if text.startswith("-") else ("", text)
     whole, dot, frac = text.partition(".")
@@ -505,25 +401,14 @@ def _grouped(text: str) -> str:
 
 
 def _number_text(v) -> str:
-    """A number as the kit writes figures: its shortest exact form (``repr``) with thousands
-    separators (``11,164``, ``844.61``, ``1e-05``, ``nan`` as written)."""
+    """A number's ``repr`` with thousands separators (``11,164``, ``844.61``, ``1e-05``)."""
     text = repr(_plain(v))
     return _grouped(text) if _NUMBER_TEXT.fullmatch(text) else text
 
 
 def _answer_shown(answer) -> str:
-    """A question's answer as Reveal and ``predicted`` show it: ``yes``/``no``; a float with
-    more than six significant digits (a computed ``11164.247248076219``) to four, or whole
-    from 1000 up (``11,164``), as the explanations round it; a number (or a choice that is a
-    number, ``"10000"``) with thousands separators; other text quoted.
-
-    Examples
-    --------
-    >>> _answer_shown(11164.247248076219), _answer_shown(0.32387271348941254), _answer_shown(844.61)
-    ('11,164', '0.3239', '844.61')
-    >>> _answer_shown("10000"), _answer_shown(28_493_742_080), _answer_shown("forward")
-    ('10,000', '28,493,742,080', "'forward'")
-    """
+    """An answer as Reveal shows it: ``yes``/``no``; a float of over six significant digits
+    to four (whole from 1000 up); numbers with thousands separators; other text quoted."""
     answer = _plain(answer)
     if isinstance(answer, bool):
         return "yes" if answer else "no"
@@ -537,18 +422,12 @@ def _answer_shown(answer) -> str:
     return _grouped(f"{answer:.{decimals}f}")
 
 
-#: One held-back outcome drawn at a time: a form's button may run on a thread of its own
-#: (ipykernel 7), and pyplot's current figure is shared by all of them.
+#: One held-back outcome drawn at a time (ipykernel 7 runs a button on its own thread).
 _DRAWING = threading.RLock()
 
 
 def _flush_waits_for_drawing(ip) -> None:
-    """Make the inline backend's ``flush_figures`` wait while an outcome is drawn.
-
-    ipykernel 7 handles a widget's message on a thread of its own, and ``comm`` fires
-    ``post_execute`` after each one: ``flush_figures`` there closed every open figure, a
-    picture an outcome was drawing on another thread included, so it never showed (lesson 12's
-    step budgets, on a busy machine). Wrapped, it takes :data:`_DRAWING` first."""
+    """Make the inline backend's ``flush_figures`` take :data:`_DRAWING` first (docs/DEVELOPING.md)."""
     events = getattr(ip, "events", None)
     for cb in list(getattr(events, "callbacks", {}).get("post_execute", [])):
         if getattr(cb, "__name__", "") == "flush_figures" and not hasattr(cb, "_kitlib_waits"):
@@ -561,24 +440,21 @@ def _flush_waits_for_drawing(ip) -> None:
 
 
 def _figures_now(plt) -> dict:
-    """pyplot's open figures by number, read without creating any (``plt.figure(n)`` makes a
-    new, empty figure where ``n`` was closed meanwhile)."""
+    """pyplot's open figures by number, without creating any (as ``plt.figure(n)`` may)."""
     from matplotlib._pylab_helpers import Gcf
     return {n: m.canvas.figure for n, m in list(Gcf.figs.items())} if plt is not None else {}
 
 
 def _show_outcome(show, draw: bool = False):
-    """Run ``show()``; display what it returns (unless None, or matplotlib's figure or axes,
-    which pyplot shows). With ``draw``, outside a cell's run (a form's button), display the figures
-    ``show`` opened too, as the cell's end would, and close them."""
+    """Run ``show()`` and display what it returns (not None, nor matplotlib's); with ``draw``
+    (from a form's button) also display and close the figures it opened."""
     import sys
     from IPython import get_ipython
     if draw and get_ipython() is not None:
         _flush_waits_for_drawing(get_ipython())
     with _DRAWING:
         plt = sys.modules.get("matplotlib.pyplot")
-        # the figures open before, by identity: a number freed meanwhile is given to the next
-        # new figure (lesson 12's and 13's pictures, drawn from a form, were taken for old ones)
+        # by identity: a figure number freed meanwhile is reused
         before = {id(f) for f in _figures_now(plt).values()}
         result = show()
         from IPython.display import display
@@ -590,10 +466,9 @@ def _show_outcome(show, draw: bool = False):
         from IPython import get_ipython
         from .. import labels
         ip = get_ipython()
-        if ip is not None:        # as before the inline backend shows a cell's figures:
-            labels.register_figure_formatter(ip)      # the kit's PNG (narrowed, its text size noted)
-        # the figures show() drew, each leaving pyplot before it is shown, so that nothing else
-        # shows or closes it meanwhile (new learners saw blank ones after a form's answer)
+        if ip is not None:
+            labels.register_figure_formatter(ip)
+        # each closed before it is shown, so nothing else shows or closes it meanwhile
         figures = [f for n, f in sorted(_figures_now(plt).items()) if id(f) not in before]
         drawn = getattr(result, "figure", result)          # a figure or axes returned
         if type(drawn).__name__ == "Figure" and all(f is not drawn for f in figures):
@@ -601,7 +476,7 @@ def _show_outcome(show, draw: bool = False):
         for fig in figures:
             plt.close(fig)
         for fig in figures:
-            labels.stamp_figure(fig)    # and the note under it
+            labels.stamp_figure(fig)
             display(fig)
 
 
@@ -619,8 +494,7 @@ _NO = {"no", "n", "false", "0"}
 
 
 def _as_bool(x):
-    """True/False for a yes/no answer (numpy's and pandas' ``np.True_`` too); None when it
-    is neither (so a typo is not a "no")."""
+    """True/False for a yes/no answer (``np.True_`` too); None otherwise (a typo is not a "no")."""
     x = _plain(x)
     if isinstance(x, bool):
         return x
@@ -632,23 +506,17 @@ def _as_bool(x):
     return None
 
 
-#: What a learner did with a question: kept in step between the questions of one lesson built
-#: again in the same kernel (:meth:`Exercises._siblings`).
+#: What a learner did with a question, kept in step between a lesson's exercises built again.
 _STATE_FIELDS = ("prediction", "wrong_tries", "solved_after", "revealed")
-
-#: The exercises built in this kernel, per lesson (:func:`_lesson_of`; weak references, oldest
-#: first): a lesson builds ``ex`` again in its "Your turn" cell, below its predictions.
+#: Per lesson (:func:`_lesson_of`): weak references to the exercises built in this kernel, and
+#: the latest, kept alive.
 _BUILT: dict = {}
-#: The latest of them per lesson, kept alive: what the learner did outlives an ``ex`` that
-#: nothing refers to any more (a form, a held-back outcome or the name ``ex`` keeps the others).
 _LATEST: dict = {}
 
 
 def _shares_state() -> bool:
-    """Whether a lesson's questions built again share what the learner did with them: in a
-    Jupyter kernel, where one learner works through one lesson at a time; not in a plain
-    process (a script, the tests, the answer key), which may build the same lesson's
-    questions for several learners, each set on its own."""
+    """Whether this runs in a Jupyter kernel (one learner, so a lesson's questions built again
+    share what was done; not a script, the tests or terminal IPython)."""
     try:
         from IPython import get_ipython
     except ImportError:
@@ -658,21 +526,29 @@ def _shares_state() -> bool:
 
 
 def _lesson_of(title: str) -> str:
-    """The lesson a set of exercises belongs to, from its title ("Lesson 01 — your turn" and
-    "Lesson 01 — your prediction" are lesson 01's, as the class view reads it); the title
-    itself where it names no lesson."""
+    """``"lesson 01"`` from "Lesson 01 — your turn" (or "… your prediction"); else the title."""
     m = re.match(r"\s*lesson\s+(\d+)", title or "", re.I)
     return f"lesson {m.group(1)}" if m else (title or "")
 
 
+def _same_in(ex, q):
+    """The question of ``ex`` that is ``q`` (:func:`_same_question`), else None."""
+    return next((o for o in ex.questions if _same_question(o, q)), None)
+
+
+def _copy_state(src, dst) -> None:
+    """What the learner did with question ``src`` (:data:`_STATE_FIELDS`), onto ``dst``; None: nothing."""
+    for name in _STATE_FIELDS if src is not None else ():
+        setattr(dst, name, getattr(src, name))
+
+
 def _same_question(a: "Question", b: "Question") -> bool:
-    """Whether ``a`` and ``b`` are the same question: key, kind and answer (a lesson built on
-    another capture asks the same key with another answer)."""
+    """Whether ``a`` and ``b`` have the same key, kind and answer."""
     if (a.key, a.kind) != (b.key, b.kind):
         return False
     try:
         return bool(_plain(a.answer) == _plain(b.answer))
-    except Exception:          # an answer that does not compare: not known to be the same
+    except Exception:
         return False
 
 
@@ -680,11 +556,8 @@ def _same_question(a: "Question", b: "Question") -> bool:
 class Exercises:
     """A lesson's questions. ``show()`` lists them; ``check(key, answer)`` judges one.
 
-    In a Jupyter kernel, exercises built again for the same lesson (a lesson's "Your turn"
-    cell builds ``ex`` again, below its predictions) take over what the learner already did
-    with each question (its prediction, tries and reveal), and from then on the two sets keep
-    in step: a check or reveal on either updates both, and opens the lines and outcomes that
-    either one's cells hold back (:meth:`predicted`, :meth:`outcome`).
+    In a kernel, exercises built again for the same lesson take over what the learner did
+    with each question and keep in step with the earlier ones from then on.
     """
 
     title: str
@@ -697,41 +570,33 @@ class Exercises:
             return
         import weakref
         lesson = _lesson_of(self.title)
-        earlier = _LATEST.get(lesson)       # the latest: all of them are kept in step
+        earlier = _LATEST.get(lesson)
         if earlier is not None:
             for q in self.questions:
-                old = next((o for o in earlier.questions if _same_question(o, q)), None)
-                if old is not None:
-                    for name in _STATE_FIELDS:
-                        setattr(q, name, getattr(old, name))
+                _copy_state(_same_in(earlier, q), q)
         built = [r for r in _BUILT.get(lesson, []) if r() is not None]
         _BUILT[lesson] = built + [weakref.ref(self)]
         _LATEST[lesson] = self
 
     def _siblings(self, key: str) -> list:
-        """The other exercises of this lesson built in this kernel that hold question ``key``
-        (the same question: :func:`_same_question`), as ``(exercises, question)``."""
+        """``(exercises, question)`` of the other exercises of this lesson holding question ``key``."""
         if not _shares_state():
             return []
         q = self[key]
         found = []
-        for ref in _BUILT.get(_lesson_of(self.title), []):      # the latest among them (_LATEST)
+        for ref in _BUILT.get(_lesson_of(self.title), []):
             other = ref()
-            if other is None or other is self:
-                continue
-            same = next((o for o in other.questions if _same_question(o, q)), None)
+            same = _same_in(other, q) if other is not None and other is not self else None
             if same is not None:
                 found.append((other, same))
         return found
 
     def _after_change(self, key: str):
-        """Bring question ``key``'s copies in step with it, then redraw what follows it in
-        every one of them (the lines of :meth:`predicted`, the outcomes held back)."""
+        """Bring question ``key``'s copies in step with it, then run every one's followers."""
         q = self[key]
         siblings = self._siblings(key)
         for _, other in siblings:
-            for name in _STATE_FIELDS:
-                setattr(other, name, getattr(q, name))
+            _copy_state(q, other)
         for ex in [self] + [e for e, _ in siblings]:
             for follow in list(ex.followers.get(key, ())):
                 follow()
@@ -743,66 +608,41 @@ class Exercises:
         raise KeyError(f"no exercise {key!r}; the keys are: {', '.join(q.key for q in self.questions)}")
 
     def show(self) -> str:
-        """The questions as text, one entry each (``  - key [kind]: prompt``) with their
-        choices (listed once), wrapped at spaces to 95 characters, as a notebook's output
-        shows a line whole at a laptop's width (JupyterLab breaks a longer one mid-word)."""
+        """The questions as text, ``  - key [kind]: prompt`` with choices, wrapped (:func:`kitlib.units.wrapped`)."""
         return "\n".join([f"{self.title}:"] + [self._entry(q) for q in self.questions])
 
     @staticmethod
     def _entry(q) -> str:
-        """One question as :meth:`show` lists it, wrapped (:func:`kitlib.units.wrapped`)."""
         from ...units import wrapped
         return wrapped(f"  - {q.key} [{q.kind or 'recall'}]: {q.prompt}{q.precision_text()}{q.choices_text()}")
 
     def check(self, key: str, answer) -> Verdict:
-        """Judge ``answer`` to question ``key`` and explain it.
-
-        In a notebook the verdict displays as the question's answer form (see
-        :class:`Verdict`); in a script it prints as text.
-
-        Raises
-        ------
-        KeyError
-            Unknown key (the message lists the known ones).
-        """
+        """Judge ``answer`` to question ``key`` and explain it. Raises KeyError: unknown key
+        (the message lists the known ones)."""
         q = self[key]
         v = q.judge(answer)
-        # the answer form writes what was given in its box: an int beyond a float's range as
-        # the verdict shows it (Python writes no int of more than 4300 digits)
         v.question, v.exercises = q, self
+        # the form's box shows a huge int as the verdict does (str() raises past 4300 digits)
         v.given = _shown(answer, None) if _beyond_float(answer) else answer
-        self._after_change(key)      # the lines of `predicted` and the outcomes shown for this key
+        self._after_change(key)
         from .. import classview
-        classview.send(self, q, v)      # to the instructor's class view, under a hub that has it on
+        classview.send(self, q, v)
         return v
 
     def reveal(self, key: str) -> Verdict:
-        """The answer to question ``key`` and why, without an attempt (marked right when the
-        question was already answered right: a form keeps its ✅). The answer is rounded as
-        the explanation rounds it (:func:`_answer_shown`)."""
+        """The answer to question ``key`` (:func:`_answer_shown`) and why; right if already solved."""
         q = self[key]
         q.revealed = True
         v = Verdict(key, True if q.solved_after is not None else None,
                     f"the answer is {_answer_shown(q.answer)}: {q.explain}")
-        self._after_change(key)      # an outcome held back for this key opens
+        self._after_change(key)
         return v
 
     def predicted(self, key: str) -> Verdict:
-        """A ``predict`` question's first answer beside what the recording shows, for the cell
-        after the outcome.
+        """A ``predict`` question's first answer beside what the recording shows; while none
+        was made, how to make one (in a kernel the line follows the question's checks).
 
-        While no prediction has been made (a lesson run with Run All), it says so and how to
-        make one, without the answer: running the cell again after predicting shows the
-        comparison, and in JupyterLab the line updates by itself once the question is
-        answered (in its form or with ``ex.check``).
-
-        Raises
-        ------
-        KeyError
-            Unknown key.
-        ValueError
-            ``key`` is not a ``predict`` question.
-        """
+        Raises KeyError (unknown key) or ValueError (not a ``predict`` question)."""
         q = self[key]
         if q.kind != "predict":
             raise ValueError(f"{key!r} is a {q.kind} question, not a prediction")
@@ -819,37 +659,10 @@ class Exercises:
                        exercises=self, follow=follow)
 
     def outcome(self, key, show, asked: str = "above"):
-        """Show what answers a question (a table, a print, a figure) only once the learner
-        has answered it, in the question's form or with ``ex.check``, or has called
-        ``ex.reveal(key)``: for the cells between a prediction and :meth:`predicted`, or for
-        a summary that would give the answers of other questions away. A ``predict``
-        question opens once predicted (its first answer, right or wrong) or revealed; a
-        question of any other kind once it has been checked at least once (a wrong try
-        counted, or a right answer) or revealed.
-
-        ``key`` is a question's key, or a tuple of keys where one outcome answers several
-        questions (it opens once each is answered or revealed). ``show()`` shows the
-        outcome: what it prints, displays or draws is shown, and what it returns, unless
-        None, is displayed as a cell's last value would be. While a prediction is open (a
-        lesson run with Run All) the cell shows one line instead, saying how to make it, and
-        nothing of the answer. In JupyterLab that line gives way to the outcome, in place,
-        as soon as the question is answered or revealed (the follow-up that updates
-        :meth:`predicted`'s line); running the cell again then shows the outcome directly.
-        Outside a widget front end (a script, nbclient) the line is printed, and the
-        outcome shown once the predictions exist.
-
-        ``asked`` says where the question is, for that line (``"above"``; a cell that holds
-        back what would answer a question further down says where).
-
-        Returns
-        -------
-        None
-
-        Raises
-        ------
-        KeyError
-            Unknown key.
-        """
+        """Run ``show()`` (what it returns displayed, unless None) once question ``key`` (or
+        every key of a tuple) is answered or revealed (:meth:`Question.outcome_ready`); until
+        then a line saying how, where the question is ``asked``, which in a kernel gives way
+        to the outcome in place. Returns None; raises KeyError for an unknown key."""
         keys = (key,) if isinstance(key, str) else tuple(key)
         questions = [self[k] for k in keys]
         is_open = lambda: all(q.outcome_ready() for q in questions)     # noqa: E731
@@ -860,7 +673,7 @@ class Exercises:
         line = Verdict(first.key, None, self._held_back_text(questions, asked), exercises=self)
         from ..widgets import show_outcome_later
         from .. import labels
-        note = labels.sources_note()     # the recordings this cell draws on, for the notes under them
+        note = labels.sources_note()     # this cell's, for a redraw outside it
 
         def later():
             with labels.fixed_note(note):
@@ -870,18 +683,7 @@ class Exercises:
 
     @staticmethod
     def _held_back_text(questions, asked: str = "above") -> str:
-        """The line :meth:`outcome` shows while ``questions`` are not all answered: it names
-        every one still open (the predictions, then the others), not only the first.
-
-        Examples
-        --------
-        >>> ex = Exercises("t", [Question("p", "Predict?", 3, "three", kind="predict"),
-        ...                      Question("c", "How many?", 4, "four", kind="compute"),
-        ...                      Question("d", "How many more?", 5, "five", kind="compute")])
-        >>> print(ex._held_back_text(ex.questions))       # doctest: +NORMALIZE_WHITESPACE
-        the outcome is held back until you predict p and answer c, d: each in its form (or with
-        ex.check(key, answer)), or call ex.reveal(key); it then shows here.
-        """
+        """The line :meth:`outcome` shows while ``questions`` wait: every one still open."""
         waiting = [q for q in questions if not q.outcome_ready()]
         predict = [q.key for q in waiting if q.kind == "predict"]
         answer = [q.key for q in waiting if q.kind != "predict"]
@@ -895,32 +697,8 @@ class Exercises:
                 f"ex.check(key, answer)), or call ex.reveal(key); it then shows here.")
 
     def scorecard(self, group=None):
-        """How each question went so far: one row per question, or per group of questions.
-
-        Parameters
-        ----------
-        group : callable, optional
-            ``group(key) -> str`` names the group a question belongs to (the clinic groups a
-            case's questions, ``"case_a_cause"`` → ``"case_a"``); without it, one row per
-            question.
-
-        Returns
-        -------
-        DataFrame indexed by question key (or group)
-            ``questions`` (count), ``right_first_try`` (right with no wrong try before),
-            ``right`` (right at some try), ``wrong_tries`` (all wrong tries so far).
-            Revealed answers do not count as right.
-
-        Examples
-        --------
-        >>> ex = Exercises("t", [Question("a_n", "How many?", 3, "three", kind="compute"),
-        ...                      Question("a_m", "How many more?", 4, "four", kind="compute")])
-        >>> _ = ex.check("a_n", 3); _ = ex.check("a_m", 5); _ = ex.check("a_m", 4)
-        >>> ex.scorecard(group=lambda k: k.split("_")[0])
-               questions  right_first_try  right  wrong_tries
-        group
-        a              2                1      2            1
-        """
+        """How each question went: a DataFrame indexed by key, or by ``group(key)`` when given,
+        of counts ``questions``, ``right_first_try``, ``right`` (a reveal is not), ``wrong_tries``."""
         import pandas as pd
         rows = [{"key": q.key, "group": group(q.key) if group else q.key, "questions": 1,
                  "right_first_try": int(q.solved_after == 0), "right": int(q.solved_after is not None),
@@ -931,15 +709,7 @@ class Exercises:
         return table.drop(columns="key").groupby("group", sort=False).sum()
 
     def form(self, key: str):
-        """Question ``key`` as an answer form (ipywidgets), whatever the front end.
-
-        Raises
-        ------
-        KeyError
-            Unknown key.
-        ImportError
-            ipywidgets is not installed.
-        """
+        """Question ``key`` as an answer form (ipywidgets). Raises KeyError or ImportError."""
         from ..widgets import AnswerForm
         return AnswerForm(self[key], self)
 

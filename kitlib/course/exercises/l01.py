@@ -11,14 +11,7 @@ OTHER_STEPS_RUN = 8
 
 
 def recorded_steps(schedule: dict, steps_run: int) -> int:
-    """How many of ``steps_run`` steps ``torch.profiler.schedule(**schedule)`` records (its
-    ``RECORD`` and ``RECORD_AND_SAVE`` steps): the profiler's own function decides, not kitlib.
-
-    Examples
-    --------
-    >>> recorded_steps({"wait": 1, "warmup": 1, "active": 3}, 5)
-    3
-    """
+    """How many of ``steps_run`` steps ``torch.profiler.schedule(**schedule)`` records (asked of torch)."""
     from torch.profiler import ProfilerAction, schedule as make
     sch = make(**schedule)
     return sum(sch(i) in (ProfilerAction.RECORD, ProfilerAction.RECORD_AND_SAVE) for i in range(steps_run))
@@ -26,22 +19,9 @@ def recorded_steps(schedule: dict, steps_run: int) -> int:
 
 def questions(trace_path=None, memory_timeline_path=None, schedule: dict | None = None, steps_run: int | None = None
               ) -> Exercises:
-    """Questions of lesson 01, computed from the files the learner's profile wrote.
-
-    Parameters
-    ----------
-    trace_path : path, optional
-        The Chrome trace written by ``on_trace_ready`` (``prof.export_chrome_trace``).
-        Without it, only the prediction ``steps_in_trace``, worked out from the schedule
-        (for the cell before the profile runs).
-    memory_timeline_path : path, optional
-        The ``export_memory_timeline(....json)`` file; adds the activation question.
-    schedule : dict, optional
-        ``wait``, ``warmup``, ``active`` of the profiler's schedule (default: the
-        lesson's, :data:`kitlib.course.first_profile.SCHEDULE`).
-    steps_run : int, optional
-        How many times the loop called ``prof.step()`` (default: the lesson's 5).
-    """
+    """Questions of lesson 01 from the learner's Chrome trace (without it, only the prediction
+    ``steps_in_trace``, from the ``schedule`` and ``steps_run``, defaults the lesson's:
+    :mod:`kitlib.course.first_profile`) and ``export_memory_timeline`` file (the activation question)."""
     from ..first_profile import SCHEDULE, STEPS_RUN
     sch = dict(schedule or SCHEDULE)
     run = int(steps_run or STEPS_RUN)

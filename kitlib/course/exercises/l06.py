@@ -50,10 +50,8 @@ _SOURCE_FRAME = re.compile(r"^(\S+)\((\d+)\): ")
 
 
 def excerpt_callsite(events=BERT_EXCERPT) -> str:
-    """The call site of the excerpt's operator: of the Python frames open on its thread
-    when it began (``ts`` ≤ the operator's start, end ≥ its end), the innermost source-line
-    frame (``file(N): function``) whose file is not PyTorch's own (``torch/``) — the rule
-    :mod:`kitlib.analyses.callsites` applies to a whole trace."""
+    """The call site of the excerpt's operator: the innermost source-line frame open around it
+    on its thread outside ``torch/`` (:mod:`kitlib.analyses.callsites`' rule)."""
     op = next(e for e in events if e["cat"] == "cpu_op")
     open_ = [e for e in events if e["cat"] == "python_function" and e["tid"] == op["tid"]
              and e["ts"] <= op["ts"] and e["ts"] + e["dur"] >= op["ts"] + op["dur"]]
@@ -69,9 +67,8 @@ def _file_line(s) -> str:
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 06, computed from ``capture`` (a torch.profiler bundle
-    recorded with ``with_stack``) and, for the share of the trace that Python frames make,
-    the reference ``profiler_5step`` trace (the recording lesson 06 weighs)."""
+    """Questions of lesson 06 from ``capture`` (recorded ``with_stack``) and ``profiler_5step``
+    (the share of the trace Python frames make)."""
     from ...analyses.callsites import callsites, group_by_callsite, kernel_callsites
     from ...analyses.chain import chain
     from ...analyses.events import op_events
@@ -153,10 +150,9 @@ def questions(capture) -> Exercises:
 
 
 def _python_frames_gzip_share():
-    """``{"bytes": share of the gzip bytes, "events": share of the events}`` that the
-    ``python_function`` events make in the reference ``profiler_5step`` trace, measured as
-    :func:`kitlib.analyses.grouping.attribution_bytes` does (compact JSON, zlib level 6,
-    with and without those events); None when that recording is absent."""
+    """``{"bytes", "events"}``: the shares of ``profiler_5step``'s trace (zlib level 6 of compact
+    JSON, as :func:`kitlib.analyses.grouping.attribution_bytes`) its ``python_function`` events
+    make; None when that recording is absent."""
     import zlib
 
     import orjson

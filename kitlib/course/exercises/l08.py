@@ -17,10 +17,8 @@ def _bucket(x: float, choices) -> str:
 
 
 def with_flops_directions(answer: str, counted) -> list:
-    """``with_flops_share``'s traps: each wrong choice with which way it is off and why, from
-    what with_flops counts (``counted``: the operators it gave FLOPs to, ``aten::conv2d``,
-    ``aten::mm``…) and what it leaves out, without the answer: a wrong prediction is pointed
-    at what it misread, and the answer comes with the outcome its prediction opens."""
+    """``with_flops_share``'s traps: each wrong choice, which way it is off and why, from the
+    operators with_flops gave FLOPs to (``counted``), without giving the answer."""
     ops = ", ".join(counted)
     high = (f"too high: with_flops gave FLOPs only to {ops}, the forward convolutions and the linear layer's "
             "matrix products; aten::convolution_backward has no formula, so the backward convolutions "
@@ -40,14 +38,8 @@ def _args(trace, row) -> tuple:
 
 
 def other_conv(trace, by_event):
-    """A strided 1×1 convolution of the network (the first aten::conv2d with stride 2 and a
-    1×1 kernel; otherwise the last strided one): the "another shape" of the transfer question.
-
-    Returns
-    -------
-    (Series, (stride, padding, dilation, groups))
-        Its ``flops_by_event`` row and its arguments.
-    """
+    """``(flops_by_event row, (stride, padding, dilation, groups))`` of the first strided 1×1
+    aten::conv2d (else the last strided one): the transfer question's "another shape"."""
     convs = by_event[by_event["name"] == "aten::conv2d"]
     strided = [(r, _args(trace, r["row"])) for _, r in convs.iterrows() if _args(trace, r["row"])[0][0] > 1]
     pick = next(((r, a) for r, a in strided if r["input_dims"][1][2:] == [1, 1]), strided[-1])
@@ -55,9 +47,8 @@ def other_conv(trace, by_event):
 
 
 def busy_share(trace) -> tuple[int, int]:
-    """``(busy_ns, wall_ns)`` of the profiled steps: the time at least one kernel, copy or
-    memset ran (overlap once) between the first ProfilerStep's start and the last one's end,
-    and that window's length (nvidia-smi's "utilization" is the busy share of its sample period)."""
+    """``(busy_ns, wall_ns)``: the time any kernel, copy or memset ran (overlap once) from the
+    first ProfilerStep's start to the last one's end, and that window's length."""
     from ...analyses.intervals import busy_ns
     s = trace.steps
     w = (int(s["start_ns"].min()), int(s["end_ns"].max()))
@@ -66,9 +57,8 @@ def busy_share(trace) -> tuple[int, int]:
 
 
 def questions(capture) -> Exercises:
-    """Questions of lesson 08, computed from ``capture`` (a torch.profiler bundle recorded
-    with ``record_shapes`` and ``with_flops``), its FlopCounterMode count, and the
-    ``profiler_5step`` recording (the transfer question on another recording)."""
+    """Questions of lesson 08 from ``capture`` (recorded with ``record_shapes`` and ``with_flops``),
+    its FlopCounterMode count, and ``profiler_5step`` (the transfer)."""
     from .. import replay_capture, step_flop_counts
     from ..roofline import conv_flops, conv_min_bytes, ridge_point
     from ...analyses import flops as F

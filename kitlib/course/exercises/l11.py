@@ -1,17 +1,10 @@
 """Lesson 11's questions (which tool for which question?).
 
-The routing questions are facts about the tools: each names the tool that answers a
-question from the earlier lessons or the course's source texts, with the view and
-why the others cannot. Where torch.profiler and Nsight Systems both answer (each
-differently) the answer is "both", and naming one of them is not enough: the
-explanation says what each records. No single answer is right for more than three of
-the questions.
-
-The other questions are computed from recordings: how many of a step's convolution kernels a
-name filter on ``conv`` selects (a prediction, from ``profiler_5step``'s trace, after the
-``ncu`` reference's filter caught none), whether the public CloverLeaf export recorded context
-switches (a transfer, from its SQLite) and whether ``nsys_8step`` traced the loader's workers
-(from the table the lesson prints).
+The routing questions name the tool that answers a question of the earlier lessons, with
+the view and why the others cannot ("both" where both timeline tools answer, differently).
+The others are computed from recordings: the convolution kernels a ``conv`` name filter
+selects (``profiler_5step``), whether the public CloverLeaf export recorded context switches,
+and whether ``nsys_8step`` traced the loader's workers.
 """
 from __future__ import annotations
 
@@ -162,27 +155,15 @@ def _route_traps(tools) -> list:
 
 
 def route_table() -> pd.DataFrame:
-    """The routes as a table for the lesson's picture: one row per question.
-
-    Returns
-    -------
-    DataFrame
-        ``key``, ``question``, and one boolean column per tool of :data:`TOOLS`
-        (True where that tool answers the question), in :data:`ROUTES` order.
-    """
+    """The routes for the lesson's picture: per :data:`ROUTES` entry ``key``, ``question`` and a
+    boolean column per tool of :data:`TOOLS` (True where it answers)."""
     rows = [{"key": key, "question": q, **{t: t in tools for t in TOOLS}} for key, q, tools, _, _ in ROUTES]
     return pd.DataFrame(rows)
 
 
 def tool_table() -> pd.DataFrame:
-    """The framework → system → kernel workflow as a table: per tool, what it answers,
-    the views it offers and what it costs.
-
-    Returns
-    -------
-    DataFrame indexed by tool
-        ``level``, ``answers``, ``views``, ``cost``.
-    """
+    """The framework → system → kernel workflow: per tool (index) ``level``, ``answers``,
+    ``views``, ``cost``."""
     rows = [
         ("torch.profiler", "framework (macro)", "what ran and where in the model: operators and their kernels; "
          "device time grouped by shape and by call site; tensor memory per operator; FLOP estimates",
@@ -214,15 +195,9 @@ CONV_OPS = ("aten::cudnn_convolution", "aten::convolution_backward")
 
 
 def conv_kernels_named_conv(trace) -> dict:
-    """The kernels the convolution operators (:data:`CONV_OPS`) launched, and those among them whose
-    name contains ``conv`` (what ``ncu -k regex:conv`` selects), over a trace's recorded steps.
-
-    Returns
-    -------
-    dict
-        ``kernels`` and ``named_conv`` (counts over the trace), ``steps``, ``share``
-        (named_conv / kernels), ``names`` (``{short name: count}`` of those named ``conv``).
-    """
+    """The kernels :data:`CONV_OPS` launched in a trace, and those named ``conv`` (what ``ncu -k
+    regex:conv`` selects): dict of ``kernels``, ``named_conv``, ``steps``, ``share``
+    (named_conv / kernels), ``names`` (``{short name: count}`` of those named ``conv``)."""
     from ...analyses.chain import chain
     ch = chain(trace)
     k = ch[(ch["gpu_kind"] == "kernel") & ch["op_name"].isin(CONV_OPS)]
@@ -249,18 +224,11 @@ def ncu_kernel_names(path=None) -> list:
 
 
 def report_collectors(sqlite_path=None) -> dict:
-    """What an Nsight Systems export can answer, read from its own SQLite.
-
-    Returns
-    -------
-    dict
-        ``context_switches`` (the export has a ``SCHED_EVENTS`` table), ``sched_events`` (its
-        rows), ``ctxsw`` (the capture setting ``LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE``, or
-        None), ``fork_before_exec``
-        (its ``META_DATA_CAPTURE`` setting ``TRACE_AFTER_FORK_BEFORE_EXEC``), ``workers``
-        (processes named ``pt_data_worker``), ``traced_pids`` (processes with OS-runtime or
-        CUDA API rows), ``workers_traced`` (any worker among them).
-    """
+    """What an Nsight Systems export (default ``nsys_8step``'s) can answer, from its SQLite: dict of
+    ``context_switches`` (a ``SCHED_EVENTS`` table), ``sched_events`` (its rows), ``ctxsw``
+    (``LINUX_PERF_OPTIONS:COLLECT_CPU_CTXSW_TRACE`` or None), ``fork_before_exec``
+    (``TRACE_AFTER_FORK_BEFORE_EXEC``), ``workers`` (``pt_data_worker`` pids), ``traced_pids``
+    (with OS-runtime or CUDA API rows), ``workers_traced``."""
     from ...readers.bundle import open_capture
     path = sqlite_path or open_capture("nsys_8step").file("report.sqlite")
     con = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
@@ -282,19 +250,8 @@ def report_collectors(sqlite_path=None) -> dict:
 
 
 def questions(capture=None, ncu_csv=None, nsys_sqlite=None, public_path=None) -> Exercises:
-    """Questions of lesson 11.
-
-    Parameters
-    ----------
-    capture : ignored
-        Accepted for symmetry with the other lessons.
-    ncu_csv, nsys_sqlite : path, optional
-        The ``ncu`` reference CSV and the ``nsys_8step`` SQLite export (default: the
-        reference recordings).
-    public_path : path, optional
-        The public Nsight export of the transfer question (default: lesson 09's,
-        :func:`kitlib.course.exercises.l09.public_export_path`); left out when absent.
-    """
+    """Questions of lesson 11 (``capture`` ignored) from the ``ncu`` CSV and ``nsys_8step`` SQLite
+    (default: the references), the transfer on ``public_path`` (default lesson 09's; left out when absent)."""
     names = ncu_kernel_names(ncu_csv)
     holds_conv = any(CONV_KERNEL.search(n) for n in names)
     shown = ", ".join(dict.fromkeys(re.sub(r"\(.*", "", n).replace("void ", "") for n in names))

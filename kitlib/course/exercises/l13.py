@@ -1,26 +1,12 @@
 """Lesson 13's questions (the clinic: what is slowing this job down?).
 
-Per case of the shipped clinic set, four questions, asked in this order: the **route**
-(which tool and view showed it: lesson 11's tools, each with a view), the **cause** (one
-of :data:`kitlib.course.clinic_signs.CAUSES`, all plausible), the **evidence** (a figure
-computed from the *before* recording's raw rows) and the **fix**. The evidence question
-names its figure, so it comes after the cause: the cause question does not steer the
-learner to an analysis.
-
-Feedback on a wrong cause is computed from that case's recording: the named cause's sign
-(:mod:`kitlib.course.clinic_signs`), what it would be if that were the cause, what it is
-here and in the healthy run, and where to look instead (a view, not the answer). The
-causes themselves come from the answer key (:data:`kitlib.capture.clinic.CASES`).
-
-Two cases are read beside the trace rather than in it (route :data:`R_PROCESS`): memory
-that grows outside the profiler's records (the process's RSS per step, from
-``step_times.json``'s ``process`` entry) and a run timed on a busier machine (its load
-average per core; its code, operators, counts and shapes are the healthy run's).
-
-After the diagnosis: a prediction (a fix that changed the batch, per step), lesson 10's
-comparison of a fix (one case's median difference, another's verdict), both held back until
-every case's cause is tried (a fix names what it changed: :class:`Clinic`), and a transfer
-(the pageable-copy sign on the kit's H200 reference).
+Per case of the shipped clinic set, in this order: the **route** (a tool of lesson 11 and a
+view), the **cause** (:data:`kitlib.course.clinic_signs.CAUSES`), the **evidence** (a figure from
+the *before* recording's raw rows, after the cause since it names the figure) and the **fix**.
+A wrong cause's feedback is computed from the case's recording (:mod:`kitlib.course.clinic_signs`);
+the causes come from :data:`kitlib.capture.clinic.CASES`. Two cases are read beside the trace
+(route :data:`R_PROCESS`: RSS per step, load per core). Then the fixes (a prediction and two
+comparisons, held until every cause is tried: :class:`Clinic`) and a transfer on the H200 reference.
 """
 from __future__ import annotations
 
@@ -28,6 +14,7 @@ import statistics
 
 import numpy as np
 
+from ...analyses.intervals import union_arrays
 from ...capture.clinic import CASES
 from .. import clinic_signs as cs
 from . import Exercises, Question, Verdict
@@ -128,16 +115,8 @@ def collective_ms(tr) -> dict:
     for name, g in ops[ops["name"].str.startswith("gloo:")].groupby("name"):
         per = []
         for a, b in zip(steps["start_ns"], steps["end_ns"]):
-            iv = sorted((max(s, a), min(e, b)) for s, e in zip(g["start_ns"], g["end_ns"]) if s < b and e > a)
-            total, end = 0, None
-            for s0, e0 in iv:
-                if end is None or s0 > end:
-                    total += e0 - s0
-                    end = e0
-                elif e0 > end:
-                    total += e0 - end
-                    end = e0
-            per.append(total / 1e6)
+            u0, u1 = union_arrays(np.maximum(g["start_ns"].to_numpy(), a), np.minimum(g["end_ns"].to_numpy(), b))
+            per.append(int((u1 - u0).sum()) / 1e6)
         where = {lab: int(cs.ops_inside(g, ann[ann["name"] == lab]).sum()) for lab in LABELS}
         out[name] = {"ms": per, "in": max(where, key=where.get) if any(where.values()) else "no labelled range"}
     return out
@@ -183,8 +162,6 @@ def python_in_steps(tr) -> int:
     return int(cs.ops_inside(ops[ops["kind"] == "python"], ops[ops["kind"] == "step"]).sum())
 
 
-#: What the evidence question asks per cause: prompt, unit, where, and the function of
-#: the signs and the raw figures that gives the answer.
 def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, rec, hrec, hname: str) -> Question:
     key = f"case_{letter}_evidence"
     neighbour = lambda fig: [(v[fig], f"that is {n}'s figure, not this case's.") for n, v in others.items()  # noqa: E731
@@ -370,10 +347,6 @@ def _evidence(letter: str, cause_id: str, s: dict, healthy: dict, others: dict, 
     raise KeyError(cause_id)
 
 
-def _signs_of(rec) -> dict:
-    return cs.signs(rec)
-
-
 #: The mechanism a right cause's feedback states, where the answer key's sentence
 #: (:data:`kitlib.capture.clinic.CASES`) says more than the recording shows; no figure of
 #: the evidence question in it.
@@ -397,7 +370,7 @@ def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hna
     ``signs`` when already computed; ``healthy`` the signs of its healthy run ``hrec``, the
     folder ``hname``)."""
     cause = cs.CAUSES[CASES[letter].cause_id]
-    s = _signs_of(rec) if signs is None else signs
+    s = cs.signs(rec) if signs is None else signs
     ok_routes = ROUTES[cause.id][0]
     qs = [ListedChoices(f"case_{letter}_route", f"case_{letter}: which tool and view showed you what is wrong?",
                    ok_routes[0], f"{' or '.join(ok_routes)}. " + cause.look.replace("Look", "There you look", 1),
@@ -424,10 +397,8 @@ def case_questions(letter: str, rec, healthy: dict, others: dict, hrec=None, hna
 
 
 class ListedChoices(Question):
-    """A clinic question whose choices are one of the long shared lists (the routes, the 14
-    causes, the 18 fixes): :meth:`Clinic.show` lists each list once, and its own lines (the
-    ✏️ line of an unanswered form, its entry in ``show``) name the list instead of repeating
-    it; the form's drop-down offers every choice."""
+    """A clinic question whose choices are a shared list (:data:`LIST_NAMES`): its lines name
+    the list, which :meth:`Clinic.show` gives once; the form offers every choice."""
 
     def choices_text(self) -> str:
         name = LIST_NAMES.get(tuple(self.choices or ()))
@@ -435,25 +406,15 @@ class ListedChoices(Question):
 
 
 def group(key: str) -> str:
-    """The scorecard's group of a question: its case (``case_a``), ``the fixes, measured``,
-    or ``transfer`` (applying a case's sign to a recording outside the clinic)."""
+    """The scorecard's group of a question: ``case_a``…, ``the fixes, measured`` or ``transfer``."""
     if key.startswith("case_") and key[6:7] == "_":
         return key[:6]
     return "transfer" if key.startswith("transfer") else "the fixes, measured"
 
 
 def questions(capture=None, letters=None, reference=None) -> Exercises:
-    """Questions of lesson 13.
-
-    Parameters
-    ----------
-    capture : ignored
-        Accepted for symmetry with the other lessons (the clinic's recordings are the kit's).
-    letters : iterable of str, optional
-        The cases asked (default: every case of the shipped CPU set).
-    reference : Capture, optional
-        The GPU recording of the transfer question (default: the kit's ``profiler_5step``).
-    """
+    """Questions of lesson 13 on cases ``letters`` (default: the shipped CPU set's), the transfer
+    on ``reference`` (default ``profiler_5step``); ``capture`` is ignored (the kit's recordings)."""
     from ...analyses.compare import compare
     from ...readers.bundle import open_capture
     folder = cs.clinic_folder()
@@ -538,21 +499,13 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
 
 
 class Clinic(Exercises):
-    """Lesson 13's questions, listed only as the lesson reaches them.
+    """Lesson 13's questions (all in ``questions``), listed as the lesson reaches them.
 
-    ``show()`` (and the markdown view) lists a case's route, cause and fix once
-    :meth:`reach` has opened the case, and its evidence question once a cause has been
-    tried (checked with an answer, not ``None``) or revealed: the evidence prompt names the
-    figure, which points at the cause. Until then ``check`` of the evidence question says so
-    and neither shows its prompt nor judges an answer; in a notebook its form then opens in
-    that cell by itself. The questions about the fixes appear
-    once ``reach("fixes")`` has run and every case's cause has been tried (right or wrong:
-    :meth:`Question.attempted`) or revealed: a fix names what it changed, which would give
-    away the cause of a case still open. Until then ``check`` and ``reveal`` of a fix
-    question give a line naming every cause still open, judge nothing and show no answer;
-    in a notebook that line gives way to the question's form (or its answer) in place once
-    the last is tried. The transfer appears once ``reach("transfer")`` has run.
-    ``questions`` holds them all (the answer key)."""
+    A case's route, cause and fix show once :meth:`reach` opens it; its evidence once a cause
+    is tried or revealed (the prompt names the figure). The fix questions wait for
+    ``reach("fixes")`` and every cause tried or revealed (a fix names what it changed); until
+    then ``check`` and ``reveal`` give a line (:class:`~kitlib.course.exercises.Verdict`'s
+    ``later``) that gives way in place. The transfer waits for ``reach("transfer")``."""
 
     def __init__(self, title, questions):
         super().__init__(title, questions)
@@ -563,20 +516,17 @@ class Clinic(Exercises):
         """Open ``part`` (``"case_a"`` or ``"a"``, ``"fixes"``, ``"transfer"``) to :meth:`show`."""
         self.reached.add(part if part in ("fixes", "transfer") or part.startswith("case_") else f"case_{part}")
 
-    def _part(self, key: str) -> str:
-        if key.startswith("case_") and key[6:7] == "_":
-            return key[:6]
-        return "transfer" if key.startswith("transfer") else "fixes"
+    @staticmethod
+    def _part(key: str) -> str:
+        return "fixes" if group(key) == "the fixes, measured" else group(key)
 
     def causes_open(self) -> list:
-        """The keys of the cause questions (``case_X_cause``) neither tried (a counted try,
-        right or wrong) nor revealed, in the lesson's order: what the fix section waits on."""
+        """The keys of the cause questions neither tried nor revealed: what the fixes wait on."""
         return [q.key for q in self.questions if self._part(q.key) + "_cause" == q.key and not q.attempted()]
 
     def _fix_held(self, key: str, then, then_said: str = "This question's form then opens here.") -> Verdict | None:
-        """For a question of the fix section while a cause is still open: a line naming every
-        open cause, which in a notebook gives way to ``then()`` (displayed) once the last is
-        tried or revealed (:func:`kitlib.course.widgets.held_bundle`); None otherwise."""
+        """For a fix question while a cause is open: a line naming the open causes that gives way
+        to ``then()`` once none is; else None."""
         waiting = self.causes_open() if self._part(key) == "fixes" else []
         if not waiting:
             return None
@@ -603,12 +553,8 @@ class Clinic(Exercises):
         return out
 
     def check(self, key: str, answer):
-        """As :meth:`Exercises.check`; an evidence question before its case's cause has been
-        tried gets a note to name a cause first (see the class). In a notebook that note gives
-        way, in place, to the evidence question's form once the cause is tried or revealed (as
-        :meth:`Exercises.outcome`'s lines do), with ``answer`` judged as running the cell again
-        would judge it. A question of the fix section waits, the same way, for every case's
-        cause (see the class)."""
+        """As :meth:`Exercises.check`; an evidence question waits for its cause, a fix question
+        for every cause (see the class), in a line that gives way to the judged form."""
         part = self._part(key)
         cause = f"{part}_cause"
         if key.endswith("_evidence") and cause not in self.asked:
@@ -630,8 +576,7 @@ class Clinic(Exercises):
         return super().check(key, answer)
 
     def reveal(self, key: str) -> Verdict:
-        """As :meth:`Exercises.reveal`; a revealed cause counts as tried (its evidence
-        question opens). A fix question is not revealed while a cause is open (see the class)."""
+        """As :meth:`Exercises.reveal`; a revealed cause counts as tried; a fix question waits (see the class)."""
         self[key]                                            # an unknown key still raises
         held = self._fix_held(key, lambda: self.reveal(key), "Its answer then shows here.")
         if held is not None:
@@ -641,9 +586,7 @@ class Clinic(Exercises):
         return super().reveal(key)
 
     def show(self) -> str:
-        """The questions reached so far (see the class), one entry each, wrapped as
-        :meth:`Exercises.show` wraps them; each shared choice list (routes, causes, fixes)
-        once, before the entries that name it."""
+        """The questions reached so far, as :meth:`Exercises.show`, each shared choice list once."""
         from ...units import wrapped
         qs = self.listed()
         same = [q for q in qs if isinstance(q, ListedChoices)]      # alike in every case but its letter
@@ -672,10 +615,7 @@ class Clinic(Exercises):
         return "\n".join([f"**{self.title}**", ""] + [f"- `{q.key}`: {q.prompt}" for q in self.listed()])
 
     def answered(self, key: str) -> bool:
-        """Whether question ``key`` has been answered or revealed: what :meth:`Exercises.outcome`
-        waits on (:meth:`Question.outcome_ready`). The clinic holds back what answers a compute
-        or cause question this way (the fix table answers ``fix_difference_ms`` and
-        ``fix_a_verdict``; the reader's counts name causes)."""
+        """Whether question ``key`` is answered or revealed (:meth:`Question.outcome_ready`)."""
         return self[key].outcome_ready()
 
 
