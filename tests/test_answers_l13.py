@@ -75,7 +75,7 @@ def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
     for x in LETTERS:
         assert [k for k in keys if k.startswith(f"case_{x}_")] == [f"case_{x}_{p}" for p in
                                                                  ("route", "cause", "evidence", "fix")]
-    assert {"fix_g_per_step_verdict", "fix_difference_ms", "fix_a_verdict", "transfer_pageable"} <= set(keys)
+    assert {"fix_g_verdict", "fix_difference_ms", "fix_a_verdict", "transfer_pageable"} <= set(keys)
     kinds = {q.kind for q in ex.questions}
     assert {"predict", "transfer", "compute", "recall"} <= kinds
     assert len(l13.ROUTE_CHOICES) == 9 and len(cs.CAUSE_CHOICES) == 14 and len(cs.FIX_CHOICES) == 14
@@ -97,7 +97,7 @@ def test_no_key_of_the_clinic_names_a_cause(ex):
     keys = [q.key for q in ex.questions if not q.key.startswith("transfer")]
     named = [(k, w) for k in keys for w in CAUSE_WORDS if w in k.lower().split("_")]
     assert not named, named
-    assert {"fix_a_verdict", "fix_g_per_step_verdict"} <= set(keys)
+    assert {"fix_a_verdict", "fix_g_verdict"} <= set(keys)
 
 
 # --------------------------------------------------------------------------- the evidence, from raw rows
@@ -234,7 +234,7 @@ def test_the_fix_questions_from_the_step_times(ex):
     assert ex["fix_a_verdict"].answer == c.verdict
     assert (c.verdict == "faster") == (c.ci_high_ms < 0)
     b, af = (_step_times(f"case_{g}/{s}")["step_ms_uninstrumented"] for s in ("before", "after"))
-    assert ex["fix_g_per_step_verdict"].answer == compare(b, af).verdict
+    assert ex["fix_g_verdict"].answer == compare(b, af).verdict
 
 
 def test_the_per_image_and_profiled_series():
@@ -314,7 +314,7 @@ def test_the_right_cause_does_not_give_the_evidence_away(ex):
 
 def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     fresh = l13.questions(letters=["a", "g"])
-    assert "case_" not in fresh.show() and "fix_g_per_step_verdict" not in fresh.show()
+    assert "case_" not in fresh.show() and "fix_g_verdict" not in fresh.show()
     fresh.reach("a")
     shown = fresh.show()
     assert "case_a_cause" in shown and "case_a_evidence" not in shown and "case_g" not in shown
@@ -331,9 +331,12 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     assert prompt in str(fresh.check("case_a_evidence", None))
     assert "case_g" not in fresh._repr_markdown_()
     fresh.reach("fixes")
-    assert "fix_g_per_step_verdict" not in fresh.show()       # a cause still open: the fixes wait
+    waiting = "  - fix_g_verdict [predict]: opens once every case's cause is tried"
+    fix_prompt = fresh["fix_g_verdict"].prompt
+    assert waiting in fresh.show() and fix_prompt not in fresh.show()   # a cause still open: named, not asked
     fresh.reveal("case_a_cause"), fresh.reveal("case_g_cause")   # (case_a's try was set back to none above)
-    assert "fix_g_per_step_verdict" in fresh.show() and "transfer_pageable" not in fresh.show()
+    assert waiting not in fresh.show() and fix_prompt.split(": ", 1)[-1][:40] in fresh.show()
+    assert "transfer_pageable" not in fresh.show()
     assert len(fresh.questions) == 2 * 4 + 3     # the answer key still has every question (no case_h: 3 more)
 
 
@@ -346,15 +349,17 @@ def test_the_fix_questions_wait_until_every_cause_is_tried():
     before, in order."""
     fresh = l13.questions(letters=["a", "g"])
     fresh.reach("a"), fresh.reach("g"), fresh.reach("fixes")
-    q = fresh["fix_g_per_step_verdict"]
-    for early in (fresh.check("fix_g_per_step_verdict", "faster"), fresh.reveal("fix_g_per_step_verdict"),
+    q = fresh["fix_g_verdict"]
+    for early in (fresh.check("fix_g_verdict", "faster"), fresh.reveal("fix_g_verdict"),
                   fresh.check("fix_a_verdict", None)):
         said = str(early)
         assert early.correct is None and "held back until you have tried every case's cause" in said, said
         assert "Still open: case_a_cause, case_g_cause " in said, said
         assert q.prompt not in said and q.explain not in said and "batch" not in said and "faster" not in said
     assert q.prediction is ... and q.wrong_tries == 0 and not q.revealed and not q.outcome_ready()
-    assert "fix_" not in fresh.show() and "fix_" not in fresh._repr_markdown_()
+    assert q.prompt not in fresh.show() and "fix_" not in fresh._repr_markdown_()
+    assert [line for line in fresh.show().splitlines() if "fix_" in line] == [
+        f"  - {k} [{fresh[k].kind}]: opens once every case's cause is tried" for k in (q.key for q in fresh.questions if q.key.startswith("fix_"))]
     fresh.check("case_a_cause", None)                 # a form shown, nothing tried
     fresh.check("case_a_cause", "not a cause")        # not one of the choices: not a try
     fresh.check("case_g_cause", cs.CAUSES["slow_transform"].text)     # case_g's tried (wrong)
@@ -363,10 +368,10 @@ def test_the_fix_questions_wait_until_every_cause_is_tried():
     assert fresh["fix_a_verdict"].wrong_tries == 0 and fresh["fix_a_verdict"].solved_after is None
     fresh.reveal("case_a_cause")                      # the last: revealed counts
     assert fresh.causes_open() == []
-    v = fresh.check("fix_g_per_step_verdict", "slower")
-    assert v.correct is not None and q.prediction == "slower" and "fix_g_per_step_verdict" in fresh.show()
+    v = fresh.check("fix_g_verdict", "slower")
+    assert v.correct is not None and q.prediction == "slower" and "fix_g_verdict" in fresh.show()
     assert fresh.check("fix_a_verdict", fresh["fix_a_verdict"].answer).correct is True
-    assert q.explain in str(fresh.reveal("fix_g_per_step_verdict"))
+    assert q.explain in str(fresh.reveal("fix_g_verdict"))
     with pytest.raises(KeyError):
         fresh.check("fix_nope", None)
 
@@ -391,13 +396,13 @@ def test_the_fix_forms_open_in_place_once_the_last_cause_is_tried(monkeypatch):
     assert isinstance(out, ipywidgets.Output) and widgets.HELD_FORM_CLASS in out._dom_classes
     assert {f"{widgets.HELD_FORM_CLASS}-case_{x}_cause" for x in "ag"} <= set(out._dom_classes)
     assert fresh["fix_a_verdict"].prompt not in str(out.outputs)
-    fresh.reveal("fix_g_per_step_verdict")._repr_mimebundle_()
+    fresh.reveal("fix_g_verdict")._repr_mimebundle_()
     fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # one tried: still one open
     assert shown == []
     fresh.check("case_g_cause", cs.CAUSES["tiny_batches"].text)        # the last: both open, once
     form, answer = shown
     assert form.key == "fix_a_verdict" and form.correct is True and form.question is fresh["fix_a_verdict"]
-    assert answer.key == "fix_g_per_step_verdict" and fresh["fix_g_per_step_verdict"].explain in str(answer)
+    assert answer.key == "fix_g_verdict" and fresh["fix_g_verdict"].explain in str(answer)
     fresh.reveal("case_a_cause")
     assert len(shown) == 2
 

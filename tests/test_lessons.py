@@ -681,7 +681,7 @@ LATER_TELLS = {
     "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
     "nsys8_worker_calls": [r"no worker processes"],
     # lesson 13's fix table and its printed verdicts: case_g per image, one step from per step
-    "fix_g_per_step_verdict": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
+    "fix_g_verdict": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
     # lesson 11: a later question's prompt that says both tools tie a kernel to its operator (issue 40)
     "op_of_kernel": [r"torch\.profiler ties a kernel to its operator", r"what ties them in Nsight Systems"],
 }
@@ -806,7 +806,7 @@ def test_the_later_search_finds_a_giveaway_and_leaves_the_unrelated():
 
 #: What lesson 13's fix table and verdict lines, and its reader check, give away (a new
 #: learner's Run All, 6 December): the fixes' medians (fix_difference_ms, fix_a_verdict,
-#: fix_g_per_step_verdict) and the causes' operator counts (the cause questions).
+#: fix_g_verdict) and the causes' operator counts (the cause questions).
 CLINIC_GIVEAWAYS = [r"\bcase_h\b.{0,300}?33\.78\s+12\.76\s+-21\.02", r"33\.78 → 12\.76 ms", r"92\.10 → 64\.51 ms",
                     r"\[-35\.00, -15\.56\] ms", r"2\.00 → 0\.61 ms/image", r"\(2 → 16 images\)",
                     r"faster beyond the noise", r"\b297 / 297\b", r"\b306 / 306\b", r"\b66 / 66\b",
@@ -815,7 +815,7 @@ CLINIC_GIVEAWAYS = [r"\bcase_h\b.{0,300}?33\.78\s+12\.76\s+-21\.02", r"33\.78 �
 
 def test_l13_fix_and_trust_tables_held_back_in_run_all(executed_lesson):
     """Lesson 13 after Run All with no answer: the fix table (its figure) and the printed
-    verdicts wait for fix_g_per_step_verdict, fix_difference_ms and fix_a_verdict, the
+    verdicts wait for fix_g_verdict, fix_difference_ms and fix_a_verdict, the
     reader's counts for the cause questions they name (``Clinic.outcome``): each cell shows
     its one held-back line, no output anywhere holds CLINIC_GIVEAWAYS, and once the questions
     are revealed (the tests' last cell) the tables show."""
@@ -866,14 +866,14 @@ def test_l13_fix_section_prose_names_no_cause():
 
 def test_l13_case_g_step_times_wait_for_its_fix_prediction(executed_lesson):
     """A learner's Run All (issue 40): case_g's cell printed its steps per step against the
-    healthy run's (batch 16, the fixed job's), which answers fix_g_per_step_verdict further
+    healthy run's (batch 16, the fixed job's), which answers fix_g_verdict further
     down. After Run All with no answer the cell holds that line back, naming the question and
     where it is, and shows it once the prediction is revealed."""
     run = executed_lesson("13")
     (i,) = [i for i, c in enumerate(run.run_all.cells) if c.cell_type == "code"
             and 'complaint_check("g")' in c.source]
     said = unwrapped(_shown_text(run.run_all.cells[i].outputs))
-    assert "held back until you predict" in said and "fix_g_per_step_verdict" in said, said
+    assert "held back until you predict" in said and "fix_g_verdict" in said, said
     assert 'Did the fixes work?' in said and "in the step times" not in said and " ms" not in said, said
     opened = unwrapped(_shown_text(run.nb.cells[i].outputs))
     assert "in the step times: uninstrumented step times" in opened and "per step" in opened, opened

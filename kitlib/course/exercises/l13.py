@@ -443,7 +443,7 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
         b, a = st["before"]["step_ms_uninstrumented"], st["after"]["step_ms_uninstrumented"]
         c = compare(b, a)
         qs.append(Question(
-            "fix_g_per_step_verdict", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
+            "fix_g_verdict", f"Predict: case_{g}'s fix made each batch larger. Compared per step (not per "
                                    "image), are the fixed job's uninstrumented steps 'slower', 'faster' or 'no "
                                    "difference beyond the noise'?", c.verdict,
             c.text + " A step of the fixed job carries more images, so it can take longer and still be the faster "
@@ -606,7 +606,11 @@ class Clinic(Exercises):
             lines += [self._entry(q) for q in qs if q.key == f"{case}_evidence"]
         lines += [self._entry(q) for q in qs if not isinstance(q, ListedChoices)
                   and not (q.key.startswith("case_") and q.key.endswith("_evidence"))]
-        hidden = len(self.questions) - len(qs)
+        # the fixes reached but waiting for the causes: their keys and kinds, not their prompts
+        waiting = [q for q in self.questions if self._part(q.key) == "fixes" and "fixes" in self.reached
+                   and q not in qs]
+        lines += [f"  - {q.key} [{q.kind}]: opens once every case's cause is tried" for q in waiting]
+        hidden = len(self.questions) - len(qs) - len(waiting)
         if hidden:
             lines.append(f"  ({hidden} more as the lesson reaches them)")
         return "\n".join(lines)
