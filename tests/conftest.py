@@ -132,6 +132,18 @@ def built_lessons():
 
 
 @pytest.fixture(scope="module")
+def ex(request):
+    """The questions of the lesson whose answers a ``test_answers_lNN.py`` file checks (NN from
+    the file's name), built once per module as ``support.answers.QUESTIONS[NN]`` builds them.
+    Lesson 01's file has its own (its questions come from a CPU run the file makes)."""
+    from support.answers import QUESTIONS
+    number = re.fullmatch(r"test_answers_l(\d\d)", request.path.stem)
+    if number is None:
+        raise LookupError(f"{request.path.name}: the fixture ex is for tests/test_answers_lNN.py files")
+    return QUESTIONS[number.group(1)]()
+
+
+@pytest.fixture(scope="module")
 def raw_5step():
     """profiler_5step's raw trace events (``raw_trace_events``), for a module's tests."""
     return raw_trace_events(REF / "profiler_5step" / "trace.json.gz")

@@ -9,7 +9,6 @@ import re
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from conftest import merged_length, per_raw, raw_trace_events
 from support.events import ns as _ns
@@ -19,13 +18,6 @@ REF = ROOT / "data" / "reference"
 LESSON = next((ROOT / "lessons").glob("00_*.ipynb"))
 PHASES = ("data_load", "h2d", "forward", "backward", "optimizer")
 GPU = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib import open_capture
-    from kitlib.course import exercises
-    return exercises.lesson00(open_capture("profiler_5step"), cold=open_capture("cold_start_8step"))
 
 
 def _step_events(ev, prefix="ProfilerStep#"):

@@ -18,13 +18,6 @@ GPU = ("kernel", "gpu_memcpy", "gpu_memset")
 
 
 @pytest.fixture(scope="module")
-def ex():
-    from kitlib import open_capture
-    from kitlib.course import exercises
-    return exercises.lesson02(open_capture("profiler_5step"))
-
-
-@pytest.fixture(scope="module")
 def chain():
     """The operator, its CUDA calls (all, and the launches: those whose correlation id is on a
     GPU event), and the GPU events in launch order, all from the raw JSON."""

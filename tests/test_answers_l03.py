@@ -7,17 +7,10 @@ from __future__ import annotations
 
 import re
 
-import pytest
 
 from conftest import REF, merged_length, per_raw
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
-
-
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises, lesson_capture
-    return exercises.lesson03(lesson_capture("profiler_5step"))
 
 
 def _step(raw_5step, n):

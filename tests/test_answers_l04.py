@@ -18,14 +18,6 @@ from conftest import PUBLIC, raw_trace_events
 REF = Path(__file__).resolve().parent.parent / "data" / "reference"
 
 
-@pytest.fixture(scope="module")
-def ex():
-    import kitlib
-    from kitlib.course import exercises
-    return exercises.lesson04({"cold": kitlib.open_capture("cold_start_8step"),
-                               "timing": kitlib.open_capture("profiler_5step")})
-
-
 def _data_load_us():
     """Every step's data_load annotation (cat user_annotation) in µs, in time order."""
     ev = raw_trace_events(REF / "cold_start_8step" / "trace.json.gz")

@@ -16,12 +16,6 @@ from conftest import REF, per_raw
 
 
 @pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises, lesson_capture
-    return exercises.lesson05(lesson_capture("fixed_batch"))
-
-
-@pytest.fixture(scope="module")
 def rows():
     doc = json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
     return doc["by_input_shape"]

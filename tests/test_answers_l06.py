@@ -13,18 +13,11 @@ import re
 import zlib
 
 import orjson
-import pytest
 
 from conftest import PUBLIC, REF, raw_self_us, raw_trace_events
 
 GPU_CATS = ("kernel", "gpu_memcpy", "gpu_memset")
 SOURCE = re.compile(r"^\S+\(\d+\): ")
-
-
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises, lesson_capture
-    return exercises.lesson06(lesson_capture("fixed_batch"))
 
 
 def _open_frames(frames, op):

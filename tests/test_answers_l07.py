@@ -18,13 +18,6 @@ from conftest import REF, per_raw, raw_trace_events
 MIB, GIB = 2 ** 20, 2 ** 30
 
 
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises
-    from kitlib.readers.bundle import open_capture
-    return exercises.lesson07(open_capture("profiler_5step"))
-
-
 def _cuda_mem(raw):
     return [e for e in raw if e.get("name") == "[memory]" and e.get("ph") == "i" and e["args"]["Device Type"] == 1]
 

@@ -19,13 +19,6 @@ H200_TF32_TFLOPS, H200_TB_PER_S = 494.5, 4.8        # dense TF32 (989 "with spar
 
 
 @pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises
-    from kitlib.readers.bundle import open_capture
-    return exercises.lesson08(open_capture("fixed_batch"))
-
-
-@pytest.fixture(scope="module")
 def key_averages_doc():
     return json.loads(gzip.decompress((REF / "fixed_batch" / "key_averages.json.gz").read_bytes()))
 

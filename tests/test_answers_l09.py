@@ -17,13 +17,6 @@ CLOVER = PUBLIC / "nsys_2024.5_a100_cloverleaf.sqlite"
 TID = 0xFFFFFF
 
 
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course.exercises import l09
-    from kitlib.readers.bundle import open_capture
-    return l09.questions(open_capture("nsys_8step"), emit=open_capture("nsys_emit_nvtx"))
-
-
 def _rejects(q, *near):
     for x in near:
         assert not q.judge_silently(x), (q.key, x)

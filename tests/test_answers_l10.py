@@ -25,13 +25,6 @@ TIMES = json.loads((REF / "profiler_5step" / "step_times.json").read_text())
 SCRIPT = (REF / "how_captured" / "capture.py").read_text()
 
 
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course import exercises
-    from kitlib.readers.bundle import open_capture
-    return exercises.lesson10(open_capture("profiler_5step"))
-
-
 def _positions():
     """From the script's text: warm-up batches, batches per epoch, workers, persistent_workers."""
     warm = int(re.search(r"dl = loader\(root\); it = infinite\(dl\)\n\s+for _ in range\((\d+)\):", SCRIPT).group(1))

@@ -13,7 +13,6 @@ from collections import Counter
 from pathlib import Path
 
 import nbformat
-import pytest
 
 from conftest import raw_trace_events
 
@@ -28,12 +27,6 @@ ACCEPTED = {
     "context_switch": "nsight systems", "host_alloc_lock": "nsight systems", "nodes_one_timeline": "nsight systems",
     "conv_bound": "nsight compute", "occupancy": "nsight compute", "is_it_faster": "timer",
 }
-
-
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course.exercises import l11
-    return l11.questions()
 
 
 def test_every_routes_accepted_set(ex):

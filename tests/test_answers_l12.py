@@ -66,14 +66,6 @@ def _worst_per_step(run):
     return [worst[s] for s in sorted(worst)]
 
 
-@pytest.fixture(scope="module")
-def ex():
-    from kitlib.course.exercises import l12
-    from kitlib.readers.ranks import load_traces
-    return l12.questions(load_traces("ranks_straggler"), load_traces(NCCL, partial=True), injected_ms=500.0,
-                         balanced=load_traces("ranks_balanced"))
-
-
 def test_both_ranks_slower(ex):
     med = {run: statistics.median(e - s for s, e in _steps_and_calls(run)[0][0].values()) / 1e3
            for run in ("ranks_balanced", "ranks_straggler")}

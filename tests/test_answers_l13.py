@@ -1,7 +1,7 @@
 """Lesson 13 (the clinic): every answer pinned from the raw recordings, without the exercise code.
 
 The figures come from ``data/clinic/cpu``'s raw files: the trace JSON (``trace.json.gz``,
-read with json alone: tests/test_clinic.py's ``raw_figures``), ``key_averages.json`` and
+read with json alone: tests/support/clinic.py's ``raw_figures``), ``key_averages.json`` and
 ``step_times.json``; lesson 10's comparison is recomputed with numpy's bootstrap as
 ``compare`` documents it only where the verdict is pinned. Then: near misses are rejected
 (the healthy run's figure, the neighbouring case's, the other unit), every wrong cause's
@@ -19,18 +19,13 @@ import statistics
 import numpy as np
 import pytest
 
-from test_clinic import SHIPPED, raw_events, raw_figures, traces_of
+from support.clinic import SHIPPED, raw_events, raw_figures, traces_of
 
 from kitlib.capture.clinic import CASES
 from kitlib.course import clinic_signs as cs
 from kitlib.course.exercises import l13
 
 LETTERS = [k.removeprefix("case_") for k in json.loads((SHIPPED / "clinic.json").read_text())["cases"]]
-
-
-@pytest.fixture(scope="module")
-def ex():
-    return l13.questions()
 
 
 @functools.cache
@@ -620,11 +615,11 @@ def test_the_memory_case_evidence_from_the_raw_step_times(ex):
     """Case k's evidence is the RSS growth per timed step, from the raw step_times.json (in kB);
     its traps: the total over the steps, the figure in bytes, and what the profiler's memory
     records net per step (from the raw trace: about zero)."""
-    from test_clinic import _raw_memory_net
+    from support.clinic import raw_memory_net
     k = _letter("loss_kept_as_tensor")
     rss = _step_times(f"case_{k}/before")["process"]["rss_bytes_after_step"]
     per_kb = (rss[-1] - rss[0]) / (len(rss) - 1) / 1e3
-    nets, records = _raw_memory_net(SHIPPED / f"case_{k}" / "before" / "trace.json.gz")
+    nets, records = raw_memory_net(SHIPPED / f"case_{k}" / "before" / "trace.json.gz")
     net = statistics.median(nets)
     q = ex[f"case_{k}_evidence"]
     print(f"kitlib {q.answer} kB per step; raw {per_kb:.2f} kB over {len(rss)} steps; memory records net {net:+,.0f} B")
@@ -649,7 +644,7 @@ def test_the_busy_machine_evidence_from_the_raw_step_times(ex):
     print(f"kitlib {q.answer} per core; raw {load:.3f} / {p['cpu_count']} cores")
     assert q.answer == pytest.approx(load / p["cpu_count"], abs=0.005) and q.judge_silently(load / p["cpu_count"])
     _says(q, load, "divide by the cores")
-    from test_clinic import raw_job_ops
+    from support.clinic import raw_job_ops
     mine, healthy = (raw_job_ops(SHIPPED / n / "trace.json.gz") for n in (f"case_{x}/before", _healthy(x)))
     assert mine == healthy
     assert f"the same {len(healthy)} operator names with the same counts outside data_load" in q.explain

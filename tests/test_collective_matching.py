@@ -20,60 +20,14 @@ from kitlib.analyses.stragglers import step_budget
 from kitlib.readers.ranks import load_traces
 
 from conftest import merged_length
-from support.events import event, gpu_event, launch_event
+from support.collectives import paper_ranks
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
 NCCL = REF / "public-traces"
-NCCL_KERNEL = "ncclDevKernel_AllReduce_Sum_f32_RING_LL(ncclDevKernelArgsStorage<4096ul>)"
 
 
-# --------------------------------------------------------------------------- hand-built pair
-def _doc(rank: int, calls: list, compute: list) -> dict:
-    """A torch.profiler trace of one rank: ProfilerStep#1 over [0, 30000) µs; each call
-    (seq, kernel start, kernel end) as record_param_comms (process group "0", Seq) ⊃
-    nccl:all_reduce ⊃ cudaLaunchKernel on the host, 100 µs before its kernel, and an NCCL
-    kernel on stream 20; each compute (start, end) as aten::mm ⊃ cudaLaunchKernel and a
-    kernel on stream 7."""
-    ev = [event("user_annotation", "ProfilerStep#1", 0, 30000, pid=100)]
-    corr = 0
-    for seq, a, b in calls:
-        corr += 1
-        h = a - 100
-        ev += [event("cpu_op", "record_param_comms", h - 20, 60, pid=100, **{
-                   "External id": corr, "Collective name": "allreduce", "Process Group Name": "0",
-                   "Seq": seq, "In msg nelems": 4096, "Out msg nelems": 4096, "Group size": 2}),
-               event("user_annotation", "nccl:all_reduce", h - 10, 40, pid=100, **{"External id": corr}),
-               launch_event("cudaLaunchKernel", h, corr, 10, pid=100, **{"External id": corr}),
-               gpu_event("kernel", NCCL_KERNEL, a, b - a, corr, stream=20, **{"External id": corr})]
-    for a, b in compute:
-        corr += 1
-        ev += [event("cpu_op", "aten::mm", a - 80, 30, pid=100, **{"External id": corr}),
-               launch_event("cudaLaunchKernel", a - 75, corr, 10, pid=100, **{"External id": corr}),
-               gpu_event("kernel", "sm90_gemm_kernel", a, b - a, corr, stream=7, **{"External id": corr})]
-    return {"schemaVersion": 1, "distributedInfo": {"backend": "nccl", "rank": rank, "world_size": 2},
-            "traceEvents": ev}
-
-
-#: On paper (µs). Rank 0 computes [1000, 3000) and is first at call seq 7 ([1500, 5000));
-#: rank 1 computes longer, [1000, 4000), and starts seq 7 at 4000: both end at 5000. Seq 8
-#: ends 14 ms apart (not one call: the check refuses it); seq 6 is on rank 1 only (the
-#: sampling dropped it on rank 0).
-PAPER = {0: ([(7, 1500, 5000), (8, 6000, 7000)], [(1000, 3000)]),
-         1: ([(6, 200, 600), (7, 4000, 5000), (8, 20000, 21000)], [(1000, 4000)])}
-
-
-def paper_ranks(folder):
-    """The pair on paper (:data:`PAPER`) written into ``folder`` as two gzipped rank traces
-    and read back with ``load_traces``."""
-    files = []
-    for r, (calls, compute) in PAPER.items():
-        f = folder / f"rank{r}.json.gz"
-        f.write_bytes(gzip.compress(json.dumps(_doc(r, calls, compute)).encode()))
-        files.append(f)
-    return load_traces(files)
-
-
+# --------------------------------------------------------------------------- the pair on paper (support.collectives.PAPER)
 @pytest.fixture(scope="module")
 def paper(tmp_path_factory):
     return paper_ranks(tmp_path_factory.mktemp("paper"))

@@ -24,6 +24,7 @@ from kitlib.analyses import collectives as coll
 from kitlib.readers.ranks import load_traces
 
 from conftest import merged_length
+from support.collectives import raw_collectives, raw_nccl_rank
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
@@ -122,16 +123,12 @@ def test_wait_and_transfer_add_up_to_each_call():
 
 
 # --------------------------------------------------------------------------- public NCCL pair
-def _raw(r):
-    return json.loads(gzip.decompress((NCCL / f"hta_2024-03_nccl_sampled_rank{r}.json.gz").read_bytes()))
-
-
 def test_public_nccl_pair_loads_with_ranks_and_collectives():
     rt = load_traces(NCCL, partial=True)
     assert rt.ranks == [0, 1] and rt.world_size == 128 and rt.backend == "nccl"
     calls = coll.collectives(rt)
     for r in (0, 1):
-        raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X"]
+        raw = [e for e in raw_nccl_rank(r)["traceEvents"] if e.get("ph") == "X"]
         kernels = [e for e in raw if e.get("cat") == "kernel" and e["name"].startswith("ncclKernel_")]
         host = sorted(e["name"] for e in raw if e.get("cat") in ("cpu_op", "user_annotation")
                       and e["name"].startswith("nccl:"))
@@ -173,56 +170,6 @@ def test_collective_ops_from_raw_json(folder, rows):
     assert len(got) == rows and got.index.tolist() == list(range(rows))
 
 
-def _raw_collectives(folder):
-    """collectives() rebuilt from each rank's raw JSON without kitlib: NCCL kernels (named
-    after the innermost collective operator around their launch, on the launching thread,
-    their size that operator's "Input Dims" as written), else the gloo:* operators (no
-    shapes recorded: no size); k counts each name and size's calls in start order, and the
-    call key is "name size#k" (or "name#k" without a size); the step is the ProfilerStep#N
-    whose [start, end) holds the start; times in ns since the epoch."""
-    import re
-    from decimal import Decimal
-    out = []
-    for r, t in load_traces(folder, partial=folder == NCCL).traces.items():
-        doc = json.loads(gzip.decompress(t.path.read_bytes()), parse_float=Decimal)
-        base = int(doc.get("baseTimeNanoseconds") or 0)
-
-        def ns(us):
-            return int(Decimal(us) * 1000)
-        ev = [e for e in doc["traceEvents"] if e.get("ph") == "X"]
-        ops = [e for e in ev if e.get("cat") in ("cpu_op", "user_annotation")]
-        steps = [(ns(e["ts"]) + base, ns(e["ts"]) + ns(e["dur"]) + base, int(e["name"].split("#")[1]))
-                 for e in ops if e["name"].startswith("ProfilerStep#")]
-        kernels = [e for e in ev if e.get("cat") == "kernel" and re.match(coll.COMM_KERNEL_PATTERN, e["name"])]
-        rows = []
-        if kernels:
-            launch = {e["args"]["correlation"]: e for e in ev if e.get("cat") in ("cuda_runtime", "cuda_driver")
-                      and "correlation" in e.get("args", {})}
-            for k in kernels:
-                name, size = k["name"].split("(", 1)[0].strip(), ""
-                la = launch.get(k["args"]["correlation"])
-                if la is not None:
-                    around = [o for o in ops if o["tid"] == la["tid"] and ns(o["ts"]) <= ns(la["ts"]) <= ns(o["ts"]) + ns(o["dur"])]
-                    if around:
-                        inner = max(around, key=lambda o: (ns(o["ts"]), -ns(o["dur"])))
-                        if re.search(coll.COMM_OP_PATTERN, inner["name"]):
-                            name = inner["name"]
-                            size = json.dumps(inner["args"]["Input Dims"]).replace(" ", "")
-                rows.append((name, size, "device", k["args"]["stream"], ns(k["ts"]) + base, ns(k["dur"])))
-        else:
-            rows = [(o["name"], "", "host", o["tid"], ns(o["ts"]) + base, ns(o["dur"])) for o in ops
-                    if o["name"].startswith("gloo:")]
-        rows.sort(key=lambda x: x[4])
-        seen = {}
-        for name, size, where, tid, start, dur in rows:
-            k = seen[name, size] = seen.get((name, size), -1) + 1
-            step = next((n for a, b, n in steps if a <= start < b), -1)
-            call = f"{name} {size}#{k}" if size else f"{name}#{k}"
-            out.append((r, call, name, k, where, step, tid, start, start + dur, dur, size,
-                        "name + size + order" if size else "name + order"))
-    return out
-
-
 def _verified(rows):
     """The call keys present once on every rank whose ends lie within the tolerance of
     their kind (device 1 ms, host 25 ms: kitlib.analyses.collectives.END_TOLERANCE_NS)."""
@@ -244,7 +191,7 @@ def test_collectives_whole_table_from_raw_json(folder, rows):
     assert got.columns.tolist() == coll.COLLECTIVE_COLUMNS == ["rank", "call", "name", "k", "measured_on", "step",
                                                                "tid", "start_ns", "end_ns", "dur_ns", "size",
                                                                "identity"]
-    assert [tuple(x) for x in got.itertuples(index=False)] == _raw_collectives(folder)
+    assert [tuple(x) for x in got.itertuples(index=False)] == raw_collectives(folder)
     assert len(got) == rows and got.index.tolist() == list(range(rows))
     assert {str(got[c].dtype) for c in ["k", "step", "tid", "start_ns", "end_ns", "dur_ns"]} == {"int64"}
 
@@ -258,7 +205,7 @@ def test_waits_and_stragglers_derived_from_the_raw_calls(folder):
     last start minus the next-latest, spread = last minus earliest; calls in order of the
     last arrival. The public pair keeps 4 of its 13 calls (8 of 20 rows), the Gloo runs all."""
     rt = load_traces(folder, partial=folder == NCCL)
-    rows = _raw_collectives(folder)
+    rows = raw_collectives(folder)
     ok = _verified(rows)
     left_out = sum(row[1] not in ok for row in rows)
     assert left_out == (12 if folder == NCCL else 0)
@@ -403,7 +350,7 @@ def test_comm_overlap_whole_table_from_raw_json():
     assert ov.index.name == "rank" and ov.index.tolist() == [0, 1]
     assert ov.columns.tolist() == ["comm_kernels", "comm_ms", "compute_ms", "hidden_ms", "hidden_fraction"]
     for r in (0, 1):
-        raw = [e for e in _raw(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        raw = [e for e in raw_nccl_rank(r)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
         comm = [(e["ts"], e["ts"] + e["dur"]) for e in raw if e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
         comp = [(e["ts"], e["ts"] + e["dur"]) for e in raw if not e["name"].startswith(("ncclKernel_", "ncclDevKernel_"))]
         c, p = merged_length(comm), merged_length(comp)
@@ -441,7 +388,7 @@ def test_two_traces_claiming_one_rank_are_refused(tmp_path):
 
 def test_a_trace_without_distributed_info_in_a_multi_rank_folder_is_refused(tmp_path):
     shutil.copy(NCCL / "hta_2024-03_nccl_sampled_rank0.json.gz", tmp_path / "rank0.json.gz")
-    doc = _raw(1)
+    doc = raw_nccl_rank(1)
     del doc["distributedInfo"]
     (tmp_path / "rank1.json.gz").write_bytes(gzip.compress(json.dumps(doc).encode()))
     with pytest.raises(KitFileError, match="has no 'distributedInfo'") as e:

@@ -502,15 +502,15 @@ def test_lesson10_tables_comparisons_and_floors(lesson):
 def test_lesson12_step_times_straggler_and_overlap(lesson):
     """Lesson 12's printed figures from the raw JSON of the two Gloo runs and the public NCCL
     pair: each rank's median ProfilerStep#N duration and their median per run; each step's
-    largest lateness at a collective (calls matched by name and order, test_distributed's
-    _raw_collectives), their median; rank 0's hidden fraction from unions of kernel intervals.
+    largest lateness at a collective (calls matched by name and order, support.collectives'
+    raw_collectives), their median; rank 0's hidden fraction from unions of kernel intervals.
     The injected 500 ms is PROVENANCE.md's; the waiting share and the hidden fraction are now
     questions (tests/test_answers_l12.py)."""
     import gzip
     import statistics
 
     from conftest import merged_length
-    from test_distributed import NCCL, _raw, _raw_collectives
+    from support.collectives import NCCL, raw_collectives, raw_nccl_rank
     text = lesson("12")
 
     def median_step_ms(folder):
@@ -542,7 +542,7 @@ def test_lesson12_step_times_straggler_and_overlap(lesson):
 
     def largest_lateness_per_step(folder):
         calls = {}
-        for row in _raw_collectives(folder):   # (rank, call, name, k, where, step, tid, start, end, dur)
+        for row in raw_collectives(folder):   # (rank, call, name, k, where, step, tid, start, end, dur)
             calls.setdefault(row[1], []).append(row)
         by_step = {}
         for group in calls.values():
@@ -560,7 +560,7 @@ def test_lesson12_step_times_straggler_and_overlap(lesson):
     _has(text, rf"balanced run: rank {max(set(ranks), key=ranks.count)} still kept the other waiting longest, "
                rf"{statistics.median(n for n, _ in worst) / 1e6:,.1f} ms per step \(median\)")
     assert NCCL.is_dir()
-    raw = [e for e in _raw(0)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    raw = [e for e in raw_nccl_rank(0)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
     is_comm = [e["name"].startswith(("ncclKernel_", "ncclDevKernel_")) for e in raw]
     comm = [(e["ts"], e["ts"] + e["dur"]) for e, c in zip(raw, is_comm) if c]
     comp = [(e["ts"], e["ts"] + e["dur"]) for e, c in zip(raw, is_comm) if not c]

@@ -20,7 +20,7 @@ from conftest import merged_length  # noqa: E402
 from kitlib.analyses import collectives as coll  # noqa: E402
 from kitlib.plots.ranks import COLOURS, EXPOSED_LABELS, plot_exposed_communication, plot_rank_timeline  # noqa: E402
 from kitlib.readers.ranks import load_traces  # noqa: E402
-from test_collective_matching import paper_ranks  # noqa: E402
+from support.collectives import paper_ranks  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 REF = ROOT / "data" / "reference"
