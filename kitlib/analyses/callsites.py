@@ -29,7 +29,7 @@ pseudo-frame; pass ``internal=`` to also skip, say, ``torchvision/``.
 Sources: PyTorch docs, "torch.profiler" (``with_stack``, ``group_by_stack_n``);
 ``torch/autograd/profiler_util.py`` (``_filter_stack_entry``,
 ``_set_backward_stacktraces``); the reference trace
-``data/reference/fixed_batch/trace.json.gz`` (tests/test_grouping.py).
+``data/reference/fixed_batch/trace.json.gz`` (tests/analyses/test_grouping.py).
 """
 from __future__ import annotations
 

@@ -38,7 +38,7 @@ Sources: PyTorch ``torch/autograd/profiler_util.py`` (``EventList.key_averages``
 ``FunctionEvent.self_device_time_total``) and ``torch/autograd/profiler.py``
 (``_parse_kineto_results``: kernels are attached to the operator whose id equals
 their linked correlation id); checked against the profiler's own rows in
-``data/reference/fixed_batch/key_averages.json.gz`` (tests/test_grouping.py).
+``data/reference/fixed_batch/key_averages.json.gz`` (tests/analyses/test_grouping.py).
 """
 from __future__ import annotations
 

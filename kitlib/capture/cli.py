@@ -391,7 +391,7 @@ def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
             print(summarize_ranks(cap.path))
         # every rank leaves the group together: a rank that tore Gloo down while rank 0 was
         # still summarising sometimes aborted at exit ("terminate called without an active
-        # exception", tests/test_distributed.py in CI)
+        # exception", tests/analyses/test_distributed.py in CI)
         dist.barrier()
     finally:
         if dist.is_initialized():

@@ -22,7 +22,7 @@ from __future__ import annotations
 #: The reference workload's GPU memory (``profiler_5step``: batch 128, 224 px, ResNet-50,
 #: channels-last, SGD with momentum): the most the caching allocator held reserved
 #: (``total_reserved``) and allocated (``total_allocated``) at any allocator event of the
-#: trace, in bytes. ``tests/test_classroom.py`` recomputes both from the recording.
+#: trace, in bytes. ``tests/course/test_classroom.py`` recomputes both from the recording.
 REFERENCE_PEAK_RESERVED_BYTES = 13_352_566_784
 REFERENCE_PEAK_ALLOCATED_BYTES = 11_462_948_352
 #: What does not grow with the batch: fp32 weights, gradients and momentum of ResNet-50's

@@ -149,7 +149,7 @@ def fixed_note(note: str | None):
 def _grouped(labels, at_most: int = 8) -> list[str]:
     """Labels in order, except that more than ``at_most`` recordings of one kind and date
     (the part after ``name: ``) are said once: ``"16 recordings (case_a_before … case_h_after):
-    kit's CPU clinic case, 2026-12-02"`` (tests/test_plots_drawn.py).
+    kit's CPU clinic case, 2026-12-02"`` (tests/plots/test_plots_drawn.py).
     """
     kinds: dict[str, list[str]] = {}
     for lab in labels:
@@ -268,7 +268,7 @@ def register_figure_formatter(ip) -> None:
 def _with_text_size(drawn):
     """The inline backend's PNG printer of figures, narrowing each figure to a laptop
     notebook's width (:func:`kitlib.plots.fit_width`) and writing into its PNG the size of its
-    smallest text (:func:`kitlib.plots.png_metadata`: what tests/browser.py reads to tell
+    smallest text (:func:`kitlib.plots.png_metadata`: what tests/support/browser.py reads to tell
     the size a learner sees); the PNG as before where the printer takes no metadata."""
     def png(fig):
         from ..plots import fit_width, png_metadata

@@ -120,7 +120,7 @@ class AnswerForm(widgets.VBox):
         # replaces the old verdict with "not checked yet": Check then judges what the box
         # shows, never an earlier answer whose verdict is still on screen. With the value
         # sent only on blur, the browser could deliver Check's click before the new value
-        # (seen in tests/test_browser.py: '3' in the box, judged as the earlier '8').
+        # (seen in tests/lessons/test_browser.py: '3' in the box, judged as the earlier '8').
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
@@ -135,7 +135,7 @@ class AnswerForm(widgets.VBox):
             # its widest (the cell's width): its text grows only as far as the longest choice fits
             extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))]
         # widths auto, not 100%: 100% plus a widget's 2 px margins made the prompt 4 px wider
-        # than the form, which then scrolled sideways (tests/test_browser.py); the drop-down
+        # than the form, which then scrolled sideways (tests/lessons/test_browser.py); the drop-down
         # at most its row less those margins
         super().__init__([prompt, buttons, self.feedback] + extra,
                          layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
@@ -326,7 +326,7 @@ def presentation_css(scale: float) -> str:
 
 
 #: Room for a choice's text in a drop-down as wide as an answer form can be in JupyterLab at
-#: 1280 x 800 with the file browser open (px; tests/browser.py measured 696) and the average
+#: 1280 x 800 with the file browser open (px; tests/support/browser.py measured 696) and the average
 #: width of a character of JupyterLab's UI font, in em (a little over, to be safe).
 CHOICE_ROOM_PX, CHOICE_EM_PER_CHAR = 690, 0.55
 

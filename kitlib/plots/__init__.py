@@ -71,7 +71,7 @@ def set_scale(scale: float | None = None) -> float:
 #: The widest a kitlib figure is drawn (inches; 820 px at matplotlib's 100 dpi, which the
 #: inline backend keeps): JupyterLab at a laptop's 1280 x 800 with its file browser open
 #: gives an output 848 px wide, and shrinks a wider picture (a 12 inch one to 0.71x, its 7 pt
-#: lane labels to 7 px). At 1x the smallest text, 7 pt, is 9.7 px (tests/test_browser.py).
+#: lane labels to 7 px). At 1x the smallest text, 7 pt, is 9.7 px (tests/lessons/test_browser.py).
 MAX_WIDTH_IN = 8.2
 
 
@@ -82,7 +82,7 @@ def fig_size(width_in: float, height_in: float) -> tuple[float, float]:
 
 
 #: The PNG text chunk in which a notebook picture carries :func:`smallest_text_px` (written
-#: by kitlib.course.labels' PNG formatter and the explorers; read by tests/browser.py).
+#: by kitlib.course.labels' PNG formatter and the explorers; read by tests/support/browser.py).
 SMALLEST_TEXT_KEY = "kitlib smallest text px"
 
 
@@ -353,7 +353,7 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
         xs = [(us(r[f"{col}_start_ns"]) + ns_to_us(r[f"{col}_dur_ns"]) / 2, r["launch_index"]) for _, r in rows.iterrows()]
         for (x, index), level in zip(sorted(xs), _label_levels(sorted(x for x, _ in xs), min_dx)):
             # a level is 0.27 y units (~14 px at 100 dpi, at any scale: font and height grow together), a
-            # label's height with its box; at 0.2 two stacked boxes overlapped (tests/test_widgets.py)
+            # label's height with its box; at 0.2 two stacked boxes overlapped (tests/course/test_widgets.py)
             ax.text(x, y + sign * (0.03 + 0.27 * level), f"#{index}", fontsize=font(8), ha="center", va=va,
                     bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8))
     legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "

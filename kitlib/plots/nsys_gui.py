@@ -8,7 +8,7 @@ seen this picture recognises the GUI when they open the ``.nsys-rep`` file in it
 
 Every bar is one row of the report's tables (:class:`kitlib.readers.nsys.NsysReport`:
 ``kernels``, ``copies``, ``sets``, ``launches``, ``osrt``, ``nvtx``), cut to the window and
-drawn at ms since its start (or ``origin_ns``). ``tests/test_nsys_gui.py`` reads each bar
+drawn at ms since its start (or ``origin_ns``). ``tests/plots/test_nsys_gui.py`` reads each bar
 back and compares it with the SQLite export's own rows.
 """
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """How each lesson's answer tests build its questions: ``QUESTIONS[NN]()`` is what the fixture
-``ex`` of tests/conftest.py gives the tests of tests/test_answers_lNN.py (once per module),
+``ex`` of tests/conftest.py gives the tests of tests/lessons/test_answers_lNN.py (once per module),
 on the kit's recordings. Lesson 01's file has its own ``ex``: its questions come from the
 learner's own CPU run, which a fixture of that file makes. Each builder imports the
 exercise module when called, so that tools/exercise_mutants.py's children build from the

@@ -1,6 +1,6 @@
 """The tests' own reading of the clinic's shipped CPU recordings (``data/clinic/cpu``), with
-gzip, json and orjson alone, no kitlib: what tests/test_clinic.py and lesson 13's answers
-(tests/test_answers_l13.py) pin kitlib's figures to."""
+gzip, json and orjson alone, no kitlib: what tests/capture/test_clinic.py and lesson 13's answers
+(tests/lessons/test_answers_l13.py) pin kitlib's figures to."""
 from __future__ import annotations
 
 import gzip

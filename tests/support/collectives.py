@@ -1,7 +1,7 @@
 """What the tests of the collectives share: the public NCCL pair read with json alone, the
-collectives table rebuilt from raw JSON without kitlib (tests/test_distributed.py, lesson 12's
-figures), and a two-rank NCCL pair worked out on paper (tests/test_collective_matching.py,
-the bucket picture of tests/test_plots_exposed.py)."""
+collectives table rebuilt from raw JSON without kitlib (tests/analyses/test_distributed.py, lesson 12's
+figures), and a two-rank NCCL pair worked out on paper (tests/analyses/test_collective_matching.py,
+the bucket picture of tests/plots/test_plots_exposed.py)."""
 from __future__ import annotations
 
 import gzip
