@@ -8,7 +8,7 @@ on 127.0.0.1, that many learners (system users made by ``deploy/hub/add_learners
 server started at a random moment within the first ``--stagger-s`` seconds, as learners arrive
 in a room. Each learner then opens each lesson of ``--lessons`` in turn from their own
 ``~/lessons`` and runs its code cells in order over the kernel's websocket, as
-``tests/test_hub.py`` does for one lesson, closing the kernel before the next lesson.
+``tests/course/test_hub.py`` does for one lesson, closing the kernel before the next lesson.
 
 Printed per learner and lesson: seconds from the learner's arrival to the server being ready,
 to the lesson's first output and to its last cell; the peak memory of the lesson's kernel
@@ -44,10 +44,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "tests"))
 
-import hub_support  # noqa: E402
-import test_hub as th  # noqa: E402  (the class test's Learner, cleanup and cgroup helpers)
+from support import hub_support  # noqa: E402
+from course import test_hub as th  # noqa: E402  (the class test's Learner, cleanup and cgroup helpers)
 
-# its own names, so that it never touches what tests/test_hub.py makes
+# its own names, so that it never touches what tests/course/test_hub.py makes
 th.PREFIX, th.GROUP, th.CGROUP = "kitbench", "kitbench", "kitbench"
 th.CG_MEM, th.CG_CPU, th.CG_V2 = (Path("/sys/fs/cgroup/memory/kitbench"), Path("/sys/fs/cgroup/cpu/kitbench"),
                                   Path("/sys/fs/cgroup/kitbench"))

@@ -4,7 +4,7 @@
 
 Runs every lesson notebook (or those whose names start with the given prefixes, e.g.
 ``00 06``) top to bottom with nbclient, sequentially, in replay mode, as
-``tests/test_lessons.py`` does, and prints each lesson's time (kernel start included),
+``tests/lessons/test_lessons.py`` does, and prints each lesson's time (kernel start included),
 the total, and the slowest cells with their first line. The kit's cache folder is a new,
 empty one (a learner's first run: every trace parsed once) unless ``--cache`` names one
 (run twice with the same folder to see a second run, every trace read from the cache).

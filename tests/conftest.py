@@ -13,7 +13,7 @@ import orjson
 import pytest
 
 os.environ.setdefault("KITLIB_PROGRESS", "0")      # no progress bars in test output
-# No IRI syntax checks in the test processes (see tests/run_notebook.py): nbformat's import
+# No IRI syntax checks in the test processes (see tests/support/run_notebook.py): nbformat's import
 # of jsonschema then takes 0.05 s, not 1.5 s, in each pytest process.
 sys.modules.setdefault("rfc3987_syntax", None)
 # One intra-op thread for torch in the test process and everything it starts (CLI runs,
@@ -117,8 +117,8 @@ def raw_self_us(events) -> dict:
 def built_lessons():
     """``{lesson: (Exercises, recordings used)}``: every lesson's questions from the answer
     key's builders (``kitlib.course.cli._builders``), on the kit's recordings (without
-    ``KITLIB_REPLAY_DIR``), built once per process. tests/test_questions_teach.py and the
-    answer key of tests/test_classroom.py each built all of them (9-15 s of CPU each); their
+    ``KITLIB_REPLAY_DIR``), built once per process. tests/lessons/test_questions_teach.py and the
+    answer key of tests/course/test_classroom.py each built all of them (9-15 s of CPU each); their
     files share a process (pytest_collection_modifyitems). "Recordings used" is what
     ``python -m kitlib answers`` prints under each lesson (``cli._build``, as the answer key
     builds them). Tests read the questions or judge answers to them."""
@@ -129,6 +129,18 @@ def built_lessons():
         return {n: _build(make) for n, make in _builders().items()}
     finally:
         mp.undo()
+
+
+@pytest.fixture(scope="module")
+def ex(request):
+    """The questions of the lesson whose answers a ``test_answers_lNN.py`` file checks (NN from
+    the file's name), built once per module as ``support.answers.QUESTIONS[NN]`` builds them.
+    Lesson 01's file has its own (its questions come from a CPU run the file makes)."""
+    from support.answers import QUESTIONS
+    number = re.fullmatch(r"test_answers_l(\d\d)", request.path.stem)
+    if number is None:
+        raise LookupError(f"{request.path.name}: the fixture ex is for tests/lessons/test_answers_lNN.py files")
+    return QUESTIONS[number.group(1)]()
 
 
 @pytest.fixture(scope="module")
@@ -283,7 +295,7 @@ def _next_line(lines, wait_s: float):
 
 
 def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 60, tries: int = 2):
-    """Execute a notebook in a process of its own (tests/run_notebook.py: nbclient, the
+    """Execute a notebook in a process of its own (tests/support/run_notebook.py: nbclient, the
     kernel started in ``cwd`` with ``env``) and return the executed notebook.
 
     The runner prints a line as the kernel becomes ready and as each cell starts and ends;
@@ -301,7 +313,7 @@ def run_notebook(path: Path, cwd: Path, env: dict, stall_s: float = 60, tries: i
     import nbformat
     out = cwd / f"executed_{path.name}"
     for attempt in range(1, tries + 1):
-        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "run_notebook.py"), str(path), str(out)],
+        proc = subprocess.Popen([sys.executable, str(ROOT / "tests" / "support" / "run_notebook.py"), str(path), str(out)],
                                 cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 start_new_session=True, text=True, errors="replace")
         lines: queue.Queue = queue.Queue()
@@ -432,7 +444,7 @@ def _lessons_start_early(request):
 @pytest.fixture(scope="session")
 def executed_lesson(_lesson_runs):
     """Run a lesson (by its two-digit number) once per session and share the result between
-    the run check (tests/test_lessons.py) and the figure checks (tests/test_lesson_figures.py).
+    the run check (tests/lessons/test_lessons.py) and the figure checks (tests/lessons/test_lesson_figures.py).
     Odd-numbered lessons run on "your own" recordings (every recording linked into a
     KITLIB_REPLAY_DIR), even-numbered ones on the kit's: the figures are the same, the notes
     under the tables differ.
@@ -457,11 +469,11 @@ def pytest_collection_modifyitems(config, items):
     ``lessons``: each lesson then runs once in the whole suite (see _lesson_runs), not once in
     each process that asks for it. The rest of such a test's file goes with it, so that the
     file's module fixtures (every lesson's questions built, a raw trace parsed: 11 s of CPU in
-    tests/test_questions_teach.py) are made once, not once in each process. The other tests go
+    tests/lessons/test_questions_teach.py) are made once, not once in each process. The other tests go
     in groups by file, for the same reason (a torchrun, a CPU recording). The files that read
     every lesson's questions (the session fixture ``built_lessons``) join the lessons' group
     too, so that the questions are built once. The browser test
-    (tests/test_browser.py) joins the lessons' group too: xdist hands out the largest groups
+    (tests/lessons/test_browser.py) joins the lessons' group too: xdist hands out the largest groups
     first, so as a group of its own it ran last, its half minute of waiting on JupyterLab
     and Chromium beside an idle process; in the lessons' group it runs early, while the
     lesson runs keep both cores busy. Without xdist the marker does nothing."""

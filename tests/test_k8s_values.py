@@ -11,7 +11,7 @@ on 6 December 2026 against the chart at commit 48ea50e3 (appVersion 5.5.0): vali
 (``singleuser.memmory``) is refused.
 
 The other tests need nothing outside the repository: the values agree with the image
-(deploy/Dockerfile) and with what tests/test_hub.py measured.
+(deploy/Dockerfile) and with what tests/course/test_hub.py measured.
 """
 from __future__ import annotations
 
@@ -71,7 +71,7 @@ def test_the_values_match_the_image_and_the_measured_learner():
     # the lessons come from the image's pristine copy, never over a learner's own (cp -n)
     start = " ".join(v["lifecycleHooks"]["postStart"]["exec"]["command"])
     assert "/opt/kitlib/lessons" in dockerfile and "cp -rn /opt/kitlib/lessons/. /home/jovyan/lessons/" in start
-    # one learner's server and replay kernel peaked at 534-552 MiB (tests/test_hub.py): the
+    # one learner's server and replay kernel peaked at 534-552 MiB (tests/course/test_hub.py): the
     # guarantee and limit bracket it
     to_mib = {"M": 1e6 / 2**20, "G": 1e9 / 2**20}
     guarantee, limit = (float(x[:-1]) * to_mib[x[-1]] for x in (v["memory"]["guarantee"], v["memory"]["limit"]))

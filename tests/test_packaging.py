@@ -69,7 +69,7 @@ def test_ci_runs_the_readme_test_command():
     assert run in ci
     assert 'suite_in_fresh_venv tested -c "$CONSTRAINTS" -e ".[test,hub]"' in ci
     assert 'suite_in_fresh_venv newest --upgrade -e ".[test,hub]"' in ci
-    assert "npm install -g --no-fund --no-audit configurable-http-proxy@5" in ci   # tests/test_hub.py
+    assert "npm install -g --no-fund --no-audit configurable-http-proxy@5" in ci   # tests/course/test_hub.py
     assert f"CONSTRAINTS={CONSTRAINTS}\n" in ci and '"$PY" -m venv' in ci
 
 
@@ -110,7 +110,7 @@ def test_constraints_pin_every_dependency_within_pyproject_bounds():
 
 
 def test_ci_installs_what_the_browser_test_needs():
-    # tests/test_browser.py drives Debian's Chromium through the playwright package
+    # tests/lessons/test_browser.py drives Debian's Chromium through the playwright package
     test = _pyproject()["project"]["optional-dependencies"]["test"]
     assert any(re.split(r"[<>=!~ ;]", d)[0] == "playwright" for d in test)
     ci = (ROOT / ".ci" / "run").read_text()

@@ -6,7 +6,7 @@ verdict is a missing test").
 
 For each lesson the questions are built once, unmutated, with the answer key's builders
 (``kitlib.course.cli._builders()``; lesson 01 from one small CPU run made here, as
-tests/test_answers_l01.py makes it). Then, for each mutant of ``lNN.py`` (the edits of
+tests/lessons/test_answers_l01.py makes it). Then, for each mutant of ``lNN.py`` (the edits of
 ``tools/mutate.py``), a forked child (the recordings already loaded and cached in the parent,
 so a mutant costs only the rebuild) executes the mutated source as the module
 ``kitlib.course.exercises.lNN``, rebuilds the questions, and computes a *verdict digest*:
@@ -26,11 +26,11 @@ Each mutant is then
 - ``timeout``: the rebuild ran past ``--timeout``.
 
 With ``--kill`` (after a run that wrote ``--json``), each ``changed`` mutant of the lessons
-named is run against the lesson's own tests, tests/test_answers_lNN.py, in a forked child
+named is run against the lesson's own tests, tests/lessons/test_answers_lNN.py, in a forked child
 too (pytest in the child, the mutant installed as above, the recordings already cached):
 ``killed`` when the tests fail, ``survived`` when they pass. A test that starts a
 subprocess would import the unmutated module there, so a survivor is confirmed with
-``python tools/mutate.py kitlib/course/exercises/lNN.py --tests tests/test_answers_lNN.py
+``python tools/mutate.py kitlib/course/exercises/lNN.py --tests tests/lessons/test_answers_lNN.py
 --select <indices>``, which runs the tests on a mutated copy of the package.
 """
 from __future__ import annotations
@@ -324,7 +324,7 @@ def run_tests(name: str, text: str | None, tests: list, timeout: float, n: str =
 
 
 def kill(lessons: list, results: dict, out: Path, timeout: float, subtle: bool = False, select=None):
-    """Run each ``changed`` mutant of ``lessons`` against tests/test_answers_lNN.py (the
+    """Run each ``changed`` mutant of ``lessons`` against tests/lessons/test_answers_lNN.py (the
     lesson's recordings opened first, so each child finds them parsed)."""
     import tempfile
     builders()                      # replay_capture made to keep what it opens: the children find it
@@ -337,7 +337,7 @@ def kill(lessons: list, results: dict, out: Path, timeout: float, subtle: bool =
             continue
         name = f"kitlib.course.exercises.l{n}"
         src = (ROOT / "kitlib" / "course" / "exercises" / f"l{n}.py").read_text()
-        tests = [str(ROOT / "tests" / f"test_answers_l{n}.py")]
+        tests = [str(ROOT / "tests" / "lessons" / f"test_answers_l{n}.py")]
         every = list(mutants(src, None))
         rows = results[n]["rows"]
         if len(every) != len(rows) or any((r["line"], r["edit"]) != (m[1], m[2]) for r, m in zip(rows, every)):
@@ -377,7 +377,7 @@ def main(argv=None):
     ap.add_argument("--timeout", type=float, default=120)
     ap.add_argument("--limit", type=int, default=None)
     ap.add_argument("--kill", action="store_true",
-                    help="run the changed mutants in --json against tests/test_answers_lNN.py")
+                    help="run the changed mutants in --json against tests/lessons/test_answers_lNN.py")
     ap.add_argument("--subtle", action="store_true",
                     help="with --kill: only the changed mutants that keep every answer and change more "
                          "than a message (a trap, a tolerance, a verdict on a probe): the likeliest survivors")

@@ -20,7 +20,7 @@ ranks of one job):
   time (µs) of the rank.
 
 It also writes what HTA kept of the trace (its ``ProfilerStep``\\s, its GPU events per
-stream), so a test can apply the same cuts to kitlib's tables. ``tests/test_gpu_idle.py``
+stream), so a test can apply the same cuts to kitlib's tables. ``tests/analyses/test_gpu_idle.py``
 reads the JSON; it never imports HTA.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@
 Counted from each notebook: words of markdown (code spans and the first cell's "**Time:**"
 line included; tables and formulas as written), code cells and their non-blank lines, cells
 that call ``ex.check(`` / ``ex.predicted(`` and ``ex.reveal(``. With ``--run`` the lesson is also
-executed in replay (tests/run_notebook.py, in a temporary folder, one lesson at a time) with a
+executed in replay (tests/support/run_notebook.py, in a temporary folder, one lesson at a time) with a
 last cell added that lists every ``Exercises`` object's questions by ``kind``; the wall time of
 that run (kernel start included) is recorded too.
 """
@@ -55,7 +55,7 @@ def run(path: Path) -> dict:
         nbformat.write(nb, src)
         env = dict(os.environ, KITLIB_MODE="replay", MPLBACKEND="Agg", PYTHONPATH=str(ROOT))
         t0 = time.monotonic()
-        p = subprocess.run([sys.executable, str(ROOT / "tests" / "run_notebook.py"), str(src),
+        p = subprocess.run([sys.executable, str(ROOT / "tests" / "support" / "run_notebook.py"), str(src),
                             str(Path(tmp) / "out.ipynb"), "--timeout", "600"],
                            cwd=tmp, env=env, capture_output=True, text=True)
         wall = time.monotonic() - t0

@@ -142,11 +142,11 @@ def main():
 # 2. every artist is read back (titles, labels, ticks, bars, lines, collections' paths and
 #    colours, texts and their sizes, legends, figure size) and hashed: the same digest as
 #    unmutated -> "same picture" (equivalent on the shipped recordings);
-# 3. otherwise the tests of that picture in tests/test_plots_drawn.py run (pytest -x, in the
+# 3. otherwise the tests of that picture in tests/plots/test_plots_drawn.py run (pytest -x, in the
 #    child): a failure kills the mutant; a pass leaves a survivor that changes a picture,
 #    which is a missing test (docs/MUTATION.md), unless only wording changed.
 
-PLOT_TESTS = {   # plot function -> the -k expression of its tests in tests/test_plots_drawn.py
+PLOT_TESTS = {   # plot function -> the -k expression of its tests in tests/plots/test_plots_drawn.py
     "plot_chain": "chain", "plot_step_timeline": "step_timeline_rows or profiler_trace", "plot_step_times": "step_times",
     "plot_device_time_counted": "device_time_counted", "plot_achieved_vs_peak": "achieved",
     "plot_ncu_speed_of_light": "ncu", "plot_shapes": "shapes", "plot_callsites": "callsites",
@@ -266,7 +266,7 @@ def _plot_tables():
     matplotlib.use("Agg")
     sys.path.insert(0, str(ROOT / "tests"))
     import tempfile
-    import test_plots_drawn as T      # the tests' own builders, reading the same recordings
+    from plots import test_plots_drawn as T      # the tests' own builders, reading the same recordings
     tmp = Path(tempfile.mkdtemp(prefix="plot-mutants-"))
     from kitlib.analyses import align as A, collectives as C, flop_rates, flops, four_measures, grouping, memory
     from kitlib.analyses import callsites, steps
@@ -429,7 +429,7 @@ def _judge_plot_mutant(module, source: str, names: list, pictures: dict, base: d
                 import pytest
                 buf = io.StringIO()
                 with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                    code = pytest.main([str(ROOT / "tests" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
+                    code = pytest.main([str(ROOT / "tests" / "plots" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
                                         "-k", k, "-W", "ignore", "-o", "addopts=", "-p", "no:doctest"])
                 verdict = "killed" if code == 1 else "survived" if code == 0 else f"pytest exit {int(code)}"
         except BaseException as e:   # noqa: BLE001
@@ -513,7 +513,7 @@ def plots_main(argv):
     import io
     import pytest
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        pytest.main([str(ROOT / "tests" / "test_plots_drawn.py"), "-q", "-p", "no:cacheprovider", "--collect-only",
+        pytest.main([str(ROOT / "tests" / "plots" / "test_plots_drawn.py"), "-q", "-p", "no:cacheprovider", "--collect-only",
                      "-o", "addopts=", "-p", "no:doctest"])      # warm: children start from a collected pytest
     print(f"{a.module}: {len(mutants)} mutants; pictures ready in {time.time() - t_start:.0f} s", flush=True)
     results = []
@@ -546,7 +546,7 @@ def plots_main(argv):
 # per-call times under "total device time", a memory line in GiB on a GB axis, a median
 # bar drawn at the mean; and for each plot function a swapped series, a unit factor, a
 # wrong statistic or a wrong row order). Each is applied in memory, in a forked process
-# (the file on disk is never touched), and the picture's tests in tests/test_plots_drawn.py
+# (the file on disk is never touched), and the picture's tests in tests/plots/test_plots_drawn.py
 # run against it: every one must be caught.
 
 PLOT_BUGS = [
@@ -606,7 +606,7 @@ def _run_bug(module, source: str, k: str) -> str:
             _run_in_place(module, source)
             buf = io.StringIO()
             with contextlib.redirect_stdout(buf), contextlib.redirect_stderr(buf):
-                code = pytest.main([str(ROOT / "tests" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
+                code = pytest.main([str(ROOT / "tests" / "plots" / "test_plots_drawn.py"), "-x", "-q", "-p", "no:cacheprovider",
                                     "-k", k, "-o", "addopts=", "-p", "no:doctest"])
             fails = [ln for ln in buf.getvalue().splitlines() if ln.startswith("FAILED")]
             out = ("caught by " + fails[0].split("::", 1)[-1].split(" ")[0]) if code == 1 else \

@@ -3,7 +3,7 @@ question builders): each mutant is one edit of the module's syntax tree, run aga
 tests named, in a copy of the package, one at a time.
 
     python tools/mutate.py kitlib/course/exercises/__init__.py \
-        --tests tests/test_questions_teach.py tests/test_exercises_feedback.py [--only judge,_wrong]
+        --tests tests/lessons/test_questions_teach.py tests/course/test_exercises_feedback.py [--only judge,_wrong]
         [--timeout 300] [--json out.json] [--select 3,17,42]
 
 The edits (each applied alone, inside functions only):

@@ -14,7 +14,7 @@ A function passed as a value (``key=_order``, ``lambda: _chain(...)``) counts as
     python tools/reach.py kitlib/analyses/chain.py::chain_core
     python tools/reach.py kitlib/analyses/chain.py::chain --list
 
-Used by tests/test_reach.py, which holds every function a lesson's "Read it" line names to a
+Used by tests/lessons/test_reach.py, which holds every function a lesson's "Read it" line names to a
 budget (issue 39).
 """
 from __future__ import annotations

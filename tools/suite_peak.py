@@ -2,7 +2,7 @@
 """The whole test suite's peak memory: pytest plus everything it starts.
 
     python tools/suite_peak.py                        # the README's command: python -m pytest
-    python tools/suite_peak.py tests/test_intervals.py -q   # arguments go to pytest
+    python tools/suite_peak.py tests/analyses/test_intervals.py -q   # arguments go to pytest
     python tools/suite_peak.py --limit-gb 6 --json peak.json
 
 Runs ``python -m pytest [ARGS]`` in a session of its own and, every ``--interval``

@@ -1,7 +1,7 @@
 """JupyterHub for a whole class on ONE server (issue 38): each learner a system user with a home
 and processes of their own, limits per learner, idle servers culled, the lessons copied into
 each home on first spawn. Run as root:  jupyterhub -f deploy/hub/jupyterhub_config.py
-(docs/TEACHING_A_CLASS.md has the steps; tests/test_hub.py runs a real hub with this file).
+(docs/TEACHING_A_CLASS.md has the steps; tests/course/test_hub.py runs a real hub with this file).
 
 Settings (environment variables; default in brackets)
 -----------------------------------------------------

@@ -182,7 +182,7 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
 
     Examples
     --------
-    A recording against itself (a worked before/after pair: tests/test_moved_examples.py):
+    A recording against itself (a worked before/after pair: tests/analyses/test_moved_examples.py):
 
     >>> from kitlib.model.examples import tiny_trace
     >>> from kitlib.analyses.trace_diff import trace_diff

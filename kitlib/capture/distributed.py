@@ -143,7 +143,7 @@ def leave_together():
     """Around a rank's work under torchrun: every rank leaves the group together (a barrier
     once the work is done), then the group is destroyed, also on an error. A rank that tore
     Gloo down while rank 0 still summarised sometimes aborted at exit ("terminate called
-    without an active exception", tests/test_distributed.py in CI)."""
+    without an active exception", tests/analyses/test_distributed.py in CI)."""
     import torch.distributed as dist
     try:
         yield

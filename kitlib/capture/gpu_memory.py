@@ -8,7 +8,7 @@ skips it). ResNet-50 only; an estimate, not a promise.
 Sources: docs/SOURCES.md#gpu-memory-estimate"""
 from __future__ import annotations
 
-#: The reference's peak reserved and allocated bytes (``profiler_5step``; tests/test_classroom.py).
+#: The reference's peak reserved and allocated bytes (``profiler_5step``; tests/course/test_classroom.py).
 REFERENCE_PEAK_RESERVED_BYTES = 13_352_566_784
 REFERENCE_PEAK_ALLOCATED_BYTES = 11_462_948_352
 #: Weights, gradients and momentum of ResNet-50's 23.7 M parameters: what does not grow with the batch.

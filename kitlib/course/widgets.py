@@ -79,7 +79,7 @@ class AnswerForm(widgets.VBox):
                                            layout=widgets.Layout(width="22em"))
         self.check_button = widgets.Button(description="Check", button_style="primary", icon="check")
         self.reveal_button = widgets.Button(description="Reveal", icon="eye")
-        # continuous_update: sent on blur, a click could arrive before the value (tests/test_browser.py)
+        # continuous_update: sent on blur, a click could arrive before the value (tests/lessons/test_browser.py)
         self.answer_box.observe(lambda change: self._edited(change["new"]), names="value")
         self.check_button.on_click(lambda _: self.check())
         self.reveal_button.on_click(lambda _: self.reveal())
@@ -90,7 +90,7 @@ class AnswerForm(widgets.VBox):
                                layout=widgets.Layout(flex_flow="row wrap"))   # a wide drop-down: buttons below
         extra = [widgets.HTML(choice_fit_css(question.key, longest), layout=widgets.Layout(display="none"))] \
             if question.choices else []
-        # widths auto: 100% plus 2 px margins scrolled sideways (tests/test_browser.py)
+        # widths auto: 100% plus 2 px margins scrolled sideways (tests/lessons/test_browser.py)
         super().__init__([prompt, buttons, self.feedback] + extra,
                          layout=widgets.Layout(border="1px solid #ddd", padding="6px", margin="4px 0", width="auto"))
         self.add_class(FORM_CLASS)
@@ -255,7 +255,7 @@ def presentation_css(scale: float) -> str:
             "</style>")
 
 
-#: A drop-down's room for text at 1280 x 800 with the file browser open (px; tests/browser.py
+#: A drop-down's room for text at 1280 x 800 with the file browser open (px; tests/support/browser.py
 #: measured 696), and the average UI character width (em, a little over).
 CHOICE_ROOM_PX, CHOICE_EM_PER_CHAR = 690, 0.55
 

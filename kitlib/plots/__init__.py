@@ -50,7 +50,7 @@ def fig_size(width_in: float, height_in: float) -> tuple[float, float]:
     return (min(width_in, MAX_WIDTH_IN), height_in * SCALE)
 
 
-#: The PNG text chunk carrying :func:`smallest_text_px` (read by tests/browser.py).
+#: The PNG text chunk carrying :func:`smallest_text_px` (read by tests/support/browser.py).
 SMALLEST_TEXT_KEY = "kitlib smallest text px"
 
 
@@ -264,7 +264,7 @@ def plot_chain(trace: Trace, op_row: int, ax=None, title: str | None = None):
         xs = [(us(r[f"{col}_start_ns"]) + ns_to_us(r[f"{col}_dur_ns"]) / 2, r["launch_index"]) for _, r in rows.iterrows()]
         for (x, index), level in zip(sorted(xs), _label_levels(sorted(x for x, _ in xs), min_dx)):
             # a level is 0.27 y units (~14 px at 100 dpi, at any scale: font and height grow together), a
-            # label's height with its box; at 0.2 two stacked boxes overlapped (tests/test_widgets.py)
+            # label's height with its box; at 0.2 two stacked boxes overlapped (tests/course/test_widgets.py)
             ax.text(x, y + sign * (0.03 + 0.27 * level), f"#{index}", fontsize=font(8), ha="center", va=va,
                     bbox=dict(boxstyle="round,pad=0.1", facecolor="white", edgecolor="none", alpha=0.8))
     legend = "\n".join(f"#{r['launch_index']}  {r['launch_name']} {ns_to_us(r['launch_dur_ns']):,.3f} µs (host)  →  "

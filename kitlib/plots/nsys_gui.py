@@ -1,7 +1,7 @@
 """An Nsight Systems report drawn as the Nsight Systems GUI lays out its timeline: ``CUDA HW``
 rows (one per stream), then per thread its ``OS runtime libraries``, ``CUDA API`` and
 ``NVTX`` rows (one per nesting level). Every bar is one row of the report's tables, cut to
-the window; ``tests/test_nsys_gui.py`` compares them with the SQLite export's rows."""
+the window; ``tests/plots/test_nsys_gui.py`` compares them with the SQLite export's rows."""
 from __future__ import annotations
 
 import matplotlib.pyplot as plt

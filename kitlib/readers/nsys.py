@@ -819,7 +819,7 @@ def nsys_stats(report, name: str, rounded: bool = True) -> pd.DataFrame:
     Column meanings: Nsight Systems "Post-Collection Analysis Guide",
     statistical reports shipped with Nsight Systems. Checked number for number
     against the CSVs ``nsys stats`` 2025.3 wrote for ``data/reference/nsys_8step``
-    and ``data/reference/nsys_emit_nvtx`` (tests/test_nsys.py).
+    and ``data/reference/nsys_emit_nvtx`` (tests/readers/test_nsys.py).
     """
     if name not in STATS_REPORTS:
         raise ValueError(f"unknown nsys stats report {name!r}; known: {', '.join(STATS_REPORTS)}")
