@@ -7,9 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+from support.text import flat
 
 
 def test_count_in_both_ends():

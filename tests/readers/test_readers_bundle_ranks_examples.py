@@ -12,9 +12,7 @@ import re
 
 import pytest
 
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+from support.text import flat
 
 
 def test_software_provenance():

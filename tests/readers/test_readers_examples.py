@@ -9,9 +9,7 @@ from __future__ import annotations
 
 import pytest
 
-
-def flat(text: str) -> str:
-    return " ".join(text.split())
+from support.text import flat
 
 
 def test_python_stack():
