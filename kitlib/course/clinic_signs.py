@@ -270,9 +270,12 @@ CAUSES = {c.id: c for c in [
           "the healthy run's.", 1.0),
 ]}
 
-#: The cause list and the fix list, as the questions offer them.
+#: The cause list and the fix list, as the questions offer them. The fixes are listed in
+#: alphabetical order, not the causes': in the same order, a case's fix sat at its cause's
+#: position ("keep every tensor channels_last" third, as "a memory-layout mismatch"), so the
+#: cause named gave the fix away (a learner's report, December 2026).
 CAUSE_CHOICES = [c.text for c in CAUSES.values()]
-FIX_CHOICES = [c.fix for c in CAUSES.values()]
+FIX_CHOICES = sorted((c.fix for c in CAUSES.values()), key=str.lower)
 
 
 def _cause_by(field: str, text) -> Cause | None:

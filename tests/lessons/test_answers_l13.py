@@ -76,6 +76,18 @@ def test_every_shipped_case_has_four_questions_and_the_lesson_extras(ex):
     assert len(l13.ROUTE_CHOICES) == 9 and len(cs.CAUSE_CHOICES) == 14 and len(cs.FIX_CHOICES) == 14
 
 
+def test_no_fix_sits_at_its_causes_position():
+    """A learner's report: the fix list was in the cause list's order (cause 3, a layout mismatch;
+    fix 3, keep every tensor channels_last), so a cause named gave its fix by position. No fix
+    sits at its cause's index, and the two lists still hold each cause's words and fix once."""
+    fixes = [c.fix for c in cs.CAUSES.values()]
+    assert cs.CAUSE_CHOICES == [c.text for c in cs.CAUSES.values()]
+    assert sorted(cs.FIX_CHOICES) == sorted(fixes) and len(set(cs.FIX_CHOICES)) == len(fixes)
+    same = [(i, f) for i, (c, f) in enumerate(zip(cs.CAUSES.values(), cs.FIX_CHOICES)) if c.fix == f]
+    assert not same, same
+    assert all(cs.fix_of_text(f).fix == f for f in cs.FIX_CHOICES)
+
+
 #: Words of the clinic's causes and fixes that a key must not hold: ``ex.show()`` and the forms
 #: print the keys, so a key that names a cause answers a case (``layout_fix_verdict`` named
 #: case_a's, ``tiny_batch_per_step`` case_g's: a learner's Run All, issue 40).
@@ -317,11 +329,17 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     assert "case_a_evidence" not in fresh.show()
     early = fresh.check("case_a_evidence", None)
     prompt = fresh["case_a_evidence"].prompt
-    assert early.correct is None and "name a cause first" in str(early) and prompt not in str(early)
+    assert early.correct is None and "name the right cause first" in str(early) and prompt not in str(early)
     early = fresh.check("case_a_evidence", 49)           # an answer is not judged before a cause
     assert early.correct is None and fresh["case_a_evidence"].wrong_tries == 0
-    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)       # a cause tried (wrong)
-    fresh["case_a_cause"].wrong_tries = 0
+    # a learner's report: the evidence prompt ("how many aten::contiguous calls ... inside the
+    # forward range?") opened after a wrong cause and named the right one before the second try
+    for wrong in ("slow_transform", "tiny_batches"):                     # wrong twice: the answer shown
+        fresh.check("case_a_cause", cs.CAUSES[wrong].text)
+        early = fresh.check("case_a_evidence", None)
+        assert "case_a_evidence" not in fresh.show() and prompt not in str(early) and early.correct is None
+    assert "name the right cause first" in str(early) and "or reveal it" in str(early)
+    fresh.check("case_a_cause", cs.CAUSES["channels_first_blocks"].text)  # named right: it opens
     assert "case_a_evidence" in fresh.show() and "case_g" not in fresh.show()
     assert prompt in str(fresh.check("case_a_evidence", None))
     assert "case_g" not in fresh._repr_markdown_()
@@ -329,7 +347,7 @@ def test_show_lists_a_case_only_once_reached_and_its_evidence_after_the_cause():
     waiting = "  - fix_g_verdict [predict]: opens once every case's cause is tried"
     fix_prompt = fresh["fix_g_verdict"].prompt
     assert waiting in fresh.show() and fix_prompt not in fresh.show()   # a cause still open: named, not asked
-    fresh.reveal("case_a_cause"), fresh.reveal("case_g_cause")   # (case_a's try was set back to none above)
+    fresh.reveal("case_g_cause")                      # (case_a's named right above)
     assert waiting not in fresh.show() and fix_prompt.split(": ", 1)[-1][:40] in fresh.show()
     assert "transfer_pageable" not in fresh.show()
     assert len(fresh.questions) == 2 * 4 + 3     # the answer key still has every question (no case_h: 3 more)
@@ -406,8 +424,9 @@ def test_the_fix_forms_open_in_place_once_the_last_cause_is_tried(monkeypatch):
 def test_the_evidence_form_opens_in_place_once_the_cause_is_tried(monkeypatch):
     """A learner's Run All (issue 40): the evidence cell said "name a cause first" and filled
     only when run again. In a kernel its note is an output widget that gives way to the
-    evidence question's form, in place, at the first cause tried (or revealed), judging the
-    answer the cell holds; a cause not tried, or another case's, opens nothing."""
+    evidence question's form, in place, once the cause is named right (or revealed), judging
+    the answer the cell holds; a cause not tried, a wrong one (its prompt would name the right
+    one: a later learner's report), or another case's, opens nothing."""
     import ipywidgets
     from kitlib.course import widgets
     shown = []
@@ -416,16 +435,19 @@ def test_the_evidence_form_opens_in_place_once_the_cause_is_tried(monkeypatch):
     fresh = l13.questions(letters=["a", "g"])
     fresh.reach("a")
     early = fresh.check("case_a_evidence", 49)
-    assert early.correct is None and "name a cause first" in str(early) and "run this cell again" not in str(early)
+    assert early.correct is None and "name the right cause first" in str(early) and "run this cell again" not in str(early)
     bundle = early._repr_mimebundle_()
     prompt = fresh["case_a_evidence"].prompt
     assert "application/vnd.jupyter.widget-view+json" in bundle and prompt not in str(bundle)
     out = ipywidgets.Widget.widgets[bundle["application/vnd.jupyter.widget-view+json"]["model_id"]]
     assert isinstance(out, ipywidgets.Output) and widgets.HELD_FORM_CLASS in out._dom_classes
     fresh.check("case_a_cause", None)                  # the cause's form shown, nothing tried
-    fresh.check("case_g_cause", cs.CAUSES["slow_transform"].text)      # another case's cause
+    fresh.check("case_g_cause", cs.CAUSES["tiny_batches"].text)        # another case's cause, right
     assert shown == []
-    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # tried (wrong): it opens
+    fresh.check("case_a_cause", cs.CAUSES["slow_transform"].text)      # tried (wrong): still held
+    fresh.check("case_a_cause", cs.CAUSES["tiny_batches"].text)        # wrong again, the answer shown
+    assert shown == []
+    fresh.check("case_a_cause", cs.CAUSES["channels_first_blocks"].text)   # named right: it opens
     (form,) = shown
     assert form.key == "case_a_evidence" and form.correct is True and prompt in str(form.question.prompt)
     fresh.check("case_a_cause", cs.CAUSES["channels_first_blocks"].text)   # once only

@@ -255,7 +255,7 @@ def test_lesson12_notes_name_each_tables_own_recording(executed_lesson):
 
 #: Answer forms each lesson shows: one per ``ex.check`` call that runs (lesson 11 checks
 #: four of its questions in one loop), except lesson 13's ten evidence questions, whose
-#: cells say "name a cause first" until a cause has been tried, and its three questions
+#: cells say "name the right cause first" until their cause is named right or revealed, and its three questions
 #: about the fixes, which wait until every case's cause has been (run in order with no
 #: answers, none has). tests/lessons/test_browser.py counts the same in JupyterLab.
 FORMS = {"00": 4, "01": 5, "02": 8, "03": 7, "04": 5, "05": 8, "06": 5, "07": 6, "08": 6, "09": 11, "10": 10, "11": 16,
@@ -472,9 +472,9 @@ def test_every_exercise_check_shows_an_answer_form(path, executed_lesson):
         views = [o["data"][WIDGET_VIEW]["model_id"] for o in cell.outputs if WIDGET_VIEW in o.get("data", {})]
         if path.name[:2] == "13" and LOCKED.search(cell.source):
             # a note in an output widget that gives way to the evidence's form, in place, once the
-            # cause is tried or revealed (the tests' last cell reveals it): no re-run
+            # cause is named right or revealed (the tests' last cell reveals it): no re-run
             text = "".join(str(o.get("data", {}).get("text/plain", "")) for o in cell.outputs)
-            assert len(views) == 1 and "name a cause first" in text, cell.source
+            assert len(views) == 1 and "name the right cause first" in text, cell.source
             (key,) = re.findall(r'ex\.check\("(case_\w_evidence)"', cell.source)
             held = state.get(views[0], {}).get("state", {})
             assert f"kitlib-held-form-{key.replace('evidence', 'cause')}" in held.get("_dom_classes", []), held

@@ -501,8 +501,9 @@ def questions(capture=None, letters=None, reference=None) -> Exercises:
 class Clinic(Exercises):
     """Lesson 13's questions (all in ``questions``), listed as the lesson reaches them.
 
-    A case's route, cause and fix show once :meth:`reach` opens it; its evidence once a cause
-    is tried or revealed (the prompt names the figure). The fix questions wait for
+    A case's route, cause and fix show once :meth:`reach` opens it; its evidence once its cause
+    is named right or revealed (:meth:`cause_settled`: the prompt names the figure, which points
+    at the cause, so a wrong try does not open it). The fix questions wait for
     ``reach("fixes")`` and every cause tried or revealed (a fix names what it changed); until
     then ``check`` and ``reveal`` give a line (:class:`~kitlib.course.exercises.Verdict`'s
     ``later``) that gives way in place. The transfer waits for ``reach("transfer")``."""
@@ -510,7 +511,6 @@ class Clinic(Exercises):
     def __init__(self, title, questions):
         super().__init__(title, questions)
         self.reached: set = set()
-        self.asked: set = set()
 
     def reach(self, part: str) -> None:
         """Open ``part`` (``"case_a"`` or ``"a"``, ``"fixes"``, ``"transfer"``) to :meth:`show`."""
@@ -519,6 +519,13 @@ class Clinic(Exercises):
     @staticmethod
     def _part(key: str) -> str:
         return "fixes" if group(key) == "the fixes, measured" else group(key)
+
+    def cause_settled(self, part: str) -> bool:
+        """Whether case ``part``'s cause (``"case_a"``) is named right or revealed: what its
+        evidence question waits on (a wrong try, even a second one that shows the answer, does
+        not open it: the learner then names the cause shown)."""
+        q = self[f"{part}_cause"]
+        return q.solved_after is not None or q.revealed
 
     def causes_open(self) -> list:
         """The keys of the cause questions neither tried nor revealed: what the fixes wait on."""
@@ -547,42 +554,41 @@ class Clinic(Exercises):
             part = self._part(q.key)
             if part not in self.reached or (part == "fixes" and self.causes_open()):
                 continue
-            if q.key.endswith("_evidence") and f"{part}_cause" not in self.asked:
+            if q.key.endswith("_evidence") and not self.cause_settled(part):
                 continue
             out.append(q)
         return out
 
     def check(self, key: str, answer):
-        """As :meth:`Exercises.check`; an evidence question waits for its cause, a fix question
-        for every cause (see the class), in a line that gives way to the judged form."""
+        """As :meth:`Exercises.check`; an evidence question waits for its cause named right or
+        revealed, a fix question for every cause tried (see the class), in a line that gives way to
+        the judged form."""
         part = self._part(key)
         cause = f"{part}_cause"
-        if key.endswith("_evidence") and cause not in self.asked:
+        if key.endswith("_evidence") and not self.cause_settled(part):
             self[key]                                        # an unknown key still raises
 
             def show():
                 from IPython.display import display
                 display(self.check(key, answer))
-            return Verdict(key, None, f"name a cause first ({cause} above): this question is held back until "
-                                      "you have tried one, as it names the figure to compute, and the figure "
-                                      "points at the cause. Its form then opens here.", exercises=self,
-                           later=((cause,), lambda: cause in self.asked, show))
+            return Verdict(key, None, f"name the right cause first ({cause} above), or reveal it: this question "
+                                      "is held back until that cause is answered right or revealed, as it names "
+                                      "the figure to compute, and the figure points at the cause (a wrong try "
+                                      "does not open it). Its form then opens here.", exercises=self,
+                           later=((cause,), lambda: self.cause_settled(part), show))
         held = self._fix_held(key, lambda: self.check(key, answer))
         if held is not None:
             self[key]                                        # an unknown key still raises
             return held
-        if answer is not None:
-            self.asked.add(key)
         return super().check(key, answer)
 
     def reveal(self, key: str) -> Verdict:
-        """As :meth:`Exercises.reveal`; a revealed cause counts as tried; a fix question waits (see the class)."""
+        """As :meth:`Exercises.reveal`; a revealed cause counts as tried and opens its evidence; a fix
+        question waits (see the class)."""
         self[key]                                            # an unknown key still raises
         held = self._fix_held(key, lambda: self.reveal(key), "Its answer then shows here.")
         if held is not None:
             return held
-        if key.endswith("_cause"):
-            self.asked.add(key)
         return super().reveal(key)
 
     def show(self) -> str:
@@ -593,7 +599,7 @@ class Clinic(Exercises):
         lines = [f"{self.title}:"]
         if same:
             lines.append(wrapped("  every case asks these (X its letter), then its evidence once its cause "
-                                 "is tried:"))
+                                 "is named right or revealed:"))
             kinds = {}
             for q in same:
                 kinds.setdefault(q.key[7:], q)
