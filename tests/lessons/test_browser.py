@@ -172,8 +172,17 @@ def _lesson11_choices(page, tmp_path, stem):
     form.locator(".kitlib-verdict[data-correct='true']").wait_for(timeout=20_000)
 
 
+def _lesson13_evidence(page, tmp_path, stem):
+    # a case's evidence form, held back after Run All, opens in place once its cause is
+    # revealed (a wrong cause would leave it held: its prompt names the figure), and judges
+    form = _form(page, "case_a_evidence")
+    assert not form.count(), "case_a's evidence form shown before its cause is named"
+    _answer_in_its_form(page, "case_a_evidence")
+    assert _form(page, "case_a_cause").locator(".kitlib-verdict:has-text('the answer is')").count()
+
+
 #: What a lesson's test does after the common checks, with the lesson still open.
-CLICKS = {"02": _lesson02_clicks, "11": _lesson11_choices}
+CLICKS = {"02": _lesson02_clicks, "11": _lesson11_choices, "13": _lesson13_evidence}
 
 
 @needs_browser
@@ -236,16 +245,10 @@ _HELD_FORM_KEYS_JS = """(key) => { const h = [...document.querySelectorAll('.kit
 
 def _answer_in_its_form(page, key):
     """Answer question ``key`` in its form (any answer: a prediction need not be right). A
-    form held back until other questions are tried (lesson 13's fixes wait for every case's
-    cause) is opened first, by answering those in their forms."""
-    form = _form(page, key)
-    if not form.count():
-        waits = page.evaluate(_HELD_FORM_KEYS_JS, key)
-        assert waits, f"no form of {key} on the page, and no held-back line naming it"
-        for other in waits:
-            _answer_in_its_form(page, other)
-        form.wait_for(timeout=30_000)          # the held line gives way to the form, in place
-    form.scroll_into_view_if_needed()
+    form held back until other questions are answered (lesson 13's fixes wait for every case's
+    cause tried, its evidence for its case's cause named right) is opened first, by revealing
+    those in their forms: a reveal opens either, where any answer would open only the first."""
+    form = _open_form(page, key)
     if form.locator(".kitlib-verdict[data-correct='true'], .kitlib-verdict[data-correct='false']").count():
         return                        # answered already (lesson 02's clicks)
     if form.locator("select").count():
@@ -260,6 +263,31 @@ def _answer_in_its_form(page, key):
     form.locator(f".kitlib-pending[data-given={json.dumps(choice)}]").wait_for(timeout=20_000)
     form.locator("button:has-text('Check')").click()
     form.locator(".kitlib-verdict").wait_for(timeout=20_000)
+
+
+def _open_form(page, key):
+    """Question ``key``'s form, scrolled into view; a form held back is opened first, by
+    revealing the questions its line waits on."""
+    form = _form(page, key)
+    if not form.count():
+        waits = page.evaluate(_HELD_FORM_KEYS_JS, key)
+        assert waits, f"no form of {key} on the page, and no held-back line naming it"
+        for other in waits:
+            _reveal_in_its_form(page, other)
+        form.wait_for(timeout=30_000)          # the held line gives way to the form, in place
+    form.scroll_into_view_if_needed()
+    return form
+
+
+def _reveal_in_its_form(page, key):
+    """Reveal question ``key`` with its form's Reveal button (a form itself held back opened
+    first), and wait for the answer it shows."""
+    form = _open_form(page, key)
+    done = ".kitlib-verdict[data-correct='true'], .kitlib-verdict:has-text('the answer is')"
+    if form.locator(done).count():
+        return                        # named right or revealed already
+    form.locator("button:has-text('Reveal')").click()
+    form.locator(".kitlib-verdict:has-text('the answer is')").wait_for(timeout=20_000)
 
 
 def _predict_and_see_the_outcome(page, keys):
