@@ -208,3 +208,41 @@ def test_question_order_and_the_yes_no_traps(ex):
     fork = dict(con.execute("SELECT name, value FROM META_DATA_CAPTURE"))["TRACE_AFTER_FORK_BEFORE_EXEC"]
     con.close()
     assert f"TRACE_AFTER_FORK_BEFORE_EXEC is {fork}." in ex["nsys8_worker_calls"].explain
+
+
+def test_the_conv_names_outcome_reads_its_names_from_the_raw_json(capsys):
+    """A learner's Run All at 1280 x 800 (December 2026): the visible code before the outcome of
+    conv_kernels_named_conv filtered on xmma_fprop "# forward convolutions" and printed an ncu
+    filter on it, and the outcome's table showed a raw mangled name
+    (_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemm…). The computation is now
+    l11.show_conv_kernel_names, called from the held-back outcome: its lines, checked against
+    profiler_5step's raw JSON, name each kernel named 'conv' readably (the mangled symbol named
+    under), the xmma_fprop names and launches, the filter, and the function to read."""
+    from kitlib import open_capture
+    from kitlib.course.exercises import l11
+    kernels = Counter(e["name"] for e in raw_trace_events(REF / "profiler_5step" / "trace.json.gz")
+                      if e.get("cat") == "kernel")
+    mangled = next(n for n in kernels if "conv" in n and n.startswith("_Z"))
+    fprop = {n: c for n, c in kernels.items() if "xmma_fprop" in n}
+    l11.show_conv_kernel_names(open_capture("profiler_5step").trace)
+    out = capsys.readouterr().out
+    table = out.split("[data: ")[0]
+    assert mangled[:20] not in table and "_ZN" not in table, table
+    assert re.search(r"cutlass__5x_cudnn::Kernel<conv::kernel::ImplicitGemmConvolution<…>>\s+5\n", table), table
+    assert re.search(r"cudnn::engines_precompiled::convertTensor_kernel<…>\s+15\n", table), table
+    assert f"({mangled[:32]}…)" in out and "c++filt" in out
+    assert f"xmma_fprop kernels (forward convolutions): {len(fprop)} names, {sum(fprop.values())} launches" in out
+    assert "names with 'conv' among them: 0" in out and "ncu -k regex:xmma_fprop" in out.replace("\n    ", " ")
+    assert "l11.py::show_conv_kernel_names" in out
+    assert l11.readable_kernel_name("void at::native::vectorized_elementwise_kernel<4, float>(int, float)") == \
+        "at::native::vectorized_elementwise_kernel<…>"
+
+
+def test_lesson11_shows_no_conv_filter_in_its_code_before_the_outcome():
+    """The code a learner reads after Run All says nothing of the forward convolutions' names:
+    no xmma_fprop and no 'forward convolution' in any code cell of lesson 11 (the outcome prints
+    them, with the function that computes them, once predicted)."""
+    nb = nbformat.read(next((ROOT / "lessons").glob("11_*.ipynb")), 4)
+    code = "\n".join(c.source for c in nb.cells if c.cell_type == "code")
+    assert "xmma_fprop" not in code and "forward convolution" not in code.lower()
+    assert 'ex.outcome("conv_kernels_named_conv", lambda: l11.show_conv_kernel_names(trace))' in code

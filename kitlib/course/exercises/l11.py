@@ -209,6 +209,70 @@ def conv_kernels_named_conv(trace) -> dict:
             "share": len(hit) / len(k) if len(k) else 0.0, "names": short.value_counts().to_dict()}
 
 
+def readable_kernel_name(name: str, width: int = 90) -> str:
+    """A kernel name for a table (:func:`kitlib.course.diff_rows.short_name`); a mangled C++
+    symbol (``_ZN17cutlass__5x_cudnn6KernelINS_4conv6kernel23ImplicitGemm…``) as the names it
+    nests, templates as ``<…>``: ``cutlass__5x_cudnn::Kernel<conv::kernel::ImplicitGemmConvolution<…>>``."""
+    from ..diff_rows import short_name
+    s = str(name)
+    if not s.startswith("_ZN"):
+        return short_name(s, width)
+    i, levels, out = 3, [[]], ""
+    while i < len(s) and len(levels) <= 2:
+        ch = s[i]
+        if ch.isdigit():
+            j = i
+            while j < len(s) and s[j].isdigit():
+                j += 1
+            n = int(s[i:j])
+            levels[-1].append(s[j:j + n])
+            i = j + n
+        elif ch == "I":                       # a template's arguments open
+            levels.append([])
+            i += 1
+        elif ch == "S":                       # a substitution (S_, S0_…): a name given before
+            i = s.find("_", i) + 1 or len(s)
+        else:                                 # N (a nested name), L (a literal)…: nothing to show
+            i += 1
+    outer, *inner = ["::".join(p) for p in levels if p]
+    shown = outer + "".join(f"<{n}" for n in inner) + ("<…>" if inner else "") + ">" * len(inner)
+    return shown if len(shown) <= width else shown[:width - 1] + "…"
+
+
+#: The kernel names the forward convolutions run as in profiler_5step (cuDNN's implicit GEMM).
+FPROP = "xmma_fprop"
+
+
+def show_conv_kernel_names(trace) -> None:
+    """Print what ``ncu -k regex:conv`` would select in ``trace`` (lesson 11's outcome of
+    ``conv_kernels_named_conv``): the kernel names containing ``conv`` with their launches
+    (readable names; the mangled symbol the trace stores named under), the forward
+    convolutions' own kernels (:data:`FPROP`) and how many of them say ``conv``, the convolution
+    operators' kernels per step (:func:`conv_kernels_named_conv`), and a filter written from the
+    names."""
+    from ..labels import print_table
+    from ...units import print_wrapped
+    kernels = trace.gpu[trace.gpu["kind"] == "kernel"]
+    per_name = kernels["name"].value_counts()
+    named = per_name[per_name.index.str.contains("conv", regex=False)]
+    print_table(named.rename(readable_kernel_name).rename_axis("kernel names with 'conv' (launches)"))
+    for n in (n for n in named.index if str(n).startswith("_Z")):
+        print_wrapped(f"{readable_kernel_name(n)} is stored in the trace as a mangled C++ symbol "
+                      f"({n[:32]}…): c++filt prints it whole")
+    fprop = per_name[per_name.index.str.contains(FPROP, regex=False)]
+    print(f"{FPROP} kernels (forward convolutions): {len(fprop)} names, {fprop.sum()} "
+          f"launches; names with 'conv' among them: {fprop.index.str.contains('conv', regex=False).sum()}")
+    c = conv_kernels_named_conv(trace)
+    print_wrapped(f"kernels the convolution operators launched: {c['kernels'] / c['steps']:g} a step; "
+                  f"with 'conv' in their name: {c['named_conv'] / c['steps']:g} a step, "
+                  f"{c['names']} over {c['steps']} steps")
+    print_wrapped(f"a filter written from these names, for the hot forward convolution: ncu -k regex:{FPROP} "
+                  "--launch-skip 100 --launch-count 1 --section SpeedOfLight --section Occupancy python train.py")
+    print_wrapped("Read it: kitlib/course/exercises/l11.py::show_conv_kernel_names (the names: "
+                  "trace.gpu's kernels, value_counts() of their names, those that contain 'conv' and "
+                  f"'{FPROP}'; the operators' kernels: conv_kernels_named_conv, the chain of lesson 02)")
+
+
 #: How Nsight Systems ties a kernel to its operator (the "both, differently" follow-up).
 HOW_CHOICES = ["the external id", "the NVTX range open on the launching thread",
                "the kernel's name", "the stream the kernel ran on", "nothing: Nsight Systems cannot tie them"]
