@@ -301,7 +301,7 @@ def test_lesson11_map_is_held_back_until_the_routes_are_answered(executed_lesson
 #: operator once emit_nvtx is on (op_of_kernel's "both"). The table shows with the map.
 EARLIER_TELLS = {
     "op_of_kernel": [r"can name the operator of a kernel", r"operator of a kernel[^?.]*once `?emit_nvtx`? is on"],
-    "memory_per_op": [r"tensor memory per operator"],
+    "memory_per_op": [r"tensor memory per operator; FLOP"],
     "shape_groups": [r"grouped by shape"],
     "line_of_code": [r"grouped by shape and by call site", r"\bby call site\b"],
     "occupancy": [r"throughput, occupancy, stalls", r"why one kernel takes"],
