@@ -23,7 +23,7 @@ VERDICT_CLASS = "kitlib-verdict"
 PENDING_CLASS = "kitlib-pending"
 PREDICTED_CLASS = "kitlib-predicted"
 OUTCOME_CLASS = "kitlib-outcome"
-#: A question held back until another is tried (lesson 13's evidence, until its cause).
+#: A question held back until another is answered (lesson 13's evidence, until its cause is named right or revealed).
 HELD_FORM_CLASS = "kitlib-held-form"
 
 _COLOURS = {True: "#1b7f3b", False: "#b3261e", None: "#555555"}
