@@ -217,7 +217,7 @@ def readable_kernel_name(name: str, width: int = 90) -> str:
     s = str(name)
     if not s.startswith("_ZN"):
         return short_name(s, width)
-    i, levels, out = 3, [[]], ""
+    i, levels = 3, [[]]
     while i < len(s) and len(levels) <= 2:
         ch = s[i]
         if ch.isdigit():
