@@ -89,8 +89,10 @@ def questions(capture) -> Exercises:
     frames_on_bw = int(py["tid"].isin(bw_tids).sum())
     site = excerpt_callsite()
     qs = [
-        Question("hot_kernel_module", "Predict: the longest GPU event launched inside a module — which kind of "
-                                      "nn.Module launched it (e.g. Conv2d, BatchNorm2d, ReLU, MaxPool2d)?",
+        Question("hot_kernel_module", "Predict: of the GPU events launched inside a module (one launched before "
+                                      "the recording began has no operator, so no module, and is left out), "
+                                      "which kind of nn.Module launched the longest (e.g. Conv2d, BatchNorm2d, "
+                                      "ReLU, MaxPool2d)?",
                  hot["module_type"] or "(none)",
                  f"the kernel ({ns_to_us(hot['gpu_dur_ns']):,.1f} µs) was launched by {hot['op_name']}, called at "
                  f"{hot['user_frame']} inside {hot['module_path']}. The heaviest layer in total (the convolutions) "
@@ -110,7 +112,8 @@ def questions(capture) -> Exercises:
                  f"{top['user_frame']}: {float(top['device_self_ns']) / 1e6:,.1f} ms of "
                  f"{all_dev / 1e6:,.1f} ms = {share:.1f} %. One function (a residual block's forward) stands for "
                  "every block that runs it: a line is not a layer.", kind="compute", unit="%",
-                 where="the by-call-site table, column device_self_us: first row ÷ the column's sum",
+                 where="the by-call-site table, column device_self_us: first row ÷ the column's sum, the row "
+                       "(none) under it included",
                  traps=[(round(100 * float(top["ops"]) / float(sites["ops"].sum()), 1),
                          "that is its share of the operators (column ops); the question asks about device time."),
                         (round(100 * float(top["host_self_ns"]) / float(sites["host_self_ns"].sum()), 1),
