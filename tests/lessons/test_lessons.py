@@ -443,7 +443,8 @@ def test_lesson08_whole_step_row_waits_for_the_busy_share_prediction_too(execute
     alone = [_shown_text(o) + str([x.get("data", {}).get("text/html", "") for x in o])
              for keys, o in outcomes if "gpu_busy_share" not in keys]
     assert alone and not [t for t in alone if whole in t or "whole step" in t], alone
-    both = [unwrapped(_shown_text(o)) for keys, o in outcomes if keys == {"with_flops_share", "gpu_busy_share"}]
+    both = [unwrapped(_shown_text(o)) + str([x.get("data", {}).get("text/html", "") for x in o])
+            for keys, o in outcomes if keys == {"with_flops_share", "gpu_busy_share"}]
     assert len(both) == 1 and "The whole step sits far below the peak" in both[0] and whole in both[0], both
     md = " ".join(c.source for c in run.run_all.cells if c.cell_type == "markdown")
     assert "far below the peak" not in md and "sat idle" not in md
