@@ -250,14 +250,16 @@ def _top(t: pd.DataFrame, label: str, cols: dict, sort_by: str, contains: str, t
 
 def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "input_shape",
                       name: str = "aten::cudnn_convolution", top: int = 8, table: pd.DataFrame | None = None,
-                      hold: tuple | None = None):
+                      hold: tuple | None = None, hold_none: tuple | None = None):
     """Explorer of one operator's device time by input shape (``by="input_shape"``, opening on
     ``name``: :func:`kitlib.analyses.grouping.shape_table`) or of device time by call site
     (``"callsite"``: :func:`kitlib.analyses.callsites.group_by_callsite`), sorted, filtered
     (``contains``, case-insensitive), ``top`` rows drawn; times in µs. ``events`` and ``table``
     are op_events and callsites results to reuse. ``hold = (exercises, key)``: a prediction the
     views by layer answer; until it is ready (:meth:`Question.outcome_ready`) ``group_by``
-    offers ``user_frame`` alone, with a note. Raises KitError for another ``by``."""
+    offers ``user_frame`` alone, with a note. ``hold_none = (exercises, key)``: a prediction
+    the ``(none)`` row (operators with no call site) answers; until it is ready that row is left
+    out of the table and the picture, with a note. Raises KitError for another ``by``."""
     from ..analyses import callsites, grouping
     from ..analyses.events import op_events
     from ..plots import grouping as plots_grouping
@@ -292,16 +294,42 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
                 "sort_by": _dropdown(["device_self_us", "ops", "gpu_events", "host_self_us"], "device_self_us",
                                      "sort by", "16em"), **common}
 
+    none_held = lambda: hold_none is not None and not hold_none[0][hold_none[1]].outcome_ready()  # noqa: E731
+
     def render(group_by, sort_by, contains, top):
         if group_by not in cache:
             cache[group_by] = callsites.group_by_callsite(trace, by=(group_by,), table=sites)
-        t, view = _top(cache[group_by], group_by, _SITE_COLS, sort_by, contains, top,
+        grouped = cache[group_by]
+        if none_held():
+            grouped = grouped[grouped[group_by] != "(none)"]
+        t, view = _top(grouped, group_by, _SITE_COLS, sort_by, contains, top,
                        f"no {group_by} contains {contains!r}")
         return view.set_index(group_by), plots_grouping.plot_callsites(t, group_by, top=int(top)).figure
     explorer = Explorer("device time by call site", controls, render, max_width_em=28)
     if held:
         _hold_views(explorer, hold, views)
+    if none_held():
+        _hold_none_row(explorer, hold_none)
     return explorer
+
+
+def _hold_none_row(explorer: Explorer, hold: tuple):
+    """Leave the ``(none)`` row out (the explorer's render does) until ``hold = (exercises, key)``
+    is ready; a note until then, then the view drawn again with the row."""
+    ex, key = hold
+    said = (f"the row (none), the operators with no call site, waits for your prediction of {key} above "
+            "(or its reveal): it would answer it.")
+    explorer.held_note = " ".join(n for n in (explorer.held_note, said) if n)
+    note = widgets.HTML(f"<i>{html.escape(said)}</i>")
+    note.add_class(HELD_VIEWS_CLASS)
+    explorer.children = explorer.children[:2] + (note,) + explorer.children[2:]
+
+    def opened():
+        if note in explorer.children and ex[key].outcome_ready():
+            explorer.held_note = explorer.held_note.replace(said, "").strip()
+            explorer.children = tuple(c for c in explorer.children if c is not note)
+            explorer.refresh()
+    ex.followers.setdefault(key, []).append(opened)
 
 
 #: CSS class of the note an explorer shows while views of it wait for a prediction.
@@ -312,16 +340,17 @@ def _hold_views(explorer: Explorer, hold: tuple, views: list):
     """Offer ``views`` in ``group_by`` once ``hold = (exercises, key)`` is ready; a note until then."""
     ex, key = hold
     waiting = [v for v in views if v not in explorer.controls["group_by"].options]
-    explorer.held_note = (f"group by {' and '.join(waiting)} waits for your prediction of {key} above (or its "
-                          "reveal): by layer, this table would answer it.")
-    note = widgets.HTML(f"<i>{html.escape(explorer.held_note)}</i>")
+    said = (f"group by {' and '.join(waiting)} waits for your prediction of {key} above (or its "
+            "reveal): by layer, this table would answer it.")
+    explorer.held_note = " ".join(n for n in (explorer.held_note, said) if n)
+    note = widgets.HTML(f"<i>{html.escape(said)}</i>")
     note.add_class(HELD_VIEWS_CLASS)
     explorer.children = explorer.children[:2] + (note,) + explorer.children[2:]
 
     def opened():
-        if explorer.held_note and ex[key].outcome_ready():
+        if note in explorer.children and ex[key].outcome_ready():
             explorer.controls["group_by"].options = views      # the value, user_frame or not, kept
-            explorer.held_note = ""
+            explorer.held_note = explorer.held_note.replace(said, "").strip()
             explorer.children = tuple(c for c in explorer.children if c is not note)
     ex.followers.setdefault(key, []).append(opened)
 

@@ -279,6 +279,31 @@ def test_callsite_explorer_offers_the_views_by_layer_once_the_prediction_is_made
     assert len(e.controls["group_by"].options) == 3
 
 
+def test_callsite_explorer_holds_the_none_row_until_its_prediction():
+    """A new learner's Run All (December 2026): lesson 06's explorer showed the call site
+    "(none)" with 4,290 operators below backward_python_frames, which the count of operators
+    with no Python frame hints at. Given ``hold_none``, the row is out of the table and the
+    picture, with a note (widget and static view), until the prediction is made or revealed;
+    then it is drawn, the note gone, hot_kernel_module's views still held."""
+    from kitlib.course import lesson_capture
+    cap = lesson_capture("fixed_batch")
+    ex = exercises.lesson06(cap)
+    e = explorers.grouping_explorer(cap.trace, by="callsite", hold=(ex, "hot_kernel_module"),
+                                    hold_none=(ex, "backward_python_frames"))
+    assert "(none)" not in list(e.table.index)
+    said = "the row (none), the operators with no call site, waits for your prediction of backward_python_frames"
+    assert said in e.static_html() and "waits for your prediction of hot_kernel_module" in e.static_html()
+    assert len([c for c in e.children if explorers.HELD_VIEWS_CLASS in c._dom_classes]) == 2
+    ex.reveal("backward_python_frames")
+    assert "(none)" in list(e.table.index) and said not in e.static_html()
+    assert "waits for your prediction of hot_kernel_module" in e.static_html()
+    assert list(e.controls["group_by"].options) == ["user_frame"]
+    ex.check("hot_kernel_module", "Conv2d")
+    assert e.held_note == "" and len(e.controls["group_by"].options) == 3
+    again = explorers.grouping_explorer(cap.trace, by="callsite", hold_none=(ex, "backward_python_frames"))
+    assert "(none)" in list(again.table.index) and again.held_note == ""      # predicted already: nothing held
+
+
 def test_callsite_explorer_table_spans_the_output_and_keeps_a_call_site_on_one_line():
     """The same learner: the explorer's table filled about 470 px of the 848 px output, each
     call site wrapped in an 8 em column. Its output area spans the width, and by call site a

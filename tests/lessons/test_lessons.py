@@ -428,6 +428,79 @@ def test_lesson08_busy_times_per_step_wait_for_the_busy_share_prediction(execute
     assert "busy ms per step" in _shown_text(opened)
 
 
+def _outcome_widgets(run) -> list:
+    """``(keys, outputs once revealed)`` of every output widget ``ex.outcome`` left in ``run``:
+    the questions it waits on (its ``kitlib-outcome-KEY`` classes) and what it showed."""
+    state = run.run_all.metadata.get("widgets", {}).get("application/vnd.jupyter.widget-state+json", {}) \
+        .get("state", {})
+    found = []
+    for s in state.values():
+        classes = s.get("state", {}).get("_dom_classes", [])
+        if "kitlib-outcome" in classes:
+            keys = {c.removeprefix("kitlib-outcome-") for c in classes if c.startswith("kitlib-outcome-")}
+            found.append((keys, s["state"].get("outputs", [])))
+    return found
+
+
+def test_lesson06_call_sites_and_labels_wait_for_backward_python_frames(executed_lesson):
+    """A new learner's Run All at 1280 x 800 (December 2026), lesson 06: the by-call-site table
+    (and its explorer) showed a call site "(none)" with 4,290 operators, and the labels' table
+    the label backward with 4.4 µs of device time, both hinting that backward work runs without
+    Python frames. After Run All with no answer the table, the picture's data and the explorer
+    leave the row (none) out, the labels show no device time (LATER_TELLS searches the text);
+    once backward_python_frames is revealed, both show."""
+    run = executed_lesson("06")
+    cells = run.run_all.cells[:-1]
+    def seen(outputs):      # text, and a table's HTML as its cells read
+        html_ = " ".join(str(o.get("data", {}).get("text/html", "")) for o in outputs)
+        return _shown_text(outputs) + " " + re.sub(r"<[^>]+>", " ", html_.replace("<wbr>", ""))
+    everything = "\n".join(seen(c.outputs) for c in cells if c.cell_type == "code")
+    assert "(none)" not in everything.replace("the row (none), the operators with no call site", "")
+    assert "device_total_us" not in everything
+    assert "the row (none), the operators with no call site, waits for your prediction of " \
+           "backward_python_frames" in everything
+    opened = [seen(outs) for keys, outs in _outcome_widgets(run) if keys == {"backward_python_frames"}]
+    assert any(re.search(r"\(none\)\s+\d+\s+\d+", o) for o in opened), opened
+    assert any(re.search(r"\bbackward\s+5\s+[\d.]+\s+[\d.]+", o) for o in opened), opened
+
+
+def test_lesson06_longest_event_prompt_and_prose_say_the_same(executed_lesson, built_lessons):
+    """The same learner: the prose asked for "the single longest GPU event", the form for the
+    longest "launched inside a module", and the table of the five longest showed a row "not
+    recorded". Prose and prompt both ask about the events launched inside a module and say the
+    events launched before the recording are left out; the note under the table says so."""
+    nb = executed_lesson("06").run_all
+    ask = next(i for i, c in enumerate(nb.cells) if 'ex.check("hot_kernel_module"' in c.source)
+    prose = unwrapped(nb.cells[ask - 1].source)
+    prompt = built_lessons["06"][0]["hot_kernel_module"].prompt
+    for said in (prose, prompt):
+        assert "single longest" not in said and "launched inside a module" in said, said
+        assert re.search(r"before the (profiler began recording|recording began)", said), said
+        assert "left out" in said or "leaves such events out" in said, said
+    assert '"not recorded"' in prose
+    held, opened = _held_outputs(executed_lesson("06"), "longest_shown")
+    assert "the question asks about the longest of the others" in unwrapped(_shown_text(opened))
+
+
+def test_lesson08_whole_step_row_waits_for_the_busy_share_prediction_too(executed_lesson):
+    """The same learner, in lesson 08: once with_flops_share was answered, the rates table
+    showed the whole step's GPU busy time (41.6 ms a step), from which gpu_busy_share follows
+    with the step time. No outcome that waits on with_flops_share alone shows the whole-step
+    row or its rate; one that waits on both does, with the sentence on the peak, which no
+    markdown cell says before it."""
+    run = executed_lesson("08")
+    whole = "GPU busy time of the kernels, copies and memsets"
+    outcomes = _outcome_widgets(run)
+    alone = [_shown_text(o) + str([x.get("data", {}).get("text/html", "") for x in o])
+             for keys, o in outcomes if "gpu_busy_share" not in keys]
+    assert alone and not [t for t in alone if whole in t or "whole step" in t], alone
+    both = [unwrapped(_shown_text(o)) + str([x.get("data", {}).get("text/html", "") for x in o])
+            for keys, o in outcomes if keys == {"with_flops_share", "gpu_busy_share"}]
+    assert len(both) == 1 and "The whole step sits far below the peak" in both[0] and whole in both[0], both
+    md = " ".join(c.source for c in run.run_all.cells if c.cell_type == "markdown")
+    assert "far below the peak" not in md and "sat idle" not in md
+
+
 #: The characters of a printed line a notebook's output shows without wrapping in JupyterLab
 #: at 1280 x 800 with the file browser open (848 px of 13 px monospace): a longer line wraps,
 #: and JupyterLab breaks it anywhere, mid-word (issue 40).
@@ -716,11 +789,14 @@ LATER_TELLS = {
     "steps_in_trace": [r"\bthree recorded steps\b", r"only the active steps"],
     "backward_python_frames": [r"without Python frames", r"C\+\+ thread", r"\bin C\+\+", r"no Python (runs|frame)",
                                r"\bborrow\w*\b.{0,40}\bstack", r"\bstack\b.{0,40}\bborrowed",
-                               r"stack of the forward operator", r"with the same sequence number"],
+                               r"stack of the forward operator", r"with the same sequence number",
+                               # the call site (none)'s operator count, the labels' device time
+                               r"\(none\)[ \t]+\d+[ \t]+\d+", r"\bbackward[ \t]+\d+[ \t]+[\d.]+[ \t]+[\d.]+"],
     "self_mem_vs_peak": [r"\bpeak: trace \d", r"history peak \d", r"\bpeak_allocated_bytes\b"],
     "peak_phase": [r"ReluBackward0", r"threshold_backward"],
     "with_flops_share": [r"\btflop_per_step\b"],
-    "gpu_busy_share": [r"busy (almost )?all the time", r"\bbusy ms per step\b", r"\bbusy ms, 5 steps\b"],
+    "gpu_busy_share": [r"busy (almost )?all the time", r"\bbusy ms per step\b", r"\bbusy ms, 5 steps\b",
+                       r"sat idle most of the time", r"sits far below the peak"],
     "streams_one_for_all": [r"on streams \[\d+, \d+"],
     "backward_gpu_ops": [r"projects almost nothing"],
     "syncs_in_steps": [r"has none inside its steps", r"no synchronising call inside a step",
@@ -728,13 +804,16 @@ LATER_TELLS = {
     "queue_verdict": [r"queue still runs dry", r"on it never does", r"\bhost_wait_ms\b"],
     "gpu_idle_over_tenth": [r"what differs is the loader"],
     "clock_offset": [r"every figure also carries"],
-    "hot_kernel_module": [r"\b912\b", r"519\.9"],
+    "hot_kernel_module": [r"\b912\b", r"519\.9", r"\[128, 64, 112, 112\]", r"largest only in a tie",
+                          r"cost little in total and still hold", r"\d calls, [\d,.]+ µs device:"],
     "conv_kernels_named_conv": [r"can never catch", r"\bxmma_fprop"],
     "nsys8_worker_calls": [r"no worker processes"],
     # lesson 13's fix table and its printed verdicts: case_g per image, one step from per step
     "fix_g_verdict": [r"\d+\.\d\d → \d+\.\d\d ms/image", r"\(\d+ → \d+ images\)"],
     # lesson 11: a later question's prompt that says both tools tie a kernel to its operator (issue 40)
     "op_of_kernel": [r"torch\.profiler ties a kernel to its operator", r"what ties them in Nsight Systems"],
+    # lesson 06: the sentence after stacks_share's form that said the share (a learner's Run All)
+    "stacks_share": [r"about a third of (this|the compressed) file"],
 }
 
 #: Per prediction, text after its question that holds a form of its answer without giving it

@@ -46,6 +46,14 @@ BACKWARD_CALL_SITES = (
     "'autograd::engine::evaluate_function: ConvolutionBackward0' wrapper but outside the node itself, so there "
     "is no forward operator to borrow a stack from.")
 
+#: What lesson 06 says under the five longest GPU events, held back with them until
+#: ``hot_kernel_module`` is predicted (in the lesson's prose it pointed at the answer).
+LONGEST_IN_A_TIE = (
+    "Size alone does not make it the longest. The tensor the longest event launched inside a module writes, "
+    "[128, 64, 112, 112], holds 102,760,448 values, exactly as many as each [128, 256, 56, 56] tensor of layer1 "
+    "(the two products are equal), so it is the largest only in a tie. A call site can cost little in total and "
+    "still hold the longest single kernel.")
+
 _SOURCE_FRAME = re.compile(r"^(\S+)\((\d+)\): ")
 
 
@@ -89,8 +97,10 @@ def questions(capture) -> Exercises:
     frames_on_bw = int(py["tid"].isin(bw_tids).sum())
     site = excerpt_callsite()
     qs = [
-        Question("hot_kernel_module", "Predict: the longest GPU event launched inside a module — which kind of "
-                                      "nn.Module launched it (e.g. Conv2d, BatchNorm2d, ReLU, MaxPool2d)?",
+        Question("hot_kernel_module", "Predict: of the GPU events launched inside a module (one launched before "
+                                      "the recording began has no operator, so no module, and is left out), "
+                                      "which kind of nn.Module launched the longest (e.g. Conv2d, BatchNorm2d, "
+                                      "ReLU, MaxPool2d)?",
                  hot["module_type"] or "(none)",
                  f"the kernel ({ns_to_us(hot['gpu_dur_ns']):,.1f} µs) was launched by {hot['op_name']}, called at "
                  f"{hot['user_frame']} inside {hot['module_path']}. The heaviest layer in total (the convolutions) "
@@ -110,7 +120,8 @@ def questions(capture) -> Exercises:
                  f"{top['user_frame']}: {float(top['device_self_ns']) / 1e6:,.1f} ms of "
                  f"{all_dev / 1e6:,.1f} ms = {share:.1f} %. One function (a residual block's forward) stands for "
                  "every block that runs it: a line is not a layer.", kind="compute", unit="%",
-                 where="the by-call-site table, column device_self_us: first row ÷ the column's sum",
+                 where="the by-call-site table, column device_self_us: first row ÷ the column's sum, the row "
+                       "(none) under it included",
                  traps=[(round(100 * float(top["ops"]) / float(sites["ops"].sum()), 1),
                          "that is its share of the operators (column ops); the question asks about device time."),
                         (round(100 * float(top["host_self_ns"]) / float(sites["host_self_ns"].sum()), 1),
