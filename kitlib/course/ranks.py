@@ -89,6 +89,14 @@ def injected_delay(traces: RankTraces) -> dict | None:
         return None
 
 
+def injected_text(traces: RankTraces) -> str:
+    """The delay a kit recording injected as lesson 12 prints it before ``straggler_part`` is
+    predicted: its rank and ms per step (``"rank 1, 500 ms per step"``), not how it was made
+    (``time.sleep`` is no operator: that is the prediction); ``"none recorded"`` without one."""
+    got = injected_delay(traces)
+    return f"rank {got['rank']}, {got['ms']:,g} ms per step" if got else "none recorded"
+
+
 def straggler_delay(traces: RankTraces) -> dict:
     """:func:`injected_delay`, or ``{"rank": <the rank waited for longest>, "ms": 0.0, "how": "none injected"}``."""
     got = injected_delay(traces)

@@ -400,7 +400,7 @@ def test_answer_key_agrees_with_independently_known_figures(kit_key):
                              "end_gap_ms": "62.789", "clock_offset": "'all about 5 ms apart'",
                              "nccl_exposed_share": "0.882", "gloo_exposed_wait_share": "0.979",
                              # the robust estimate (tests/lessons/test_answers_l12.py, from the raw JSON)
-                             "straggler_part": "'between operators'", "outside_ops_excess_ms": "470.7"}
+                             "straggler_part": "'between operators'", "delay_excess_ms": "470.7"}
     assert "## Lesson 12" in kit_key[0] and "data: ranks_straggler: kit's CPU reference, 2026-11-30" in kit_key[0]
 
 

@@ -16,7 +16,7 @@ def test_routes_answered_by_both_timeline_tools_ask_for_both():
         assert not first.correct and "is it the only recording" in first.message, key
         assert "both" not in first.message.split("Retry")[0].replace("does answer it", ""), (key, first.message)
         second = ex.check(key, "torch.profiler")
-        assert not second.correct and "both —" in second.message, (key, second.message)
+        assert not second.correct and "Both —" in second.message, (key, second.message)
         assert not ex.check(key, "ncu").correct
     ex = l11.questions()
     assert not ex.check("conv_bound", "both").correct

@@ -316,7 +316,7 @@ def test_straggler_part_and_outside_ops_excess_from_the_raw_events(ex):
     assert q.kind == "predict" and q.answer == "between operators"
     assert q.judge_silently("between operators")
     assert not q.judge_silently("operators") and not q.judge_silently("blocked in a collective")
-    q = ex["outside_ops_excess_ms"]
+    q = ex["delay_excess_ms"]
     med = statistics.median(d["outside"])
     assert q.kind == "compute" and q.answer == round(med, 1) == 470.7 and q.judge_silently(med)
     assert q.judge_silently(471)                       # three significant figures
@@ -462,7 +462,7 @@ def test_clock_offset_still_within_1_ms_meets_its_trap(ex):
 def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
     """The robust estimate's figures as a learner reads them, from the raw JSON: straggler_part's
     two medians (l12 mutants #172-#176: another part's figure; the third, between operators, is
-    the next question's answer and left out); outside_ops_excess_ms's per-step list, median, both swings and the operators' median (#159-#162, #180-#184), and its
+    the next question's answer and left out); delay_excess_ms's per-step list, median, both swings and the operators' median (#159-#162, #180-#184), and its
     four traps at 1 decimal with their feedback (#164-#168, #186, #187: a trap's value
     changed); straggler_part's two traps name the operators' median and swing and where rank 0
     spends the delay (#175, #176, #178). The parts as in test_straggler_part_and_outside_ops_excess_from_the_raw_events."""
@@ -471,13 +471,13 @@ def test_step_budget_explanations_and_traps_from_the_raw_events(ex):
     d = {k: [raw[1, s][i] - raw[0, s][i] for s in steps] for k, i in
          (("step", 0), ("ops", 1), ("blocked", 2), ("outside", 3), ("in_coll", 4))}
     m = {k: statistics.median(v) for k, v in d.items()}
-    # between operators is the next question's answer (outside_ops_excess_ms): left out (issue 40)
+    # between operators is the next question's answer (delay_excess_ms): left out (issue 40)
     assert ex["straggler_part"].explain.startswith(
         f"rank 1 against rank 0, median per step: {m['ops']:+,.0f} ms in operators, {m['blocked']:+,.0f} ms blocked "
         "in a collective, and the most between operators (how much, you work out from the step-budget table).")
     assert f"{m['outside']:,.0f}" not in ex["straggler_part"].explain
     swing = (max(d["ops"]) - min(d["ops"])) / 2
-    q = ex["outside_ops_excess_ms"]
+    q = ex["delay_excess_ms"]
     part = ex["straggler_part"]
     assert f"the operators differ by {m['ops']:+,.0f} ms (median), and swing by ±{swing:,.0f} ms" \
         in part.judge("operators").message.lower()

@@ -43,7 +43,7 @@ def test_a_first_wrong_number_says_too_high_or_too_low_and_where_to_read():
     assert v.correct is False and "Too high" in v.message and "gpu_at_us" in v.message
     assert "because" not in v.message                       # not the explanation yet
     v = q.judge(800)
-    assert "Too low" in v.message and "because" in v.message    # second try: the explanation
+    assert "Too low" in v.message and "Because" in v.message    # second try: the explanation
 
 
 def test_a_unit_factor_is_named_only_where_the_answer_has_a_unit():
@@ -68,7 +68,7 @@ def test_the_default_tolerance_accepts_three_significant_figures_and_nothing_loo
 def test_a_prediction_is_kept_and_its_explanation_opens_at_the_first_wrong_try():
     ex = exercises.Exercises("t", [Question("p", "Will it overlap? (yes/no)", True, "it does", kind="predict")])
     v = ex.check("p", "no")
-    assert v.correct is False and "it does" in v.message and "your prediction, no," in v.message and "False" not in v.message
+    assert v.correct is False and "It does" in v.message and "your prediction, no," in v.message and "False" not in v.message
     assert ex.check("p", "yes").correct                       # a second try is right ...
     shown = ex.predicted("p")
     assert shown.correct is False and "you predicted no" in shown.message and "says yes" in shown.message
@@ -95,7 +95,7 @@ def test_a_prediction_whose_explanation_gives_the_answer_is_told_its_direction_f
     assert "1 of 3" in ex.predicted("p").message and "1 of 3" in ex.reveal("p").message
     import dataclasses
     told = dataclasses.replace(q, explain_when_wrong=True, prediction=..., wrong_tries=0)
-    assert "a third: 1 of 3" in told.judge("half").message
+    assert "A third: 1 of 3" in told.judge("half").message
 
 
 def _fresh(ex: Exercises) -> Exercises:
@@ -390,7 +390,7 @@ def test_judge_edges_tolerance_traps_and_unit_texts():
     assert text.judge(" Correlation ").correct and "external id links" in text.judge("external").message
     assert not text.judge("stream").correct
     second = text.judge("flow")                      # a second wrong try, no hint: no stray "None"
-    assert "None" not in second.message and "x" in second.message
+    assert "None" not in second.message and "X" in second.message
     yes_no = Question("y", "Add them? (yes/no)", False, "no: two clocks", kind="recall",
                       traps=[(True, "host and device are different resources")])
     v = yes_no.judge("yes")
@@ -457,3 +457,46 @@ def test_the_scorecard_counts_first_try_rights_and_ignores_silent_judging_and_re
     assert card.loc["c2_n"].tolist() == [1, 0, 0, 0]
     by_case = ex.scorecard(group=lambda k: k.split("_")[0])
     assert by_case.loc["c1"].tolist() == [2, 1, 2, 1] and by_case.index.tolist() == ["c1", "c2"]
+
+
+#: A full stop, then a sentence that starts with a lower-case plain word (letters only, so code
+#: such as ``ex.check``, ``data_load:``, ``aten::add_``, ``resnet.py`` and numbers pass); "e.g.",
+#: "i.e.", "vs." and "cf." do not end a sentence.
+_LOWER_AFTER_STOP = re.compile(r"(?<!\be\.g)(?<!\bi\.e)(?<!\bvs)(?<!\bcf)\.\s+([a-z][a-z'’-]*)(?=[\s,;)]|:(?!:)|$)")
+#: Lower-case names of tools that start a sentence as they are spelled.
+_LOWER_NAMES = {"nsys", "ncu", "torchrun", "torch", "kitlib", "pandas", "numpy", "pip", "hta"}
+
+
+def _lower_starts(text: str) -> list:
+    return [text[max(0, m.start() - 40):m.end() + 20] for m in _LOWER_AFTER_STOP.finditer(str(text))
+            if m.group(1) not in _LOWER_NAMES]
+
+
+def test_the_sentence_search_finds_a_lower_case_start_and_leaves_code_and_numbers():
+    assert _lower_starts("the shift. with the clock moved") and _lower_starts("the shift. in a profiled step")
+    assert _lower_starts("module_path. the kernel") and _lower_starts("done. no: it is not")
+    for fine in ("see ex.check('x', 1). ex.reveal too", "in resnet.py. data_load: 3 ms", "at 0.5 ms. 3 calls",
+                 "aten::add_. aten::mul_ too", "e.g. the first", "the shift. With the clock", "run it. nsys profile"):
+        assert not _lower_starts(fine), fine
+
+
+def test_every_feedback_starts_each_sentence_with_a_capital(built):
+    """A learner's report (December 2026): "…the shift. with the clock moved…" (lesson 12's
+    clock_offset) and "…module_path. the kernel…" (lesson 06): an explanation or a trap's text
+    joined after a full stop kept its lower-case start. Every message a question gives (right,
+    wrong once and twice, each trap, a prediction kept, a reveal) starts each sentence with a
+    capital, code and numbers aside."""
+    import dataclasses
+    bad = []
+    for n, ex in built.items():
+        for q in ex.questions:
+            tries = [[q.answer], [_wrong_answer(q), _wrong_answer(q)]] + [[t, t] for t, _ in q.traps]
+            for answers in tries:
+                mine = Exercises(ex.title, [dataclasses.replace(q, prediction=..., wrong_tries=0, solved_after=None,
+                                                                revealed=False)])
+                said = [mine[q.key].judge(a).message for a in answers]
+                if q.kind == "predict":
+                    said.append(mine.predicted(q.key).message)
+                said.append(mine.reveal(q.key).message)
+                bad += [(n, q.key, s) for text in said for s in _lower_starts(text)]
+    assert not bad, bad

@@ -59,7 +59,7 @@ def misconception(key: str, answer, detail: str = "") -> tuple:
     if key not in MISCONCEPTIONS:
         raise KeyError(f"no misconception {key!r}; known: {', '.join(MISCONCEPTIONS)}")
     title, text = MISCONCEPTIONS[key]
-    m = Misconception(f"a classic misconception, \"{title}\": {text} {detail}".strip())
+    m = Misconception(f"a classic misconception, \"{title}\": {text} {_capital(detail)}".strip())
     m.key = key
     return (answer, m)
 
@@ -294,7 +294,7 @@ class Question:
         if ok:
             if self.solved_after is None:
                 self.solved_after = self.wrong_tries
-            return Verdict(self.key, True, f"right. {self.explain}")
+            return Verdict(self.key, True, f"right. {_capital(self.explain)}")
         return self._wrong(given, next((feedback for trap, feedback in self.traps if hit(trap)), ""))
 
     def _direction(self, g: float) -> str:
@@ -343,14 +343,15 @@ class Question:
         shown = _shown(given, self.answer)
         where = f" Read it from {self.where}." if self.where else ""
         if self.kind == "predict":
-            explain = self.explain if self.explain_when_wrong else ""
+            explain = _capital(self.explain) if self.explain_when_wrong else ""
             return Verdict(self.key, False, f"your prediction, {shown}, is not what the recording shows. {_sentence(hint)}{where} "
                                             f"{explain}".strip().replace("  ", " ").replace(". .", "."))
         if self.wrong_tries < 2:
             return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint) or 'Look again.'}{where} "
                                             f"Retry (the next wrong try shows the answer; or call "
                                             f".reveal('{self.key}')).")
-        return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint)} {self.explain}".replace("  ", " "))
+        return Verdict(self.key, False, f"not quite ({shown}). {_sentence(hint)} {_capital(self.explain)}"
+                       .replace("  ", " "))
 
 
 def _is_number(x) -> bool:
@@ -480,12 +481,30 @@ def _show_outcome(show, draw: bool = False):
             display(fig)
 
 
+#: A first word capitalised at a sentence's start: letters only (a trailing comma, colon or
+#: semicolon aside), so code (``torch.profiler``, ``data_load:``, ``aten::add_``, ``resnet.py``)
+#: and numbers stay as written.
+_PLAIN_WORD = re.compile(r"[a-z][a-z'’-]*(?=[\s,;)]|:(?!:)|$)")
+#: Lower-case names that stay so at a sentence's start (tools and packages).
+_KEEP_LOWER = frozenset({"nsys", "ncu", "torchrun", "torch", "kitlib", "pandas", "numpy", "pip", "hta"})
+
+
+def _capital(text: str) -> str:
+    """``text`` with its first letter capitalised where its first word is a plain word
+    (:data:`_PLAIN_WORD`, not one of :data:`_KEEP_LOWER`): what follows a full stop."""
+    text = str(text).strip()
+    m = _PLAIN_WORD.match(text)
+    if m and m.group(0) not in _KEEP_LOWER:
+        return text[0].upper() + text[1:]
+    return text
+
+
 def _sentence(hint: str) -> str:
-    """``hint`` as a sentence: capitalised and ending with a full stop (``""`` stays empty)."""
-    hint = str(hint).strip()
+    """``hint`` as a sentence: capitalised (:func:`_capital`) and ending with a full stop
+    (``""`` stays empty)."""
+    hint = _capital(hint)
     if not hint:
         return ""
-    hint = hint[0].upper() + hint[1:]
     return hint if hint.endswith((".", "!", "?", ")")) else hint + "."
 
 

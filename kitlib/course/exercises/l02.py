@@ -121,7 +121,7 @@ def questions(capture, excerpt: tuple | None = None) -> Exercises:
         Question("queue_delay_us", "How many µs after the operator's last launch began did that launch's "
                                    "kernel start on the GPU?",
                  round(delay_us, 3),
-                 f"gpu start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
+                 f"GPU start − launch start = {delay_us:,.3f} µs: the kernel waited in the stream's queue "
                  "behind earlier work. A launch returning is not the kernel running.", kind="compute", unit="µs",
                  where="the chain table: gpu_at_us − launch_at_us of the last launch (or the two ts in the raw events)",
                  traps=[(round(from_end_us, 3), "you measured from the launch's end; the question asks from the "

@@ -115,7 +115,7 @@ def _queue_questions(rep, public_trace=None) -> list:
                                     f"(ResNet-50 on a V100, PyTorch 1.9: {PUBLIC_TRACE}): run step_verdicts on it. "
                                     f"For what share of ProfilerStep#{PUBLIC_TRACE_STEP} did the GPU's launch queue "
                                     "stand empty? (0–1)", float(row["queue_empty_share"]),
-        f"{row['queue_empty_share']:.3f} of the step: {row['verdict']}. {row['evidence']}. Over its "
+        f"{row['queue_empty_share']:.3f} of the step: {row['verdict']}; {row['evidence']}. Over its "
         f"{len(pv)} steps the queue stood empty {pv['queue_empty_share'].min():.0%} to "
         f"{pv['queue_empty_share'].max():.0%} of the time: that loop kept its GPU waiting for the host.",
         kind="transfer", where="step_verdicts(load_trace(...)): the queue_empty_share column, "

@@ -237,7 +237,8 @@ def questions(straggler, nccl=None, injected_ms: float | None = None, balanced=N
 
 def _budget_questions(straggler, balanced, slow: int, fast: int, calls=None, calls_b=None) -> list:
     """The robust estimate's two questions (:func:`kitlib.analyses.stragglers.step_budget`):
-    which part of the slow rank's step holds its delay, and how much it is per step."""
+    which part of the slow rank's step holds its delay (``straggler_part``, a prediction), and
+    how much it is per step (``delay_excess_ms``, whose key and prompt name no part)."""
     from ...analyses.stragglers import step_budget
     b = step_budget(straggler, calls)
     full = b.groupby("step")["rank"].transform("nunique") == b["rank"].nunique()
@@ -274,13 +275,15 @@ def _budget_questions(straggler, balanced, slow: int, fast: int, calls=None, cal
             (PART_CHOICES[2], f"blocked in a collective is where rank {fast} spends the delay: it waits for "
                               f"rank {slow}.")] if c != where])
     q_ms = Question(
-        "outside_ops_excess_ms", f"From the step-budget table: per step, rank {slow}'s time outside operators "
-                                 f"minus rank {fast}'s; then the median over the steps. How many ms?",
+        "delay_excess_ms", f"From the step-budget table, in the part of the step that holds rank {slow}'s delay "
+                           f"(the answer to straggler_part): per step, rank {slow}'s time in it minus rank "
+                           f"{fast}'s; then the median over the steps. How many ms?",
         round(float(out.median()), 1),
         f"per step {', '.join(f'{x:,.1f}' for x in out)} ms, median {out.median():,.1f} ms. It stands clear of "
         f"its own swing (±{(out.max() - out.min()) / 2:,.0f} ms); the operators' difference "
         f"({med[PART_CHOICES[0]]:+,.0f} ms, ±{swing:,.0f} ms) does not, so it is left out.",
-        kind="compute", unit="ms", where="step_budget: outside_ops_ns of each rank, step by step",
+        # where: the first wrong try may come before the prediction, so it names no part
+        kind="compute", unit="ms", where="the step-budget table: that part's *_ms column for each rank, step by step",
         traps=[(round(float(all_coll.median()), 1),
                 "that subtracts all the time inside collectives; with Gloo most of it runs on a worker thread "
                 "while backward goes on, so it is hidden, not lost: the rank that hides the most is charged."),
