@@ -53,7 +53,6 @@ def gpu_work(source) -> pd.DataFrame:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.align import gpu_work
     >>> gpu_work(tr)[["kind", "tid", "correlation", "launch_end_ns", "start_ns", "end_ns"]]
          kind  tid  correlation  launch_end_ns  start_ns  end_ns
     0  kernel    1            7            250       300     700
@@ -90,7 +89,6 @@ def project(ranges: pd.DataFrame, work: pd.DataFrame, attribution: str = "thread
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.align import gpu_work, project
     >>> from kitlib.analyses.steps import labelled_ranges
     >>> tr = tiny_trace()
     >>> p = project(labelled_ranges(tr), gpu_work(tr))
@@ -185,7 +183,6 @@ def align(profiler, nsys, attribution: str = "time", labels=None) -> pd.DataFram
     with Nsight Systems), phase by phase:
 
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.align import align
     >>> t = align(open_capture("fixed_batch").trace, open_capture("nsys_8step").nsys, attribution="time")
     >>> t[["step", "label", "prof_host_ns", "nsys_host_ns"]].head(3)   # nsys' step 0 is the cold one
        step      label  prof_host_ns  nsys_host_ns
@@ -264,7 +261,6 @@ def align_summary(table: pd.DataFrame, skip_first: bool = True) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.align import align, align_summary
     >>> t = align(open_capture("fixed_batch").trace, open_capture("nsys_8step").nsys, attribution="time")
     >>> align_summary(t)[["prof_host_ms", "nsys_host_ms"]].round(2)
                prof_host_ms  nsys_host_ms
@@ -294,7 +290,6 @@ def launch_threads(source) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.align import launch_threads
     >>> launch_threads(open_capture("nsys_8step").nsys)[["thread", "kernels", "kernel_share", "labelled_ranges"]].head(2)
               thread  kernels  kernel_share  labelled_ranges
     0  pt_autograd_0     2360      0.543779                0
@@ -327,7 +322,6 @@ def operator_ranges(report) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.align import operator_ranges
     >>> operator_ranges(open_capture("nsys_emit_nvtx").nsys)[["op", "seq", "op_id", "depth"]].head(3)
                        op   seq  op_id  depth
     0        aten::conv2d   537      1      2

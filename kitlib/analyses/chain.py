@@ -98,7 +98,6 @@ def chain(trace: Trace, method: str = "auto") -> pd.DataFrame:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import chain
     >>> chain(tr)[["op_name", "launch_name", "gpu_name", "link"]]
           op_name       launch_name     gpu_name         link
     0  aten::relu  cudaLaunchKernel  relu_kernel  external_id
@@ -124,7 +123,6 @@ def join_ids(gpu: pd.DataFrame, launches: pd.DataFrame, ops: pd.DataFrame) -> pd
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.chain import join_ids
     >>> tr = tiny_trace()
     >>> join_ids(tr.kernels, tr.launches, tr.ops)
        gpu_row  launch_row  op_row
@@ -236,7 +234,6 @@ def launches_of(trace: Trace, op_row: int, chain_df: pd.DataFrame | None = None)
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import launches_of
     >>> launches_of(tr, 1)[["launch_name", "gpu_name"]]
             launch_name     gpu_name
     0  cudaLaunchKernel  relu_kernel
@@ -255,7 +252,6 @@ def first_op(trace: Trace, name: str, step: int | None = None) -> int:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import first_op
     >>> first_op(tr, "aten::relu")
     1
     """
@@ -284,7 +280,6 @@ def op_summary(trace: Trace, op_row: int) -> dict:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.chain import op_summary
     >>> s = op_summary(tr, 1)
     >>> s["op_name"], s["launch_count"], s["longest_kernel"], float(s["kernel_sum_us"])
     ('aten::relu', 1, 'relu_kernel', 0.4)

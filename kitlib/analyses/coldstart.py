@@ -36,7 +36,6 @@ def read_wallclock(doc, path="wallclock.json") -> pd.DataFrame:
 
     Examples
     --------
-    >>> from kitlib.analyses.coldstart import read_wallclock
     >>> doc = {"t0_ns": 0, "end_ns": 900, "steps": [
     ...     {"next_start_ns": 0, "next_end_ns": 500, "step_submitted_ns": 600},
     ...     {"next_start_ns": 700, "next_end_ns": 720, "step_submitted_ns": 800}]}
@@ -68,7 +67,6 @@ def data_load_ranges(source, label: str = DATA_LOAD) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.coldstart import data_load_ranges
     >>> data_load_ranges(open_capture("cold_start_8step").trace)[["step", "dur_ns"]].head(2)
        step      dur_ns
     0     0  1523361537
@@ -117,7 +115,6 @@ def batch_copies(source, label: str = DATA_LOAD, next_label: str = FORWARD) -> p
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.coldstart import batch_copies
     >>> batch_copies(open_capture("nsys_8step").nsys)[["step", "copies", "images_bytes", "batch_end_after_range_ns"]].head(3)
        step  copies  images_bytes  batch_end_after_range_ns
     0     0       2      77070336                   -116850
@@ -169,7 +166,6 @@ def gap_activity(report, start_ns: int, end_ns: int) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.coldstart import gap_activity
     >>> report = open_capture("nsys_8step").nsys
     >>> first = report.nvtx[report.nvtx["name"] == "data_load"].iloc[0]
     >>> gap_activity(report, first["start_ns"], first["end_ns"])[["thread", "source", "call", "calls"]].head(3)
@@ -212,7 +208,6 @@ def traced_processes(report) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.coldstart import traced_processes
     >>> traced_processes(open_capture("nsys_8step").nsys)[["process", "processes", "osrt_rows", "cuda_api_rows"]].head(2)
               process  processes  osrt_rows  cuda_api_rows
     0         python3          1       2392          12084
@@ -245,7 +240,6 @@ def cold_start_figures(report=None, trace=None, wallclock: pd.DataFrame | None =
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.analyses.coldstart import cold_start_figures
     >>> cold_start_figures(report=open_capture("nsys_8step").nsys)[["measure", "value_ns"]]
                                              measure    value_ns
     0            first data_load range (Nsight NVTX)  1469484230
@@ -292,7 +286,6 @@ def step_time_stats(series: dict, outlier_factor: float = 2.0) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from kitlib.analyses.coldstart import step_time_stats
     >>> step_time_stats({"plain": [10.0, 10.5, 9.5, 30.0]})[["n", "median_ms", "iqr_ms", "outliers", "max_over_median"]]
            n  median_ms  iqr_ms  outliers  max_over_median
     plain  4      10.25     5.5         1         2.926829
@@ -324,7 +317,6 @@ def epoch_positions(first_batch: int, n_steps: int, batches_per_epoch: int) -> p
 
     Examples
     --------
-    >>> from kitlib.analyses.coldstart import epoch_positions
     >>> epoch_positions(first_batch=2, n_steps=4, batches_per_epoch=3)
        step_index  batch  epoch  batch_in_epoch  epoch_start
     0           0      2      0               2        False
@@ -349,7 +341,6 @@ def loader_epoch_length(capture) -> int:
 
     Examples
     --------
-    >>> from kitlib.analyses.coldstart import loader_epoch_length
     >>> from types import SimpleNamespace
     >>> loader_epoch_length(SimpleNamespace(workload={"batch_size": 128, "dataset": "synthetic: 1,792 JPEGs"}))
     14

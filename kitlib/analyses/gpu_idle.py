@@ -221,7 +221,6 @@ def classify_gaps(stream, start_ns, end_ns, launch_start_ns, kernel_wait_max_ns:
 
     Examples
     --------
-    >>> from kitlib.analyses.gpu_idle import classify_gaps
     >>> classify_gaps([7, 7, 7], [0, 50, 80], [40, 60, 90], [0, 45, 10])
        next  prev_end_ns  end_ns  gap_ns     category
     0     1           40      50      10    host_wait
@@ -308,7 +307,6 @@ def idle_breakdown(source, by: str = "step", kernel_wait_max_ns: int = KERNEL_WA
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import idle_breakdown
     >>> idle_breakdown(tiny_trace())[["step", "stream", "window_ns", "busy_ns", "gaps_ns", "no_work_ns"]]
        step  stream  window_ns  busy_ns  gaps_ns  no_work_ns
     0     1       7       1000      400        0         600
@@ -395,7 +393,6 @@ def queue_length(source, until: str = "end", events=None) -> pd.DataFrame:
     The tiny trace's one kernel: launched at 150 ns, finished at 700 ns:
 
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import queue_length
     >>> queue_length(tiny_trace())
        device  stream  time_ns  queue_length
     0       0       7      150             1
@@ -633,7 +630,6 @@ def step_verdicts(source, events=None, steps=None,
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.gpu_idle import step_verdicts
     >>> v = step_verdicts(tiny_trace())
     >>> v[["step", "queue_empty_share", "device_busy_share", "verdict"]]
        step  queue_empty_share  device_busy_share    verdict

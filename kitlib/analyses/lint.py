@@ -41,7 +41,6 @@ class Finding:
     --------
     >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
-    >>> from kitlib.analyses.lint import lint
     >>> f = lint(trace_from_json(tiny_profile_doc()))[0]
     >>> f.code, f.severity, sorted(f.evidence)
     ('gpu_annotations', 'warning', ['annotation_sum_ns', 'annotations', 'kernel_sum_ns'])

@@ -30,7 +30,6 @@ def steps_of(source) -> pd.DataFrame:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import steps_of
     >>> steps_of(tr)[["step", "name", "start_ns", "end_ns"]]
        step            name  start_ns  end_ns
     0     1  ProfilerStep#1         0    1000
@@ -164,7 +163,6 @@ def step_gaps(source, min_gap_ns: int = 1_000_000) -> pd.DataFrame:
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import step_gaps
     >>> step_gaps(tr, min_gap_ns=100)[["step", "start_ns", "end_ns", "host_event"]]
        step  start_ns  end_ns      host_event
     0     1         0     300      aten::relu
@@ -201,7 +199,6 @@ def step_measures(source, phases=None, min_gap_ns: int = 1_000_000) -> pd.DataFr
     --------
     >>> from kitlib.model.examples import tiny_trace
     >>> tr = tiny_trace()
-    >>> from kitlib.analyses.steps import step_measures
     >>> step_measures(tr)[["step", "wall_ns", "device_busy_ns", "idle_ns", "gpu_launched"]]
        step  wall_ns  device_busy_ns  idle_ns  gpu_launched
     0     1     1000             400      600             1

@@ -185,7 +185,6 @@ def trace_diff(before, after, what: str = "kernels", per_step: bool = False,
     A recording against itself (a worked before/after pair: tests/analyses/test_moved_examples.py):
 
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.analyses.trace_diff import trace_diff
     >>> trace_diff(tiny_trace(), tiny_trace())[["name", "before_count", "after_count", "change"]]
               name  before_count  after_count     change
     0  relu_kernel             1            1  unchanged
@@ -258,7 +257,6 @@ def diff_summary(diff: pd.DataFrame) -> pd.DataFrame:
     Examples
     --------
     >>> import pandas as pd
-    >>> from kitlib.analyses.trace_diff import diff_summary
     >>> d = pd.DataFrame({"kind": "kernel", "name": ["a", "b", "c"], "input_shapes": "",
     ...                   "before_count": [1, 0, 2], "after_count": [1, 1, 2],
     ...                   "before_device_ns": [50, 0, 10], "after_device_ns": [30, 5, 10],

@@ -307,41 +307,26 @@ def grouping_explorer(trace, events: pd.DataFrame | None = None, by: str = "inpu
         return view.set_index(group_by), plots_grouping.plot_callsites(t, group_by, top=int(top)).figure
     explorer = Explorer("device time by call site", controls, render, max_width_em=28)
     if held:
-        _hold_views(explorer, hold, views)
+        waiting = [v for v in views if v not in controls["group_by"].options]
+
+        def offer():
+            controls["group_by"].options = views       # the value, user_frame or not, kept
+        _hold(explorer, hold, f"group by {' and '.join(waiting)} waits for your prediction of {hold[1]} above "
+                              "(or its reveal): by layer, this table would answer it.", offer)
     if none_held():
-        _hold_none_row(explorer, hold_none)
+        _hold(explorer, hold_none, f"the row (none), the operators with no call site, waits for your prediction "
+                                   f"of {hold_none[1]} above (or its reveal): it would answer it.", explorer.refresh)
     return explorer
-
-
-def _hold_none_row(explorer: Explorer, hold: tuple):
-    """Leave the ``(none)`` row out (the explorer's render does) until ``hold = (exercises, key)``
-    is ready; a note until then, then the view drawn again with the row."""
-    ex, key = hold
-    said = (f"the row (none), the operators with no call site, waits for your prediction of {key} above "
-            "(or its reveal): it would answer it.")
-    explorer.held_note = " ".join(n for n in (explorer.held_note, said) if n)
-    note = widgets.HTML(f"<i>{html.escape(said)}</i>")
-    note.add_class(HELD_VIEWS_CLASS)
-    explorer.children = explorer.children[:2] + (note,) + explorer.children[2:]
-
-    def opened():
-        if note in explorer.children and ex[key].outcome_ready():
-            explorer.held_note = explorer.held_note.replace(said, "").strip()
-            explorer.children = tuple(c for c in explorer.children if c is not note)
-            explorer.refresh()
-    ex.followers.setdefault(key, []).append(opened)
 
 
 #: CSS class of the note an explorer shows while views of it wait for a prediction.
 HELD_VIEWS_CLASS = f"{EXPLORER_CLASS}-held"
 
 
-def _hold_views(explorer: Explorer, hold: tuple, views: list):
-    """Offer ``views`` in ``group_by`` once ``hold = (exercises, key)`` is ready; a note until then."""
+def _hold(explorer: Explorer, hold: tuple, said: str, then):
+    """Show the note ``said`` until ``hold = (exercises, key)`` is ready; then drop it and call
+    ``then()`` (the view it held back, offered or drawn)."""
     ex, key = hold
-    waiting = [v for v in views if v not in explorer.controls["group_by"].options]
-    said = (f"group by {' and '.join(waiting)} waits for your prediction of {key} above (or its "
-            "reveal): by layer, this table would answer it.")
     explorer.held_note = " ".join(n for n in (explorer.held_note, said) if n)
     note = widgets.HTML(f"<i>{html.escape(said)}</i>")
     note.add_class(HELD_VIEWS_CLASS)
@@ -349,9 +334,9 @@ def _hold_views(explorer: Explorer, hold: tuple, views: list):
 
     def opened():
         if note in explorer.children and ex[key].outcome_ready():
-            explorer.controls["group_by"].options = views      # the value, user_frame or not, kept
             explorer.held_note = explorer.held_note.replace(said, "").strip()
             explorer.children = tuple(c for c in explorer.children if c is not note)
+            then()
     ex.followers.setdefault(key, []).append(opened)
 
 

@@ -2,7 +2,6 @@
 
 Examples
 --------
->>> from kitlib.model.examples import tiny_trace
 >>> tr = tiny_trace()
 >>> tr.ops[["name", "kind", "start_ns", "end_ns"]]
              name        kind  start_ns  end_ns
@@ -114,7 +113,6 @@ def tiny_profile_doc() -> dict:
 
     Examples
     --------
-    >>> from kitlib.model.examples import tiny_profile_doc
     >>> from kitlib.readers.trace import trace_from_json
     >>> trace_from_json(tiny_profile_doc()).ops[["name", "kind", "start_ns", "end_ns"]]
                           name        kind  start_ns  end_ns
@@ -195,7 +193,6 @@ def tiny_rank_docs() -> dict:
 
     Examples
     --------
-    >>> from kitlib.model.examples import tiny_rank_docs
     >>> tiny_rank_docs()[1]["distributedInfo"]
     {'backend': 'nccl', 'rank': 1, 'world_size': 2}
     """

@@ -21,7 +21,6 @@ def defect_table(rows) -> pd.DataFrame:
 
     Examples
     --------
-    >>> from kitlib.model.nsys import defect_table
     >>> defect_table([("nvtx", "NVTX_EVENTS", "end", "missing", 3, 17)])
       table       source column  problem  rows  first_rowid
     0  nvtx  NVTX_EVENTS    end  missing     3           17
@@ -339,7 +338,6 @@ def range_nesting(ranges: pd.DataFrame) -> tuple:
     A range inside another, and one never closed (endless, so inside none):
 
     >>> import pandas as pd
-    >>> from kitlib.model.nsys import range_nesting
     >>> r = pd.DataFrame({"pid": 1, "tid": 5, "start_ns": [0, 10, 50], "end_ns": [100, 40, None],
     ...                   "range_id": [7, 8, 9]})
     >>> depth, parent = range_nesting(r)
@@ -375,7 +373,6 @@ def nvtx_gpu_projection(report: NsysReport) -> pd.DataFrame:
     Examples
     --------
     >>> from kitlib.readers.bundle import open_capture
-    >>> from kitlib.model.nsys import nvtx_gpu_projection
     >>> proj = nvtx_gpu_projection(open_capture("nsys_8step").nsys)
     >>> proj[["range", "proj_dur_ns", "gpu_ops", "level"]].head(3)
              range  proj_dur_ns  gpu_ops  level

@@ -29,7 +29,6 @@ def build_host_tree(ops: pd.DataFrame, launches: pd.DataFrame, python_children: 
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.model.tree import build_host_tree
     >>> tr = tiny_trace()
     >>> build_host_tree(tr.ops, tr.launches)[["name", "parent", "depth", "children_ns"]]
                    name  parent  depth  children_ns
@@ -77,7 +76,6 @@ def nesting(pids, tids, starts, ends, tolerance=0) -> np.ndarray:
 
     Examples
     --------
-    >>> from kitlib.model.tree import nesting
     >>> nesting([1] * 4, [1] * 4, [0, 10, 50, 50], [100, 50, 50, 60]).tolist()
     [-1, 0, 0, 0]
     """
@@ -107,7 +105,6 @@ def depths(parent: np.ndarray) -> np.ndarray:
     Examples
     --------
     >>> import numpy as np
-    >>> from kitlib.model.tree import depths
     >>> depths(np.array([-1, 0, 1, 0])).tolist()
     [0, 1, 2, 1]
     """
@@ -180,7 +177,6 @@ def ancestors(tree, i: int) -> list:
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.model.tree import ancestors
     >>> ancestors(tiny_trace().host_events, 2)           # cudaLaunchKernel: in relu, in the step
     [1, 0]
     """
@@ -198,7 +194,6 @@ def descendants(tree: pd.DataFrame, i: int) -> list:
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.model.tree import descendants
     >>> descendants(tiny_trace().host_events, 0)
     [1, 2, 3]
     """
@@ -222,7 +217,6 @@ def nearest_ancestor(parent, where, include_self: bool = False) -> np.ndarray:
     The nearest enclosing operator of each event (step, relu, its launch, add):
 
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.model.tree import nearest_ancestor
     >>> t = tiny_trace().host_events
     >>> nearest_ancestor(t["parent"], (t["kind"] == "op").to_numpy()).tolist()
     [-1, -1, 1, -1]
@@ -246,7 +240,6 @@ def innermost_at(tree: pd.DataFrame, pid, tid, t_ns, closed: str = "left") -> np
     Examples
     --------
     >>> from kitlib.model.examples import tiny_trace
-    >>> from kitlib.model.tree import innermost_at
     >>> innermost_at(tiny_trace().host_events, 1, 1, [0, 150, 399, 400, 1000])
     array([ 0,  2,  1,  0, -1])
     """

@@ -12,8 +12,6 @@ Sources: docs/SOURCES.md#boundary-rule
 Examples
 --------
 Three steps back to back, and times at every boundary:
-
->>> from kitlib.model.window import containing
 >>> containing([0, 10, 20], [10, 20, 30], [0, 9, 10, 20, 30])
 array([ 0,  0,  1,  2, -1])
 >>> containing([0, 10, 20], [10, 20, 30], [30], closed="both")   # another rule, named
@@ -53,8 +51,6 @@ def innermost(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
     Examples
     --------
     A parent [0, 100), a child [20, 60) and a zero-length event at 60:
-
-    >>> from kitlib.model.window import innermost
     >>> innermost([0, 20, 60], [100, 60, 60], [0, 20, 59, 60, 99, 100])
     array([ 0,  1,  1,  0,  0, -1])
     """
@@ -104,7 +100,6 @@ def containing(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 
     Examples
     --------
-    >>> from kitlib.model.window import containing
     >>> containing([10, 0], [20, 10], [0, 10, 15, 20])
     array([ 1,  0,  0, -1])
     """
@@ -117,7 +112,6 @@ def count_in(start_ns, end_ns, t_ns, closed: str = "left") -> np.ndarray:
 
     Examples
     --------
-    >>> from kitlib.model.window import count_in
     >>> count_in([0, 10], [10, 20], [0, 5, 10, 20])
     array([2, 1])
     """
@@ -162,7 +156,6 @@ def step_of(times_ns, steps: pd.DataFrame, closed: str = "left") -> pd.arrays.In
     Steps 1 and 2 back to back, [0, 10) and [10, 20):
 
     >>> import pandas as pd
-    >>> from kitlib.model.window import step_of
     >>> steps = pd.DataFrame({"step": [1, 2], "start_ns": [0, 10], "end_ns": [10, 20]})
     >>> step_of([0, 9, 10, 20], steps).tolist()
     [1, 1, 2, <NA>]
@@ -182,7 +175,6 @@ def label_at(times_ns, ranges: pd.DataFrame, closed: str = "left") -> pd.arrays.
     A parent [0, 100) (label 7) and its child [20, 60) (label 8):
 
     >>> import pandas as pd
-    >>> from kitlib.model.window import label_at
     >>> ranges = pd.DataFrame({"start_ns": [0, 20], "end_ns": [100, 60]}, index=[7, 8])
     >>> label_at([0, 20, 60, 100], ranges).tolist()
     [7, 8, 7, <NA>]
