@@ -342,7 +342,7 @@ def _memory_checked(cfg):
 
 def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
     """``profile`` on one torchrun rank: every rank records, rank 0 prints the summary."""
-    from .distributed import capture_ranks, leave_together, summarize_ranks
+    from .distributed import capture_ranks, exit_rank, leave_together, summarize_ranks
     rank = ranks["rank"]
     if rank == 0:
         lag = (f"; rank {cfg.straggler_rank} sleeps {cfg.straggler_ms:g} ms per step"
@@ -358,7 +358,7 @@ def _profile_ranks(args, cfg, rec, ranks, plan) -> int:
         if rank == 0:
             print(f"done in {time.perf_counter() - t0:,.1f} s: {cap.path}\n", flush=True)
             print(summarize_ranks(cap.path))
-    return 0
+    exit_rank(0)
 
 
 class Terminated(SystemExit):

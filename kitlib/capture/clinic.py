@@ -487,7 +487,7 @@ def _update_step_times(folder: Path, updates: dict) -> None:
 def _rank_main(job_json: str, out: str) -> int:
     """One rank of the two-rank recording (:func:`torchrun_command`)."""
     import torch
-    from .distributed import capture_ranks, leave_together
+    from .distributed import capture_ranks, exit_rank, leave_together
     job = json.loads(job_json)
     s = job["settings"]
     if s.get("device", "cpu") == "cpu":
@@ -497,7 +497,7 @@ def _rank_main(job_json: str, out: str) -> int:
         cfg = _config(s, s.get("device", "cpu"))
         cfg.steps = recipe.active
         capture_ranks(cfg, recipe, out, progress=False)
-    return 0
+    exit_rank(0)
 
 
 #: The settings a case's healthy run shares with its fixed job.

@@ -153,6 +153,19 @@ def leave_together():
             dist.destroy_process_group()
 
 
+def exit_rank(code: int = 0):
+    """End a torchrun rank's process with ``code`` once its output is flushed and its trace-cache
+    writes are done, without C++'s destructors at exit: a thread of Gloo's or of the profiler's
+    still joinable there made a rank abort ("terminate called without an active exception") after
+    its work had succeeded, also after the barrier of :func:`leave_together` (CI, 7 December)."""
+    import sys
+    from ..readers import trace_cache
+    trace_cache.wait()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 def _abandon(claim, out: Path) -> None:
     """Remove the rank folders' files this run wrote, then :meth:`OutFolder.abandon`."""
     for d in out.glob("rank*"):
