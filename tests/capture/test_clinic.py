@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -450,7 +451,9 @@ def test_time_steps_records_the_process_beside_the_steps():
     time_steps(Keeper(), 5, process=p)
     rss = p["rss_bytes_after_step"]
     by_hand = int(open("/proc/self/statm").read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    growth = (rss[-1] - rss[0]) / (len(rss) - 1)
+    # the median step's growth: memory the process frees meanwhile (the collector, another
+    # allocation returned to the OS) made one step grow by 0.17 MB in CI's newest environment
+    growth = statistics.median(b - a for a, b in zip(rss, rss[1:]))
     print(f"RSS growth {growth:,.0f} B per step; now {by_hand:,} B by hand, {rss_bytes():,} B kitlib")
     assert len(rss) == 10 and 1.9e6 <= growth <= 2.3e6 and abs(rss_bytes() - by_hand) < 1e6
     assert len(p["loadavg_1min"]) == 4 and p["cpu_count"] == os.cpu_count()
