@@ -17,16 +17,11 @@ from kitlib.readers.snapshot import load_memory_snapshot
 from kitlib.readers.trace import load_trace
 
 from conftest import REF
+from support.errors import refused
 
 
 def _raises(path, exc, *words):
-    with pytest.raises(exc) as info:
-        load_trace(path)
-    msg = str(info.value)
-    assert str(path) in msg
-    for w in words:
-        assert w in msg, msg
-    return msg
+    return refused(load_trace, path, exc, *words)
 
 
 def test_missing_file(tmp_path):

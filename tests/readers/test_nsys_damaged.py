@@ -17,6 +17,7 @@ from kitlib.readers.nsys import DEFECT_COLUMNS, STATS_REPORTS, load_nsys, nsys_s
 
 from conftest import REF
 from support.damage import NSYS_8STEP, damaged_export
+from support.errors import refused
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
@@ -39,13 +40,7 @@ def sound():
 
 
 def _nsys_refused(path, *words):
-    with pytest.raises(NsysFormatError) as info:
-        load_nsys(path)
-    msg = str(info.value)
-    assert str(path) in msg
-    for w in words:
-        assert w in msg, msg
-    return msg
+    return refused(load_nsys, path, NsysFormatError, *words)
 
 
 def _loaded(path, *problems):
