@@ -17,7 +17,7 @@ import pandas as pd
 from ..errors import KitError
 from ..units import bytes_to_gib
 from ..model import Trace
-from ..model.window import bounds_in, label_at, step_of
+from ..model.window import bounds_in, step_of, value_at
 from ..phases import FORWARD, LABELS
 
 __all__ = ["profiler_events", "memory_by_event", "memory_by_operator", "records_inside_no_event",
@@ -336,11 +336,7 @@ def memory_timeline(trace: Trace, device="cuda", phases=LABELS) -> pd.DataFrame:
                         "device_id": m["device_id"].to_numpy()})
     out["step"] = step_of(t, trace.steps)
     ph = trace.ops[trace.ops["name"].isin(list(phases)) & (trace.ops["kind"] == "annotation")]
-    at = label_at(t, ph)                                     # the phase open latest, on any thread
-    phase = np.full(len(t), None, dtype=object)              # None outside every phase
-    hit = ~at.isna()
-    phase[hit] = ph["name"].loc[at[hit].to_numpy(np.int64)].to_numpy(dtype=object)
-    out["phase"] = phase
+    out["phase"] = value_at(t, ph)                  # the phase open latest, on any thread; None outside
     op = np.full(len(m), None, dtype=object)
     op_names = trace.ops["name"].to_numpy(dtype=object)
     for (pid, tid), idx in (m.groupby(["pid", "tid"]).groups.items() if len(op_names) else ()):
